@@ -1,0 +1,47 @@
+/* castscope agent: the whole public surface of libcastscope_agent.so.
+ *
+ * Everything else in the library is hidden (-fvisibility=hidden). Calls are
+ * safe from any thread; start/stop are serialized internally. No function
+ * throws: failures come back as return values and messages.
+ */
+#ifndef CASTSCOPE_AGENT_H_
+#define CASTSCOPE_AGENT_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CASTSCOPE_EXPORT __attribute__((visibility("default")))
+
+/* Starts the agent. `config_json` is an object:
+ *   {"policy_files": ["policies/cpu.json", "my_overlay.json"],  (required; later files override)
+ *    "events_path": "events.jsonl",  (optional JSON-lines dump of castscope.v1.Event)
+ *    "record_events": true, "ring_records": 16384, "max_threads": 16,
+ *    "flush_interval_ms": 100, "torch_version": "2.14.1"}
+ * Returns 0 on success. Otherwise returns non-zero, writes a NUL-terminated
+ * message (truncated to err_len) and leaves native autocast in place. */
+CASTSCOPE_EXPORT int castscope_agent_start(const char* config_json, char* err, size_t err_len);
+
+/* Unregisters castscope's kernels (native autocast takes over again), drains
+ * every buffered event and closes the dump. Returns 0; 1 when not started. */
+CASTSCOPE_EXPORT int castscope_agent_stop(void);
+
+/* Drains buffered events to the dump now. Returns the number written. */
+CASTSCOPE_EXPORT long castscope_agent_flush(void);
+
+/* Writes a JSON status object into buf (NUL-terminated, truncated to len).
+ * Returns the full length, so a caller can retry with a larger buffer. */
+CASTSCOPE_EXPORT size_t castscope_agent_status(char* buf, size_t len);
+
+/* Loads the policy files of `config_json` (same format as start) and checks
+ * them against the running dispatcher without registering anything. Writes
+ * {"ok": bool, "errors": [...], "findings": [...]} into buf like status. */
+CASTSCOPE_EXPORT size_t castscope_policy_check(const char* config_json, char* buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CASTSCOPE_AGENT_H_ */

@@ -1,0 +1,197 @@
+"""castscope: see what autocast did to your job.
+
+    import torch, castscope
+    with castscope.attached(events_path="casts.jsonl") as agent:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(x)
+    print(agent.summary())
+
+`attach()` loads libcastscope_agent.so into this interpreter (after torch),
+registers castscope's autocast kernels from the policy files, and records one
+event per autocast decision. `detach()` hands autocast back to torch.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import pathlib
+import tempfile
+from typing import Iterator, Sequence
+
+__all__ = ["Agent", "AttachError", "attach", "attached", "detach", "default_policy_files", "policy_check", "read_events"]
+
+_PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+_REPO_ROOT = _PACKAGE_DIR.parents[2]
+
+
+class AttachError(RuntimeError):
+    """castscope could not take over autocast; native autocast is untouched."""
+
+
+def _agent_library_path() -> pathlib.Path:
+    explicit = os.environ.get("CASTSCOPE_AGENT_LIB")
+    candidates = [pathlib.Path(explicit)] if explicit else []
+    candidates += [_PACKAGE_DIR / "libcastscope_agent.so", _REPO_ROOT / "build" / "agent" / "libcastscope_agent.so"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise AttachError(
+        "castscope: libcastscope_agent.so not found (looked at "
+        + ", ".join(str(c) for c in candidates)
+        + "); build it with scripts/setup.sh or set CASTSCOPE_AGENT_LIB"
+    )
+
+
+def policies_dir() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("CASTSCOPE_POLICIES", _REPO_ROOT / "policies"))
+
+
+def default_policy_files(devices: Sequence[str] = ("cpu", "cuda", "xpu", "mps")) -> list[str]:
+    """The native policy lists shipped for the reference torch, one per device."""
+    return [str(policies_dir() / f"{device}.json") for device in devices if (policies_dir() / f"{device}.json").is_file()]
+
+
+_lib = None
+
+
+def _library():
+    global _lib
+    if _lib is None:
+        import torch  # noqa: F401  (the agent binds to the libtorch already loaded)
+
+        lib = ctypes.CDLL(str(_agent_library_path()))
+        lib.castscope_agent_start.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        lib.castscope_agent_start.restype = ctypes.c_int
+        lib.castscope_agent_stop.restype = ctypes.c_int
+        lib.castscope_agent_flush.restype = ctypes.c_long
+        for name in ("castscope_agent_status", "castscope_policy_check"):
+            getattr(lib, name).restype = ctypes.c_size_t
+        lib.castscope_agent_status.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.castscope_policy_check.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        _lib = lib
+    return _lib
+
+
+def _read_json(call) -> dict:
+    size = 1 << 16
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        needed = call(buf, size)
+        if needed < size:
+            return json.loads(buf.value.decode())
+        size = needed + 1
+
+
+def _config(policy_files, overlays, events_path, record_events, **extra) -> dict:
+    import torch
+
+    files = list(policy_files) if policy_files is not None else default_policy_files()
+    files += [str(o) for o in overlays]
+    config = {"policy_files": files, "record_events": record_events, "torch_version": torch.__version__}
+    if events_path is not None:
+        config["events_path"] = str(events_path)
+    config.update({k: v for k, v in extra.items() if v is not None})
+    return config
+
+
+def read_events(path) -> list[dict]:
+    """Reads a JSON-lines dump: one castscope.v1.Event (as a dict) per line."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class Agent:
+    """Handle on the attached agent (one per process)."""
+
+    def __init__(self, events_path: pathlib.Path):
+        self.events_path = events_path
+
+    def flush(self) -> int:
+        return _library().castscope_agent_flush()
+
+    def status(self) -> dict:
+        return _read_json(_library().castscope_agent_status)
+
+    def events(self) -> list[dict]:
+        """Flushes, then returns every event dumped so far."""
+        self.flush()
+        return read_events(self.events_path)
+
+    def casts(self) -> list[dict]:
+        return [e["cast"] for e in self.events() if "cast" in e]
+
+    def ops(self) -> list[dict]:
+        return [e["op"] for e in self.events() if "op" in e]
+
+    def summary(self) -> str:
+        from collections import Counter
+
+        events = self.events()
+        casts = Counter()
+        for e in events:
+            c = e.get("cast")
+            if c and c["outcome"] == "CAST_OUTCOME_CAST":
+                casts[(c["op"], c["arg_name"], c["src_dtype"][6:].lower(), c["dst_dtype"][6:].lower())] += 1
+        stats = [e["stats"] for e in events if "stats" in e]
+        lines = [f"castscope: {sum(1 for e in events if 'op' in e)} autocast ops, {sum(casts.values())} casts"]
+        for (op, arg, src, dst), n in casts.most_common(15):
+            lines.append(f"  {n:6d}  {op:36s} {arg:12s} {src} -> {dst}")
+        if stats:
+            s = stats[-1]
+            lines.append(f"  dropped events: {s['events_dropped']}, internal errors: {s['internal_errors']}")
+        return "\n".join(lines)
+
+
+_current: Agent | None = None
+
+
+def attach(
+    policy_files: Sequence[str] | None = None,
+    overlays: Sequence[str] = (),
+    events_path: str | os.PathLike | None = None,
+    record_events: bool = True,
+    ring_records: int | None = None,
+    max_threads: int | None = None,
+) -> Agent:
+    """Takes over autocast from the policy files (default: policies/ for all
+    devices) plus user overlays. Raises AttachError, with file, line and
+    entry, when a policy is refused; native autocast then keeps working."""
+    global _current
+    if _current is not None:
+        raise AttachError("castscope: already attached; call castscope.detach() first")
+    if events_path is None:
+        fd, events_path = tempfile.mkstemp(prefix="castscope-", suffix=".jsonl")
+        os.close(fd)
+    events_path = pathlib.Path(events_path)
+    config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads)
+    err = ctypes.create_string_buffer(1 << 16)
+    if _library().castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
+        raise AttachError(err.value.decode())
+    _current = Agent(events_path)
+    return _current
+
+
+def detach() -> None:
+    """Restores native autocast and writes the remaining events."""
+    global _current
+    if _current is None:
+        return
+    _library().castscope_agent_stop()
+    _current = None
+
+
+@contextlib.contextmanager
+def attached(*args, **kwargs) -> Iterator[Agent]:
+    agent = attach(*args, **kwargs)
+    try:
+        yield agent
+    finally:
+        detach()
+
+
+def policy_check(policy_files: Sequence[str] | None = None, overlays: Sequence[str] = ()) -> dict:
+    """Checks policy files against this process's dispatcher without attaching."""
+    config = json.dumps(_config(policy_files, overlays, None, False)).encode()
+    return _read_json(lambda buf, size: _library().castscope_policy_check(config, buf, size))

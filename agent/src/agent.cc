@@ -1,0 +1,352 @@
+// Lifecycle of the agent: configuration, policy loading and checking, kernel
+// registration, and the exporter thread that drains rings into the dump.
+#include "castscope/agent.h"
+
+#include <c10/util/Exception.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "dispatch.h"
+#include "event_log.h"
+#include "jsonl_writer.h"
+#include "logging.h"
+#include "policy.h"
+#include "policy_check.h"
+
+namespace castscope {
+namespace {
+
+using json = nlohmann::json;
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+struct Config {
+  std::vector<std::string> policy_files;
+  std::string events_path;
+  bool record_events = true;
+  size_t ring_records = 1 << 14;
+  size_t max_threads = 16;
+  int flush_interval_ms = 100;
+  std::string torch_version = TORCH_VERSION;
+};
+
+// Returns an error message, empty on success.
+std::string parse_config(const char* text, Config& config) {
+  if (text == nullptr) return "castscope: no configuration given";
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    return std::string("castscope: configuration is not valid JSON: ") + e.what();
+  }
+  try {
+    if (!doc.is_object()) return "castscope: configuration must be a JSON object";
+    for (const auto& [key, value] : doc.items()) {
+      if (key == "policy_files") {
+        config.policy_files = value.get<std::vector<std::string>>();
+      } else if (key == "events_path") {
+        config.events_path = value.is_null() ? "" : value.get<std::string>();
+      } else if (key == "record_events") {
+        config.record_events = value.get<bool>();
+      } else if (key == "ring_records") {
+        config.ring_records = value.get<size_t>();
+      } else if (key == "max_threads") {
+        config.max_threads = value.get<size_t>();
+      } else if (key == "flush_interval_ms") {
+        config.flush_interval_ms = value.get<int>();
+      } else if (key == "torch_version") {
+        config.torch_version = value.get<std::string>();
+      } else {
+        return "castscope: unknown configuration key \"" + key + "\"";
+      }
+    }
+  } catch (const json::exception& e) {
+    return std::string("castscope: bad configuration value: ") + e.what();
+  }
+  if (config.policy_files.empty()) return "castscope: configuration names no policy_files";
+  if (config.flush_interval_ms <= 0) return "castscope: flush_interval_ms must be positive";
+  return "";
+}
+
+size_t copy_out(const std::string& text, char* buf, size_t len) {
+  if (buf != nullptr && len > 0) {
+    const size_t n = std::min(text.size(), len - 1);
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return text.size();
+}
+
+json findings_json(const std::vector<PolicyFinding>& findings) {
+  json out = json::array();
+  for (const auto& f : findings)
+    out.push_back({{"severity", f.severity == PolicyFinding::Severity::kError ? "error" : "warning"},
+                   {"kind", f.kind},
+                   {"device", f.device},
+                   {"op", f.op},
+                   {"message", f.message}});
+  return out;
+}
+
+// Swallows the dispatcher's "overriding a previously registered kernel"
+// warning while castscope registers (overriding is the point); forwards the rest.
+class OverrideWarningFilter : public c10::WarningHandler {
+ public:
+  explicit OverrideWarningFilter(c10::WarningHandler* next) : next_(next) {}
+  void process(const c10::Warning& warning) override {
+    if (warning.msg().find("Overriding a previously registered kernel") != std::string::npos) return;
+    next_->process(warning);
+  }
+
+ private:
+  c10::WarningHandler* next_;
+};
+
+class Agent {
+ public:
+  static Agent& instance() {
+    static Agent* agent = new Agent();  // leaked: exporter may outlive statics
+    return *agent;
+  }
+
+  int start(const char* config_text, std::string& error) {
+    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+    if (registry_ != nullptr) {
+      error = "castscope: the agent is already started";
+      return 1;
+    }
+    Config config;
+    error = parse_config(config_text, config);
+    if (!error.empty()) return 1;
+    PolicySet policies = load_policy_files(config.policy_files);
+    if (!policies.ok()) {
+      error = "castscope: policy refused, castscope does not take over autocast (native autocast keeps working):";
+      for (const auto& e : policies.errors) error += "\n  " + e.str();
+      return 1;
+    }
+    std::vector<PolicyFinding> findings = check_policy_against_dispatcher(policies);
+    for (const auto& f : findings) {
+      if (f.severity == PolicyFinding::Severity::kError) {
+        error += (error.empty() ? "castscope: policy refused, castscope does not take over autocast (native autocast keeps working):" : "");
+        error += "\n  " + f.message;
+      } else {
+        log::info("policy check: " + f.message);
+      }
+    }
+    if (!error.empty()) return 1;
+
+    {
+      std::lock_guard<std::mutex> io(io_mutex_);
+      if (!config.events_path.empty()) {
+        error = writer_.open(config.events_path);
+        if (!error.empty()) {
+          error = "castscope: " + error;
+          return 1;
+        }
+      }
+    }
+    EventLog::instance().configure(config.ring_records, config.max_threads);
+    g_record_events.store(config.record_events, std::memory_order_relaxed);
+
+    auto registry = std::make_unique<DispatchRegistry>();
+    std::vector<std::string> registration_errors;
+    {
+      OverrideWarningFilter filter(c10::WarningUtils::get_warning_handler());
+      c10::WarningUtils::WarningHandlerGuard guard(&filter);
+      registration_errors = registry->register_policies(policies);
+    }
+    if (!registration_errors.empty()) {
+      registry.reset();  // unregisters what did register: all or nothing
+      std::lock_guard<std::mutex> io(io_mutex_);
+      writer_.close();
+      error = "castscope: could not register every policy entry, native autocast stays in place:";
+      for (const auto& e : registration_errors) error += "\n  " + e;
+      return 1;
+    }
+    registry_ = std::move(registry);
+    config_ = config;
+    findings_ = std::move(findings);
+    stop_exporter_ = false;
+    exporter_ = std::thread([this] { export_loop(); });
+    log::info("attached: " + std::to_string(registry_->registered_ops()) + " op kernels registered");
+    return 0;
+  }
+
+  int stop() {
+    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+    if (registry_ == nullptr) return 1;
+    registry_.reset();  // native kernels are back from here on
+    {
+      std::lock_guard<std::mutex> wake(exporter_mutex_);
+      stop_exporter_ = true;
+    }
+    exporter_cv_.notify_all();
+    exporter_.join();
+    drain_to_writer();
+    write_stats();
+    std::lock_guard<std::mutex> io(io_mutex_);
+    writer_.close();
+    return 0;
+  }
+
+  long flush() {
+    const long n = static_cast<long>(drain_to_writer());
+    write_stats();
+    return n;
+  }
+
+  std::string status() {
+    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+    const EventLogStats stats = EventLog::instance().stats();
+    json out = {{"attached", registry_ != nullptr},
+                {"ops_registered", registry_ != nullptr ? registry_->registered_ops() : 0},
+                {"events_recorded", stats.recorded},
+                {"events_dropped", stats.dropped},
+                {"internal_errors", stats.internal_errors},
+                {"events_path", config_.events_path},
+                {"policy_files", config_.policy_files},
+                {"policy_findings", findings_json(findings_)}};
+    return out.dump();
+  }
+
+ private:
+  void export_loop() {
+    std::unique_lock<std::mutex> lock(exporter_mutex_);
+    while (!stop_exporter_) {
+      exporter_cv_.wait_for(lock, std::chrono::milliseconds(config_.flush_interval_ms));
+      lock.unlock();
+      drain_to_writer();
+      lock.lock();
+    }
+  }
+
+  size_t drain_to_writer() {
+    std::lock_guard<std::mutex> io(io_mutex_);
+    const size_t n = EventLog::instance().drain([this](const Record& record) {
+      try {
+        if (!writer_.is_open()) return;
+        writer_.write_line(record_to_json(record, op_meta(record.op_id)));
+      } catch (...) {
+        EventLog::instance().count_internal_error();
+      }
+    });
+    writer_.flush();
+    return n;
+  }
+
+  void write_stats() {
+    std::lock_guard<std::mutex> io(io_mutex_);
+    if (!writer_.is_open()) return;
+    writer_.write_line(stats_to_json(EventLog::instance().stats(), static_cast<uint32_t>(getpid()), config_.torch_version, now_ns()));
+    writer_.flush();
+  }
+
+  // Metadata lookups are cached per drain caller: op ids are stable.
+  const OpMeta& op_meta(uint32_t op_id) {
+    if (op_id >= op_cache_.size() || op_cache_[op_id].name.empty() || op_cache_[op_id].arg_names.empty()) {
+      if (op_id >= op_cache_.size()) op_cache_.resize(op_id + 1);
+      op_cache_[op_id] = EventLog::instance().op_meta(op_id);
+    }
+    return op_cache_[op_id];
+  }
+
+  std::mutex lifecycle_mutex_;
+  std::unique_ptr<DispatchRegistry> registry_;
+  Config config_;
+  std::vector<PolicyFinding> findings_;
+
+  std::mutex io_mutex_;  // writer_ and op_cache_
+  JsonlWriter writer_;
+  std::vector<OpMeta> op_cache_;
+
+  std::mutex exporter_mutex_;
+  std::condition_variable exporter_cv_;
+  bool stop_exporter_ = false;
+  std::thread exporter_;
+};
+
+}  // namespace
+}  // namespace castscope
+
+using castscope::Agent;
+
+extern "C" {
+
+int castscope_agent_start(const char* config_json, char* err, size_t err_len) {
+  std::string error;
+  int rc = 1;
+  try {
+    rc = Agent::instance().start(config_json, error);
+  } catch (const std::exception& e) {
+    error = std::string("castscope: internal error while starting: ") + e.what();
+  } catch (...) {
+    error = "castscope: internal error while starting";
+  }
+  if (rc != 0) {
+    castscope::log::error(error);
+    castscope::copy_out(error, err, err_len);
+  }
+  return rc;
+}
+
+int castscope_agent_stop(void) {
+  try {
+    return Agent::instance().stop();
+  } catch (...) {
+    return 2;
+  }
+}
+
+long castscope_agent_flush(void) {
+  try {
+    return Agent::instance().flush();
+  } catch (...) {
+    return -1;
+  }
+}
+
+size_t castscope_agent_status(char* buf, size_t len) {
+  try {
+    return castscope::copy_out(Agent::instance().status(), buf, len);
+  } catch (...) {
+    return castscope::copy_out("{\"error\": \"status failed\"}", buf, len);
+  }
+}
+
+size_t castscope_policy_check(const char* config_json, char* buf, size_t len) {
+  using castscope::json;
+  json out = {{"ok", false}, {"errors", json::array()}, {"findings", json::array()}};
+  try {
+    castscope::Config config;
+    const std::string error = castscope::parse_config(config_json, config);
+    if (!error.empty()) {
+      out["errors"].push_back(error);
+    } else {
+      const castscope::PolicySet policies = castscope::load_policy_files(config.policy_files);
+      for (const auto& e : policies.errors) out["errors"].push_back(e.str());
+      const auto findings = castscope::check_policy_against_dispatcher(policies);
+      out["findings"] = castscope::findings_json(findings);
+      bool ok = policies.ok();
+      for (const auto& f : findings) ok = ok && f.severity != castscope::PolicyFinding::Severity::kError;
+      out["ok"] = ok;
+      json ops = json::object();
+      for (const auto& [device, policy] : policies.devices) ops[device] = policy.ops.size();
+      out["ops_per_device"] = ops;
+    }
+  } catch (const std::exception& e) {
+    out["errors"].push_back(std::string("castscope: internal error: ") + e.what());
+  }
+  return castscope::copy_out(out.dump(), buf, len);
+}
+
+}  // extern "C"

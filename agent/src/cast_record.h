@@ -1,0 +1,102 @@
+// Fixed-size records the hot path writes into per-thread rings.
+//
+// Strings never appear here: ops are interned at registration (OpTable), and
+// enums mirror proto/castscope/v1/events.proto with the same values so the
+// exporter maps them without tables.
+#pragma once
+
+#include <cstdint>
+
+namespace castscope {
+
+// Values equal castscope.v1.CastPolicy.
+enum class CastPolicy : uint8_t {
+  kUnspecified = 0,
+  kLowerPrecisionFp = 1,
+  kFp32 = 2,
+  kFp32SetOptDtype = 3,
+  kFp32AppendDtype = 4,
+  kPromote = 5,
+  kBanned = 6,
+  // Not a wire value: castscope leaves the native kernel in place.
+  kKeepNative = 100,
+};
+
+// Values equal castscope.v1.DType.
+enum class DType : uint8_t {
+  kUnspecified = 0,
+  kFloat32 = 1,
+  kFloat16 = 2,
+  kBFloat16 = 3,
+  kFloat64 = 4,
+  kInt64 = 5,
+  kInt32 = 6,
+  kInt16 = 7,
+  kInt8 = 8,
+  kUInt8 = 9,
+  kBool = 10,
+  kComplex64 = 11,
+  kComplex128 = 12,
+  kFloat8 = 13,
+  kOther = 14,
+};
+
+// Values equal castscope.v1.DeviceType.
+enum class DeviceKind : uint8_t { kUnspecified = 0, kCpu = 1, kCuda = 2, kXpu = 3, kMps = 4 };
+
+// Values equal castscope.v1.CastOutcome.
+enum class CastOutcome : uint8_t {
+  kUnspecified = 0,
+  kCast = 1,
+  kAlreadyTarget = 2,
+  kFloat64 = 3,
+  kNotFloating = 4,
+  kOtherDevice = 5,
+  kDtypeArgSet = 6,
+  kDtypeArgKept = 7,
+};
+
+enum class RecordKind : uint8_t { kCast = 1, kOp = 2 };
+
+inline constexpr int kMaxShapeDims = 8;
+inline constexpr int kMaxOpInputDtypes = 8;
+
+struct CastFields {
+  uint64_t op_seq;
+  uint64_t bytes;
+  int64_t shape[kMaxShapeDims];
+  uint16_t arg_index;
+  int16_t list_index;  // -1: not an element of a list
+  DType src;
+  DType dst;
+  CastOutcome outcome;
+  uint8_t ndim;  // may exceed kMaxShapeDims: then the shape is truncated
+};
+
+struct OpFields {
+  uint64_t cpu_duration_ns;
+  DType input_dtypes[kMaxOpInputDtypes];
+  uint8_t num_inputs;
+  DType output;
+  DType autocast_dtype;
+  bool ok;
+};
+
+// 128 bytes: two cache lines, no pointers, trivially copyable.
+struct Record {
+  uint64_t seq;
+  uint64_t ts_ns;
+  uint32_t op_id;
+  uint16_t thread;
+  RecordKind kind;
+  CastPolicy policy;
+  DeviceKind device;
+  union {
+    CastFields cast;
+    OpFields op;
+  };
+};
+
+static_assert(sizeof(Record) <= 128, "Record must stay within two cache lines");
+
+}  // namespace castscope

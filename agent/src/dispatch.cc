@@ -1,0 +1,401 @@
+// castscope's generic autocast kernel.
+//
+// One boxed kernel serves every op: it applies the op's policy exactly as
+// ATen's WrapFunction_ templates do (aten/src/ATen/autocast_mode.h), using the
+// same helpers (is_eligible, prioritize, cached_cast) so the cast cache and
+// eligibility rules stay native, then calls the op again from the top with
+// the autocast key excluded, as the native wrappers do.
+//
+// Logging never changes what runs: every decision is made first; recording
+// only reads, and is wrapped so a failure is counted, not raised.
+#include "dispatch.h"
+
+#include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+
+#include "event_log.h"
+
+namespace castscope {
+
+std::atomic<bool> g_record_events{true};
+
+namespace {
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+DType to_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Float: return DType::kFloat32;
+    case c10::ScalarType::Half: return DType::kFloat16;
+    case c10::ScalarType::BFloat16: return DType::kBFloat16;
+    case c10::ScalarType::Double: return DType::kFloat64;
+    case c10::ScalarType::Long: return DType::kInt64;
+    case c10::ScalarType::Int: return DType::kInt32;
+    case c10::ScalarType::Short: return DType::kInt16;
+    case c10::ScalarType::Char: return DType::kInt8;
+    case c10::ScalarType::Byte: return DType::kUInt8;
+    case c10::ScalarType::Bool: return DType::kBool;
+    case c10::ScalarType::ComplexFloat: return DType::kComplex64;
+    case c10::ScalarType::ComplexDouble: return DType::kComplex128;
+    case c10::ScalarType::Float8_e5m2:
+    case c10::ScalarType::Float8_e4m3fn:
+    case c10::ScalarType::Float8_e5m2fnuz:
+    case c10::ScalarType::Float8_e4m3fnuz: return DType::kFloat8;
+    default: return DType::kOther;
+  }
+}
+
+c10::ScalarType to_scalar_type(DType dtype) {
+  return dtype == DType::kFloat16 ? c10::ScalarType::Half : c10::ScalarType::BFloat16;
+}
+
+struct DeviceKey {
+  const char* name;
+  DeviceKind kind;
+  c10::DeviceType device;
+  c10::DispatchKey key;
+};
+constexpr DeviceKey kDeviceKeys[] = {
+    {"cpu", DeviceKind::kCpu, c10::DeviceType::CPU, c10::DispatchKey::AutocastCPU},
+    {"cuda", DeviceKind::kCuda, c10::DeviceType::CUDA, c10::DispatchKey::AutocastCUDA},
+    {"xpu", DeviceKind::kXpu, c10::DeviceType::XPU, c10::DispatchKey::AutocastXPU},
+    {"mps", DeviceKind::kMps, c10::DeviceType::MPS, c10::DispatchKey::AutocastMPS},
+};
+
+// How each schema argument is treated; mirrors the overload set of
+// cached_cast / prioritize / set_opt_dtype (anything else passes through).
+enum class ArgKind : uint8_t { kOther, kTensor, kOptionalTensor, kTensorList, kOptionalScalarType };
+
+ArgKind classify_arg(const c10::Argument& arg) {
+  const auto& type = arg.type();
+  if (type->kind() == c10::TypeKind::TensorType) return ArgKind::kTensor;
+  if (auto optional = type->cast<c10::OptionalType>()) {
+    const auto inner = optional->getElementType()->kind();
+    if (inner == c10::TypeKind::TensorType) return ArgKind::kOptionalTensor;
+    if (inner == c10::TypeKind::ScalarTypeType) return ArgKind::kOptionalScalarType;
+    return ArgKind::kOther;
+  }
+  if (auto list = type->cast<c10::ListType>()) {
+    if (list->getElementType()->kind() == c10::TypeKind::TensorType) return ArgKind::kTensorList;
+  }
+  return ArgKind::kOther;
+}
+
+CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::DeviceType device) {
+  if (t.scalar_type() == at::kDouble) return CastOutcome::kFloat64;
+  if (!t.is_floating_point()) return CastOutcome::kNotFloating;
+  if (!at::autocast::is_eligible(t, device)) return CastOutcome::kOtherDevice;
+  if (t.scalar_type() == target) return CastOutcome::kAlreadyTarget;
+  return CastOutcome::kCast;
+}
+
+class AutocastKernel final : public c10::OperatorKernel {
+ public:
+  AutocastKernel(const PolicyEntry& entry, const DeviceKey& device, uint32_t op_id,
+                 std::optional<c10::OperatorHandle> redispatch)
+      : policy_(entry.policy),
+        dtype_override_(entry.dtype),
+        message_(entry.message),
+        device_(device),
+        op_id_(op_id),
+        redispatch_(std::move(redispatch)) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
+    std::call_once(schema_once_, [&] { read_schema(op); });
+    const bool record = g_record_events.load(std::memory_order_relaxed);
+    Record op_record{};
+    if (record) [[likely]] {
+      op_record = begin_op_record(stack);
+    }
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(device_.key);
+    try {
+      apply_policy(op, stack, record ? &op_record : nullptr);
+    } catch (...) {
+      if (record) finish_op_record(op_record, nullptr, false);
+      throw;
+    }
+    if (record) finish_op_record(op_record, stack, true);
+  }
+
+ private:
+  void read_schema(const c10::OperatorHandle& op) {
+    const auto& args = op.schema().arguments();
+    std::vector<std::string> names;
+    for (const auto& arg : args) {
+      kinds_.push_back(classify_arg(arg));
+      names.push_back(arg.name());
+    }
+    EventLog::instance().set_arg_names(op_id_, std::move(names));
+  }
+
+  c10::ScalarType lower_precision() const {
+    return dtype_override_ == DType::kUnspecified ? at::autocast::get_lower_precision_fp_from_device_type(device_.device)
+                                                  : to_scalar_type(dtype_override_);
+  }
+
+  void apply_policy(const c10::OperatorHandle& op, torch::jit::Stack* stack, Record* op_record) {
+    c10::IValue* args = stack->data() + (stack->size() - kinds_.size());
+    switch (policy_) {
+      case CastPolicy::kLowerPrecisionFp:
+        cast_all(args, lower_precision(), op_record);
+        break;
+      case CastPolicy::kFp32:
+        cast_all(args, at::kFloat, op_record);
+        break;
+      case CastPolicy::kPromote:
+        cast_all(args, promote_type(args), op_record);
+        break;
+      case CastPolicy::kFp32SetOptDtype:
+        set_opt_dtype(args, op_record);
+        break;
+      case CastPolicy::kFp32AppendDtype:
+        append_dtype_and_call(args, stack, op_record);
+        return;
+      case CastPolicy::kBanned:
+        TORCH_CHECK(false, message_);
+      default:
+        break;
+    }
+    op.callBoxed(stack);
+  }
+
+  // lower_precision_fp, fp32, promote: cached_cast every Tensor, Tensor? and
+  // Tensor[] argument to `target`.
+  void cast_all(c10::IValue* args, c10::ScalarType target, Record* op_record) {
+    for (size_t i = 0; i < kinds_.size(); ++i) {
+      c10::IValue& arg = args[i];
+      switch (kinds_[i]) {
+        case ArgKind::kTensor:
+        case ArgKind::kOptionalTensor:
+          if (arg.isTensor()) arg = cast_one(arg.toTensor(), target, i, -1, op_record);
+          break;
+        case ArgKind::kTensorList:
+          if (arg.isTensorList()) {
+            c10::List<at::Tensor> in = arg.toTensorList();
+            c10::List<at::Tensor> out;
+            out.reserve(in.size());
+            for (size_t j = 0; j < in.size(); ++j) out.push_back(cast_one(in.get(j), target, i, static_cast<int>(j), op_record));
+            arg = c10::IValue(std::move(out));
+          }
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record) {
+    if (!t.defined()) return t;
+    if (op_record != nullptr) record_cast(*op_record, t, target, arg_index, list_index, std::nullopt);
+    return at::autocast::cached_cast(target, t, device_.device);
+  }
+
+  // Native: the widest floating type among eligible Tensor / Tensor[] args,
+  // starting from the lower-precision type. Optional tensors take part too
+  // (prioritize's Tensor overload catches them), undefined ones are ignored.
+  c10::ScalarType promote_type(c10::IValue* args) const {
+    c10::ScalarType current = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
+    for (size_t i = 0; i < kinds_.size(); ++i) {
+      const c10::IValue& arg = args[i];
+      if ((kinds_[i] == ArgKind::kTensor || kinds_[i] == ArgKind::kOptionalTensor) && arg.isTensor()) {
+        const at::Tensor& t = arg.toTensor();
+        if (t.defined()) current = at::autocast::prioritize(current, t, device_.device);
+      } else if (kinds_[i] == ArgKind::kTensorList && arg.isTensorList()) {
+        for (const at::Tensor& t : arg.toTensorList().vec())
+          if (t.defined()) current = at::autocast::prioritize(current, t, device_.device);
+      }
+    }
+    return current;
+  }
+
+  // fp32_set_opt_dtype: when the first argument is eligible, every unset
+  // `ScalarType? dtype` becomes float32; otherwise nothing changes.
+  void set_opt_dtype(c10::IValue* args, Record* op_record) {
+    if (kinds_.empty() || !args[0].isTensor()) return;
+    const at::Tensor& first = args[0].toTensor();
+    const bool eligible = at::autocast::is_eligible(first, device_.device);
+    bool explicit_dtype = false;
+    if (eligible) {
+      for (size_t i = 0; i < kinds_.size(); ++i) {
+        if (kinds_[i] != ArgKind::kOptionalScalarType) continue;
+        if (args[i].isNone()) {
+          args[i] = c10::IValue(at::kFloat);
+        } else {
+          explicit_dtype = true;
+        }
+      }
+    }
+    if (op_record != nullptr && first.defined()) {
+      std::optional<CastOutcome> outcome;
+      if (eligible) outcome = explicit_dtype ? CastOutcome::kDtypeArgKept : CastOutcome::kDtypeArgSet;
+      record_cast(*op_record, first, at::kFloat, 0, -1, outcome);
+    }
+  }
+
+  // fp32_append_dtype: call the dtype-taking overload with float32 appended
+  // (or the first argument's own dtype when it is not eligible).
+  void append_dtype_and_call(c10::IValue* args, torch::jit::Stack* stack, Record* op_record) {
+    const at::Tensor& first = args[0].toTensor();
+    const bool eligible = at::autocast::is_eligible(first, device_.device);
+    const c10::ScalarType out_type = eligible ? at::kFloat : first.scalar_type();
+    if (op_record != nullptr)
+      record_cast(*op_record, first, at::kFloat, 0, -1, eligible ? std::optional(CastOutcome::kDtypeArgSet) : std::nullopt);
+    stack->emplace_back(out_type);
+    redispatch_->callBoxed(stack);
+  }
+
+  Record begin_op_record(const torch::jit::Stack* stack) {
+    Record r{};
+    EventLog& log = EventLog::instance();
+    r.seq = log.next_seq();
+    r.ts_ns = now_ns();
+    r.op_id = op_id_;
+    r.thread = log.thread_index();
+    r.kind = RecordKind::kOp;
+    r.policy = policy_;
+    r.device = device_.kind;
+    const c10::IValue* args = stack->data() + (stack->size() - kinds_.size());
+    uint8_t n = 0;
+    for (size_t i = 0; i < kinds_.size() && n < kMaxOpInputDtypes; ++i) {
+      if (args[i].isTensor() && args[i].toTensor().defined()) {
+        r.op.input_dtypes[n++] = to_dtype(args[i].toTensor().scalar_type());
+      } else if (args[i].isTensorList()) {
+        for (const at::Tensor& t : args[i].toTensorList().vec()) {
+          if (n < kMaxOpInputDtypes && t.defined()) r.op.input_dtypes[n++] = to_dtype(t.scalar_type());
+        }
+      }
+    }
+    r.op.num_inputs = n;
+    r.op.autocast_dtype = to_dtype(at::autocast::get_lower_precision_fp_from_device_type(device_.device));
+    return r;
+  }
+
+  void finish_op_record(Record& r, const torch::jit::Stack* stack, bool ok) noexcept {
+    try {
+      r.op.ok = ok;
+      r.op.cpu_duration_ns = now_ns() - r.ts_ns;
+      r.op.output = DType::kUnspecified;
+      if (stack != nullptr) {
+        for (const c10::IValue& out : *stack) {
+          if (out.isTensor() && out.toTensor().defined()) {
+            r.op.output = to_dtype(out.toTensor().scalar_type());
+            break;
+          }
+          if (out.isTensorList() && out.toTensorList().size() > 0) {
+            r.op.output = to_dtype(out.toTensorList().get(0).scalar_type());
+            break;
+          }
+        }
+      }
+      EventLog::instance().record(r);
+    } catch (...) {
+      EventLog::instance().count_internal_error();
+    }
+  }
+
+  // Records one decision. `forced` replaces the computed outcome (dtype-arg
+  // policies decide by the first argument, not by a cast).
+  void record_cast(const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index,
+                   std::optional<CastOutcome> forced) noexcept {
+    try {
+      EventLog& log = EventLog::instance();
+      Record r{};
+      r.seq = log.next_seq();
+      r.ts_ns = now_ns();
+      r.op_id = op_id_;
+      r.thread = op_record.thread;
+      r.kind = RecordKind::kCast;
+      r.policy = policy_;
+      r.device = device_.kind;
+      r.cast.op_seq = op_record.seq;
+      r.cast.arg_index = static_cast<uint16_t>(arg_index);
+      r.cast.list_index = static_cast<int16_t>(list_index);
+      r.cast.src = to_dtype(t.scalar_type());
+      r.cast.dst = to_dtype(target);
+      r.cast.outcome = forced.value_or(classify_tensor(t, target, device_.device));
+      if (!t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+        const auto sizes = t.sizes();
+        r.cast.ndim = static_cast<uint8_t>(sizes.size() > 255 ? 255 : sizes.size());
+        for (size_t d = 0; d < sizes.size() && d < static_cast<size_t>(kMaxShapeDims); ++d) r.cast.shape[d] = sizes[d];
+        r.cast.bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+      }
+      log.record(r);
+    } catch (...) {
+      EventLog::instance().count_internal_error();
+    }
+  }
+
+  const CastPolicy policy_;
+  const DType dtype_override_;
+  const std::string message_;
+  const DeviceKey& device_;
+  const uint32_t op_id_;
+  const std::optional<c10::OperatorHandle> redispatch_;
+  std::once_flag schema_once_;
+  std::vector<ArgKind> kinds_;
+};
+
+const DeviceKey* find_device(const std::string& name) {
+  for (const auto& d : kDeviceKeys)
+    if (name == d.name) return &d;
+  return nullptr;
+}
+
+// "ns::name.overload" -> OperatorName{"ns::name", "overload"}.
+c10::OperatorName parse_operator_name(const std::string& op) {
+  const auto dot = op.find('.', op.find("::"));
+  if (dot == std::string::npos) return c10::OperatorName(op, "");
+  return c10::OperatorName(op.substr(0, dot), op.substr(dot + 1));
+}
+
+}  // namespace
+
+DispatchRegistry::DispatchRegistry() = default;
+DispatchRegistry::~DispatchRegistry() = default;
+
+std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& policies) {
+  std::vector<std::string> errors;
+  for (const auto& [device_name, device] : policies.devices) {
+    const DeviceKey* key = find_device(device_name);
+    if (key == nullptr) continue;
+    // One IMPL library per (namespace, key): torch::Library scopes impls to one namespace.
+    std::map<std::string, torch::Library*> by_namespace;
+    for (const auto& [op, entry] : device.ops) {
+      if (entry.policy == CastPolicy::kKeepNative) continue;
+      const std::string ns = op.substr(0, op.find("::"));
+      try {
+        std::optional<c10::OperatorHandle> redispatch;
+        if (entry.policy == CastPolicy::kFp32AppendDtype) {
+          redispatch = c10::Dispatcher::singleton().findSchema(parse_operator_name(entry.redispatch));
+          if (!redispatch) {
+            errors.push_back(entry.origin + ": " + op + ": redispatch overload " + entry.redispatch + " does not exist");
+            continue;
+          }
+        }
+        auto& library = by_namespace[ns];
+        if (library == nullptr) {
+          libraries_.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, ns, key->key, __FILE__, __LINE__));
+          library = libraries_.back().get();
+        }
+        const uint32_t op_id = EventLog::instance().intern_op(op);
+        library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                      std::make_unique<AutocastKernel>(entry, *key, op_id, std::move(redispatch))));
+        ++registered_;
+      } catch (const std::exception& e) {
+        errors.push_back(entry.origin + ": " + op + ": cannot register on " + c10::toString(key->key) + ": " + e.what());
+      }
+    }
+  }
+  return errors;
+}
+
+}  // namespace castscope

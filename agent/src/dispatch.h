@@ -1,0 +1,40 @@
+// Registers castscope's autocast kernel on the autocast dispatch keys for
+// every op a policy names, overriding the native wrappers; destroying the
+// registry restores them.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policy.h"
+
+namespace torch {
+class Library;
+}
+
+namespace castscope {
+
+// Whether kernels record events. Kernels keep casting (they own autocast
+// while registered) when this is false.
+extern std::atomic<bool> g_record_events;
+
+class DispatchRegistry {
+ public:
+  DispatchRegistry();
+  ~DispatchRegistry();
+  DispatchRegistry(const DispatchRegistry&) = delete;
+  DispatchRegistry& operator=(const DispatchRegistry&) = delete;
+
+  // Registers every entry except keep_native. Returns errors (one per op that
+  // could not be registered); those ops keep their native kernel.
+  std::vector<std::string> register_policies(const PolicySet& policies);
+  size_t registered_ops() const { return registered_; }
+
+ private:
+  std::vector<std::unique_ptr<torch::Library>> libraries_;
+  size_t registered_ = 0;
+};
+
+}  // namespace castscope

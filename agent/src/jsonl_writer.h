@@ -1,0 +1,35 @@
+// Renders records as JSON lines: protobuf's JSON mapping of
+// castscope.v1.Event with proto field names, one event per line.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "cast_record.h"
+#include "event_log.h"
+
+namespace castscope {
+
+std::string record_to_json(const Record& record, const OpMeta& op);
+std::string stats_to_json(const EventLogStats& stats, uint32_t pid, const std::string& torch_version, uint64_t ts_ns);
+
+// Appends lines to a file; owned by the exporter thread only.
+class JsonlWriter {
+ public:
+  JsonlWriter() = default;
+  ~JsonlWriter();
+  JsonlWriter(const JsonlWriter&) = delete;
+  JsonlWriter& operator=(const JsonlWriter&) = delete;
+
+  // Returns an error message, empty on success.
+  std::string open(const std::string& path);
+  bool is_open() const { return file_ != nullptr; }
+  void write_line(const std::string& line);
+  void flush();
+  void close();
+
+ private:
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace castscope
