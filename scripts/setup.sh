@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs everything castscope needs on a fresh Debian 12 machine, then
+# configures and builds. Idempotent: with everything present it only checks
+# and re-runs the (incremental) build.
+#   scripts/setup.sh            packages, venv, build/
+#   CASTSCOPE_BUILD_DIR=... CASTSCOPE_CMAKE_ARGS="..." scripts/setup.sh
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+APT_PACKAGES=(cmake ninja-build g++ pkg-config libspdlog-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+              libprotobuf-dev protobuf-compiler libsqlite3-dev)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
+fi
+
+PYTHON="${CASTSCOPE_PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+stamp=".venv/.castscope-requirements"
+if ! cmp -s requirements.txt "$stamp"; then
+  echo "setup: installing Python requirements (torch is large; pip takes it from local disk where it can)"
+  .venv/bin/pip install -q -r requirements.txt
+  cp requirements.txt "$stamp"
+fi
+# Make `import castscope` work in the venv without a build step of its own.
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$ROOT/agent/python" > "$site/castscope.pth"
+
+TORCH_DIR=$(.venv/bin/python -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
+ABI=$(.venv/bin/python -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null)
+BUILD_DIR="${CASTSCOPE_BUILD_DIR:-build}"
+# Configuring again is cheap and picks up changed CASTSCOPE_CMAKE_ARGS.
+# shellcheck disable=SC2086
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCASTSCOPE_TORCH_DIR="$TORCH_DIR" -DCASTSCOPE_CXX11_ABI="$ABI" ${CASTSCOPE_CMAKE_ARGS:-} > "$BUILD_DIR.configure.log" \
+  || { cat "$BUILD_DIR.configure.log"; exit 1; }
+cmake --build "$BUILD_DIR"
