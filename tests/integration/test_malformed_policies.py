@@ -1,0 +1,75 @@
+"""A refused policy names file, line and entry, and native autocast keeps working."""
+import re
+
+import pytest
+import torch
+
+import castscope
+
+BASE = '{\n  "castscope_policy": 1,\n  "device": "cpu",\n  "ops": {\n'
+
+CASES = {
+    "bad_json": (BASE + '    "aten::mm": "fp32",\n    "aten::bmm" "fp32"\n  }\n}\n', r"overlay\.json:6: not valid JSON"),
+    "unknown_policy": (BASE + '    "aten::mm": "fp32",\n    "aten::bmm": "fp8"\n  }\n}\n',
+                       r'overlay\.json:6: entry "aten::bmm": unknown policy "fp8"'),
+    "unknown_dtype": (BASE + '    "mylib::op": {"policy": "lower_precision_fp", "dtype": "half"}\n  }\n}\n',
+                      r'overlay\.json:5: entry "mylib::op": unknown dtype "half"'),
+    "duplicate_entry": (BASE + '    "aten::mm": "fp32",\n    "aten::mm": "promote"\n  }\n}\n',
+                        r'overlay\.json:6: entry "aten::mm": duplicate entry \(first at line 5\)'),
+    "missing_redispatch_key": (BASE + '    "aten::norm.Scalar": "fp32_append_dtype"\n  }\n}\n',
+                               r'overlay\.json:5: entry "aten::norm.Scalar": fp32_append_dtype needs "redispatch"'),
+    "redispatch_overload_missing": (
+        BASE + '    "aten::norm.Scalar": {"policy": "fp32_append_dtype", "redispatch": "aten::norm.no_such_overload"}\n  }\n}\n',
+        r"overlay\.json:5: aten::norm\.Scalar: redispatch overload aten::norm\.no_such_overload does not exist"),
+}
+
+
+def _native_mm_kernel_is_torchs():
+    dump = torch._C._dispatch_dump("aten::mm")
+    line = next(l for l in dump.splitlines() if l.startswith("AutocastCPU"))
+    return "autocast_mode.cpp" in line
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_refused_with_location_and_native_autocast_still_works(tmp_path, case):
+    text, expected = CASES[case]
+    overlay = tmp_path / "overlay.json"
+    overlay.write_text(text)
+    with pytest.raises(castscope.AttachError) as refused:
+        castscope.attach(overlays=[str(overlay)], events_path=tmp_path / "events.jsonl")
+    message = str(refused.value)
+    assert "native autocast keeps working" in message or "native autocast stays in place" in message
+    assert re.search(expected, message), message
+
+    assert _native_mm_kernel_is_torchs()
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = torch.mm(a, b)
+    assert out.dtype == torch.bfloat16 and torch.equal(out, torch.mm(a.bfloat16(), b.bfloat16()))
+    # A later, valid attach works: the refused one left nothing behind.
+    with castscope.attached(events_path=tmp_path / "ok.jsonl"):
+        assert not _native_mm_kernel_is_torchs()
+    assert _native_mm_kernel_is_torchs()
+
+
+def test_unreadable_policy_file_is_refused(tmp_path):
+    with pytest.raises(castscope.AttachError, match=r"nope\.json: cannot read the policy file"):
+        castscope.attach(overlays=[str(tmp_path / "nope.json")])
+
+
+def test_policy_check_reports_drift(tmp_path):
+    stale = tmp_path / "stale.json"
+    stale.write_text(BASE + '    "aten::mm": "lower_precision_fp",\n    "aten::cholesky": "fp32"\n  }\n}\n')
+    report = castscope.policy_check(policy_files=[str(stale)])
+    by_kind = {}
+    for finding in report["findings"]:
+        by_kind.setdefault(finding["kind"], set()).add(finding["op"])
+    assert "aten::cholesky" in by_kind["unknown_op"]
+    assert "aten::bmm" in by_kind["missing_policy"]  # native kernel, no entry in this file
+    assert report["ok"]  # warnings only
+
+
+def test_shipped_cpu_policy_matches_this_torch():
+    report = castscope.policy_check(policy_files=castscope.default_policy_files(["cpu", "cuda", "xpu", "mps"]))
+    aten = [f for f in report["findings"] if f["op"].startswith("aten::")]
+    assert report["ok"] and not report["errors"] and not aten, aten

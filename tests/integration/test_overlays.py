@@ -1,0 +1,68 @@
+"""User overlays: custom and third-party ops cast as configured."""
+import json
+
+import pytest
+import torch
+import torchvision  # noqa: F401  (registers torchvision:: ops)
+
+import castscope
+
+
+def _overlay(tmp_path, ops, device="cpu"):
+    path = tmp_path / "overlay.json"
+    path.write_text(json.dumps({"castscope_policy": 1, "device": device, "ops": ops}, indent=2))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def fused_op():
+    lib = torch.library.Library("castscope_test", "DEF")
+    lib.define("fused_op(Tensor x, Tensor w) -> Tensor")
+    lib.impl("fused_op", lambda x, w: x * w + 1, "CPU")  # no autocast op inside
+    yield torch.ops.castscope_test.fused_op
+    lib._destroy()
+
+
+@pytest.mark.parametrize("dtype_override,expected", [(None, torch.bfloat16), ("float16", torch.float16)])
+def test_custom_op_runs_in_lower_precision(tmp_path, fused_op, dtype_override, expected):
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert fused_op(x, w).dtype == torch.float32  # natively: not an autocast op
+    entry = {"policy": "lower_precision_fp"} | ({"dtype": dtype_override} if dtype_override else {})
+    overlay = _overlay(tmp_path, {"castscope_test::fused_op": entry})
+    with castscope.attached(overlays=[overlay], events_path=tmp_path / "events.jsonl") as agent:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = fused_op(x, w)
+        casts = [c for c in agent.casts() if c["op"] == "castscope_test::fused_op"]
+    assert out.dtype == expected
+    assert torch.equal(out, x.to(expected) * w.to(expected) + 1)
+    want = "DTYPE_BFLOAT16" if expected == torch.bfloat16 else "DTYPE_FLOAT16"
+    assert [(c["arg_name"], c["dst_dtype"], c["outcome"]) for c in casts] == [
+        ("x", want, "CAST_OUTCOME_CAST"), ("w", want, "CAST_OUTCOME_CAST")]
+
+
+def test_force_torchvision_roi_pool_to_fp32(tmp_path):
+    x = torch.randn(1, 2, 8, 8, dtype=torch.bfloat16)
+    boxes = torch.tensor([[0, 0.0, 0.0, 4.0, 4.0]])
+    # Natively a bf16 input with fp32 boxes fails inside torchvision's kernel:
+    # the case an overlay is for.
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError, match="same type as rois"):
+        torchvision.ops.roi_pool(x, boxes, output_size=2)
+    overlay = _overlay(tmp_path, {"torchvision::roi_pool": "fp32"})
+    with castscope.attached(overlays=[overlay], events_path=tmp_path / "events.jsonl") as agent:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            forced = torchvision.ops.roi_pool(x, boxes, output_size=2)
+        casts = [c for c in agent.casts() if c["op"] == "torchvision::roi_pool"]
+    assert forced.dtype == torch.float32
+    assert torch.equal(forced, torchvision.ops.roi_pool(x.float(), boxes, output_size=2))
+    assert casts[0]["arg_name"] == "input" and casts[0]["dst_dtype"] == "DTYPE_FLOAT32"
+    assert casts[0]["outcome"] == "CAST_OUTCOME_CAST"
+
+
+def test_overlay_overrides_a_native_entry(tmp_path):
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    overlay = _overlay(tmp_path, {"aten::mm": "fp32"})
+    with castscope.attached(overlays=[overlay], events_path=tmp_path / "events.jsonl"):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = torch.mm(a.bfloat16(), b)
+    assert out.dtype == torch.float32
