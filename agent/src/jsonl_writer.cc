@@ -70,44 +70,87 @@ const char* outcome_enum(CastOutcome outcome) {
 // proto3 JSON writes 64-bit integers as strings.
 std::string u64(uint64_t value) { return std::to_string(value); }
 
+// Hand-rolled rather than through a JSON DOM: the exporter renders every
+// event, and building a DOM per event cost more than the hot path itself.
+// Only op and argument names need escaping; they come from the dispatcher.
+class LineBuilder {
+ public:
+  explicit LineBuilder(const char* kind) {
+    out_.reserve(384);
+    out_ += "{\"";
+    out_ += kind;
+    out_ += "\":{";
+  }
+  LineBuilder& raw(const char* key, const std::string& value) {
+    key_(key);
+    out_ += value;
+    return *this;
+  }
+  LineBuilder& num(const char* key, int64_t value) { return raw(key, std::to_string(value)); }
+  LineBuilder& u64(const char* key, uint64_t value) { return raw(key, "\"" + std::to_string(value) + "\""); }
+  LineBuilder& str(const char* key, const std::string& value) { return raw(key, nlohmann::json(value).dump()); }
+  LineBuilder& enm(const char* key, const char* value) { return raw(key, std::string("\"") + value + "\""); }
+  LineBuilder& boolean(const char* key, bool value) { return raw(key, value ? "true" : "false"); }
+  std::string done() { return out_ + "}}"; }
+
+ private:
+  void key_(const char* key) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    out_ += '"';
+    out_ += key;
+    out_ += "\":";
+  }
+  std::string out_;
+  bool first_ = true;
+};
+
 }  // namespace
 
 std::string record_to_json(const Record& record, const OpMeta& op) {
-  ordered_json body;
-  body["seq"] = u64(record.seq);
-  body["ts_ns"] = u64(record.ts_ns);
-  body["thread"] = record.thread;
-  body["op"] = op.name;
   if (record.kind == RecordKind::kCast) {
     const CastFields& cast = record.cast;
-    body["arg_index"] = cast.arg_index;
-    body["arg_name"] = cast.arg_index < op.arg_names.size() ? op.arg_names[cast.arg_index] : "";
-    body["list_index"] = cast.list_index;
-    body["policy"] = policy_enum(record.policy);
-    body["src_dtype"] = dtype_enum(cast.src);
-    body["dst_dtype"] = dtype_enum(cast.dst);
-    body["outcome"] = outcome_enum(cast.outcome);
-    ordered_json shape = ordered_json::array();
+    std::string shape = "[";
     const int dims = cast.ndim < kMaxShapeDims ? cast.ndim : kMaxShapeDims;
-    for (int i = 0; i < dims; ++i) shape.push_back(u64(static_cast<uint64_t>(cast.shape[i])));
-    body["shape"] = shape;
-    body["shape_truncated"] = cast.ndim > kMaxShapeDims;
-    body["bytes"] = u64(cast.bytes);
-    body["device_type"] = device_enum(record.device);
-    body["op_seq"] = u64(cast.op_seq);
-    return ordered_json{{"cast", body}}.dump();
+    for (int i = 0; i < dims; ++i) shape += (i ? ",\"" : "\"") + std::to_string(cast.shape[i]) + "\"";
+    shape += "]";
+    return LineBuilder("cast")
+        .u64("seq", record.seq)
+        .u64("ts_ns", record.ts_ns)
+        .num("thread", record.thread)
+        .str("op", op.name)
+        .num("arg_index", cast.arg_index)
+        .str("arg_name", cast.arg_index < op.arg_names.size() ? op.arg_names[cast.arg_index] : "")
+        .num("list_index", cast.list_index)
+        .enm("policy", policy_enum(record.policy))
+        .enm("src_dtype", dtype_enum(cast.src))
+        .enm("dst_dtype", dtype_enum(cast.dst))
+        .enm("outcome", outcome_enum(cast.outcome))
+        .raw("shape", shape)
+        .boolean("shape_truncated", cast.ndim > kMaxShapeDims)
+        .u64("bytes", cast.bytes)
+        .enm("device_type", device_enum(record.device))
+        .u64("op_seq", cast.op_seq)
+        .done();
   }
   const OpFields& fields = record.op;
-  body["policy"] = policy_enum(record.policy);
-  body["device_type"] = device_enum(record.device);
-  ordered_json inputs = ordered_json::array();
-  for (int i = 0; i < fields.num_inputs && i < kMaxOpInputDtypes; ++i) inputs.push_back(dtype_enum(fields.input_dtypes[i]));
-  body["input_dtypes"] = inputs;
-  body["output_dtype"] = dtype_enum(fields.output);
-  body["cpu_duration_ns"] = u64(fields.cpu_duration_ns);
-  body["outcome"] = fields.ok ? "OP_OUTCOME_OK" : "OP_OUTCOME_ERROR";
-  body["autocast_dtype"] = dtype_enum(fields.autocast_dtype);
-  return ordered_json{{"op", body}}.dump();
+  std::string inputs = "[";
+  for (int i = 0; i < fields.num_inputs && i < kMaxOpInputDtypes; ++i)
+    inputs += std::string(i ? ",\"" : "\"") + dtype_enum(fields.input_dtypes[i]) + "\"";
+  inputs += "]";
+  return LineBuilder("op")
+      .u64("seq", record.seq)
+      .u64("ts_ns", record.ts_ns)
+      .num("thread", record.thread)
+      .str("op", op.name)
+      .enm("policy", policy_enum(record.policy))
+      .enm("device_type", device_enum(record.device))
+      .raw("input_dtypes", inputs)
+      .enm("output_dtype", dtype_enum(fields.output))
+      .u64("cpu_duration_ns", fields.cpu_duration_ns)
+      .enm("outcome", fields.ok ? "OP_OUTCOME_OK" : "OP_OUTCOME_ERROR")
+      .enm("autocast_dtype", dtype_enum(fields.autocast_dtype))
+      .done();
 }
 
 std::string stats_to_json(const EventLogStats& stats, uint32_t pid, const std::string& torch_version, uint64_t ts_ns) {
