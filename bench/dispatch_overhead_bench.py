@@ -8,7 +8,7 @@ Rows, each timed on the same tensors in the same process:
   dispatch-mode  native autocast under a Python TorchDispatchMode dtype logger
 
     .venv/bin/python bench/dispatch_overhead_bench.py [--iters 20000] [--repeats 7]
-Prints microseconds per op (median of repeats) and the ratio to native.
+Prints microseconds per op (median and minimum of the repeats) and ratios to native.
 """
 import argparse
 import contextlib
@@ -79,8 +79,8 @@ def main():
                                     ring_records=1 << 20) as a:
                 yield
                 status = a.status()
-            stats["recorded"] += status["events_recorded"]
-            stats["dropped"] += status["events_dropped"]
+            stats["recorded"] = status["events_recorded"]
+            stats["dropped"] = status["events_dropped"]
 
         rows = {
             "native": (contextlib.nullcontext, 1),
@@ -102,14 +102,14 @@ def main():
     print(f"torch {torch.__version__}, 1 intra-op thread, median of {args.repeats} interleaved runs of {args.iters} calls"
           " (profiler and dispatch-mode rows: a tenth)")
     print(f"castscope events recorded (cumulative over every attach): {stats['recorded']}, dropped: {stats['dropped']}")
-    header = f"{'op':20s} {'row':14s} {'us/op':>8s} {'x native':>9s}"
+    header = f"{'op':20s} {'row':14s} {'median us':>9s} {'x native':>9s} {'min us':>8s} {'x native':>9s}"
     print(header)
     print("-" * len(header))
     for name in cases:
-        base = statistics.median(samples[(name, "native")])
+        base, base_min = statistics.median(samples[(name, "native")]), min(samples[(name, "native")])
         for row in rows:
-            value = statistics.median(samples[(name, row)])
-            print(f"{name:20s} {row:14s} {value:8.2f} {value / base:8.2f}x")
+            value, low = statistics.median(samples[(name, row)]), min(samples[(name, row)])
+            print(f"{name:20s} {row:14s} {value:9.2f} {value / base:8.2f}x {low:8.2f} {low / base_min:8.2f}x")
 
 
 if __name__ == "__main__":
