@@ -20,6 +20,8 @@ POLICY = json.loads((pathlib.Path(castscope.policies_dir()) / "cpu.json").read_t
 POLICY_BASE_NAMES = {op.split("::")[1].split(".")[0] for op, entry in POLICY.items()
                      if not (isinstance(entry, dict) and entry["policy"] == "keep_native")}
 SAMPLES_PER_DTYPE = 3
+# Policy ops the coverage test reached; read by test_parity_policy_ops.py.
+SWEEP_REACHED: set = set()
 
 
 def _aten_base(opinfo):
@@ -71,6 +73,7 @@ def test_sweep_covers_the_policy(tmp_path):
             for sample in list(_samples(opinfo))[:1]:
                 run_captured(lambda: _run_in_bf16(opinfo, sample))
         covered = {e["op"] for e in agent.ops()}
+    SWEEP_REACHED.update(covered)
     wanted = {op for op, entry in POLICY.items() if not (isinstance(entry, dict) and entry["policy"] == "keep_native")}
     missing = sorted(wanted - covered)
     print(f"sweep reached {len(wanted & covered)}/{len(wanted)} CPU policy ops; not reached: {missing}")
