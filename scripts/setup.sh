@@ -35,6 +35,8 @@ fi
 # Make `import castscope` work in the venv without a build step of its own.
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$ROOT/agent/python" > "$site/castscope.pth"
+printf '#!/bin/sh\nexec "%s/.venv/bin/python" -m castscope "$@"\n' "$ROOT" > .venv/bin/castscope
+chmod +x .venv/bin/castscope
 
 TORCH_DIR=$(.venv/bin/python -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
 ABI=$(.venv/bin/python -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null)
