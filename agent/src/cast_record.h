@@ -87,7 +87,7 @@ struct Record {
   uint64_t seq;
   uint64_t ts_ns;
   uint32_t op_id;
-  uint16_t thread;
+  uint32_t thread;  // castscope's id of the recording thread, unique per process
   RecordKind kind;
   CastPolicy policy;
   DeviceKind device;

@@ -111,10 +111,15 @@ class AutocastKernel final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
     std::call_once(schema_once_, [&] { read_schema(op); });
-    const bool record = g_record_events.load(std::memory_order_relaxed);
+    bool record = g_record_events.load(std::memory_order_relaxed);
     Record op_record{};
     if (record) [[likely]] {
-      op_record = begin_op_record(stack);
+      try {
+        op_record = begin_op_record(stack);
+      } catch (...) {
+        EventLog::instance().count_internal_error();
+        record = false;
+      }
     }
     c10::impl::ExcludeDispatchKeyGuard no_autocast(device_.key);
     try {
@@ -244,6 +249,7 @@ class AutocastKernel final : public c10::OperatorKernel {
   // fp32_append_dtype: call the dtype-taking overload with float32 appended
   // (or the first argument's own dtype when it is not eligible).
   void append_dtype_and_call(c10::IValue* args, torch::jit::Stack* stack, Record* op_record) {
+    TORCH_CHECK(!kinds_.empty() && args[0].isTensor(), "castscope: fp32_append_dtype needs a Tensor first argument");
     const at::Tensor& first = args[0].toTensor();
     const bool eligible = at::autocast::is_eligible(first, device_.device);
     const c10::ScalarType out_type = eligible ? at::kFloat : first.scalar_type();
@@ -259,7 +265,7 @@ class AutocastKernel final : public c10::OperatorKernel {
     r.seq = log.next_seq();
     r.ts_ns = now_ns();
     r.op_id = op_id_;
-    r.thread = log.thread_index();
+    r.thread = log.thread_id();
     r.kind = RecordKind::kOp;
     r.policy = policy_;
     r.device = device_.kind;

@@ -6,6 +6,7 @@ namespace castscope {
 struct EventLog::ThreadHandle {
   Slot* slot = nullptr;
   bool tried = false;
+  uint32_t id = 0;
   ~ThreadHandle() {
     if (slot != nullptr) EventLog::instance().release_slot(slot);
   }
@@ -50,7 +51,7 @@ EventLog::Slot* EventLog::acquire_slot() {
     if (slot->in_use.compare_exchange_strong(expected, true)) return slot.get();
   }
   if (slots_.size() >= max_rings_) return nullptr;
-  slots_.push_back(std::make_unique<Slot>(ring_records_, static_cast<uint16_t>(slots_.size() + 1)));
+  slots_.push_back(std::make_unique<Slot>(ring_records_));
   slots_.back()->in_use.store(true);
   return slots_.back().get();
 }
@@ -61,13 +62,11 @@ namespace {
 thread_local EventLog::ThreadHandle tls_thread;
 }  // namespace
 
-uint16_t EventLog::thread_index() {
+uint32_t EventLog::thread_id() {
   ThreadHandle& handle = tls_thread;
-  if (handle.slot == nullptr && !handle.tried) {
-    handle.tried = true;
-    handle.slot = acquire_slot();
-  }
-  return handle.slot != nullptr ? handle.slot->index : 0;
+  if (handle.id == 0) [[unlikely]]
+    handle.id = next_thread_id_.fetch_add(1, std::memory_order_relaxed);
+  return handle.id;
 }
 
 void EventLog::record(const Record& record) {

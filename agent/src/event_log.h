@@ -64,17 +64,17 @@ class EventLog {
   void count_internal_error() { internal_errors_.fetch_add(1, std::memory_order_relaxed); }
   EventLogStats stats() const;
 
-  // Small index of the calling thread's ring (0 when it has none).
-  uint16_t thread_index();
+  // castscope's id of the calling thread: small, unique per process, never
+  // reused (rings are pooled, so a ring is not a thread identity).
+  uint32_t thread_id();
 
   // Owns the calling thread's ring; defined in event_log.cc.
   struct ThreadHandle;
 
  private:
   struct Slot {
-    explicit Slot(size_t records, uint16_t index) : ring(records), index(index) {}
+    explicit Slot(size_t records) : ring(records) {}
     RingBuffer<Record> ring;
-    uint16_t index;
     std::atomic<bool> in_use{false};
   };
   Slot* acquire_slot();
@@ -90,6 +90,7 @@ class EventLog {
 
   std::mutex drain_mutex_;
   std::atomic<uint64_t> next_seq_{1};
+  std::atomic<uint32_t> next_thread_id_{1};
   std::atomic<uint64_t> recorded_{0};
   std::atomic<uint64_t> dropped_total_{0};  // drops with no ring to count in
   mutable std::atomic<uint64_t> ring_drops_{0};
