@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 
+#include "autocast_keys.h"
 #include "event_log.h"
 
 namespace castscope {
@@ -58,19 +59,6 @@ c10::ScalarType to_scalar_type(DType dtype) {
   return dtype == DType::kFloat16 ? c10::ScalarType::Half : c10::ScalarType::BFloat16;
 }
 
-struct DeviceKey {
-  const char* name;
-  DeviceKind kind;
-  c10::DeviceType device;
-  c10::DispatchKey key;
-};
-constexpr DeviceKey kDeviceKeys[] = {
-    {"cpu", DeviceKind::kCpu, c10::DeviceType::CPU, c10::DispatchKey::AutocastCPU},
-    {"cuda", DeviceKind::kCuda, c10::DeviceType::CUDA, c10::DispatchKey::AutocastCUDA},
-    {"xpu", DeviceKind::kXpu, c10::DeviceType::XPU, c10::DispatchKey::AutocastXPU},
-    {"mps", DeviceKind::kMps, c10::DeviceType::MPS, c10::DispatchKey::AutocastMPS},
-};
-
 // How each schema argument is treated; mirrors the overload set of
 // cached_cast / prioritize / set_opt_dtype (anything else passes through).
 enum class ArgKind : uint8_t { kOther, kTensor, kOptionalTensor, kTensorList, kOptionalScalarType };
@@ -100,7 +88,7 @@ CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::De
 
 class AutocastKernel final : public c10::OperatorKernel {
  public:
-  AutocastKernel(const PolicyEntry& entry, const DeviceKey& device, uint32_t op_id,
+  AutocastKernel(const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id,
                  std::optional<c10::OperatorHandle> redispatch)
       : policy_(entry.policy),
         dtype_override_(entry.dtype),
@@ -343,18 +331,12 @@ class AutocastKernel final : public c10::OperatorKernel {
   const CastPolicy policy_;
   const DType dtype_override_;
   const std::string message_;
-  const DeviceKey& device_;
+  const AutocastDevice& device_;
   const uint32_t op_id_;
   const std::optional<c10::OperatorHandle> redispatch_;
   std::once_flag schema_once_;
   std::vector<ArgKind> kinds_;
 };
-
-const DeviceKey* find_device(const std::string& name) {
-  for (const auto& d : kDeviceKeys)
-    if (name == d.name) return &d;
-  return nullptr;
-}
 
 // "ns::name.overload" -> OperatorName{"ns::name", "overload"}.
 c10::OperatorName parse_operator_name(const std::string& op) {
@@ -371,7 +353,7 @@ DispatchRegistry::~DispatchRegistry() = default;
 std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& policies) {
   std::vector<std::string> errors;
   for (const auto& [device_name, device] : policies.devices) {
-    const DeviceKey* key = find_device(device_name);
+    const AutocastDevice* key = find_autocast_device(device_name);
     if (key == nullptr) continue;
     // One IMPL library per (namespace, key): torch::Library scopes impls to one namespace.
     std::map<std::string, torch::Library*> by_namespace;

@@ -4,19 +4,10 @@
 
 #include <set>
 
+#include "autocast_keys.h"
+
 namespace castscope {
 namespace {
-
-struct KeyOfDevice {
-  const char* device;
-  c10::DispatchKey key;
-};
-constexpr KeyOfDevice kKeys[] = {
-    {"cpu", c10::DispatchKey::AutocastCPU},
-    {"cuda", c10::DispatchKey::AutocastCUDA},
-    {"xpu", c10::DispatchKey::AutocastXPU},
-    {"mps", c10::DispatchKey::AutocastMPS},
-};
 
 std::string full_name(const c10::OperatorName& name) {
   return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
@@ -33,7 +24,9 @@ bool op_exists(const std::string& op) {
 std::vector<PolicyFinding> check_policy_against_dispatcher(const PolicySet& policies) {
   using Severity = PolicyFinding::Severity;
   std::vector<PolicyFinding> findings;
-  for (const auto& [device_name, key] : kKeys) {
+  for (const auto& autocast_device : kAutocastDevices) {
+    const char* device_name = autocast_device.name;
+    const c10::DispatchKey key = autocast_device.key;
     auto found = policies.devices.find(device_name);
     if (found == policies.devices.end()) continue;
     const DevicePolicy& device = found->second;
