@@ -44,6 +44,6 @@ BUILD_DIR="${CASTSCOPE_BUILD_DIR:-build}"
 # Configuring again is cheap and picks up changed CASTSCOPE_CMAKE_ARGS.
 # shellcheck disable=SC2086
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCASTSCOPE_TORCH_DIR="$TORCH_DIR" -DCASTSCOPE_CXX11_ABI="$ABI" ${CASTSCOPE_CMAKE_ARGS:-} > "$BUILD_DIR.configure.log" \
+  -DCASTSCOPE_TORCH_DIR="$TORCH_DIR" -DCASTSCOPE_CXX11_ABI="$ABI" -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" ${CASTSCOPE_CMAKE_ARGS:-} > "$BUILD_DIR.configure.log" \
   || { cat "$BUILD_DIR.configure.log"; exit 1; }
 cmake --build "$BUILD_DIR"

@@ -13,9 +13,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cast_cache_observer.h"
 #include "dispatch.h"
 #include "event_log.h"
+#include "jit_context.h"
 #include "jsonl_writer.h"
+#include "location_table.h"
 #include "logging.h"
 #include "policy.h"
 #include "policy_check.h"
@@ -37,7 +40,9 @@ struct Config {
   size_t ring_records = 1 << 14;
   size_t max_threads = 16;
   int flush_interval_ms = 100;
+  int cache_sample_interval_ms = 1000;
   std::string torch_version = TORCH_VERSION;
+  std::string internal_path_prefix;  // the torch package dir: frames there are not user code
 };
 
 // Returns an error message, empty on success.
@@ -64,6 +69,10 @@ std::string parse_config(const char* text, Config& config) {
         config.max_threads = value.get<size_t>();
       } else if (key == "flush_interval_ms") {
         config.flush_interval_ms = value.get<int>();
+      } else if (key == "cache_sample_interval_ms") {
+        config.cache_sample_interval_ms = value.get<int>();
+      } else if (key == "internal_path_prefix") {
+        config.internal_path_prefix = value.get<std::string>();
       } else if (key == "torch_version") {
         config.torch_version = value.get<std::string>();
       } else {
@@ -75,7 +84,34 @@ std::string parse_config(const char* text, Config& config) {
   }
   if (config.policy_files.empty()) return "castscope: configuration names no policy_files";
   if (config.flush_interval_ms <= 0) return "castscope: flush_interval_ms must be positive";
+  if (config.cache_sample_interval_ms <= 0) return "castscope: cache_sample_interval_ms must be positive";
   return "";
+}
+
+int32_t env_int(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return -1;
+  char* end = nullptr;
+  const long parsed = std::strtol(value, &end, 10);
+  return (*end == '\0' && parsed >= 0 && parsed < (1L << 30)) ? static_cast<int32_t>(parsed) : -1;
+}
+
+ProcessIdentity current_identity() {
+  return ProcessIdentity{static_cast<uint32_t>(getpid()), env_int("RANK"), env_int("LOCAL_RANK"), env_int("WORLD_SIZE")};
+}
+
+Record cache_sample_record(SampleTrigger trigger, uint64_t iteration) {
+  const auto sample = CastCacheObserver::instance().sample();
+  Record r{};
+  r.seq = EventLog::instance().next_seq();
+  r.ts_ns = now_ns();
+  r.kind = RecordKind::kCacheSample;
+  r.thread = EventLog::instance().thread_id();
+  r.sample.trigger = trigger;
+  r.sample.iteration = iteration;
+  r.sample.live_casts = sample.live_casts;
+  r.sample.live_bytes = sample.live_bytes;
+  return r;
 }
 
 size_t copy_out(const std::string& text, char* buf, size_t len) {
@@ -156,6 +192,7 @@ class Agent {
       }
     }
     EventLog::instance().configure(config.ring_records, config.max_threads);
+    set_internal_path_prefix(config.internal_path_prefix);
     g_record_events.store(config.record_events, std::memory_order_relaxed);
 
     auto registry = std::make_unique<DispatchRegistry>();
@@ -174,6 +211,8 @@ class Agent {
       return 1;
     }
     registry_ = std::move(registry);
+    attached_.store(true, std::memory_order_release);
+    iteration_.store(0);
     config_ = config;
     findings_ = std::move(findings);
     stop_exporter_ = false;
@@ -185,6 +224,7 @@ class Agent {
   int stop() {
     std::lock_guard<std::mutex> lock(lifecycle_mutex_);
     if (registry_ == nullptr) return 1;
+    attached_.store(false, std::memory_order_release);
     registry_.reset();  // native kernels are back from here on
     {
       std::lock_guard<std::mutex> wake(exporter_mutex_);
@@ -193,11 +233,22 @@ class Agent {
     exporter_cv_.notify_all();
     exporter_.join();
     drain_to_writer();
+    write_line_now(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
+    CastCacheObserver::instance().clear();
     write_stats();
     std::lock_guard<std::mutex> io(io_mutex_);
     writer_.close();
     return 0;
   }
+
+  void mark_iteration() {
+    if (!attached()) return;
+    const uint64_t iteration = iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
+    // Through the thread's ring, so the sample stays in order with its casts.
+    EventLog::instance().record(cache_sample_record(SampleTrigger::kIteration, iteration));
+  }
+
+  bool attached() const { return attached_.load(std::memory_order_acquire); }
 
   long flush() {
     const long n = static_cast<long>(drain_to_writer());
@@ -222,12 +273,23 @@ class Agent {
  private:
   void export_loop() {
     std::unique_lock<std::mutex> lock(exporter_mutex_);
+    auto next_sample = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.cache_sample_interval_ms);
     while (!stop_exporter_) {
       exporter_cv_.wait_for(lock, std::chrono::milliseconds(config_.flush_interval_ms));
       lock.unlock();
       drain_to_writer();
+      if (std::chrono::steady_clock::now() >= next_sample) {
+        write_line_now(cache_sample_record(SampleTrigger::kInterval, iteration_.load()));
+        next_sample += std::chrono::milliseconds(config_.cache_sample_interval_ms);
+      }
       lock.lock();
     }
+  }
+
+  // For records made on the exporter thread itself.
+  void write_line_now(const Record& record) {
+    std::lock_guard<std::mutex> io(io_mutex_);
+    if (writer_.is_open()) writer_.write_line(record_to_json(record, OpMeta{}, Location{}));
   }
 
   size_t drain_to_writer() {
@@ -235,7 +297,12 @@ class Agent {
     const size_t n = EventLog::instance().drain([this](const Record& record) {
       try {
         if (!writer_.is_open()) return;
-        writer_.write_line(record_to_json(record, op_meta(record.op_id)));
+        if (record.kind == RecordKind::kCacheSample) {
+          writer_.write_line(record_to_json(record, OpMeta{}, Location{}));
+          return;
+        }
+        const uint32_t location = record.kind == RecordKind::kCast ? record.cast.location : record.op.location;
+        writer_.write_line(record_to_json(record, op_meta(record.op_id), location_of(location)));
       } catch (...) {
         EventLog::instance().count_internal_error();
       }
@@ -247,7 +314,7 @@ class Agent {
   void write_stats() {
     std::lock_guard<std::mutex> io(io_mutex_);
     if (!writer_.is_open()) return;
-    writer_.write_line(stats_to_json(EventLog::instance().stats(), static_cast<uint32_t>(getpid()), config_.torch_version, now_ns()));
+    writer_.write_line(stats_to_json(EventLog::instance().stats(), current_identity(), config_.torch_version, now_ns()));
     writer_.flush();
   }
 
@@ -260,6 +327,16 @@ class Agent {
     return op_cache_[op_id];
   }
 
+  // Locations never change once interned: cache them on the exporter side.
+  const Location& location_of(uint32_t id) {
+    if (id >= location_cache_.size()) location_cache_.resize(id + 1);
+    if (id != 0 && location_cache_[id].kind == LocationKind::kNone) location_cache_[id] = LocationTable::instance().get(id);
+    return location_cache_[id];
+  }
+
+  std::atomic<bool> attached_{false};
+  std::atomic<uint64_t> iteration_{0};
+  std::vector<Location> location_cache_;
   std::mutex lifecycle_mutex_;
   std::unique_ptr<DispatchRegistry> registry_;
   Config config_;
@@ -320,6 +397,32 @@ size_t castscope_agent_status(char* buf, size_t len) {
     return castscope::copy_out(Agent::instance().status(), buf, len);
   } catch (...) {
     return castscope::copy_out("{\"error\": \"status failed\"}", buf, len);
+  }
+}
+
+void castscope_agent_mark_iteration(void) {
+  try {
+    Agent::instance().mark_iteration();
+  } catch (...) {
+    castscope::EventLog::instance().count_internal_error();
+  }
+}
+
+void castscope_agent_set_location_reader(unsigned (*reader)(void)) {
+  castscope::g_python_location_reader.store(reader, std::memory_order_release);
+}
+
+unsigned castscope_intern_location(int kind, const char* file, unsigned line, const char* function, const char* stack) {
+  try {
+    castscope::Location location;
+    location.kind = static_cast<castscope::LocationKind>(kind);
+    location.file = file != nullptr ? file : "";
+    location.line = line;
+    location.function = function != nullptr ? function : "";
+    location.stack = stack != nullptr ? stack : "";
+    return castscope::LocationTable::instance().intern(location);
+  } catch (...) {
+    return 0;
   }
 }
 

@@ -56,30 +56,63 @@ enum class CastOutcome : uint8_t {
   kDtypeArgKept = 7,
 };
 
-enum class RecordKind : uint8_t { kCast = 1, kOp = 2 };
+// Values equal castscope.v1.Role.
+enum class Role : uint8_t { kUnspecified = 0, kWeight = 1, kInput = 2, kActivation = 3 };
 
-inline constexpr int kMaxShapeDims = 8;
+// Values equal castscope.v1.CacheOutcome.
+enum class CacheOutcome : uint8_t { kUnspecified = 0, kNotCacheable = 1, kMiss = 2, kHit = 3, kStaleHit = 4 };
+
+// Values equal castscope.v1.ExecutionMode.
+enum class ExecutionMode : uint8_t { kUnspecified = 0, kEager = 1, kScript = 2, kTraceRecording = 3, kTraced = 4 };
+
+// Values equal castscope.v1.Phase.
+enum class Phase : uint8_t { kUnspecified = 0, kForward = 1, kBackward = 2 };
+
+// Values equal castscope.v1.CacheSample.Trigger.
+enum class SampleTrigger : uint8_t { kUnspecified = 0, kIteration = 1, kInterval = 2, kStop = 3 };
+
+enum class RecordKind : uint8_t { kCast = 1, kOp = 2, kCacheSample = 3 };
+
+inline constexpr int kMaxShapeDims = 6;
 inline constexpr int kMaxOpInputDtypes = 8;
 
 struct CastFields {
   uint64_t op_seq;
   uint64_t bytes;
   int64_t shape[kMaxShapeDims];
+  int64_t source_version;
+  int64_t cached_version;
+  uint32_t location;  // LocationTable id, shared with the op
   uint16_t arg_index;
   int16_t list_index;  // -1: not an element of a list
   DType src;
   DType dst;
   CastOutcome outcome;
   uint8_t ndim;  // may exceed kMaxShapeDims: then the shape is truncated
+  Role role;
+  CacheOutcome cache;
+  ExecutionMode mode;
+  Phase phase;
 };
 
 struct OpFields {
   uint64_t cpu_duration_ns;
+  uint32_t location;
   DType input_dtypes[kMaxOpInputDtypes];
   uint8_t num_inputs;
   DType output;
   DType autocast_dtype;
   bool ok;
+  ExecutionMode mode;
+  Phase phase;
+  uint8_t autocast_enabled;  // bit (1 << DeviceKind) per device type with autocast on
+};
+
+struct CacheSampleFields {
+  uint64_t iteration;
+  uint64_t live_casts;
+  uint64_t live_bytes;
+  SampleTrigger trigger;
 };
 
 // 128 bytes: two cache lines, no pointers, trivially copyable.
@@ -94,6 +127,7 @@ struct Record {
   union {
     CastFields cast;
     OpFields op;
+    CacheSampleFields sample;
   };
 };
 

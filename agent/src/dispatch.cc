@@ -11,8 +11,12 @@
 #include "dispatch.h"
 
 #include <ATen/autocast_mode.h>
+#include <ATen/ops/_autocast_to_full_precision_native.h>
+#include <ATen/ops/_autocast_to_reduced_precision_native.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/graph_task.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/library.h>
 
 #include <chrono>
@@ -20,11 +24,15 @@
 #include <optional>
 
 #include "autocast_keys.h"
+#include "cast_cache_observer.h"
 #include "event_log.h"
+#include "jit_context.h"
+#include "location_table.h"
 
 namespace castscope {
 
 std::atomic<bool> g_record_events{true};
+std::atomic<LocationReader> g_python_location_reader{nullptr};
 
 namespace {
 
@@ -76,6 +84,34 @@ ArgKind classify_arg(const c10::Argument& arg) {
     if (list->getElementType()->kind() == c10::TypeKind::TensorType) return ArgKind::kTensorList;
   }
   return ArgKind::kOther;
+}
+
+Role role_of(const at::Tensor& t) {
+  if (!t.is_leaf()) return Role::kActivation;
+  return t.requires_grad() ? Role::kWeight : Role::kInput;
+}
+
+// Where and in which mode the current op runs. TorchScript (scripted or
+// traced graphs) gives its own source range; otherwise the innermost user
+// Python frame, when a Python frame reader is installed.
+struct OpContext {
+  ExecutionMode mode = ExecutionMode::kEager;
+  Phase phase = Phase::kForward;
+  uint32_t location = 0;
+};
+
+OpContext current_context() {
+  OpContext context;
+  if (torch::autograd::get_current_graph_task_id() != -1) context.phase = Phase::kBackward;
+  if (torch::jit::tracer::isTracing()) context.mode = ExecutionMode::kTraceRecording;
+  JitContext jit;
+  if (context.mode == ExecutionMode::kEager && current_jit_context(jit)) {
+    context.mode = jit.mode;
+    context.location = jit.location;
+    return context;
+  }
+  if (LocationReader reader = g_python_location_reader.load(std::memory_order_acquire)) context.location = reader();
+  return context;
 }
 
 CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::DeviceType device) {
@@ -188,8 +224,11 @@ class AutocastKernel final : public c10::OperatorKernel {
 
   at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record) {
     if (!t.defined()) return t;
-    if (op_record != nullptr) record_cast(*op_record, t, target, arg_index, list_index, std::nullopt);
-    return at::autocast::cached_cast(target, t, device_.device);
+    // Decided before the cast: cached_cast consults the cache only then.
+    const bool cacheable = op_record != nullptr && CastCacheObserver::cacheable(t, target, device_.device);
+    at::Tensor result = at::autocast::cached_cast(target, t, device_.device);
+    if (op_record != nullptr) record_cast(*op_record, t, target, arg_index, list_index, std::nullopt, cacheable ? &result : nullptr);
+    return result;
   }
 
   // Native: the widest floating type among eligible Tensor / Tensor[] args,
@@ -270,6 +309,12 @@ class AutocastKernel final : public c10::OperatorKernel {
     }
     r.op.num_inputs = n;
     r.op.autocast_dtype = to_dtype(at::autocast::get_lower_precision_fp_from_device_type(device_.device));
+    const OpContext context = current_context();
+    r.op.mode = context.mode;
+    r.op.phase = context.phase;
+    r.op.location = context.location;
+    for (const auto& device : kAutocastDevices)
+      if (at::autocast::is_autocast_enabled(device.device)) r.op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(device.kind));
     return r;
   }
 
@@ -299,7 +344,7 @@ class AutocastKernel final : public c10::OperatorKernel {
   // Records one decision. `forced` replaces the computed outcome (dtype-arg
   // policies decide by the first argument, not by a cast).
   void record_cast(const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index,
-                   std::optional<CastOutcome> forced) noexcept {
+                   std::optional<CastOutcome> forced, const at::Tensor* cached_result = nullptr) noexcept {
     try {
       EventLog& log = EventLog::instance();
       Record r{};
@@ -316,6 +361,17 @@ class AutocastKernel final : public c10::OperatorKernel {
       r.cast.src = to_dtype(t.scalar_type());
       r.cast.dst = to_dtype(target);
       r.cast.outcome = forced.value_or(classify_tensor(t, target, device_.device));
+      r.cast.role = role_of(t);
+      r.cast.mode = op_record.op.mode;
+      r.cast.phase = op_record.op.phase;
+      r.cast.location = op_record.op.location;
+      r.cast.cache = CacheOutcome::kNotCacheable;
+      if (cached_result != nullptr) {
+        const auto seen = CastCacheObserver::instance().observe(t, *cached_result);
+        r.cast.cache = seen.outcome;
+        r.cast.source_version = seen.source_version;
+        r.cast.cached_version = seen.cached_version;
+      }
       if (!t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
         const auto sizes = t.sizes();
         r.cast.ndim = static_cast<uint8_t>(sizes.size() > 255 ? 255 : sizes.size());
@@ -338,6 +394,64 @@ class AutocastKernel final : public c10::OperatorKernel {
   std::vector<ArgKind> kinds_;
 };
 
+// JIT autocast does not go through the autocast keys: it inserts explicit
+// aten::_autocast_to_reduced_precision / _autocast_to_full_precision ops.
+// castscope overrides their CompositeImplicitAutograd kernels with wrappers
+// that call the very same ATen implementations and record the cast.
+void record_jit_cast(uint32_t op_id, CastPolicy policy, const at::Tensor& self, const at::Tensor& result) noexcept {
+  if (!g_record_events.load(std::memory_order_relaxed) || !self.defined()) return;
+  try {
+    EventLog& log = EventLog::instance();
+    const OpContext context = current_context();
+    Record r{};
+    r.seq = log.next_seq();
+    r.ts_ns = now_ns();
+    r.op_id = op_id;
+    r.thread = log.thread_id();
+    r.kind = RecordKind::kCast;
+    r.policy = policy;
+    r.device = self.is_cuda() ? DeviceKind::kCuda : DeviceKind::kCpu;
+    r.cast.list_index = -1;
+    r.cast.src = to_dtype(self.scalar_type());
+    r.cast.dst = to_dtype(result.scalar_type());
+    if (result.scalar_type() != self.scalar_type()) {
+      r.cast.outcome = CastOutcome::kCast;
+    } else if (self.scalar_type() == at::kDouble) {
+      r.cast.outcome = CastOutcome::kFloat64;
+    } else {
+      r.cast.outcome = self.is_floating_point() ? CastOutcome::kAlreadyTarget : CastOutcome::kNotFloating;
+    }
+    r.cast.role = role_of(self);
+    r.cast.cache = CacheOutcome::kNotCacheable;  // JIT autocast has no cast cache
+    r.cast.mode = context.mode;
+    r.cast.phase = context.phase;
+    r.cast.location = context.location;
+    const auto sizes = self.sizes();
+    r.cast.ndim = static_cast<uint8_t>(sizes.size() > 255 ? 255 : sizes.size());
+    for (size_t d = 0; d < sizes.size() && d < static_cast<size_t>(kMaxShapeDims); ++d) r.cast.shape[d] = sizes[d];
+    r.cast.bytes = static_cast<uint64_t>(self.numel()) * self.element_size();
+    log.record(r);
+  } catch (...) {
+    EventLog::instance().count_internal_error();
+  }
+}
+
+uint32_t g_reduced_precision_op = 0;
+uint32_t g_full_precision_op = 0;
+
+at::Tensor jit_to_reduced_precision(const at::Tensor& self, bool cuda_enabled, bool cpu_enabled,
+                                    at::ScalarType cuda_dtype, at::ScalarType cpu_dtype) {
+  at::Tensor result = at::native::_autocast_to_reduced_precision(self, cuda_enabled, cpu_enabled, cuda_dtype, cpu_dtype);
+  record_jit_cast(g_reduced_precision_op, CastPolicy::kLowerPrecisionFp, self, result);
+  return result;
+}
+
+at::Tensor jit_to_full_precision(const at::Tensor& self, bool cuda_enabled, bool cpu_enabled) {
+  at::Tensor result = at::native::_autocast_to_full_precision(self, cuda_enabled, cpu_enabled);
+  record_jit_cast(g_full_precision_op, CastPolicy::kFp32, self, result);
+  return result;
+}
+
 // "ns::name.overload" -> OperatorName{"ns::name", "overload"}.
 c10::OperatorName parse_operator_name(const std::string& op) {
   const auto dot = op.find('.', op.find("::"));
@@ -352,6 +466,18 @@ DispatchRegistry::~DispatchRegistry() = default;
 
 std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& policies) {
   std::vector<std::string> errors;
+  try {
+    g_reduced_precision_op = EventLog::instance().intern_op("aten::_autocast_to_reduced_precision");
+    EventLog::instance().set_arg_names(g_reduced_precision_op, {"self"});
+    g_full_precision_op = EventLog::instance().intern_op("aten::_autocast_to_full_precision");
+    EventLog::instance().set_arg_names(g_full_precision_op, {"self"});
+    libraries_.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                                          c10::DispatchKey::CompositeImplicitAutograd, __FILE__, __LINE__));
+    libraries_.back()->impl("_autocast_to_reduced_precision", TORCH_FN(jit_to_reduced_precision));
+    libraries_.back()->impl("_autocast_to_full_precision", TORCH_FN(jit_to_full_precision));
+  } catch (const std::exception& e) {
+    errors.push_back(std::string("JIT autocast casts: cannot register: ") + e.what());
+  }
   for (const auto& [device_name, device] : policies.devices) {
     const AutocastDevice* key = find_autocast_device(device_name);
     if (key == nullptr) continue;

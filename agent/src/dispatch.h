@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,12 @@ namespace castscope {
 // Whether kernels record events. Kernels keep casting (they own autocast
 // while registered) when this is false.
 extern std::atomic<bool> g_record_events;
+
+// Returns the LocationTable id of the innermost user Python frame of the
+// calling thread (0 when there is none). Installed only in Python processes,
+// by the separate frame-reader library, so the agent never links CPython.
+using LocationReader = uint32_t (*)();
+extern std::atomic<LocationReader> g_python_location_reader;
 
 class DispatchRegistry {
  public:

@@ -67,6 +67,78 @@ const char* outcome_enum(CastOutcome outcome) {
   }
 }
 
+const char* role_enum(Role role) {
+  switch (role) {
+    case Role::kWeight: return "ROLE_WEIGHT";
+    case Role::kInput: return "ROLE_INPUT";
+    case Role::kActivation: return "ROLE_ACTIVATION";
+    default: return "ROLE_UNSPECIFIED";
+  }
+}
+
+const char* cache_enum(CacheOutcome cache) {
+  switch (cache) {
+    case CacheOutcome::kNotCacheable: return "CACHE_OUTCOME_NOT_CACHEABLE";
+    case CacheOutcome::kMiss: return "CACHE_OUTCOME_MISS";
+    case CacheOutcome::kHit: return "CACHE_OUTCOME_HIT";
+    case CacheOutcome::kStaleHit: return "CACHE_OUTCOME_STALE_HIT";
+    default: return "CACHE_OUTCOME_UNSPECIFIED";
+  }
+}
+
+const char* mode_enum(ExecutionMode mode) {
+  switch (mode) {
+    case ExecutionMode::kEager: return "EXECUTION_MODE_EAGER";
+    case ExecutionMode::kScript: return "EXECUTION_MODE_SCRIPT";
+    case ExecutionMode::kTraceRecording: return "EXECUTION_MODE_TRACE_RECORDING";
+    case ExecutionMode::kTraced: return "EXECUTION_MODE_TRACED";
+    default: return "EXECUTION_MODE_UNSPECIFIED";
+  }
+}
+
+const char* phase_enum(Phase phase) {
+  switch (phase) {
+    case Phase::kForward: return "PHASE_FORWARD";
+    case Phase::kBackward: return "PHASE_BACKWARD";
+    default: return "PHASE_UNSPECIFIED";
+  }
+}
+
+const char* trigger_enum(SampleTrigger trigger) {
+  switch (trigger) {
+    case SampleTrigger::kIteration: return "TRIGGER_ITERATION";
+    case SampleTrigger::kInterval: return "TRIGGER_INTERVAL";
+    case SampleTrigger::kStop: return "TRIGGER_STOP";
+    default: return "TRIGGER_UNSPECIFIED";
+  }
+}
+
+const char* location_kind_enum(LocationKind kind) {
+  switch (kind) {
+    case LocationKind::kPython: return "KIND_PYTHON";
+    case LocationKind::kTorchScript: return "KIND_TORCHSCRIPT";
+    case LocationKind::kNone: return "KIND_NONE";
+    default: return "KIND_UNSPECIFIED";
+  }
+}
+
+std::string location_json(const Location& location) {
+  std::string stack = "[";
+  size_t start = 0;
+  bool first = true;
+  while (start < location.stack.size()) {
+    size_t end = location.stack.find('\n', start);
+    if (end == std::string::npos) end = location.stack.size();
+    stack += (first ? "" : ",") + nlohmann::json(location.stack.substr(start, end - start)).dump();
+    first = false;
+    start = end + 1;
+  }
+  stack += "]";
+  return std::string("{\"kind\":\"") + location_kind_enum(location.kind) + "\",\"file\":" + nlohmann::json(location.file).dump() +
+         ",\"line\":" + std::to_string(location.line) + ",\"function\":" + nlohmann::json(location.function).dump() +
+         ",\"stack\":" + stack + "}";
+}
+
 // proto3 JSON writes 64-bit integers as strings.
 std::string u64(uint64_t value) { return std::to_string(value); }
 
@@ -107,7 +179,7 @@ class LineBuilder {
 
 }  // namespace
 
-std::string record_to_json(const Record& record, const OpMeta& op) {
+std::string record_to_json(const Record& record, const OpMeta& op, const Location& location) {
   if (record.kind == RecordKind::kCast) {
     const CastFields& cast = record.cast;
     std::string shape = "[";
@@ -131,9 +203,31 @@ std::string record_to_json(const Record& record, const OpMeta& op) {
         .u64("bytes", cast.bytes)
         .enm("device_type", device_enum(record.device))
         .u64("op_seq", cast.op_seq)
+        .enm("role", role_enum(cast.role))
+        .enm("cache", cache_enum(cast.cache))
+        .raw("source_version", "\"" + std::to_string(cast.source_version) + "\"")
+        .raw("cached_version", "\"" + std::to_string(cast.cached_version) + "\"")
+        .raw("location", location_json(location))
+        .enm("mode", mode_enum(cast.mode))
+        .enm("phase", phase_enum(cast.phase))
+        .done();
+  }
+  if (record.kind == RecordKind::kCacheSample) {
+    return LineBuilder("cache_sample")
+        .u64("seq", record.seq)
+        .u64("ts_ns", record.ts_ns)
+        .enm("trigger", trigger_enum(record.sample.trigger))
+        .u64("iteration", record.sample.iteration)
+        .u64("live_casts", record.sample.live_casts)
+        .u64("live_bytes", record.sample.live_bytes)
         .done();
   }
   const OpFields& fields = record.op;
+  std::string enabled = "[";
+  for (int d = 1; d <= static_cast<int>(DeviceKind::kMps); ++d)
+    if (fields.autocast_enabled & (1u << d))
+      enabled += std::string(enabled.size() > 1 ? ",\"" : "\"") + device_enum(static_cast<DeviceKind>(d)) + "\"";
+  enabled += "]";
   std::string inputs = "[";
   for (int i = 0; i < fields.num_inputs && i < kMaxOpInputDtypes; ++i)
     inputs += std::string(i ? ",\"" : "\"") + dtype_enum(fields.input_dtypes[i]) + "\"";
@@ -150,18 +244,26 @@ std::string record_to_json(const Record& record, const OpMeta& op) {
       .u64("cpu_duration_ns", fields.cpu_duration_ns)
       .enm("outcome", fields.ok ? "OP_OUTCOME_OK" : "OP_OUTCOME_ERROR")
       .enm("autocast_dtype", dtype_enum(fields.autocast_dtype))
+      .raw("location", location_json(location))
+      .enm("mode", mode_enum(fields.mode))
+      .enm("phase", phase_enum(fields.phase))
+      .raw("autocast_enabled", enabled)
       .done();
 }
 
-std::string stats_to_json(const EventLogStats& stats, uint32_t pid, const std::string& torch_version, uint64_t ts_ns) {
+std::string stats_to_json(const EventLogStats& stats, const ProcessIdentity& identity, const std::string& torch_version,
+                          uint64_t ts_ns) {
   ordered_json body;
   body["schema_version"] = "SCHEMA_VERSION_1";
   body["events_recorded"] = u64(stats.recorded);
   body["events_dropped"] = u64(stats.dropped);
   body["internal_errors"] = u64(stats.internal_errors);
-  body["pid"] = pid;
+  body["pid"] = identity.pid;
   body["torch_version"] = torch_version;
   body["ts_ns"] = u64(ts_ns);
+  body["rank"] = identity.rank;
+  body["local_rank"] = identity.local_rank;
+  body["world_size"] = identity.world_size;
   return ordered_json{{"stats", body}}.dump();
 }
 

@@ -7,11 +7,22 @@
 
 #include "cast_record.h"
 #include "event_log.h"
+#include "location_table.h"
 
 namespace castscope {
 
-std::string record_to_json(const Record& record, const OpMeta& op);
-std::string stats_to_json(const EventLogStats& stats, uint32_t pid, const std::string& torch_version, uint64_t ts_ns);
+// Who is recording: one process of a job (DataLoader worker, torchrun rank).
+struct ProcessIdentity {
+  uint32_t pid = 0;
+  int32_t rank = -1;  // from RANK / LOCAL_RANK / WORLD_SIZE; -1 when unset
+  int32_t local_rank = -1;
+  int32_t world_size = -1;
+};
+
+// `location` is the record's interned location (ignored for cache samples).
+std::string record_to_json(const Record& record, const OpMeta& op, const Location& location);
+std::string stats_to_json(const EventLogStats& stats, const ProcessIdentity& identity, const std::string& torch_version,
+                          uint64_t ts_ns);
 
 // Appends lines to a file; owned by the exporter thread only.
 class JsonlWriter {

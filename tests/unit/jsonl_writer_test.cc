@@ -35,7 +35,8 @@ Record cast_record() {
 }
 
 TEST(JsonlWriter, CastLineCarriesNamesFromOpMeta) {
-  const auto line = nlohmann::json::parse(record_to_json(cast_record(), OpMeta{"aten::mm", {"self", "mat2"}}));
+  const Location where{LocationKind::kPython, "train.py", 12, "forward", "train.py:12 forward\nmain.py:3 <module>"};
+  const auto line = nlohmann::json::parse(record_to_json(cast_record(), OpMeta{"aten::mm", {"self", "mat2"}}, where));
   const auto& cast = line.at("cast");
   EXPECT_EQ(cast.at("op"), "aten::mm");
   EXPECT_EQ(cast.at("arg_name"), "mat2");
@@ -43,6 +44,9 @@ TEST(JsonlWriter, CastLineCarriesNamesFromOpMeta) {
   EXPECT_EQ(cast.at("dst_dtype"), "DTYPE_BFLOAT16");
   EXPECT_EQ(cast.at("outcome"), "CAST_OUTCOME_CAST");
   EXPECT_EQ(cast.at("shape"), nlohmann::json::array({"8", "8"}));
+  EXPECT_EQ(cast.at("location").at("file"), "train.py");
+  EXPECT_EQ(cast.at("location").at("line"), 12);
+  EXPECT_EQ(cast.at("location").at("stack"), nlohmann::json::array({"train.py:12 forward", "main.py:3 <module>"}));
 }
 
 #ifdef CASTSCOPE_HAVE_PROTO
@@ -59,10 +63,17 @@ TEST(JsonlWriter, LinesParseAsProtoEvents) {
   op.op.input_dtypes[1] = DType::kInt64;
   op.op.output = DType::kFloat32;
   op.op.ok = true;
+  op.op.autocast_enabled = 1u << static_cast<int>(DeviceKind::kCpu);
+  Record sample{};
+  sample.kind = RecordKind::kCacheSample;
+  sample.sample.trigger = SampleTrigger::kIteration;
+  sample.sample.live_casts = 3;
+  const Location where{LocationKind::kTorchScript, "model.py", 7, "forward", ""};
   const std::vector<std::string> lines = {
-      record_to_json(cast_record(), OpMeta{"aten::mm", {"self", "mat2"}}),
-      record_to_json(op, OpMeta{"aten::nll_loss", {}}),
-      stats_to_json(EventLogStats{10, 2, 1}, 42, "2.14.1", 99),
+      record_to_json(cast_record(), OpMeta{"aten::mm", {"self", "mat2"}}, where),
+      record_to_json(op, OpMeta{"aten::nll_loss", {}}, Location{}),
+      record_to_json(sample, OpMeta{}, Location{}),
+      stats_to_json(EventLogStats{10, 2, 1}, ProcessIdentity{42, 0, 0, 2}, "2.14.1", 99),
   };
   for (const auto& line : lines) {
     castscope::v1::Event event;
@@ -75,6 +86,11 @@ TEST(JsonlWriter, LinesParseAsProtoEvents) {
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[0], &event).ok());
   EXPECT_EQ(event.cast().dst_dtype(), castscope::v1::DTYPE_BFLOAT16);
   EXPECT_EQ(event.cast().shape_size(), 2);
+  EXPECT_EQ(event.cast().location().kind(), castscope::v1::SourceLocation::KIND_TORCHSCRIPT);
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[2], &event).ok());
+  EXPECT_EQ(event.cache_sample().live_casts(), 3u);
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[3], &event).ok());
+  EXPECT_EQ(event.stats().world_size(), 2);
 }
 #endif
 

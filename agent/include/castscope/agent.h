@@ -40,6 +40,20 @@ CASTSCOPE_EXPORT size_t castscope_agent_status(char* buf, size_t len);
  * {"ok": bool, "errors": [...], "findings": [...]} into buf like status. */
 CASTSCOPE_EXPORT size_t castscope_policy_check(const char* config_json, char* buf, size_t len);
 
+/* Marks the end of a training iteration (an optimizer step): samples the
+ * live casts of the native cast cache into the event stream. */
+CASTSCOPE_EXPORT void castscope_agent_mark_iteration(void);
+
+/* Installs the function that returns the calling thread's innermost user
+ * Python frame as a location id (NULL: none). Set by the Python frame
+ * reader library, so the agent itself never links CPython. */
+CASTSCOPE_EXPORT void castscope_agent_set_location_reader(unsigned (*reader)(void));
+
+/* Interns a source location; returns its id. kind: 1 Python, 2 TorchScript,
+ * 3 none. `stack` holds "file:line function" lines, innermost first, or "". */
+CASTSCOPE_EXPORT unsigned castscope_intern_location(int kind, const char* file, unsigned line, const char* function,
+                                                    const char* stack);
+
 #ifdef __cplusplus
 }
 #endif

@@ -44,6 +44,12 @@ def _agent_library_path() -> pathlib.Path:
     )
 
 
+def _python_reader_path() -> pathlib.Path | None:
+    agent = _agent_library_path()
+    candidate = agent.parent / "libcastscope_python.so"
+    return candidate if candidate.is_file() else None
+
+
 def policies_dir() -> pathlib.Path:
     return pathlib.Path(os.environ.get("CASTSCOPE_POLICIES", _REPO_ROOT / "policies"))
 
@@ -70,8 +76,38 @@ def _library():
             getattr(lib, name).restype = ctypes.c_size_t
         lib.castscope_agent_status.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         lib.castscope_policy_check.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        lib.castscope_agent_mark_iteration.restype = None
+        lib.castscope_agent_set_location_reader.argtypes = [ctypes.c_void_p]
+        lib.castscope_agent_set_location_reader.restype = None
+        _install_location_reader(lib)
         _lib = lib
     return _lib
+
+
+def _torch_dir() -> str:
+    import torch
+
+    return os.path.dirname(torch.__file__) + os.sep
+
+
+def _install_location_reader(lib) -> None:
+    """Source locations for Python processes: a small CPython-aware library
+    the agent calls through a function pointer (the agent never links CPython)."""
+    path = _python_reader_path()
+    if path is None:
+        return
+    reader = ctypes.PyDLL(str(path))
+    reader.castscope_python_init.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+    reader.castscope_python_init.restype = None
+    stacks = os.environ.get("CASTSCOPE_STACKS", "0") not in ("", "0")
+    reader.castscope_python_init(ctypes.cast(lib.castscope_intern_location, ctypes.c_void_p), _torch_dir().encode(),
+                                 (str(_PACKAGE_DIR) + os.sep).encode(), int(stacks))
+    lib.castscope_agent_set_location_reader(ctypes.cast(reader.castscope_python_location, ctypes.c_void_p))
+    global _reader
+    _reader = reader  # keep loaded
+
+
+_reader = None
 
 
 def _read_json(call) -> dict:
@@ -89,7 +125,8 @@ def _config(policy_files, overlays, events_path, record_events, **extra) -> dict
 
     files = list(policy_files) if policy_files is not None else default_policy_files()
     files += [str(o) for o in overlays]
-    config = {"policy_files": files, "record_events": record_events, "torch_version": torch.__version__}
+    config = {"policy_files": files, "record_events": record_events, "torch_version": torch.__version__,
+              "internal_path_prefix": _torch_dir()}
     if events_path is not None:
         config["events_path"] = str(events_path)
     config.update({k: v for k, v in extra.items() if v is not None})
@@ -107,6 +144,7 @@ class Agent:
 
     def __init__(self, events_path: pathlib.Path):
         self.events_path = events_path
+        self._step_hook = None
 
     def flush(self) -> int:
         return _library().castscope_agent_flush()
@@ -124,6 +162,13 @@ class Agent:
 
     def ops(self) -> list[dict]:
         return [e["op"] for e in self.events() if "op" in e]
+
+    def cache_samples(self) -> list[dict]:
+        return [e["cache_sample"] for e in self.events() if "cache_sample" in e]
+
+    def mark_iteration(self) -> None:
+        """Marks an iteration boundary by hand (optimizer steps do it already)."""
+        _library().castscope_agent_mark_iteration()
 
     def summary(self) -> str:
         from collections import Counter
@@ -145,6 +190,14 @@ class Agent:
 
 
 _current: Agent | None = None
+
+
+def _register_step_hook():
+    """Every optimizer step marks an iteration: the agent samples the cast cache then."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    lib = _library()
+    return register_optimizer_step_post_hook(lambda *_: lib.castscope_agent_mark_iteration())
 
 
 def attach(
@@ -170,6 +223,7 @@ def attach(
     if _library().castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
         raise AttachError(err.value.decode())
     _current = Agent(events_path)
+    _current._step_hook = _register_step_hook()
     return _current
 
 
@@ -178,6 +232,8 @@ def detach() -> None:
     global _current
     if _current is None:
         return
+    if _current._step_hook is not None:
+        _current._step_hook.remove()
     _library().castscope_agent_stop()
     _current = None
 

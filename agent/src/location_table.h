@@ -1,0 +1,43 @@
+// Interned source locations. The hot path carries a 32-bit id; strings are
+// made once per distinct site (by whoever resolves the site: the Python
+// frame reader, the TorchScript callstack) and read by the exporter.
+//
+// Concurrency: intern() and get() take one mutex; they run once per new site
+// and once per exported event, never per cast on a known site (callers cache
+// ids per site themselves).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace castscope {
+
+// Values equal castscope.v1.SourceLocation.Kind.
+enum class LocationKind : uint8_t { kUnspecified = 0, kPython = 1, kTorchScript = 2, kNone = 3 };
+
+struct Location {
+  LocationKind kind = LocationKind::kNone;
+  std::string file;
+  uint32_t line = 0;
+  std::string function;
+  std::string stack;  // "file:line function" lines, innermost first; may be empty
+};
+
+class LocationTable {
+ public:
+  static LocationTable& instance();
+  // Id 0 is "no location" (kind NONE).
+  uint32_t intern(const Location& location);
+  Location get(uint32_t id) const;
+
+ private:
+  LocationTable();
+  mutable std::mutex mutex_;
+  std::deque<Location> locations_;
+  std::unordered_map<std::string, uint32_t> ids_;
+};
+
+}  // namespace castscope

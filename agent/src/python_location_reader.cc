@@ -1,0 +1,134 @@
+// The Python frame reader: innermost user frame of the calling thread, as a
+// castscope location id. Built as its own small library, loaded only into
+// Python processes, so libcastscope_agent.so never depends on CPython (a C++
+// program could not load it otherwise). CPython symbols resolve against the
+// running interpreter at load time.
+//
+// Cost control: the GIL is taken only when the thread has a Python thread
+// state; "is this code object torch's own" is cached per code object, and
+// the resulting location per (code object, instruction offset) of the first
+// user frame. Cached code objects are kept alive (a reference each), so an
+// address is never reused for another function while cached. All caches are
+// touched only with the GIL held.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+
+namespace {
+
+using InternFn = unsigned (*)(int kind, const char* file, unsigned line, const char* function, const char* stack);
+
+InternFn g_intern = nullptr;
+std::string g_internal_prefixes[2];  // torch's package dir, castscope's
+bool g_stacks = false;
+std::unordered_map<PyCodeObject*, bool> g_internal_code;
+struct SiteKey {
+  PyCodeObject* code;
+  int lasti;
+  bool operator==(const SiteKey& o) const { return code == o.code && lasti == o.lasti; }
+};
+struct SiteHash {
+  size_t operator()(const SiteKey& k) const { return std::hash<void*>()(k.code) * 31 + static_cast<size_t>(k.lasti); }
+};
+std::unordered_map<SiteKey, unsigned, SiteHash> g_sites;
+
+std::string utf8(PyObject* text) {
+  const char* s = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
+  if (s == nullptr) {
+    PyErr_Clear();
+    return "";
+  }
+  return s;
+}
+
+bool internal(PyCodeObject* code) {
+  auto found = g_internal_code.find(code);
+  if (found != g_internal_code.end()) return found->second;
+  const std::string file = utf8(code->co_filename);
+  bool is_internal = file.empty() || file[0] == '<';
+  for (const auto& prefix : g_internal_prefixes)
+    if (!prefix.empty() && file.rfind(prefix, 0) == 0) is_internal = true;
+  Py_INCREF(code);
+  g_internal_code.emplace(code, is_internal);
+  return is_internal;
+}
+
+std::string frame_line(PyFrameObject* frame, PyCodeObject* code) {
+  return utf8(code->co_filename) + ":" + std::to_string(PyFrame_GetLineNumber(frame)) + " " + utf8(code->co_qualname);
+}
+
+unsigned resolve(PyFrameObject* user_frame, PyCodeObject* code, PyFrameObject* innermost) {
+  std::string stack;
+  if (g_stacks) {
+    Py_INCREF(innermost);
+    for (PyFrameObject* f = innermost; f != nullptr;) {
+      PyCodeObject* c = PyFrame_GetCode(f);
+      stack += (stack.empty() ? "" : "\n") + frame_line(f, c);
+      Py_DECREF(c);
+      PyFrameObject* back = PyFrame_GetBack(f);
+      Py_DECREF(f);
+      f = back;
+    }
+  }
+  const std::string file = utf8(code->co_filename);
+  const std::string function = utf8(code->co_qualname);
+  return g_intern(1, file.c_str(), static_cast<unsigned>(PyFrame_GetLineNumber(user_frame)), function.c_str(),
+                  stack.c_str());
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) void castscope_python_init(InternFn intern, const char* torch_dir,
+                                                                   const char* castscope_dir, int stacks) {
+  g_intern = intern;
+  g_internal_prefixes[0] = torch_dir != nullptr ? torch_dir : "";
+  g_internal_prefixes[1] = castscope_dir != nullptr ? castscope_dir : "";
+  g_stacks = stacks != 0;
+}
+
+// Returns 0 when the thread has no Python frame (autograd worker threads, a
+// C++ program) or the reader is not initialized.
+__attribute__((visibility("default"))) unsigned castscope_python_location(void) {
+  if (g_intern == nullptr || !Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return 0;
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  unsigned id = 0;
+  PyFrameObject* innermost = PyThreadState_GetFrame(PyThreadState_Get());
+  PyFrameObject* frame = innermost;
+  if (frame != nullptr) Py_INCREF(frame);
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    if (!internal(code)) {
+      const SiteKey key{code, g_stacks ? -1 : PyFrame_GetLasti(frame)};
+      auto found = g_stacks ? g_sites.end() : g_sites.find(key);
+      if (found != g_sites.end()) {
+        id = found->second;
+      } else {
+        id = resolve(frame, code, innermost);
+        if (!g_stacks) {
+          Py_INCREF(code);  // keep the key's address ours while cached
+          g_sites.emplace(key, id);
+        }
+      }
+      Py_DECREF(code);
+      Py_DECREF(frame);
+      frame = nullptr;
+      break;
+    }
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(code);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(innermost);
+  PyGILState_Release(gil);
+  return id;
+}
+
+}  // extern "C"
