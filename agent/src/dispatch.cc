@@ -108,9 +108,13 @@ OpContext current_context() {
   if (context.mode == ExecutionMode::kEager && current_jit_context(jit)) {
     context.mode = jit.mode;
     context.location = jit.location;
-    return context;
+    if (jit.has_source) return context;
+    // JIT-inserted ops (autocast casts inside differentiable graphs) carry no
+    // range: the Python line that called into TorchScript is the best we have.
   }
-  if (LocationReader reader = g_python_location_reader.load(std::memory_order_acquire)) context.location = reader();
+  if (LocationReader reader = g_python_location_reader.load(std::memory_order_acquire)) {
+    if (const uint32_t python = reader(); python != 0 || context.location == 0) context.location = python;
+  }
   return context;
 }
 

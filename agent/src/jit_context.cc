@@ -48,19 +48,30 @@ bool parse_traced_stack(const std::string& text, Location& out) {
   return any;
 }
 
-JitContext resolve(const torch::jit::StackEntry& innermost) {
+// Ops the JIT inserts itself (autocast casts, differentiable-graph
+// plumbing) have no range: the nearest enclosing frame with one stands in.
+JitContext resolve(const std::vector<torch::jit::StackEntry>& callstack) {
   JitContext context;
   context.mode = ExecutionMode::kScript;
   Location location;
   location.kind = LocationKind::kTorchScript;
-  location.function = innermost.filename;  // the interpreter stores the function name here
-  const auto source = innermost.range.source();
-  if (source && parse_traced_stack(source->text_str().str(), location)) {
-    context.mode = ExecutionMode::kTraced;
-  } else if (auto file_line = innermost.range.file_line_col()) {
-    location.file = std::get<0>(*file_line);
-    location.line = static_cast<uint32_t>(std::get<1>(*file_line));
+  for (const auto& entry : callstack) {
+    const auto source = entry.range.source();
+    if (!source) continue;
+    location.function = entry.filename;  // the interpreter stores the function name here
+    if (parse_traced_stack(source->text_str().str(), location)) {
+      context.mode = ExecutionMode::kTraced;
+      context.has_source = true;
+      break;
+    }
+    if (auto file_line = entry.range.file_line_col()) {
+      location.file = std::get<0>(*file_line);
+      location.line = static_cast<uint32_t>(std::get<1>(*file_line));
+      context.has_source = true;
+      break;
+    }
   }
+  if (location.function.empty() && !callstack.empty()) location.function = callstack.front().filename;
   context.location = LocationTable::instance().intern(location);
   return context;
 }
@@ -76,12 +87,23 @@ void set_internal_path_prefix(const std::string& prefix) {
 bool current_jit_context(JitContext& out) {
   const auto callstack = torch::jit::currentCallstack();  // innermost first
   if (callstack.empty()) return false;
-  const auto& innermost = callstack.front();
-  const auto source = innermost.range.source();
-  const auto key = std::make_pair(source.get(), innermost.range.start());
+  // Cache by the innermost frame that has a source range.
+  const torch::jit::StackEntry* sourced = nullptr;
+  for (const auto& entry : callstack) {
+    if (entry.range.source()) {
+      sourced = &entry;
+      break;
+    }
+  }
+  if (sourced == nullptr) {
+    out = resolve(callstack);
+    return true;
+  }
+  const auto source = sourced->range.source();
+  const auto key = std::make_pair(source.get(), sourced->range.start());
   std::lock_guard<std::mutex> lock(g_mutex);
   auto found = g_cache.find(key);
-  if (found == g_cache.end()) found = g_cache.emplace(key, std::make_pair(source, resolve(innermost))).first;
+  if (found == g_cache.end()) found = g_cache.emplace(key, std::make_pair(source, resolve(callstack))).first;
   out = found->second.second;
   return true;
 }

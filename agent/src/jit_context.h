@@ -21,6 +21,7 @@ void set_internal_path_prefix(const std::string& prefix);
 struct JitContext {
   ExecutionMode mode = ExecutionMode::kEager;
   uint32_t location = 0;
+  bool has_source = false;  // false: no frame carried a source range (JIT-inserted ops)
 };
 
 // False when the calling thread is not running TorchScript.

@@ -1,0 +1,216 @@
+"""Context on every cast: role, source location, mode, phase, cache outcome.
+
+Each scenario is real torch on the CPU through castscope; lines are found by
+the marker comments at the end of the lines they name.
+"""
+import gc
+import pathlib
+import warnings
+
+import pytest
+import torch
+
+import castscope
+
+THIS_FILE = str(pathlib.Path(__file__).resolve())
+
+
+def line_of(marker: str) -> int:
+    for number, text in enumerate(pathlib.Path(THIS_FILE).read_text().splitlines(), start=1):
+        if text.rstrip().endswith(f"# <{marker}>"):
+            return number
+    raise AssertionError(marker)
+
+
+def casts_of(agent, op, arg=None):
+    return [c for c in agent.casts() if c["op"] == op and (arg is None or c["arg_name"] == arg)]
+
+
+def test_eager_forward_backward_roles_locations_and_cache(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 8)
+    x = torch.randn(4, 8)
+    with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            first = model(x)  # <first-forward>
+            second = model(x)  # <second-forward>
+            (first.float().sum() + second.float().sum()).backward()  # <backward>
+        casts = casts_of(agent, "aten::linear")
+        ops = agent.ops()
+    by_line = {}
+    for c in casts:
+        assert c["location"]["kind"] == "KIND_PYTHON" and c["location"]["file"] == THIS_FILE, c["location"]
+        assert c["location"]["function"] == "test_eager_forward_backward_roles_locations_and_cache"
+        assert c["mode"] == "EXECUTION_MODE_EAGER" and c["phase"] == "PHASE_FORWARD"
+        by_line.setdefault(c["location"]["line"], {})[c["arg_name"]] = c
+    first_casts, second_casts = by_line[line_of("first-forward")], by_line[line_of("second-forward")]
+    assert first_casts["input"]["role"] == "ROLE_INPUT" and first_casts["input"]["cache"] == "CACHE_OUTCOME_NOT_CACHEABLE"
+    assert first_casts["weight"]["role"] == "ROLE_WEIGHT" and first_casts["weight"]["cache"] == "CACHE_OUTCOME_MISS"
+    assert second_casts["weight"]["cache"] == "CACHE_OUTCOME_HIT"
+    assert second_casts["bias"]["cache"] == "CACHE_OUTCOME_HIT"
+    backward = [o for o in ops if o["phase"] == "PHASE_BACKWARD"]
+    assert backward, "backward inside the region dispatches autocast ops"
+    assert {o["location"]["line"] for o in backward} == {line_of("backward")}
+
+
+def test_activation_role(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8))
+    with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(torch.randn(2, 8))
+        inputs = [c for c in casts_of(agent, "aten::linear", "input")]
+    assert [c["role"] for c in inputs] == ["ROLE_INPUT", "ROLE_ACTIVATION"]
+    assert inputs[1]["outcome"] == "CAST_OUTCOME_ALREADY_TARGET"  # relu kept bf16
+
+
+def test_whole_loop_in_one_region_gives_stale_hits(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 8)
+    with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            for _ in range(3):
+                optimizer.zero_grad()
+                model(x).float().sum().backward()
+                optimizer.step()
+        weights = casts_of(agent, "aten::linear", "weight")
+    samples = [e["cache_sample"] for e in castscope.read_events(tmp_path / "e.jsonl") if "cache_sample" in e]
+    assert [w["cache"] for w in weights] == ["CACHE_OUTCOME_MISS", "CACHE_OUTCOME_STALE_HIT", "CACHE_OUTCOME_STALE_HIT"]
+    assert int(weights[1]["source_version"]) > int(weights[1]["cached_version"])
+    assert weights[2]["cached_version"] == weights[0]["source_version"]  # still the first step's copy
+    iterations = [s for s in samples if s["trigger"] == "TRIGGER_ITERATION"]
+    assert [s["iteration"] for s in iterations] == ["1", "2", "3"]
+    assert all(s["live_casts"] == "2" for s in iterations)  # weight and bias stay cached
+    assert samples[-1]["trigger"] == "TRIGGER_STOP"
+
+
+def test_recommended_loop_has_no_stale_hits(tmp_path):
+    model = torch.nn.Linear(8, 8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+        for _ in range(3):
+            optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(torch.randn(4, 8)).float().sum()
+            loss.backward()
+            optimizer.step()
+        weights = casts_of(agent, "aten::linear", "weight")
+        samples = [s for s in agent.cache_samples() if s["trigger"] == "TRIGGER_ITERATION"]
+    assert [w["cache"] for w in weights] == ["CACHE_OUTCOME_MISS"] * 3
+    assert all(s["live_casts"] == "0" for s in samples)  # the region exit cleared the cache
+
+
+# Two identical functions: the graph executor keeps the plan it made under
+# the JIT autocast setting of its first runs.
+@torch.jit.script
+def scripted_jit_autocast_on(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return torch.mm(x, w)  # <scripted-mm-on>
+
+
+@torch.jit.script
+def scripted_jit_autocast_off(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return torch.mm(x, w)  # <scripted-mm-off>
+
+
+@torch.jit.script
+def scripted_plain(x, w):
+    return torch.mm(x, w)  # <scripted-plain-mm>
+
+
+@pytest.mark.parametrize("jit_autocast", [True, False], ids=["jit-autocast-on", "jit-autocast-off"])
+def test_scripted_function_with_autocast_inside(tmp_path, jit_autocast):
+    x, w = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)
+    scripted_with_autocast = scripted_jit_autocast_on if jit_autocast else scripted_jit_autocast_off
+    marker = "scripted-mm-on" if jit_autocast else "scripted-mm-off"
+    previous = torch._C._jit_set_autocast_mode(jit_autocast)
+    try:
+        native = [scripted_with_autocast(x, w) for _ in range(3)]  # warm the profiling executor
+        with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+            out = [scripted_with_autocast(x, w) for _ in range(3)]  # <call-scripted>
+            casts = [c for c in agent.casts() if c["op"] in ("aten::_autocast_to_reduced_precision", "aten::mm")]
+    finally:
+        torch._C._jit_set_autocast_mode(previous)
+    assert all(torch.equal(a, b) and a.dtype == b.dtype for a, b in zip(native, out))
+    if not jit_autocast:
+        # Without JIT autocast a scripted `with torch.autocast` is inert.
+        assert out[0].dtype == torch.float32 and not casts
+        return
+    assert out[0].dtype == torch.bfloat16
+    assert casts and {c["op"] for c in casts} == {"aten::_autocast_to_reduced_precision"}
+    assert {c["mode"] for c in casts} == {"EXECUTION_MODE_SCRIPT"}
+    assert {c["dst_dtype"] for c in casts} == {"DTYPE_BFLOAT16"}
+    # The graph executor runs differentiable subgraphs on detached tensors, so
+    # a weight passed into scripted code is seen as a plain input there.
+    assert {c["role"] for c in casts} == {"ROLE_INPUT"}
+    # The casts the JIT autocast pass inserts carry no source range: the
+    # location is the Python line that called the scripted function.
+    assert {(c["location"]["kind"], c["location"]["file"], c["location"]["line"]) for c in casts} == {
+        ("KIND_PYTHON", THIS_FILE, line_of("call-scripted"))}
+
+
+def test_scripted_code_under_eager_autocast_reports_script_range(tmp_path):
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    previous = torch._C._jit_set_autocast_mode(False)
+    try:
+        with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = scripted_plain(x, w)
+            casts = casts_of(agent, "aten::mm")
+    finally:
+        torch._C._jit_set_autocast_mode(previous)
+    assert out.dtype == torch.bfloat16
+    assert casts and {c["mode"] for c in casts} == {"EXECUTION_MODE_SCRIPT"}
+    assert {(c["location"]["kind"], c["location"]["line"]) for c in casts} == {("KIND_TORCHSCRIPT", line_of("scripted-plain-mm"))}
+
+
+class TwoLayer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x).relu()  # <traced-forward>
+
+
+def test_traced_module_while_tracing_and_when_run(tmp_path):
+    module, x = TwoLayer(), torch.randn(2, 4)
+    with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+        with warnings.catch_warnings(), torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=False):
+            warnings.simplefilter("ignore")
+            traced = torch.jit.trace(module, (x,), check_trace=False)
+            traced(x)
+            traced(x)
+        casts = casts_of(agent, "aten::linear", "input")
+    recording = [c for c in casts if c["mode"] == "EXECUTION_MODE_TRACE_RECORDING"]
+    running = [c for c in casts if c["mode"] == "EXECUTION_MODE_TRACED"]
+    assert recording and running
+    want = line_of("traced-forward")
+    assert {(c["location"]["kind"], c["location"]["file"], c["location"]["line"]) for c in recording} == {("KIND_PYTHON", THIS_FILE, want)}
+    assert {(c["location"]["kind"], c["location"]["file"], c["location"]["line"]) for c in running} == {("KIND_TORCHSCRIPT", THIS_FILE, want)}
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def test_agent_never_extends_a_cast_lifetime(tmp_path):
+    """The bf16 copy of a 256 MiB weight lives in the cache only while the region does."""
+    with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+        gc.collect()
+        baseline = _rss_bytes()
+        weight = torch.nn.Parameter(torch.randn(8192, 8192))  # 256 MiB
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.nn.functional.linear(torch.randn(1, 8192), weight)
+            inside = _rss_bytes()
+            agent.mark_iteration()
+        del weight
+        gc.collect()
+        after = _rss_bytes()
+        samples = agent.cache_samples()
+    assert inside - baseline > 300 * 2**20  # the weight and its cached bf16 copy
+    assert after - baseline < 32 * 2**20, f"{(after - baseline) / 2**20:.0f} MiB still held"
+    assert samples[0]["live_casts"] == "1" and int(samples[0]["live_bytes"]) == 8192 * 8192 * 2
