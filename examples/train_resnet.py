@@ -2,6 +2,7 @@
 CPU with castscope attached, then print what autocast did.
 
     .venv/bin/python examples/train_resnet.py [--steps 5] [--events out/casts.jsonl]
+    .venv/bin/castscope run -- .venv/bin/python examples/train_resnet.py   # same, attached from outside
 """
 import argparse
 import pathlib
@@ -41,7 +42,7 @@ def main():
             optimizer.step()
             print(f"step {step}: loss {loss.item():.4f} ({loss.dtype}), {1e3 * (time.perf_counter() - start):.0f} ms")
         print(agent.summary())
-    print(f"events: {events} ({sum(1 for _ in events.open())} lines)")
+        print(f"events: {agent.events_path}")
 
 
 if __name__ == "__main__":

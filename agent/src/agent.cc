@@ -4,6 +4,7 @@
 
 #include <c10/util/Exception.h>
 #include <torch/version.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -181,6 +182,8 @@ class Agent {
     }
     if (!error.empty()) return 1;
 
+    if (const auto pid_at = config.events_path.find("{pid}"); pid_at != std::string::npos)
+      config.events_path.replace(pid_at, 5, std::to_string(getpid()));
     {
       std::lock_guard<std::mutex> io(io_mutex_);
       if (!config.events_path.empty()) {
@@ -217,11 +220,14 @@ class Agent {
     findings_ = std::move(findings);
     stop_exporter_ = false;
     exporter_ = std::thread([this] { export_loop(); });
+    static std::once_flag fork_handler;
+    std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, [] { Agent::instance().after_fork_in_child(); }); });
     log::info("attached: " + std::to_string(registry_->registered_ops()) + " op kernels registered");
     return 0;
   }
 
   int stop() {
+    if (forked_child_) return 1;
     std::lock_guard<std::mutex> lock(lifecycle_mutex_);
     if (registry_ == nullptr) return 1;
     attached_.store(false, std::memory_order_release);
@@ -231,14 +237,46 @@ class Agent {
       stop_exporter_ = true;
     }
     exporter_cv_.notify_all();
-    exporter_.join();
-    drain_to_writer();
-    write_line_now(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
+    if (exporter_.joinable()) exporter_.join();
+    if (!finished_) {
+      drain_to_writer();
+      write_line_now(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
+    }
+    finished_ = false;
     CastCacheObserver::instance().clear();
     write_stats();
     std::lock_guard<std::mutex> io(io_mutex_);
     writer_.close();
     return 0;
+  }
+
+  // A forked child (a DataLoader worker) inherits the kernels but not the
+  // exporter thread, and shares the parent's events file. It keeps casting
+  // exactly as native and records nothing; the parent's buffered events are
+  // the parent's to write. Processes started with exec get their own agent.
+  void after_fork_in_child() {
+    g_record_events.store(false, std::memory_order_relaxed);
+    forked_child_ = true;
+    if (exporter_.joinable()) exporter_.detach();  // the thread does not exist here
+  }
+
+  void finish() {
+    if (forked_child_) return;
+    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+    if (registry_ == nullptr || finished_) return;
+    finished_ = true;
+    g_record_events.store(false, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> wake(exporter_mutex_);
+      stop_exporter_ = true;
+    }
+    exporter_cv_.notify_all();
+    if (exporter_.joinable()) exporter_.join();
+    drain_to_writer();
+    write_line_now(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
+    write_stats();
+    std::lock_guard<std::mutex> io(io_mutex_);
+    writer_.close();
   }
 
   void mark_iteration() {
@@ -251,6 +289,7 @@ class Agent {
   bool attached() const { return attached_.load(std::memory_order_acquire); }
 
   long flush() {
+    if (forked_child_) return 0;
     const long n = static_cast<long>(drain_to_writer());
     write_stats();
     return n;
@@ -335,6 +374,8 @@ class Agent {
   }
 
   std::atomic<bool> attached_{false};
+  bool forked_child_ = false;
+  bool finished_ = false;  // castscope_agent_finish ran: everything written
   std::atomic<uint64_t> iteration_{0};
   std::vector<Location> location_cache_;
   std::mutex lifecycle_mutex_;
@@ -423,6 +464,15 @@ unsigned castscope_intern_location(int kind, const char* file, unsigned line, co
     return castscope::LocationTable::instance().intern(location);
   } catch (...) {
     return 0;
+  }
+}
+
+const char* castscope_agent_torch_version(void) { return TORCH_VERSION; }
+
+void castscope_agent_finish(void) {
+  try {
+    Agent::instance().finish();
+  } catch (...) {
   }
 }
 

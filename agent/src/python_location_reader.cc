@@ -50,7 +50,7 @@ bool internal(PyCodeObject* code) {
   auto found = g_internal_code.find(code);
   if (found != g_internal_code.end()) return found->second;
   const std::string file = utf8(code->co_filename);
-  bool is_internal = file.empty() || file[0] == '<';
+  bool is_internal = file.empty() || file.rfind("<frozen", 0) == 0;  // "<string>", "<stdin>" are user code
   for (const auto& prefix : g_internal_prefixes)
     if (!prefix.empty() && file.rfind(prefix, 0) == 0) is_internal = true;
   Py_INCREF(code);

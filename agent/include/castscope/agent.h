@@ -20,6 +20,7 @@ extern "C" {
  *    "events_path": "events.jsonl",  (optional JSON-lines dump of castscope.v1.Event)
  *    "record_events": true, "ring_records": 16384, "max_threads": 16,
  *    "flush_interval_ms": 100, "torch_version": "2.14.1"}
+ * "{pid}" in events_path is replaced by the process id. 
  * Returns 0 on success. Otherwise returns non-zero, writes a NUL-terminated
  * message (truncated to err_len) and leaves native autocast in place. */
 CASTSCOPE_EXPORT int castscope_agent_start(const char* config_json, char* err, size_t err_len);
@@ -53,6 +54,14 @@ CASTSCOPE_EXPORT void castscope_agent_set_location_reader(unsigned (*reader)(voi
  * 3 none. `stack` holds "file:line function" lines, innermost first, or "". */
 CASTSCOPE_EXPORT unsigned castscope_intern_location(int kind, const char* file, unsigned line, const char* function,
                                                     const char* stack);
+
+/* The torch version the agent was built against (TORCH_VERSION). */
+CASTSCOPE_EXPORT const char* castscope_agent_torch_version(void);
+
+/* At process exit: stops the exporter, writes every buffered event and the
+ * final stats; castscope's kernels stay registered (recording off), since
+ * other exit handlers may still run ops. */
+CASTSCOPE_EXPORT void castscope_agent_finish(void);
 
 #ifdef __cplusplus
 }

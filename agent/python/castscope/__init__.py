@@ -20,7 +20,7 @@ import pathlib
 import tempfile
 from typing import Iterator, Sequence
 
-__all__ = ["Agent", "AttachError", "attach", "attached", "detach", "default_policy_files", "policy_check", "read_events"]
+__all__ = ["summarize", "agent_library_path", "Agent", "AttachError", "attach", "attached", "detach", "default_policy_files", "policy_check", "read_events"]
 
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 _REPO_ROOT = _PACKAGE_DIR.parents[2]
@@ -42,6 +42,10 @@ def _agent_library_path() -> pathlib.Path:
         + ", ".join(str(c) for c in candidates)
         + "); build it with scripts/setup.sh or set CASTSCOPE_AGENT_LIB"
     )
+
+
+def agent_library_path() -> pathlib.Path:
+    return _agent_library_path()
 
 
 def _python_reader_path() -> pathlib.Path | None:
@@ -139,12 +143,37 @@ def read_events(path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def summarize(events: list[dict]) -> str:
+    """A terminal summary of events (from one or several processes)."""
+    from collections import Counter
+
+    casts = Counter()
+    for e in events:
+        c = e.get("cast")
+        if c and c["outcome"] == "CAST_OUTCOME_CAST":
+            casts[(c["op"], c["arg_name"], c["src_dtype"][6:].lower(), c["dst_dtype"][6:].lower())] += 1
+    cache = Counter(e["cast"].get("cache") for e in events if "cast" in e)
+    stats = [e["stats"] for e in events if "stats" in e]
+    lines = [f"castscope: {sum(1 for e in events if 'op' in e)} autocast ops, {sum(casts.values())} casts"]
+    for (op, arg, src, dst), n in casts.most_common(15):
+        lines.append(f"  {n:6d}  {op:36s} {arg:12s} {src} -> {dst}")
+    if cache.get("CACHE_OUTCOME_MISS") or cache.get("CACHE_OUTCOME_HIT") or cache.get("CACHE_OUTCOME_STALE_HIT"):
+        lines.append(f"  cast cache: {cache.get('CACHE_OUTCOME_MISS', 0)} misses, {cache.get('CACHE_OUTCOME_HIT', 0)} hits, "
+                     f"{cache.get('CACHE_OUTCOME_STALE_HIT', 0)} stale hits")
+    if stats:
+        dropped = sum(int(s["events_dropped"]) for s in stats[-1:])
+        errors = sum(int(s["internal_errors"]) for s in stats[-1:])
+        lines.append(f"  dropped events: {dropped}, internal errors: {errors}")
+    return "\n".join(lines)
+
+
 class Agent:
     """Handle on the attached agent (one per process)."""
 
     def __init__(self, events_path: pathlib.Path):
         self.events_path = events_path
         self._step_hook = None
+        self._external = False
 
     def flush(self) -> int:
         return _library().castscope_agent_flush()
@@ -171,22 +200,7 @@ class Agent:
         _library().castscope_agent_mark_iteration()
 
     def summary(self) -> str:
-        from collections import Counter
-
-        events = self.events()
-        casts = Counter()
-        for e in events:
-            c = e.get("cast")
-            if c and c["outcome"] == "CAST_OUTCOME_CAST":
-                casts[(c["op"], c["arg_name"], c["src_dtype"][6:].lower(), c["dst_dtype"][6:].lower())] += 1
-        stats = [e["stats"] for e in events if "stats" in e]
-        lines = [f"castscope: {sum(1 for e in events if 'op' in e)} autocast ops, {sum(casts.values())} casts"]
-        for (op, arg, src, dst), n in casts.most_common(15):
-            lines.append(f"  {n:6d}  {op:36s} {arg:12s} {src} -> {dst}")
-        if stats:
-            s = stats[-1]
-            lines.append(f"  dropped events: {s['events_dropped']}, internal errors: {s['internal_errors']}")
-        return "\n".join(lines)
+        return summarize(self.events())
 
 
 _current: Agent | None = None
@@ -214,6 +228,13 @@ def attach(
     global _current
     if _current is not None:
         raise AttachError("castscope: already attached; call castscope.detach() first")
+    status = _read_json(_library().castscope_agent_status)
+    if status["attached"]:
+        # Attached from outside (castscope run / LD_PRELOAD): use that agent as it is.
+        _current = Agent(pathlib.Path(status["events_path"]))
+        _current._external = True
+        _current._step_hook = _register_step_hook()
+        return _current
     if events_path is None:
         fd, events_path = tempfile.mkstemp(prefix="castscope-", suffix=".jsonl")
         os.close(fd)
@@ -234,7 +255,8 @@ def detach() -> None:
         return
     if _current._step_hook is not None:
         _current._step_hook.remove()
-    _library().castscope_agent_stop()
+    if not _current._external:
+        _library().castscope_agent_stop()  # an outside attachment lives as long as its process
     _current = None
 
 

@@ -1,15 +1,24 @@
 """`castscope` command line.
 
     castscope policy check [--policy FILE]... [--overlay FILE]... [--import MODULE]... [--json]
-
-Exit codes: 0 the policy is usable, 1 it is refused (errors printed),
-2 bad command line.
+        exit 0: usable, 1: refused (errors printed), 2: bad command line
+    castscope run [--policy FILE]... [--overlay FILE]... [--out DIR] [--stacks] -- COMMAND...
+        runs COMMAND with castscope attached through LD_PRELOAD; exits with
+        COMMAND's code, 2 when castscope refuses to start, 3 when a process
+        of the job could not attach although COMMAND succeeded
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
+import glob
 import importlib
 import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
 import sys
 
 
@@ -36,6 +45,79 @@ def _policy_check(args) -> int:
     return 0 if report["ok"] else 1
 
 
+def _job_torch_version(command: list[str]) -> str | None:
+    """The torch a Python job will import, asked of its own interpreter."""
+    executable = shutil.which(command[0]) or command[0]
+    if not os.path.basename(executable).startswith("python"):
+        return None
+    probe = subprocess.run([executable, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                           text=True, timeout=300)
+    return probe.stdout.strip() if probe.returncode == 0 else None
+
+
+def _run(args) -> int:
+    import castscope
+
+    command = args.command
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        print("castscope run: no command given (castscope run [options] -- COMMAND...)", file=sys.stderr)
+        return 2
+    report = castscope.policy_check(policy_files=args.policies or None, overlays=args.overlays)
+    if not report["ok"]:
+        print("castscope run: policy refused, the job was not started:", file=sys.stderr)
+        for error in report["errors"] + [f["message"] for f in report["findings"] if f["severity"] == "error"]:
+            print(f"  {error}", file=sys.stderr)
+        return 2
+    agent = castscope.agent_library_path()
+    built_for = ctypes.CDLL(str(agent)).castscope_agent_torch_version
+    built_for.restype = ctypes.c_char_p
+    built_for = built_for().decode()
+    job_torch = _job_torch_version(command)
+    if job_torch is not None and not job_torch.startswith(built_for):
+        print(f"castscope run: the agent was built against torch {built_for}, but {command[0]} imports torch "
+              f"{job_torch}; rebuild castscope against that torch (scripts/setup.sh). The job was not started.",
+              file=sys.stderr)
+        return 2
+    preload = agent.parent / "libcastscope_preload.so"
+    out = pathlib.Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in list(out.glob("events-*.jsonl")) + list(out.glob("refused-*.txt")):
+        stale.unlink()
+    files = list(args.policies or castscope.default_policy_files()) + list(args.overlays)
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = " ".join(filter(None, [str(preload), env.get("LD_PRELOAD", "")]))
+    env["CASTSCOPE_CONFIG"] = json.dumps({"policy_files": [str(pathlib.Path(f).resolve()) for f in files],
+                                          "events_path": str(out / "events-{pid}.jsonl")})
+    env["CASTSCOPE_AGENT_LIB"] = str(agent)
+    env["CASTSCOPE_STATUS_DIR"] = str(out)
+    env["CASTSCOPE_PYTHON_DIR"] = str(pathlib.Path(castscope.__file__).parent) + os.sep
+    if args.stacks:
+        env["CASTSCOPE_STACKS"] = "1"
+    try:
+        job = subprocess.Popen(command, env=env)
+    except OSError as e:
+        print(f"castscope run: cannot start {command[0]}: {e}", file=sys.stderr)
+        return 127
+    while True:
+        try:
+            code = job.wait()
+            break
+        except KeyboardInterrupt:
+            job.send_signal(signal.SIGINT)  # the job decides; we wait for it
+    exit_code = code if code >= 0 else 128 - code
+    events = []
+    for path in sorted(glob.glob(str(out / "events-*.jsonl"))):
+        events += castscope.read_events(path)
+    print(castscope.summarize(events), file=sys.stderr)
+    print(f"castscope: events in {out}", file=sys.stderr)
+    refused = sorted(out.glob("refused-*.txt"))
+    for path in refused:
+        print(f"castscope: {path.read_text().strip()}", file=sys.stderr)
+    return 3 if refused and exit_code == 0 else exit_code
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="castscope", description="see what autocast did to your job")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -48,5 +130,12 @@ def main(argv=None) -> int:
                        help="import this module first, e.g. torchvision, so its ops exist")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.set_defaults(run=_policy_check)
+    run = commands.add_parser("run", help="run a command with castscope attached")
+    run.add_argument("--policy", dest="policies", action="append", default=[], help="base policy file")
+    run.add_argument("--overlay", dest="overlays", action="append", default=[], help="user overlay, applied last")
+    run.add_argument("--out", default="castscope-out", help="directory for events-<pid>.jsonl (default: castscope-out)")
+    run.add_argument("--stacks", action="store_true", help="record the whole Python stack of every site")
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    run.set_defaults(run=_run)
     args = parser.parse_args(argv)
     return args.run(args)
