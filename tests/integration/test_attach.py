@@ -1,0 +1,127 @@
+"""Attaching from outside: `castscope run` with LD_PRELOAD, on Python and C++ jobs."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CASTSCOPE = [sys.executable, "-m", "castscope"]
+CPP_EXAMPLE = REPO / "build" / "examples" / "autocast_mm"
+
+
+def run(tmp_path, *command, env=None, out="out"):
+    result = subprocess.run([*CASTSCOPE, "run", "--out", str(tmp_path / out), "--", *command], capture_output=True,
+                            text=True, timeout=600, env={**os.environ, **(env or {})})
+    events = {}
+    for path in sorted((tmp_path / out).glob("events-*.jsonl")):
+        events[path.name] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return result, events
+
+
+def script(tmp_path, body, name="job.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def test_python_job_gets_locations_identity_and_exit_code(tmp_path):
+    job = script(tmp_path, """
+        import sys, torch
+        model = torch.nn.Linear(4, 4)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = model(torch.randn(2, 4))  # line 5
+        sys.exit(5 if y.dtype == torch.bfloat16 else 1)
+    """)
+    result, events = run(tmp_path, sys.executable, job, env={"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"})
+    assert result.returncode == 5, result.stderr
+    (lines,) = events.values()
+    casts = [e["cast"] for e in lines if "cast" in e]
+    assert {(c["location"]["file"], c["location"]["line"]) for c in casts} == {(job, 5)}
+    stats = [e["stats"] for e in lines if "stats" in e][-1]
+    assert (stats["rank"], stats["local_rank"], stats["world_size"]) == (1, 1, 2)
+    assert stats["pid"] != os.getpid()
+    assert "castscope: 1 autocast ops, 3 casts" in result.stderr
+
+
+def test_process_without_torch_is_untouched(tmp_path):
+    result, events = run(tmp_path, sys.executable, "-c", "import json; print(json.dumps([1]))")
+    assert result.returncode == 0 and result.stdout.strip() == "[1]"
+    assert events == {}
+
+
+def test_child_processes_each_record_their_own_events(tmp_path):
+    child = script(tmp_path, """
+        import torch
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.mm(torch.randn(2, 2), torch.randn(2, 2))
+    """, name="child.py")
+    parent = script(tmp_path, f"""
+        import subprocess, sys, torch
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.mm(torch.randn(2, 2), torch.randn(2, 2))
+        subprocess.run([sys.executable, {child!r}], check=True)
+    """)
+    result, events = run(tmp_path, sys.executable, parent)
+    assert result.returncode == 0, result.stderr
+    assert len(events) == 2
+    pids = {[e["stats"] for e in lines if "stats" in e][-1]["pid"] for lines in events.values()}
+    assert len(pids) == 2
+
+
+def test_dataloader_fork_workers_do_not_break_the_job(tmp_path):
+    job = script(tmp_path, """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        data = DataLoader(TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,))), batch_size=16, num_workers=2,
+                          multiprocessing_context="fork")
+        model = torch.nn.Linear(8, 2)
+        for x, y in data:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+        print("done")
+    """)
+    result, events = run(tmp_path, sys.executable, job)
+    assert result.returncode == 0 and "done" in result.stdout, result.stderr
+    (lines,) = events.values()  # forked workers record nothing and share nothing
+    assert sum(1 for e in lines if "op" in e and e["op"]["op"] == "aten::linear") == 4
+
+
+def test_invalid_policy_refuses_to_start(tmp_path):
+    overlay = tmp_path / "bad.json"
+    overlay.write_text('{"castscope_policy": 1, "device": "cpu", "ops": {"aten::mm": "fp7"}}')
+    marker = tmp_path / "ran"
+    result = subprocess.run([*CASTSCOPE, "run", "--overlay", str(overlay), "--out", str(tmp_path / "out"), "--",
+                             sys.executable, "-c", f"open({str(marker)!r}, 'w')"], capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 2
+    assert 'unknown policy "fp7"' in result.stderr and "the job was not started" in result.stderr
+    assert not marker.exists()
+
+
+def test_agent_built_for_another_torch_refuses_to_start(tmp_path):
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("__version__ = '1.13.1'\n")
+    marker = tmp_path / "ran"
+    result = subprocess.run([*CASTSCOPE, "run", "--out", str(tmp_path / "out"), "--", sys.executable, "-c",
+                             f"open({str(marker)!r}, 'w')"], capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "PYTHONPATH": str(tmp_path / "fake")})
+    assert result.returncode == 2, result.stderr
+    assert "built against torch 2.14.1" in result.stderr and "imports torch 1.13.1" in result.stderr
+    assert not marker.exists()
+
+
+@pytest.mark.skipif(not CPP_EXAMPLE.exists(), reason="examples/cpp not built (scripts/setup.sh builds it)")
+def test_cpp_program_produces_events(tmp_path):
+    result, events = run(tmp_path, str(CPP_EXAMPLE))
+    assert result.returncode == 0 and "y BFloat16, loss Float" in result.stdout, result.stderr
+    (lines,) = events.values()
+    casts = [e["cast"] for e in lines if "cast" in e]
+    assert {c["location"]["kind"] for c in casts} == {"KIND_NONE"}
+    weights = [c["cache"] for c in casts if c["op"] == "aten::mm" and c["arg_name"] == "mat2"]
+    assert weights == ["CACHE_OUTCOME_MISS", "CACHE_OUTCOME_HIT", "CACHE_OUTCOME_HIT"]
