@@ -2,7 +2,9 @@
 
 Rows, each timed on the same tensors in the same process:
   native         torch's own autocast kernels (the baseline, 1.00x)
-  castscope      castscope attached, every event recorded and dumped as JSON lines
+  castscope      castscope attached, every event recorded with its source location and
+                 context, dumped as JSON lines
+  castscope-noloc  the same without source locations
   castscope-off  castscope attached with record_events=False (casts only)
   profiler       native autocast inside torch.profiler (record_shapes, with_stack)
   dispatch-mode  native autocast under a Python TorchDispatchMode dtype logger
@@ -74,9 +76,9 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         @contextlib.contextmanager
-        def agent(record_events):
+        def agent(record_events, locations=True):
             with castscope.attached(events_path=f"{tmp}/events.jsonl", record_events=record_events,
-                                    ring_records=1 << 20) as a:
+                                    ring_records=1 << 20, locations=locations) as a:
                 yield
                 status = a.status()
             stats["recorded"] = status["events_recorded"]
@@ -85,6 +87,7 @@ def main():
         rows = {
             "native": (contextlib.nullcontext, 1),
             "castscope": (lambda: agent(True), 1),
+            "castscope-noloc": (lambda: agent(True, locations=False), 1),
             "castscope-off": (lambda: agent(False), 1),
             "profiler": (profiler_ctx, 10),
             "dispatch-mode": (DtypeLogger, 10),

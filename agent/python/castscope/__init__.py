@@ -221,10 +221,13 @@ def attach(
     record_events: bool = True,
     ring_records: int | None = None,
     max_threads: int | None = None,
+    locations: bool = True,
 ) -> Agent:
     """Takes over autocast from the policy files (default: policies/ for all
     devices) plus user overlays. Raises AttachError, with file, line and
-    entry, when a policy is refused; native autocast then keeps working."""
+    entry, when a policy is refused; native autocast then keeps working.
+    `locations=False` records no source locations (cheaper). When castscope
+    was attached from outside (castscope run), returns a handle on that."""
     global _current
     if _current is not None:
         raise AttachError("castscope: already attached; call castscope.detach() first")
@@ -240,6 +243,9 @@ def attach(
         os.close(fd)
     events_path = pathlib.Path(events_path)
     config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads)
+    lib = _library()
+    lib.castscope_agent_set_location_reader(
+        ctypes.cast(_reader.castscope_python_location, ctypes.c_void_p) if (locations and _reader is not None) else None)
     err = ctypes.create_string_buffer(1 << 16)
     if _library().castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
         raise AttachError(err.value.decode())

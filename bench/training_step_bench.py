@@ -1,0 +1,83 @@
+"""End-to-end cost of castscope on a training step (budget: <= 2 % with full events).
+
+ResNet-18 (torchvision, random init) on random 8x3x64x64 batches, SGD, bf16
+CPU autocast. Rows, interleaved within each repeat:
+  native         torch's autocast
+  castscope      castscope attached: every cast with location, context, cache outcome
+  profiler       torch.profiler with record_shapes and with_stack
+  dispatch-mode  a Python TorchDispatchMode dtype logger
+
+    .venv/bin/python bench/training_step_bench.py [--steps 5] [--repeats 7] 2>/dev/null
+"""
+import argparse
+import contextlib
+import statistics
+import tempfile
+import time
+
+import torch
+import torchvision
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import castscope
+
+
+class DtypeLogger(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append((func, tuple(a.dtype for a in args if isinstance(a, torch.Tensor))))
+        return func(*args, **(kwargs or {}))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(8, 3, 64, 64), torch.randint(0, 10, (8,))
+
+    def steps(n):
+        for _ in range(n):
+            optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+
+    def timed(wrap):
+        with wrap():
+            steps(1)  # warm-up inside the row's context
+            start = time.perf_counter()
+            steps(args.steps)
+            return (time.perf_counter() - start) / args.steps * 1e3
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = {
+            "native": contextlib.nullcontext,
+            "castscope": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl"),
+            "profiler": lambda: torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                                       record_shapes=True, with_stack=True),
+            "dispatch-mode": DtypeLogger,
+        }
+        steps(2)
+        samples = {row: [] for row in rows}
+        for _ in range(args.repeats):
+            for row, wrap in rows.items():
+                samples[row].append(timed(wrap))
+    base = statistics.median(samples["native"])
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, ResNet-18 8x3x64x64 bf16 training step, "
+          f"median of {args.repeats} interleaved runs of {args.steps} steps")
+    print(f"{'row':14s} {'ms/step':>8s} {'x native':>9s}")
+    for row in rows:
+        value = statistics.median(samples[row])
+        print(f"{row:14s} {value:8.1f} {value / base:8.3f}x")
+
+
+if __name__ == "__main__":
+    main()
