@@ -4,6 +4,8 @@ ResNet-18 (torchvision, random init) on random 8x3x64x64 batches, SGD, bf16
 CPU autocast. Rows, interleaved within each repeat:
   native         torch's autocast
   castscope      castscope attached: every cast with location, context, cache outcome
+  castscope-noloc  the same without source locations
+  castscope-off  castscope attached, recording nothing (the kernel alone)
   profiler       torch.profiler with record_shapes and with_stack
   dispatch-mode  a Python TorchDispatchMode dtype logger
 
@@ -61,6 +63,8 @@ def main():
         rows = {
             "native": contextlib.nullcontext,
             "castscope": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl"),
+            "castscope-noloc": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl", locations=False),
+            "castscope-off": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl", record_events=False),
             "profiler": lambda: torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                                        record_shapes=True, with_stack=True),
             "dispatch-mode": DtypeLogger,
