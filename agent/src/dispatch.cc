@@ -236,13 +236,14 @@ class AutocastKernel final : public c10::OperatorKernel {
   }
 
   // Native: the widest floating type among eligible Tensor / Tensor[] args,
-  // starting from the lower-precision type. Optional tensors take part too
-  // (prioritize's Tensor overload catches them), undefined ones are ignored.
+  // starting from the lower-precision type. A `Tensor?` argument does not
+  // take part (std::optional<Tensor> falls to prioritize's pass-through
+  // template) although cached_cast then casts it to the result.
   c10::ScalarType promote_type(c10::IValue* args) const {
     c10::ScalarType current = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
     for (size_t i = 0; i < kinds_.size(); ++i) {
       const c10::IValue& arg = args[i];
-      if ((kinds_[i] == ArgKind::kTensor || kinds_[i] == ArgKind::kOptionalTensor) && arg.isTensor()) {
+      if (kinds_[i] == ArgKind::kTensor && arg.isTensor()) {
         const at::Tensor& t = arg.toTensor();
         if (t.defined()) current = at::autocast::prioritize(current, t, device_.device);
       } else if (kinds_[i] == ArgKind::kTensorList && arg.isTensorList()) {

@@ -66,3 +66,18 @@ def test_overlay_overrides_a_native_entry(tmp_path):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             out = torch.mm(a.bfloat16(), b)
     assert out.dtype == torch.float32
+
+
+def test_promote_ignores_optional_tensors_when_choosing_the_type(tmp_path):
+    """Native promote: a `Tensor?` argument does not vote for the type, but is cast to it
+    (autocast_mode.h: prioritize has no std::optional<Tensor> overload, cached_cast has)."""
+    x1, x2 = torch.randn(2, 3, dtype=torch.bfloat16), torch.randn(2, 4, dtype=torch.bfloat16)
+    weight, bias = torch.randn(5, 3, 4, dtype=torch.bfloat16), torch.randn(5)  # bias in fp32
+    overlay = _overlay(tmp_path, {"aten::bilinear": "promote"})
+    with castscope.attached(overlays=[overlay], events_path=tmp_path / "events.jsonl") as agent:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = torch.nn.functional.bilinear(x1, x2, weight, bias)
+        casts = {c["arg_name"]: c for c in agent.casts() if c["op"] == "aten::bilinear"}
+    assert out.dtype == torch.bfloat16
+    assert torch.equal(out, torch.nn.functional.bilinear(x1, x2, weight, bias.bfloat16()))
+    assert casts["bias"]["outcome"] == "CAST_OUTCOME_CAST" and casts["bias"]["dst_dtype"] == "DTYPE_BFLOAT16"
