@@ -106,6 +106,7 @@ struct OpFields {
   ExecutionMode mode;
   Phase phase;
   uint8_t autocast_enabled;  // bit (1 << DeviceKind) per device type with autocast on
+  uint8_t autocast_nesting;  // saturates at 255
 };
 
 struct CacheSampleFields {

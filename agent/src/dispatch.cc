@@ -320,6 +320,11 @@ class AutocastKernel final : public c10::OperatorKernel {
     r.op.location = context.location;
     for (const auto& device : kAutocastDevices)
       if (at::autocast::is_autocast_enabled(device.device)) r.op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(device.kind));
+    // ATen has no getter for the nesting depth; this pair of calls reads the
+    // thread-local counter and leaves it as it was.
+    const int nesting = at::autocast::increment_nesting() - 1;
+    at::autocast::decrement_nesting();
+    r.op.autocast_nesting = static_cast<uint8_t>(nesting < 0 ? 0 : (nesting > 255 ? 255 : nesting));
     return r;
   }
 

@@ -248,6 +248,7 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
       .enm("mode", mode_enum(fields.mode))
       .enm("phase", phase_enum(fields.phase))
       .raw("autocast_enabled", enabled)
+      .num("autocast_nesting", fields.autocast_nesting)
       .done();
 }
 

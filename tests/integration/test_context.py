@@ -53,6 +53,18 @@ def test_eager_forward_backward_roles_locations_and_cache(tmp_path):
     assert {o["location"]["line"] for o in backward} == {line_of("backward")}
 
 
+def test_autocast_state_on_op_events(tmp_path):
+    with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+        with torch.autocast("cpu", dtype=torch.float16):
+            torch.mm(torch.randn(2, 2), torch.randn(2, 2))
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                torch.mm(torch.randn(2, 2), torch.randn(2, 2))
+        outer, inner = [o for o in agent.ops() if o["op"] == "aten::mm"]
+    assert (outer["autocast_nesting"], outer["autocast_dtype"]) == (1, "DTYPE_FLOAT16")
+    assert (inner["autocast_nesting"], inner["autocast_dtype"]) == (2, "DTYPE_BFLOAT16")
+    assert outer["autocast_enabled"] == ["DEVICE_TYPE_CPU"]
+
+
 def test_activation_role(tmp_path):
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8))
     with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
@@ -213,4 +225,5 @@ def test_agent_never_extends_a_cast_lifetime(tmp_path):
         samples = agent.cache_samples()
     assert inside - baseline > 300 * 2**20  # the weight and its cached bf16 copy
     assert after - baseline < 32 * 2**20, f"{(after - baseline) / 2**20:.0f} MiB still held"
-    assert samples[0]["live_casts"] == "1" and int(samples[0]["live_bytes"]) == 8192 * 8192 * 2
+    (marked,) = [s for s in samples if s["trigger"] == "TRIGGER_ITERATION"]
+    assert marked["live_casts"] == "1" and int(marked["live_bytes"]) == 8192 * 8192 * 2
