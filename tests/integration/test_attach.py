@@ -125,3 +125,26 @@ def test_cpp_program_produces_events(tmp_path):
     assert {c["location"]["kind"] for c in casts} == {"KIND_NONE"}
     weights = [c["cache"] for c in casts if c["op"] == "aten::mm" and c["arg_name"] == "mat2"]
     assert weights == ["CACHE_OUTCOME_MISS", "CACHE_OUTCOME_HIT", "CACHE_OUTCOME_HIT"]
+
+
+def test_stacks_on_request(tmp_path):
+    job = script(tmp_path, """
+        import torch
+
+        def inner():
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return torch.mm(torch.randn(2, 2), torch.randn(2, 2))  # line 6
+
+        def outer():
+            return inner()  # line 9
+
+        outer()  # line 11
+    """)
+    result = subprocess.run([*CASTSCOPE, "run", "--stacks", "--out", str(tmp_path / "out"), "--", sys.executable, job],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    (path,) = (tmp_path / "out").glob("events-*.jsonl")
+    casts = [json.loads(line)["cast"] for line in path.read_text().splitlines() if '"cast"' in line]
+    location = casts[0]["location"]
+    assert (location["file"], location["line"], location["function"]) == (job, 6, "inner")
+    assert location["stack"][:3] == [f"{job}:6 inner", f"{job}:9 outer", f"{job}:11 <module>"]
