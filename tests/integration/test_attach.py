@@ -148,3 +148,17 @@ def test_stacks_on_request(tmp_path):
     location = casts[0]["location"]
     assert (location["file"], location["line"], location["function"]) == (job, 6, "inner")
     assert location["stack"][:3] == [f"{job}:6 inner", f"{job}:9 outer", f"{job}:11 <module>"]
+
+
+def test_summary_survives_a_truncated_events_file(tmp_path):
+    import castscope
+
+    path = tmp_path / "events-1.jsonl"
+    good = '{"op":{"op":"aten::mm"}}\n{"stats":{"pid":1,"events_dropped":"2","internal_errors":"0"}}\n'
+    path.write_text(good + '{"cast":{"op":"aten::m')  # killed mid-line
+    skipped = []
+    summary = castscope.summarize(castscope.iter_events(path, skipped), skipped)
+    assert "1 autocast ops" in summary and "dropped events: 2" in summary
+    assert f"1 unreadable lines skipped (first: {path}:3)" in summary
+    with pytest.raises(castscope.EventFileError, match=r"events-1\.jsonl:3: not a castscope event"):
+        castscope.read_events(path)

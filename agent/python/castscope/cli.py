@@ -107,10 +107,10 @@ def _run(args) -> int:
         except KeyboardInterrupt:
             job.send_signal(signal.SIGINT)  # the job decides; we wait for it
     exit_code = code if code >= 0 else 128 - code
-    events = []
-    for path in sorted(glob.glob(str(out / "events-*.jsonl"))):
-        events += castscope.read_events(path)
-    print(castscope.summarize(events), file=sys.stderr)
+    skipped: list = []
+    paths = sorted(glob.glob(str(out / "events-*.jsonl")))
+    events = (event for path in paths for event in castscope.iter_events(path, skipped))
+    print(castscope.summarize(events, skipped), file=sys.stderr)
     print(f"castscope: events in {out}", file=sys.stderr)
     refused = sorted(out.glob("refused-*.txt"))
     for path in refused:
