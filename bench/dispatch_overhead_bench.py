@@ -21,21 +21,9 @@ import tempfile
 import time
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import castscope
-
-
-class DtypeLogger(TorchDispatchMode):
-    """What a user writes today: log every op's input dtypes from Python."""
-
-    def __init__(self):
-        super().__init__()
-        self.seen = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.seen.append((func, tuple(a.dtype for a in args if isinstance(a, torch.Tensor))))
-        return func(*args, **(kwargs or {}))
+from baselines import DtypeLogger, profiler_with_stacks
 
 
 def make_cases():
@@ -63,10 +51,6 @@ def time_once(fn, iters, wrap):
         return (time.thread_time_ns() - start) / iters / 1e3
 
 
-def profiler_ctx():
-    return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=True)
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--iters", type=int, default=20000)
@@ -91,7 +75,7 @@ def main():
             "castscope": (lambda: agent(True), 1),
             "castscope-noloc": (lambda: agent(True, locations=False), 1),
             "castscope-off": (lambda: agent(False), 1),
-            "profiler": (profiler_ctx, 10),
+            "profiler": (profiler_with_stacks, 10),
             "dispatch-mode": (DtypeLogger, 10),
         }
         samples = {(name, row): [] for name in cases for row in rows}

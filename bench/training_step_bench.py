@@ -19,19 +19,9 @@ import time
 
 import torch
 import torchvision
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import castscope
-
-
-class DtypeLogger(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.seen = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.seen.append((func, tuple(a.dtype for a in args if isinstance(a, torch.Tensor))))
-        return func(*args, **(kwargs or {}))
+from baselines import DtypeLogger, profiler_with_stacks
 
 
 def main():
@@ -65,8 +55,7 @@ def main():
             "castscope": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl"),
             "castscope-noloc": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl", locations=False),
             "castscope-off": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl", record_events=False),
-            "profiler": lambda: torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                                       record_shapes=True, with_stack=True),
+            "profiler": profiler_with_stacks,
             "dispatch-mode": DtypeLogger,
         }
         steps(2)

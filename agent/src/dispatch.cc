@@ -118,6 +118,17 @@ OpContext current_context() {
   return context;
 }
 
+// Role, shape and size of a cast's source tensor. Symbolic shapes (tracing
+// for export) have no concrete sizes: left at zero dims.
+void describe_source(CastFields& cast, const at::Tensor& t) {
+  cast.role = role_of(t);
+  if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) return;
+  const auto sizes = t.sizes();
+  cast.ndim = static_cast<uint8_t>(sizes.size() > 255 ? 255 : sizes.size());
+  for (size_t d = 0; d < sizes.size() && d < static_cast<size_t>(kMaxShapeDims); ++d) cast.shape[d] = sizes[d];
+  cast.bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+}
+
 CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::DeviceType device) {
   if (t.scalar_type() == at::kDouble) return CastOutcome::kFloat64;
   if (!t.is_floating_point()) return CastOutcome::kNotFloating;
@@ -371,7 +382,6 @@ class AutocastKernel final : public c10::OperatorKernel {
       r.cast.src = to_dtype(t.scalar_type());
       r.cast.dst = to_dtype(target);
       r.cast.outcome = forced.value_or(classify_tensor(t, target, device_.device));
-      r.cast.role = role_of(t);
       r.cast.mode = op_record.op.mode;
       r.cast.phase = op_record.op.phase;
       r.cast.location = op_record.op.location;
@@ -382,12 +392,7 @@ class AutocastKernel final : public c10::OperatorKernel {
         r.cast.source_version = seen.source_version;
         r.cast.cached_version = seen.cached_version;
       }
-      if (!t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
-        const auto sizes = t.sizes();
-        r.cast.ndim = static_cast<uint8_t>(sizes.size() > 255 ? 255 : sizes.size());
-        for (size_t d = 0; d < sizes.size() && d < static_cast<size_t>(kMaxShapeDims); ++d) r.cast.shape[d] = sizes[d];
-        r.cast.bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
-      }
+      describe_source(r.cast, t);
       log.record(r);
     } catch (...) {
       EventLog::instance().count_internal_error();
@@ -431,15 +436,11 @@ void record_jit_cast(uint32_t op_id, CastPolicy policy, const at::Tensor& self, 
     } else {
       r.cast.outcome = self.is_floating_point() ? CastOutcome::kAlreadyTarget : CastOutcome::kNotFloating;
     }
-    r.cast.role = role_of(self);
     r.cast.cache = CacheOutcome::kNotCacheable;  // JIT autocast has no cast cache
     r.cast.mode = context.mode;
     r.cast.phase = context.phase;
     r.cast.location = context.location;
-    const auto sizes = self.sizes();
-    r.cast.ndim = static_cast<uint8_t>(sizes.size() > 255 ? 255 : sizes.size());
-    for (size_t d = 0; d < sizes.size() && d < static_cast<size_t>(kMaxShapeDims); ++d) r.cast.shape[d] = sizes[d];
-    r.cast.bytes = static_cast<uint64_t>(self.numel()) * self.element_size();
+    describe_source(r.cast, self);
     log.record(r);
   } catch (...) {
     EventLog::instance().count_internal_error();
