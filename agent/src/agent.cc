@@ -65,9 +65,9 @@ std::string parse_config(const char* text, Config& config) {
       } else if (key == "record_events") {
         config.record_events = value.get<bool>();
       } else if (key == "ring_records") {
-        config.ring_records = value.get<size_t>();
+        config.ring_records = value.get<int64_t>() < 0 ? 0 : value.get<size_t>();
       } else if (key == "max_threads") {
-        config.max_threads = value.get<size_t>();
+        config.max_threads = value.get<int64_t>() < 0 ? 0 : value.get<size_t>();
       } else if (key == "flush_interval_ms") {
         config.flush_interval_ms = value.get<int>();
       } else if (key == "cache_sample_interval_ms") {
@@ -84,6 +84,9 @@ std::string parse_config(const char* text, Config& config) {
     return std::string("castscope: bad configuration value: ") + e.what();
   }
   if (config.policy_files.empty()) return "castscope: configuration names no policy_files";
+  if (config.ring_records == 0 || config.ring_records > kMaxRingRecords)
+    return "castscope: ring_records must be between 1 and " + std::to_string(kMaxRingRecords);
+  if (config.max_threads == 0 || config.max_threads > 4096) return "castscope: max_threads must be between 1 and 4096";
   if (config.flush_interval_ms <= 0) return "castscope: flush_interval_ms must be positive";
   if (config.cache_sample_interval_ms <= 0) return "castscope: cache_sample_interval_ms must be positive";
   return "";
@@ -221,7 +224,10 @@ class Agent {
     stop_exporter_ = false;
     exporter_ = std::thread([this] { export_loop(); });
     static std::once_flag fork_handler;
-    std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, [] { Agent::instance().after_fork_in_child(); }); });
+    std::call_once(fork_handler, [] {
+      pthread_atfork([] { Agent::instance().before_fork(); }, [] { Agent::instance().after_fork_in_parent(); },
+                     [] { Agent::instance().after_fork_in_child(); });
+    });
     log::info("attached: " + std::to_string(registry_->registered_ops()) + " op kernels registered");
     return 0;
   }
@@ -254,8 +260,18 @@ class Agent {
   // exporter thread, and shares the parent's events file. It keeps casting
   // exactly as native and records nothing; the parent's buffered events are
   // the parent's to write. Processes started with exec get their own agent.
+  // Around fork: the events file is flushed and no write is half done, so
+  // the child's copy of the stdio buffer is empty and cannot be written twice.
+  void before_fork() {
+    io_mutex_.lock();
+    writer_.flush();
+  }
+  void after_fork_in_parent() { io_mutex_.unlock(); }
+
   void after_fork_in_child() {
+    io_mutex_.unlock();
     g_record_events.store(false, std::memory_order_relaxed);
+    attached_.store(false, std::memory_order_relaxed);  // no samples either: their locks may be held
     forked_child_ = true;
     if (exporter_.joinable()) exporter_.detach();  // the thread does not exist here
   }
@@ -280,7 +296,7 @@ class Agent {
   }
 
   void mark_iteration() {
-    if (!attached()) return;
+    if (!attached() || !g_record_events.load(std::memory_order_relaxed)) return;
     const uint64_t iteration = iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
     // Through the thread's ring, so the sample stays in order with its casts.
     EventLog::instance().record(cache_sample_record(SampleTrigger::kIteration, iteration));
@@ -310,7 +326,17 @@ class Agent {
   }
 
  private:
-  void export_loop() {
+  void export_loop() noexcept {
+    try {
+      export_until_stopped();
+    } catch (...) {
+      // Out of memory or a broken file: stop exporting, never kill the job.
+      EventLog::instance().count_internal_error();
+      log::error("the exporter stopped after an internal error; events stay in memory until the rings fill");
+    }
+  }
+
+  void export_until_stopped() {
     std::unique_lock<std::mutex> lock(exporter_mutex_);
     auto next_sample = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.cache_sample_interval_ms);
     while (!stop_exporter_) {

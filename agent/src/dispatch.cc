@@ -171,14 +171,18 @@ class AutocastKernel final : public c10::OperatorKernel {
   }
 
  private:
+  // Built aside and assigned last: if anything throws, call_once retries
+  // with kinds_ untouched.
   void read_schema(const c10::OperatorHandle& op) {
     const auto& args = op.schema().arguments();
+    std::vector<ArgKind> kinds;
     std::vector<std::string> names;
     for (const auto& arg : args) {
-      kinds_.push_back(classify_arg(arg));
+      kinds.push_back(classify_arg(arg));
       names.push_back(arg.name());
     }
     EventLog::instance().set_arg_names(op_id_, std::move(names));
+    kinds_ = std::move(kinds);
   }
 
   c10::ScalarType lower_precision() const {
@@ -512,8 +516,13 @@ std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& po
           library = libraries_.back().get();
         }
         const uint32_t op_id = EventLog::instance().intern_op(op);
-        library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                                      std::make_unique<AutocastKernel>(entry, *key, op_id, std::move(redispatch))));
+        auto kernel = std::make_unique<AutocastKernel>(entry, *key, op_id, std::move(redispatch));
+        AutocastKernel* kept = kernel.get();
+        library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
+        // The dispatcher calls kernels through a raw pointer: a thread may be
+        // inside this one while detach replaces it. One extra reference that
+        // is never dropped keeps it alive (a few hundred bytes per op).
+        c10::raw::intrusive_ptr::incref(kept);
         ++registered_;
       } catch (const std::exception& e) {
         errors.push_back(entry.origin + ": " + op + ": cannot register on " + c10::toString(key->key) + ": " + e.what());

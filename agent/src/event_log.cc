@@ -9,6 +9,8 @@ struct EventLog::ThreadHandle {
   uint32_t id = 0;
   ~ThreadHandle() {
     if (slot != nullptr) EventLog::instance().release_slot(slot);
+    slot = nullptr;  // a record from a later thread-local destructor is dropped, never
+    tried = true;    // written into a ring another thread may have adopted
   }
 };
 
@@ -21,7 +23,7 @@ EventLog& EventLog::instance() {
 void EventLog::configure(size_t ring_records, size_t max_rings) {
   std::lock_guard<std::mutex> lock(rings_mutex_);
   size_t pow2 = 64;
-  while (pow2 < ring_records) pow2 <<= 1;
+  while (pow2 < ring_records && pow2 < kMaxRingRecords) pow2 <<= 1;
   ring_records_ = pow2;
   max_rings_ = max_rings == 0 ? 1 : max_rings;
 }

@@ -34,6 +34,9 @@ struct OpMeta {
   std::vector<std::string> arg_names;  // filled on the op's first call
 };
 
+// 2^24 records of 128 bytes: 2 GiB per thread, far past any sane setting.
+inline constexpr size_t kMaxRingRecords = size_t{1} << 24;
+
 struct EventLogStats {
   uint64_t recorded = 0;  // drained so far
   uint64_t dropped = 0;

@@ -50,7 +50,8 @@ std::string own_directory() {
   return directory_of(info.dli_fname);
 }
 
-// "2.14.1+cu130" from <torch dir>/version.py next to the loaded libtorch.
+// "2.14.1+cu130" from the torch next to the loaded libtorch: version.py in a
+// wheel, build-version in a libtorch archive. Empty when neither is there.
 std::string torch_version_near(const std::string& torch_dir) {
   std::ifstream in(torch_dir + "/version.py");
   std::string line;
@@ -60,8 +61,12 @@ std::string torch_version_near(const std::string& torch_dir) {
     const auto close = line.find_last_of("'\"");
     if (open != std::string::npos && close > open) return line.substr(open + 1, close - open - 1);
   }
-  return "";
+  std::ifstream archive(torch_dir + "/build-version");
+  return std::getline(archive, line) ? line : "";
 }
+
+// The release without the local part: "2.14.1+cu130" -> "2.14.1".
+std::string release_of(const std::string& version) { return version.substr(0, version.find('+')); }
 
 std::string json_escape(const std::string& text) {
   std::string out;
@@ -97,7 +102,12 @@ void start_agent(void* torch_symbol) {
     return;
   }
   const std::string running = torch_version_near(torch_dir);
-  if (!running.empty() && running.rfind(build_version(), 0) != 0) {
+  if (running.empty()) {
+    report("cannot tell the version of the torch in " + torch_dir + " (no version.py or build-version); castscope not "
+           "attached, since an agent built for another torch could crash the job");
+    return;
+  }
+  if (release_of(running) != release_of(build_version())) {
     report("castscope's agent was built against torch " + std::string(build_version()) + " but this process loads torch " +
            running + " from " + torch_dir + "; castscope not attached (rebuild castscope against this torch)");
     return;

@@ -75,7 +75,7 @@ def _run(args) -> int:
     built_for.restype = ctypes.c_char_p
     built_for = built_for().decode()
     job_torch = _job_torch_version(command)
-    if job_torch is not None and not job_torch.startswith(built_for):
+    if job_torch is not None and job_torch.split("+")[0] != built_for.split("+")[0]:
         print(f"castscope run: the agent was built against torch {built_for}, but {command[0]} imports torch "
               f"{job_torch}; rebuild castscope against that torch (scripts/setup.sh). The job was not started.",
               file=sys.stderr)
