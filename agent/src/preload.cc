@@ -1,26 +1,26 @@
-// libcastscope_preload.so: attaches castscope to any process through
-// LD_PRELOAD, without depending on torch itself.
+// libcastscope_preload.so: attaches castscope to a C++ program linked
+// against libtorch, through LD_PRELOAD, without depending on torch itself.
 //
-// It waits for libtorch: Python loads it with dlopen (import torch), a C++
-// program gets it from the dynamic linker before main. For the first case
-// dlopen is interposed and every handle it returns is probed for a libtorch
-// symbol (through the handle: Python loads torch with RTLD_LOCAL, so
-// RTLD_DEFAULT would not see it). For the second, __libc_start_main is
-// interposed and the process is probed just before main. On a hit it loads
+// It interposes __libc_start_main: just before main, the dynamic linker has
+// loaded the program's libtorch, so probing the global scope for a libtorch
+// symbol tells whether this process uses torch. On a hit it loads
 // libcastscope_agent.so (which binds to the libtorch already loaded, by
-// soname) and starts it with the JSON configuration in CASTSCOPE_CONFIG.
-// Processes that never load torch are untouched. Nothing here throws or
-// exits: a failure is reported on stderr and the job runs without castscope.
+// soname), checks the torch release the agent was built for, and starts it
+// with the JSON configuration in CASTSCOPE_CONFIG. Processes that do not link
+// torch are untouched. Python processes attach from castscope_boot's
+// sitecustomize instead (after `import torch`), and dlopen is deliberately not
+// interposed: glibc resolves a dlopen'ed name against its caller's RPATH and
+// $ORIGIN, so a wrapper would break libraries such as cuDNN that load their
+// siblings by name. Nothing here throws or exits: a failure is reported on
+// stderr and the job runs without castscope.
 #include <dlfcn.h>
 #include <link.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <string>
 
@@ -29,8 +29,6 @@ namespace {
 // A symbol every libtorch exports: at::autocast::clear_cache().
 constexpr const char* kTorchProbe = "_ZN2at8autocast11clear_cacheEv";
 
-std::atomic<bool> g_started{false};
-std::mutex g_start_mutex;
 
 void report(const std::string& message) {
   std::fprintf(stderr, "[castscope] %s\n", message.c_str());
@@ -78,8 +76,6 @@ std::string json_escape(const std::string& text) {
 }
 
 void start_agent(void* torch_symbol) {
-  std::lock_guard<std::mutex> lock(g_start_mutex);
-  if (g_started.exchange(true)) return;
   Dl_info info{};
   if (dladdr(torch_symbol, &info) == 0 || info.dli_fname == nullptr) {
     report("libtorch found but its path is unknown; castscope not attached");
@@ -127,50 +123,26 @@ void start_agent(void* torch_symbol) {
     report(error);
     return;
   }
-  // Python processes: source locations through the CPython-aware reader.
-  if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr) {
-    void* reader = dlopen((directory_of(agent_path) + "/libcastscope_python.so").c_str(), RTLD_NOW | RTLD_LOCAL);
-    auto init = reader ? reinterpret_cast<void (*)(void*, const char*, const char*, int)>(dlsym(reader, "castscope_python_init")) : nullptr;
-    auto locate = reader ? dlsym(reader, "castscope_python_location") : nullptr;
-    auto set_reader = reinterpret_cast<void (*)(void*)>(dlsym(agent, "castscope_agent_set_location_reader"));
-    if (init != nullptr && locate != nullptr && set_reader != nullptr) {
-      const char* stacks = std::getenv("CASTSCOPE_STACKS");
-      const char* own = std::getenv("CASTSCOPE_PYTHON_DIR");
-      init(dlsym(agent, "castscope_intern_location"), (torch_dir + "/").c_str(), own != nullptr ? own : "",
-           stacks != nullptr && std::strcmp(stacks, "0") != 0);
-      set_reader(locate);
-    }
-  }
   // Write what is buffered when the process exits normally.
   static void (*stop)() = reinterpret_cast<void (*)()>(dlsym(agent, "castscope_agent_finish"));
   if (stop != nullptr) std::atexit([] { stop(); });
 }
 
-// `handle` may be RTLD_DEFAULT, which is a null pointer.
-void probe(void* handle) {
-  if (g_started.load(std::memory_order_relaxed)) return;
-  if (void* symbol = dlsym(handle, kTorchProbe)) start_agent(symbol);
+void probe_global_scope() {
+  if (void* symbol = dlsym(RTLD_DEFAULT, kTorchProbe)) start_agent(symbol);
 }
 
 using MainFn = int (*)(int, char**, char**);
 MainFn g_real_main = nullptr;
 
 int main_with_castscope(int argc, char** argv, char** envp) {
-  probe(RTLD_DEFAULT);  // a C++ program linked against libtorch has it loaded by now
+  probe_global_scope();  // a C++ program linked against libtorch has it loaded by now
   return g_real_main(argc, argv, envp);
 }
 
 }  // namespace
 
 extern "C" {
-
-__attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
-  using DlopenFn = void* (*)(const char*, int);
-  static DlopenFn real = reinterpret_cast<DlopenFn>(dlsym(RTLD_NEXT, "dlopen"));
-  void* handle = real(file, mode);
-  if (handle != nullptr) probe(handle);
-  return handle;
-}
 
 __attribute__((visibility("default"))) int __libc_start_main(MainFn main, int argc, char** argv, void (*init)(),
                                                              void (*fini)(), void (*rtld_fini)(), void* stack_end) {

@@ -162,3 +162,19 @@ def test_summary_survives_a_truncated_events_file(tmp_path):
     assert f"1 unreadable lines skipped (first: {path}:3)" in summary
     with pytest.raises(castscope.EventFileError, match=r"events-1\.jsonl:3: not a castscope event"):
         castscope.read_events(path)
+
+
+def test_users_own_sitecustomize_still_runs(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    marker = tmp_path / "sitecustomize-ran"
+    (mine / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    job = script(tmp_path, """
+        import torch
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.mm(torch.randn(2, 2), torch.randn(2, 2))
+    """)
+    result, events = run(tmp_path, sys.executable, job, env={"PYTHONPATH": str(mine)})
+    assert result.returncode == 0, result.stderr
+    assert marker.exists()
+    assert len(events) == 1

@@ -83,6 +83,8 @@ def _library():
         lib.castscope_agent_mark_iteration.restype = None
         lib.castscope_agent_set_location_reader.argtypes = [ctypes.c_void_p]
         lib.castscope_agent_set_location_reader.restype = None
+        lib.castscope_agent_torch_version.restype = ctypes.c_char_p
+        lib.castscope_agent_finish.restype = None
         _install_location_reader(lib)
         _lib = lib
     return _lib
@@ -265,10 +267,10 @@ def attach(
         raise AttachError("castscope: already attached; call castscope.detach() first")
     status = _read_json(_library().castscope_agent_status)
     if status["attached"]:
-        # Attached from outside (castscope run / LD_PRELOAD): use that agent as it is.
+        # Attached from outside (castscope run): use that agent as it is.
         _current = Agent(pathlib.Path(status["events_path"]))
         _current._external = True
-        _current._step_hook = _register_step_hook()
+        _current._step_hook = None if _attached_from_environment else _register_step_hook()
         return _current
     if events_path is None:
         fd, events_path = tempfile.mkstemp(prefix="castscope-", suffix=".jsonl")
@@ -284,6 +286,35 @@ def attach(
     _current = Agent(events_path)
     _current._step_hook = _register_step_hook()
     return _current
+
+
+_attached_from_environment = False
+_environment_step_hook = None
+
+
+def _attach_from_environment() -> None:
+    """Attaches with CASTSCOPE_CONFIG (set by `castscope run`); raises AttachError."""
+    global _attached_from_environment, _environment_step_hook
+    import atexit
+
+    import torch
+
+    lib = _library()
+    built_for = lib.castscope_agent_torch_version().decode()
+    if built_for.split("+")[0] != torch.__version__.split("+")[0]:
+        raise AttachError(f"the agent was built against torch {built_for} but this process imports torch "
+                          f"{torch.__version__}; rebuild castscope against this torch")
+    config = json.loads(os.environ["CASTSCOPE_CONFIG"])
+    config.setdefault("internal_path_prefix", _torch_dir())
+    config.setdefault("torch_version", torch.__version__)
+    if _reader is not None:
+        lib.castscope_agent_set_location_reader(ctypes.cast(_reader.castscope_python_location, ctypes.c_void_p))
+    err = ctypes.create_string_buffer(1 << 16)
+    if lib.castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
+        raise AttachError(err.value.decode())
+    _attached_from_environment = True
+    _environment_step_hook = _register_step_hook()
+    atexit.register(lib.castscope_agent_finish)  # write what is buffered at exit
 
 
 def detach() -> None:

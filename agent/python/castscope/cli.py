@@ -92,7 +92,11 @@ def _run(args) -> int:
                                           "events_path": str(out / "events-{pid}.jsonl")})
     env["CASTSCOPE_AGENT_LIB"] = str(agent)
     env["CASTSCOPE_STATUS_DIR"] = str(out)
-    env["CASTSCOPE_PYTHON_DIR"] = str(pathlib.Path(castscope.__file__).parent) + os.sep
+    package_root = pathlib.Path(castscope.__file__).resolve().parent.parent
+    # Python processes attach from sitecustomize once torch is imported; C++
+    # programs through the preload, just before main.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root / "castscope_boot"), str(package_root),
+                                                      env.get("PYTHONPATH", "")]))
     if args.stacks:
         env["CASTSCOPE_STACKS"] = "1"
     try:

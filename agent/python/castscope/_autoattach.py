@@ -1,0 +1,50 @@
+"""Attach castscope right after `import torch` finishes (used by castscope run).
+
+A meta-path finder sees the import of `torch`, lets the normal loader run the
+module, then attaches with the configuration in CASTSCOPE_CONFIG. Failures
+are reported on stderr and in CASTSCOPE_STATUS_DIR/refused-<pid>.txt; the
+job always keeps running, with native autocast.
+"""
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+
+
+class _TorchImportWatcher(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)  # one shot; also keeps the lookup below from recursing
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        run_module = spec.loader.exec_module
+
+        def exec_then_attach(module):
+            run_module(module)
+            _attach()
+
+        spec.loader.exec_module = exec_then_attach
+        return spec
+
+
+def _attach():
+    import castscope
+
+    try:
+        castscope._attach_from_environment()
+    except Exception as e:  # noqa: BLE001 - the job must not fail because of castscope
+        message = f"castscope: not attached in pid {os.getpid()}: {e}"
+        print(f"[castscope] {message}", file=sys.stderr)
+        status_dir = os.environ.get("CASTSCOPE_STATUS_DIR")
+        if status_dir:
+            with open(os.path.join(status_dir, f"refused-{os.getpid()}.txt"), "w") as f:
+                f.write(message + "\n")
+
+
+def install():
+    if "torch" in sys.modules:
+        _attach()
+    else:
+        sys.meta_path.insert(0, _TorchImportWatcher())
