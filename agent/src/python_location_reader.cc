@@ -98,6 +98,9 @@ __attribute__((visibility("default"))) void castscope_python_init(InternFn inter
 __attribute__((visibility("default"))) unsigned castscope_python_location(void) {
   if (g_intern == nullptr || !Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return 0;
   const PyGILState_STATE gil = PyGILState_Ensure();
+  // Leave any exception the thread already carries exactly as it was.
+  PyObject *error_type = nullptr, *error_value = nullptr, *error_traceback = nullptr;
+  PyErr_Fetch(&error_type, &error_value, &error_traceback);
   unsigned id = 0;
   PyFrameObject* innermost = PyThreadState_GetFrame(PyThreadState_Get());
   PyFrameObject* frame = innermost;
@@ -127,6 +130,7 @@ __attribute__((visibility("default"))) unsigned castscope_python_location(void) 
     frame = back;
   }
   Py_XDECREF(innermost);
+  PyErr_Restore(error_type, error_value, error_traceback);
   PyGILState_Release(gil);
   return id;
 }
