@@ -7,8 +7,8 @@
 // libcastscope_agent.so (which binds to the libtorch already loaded, by
 // soname), checks the torch release the agent was built for, and starts it
 // with the JSON configuration in CASTSCOPE_CONFIG. Processes that do not link
-// torch are untouched. Python processes attach from castscope_boot's
-// sitecustomize instead (after `import torch`), and dlopen is deliberately not
+// torch are untouched. In a Python interpreter it puts castscope_boot first on
+// PYTHONPATH, whose sitecustomize attaches after `import torch`; dlopen is deliberately not
 // interposed: glibc resolves a dlopen'ed name against its caller's RPATH and
 // $ORIGIN, so a wrapper would break libraries such as cuDNN that load their
 // siblings by name. Nothing here throws or exits: a failure is reported on
@@ -135,8 +135,21 @@ void probe_global_scope() {
 using MainFn = int (*)(int, char**, char**);
 MainFn g_real_main = nullptr;
 
+// A Python interpreter reads PYTHONPATH when main starts: putting castscope's
+// boot directory first makes its sitecustomize attach after `import torch`.
+void prepare_python() {
+  if (dlsym(RTLD_DEFAULT, "Py_BytesMain") == nullptr || std::getenv("CASTSCOPE_CONFIG") == nullptr) return;
+  std::string path = std::string(CASTSCOPE_PYTHON_DIR) + "/castscope_boot:" + CASTSCOPE_PYTHON_DIR;
+  if (const char* existing = std::getenv("PYTHONPATH"); existing != nullptr && *existing != '\0') {
+    if (std::string(existing).find(CASTSCOPE_PYTHON_DIR "/castscope_boot") != std::string::npos) return;
+    path += std::string(":") + existing;
+  }
+  setenv("PYTHONPATH", path.c_str(), 1);
+}
+
 int main_with_castscope(int argc, char** argv, char** envp) {
   probe_global_scope();  // a C++ program linked against libtorch has it loaded by now
+  prepare_python();
   return g_real_main(argc, argv, envp);
 }
 

@@ -178,3 +178,21 @@ def test_users_own_sitecustomize_still_runs(tmp_path):
     assert result.returncode == 0, result.stderr
     assert marker.exists()
     assert len(events) == 1
+
+
+def test_plain_ld_preload_attaches_a_python_job(tmp_path):
+    """Without the CLI: LD_PRELOAD plus CASTSCOPE_CONFIG is enough for Python too."""
+    job = script(tmp_path, """
+        import torch
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.mm(torch.randn(2, 2), torch.randn(2, 2))
+    """)
+    config = {"policy_files": [str(REPO / "policies" / "cpu.json")], "events_path": str(tmp_path / "ev-{pid}.jsonl")}
+    env = {**os.environ, "LD_PRELOAD": str(REPO / "build" / "agent" / "libcastscope_preload.so"),
+           "CASTSCOPE_CONFIG": json.dumps(config)}
+    env.pop("PYTHONPATH", None)
+    result = subprocess.run([sys.executable, job], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    (path,) = tmp_path.glob("ev-*.jsonl")
+    casts = [json.loads(line)["cast"] for line in path.read_text().splitlines() if '"cast"' in line]
+    assert [(c["op"], c["location"]["file"], c["location"]["line"]) for c in casts] == [("aten::mm", job, 4)] * 2
