@@ -138,6 +138,9 @@ PolicySet parse_policy_text(std::string_view text, const std::string& file) {
     const int line = line_at(text, e.byte == 0 ? 0 : e.byte - 1);
     fail(line, "", std::string("not valid JSON: ") + e.what());
     return result;
+  } catch (const json::exception& e) {  // e.g. a number too large for any type
+    fail(0, "", std::string("not valid JSON: ") + e.what());
+    return result;
   }
   if (!doc.is_object()) {
     fail(1, "", "a policy file is a JSON object with \"castscope_policy\", \"device\" and \"ops\"");

@@ -40,6 +40,13 @@ TEST(PolicyParse, BadJsonNamesLine) {
   EXPECT_NE(error.find("not valid JSON"), std::string::npos) << error;
 }
 
+// Found by tests/fuzz/policy_fuzzer: a number no JSON type can hold threw
+// out_of_range, which escaped the parser.
+TEST(PolicyParse, HugeNumberIsAnErrorNotAnException) {
+  const std::string error = only_error(parse("333333000184439296E00000000432297100330001844392961000000000000020{"));
+  EXPECT_NE(error.find("not valid JSON"), std::string::npos) << error;
+}
+
 TEST(PolicyParse, UnknownPolicyNamesEntryAndLine) {
   const std::string error = only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": {
   "aten::mm": "lower_precision_fp",
