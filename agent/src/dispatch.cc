@@ -129,6 +129,24 @@ void describe_source(CastFields& cast, const at::Tensor& t) {
   cast.bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
 }
 
+// A cast record with its identity filled in; the caller adds the decision.
+Record new_cast_record(uint32_t op_id, uint32_t thread, CastPolicy policy, DeviceKind device, const OpContext& context) {
+  Record r{};
+  r.seq = EventLog::instance().next_seq();
+  r.ts_ns = now_ns();
+  r.op_id = op_id;
+  r.thread = thread;
+  r.kind = RecordKind::kCast;
+  r.policy = policy;
+  r.device = device;
+  r.cast.list_index = -1;
+  r.cast.mode = context.mode;
+  r.cast.phase = context.phase;
+  r.cast.location = context.location;
+  r.cast.cache = CacheOutcome::kNotCacheable;
+  return r;
+}
+
 CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::DeviceType device) {
   if (t.scalar_type() == at::kDouble) return CastOutcome::kFloat64;
   if (!t.is_floating_point()) return CastOutcome::kNotFloating;
@@ -371,25 +389,14 @@ class AutocastKernel final : public c10::OperatorKernel {
   void record_cast(const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index,
                    std::optional<CastOutcome> forced, const at::Tensor* cached_result = nullptr) noexcept {
     try {
-      EventLog& log = EventLog::instance();
-      Record r{};
-      r.seq = log.next_seq();
-      r.ts_ns = now_ns();
-      r.op_id = op_id_;
-      r.thread = op_record.thread;
-      r.kind = RecordKind::kCast;
-      r.policy = policy_;
-      r.device = device_.kind;
+      const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
+      Record r = new_cast_record(op_id_, op_record.thread, policy_, device_.kind, context);
       r.cast.op_seq = op_record.seq;
       r.cast.arg_index = static_cast<uint16_t>(arg_index);
       r.cast.list_index = static_cast<int16_t>(list_index);
       r.cast.src = to_dtype(t.scalar_type());
       r.cast.dst = to_dtype(target);
       r.cast.outcome = forced.value_or(classify_tensor(t, target, device_.device));
-      r.cast.mode = op_record.op.mode;
-      r.cast.phase = op_record.op.phase;
-      r.cast.location = op_record.op.location;
-      r.cast.cache = CacheOutcome::kNotCacheable;
       if (cached_result != nullptr) {
         const auto seen = CastCacheObserver::instance().observe(t, *cached_result);
         r.cast.cache = seen.outcome;
@@ -397,7 +404,7 @@ class AutocastKernel final : public c10::OperatorKernel {
         r.cast.cached_version = seen.cached_version;
       }
       describe_source(r.cast, t);
-      log.record(r);
+      EventLog::instance().record(r);
     } catch (...) {
       EventLog::instance().count_internal_error();
     }
@@ -421,16 +428,8 @@ void record_jit_cast(uint32_t op_id, CastPolicy policy, const at::Tensor& self, 
   if (!g_record_events.load(std::memory_order_relaxed) || !self.defined()) return;
   try {
     EventLog& log = EventLog::instance();
-    const OpContext context = current_context();
-    Record r{};
-    r.seq = log.next_seq();
-    r.ts_ns = now_ns();
-    r.op_id = op_id;
-    r.thread = log.thread_id();
-    r.kind = RecordKind::kCast;
-    r.policy = policy;
-    r.device = self.is_cuda() ? DeviceKind::kCuda : DeviceKind::kCpu;
-    r.cast.list_index = -1;
+    Record r = new_cast_record(op_id, log.thread_id(), policy, self.is_cuda() ? DeviceKind::kCuda : DeviceKind::kCpu,
+                               current_context());
     r.cast.src = to_dtype(self.scalar_type());
     r.cast.dst = to_dtype(result.scalar_type());
     if (result.scalar_type() != self.scalar_type()) {
@@ -440,11 +439,7 @@ void record_jit_cast(uint32_t op_id, CastPolicy policy, const at::Tensor& self, 
     } else {
       r.cast.outcome = self.is_floating_point() ? CastOutcome::kAlreadyTarget : CastOutcome::kNotFloating;
     }
-    r.cast.cache = CacheOutcome::kNotCacheable;  // JIT autocast has no cast cache
-    r.cast.mode = context.mode;
-    r.cast.phase = context.phase;
-    r.cast.location = context.location;
-    describe_source(r.cast, self);
+    describe_source(r.cast, self);  // cache stays NOT_CACHEABLE: JIT autocast has no cast cache
     log.record(r);
   } catch (...) {
     EventLog::instance().count_internal_error();
