@@ -29,11 +29,6 @@ namespace {
 
 using json = nlohmann::json;
 
-uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
-
 struct Config {
   std::vector<std::string> policy_files;
   std::string events_path;
@@ -238,28 +233,12 @@ class Agent {
     if (registry_ == nullptr) return 1;
     attached_.store(false, std::memory_order_release);
     registry_.reset();  // native kernels are back from here on
-    {
-      std::lock_guard<std::mutex> wake(exporter_mutex_);
-      stop_exporter_ = true;
-    }
-    exporter_cv_.notify_all();
-    if (exporter_.joinable()) exporter_.join();
-    if (!finished_) {
-      drain_to_writer();
-      write_line_now(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
-    }
+    if (!finished_) write_out_and_close();
     finished_ = false;
     CastCacheObserver::instance().clear();
-    write_stats();
-    std::lock_guard<std::mutex> io(io_mutex_);
-    writer_.close();
     return 0;
   }
 
-  // A forked child (a DataLoader worker) inherits the kernels but not the
-  // exporter thread, and shares the parent's events file. It keeps casting
-  // exactly as native and records nothing; the parent's buffered events are
-  // the parent's to write. Processes started with exec get their own agent.
   // Around fork: the events file is flushed and no write is half done, so
   // the child's copy of the stdio buffer is empty and cannot be written twice.
   void before_fork() {
@@ -268,6 +247,10 @@ class Agent {
   }
   void after_fork_in_parent() { io_mutex_.unlock(); }
 
+  // A forked child (a DataLoader worker) inherits the kernels but not the
+  // exporter thread, and shares the parent's events file. It keeps casting
+  // exactly as native and records nothing; the parent's buffered events are
+  // the parent's to write. Processes started with exec get their own agent.
   void after_fork_in_child() {
     io_mutex_.unlock();
     g_record_events.store(false, std::memory_order_relaxed);
@@ -282,17 +265,7 @@ class Agent {
     if (registry_ == nullptr || finished_) return;
     finished_ = true;
     g_record_events.store(false, std::memory_order_relaxed);
-    {
-      std::lock_guard<std::mutex> wake(exporter_mutex_);
-      stop_exporter_ = true;
-    }
-    exporter_cv_.notify_all();
-    if (exporter_.joinable()) exporter_.join();
-    drain_to_writer();
-    write_line_now(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
-    write_stats();
-    std::lock_guard<std::mutex> io(io_mutex_);
-    writer_.close();
+    write_out_and_close();
   }
 
   void mark_iteration() {
@@ -349,6 +322,22 @@ class Agent {
       }
       lock.lock();
     }
+  }
+
+  // Stops the exporter, writes what is still buffered, the stop sample and
+  // the final stats, and closes the dump. Shared by stop and finish.
+  void write_out_and_close() {
+    {
+      std::lock_guard<std::mutex> wake(exporter_mutex_);
+      stop_exporter_ = true;
+    }
+    exporter_cv_.notify_all();
+    if (exporter_.joinable()) exporter_.join();
+    drain_to_writer();
+    write_line_now(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
+    write_stats();
+    std::lock_guard<std::mutex> io(io_mutex_);
+    writer_.close();
   }
 
   // For records made on the exporter thread itself.

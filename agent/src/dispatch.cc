@@ -19,7 +19,6 @@
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/library.h>
 
-#include <chrono>
 #include <mutex>
 #include <optional>
 
@@ -35,11 +34,6 @@ std::atomic<bool> g_record_events{true};
 std::atomic<LocationReader> g_python_location_reader{nullptr};
 
 namespace {
-
-uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
 
 DType to_dtype(c10::ScalarType type) {
   switch (type) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -33,6 +34,12 @@ struct OpMeta {
   std::string name;                    // "aten::norm.Scalar"
   std::vector<std::string> arg_names;  // filled on the op's first call
 };
+
+// The clock of every record's ts_ns: CLOCK_MONOTONIC on Linux, in ns.
+inline uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
 
 // 2^24 records of 128 bytes: 2 GiB per thread, far past any sane setting.
 inline constexpr size_t kMaxRingRecords = size_t{1} << 24;

@@ -122,21 +122,33 @@ const char* location_kind_enum(LocationKind kind) {
   }
 }
 
+std::string quoted(const std::string& text) { return "\"" + text + "\""; }
+
+// A JSON array of values that are already JSON.
+class ArrayBuilder {
+ public:
+  ArrayBuilder& add(const std::string& encoded) {
+    if (out_.size() > 1) out_ += ',';
+    out_ += encoded;
+    return *this;
+  }
+  std::string done() const { return out_ + "]"; }
+
+ private:
+  std::string out_ = "[";
+};
+
 std::string location_json(const Location& location) {
-  std::string stack = "[";
-  size_t start = 0;
-  bool first = true;
-  while (start < location.stack.size()) {
+  ArrayBuilder stack;
+  for (size_t start = 0; start < location.stack.size();) {
     size_t end = location.stack.find('\n', start);
     if (end == std::string::npos) end = location.stack.size();
-    stack += (first ? "" : ",") + nlohmann::json(location.stack.substr(start, end - start)).dump();
-    first = false;
+    stack.add(nlohmann::json(location.stack.substr(start, end - start)).dump());
     start = end + 1;
   }
-  stack += "]";
   return std::string("{\"kind\":\"") + location_kind_enum(location.kind) + "\",\"file\":" + nlohmann::json(location.file).dump() +
          ",\"line\":" + std::to_string(location.line) + ",\"function\":" + nlohmann::json(location.function).dump() +
-         ",\"stack\":" + stack + "}";
+         ",\"stack\":" + stack.done() + "}";
 }
 
 // proto3 JSON writes 64-bit integers as strings.
@@ -159,9 +171,11 @@ class LineBuilder {
     return *this;
   }
   LineBuilder& num(const char* key, int64_t value) { return raw(key, std::to_string(value)); }
-  LineBuilder& u64(const char* key, uint64_t value) { return raw(key, "\"" + std::to_string(value) + "\""); }
+  // proto3 JSON: 64-bit integers are strings.
+  LineBuilder& u64(const char* key, uint64_t value) { return raw(key, quoted(std::to_string(value))); }
+  LineBuilder& i64(const char* key, int64_t value) { return raw(key, quoted(std::to_string(value))); }
   LineBuilder& str(const char* key, const std::string& value) { return raw(key, nlohmann::json(value).dump()); }
-  LineBuilder& enm(const char* key, const char* value) { return raw(key, std::string("\"") + value + "\""); }
+  LineBuilder& enm(const char* key, const char* value) { return raw(key, quoted(value)); }
   LineBuilder& boolean(const char* key, bool value) { return raw(key, value ? "true" : "false"); }
   std::string done() { return out_ + "}}"; }
 
@@ -182,10 +196,9 @@ class LineBuilder {
 std::string record_to_json(const Record& record, const OpMeta& op, const Location& location) {
   if (record.kind == RecordKind::kCast) {
     const CastFields& cast = record.cast;
-    std::string shape = "[";
+    ArrayBuilder shape;
     const int dims = cast.ndim < kMaxShapeDims ? cast.ndim : kMaxShapeDims;
-    for (int i = 0; i < dims; ++i) shape += (i ? ",\"" : "\"") + std::to_string(cast.shape[i]) + "\"";
-    shape += "]";
+    for (int i = 0; i < dims; ++i) shape.add(quoted(std::to_string(cast.shape[i])));
     return LineBuilder("cast")
         .u64("seq", record.seq)
         .u64("ts_ns", record.ts_ns)
@@ -198,15 +211,15 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
         .enm("src_dtype", dtype_enum(cast.src))
         .enm("dst_dtype", dtype_enum(cast.dst))
         .enm("outcome", outcome_enum(cast.outcome))
-        .raw("shape", shape)
+        .raw("shape", shape.done())
         .boolean("shape_truncated", cast.ndim > kMaxShapeDims)
         .u64("bytes", cast.bytes)
         .enm("device_type", device_enum(record.device))
         .u64("op_seq", cast.op_seq)
         .enm("role", role_enum(cast.role))
         .enm("cache", cache_enum(cast.cache))
-        .raw("source_version", "\"" + std::to_string(cast.source_version) + "\"")
-        .raw("cached_version", "\"" + std::to_string(cast.cached_version) + "\"")
+        .i64("source_version", cast.source_version)
+        .i64("cached_version", cast.cached_version)
         .raw("location", location_json(location))
         .enm("mode", mode_enum(cast.mode))
         .enm("phase", phase_enum(cast.phase))
@@ -223,15 +236,11 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
         .done();
   }
   const OpFields& fields = record.op;
-  std::string enabled = "[";
+  ArrayBuilder enabled;
   for (int d = 1; d <= static_cast<int>(DeviceKind::kMps); ++d)
-    if (fields.autocast_enabled & (1u << d))
-      enabled += std::string(enabled.size() > 1 ? ",\"" : "\"") + device_enum(static_cast<DeviceKind>(d)) + "\"";
-  enabled += "]";
-  std::string inputs = "[";
-  for (int i = 0; i < fields.num_inputs && i < kMaxOpInputDtypes; ++i)
-    inputs += std::string(i ? ",\"" : "\"") + dtype_enum(fields.input_dtypes[i]) + "\"";
-  inputs += "]";
+    if (fields.autocast_enabled & (1u << d)) enabled.add(quoted(device_enum(static_cast<DeviceKind>(d))));
+  ArrayBuilder inputs;
+  for (int i = 0; i < fields.num_inputs && i < kMaxOpInputDtypes; ++i) inputs.add(quoted(dtype_enum(fields.input_dtypes[i])));
   return LineBuilder("op")
       .u64("seq", record.seq)
       .u64("ts_ns", record.ts_ns)
@@ -239,7 +248,7 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
       .str("op", op.name)
       .enm("policy", policy_enum(record.policy))
       .enm("device_type", device_enum(record.device))
-      .raw("input_dtypes", inputs)
+      .raw("input_dtypes", inputs.done())
       .enm("output_dtype", dtype_enum(fields.output))
       .u64("cpu_duration_ns", fields.cpu_duration_ns)
       .enm("outcome", fields.ok ? "OP_OUTCOME_OK" : "OP_OUTCOME_ERROR")
@@ -247,7 +256,7 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
       .raw("location", location_json(location))
       .enm("mode", mode_enum(fields.mode))
       .enm("phase", phase_enum(fields.phase))
-      .raw("autocast_enabled", enabled)
+      .raw("autocast_enabled", enabled.done())
       .num("autocast_nesting", fields.autocast_nesting)
       .done();
 }

@@ -277,15 +277,20 @@ def attach(
         os.close(fd)
     events_path = pathlib.Path(events_path)
     config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads)
+    _start(config, locations)
+    _current = Agent(events_path)
+    _current._step_hook = _register_step_hook()
+    return _current
+
+
+def _start(config: dict, locations: bool) -> None:
+    """Starts the agent with `config`; raises AttachError with its message."""
     lib = _library()
     lib.castscope_agent_set_location_reader(
         ctypes.cast(_reader.castscope_python_location, ctypes.c_void_p) if (locations and _reader is not None) else None)
     err = ctypes.create_string_buffer(1 << 16)
-    if _library().castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
+    if lib.castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
         raise AttachError(err.value.decode())
-    _current = Agent(events_path)
-    _current._step_hook = _register_step_hook()
-    return _current
 
 
 _attached_from_environment = False
@@ -307,11 +312,7 @@ def _attach_from_environment() -> None:
     config = json.loads(os.environ["CASTSCOPE_CONFIG"])
     config.setdefault("internal_path_prefix", _torch_dir())
     config.setdefault("torch_version", torch.__version__)
-    if _reader is not None:
-        lib.castscope_agent_set_location_reader(ctypes.cast(_reader.castscope_python_location, ctypes.c_void_p))
-    err = ctypes.create_string_buffer(1 << 16)
-    if lib.castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
-        raise AttachError(err.value.decode())
+    _start(config, locations=True)
     _attached_from_environment = True
     _environment_step_hook = _register_step_hook()
     atexit.register(lib.castscope_agent_finish)  # write what is buffered at exit
