@@ -1,0 +1,48 @@
+// Appends batches to an agent's spool folder as checksummed frames
+// (spool_format.h). Each frame goes out in one write(2), so a reader sees
+// whole frames, or a tail it knows is incomplete; a killed process loses at
+// most the batch it was writing. Segments rotate by size; the folder's total
+// is capped, and a batch that would pass the cap is refused (the caller counts
+// its events as dropped). Owned by one thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace castscope {
+
+class SpoolWriter {
+ public:
+  SpoolWriter() = default;
+  ~SpoolWriter();
+  SpoolWriter(const SpoolWriter&) = delete;
+  SpoolWriter& operator=(const SpoolWriter&) = delete;
+
+  // Creates `agent_dir` (mode 0700) and its first segment. Returns an error
+  // message, empty on success.
+  std::string open(const std::string& agent_dir, uint64_t segment_bytes, uint64_t max_total_bytes);
+  bool is_open() const { return fd_ >= 0; }
+  // False when the frame was not written: spool full, or a write error
+  // (error() says which; the next call tries again).
+  bool append(std::string_view payload);
+  void close();
+
+  const std::string& error() const { return error_; }
+  const std::string& directory() const { return dir_; }
+
+ private:
+  bool open_segment(uint32_t index);
+  uint64_t bytes_on_disk() const;
+
+  std::string dir_;
+  int fd_ = -1;
+  uint32_t segment_ = 0;
+  uint64_t segment_size_ = 0;
+  uint64_t segment_bytes_ = 0;
+  uint64_t max_total_bytes_ = 0;
+  uint64_t total_at_rotation_ = 0;  // bytes of the folder's other segments when this one opened
+  std::string error_;
+};
+
+}  // namespace castscope
