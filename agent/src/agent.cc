@@ -5,6 +5,8 @@
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,8 +16,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "batch_encoder.h"
 #include "cast_cache_observer.h"
 #include "dispatch.h"
+#include "forwarder_launcher.h"
 #include "event_log.h"
 #include "jit_context.h"
 #include "jsonl_writer.h"
@@ -23,6 +27,7 @@
 #include "logging.h"
 #include "policy.h"
 #include "policy_check.h"
+#include "spool_writer.h"
 
 namespace castscope {
 namespace {
@@ -39,6 +44,18 @@ struct Config {
   int cache_sample_interval_ms = 1000;
   std::string torch_version = TORCH_VERSION;
   std::string internal_path_prefix;  // the torch package dir: frames there are not user code
+  // Transport (docs/operations.md): batches go to a spool folder; with a
+  // collector, a forwarder process streams them there.
+  std::string collector;  // host:port
+  std::string spool_dir;  // default with a collector: $TMPDIR/castscope-spool-<uid>
+  std::string run_id;     // default: CASTSCOPE_RUN_ID, else made up
+  std::string command;
+  std::string forwarder_path;
+  std::string token_env = "CASTSCOPE_TOKEN";
+  std::string tls_ca;
+  size_t batch_events = 4096;
+  uint64_t spool_max_bytes = uint64_t{1} << 30;
+  uint64_t spool_segment_bytes = uint64_t{16} << 20;
 };
 
 // Returns an error message, empty on success.
@@ -71,6 +88,26 @@ std::string parse_config(const char* text, Config& config) {
         config.internal_path_prefix = value.get<std::string>();
       } else if (key == "torch_version") {
         config.torch_version = value.get<std::string>();
+      } else if (key == "collector") {
+        config.collector = value.is_null() ? "" : value.get<std::string>();
+      } else if (key == "spool_dir") {
+        config.spool_dir = value.is_null() ? "" : value.get<std::string>();
+      } else if (key == "run_id") {
+        config.run_id = value.get<std::string>();
+      } else if (key == "command") {
+        config.command = value.get<std::string>();
+      } else if (key == "forwarder_path") {
+        config.forwarder_path = value.get<std::string>();
+      } else if (key == "token_env") {
+        config.token_env = value.get<std::string>();
+      } else if (key == "tls_ca") {
+        config.tls_ca = value.get<std::string>();
+      } else if (key == "batch_events") {
+        config.batch_events = value.get<int64_t>() < 0 ? 0 : value.get<size_t>();
+      } else if (key == "spool_max_bytes") {
+        config.spool_max_bytes = value.get<int64_t>() < 0 ? 0 : value.get<uint64_t>();
+      } else if (key == "spool_segment_bytes") {
+        config.spool_segment_bytes = value.get<int64_t>() < 0 ? 0 : value.get<uint64_t>();
       } else {
         return "castscope: unknown configuration key \"" + key + "\"";
       }
@@ -84,7 +121,46 @@ std::string parse_config(const char* text, Config& config) {
   if (config.max_threads == 0 || config.max_threads > 4096) return "castscope: max_threads must be between 1 and 4096";
   if (config.flush_interval_ms <= 0) return "castscope: flush_interval_ms must be positive";
   if (config.cache_sample_interval_ms <= 0) return "castscope: cache_sample_interval_ms must be positive";
+  if (config.batch_events == 0 || config.batch_events > 65536) return "castscope: batch_events must be between 1 and 65536";
+  if (config.spool_segment_bytes < 4096) return "castscope: spool_segment_bytes must be at least 4096";
+  if (config.spool_max_bytes < config.spool_segment_bytes)
+    return "castscope: spool_max_bytes must be at least spool_segment_bytes";
+  if (!config.collector.empty() && config.collector.find(':') == std::string::npos)
+    return "castscope: collector must be host:port, got \"" + config.collector + "\"";
+  if (config.run_id.size() > 256) return "castscope: run_id is longer than 256 characters";
   return "";
+}
+
+// Ids become folder names: keep them to a safe alphabet.
+std::string safe_id(std::string text) {
+  for (char& c : text)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  return text.empty() || text[0] == '.' ? "_" + text : text;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+uint64_t unix_ms() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+// The shared default spool folder must be this user's own, not a planted link.
+std::string default_spool_dir(std::string& error) {
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/castscope-spool-" +
+                          std::to_string(getuid());
+  ::mkdir(dir.c_str(), 0700);
+  struct stat info {};
+  if (::lstat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != getuid()) {
+    error = "castscope: spool folder " + dir + " is not a directory owned by this user; set spool_dir";
+    return "";
+  }
+  return dir;
 }
 
 int32_t env_int(const char* name) {
@@ -192,6 +268,12 @@ class Agent {
         }
       }
     }
+    error = open_transport(config);
+    if (!error.empty()) {
+      std::lock_guard<std::mutex> io(io_mutex_);
+      writer_.close();
+      return 1;
+    }
     EventLog::instance().configure(config.ring_records, config.max_threads);
     set_internal_path_prefix(config.internal_path_prefix);
     g_record_events.store(config.record_events, std::memory_order_relaxed);
@@ -207,6 +289,7 @@ class Agent {
       registry.reset();  // unregisters what did register: all or nothing
       std::lock_guard<std::mutex> io(io_mutex_);
       writer_.close();
+      close_transport();
       error = "castscope: could not register every policy entry, native autocast stays in place:";
       for (const auto& e : registration_errors) error += "\n  " + e;
       return 1;
@@ -293,6 +376,12 @@ class Agent {
                 {"events_dropped", stats.dropped},
                 {"internal_errors", stats.internal_errors},
                 {"events_path", config_.events_path},
+                {"run_id", identity_run_id_},
+                {"spool_dir", spool_.directory()},
+                {"collector", config_.collector},
+                {"forwarder_pid", forwarder_pid_},
+                {"batches_written", batches_written_},
+                {"spool_error", spool_error_},
                 {"policy_files", config_.policy_files},
                 {"policy_findings", findings_json(findings_)}};
     return out.dump();
@@ -315,11 +404,12 @@ class Agent {
     while (!stop_exporter_) {
       exporter_cv_.wait_for(lock, std::chrono::milliseconds(config_.flush_interval_ms));
       lock.unlock();
-      drain_to_writer();
       if (std::chrono::steady_clock::now() >= next_sample) {
-        write_line_now(cache_sample_record(SampleTrigger::kInterval, iteration_.load()));
+        EventLog::instance().record(cache_sample_record(SampleTrigger::kInterval, iteration_.load()));
         next_sample += std::chrono::milliseconds(config_.cache_sample_interval_ms);
       }
+      drain_to_writer();
+      reap_forwarder();
       lock.lock();
     }
   }
@@ -333,42 +423,123 @@ class Agent {
     }
     exporter_cv_.notify_all();
     if (exporter_.joinable()) exporter_.join();
+    EventLog::instance().record(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
     drain_to_writer();
-    write_line_now(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
-    write_stats();
+    write_stats(/*final=*/true);
     std::lock_guard<std::mutex> io(io_mutex_);
     writer_.close();
+    close_transport();
   }
 
-  // For records made on the exporter thread itself.
-  void write_line_now(const Record& record) {
+  // Opens the spool folder and starts the forwarder, when configured.
+  std::string open_transport(Config& config) {
+    if (config.collector.empty() && config.spool_dir.empty()) return "";
+    std::string error;
+    if (config.spool_dir.empty()) config.spool_dir = default_spool_dir(error);
+    if (!error.empty()) return error;
+    AgentIdentity identity;
+    const ProcessIdentity process = current_identity();
+    const char* run_env = std::getenv("CASTSCOPE_RUN_ID");
+    identity.hostname = host_name();
+    identity.run_id = !config.run_id.empty() ? config.run_id
+                      : (run_env != nullptr && *run_env != '\0')
+                          ? std::string(run_env)
+                          : safe_id(identity.hostname + "-" + std::to_string(process.pid) + "-" + std::to_string(unix_ms()));
+    identity.agent_id = safe_id(identity.hostname + "-" + std::to_string(process.pid) + "-" + std::to_string(unix_ms()));
+    identity.pid = process.pid;
+    identity.rank = process.rank;
+    identity.local_rank = process.local_rank;
+    identity.world_size = process.world_size;
+    identity.torch_version = config.torch_version;
+    identity.command = config.command;
+    const std::string agent_dir = config.spool_dir + "/" + identity.agent_id;
     std::lock_guard<std::mutex> io(io_mutex_);
-    if (writer_.is_open()) writer_.write_line(record_to_json(record, OpMeta{}, Location{}));
+    error = spool_.open(agent_dir, config.spool_segment_bytes, config.spool_max_bytes);
+    if (!error.empty()) return "castscope: " + error;
+    identity_run_id_ = identity.run_id;
+    encoder_ = std::make_unique<BatchEncoder>(std::move(identity));
+    sequence_ = 0;
+    batches_written_ = 0;
+    spool_error_.clear();
+    if (!config.collector.empty()) {
+      ForwarderOptions options{config.forwarder_path, agent_dir, config.collector, config.token_env, config.tls_ca,
+                               config.spool_dir + "/" + encoder_->identity().agent_id + ".forwarder.log"};
+      forwarder_pid_ = launch_forwarder(options, error);
+      if (forwarder_pid_ < 0) {
+        spool_.close();
+        encoder_.reset();
+        return "castscope: " + error;
+      }
+    }
+    return "";
+  }
+
+  void close_transport() {
+    spool_.close();
+    encoder_.reset();
+  }
+
+  // The forwarder is our child: collect its exit status so it is not left a zombie.
+  void reap_forwarder() {
+    if (forwarder_pid_ <= 0) return;
+    int status = 0;
+    if (::waitpid(forwarder_pid_, &status, WNOHANG) == forwarder_pid_) {
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        log::error("castscope-forwarder exited early (status " + std::to_string(status) +
+                   "); batches stay in the spool folder " + spool_.directory() + ", see its .forwarder.log");
+      forwarder_pid_ = 0;
+    }
+  }
+
+  // Encodes the pending events as one batch and appends it to the spool.
+  // Called with io_mutex_ held.
+  void ship_batch(bool final) {
+    if (!encoder_ || (encoder_->events() == 0 && !final)) return;
+    const size_t events = encoder_->events();
+    const EventLogStats stats = EventLog::instance().stats();
+    const std::string payload = encoder_->finish(++sequence_, stats.recorded, stats.dropped, final);
+    if (spool_.append(payload)) {
+      ++batches_written_;
+      return;
+    }
+    --sequence_;  // nothing went out under this number
+    EventLog::instance().count_lost(events);
+    if (spool_error_ != spool_.error()) log::error("events lost: " + spool_.error());
+    spool_error_ = spool_.error();
   }
 
   size_t drain_to_writer() {
     std::lock_guard<std::mutex> io(io_mutex_);
+    static const OpMeta no_op;
     const size_t n = EventLog::instance().drain([this](const Record& record) {
       try {
-        if (!writer_.is_open()) return;
-        if (record.kind == RecordKind::kCacheSample) {
-          writer_.write_line(record_to_json(record, OpMeta{}, Location{}));
-          return;
+        const bool sample = record.kind == RecordKind::kCacheSample;
+        const uint32_t location = sample ? 0 : record.kind == RecordKind::kCast ? record.cast.location : record.op.location;
+        const OpMeta& meta = sample ? no_op : op_meta(record.op_id);
+        if (writer_.is_open()) writer_.write_line(record_to_json(record, meta, location_of(location)));
+        if (encoder_) {
+          encoder_->add(record, meta, location, location_of(location));
+          if (encoder_->events() >= config_.batch_events) ship_batch(false);
         }
-        const uint32_t location = record.kind == RecordKind::kCast ? record.cast.location : record.op.location;
-        writer_.write_line(record_to_json(record, op_meta(record.op_id), location_of(location)));
       } catch (...) {
         EventLog::instance().count_internal_error();
       }
     });
     writer_.flush();
+    ship_batch(false);
     return n;
   }
 
-  void write_stats() {
+  // The stats event; the final one closes the agent's batch stream.
+  void write_stats(bool final = false) {
     std::lock_guard<std::mutex> io(io_mutex_);
+    const EventLogStats stats = EventLog::instance().stats();
+    if (encoder_) {
+      encoder_->add_stats(stats, now_ns());
+      ship_batch(final);
+    }
     if (!writer_.is_open()) return;
-    writer_.write_line(stats_to_json(EventLog::instance().stats(), current_identity(), config_.torch_version, now_ns()));
+    writer_.write_line(stats_to_json(stats, current_identity(), config_.torch_version, now_ns()));
     writer_.flush();
   }
 
@@ -398,8 +569,15 @@ class Agent {
   Config config_;
   std::vector<PolicyFinding> findings_;
 
-  std::mutex io_mutex_;  // writer_ and op_cache_
+  std::mutex io_mutex_;  // writer_, op_cache_ and the transport below
   JsonlWriter writer_;
+  std::unique_ptr<BatchEncoder> encoder_;
+  SpoolWriter spool_;
+  uint64_t sequence_ = 0;
+  uint64_t batches_written_ = 0;
+  std::string spool_error_;
+  std::string identity_run_id_;
+  int forwarder_pid_ = 0;
   std::vector<OpMeta> op_cache_;
 
   std::mutex exporter_mutex_;

@@ -94,11 +94,17 @@ size_t EventLog::drain(const std::function<void(const Record&)>& sink) {
     for (auto& slot : slots_) snapshot.push_back(slot.get());
   }
   size_t drained = 0;
+  // Counted before the sink sees each record, so a sink that reads stats()
+  // (a batch header) or counts a loss sees consistent totals.
+  auto counted = [&](const Record& record) {
+    recorded_.fetch_add(1, std::memory_order_relaxed);
+    ++drained;
+    sink(record);
+  };
   for (Slot* slot : snapshot) {
-    drained += slot->ring.drain(sink);
+    slot->ring.drain(counted);
     ring_drops_.fetch_add(slot->ring.take_dropped(), std::memory_order_relaxed);
   }
-  recorded_.fetch_add(drained, std::memory_order_relaxed);
   return drained;
 }
 

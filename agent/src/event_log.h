@@ -72,6 +72,12 @@ class EventLog {
   size_t drain(const std::function<void(const Record&)>& sink);
 
   void count_internal_error() { internal_errors_.fetch_add(1, std::memory_order_relaxed); }
+  // Drained events that could not be delivered (spool full or unwritable):
+  // they move from recorded to dropped, so recorded counts what was delivered.
+  void count_lost(uint64_t events) {
+    recorded_.fetch_sub(events, std::memory_order_relaxed);
+    dropped_total_.fetch_add(events, std::memory_order_relaxed);
+  }
   EventLogStats stats() const;
 
   // castscope's id of the calling thread: small, unique per process, never

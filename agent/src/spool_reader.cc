@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "spool_format.h"
 
@@ -86,24 +85,33 @@ SegmentContents read_segment(const std::string& path, uint64_t offset) {
     out.problems.push_back({path, 0, "cannot open"});
     return out;
   }
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (offset == 0) {
-    if (data.size() < sizeof(kFileMagic)) {
-      out.incomplete_tail = std::string_view(data) == std::string_view(kFileMagic, data.size());
-      if (!out.incomplete_tail) out.problems.push_back({path, 0, "not a castscope spool file (bad file magic)"});
-      return out;
-    }
-    if (std::memcmp(data.data(), kFileMagic, sizeof(kFileMagic)) != 0) {
-      out.problems.push_back({path, 0, "not a castscope spool file (bad file magic)"});
-      return out;
-    }
-    offset = sizeof(kFileMagic);
-  }
-  if (offset > data.size()) {
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<uint64_t>(std::max<std::streamoff>(0, in.tellg()));
+  const bool from_start = offset == 0;
+  if (offset > size) {
     out.problems.push_back({path, offset, "offset past the end of the file (truncated since?)"});
     return out;
   }
-  FrameParser parser(std::string_view(data).substr(offset), path, offset);
+  std::string data(size - offset, '\0');
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(data.data(), static_cast<std::streamsize>(data.size()));
+  data.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+  std::string_view frames(data);
+  if (from_start) {
+    const std::string_view magic(kFileMagic, sizeof(kFileMagic));
+    if (frames.size() < magic.size()) {
+      out.incomplete_tail = frames == magic.substr(0, frames.size());
+      if (!out.incomplete_tail) out.problems.push_back({path, 0, "not a castscope spool file (bad file magic)"});
+      return out;
+    }
+    if (frames.substr(0, magic.size()) != magic) {
+      out.problems.push_back({path, 0, "not a castscope spool file (bad file magic)"});
+      return out;
+    }
+    frames.remove_prefix(magic.size());
+    offset = magic.size();
+  }
+  FrameParser parser(frames, path, offset);
   std::string_view payload;
   while (parser.next(payload)) out.payloads.emplace_back(payload);
   out.problems = parser.problems();

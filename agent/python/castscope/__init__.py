@@ -48,6 +48,19 @@ def agent_library_path() -> pathlib.Path:
     return _agent_library_path()
 
 
+def collector_binary() -> pathlib.Path:
+    """castscope-collector: the daemon, spool loader and query tool."""
+    explicit = os.environ.get("CASTSCOPE_COLLECTOR_BIN")
+    candidates = [pathlib.Path(explicit)] if explicit else []
+    candidates += [_PACKAGE_DIR / "castscope-collector", _REPO_ROOT / "build" / "server" / "castscope-collector"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError("castscope: castscope-collector not found (looked at "
+                            + ", ".join(str(c) for c in candidates)
+                            + "); build it with scripts/setup.sh or set CASTSCOPE_COLLECTOR_BIN")
+
+
 def _python_reader_path() -> pathlib.Path | None:
     agent = _agent_library_path()
     candidate = agent.parent / "libcastscope_python.so"
@@ -256,12 +269,19 @@ def attach(
     ring_records: int | None = None,
     max_threads: int | None = None,
     locations: bool = True,
+    collector: str | None = None,
+    spool_dir: str | os.PathLike | None = None,
+    run_id: str | None = None,
 ) -> Agent:
     """Takes over autocast from the policy files (default: policies/ for all
     devices) plus user overlays. Raises AttachError, with file, line and
     entry, when a policy is refused; native autocast then keeps working.
-    `locations=False` records no source locations (cheaper). When castscope
-    was attached from outside (castscope run), returns a handle on that."""
+    `locations=False` records no source locations (cheaper). With
+    `collector="host:port"` batches stream to that collector (through a
+    forwarder process; the token, if any, in CASTSCOPE_TOKEN); with
+    `spool_dir` they are kept there (for `castscope load`) until delivered.
+    When castscope was attached from outside (castscope run), returns a
+    handle on that."""
     global _current
     if _current is not None:
         raise AttachError("castscope: already attached; call castscope.detach() first")
@@ -276,7 +296,8 @@ def attach(
         fd, events_path = tempfile.mkstemp(prefix="castscope-", suffix=".jsonl")
         os.close(fd)
     events_path = pathlib.Path(events_path)
-    config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads)
+    config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads,
+                     collector=collector, spool_dir=None if spool_dir is None else str(spool_dir), run_id=run_id)
     _start(config, locations)
     _current = Agent(events_path)
     _current._step_hook = _register_step_hook()

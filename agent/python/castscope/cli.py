@@ -2,10 +2,16 @@
 
     castscope policy check [--policy FILE]... [--overlay FILE]... [--import MODULE]... [--json]
         exit 0: usable, 1: refused (errors printed), 2: bad command line
-    castscope run [--policy FILE]... [--overlay FILE]... [--out DIR] [--stacks] -- COMMAND...
+    castscope run [--policy FILE]... [--overlay FILE]... [--out DIR] [--stacks]
+                  [--collector HOST:PORT] [--run-id ID] -- COMMAND...
         runs COMMAND with castscope attached through LD_PRELOAD; exits with
         COMMAND's code, 2 when castscope refuses to start, 3 when a process
-        of the job could not attach although COMMAND succeeded
+        of the job could not attach although COMMAND succeeded. Without
+        --collector, a collector runs beside the job and stores into
+        DIR/castscope.db; batches wait in DIR/spool until delivered.
+    castscope serve ARGS...   the collector daemon (castscope-collector serve --help)
+    castscope load ARGS...    import spool folders into a database (castscope-collector load)
+    castscope query ARGS...   read a database or a collector (castscope-collector query)
 """
 from __future__ import annotations
 
@@ -20,6 +26,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
+import uuid
 
 
 def _policy_check(args) -> int:
@@ -85,11 +93,34 @@ def _run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for stale in list(out.glob("events-*.jsonl")) + list(out.glob("refused-*.txt")):
         stale.unlink()
+    spool_dir = out / "spool"
+    spool_dir.mkdir(mode=0o700, exist_ok=True)
+    for stale in spool_dir.glob("*.forwarder.log"):
+        stale.unlink()
+    from ._collector import CollectorError, EmbeddedCollector, pending_spool, wait_for_delivery
+
+    if pending_spool(spool_dir):
+        print(f"castscope run: {spool_dir} holds batches of an earlier run that were never delivered; load them "
+              f"(castscope load --db DB {spool_dir}) or remove them. The job was not started.", file=sys.stderr)
+        return 2
+    embedded = None
+    collector = args.collector
+    if collector is None:
+        try:
+            embedded = EmbeddedCollector(out / "castscope.db", out / "collector.log")
+        except (CollectorError, FileNotFoundError) as e:
+            print(f"castscope run: cannot start the collector: {e}. The job was not started.", file=sys.stderr)
+            return 2
+        collector = embedded.address
+    run_id = args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     files = list(args.policies or castscope.default_policy_files()) + list(args.overlays)
     env = dict(os.environ)
     env["LD_PRELOAD"] = " ".join(filter(None, [str(preload), env.get("LD_PRELOAD", "")]))
     env["CASTSCOPE_CONFIG"] = json.dumps({"policy_files": [str(pathlib.Path(f).resolve()) for f in files],
-                                          "events_path": str(out / "events-{pid}.jsonl")})
+                                          "events_path": None if args.no_jsonl else str(out / "events-{pid}.jsonl"),
+                                          "ring_records": args.ring_records,
+                                          "collector": collector, "spool_dir": str(spool_dir), "run_id": run_id,
+                                          "command": " ".join(command)})
     env["CASTSCOPE_AGENT_LIB"] = str(agent)
     env["CASTSCOPE_STATUS_DIR"] = str(out)
     package_root = pathlib.Path(castscope.__file__).resolve().parent.parent
@@ -103,6 +134,8 @@ def _run(args) -> int:
         job = subprocess.Popen(command, env=env)
     except OSError as e:
         print(f"castscope run: cannot start {command[0]}: {e}", file=sys.stderr)
+        if embedded is not None:
+            embedded.stop()
         return 127
     while True:
         try:
@@ -111,6 +144,7 @@ def _run(args) -> int:
         except KeyboardInterrupt:
             job.send_signal(signal.SIGINT)  # the job decides; we wait for it
     exit_code = code if code >= 0 else 128 - code
+    _finish_delivery(spool_dir, embedded, run_id, collector)
     skipped: list = []
     paths = sorted(glob.glob(str(out / "events-*.jsonl")))
     events = (event for path in paths for event in castscope.iter_events(path, skipped))
@@ -120,6 +154,39 @@ def _run(args) -> int:
     for path in refused:
         print(f"castscope: {path.read_text().strip()}", file=sys.stderr)
     return 3 if refused and exit_code == 0 else exit_code
+
+
+def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: str) -> None:
+    """Waits for the job's forwarders, stops an embedded collector, says where the events are."""
+    from ._collector import wait_for_delivery
+
+    left = wait_for_delivery(spool_dir, timeout_s=float(os.environ.get("CASTSCOPE_DELIVERY_TIMEOUT_S", "120")))
+    for log in sorted(spool_dir.glob("*.forwarder.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if " error: " in line:
+                print(f"castscope: {line}", file=sys.stderr)
+    if embedded is not None:
+        embedded.stop()
+        print(f"castscope: run {run_id} stored in {embedded.db}", file=sys.stderr)
+    else:
+        print(f"castscope: run {run_id} sent to the collector at {collector}", file=sys.stderr)
+    if left:
+        print(f"castscope: {len(left)} spool segment(s) were not delivered and stay in {spool_dir}; "
+              f"load them with: castscope load --db DB {spool_dir}", file=sys.stderr)
+
+
+def _pass_through(subcommand: str):
+    """`castscope serve|load|query ARGS` run castscope-collector SUBCOMMAND ARGS."""
+    def run(args) -> int:
+        import castscope
+
+        try:
+            binary = castscope.collector_binary()
+        except FileNotFoundError as e:
+            print(e, file=sys.stderr)
+            return 2
+        os.execv(str(binary), [str(binary), subcommand] + args.arguments)
+    return run
 
 
 def main(argv=None) -> int:
@@ -139,7 +206,18 @@ def main(argv=None) -> int:
     run.add_argument("--overlay", dest="overlays", action="append", default=[], help="user overlay, applied last")
     run.add_argument("--out", default="castscope-out", help="directory for events-<pid>.jsonl (default: castscope-out)")
     run.add_argument("--stacks", action="store_true", help="record the whole Python stack of every site")
+    run.add_argument("--collector", help="send events to this collector (HOST:PORT; token in CASTSCOPE_TOKEN) "
+                                         "instead of one started for the job")
+    run.add_argument("--no-jsonl", action="store_true", help="no events-<pid>.jsonl dumps: the collector only")
+    run.add_argument("--ring-records", type=int, default=1 << 14,
+                     help="events buffered per thread between exporter passes (128 bytes each; default 16384)")
+    run.add_argument("--run-id", help="name of this run in the collector (default: time and a random suffix)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     run.set_defaults(run=_run)
+    for name, help_text in (("serve", "run the collector daemon"), ("load", "import spool folders into a database"),
+                            ("query", "read runs and events from a database or a collector")):
+        sub = commands.add_parser(name, help=help_text, add_help=False)
+        sub.add_argument("arguments", nargs=argparse.REMAINDER)
+        sub.set_defaults(run=_pass_through(name))
     args = parser.parse_args(argv)
     return args.run(args)

@@ -1,0 +1,66 @@
+#include "spool_tail.h"
+
+#include <filesystem>
+
+namespace castscope {
+
+std::vector<SpoolTail::Frame> SpoolTail::poll(std::vector<spool::ReadProblem>& problems) {
+  for (const auto& path : spool::list_segments(dir_)) {
+    const auto index = static_cast<uint32_t>(std::strtoul(std::filesystem::path(path).filename().c_str(), nullptr, 10));
+    if (!segments_.contains(index)) segments_[index].path = path;
+  }
+  std::vector<Frame> out;
+  for (auto it = segments_.begin(); it != segments_.end(); ++it) {
+    auto& [index, segment] = *it;
+    if (segment.finished) continue;
+    const auto contents = spool::read_segment(segment.path, segment.offset);
+    problems.insert(problems.end(), contents.problems.begin(), contents.problems.end());
+    if (!contents.problems.empty() && contents.complete_bytes == 0) segment.finished = true;  // unreadable
+    segment.offset = std::max(segment.offset, contents.complete_bytes);
+    for (const auto& payload : contents.payloads) out.push_back({index, payload});
+    segment.read += contents.payloads.size();
+    const bool later_exists = std::next(it) != segments_.end();
+    if (later_exists && contents.payloads.empty()) {
+      // The agent writes whole frames and has moved on: an incomplete tail
+      // here is a write that failed, never to be finished.
+      if (contents.incomplete_tail)
+        problems.push_back({segment.path, segment.offset, "incomplete frame at the end of a finished segment, skipped"});
+      segment.finished = true;
+      delete_if_done(index);
+      return out;  // one segment per poll keeps the order of acknowledgements simple
+    }
+    return out;
+  }
+  return out;
+}
+
+void SpoolTail::acknowledge(uint32_t index) {
+  auto it = segments_.find(index);
+  if (it == segments_.end()) return;
+  ++it->second.acknowledged;
+  delete_if_done(index);
+}
+
+void SpoolTail::delete_if_done(uint32_t index) {
+  auto it = segments_.find(index);
+  if (it == segments_.end() || !it->second.finished || it->second.acknowledged < it->second.read) return;
+  std::error_code ec;
+  std::filesystem::remove(it->second.path, ec);
+  segments_.erase(it);
+}
+
+void SpoolTail::remove_all() {
+  std::error_code ec;
+  for (const auto& [index, segment] : segments_) std::filesystem::remove(segment.path, ec);
+  segments_.clear();
+  for (const auto& path : spool::list_segments(dir_)) std::filesystem::remove(path, ec);
+  std::filesystem::remove(dir_, ec);  // only if empty
+}
+
+uint64_t SpoolTail::unacknowledged() const {
+  uint64_t n = 0;
+  for (const auto& [index, segment] : segments_) n += segment.read - segment.acknowledged;
+  return n;
+}
+
+}  // namespace castscope
