@@ -34,6 +34,8 @@ namespace {
 
 using json = nlohmann::json;
 
+constexpr auto kRingCheckInterval = std::chrono::milliseconds(5);
+
 struct Config {
   std::vector<std::string> policy_files;
   std::string events_path;
@@ -401,8 +403,15 @@ class Agent {
   void export_until_stopped() {
     std::unique_lock<std::mutex> lock(exporter_mutex_);
     auto next_sample = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.cache_sample_interval_ms);
+    const auto interval = std::chrono::milliseconds(config_.flush_interval_ms);
+    auto last_drain = std::chrono::steady_clock::now();
     while (!stop_exporter_) {
-      exporter_cv_.wait_for(lock, std::chrono::milliseconds(config_.flush_interval_ms));
+      // Drain at the interval, or as soon as a ring is filling up (a burst of
+      // small ops). The hot path never signals, so it never pays for a wakeup.
+      while (!stop_exporter_ && std::chrono::steady_clock::now() - last_drain < interval &&
+             !EventLog::instance().needs_drain())
+        exporter_cv_.wait_for(lock, kRingCheckInterval);
+      last_drain = std::chrono::steady_clock::now();
       lock.unlock();
       if (std::chrono::steady_clock::now() >= next_sample) {
         EventLog::instance().record(cache_sample_record(SampleTrigger::kInterval, iteration_.load()));

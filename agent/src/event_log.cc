@@ -108,6 +108,13 @@ size_t EventLog::drain(const std::function<void(const Record&)>& sink) {
   return drained;
 }
 
+bool EventLog::needs_drain() {
+  std::lock_guard<std::mutex> lock(rings_mutex_);
+  for (const auto& slot : slots_)
+    if (slot->ring.size() * 4 > slot->ring.capacity()) return true;
+  return false;
+}
+
 EventLogStats EventLog::stats() const {
   EventLogStats out;
   out.recorded = recorded_.load(std::memory_order_relaxed);

@@ -71,6 +71,10 @@ class EventLog {
   // first). Returns how many were drained.
   size_t drain(const std::function<void(const Record&)>& sink);
 
+  // True when some ring is more than a quarter full: the exporter should
+  // drain now rather than at its next interval (a burst of small ops).
+  bool needs_drain();
+
   void count_internal_error() { internal_errors_.fetch_add(1, std::memory_order_relaxed); }
   // Drained events that could not be delivered (spool full or unwritable):
   // they move from recorded to dropped, so recorded counts what was delivered.

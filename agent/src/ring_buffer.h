@@ -47,6 +47,11 @@ class RingBuffer {
     return static_cast<size_t>(head - tail);
   }
 
+  // Items waiting; any thread (a snapshot).
+  size_t size() const {
+    return static_cast<size_t>(head_.load(std::memory_order_acquire) - tail_.load(std::memory_order_acquire));
+  }
+
   bool empty() const {
     return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);
   }

@@ -175,21 +175,26 @@ def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: 
               f"load them with: castscope load --db DB {spool_dir}", file=sys.stderr)
 
 
-def _pass_through(subcommand: str):
-    """`castscope serve|load|query ARGS` run castscope-collector SUBCOMMAND ARGS."""
-    def run(args) -> int:
-        import castscope
+_COLLECTOR_COMMANDS = ("serve", "load", "query")
 
-        try:
-            binary = castscope.collector_binary()
-        except FileNotFoundError as e:
-            print(e, file=sys.stderr)
-            return 2
-        os.execv(str(binary), [str(binary), subcommand] + args.arguments)
-    return run
+
+def _pass_through(subcommand: str, arguments: list[str]) -> int:
+    """`castscope serve|load|query ARGS` is castscope-collector SUBCOMMAND ARGS."""
+    import castscope
+
+    try:
+        binary = castscope.collector_binary()
+    except FileNotFoundError as e:
+        print(e, file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    os.execv(str(binary), [str(binary), subcommand, *arguments])
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in _COLLECTOR_COMMANDS:
+        return _pass_through(argv[0], argv[1:])
     parser = argparse.ArgumentParser(prog="castscope", description="see what autocast did to your job")
     commands = parser.add_subparsers(dest="command", required=True)
     policy = commands.add_parser("policy", help="policy files").add_subparsers(dest="policy_command", required=True)
@@ -216,8 +221,6 @@ def main(argv=None) -> int:
     run.set_defaults(run=_run)
     for name, help_text in (("serve", "run the collector daemon"), ("load", "import spool folders into a database"),
                             ("query", "read runs and events from a database or a collector")):
-        sub = commands.add_parser(name, help=help_text, add_help=False)
-        sub.add_argument("arguments", nargs=argparse.REMAINDER)
-        sub.set_defaults(run=_pass_through(name))
+        commands.add_parser(name, help=help_text + " (castscope-collector " + name + ")")
     args = parser.parse_args(argv)
     return args.run(args)

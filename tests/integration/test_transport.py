@@ -1,0 +1,196 @@
+"""Events through a real collector: castscope run with its own collector, a
+collector killed with -9 mid-run, a collector that never comes, and bad
+requests beside a well-behaved agent."""
+from __future__ import annotations
+
+import os
+import pathlib
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+
+import grpc
+import pytest
+
+import castscope
+from collector import Collector, query, runs
+
+CASTSCOPE = [sys.executable, "-m", "castscope"]
+JOBS = pathlib.Path(__file__).parent / "jobs"
+
+
+def castscope_run(out: pathlib.Path, *options: str, job: list, env=None, timeout=600):
+    return subprocess.run([*CASTSCOPE, "run", "--out", str(out), *options, "--", sys.executable, *job],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def the_agent(db: pathlib.Path) -> dict:
+    [run] = runs(db)
+    [agent] = run["agents"]
+    return _numbers(agent)
+
+
+def _numbers(agent: dict) -> dict:
+    """proto3 JSON writes 64-bit counters as strings."""
+    counters = ("batches", "casts", "ops", "cache_samples", "events_recorded_total", "events_dropped_total",
+                "first_sequence", "last_sequence", "missing_sequences")
+    return {k: int(v) if k in counters else v for k, v in agent.items()} | {
+        k: 0 for k in counters if k not in agent}
+
+
+def stored_event_seqs(db: pathlib.Path) -> list[int]:
+    """Every stored event's per-process seq (the low 40 bits of its key)."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        return [row[0] for row in connection.execute(
+            "SELECT id & 1099511627775 FROM casts UNION ALL SELECT id & 1099511627775 FROM ops "
+            "UNION ALL SELECT id & 1099511627775 FROM cache_samples ORDER BY 1")]
+
+
+def test_training_job_through_embedded_collector(tmp_path):
+    result = castscope_run(tmp_path / "out", "--run-id", "mlp", job=[str(JOBS / "train_mlp.py")])
+    assert result.returncode == 0, result.stderr
+    assert "run mlp stored in" in result.stderr
+    db = tmp_path / "out" / "castscope.db"
+    agent = the_agent(db)
+    assert agent["identity"]["run_id"] == "mlp"
+    assert agent["finished"]
+    assert agent["events_dropped_total"] == 0
+    # What the agent says it recorded is exactly what is stored.
+    assert agent["casts"] + agent["ops"] + agent["cache_samples"] == agent["events_recorded_total"]
+    assert agent["ops"] == 60  # 20 steps x (3 linears + a loss)
+    assert agent["missing_sequences"] == 0
+    # The JSON-lines dump of the same run agrees event for event.
+    [dump] = (tmp_path / "out").glob("events-*.jsonl")
+    dumped = [e for e in castscope.iter_events(dump) if "stats" not in e]
+    assert sorted(int(next(iter(e.values()))["seq"]) for e in dumped) == stored_event_seqs(db)
+    # Events come back by query with names and locations resolved.
+    lines = query(db, "events", "--run", "mlp", "--kind", "cast", "--limit", "5").splitlines()
+    assert len(lines) == 5
+    assert '"aten::linear"' in lines[0] and "train_mlp.py" in lines[0]
+    assert not list((tmp_path / "out" / "spool").glob("*/*.cspool")), "delivered segments are deleted"
+
+
+def test_collector_killed_mid_run_loses_nothing(tmp_path):
+    collector = Collector(tmp_path / "store.db")
+    iterations = 340_000  # 3 events each: over a million
+    out = tmp_path / "out"
+    job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--no-jsonl", "--ring-records", str(1 << 20),
+                            "--collector", collector.address, "--run-id", "kill9", "--",
+                            sys.executable, str(JOBS / "mm_loop.py"), str(iterations)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # kill once a good part of the run is stored
+            stored = runs(collector.db)
+            if stored and stored[0]["agents"] and int(stored[0]["agents"][0].get("casts", 0)) > 100_000:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the collector never stored 100k casts: " + collector.log_text())
+        collector.kill9()
+        time.sleep(1.0)  # the job goes on alone; batches wait in the spool
+        collector.start()
+        stdout, stderr = job.communicate(timeout=600)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, stderr
+    collector.stop()
+    agent = the_agent(collector.db)
+    assert agent["finished"] and agent["events_dropped_total"] == 0
+    recorded = agent["events_recorded_total"]
+    assert recorded >= 3 * iterations
+    # Exactly once: every event the agent recorded, no gap, no repeat.
+    assert stored_event_seqs(collector.db) == list(range(1, recorded + 1))
+    assert agent["missing_sequences"] == 0
+
+
+def test_collector_absent_whole_run_spool_loads_the_same_events(tmp_path):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{probe.getsockname()[1]}"
+    out = tmp_path / "out"
+    result = castscope_run(out, "--collector", dead, "--run-id", "absent", job=[str(JOBS / "train_mlp.py")])
+    assert result.returncode == 0, result.stderr
+    assert "were not delivered and stay in" in result.stderr
+    spool = out / "spool"
+    assert list(spool.glob("*/*.cspool"))
+    db = tmp_path / "loaded.db"
+    load = subprocess.run([*CASTSCOPE, "load", "--db", str(db), str(spool)], capture_output=True, text=True)
+    assert load.returncode == 0, load.stderr
+    [dump] = out.glob("events-*.jsonl")
+    dumped = [e for e in castscope.iter_events(dump) if "stats" not in e]
+    assert sorted(int(next(iter(e.values()))["seq"]) for e in dumped) == stored_event_seqs(db)
+    agent = the_agent(db)
+    assert agent["finished"] and agent["ops"] == 60
+    # Loading again stores nothing twice.
+    again = subprocess.run([*CASTSCOPE, "load", "--db", str(db), str(spool)], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert len(stored_event_seqs(db)) == len(dumped)
+
+
+# ---- bad requests, raw over gRPC, while a real agent streams ----
+
+def _hello(version: int = 1, agent_id: bytes = b"probe") -> bytes:
+    hello = b"\x08" + bytes([version]) + b"\x12" + bytes([len(agent_id)]) + agent_id
+    return b"\x0a" + bytes([len(hello)]) + hello  # IngestRequest.hello
+
+
+def _ingest(channel: grpc.Channel, messages: list[bytes], metadata=None) -> grpc.RpcError | None:
+    call = channel.stream_stream("/castscope.v1.Ingest/Stream")
+    try:
+        for _ in call(iter(messages), metadata=metadata, timeout=30):
+            pass
+    except grpc.RpcError as error:
+        return error
+    return None
+
+
+def test_bad_requests_get_precise_statuses_while_an_agent_streams(tmp_path):
+    token = "s3cret-token"
+    collector = Collector(tmp_path / "store.db", extra=("--token", token, "--max-message-bytes", str(1 << 20)))
+    env = dict(os.environ, CASTSCOPE_TOKEN=token)
+    job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(tmp_path / "out"), "--no-jsonl", "--collector",
+                            collector.address, "--run-id", "good", "--", sys.executable, str(JOBS / "mm_loop.py"),
+                            "100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    auth = [("authorization", f"Bearer {token}")]
+    try:
+        with grpc.insecure_channel(collector.address) as channel:
+            missing = _ingest(channel, [_hello()])
+            assert missing is not None and missing.code() == grpc.StatusCode.UNAUTHENTICATED
+            wrong = _ingest(channel, [_hello()], metadata=[("authorization", "Bearer nope")])
+            assert wrong is not None and wrong.code() == grpc.StatusCode.UNAUTHENTICATED
+            version = _ingest(channel, [_hello(version=9)], metadata=auth)
+            assert version is not None and version.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert "9" in version.details() and "1" in version.details()
+            no_hello = _ingest(channel, [b"\x12\x00"], metadata=auth)  # a batch before any hello
+            assert no_hello is not None and no_hello.code() == grpc.StatusCode.FAILED_PRECONDITION
+            malformed = _ingest(channel, [_hello(), b"\xff\xff\xff\xff garbage"], metadata=auth)
+            assert malformed is not None and malformed.code() == grpc.StatusCode.INVALID_ARGUMENT
+            oversized = _ingest(channel, [_hello(), b"\x12" + b"\x80\x80\x80\x01" + b"x" * (2 << 20)], metadata=auth)
+            assert oversized is not None and oversized.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        host, port = collector.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as raw:
+            raw.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + os.urandom(4096))  # not even HTTP/2
+        stdout, stderr = job.communicate(timeout=600)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, stderr
+    assert collector.process.poll() is None, "the collector survived every bad request"
+    collector.stop()
+    [run] = [r for r in runs(collector.db) if r["run_id"] == "good"]
+    [agent] = run["agents"]
+    agent = _numbers(agent)
+    assert agent["finished"]
+    assert agent["casts"] + agent["ops"] + agent["cache_samples"] == agent["events_recorded_total"]
+    assert agent["casts"] == 200_000
+
+
+def test_non_loopback_without_token_is_refused(tmp_path):
+    result = subprocess.run([str(castscope.collector_binary()), "serve", "--db", str(tmp_path / "x.db"), "--listen",
+                             "0.0.0.0:0"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "--token" in result.stderr
