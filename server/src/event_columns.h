@@ -1,0 +1,96 @@
+// How the store packs small fields into integer columns (the writer packs,
+// the reader unpacks, validation guarantees the ranges). Fewer columns per
+// row is what lets SQLite take a million rows a second; the views cast_rows
+// and op_rows in the schema (sqlite_store.cc) unpack them again for SQL users.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "castscope/v1/events.pb.h"
+
+namespace castscope::collector {
+
+// Enum fields of a cast and an op, kCodeBits each, first field lowest. Enum
+// values must be below kCodeLimit (validate_batch checks).
+inline constexpr int kCodeBits = 6;
+inline constexpr int kCodeLimit = 1 << kCodeBits;
+
+inline int64_t pack_codes(std::initializer_list<int> values) {
+  uint64_t packed = 0;
+  int shift = 0;
+  for (int value : values) {
+    packed |= static_cast<uint64_t>(value & (kCodeLimit - 1)) << shift;
+    shift += kCodeBits;
+  }
+  return static_cast<int64_t>(packed);
+}
+
+inline int code_at(int64_t packed, int index) {
+  return static_cast<int>((static_cast<uint64_t>(packed) >> (index * kCodeBits)) & (kCodeLimit - 1));
+}
+
+// casts.codes: policy, src_dtype, dst_dtype, outcome, device_type, role, cache, mode, phase, shape_truncated.
+inline int64_t pack_cast_codes(const castscope::v1::CastEvent& c) {
+  return pack_codes({c.policy(), c.src_dtype(), c.dst_dtype(), c.outcome(), c.device_type(), c.role(), c.cache(),
+                     c.mode(), c.phase(), c.shape_truncated() ? 1 : 0});
+}
+
+inline void unpack_cast_codes(int64_t packed, castscope::v1::CastEvent& c) {
+  namespace v1 = castscope::v1;
+  c.set_policy(static_cast<v1::CastPolicy>(code_at(packed, 0)));
+  c.set_src_dtype(static_cast<v1::DType>(code_at(packed, 1)));
+  c.set_dst_dtype(static_cast<v1::DType>(code_at(packed, 2)));
+  c.set_outcome(static_cast<v1::CastOutcome>(code_at(packed, 3)));
+  c.set_device_type(static_cast<v1::DeviceType>(code_at(packed, 4)));
+  c.set_role(static_cast<v1::Role>(code_at(packed, 5)));
+  c.set_cache(static_cast<v1::CacheOutcome>(code_at(packed, 6)));
+  c.set_mode(static_cast<v1::ExecutionMode>(code_at(packed, 7)));
+  c.set_phase(static_cast<v1::Phase>(code_at(packed, 8)));
+  c.set_shape_truncated(code_at(packed, 9) != 0);
+}
+
+// ops.codes: policy, device_type, output_dtype, outcome, autocast_dtype, mode, phase.
+inline int64_t pack_op_codes(const castscope::v1::OpEvent& o) {
+  return pack_codes({o.policy(), o.device_type(), o.output_dtype(), o.outcome(), o.autocast_dtype(), o.mode(),
+                     o.phase()});
+}
+
+inline void unpack_op_codes(int64_t packed, castscope::v1::OpEvent& o) {
+  namespace v1 = castscope::v1;
+  o.set_policy(static_cast<v1::CastPolicy>(code_at(packed, 0)));
+  o.set_device_type(static_cast<v1::DeviceType>(code_at(packed, 1)));
+  o.set_output_dtype(static_cast<v1::DType>(code_at(packed, 2)));
+  o.set_outcome(static_cast<v1::OpOutcome>(code_at(packed, 3)));
+  o.set_autocast_dtype(static_cast<v1::DType>(code_at(packed, 4)));
+  o.set_mode(static_cast<v1::ExecutionMode>(code_at(packed, 5)));
+  o.set_phase(static_cast<v1::Phase>(code_at(packed, 6)));
+}
+
+// ops.input_dtypes: (dtype + 1) per byte, first input in the lowest byte; 0 ends the list.
+inline int64_t pack_input_dtypes(const castscope::v1::OpEvent& op) {
+  uint64_t packed = 0;
+  for (int i = 0; i < op.input_dtypes_size() && i < 8; ++i)
+    packed |= static_cast<uint64_t>(op.input_dtypes(i) + 1) << (8 * i);
+  return static_cast<int64_t>(packed);
+}
+
+inline void unpack_input_dtypes(int64_t column, castscope::v1::OpEvent& op) {
+  for (auto packed = static_cast<uint64_t>(column); (packed & 0xff) != 0; packed >>= 8)
+    op.add_input_dtypes(static_cast<castscope::v1::DType>((packed & 0xff) - 1));
+}
+
+// Bit d set: DeviceType d is enabled. Order is not kept (it is a set).
+inline int64_t pack_device_mask(const castscope::v1::OpEvent& op) {
+  uint64_t mask = 0;
+  for (int device : op.autocast_enabled()) mask |= uint64_t{1} << device;
+  return static_cast<int64_t>(mask);
+}
+
+inline void unpack_device_mask(int64_t column, castscope::v1::OpEvent& op) {
+  const auto mask = static_cast<uint64_t>(column);
+  for (int device = 0; device < 63; ++device)
+    if (mask & (uint64_t{1} << device)) op.add_autocast_enabled(static_cast<castscope::v1::DeviceType>(device));
+}
+
+}  // namespace castscope::collector

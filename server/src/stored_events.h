@@ -1,0 +1,15 @@
+// Events of a batch as readers see them: interned ids replaced by their
+// strings and locations, tagged with run and agent (castscope.v1.StoredEvent,
+// the same shape the store's queries return). Agent stats are not events of
+// the store (they update the agent's counters) and are left out.
+#pragma once
+
+#include <vector>
+
+#include "castscope/v1/transport.pb.h"
+
+namespace castscope::collector {
+
+void resolve_batch_events(const castscope::v1::Batch& batch, std::vector<castscope::v1::StoredEvent>& out);
+
+}  // namespace castscope::collector

@@ -1,0 +1,257 @@
+#include <gtest/gtest.h>
+#include <google/protobuf/util/message_differencer.h>
+
+#include <fstream>
+
+#include "collector_test_batches.h"
+#include "store_reader.h"
+#include "store_writer.h"
+#include "stored_events.h"
+
+namespace castscope::collector {
+namespace {
+
+using testing::make_batch;
+using testing::temp_dir;
+
+Status store(StoreWriter& writer, const v1::Batch& batch, bool& duplicate) {
+  if (Status s = writer.begin(); !s.ok()) return s;
+  if (Status s = writer.store_batch(batch, 1000, duplicate); !s.ok()) return s;
+  return writer.commit();
+}
+
+v1::QueryEventsResponse query(const std::string& db, const v1::EventFilter& filter) {
+  std::unique_ptr<StoreReader> reader;
+  EXPECT_TRUE(StoreReader::open(db, reader).ok());
+  v1::QueryEventsResponse response;
+  const Status status = reader->query_events(filter, response);
+  EXPECT_TRUE(status.ok()) << status.message();
+  return response;
+}
+
+TEST(SqliteStore, RoundTripResolvesStringsAndLocations) {
+  const std::string db = (temp_dir("roundtrip") / "store.db").string();
+  const v1::Batch batch = make_batch("run-1", "agent-1", 1);
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = true;
+    const Status status = store(*writer, batch, duplicate);
+    ASSERT_TRUE(status.ok()) << status.message();
+    EXPECT_FALSE(duplicate);
+  }
+  v1::EventFilter filter;
+  filter.set_run_id("run-1");
+  const v1::QueryEventsResponse response = query(db, filter);
+
+  // What the store gives back is what a subscriber is given: the batch's events, resolved.
+  std::vector<v1::StoredEvent> expected;
+  resolve_batch_events(batch, expected);
+  ASSERT_EQ(response.events_size(), static_cast<int>(expected.size()));
+  EXPECT_FALSE(response.truncated());
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(response.events(static_cast<int>(i)), expected[i]))
+        << "event " << i << "\nstored:   " << response.events(static_cast<int>(i)).ShortDebugString()
+        << "\nexpected: " << expected[i].ShortDebugString();
+  const v1::CastEvent& cast = response.events(1).event().cast();
+  EXPECT_EQ(cast.op(), "aten::linear");
+  EXPECT_EQ(cast.arg_name(), "weight");
+  EXPECT_EQ(cast.location().file(), "/src/model.py");
+  ASSERT_EQ(cast.location().stack_size(), 2);
+  EXPECT_EQ(cast.location().stack(1), "/src/train.py:7 <module>");
+  EXPECT_EQ(cast.shape(2), 1LL << 40);
+}
+
+TEST(SqliteStore, FiltersByKindOpSiteAndPages) {
+  const std::string db = (temp_dir("filters") / "store.db").string();
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "a", 1, 1), duplicate).ok());
+    ASSERT_TRUE(store(*writer, make_batch("run", "b", 1, 1), duplicate).ok());
+  }
+  v1::EventFilter filter;
+  filter.set_run_id("run");
+  filter.set_kind(v1::EventFilter::KIND_CAST);
+  EXPECT_EQ(query(db, filter).events_size(), 6);
+  filter.set_agent_id("b");
+  EXPECT_EQ(query(db, filter).events_size(), 3);
+  filter.set_file("/src/model.py");
+  filter.set_line(42);
+  EXPECT_EQ(query(db, filter).events_size(), 2);  // the third cast has no location
+  filter.set_line(43);
+  EXPECT_EQ(query(db, filter).events_size(), 0);
+  filter.clear_file();
+  filter.clear_line();
+  filter.set_op("aten::nothing");
+  EXPECT_EQ(query(db, filter).events_size(), 0);
+
+  v1::EventFilter page;
+  page.set_run_id("run");
+  page.set_agent_id("a");
+  page.set_limit(2);
+  v1::QueryEventsResponse first = query(db, page);
+  ASSERT_EQ(first.events_size(), 2);
+  EXPECT_TRUE(first.truncated());
+  page.set_after_seq(first.events(1).event().cast().seq());
+  v1::QueryEventsResponse second = query(db, page);
+  ASSERT_EQ(second.events_size(), 2);
+  EXPECT_EQ(second.events(0).event().cast().seq(), 3u);
+}
+
+TEST(SqliteStore, SameBatchTwiceIsStoredOnce) {
+  const std::string db = (temp_dir("dedup") / "store.db").string();
+  std::unique_ptr<StoreWriter> writer;
+  ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+  bool duplicate = false;
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  EXPECT_FALSE(duplicate);
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  EXPECT_TRUE(duplicate);
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 3, 100), duplicate).ok());
+  EXPECT_FALSE(duplicate);
+
+  std::unique_ptr<StoreReader> reader;
+  ASSERT_TRUE(StoreReader::open(db, reader).ok());
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(reader->list_runs(runs).ok());
+  ASSERT_EQ(runs.runs_size(), 1);
+  ASSERT_EQ(runs.runs(0).agents_size(), 1);
+  const v1::AgentSummary& agent = runs.runs(0).agents(0);
+  EXPECT_EQ(agent.batches(), 2u);
+  EXPECT_EQ(agent.casts(), 6u);
+  EXPECT_EQ(agent.ops(), 2u);
+  EXPECT_EQ(agent.cache_samples(), 2u);
+  EXPECT_EQ(agent.first_sequence(), 1u);
+  EXPECT_EQ(agent.last_sequence(), 3u);
+  EXPECT_EQ(agent.missing_sequences(), 1u);
+  EXPECT_EQ(agent.events_recorded_total(), 30u);
+  EXPECT_EQ(agent.events_dropped_total(), 3u);
+  EXPECT_EQ(agent.identity().hostname(), "host");
+  EXPECT_EQ(agent.identity().rank(), -1);
+
+  v1::ListSequencesRequest request;
+  request.set_run_id("run");
+  request.set_agent_id("agent");
+  v1::ListSequencesResponse sequences;
+  ASSERT_TRUE(reader->list_sequences(request, sequences).ok());
+  EXPECT_EQ(std::vector<uint64_t>(sequences.batch_sequences().begin(), sequences.batch_sequences().end()),
+            (std::vector<uint64_t>{1, 3}));
+}
+
+TEST(SqliteStore, DataAndDedupSurviveReopening) {
+  const std::string db = (temp_dir("reopen") / "store.db").string();
+  bool duplicate = false;
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  }
+  {
+    std::unique_ptr<StoreWriter> writer;
+    const Status status = StoreWriter::open(db, writer);
+    ASSERT_TRUE(status.ok()) << status.message();
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+    EXPECT_TRUE(duplicate);
+    v1::Batch final_batch = make_batch("run", "agent", 2, 50);
+    final_batch.set_final(true);
+    ASSERT_TRUE(store(*writer, final_batch, duplicate).ok());
+    EXPECT_FALSE(duplicate);
+  }
+  std::unique_ptr<StoreReader> reader;
+  ASSERT_TRUE(StoreReader::open(db, reader).ok());
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(reader->list_runs(runs).ok());
+  ASSERT_EQ(runs.runs_size(), 1);
+  EXPECT_EQ(runs.runs(0).agents(0).batches(), 2u);
+  EXPECT_EQ(runs.runs(0).agents(0).casts(), 6u);
+  EXPECT_TRUE(runs.runs(0).agents(0).finished());
+}
+
+TEST(SqliteStore, OneWriterPerFile) {
+  const std::string db = (temp_dir("onewriter") / "store.db").string();
+  std::unique_ptr<StoreWriter> first, second;
+  ASSERT_TRUE(StoreWriter::open(db, first).ok());
+  const Status status = StoreWriter::open(db, second);
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), db + ": another castscope-collector is writing this store");
+}
+
+TEST(SqliteStore, RefusesFilesThatAreNotItsStore) {
+  const auto dir = temp_dir("badfiles");
+  const std::string text = (dir / "notes.txt").string();
+  std::ofstream(text) << "this is not a database, just some text that is long enough to have a header........";
+  std::unique_ptr<StoreWriter> writer;
+  Status status = StoreWriter::open(text, writer);
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), text + ": not an SQLite database (is it the right file?)");
+
+  std::unique_ptr<StoreReader> reader;
+  status = StoreReader::open((dir / "missing.db").string(), reader);
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(status.message(), (dir / "missing.db").string() + ": no such file (no castscope store here)");
+
+  // Another program's SQLite file, and a castscope store of another schema version.
+  const std::string other = (dir / "other.db").string();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(other.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t(x)", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  status = StoreWriter::open(other, writer);
+  EXPECT_EQ(status.message(), other + ": an SQLite database but not a castscope store (application_id 0)");
+
+  const std::string newer = (dir / "newer.db").string();
+  { ASSERT_TRUE(StoreWriter::open(newer, writer).ok()); }
+  writer.reset();
+  ASSERT_EQ(sqlite3_open(newer.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=7", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  status = StoreReader::open(newer, reader);
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), newer + ": castscope store schema version 7, this collector reads version 1");
+}
+
+TEST(SqliteStore, ViewsUnpackTheCodes) {
+  const std::string db = (temp_dir("views") / "store.db").string();
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  }
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(handle,
+                               "SELECT seq, policy, src_dtype, dst_dtype, outcome, device_type, role, cache, mode, "
+                               "phase, shape_truncated FROM cast_rows WHERE seq = 3",
+                               -1, &statement, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
+  const int64_t expected[] = {3,
+                              v1::CAST_POLICY_LOWER_PRECISION_FP,
+                              v1::DTYPE_FLOAT32,
+                              v1::DTYPE_FLOAT16,
+                              v1::CAST_OUTCOME_CAST,
+                              v1::DEVICE_TYPE_CUDA,
+                              v1::ROLE_WEIGHT,
+                              v1::CACHE_OUTCOME_STALE_HIT,
+                              v1::EXECUTION_MODE_EAGER,
+                              v1::PHASE_BACKWARD,
+                              1};
+  for (int i = 0; i < 11; ++i) EXPECT_EQ(sqlite3_column_int64(statement, i), expected[i]) << "column " << i;
+  sqlite3_finalize(statement);
+  ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT policy, device_type, output_dtype, phase FROM op_rows", -1, &statement,
+                               nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(statement, 1), v1::DEVICE_TYPE_CUDA);
+  EXPECT_EQ(sqlite3_column_int64(statement, 2), v1::DTYPE_FLOAT16);
+  EXPECT_EQ(sqlite3_column_int64(statement, 3), v1::PHASE_FORWARD);
+  sqlite3_finalize(statement);
+  sqlite3_close(handle);
+}
+
+}  // namespace
+}  // namespace castscope::collector
