@@ -2,13 +2,16 @@
 //
 //   castscope_ingest_bench --collector HOST:PORT [--token T] throughput [--seconds 10] [--window 8]
 //   castscope_ingest_bench --collector HOST:PORT [--token T] latency [--seconds 10] [--rate 200000]
+//   castscope_ingest_bench --collector HOST:PORT [--token T] follow --run RUN_ID [--seconds 10]
 //
 // throughput: streams pre-built batches of 4096 cast events (interned sites,
 // ~50 of them) as fast as acknowledgements allow, `--window` unacked batches
 // in flight, and prints sustained events/s. latency: sends `--rate` events/s
 // as one batch every 20 ms with ts_ns = CLOCK_MONOTONIC at send time, follows
 // the run with Subscribe (messages leave after the commit) and prints the
-// percentiles of arrival - ts_ns.
+// percentiles of arrival - ts_ns. follow: the same measurement for the casts
+// and ops of a real job (RUN_ID) streaming through its agent and forwarder,
+// so ring, exporter and forwarder are in the number too.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <time.h>
@@ -224,15 +227,57 @@ class IngestClient : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
 
 int usage() {
   std::fprintf(stderr,
-               "usage: castscope_ingest_bench --collector HOST:PORT [--token T] throughput|latency\n"
-               "       [--seconds N] [--window N] [--rate EVENTS_PER_S]\n");
+               "usage: castscope_ingest_bench --collector HOST:PORT [--token T] throughput|latency|follow\n"
+               "       [--seconds N] [--window N] [--rate EVENTS_PER_S] [--run RUN_ID]\n");
   return 2;
+}
+
+// Prints "<label>: N events, skipped S: p50, p99, max" of arrival - ts_ns.
+bool print_latencies(const char* label, std::vector<uint64_t>& latencies, uint64_t skipped, const std::string& extra) {
+  if (latencies.empty()) {
+    std::printf("%s: no events arrived on the subscription\n", label);
+    return false;
+  }
+  std::sort(latencies.begin(), latencies.end());
+  auto percentile = [&](double p) {
+    return static_cast<double>(latencies[std::min(latencies.size() - 1, static_cast<size_t>(p * latencies.size()))]) / 1e6;
+  };
+  std::printf("%s: %zu events%s, skipped %llu: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", label, latencies.size(),
+              extra.c_str(), static_cast<unsigned long long>(skipped), percentile(0.5), percentile(0.99),
+              static_cast<double>(latencies.back()) / 1e6);
+  return true;
+}
+
+// Follows `run_id` for `seconds`, recording arrival - ts_ns of casts and ops.
+int follow_run(const std::shared_ptr<grpc::Channel>& channel, const std::string& token, const std::string& run_id,
+               double seconds) {
+  auto subscribe = v1::Subscribe::NewStub(channel);
+  grpc::ClientContext context;
+  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                               std::chrono::duration<double>(seconds)));
+  v1::SubscribeRequest request;
+  request.set_run_id(run_id);
+  auto follow = subscribe->Follow(&context, request);
+  std::vector<uint64_t> latencies;
+  uint64_t skipped = 0;
+  v1::SubscribeResponse response;
+  while (follow->Read(&response)) {
+    const uint64_t now = monotonic_ns();
+    skipped += response.skipped();
+    for (const auto& stored : response.events()) {
+      const auto& event = stored.event();
+      const uint64_t ts = event.has_cast() ? event.cast().ts_ns() : event.has_op() ? event.op().ts_ns() : 0;
+      if (ts != 0) latencies.push_back(now - ts);
+    }
+  }
+  return print_latencies("follow", latencies, skipped, " of run " + run_id) ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string collector, token, mode;
+  std::string collector, token, mode, follow_run_id;
   double seconds = 10;
   size_t window = 8;
   double rate = 200000;
@@ -244,7 +289,8 @@ int main(int argc, char** argv) {
     else if (word == "--seconds" && has_value) seconds = std::stod(argv[++i]);
     else if (word == "--window" && has_value) window = std::stoul(argv[++i]);
     else if (word == "--rate" && has_value) rate = std::stod(argv[++i]);
-    else if (word == "throughput" || word == "latency") mode = word;
+    else if (word == "--run" && has_value) follow_run_id = argv[++i];
+    else if (word == "throughput" || word == "latency" || word == "follow") mode = word;
     else return usage();
   }
   if (collector.empty() || mode.empty()) return usage();
@@ -252,6 +298,10 @@ int main(int argc, char** argv) {
   auto channel = grpc::CreateChannel(collector, grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   const std::string run_id = "bench-" + std::to_string(monotonic_ns());
+  if (mode == "follow") {
+    if (follow_run_id.empty()) return usage();
+    return follow_run(channel, token, follow_run_id, seconds);
+  }
 
   if (mode == "throughput") {
     // 32 bodies with distinct seq ranges; a new agent every 32 batches keeps every event new.
@@ -311,17 +361,7 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   follow_context.TryCancel();
   reader.join();
-  if (latencies.empty()) {
-    std::printf("latency: no events arrived on the subscription\n");
-    return 1;
-  }
-  std::sort(latencies.begin(), latencies.end());
-  auto percentile = [&](double p) {
-    return static_cast<double>(latencies[std::min(latencies.size() - 1, static_cast<size_t>(p * latencies.size()))]) / 1e6;
-  };
-  std::printf("latency: %zu events at %.0f events/s (%d per 20 ms batch), skipped %llu: p50 %.1f ms, p99 %.1f ms, max %.1f ms%s%s\n",
-              latencies.size(), rate, per_batch, static_cast<unsigned long long>(skipped), percentile(0.5),
-              percentile(0.99), static_cast<double>(latencies.back()) / 1e6, status.ok() ? "" : "; stream error: ",
-              status.error_message().c_str());
-  return status.ok() ? 0 : 1;
+  const std::string extra = " at " + std::to_string(static_cast<long>(rate)) + " events/s (" + std::to_string(per_batch) +
+                            " per 20 ms batch)" + (status.ok() ? "" : "; stream error: " + status.error_message());
+  return print_latencies("latency", latencies, skipped, extra) && status.ok() ? 0 : 1;
 }

@@ -42,7 +42,7 @@ struct Config {
   bool record_events = true;
   size_t ring_records = 1 << 14;
   size_t max_threads = 16;
-  int flush_interval_ms = 100;
+  int flush_interval_ms = 50;
   int cache_sample_interval_ms = 1000;
   std::string torch_version = TORCH_VERSION;
   std::string internal_path_prefix;  // the torch package dir: frames there are not user code

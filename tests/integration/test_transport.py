@@ -194,3 +194,44 @@ def test_non_loopback_without_token_is_refused(tmp_path):
                              "0.0.0.0:0"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "--token" in result.stderr
+
+
+def test_ranks_of_one_job_and_a_second_job_are_kept_apart(tmp_path):
+    collector = Collector(tmp_path / "store.db")
+    launcher = tmp_path / "launch_two_ranks.py"
+    launcher.write_text(
+        "import os, subprocess, sys\n"
+        "procs = [subprocess.Popen([sys.executable, sys.argv[1]], env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r),"
+        " WORLD_SIZE='2')) for r in range(2)]\n"
+        "sys.exit(max(p.wait() for p in procs))\n")
+    for run_id in ("job-a", "job-b"):
+        result = castscope_run(tmp_path / run_id, "--collector", collector.address, "--run-id", run_id,
+                               job=[str(launcher), str(JOBS / "train_mlp.py")])
+        assert result.returncode == 0, result.stderr
+    collector.stop()
+    stored = {run["run_id"]: run for run in runs(collector.db)}
+    assert set(stored) == {"job-a", "job-b"}
+    for run in stored.values():
+        agents = [_numbers(a) for a in run["agents"]]
+        assert sorted(a["identity"]["rank"] for a in agents) == [0, 1]
+        assert all(a["identity"]["world_size"] == 2 and a["ops"] == 60 and a["finished"] for a in agents)
+        assert len({a["identity"]["agent_id"] for a in agents}) == 2
+
+
+def test_tls_collector_with_token(tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=castscope-test", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out",
+                    str(cert)], check=True, capture_output=True)
+    collector = Collector(tmp_path / "store.db", extra=("--tls-cert", str(cert), "--tls-key", str(key),
+                                                          "--token", "tls-token"))
+    with grpc.insecure_channel(collector.address) as plain:  # TLS only: a plaintext client gets nowhere
+        error = _ingest(plain, [_hello()], metadata=[("authorization", "Bearer tls-token")])
+        assert error is not None and error.code() == grpc.StatusCode.UNAVAILABLE
+    env = dict(os.environ, CASTSCOPE_TOKEN="tls-token")
+    result = castscope_run(tmp_path / "out", "--collector", collector.address, "--tls-ca", str(cert), "--run-id",
+                           "tls", job=[str(JOBS / "train_mlp.py")], env=env)
+    assert result.returncode == 0, result.stderr
+    collector.stop()
+    agent = the_agent(collector.db)
+    assert agent["finished"] and agent["ops"] == 60

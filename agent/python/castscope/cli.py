@@ -3,7 +3,7 @@
     castscope policy check [--policy FILE]... [--overlay FILE]... [--import MODULE]... [--json]
         exit 0: usable, 1: refused (errors printed), 2: bad command line
     castscope run [--policy FILE]... [--overlay FILE]... [--out DIR] [--stacks]
-                  [--collector HOST:PORT] [--run-id ID] -- COMMAND...
+                  [--collector HOST:PORT [--tls-ca PEM]] [--run-id ID] [--no-jsonl] -- COMMAND...
         runs COMMAND with castscope attached through LD_PRELOAD; exits with
         COMMAND's code, 2 when castscope refuses to start, 3 when a process
         of the job could not attach although COMMAND succeeded. Without
@@ -116,11 +116,13 @@ def _run(args) -> int:
     files = list(args.policies or castscope.default_policy_files()) + list(args.overlays)
     env = dict(os.environ)
     env["LD_PRELOAD"] = " ".join(filter(None, [str(preload), env.get("LD_PRELOAD", "")]))
-    env["CASTSCOPE_CONFIG"] = json.dumps({"policy_files": [str(pathlib.Path(f).resolve()) for f in files],
-                                          "events_path": None if args.no_jsonl else str(out / "events-{pid}.jsonl"),
-                                          "ring_records": args.ring_records,
-                                          "collector": collector, "spool_dir": str(spool_dir), "run_id": run_id,
-                                          "command": " ".join(command)})
+    config = {"policy_files": [str(pathlib.Path(f).resolve()) for f in files],
+              "events_path": None if args.no_jsonl else str(out / "events-{pid}.jsonl"),
+              "ring_records": args.ring_records,
+              "collector": collector, "spool_dir": str(spool_dir), "run_id": run_id,
+              "tls_ca": str(pathlib.Path(args.tls_ca).resolve()) if args.tls_ca else None,
+              "command": " ".join(command)}
+    env["CASTSCOPE_CONFIG"] = json.dumps({k: v for k, v in config.items() if v is not None})
     env["CASTSCOPE_AGENT_LIB"] = str(agent)
     env["CASTSCOPE_STATUS_DIR"] = str(out)
     package_root = pathlib.Path(castscope.__file__).resolve().parent.parent
@@ -216,6 +218,7 @@ def main(argv=None) -> int:
     run.add_argument("--no-jsonl", action="store_true", help="no events-<pid>.jsonl dumps: the collector only")
     run.add_argument("--ring-records", type=int, default=1 << 14,
                      help="events buffered per thread between exporter passes (128 bytes each; default 16384)")
+    run.add_argument("--tls-ca", help="CA certificate (PEM) of a --collector that serves TLS")
     run.add_argument("--run-id", help="name of this run in the collector (default: time and a random suffix)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     run.set_defaults(run=_run)
