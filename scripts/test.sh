@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests (GoogleTest via ctest, -Werror build), the same
-# unit tests under ASan/UBSan, a timed libFuzzer run of the policy parser,
-# and the integration tests (pytest, real torch).
+# unit tests under ASan/UBSan, timed libFuzzer runs of the policy parser, the
+# batch decoder and the spool reader, and the integration tests (pytest,
+# real torch, real collector processes).
 # Extra arguments go to pytest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,17 +21,22 @@ fi
 cmake --build build-asan
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j2
 
-echo "== fuzzing the policy parser (libFuzzer, ${CASTSCOPE_FUZZ_SECONDS:-30} s)"
+echo "== fuzzing the parsers of untrusted input (libFuzzer, ${CASTSCOPE_FUZZ_SECONDS:-20} s each)"
 if [ ! -f build-fuzz/build.ninja ]; then
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
     -DCMAKE_C_COMPILER=clang-14 -DCASTSCOPE_BUILD_AGENT=OFF -DCASTSCOPE_FUZZ=ON > build-fuzz.configure.log
 fi
-cmake --build build-fuzz --target policy_fuzzer
-corpus=$(mktemp -d)
-# New inputs go to the first (scratch) directory; the shipped policies seed it.
-build-fuzz/tests/policy_fuzzer -max_total_time="${CASTSCOPE_FUZZ_SECONDS:-30}" -max_len=4096 \
-  -artifact_prefix="$corpus/" "$corpus" policies/ 2>&1 | tail -n 2
-rm -rf "$corpus"
+cmake --build build-fuzz --target policy_fuzzer batch_decoder_fuzzer spool_reader_fuzzer
+# fuzzer:seed-directory pairs. New inputs go to a scratch directory (first
+# argument), so the checked-in seeds stay as they are.
+for pair in policy_fuzzer:policies batch_decoder_fuzzer:tests/fuzz/corpus/batch spool_reader_fuzzer:tests/fuzz/corpus/spool; do
+  fuzzer=${pair%%:*}
+  corpus=$(mktemp -d)
+  echo "-- $fuzzer"
+  build-fuzz/tests/"$fuzzer" -max_total_time="${CASTSCOPE_FUZZ_SECONDS:-20}" -max_len=65536 \
+    -artifact_prefix="$corpus/" "$corpus" "${pair#*:}" 2>&1 | tail -n 2
+  rm -rf "$corpus"
+done
 
 echo "== integration tests"
 .venv/bin/python -m pytest tests/integration -q "$@"
