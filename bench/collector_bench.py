@@ -4,8 +4,11 @@ with SQLite persistence, p99 <= 250 ms), on a fresh database per run.
   throughput  pre-built batches of 4096 cast events over gRPC as fast as acks allow
   latency     200k events/s sent in 20 ms batches; arrival measured through Subscribe
               (sent after the commit: queryable)
-  end-to-end  a real job (tests/integration/jobs/mm_loop.py) under castscope run
-              --collector: ring + exporter + spool + forwarder + collector
+  end-to-end  real jobs under castscope run --collector (ring + exporter + spool +
+              forwarder + collector): bench/jobs/paced_mm.py at a steady 30k events/s
+              (a busy training loop), and tests/integration/jobs/mm_loop.py as fast as
+              Python can call mm (~250k events/s: job, exporter, forwarder and
+              collector all compete for the 2 cores)
 
     .venv/bin/python bench/collector_bench.py [--seconds 8] [--repeats 3]
 """
@@ -31,15 +34,13 @@ def bench(address: str, *args: str) -> str:
     return result.stdout.strip()
 
 
-def end_to_end(address: str, iterations: int) -> str:
-    run_id = "e2e"
+def end_to_end(address: str, run_id: str, job: list) -> str:
     follower = {}
     thread = threading.Thread(target=lambda: follower.update(
         out=bench(address, "follow", "--run", run_id, "--seconds", "60")))
     thread.start()
     job = subprocess.run([sys.executable, "-m", "castscope", "run", "--out", tempfile.mkdtemp(), "--no-jsonl",
-                          "--collector", address, "--run-id", run_id, "--", sys.executable,
-                          str(REPO / "tests" / "integration" / "jobs" / "mm_loop.py"), str(iterations)],
+                          "--collector", address, "--run-id", run_id, "--", sys.executable, *job],
                          capture_output=True, text=True, timeout=600)
     if job.returncode != 0:
         raise RuntimeError(job.stderr)
@@ -59,16 +60,21 @@ def main():
             try:
                 throughput = bench(collector.address, "throughput", "--seconds", str(args.seconds))
                 latency = bench(collector.address, "latency", "--seconds", str(args.seconds))
-                e2e = end_to_end(collector.address, args.e2e_iterations)
+                paced = end_to_end(collector.address, "paced", [str(REPO / "bench" / "jobs" / "paced_mm.py"),
+                                                                str(args.seconds), "30000"])
+                stress = end_to_end(collector.address, "stress", [
+                    str(REPO / "tests" / "integration" / "jobs" / "mm_loop.py"), str(args.e2e_iterations)])
             finally:
                 collector.stop()
         rate = float(re.search(r"([\d.]+) events/s \(window", throughput).group(1))
         p99 = float(re.search(r"p99 ([\d.]+) ms", latency).group(1))
-        e2e_p99 = float(re.search(r"p99 ([\d.]+) ms", e2e).group(1))
+        paced_p99 = float(re.search(r"p99 ([\d.]+) ms", paced).group(1))
+        stress_p99 = float(re.search(r"p99 ([\d.]+) ms", stress).group(1))
         print(f"repeat {repeat + 1}:")
         print(f"  {throughput}\n    ratio to budget (1M events/s): {rate / 1e6:.2f}x")
         print(f"  {latency}\n    p99 / budget (250 ms): {p99 / 250:.2f}")
-        print(f"  {e2e}\n    p99 / budget (250 ms): {e2e_p99 / 250:.2f}")
+        print(f"  {paced}\n    p99 / budget (250 ms): {paced_p99 / 250:.2f}")
+        print(f"  {stress}\n    p99 / budget (250 ms): {stress_p99 / 250:.2f}")
 
 
 if __name__ == "__main__":
