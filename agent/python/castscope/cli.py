@@ -170,11 +170,32 @@ def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: 
     if embedded is not None:
         embedded.stop()
         print(f"castscope: run {run_id} stored in {embedded.db}", file=sys.stderr)
+        _print_stored(embedded.db, run_id)
     else:
         print(f"castscope: run {run_id} sent to the collector at {collector}", file=sys.stderr)
     if left:
         print(f"castscope: {len(left)} spool segment(s) were not delivered and stay in {spool_dir}; "
               f"load them with: castscope load --db DB {spool_dir}", file=sys.stderr)
+
+
+def _print_stored(db: pathlib.Path, run_id: str) -> None:
+    """Per process: what the collector stored, and what the agent dropped."""
+    import castscope
+
+    result = subprocess.run([str(castscope.collector_binary()), "query", "--db", str(db), "runs"],
+                            capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        print(f"castscope: cannot read {db}: {result.stderr.strip()}", file=sys.stderr)
+        return
+    for run in json.loads(result.stdout):
+        if run["run_id"] != run_id:
+            continue
+        for agent in run["agents"]:
+            identity = agent["identity"]
+            rank = f" rank {identity['rank']}" if identity.get("rank", -1) >= 0 else ""
+            print(f"  pid {identity['pid']}{rank}: {agent['casts']} casts, {agent['ops']} ops, "
+                  f"{agent['cache_samples']} cache samples stored; {agent['events_dropped_total']} events dropped"
+                  f"{'' if agent['finished'] else ' (process did not finish normally)'}", file=sys.stderr)
 
 
 _COLLECTOR_COMMANDS = ("serve", "load", "query")
