@@ -67,6 +67,15 @@ Status check_cast(const v1::CastEvent& cast, int index, const LocalIdIndex& stri
       !s.ok())
     return s;
   if (cast.op_id() == 0) return Status::invalid_argument(event_name(index, "cast", seq) + ": op_id is 0 (unset)");
+  // The store packs these into one column (event_columns.h: pack_cast_slot).
+  if (cast.thread() >= kSlotThreadLimit || cast.arg_index() >= kSlotArgIndexLimit || cast.list_index() < -1 ||
+      cast.list_index() >= kSlotListIndexLimit)
+    return Status::invalid_argument(event_name(index, "cast", seq) + ": thread " + std::to_string(cast.thread()) +
+                                    ", arg_index " + std::to_string(cast.arg_index()) + " or list_index " +
+                                    std::to_string(cast.list_index()) + " out of range (thread < " +
+                                    std::to_string(kSlotThreadLimit) + ", arg_index < " +
+                                    std::to_string(kSlotArgIndexLimit) + ", -1 <= list_index < " +
+                                    std::to_string(kSlotListIndexLimit) + ")");
   if (Status s = check_codes({{"policy", cast.policy()},
                               {"src_dtype", cast.src_dtype()},
                               {"dst_dtype", cast.dst_dtype()},

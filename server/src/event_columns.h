@@ -11,6 +11,22 @@
 
 namespace castscope::collector {
 
+// casts.slot: where in its op a cast happened, and on which thread. thread
+// in bits 0-23, arg_index in bits 24-39, list_index + 1 in bits 40-62 (so
+// -1, "not a list", is 0). validate_batch checks the ranges.
+inline constexpr uint32_t kSlotThreadLimit = 1u << 24;
+inline constexpr uint32_t kSlotArgIndexLimit = 1u << 16;
+inline constexpr int32_t kSlotListIndexLimit = (1 << 23) - 1;  // list_index < this
+// SQL for the three fields, from the column `slot` (the views and the reader use them).
+#define CASTSCOPE_SLOT_THREAD_SQL "(slot & 16777215)"
+#define CASTSCOPE_SLOT_ARG_INDEX_SQL "((slot >> 24) & 65535)"
+#define CASTSCOPE_SLOT_LIST_INDEX_SQL "((slot >> 40) - 1)"
+
+inline int64_t pack_cast_slot(const castscope::v1::CastEvent& c) {
+  return static_cast<int64_t>(static_cast<uint64_t>(c.thread()) | static_cast<uint64_t>(c.arg_index()) << 24 |
+                              static_cast<uint64_t>(static_cast<int64_t>(c.list_index()) + 1) << 40);
+}
+
 // Enum fields of a cast and an op, kCodeBits each, first field lowest. Enum
 // values must be below kCodeLimit (validate_batch checks).
 inline constexpr int kCodeBits = 6;

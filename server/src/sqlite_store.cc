@@ -4,14 +4,20 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+
+#include "collector_log.h"
+#include "event_columns.h"
 
 namespace castscope::collector {
 
 namespace {
 
-// Version 1. Identity columns of agents are kept from their first batch;
+// Version 2 (version 1 had thread, arg_index and list_index as columns of
+// casts; now packed into casts.slot). Identity columns of agents are kept from their first batch;
 // counters are maintained by the writer (so summaries never scan events).
 // Event tables pack small fields (event_columns.h: codes, input_dtypes,
 // autocast_enabled); the views cast_rows and op_rows unpack them for SQL.
@@ -64,9 +70,8 @@ CREATE TABLE locations(
   UNIQUE(kind, file, line, function, stack));
 CREATE TABLE casts(
   id INTEGER PRIMARY KEY,
-  ts_ns INTEGER, thread INTEGER, op INTEGER, arg_index INTEGER, arg_name INTEGER, list_index INTEGER,
-  codes INTEGER, shape BLOB, bytes INTEGER, op_seq INTEGER, source_version INTEGER, cached_version INTEGER,
-  location INTEGER);
+  ts_ns INTEGER, op INTEGER, arg_name INTEGER, slot INTEGER, codes INTEGER, shape BLOB, bytes INTEGER,
+  op_seq INTEGER, source_version INTEGER, cached_version INTEGER, location INTEGER);
 CREATE TABLE ops(
   id INTEGER PRIMARY KEY,
   ts_ns INTEGER, thread INTEGER, op INTEGER, codes INTEGER, input_dtypes INTEGER, cpu_duration_ns INTEGER,
@@ -85,7 +90,8 @@ CREATE TABLE findings(
   summary TEXT NOT NULL,
   details_json TEXT NOT NULL);
 CREATE VIEW cast_rows AS SELECT
-  id >> 40 AS agent, id & 0xFFFFFFFFFF AS seq, ts_ns, thread, op, arg_index, arg_name, list_index,
+  id >> 40 AS agent, id & 0xFFFFFFFFFF AS seq, ts_ns, )sql" CASTSCOPE_SLOT_THREAD_SQL R"sql( AS thread, op,
+  )sql" CASTSCOPE_SLOT_ARG_INDEX_SQL R"sql( AS arg_index, arg_name, )sql" CASTSCOPE_SLOT_LIST_INDEX_SQL R"sql( AS list_index,
   codes & 63 AS policy, (codes >> 6) & 63 AS src_dtype, (codes >> 12) & 63 AS dst_dtype, (codes >> 18) & 63 AS outcome,
   (codes >> 24) & 63 AS device_type, (codes >> 30) & 63 AS role, (codes >> 36) & 63 AS cache,
   (codes >> 42) & 63 AS mode, (codes >> 48) & 63 AS phase, (codes >> 54) & 63 AS shape_truncated,
@@ -235,6 +241,103 @@ Status Database::check_or_create_schema(Mode mode) {
       return s;
   }
   return {};
+}
+
+Status WalCheckpointer::start(sqlite3* writer, const std::string& path, const Options& options) {
+  options_ = options;
+  path_ = path;
+  wait_frames_ = options.max_frames;
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    Status status = Status::internal(path + ": cannot open the checkpoint connection: " +
+                                     (db_ ? sqlite3_errmsg(db_) : "out of memory"));
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    return status;
+  }
+  sqlite3_busy_timeout(db_, 5000);
+  if (sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    Status status = Status::internal(path + ": checkpoint connection: " + sqlite3_errmsg(db_));
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    return status;
+  }
+  writer_ = writer;
+  sqlite3_wal_hook(writer_, &WalCheckpointer::on_wal_commit, this);  // replaces the automatic checkpoint
+  thread_ = std::thread([this] { loop(); });
+  return {};
+}
+
+void WalCheckpointer::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_checkpointer_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  if (writer_ != nullptr) sqlite3_wal_autocheckpoint(writer_, options_.start_frames);
+  writer_ = nullptr;
+  sqlite3_close_v2(db_);
+  db_ = nullptr;
+}
+
+int WalCheckpointer::on_wal_commit(void* self, sqlite3*, const char*, int frames) {
+  static_cast<WalCheckpointer*>(self)->wal_frames_ = frames;
+  return SQLITE_OK;
+}
+
+void WalCheckpointer::after_commit() {
+  if (wal_frames_ < options_.start_frames) return;
+  {
+    std::lock_guard lock(mutex_);
+    ++requested_;
+  }
+  wake_checkpointer_.notify_one();
+}
+
+void WalCheckpointer::before_begin() {
+  if (wal_frames_ < wait_frames_ || !thread_.joinable()) return;
+  std::unique_lock lock(mutex_);
+  const uint64_t generation = ++requested_;  // a checkpoint that starts now covers every commit
+  wake_checkpointer_.notify_one();
+  if (wake_writer_.wait_for(lock, std::chrono::milliseconds(options_.max_wait_ms),
+                            [&] { return completed_ >= generation || stopping_; })) {
+    wait_frames_ = options_.max_frames;
+  } else {
+    // Most likely a reader holds an old snapshot; SQLite cannot rewind the
+    // WAL until it lets go. Do not wait again before the WAL grows as much.
+    wait_frames_ = wal_frames_ + options_.max_frames;
+    collector_log().warn("{}: the WAL has {} pages and a checkpoint could not complete in {} ms (a long read?)",
+                         path_, wal_frames_, options_.max_wait_ms);
+  }
+  wal_frames_ = 0;  // the next commit tells
+}
+
+uint64_t WalCheckpointer::checkpoints() const {
+  std::lock_guard lock(mutex_);
+  return checkpoints_;
+}
+
+void WalCheckpointer::loop() {
+  std::unique_lock lock(mutex_);
+  uint64_t attempted = 0;
+  for (;;) {
+    wake_checkpointer_.wait(lock, [&] { return stopping_ || requested_ > attempted; });
+    if (stopping_) return;
+    const uint64_t generation = requested_;
+    attempted = generation;
+    lock.unlock();
+    int log_frames = 0;
+    int copied_frames = 0;
+    const int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_frames, &copied_frames);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+      collector_log().error("{}: checkpoint failed: {}", path_, sqlite3_errmsg(db_));
+    lock.lock();
+    ++checkpoints_;
+    if (rc == SQLITE_OK && copied_frames == log_frames) {
+      completed_ = std::max(completed_, generation);
+      wake_writer_.notify_all();
+    }
+  }
 }
 
 }  // namespace castscope::collector

@@ -10,15 +10,18 @@
 
 #include <sqlite3.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "status.h"
 
 namespace castscope::collector {
 
-inline constexpr int kSchemaVersion = 1;      // PRAGMA user_version
+inline constexpr int kSchemaVersion = 2;      // PRAGMA user_version
 inline constexpr int kApplicationId = 0x43535354;  // PRAGMA application_id: "CSST"
 
 inline int64_t event_row_id(int64_t agent_row, uint64_t seq) {
@@ -83,6 +86,67 @@ class Database {
   sqlite3* db_ = nullptr;
   std::string path_;
   int writer_lock_fd_ = -1;
+};
+
+// Checkpoints the WAL from its own connection and thread, so that the
+// writer never copies pages into the database file or waits for fsync on
+// the commit path (SQLite's automatic checkpoint runs inside COMMIT).
+//
+// Concurrency design. The writer thread calls `after_commit` and
+// `before_begin`; one checkpoint thread runs PASSIVE checkpoints, which never
+// block the writer (they copy frames up to the WAL's end as of their start
+// while the writer goes on appending). A checkpoint syncs the WAL and the
+// database file exactly as the automatic one did (synchronous=NORMAL). SQLite
+// rewinds the WAL only when a write transaction starts with every frame
+// copied; under a saturating load that moment never comes by itself, so past
+// `max_frames` the writer waits in `before_begin` for a checkpoint that covers
+// all its commits (then its next transaction rewinds the WAL). The WAL is
+// thus bounded by about `max_frames` pages, as it was by wal_autocheckpoint
+// (a reader holding an old snapshot can still delay the rewind, as before).
+// All shared state is under `mutex_`.
+class WalCheckpointer {
+ public:
+  struct Options {
+    int start_frames = 1000;   // ask for a checkpoint at this many frames (SQLite's default)
+    int max_frames = 4096;     // the writer waits for one past this (64 MiB at 16 KiB pages)
+    int max_wait_ms = 2000;    // then goes on anyway (a reader pins the WAL); logged
+  };
+
+  WalCheckpointer() = default;
+  ~WalCheckpointer() { stop(); }
+  WalCheckpointer(const WalCheckpointer&) = delete;
+  WalCheckpointer& operator=(const WalCheckpointer&) = delete;
+
+  // Opens a second connection to `path` and starts the thread; turns off the
+  // automatic checkpoint of `writer` (the connection it relieves).
+  Status start(sqlite3* writer, const std::string& path, const Options& options);
+  // Stops the thread and closes its connection. Idempotent.
+  void stop();
+
+  // Writer thread: after each COMMIT, and before each BEGIN.
+  void after_commit();
+  void before_begin();
+
+  uint64_t checkpoints() const;
+
+ private:
+  static int on_wal_commit(void* self, sqlite3* db, const char* name, int frames);
+  void loop();
+
+  Options options_;
+  std::string path_;
+  sqlite3* writer_ = nullptr;
+  sqlite3* db_ = nullptr;  // the checkpoint thread's connection
+  int wal_frames_ = 0;     // writer thread only: WAL size after its last commit
+  int wait_frames_ = 0;    // writer thread only: before_begin waits from this size
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_checkpointer_, wake_writer_;
+  uint64_t requested_ = 0;  // generations: a checkpoint asked for after the writer's n-th request
+  uint64_t completed_ = 0;  // the latest generation whose commits are all in the database file
+  uint64_t checkpoints_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
 };
 
 }  // namespace castscope::collector

@@ -30,8 +30,8 @@ class ReadTransaction {
 };
 
 constexpr const char* kCastColumns =
-    "id, ts_ns, thread, op, arg_index, arg_name, list_index, codes, shape, bytes, op_seq, source_version, "
-    "cached_version, location";
+    "id, ts_ns, " CASTSCOPE_SLOT_THREAD_SQL ", op, " CASTSCOPE_SLOT_ARG_INDEX_SQL ", arg_name, "
+    CASTSCOPE_SLOT_LIST_INDEX_SQL ", codes, shape, bytes, op_seq, source_version, cached_version, location";
 constexpr const char* kOpColumns =
     "id, ts_ns, thread, op, codes, input_dtypes, cpu_duration_ns, location, autocast_enabled, autocast_nesting";
 constexpr const char* kCacheSampleColumns = "id, ts_ns, trigger, iteration, live_casts, live_bytes";

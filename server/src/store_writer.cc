@@ -57,6 +57,8 @@ Status StoreWriter::open(const std::string& path, std::unique_ptr<StoreWriter>& 
   auto writer = std::unique_ptr<StoreWriter>(new StoreWriter());
   if (Status s = writer->db_.open(path, Database::Mode::kReadWrite); !s.ok()) return s;
   if (Status s = writer->prepare_statements(); !s.ok()) return s;
+  if (Status s = writer->checkpointer_.start(writer->db_.handle(), path, WalCheckpointer::Options()); !s.ok())
+    return s;
   out = std::move(writer);
   return {};
 }
@@ -89,8 +91,8 @@ Status StoreWriter::prepare_statements() {
   for (const auto& [statement, sql] : statements)
     if (Status s = Statement::prepare(db, sql, *statement); !s.ok()) return db_.error(s.message());
   if (Status s = casts_.prepare(db, "casts",
-                                {"id", "ts_ns", "thread", "op", "arg_index", "arg_name", "list_index", "codes",
-                                 "shape", "bytes", "op_seq", "source_version", "cached_version", "location"});
+                                {"id", "ts_ns", "op", "arg_name", "slot", "codes", "shape", "bytes", "op_seq",
+                                 "source_version", "cached_version", "location"});
       !s.ok())
     return s;
   if (Status s = ops_.prepare(db, "ops",
@@ -102,7 +104,10 @@ Status StoreWriter::prepare_statements() {
                                 {"id", "ts_ns", "trigger", "iteration", "live_casts", "live_bytes"});
 }
 
-Status StoreWriter::begin() { return begin_.run(); }
+Status StoreWriter::begin() {
+  checkpointer_.before_begin();
+  return begin_.run();
+}
 
 Status StoreWriter::commit() {
   for (AgentRow* agent : dirty_agents_) {
@@ -123,6 +128,7 @@ Status StoreWriter::commit() {
   }
   dirty_runs_.clear();
   if (Status s = commit_.run(); !s.ok()) return db_.error(s.message());
+  checkpointer_.after_commit();
   return {};
 }
 
@@ -341,21 +347,19 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
         const v1::CastEvent& c = pending.event->cast();
         s.bind(p, pending.id);
         s.bind(p + 1, static_cast<int64_t>(c.ts_ns()));
-        s.bind(p + 2, c.thread());
-        s.bind(p + 3, pending.op);
-        s.bind(p + 4, c.arg_index());
-        s.bind(p + 5, pending.arg_name);
-        s.bind(p + 6, c.list_index());
-        s.bind(p + 7, pack_cast_codes(c));
+        s.bind(p + 2, pending.op);
+        s.bind(p + 3, pending.arg_name);
+        s.bind(p + 4, pack_cast_slot(c));
+        s.bind(p + 5, pack_cast_codes(c));
         if (c.shape_size() == 0)
-          sqlite3_bind_null(s.get(), p + 8);
+          sqlite3_bind_null(s.get(), p + 6);
         else
-          sqlite3_bind_blob(s.get(), p + 8, c.shape().data(), c.shape_size() * 8, SQLITE_STATIC);
-        s.bind(p + 9, static_cast<int64_t>(c.bytes()));
-        s.bind(p + 10, static_cast<int64_t>(c.op_seq()));
-        s.bind(p + 11, c.source_version());
-        s.bind(p + 12, c.cached_version());
-        s.bind(p + 13, pending.location);
+          sqlite3_bind_blob(s.get(), p + 6, c.shape().data(), c.shape_size() * 8, SQLITE_STATIC);
+        s.bind(p + 7, static_cast<int64_t>(c.bytes()));
+        s.bind(p + 8, static_cast<int64_t>(c.op_seq()));
+        s.bind(p + 9, c.source_version());
+        s.bind(p + 10, c.cached_version());
+        s.bind(p + 11, pending.location);
       },
       agent.casts);
   if (status.ok())

@@ -1,9 +1,13 @@
 #include <gtest/gtest.h>
 #include <google/protobuf/util/message_differencer.h>
 
+#include <filesystem>
 #include <fstream>
 
+#include "batch_validation.h"
 #include "collector_test_batches.h"
+#include "event_columns.h"
+#include "sqlite_store.h"
 #include "store_reader.h"
 #include "store_writer.h"
 #include "stored_events.h"
@@ -209,7 +213,7 @@ TEST(SqliteStore, RefusesFilesThatAreNotItsStore) {
   sqlite3_close(db);
   status = StoreReader::open(newer, reader);
   EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(status.message(), newer + ": castscope store schema version 7, this collector reads version 1");
+  EXPECT_EQ(status.message(), newer + ": castscope store schema version 7, this collector reads version " + std::to_string(kSchemaVersion));
 }
 
 TEST(SqliteStore, ViewsUnpackTheCodes) {
@@ -250,6 +254,102 @@ TEST(SqliteStore, ViewsUnpackTheCodes) {
   EXPECT_EQ(sqlite3_column_int64(statement, 2), v1::DTYPE_FLOAT16);
   EXPECT_EQ(sqlite3_column_int64(statement, 3), v1::PHASE_FORWARD);
   sqlite3_finalize(statement);
+  sqlite3_close(handle);
+}
+
+// thread, arg_index and list_index share casts.slot: the reader and the view
+// give back what was sent, at both ends of each range.
+TEST(SqliteStore, PackedSlotRoundTripsAtItsLimits) {
+  const std::string db = (temp_dir("slot") / "store.db").string();
+  v1::Batch batch = make_batch("run", "agent", 1);
+  v1::CastEvent& high = *batch.mutable_events(1)->mutable_cast();
+  high.set_thread(kSlotThreadLimit - 1);
+  high.set_arg_index(kSlotArgIndexLimit - 1);
+  high.set_list_index(kSlotListIndexLimit - 1);
+  v1::CastEvent& low = *batch.mutable_events(2)->mutable_cast();
+  low.set_thread(0);
+  low.set_arg_index(0);
+  low.set_list_index(-1);
+  ASSERT_TRUE(validate_batch(batch, BatchLimits()).ok());
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, batch, duplicate).ok());
+  }
+  v1::EventFilter filter;
+  filter.set_run_id("run");
+  filter.set_kind(v1::EventFilter::KIND_CAST);
+  const v1::QueryEventsResponse response = query(db, filter);
+  ASSERT_GE(response.events_size(), 2);
+  const v1::CastEvent& got_high = response.events(0).event().cast();
+  const v1::CastEvent& got_low = response.events(1).event().cast();
+  EXPECT_EQ(got_high.thread(), kSlotThreadLimit - 1);
+  EXPECT_EQ(got_high.arg_index(), kSlotArgIndexLimit - 1);
+  EXPECT_EQ(got_high.list_index(), kSlotListIndexLimit - 1);
+  EXPECT_EQ(got_low.thread(), 0u);
+  EXPECT_EQ(got_low.arg_index(), 0u);
+  EXPECT_EQ(got_low.list_index(), -1);
+
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT thread, arg_index, list_index FROM cast_rows ORDER BY seq", -1,
+                               &statement, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(statement, 0), kSlotThreadLimit - 1);
+  EXPECT_EQ(sqlite3_column_int64(statement, 1), kSlotArgIndexLimit - 1);
+  EXPECT_EQ(sqlite3_column_int64(statement, 2), kSlotListIndexLimit - 1);
+  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(statement, 0), 0);
+  EXPECT_EQ(sqlite3_column_int64(statement, 1), 0);
+  EXPECT_EQ(sqlite3_column_int64(statement, 2), -1);
+  sqlite3_finalize(statement);
+  sqlite3_close(handle);
+}
+
+// Checkpoints run off the writer's thread, and a writer that never pauses
+// still keeps the WAL bounded (it waits past max_frames for a rewind).
+TEST(WalCheckpointer, KeepsTheWalBoundedUnderContinuousWrites) {
+  const std::string db = (temp_dir("checkpointer") / "store.db").string();
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(handle,
+                         "PRAGMA page_size=4096; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                         "CREATE TABLE t(id INTEGER PRIMARY KEY, payload BLOB)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  WalCheckpointer::Options options;
+  options.start_frames = 20;
+  options.max_frames = 100;
+  WalCheckpointer checkpointer;
+  ASSERT_TRUE(checkpointer.start(handle, db, options).ok());
+  sqlite3_stmt* insert = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(handle, "INSERT INTO t(payload) VALUES (zeroblob(3000))", -1, &insert, nullptr),
+            SQLITE_OK);
+  uintmax_t largest_wal = 0;
+  for (int transaction = 0; transaction < 200; ++transaction) {
+    checkpointer.before_begin();
+    ASSERT_EQ(sqlite3_exec(handle, "BEGIN", nullptr, nullptr, nullptr), SQLITE_OK);
+    for (int row = 0; row < 10; ++row) {  // ~10 pages per transaction
+      ASSERT_EQ(sqlite3_step(insert), SQLITE_DONE);
+      sqlite3_reset(insert);
+    }
+    ASSERT_EQ(sqlite3_exec(handle, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+    checkpointer.after_commit();
+    largest_wal = std::max(largest_wal, std::filesystem::file_size(db + "-wal"));
+  }
+  sqlite3_finalize(insert);
+  checkpointer.stop();
+  EXPECT_GT(checkpointer.checkpoints(), 0u);
+  // max_frames plus one transaction, with the WAL's frame headers.
+  EXPECT_LE(largest_wal, uintmax_t{32} + (100 + 2 * 12) * (4096 + 24));
+  sqlite3_stmt* count = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT count(*) FROM t", -1, &count, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(count), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(count, 0), 2000);
+  sqlite3_finalize(count);
   sqlite3_close(handle);
 }
 

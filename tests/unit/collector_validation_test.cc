@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "collector_test_batches.h"
+#include "event_columns.h"
 
 namespace castscope::collector {
 namespace {
@@ -54,6 +55,26 @@ TEST(BatchValidation, RejectsUndefinedReferences) {
   batch = make_batch("run", "agent", 1);
   batch.mutable_events(0)->mutable_op()->set_op_id(0);
   EXPECT_EQ(validate(batch).message(), "events[0] (op seq 1): op_id is 0 (unset)");
+}
+
+TEST(BatchValidation, RejectsCastSlotFieldsTheStoreCannotPack) {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  v1::CastEvent& cast = *batch.mutable_events(1)->mutable_cast();
+  cast.set_thread(kSlotThreadLimit - 1);
+  cast.set_arg_index(kSlotArgIndexLimit - 1);
+  cast.set_list_index(kSlotListIndexLimit - 1);
+  EXPECT_TRUE(validate(batch).ok());
+  for (int field = 0; field < 4; ++field) {
+    batch = make_batch("run", "agent", 1);
+    v1::CastEvent& bad = *batch.mutable_events(1)->mutable_cast();
+    if (field == 0) bad.set_thread(kSlotThreadLimit);
+    if (field == 1) bad.set_arg_index(kSlotArgIndexLimit);
+    if (field == 2) bad.set_list_index(kSlotListIndexLimit);
+    if (field == 3) bad.set_list_index(-2);
+    const Status status = validate(batch);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << "field " << field;
+    EXPECT_NE(status.message().find("events[1] (cast seq 2): thread"), std::string::npos) << status.message();
+  }
 }
 
 TEST(BatchValidation, RejectsRepeatedOrZeroInternedIds) {
