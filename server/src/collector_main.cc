@@ -21,6 +21,7 @@
 #include "collector_core.h"
 #include "grpc_services.h"
 #include "query_command.h"
+#include "run_report.h"
 #include "spool_import.h"
 
 namespace castscope::collector {
@@ -33,7 +34,8 @@ constexpr const char* kUsage =
     "       castscope-collector load --db FILE SPOOL_DIR...\n"
     "       castscope-collector query (--db FILE | --collector HOST:PORT [--token T | --token-file F])\n"
     "                                 runs|events|sequences [--run R] [--agent A] [--kind cast|op|cache_sample]\n"
-    "                                 [--op NAME] [--file F] [--line N] [--after-seq N] [--limit N]\n";
+    "                                 [--op NAME] [--file F] [--line N] [--after-seq N] [--limit N]\n"
+    "       castscope-collector report --db FILE --run R     (the JSON audit report, findings included)\n";
 
 constexpr int kExitUsage = 2;
 
@@ -292,6 +294,22 @@ int query(int argc, char** argv) {
   return run_query(command, std::cout, std::cerr);
 }
 
+int report(int argc, char** argv) {
+  int exit_code = 0;
+  const auto arguments = parse("report", argc, argv, {"--db", "--run"}, exit_code);
+  if (!arguments) return exit_code;
+  if (arguments->get("--db").empty() || arguments->get("--run").empty())
+    return usage_error("report", "--db FILE and --run RUN_ID are required");
+  if (!arguments->positional.empty()) return usage_error("report", "unexpected argument " + arguments->positional[0]);
+  nlohmann::json out;
+  if (Status s = build_run_report(arguments->get("--db"), arguments->get("--run"), out); !s.ok()) {
+    std::cerr << "castscope-collector report: " << s.message() << "\n";
+    return s.code() == StatusCode::kNotFound ? 2 : 1;
+  }
+  std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
 }  // namespace
 }  // namespace castscope::collector
 
@@ -301,6 +319,7 @@ int main(int argc, char** argv) {
   if (command == "serve") return serve(argc, argv);
   if (command == "load") return load(argc, argv);
   if (command == "query") return query(argc, argv);
+  if (command == "report") return report(argc, argv);
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;
     return 0;

@@ -44,7 +44,7 @@ def test_python_job_gets_locations_identity_and_exit_code(tmp_path):
     stats = [e["stats"] for e in lines if "stats" in e][-1]
     assert (stats["rank"], stats["local_rank"], stats["world_size"]) == (1, 1, 2)
     assert stats["pid"] != os.getpid()
-    assert "castscope: 1 autocast ops, 3 casts" in result.stderr
+    assert "1 autocast ops (0 raised), 3 cast decisions" in result.stderr
 
 
 def test_process_without_torch_is_untouched(tmp_path):

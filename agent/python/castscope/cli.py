@@ -9,6 +9,10 @@
         of the job could not attach although COMMAND succeeded. Without
         --collector, a collector runs beside the job and stores into
         DIR/castscope.db; batches wait in DIR/spool until delivered.
+    castscope report RUN [--db DB] [--json FILE]
+        the audit report of a stored run (JSON with --json) and a summary
+    castscope diff RUN_A RUN_B [--db DB | --db-a DB --db-b DB] [--json]
+        site-by-site cast differences; exit 1 when the runs differ
     castscope serve ARGS...   the collector daemon (castscope-collector serve --help)
     castscope load ARGS...    import spool folders into a database (castscope-collector load)
     castscope query ARGS...   read a database or a collector (castscope-collector query)
@@ -147,10 +151,13 @@ def _run(args) -> int:
             job.send_signal(signal.SIGINT)  # the job decides; we wait for it
     exit_code = code if code >= 0 else 128 - code
     _finish_delivery(spool_dir, embedded, run_id, collector)
-    skipped: list = []
-    paths = sorted(glob.glob(str(out / "events-*.jsonl")))
-    events = (event for path in paths for event in castscope.iter_events(path, skipped))
-    print(castscope.summarize(events, skipped), file=sys.stderr)
+    if embedded is not None:
+        _write_report(embedded.db, run_id, out / "report.json")
+    else:
+        skipped: list = []
+        paths = sorted(glob.glob(str(out / "events-*.jsonl")))
+        events = (event for path in paths for event in castscope.iter_events(path, skipped))
+        print(castscope.summarize(events, skipped), file=sys.stderr)
     print(f"castscope: events in {out}", file=sys.stderr)
     refused = sorted(out.glob("refused-*.txt"))
     for path in refused:
@@ -176,6 +183,20 @@ def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: 
     if left:
         print(f"castscope: {len(left)} spool segment(s) were not delivered and stay in {spool_dir}; "
               f"load them with: castscope load --db DB {spool_dir}", file=sys.stderr)
+
+
+def _write_report(db: pathlib.Path, run_id: str, path: pathlib.Path) -> None:
+    """The run's audit report: JSON in `path`, a summary on the terminal."""
+    from . import audit
+
+    try:
+        report = audit.load_report(db, run_id)
+    except (audit.ReportError, FileNotFoundError) as e:
+        print(f"castscope: no report for run {run_id}: {e}", file=sys.stderr)
+        return
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(audit.format_report(report), file=sys.stderr)
+    print(f"castscope: report in {path}", file=sys.stderr)
 
 
 def _print_stored(db: pathlib.Path, run_id: str) -> None:
@@ -228,7 +249,7 @@ def main(argv=None) -> int:
     check.add_argument("--import", dest="imports", action="append", default=[],
                        help="import this module first, e.g. torchvision, so its ops exist")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
-    check.set_defaults(run=_policy_check)
+    check.set_defaults(handler=_policy_check)
     run = commands.add_parser("run", help="run a command with castscope attached")
     run.add_argument("--policy", dest="policies", action="append", default=[], help="base policy file")
     run.add_argument("--overlay", dest="overlays", action="append", default=[], help="user overlay, applied last")
@@ -242,9 +263,25 @@ def main(argv=None) -> int:
     run.add_argument("--tls-ca", help="CA certificate (PEM) of a --collector that serves TLS")
     run.add_argument("--run-id", help="name of this run in the collector (default: time and a random suffix)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
-    run.set_defaults(run=_run)
+    run.set_defaults(handler=_run)
+    default_db = "castscope-out/castscope.db"
+    from . import audit
+
+    report = commands.add_parser("report", help="the audit report of a stored run")
+    report.add_argument("run", help="run id (castscope query --db DB runs lists them)")
+    report.add_argument("--db", default=default_db, help=f"collector database (default: {default_db})")
+    report.add_argument("--json", metavar="FILE", help="also write the JSON report to FILE")
+    report.set_defaults(handler=audit.report_command)
+    diff = commands.add_parser("diff", help="site-by-site cast differences between two runs")
+    diff.add_argument("run_a")
+    diff.add_argument("run_b")
+    diff.add_argument("--db", default=default_db, help=f"database of both runs (default: {default_db})")
+    diff.add_argument("--db-a", help="database of RUN_A, when the runs are in different files")
+    diff.add_argument("--db-b", help="database of RUN_B")
+    diff.add_argument("--json", action="store_true", help="print the differences as JSON")
+    diff.set_defaults(handler=audit.diff_command)
     for name, help_text in (("serve", "run the collector daemon"), ("load", "import spool folders into a database"),
                             ("query", "read runs and events from a database or a collector")):
         commands.add_parser(name, help=help_text + " (castscope-collector " + name + ")")
     args = parser.parse_args(argv)
-    return args.run(args)
+    return args.handler(args)

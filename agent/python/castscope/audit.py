@@ -1,0 +1,126 @@
+"""`castscope report` and `castscope diff`: the JSON audit report comes from
+the collector (`castscope-collector report`, analyzers included); this
+module prints it for people and compares two runs site by site."""
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+from . import collector_binary
+
+
+class ReportError(RuntimeError):
+    pass
+
+
+def load_report(db: str | pathlib.Path, run_id: str) -> dict:
+    """The audit report of `run_id` in the database `db`."""
+    result = subprocess.run([str(collector_binary()), "report", "--db", str(db), "--run", run_id],
+                            capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise ReportError(result.stderr.strip() or f"castscope-collector report exited with {result.returncode}")
+    return json.loads(result.stdout)
+
+
+def _site_text(site: dict) -> str:
+    return f"{site['file']}:{site['line']} {site['op']}({site['arg']})"
+
+
+def format_report(report: dict, top: int = 15) -> str:
+    """A readable summary of a report for the terminal."""
+    run, totals = report["run"], report["totals"]
+    cache = totals["cache"]
+    lines = [f"castscope report: run {run['run_id']} ({len(run['agents'])} process(es), "
+             f"torch {', '.join(run['torch_versions']) or '?'}, devices {', '.join(run['devices']) or 'none'})",
+             f"  {totals['ops']} autocast ops ({totals['op_errors']} raised), {totals['casts']} cast decisions, "
+             f"{totals['conversions']} conversions moving {totals['bytes_cast']} bytes",
+             f"  cast cache: {cache['misses']} misses, {cache['hits']} hits, {cache['stale_hits']} stale hits; "
+             f"dropped events: {totals['events_dropped']}"]
+    if totals["casts_by_dtype_pair"]:
+        pairs = ", ".join(f"{pair} {n}" for pair, n in sorted(totals["casts_by_dtype_pair"].items(),
+                                                               key=lambda kv: -kv[1]))
+        lines.append(f"  conversions by dtype: {pairs}")
+    if report["sites"]:
+        lines.append("  busiest sites:")
+        for row in sorted(report["sites"], key=lambda r: -r["count"])[:top]:
+            lines.append(f"    {row['count']:>8}  {_site_text(row['site'])}  {row['role']} {row['src_dtype']} -> "
+                         f"{row['dst_dtype']} [{row['mode']}]")
+    findings = report["findings"]
+    lines.append(f"  findings: {len(findings)}" + ("" if findings else " (nothing to report)"))
+    for finding in sorted(findings, key=lambda f: ["critical", "error", "warning", "info"].index(f["severity"])):
+        where = f" at {_site_text(finding['sites'][0])}" if finding["sites"] else ""
+        lines.append(f"    [{finding['severity']}] {finding['kind']}{where}: {finding['summary']}")
+        lines.append(f"        fix: {finding['fix']}")
+    return "\n".join(lines)
+
+
+def _behaviour_by_site(report: dict) -> dict:
+    """(file, line, op, arg) -> sorted list of what happened there."""
+    out: dict = {}
+    for row in report["sites"]:
+        site = row["site"]
+        key = (site["file"], site["line"], site["op"], site["arg"])
+        out.setdefault(key, set()).add((row["policy"], row["src_dtype"], row["dst_dtype"], row["outcome"]))
+    return {key: sorted(value) for key, value in out.items()}
+
+
+def diff_reports(a: dict, b: dict) -> list[dict]:
+    """Sites where run A and run B cast differently, or only one of them cast."""
+    behaviour_a, behaviour_b = _behaviour_by_site(a), _behaviour_by_site(b)
+    differences = []
+    for key in sorted(set(behaviour_a) | set(behaviour_b), key=lambda k: (k[0], k[1], k[2], k[3])):
+        in_a, in_b = behaviour_a.get(key, []), behaviour_b.get(key, [])
+        if in_a == in_b:
+            continue
+        file, line, op, arg = key
+        differences.append({"site": {"file": file, "line": line, "op": op, "arg": arg},
+                            "a": [dict(zip(("policy", "src_dtype", "dst_dtype", "outcome"), t)) for t in in_a],
+                            "b": [dict(zip(("policy", "src_dtype", "dst_dtype", "outcome"), t)) for t in in_b]})
+    return differences
+
+
+def format_diff(run_a: str, run_b: str, differences: list[dict]) -> str:
+    if not differences:
+        return f"castscope diff: runs {run_a} and {run_b} cast the same way at every site"
+
+    def describe(behaviour: list[dict]) -> str:
+        if not behaviour:
+            return "no autocast call (autocast off there, or the code did not run)"
+        return "; ".join(f"{b['src_dtype']} -> {b['dst_dtype']} ({b['policy']}, {b['outcome']})" for b in behaviour)
+
+    lines = [f"castscope diff: {len(differences)} site(s) differ between {run_a} (A) and {run_b} (B)"]
+    for d in differences:
+        site = d["site"]
+        lines.append(f"  {site['file']}:{site['line']} {site['op']}({site['arg']})")
+        lines.append(f"    A: {describe(d['a'])}")
+        lines.append(f"    B: {describe(d['b'])}")
+    return "\n".join(lines)
+
+
+def report_command(args) -> int:
+    try:
+        report = load_report(args.db, args.run)
+    except (ReportError, FileNotFoundError) as e:
+        print(f"castscope report: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    print(format_report(report))
+    return 0
+
+
+def diff_command(args) -> int:
+    try:
+        a = load_report(args.db_a or args.db, args.run_a)
+        b = load_report(args.db_b or args.db, args.run_b)
+    except (ReportError, FileNotFoundError) as e:
+        print(f"castscope diff: {e}", file=sys.stderr)
+        return 2
+    differences = diff_reports(a, b)
+    if args.json:
+        print(json.dumps({"run_a": args.run_a, "run_b": args.run_b, "differences": differences}, indent=2))
+    else:
+        print(format_diff(args.run_a, args.run_b, differences))
+    return 1 if differences else 0

@@ -1,0 +1,249 @@
+#include "analyzers.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace castscope::collector {
+namespace {
+
+using json = nlohmann::json;
+
+std::string lower_without_prefix(const std::string& name, const std::string& prefix) {
+  std::string out = name.starts_with(prefix) ? name.substr(prefix.size()) : name;
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out.empty() ? "unspecified" : out;
+}
+
+std::string where(const SiteRef& site) {
+  std::string arg = site.arg.empty() ? "" : " (" + site.arg + ")";
+  return (site.file.empty() ? std::string("<no source location>") : site.file + ":" + std::to_string(site.line)) + " " +
+         site.op + arg;
+}
+
+// FNV-1a over the kind and the sites: the same problem keeps its id between
+// analyses of a growing run and between runs.
+std::string finding_id(const std::string& kind, const std::vector<SiteRef>& sites) {
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&](const std::string& text) {
+    for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+    hash = (hash ^ 0xff) * 1099511628211ull;
+  };
+  mix(kind);
+  for (const auto& site : sites) {
+    mix(site.file);
+    mix(std::to_string(site.line));
+    mix(site.op);
+    mix(site.arg);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
+  return kind + "/" + hex;
+}
+
+Finding make(const std::string& kind, const std::string& severity, std::vector<SiteRef> sites) {
+  Finding f;
+  f.kind = kind;
+  f.severity = severity;
+  f.sites = std::move(sites);
+  f.id = finding_id(kind, f.sites);
+  return f;
+}
+
+void stale_cache_hits(const RunData& run, std::vector<Finding>& out) {
+  struct Total {
+    SiteRef site;
+    uint64_t stale = 0, served = 0, first_seq = UINT64_MAX;
+    int64_t gap = 0;
+    std::set<std::string> modes;
+    std::string dst;
+  };
+  std::map<std::tuple<std::string, uint32_t, std::string, std::string>, Total> by_site;
+  for (const auto& row : run.sites) {
+    if (row.stale_hits == 0) continue;
+    Total& t = by_site[row.site.key()];
+    t.site = row.site;
+    t.stale += row.stale_hits;
+    t.served += row.hits + row.stale_hits;
+    t.gap = std::max(t.gap, row.max_version_gap);
+    t.first_seq = std::min(t.first_seq, row.first_seq);
+    t.modes.insert(mode_name(row.mode));
+    t.dst = dtype_name(row.dst);
+  }
+  for (const auto& [key, t] : by_site) {
+    Finding f = make("stale-cache-hit", "critical", {t.site});
+    f.summary = std::to_string(t.stale) + " uses of " + (t.site.arg.empty() ? "a weight" : "`" + t.site.arg + "`") +
+                " by " + t.site.op + " got a cached " + t.dst + " copy made before the weight changed (up to " +
+                std::to_string(t.gap) + " versions old)";
+    f.explanation =
+        "Autocast caches the low-precision copy of each weight until the outermost autocast region exits. Here the "
+        "weight was changed in place (for example by optimizer.step()) while the region stayed open, and the cache "
+        "kept serving the copy made before the change: the forward pass ran with old weights. Training goes wrong "
+        "without any error.";
+    f.fix =
+        "Open torch.autocast around the forward pass and the loss only, so the region (and its cache) ends before "
+        "optimizer.step(); or call torch.clear_autocast_cache() after every in-place update.";
+    f.evidence = {{"stale_hits", t.stale}, {"cached_uses", t.served}, {"max_version_gap", t.gap},
+                  {"first_event_seq", t.first_seq}, {"modes", t.modes}};
+    out.push_back(std::move(f));
+  }
+}
+
+void cache_growth(const RunData& run, std::vector<Finding>& out) {
+  std::map<std::string, std::vector<const CacheSampleRow*>> by_agent;
+  for (const auto& sample : run.iteration_samples) by_agent[sample.agent_id].push_back(&sample);
+  for (const auto& [agent, samples] : by_agent) {
+    if (samples.size() < 3) continue;
+    size_t grew = 0;
+    for (size_t i = 1; i < samples.size(); ++i) grew += samples[i]->live_casts > samples[i - 1]->live_casts ? 1 : 0;
+    const auto* first = samples.front();
+    const auto* last = samples.back();
+    // Growing in most steps, not a one-off warm-up: new cached casts every iteration.
+    if (last->live_casts <= first->live_casts || grew * 2 < samples.size() - 1) continue;
+    std::vector<const SiteRow*> missing;
+    for (const auto& row : run.sites)
+      if (row.misses > 0) missing.push_back(&row);
+    std::sort(missing.begin(), missing.end(), [](const SiteRow* a, const SiteRow* b) { return a->misses > b->misses; });
+    std::vector<SiteRef> sites;
+    for (size_t i = 0; i < missing.size() && i < 3; ++i) sites.push_back(missing[i]->site);
+    Finding f = make("cache-growth", "warning", sites);
+    f.summary = "the autocast cast cache grew from " + std::to_string(first->live_casts) + " to " +
+                std::to_string(last->live_casts) + " live casts (" + std::to_string(first->live_bytes) + " to " +
+                std::to_string(last->live_bytes) + " bytes) over " + std::to_string(samples.size()) +
+                " iterations";
+    f.explanation =
+        "Cached low-precision casts stay alive until the outermost autocast region exits. This region stays open "
+        "across iterations, and every iteration casts new leaf tensors that require grad (new parameters, or tensors "
+        "re-created with requires_grad=True), so each adds an entry that is never reused or freed: memory grows "
+        "with the length of the run.";
+    f.fix =
+        "Enter torch.autocast inside the loop, around the forward pass and the loss; or call "
+        "torch.clear_autocast_cache() every iteration; or use torch.autocast(..., cache_enabled=False) for this "
+        "region.";
+    f.evidence = {{"agent_id", agent},
+                  {"iterations", {first->iteration, last->iteration}},
+                  {"live_casts", {first->live_casts, last->live_casts}},
+                  {"live_bytes", {first->live_bytes, last->live_bytes}},
+                  {"iterations_that_grew", grew}};
+    out.push_back(std::move(f));
+  }
+}
+
+void backward_under_autocast(const RunData& run, std::vector<Finding>& out) {
+  if (run.backward_ops.empty()) return;
+  std::vector<const BackwardOpRow*> rows;
+  uint64_t calls = 0;
+  for (const auto& row : run.backward_ops) {
+    rows.push_back(&row);
+    calls += row.calls;
+  }
+  std::sort(rows.begin(), rows.end(), [](const BackwardOpRow* a, const BackwardOpRow* b) { return a->calls > b->calls; });
+  std::map<std::tuple<std::string, uint32_t>, SiteRef> lines;  // the backward() calls, by line
+  json ops = json::object();
+  for (const auto* row : rows) {
+    SiteRef line = row->site;
+    line.op = "backward";
+    lines.try_emplace({line.file, line.line}, line);
+    ops[row->site.op] = ops.value(row->site.op, uint64_t{0}) + row->calls;
+  }
+  std::vector<SiteRef> sites;
+  for (const auto& [key, site] : lines) sites.push_back(site);
+  Finding f = make("backward-under-autocast", "warning", sites);
+  f.summary = std::to_string(calls) + " autocast ops ran in the backward pass with autocast enabled, from " +
+              where(sites.front());
+  f.explanation =
+      "backward() was called inside a torch.autocast region. Backward ops already run in the dtypes autocast chose "
+      "for the forward pass; with autocast still on, the backward ops it covers are cast again by their own "
+      "policies, so gradient dtypes can differ from what the forward pass implies. PyTorch recommends against it.";
+  f.fix = "Leave the torch.autocast block before calling loss.backward() (keep only forward and loss inside).";
+  f.evidence = {{"backward_autocast_ops", calls}, {"ops", ops}};
+  out.push_back(std::move(f));
+}
+
+void mode_mismatches(const RunData& run, std::vector<Finding>& out) {
+  using Behaviour = std::tuple<std::string, std::string, std::string, std::string>;  // policy, src, dst, outcome
+  struct Site {
+    SiteRef site;  // arg: every argument that differs, comma-separated
+    std::map<std::string, std::set<Behaviour>> by_mode;
+  };
+  // One finding per line and op; its arguments are judged together.
+  std::map<std::tuple<std::string, uint32_t, std::string>, Site> sites;
+  for (const auto& row : run.sites) {
+    if (row.site.file.empty()) continue;  // no location: nothing to compare by
+    Site& s = sites[{row.site.file, row.site.line, row.site.op}];
+    if (s.site.op.empty()) {
+      s.site = row.site;
+    } else if (("," + s.site.arg + ",").find("," + row.site.arg + ",") == std::string::npos) {
+      s.site.arg += "," + row.site.arg;
+    }
+    s.by_mode[mode_name(row.mode)].insert(
+        {policy_name(row.policy), dtype_name(row.src), dtype_name(row.dst), outcome_name(row.outcome)});
+  }
+  for (const auto& [key, s] : sites) {
+    if (s.by_mode.size() < 2) continue;
+    // Compare the dtype each mode computed in at this argument (its effective
+    // dtype), not the casts that got it there: a traced graph that recorded
+    // the casts and then sees already-cast inputs computes the same way.
+    std::set<std::set<std::string>> computed;
+    for (const auto& [mode, behaviours] : s.by_mode) {
+      std::set<std::string> dtypes;
+      for (const auto& [policy, src, dst, outcome] : behaviours)
+        dtypes.insert(outcome == "cast" || outcome == "already_target" || outcome == "dtype_arg_set" ? dst : src);
+      computed.insert(dtypes);
+    }
+    if (computed.size() < 2) continue;
+    Finding f = make("mode-mismatch", "warning", {s.site});
+    json modes = json::object();
+    std::string described;
+    for (const auto& [mode, behaviours] : s.by_mode) {
+      json list = json::array();
+      for (const auto& [policy, src, dst, outcome] : behaviours)
+        list.push_back({{"policy", policy}, {"src_dtype", src}, {"dst_dtype", dst}, {"outcome", outcome}});
+      modes[mode] = list;
+      described += (described.empty() ? "" : "; ") + mode + ": " + std::get<2>(*behaviours.begin());
+    }
+    f.summary = "the same line computes in different dtypes by mode (" + described + ")";
+    f.explanation =
+        "This line ran in more than one execution mode (eager, scripted, traced) and computed in a different dtype "
+        "in each, so what was tested in one mode is not what runs in the other. Typical causes: an autocast context "
+        "inside scripted code (JIT autocast applies it with its own casts, and eager autocast around the call then "
+        "casts again), a traced graph that fixed the dtypes it saw while tracing, or autocast state that differs "
+        "between the calls.";
+    f.fix =
+        "Run and test the model in the mode it ships in; make the autocast state explicit in that mode (trace or "
+        "script under the same torch.autocast settings it will run with, or cast explicitly with .to(dtype) at this "
+        "line).";
+    f.evidence = {{"behaviour_by_mode", modes}};
+    out.push_back(std::move(f));
+  }
+}
+
+}  // namespace
+
+std::string dtype_name(v1::DType dtype) { return lower_without_prefix(v1::DType_Name(dtype), "DTYPE_"); }
+std::string policy_name(v1::CastPolicy policy) {
+  return lower_without_prefix(v1::CastPolicy_Name(policy), "CAST_POLICY_");
+}
+std::string mode_name(v1::ExecutionMode mode) {
+  return lower_without_prefix(v1::ExecutionMode_Name(mode), "EXECUTION_MODE_");
+}
+std::string role_name(v1::Role role) { return lower_without_prefix(v1::Role_Name(role), "ROLE_"); }
+std::string outcome_name(v1::CastOutcome outcome) {
+  return lower_without_prefix(v1::CastOutcome_Name(outcome), "CAST_OUTCOME_");
+}
+std::string device_name(v1::DeviceType device) {
+  return lower_without_prefix(v1::DeviceType_Name(device), "DEVICE_TYPE_");
+}
+
+std::vector<Finding> analyze_run(const RunData& run) {
+  std::vector<Finding> out;
+  stale_cache_hits(run, out);
+  cache_growth(run, out);
+  backward_under_autocast(run, out);
+  mode_mismatches(run, out);
+  return out;
+}
+
+}  // namespace castscope::collector

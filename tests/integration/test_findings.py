@@ -1,0 +1,112 @@
+"""Findings, reports and diff through the whole pipeline: real torch jobs
+under `castscope run` (agent, forwarder, collector), reports read back from
+the store. Each finding has a positive scenario that raises it at the right
+line and a negative twin that does not."""
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SCENARIOS = pathlib.Path(__file__).parent / "scenarios"
+SCHEMA = json.loads((REPO / "docs" / "schema" / "report.schema.json").read_text())
+CASTSCOPE = [sys.executable, "-m", "castscope"]
+
+
+def line_of(script: str, marker: str) -> int:
+    lines = (SCENARIOS / script).read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if marker in text)
+
+
+def run_scenario(tmp_path, script: str, *args: str, run_id: str = "scenario") -> dict:
+    out = tmp_path / "out"
+    result = subprocess.run([*CASTSCOPE, "run", "--out", str(out), "--run-id", run_id, "--", sys.executable,
+                             str(SCENARIOS / script), *args], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((out / "report.json").read_text())
+    jsonschema.validate(report, SCHEMA)  # every report the tests see follows the published schema
+    return report
+
+
+def findings(report: dict, kind: str) -> list[dict]:
+    return [f for f in report["findings"] if f["kind"] == kind]
+
+
+# (kind, positive scenario, its marker line, negative twin)
+CASES = [
+    ("stale-cache-hit", "stale_cache.py", "the stale line", "recommended_loop.py"),
+    ("backward-under-autocast", "backward_in_region.py", "the backward line", "recommended_loop.py"),
+    ("cache-growth", "cache_growth.py", "torch.mm(x, w)", "cache_per_iteration.py"),
+    ("mode-mismatch", "mode_mismatch.py", "the mismatching line", "one_mode.py"),
+]
+
+
+@pytest.mark.parametrize("kind,positive,marker,negative", CASES, ids=[c[0] for c in CASES])
+def test_finding_raised_at_its_line_and_not_by_its_twin(tmp_path, kind, positive, marker, negative):
+    report = run_scenario(tmp_path / "positive", positive)
+    raised = findings(report, kind)
+    assert raised, f"{kind} not raised: {[f['kind'] for f in report['findings']]}"
+    expected = (str(SCENARIOS / positive), line_of(positive, marker))
+    assert expected in {(s["file"], s["line"]) for f in raised for s in f["sites"]}, raised
+    for finding in raised:
+        assert finding["summary"] and finding["explanation"] and finding["fix"]
+        assert finding["id"].startswith(kind + "/")
+    twin = run_scenario(tmp_path / "negative", negative)
+    assert not findings(twin, kind), findings(twin, kind)
+
+
+def test_stale_cache_hit_evidence(tmp_path):
+    report = run_scenario(tmp_path, "stale_cache.py")
+    [weight] = [f for f in findings(report, "stale-cache-hit") if f["sites"][0]["arg"] == "weight"]
+    assert weight["severity"] == "critical"
+    assert weight["evidence"]["stale_hits"] == 3  # steps 2-4 reuse step 1's copy
+    assert weight["evidence"]["max_version_gap"] >= 1
+    assert report["totals"]["cache"]["stale_hits"] == 6  # weight and bias
+
+
+def test_recommended_resnet_training_raises_nothing_above_info(tmp_path):
+    out = tmp_path / "out"
+    result = subprocess.run([*CASTSCOPE, "run", "--out", str(out), "--run-id", "resnet", "--", sys.executable,
+                             str(REPO / "examples" / "train_resnet.py"), "--steps", "3"],
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((out / "report.json").read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert [f for f in report["findings"] if f["severity"] != "info"] == []
+    totals = report["totals"]
+    assert totals["conversions"] > 0 and totals["casts_by_dtype_pair"].get("float32->bfloat16", 0) > 0
+    assert totals["events_dropped"] == 0
+    assert report["run"]["torch_versions"] and report["run"]["devices"] == ["cpu"]
+    # No tensor contents: the report is metadata and counts.
+    assert len(json.dumps(report)) < 200_000
+
+
+def test_diff_of_eager_and_scripted_runs_points_at_the_line(tmp_path):
+    db = tmp_path / "out" / "castscope.db"
+    run_scenario(tmp_path, "disable_in_script.py", "eager", run_id="eager")
+    run_scenario(tmp_path, "disable_in_script.py", "script", run_id="script")
+    line = line_of("disable_in_script.py", "fp32 by intent")
+    result = subprocess.run([*CASTSCOPE, "diff", "eager", "script", "--db", str(db)], capture_output=True, text=True)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"disable_in_script.py:{line} aten::mm" in result.stdout
+    as_json = subprocess.run([*CASTSCOPE, "diff", "eager", "script", "--db", str(db), "--json"], capture_output=True,
+                             text=True)
+    differences = json.loads(as_json.stdout)["differences"]
+    assert {(d["site"]["line"], d["site"]["op"]) for d in differences} == {(line, "aten::mm")}
+    for d in differences:
+        assert d["a"] == [] and d["b"][0]["dst_dtype"] == "bfloat16"
+    same = subprocess.run([*CASTSCOPE, "diff", "eager", "eager", "--db", str(db)], capture_output=True, text=True)
+    assert same.returncode == 0 and "cast the same way" in same.stdout
+
+
+def test_report_of_unknown_run_is_a_clear_error(tmp_path):
+    run_scenario(tmp_path, "one_mode.py")
+    result = subprocess.run([*CASTSCOPE, "report", "nope", "--db", str(tmp_path / "out" / "castscope.db")],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert 'no run "nope"' in result.stderr
