@@ -117,6 +117,7 @@ void BatchEncoder::define_location(uint32_t id, const Location& location) {
     source.bytes(5, std::string_view(location.stack).substr(start, end - start));
     start = end + 1;
   }
+  source.boolean(6, location.inside_disabled_autocast);
   nested_.clear();
   nested_.u64(1, id);
   nested_.message(2, source.data());

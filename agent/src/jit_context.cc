@@ -8,6 +8,7 @@
 #include <mutex>
 #include <regex>
 #include <sstream>
+#include <string_view>
 
 #include "location_table.h"
 
@@ -48,6 +49,32 @@ bool parse_traced_stack(const std::string& text, Location& out) {
   return any;
 }
 
+// Whether the code at `offset` sits inside a `with ...autocast(...
+// enabled=False ...)` block of the scripted source: walks out through the
+// enclosing block headers (each less indented than the last).
+bool inside_disabled_autocast(std::string_view text, size_t offset) {
+  auto line_start_before = [&](size_t end) {
+    const size_t newline = end == 0 ? std::string_view::npos : text.rfind('\n', end - 1);
+    return newline == std::string_view::npos ? 0 : newline + 1;
+  };
+  size_t start = line_start_before(std::min(offset, text.size()));
+  size_t indent = text.substr(start).find_first_not_of(" \t");
+  while (start > 0 && indent > 0 && indent != std::string_view::npos) {
+    const size_t end = start - 1;  // the newline ending the previous line
+    start = line_start_before(end);
+    const std::string_view line = text.substr(start, end - start);
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string_view::npos || line[first] == '#' || first >= indent) continue;
+    indent = first;
+    const std::string_view header = line.substr(first);
+    if (header.starts_with("with ") && header.find("autocast(") != std::string_view::npos &&
+        (header.find("enabled=False") != std::string_view::npos ||
+         header.find("enabled = False") != std::string_view::npos))
+      return true;
+  }
+  return false;
+}
+
 // Ops the JIT inserts itself (autocast casts, differentiable-graph
 // plumbing) have no range: the nearest enclosing frame with one stands in.
 JitContext resolve(const std::vector<torch::jit::StackEntry>& callstack) {
@@ -67,6 +94,7 @@ JitContext resolve(const std::vector<torch::jit::StackEntry>& callstack) {
     if (auto file_line = entry.range.file_line_col()) {
       location.file = std::get<0>(*file_line);
       location.line = static_cast<uint32_t>(std::get<1>(*file_line));
+      location.inside_disabled_autocast = inside_disabled_autocast(source->text_str().str(), entry.range.start());
       context.has_source = true;
       break;
     }

@@ -148,7 +148,8 @@ std::string location_json(const Location& location) {
   }
   return std::string("{\"kind\":\"") + location_kind_enum(location.kind) + "\",\"file\":" + nlohmann::json(location.file).dump() +
          ",\"line\":" + std::to_string(location.line) + ",\"function\":" + nlohmann::json(location.function).dump() +
-         ",\"stack\":" + stack.done() + "}";
+         ",\"stack\":" + stack.done() + (location.inside_disabled_autocast ? ",\"inside_disabled_autocast\":true" : "") +
+         "}";
 }
 
 // proto3 JSON writes 64-bit integers as strings.

@@ -13,6 +13,7 @@ uint32_t LocationTable::intern(const Location& location) {
   std::string key;
   key.reserve(location.file.size() + location.function.size() + location.stack.size() + 16);
   key += static_cast<char>('0' + static_cast<int>(location.kind));
+  key += location.inside_disabled_autocast ? 'd' : '-';
   key += location.file + '\0' + std::to_string(location.line) + '\0' + location.function + '\0' + location.stack;
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = ids_.find(key);

@@ -24,6 +24,9 @@ struct Location {
   uint32_t line = 0;
   std::string function;
   std::string stack;  // "file:line function" lines, innermost first; may be empty
+  // TorchScript only: the line sits inside a scripted `with autocast(...,
+  // enabled=False)` block (which eager autocast around the call overrides).
+  bool inside_disabled_autocast = false;
 };
 
 class LocationTable {

@@ -220,6 +220,42 @@ void mode_mismatches(const RunData& run, std::vector<Finding>& out) {
   }
 }
 
+void script_disable_ignored(const RunData& run, std::vector<Finding>& out) {
+  struct Site {
+    SiteRef site;  // arg: the arguments cast, comma-separated
+    uint64_t conversions = 0;
+    std::set<std::string> pairs;
+  };
+  std::map<std::tuple<std::string, uint32_t, std::string>, Site> sites;
+  for (const auto& row : run.sites) {
+    if (!row.site.inside_disabled_autocast || row.outcome != v1::CAST_OUTCOME_CAST) continue;
+    if (row.mode != v1::EXECUTION_MODE_SCRIPT) continue;
+    Site& s = sites[{row.site.file, row.site.line, row.site.op}];
+    if (s.site.op.empty()) {
+      s.site = row.site;
+    } else if (("," + s.site.arg + ",").find("," + row.site.arg + ",") == std::string::npos) {
+      s.site.arg += "," + row.site.arg;
+    }
+    s.conversions += row.count;
+    s.pairs.insert(dtype_name(row.src) + "->" + dtype_name(row.dst));
+  }
+  for (const auto& [key, s] : sites) {
+    Finding f = make("script-disable-ignored", "error", {s.site});
+    f.summary = std::to_string(s.conversions) + " autocast conversions (" + *s.pairs.begin() + ") at a scripted line " +
+                "inside `autocast(enabled=False)`: the disable did not hold";
+    f.explanation =
+        "This line is inside a `with torch.autocast(..., enabled=False)` block of scripted (TorchScript) code, and "
+        "the scripted function was called while eager autocast was on. TorchScript does not turn eager autocast "
+        "off for the block, so the op still went through autocast and was cast to lower precision, although the "
+        "code asks for full precision. Eagerly the same code would not cast.";
+    f.fix =
+        "Call the scripted function outside the eager autocast region (or leave it unscripted); or cast explicitly "
+        "inside it (`a.float()`, `b.float()`) so the op gets fp32 inputs whatever autocast does.";
+    f.evidence = {{"conversions", s.conversions}, {"dtype_pairs", s.pairs}};
+    out.push_back(std::move(f));
+  }
+}
+
 }  // namespace
 
 std::string dtype_name(v1::DType dtype) { return lower_without_prefix(v1::DType_Name(dtype), "DTYPE_"); }
@@ -243,6 +279,7 @@ std::vector<Finding> analyze_run(const RunData& run) {
   cache_growth(run, out);
   backward_under_autocast(run, out);
   mode_mismatches(run, out);
+  script_disable_ignored(run, out);
   return out;
 }
 

@@ -197,7 +197,7 @@ class Loader {
     if (Status s = text(arg, out.arg); !s.ok()) return s;
     if (location == 0) return Status();
     Statement lookup;
-    if (Status s = Statement::prepare(db_.handle(), "SELECT file, line, function FROM locations WHERE id = ?", lookup);
+    if (Status s = Statement::prepare(db_.handle(), "SELECT file, line, function, flags FROM locations WHERE id = ?", lookup);
         !s.ok())
       return s;
     lookup.bind(1, location);
@@ -206,6 +206,7 @@ class Loader {
       out.file = lookup.column_text(0);
       out.line = static_cast<uint32_t>(lookup.column_int(1));
       out.function = lookup.column_text(2);
+      out.inside_disabled_autocast = (lookup.column_int(3) & 1) != 0;
     }
     return error;
   }

@@ -21,6 +21,7 @@ struct SiteRef {
   std::string function;
   std::string op;
   std::string arg;
+  bool inside_disabled_autocast = false;  // scripted code inside `autocast(enabled=False)`
   auto key() const { return std::tie(file, line, op, arg); }
 };
 

@@ -67,7 +67,8 @@ CREATE TABLE locations(
   line INTEGER NOT NULL,
   function TEXT NOT NULL,
   stack TEXT NOT NULL,
-  UNIQUE(kind, file, line, function, stack));
+  flags INTEGER NOT NULL DEFAULT 0,  -- bit 0: inside a scripted autocast(enabled=False) block
+  UNIQUE(kind, file, line, function, stack, flags));
 CREATE TABLE casts(
   id INTEGER PRIMARY KEY,
   ts_ns INTEGER, op INTEGER, arg_name INTEGER, slot INTEGER, codes INTEGER, shape BLOB, bytes INTEGER,

@@ -156,7 +156,7 @@ Status StoreReader::resolve_location(int64_t id, v1::SourceLocation& out) {
   }
   Statement statement;
   if (Status s = Statement::prepare(db_.handle(),
-                                    "SELECT kind, file, line, function, stack FROM locations WHERE id = ?", statement);
+                                    "SELECT kind, file, line, function, stack, flags FROM locations WHERE id = ?", statement);
       !s.ok())
     return db_.error(s.message());
   statement.bind(1, id);
@@ -166,6 +166,7 @@ Status StoreReader::resolve_location(int64_t id, v1::SourceLocation& out) {
     out.set_file(statement.column_text(1));
     out.set_line(static_cast<uint32_t>(statement.column_int(2)));
     out.set_function(statement.column_text(3));
+    out.set_inside_disabled_autocast((statement.column_int(5) & 1) != 0);
     const std::string stack = statement.column_text(4);
     if (!stack.empty()) {
       const auto frames = nlohmann::json::parse(stack, nullptr, false);

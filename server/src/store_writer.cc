@@ -20,9 +20,13 @@ std::string stack_text(const v1::SourceLocation& location) {
   return nlohmann::json(std::vector<std::string>(location.stack().begin(), location.stack().end())).dump();
 }
 
+// locations.flags
+int64_t location_flags(const v1::SourceLocation& location) { return location.inside_disabled_autocast() ? 1 : 0; }
+
 std::string location_key(const v1::SourceLocation& location, const std::string& stack) {
   std::string key = std::to_string(location.kind()) + '\x1f' + location.file() + '\x1f' +
-                    std::to_string(location.line()) + '\x1f' + location.function() + '\x1f' + stack;
+                    std::to_string(location.line()) + '\x1f' + location.function() + '\x1f' + stack + '\x1f' +
+                    std::to_string(location_flags(location));
   return key;
 }
 
@@ -85,8 +89,8 @@ Status StoreWriter::prepare_statements() {
       {&find_string_, "SELECT id FROM strings WHERE text = ?"},
       {&insert_string_, "INSERT INTO strings(text) VALUES (?)"},
       {&find_location_,
-       "SELECT id FROM locations WHERE kind = ? AND file = ? AND line = ? AND function = ? AND stack = ?"},
-      {&insert_location_, "INSERT INTO locations(kind, file, line, function, stack) VALUES (?,?,?,?,?)"},
+       "SELECT id FROM locations WHERE kind = ? AND file = ? AND line = ? AND function = ? AND stack = ? AND flags = ?"},
+      {&insert_location_, "INSERT INTO locations(kind, file, line, function, stack, flags) VALUES (?,?,?,?,?,?)"},
   };
   for (const auto& [statement, sql] : statements)
     if (Status s = Statement::prepare(db, sql, *statement); !s.ok()) return db_.error(s.message());
@@ -249,6 +253,7 @@ Status StoreWriter::intern_location(const v1::SourceLocation& location, int64_t&
     statement->bind(3, location.line());
     statement->bind_text(4, location.function());
     statement->bind_text(5, stack);
+    statement->bind(6, location_flags(location));
   }
   Status error;
   id = find_location_.step(error) ? find_location_.column_int(0) : 0;

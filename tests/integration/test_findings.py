@@ -37,18 +37,22 @@ def findings(report: dict, kind: str) -> list[dict]:
     return [f for f in report["findings"] if f["kind"] == kind]
 
 
-# (kind, positive scenario, its marker line, negative twin)
+# (kind, positive scenario and arguments, its marker line, negative twin and arguments)
 CASES = [
-    ("stale-cache-hit", "stale_cache.py", "the stale line", "recommended_loop.py"),
-    ("backward-under-autocast", "backward_in_region.py", "the backward line", "recommended_loop.py"),
-    ("cache-growth", "cache_growth.py", "torch.mm(x, w)", "cache_per_iteration.py"),
-    ("mode-mismatch", "mode_mismatch.py", "the mismatching line", "one_mode.py"),
+    ("stale-cache-hit", ["stale_cache.py"], "the stale line", ["recommended_loop.py"]),
+    ("backward-under-autocast", ["backward_in_region.py"], "the backward line", ["recommended_loop.py"]),
+    ("cache-growth", ["cache_growth.py"], "torch.mm(x, w)", ["cache_per_iteration.py"]),
+    ("mode-mismatch", ["mode_mismatch.py"], "the mismatching line", ["one_mode.py"]),
+    ("script-disable-ignored", ["disable_in_script.py", "script"], "fp32 by intent", ["disable_in_script.py", "eager"]),
+    ("script-disable-ignored", ["disable_in_script.py", "script"], "fp32 by intent", ["one_mode.py"]),
 ]
 
 
-@pytest.mark.parametrize("kind,positive,marker,negative", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("kind,positive,marker,negative", CASES,
+                         ids=[f"{c[0]}-vs-{'-'.join(c[3])}" for c in CASES])
 def test_finding_raised_at_its_line_and_not_by_its_twin(tmp_path, kind, positive, marker, negative):
-    report = run_scenario(tmp_path / "positive", positive)
+    positive, *positive_args = positive
+    report = run_scenario(tmp_path / "positive", positive, *positive_args)
     raised = findings(report, kind)
     assert raised, f"{kind} not raised: {[f['kind'] for f in report['findings']]}"
     expected = (str(SCENARIOS / positive), line_of(positive, marker))
@@ -56,7 +60,7 @@ def test_finding_raised_at_its_line_and_not_by_its_twin(tmp_path, kind, positive
     for finding in raised:
         assert finding["summary"] and finding["explanation"] and finding["fix"]
         assert finding["id"].startswith(kind + "/")
-    twin = run_scenario(tmp_path / "negative", negative)
+    twin = run_scenario(tmp_path / "negative", *negative)
     assert not findings(twin, kind), findings(twin, kind)
 
 
