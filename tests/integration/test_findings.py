@@ -90,6 +90,12 @@ def test_recommended_resnet_training_raises_nothing_above_info(tmp_path):
     assert len(json.dumps(report)) < 200_000
 
 
+def test_lightning_bf16_mixed_training_raises_nothing_above_info(tmp_path):
+    report = run_scenario(tmp_path, "lightning_bf16.py")
+    assert [f for f in report["findings"] if f["severity"] != "info"] == []
+    assert report["totals"]["casts_by_dtype_pair"].get("float32->bfloat16", 0) > 0  # Lightning's autocast was seen
+
+
 def test_diff_of_eager_and_scripted_runs_points_at_the_line(tmp_path):
     db = tmp_path / "out" / "castscope.db"
     run_scenario(tmp_path, "disable_in_script.py", "eager", run_id="eager")
