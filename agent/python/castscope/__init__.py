@@ -30,18 +30,24 @@ class AttachError(RuntimeError):
     """castscope could not take over autocast; native autocast is untouched."""
 
 
-def _agent_library_path() -> pathlib.Path:
-    explicit = os.environ.get("CASTSCOPE_AGENT_LIB")
+def _find_built(name: str, build_subdir: str, variable: str) -> pathlib.Path:
+    """A built file: $variable, next to this package, or in build/; the
+    candidates looked at go in the error when none exists."""
+    explicit = os.environ.get(variable)
     candidates = [pathlib.Path(explicit)] if explicit else []
-    candidates += [_PACKAGE_DIR / "libcastscope_agent.so", _REPO_ROOT / "build" / "agent" / "libcastscope_agent.so"]
+    candidates += [_PACKAGE_DIR / name, _REPO_ROOT / "build" / build_subdir / name]
     for candidate in candidates:
         if candidate.is_file():
             return candidate
-    raise AttachError(
-        "castscope: libcastscope_agent.so not found (looked at "
-        + ", ".join(str(c) for c in candidates)
-        + "); build it with scripts/setup.sh or set CASTSCOPE_AGENT_LIB"
-    )
+    raise FileNotFoundError(f"castscope: {name} not found (looked at {', '.join(str(c) for c in candidates)}); "
+                            f"build it with scripts/setup.sh or set {variable}")
+
+
+def _agent_library_path() -> pathlib.Path:
+    try:
+        return _find_built("libcastscope_agent.so", "agent", "CASTSCOPE_AGENT_LIB")
+    except FileNotFoundError as e:
+        raise AttachError(str(e)) from None
 
 
 def agent_library_path() -> pathlib.Path:
@@ -49,16 +55,8 @@ def agent_library_path() -> pathlib.Path:
 
 
 def collector_binary() -> pathlib.Path:
-    """castscope-collector: the daemon, spool loader and query tool."""
-    explicit = os.environ.get("CASTSCOPE_COLLECTOR_BIN")
-    candidates = [pathlib.Path(explicit)] if explicit else []
-    candidates += [_PACKAGE_DIR / "castscope-collector", _REPO_ROOT / "build" / "server" / "castscope-collector"]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError("castscope: castscope-collector not found (looked at "
-                            + ", ".join(str(c) for c in candidates)
-                            + "); build it with scripts/setup.sh or set CASTSCOPE_COLLECTOR_BIN")
+    """castscope-collector: the daemon, spool loader, query and report tool."""
+    return _find_built("castscope-collector", "server", "CASTSCOPE_COLLECTOR_BIN")
 
 
 def _python_reader_path() -> pathlib.Path | None:
