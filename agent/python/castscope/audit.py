@@ -42,9 +42,10 @@ def format_report(report: dict, top: int = 15) -> str:
         pairs = ", ".join(f"{pair} {n}" for pair, n in sorted(totals["casts_by_dtype_pair"].items(),
                                                                key=lambda kv: -kv[1]))
         lines.append(f"  conversions by dtype: {pairs}")
-    if report["sites"]:
-        lines.append("  busiest sites:")
-        for row in sorted(report["sites"], key=lambda r: -r["count"])[:top]:
+    converting = [row for row in report["sites"] if row["outcome"] == "cast"]
+    if converting:
+        lines.append("  busiest casting sites:")
+        for row in sorted(converting, key=lambda r: -r["count"])[:top]:
             lines.append(f"    {row['count']:>8}  {_site_text(row['site'])}  {row['role']} {row['src_dtype']} -> "
                          f"{row['dst_dtype']} [{row['mode']}]")
     findings = report["findings"]
