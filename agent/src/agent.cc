@@ -28,6 +28,7 @@
 #include "policy.h"
 #include "policy_check.h"
 #include "spool_writer.h"
+#include "trace_observer.h"
 
 namespace castscope {
 namespace {
@@ -670,6 +671,18 @@ unsigned castscope_intern_location(int kind, const char* file, unsigned line, co
 }
 
 const char* castscope_agent_torch_version(void) { return TORCH_VERSION; }
+
+void castscope_agent_trace_recording(int begin) {
+  try {
+    if (begin != 0) {
+      castscope::begin_trace_recording();
+    } else {
+      castscope::end_trace_recording();
+    }
+  } catch (...) {
+    castscope::EventLog::instance().count_internal_error();
+  }
+}
 
 void castscope_agent_finish(void) {
   try {

@@ -31,6 +31,7 @@
 namespace castscope {
 
 std::atomic<bool> g_record_events{true};
+thread_local int t_autocast_kernel_depth = 0;
 std::atomic<LocationReader> g_python_location_reader{nullptr};
 
 namespace {
@@ -173,6 +174,7 @@ class AutocastKernel final : public c10::OperatorKernel {
       }
     }
     c10::impl::ExcludeDispatchKeyGuard no_autocast(device_.key);
+    const InsideAutocastKernel inside;  // autocast reads as off in here, but the user did not turn it off
     try {
       apply_policy(op, stack, record ? &op_record : nullptr);
     } catch (...) {

@@ -21,6 +21,17 @@ namespace castscope {
 // while registered) when this is false.
 extern std::atomic<bool> g_record_events;
 
+// Depth of castscope autocast kernels on this thread. Inside one, autocast
+// reads as disabled (the kernel excludes its key, as native wrappers do);
+// the trace observer must not take that for the user's own disable.
+extern thread_local int t_autocast_kernel_depth;
+struct InsideAutocastKernel {
+  InsideAutocastKernel() { ++t_autocast_kernel_depth; }
+  ~InsideAutocastKernel() { --t_autocast_kernel_depth; }
+  InsideAutocastKernel(const InsideAutocastKernel&) = delete;
+  InsideAutocastKernel& operator=(const InsideAutocastKernel&) = delete;
+};
+
 // Returns the LocationTable id of the innermost user Python frame of the
 // calling thread (0 when there is none). Installed only in Python processes,
 // by the separate frame-reader library, so the agent never links CPython.

@@ -256,6 +256,48 @@ void script_disable_ignored(const RunData& run, std::vector<Finding>& out) {
   }
 }
 
+void trace_dropped_autocast(const RunData& run, std::vector<Finding>& out) {
+  struct Site {
+    SiteRef site;  // arg: the arguments cast, comma-separated
+    uint64_t conversions = 0;
+    std::set<std::string> pairs;
+  };
+  std::map<std::tuple<std::string, uint32_t, std::string>, Site> sites;
+  for (const auto& row : run.sites) {
+    // Computed in lower precision: cast here, or handed inputs that JIT
+    // autocast's own cast ops had already converted.
+    const bool lowered = (row.outcome == v1::CAST_OUTCOME_CAST || row.outcome == v1::CAST_OUTCOME_ALREADY_TARGET) &&
+                         (row.dst == v1::DTYPE_BFLOAT16 || row.dst == v1::DTYPE_FLOAT16);
+    if (row.mode != v1::EXECUTION_MODE_TRACED || !lowered) continue;
+    const auto key = std::make_tuple(row.site.file, row.site.line, row.site.op);
+    if (!run.traced_with_autocast_off.contains(key)) continue;
+    Site& s = sites[key];
+    if (s.site.op.empty()) {
+      s.site = row.site;
+    } else if (("," + s.site.arg + ",").find("," + row.site.arg + ",") == std::string::npos) {
+      s.site.arg += "," + row.site.arg;
+    }
+    s.conversions += row.count;
+    s.pairs.insert(dtype_name(row.dst));
+  }
+  for (const auto& [key, s] : sites) {
+    Finding f = make("trace-dropped-autocast", "error", {s.site});
+    f.summary = "a traced graph ran " + s.site.op + " in " + *s.pairs.begin() +
+                " at a line that ran with autocast off when it was traced (" + std::to_string(s.conversions) +
+                " argument decisions)";
+    f.explanation =
+        "When this code was traced it ran inside `autocast(enabled=False)` (or with autocast otherwise off), so the "
+        "tracer recorded the op at full precision. The traced graph keeps no record of the disable: run under "
+        "autocast, the op goes through autocast again and is cast to lower precision, unlike the code that was "
+        "traced. PyTorch cannot warn about this.";
+    f.fix =
+        "Make the precision explicit in the traced code (`a.float()`, `b.float()` before the op, or `.to(dtype)`), "
+        "or script the function instead of tracing it, or run the traced graph outside autocast.";
+    f.evidence = {{"lower_precision_decisions", s.conversions}, {"computed_dtypes", s.pairs}};
+    out.push_back(std::move(f));
+  }
+}
+
 }  // namespace
 
 std::string dtype_name(v1::DType dtype) { return lower_without_prefix(v1::DType_Name(dtype), "DTYPE_"); }
@@ -280,6 +322,7 @@ std::vector<Finding> analyze_run(const RunData& run) {
   backward_under_autocast(run, out);
   mode_mismatches(run, out);
   script_disable_ignored(run, out);
+  trace_dropped_autocast(run, out);
   return out;
 }
 

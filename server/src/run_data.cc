@@ -123,7 +123,8 @@ class Loader {
   Status read_ops(int64_t lo, int64_t hi) {
     Statement ops;
     if (Status s = Statement::prepare(db_.handle(),
-                                      "SELECT id, codes, op, location, cpu_duration_ns FROM ops WHERE id >= ? AND id < ?",
+                                      "SELECT id, codes, op, location, cpu_duration_ns, autocast_enabled FROM ops "
+                                      "WHERE id >= ? AND id < ?",
                                       ops);
         !s.ok())
       return s;
@@ -133,6 +134,14 @@ class Loader {
     while (ops.step(error)) {
       const int64_t codes = ops.column_int(1);
       const auto policy = static_cast<v1::CastPolicy>(code_at(codes, kOpPolicy));
+      if (policy == v1::CAST_POLICY_UNSPECIFIED && code_at(codes, kOpMode) == v1::EXECUTION_MODE_TRACE_RECORDING &&
+          ops.column_int(5) == 0) {
+        // Not an autocast op: the trace observer saw it run with autocast off.
+        SiteRef site;
+        if (Status s = site_ref(ops.column_int(3), ops.column_int(2), 0, site); !s.ok()) return s;
+        out_.traced_with_autocast_off.insert({site.file, site.line, site.op});
+        continue;
+      }
       auto [it, inserted] = ops_.try_emplace(std::make_pair(ops.column_int(2), static_cast<int>(policy)));
       OpRow& row = it->second;
       if (inserted) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -84,6 +85,9 @@ struct RunData {
   std::vector<SiteRow> sites;
   std::vector<OpRow> ops;
   std::vector<BackwardOpRow> backward_ops;
+  // Ops seen with autocast off while torch.jit.trace recorded (the agent's
+  // trace observer): file, line, op.
+  std::set<std::tuple<std::string, uint32_t, std::string>> traced_with_autocast_off;
   std::vector<CacheSampleRow> iteration_samples;  // per agent, in iteration order
   uint64_t max_live_casts = 0, max_live_bytes = 0;
 };

@@ -45,6 +45,7 @@ CASES = [
     ("mode-mismatch", ["mode_mismatch.py"], "the mismatching line", ["one_mode.py"]),
     ("script-disable-ignored", ["disable_in_script.py", "script"], "fp32 by intent", ["disable_in_script.py", "eager"]),
     ("script-disable-ignored", ["disable_in_script.py", "script"], "fp32 by intent", ["one_mode.py"]),
+    ("trace-dropped-autocast", ["trace_dropped_disable.py"], "fp32 by intent", ["trace_kept_dtypes.py"]),
 ]
 
 

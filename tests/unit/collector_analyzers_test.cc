@@ -105,5 +105,19 @@ TEST(Analyzers, ScriptDisableIgnoredOnlyForScriptedLinesInADisabledBlock) {
   EXPECT_EQ(findings[0].severity, "error");
 }
 
+TEST(Analyzers, TraceDroppedAutocastNeedsTheTraceTimeDisable) {
+  RunData run;
+  run.sites.push_back(site("t.py", 9, "aten::mm", "self", v1::EXECUTION_MODE_TRACED, v1::DTYPE_BFLOAT16,
+                           v1::DTYPE_BFLOAT16, v1::CAST_OUTCOME_ALREADY_TARGET));  // JIT autocast cast it first
+  EXPECT_TRUE(analyze_run(run).empty());  // nothing says autocast was off when traced
+  run.traced_with_autocast_off.insert({"t.py", 9, "aten::mm"});
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"trace-dropped-autocast"});
+  EXPECT_EQ(findings[0].sites[0].line, 9u);
+  run.sites[0].dst = v1::DTYPE_FLOAT32;  // the graph computed in fp32 after all
+  run.sites[0].src = v1::DTYPE_FLOAT32;
+  EXPECT_TRUE(analyze_run(run).empty());
+}
+
 }  // namespace
 }  // namespace castscope::collector

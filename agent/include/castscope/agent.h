@@ -57,6 +57,10 @@ CASTSCOPE_EXPORT void castscope_agent_set_location_reader(unsigned (*reader)(voi
 CASTSCOPE_EXPORT unsigned castscope_intern_location(int kind, const char* file, unsigned line, const char* function,
                                                     const char* stack);
 
+/* Brackets torch.jit.trace on the calling thread (nests): while recording,
+ * ops that run with autocast off are recorded too, so a traced graph that
+ * dropped an `autocast(enabled=False)` can be recognised later. */
+CASTSCOPE_EXPORT void castscope_agent_trace_recording(int begin);
 /* The torch version the agent was built against (TORCH_VERSION). */
 CASTSCOPE_EXPORT const char* castscope_agent_torch_version(void);
 

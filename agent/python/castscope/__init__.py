@@ -310,6 +310,34 @@ def _start(config: dict, locations: bool) -> None:
     err = ctypes.create_string_buffer(1 << 16)
     if lib.castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
         raise AttachError(err.value.decode())
+    _bracket_tracing(lib)
+
+
+def _bracket_tracing(lib) -> None:
+    """Tells the agent when torch.jit.trace records (once per process): code
+    inside autocast(enabled=False) is then observed too (trace_observer.cc)."""
+    import functools
+
+    import torch.jit
+
+    if getattr(torch.jit.trace, "_castscope_bracketed", False):
+        return
+    lib.castscope_agent_trace_recording.argtypes = [ctypes.c_int]
+    lib.castscope_agent_trace_recording.restype = None
+
+    def bracketed(trace):
+        @functools.wraps(trace)
+        def recording(*args, **kwargs):
+            lib.castscope_agent_trace_recording(1)
+            try:
+                return trace(*args, **kwargs)
+            finally:
+                lib.castscope_agent_trace_recording(0)
+        recording._castscope_bracketed = True
+        return recording
+
+    torch.jit.trace = bracketed(torch.jit.trace)
+    torch.jit.trace_module = bracketed(torch.jit.trace_module)
 
 
 _attached_from_environment = False
