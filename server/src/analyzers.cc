@@ -52,6 +52,26 @@ Finding make(const std::string& kind, const std::string& severity, std::vector<S
   return f;
 }
 
+// Site rows gathered by (file, line, op): one finding per line and op, with
+// its arguments listed together ("self,mat2").
+struct LineSite {
+  SiteRef site;
+  uint64_t decisions = 0;
+  std::set<std::string> dtypes;
+};
+using LineSites = std::map<std::tuple<std::string, uint32_t, std::string>, LineSite>;
+
+LineSite& gather(LineSites& sites, const SiteRow& row) {
+  LineSite& s = sites[{row.site.file, row.site.line, row.site.op}];
+  if (s.site.op.empty()) {
+    s.site = row.site;
+  } else if (("," + s.site.arg + ",").find("," + row.site.arg + ",") == std::string::npos) {
+    s.site.arg += "," + row.site.arg;
+  }
+  s.decisions += row.count;
+  return s;
+}
+
 void stale_cache_hits(const RunData& run, std::vector<Finding>& out) {
   struct Total {
     SiteRef site;
@@ -164,40 +184,31 @@ void backward_under_autocast(const RunData& run, std::vector<Finding>& out) {
 
 void mode_mismatches(const RunData& run, std::vector<Finding>& out) {
   using Behaviour = std::tuple<std::string, std::string, std::string, std::string>;  // policy, src, dst, outcome
-  struct Site {
-    SiteRef site;  // arg: every argument that differs, comma-separated
-    std::map<std::string, std::set<Behaviour>> by_mode;
-  };
-  // One finding per line and op; its arguments are judged together.
-  std::map<std::tuple<std::string, uint32_t, std::string>, Site> sites;
+  LineSites lines;
+  std::map<std::tuple<std::string, uint32_t, std::string>, std::map<std::string, std::set<Behaviour>>> by_mode;
   for (const auto& row : run.sites) {
     if (row.site.file.empty()) continue;  // no location: nothing to compare by
-    Site& s = sites[{row.site.file, row.site.line, row.site.op}];
-    if (s.site.op.empty()) {
-      s.site = row.site;
-    } else if (("," + s.site.arg + ",").find("," + row.site.arg + ",") == std::string::npos) {
-      s.site.arg += "," + row.site.arg;
-    }
-    s.by_mode[mode_name(row.mode)].insert(
+    gather(lines, row);
+    by_mode[{row.site.file, row.site.line, row.site.op}][mode_name(row.mode)].insert(
         {policy_name(row.policy), dtype_name(row.src), dtype_name(row.dst), outcome_name(row.outcome)});
   }
-  for (const auto& [key, s] : sites) {
-    if (s.by_mode.size() < 2) continue;
+  for (const auto& [key, modes_seen] : by_mode) {
+    if (modes_seen.size() < 2) continue;
     // Compare the dtype each mode computed in at this argument (its effective
     // dtype), not the casts that got it there: a traced graph that recorded
     // the casts and then sees already-cast inputs computes the same way.
     std::set<std::set<std::string>> computed;
-    for (const auto& [mode, behaviours] : s.by_mode) {
+    for (const auto& [mode, behaviours] : modes_seen) {
       std::set<std::string> dtypes;
       for (const auto& [policy, src, dst, outcome] : behaviours)
         dtypes.insert(outcome == "cast" || outcome == "already_target" || outcome == "dtype_arg_set" ? dst : src);
       computed.insert(dtypes);
     }
     if (computed.size() < 2) continue;
-    Finding f = make("mode-mismatch", "warning", {s.site});
+    Finding f = make("mode-mismatch", "warning", {lines[key].site});
     json modes = json::object();
     std::string described;
-    for (const auto& [mode, behaviours] : s.by_mode) {
+    for (const auto& [mode, behaviours] : modes_seen) {
       json list = json::array();
       for (const auto& [policy, src, dst, outcome] : behaviours)
         list.push_back({{"policy", policy}, {"src_dtype", src}, {"dst_dtype", dst}, {"outcome", outcome}});
@@ -221,27 +232,15 @@ void mode_mismatches(const RunData& run, std::vector<Finding>& out) {
 }
 
 void script_disable_ignored(const RunData& run, std::vector<Finding>& out) {
-  struct Site {
-    SiteRef site;  // arg: the arguments cast, comma-separated
-    uint64_t conversions = 0;
-    std::set<std::string> pairs;
-  };
-  std::map<std::tuple<std::string, uint32_t, std::string>, Site> sites;
+  LineSites sites;
   for (const auto& row : run.sites) {
     if (!row.site.inside_disabled_autocast || row.outcome != v1::CAST_OUTCOME_CAST) continue;
     if (row.mode != v1::EXECUTION_MODE_SCRIPT) continue;
-    Site& s = sites[{row.site.file, row.site.line, row.site.op}];
-    if (s.site.op.empty()) {
-      s.site = row.site;
-    } else if (("," + s.site.arg + ",").find("," + row.site.arg + ",") == std::string::npos) {
-      s.site.arg += "," + row.site.arg;
-    }
-    s.conversions += row.count;
-    s.pairs.insert(dtype_name(row.src) + "->" + dtype_name(row.dst));
+    gather(sites, row).dtypes.insert(dtype_name(row.src) + "->" + dtype_name(row.dst));
   }
   for (const auto& [key, s] : sites) {
     Finding f = make("script-disable-ignored", "error", {s.site});
-    f.summary = std::to_string(s.conversions) + " autocast conversions (" + *s.pairs.begin() + ") at a scripted line " +
+    f.summary = std::to_string(s.decisions) + " autocast conversions (" + *s.dtypes.begin() + ") at a scripted line " +
                 "inside `autocast(enabled=False)`: the disable did not hold";
     f.explanation =
         "This line is inside a `with torch.autocast(..., enabled=False)` block of scripted (TorchScript) code, and "
@@ -251,39 +250,26 @@ void script_disable_ignored(const RunData& run, std::vector<Finding>& out) {
     f.fix =
         "Call the scripted function outside the eager autocast region (or leave it unscripted); or cast explicitly "
         "inside it (`a.float()`, `b.float()`) so the op gets fp32 inputs whatever autocast does.";
-    f.evidence = {{"conversions", s.conversions}, {"dtype_pairs", s.pairs}};
+    f.evidence = {{"conversions", s.decisions}, {"dtype_pairs", s.dtypes}};
     out.push_back(std::move(f));
   }
 }
 
 void trace_dropped_autocast(const RunData& run, std::vector<Finding>& out) {
-  struct Site {
-    SiteRef site;  // arg: the arguments cast, comma-separated
-    uint64_t conversions = 0;
-    std::set<std::string> pairs;
-  };
-  std::map<std::tuple<std::string, uint32_t, std::string>, Site> sites;
+  LineSites sites;
   for (const auto& row : run.sites) {
     // Computed in lower precision: cast here, or handed inputs that JIT
     // autocast's own cast ops had already converted.
     const bool lowered = (row.outcome == v1::CAST_OUTCOME_CAST || row.outcome == v1::CAST_OUTCOME_ALREADY_TARGET) &&
                          (row.dst == v1::DTYPE_BFLOAT16 || row.dst == v1::DTYPE_FLOAT16);
     if (row.mode != v1::EXECUTION_MODE_TRACED || !lowered) continue;
-    const auto key = std::make_tuple(row.site.file, row.site.line, row.site.op);
-    if (!run.traced_with_autocast_off.contains(key)) continue;
-    Site& s = sites[key];
-    if (s.site.op.empty()) {
-      s.site = row.site;
-    } else if (("," + s.site.arg + ",").find("," + row.site.arg + ",") == std::string::npos) {
-      s.site.arg += "," + row.site.arg;
-    }
-    s.conversions += row.count;
-    s.pairs.insert(dtype_name(row.dst));
+    if (!run.traced_with_autocast_off.contains({row.site.file, row.site.line, row.site.op})) continue;
+    gather(sites, row).dtypes.insert(dtype_name(row.dst));
   }
   for (const auto& [key, s] : sites) {
     Finding f = make("trace-dropped-autocast", "error", {s.site});
-    f.summary = "a traced graph ran " + s.site.op + " in " + *s.pairs.begin() +
-                " at a line that ran with autocast off when it was traced (" + std::to_string(s.conversions) +
+    f.summary = "a traced graph ran " + s.site.op + " in " + *s.dtypes.begin() +
+                " at a line that ran with autocast off when it was traced (" + std::to_string(s.decisions) +
                 " argument decisions)";
     f.explanation =
         "When this code was traced it ran inside `autocast(enabled=False)` (or with autocast otherwise off), so the "
@@ -293,7 +279,7 @@ void trace_dropped_autocast(const RunData& run, std::vector<Finding>& out) {
     f.fix =
         "Make the precision explicit in the traced code (`a.float()`, `b.float()` before the op, or `.to(dtype)`), "
         "or script the function instead of tracing it, or run the traced graph outside autocast.";
-    f.evidence = {{"lower_precision_decisions", s.conversions}, {"computed_dtypes", s.pairs}};
+    f.evidence = {{"lower_precision_decisions", s.decisions}, {"computed_dtypes", s.dtypes}};
     out.push_back(std::move(f));
   }
 }
