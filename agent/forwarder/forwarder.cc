@@ -55,7 +55,6 @@ void Forwarder::read_new_frames() {
     }
     pending.sequence = pending.request.batch().sequence();
     pending.final = pending.request.batch().final();
-    final_read_ = final_read_ || pending.final;
     unsent_.push_back(std::move(pending));
   }
   for (const auto& problem : problems) log::error("spool: " + problem.str());

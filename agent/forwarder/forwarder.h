@@ -55,7 +55,6 @@ class Forwarder {
   std::deque<Pending> unsent_;
   std::deque<Pending> in_flight_;
   std::string agent_id_;
-  bool final_read_ = false;
   bool connected_ = false;  // the last stream got as far as the Welcome
 };
 

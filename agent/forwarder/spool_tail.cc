@@ -1,35 +1,36 @@
 #include "spool_tail.h"
 
+#include <algorithm>
 #include <filesystem>
+
+#include "spool_format.h"
 
 namespace castscope {
 
+// Reads on in the oldest segment not read to its end (one segment per call
+// keeps frames, and so acknowledgements, in write order).
 std::vector<SpoolTail::Frame> SpoolTail::poll(std::vector<spool::ReadProblem>& problems) {
   for (const auto& path : spool::list_segments(dir_)) {
-    const auto index = static_cast<uint32_t>(std::strtoul(std::filesystem::path(path).filename().c_str(), nullptr, 10));
+    const uint32_t index = spool::segment_index(path);
     if (!segments_.contains(index)) segments_[index].path = path;
   }
   std::vector<Frame> out;
-  for (auto it = segments_.begin(); it != segments_.end(); ++it) {
-    auto& [index, segment] = *it;
-    if (segment.finished) continue;
-    const auto contents = spool::read_segment(segment.path, segment.offset);
-    problems.insert(problems.end(), contents.problems.begin(), contents.problems.end());
-    if (!contents.problems.empty() && contents.complete_bytes == 0) segment.finished = true;  // unreadable
-    segment.offset = std::max(segment.offset, contents.complete_bytes);
-    for (const auto& payload : contents.payloads) out.push_back({index, payload});
-    segment.read += contents.payloads.size();
-    const bool later_exists = std::next(it) != segments_.end();
-    if (later_exists && contents.payloads.empty()) {
-      // The agent writes whole frames and has moved on: an incomplete tail
-      // here is a write that failed, never to be finished.
-      if (contents.incomplete_tail)
-        problems.push_back({segment.path, segment.offset, "incomplete frame at the end of a finished segment, skipped"});
-      segment.finished = true;
-      delete_if_done(index);
-      return out;  // one segment per poll keeps the order of acknowledgements simple
-    }
-    return out;
+  const auto it = std::find_if(segments_.begin(), segments_.end(), [](const auto& entry) { return !entry.second.finished; });
+  if (it == segments_.end()) return out;
+  auto& [index, segment] = *it;
+  const auto contents = spool::read_segment(segment.path, segment.offset);
+  problems.insert(problems.end(), contents.problems.begin(), contents.problems.end());
+  if (!contents.problems.empty() && contents.complete_bytes == 0) segment.finished = true;  // unreadable
+  segment.offset = std::max(segment.offset, contents.complete_bytes);
+  for (const auto& payload : contents.payloads) out.push_back({index, payload});
+  segment.read += contents.payloads.size();
+  if (contents.payloads.empty() && std::next(it) != segments_.end()) {
+    // The agent writes whole frames and has moved on: an incomplete tail
+    // here is a write that failed, never to be finished.
+    if (contents.incomplete_tail)
+      problems.push_back({segment.path, segment.offset, "incomplete frame at the end of a finished segment, skipped"});
+    segment.finished = true;
+    delete_if_done(index);
   }
   return out;
 }

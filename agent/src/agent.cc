@@ -451,11 +451,11 @@ class Agent {
     const ProcessIdentity process = current_identity();
     const char* run_env = std::getenv("CASTSCOPE_RUN_ID");
     identity.hostname = host_name();
-    identity.run_id = !config.run_id.empty() ? config.run_id
-                      : (run_env != nullptr && *run_env != '\0')
-                          ? std::string(run_env)
-                          : safe_id(identity.hostname + "-" + std::to_string(process.pid) + "-" + std::to_string(unix_ms()));
+    // host-pid-start: this process; also the run id of a process on its own.
     identity.agent_id = safe_id(identity.hostname + "-" + std::to_string(process.pid) + "-" + std::to_string(unix_ms()));
+    identity.run_id = !config.run_id.empty()                          ? config.run_id
+                      : (run_env != nullptr && *run_env != '\0') ? std::string(run_env)
+                                                                    : identity.agent_id;
     identity.pid = process.pid;
     identity.rank = process.rank;
     identity.local_rank = process.local_rank;

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -36,6 +37,12 @@ inline uint32_t get_u32le(const uint8_t* in) {
 inline std::string segment_name(uint32_t index) {
   std::string digits = std::to_string(index);
   return std::string(8 - std::min<size_t>(8, digits.size()), '0') + digits + kSegmentSuffix;
+}
+
+// 42 for ".../00000042.cspool" (0 for a name that is not a segment's).
+inline uint32_t segment_index(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return static_cast<uint32_t>(std::strtoul(path.c_str() + (slash == std::string::npos ? 0 : slash + 1), nullptr, 10));
 }
 
 }  // namespace castscope::spool

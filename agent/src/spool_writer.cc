@@ -41,7 +41,7 @@ std::string SpoolWriter::open(const std::string& agent_dir, uint64_t segment_byt
   max_total_bytes_ = max_total_bytes;
   uint32_t last = 0;
   for (const auto& path : spool::list_segments(dir_))
-    last = std::max<uint32_t>(last, static_cast<uint32_t>(std::strtoul(std::filesystem::path(path).filename().c_str(), nullptr, 10)));
+    last = std::max(last, spool::segment_index(path));
   if (!open_segment(last + 1)) return error_;
   return "";
 }

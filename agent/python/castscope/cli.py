@@ -101,7 +101,7 @@ def _run(args) -> int:
     spool_dir.mkdir(mode=0o700, exist_ok=True)
     for stale in spool_dir.glob("*.forwarder.log"):
         stale.unlink()
-    from ._collector import CollectorError, EmbeddedCollector, pending_spool, wait_for_delivery
+    from ._collector import CollectorError, EmbeddedCollector, pending_spool
 
     if pending_spool(spool_dir):
         print(f"castscope run: {spool_dir} holds batches of an earlier run that were never delivered; load them "
