@@ -63,7 +63,14 @@ enum class Role : uint8_t { kUnspecified = 0, kWeight = 1, kInput = 2, kActivati
 enum class CacheOutcome : uint8_t { kUnspecified = 0, kNotCacheable = 1, kMiss = 2, kHit = 3, kStaleHit = 4 };
 
 // Values equal castscope.v1.ExecutionMode.
-enum class ExecutionMode : uint8_t { kUnspecified = 0, kEager = 1, kScript = 2, kTraceRecording = 3, kTraced = 4 };
+enum class ExecutionMode : uint8_t {
+  kUnspecified = 0,
+  kEager = 1,
+  kScript = 2,
+  kTraceRecording = 3,
+  kTraced = 4,
+  kScriptWhileTracing = 5,
+};
 
 // Values equal castscope.v1.Phase.
 enum class Phase : uint8_t { kUnspecified = 0, kForward = 1, kBackward = 2 };

@@ -27,6 +27,7 @@
 #include "event_log.h"
 #include "jit_context.h"
 #include "location_table.h"
+#include "trace_observer.h"
 
 namespace castscope {
 
@@ -102,6 +103,9 @@ OpContext current_context() {
   JitContext jit;
   if (context.mode == ExecutionMode::kEager && current_jit_context(jit)) {
     context.mode = jit.mode;
+    // The tracer pauses inside scripted calls: only the bracket knows.
+    if (jit.mode == ExecutionMode::kScript && trace_recording_on_this_thread())
+      context.mode = ExecutionMode::kScriptWhileTracing;
     context.location = jit.location;
     if (jit.has_source) return context;
     // JIT-inserted ops (autocast casts inside differentiable graphs) carry no

@@ -92,6 +92,7 @@ const char* mode_enum(ExecutionMode mode) {
     case ExecutionMode::kScript: return "EXECUTION_MODE_SCRIPT";
     case ExecutionMode::kTraceRecording: return "EXECUTION_MODE_TRACE_RECORDING";
     case ExecutionMode::kTraced: return "EXECUTION_MODE_TRACED";
+    case ExecutionMode::kScriptWhileTracing: return "EXECUTION_MODE_SCRIPT_WHILE_TRACING";
     default: return "EXECUTION_MODE_UNSPECIFIED";
   }
 }

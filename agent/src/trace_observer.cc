@@ -50,6 +50,8 @@ void begin_trace_recording() {
   if (t_depth++ == 0) t_handle = at::addThreadLocalCallback(at::RecordFunctionCallback(&on_op));
 }
 
+bool trace_recording_on_this_thread() { return t_depth > 0; }
+
 void end_trace_recording() {
   if (t_depth == 0) return;
   if (--t_depth == 0 && t_handle != 0) {

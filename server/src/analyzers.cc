@@ -72,6 +72,11 @@ LineSite& gather(LineSites& sites, const SiteRow& row) {
   return s;
 }
 
+// JIT autocast's own cast ops (inserted into scripted and traced graphs):
+// the mechanism, not a line of the user's computation. Having no source
+// range, they are reported at the Python line that called the graph.
+bool jit_autocast_cast(const std::string& op) { return op.starts_with("aten::_autocast_to_"); }
+
 void stale_cache_hits(const RunData& run, std::vector<Finding>& out) {
   struct Total {
     SiteRef site;
@@ -188,6 +193,7 @@ void mode_mismatches(const RunData& run, std::vector<Finding>& out) {
   std::map<std::tuple<std::string, uint32_t, std::string>, std::map<std::string, std::set<Behaviour>>> by_mode;
   for (const auto& row : run.sites) {
     if (row.site.file.empty()) continue;  // no location: nothing to compare by
+    if (jit_autocast_cast(row.site.op)) continue;
     gather(lines, row);
     by_mode[{row.site.file, row.site.line, row.site.op}][mode_name(row.mode)].insert(
         {policy_name(row.policy), dtype_name(row.src), dtype_name(row.dst), outcome_name(row.outcome)});
@@ -284,6 +290,33 @@ void trace_dropped_autocast(const RunData& run, std::vector<Finding>& out) {
   }
 }
 
+void script_under_trace(const RunData& run, std::vector<Finding>& out) {
+  LineSites sites;
+  for (const auto& row : run.sites) {
+    if (row.mode != v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING || jit_autocast_cast(row.site.op)) continue;
+    const bool cast = row.outcome == v1::CAST_OUTCOME_CAST || row.outcome == v1::CAST_OUTCOME_ALREADY_TARGET;
+    gather(sites, row).dtypes.insert(dtype_name(cast ? row.dst : row.src));
+  }
+  for (const auto& [key, s] : sites) {
+    std::string computed;
+    for (const auto& dtype : s.dtypes) computed += (computed.empty() ? "" : ", ") + dtype;
+    Finding f = make("script-under-trace", "error", {s.site});
+    f.summary = "torch.jit.trace recorded a call into scripted code that ran " + s.site.op + " under autocast (in " +
+                computed + ")";
+    f.explanation =
+        "The code being traced called a scripted (TorchScript) function while autocast was on. The tracer does not "
+        "look inside the scripted call: it records the call, not the casts eager autocast made in it, and the "
+        "scripted graph later runs with TorchScript's own autocast handling (off by default). So the traced graph "
+        "need not compute in the dtypes the traced code did, under autocast or not. PyTorch does not support this "
+        "combination and does not warn.";
+    f.fix =
+        "Trace the function without scripting the part it calls (or script the whole model instead of tracing "
+        "it); or cast explicitly inside the scripted function so its dtypes do not depend on autocast.";
+    f.evidence = {{"decisions_while_tracing", s.decisions}, {"computed_dtypes", s.dtypes}};
+    out.push_back(std::move(f));
+  }
+}
+
 }  // namespace
 
 std::string dtype_name(v1::DType dtype) { return lower_without_prefix(v1::DType_Name(dtype), "DTYPE_"); }
@@ -309,6 +342,7 @@ std::vector<Finding> analyze_run(const RunData& run) {
   mode_mismatches(run, out);
   script_disable_ignored(run, out);
   trace_dropped_autocast(run, out);
+  script_under_trace(run, out);
   return out;
 }
 

@@ -46,6 +46,8 @@ CASES = [
     ("script-disable-ignored", ["disable_in_script.py", "script"], "fp32 by intent", ["disable_in_script.py", "eager"]),
     ("script-disable-ignored", ["disable_in_script.py", "script"], "fp32 by intent", ["one_mode.py"]),
     ("trace-dropped-autocast", ["trace_dropped_disable.py"], "fp32 by intent", ["trace_kept_dtypes.py"]),
+    ("script-under-trace", ["script_under_trace.py", "autocast"], "the scripted line",
+     ["script_under_trace.py", "plain"]),
 ]
 
 

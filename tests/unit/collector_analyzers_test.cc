@@ -119,5 +119,18 @@ TEST(Analyzers, TraceDroppedAutocastNeedsTheTraceTimeDisable) {
   EXPECT_TRUE(analyze_run(run).empty());
 }
 
+TEST(Analyzers, ScriptUnderTraceFlagsScriptedLinesRunWhileTracing) {
+  RunData run;
+  run.sites.push_back(site("s.py", 4, "aten::mm", "self", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT32,
+                           v1::DTYPE_BFLOAT16, v1::CAST_OUTCOME_CAST));
+  EXPECT_TRUE(analyze_run(run).empty());  // scripted, but no trace was recording
+  run.sites.push_back(site("s.py", 4, "aten::mm", "mat2", v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING,
+                           v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16, v1::CAST_OUTCOME_CAST));
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"script-under-trace"});
+  EXPECT_EQ(findings[0].sites[0].line, 4u);
+  EXPECT_EQ(findings[0].evidence["computed_dtypes"], nlohmann::json::array({"bfloat16"}));
+}
+
 }  // namespace
 }  // namespace castscope::collector
