@@ -3,6 +3,7 @@
 #include "castscope/agent.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/hash.h>
 #include <torch/version.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -59,7 +60,13 @@ struct Config {
   size_t batch_events = 4096;
   uint64_t spool_max_bytes = uint64_t{1} << 30;
   uint64_t spool_segment_bytes = uint64_t{16} << 20;
+  std::string policy_hash;  // computed from the loaded files, not configured
 };
+
+// "sha1:<hex>" of the effective policy, so reports say which one ran.
+std::string policy_hash(const PolicySet& policies) {
+  return "sha1:" + c10::sha1(canonical_policy_text(policies)).str();
+}
 
 // Returns an error message, empty on success.
 std::string parse_config(const char* text, Config& config) {
@@ -248,6 +255,7 @@ class Agent {
       for (const auto& e : policies.errors) error += "\n  " + e.str();
       return 1;
     }
+    config.policy_hash = policy_hash(policies);
     std::vector<PolicyFinding> findings = check_policy_against_dispatcher(policies);
     for (const auto& f : findings) {
       if (f.severity == PolicyFinding::Severity::kError) {
@@ -386,6 +394,7 @@ class Agent {
                 {"batches_written", batches_written_},
                 {"spool_error", spool_error_},
                 {"policy_files", config_.policy_files},
+                {"policy_hash", config_.policy_hash},
                 {"policy_findings", findings_json(findings_)}};
     return out.dump();
   }
@@ -462,6 +471,8 @@ class Agent {
     identity.world_size = process.world_size;
     identity.torch_version = config.torch_version;
     identity.command = config.command;
+    identity.policy_hash = config.policy_hash;
+    identity.policy_files = config.policy_files;
     const std::string agent_dir = config.spool_dir + "/" + identity.agent_id;
     std::lock_guard<std::mutex> io(io_mutex_);
     error = spool_.open(agent_dir, config.spool_segment_bytes, config.spool_max_bytes);

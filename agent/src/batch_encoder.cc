@@ -24,6 +24,8 @@ void encode_identity(const AgentIdentity& id, wire::Writer& out) {
   out.bytes(7, id.hostname);
   out.bytes(8, id.torch_version);
   out.bytes(9, id.command);
+  out.bytes(10, id.policy_hash);
+  for (const auto& file : id.policy_files) out.bytes(11, file);
 }
 
 void encode_cast(const Record& record, uint32_t op_string, uint32_t arg_string, uint32_t location_id, wire::Writer& out,

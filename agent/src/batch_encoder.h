@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "cast_record.h"
 #include "event_log.h"
@@ -31,6 +32,8 @@ struct AgentIdentity {
   std::string hostname;
   std::string torch_version;
   std::string command;
+  std::string policy_hash;
+  std::vector<std::string> policy_files;
 };
 
 class BatchEncoder {

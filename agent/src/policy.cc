@@ -86,6 +86,17 @@ std::string PolicyError::str() const {
   return out.str();
 }
 
+std::string canonical_policy_text(const PolicySet& set) {
+  std::string text;
+  for (const auto& [device, policy] : set.devices) {  // std::map: sorted
+    for (const auto& [op, entry] : policy.ops) {
+      text += device + "\t" + op + "\t" + policy_name(entry.policy) + "\t" + dtype_name(entry.dtype) + "\t" +
+              entry.redispatch + "\t" + entry.message + "\n";
+    }
+  }
+  return text;
+}
+
 CastPolicy policy_from_name(std::string_view name) {
   for (const auto& p : kPolicies)
     if (name == p.name) return p.policy;

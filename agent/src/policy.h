@@ -51,6 +51,11 @@ PolicySet parse_policy_text(std::string_view text, const std::string& file);
 // override earlier ones (base lists first, user overlays after).
 PolicySet load_policy_files(const std::vector<std::string>& paths);
 
+// One line per device and op with every setting, sorted: equal for equal
+// effective policies whatever the files' order, layout or comments. The
+// agent reports its hash with each run.
+std::string canonical_policy_text(const PolicySet& set);
+
 // Parses "fp32" etc.; kUnspecified when unknown.
 CastPolicy policy_from_name(std::string_view name);
 const char* policy_name(CastPolicy policy);

@@ -38,7 +38,8 @@ class Loader {
     if (Status s = Statement::prepare(db_.handle(),
                                       "SELECT id, agent_id, pid, rank, local_rank, world_size, hostname, torch_version, "
                                       "command, batches, first_sequence, last_sequence, events_recorded_total, "
-                                      "events_dropped_total, finished FROM agents WHERE run = ? ORDER BY id",
+                                      "events_dropped_total, finished, policy_hash FROM agents WHERE run = ? "
+                                      "ORDER BY id",
                                       agents);
         !s.ok())
       return s;
@@ -55,6 +56,7 @@ class Loader {
       row.hostname = agents.column_text(6);
       row.torch_version = agents.column_text(7);
       row.command = agents.column_text(8);
+      row.policy_hash = agents.column_text(15);
       row.batches = static_cast<uint64_t>(agents.column_int(9));
       const int64_t first = agents.column_int(10), last = agents.column_int(11);
       row.missing_batches = row.batches > 0 ? static_cast<uint64_t>(last - first + 1) - row.batches : 0;

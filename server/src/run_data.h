@@ -73,7 +73,7 @@ struct AgentRow {
   std::string agent_id;
   uint32_t pid = 0;
   int32_t rank = -1, local_rank = -1, world_size = -1;
-  std::string hostname, torch_version, command;
+  std::string hostname, torch_version, command, policy_hash;
   bool finished = false;
   uint64_t events_recorded = 0, events_dropped = 0, batches = 0, missing_batches = 0;
 };

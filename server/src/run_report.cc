@@ -17,12 +17,13 @@ json site_json(const SiteRef& site) {
 }
 
 json run_json(const RunData& run, const std::set<std::string>& devices) {
-  std::set<std::string> commands, torch_versions;
+  std::set<std::string> commands, torch_versions, policy_hashes;
   std::set<int32_t> ranks;
   json agents = json::array();
   for (const auto& a : run.agents) {
     if (!a.command.empty()) commands.insert(a.command);
     if (!a.torch_version.empty()) torch_versions.insert(a.torch_version);
+    if (!a.policy_hash.empty()) policy_hashes.insert(a.policy_hash);
     if (a.rank >= 0) ranks.insert(a.rank);
     agents.push_back({{"agent_id", a.agent_id}, {"pid", a.pid}, {"rank", a.rank}, {"local_rank", a.local_rank},
                       {"world_size", a.world_size}, {"hostname", a.hostname}, {"finished", a.finished},
@@ -32,7 +33,7 @@ json run_json(const RunData& run, const std::set<std::string>& devices) {
   return {{"run_id", run.run_id},
           {"commands", commands},
           {"torch_versions", torch_versions},
-          {"policy_hashes", json::array()},  // agents do not report their policy files' hash yet
+          {"policy_hashes", policy_hashes},
           {"devices", devices},
           {"ranks", ranks},
           {"agents", agents},

@@ -40,6 +40,8 @@ CREATE TABLE agents(
   hostname TEXT NOT NULL,
   torch_version TEXT NOT NULL,
   command TEXT NOT NULL,
+  policy_hash TEXT NOT NULL,
+  policy_files TEXT NOT NULL,  -- JSON array of paths
   batches INTEGER NOT NULL DEFAULT 0,
   casts INTEGER NOT NULL DEFAULT 0,
   ops INTEGER NOT NULL DEFAULT 0,

@@ -21,7 +21,7 @@
 
 namespace castscope::collector {
 
-inline constexpr int kSchemaVersion = 3;      // PRAGMA user_version
+inline constexpr int kSchemaVersion = 4;      // PRAGMA user_version
 inline constexpr int kApplicationId = 0x43535354;  // PRAGMA application_id: "CSST"
 
 inline int64_t event_row_id(int64_t agent_row, uint64_t seq) {

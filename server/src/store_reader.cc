@@ -72,8 +72,8 @@ Status StoreReader::list_runs(v1::ListRunsResponse& out) {
   if (Status s = Statement::prepare(
           db_.handle(),
           "SELECT agent_id, pid, rank, local_rank, world_size, hostname, torch_version, command, batches, casts, ops, "
-          "cache_samples, events_recorded_total, events_dropped_total, first_sequence, last_sequence, finished "
-          "FROM agents WHERE run = ? ORDER BY id",
+          "cache_samples, events_recorded_total, events_dropped_total, first_sequence, last_sequence, finished, "
+          "policy_hash, policy_files FROM agents WHERE run = ? ORDER BY id",
           agents);
       !s.ok())
     return db_.error(s.message());
@@ -96,6 +96,9 @@ Status StoreReader::list_runs(v1::ListRunsResponse& out) {
       identity.set_hostname(agents.column_text(5));
       identity.set_torch_version(agents.column_text(6));
       identity.set_command(agents.column_text(7));
+      identity.set_policy_hash(agents.column_text(17));
+      for (const auto& file : nlohmann::json::parse(agents.column_text(18), nullptr, false))
+        if (file.is_string()) identity.add_policy_files(file.get<std::string>());
       const auto batches = static_cast<uint64_t>(agents.column_int(8));
       agent.set_batches(batches);
       agent.set_casts(static_cast<uint64_t>(agents.column_int(9)));

@@ -81,8 +81,8 @@ Status StoreWriter::prepare_statements() {
        "SELECT id, batches, casts, ops, cache_samples, first_sequence, last_sequence, events_recorded_total, "
        "events_dropped_total, internal_errors, finished FROM agents WHERE run = ? AND agent_id = ?"},
       {&insert_agent_,
-       "INSERT INTO agents(run, agent_id, pid, rank, local_rank, world_size, hostname, torch_version, command) "
-       "VALUES (?,?,?,?,?,?,?,?,?)"},
+       "INSERT INTO agents(run, agent_id, pid, rank, local_rank, world_size, hostname, torch_version, command, "
+       "policy_hash, policy_files) VALUES (?,?,?,?,?,?,?,?,?,?,?)"},
       {&update_agent_,
        "UPDATE agents SET batches=?, casts=?, ops=?, cache_samples=?, first_sequence=?, last_sequence=?, "
        "events_recorded_total=?, events_dropped_total=?, internal_errors=?, finished=? WHERE id=?"},
@@ -208,6 +208,8 @@ Status StoreWriter::find_or_create_agent(const v1::Batch& batch, uint64_t now_un
       insert_agent_.bind_text(7, identity.hostname());
       insert_agent_.bind_text(8, identity.torch_version());
       insert_agent_.bind_text(9, identity.command());
+      insert_agent_.bind_text(10, identity.policy_hash());
+      insert_agent_.bind_text(11, nlohmann::json(identity.policy_files()).dump());
       error = insert_agent_.run();
       agent.id = sqlite3_last_insert_rowid(db_.handle());
     }

@@ -117,6 +117,21 @@ def test_diff_of_eager_and_scripted_runs_points_at_the_line(tmp_path):
     assert same.returncode == 0 and "cast the same way" in same.stdout
 
 
+def test_report_names_the_effective_policy_by_hash(tmp_path):
+    base = run_scenario(tmp_path / "base", "one_mode.py")["run"]["policy_hashes"]
+    overlay = tmp_path / "overlay.json"
+    overlay.write_text(json.dumps({"castscope_policy": 1, "device": "cpu", "ops": {"aten::mm": "fp32"}}))
+    out = tmp_path / "overlaid"
+    result = subprocess.run([*CASTSCOPE, "run", "--overlay", str(overlay), "--out", str(out), "--", sys.executable,
+                             str(SCENARIOS / "one_mode.py")], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    overlaid = json.loads((out / "report.json").read_text())["run"]["policy_hashes"]
+    assert len(base) == 1 and len(overlaid) == 1
+    assert base[0].startswith("sha1:") and len(base[0]) == len("sha1:") + 40
+    assert base != overlaid  # the overlay changed what ran
+    assert f"policy {overlaid[0]}" in result.stderr  # the summary names it
+
+
 def test_report_of_unknown_run_is_a_clear_error(tmp_path):
     run_scenario(tmp_path, "one_mode.py")
     result = subprocess.run([*CASTSCOPE, "report", "nope", "--db", str(tmp_path / "out" / "castscope.db")],

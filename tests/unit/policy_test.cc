@@ -34,6 +34,20 @@ TEST(PolicyParse, AcceptsStringAndObjectEntries) {
   EXPECT_EQ(ops.at("aten::norm.Scalar").redispatch, "aten::norm.ScalarOpt_dtype");
 }
 
+TEST(PolicyCanonicalText, SameForSamePolicyWhateverTheLayout) {
+  const PolicySet a = parse(R"({"castscope_policy": 1, "device": "cpu",
+    "ops": {"aten::mm": "lower_precision_fp", "aten::addmm": "fp32"}})");
+  const PolicySet b = parse(R"({
+    "castscope_policy": 1, "device": "cpu", "ops": {
+      "aten::addmm": {"policy": "fp32"},
+      "aten::mm": "lower_precision_fp"}})");
+  const PolicySet c = parse(R"({"castscope_policy": 1, "device": "cpu",
+    "ops": {"aten::mm": {"policy": "lower_precision_fp", "dtype": "float16"}, "aten::addmm": "fp32"}})");
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(canonical_policy_text(a), canonical_policy_text(b));
+  EXPECT_NE(canonical_policy_text(a), canonical_policy_text(c));  // a dtype override is a different policy
+}
+
 TEST(PolicyParse, BadJsonNamesLine) {
   const std::string error = only_error(parse("{\n  \"castscope_policy\": 1,\n  \"device\": \"cpu\"\n  \"ops\": {}\n}"));
   EXPECT_NE(error.find("overlay.json:4"), std::string::npos) << error;

@@ -33,7 +33,8 @@ def format_report(report: dict, top: int = 15) -> str:
     run, totals = report["run"], report["totals"]
     cache = totals["cache"]
     lines = [f"castscope report: run {run['run_id']} ({len(run['agents'])} process(es), "
-             f"torch {', '.join(run['torch_versions']) or '?'}, devices {', '.join(run['devices']) or 'none'})",
+             f"torch {', '.join(run['torch_versions']) or '?'}, devices {', '.join(run['devices']) or 'none'}, "
+             f"policy {', '.join(run['policy_hashes']) or '?'})",
              f"  {totals['ops']} autocast ops ({totals['op_errors']} raised), {totals['casts']} cast decisions, "
              f"{totals['conversions']} conversions moving {totals['bytes_cast']} bytes",
              f"  cast cache: {cache['misses']} misses, {cache['hits']} hits, {cache['stale_hits']} stale hits; "
