@@ -3,7 +3,9 @@
 Rows, each timed on the same tensors in the same process:
   native         torch's own autocast kernels (the baseline, 1.00x)
   castscope      castscope attached, every event recorded with its source location and
-                 context, dumped as JSON lines
+                 context, dumped as JSON lines (between op probe windows: the steady state)
+  castscope+probe  the same inside an op probe window (docs/diagnostics.md): a global
+                 RecordFunction observer with inputs and outputs sees every op
   castscope-noloc  the same without source locations
   castscope-off  castscope attached with record_events=False (casts only)
   profiler       native autocast inside torch.profiler (record_shapes, with_stack)
@@ -62,9 +64,11 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         @contextlib.contextmanager
-        def agent(record_events, locations=True):
+        def agent(record_events, locations=True, probe=False):
+            # Each attach opens a probe window that outlasts one timing:
+            # rows choose by turning the probe on or off.
             with castscope.attached(events_path=f"{tmp}/events.jsonl", record_events=record_events,
-                                    ring_records=1 << 20, locations=locations) as a:
+                                    ring_records=1 << 20, locations=locations, probe=probe) as a:
                 yield
                 status = a.status()
             stats["recorded"] = status["events_recorded"]
@@ -73,6 +77,7 @@ def main():
         rows = {
             "native": (contextlib.nullcontext, 1),
             "castscope": (lambda: agent(True), 1),
+            "castscope+probe": (lambda: agent(True, probe=True), 1),
             "castscope-noloc": (lambda: agent(True, locations=False), 1),
             "castscope-off": (lambda: agent(False), 1),
             "profiler": (profiler_with_stacks, 10),
@@ -91,14 +96,14 @@ def main():
     print(f"torch {torch.__version__}, 1 intra-op thread, median of {args.repeats} interleaved runs of {args.iters} calls"
           " (profiler and dispatch-mode rows: a tenth)")
     print(f"castscope events recorded (cumulative over every attach): {stats['recorded']}, dropped: {stats['dropped']}")
-    header = f"{'op':20s} {'row':14s} {'median us':>9s} {'x native':>9s} {'min us':>8s} {'x native':>9s}"
+    header = f"{'op':20s} {'row':16s} {'median us':>9s} {'x native':>9s} {'min us':>8s} {'x native':>9s}"
     print(header)
     print("-" * len(header))
     for name in cases:
         base, base_min = statistics.median(samples[(name, "native")]), min(samples[(name, "native")])
         for row in rows:
             value, low = statistics.median(samples[(name, row)]), min(samples[(name, row)])
-            print(f"{name:20s} {row:14s} {value:9.2f} {value / base:8.2f}x {low:8.2f} {low / base_min:8.2f}x")
+            print(f"{name:20s} {row:16s} {value:9.2f} {value / base:8.2f}x {low:8.2f} {low / base_min:8.2f}x")
 
 
 if __name__ == "__main__":

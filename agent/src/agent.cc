@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -26,6 +27,7 @@
 #include "jsonl_writer.h"
 #include "location_table.h"
 #include "logging.h"
+#include "op_probe.h"
 #include "policy.h"
 #include "policy_check.h"
 #include "spool_writer.h"
@@ -61,7 +63,19 @@ struct Config {
   uint64_t spool_max_bytes = uint64_t{1} << 30;
   uint64_t spool_segment_bytes = uint64_t{16} << 20;
   std::string policy_hash;  // computed from the loaded files, not configured
+  ProbeConfig probe;        // op probe windows (op_probe.h); its op lists come from the policy
 };
+
+// Ops a policy casts to lower precision, by base name ("aten::mm" for
+// "aten::mm" and "aten::mm.overload"): the op probe looks for their
+// in-place and out= variants.
+std::set<std::pair<DeviceKind, std::string>> lower_precision_ops(const PolicySet& policies) {
+  std::set<std::pair<DeviceKind, std::string>> ops;
+  for (const auto& [device, policy] : policies.devices)
+    for (const auto& [op, entry] : policy.ops)
+      if (entry.policy == CastPolicy::kLowerPrecisionFp) ops.emplace(device_from_name(device), op.substr(0, op.find('.')));
+  return ops;
+}
 
 // "sha1:<hex>" of the effective policy, so reports say which one ran.
 std::string policy_hash(const PolicySet& policies) {
@@ -116,6 +130,16 @@ std::string parse_config(const char* text, Config& config) {
         config.batch_events = value.get<int64_t>() < 0 ? 0 : value.get<size_t>();
       } else if (key == "spool_max_bytes") {
         config.spool_max_bytes = value.get<int64_t>() < 0 ? 0 : value.get<uint64_t>();
+      } else if (key == "probe") {
+        config.probe.enabled = value.get<bool>();
+      } else if (key == "probe_iterations") {
+        config.probe.iterations = value.get<uint64_t>();
+      } else if (key == "probe_every_iterations") {
+        config.probe.every_iterations = value.get<uint64_t>();
+      } else if (key == "probe_max_ms") {
+        config.probe.max_ms = value.get<int64_t>();
+      } else if (key == "probe_every_ms") {
+        config.probe.every_ms = value.get<int64_t>();
       } else if (key == "spool_segment_bytes") {
         config.spool_segment_bytes = value.get<int64_t>() < 0 ? 0 : value.get<uint64_t>();
       } else {
@@ -137,6 +161,8 @@ std::string parse_config(const char* text, Config& config) {
     return "castscope: spool_max_bytes must be at least spool_segment_bytes";
   if (!config.collector.empty() && config.collector.find(':') == std::string::npos)
     return "castscope: collector must be host:port, got \"" + config.collector + "\"";
+  if (config.probe.iterations == 0 || config.probe.max_ms <= 0 || config.probe.every_ms < 0)
+    return "castscope: probe_iterations and probe_max_ms must be positive, probe_every_ms at least 0";
   if (config.run_id.size() > 256) return "castscope: run_id is longer than 256 characters";
   return "";
 }
@@ -256,6 +282,7 @@ class Agent {
       return 1;
     }
     config.policy_hash = policy_hash(policies);
+    config.probe.lower_precision_ops = lower_precision_ops(policies);
     std::vector<PolicyFinding> findings = check_policy_against_dispatcher(policies);
     for (const auto& f : findings) {
       if (f.severity == PolicyFinding::Severity::kError) {
@@ -312,6 +339,7 @@ class Agent {
     findings_ = std::move(findings);
     stop_exporter_ = false;
     exporter_ = std::thread([this] { export_loop(); });
+    if (config_.record_events) probe_start(config_.probe);
     static std::once_flag fork_handler;
     std::call_once(fork_handler, [] {
       pthread_atfork([] { Agent::instance().before_fork(); }, [] { Agent::instance().after_fork_in_parent(); },
@@ -326,6 +354,7 @@ class Agent {
     std::lock_guard<std::mutex> lock(lifecycle_mutex_);
     if (registry_ == nullptr) return 1;
     attached_.store(false, std::memory_order_release);
+    probe_stop();
     registry_.reset();  // native kernels are back from here on
     if (!finished_) write_out_and_close();
     finished_ = false;
@@ -336,10 +365,14 @@ class Agent {
   // Around fork: the events file is flushed and no write is half done, so
   // the child's copy of the stdio buffer is empty and cannot be written twice.
   void before_fork() {
+    probe_before_fork();
     io_mutex_.lock();
     writer_.flush();
   }
-  void after_fork_in_parent() { io_mutex_.unlock(); }
+  void after_fork_in_parent() {
+    io_mutex_.unlock();
+    probe_after_fork_in_parent();
+  }
 
   // A forked child (a DataLoader worker) inherits the kernels but not the
   // exporter thread, and shares the parent's events file. It keeps casting
@@ -347,6 +380,7 @@ class Agent {
   // the parent's to write. Processes started with exec get their own agent.
   void after_fork_in_child() {
     io_mutex_.unlock();
+    probe_after_fork_in_child();
     g_record_events.store(false, std::memory_order_relaxed);
     attached_.store(false, std::memory_order_relaxed);  // no samples either: their locks may be held
     forked_child_ = true;
@@ -359,6 +393,7 @@ class Agent {
     if (registry_ == nullptr || finished_) return;
     finished_ = true;
     g_record_events.store(false, std::memory_order_relaxed);
+    probe_stop();
     write_out_and_close();
   }
 
@@ -367,6 +402,7 @@ class Agent {
     const uint64_t iteration = iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
     // Through the thread's ring, so the sample stays in order with its casts.
     EventLog::instance().record(cache_sample_record(SampleTrigger::kIteration, iteration));
+    probe_on_iteration(iteration);
   }
 
   bool attached() const { return attached_.load(std::memory_order_acquire); }
@@ -429,6 +465,7 @@ class Agent {
       }
       drain_to_writer();
       reap_forwarder();
+      probe_on_tick();
       lock.lock();
     }
   }

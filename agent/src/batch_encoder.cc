@@ -57,6 +57,7 @@ void encode_cast(const Record& record, uint32_t op_string, uint32_t arg_string, 
   out.u64(24, op_string);
   out.u64(25, arg_string);
   out.u64(26, location_id);
+  out.boolean(27, cast.round_trip);
 }
 
 void encode_op(const Record& record, uint32_t op_string, uint32_t location_id, wire::Writer& out, wire::Writer& packed) {
@@ -82,6 +83,7 @@ void encode_op(const Record& record, uint32_t op_string, uint32_t location_id, w
   out.u64(16, op.autocast_nesting);
   out.u64(17, op_string);
   out.u64(18, location_id);
+  out.u64(19, static_cast<uint64_t>(op.probe));
 }
 
 void encode_cache_sample(const Record& record, wire::Writer& out) {

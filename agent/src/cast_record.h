@@ -78,6 +78,9 @@ enum class Phase : uint8_t { kUnspecified = 0, kForward = 1, kBackward = 2 };
 // Values equal castscope.v1.CacheSample.Trigger.
 enum class SampleTrigger : uint8_t { kUnspecified = 0, kIteration = 1, kInterval = 2, kStop = 3 };
 
+// Values equal castscope.v1.ProbeReason.
+enum class ProbeReason : uint8_t { kUnspecified = 0, kFullPrecisionUnderAutocast = 1, kLowPrecisionMeetsFp32 = 2 };
+
 enum class RecordKind : uint8_t { kCast = 1, kOp = 2, kCacheSample = 3 };
 
 inline constexpr int kMaxShapeDims = 6;
@@ -87,8 +90,8 @@ struct CastFields {
   uint64_t op_seq;
   uint64_t bytes;
   int64_t shape[kMaxShapeDims];
-  int64_t source_version;
-  int64_t cached_version;
+  uint32_t source_version;  // c10's version counters are 32-bit
+  uint32_t cached_version;
   uint32_t location;  // LocationTable id, shared with the op
   uint16_t arg_index;
   int16_t list_index;  // -1: not an element of a list
@@ -100,6 +103,7 @@ struct CastFields {
   CacheOutcome cache;
   ExecutionMode mode;
   Phase phase;
+  bool round_trip;
 };
 
 struct OpFields {
@@ -114,6 +118,7 @@ struct OpFields {
   Phase phase;
   uint8_t autocast_enabled;  // bit (1 << DeviceKind) per device type with autocast on
   uint8_t autocast_nesting;  // saturates at 255
+  ProbeReason probe;
 };
 
 struct CacheSampleFields {

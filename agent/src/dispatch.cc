@@ -27,6 +27,7 @@
 #include "event_log.h"
 #include "jit_context.h"
 #include "location_table.h"
+#include "op_probe.h"
 #include "trace_observer.h"
 
 namespace castscope {
@@ -34,8 +35,6 @@ namespace castscope {
 std::atomic<bool> g_record_events{true};
 thread_local int t_autocast_kernel_depth = 0;
 std::atomic<LocationReader> g_python_location_reader{nullptr};
-
-namespace {
 
 DType to_dtype(c10::ScalarType type) {
   switch (type) {
@@ -58,6 +57,8 @@ DType to_dtype(c10::ScalarType type) {
     default: return DType::kOther;
   }
 }
+
+namespace {
 
 c10::ScalarType to_scalar_type(DType dtype) {
   return dtype == DType::kFloat16 ? c10::ScalarType::Half : c10::ScalarType::BFloat16;
@@ -87,16 +88,9 @@ Role role_of(const at::Tensor& t) {
   return t.requires_grad() ? Role::kWeight : Role::kInput;
 }
 
-// Where and in which mode the current op runs. TorchScript (scripted or
-// traced graphs) gives its own source range; otherwise the innermost user
-// Python frame, when a Python frame reader is installed.
-struct OpContext {
-  ExecutionMode mode = ExecutionMode::kEager;
-  Phase phase = Phase::kForward;
-  uint32_t location = 0;
-};
+}  // namespace
 
-OpContext current_context() {
+OpContext current_op_context() {
   OpContext context;
   if (torch::autograd::get_current_graph_task_id() != -1) context.phase = Phase::kBackward;
   if (torch::jit::tracer::isTracing()) context.mode = ExecutionMode::kTraceRecording;
@@ -116,6 +110,8 @@ OpContext current_context() {
   }
   return context;
 }
+
+namespace {
 
 // Role, shape and size of a cast's source tensor. Symbolic shapes (tracing
 // for export) have no concrete sizes: left at zero dims.
@@ -347,7 +343,7 @@ class AutocastKernel final : public c10::OperatorKernel {
     }
     r.op.num_inputs = n;
     r.op.autocast_dtype = to_dtype(at::autocast::get_lower_precision_fp_from_device_type(device_.device));
-    const OpContext context = current_context();
+    const OpContext context = current_op_context();
     r.op.mode = context.mode;
     r.op.phase = context.phase;
     r.op.location = context.location;
@@ -400,10 +396,11 @@ class AutocastKernel final : public c10::OperatorKernel {
       if (cached_result != nullptr) {
         const auto seen = CastCacheObserver::instance().observe(t, *cached_result);
         r.cast.cache = seen.outcome;
-        r.cast.source_version = seen.source_version;
-        r.cast.cached_version = seen.cached_version;
+        r.cast.source_version = static_cast<uint32_t>(seen.source_version);
+        r.cast.cached_version = static_cast<uint32_t>(seen.cached_version);
       }
       describe_source(r.cast, t);
+      r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
       EventLog::instance().record(r);
     } catch (...) {
       EventLog::instance().count_internal_error();
@@ -429,7 +426,7 @@ void record_jit_cast(uint32_t op_id, CastPolicy policy, const at::Tensor& self, 
   try {
     EventLog& log = EventLog::instance();
     Record r = new_cast_record(op_id, log.thread_id(), policy, self.is_cuda() ? DeviceKind::kCuda : DeviceKind::kCpu,
-                               current_context());
+                               current_op_context());
     r.cast.src = to_dtype(self.scalar_type());
     r.cast.dst = to_dtype(result.scalar_type());
     if (result.scalar_type() != self.scalar_type()) {

@@ -9,7 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "cast_record.h"
 #include "policy.h"
+
+namespace c10 {
+enum class ScalarType : int8_t;
+}
 
 namespace torch {
 class Library;
@@ -37,6 +42,18 @@ struct InsideAutocastKernel {
 // by the separate frame-reader library, so the agent never links CPython.
 using LocationReader = uint32_t (*)();
 extern std::atomic<LocationReader> g_python_location_reader;
+
+// Where and in which mode the current op runs. TorchScript (scripted or
+// traced graphs) gives its own source range; otherwise the innermost user
+// Python frame, when a Python frame reader is installed.
+struct OpContext {
+  ExecutionMode mode = ExecutionMode::kEager;
+  Phase phase = Phase::kForward;
+  uint32_t location = 0;
+};
+OpContext current_op_context();
+
+DType to_dtype(c10::ScalarType type);
 
 class DispatchRegistry {
  public:

@@ -97,6 +97,14 @@ const char* mode_enum(ExecutionMode mode) {
   }
 }
 
+const char* probe_reason_enum(ProbeReason reason) {
+  switch (reason) {
+    case ProbeReason::kFullPrecisionUnderAutocast: return "PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST";
+    case ProbeReason::kLowPrecisionMeetsFp32: return "PROBE_REASON_LOW_PRECISION_MEETS_FP32";
+    default: return "PROBE_REASON_UNSPECIFIED";
+  }
+}
+
 const char* phase_enum(Phase phase) {
   switch (phase) {
     case Phase::kForward: return "PHASE_FORWARD";
@@ -225,6 +233,7 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
         .raw("location", location_json(location))
         .enm("mode", mode_enum(cast.mode))
         .enm("phase", phase_enum(cast.phase))
+        .boolean("round_trip", cast.round_trip)
         .done();
   }
   if (record.kind == RecordKind::kCacheSample) {
@@ -260,6 +269,7 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
       .enm("phase", phase_enum(fields.phase))
       .raw("autocast_enabled", enabled.done())
       .num("autocast_nesting", fields.autocast_nesting)
+      .enm("probe_reason", probe_reason_enum(fields.probe))
       .done();
 }
 

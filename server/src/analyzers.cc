@@ -61,13 +61,19 @@ struct LineSite {
 };
 using LineSites = std::map<std::tuple<std::string, uint32_t, std::string>, LineSite>;
 
+// Takes `row` into `site`: the first row sets it, later ones add their
+// argument to the list.
+void merge_site(SiteRef& site, const SiteRef& row) {
+  if (site.op.empty()) {
+    site = row;
+  } else if (("," + site.arg + ",").find("," + row.arg + ",") == std::string::npos) {
+    site.arg += "," + row.arg;
+  }
+}
+
 LineSite& gather(LineSites& sites, const SiteRow& row) {
   LineSite& s = sites[{row.site.file, row.site.line, row.site.op}];
-  if (s.site.op.empty()) {
-    s.site = row.site;
-  } else if (("," + s.site.arg + ",").find("," + row.site.arg + ",") == std::string::npos) {
-    s.site.arg += "," + row.site.arg;
-  }
+  merge_site(s.site, row.site);
   s.decisions += row.count;
   return s;
 }
@@ -317,6 +323,135 @@ void script_under_trace(const RunData& run, std::vector<Finding>& out) {
   }
 }
 
+std::string joined(const std::set<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+std::set<std::string> dtype_names(const std::set<v1::DType>& dtypes) {
+  std::set<std::string> names;
+  for (const auto dtype : dtypes) names.insert(dtype_name(dtype));
+  return names;
+}
+
+void low_precision_escape(const RunData& run, std::vector<Finding>& out) {
+  struct Line {
+    SiteRef site;
+    uint64_t calls = 0;
+    std::set<std::string> ops, inputs, outputs;
+  };
+  std::map<std::tuple<std::string, uint32_t>, Line> lines;  // every op of one line: one finding
+  for (const auto& row : run.probe_ops) {
+    if (row.reason != v1::PROBE_REASON_LOW_PRECISION_MEETS_FP32) continue;
+    Line& line = lines[{row.site.file, row.site.line}];
+    if (line.site.op.empty()) line.site = row.site;
+    line.calls += row.calls;
+    line.ops.insert(row.site.op);
+    for (const auto& name : dtype_names(row.input_dtypes)) line.inputs.insert(name);
+    for (const auto& name : dtype_names(row.output_dtypes)) line.outputs.insert(name);
+  }
+  for (auto& [key, line] : lines) {
+    line.site.op = joined(line.ops);
+    Finding f = make("low-precision-escape", "warning", {line.site});
+    f.summary = "a lower-precision tensor made under autocast met float32 outside the region in " + line.site.op +
+                " (" + std::to_string(line.calls) + " calls; inputs " + joined(line.inputs) + ", result " +
+                joined(line.outputs) + ")";
+    f.explanation =
+        "A tensor computed inside a torch.autocast region (here in " + joined(line.inputs) +
+        ") was used after the region ended, together with a float32 tensor. Outside the region no autocast policy "
+        "applies: ops either promote silently to float32 (computing on values already rounded to lower precision) "
+        "or fail with 'expected scalar type' errors, depending on the op.";
+    f.fix =
+        "Cast the region's outputs back when they leave it (`out.float()`), as PyTorch's autocast docs advise; or "
+        "move this computation (for example the loss) inside the region.";
+    f.evidence = {{"calls", line.calls}, {"ops", line.ops}, {"input_dtypes", line.inputs}, {"output_dtypes", line.outputs},
+                  {"observed", "op probe windows only (docs/diagnostics.md)"}};
+    out.push_back(std::move(f));
+  }
+}
+
+void cast_churn(const RunData& run, std::vector<Finding>& out) {
+  struct Site {
+    SiteRef site;
+    uint64_t round_trips = 0, bytes = 0;
+    std::set<std::string> pairs;
+  };
+  std::map<std::tuple<std::string, uint32_t, std::string>, Site> sites;
+  for (const auto& row : run.sites) {
+    if (row.round_trips == 0) continue;
+    Site& s = sites[{row.site.file, row.site.line, row.site.op}];
+    merge_site(s.site, row.site);
+    s.round_trips += row.round_trips;
+    s.bytes += row.round_trip_bytes;
+    s.pairs.insert(dtype_name(row.dst) + "->" + dtype_name(row.src) + "->" + dtype_name(row.dst));
+  }
+  for (const auto& [key, s] : sites) {
+    if (s.round_trips < 2) continue;  // once is a choice; repeated, it is churn
+    Finding f = make("cast-churn", "warning", {s.site});
+    f.summary = std::to_string(s.round_trips) + " times autocast cast a tensor back to the dtype it had just been " +
+                "cast from (" + joined(s.pairs) + ") for " + s.site.op + ", moving " + std::to_string(s.bytes) +
+                " bytes for nothing";
+    f.explanation =
+        "An explicit cast (`.float()`, `.to(dtype)`) turned a tensor into another dtype, and autocast then cast it "
+        "straight back for this op: the data went down and up (or up and down) again, paying two copies of its "
+        "bytes and gaining no precision, since the values were already rounded. It repeats every iteration.";
+    f.fix =
+        "Drop the explicit cast before this op (autocast casts what the op needs), or keep the tensor in the dtype "
+        "the op runs in.";
+    f.evidence = {{"round_trips", s.round_trips}, {"bytes_cast_back", s.bytes}, {"dtype_round_trips", s.pairs},
+                  {"observed", "op probe windows only (docs/diagnostics.md)"}};
+    out.push_back(std::move(f));
+  }
+}
+
+void not_autocast(const RunData& run, std::vector<Finding>& out) {
+  struct Site {
+    SiteRef site;
+    uint64_t calls = 0;
+    std::string why;
+    std::set<std::string> dtypes;
+  };
+  std::map<std::tuple<std::string, uint32_t, std::string>, Site> sites;
+  for (const auto& row : run.probe_ops) {
+    if (row.reason != v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST) continue;
+    Site& s = sites[{row.site.file, row.site.line, row.site.op}];
+    s.site = row.site;
+    s.calls += row.calls;
+    const std::string& op = row.site.op;
+    const bool out_variant = op.find(".out") != std::string::npos;
+    const std::string name = op.substr(0, op.find('.'));
+    s.why = out_variant                                            ? "an out= variant"
+            : name.ends_with("_")                                  ? "an in-place variant"
+                                                                   : "a custom op no autocast policy lists";
+    for (const auto& d : dtype_names(row.output_dtypes)) s.dtypes.insert(d);
+  }
+  // Lower-precision ops handed float64: autocast leaves float64 alone.
+  for (const auto& row : run.sites) {
+    if (row.policy != v1::CAST_POLICY_LOWER_PRECISION_FP || row.outcome != v1::CAST_OUTCOME_FLOAT64) continue;
+    Site& s = sites[{row.site.file, row.site.line, row.site.op}];
+    merge_site(s.site, row.site);
+    s.calls += row.count;
+    s.why = "given float64 inputs, which autocast never casts";
+    s.dtypes.insert("float64");
+  }
+  for (const auto& [key, s] : sites) {
+    Finding f = make("not-autocast", "warning", {s.site});
+    f.summary = s.site.op + " ran at full precision (" + joined(s.dtypes) + ") under autocast: it is " + s.why + " (" +
+                std::to_string(s.calls) + (s.why.starts_with("given") ? " argument decisions)" : " calls)");
+    f.explanation =
+        "Autocast casts only the functional forms of the ops on its lists, and only float32 inputs. In-place and "
+        "out= variants, ops no policy lists (custom ops) and float64 inputs run as they are, so this op computed at "
+        "full precision inside the region although the code around it runs in lower precision.";
+    f.fix =
+        "Use the functional form (`c = torch.mm(a, b)` rather than `out=` or `addmm_`), cast the inputs to the "
+        "dtype you want, keep float64 out of the region, or list a custom op in a castscope policy overlay (and "
+        "give it an autocast kernel of its own).";
+    f.evidence = {{"calls", s.calls}, {"reason", s.why}, {"computed_dtypes", s.dtypes}};
+    out.push_back(std::move(f));
+  }
+}
+
 }  // namespace
 
 std::string dtype_name(v1::DType dtype) { return lower_without_prefix(v1::DType_Name(dtype), "DTYPE_"); }
@@ -343,6 +478,9 @@ std::vector<Finding> analyze_run(const RunData& run) {
   script_disable_ignored(run, out);
   trace_dropped_autocast(run, out);
   script_under_trace(run, out);
+  low_precision_escape(run, out);
+  cast_churn(run, out);
+  not_autocast(run, out);
   return out;
 }
 

@@ -105,7 +105,8 @@ Status check_op(const v1::OpEvent& op, int index, const LocalIdIndex& strings, c
                               {"outcome", op.outcome()},
                               {"autocast_dtype", op.autocast_dtype()},
                               {"mode", op.mode()},
-                              {"phase", op.phase()}},
+                              {"phase", op.phase()},
+                              {"probe_reason", op.probe_reason()}},
                              index, "op", seq);
       !s.ok())
     return s;

@@ -46,10 +46,13 @@ inline int code_at(int64_t packed, int index) {
   return static_cast<int>((static_cast<uint64_t>(packed) >> (index * kCodeBits)) & (kCodeLimit - 1));
 }
 
-// casts.codes: policy, src_dtype, dst_dtype, outcome, device_type, role, cache, mode, phase, shape_truncated.
+// casts.codes: policy, src_dtype, dst_dtype, outcome, device_type, role, cache, mode, phase, flags
+// (bit 0 shape_truncated, bit 1 round_trip).
+inline constexpr int kCastFlagShapeTruncated = 1, kCastFlagRoundTrip = 2;
 inline int64_t pack_cast_codes(const castscope::v1::CastEvent& c) {
   return pack_codes({c.policy(), c.src_dtype(), c.dst_dtype(), c.outcome(), c.device_type(), c.role(), c.cache(),
-                     c.mode(), c.phase(), c.shape_truncated() ? 1 : 0});
+                     c.mode(), c.phase(),
+                     (c.shape_truncated() ? kCastFlagShapeTruncated : 0) | (c.round_trip() ? kCastFlagRoundTrip : 0)});
 }
 
 inline void unpack_cast_codes(int64_t packed, castscope::v1::CastEvent& c) {
@@ -63,13 +66,14 @@ inline void unpack_cast_codes(int64_t packed, castscope::v1::CastEvent& c) {
   c.set_cache(static_cast<v1::CacheOutcome>(code_at(packed, 6)));
   c.set_mode(static_cast<v1::ExecutionMode>(code_at(packed, 7)));
   c.set_phase(static_cast<v1::Phase>(code_at(packed, 8)));
-  c.set_shape_truncated(code_at(packed, 9) != 0);
+  c.set_shape_truncated((code_at(packed, 9) & kCastFlagShapeTruncated) != 0);
+  c.set_round_trip((code_at(packed, 9) & kCastFlagRoundTrip) != 0);
 }
 
-// ops.codes: policy, device_type, output_dtype, outcome, autocast_dtype, mode, phase.
+// ops.codes: policy, device_type, output_dtype, outcome, autocast_dtype, mode, phase, probe_reason.
 inline int64_t pack_op_codes(const castscope::v1::OpEvent& o) {
   return pack_codes({o.policy(), o.device_type(), o.output_dtype(), o.outcome(), o.autocast_dtype(), o.mode(),
-                     o.phase()});
+                     o.phase(), o.probe_reason()});
 }
 
 inline void unpack_op_codes(int64_t packed, castscope::v1::OpEvent& o) {
@@ -81,6 +85,7 @@ inline void unpack_op_codes(int64_t packed, castscope::v1::OpEvent& o) {
   o.set_autocast_dtype(static_cast<v1::DType>(code_at(packed, 4)));
   o.set_mode(static_cast<v1::ExecutionMode>(code_at(packed, 5)));
   o.set_phase(static_cast<v1::Phase>(code_at(packed, 6)));
+  o.set_probe_reason(static_cast<v1::ProbeReason>(code_at(packed, 7)));
 }
 
 // ops.input_dtypes: (dtype + 1) per byte, first input in the lowest byte; 0 ends the list.

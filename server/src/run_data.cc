@@ -9,7 +9,8 @@ namespace {
 
 // Code indices of casts.codes and ops.codes (event_columns.h).
 enum CastCode { kCastPolicy = 0, kCastSrc, kCastDst, kCastOutcome, kCastDevice, kCastRole, kCastCache, kCastMode, kCastPhase };
-enum OpCode { kOpPolicy = 0, kOpDevice, kOpOutput, kOpOutcome, kOpAutocastDtype, kOpMode, kOpPhase };
+enum OpCode { kOpPolicy = 0, kOpDevice, kOpOutput, kOpOutcome, kOpAutocastDtype, kOpMode, kOpPhase, kOpProbeReason };
+constexpr int kCastFlags = 9;
 
 // What tells two site rows apart: everything but the cache outcome and phase.
 int64_t site_codes(int64_t codes) {
@@ -75,6 +76,7 @@ class Loader {
     for (auto& [key, row] : sites_) out_.sites.push_back(std::move(row));
     for (auto& [key, row] : ops_) out_.ops.push_back(std::move(row));
     for (auto& [key, row] : backward_) out_.backward_ops.push_back(std::move(row));
+    for (auto& [key, row] : probes_) out_.probe_ops.push_back(std::move(row));
     return Status();
   }
 
@@ -118,6 +120,10 @@ class Loader {
         default: break;
       }
       if (code_at(codes, kCastPhase) == v1::PHASE_BACKWARD) ++row.backward;
+      if (code_at(codes, kCastFlags) & kCastFlagRoundTrip) {
+        ++row.round_trips;
+        row.round_trip_bytes += static_cast<uint64_t>(casts.column_int(5));
+      }
     }
     return error;
   }
@@ -125,8 +131,8 @@ class Loader {
   Status read_ops(int64_t lo, int64_t hi) {
     Statement ops;
     if (Status s = Statement::prepare(db_.handle(),
-                                      "SELECT id, codes, op, location, cpu_duration_ns, autocast_enabled FROM ops "
-                                      "WHERE id >= ? AND id < ?",
+                                      "SELECT id, codes, op, location, cpu_duration_ns, autocast_enabled, input_dtypes "
+                                      "FROM ops WHERE id >= ? AND id < ?",
                                       ops);
         !s.ok())
       return s;
@@ -143,6 +149,22 @@ class Loader {
         if (Status s = site_ref(ops.column_int(3), ops.column_int(2), 0, site); !s.ok()) return s;
         out_.traced_with_autocast_off.insert({site.file, site.line, site.op});
         continue;
+      }
+      if (const int reason = code_at(codes, kOpProbeReason); reason != v1::PROBE_REASON_UNSPECIFIED) {
+        auto [p, first] = probes_.try_emplace(std::make_tuple(ops.column_int(3), ops.column_int(2), reason));
+        ProbeOpRow& row = p->second;
+        if (first) {
+          if (Status s = site_ref(ops.column_int(3), ops.column_int(2), 0, row.site); !s.ok()) return s;
+          row.reason = static_cast<v1::ProbeReason>(reason);
+          row.device = static_cast<v1::DeviceType>(code_at(codes, kOpDevice));
+          row.first_seq = static_cast<uint64_t>(ops.column_int(0)) & ((uint64_t{1} << 40) - 1);
+        }
+        ++row.calls;
+        v1::OpEvent unpacked;
+        unpack_input_dtypes(ops.column_int(6), unpacked);
+        for (int dtype : unpacked.input_dtypes()) row.input_dtypes.insert(static_cast<v1::DType>(dtype));
+        row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutput)));
+        continue;  // not an autocast op: kept out of the per-op table
       }
       auto [it, inserted] = ops_.try_emplace(std::make_pair(ops.column_int(2), static_cast<int>(policy)));
       OpRow& row = it->second;
@@ -227,6 +249,7 @@ class Loader {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, SiteRow> sites_;  // location, op, arg, codes
   std::map<std::pair<int64_t, int>, OpRow> ops_;
   std::map<std::pair<int64_t, int64_t>, BackwardOpRow> backward_;  // location, op
+  std::map<std::tuple<int64_t, int64_t, int>, ProbeOpRow> probes_;  // location, op, reason
   std::unordered_map<int64_t, std::string> strings_;
 };
 

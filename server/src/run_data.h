@@ -44,6 +44,8 @@ struct SiteRow {
   int64_t max_version_gap = 0;  // source_version - cached_version on stale hits
   uint64_t first_seq = 0;
   uint64_t backward = 0;  // decisions made while the autograd engine ran
+  uint64_t round_trips = 0;       // casts undoing an explicit cast (CastEvent.round_trip)
+  uint64_t round_trip_bytes = 0;  // their source bytes
 };
 
 struct OpRow {
@@ -58,6 +60,17 @@ struct OpRow {
 // Ops that ran through an autocast kernel while the autograd engine ran.
 struct BackwardOpRow {
   SiteRef site;  // arg empty
+  uint64_t calls = 0;
+  uint64_t first_seq = 0;
+};
+
+// Ops the op probe recorded (OpEvent.probe_reason), by line, op and reason.
+struct ProbeOpRow {
+  SiteRef site;  // arg empty
+  v1::ProbeReason reason = v1::PROBE_REASON_UNSPECIFIED;
+  v1::DeviceType device = v1::DEVICE_TYPE_UNSPECIFIED;
+  std::set<v1::DType> input_dtypes;
+  std::set<v1::DType> output_dtypes;
   uint64_t calls = 0;
   uint64_t first_seq = 0;
 };
@@ -85,6 +98,7 @@ struct RunData {
   std::vector<SiteRow> sites;
   std::vector<OpRow> ops;
   std::vector<BackwardOpRow> backward_ops;
+  std::vector<ProbeOpRow> probe_ops;
   // Ops seen with autocast off while torch.jit.trace recorded (the agent's
   // trace observer): file, line, op.
   std::set<std::tuple<std::string, uint32_t, std::string>> traced_with_autocast_off;

@@ -97,14 +97,15 @@ CREATE VIEW cast_rows AS SELECT
   )sql" CASTSCOPE_SLOT_ARG_INDEX_SQL R"sql( AS arg_index, arg_name, )sql" CASTSCOPE_SLOT_LIST_INDEX_SQL R"sql( AS list_index,
   codes & 63 AS policy, (codes >> 6) & 63 AS src_dtype, (codes >> 12) & 63 AS dst_dtype, (codes >> 18) & 63 AS outcome,
   (codes >> 24) & 63 AS device_type, (codes >> 30) & 63 AS role, (codes >> 36) & 63 AS cache,
-  (codes >> 42) & 63 AS mode, (codes >> 48) & 63 AS phase, (codes >> 54) & 63 AS shape_truncated,
+  (codes >> 42) & 63 AS mode, (codes >> 48) & 63 AS phase, (codes >> 54) & 1 AS shape_truncated,
+  (codes >> 55) & 1 AS round_trip,
   shape, bytes, op_seq, source_version, cached_version, location
   FROM casts;
 CREATE VIEW op_rows AS SELECT
   id >> 40 AS agent, id & 0xFFFFFFFFFF AS seq, ts_ns, thread, op,
   codes & 63 AS policy, (codes >> 6) & 63 AS device_type, (codes >> 12) & 63 AS output_dtype,
   (codes >> 18) & 63 AS outcome, (codes >> 24) & 63 AS autocast_dtype, (codes >> 30) & 63 AS mode,
-  (codes >> 36) & 63 AS phase, input_dtypes, cpu_duration_ns, location, autocast_enabled, autocast_nesting
+  (codes >> 36) & 63 AS phase, (codes >> 42) & 63 AS probe_reason, input_dtypes, cpu_duration_ns, location, autocast_enabled, autocast_nesting
   FROM ops;
 )sql";
 

@@ -48,6 +48,13 @@ CASES = [
     ("trace-dropped-autocast", ["trace_dropped_disable.py"], "fp32 by intent", ["trace_kept_dtypes.py"]),
     ("script-under-trace", ["script_under_trace.py", "autocast"], "the scripted line",
      ["script_under_trace.py", "plain"]),
+    ("low-precision-escape", ["low_precision_escape.py", "escape"], "the escaping line",
+     ["low_precision_escape.py", "cast-back"]),
+    ("cast-churn", ["cast_churn.py", "churn"], "the block line", ["cast_churn.py", "direct"]),
+    ("not-autocast", ["not_autocast.py", "out"], "torch.mm(a, b, out=c)", ["not_autocast.py", "functional"]),
+    ("not-autocast", ["not_autocast.py", "inplace"], "addmm_", ["not_autocast.py", "functional"]),
+    ("not-autocast", ["not_autocast.py", "custom"], "castscope_demo.scale(a, b)", ["not_autocast.py", "functional"]),
+    ("not-autocast", ["not_autocast.py", "float64"], "a.double()", ["not_autocast.py", "functional"]),
 ]
 
 

@@ -32,6 +32,7 @@ Record cast_record(uint64_t seq) {
   r.cast.cache = CacheOutcome::kStaleHit;
   r.cast.source_version = 4;
   r.cast.cached_version = 2;
+  r.cast.round_trip = true;
   r.cast.location = 9;
   r.cast.mode = ExecutionMode::kScript;
   r.cast.phase = Phase::kBackward;
@@ -59,6 +60,7 @@ Record op_record(uint64_t seq) {
   r.op.phase = Phase::kForward;
   r.op.autocast_enabled = (1u << 1) | (1u << 2);
   r.op.autocast_nesting = 2;
+  r.op.probe = ProbeReason::kLowPrecisionMeetsFp32;
   return r;
 }
 
@@ -132,6 +134,7 @@ TEST(BatchEncoder, BatchParsesWithEveryField) {
   ASSERT_EQ(op.autocast_enabled_size(), 2);
   EXPECT_EQ(op.autocast_enabled(1), v1::DEVICE_TYPE_CUDA);
   EXPECT_EQ(op.autocast_nesting(), 2u);
+  EXPECT_EQ(op.probe_reason(), v1::PROBE_REASON_LOW_PRECISION_MEETS_FP32);
 
   const auto& cast = batch.events(1).cast();
   EXPECT_EQ(cast.seq(), 11u);
@@ -148,6 +151,7 @@ TEST(BatchEncoder, BatchParsesWithEveryField) {
   EXPECT_EQ(cast.cache(), v1::CACHE_OUTCOME_STALE_HIT);
   EXPECT_EQ(cast.source_version(), 4);
   EXPECT_EQ(cast.cached_version(), 2);
+  EXPECT_TRUE(cast.round_trip());
   EXPECT_EQ(cast.mode(), v1::EXECUTION_MODE_SCRIPT);
   EXPECT_EQ(cast.phase(), v1::PHASE_BACKWARD);
   EXPECT_TRUE(cast.op().empty());  // names travel by id only

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace castscope::collector {
 namespace {
 
@@ -130,6 +132,65 @@ TEST(Analyzers, ScriptUnderTraceFlagsScriptedLinesRunWhileTracing) {
   ASSERT_EQ(kinds(findings), std::vector<std::string>{"script-under-trace"});
   EXPECT_EQ(findings[0].sites[0].line, 4u);
   EXPECT_EQ(findings[0].evidence["computed_dtypes"], nlohmann::json::array({"bfloat16"}));
+}
+
+ProbeOpRow probe(const char* op, uint32_t line, v1::ProbeReason reason, std::set<v1::DType> inputs) {
+  ProbeOpRow row;
+  row.site = SiteRef{"p.py", line, "f", op, ""};
+  row.reason = reason;
+  row.device = v1::DEVICE_TYPE_CPU;
+  row.input_dtypes = std::move(inputs);
+  row.output_dtypes = {v1::DTYPE_FLOAT32};
+  row.calls = 2;
+  return row;
+}
+
+TEST(Analyzers, LowPrecisionEscapeIsOneFindingPerLine) {
+  RunData run;
+  run.probe_ops.push_back(probe("aten::broadcast_tensors", 18, v1::PROBE_REASON_LOW_PRECISION_MEETS_FP32,
+                                {v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32}));
+  run.probe_ops.push_back(
+      probe("aten::mse_loss", 18, v1::PROBE_REASON_LOW_PRECISION_MEETS_FP32, {v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32}));
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"low-precision-escape"});
+  EXPECT_EQ(findings[0].sites[0].line, 18u);
+  EXPECT_EQ(findings[0].evidence["calls"], 4);
+  EXPECT_EQ(findings[0].evidence["ops"], nlohmann::json::array({"aten::broadcast_tensors", "aten::mse_loss"}));
+}
+
+TEST(Analyzers, CastChurnNeedsRepeatedRoundTrips) {
+  RunData run;
+  SiteRow row = site("c.py", 17, "aten::linear", "input", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32,
+                     v1::DTYPE_BFLOAT16);
+  row.role = v1::ROLE_ACTIVATION;
+  row.round_trips = 1;
+  row.round_trip_bytes = 2048;
+  run.sites.push_back(row);
+  EXPECT_TRUE(analyze_run(run).empty());  // once may be deliberate
+  run.sites[0].round_trips = 4;
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"cast-churn"});
+  EXPECT_EQ(findings[0].evidence["bytes_cast_back"], 2048);
+  EXPECT_EQ(findings[0].evidence["dtype_round_trips"], nlohmann::json::array({"bfloat16->float32->bfloat16"}));
+}
+
+TEST(Analyzers, NotAutocastNamesWhyTheOpRanAtFullPrecision) {
+  RunData run;
+  run.probe_ops.push_back(probe("aten::mm.out", 19, v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST, {v1::DTYPE_FLOAT32}));
+  run.probe_ops.push_back(probe("aten::addmm_", 21, v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST, {v1::DTYPE_FLOAT32}));
+  run.probe_ops.push_back(probe("demo::scale", 23, v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST, {v1::DTYPE_FLOAT32}));
+  run.sites.push_back(site("p.py", 25, "aten::mm", "self", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT64,
+                           v1::DTYPE_BFLOAT16, v1::CAST_OUTCOME_FLOAT64));
+  run.sites.push_back(site("p.py", 27, "aten::mm", "self", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32,
+                           v1::DTYPE_BFLOAT16));  // cast as usual: nothing to say
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>(4, "not-autocast"));
+  std::map<uint32_t, std::string> why;
+  for (const auto& f : findings) why[f.sites[0].line] = f.evidence["reason"];
+  EXPECT_EQ(why[19], "an out= variant");
+  EXPECT_EQ(why[21], "an in-place variant");
+  EXPECT_EQ(why[23], "a custom op no autocast policy lists");
+  EXPECT_EQ(why[25], "given float64 inputs, which autocast never casts");
 }
 
 }  // namespace

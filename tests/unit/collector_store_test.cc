@@ -229,7 +229,7 @@ TEST(SqliteStore, ViewsUnpackTheCodes) {
   sqlite3_stmt* statement = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(handle,
                                "SELECT seq, policy, src_dtype, dst_dtype, outcome, device_type, role, cache, mode, "
-                               "phase, shape_truncated FROM cast_rows WHERE seq = 3",
+                               "phase, shape_truncated, round_trip FROM cast_rows WHERE seq = 3",
                                -1, &statement, nullptr),
             SQLITE_OK);
   ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
@@ -243,16 +243,18 @@ TEST(SqliteStore, ViewsUnpackTheCodes) {
                               v1::CACHE_OUTCOME_STALE_HIT,
                               v1::EXECUTION_MODE_EAGER,
                               v1::PHASE_BACKWARD,
+                              1,
                               1};
-  for (int i = 0; i < 11; ++i) EXPECT_EQ(sqlite3_column_int64(statement, i), expected[i]) << "column " << i;
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(sqlite3_column_int64(statement, i), expected[i]) << "column " << i;
   sqlite3_finalize(statement);
-  ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT policy, device_type, output_dtype, phase FROM op_rows", -1, &statement,
+  ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT policy, device_type, output_dtype, phase, probe_reason FROM op_rows", -1, &statement,
                                nullptr),
             SQLITE_OK);
   ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
   EXPECT_EQ(sqlite3_column_int64(statement, 1), v1::DEVICE_TYPE_CUDA);
   EXPECT_EQ(sqlite3_column_int64(statement, 2), v1::DTYPE_FLOAT16);
   EXPECT_EQ(sqlite3_column_int64(statement, 3), v1::PHASE_FORWARD);
+  EXPECT_EQ(sqlite3_column_int64(statement, 4), v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST);
   sqlite3_finalize(statement);
   sqlite3_close(handle);
 }

@@ -63,6 +63,7 @@ inline v1::Batch make_batch(const std::string& run_id, const std::string& agent_
   op.set_phase(v1::PHASE_FORWARD);
   op.add_autocast_enabled(v1::DEVICE_TYPE_CUDA);
   op.set_autocast_nesting(1);
+  op.set_probe_reason(v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST);
   for (int i = 0; i < casts; ++i) {
     v1::CastEvent& cast = *batch.add_events()->mutable_cast();
     cast.set_seq(seq++);
@@ -80,6 +81,7 @@ inline v1::Batch make_batch(const std::string& run_id, const std::string& agent_
     cast.add_shape(-1);
     cast.add_shape(1LL << 40);
     cast.set_shape_truncated(i == 1);
+    cast.set_round_trip(i == 1);
     cast.set_bytes(4096);
     cast.set_device_type(v1::DEVICE_TYPE_CUDA);
     cast.set_op_seq(first_seq);

@@ -270,6 +270,7 @@ def attach(
     collector: str | None = None,
     spool_dir: str | os.PathLike | None = None,
     run_id: str | None = None,
+    probe: bool = True,
 ) -> Agent:
     """Takes over autocast from the policy files (default: policies/ for all
     devices) plus user overlays. Raises AttachError, with file, line and
@@ -278,6 +279,8 @@ def attach(
     `collector="host:port"` batches stream to that collector (through a
     forwarder process; the token, if any, in CASTSCOPE_TOKEN); with
     `spool_dir` they are kept there (for `castscope load`) until delivered.
+    `probe=False` opens no op probe windows (docs/diagnostics.md: the
+    findings that need ops beyond the autocast kernels).
     When castscope was attached from outside (castscope run), returns a
     handle on that."""
     global _current
@@ -295,7 +298,8 @@ def attach(
         os.close(fd)
     events_path = pathlib.Path(events_path)
     config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads,
-                     collector=collector, spool_dir=None if spool_dir is None else str(spool_dir), run_id=run_id)
+                     collector=collector, spool_dir=None if spool_dir is None else str(spool_dir), run_id=run_id,
+                     probe=probe)
     _start(config, locations)
     _current = Agent(events_path)
     _current._step_hook = _register_step_hook()

@@ -2,7 +2,7 @@
 
     castscope policy check [--policy FILE]... [--overlay FILE]... [--import MODULE]... [--json]
         exit 0: usable, 1: refused (errors printed), 2: bad command line
-    castscope run [--policy FILE]... [--overlay FILE]... [--out DIR] [--stacks]
+    castscope run [--policy FILE]... [--overlay FILE]... [--out DIR] [--stacks] [--no-probe]
                   [--collector HOST:PORT [--tls-ca PEM]] [--run-id ID] [--no-jsonl] -- COMMAND...
         runs COMMAND with castscope attached through LD_PRELOAD; exits with
         COMMAND's code, 2 when castscope refuses to start, 3 when a process
@@ -125,7 +125,8 @@ def _run(args) -> int:
               "ring_records": args.ring_records,
               "collector": collector, "spool_dir": str(spool_dir), "run_id": run_id,
               "tls_ca": str(pathlib.Path(args.tls_ca).resolve()) if args.tls_ca else None,
-              "command": " ".join(command)}
+              "command": " ".join(command),
+              "probe": False if args.no_probe else None}
     env["CASTSCOPE_CONFIG"] = json.dumps({k: v for k, v in config.items() if v is not None})
     env["CASTSCOPE_AGENT_LIB"] = str(agent)
     env["CASTSCOPE_STATUS_DIR"] = str(out)
@@ -255,6 +256,8 @@ def main(argv=None) -> int:
     run.add_argument("--overlay", dest="overlays", action="append", default=[], help="user overlay, applied last")
     run.add_argument("--out", default="castscope-out", help="directory for events-<pid>.jsonl (default: castscope-out)")
     run.add_argument("--stacks", action="store_true", help="record the whole Python stack of every site")
+    run.add_argument("--no-probe", action="store_true",
+                     help="no op probe windows (low-precision-escape, cast-churn and not-autocast need them)")
     run.add_argument("--collector", help="send events to this collector (HOST:PORT; token in CASTSCOPE_TOKEN) "
                                          "instead of one started for the job")
     run.add_argument("--no-jsonl", action="store_true", help="no events-<pid>.jsonl dumps: the collector only")
