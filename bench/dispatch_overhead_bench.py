@@ -64,7 +64,7 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         @contextlib.contextmanager
-        def agent(record_events, locations=True, probe=False):
+        def agent(record_events, locations=True, probe=False):  # probe: bool or schedule (attach)
             # Each attach opens a probe window that outlasts one timing:
             # rows choose by turning the probe on or off.
             with castscope.attached(events_path=f"{tmp}/events.jsonl", record_events=record_events,
@@ -77,7 +77,7 @@ def main():
         rows = {
             "native": (contextlib.nullcontext, 1),
             "castscope": (lambda: agent(True), 1),
-            "castscope+probe": (lambda: agent(True, probe=True), 1),
+            "castscope+probe": (lambda: agent(True, probe={"max_ms": 600000}), 1),
             "castscope-noloc": (lambda: agent(True, locations=False), 1),
             "castscope-off": (lambda: agent(False), 1),
             "profiler": (profiler_with_stacks, 10),

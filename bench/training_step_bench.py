@@ -4,6 +4,9 @@ ResNet-18 (torchvision, random init) on random 8x3x64x64 batches, SGD, bf16
 CPU autocast. Rows, interleaved within each repeat:
   native         torch's autocast
   castscope      castscope attached: every cast with location, context, cache outcome
+                 (between op probe windows: the steady state)
+  castscope+probe  the same with an op probe window open for every step (the first
+                 steps of a run, then 2 steps in 100; docs/diagnostics.md)
   castscope-noloc  the same without source locations
   castscope-off  castscope attached, recording nothing (the kernel alone)
   profiler       torch.profiler with record_shapes and with_stack
@@ -52,9 +55,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         rows = {
             "native": contextlib.nullcontext,
-            "castscope": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl"),
-            "castscope-noloc": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl", locations=False),
-            "castscope-off": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl", record_events=False),
+            "castscope": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl", probe=False),
+            "castscope+probe": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl",
+                                                          probe={"iterations": 1000, "max_ms": 600000}),
+            "castscope-noloc": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl", locations=False, probe=False),
+            "castscope-off": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl", record_events=False, probe=False),
             "profiler": profiler_with_stacks,
             "dispatch-mode": DtypeLogger,
         }
@@ -66,10 +71,10 @@ def main():
     base = statistics.median(samples["native"])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, ResNet-18 8x3x64x64 bf16 training step, "
           f"median of {args.repeats} interleaved runs of {args.steps} steps")
-    print(f"{'row':14s} {'ms/step':>8s} {'x native':>9s}")
+    print(f"{'row':16s} {'ms/step':>8s} {'x native':>9s}")
     for row in rows:
         value = statistics.median(samples[row])
-        print(f"{row:14s} {value:8.1f} {value / base:8.3f}x")
+        print(f"{row:16s} {value:8.1f} {value / base:8.3f}x")
 
 
 if __name__ == "__main__":

@@ -469,6 +469,17 @@ std::string device_name(v1::DeviceType device) {
   return lower_without_prefix(v1::DeviceType_Name(device), "DEVICE_TYPE_");
 }
 
+nlohmann::json site_json(const SiteRef& site) {
+  return {{"file", site.file}, {"line", site.line}, {"function", site.function}, {"op", site.op}, {"arg", site.arg}};
+}
+
+nlohmann::json finding_json(const Finding& f) {
+  json where = json::array();
+  for (const auto& site : f.sites) where.push_back(site_json(site));
+  return {{"id", f.id},           {"kind", f.kind}, {"severity", f.severity}, {"summary", f.summary},
+          {"explanation", f.explanation}, {"fix", f.fix},   {"sites", where},         {"evidence", f.evidence}};
+}
+
 std::vector<Finding> analyze_run(const RunData& run) {
   std::vector<Finding> out;
   stale_cache_hits(run, out);

@@ -24,6 +24,10 @@ struct Finding {
 
 std::vector<Finding> analyze_run(const RunData& run);
 
+// A finding as the report and the findings table have it (report schema).
+nlohmann::json finding_json(const Finding& finding);
+nlohmann::json site_json(const SiteRef& site);
+
 // Lower-case names of the schema's enum values ("bfloat16", "weight", "eager").
 std::string dtype_name(v1::DType dtype);
 std::string policy_name(v1::CastPolicy policy);

@@ -143,8 +143,13 @@ void CollectorCore::writer_loop() {
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      work_ready_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-      if (queue_.empty()) return;  // stopping, and everything is committed
+      work_ready_.wait(lock, [&] { return !queue_.empty() || !tasks_.empty() || stopping_; });
+      if (queue_.empty() && tasks_.empty()) return;  // stopping, and everything is committed
+      if (queue_.empty()) {
+        lock.unlock();
+        run_tasks();
+        continue;
+      }
     }
     group.clear();
     duplicate.clear();
@@ -160,6 +165,7 @@ void CollectorCore::writer_loop() {
       if (status.ok() && !duplicate[i]) events += static_cast<uint64_t>(group[i].batch.batch().events_size());
     }
     if (status.ok()) publish(group, duplicate, stored_unix_ns);
+    if (status.ok() && commit_listener_) tell_listener(group, duplicate);
 
     std::vector<std::function<void()>> resume;
     {
@@ -180,7 +186,54 @@ void CollectorCore::writer_loop() {
     group.clear();  // frees the batches before the senders refill the queue
     for (auto& wake : resume)
       if (wake) wake();
+    run_tasks();
   }
+}
+
+void CollectorCore::run_tasks() {
+  std::deque<WriterTask> tasks;
+  {
+    std::lock_guard lock(mutex_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) {
+    Status status = writer_->begin();
+    if (status.ok()) status = task(*writer_);
+    if (status.ok()) status = writer_->commit();
+    if (!status.ok()) {
+      writer_->rollback();
+      collector_log().error("{}: a store task failed: {}", db_path_, status.message());
+    }
+  }
+}
+
+void CollectorCore::tell_listener(const std::vector<Submission>& group, const std::vector<char>& duplicate) {
+  std::vector<CommittedRun> runs;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (duplicate[i]) continue;
+    const v1::Batch& batch = group[i].batch.batch();
+    auto it = std::find_if(runs.begin(), runs.end(), [&](const CommittedRun& r) { return r.run_id == batch.agent().run_id(); });
+    if (it == runs.end()) it = runs.insert(runs.end(), CommittedRun{batch.agent().run_id(), false});
+    it->agent_finished |= batch.final();
+  }
+  if (!runs.empty()) commit_listener_(runs);
+}
+
+void CollectorCore::run_on_writer(WriterTask task) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) {
+      collector_log().warn("{}: shutting down; a store task was dropped", db_path_);
+      return;
+    }
+    tasks_.push_back(std::move(task));
+  }
+  work_ready_.notify_one();
+}
+
+void CollectorCore::set_commit_listener(CommitListener listener) {
+  std::lock_guard lock(mutex_);  // the writer reads it after taking this lock
+  commit_listener_ = std::move(listener);
 }
 
 Status CollectorCore::write_group(std::vector<Submission>& group, std::vector<char>& duplicate) {

@@ -59,6 +59,17 @@ struct CollectorCounters {
   uint64_t commits = 0;
 };
 
+// Work for the store's one writer from other threads (the live analyzer's
+// findings): runs on the writer thread in a transaction of its own.
+using WriterTask = std::function<Status(StoreWriter&)>;
+
+// What one commit stored, per run: told to the commit listener.
+struct CommittedRun {
+  std::string run_id;
+  bool agent_finished = false;  // a batch of this commit was an agent's final one
+};
+using CommitListener = std::function<void(const std::vector<CommittedRun>&)>;
+
 // Committed events of one batch, shared by every subscriber that wants them.
 struct EventChunk {
   uint64_t stored_unix_ns = 0;
@@ -111,6 +122,13 @@ class CollectorCore {
   // submit(), then waits for room (for callers with a thread to spare).
   void submit_and_wait_for_room(DecodedBatch batch, IngestDone done);
 
+  // Queues `task` for the writer thread, after the batches queued before it.
+  // Dropped (with a log line) once shutdown has begun.
+  void run_on_writer(WriterTask task);
+  // Called on the writer thread after every commit that stored events. Set
+  // it before batches arrive; it must return quickly.
+  void set_commit_listener(CommitListener listener);
+
   // Follows `run_id` (empty: every run); see Subscription for `listener`.
   std::shared_ptr<Subscription> subscribe(const std::string& run_id, std::function<void()> listener);
   void unsubscribe(const std::shared_ptr<Subscription>& subscription);
@@ -135,6 +153,8 @@ class CollectorCore {
   // Stores as many queued submissions as one transaction takes; `group` gets them.
   Status write_group(std::vector<Submission>& group, std::vector<char>& duplicate);
   void publish(const std::vector<Submission>& group, const std::vector<char>& duplicate, uint64_t stored_unix_ns);
+  void tell_listener(const std::vector<Submission>& group, const std::vector<char>& duplicate);
+  void run_tasks();
 
   const CollectorOptions options_;
   const std::string db_path_;
@@ -145,6 +165,8 @@ class CollectorCore {
   std::deque<Submission> queue_;
   size_t bytes_held_ = 0;  // queued and being written, until acknowledged
   std::vector<std::function<void()>> waiting_for_room_;
+  std::deque<WriterTask> tasks_;
+  CommitListener commit_listener_;  // set before the writer has work
   bool stopping_ = false;
   CollectorCounters counters_;
 

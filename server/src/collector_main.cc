@@ -22,6 +22,7 @@
 #include "grpc_services.h"
 #include "query_command.h"
 #include "run_report.h"
+#include "live_analyzer.h"
 #include "spool_import.h"
 
 namespace castscope::collector {
@@ -30,10 +31,10 @@ namespace {
 constexpr const char* kUsage =
     "usage: castscope-collector serve --db FILE [--listen HOST:PORT] [--token T | --token-file F]\n"
     "                                 [--tls-cert F --tls-key F] [--max-message-bytes N] [--ready-file F]\n"
-    "                                 [--queue-budget-bytes N]\n"
+    "                                 [--queue-budget-bytes N] [--analyze-interval-ms N (0: off)]\n"
     "       castscope-collector load --db FILE SPOOL_DIR...\n"
     "       castscope-collector query (--db FILE | --collector HOST:PORT [--token T | --token-file F])\n"
-    "                                 runs|events|sequences [--run R] [--agent A] [--kind cast|op|cache_sample]\n"
+    "                                 runs|events|sequences|findings [--run R] [--agent A] [--kind cast|op|cache_sample]\n"
     "                                 [--op NAME] [--file F] [--line N] [--after-seq N] [--limit N]\n"
     "       castscope-collector report --db FILE --run R     (the JSON audit report, findings included)\n";
 
@@ -144,7 +145,7 @@ int serve(int argc, char** argv) {
   int exit_code = 0;
   const auto arguments = parse("serve", argc, argv,
                                {"--db", "--listen", "--token", "--token-file", "--tls-cert", "--tls-key",
-                                "--max-message-bytes", "--ready-file", "--queue-budget-bytes"},
+                                "--max-message-bytes", "--ready-file", "--queue-budget-bytes", "--analyze-interval-ms"},
                                exit_code);
   if (!arguments) return exit_code;
   if (!arguments->positional.empty()) return usage_error("serve", "unexpected argument " + arguments->positional[0]);
@@ -172,6 +173,11 @@ int serve(int argc, char** argv) {
                                       ": expected a positive number of bytes");
     core_options.queue_budget_bytes = budget;
   }
+  uint64_t analyze_interval_ms = 2000;
+  if (arguments->has("--analyze-interval-ms") &&
+      (!parse_number(arguments->get("--analyze-interval-ms"), analyze_interval_ms) || analyze_interval_ms > 3600000))
+    return usage_error("serve", "--analyze-interval-ms " + arguments->get("--analyze-interval-ms") +
+                                    ": expected milliseconds from 0 (no live analysis) to 3600000");
 
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (arguments->has("--tls-cert")) {
@@ -198,6 +204,11 @@ int serve(int argc, char** argv) {
     std::cerr << "castscope-collector serve: " << s.message() << "\n";
     return 1;
   }
+  std::unique_ptr<LiveAnalyzer> analyzer;
+  if (analyze_interval_ms > 0) {
+    analyzer = std::make_unique<LiveAnalyzer>(*core, std::chrono::milliseconds(analyze_interval_ms));
+    core->set_commit_listener([&analyzer](const std::vector<CommittedRun>& runs) { analyzer->committed(runs); });
+  }
   ServiceOptions service_options;
   service_options.token = token;
   std::unique_ptr<CollectorServices> services;
@@ -221,6 +232,7 @@ int serve(int argc, char** argv) {
   if (arguments->has("--ready-file") && !write_ready_file(arguments->get("--ready-file"), bound)) {
     std::cerr << "castscope-collector serve: cannot write --ready-file " << arguments->get("--ready-file") << "\n";
     server->Shutdown();
+    if (analyzer) analyzer->stop();
     core->shutdown();
     return 1;
   }
@@ -230,6 +242,7 @@ int serve(int argc, char** argv) {
   std::cerr << "castscope-collector: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
             << ": stopping; committing what is queued" << std::endl;
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (analyzer) analyzer->stop();  // a last analysis of what arrived since the previous one
   core->shutdown();
   const CollectorCounters counters = core->counters();
   std::cerr << "castscope-collector: stopped; " << counters.batches_stored << " batches stored ("
@@ -250,7 +263,10 @@ int load(int argc, char** argv) {
     std::cerr << "castscope-collector load: " << s.message() << "\n";
     return 1;
   }
+  LiveAnalyzer analyzer(*core, std::chrono::hours(1));  // analyzes each loaded run once, at the end
+  core->set_commit_listener([&analyzer](const std::vector<CommittedRun>& runs) { analyzer.committed(runs); });
   const SpoolImportReport report = import_spool(*core, arguments->positional, BatchLimits());
+  analyzer.stop();
   core->shutdown();
   for (const std::string& problem : report.problems) std::cerr << "castscope-collector load: " << problem << "\n";
   std::cerr << "castscope-collector load: " << report.agent_dirs << " agents, " << report.segments << " segments: "

@@ -25,6 +25,7 @@ class QuerySource {
   virtual Status list_runs(v1::ListRunsResponse& out) = 0;
   virtual Status query_events(const v1::EventFilter& filter, v1::QueryEventsResponse& out) = 0;
   virtual Status list_sequences(const v1::ListSequencesRequest& request, v1::ListSequencesResponse& out) = 0;
+  virtual Status list_findings(const v1::ListFindingsRequest& request, v1::ListFindingsResponse& out) = 0;
 };
 
 class StoreSource final : public QuerySource {
@@ -36,6 +37,9 @@ class StoreSource final : public QuerySource {
   }
   Status list_sequences(const v1::ListSequencesRequest& request, v1::ListSequencesResponse& out) override {
     return reader_->list_sequences(request, out);
+  }
+  Status list_findings(const v1::ListFindingsRequest& request, v1::ListFindingsResponse& out) override {
+    return reader_->list_findings(request, out);
   }
 
  private:
@@ -57,6 +61,9 @@ class CollectorSource final : public QuerySource {
   }
   Status list_sequences(const v1::ListSequencesRequest& request, v1::ListSequencesResponse& out) override {
     return call([&](grpc::ClientContext* c) { return stub_->ListSequences(c, request, &out); });
+  }
+  Status list_findings(const v1::ListFindingsRequest& request, v1::ListFindingsResponse& out) override {
+    return call([&](grpc::ClientContext* c) { return stub_->ListFindings(c, request, &out); });
   }
 
  private:
@@ -146,6 +153,21 @@ int print_sequences(const QueryCommand& command, QuerySource& source, std::ostre
   return 0;
 }
 
+// One finding per line: the stored JSON (as in the report) with its run.
+int print_findings(const QueryCommand& command, QuerySource& source, std::ostream& out, std::ostream& err) {
+  v1::ListFindingsRequest request;
+  request.set_run_id(command.run_id);
+  v1::ListFindingsResponse findings;
+  if (Status s = source.list_findings(request, findings); !s.ok()) return fail(err, s);
+  for (const v1::Finding& finding : findings.findings()) {
+    nlohmann::json details = nlohmann::json::parse(finding.details_json(), nullptr, false);
+    if (details.is_discarded() || !details.is_object()) details = nlohmann::json::object();
+    details["run_id"] = finding.run_id();
+    out << details.dump() << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_query(const QueryCommand& command, std::ostream& out, std::ostream& err) {
@@ -162,7 +184,9 @@ int run_query(const QueryCommand& command, std::ostream& out, std::ostream& err)
   if (command.what == "runs") return print_runs(*source, out, err);
   if (command.what == "events") return print_events(command, *source, out, err);
   if (command.what == "sequences") return print_sequences(command, *source, out, err);
-  return fail(err, Status::invalid_argument("unknown query \"" + command.what + "\": expected runs, events or sequences"));
+  if (command.what == "findings") return print_findings(command, *source, out, err);
+  return fail(err, Status::invalid_argument("unknown query \"" + command.what +
+                                            "\": expected runs, events, sequences or findings"));
 }
 
 }  // namespace castscope::collector

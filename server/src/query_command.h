@@ -10,7 +10,7 @@
 namespace castscope::collector {
 
 struct QueryCommand {
-  std::string what;       // runs | events | sequences
+  std::string what;       // runs | events | sequences | findings (--run: of one run)
   std::string db;         // read this file...
   std::string collector;  // ...or ask this collector (HOST:PORT)
   std::string token;

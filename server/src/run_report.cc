@@ -12,10 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-json site_json(const SiteRef& site) {
-  return {{"file", site.file}, {"line", site.line}, {"function", site.function}, {"op", site.op}, {"arg", site.arg}};
-}
-
 json run_json(const RunData& run, const std::set<std::string>& devices) {
   std::set<std::string> commands, torch_versions, policy_hashes;
   std::set<int32_t> ranks;
@@ -85,12 +81,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
   for (const auto& a : run.agents) dropped += a.events_dropped;
 
   json findings = json::array();
-  for (const auto& f : analyze_run(run)) {
-    json where = json::array();
-    for (const auto& site : f.sites) where.push_back(site_json(site));
-    findings.push_back({{"id", f.id}, {"kind", f.kind}, {"severity", f.severity}, {"summary", f.summary},
-                        {"explanation", f.explanation}, {"fix", f.fix}, {"sites", where}, {"evidence", f.evidence}});
-  }
+  for (const auto& f : analyze_run(run)) findings.push_back(finding_json(f));
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   out = {{"report_version", 1},
          {"generated_unix_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()},

@@ -113,6 +113,32 @@ Status StoreWriter::begin() {
   return begin_.run();
 }
 
+Status StoreWriter::replace_findings(const std::string& run_id, const std::vector<StoredFinding>& findings) {
+  Statement find, clear, insert;
+  if (Status s = Statement::prepare(db_.handle(), "SELECT id FROM runs WHERE run_id = ?", find); !s.ok()) return s;
+  find.bind_text(1, run_id);
+  Status error;
+  if (!find.step(error)) return error;
+  const int64_t run = find.column_int(0);
+  if (Status s = Statement::prepare(db_.handle(), "DELETE FROM findings WHERE run = ?", clear); !s.ok()) return s;
+  clear.bind(1, run);
+  if (Status s = clear.run(); !s.ok()) return s;
+  if (Status s = Statement::prepare(db_.handle(),
+                                    "INSERT INTO findings(run, kind, severity, summary, details_json) VALUES (?,?,?,?,?)",
+                                    insert);
+      !s.ok())
+    return s;
+  for (const StoredFinding& f : findings) {
+    insert.bind(1, run);
+    insert.bind_text(2, f.kind);
+    insert.bind_text(3, f.severity);
+    insert.bind_text(4, f.summary);
+    insert.bind_text(5, f.details_json);
+    if (Status s = insert.run(); !s.ok()) return s;
+  }
+  return Status();
+}
+
 Status StoreWriter::commit() {
   for (AgentRow* agent : dirty_agents_) {
     const int64_t values[] = {agent->batches,         agent->casts,          agent->ops,

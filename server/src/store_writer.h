@@ -53,6 +53,12 @@ class MultiRowInsert {
   std::array<Statement, 3> statements_;
 };
 
+// One row of the findings table: the analyzers' output for a run.
+struct StoredFinding {
+  std::string kind, severity, summary;
+  std::string details_json;  // the whole finding, as in the report
+};
+
 class StoreWriter {
  public:
   static Status open(const std::string& path, std::unique_ptr<StoreWriter>& out);
@@ -62,6 +68,9 @@ class StoreWriter {
   // stored before; nothing is written.
   Status store_batch(const castscope::v1::Batch& batch, uint64_t received_unix_ns, bool& duplicate);
   Status commit();
+  // Within a transaction: the findings of `run_id` become `findings` (a run
+  // not stored keeps none).
+  Status replace_findings(const std::string& run_id, const std::vector<StoredFinding>& findings);
   // Undoes the transaction and forgets the caches (they may hold its ids).
   void rollback();
 

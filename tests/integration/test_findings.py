@@ -8,9 +8,13 @@ import json
 import pathlib
 import subprocess
 import sys
+import time
 
 import jsonschema
 import pytest
+
+import castscope
+from collector import Collector
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SCENARIOS = pathlib.Path(__file__).parent / "scenarios"
@@ -145,3 +149,37 @@ def test_report_of_unknown_run_is_a_clear_error(tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 2
     assert 'no run "nope"' in result.stderr
+
+
+def test_collector_finds_while_the_run_streams(tmp_path):
+    """The standalone collector analyzes runs as batches arrive: the finding is
+    in its findings table (ListFindings over gRPC) and its log, with no report
+    asked for."""
+    collector = Collector(tmp_path / "store.db", extra=("--analyze-interval-ms", "200"))
+    try:
+        result = subprocess.run([*CASTSCOPE, "run", "--out", str(tmp_path / "out"), "--collector", collector.address,
+                                 "--run-id", "live", "--", sys.executable, str(SCENARIOS / "stale_cache.py")],
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        found = []
+        for _ in range(300):  # the job's last batch triggers an analysis at once; allow a slow machine
+            answer = subprocess.run([str(castscope.collector_binary()), "query", "--collector", collector.address,
+                                     "findings", "--run", "live"], capture_output=True, text=True, timeout=60)
+            assert answer.returncode == 0, answer.stderr
+            found = [json.loads(line) for line in answer.stdout.splitlines()]
+            if any(f["kind"] == "stale-cache-hit" for f in found):
+                break
+            time.sleep(0.1)
+        stale = [f for f in found if f["kind"] == "stale-cache-hit"]
+        assert stale, found
+        line = line_of("stale_cache.py", "the stale line")
+        assert (str(SCENARIOS / "stale_cache.py"), line) in {(s["file"], s["line"]) for f in stale for s in f["sites"]}
+        assert all(f["run_id"] == "live" for f in found)
+        # The same findings as the report computes from the store.
+        report = subprocess.run([str(castscope.collector_binary()), "report", "--db", str(collector.db), "--run",
+                                 "live"], capture_output=True, text=True, timeout=300)
+        assert report.returncode == 0, report.stderr
+        assert {f["id"] for f in json.loads(report.stdout)["findings"]} == {f["id"] for f in found}
+    finally:
+        collector.stop()
+    assert "finding [critical] stale-cache-hit" in collector.log_text()

@@ -270,7 +270,7 @@ def attach(
     collector: str | None = None,
     spool_dir: str | os.PathLike | None = None,
     run_id: str | None = None,
-    probe: bool = True,
+    probe: bool | dict = True,
 ) -> Agent:
     """Takes over autocast from the policy files (default: policies/ for all
     devices) plus user overlays. Raises AttachError, with file, line and
@@ -280,7 +280,9 @@ def attach(
     forwarder process; the token, if any, in CASTSCOPE_TOKEN); with
     `spool_dir` they are kept there (for `castscope load`) until delivered.
     `probe=False` opens no op probe windows (docs/diagnostics.md: the
-    findings that need ops beyond the autocast kernels).
+    findings that need ops beyond the autocast kernels); a dict sets their
+    schedule, e.g. {"iterations": 2, "every_iterations": 100, "max_ms": 5000,
+    "every_ms": 60000}.
     When castscope was attached from outside (castscope run), returns a
     handle on that."""
     global _current
@@ -299,11 +301,17 @@ def attach(
     events_path = pathlib.Path(events_path)
     config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads,
                      collector=collector, spool_dir=None if spool_dir is None else str(spool_dir), run_id=run_id,
-                     probe=probe)
+                     **_probe_config(probe))
     _start(config, locations)
     _current = Agent(events_path)
     _current._step_hook = _register_step_hook()
     return _current
+
+
+def _probe_config(probe: bool | dict) -> dict:
+    if isinstance(probe, dict):
+        return {"probe": True, **{f"probe_{key}": value for key, value in probe.items()}}
+    return {"probe": bool(probe)}
 
 
 def _start(config: dict, locations: bool) -> None:

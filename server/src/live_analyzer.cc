@@ -1,0 +1,102 @@
+#include "live_analyzer.h"
+
+#include <algorithm>
+
+#include "analyzers.h"
+#include "collector_log.h"
+#include "run_data.h"
+#include "sqlite_store.h"
+
+namespace castscope::collector {
+
+using Clock = std::chrono::steady_clock;
+
+LiveAnalyzer::LiveAnalyzer(CollectorCore& core, std::chrono::milliseconds interval)
+    : core_(core), interval_(interval), thread_([this] { loop(); }) {}
+
+LiveAnalyzer::~LiveAnalyzer() { stop(); }
+
+void LiveAnalyzer::committed(const std::vector<CommittedRun>& runs) {
+  bool urgent = false;
+  {
+    std::lock_guard lock(mutex_);
+    for (const CommittedRun& committed : runs) {
+      RunState& state = runs_[committed.run_id];
+      state.pending = true;
+      state.urgent |= committed.agent_finished;
+      urgent |= committed.agent_finished;
+    }
+  }
+  if (urgent) wake_.notify_one();
+}
+
+void LiveAnalyzer::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void LiveAnalyzer::loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait_for(lock, interval_, [&] {
+      return stopping_ || std::any_of(runs_.begin(), runs_.end(), [](const auto& run) { return run.second.urgent; });
+    });
+    const bool final_pass = stopping_;
+    const auto now = Clock::now();
+    std::vector<std::string> due;
+    for (const auto& [run_id, state] : runs_) {
+      if (!state.pending) continue;
+      // A run that takes long to read is read less often.
+      const auto spacing = std::max<Clock::duration>(interval_, state.took * 10);
+      if (final_pass || state.urgent || now - state.last >= spacing) due.push_back(run_id);
+    }
+    for (const std::string& run_id : due) {
+      RunState& state = runs_[run_id];  // std::map: the reference outlives the unlock
+      const bool store = state.urgent || final_pass;
+      state.pending = state.urgent = false;
+      lock.unlock();
+      const bool ok = analyze(run_id, state, store);  // touches only last, took and ids
+      lock.lock();
+      if (!ok) state.pending = true;
+    }
+    if (final_pass) return;
+  }
+}
+
+bool LiveAnalyzer::analyze(const std::string& run_id, RunState& state, bool store_anyway) {
+  const auto started = Clock::now();
+  Database db;  // opened per analysis: cheap, and it reads the latest commit
+  RunData run;
+  Status status = db.open(core_.db_path(), Database::Mode::kReadOnly);
+  if (status.ok()) status = load_run_data(db, run_id, run);
+  if (!status.ok()) {
+    collector_log().warn("live analysis of run {}: {}", run_id, status.message());
+    return false;
+  }
+  const std::vector<Finding> findings = analyze_run(run);
+  state.last = Clock::now();
+  state.took = state.last - started;
+
+  std::set<std::string> ids;
+  std::vector<StoredFinding> rows;
+  for (const Finding& f : findings) {
+    ids.insert(f.id);
+    rows.push_back({f.kind, f.severity, f.summary, finding_json(f).dump()});
+    if (state.ids.contains(f.id)) continue;
+    const SiteRef* site = f.sites.empty() ? nullptr : &f.sites.front();
+    collector_log().warn("run {}: finding [{}] {} at {}:{}: {}", run_id, f.severity, f.kind,
+                         site != nullptr ? site->file : "?", site != nullptr ? site->line : 0, f.summary);
+  }
+  if (ids == state.ids && !store_anyway) return true;
+  state.ids = std::move(ids);
+  core_.run_on_writer([run_id, rows = std::move(rows)](StoreWriter& writer) {
+    return writer.replace_findings(run_id, rows);
+  });
+  return true;
+}
+
+}  // namespace castscope::collector
