@@ -49,6 +49,9 @@ struct ThreadState {
     if (generation == current) return;
     generation = current;
     depth = 0;
+    forget();
+  }
+  void forget() {
     made_in_region.clear();
     explicit_casts.clear();
   }
@@ -281,7 +284,12 @@ void probe_on_iteration(uint64_t iteration) {
   g_stepped = true;
   if (g_open.load(std::memory_order_relaxed)) {
     g_covered_a_step = true;
-    if (iteration - g_opened_iteration >= g_config.iterations) close_locked(Clock::now());
+    if (iteration - g_opened_iteration >= g_config.iterations) {
+      close_locked(Clock::now());
+      // The training thread holds most weak references: let them go now.
+      // Other threads let theirs go when the next window reaches them.
+      t_state.forget();
+    }
   } else if (!g_covered_a_step ||
              (g_config.every_iterations > 0 && iteration % g_config.every_iterations == 0)) {
     // The first window may have timed out in a long setup: the first steps

@@ -235,7 +235,8 @@ Status StoreWriter::find_or_create_agent(const v1::Batch& batch, uint64_t now_un
       insert_agent_.bind_text(8, identity.torch_version());
       insert_agent_.bind_text(9, identity.command());
       insert_agent_.bind_text(10, identity.policy_hash());
-      insert_agent_.bind_text(11, nlohmann::json(identity.policy_files()).dump());
+      const std::string policy_files = nlohmann::json(identity.policy_files()).dump();  // bound, not copied
+      insert_agent_.bind_text(11, policy_files);
       error = insert_agent_.run();
       agent.id = sqlite3_last_insert_rowid(db_.handle());
     }
