@@ -1,5 +1,6 @@
 #include "run_data.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "event_columns.h"
@@ -34,6 +35,7 @@ class Loader {
     const int64_t run_row = run.column_int(0);
     out_.first_seen_unix_ns = static_cast<uint64_t>(run.column_int(1));
     out_.last_seen_unix_ns = static_cast<uint64_t>(run.column_int(2));
+    run.reset();  // an unfinished statement would keep its read transaction (and the WAL) open
 
     Statement agents;
     if (Status s = Statement::prepare(db_.handle(),
@@ -69,8 +71,8 @@ class Loader {
     if (!error.ok()) return error;
     for (size_t i = 0; i < agent_rows.size(); ++i) {
       const int64_t lo = event_row_id(agent_rows[i], 0), hi = event_row_id(agent_rows[i] + 1, 0);
-      if (Status s = read_casts(lo, hi); !s.ok()) return s;
-      if (Status s = read_ops(lo, hi); !s.ok()) return s;
+      if (Status s = in_chunks("casts", lo, hi, &Loader::read_casts); !s.ok()) return s;
+      if (Status s = in_chunks("ops", lo, hi, &Loader::read_ops); !s.ok()) return s;
       if (Status s = read_samples(lo, hi, out_.agents[i].agent_id); !s.ok()) return s;
     }
     for (auto& [key, row] : sites_) out_.sites.push_back(std::move(row));
@@ -81,6 +83,29 @@ class Loader {
   }
 
  private:
+  // Ids per read. Each read is its own SQLite read transaction: the live
+  // analyzer re-reading a big run beside a busy collector never pins the WAL
+  // long enough to hold up its checkpoints (and with them, ingest).
+  static constexpr int64_t kChunkIds = int64_t{1} << 17;
+
+  Status in_chunks(const char* table, int64_t lo, int64_t hi, Status (Loader::*read)(int64_t, int64_t)) {
+    Statement last;
+    if (Status s = Statement::prepare(db_.handle(), std::string("SELECT MAX(id) FROM ") + table + " WHERE id >= ? AND id < ?",
+                                      last);
+        !s.ok())
+      return s;
+    last.bind(1, lo);
+    last.bind(2, hi);
+    Status error;
+    if (!last.step(error)) return error;
+    if (last.column_is_null(0)) return Status();  // nothing in range
+    const int64_t end = last.column_int(0) + 1;
+    last.reset();
+    for (int64_t from = lo; from < end; from += kChunkIds)
+      if (Status s = (this->*read)(from, std::min(end, from + kChunkIds)); !s.ok()) return s;
+    return Status();
+  }
+
   Status read_casts(int64_t lo, int64_t hi) {
     Statement casts;
     if (Status s = Statement::prepare(db_.handle(),

@@ -55,6 +55,7 @@ class Statement {
     sqlite3_clear_bindings(stmt_);
   }
   int64_t column_int(int index) const { return sqlite3_column_int64(stmt_, index); }
+  bool column_is_null(int index) const { return sqlite3_column_type(stmt_, index) == SQLITE_NULL; }
   std::string column_text(int index) const;
 
  private:
