@@ -138,6 +138,8 @@ class CollectorCore {
   void shutdown();
 
   CollectorCounters counters() const;
+  // Any thread: the store's WAL checkpoint is behind (long readers should pause).
+  bool checkpoint_behind() const { return writer_->checkpoint_behind(); }
   const std::string& db_path() const { return db_path_; }
 
  private:

@@ -94,7 +94,13 @@ bool LiveAnalyzer::analyze(const std::string& run_id, RunState& state, bool stor
   Database db;  // opened per analysis: cheap, and it reads the latest commit
   RunData run;
   Status status = db.open(core_.db_path(), Database::Mode::kReadOnly);
-  if (status.ok()) status = load_run_data(db, run_id, run);
+  // Between chunks, let a pending WAL checkpoint through (bounded): a long
+  // re-read must not make the writer wait for the WAL (ingest latency).
+  const auto yield_to_checkpoint = [this] {
+    for (int waited = 0; waited < 100 && core_.checkpoint_behind(); ++waited)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  };
+  if (status.ok()) status = load_run_data(db, run_id, run, yield_to_checkpoint);
   if (!status.ok()) {
     collector_log().warn("live analysis of run {}: {}", run_id, status.message());
     return false;

@@ -22,7 +22,8 @@ int64_t site_codes(int64_t codes) {
 
 class Loader {
  public:
-  Loader(Database& db, RunData& out) : db_(db), out_(out) {}
+  Loader(Database& db, RunData& out, const std::function<void()>& between_reads)
+      : db_(db), out_(out), between_reads_(between_reads) {}
 
   Status run(const std::string& run_id) {
     Statement run;
@@ -101,8 +102,10 @@ class Loader {
     if (last.column_is_null(0)) return Status();  // nothing in range
     const int64_t end = last.column_int(0) + 1;
     last.reset();
-    for (int64_t from = lo; from < end; from += kChunkIds)
+    for (int64_t from = lo; from < end; from += kChunkIds) {
+      if (between_reads_) between_reads_();
       if (Status s = (this->*read)(from, std::min(end, from + kChunkIds)); !s.ok()) return s;
+    }
     return Status();
   }
 
@@ -271,6 +274,7 @@ class Loader {
 
   Database& db_;
   RunData& out_;
+  const std::function<void()>& between_reads_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, SiteRow> sites_;  // location, op, arg, codes
   std::map<std::pair<int64_t, int>, OpRow> ops_;
   std::map<std::pair<int64_t, int64_t>, BackwardOpRow> backward_;  // location, op
@@ -280,9 +284,10 @@ class Loader {
 
 }  // namespace
 
-Status load_run_data(Database& db, const std::string& run_id, RunData& out) {
+Status load_run_data(Database& db, const std::string& run_id, RunData& out,
+                     const std::function<void()>& between_reads) {
   out = RunData();
-  return Loader(db, out).run(run_id);
+  return Loader(db, out, between_reads).run(run_id);
 }
 
 }  // namespace castscope::collector

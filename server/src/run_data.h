@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -106,7 +107,11 @@ struct RunData {
   uint64_t max_live_casts = 0, max_live_bytes = 0;
 };
 
-// Reads `run_id` from an open store; NOT_FOUND when no such run.
-Status load_run_data(Database& db, const std::string& run_id, RunData& out);
+// Reads `run_id` from an open store; NOT_FOUND when no such run. Events are
+// read in chunks, each its own read transaction; `between_reads`, when set,
+// runs between them (holding no snapshot), so a reader beside a live
+// collector can let its WAL checkpoints through.
+Status load_run_data(Database& db, const std::string& run_id, RunData& out,
+                     const std::function<void()>& between_reads = nullptr);
 
 }  // namespace castscope::collector

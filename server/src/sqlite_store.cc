@@ -316,6 +316,11 @@ void WalCheckpointer::before_begin() {
   wal_frames_ = 0;  // the next commit tells
 }
 
+bool WalCheckpointer::behind() const {
+  std::lock_guard lock(mutex_);
+  return requested_ > completed_;
+}
+
 uint64_t WalCheckpointer::checkpoints() const {
   std::lock_guard lock(mutex_);
   return checkpoints_;

@@ -129,6 +129,9 @@ class WalCheckpointer {
   void before_begin();
 
   uint64_t checkpoints() const;
+  // A checkpoint was asked for and has not completed: a reader that can
+  // wait (the live analyzer) should hold no snapshot now. Any thread.
+  bool behind() const;
 
  private:
   static int on_wal_commit(void* self, sqlite3* db, const char* name, int frames);

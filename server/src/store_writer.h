@@ -75,6 +75,8 @@ class StoreWriter {
   void rollback();
 
   const std::string& path() const { return db_.path(); }
+  // Any thread: see WalCheckpointer::behind.
+  bool checkpoint_behind() const { return checkpointer_.behind(); }
 
  private:
   struct AgentRow {
