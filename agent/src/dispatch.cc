@@ -111,6 +111,16 @@ OpContext current_op_context() {
   return context;
 }
 
+void describe_op_context(OpFields& op, c10::DeviceType device) {
+  op.autocast_dtype = to_dtype(at::autocast::get_lower_precision_fp_from_device_type(device));
+  const OpContext context = current_op_context();
+  op.mode = context.mode;
+  op.phase = context.phase;
+  op.location = context.location;
+  for (const auto& d : kAutocastDevices)
+    if (at::autocast::is_autocast_enabled(d.device)) op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(d.kind));
+}
+
 namespace {
 
 // Role, shape and size of a cast's source tensor. Symbolic shapes (tracing
@@ -342,13 +352,7 @@ class AutocastKernel final : public c10::OperatorKernel {
       }
     }
     r.op.num_inputs = n;
-    r.op.autocast_dtype = to_dtype(at::autocast::get_lower_precision_fp_from_device_type(device_.device));
-    const OpContext context = current_op_context();
-    r.op.mode = context.mode;
-    r.op.phase = context.phase;
-    r.op.location = context.location;
-    for (const auto& device : kAutocastDevices)
-      if (at::autocast::is_autocast_enabled(device.device)) r.op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(device.kind));
+    describe_op_context(r.op, device_.device);
     // ATen has no getter for the nesting depth; this pair of calls reads the
     // thread-local counter and leaves it as it was.
     const int nesting = at::autocast::increment_nesting() - 1;

@@ -3,6 +3,9 @@
 // registry restores them.
 #pragma once
 
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -11,10 +14,6 @@
 
 #include "cast_record.h"
 #include "policy.h"
-
-namespace c10 {
-enum class ScalarType : int8_t;
-}
 
 namespace torch {
 class Library;
@@ -52,6 +51,9 @@ struct OpContext {
   uint32_t location = 0;
 };
 OpContext current_op_context();
+// An op record's autocast state and context: the region's lower-precision
+// dtype on `device`, mode, phase, location, the devices with autocast on.
+void describe_op_context(OpFields& op, c10::DeviceType device);
 
 DType to_dtype(c10::ScalarType type);
 

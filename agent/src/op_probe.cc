@@ -60,6 +60,10 @@ thread_local ThreadState t_state;
 
 std::mutex g_mutex;  // window state below; also held across fork
 ProbeConfig g_config;
+// What the observer reads: a copy per start, never freed, so an op still in
+// flight after a stop and a new start reads a whole configuration.
+std::atomic<const ProbeConfig*> g_observed_config{nullptr};
+bool g_reopen_after_fork = false;
 at::CallbackHandle g_handle = 0;
 std::atomic<bool> g_started{false};
 std::atomic<bool> g_open{false};
@@ -107,8 +111,11 @@ bool has_autocast_kernel(ThreadState& s, const c10::OperatorName& name, const Au
 
 // Namespaces of PyTorch's own operators: anything else is a custom op.
 bool builtin_namespace(const std::string& op) {
-  static const char* const kBuiltin[] = {"aten::", "prim::", "prims::", "profiler::", "quantized::", "_quantized::",
-                                         "c10d::", "_c10d_functional::", "inductor::", "mkldnn::", "mkl::", "onednn::"};
+  static const char* const kBuiltin[] = {"aten::",      "prim::",         "prims::",    "profiler::",
+                                         "quantized::", "_quantized::",   "c10d::",     "_c10d_functional::",
+                                         "c10d_functional::", "_c10d_functional_autograd::", "_dtensor::",
+                                         "fsdp::",      "symm_mem::",     "inductor::", "mkldnn::",
+                                         "mkl::",       "onednn::",       "castscope::"};
   for (const char* prefix : kBuiltin)
     if (op.starts_with(prefix)) return true;
   return false;
@@ -117,11 +124,13 @@ bool builtin_namespace(const std::string& op) {
 // Under autocast: an op that ran at full precision although the user may
 // expect autocast to have covered it. Empty when it is none of those.
 bool not_covered_by_autocast(ThreadState& s, const c10::OperatorName& name, const AutocastDevice& device) {
-  if (has_autocast_kernel(s, name, device)) return false;
+  const ProbeConfig* config = g_observed_config.load(std::memory_order_acquire);
+  if (config == nullptr || has_autocast_kernel(s, name, device)) return false;
   const std::string& op = name.name;
-  if (name.overload_name.starts_with("out")) return g_config.lower_precision_ops.contains({device.kind, op});
+  const std::string& overload = name.overload_name;
+  if (overload == "out" || overload.ends_with("_out")) return config->lower_precision_ops.contains({device.kind, op});
   if (op.ends_with("_") && !op.ends_with("__"))
-    return g_config.lower_precision_ops.contains({device.kind, op.substr(0, op.size() - 1)});
+    return config->lower_precision_ops.contains({device.kind, op.substr(0, op.size() - 1)});
   return !builtin_namespace(op);
 }
 
@@ -143,13 +152,7 @@ void emit(const at::RecordFunction& fn, ProbeReason reason, const AutocastDevice
   }
   r.op.output = outputs.empty() ? DType::kUnspecified : to_dtype(outputs.front().scalar_type());
   r.op.ok = true;
-  r.op.autocast_dtype = to_dtype(at::autocast::get_lower_precision_fp_from_device_type(device.device));
-  const OpContext context = current_op_context();
-  r.op.mode = context.mode;
-  r.op.phase = context.phase;
-  r.op.location = context.location;
-  for (const auto& d : kAutocastDevices)
-    if (at::autocast::is_autocast_enabled(d.device)) r.op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(d.kind));
+  describe_op_context(r.op, device.device);
   r.op.probe = reason;
   log.record(r);
 }
@@ -231,7 +234,11 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
   ThreadState& s = t_state;
   s.depth = s.depth > 0 ? s.depth - 1 : 0;
-  if (context == nullptr || !g_open.load(std::memory_order_relaxed)) return;
+  // RecordFunction keeps its own copy of the callbacks: an op in flight ends
+  // here after a window closed or the agent stopped.
+  if (context == nullptr || !g_open.load(std::memory_order_relaxed) ||
+      !g_record_events.load(std::memory_order_relaxed))
+    return;
   try {
     inspect(fn, s, static_cast<Inputs*>(context)->tensors);
   } catch (...) {
@@ -239,13 +246,13 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
   }
 }
 
+at::RecordFunctionCallback observer() {
+  return at::RecordFunctionCallback(&on_start, &on_end).needsInputs(true).needsOutputs(true).scopes(
+      {at::RecordScope::FUNCTION});
+}
+
 void open_locked(Clock::time_point now, uint64_t iteration) {
-  if (g_handle == 0) {
-    g_handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
-                                         .needsInputs(true)
-                                         .needsOutputs(true)
-                                         .scopes({at::RecordScope::FUNCTION}));
-  }
+  if (g_handle == 0) g_handle = at::addGlobalCallback(observer());
   g_generation.fetch_add(1, std::memory_order_relaxed);
   g_open.store(true, std::memory_order_relaxed);
   g_opened_at = now;
@@ -266,6 +273,7 @@ void close_locked(Clock::time_point now) {
 void probe_start(const ProbeConfig& config) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_config = config;
+  g_observed_config.store(new ProbeConfig(config), std::memory_order_release);  // leaked on purpose (see above)
   g_stepped = g_covered_a_step = false;
   if (!config.enabled) return;
   g_started.store(true);
@@ -281,6 +289,7 @@ void probe_stop() {
 void probe_on_iteration(uint64_t iteration) {
   if (!g_started.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_started.load(std::memory_order_relaxed)) return;  // stopped meanwhile: never reopen
   g_stepped = true;
   if (g_open.load(std::memory_order_relaxed)) {
     g_covered_a_step = true;
@@ -301,6 +310,7 @@ void probe_on_iteration(uint64_t iteration) {
 void probe_on_tick() {
   if (!g_started.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_started.load(std::memory_order_relaxed)) return;
   const auto now = Clock::now();
   if (g_open.load(std::memory_order_relaxed)) {
     if (now - g_opened_at >= std::chrono::milliseconds(g_config.max_ms)) close_locked(now);
@@ -319,14 +329,25 @@ bool probe_is_round_trip(const at::Tensor& source, c10::ScalarType target) {
   return it != s.explicit_casts.end() && !it->second.result.expired() && it->second.from == target;
 }
 
-void probe_before_fork() { g_mutex.lock(); }
-void probe_after_fork_in_parent() { g_mutex.unlock(); }
+// A forked child (a DataLoader worker) records nothing and has no exporter
+// to close windows, so it must not inherit the observer; but removing it in
+// the child could block forever on a c10 lock another parent thread held at
+// the fork. So the parent removes it before forking and adds it back after.
+void probe_before_fork() {
+  g_mutex.lock();
+  g_reopen_after_fork = g_handle != 0;
+  if (g_handle != 0) {
+    at::removeCallback(g_handle);
+    g_handle = 0;
+  }
+}
+void probe_after_fork_in_parent() {
+  if (g_reopen_after_fork) g_handle = at::addGlobalCallback(observer());
+  g_mutex.unlock();
+}
 void probe_after_fork_in_child() {
-  // A forked child (a DataLoader worker) records nothing and has no exporter
-  // to close windows: stop paying for the observer. No thread of ours is
-  // inside add/removeCallback (g_mutex was held across the fork).
   g_started.store(false);
-  close_locked(Clock::now());
+  g_open.store(false, std::memory_order_relaxed);
   g_mutex.unlock();
 }
 

@@ -41,7 +41,8 @@ struct ProbeConfig {
 
 // At attach: keeps the configuration and opens the first window.
 void probe_start(const ProbeConfig& config);
-// At detach: closes any window; no callback runs after it returns.
+// At detach: closes any window. Ops already in flight keep their copy of the
+// callbacks and end in them afterwards; those record nothing.
 void probe_stop();
 // After optimizer step `iteration` (the training thread).
 void probe_on_iteration(uint64_t iteration);
@@ -54,8 +55,8 @@ bool probe_window_open();
 // current window.
 bool probe_is_round_trip(const at::Tensor& source, c10::ScalarType target);
 
-// pthread_atfork handlers (called from the agent's): a forked child drops
-// the observer.
+// pthread_atfork handlers (called from the agent's): the observer is taken
+// out around fork(), so a forked child never has it.
 void probe_before_fork();
 void probe_after_fork_in_parent();
 void probe_after_fork_in_child();

@@ -66,7 +66,9 @@ using LineSites = std::map<std::tuple<std::string, uint32_t, std::string>, LineS
 void merge_site(SiteRef& site, const SiteRef& row) {
   if (site.op.empty()) {
     site = row;
-  } else if (("," + site.arg + ",").find("," + row.arg + ",") == std::string::npos) {
+  } else if (site.arg.empty()) {
+    site.arg = row.arg;
+  } else if (!row.arg.empty() && ("," + site.arg + ",").find("," + row.arg + ",") == std::string::npos) {
     site.arg += "," + row.arg;
   }
 }
@@ -296,6 +298,12 @@ void trace_dropped_autocast(const RunData& run, std::vector<Finding>& out) {
   }
 }
 
+std::string joined(const std::set<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
 void script_under_trace(const RunData& run, std::vector<Finding>& out) {
   LineSites sites;
   for (const auto& row : run.sites) {
@@ -304,8 +312,7 @@ void script_under_trace(const RunData& run, std::vector<Finding>& out) {
     gather(sites, row).dtypes.insert(dtype_name(cast ? row.dst : row.src));
   }
   for (const auto& [key, s] : sites) {
-    std::string computed;
-    for (const auto& dtype : s.dtypes) computed += (computed.empty() ? "" : ", ") + dtype;
+    const std::string computed = joined(s.dtypes);
     Finding f = make("script-under-trace", "error", {s.site});
     f.summary = "torch.jit.trace recorded a call into scripted code that ran " + s.site.op + " under autocast (in " +
                 computed + ")";
@@ -323,11 +330,6 @@ void script_under_trace(const RunData& run, std::vector<Finding>& out) {
   }
 }
 
-std::string joined(const std::set<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
 
 std::set<std::string> dtype_names(const std::set<v1::DType>& dtypes) {
   std::set<std::string> names;
@@ -352,8 +354,11 @@ void low_precision_escape(const RunData& run, std::vector<Finding>& out) {
     for (const auto& name : dtype_names(row.output_dtypes)) line.outputs.insert(name);
   }
   for (auto& [key, line] : lines) {
+    SiteRef by_line = line.site;  // the id: the line alone, so a new op there is not a new finding
+    by_line.op.clear();
     line.site.op = joined(line.ops);
     Finding f = make("low-precision-escape", "warning", {line.site});
+    f.id = finding_id(f.kind, {by_line});
     f.summary = "a lower-precision tensor made under autocast met float32 outside the region in " + line.site.op +
                 " (" + std::to_string(line.calls) + " calls; inputs " + joined(line.inputs) + ", result " +
                 joined(line.outputs) + ")";

@@ -157,6 +157,9 @@ void CollectorCore::writer_loop() {
     const uint64_t stored_unix_ns = unix_now_ns();
     if (!status.ok()) collector_log().error("{}: {} batches not stored: {}", db_path_, group.size(), status.message());
 
+    // The listener first: whoever waits for an acknowledgement may then
+    // stop the analyzer, which must already know about the batch.
+    if (status.ok() && commit_listener_) tell_listener(group, duplicate);
     size_t bytes = 0;
     uint64_t events = 0;
     for (size_t i = 0; i < group.size(); ++i) {
@@ -165,12 +168,12 @@ void CollectorCore::writer_loop() {
       if (status.ok() && !duplicate[i]) events += static_cast<uint64_t>(group[i].batch.batch().events_size());
     }
     if (status.ok()) publish(group, duplicate, stored_unix_ns);
-    if (status.ok() && commit_listener_) tell_listener(group, duplicate);
 
     std::vector<std::function<void()>> resume;
     {
       std::lock_guard lock(mutex_);
       bytes_held_ -= bytes;
+      writing_ = false;
       if (bytes_held_ < options_.queue_budget_bytes) resume.swap(waiting_for_room_);
       ++counters_.commits;
       counters_.events_stored += events;
@@ -184,6 +187,7 @@ void CollectorCore::writer_loop() {
       }
     }
     group.clear();  // frees the batches before the senders refill the queue
+    drained_.notify_all();
     for (auto& wake : resume)
       if (wake) wake();
     run_tasks();
@@ -219,6 +223,11 @@ void CollectorCore::tell_listener(const std::vector<Submission>& group, const st
   if (!runs.empty()) commit_listener_(runs);
 }
 
+void CollectorCore::drain() {
+  std::unique_lock lock(mutex_);
+  drained_.wait(lock, [&] { return (queue_.empty() && !writing_) || stopping_; });
+}
+
 void CollectorCore::run_on_writer(WriterTask task) {
   {
     std::lock_guard lock(mutex_);
@@ -243,6 +252,7 @@ Status CollectorCore::write_group(std::vector<Submission>& group, std::vector<ch
     {
       std::lock_guard lock(mutex_);
       if (queue_.empty()) break;
+      writing_ = true;
       group.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }

@@ -122,6 +122,10 @@ class CollectorCore {
   // submit(), then waits for room (for callers with a thread to spare).
   void submit_and_wait_for_room(DecodedBatch batch, IngestDone done);
 
+  // Waits until every batch queued so far is committed and acknowledged
+  // (and told to the commit listener). For an orderly stop: stop intake,
+  // drain, stop the live analyzer, then shutdown().
+  void drain();
   // Queues `task` for the writer thread, after the batches queued before it.
   // Dropped (with a log line) once shutdown has begun.
   void run_on_writer(WriterTask task);
@@ -168,6 +172,8 @@ class CollectorCore {
   size_t bytes_held_ = 0;  // queued and being written, until acknowledged
   std::vector<std::function<void()>> waiting_for_room_;
   std::deque<WriterTask> tasks_;
+  bool writing_ = false;  // the writer holds batches taken from the queue
+  std::condition_variable drained_;
   CommitListener commit_listener_;  // set before the writer has work
   bool stopping_ = false;
   CollectorCounters counters_;

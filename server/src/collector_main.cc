@@ -242,7 +242,8 @@ int serve(int argc, char** argv) {
   std::cerr << "castscope-collector: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
             << ": stopping; committing what is queued" << std::endl;
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  if (analyzer) analyzer->stop();  // a last analysis of what arrived since the previous one
+  core->drain();                   // everything received is committed...
+  if (analyzer) analyzer->stop();  // ...and analyzed once more; shutdown() then stores the findings
   core->shutdown();
   const CollectorCounters counters = core->counters();
   std::cerr << "castscope-collector: stopped; " << counters.batches_stored << " batches stored ("
@@ -263,7 +264,7 @@ int load(int argc, char** argv) {
     std::cerr << "castscope-collector load: " << s.message() << "\n";
     return 1;
   }
-  LiveAnalyzer analyzer(*core, std::chrono::hours(1));  // analyzes each loaded run once, at the end
+  LiveAnalyzer analyzer(*core, std::chrono::hours(1), /*analyze_on_agent_end=*/false);  // once per run, at the end
   core->set_commit_listener([&analyzer](const std::vector<CommittedRun>& runs) { analyzer.committed(runs); });
   const SpoolImportReport report = import_spool(*core, arguments->positional, BatchLimits());
   analyzer.stop();

@@ -23,8 +23,8 @@ constexpr double kHeavyIngestEventsPerSecond = 250'000;
 constexpr auto kHeavyIngestSpacing = std::chrono::seconds(30);
 }  // namespace
 
-LiveAnalyzer::LiveAnalyzer(CollectorCore& core, std::chrono::milliseconds interval)
-    : core_(core), interval_(interval), thread_([this] { loop(); }) {}
+LiveAnalyzer::LiveAnalyzer(CollectorCore& core, std::chrono::milliseconds interval, bool analyze_on_agent_end)
+    : core_(core), interval_(interval), analyze_on_agent_end_(analyze_on_agent_end), thread_([this] { loop(); }) {}
 
 LiveAnalyzer::~LiveAnalyzer() { stop(); }
 
@@ -37,8 +37,8 @@ void LiveAnalyzer::committed(const std::vector<CommittedRun>& runs) {
       RunState& state = it->second;
       if (first) state.last = Clock::now();  // first analysis one spacing after the first events
       state.pending = true;
-      state.urgent |= committed.agent_finished;
-      urgent |= committed.agent_finished;
+      state.urgent |= committed.agent_finished && analyze_on_agent_end_;
+      urgent |= committed.agent_finished && analyze_on_agent_end_;
     }
   }
   if (urgent) wake_.notify_one();
@@ -78,14 +78,21 @@ void LiveAnalyzer::loop() {
     }
     for (const std::string& run_id : due) {
       RunState& state = runs_[run_id];  // std::map: the reference outlives the unlock
-      const bool store = state.urgent || final_pass;
+      const bool urgent = state.urgent;
       state.pending = state.urgent = false;
       lock.unlock();
-      const bool ok = analyze(run_id, state, store);  // touches only last, took and ids
+      const bool ok = analyze(run_id, state, urgent || final_pass);  // touches only last, took and ids
       lock.lock();
-      if (!ok) state.pending = true;
+      if (!ok) {
+        state.pending = true;
+        state.urgent |= urgent;
+      }
     }
     if (final_pass) return;
+    // A run quiet for an hour is forgotten (it comes back if events do).
+    std::erase_if(runs_, [&](const auto& run) {
+      return !run.second.pending && now - run.second.last > std::chrono::hours(1);
+    });
   }
 }
 

@@ -26,7 +26,9 @@ namespace castscope::collector {
 
 class LiveAnalyzer {
  public:
-  LiveAnalyzer(CollectorCore& core, std::chrono::milliseconds interval);
+  // `analyze_on_agent_end` false: an agent's last batch waits for the
+  // interval like any other (loading a spool of many ranks).
+  LiveAnalyzer(CollectorCore& core, std::chrono::milliseconds interval, bool analyze_on_agent_end = true);
   ~LiveAnalyzer();  // stop()
   LiveAnalyzer(const LiveAnalyzer&) = delete;
   LiveAnalyzer& operator=(const LiveAnalyzer&) = delete;
@@ -52,6 +54,7 @@ class LiveAnalyzer {
 
   CollectorCore& core_;
   const std::chrono::milliseconds interval_;
+  const bool analyze_on_agent_end_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::map<std::string, RunState> runs_;

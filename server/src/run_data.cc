@@ -170,14 +170,6 @@ class Loader {
     while (ops.step(error)) {
       const int64_t codes = ops.column_int(1);
       const auto policy = static_cast<v1::CastPolicy>(code_at(codes, kOpPolicy));
-      if (policy == v1::CAST_POLICY_UNSPECIFIED && code_at(codes, kOpMode) == v1::EXECUTION_MODE_TRACE_RECORDING &&
-          ops.column_int(5) == 0) {
-        // Not an autocast op: the trace observer saw it run with autocast off.
-        SiteRef site;
-        if (Status s = site_ref(ops.column_int(3), ops.column_int(2), 0, site); !s.ok()) return s;
-        out_.traced_with_autocast_off.insert({site.file, site.line, site.op});
-        continue;
-      }
       if (const int reason = code_at(codes, kOpProbeReason); reason != v1::PROBE_REASON_UNSPECIFIED) {
         auto [p, first] = probes_.try_emplace(std::make_tuple(ops.column_int(3), ops.column_int(2), reason));
         ProbeOpRow& row = p->second;
@@ -193,6 +185,14 @@ class Loader {
         for (int dtype : unpacked.input_dtypes()) row.input_dtypes.insert(static_cast<v1::DType>(dtype));
         row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutput)));
         continue;  // not an autocast op: kept out of the per-op table
+      }
+      if (policy == v1::CAST_POLICY_UNSPECIFIED && code_at(codes, kOpMode) == v1::EXECUTION_MODE_TRACE_RECORDING &&
+          ops.column_int(5) == 0) {
+        // Not an autocast op: the trace observer saw it run with autocast off.
+        SiteRef site;
+        if (Status s = site_ref(ops.column_int(3), ops.column_int(2), 0, site); !s.ok()) return s;
+        out_.traced_with_autocast_off.insert({site.file, site.line, site.op});
+        continue;
       }
       auto [it, inserted] = ops_.try_emplace(std::make_pair(ops.column_int(2), static_cast<int>(policy)));
       OpRow& row = it->second;
