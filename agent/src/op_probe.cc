@@ -59,10 +59,9 @@ struct ThreadState {
 thread_local ThreadState t_state;
 
 std::mutex g_mutex;  // window state below; also held across fork
-ProbeConfig g_config;
-// What the observer reads: a copy per start, never freed, so an op still in
-// flight after a stop and a new start reads a whole configuration.
-std::atomic<const ProbeConfig*> g_observed_config{nullptr};
+// A copy per start, never freed: the observer reads it without g_mutex, and
+// an op still in flight after a stop and a new start reads a whole one.
+std::atomic<const ProbeConfig*> g_config{nullptr};
 bool g_reopen_after_fork = false;
 at::CallbackHandle g_handle = 0;
 std::atomic<bool> g_started{false};
@@ -121,10 +120,11 @@ bool builtin_namespace(const std::string& op) {
   return false;
 }
 
-// Under autocast: an op that ran at full precision although the user may
-// expect autocast to have covered it. Empty when it is none of those.
+// Under autocast: whether an op ran at full precision although the user may
+// expect autocast to have covered it (an out= or in-place variant of a
+// lower-precision op, or a custom op without an autocast kernel).
 bool not_covered_by_autocast(ThreadState& s, const c10::OperatorName& name, const AutocastDevice& device) {
-  const ProbeConfig* config = g_observed_config.load(std::memory_order_acquire);
+  const ProbeConfig* config = g_config.load(std::memory_order_acquire);
   if (config == nullptr || has_autocast_kernel(s, name, device)) return false;
   const std::string& op = name.name;
   const std::string& overload = name.overload_name;
@@ -272,8 +272,7 @@ void close_locked(Clock::time_point now) {
 
 void probe_start(const ProbeConfig& config) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_config = config;
-  g_observed_config.store(new ProbeConfig(config), std::memory_order_release);  // leaked on purpose (see above)
+  g_config.store(new ProbeConfig(config), std::memory_order_release);  // leaked on purpose (see above)
   g_stepped = g_covered_a_step = false;
   if (!config.enabled) return;
   g_started.store(true);
@@ -290,17 +289,18 @@ void probe_on_iteration(uint64_t iteration) {
   if (!g_started.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_started.load(std::memory_order_relaxed)) return;  // stopped meanwhile: never reopen
+  const ProbeConfig& config = *g_config.load(std::memory_order_relaxed);  // set before g_started
   g_stepped = true;
   if (g_open.load(std::memory_order_relaxed)) {
     g_covered_a_step = true;
-    if (iteration - g_opened_iteration >= g_config.iterations) {
+    if (iteration - g_opened_iteration >= config.iterations) {
       close_locked(Clock::now());
       // The training thread holds most weak references: let them go now.
       // Other threads let theirs go when the next window reaches them.
       t_state.forget();
     }
   } else if (!g_covered_a_step ||
-             (g_config.every_iterations > 0 && iteration % g_config.every_iterations == 0)) {
+             (config.every_iterations > 0 && iteration % config.every_iterations == 0)) {
     // The first window may have timed out in a long setup: the first steps
     // still get one.
     open_locked(Clock::now(), iteration);
@@ -311,10 +311,11 @@ void probe_on_tick() {
   if (!g_started.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_started.load(std::memory_order_relaxed)) return;
+  const ProbeConfig& config = *g_config.load(std::memory_order_relaxed);
   const auto now = Clock::now();
   if (g_open.load(std::memory_order_relaxed)) {
-    if (now - g_opened_at >= std::chrono::milliseconds(g_config.max_ms)) close_locked(now);
-  } else if (!g_stepped && g_config.every_ms > 0 && now - g_closed_at >= std::chrono::milliseconds(g_config.every_ms)) {
+    if (now - g_opened_at >= std::chrono::milliseconds(config.max_ms)) close_locked(now);
+  } else if (!g_stepped && config.every_ms > 0 && now - g_closed_at >= std::chrono::milliseconds(config.every_ms)) {
     open_locked(now, 0);
   }
 }

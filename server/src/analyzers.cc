@@ -330,7 +330,6 @@ void script_under_trace(const RunData& run, std::vector<Finding>& out) {
   }
 }
 
-
 std::set<std::string> dtype_names(const std::set<v1::DType>& dtypes) {
   std::set<std::string> names;
   for (const auto dtype : dtypes) names.insert(dtype_name(dtype));
@@ -423,12 +422,18 @@ void not_autocast(const RunData& run, std::vector<Finding>& out) {
     Site& s = sites[{row.site.file, row.site.line, row.site.op}];
     s.site = row.site;
     s.calls += row.calls;
+    // "ns::name.overload", as the probe named it; its out= rule (op_probe.cc): overload "out" or "*_out".
     const std::string& op = row.site.op;
-    const bool out_variant = op.find(".out") != std::string::npos;
-    const std::string name = op.substr(0, op.find('.'));
-    s.why = out_variant                                            ? "an out= variant"
-            : name.ends_with("_")                                  ? "an in-place variant"
-                                                                   : "a custom op no autocast policy lists";
+    const size_t dot = op.find('.');
+    const std::string name = op.substr(0, dot);
+    const std::string overload = dot == std::string::npos ? "" : op.substr(dot + 1);
+    if (overload == "out" || overload.ends_with("_out")) {
+      s.why = "an out= variant";
+    } else if (name.ends_with("_")) {
+      s.why = "an in-place variant";
+    } else {
+      s.why = "a custom op no autocast policy lists";
+    }
     for (const auto& d : dtype_names(row.output_dtypes)) s.dtypes.insert(d);
   }
   // Lower-precision ops handed float64: autocast leaves float64 alone.

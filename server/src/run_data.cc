@@ -9,9 +9,10 @@ namespace castscope::collector {
 namespace {
 
 // Code indices of casts.codes and ops.codes (event_columns.h).
-enum CastCode { kCastPolicy = 0, kCastSrc, kCastDst, kCastOutcome, kCastDevice, kCastRole, kCastCache, kCastMode, kCastPhase };
+enum CastCode {
+  kCastPolicy = 0, kCastSrc, kCastDst, kCastOutcome, kCastDevice, kCastRole, kCastCache, kCastMode, kCastPhase, kCastFlags
+};
 enum OpCode { kOpPolicy = 0, kOpDevice, kOpOutput, kOpOutcome, kOpAutocastDtype, kOpMode, kOpPhase, kOpProbeReason };
-constexpr int kCastFlags = 9;
 
 // What tells two site rows apart: everything but the cache outcome and phase.
 int64_t site_codes(int64_t codes) {
@@ -134,7 +135,7 @@ class Loader {
         row.device = static_cast<v1::DeviceType>(code_at(codes, kCastDevice));
         row.role = static_cast<v1::Role>(code_at(codes, kCastRole));
         row.mode = static_cast<v1::ExecutionMode>(code_at(codes, kCastMode));
-        row.first_seq = static_cast<uint64_t>(casts.column_int(0)) & ((uint64_t{1} << 40) - 1);
+        row.first_seq = seq_of_row(casts.column_int(0));
       }
       ++row.count;
       if (row.outcome == v1::CAST_OUTCOME_CAST) row.bytes += static_cast<uint64_t>(casts.column_int(5));
@@ -177,7 +178,7 @@ class Loader {
           if (Status s = site_ref(ops.column_int(3), ops.column_int(2), 0, row.site); !s.ok()) return s;
           row.reason = static_cast<v1::ProbeReason>(reason);
           row.device = static_cast<v1::DeviceType>(code_at(codes, kOpDevice));
-          row.first_seq = static_cast<uint64_t>(ops.column_int(0)) & ((uint64_t{1} << 40) - 1);
+          row.first_seq = seq_of_row(ops.column_int(0));
         }
         ++row.calls;
         v1::OpEvent unpacked;
@@ -208,7 +209,7 @@ class Loader {
         auto [b, first] = backward_.try_emplace(std::make_pair(ops.column_int(3), ops.column_int(2)));
         if (first) {
           if (Status s = site_ref(ops.column_int(3), ops.column_int(2), 0, b->second.site); !s.ok()) return s;
-          b->second.first_seq = static_cast<uint64_t>(ops.column_int(0)) & ((uint64_t{1} << 40) - 1);
+          b->second.first_seq = seq_of_row(ops.column_int(0));
         }
         ++b->second.calls;
       }

@@ -27,6 +27,7 @@ inline constexpr int kApplicationId = 0x43535354;  // PRAGMA application_id: "CS
 inline int64_t event_row_id(int64_t agent_row, uint64_t seq) {
   return static_cast<int64_t>((static_cast<uint64_t>(agent_row) << 40) | seq);
 }
+inline uint64_t seq_of_row(int64_t row_id) { return static_cast<uint64_t>(row_id) & ((uint64_t{1} << 40) - 1); }
 
 // One prepared statement; reset and cleared for reuse by `reset()`.
 class Statement {

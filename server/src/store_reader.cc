@@ -36,8 +36,6 @@ constexpr const char* kOpColumns =
     "id, ts_ns, thread, op, codes, input_dtypes, cpu_duration_ns, location, autocast_enabled, autocast_nesting";
 constexpr const char* kCacheSampleColumns = "id, ts_ns, trigger, iteration, live_casts, live_bytes";
 
-uint64_t seq_of_row(int64_t row_id) { return static_cast<uint64_t>(row_id) & kMaxEventSeq; }
-
 uint64_t seq_of(const v1::Event& event) {
   switch (event.kind_case()) {
     case v1::Event::kCast:
