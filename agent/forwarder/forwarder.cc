@@ -1,4 +1,4 @@
-#include "forwarder.h"
+#include "agent/forwarder/forwarder.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "logging.h"
+#include "common/log/log.h"
 
 namespace castscope {
 namespace {

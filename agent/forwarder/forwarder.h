@@ -13,7 +13,7 @@
 #include <string>
 
 #include "castscope/v1/transport.grpc.pb.h"
-#include "spool_tail.h"
+#include "agent/forwarder/spool_tail.h"
 
 namespace castscope {
 

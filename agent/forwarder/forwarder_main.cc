@@ -7,8 +7,8 @@
 #include <sstream>
 #include <string>
 
-#include "forwarder.h"
-#include "logging.h"
+#include "agent/forwarder/forwarder.h"
+#include "common/log/log.h"
 
 namespace {
 

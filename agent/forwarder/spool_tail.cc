@@ -1,9 +1,9 @@
-#include "spool_tail.h"
+#include "agent/forwarder/spool_tail.h"
 
 #include <algorithm>
 #include <filesystem>
 
-#include "spool_format.h"
+#include "common/spool/spool_format.h"
 
 namespace castscope {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "spool_reader.h"
+#include "common/spool/spool_reader.h"
 
 namespace castscope {
 

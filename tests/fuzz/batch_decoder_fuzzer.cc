@@ -9,8 +9,8 @@
 
 #include <google/protobuf/stubs/logging.h>
 
-#include "batch_validation.h"
-#include "stored_events.h"
+#include "server/src/batch/batch_validation.h"
+#include "server/src/batch/stored_events.h"
 
 // Protobuf logs every invalid UTF-8 string it refuses; the statuses say enough.
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

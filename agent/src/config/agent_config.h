@@ -1,0 +1,59 @@
+// The agent's configuration: the JSON object given to castscope_agent_start
+// (docs/schema/agent-config.schema.json). Torch-free, so it is parsed and
+// tested without libtorch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/src/record/cast_record.h"
+
+namespace castscope {
+
+// Op probe windows (observers/op_probe.h).
+struct ProbeConfig {
+  bool enabled = true;
+  uint64_t iterations = 2;          // steps per window
+  uint64_t every_iterations = 100;  // a window every this many steps (0: only the first)
+  int64_t max_ms = 5000;            // a window closes after this long whatever the steps
+  int64_t every_ms = 60000;         // jobs without steps: a window every this long (0: only the first)
+  // "ns::name" of the ops a policy casts to lower precision, per device:
+  // their in-place and out= variants are what not-autocast looks for.
+  std::set<std::pair<DeviceKind, std::string>> lower_precision_ops;
+};
+
+struct AgentConfig {
+  std::vector<std::string> policy_files;
+  std::string events_path;
+  bool record_events = true;
+  size_t ring_records = 1 << 14;
+  size_t max_threads = 16;
+  int flush_interval_ms = 50;
+  int cache_sample_interval_ms = 1000;
+  std::string torch_version;  // default: the torch the agent was built against
+  std::string internal_path_prefix;  // the torch package dir: frames there are not user code
+  // Transport (docs/operations.md): batches go to a spool folder; with a
+  // collector, a forwarder process streams them there.
+  std::string collector;  // host:port
+  std::string spool_dir;  // default with a collector: $TMPDIR/castscope-spool-<uid>
+  std::string run_id;     // default: CASTSCOPE_RUN_ID, else made up
+  std::string command;
+  std::string forwarder_path;
+  std::string token_env = "CASTSCOPE_TOKEN";
+  std::string tls_ca;
+  size_t batch_events = 4096;
+  uint64_t spool_max_bytes = uint64_t{1} << 30;
+  uint64_t spool_segment_bytes = uint64_t{16} << 20;
+  std::string policy_hash;  // computed from the loaded files, not configured
+  ProbeConfig probe;        // op probe windows (op_probe.h); its op lists come from the policy
+};
+
+// Parses and checks a configuration. Returns an error message naming the key,
+// empty on success.
+std::string parse_agent_config(const char* text, AgentConfig& config);
+
+}  // namespace castscope

@@ -1,0 +1,139 @@
+#include "agent/src/context/jit_context.h"
+
+#include <torch/csrc/jit/frontend/source_range.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <sstream>
+#include <string_view>
+
+#include "agent/src/record/location_table.h"
+
+namespace castscope {
+namespace {
+
+std::mutex g_mutex;
+std::string g_internal_prefix;  // guarded by g_mutex
+// (source, range start) -> (mode, location id). Holding the Source keeps its
+// address from being reused by another source while cached.
+std::map<std::pair<const torch::jit::Source*, size_t>, std::pair<std::shared_ptr<torch::jit::Source>, JitContext>> g_cache;
+
+bool is_internal(const std::string& file) {
+  return !g_internal_prefix.empty() && file.rfind(g_internal_prefix, 0) == 0;
+}
+
+// A traced node's source text is the tracer's Python stack: every line
+// "file(line): function".
+bool parse_traced_stack(const std::string& text, Location& out) {
+  static const std::regex frame(R"(^(.+)\((\d+)\): (.+)$)");
+  std::istringstream lines(text);
+  std::string line;
+  bool any = false;
+  Location first_frame;
+  while (std::getline(lines, line)) {
+    std::smatch match;
+    if (!std::regex_match(line, match, frame)) return false;
+    Location here{LocationKind::kTorchScript, match[1].str(), static_cast<uint32_t>(std::stoul(match[2].str())),
+                  match[3].str(), ""};
+    if (!any) first_frame = here;
+    any = true;
+    if (!is_internal(here.file)) {
+      out = here;
+      return true;
+    }
+  }
+  if (any) out = first_frame;  // only torch frames: report the innermost
+  return any;
+}
+
+// Whether the code at `offset` sits inside a `with ...autocast(...
+// enabled=False ...)` block of the scripted source: walks out through the
+// enclosing block headers (each less indented than the last).
+bool inside_disabled_autocast(std::string_view text, size_t offset) {
+  auto line_start_before = [&](size_t end) {
+    const size_t newline = end == 0 ? std::string_view::npos : text.rfind('\n', end - 1);
+    return newline == std::string_view::npos ? 0 : newline + 1;
+  };
+  size_t start = line_start_before(std::min(offset, text.size()));
+  size_t indent = text.substr(start).find_first_not_of(" \t");
+  while (start > 0 && indent > 0 && indent != std::string_view::npos) {
+    const size_t end = start - 1;  // the newline ending the previous line
+    start = line_start_before(end);
+    const std::string_view line = text.substr(start, end - start);
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string_view::npos || line[first] == '#' || first >= indent) continue;
+    indent = first;
+    const std::string_view header = line.substr(first);
+    if (header.starts_with("with ") && header.find("autocast(") != std::string_view::npos &&
+        (header.find("enabled=False") != std::string_view::npos ||
+         header.find("enabled = False") != std::string_view::npos))
+      return true;
+  }
+  return false;
+}
+
+// Ops the JIT inserts itself (autocast casts, differentiable-graph
+// plumbing) have no range: the nearest enclosing frame with one stands in.
+JitContext resolve(const std::vector<torch::jit::StackEntry>& callstack) {
+  JitContext context;
+  context.mode = ExecutionMode::kScript;
+  Location location;
+  location.kind = LocationKind::kTorchScript;
+  for (const auto& entry : callstack) {
+    const auto source = entry.range.source();
+    if (!source) continue;
+    location.function = entry.filename;  // the interpreter stores the function name here
+    if (parse_traced_stack(source->text_str().str(), location)) {
+      context.mode = ExecutionMode::kTraced;
+      context.has_source = true;
+      break;
+    }
+    if (auto file_line = entry.range.file_line_col()) {
+      location.file = std::get<0>(*file_line);
+      location.line = static_cast<uint32_t>(std::get<1>(*file_line));
+      location.inside_disabled_autocast = inside_disabled_autocast(source->text_str().str(), entry.range.start());
+      context.has_source = true;
+      break;
+    }
+  }
+  if (location.function.empty() && !callstack.empty()) location.function = callstack.front().filename;
+  context.location = LocationTable::instance().intern(location);
+  return context;
+}
+
+}  // namespace
+
+void set_internal_path_prefix(const std::string& prefix) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_internal_prefix = prefix;
+  g_cache.clear();
+}
+
+bool current_jit_context(JitContext& out) {
+  const auto callstack = torch::jit::currentCallstack();  // innermost first
+  if (callstack.empty()) return false;
+  // Cache by the innermost frame that has a source range.
+  const torch::jit::StackEntry* sourced = nullptr;
+  for (const auto& entry : callstack) {
+    if (entry.range.source()) {
+      sourced = &entry;
+      break;
+    }
+  }
+  if (sourced == nullptr) {
+    out = resolve(callstack);
+    return true;
+  }
+  const auto source = sourced->range.source();
+  const auto key = std::make_pair(source.get(), sourced->range.start());
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto found = g_cache.find(key);
+  if (found == g_cache.end()) found = g_cache.emplace(key, std::make_pair(source, resolve(callstack))).first;
+  out = found->second.second;
+  return true;
+}
+
+}  // namespace castscope

@@ -1,0 +1,30 @@
+// Mode and source location of an op run by the TorchScript interpreter.
+//
+// Scripted code carries its compiled source: the innermost interpreter frame's
+// range gives file:line. Traced graphs carry the tracer's synthetic source:
+// the Python stack at trace time, "file(line): function" per line, innermost
+// first; castscope reports its first frame outside torch (the user's line
+// recorded at trace time). Results are cached per (source, offset), so only
+// the first call at a site parses anything.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "agent/src/record/cast_record.h"
+
+namespace castscope {
+
+// Frames whose file starts with this prefix are torch's own (set at start).
+void set_internal_path_prefix(const std::string& prefix);
+
+struct JitContext {
+  ExecutionMode mode = ExecutionMode::kEager;
+  uint32_t location = 0;
+  bool has_source = false;  // false: no frame carried a source range (JIT-inserted ops)
+};
+
+// False when the calling thread is not running TorchScript.
+bool current_jit_context(JitContext& out);
+
+}  // namespace castscope

@@ -1,0 +1,531 @@
+// castscope's generic autocast kernel.
+//
+// One boxed kernel serves every op: it applies the op's policy exactly as
+// ATen's WrapFunction_ templates do (aten/src/ATen/autocast_mode.h), using the
+// same helpers (is_eligible, prioritize, cached_cast) so the cast cache and
+// eligibility rules stay native, then calls the op again from the top with
+// the autocast key excluded, as the native wrappers do.
+//
+// Logging never changes what runs: every decision is made first; recording
+// only reads, and is wrapped so a failure is counted, not raised.
+#include "agent/src/dispatch/dispatch.h"
+
+#include <ATen/autocast_mode.h>
+#include <ATen/ops/_autocast_to_full_precision_native.h>
+#include <ATen/ops/_autocast_to_reduced_precision_native.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/autograd/graph_task.h>
+#include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/library.h>
+
+#include <mutex>
+#include <optional>
+
+#include "agent/src/dispatch/autocast_keys.h"
+#include "agent/src/context/cast_cache_observer.h"
+#include "agent/src/record/event_log.h"
+#include "agent/src/context/jit_context.h"
+#include "agent/src/record/location_table.h"
+#include "agent/src/observers/op_probe.h"
+#include "agent/src/observers/trace_observer.h"
+
+namespace castscope {
+
+std::atomic<bool> g_record_events{true};
+thread_local int t_autocast_kernel_depth = 0;
+std::atomic<LocationReader> g_python_location_reader{nullptr};
+
+DType to_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Float: return DType::kFloat32;
+    case c10::ScalarType::Half: return DType::kFloat16;
+    case c10::ScalarType::BFloat16: return DType::kBFloat16;
+    case c10::ScalarType::Double: return DType::kFloat64;
+    case c10::ScalarType::Long: return DType::kInt64;
+    case c10::ScalarType::Int: return DType::kInt32;
+    case c10::ScalarType::Short: return DType::kInt16;
+    case c10::ScalarType::Char: return DType::kInt8;
+    case c10::ScalarType::Byte: return DType::kUInt8;
+    case c10::ScalarType::Bool: return DType::kBool;
+    case c10::ScalarType::ComplexFloat: return DType::kComplex64;
+    case c10::ScalarType::ComplexDouble: return DType::kComplex128;
+    case c10::ScalarType::Float8_e5m2:
+    case c10::ScalarType::Float8_e4m3fn:
+    case c10::ScalarType::Float8_e5m2fnuz:
+    case c10::ScalarType::Float8_e4m3fnuz: return DType::kFloat8;
+    default: return DType::kOther;
+  }
+}
+
+namespace {
+
+c10::ScalarType to_scalar_type(DType dtype) {
+  return dtype == DType::kFloat16 ? c10::ScalarType::Half : c10::ScalarType::BFloat16;
+}
+
+// How each schema argument is treated; mirrors the overload set of
+// cached_cast / prioritize / set_opt_dtype (anything else passes through).
+enum class ArgKind : uint8_t { kOther, kTensor, kOptionalTensor, kTensorList, kOptionalScalarType };
+
+ArgKind classify_arg(const c10::Argument& arg) {
+  const auto& type = arg.type();
+  if (type->kind() == c10::TypeKind::TensorType) return ArgKind::kTensor;
+  if (auto optional = type->cast<c10::OptionalType>()) {
+    const auto inner = optional->getElementType()->kind();
+    if (inner == c10::TypeKind::TensorType) return ArgKind::kOptionalTensor;
+    if (inner == c10::TypeKind::ScalarTypeType) return ArgKind::kOptionalScalarType;
+    return ArgKind::kOther;
+  }
+  if (auto list = type->cast<c10::ListType>()) {
+    if (list->getElementType()->kind() == c10::TypeKind::TensorType) return ArgKind::kTensorList;
+  }
+  return ArgKind::kOther;
+}
+
+Role role_of(const at::Tensor& t) {
+  if (!t.is_leaf()) return Role::kActivation;
+  return t.requires_grad() ? Role::kWeight : Role::kInput;
+}
+
+}  // namespace
+
+OpContext current_op_context() {
+  OpContext context;
+  if (torch::autograd::get_current_graph_task_id() != -1) context.phase = Phase::kBackward;
+  if (torch::jit::tracer::isTracing()) context.mode = ExecutionMode::kTraceRecording;
+  JitContext jit;
+  if (context.mode == ExecutionMode::kEager && current_jit_context(jit)) {
+    context.mode = jit.mode;
+    // The tracer pauses inside scripted calls: only the bracket knows.
+    if (jit.mode == ExecutionMode::kScript && trace_recording_on_this_thread())
+      context.mode = ExecutionMode::kScriptWhileTracing;
+    context.location = jit.location;
+    if (jit.has_source) return context;
+    // JIT-inserted ops (autocast casts inside differentiable graphs) carry no
+    // range: the Python line that called into TorchScript is the best we have.
+  }
+  if (LocationReader reader = g_python_location_reader.load(std::memory_order_acquire)) {
+    if (const uint32_t python = reader(); python != 0 || context.location == 0) context.location = python;
+  }
+  return context;
+}
+
+void describe_op_context(OpFields& op, c10::DeviceType device) {
+  op.autocast_dtype = to_dtype(at::autocast::get_lower_precision_fp_from_device_type(device));
+  const OpContext context = current_op_context();
+  op.mode = context.mode;
+  op.phase = context.phase;
+  op.location = context.location;
+  for (const auto& d : kAutocastDevices)
+    if (at::autocast::is_autocast_enabled(d.device)) op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(d.kind));
+}
+
+namespace {
+
+// Role, shape and size of a cast's source tensor. Symbolic shapes (tracing
+// for export) have no concrete sizes: left at zero dims.
+void describe_source(CastFields& cast, const at::Tensor& t) {
+  cast.role = role_of(t);
+  if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) return;
+  const auto sizes = t.sizes();
+  cast.ndim = static_cast<uint8_t>(sizes.size() > 255 ? 255 : sizes.size());
+  for (size_t d = 0; d < sizes.size() && d < static_cast<size_t>(kMaxShapeDims); ++d) cast.shape[d] = sizes[d];
+  cast.bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+}
+
+// A cast record with its identity filled in; the caller adds the decision.
+Record new_cast_record(uint32_t op_id, uint32_t thread, CastPolicy policy, DeviceKind device, const OpContext& context) {
+  Record r{};
+  r.seq = EventLog::instance().next_seq();
+  r.ts_ns = now_ns();
+  r.op_id = op_id;
+  r.thread = thread;
+  r.kind = RecordKind::kCast;
+  r.policy = policy;
+  r.device = device;
+  r.cast.list_index = -1;
+  r.cast.mode = context.mode;
+  r.cast.phase = context.phase;
+  r.cast.location = context.location;
+  r.cast.cache = CacheOutcome::kNotCacheable;
+  return r;
+}
+
+CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::DeviceType device) {
+  if (t.scalar_type() == at::kDouble) return CastOutcome::kFloat64;
+  if (!t.is_floating_point()) return CastOutcome::kNotFloating;
+  if (!at::autocast::is_eligible(t, device)) return CastOutcome::kOtherDevice;
+  if (t.scalar_type() == target) return CastOutcome::kAlreadyTarget;
+  return CastOutcome::kCast;
+}
+
+class AutocastKernel final : public c10::OperatorKernel {
+ public:
+  AutocastKernel(const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id,
+                 std::optional<c10::OperatorHandle> redispatch)
+      : policy_(entry.policy),
+        dtype_override_(entry.dtype),
+        message_(entry.message),
+        device_(device),
+        op_id_(op_id),
+        redispatch_(std::move(redispatch)) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
+    std::call_once(schema_once_, [&] { read_schema(op); });
+    bool record = g_record_events.load(std::memory_order_relaxed);
+    Record op_record{};
+    if (record) [[likely]] {
+      try {
+        op_record = begin_op_record(stack);
+      } catch (...) {
+        EventLog::instance().count_internal_error();
+        record = false;
+      }
+    }
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(device_.key);
+    const InsideAutocastKernel inside;  // autocast reads as off in here, but the user did not turn it off
+    try {
+      apply_policy(op, stack, record ? &op_record : nullptr);
+    } catch (...) {
+      if (record) finish_op_record(op_record, nullptr, false);
+      throw;
+    }
+    if (record) finish_op_record(op_record, stack, true);
+  }
+
+ private:
+  // Built aside and assigned last: if anything throws, call_once retries
+  // with kinds_ untouched.
+  void read_schema(const c10::OperatorHandle& op) {
+    const auto& args = op.schema().arguments();
+    std::vector<ArgKind> kinds;
+    std::vector<std::string> names;
+    for (const auto& arg : args) {
+      kinds.push_back(classify_arg(arg));
+      names.push_back(arg.name());
+    }
+    EventLog::instance().set_arg_names(op_id_, std::move(names));
+    kinds_ = std::move(kinds);
+  }
+
+  c10::ScalarType lower_precision() const {
+    return dtype_override_ == DType::kUnspecified ? at::autocast::get_lower_precision_fp_from_device_type(device_.device)
+                                                  : to_scalar_type(dtype_override_);
+  }
+
+  void apply_policy(const c10::OperatorHandle& op, torch::jit::Stack* stack, Record* op_record) {
+    c10::IValue* args = stack->data() + (stack->size() - kinds_.size());
+    switch (policy_) {
+      case CastPolicy::kLowerPrecisionFp:
+        cast_all(args, lower_precision(), op_record);
+        break;
+      case CastPolicy::kFp32:
+        cast_all(args, at::kFloat, op_record);
+        break;
+      case CastPolicy::kPromote:
+        cast_all(args, promote_type(args), op_record);
+        break;
+      case CastPolicy::kFp32SetOptDtype:
+        set_opt_dtype(args, op_record);
+        break;
+      case CastPolicy::kFp32AppendDtype:
+        append_dtype_and_call(args, stack, op_record);
+        return;
+      case CastPolicy::kBanned:
+        TORCH_CHECK(false, message_);
+      default:
+        break;
+    }
+    op.callBoxed(stack);
+  }
+
+  // lower_precision_fp, fp32, promote: cached_cast every Tensor, Tensor? and
+  // Tensor[] argument to `target`.
+  void cast_all(c10::IValue* args, c10::ScalarType target, Record* op_record) {
+    for (size_t i = 0; i < kinds_.size(); ++i) {
+      c10::IValue& arg = args[i];
+      switch (kinds_[i]) {
+        case ArgKind::kTensor:
+        case ArgKind::kOptionalTensor:
+          if (arg.isTensor()) arg = cast_one(arg.toTensor(), target, i, -1, op_record);
+          break;
+        case ArgKind::kTensorList:
+          if (arg.isTensorList()) {
+            c10::List<at::Tensor> in = arg.toTensorList();
+            c10::List<at::Tensor> out;
+            out.reserve(in.size());
+            for (size_t j = 0; j < in.size(); ++j) out.push_back(cast_one(in.get(j), target, i, static_cast<int>(j), op_record));
+            arg = c10::IValue(std::move(out));
+          }
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record) {
+    if (!t.defined()) return t;
+    // Decided before the cast: cached_cast consults the cache only then.
+    const bool cacheable = op_record != nullptr && CastCacheObserver::cacheable(t, target, device_.device);
+    at::Tensor result = at::autocast::cached_cast(target, t, device_.device);
+    if (op_record != nullptr) record_cast(*op_record, t, target, arg_index, list_index, std::nullopt, cacheable ? &result : nullptr);
+    return result;
+  }
+
+  // Native: the widest floating type among eligible Tensor / Tensor[] args,
+  // starting from the lower-precision type. A `Tensor?` argument does not
+  // take part (std::optional<Tensor> falls to prioritize's pass-through
+  // template) although cached_cast then casts it to the result.
+  c10::ScalarType promote_type(c10::IValue* args) const {
+    c10::ScalarType current = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
+    for (size_t i = 0; i < kinds_.size(); ++i) {
+      const c10::IValue& arg = args[i];
+      if (kinds_[i] == ArgKind::kTensor && arg.isTensor()) {
+        const at::Tensor& t = arg.toTensor();
+        if (t.defined()) current = at::autocast::prioritize(current, t, device_.device);
+      } else if (kinds_[i] == ArgKind::kTensorList && arg.isTensorList()) {
+        for (const at::Tensor& t : arg.toTensorList().vec())
+          if (t.defined()) current = at::autocast::prioritize(current, t, device_.device);
+      }
+    }
+    return current;
+  }
+
+  // fp32_set_opt_dtype: when the first argument is eligible, every unset
+  // `ScalarType? dtype` becomes float32; otherwise nothing changes.
+  void set_opt_dtype(c10::IValue* args, Record* op_record) {
+    if (kinds_.empty() || !args[0].isTensor()) return;
+    const at::Tensor& first = args[0].toTensor();
+    const bool eligible = at::autocast::is_eligible(first, device_.device);
+    bool explicit_dtype = false;
+    if (eligible) {
+      for (size_t i = 0; i < kinds_.size(); ++i) {
+        if (kinds_[i] != ArgKind::kOptionalScalarType) continue;
+        if (args[i].isNone()) {
+          args[i] = c10::IValue(at::kFloat);
+        } else {
+          explicit_dtype = true;
+        }
+      }
+    }
+    if (op_record != nullptr && first.defined()) {
+      std::optional<CastOutcome> outcome;
+      if (eligible) outcome = explicit_dtype ? CastOutcome::kDtypeArgKept : CastOutcome::kDtypeArgSet;
+      record_cast(*op_record, first, at::kFloat, 0, -1, outcome);
+    }
+  }
+
+  // fp32_append_dtype: call the dtype-taking overload with float32 appended
+  // (or the first argument's own dtype when it is not eligible).
+  void append_dtype_and_call(c10::IValue* args, torch::jit::Stack* stack, Record* op_record) {
+    TORCH_CHECK(!kinds_.empty() && args[0].isTensor(), "castscope: fp32_append_dtype needs a Tensor first argument");
+    const at::Tensor& first = args[0].toTensor();
+    const bool eligible = at::autocast::is_eligible(first, device_.device);
+    const c10::ScalarType out_type = eligible ? at::kFloat : first.scalar_type();
+    if (op_record != nullptr)
+      record_cast(*op_record, first, at::kFloat, 0, -1, eligible ? std::optional(CastOutcome::kDtypeArgSet) : std::nullopt);
+    stack->emplace_back(out_type);
+    redispatch_->callBoxed(stack);
+  }
+
+  Record begin_op_record(const torch::jit::Stack* stack) {
+    Record r{};
+    EventLog& log = EventLog::instance();
+    r.seq = log.next_seq();
+    r.ts_ns = now_ns();
+    r.op_id = op_id_;
+    r.thread = log.thread_id();
+    r.kind = RecordKind::kOp;
+    r.policy = policy_;
+    r.device = device_.kind;
+    const c10::IValue* args = stack->data() + (stack->size() - kinds_.size());
+    uint8_t n = 0;
+    for (size_t i = 0; i < kinds_.size() && n < kMaxOpInputDtypes; ++i) {
+      if (args[i].isTensor() && args[i].toTensor().defined()) {
+        r.op.input_dtypes[n++] = to_dtype(args[i].toTensor().scalar_type());
+      } else if (args[i].isTensorList()) {
+        for (const at::Tensor& t : args[i].toTensorList().vec()) {
+          if (n < kMaxOpInputDtypes && t.defined()) r.op.input_dtypes[n++] = to_dtype(t.scalar_type());
+        }
+      }
+    }
+    r.op.num_inputs = n;
+    describe_op_context(r.op, device_.device);
+    // ATen has no getter for the nesting depth; this pair of calls reads the
+    // thread-local counter and leaves it as it was.
+    const int nesting = at::autocast::increment_nesting() - 1;
+    at::autocast::decrement_nesting();
+    r.op.autocast_nesting = static_cast<uint8_t>(nesting < 0 ? 0 : (nesting > 255 ? 255 : nesting));
+    return r;
+  }
+
+  void finish_op_record(Record& r, const torch::jit::Stack* stack, bool ok) noexcept {
+    try {
+      r.op.ok = ok;
+      r.op.cpu_duration_ns = now_ns() - r.ts_ns;
+      r.op.output = DType::kUnspecified;
+      if (stack != nullptr) {
+        for (const c10::IValue& out : *stack) {
+          if (out.isTensor() && out.toTensor().defined()) {
+            r.op.output = to_dtype(out.toTensor().scalar_type());
+            break;
+          }
+          if (out.isTensorList() && out.toTensorList().size() > 0) {
+            r.op.output = to_dtype(out.toTensorList().get(0).scalar_type());
+            break;
+          }
+        }
+      }
+      EventLog::instance().record(r);
+    } catch (...) {
+      EventLog::instance().count_internal_error();
+    }
+  }
+
+  // Records one decision. `forced` replaces the computed outcome (dtype-arg
+  // policies decide by the first argument, not by a cast).
+  void record_cast(const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index,
+                   std::optional<CastOutcome> forced, const at::Tensor* cached_result = nullptr) noexcept {
+    try {
+      const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
+      Record r = new_cast_record(op_id_, op_record.thread, policy_, device_.kind, context);
+      r.cast.op_seq = op_record.seq;
+      r.cast.arg_index = static_cast<uint16_t>(arg_index);
+      r.cast.list_index = static_cast<int16_t>(list_index);
+      r.cast.src = to_dtype(t.scalar_type());
+      r.cast.dst = to_dtype(target);
+      r.cast.outcome = forced.value_or(classify_tensor(t, target, device_.device));
+      if (cached_result != nullptr) {
+        const auto seen = CastCacheObserver::instance().observe(t, *cached_result);
+        r.cast.cache = seen.outcome;
+        r.cast.source_version = static_cast<uint32_t>(seen.source_version);
+        r.cast.cached_version = static_cast<uint32_t>(seen.cached_version);
+      }
+      describe_source(r.cast, t);
+      r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
+      EventLog::instance().record(r);
+    } catch (...) {
+      EventLog::instance().count_internal_error();
+    }
+  }
+
+  const CastPolicy policy_;
+  const DType dtype_override_;
+  const std::string message_;
+  const AutocastDevice& device_;
+  const uint32_t op_id_;
+  const std::optional<c10::OperatorHandle> redispatch_;
+  std::once_flag schema_once_;
+  std::vector<ArgKind> kinds_;
+};
+
+// JIT autocast does not go through the autocast keys: it inserts explicit
+// aten::_autocast_to_reduced_precision / _autocast_to_full_precision ops.
+// castscope overrides their CompositeImplicitAutograd kernels with wrappers
+// that call the very same ATen implementations and record the cast.
+void record_jit_cast(uint32_t op_id, CastPolicy policy, const at::Tensor& self, const at::Tensor& result) noexcept {
+  if (!g_record_events.load(std::memory_order_relaxed) || !self.defined()) return;
+  try {
+    EventLog& log = EventLog::instance();
+    Record r = new_cast_record(op_id, log.thread_id(), policy, self.is_cuda() ? DeviceKind::kCuda : DeviceKind::kCpu,
+                               current_op_context());
+    r.cast.src = to_dtype(self.scalar_type());
+    r.cast.dst = to_dtype(result.scalar_type());
+    if (result.scalar_type() != self.scalar_type()) {
+      r.cast.outcome = CastOutcome::kCast;
+    } else if (self.scalar_type() == at::kDouble) {
+      r.cast.outcome = CastOutcome::kFloat64;
+    } else {
+      r.cast.outcome = self.is_floating_point() ? CastOutcome::kAlreadyTarget : CastOutcome::kNotFloating;
+    }
+    describe_source(r.cast, self);  // cache stays NOT_CACHEABLE: JIT autocast has no cast cache
+    log.record(r);
+  } catch (...) {
+    EventLog::instance().count_internal_error();
+  }
+}
+
+uint32_t g_reduced_precision_op = 0;
+uint32_t g_full_precision_op = 0;
+
+at::Tensor jit_to_reduced_precision(const at::Tensor& self, bool cuda_enabled, bool cpu_enabled,
+                                    at::ScalarType cuda_dtype, at::ScalarType cpu_dtype) {
+  at::Tensor result = at::native::_autocast_to_reduced_precision(self, cuda_enabled, cpu_enabled, cuda_dtype, cpu_dtype);
+  record_jit_cast(g_reduced_precision_op, CastPolicy::kLowerPrecisionFp, self, result);
+  return result;
+}
+
+at::Tensor jit_to_full_precision(const at::Tensor& self, bool cuda_enabled, bool cpu_enabled) {
+  at::Tensor result = at::native::_autocast_to_full_precision(self, cuda_enabled, cpu_enabled);
+  record_jit_cast(g_full_precision_op, CastPolicy::kFp32, self, result);
+  return result;
+}
+
+// "ns::name.overload" -> OperatorName{"ns::name", "overload"}.
+c10::OperatorName parse_operator_name(const std::string& op) {
+  const auto dot = op.find('.', op.find("::"));
+  if (dot == std::string::npos) return c10::OperatorName(op, "");
+  return c10::OperatorName(op.substr(0, dot), op.substr(dot + 1));
+}
+
+}  // namespace
+
+DispatchRegistry::DispatchRegistry() = default;
+DispatchRegistry::~DispatchRegistry() = default;
+
+std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& policies) {
+  std::vector<std::string> errors;
+  try {
+    g_reduced_precision_op = EventLog::instance().intern_op("aten::_autocast_to_reduced_precision");
+    EventLog::instance().set_arg_names(g_reduced_precision_op, {"self"});
+    g_full_precision_op = EventLog::instance().intern_op("aten::_autocast_to_full_precision");
+    EventLog::instance().set_arg_names(g_full_precision_op, {"self"});
+    libraries_.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                                          c10::DispatchKey::CompositeImplicitAutograd, __FILE__, __LINE__));
+    libraries_.back()->impl("_autocast_to_reduced_precision", TORCH_FN(jit_to_reduced_precision));
+    libraries_.back()->impl("_autocast_to_full_precision", TORCH_FN(jit_to_full_precision));
+  } catch (const std::exception& e) {
+    errors.push_back(std::string("JIT autocast casts: cannot register: ") + e.what());
+  }
+  for (const auto& [device_name, device] : policies.devices) {
+    const AutocastDevice* key = find_autocast_device(device_name);
+    if (key == nullptr) continue;
+    // One IMPL library per (namespace, key): torch::Library scopes impls to one namespace.
+    std::map<std::string, torch::Library*> by_namespace;
+    for (const auto& [op, entry] : device.ops) {
+      if (entry.policy == CastPolicy::kKeepNative) continue;
+      const std::string ns = op.substr(0, op.find("::"));
+      try {
+        std::optional<c10::OperatorHandle> redispatch;
+        if (entry.policy == CastPolicy::kFp32AppendDtype) {
+          redispatch = c10::Dispatcher::singleton().findSchema(parse_operator_name(entry.redispatch));
+          if (!redispatch) {
+            errors.push_back(entry.origin + ": " + op + ": redispatch overload " + entry.redispatch + " does not exist");
+            continue;
+          }
+        }
+        auto& library = by_namespace[ns];
+        if (library == nullptr) {
+          libraries_.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, ns, key->key, __FILE__, __LINE__));
+          library = libraries_.back().get();
+        }
+        const uint32_t op_id = EventLog::instance().intern_op(op);
+        auto kernel = std::make_unique<AutocastKernel>(entry, *key, op_id, std::move(redispatch));
+        AutocastKernel* kept = kernel.get();
+        library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
+        // The dispatcher calls kernels through a raw pointer: a thread may be
+        // inside this one while detach replaces it. One extra reference that
+        // is never dropped keeps it alive (a few hundred bytes per op).
+        c10::raw::intrusive_ptr::incref(kept);
+        ++registered_;
+      } catch (const std::exception& e) {
+        errors.push_back(entry.origin + ": " + op + ": cannot register on " + c10::toString(key->key) + ": " + e.what());
+      }
+    }
+  }
+  return errors;
+}
+
+}  // namespace castscope

@@ -1,0 +1,77 @@
+// Registers castscope's autocast kernel on the autocast dispatch keys for
+// every op a policy names, overriding the native wrappers; destroying the
+// registry restores them.
+#pragma once
+
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/src/record/cast_record.h"
+#include "agent/src/policy/policy.h"
+
+namespace torch {
+class Library;
+}
+
+namespace castscope {
+
+// Whether kernels record events. Kernels keep casting (they own autocast
+// while registered) when this is false.
+extern std::atomic<bool> g_record_events;
+
+// Depth of castscope autocast kernels on this thread. Inside one, autocast
+// reads as disabled (the kernel excludes its key, as native wrappers do);
+// the trace observer must not take that for the user's own disable.
+extern thread_local int t_autocast_kernel_depth;
+struct InsideAutocastKernel {
+  InsideAutocastKernel() { ++t_autocast_kernel_depth; }
+  ~InsideAutocastKernel() { --t_autocast_kernel_depth; }
+  InsideAutocastKernel(const InsideAutocastKernel&) = delete;
+  InsideAutocastKernel& operator=(const InsideAutocastKernel&) = delete;
+};
+
+// Returns the LocationTable id of the innermost user Python frame of the
+// calling thread (0 when there is none). Installed only in Python processes,
+// by the separate frame-reader library, so the agent never links CPython.
+using LocationReader = uint32_t (*)();
+extern std::atomic<LocationReader> g_python_location_reader;
+
+// Where and in which mode the current op runs. TorchScript (scripted or
+// traced graphs) gives its own source range; otherwise the innermost user
+// Python frame, when a Python frame reader is installed.
+struct OpContext {
+  ExecutionMode mode = ExecutionMode::kEager;
+  Phase phase = Phase::kForward;
+  uint32_t location = 0;
+};
+OpContext current_op_context();
+// An op record's autocast state and context: the region's lower-precision
+// dtype on `device`, mode, phase, location, the devices with autocast on.
+void describe_op_context(OpFields& op, c10::DeviceType device);
+
+DType to_dtype(c10::ScalarType type);
+
+class DispatchRegistry {
+ public:
+  DispatchRegistry();
+  ~DispatchRegistry();
+  DispatchRegistry(const DispatchRegistry&) = delete;
+  DispatchRegistry& operator=(const DispatchRegistry&) = delete;
+
+  // Registers every entry except keep_native. Returns errors (one per op that
+  // could not be registered); those ops keep their native kernel.
+  std::vector<std::string> register_policies(const PolicySet& policies);
+  size_t registered_ops() const { return registered_; }
+
+ private:
+  std::vector<std::unique_ptr<torch::Library>> libraries_;
+  size_t registered_ = 0;
+};
+
+}  // namespace castscope

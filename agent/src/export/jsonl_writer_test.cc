@@ -1,0 +1,94 @@
+#include "agent/src/export/jsonl_writer.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "castscope/v1/events.pb.h"
+
+namespace castscope {
+namespace {
+
+Record cast_record() {
+  Record r{};
+  r.seq = 7;
+  r.ts_ns = 123456789;
+  r.thread = 1;
+  r.kind = RecordKind::kCast;
+  r.policy = CastPolicy::kLowerPrecisionFp;
+  r.device = DeviceKind::kCpu;
+  r.cast.op_seq = 6;
+  r.cast.bytes = 256;
+  r.cast.arg_index = 1;
+  r.cast.list_index = -1;
+  r.cast.src = DType::kFloat32;
+  r.cast.dst = DType::kBFloat16;
+  r.cast.outcome = CastOutcome::kCast;
+  r.cast.ndim = 2;
+  r.cast.shape[0] = 8;
+  r.cast.shape[1] = 8;
+  return r;
+}
+
+TEST(JsonlWriter, CastLineCarriesNamesFromOpMeta) {
+  const Location where{LocationKind::kPython, "train.py", 12, "forward", "train.py:12 forward\nmain.py:3 <module>"};
+  const auto line = nlohmann::json::parse(record_to_json(cast_record(), OpMeta{"aten::mm", {"self", "mat2"}}, where));
+  const auto& cast = line.at("cast");
+  EXPECT_EQ(cast.at("op"), "aten::mm");
+  EXPECT_EQ(cast.at("arg_name"), "mat2");
+  EXPECT_EQ(cast.at("src_dtype"), "DTYPE_FLOAT32");
+  EXPECT_EQ(cast.at("dst_dtype"), "DTYPE_BFLOAT16");
+  EXPECT_EQ(cast.at("outcome"), "CAST_OUTCOME_CAST");
+  EXPECT_EQ(cast.at("shape"), nlohmann::json::array({"8", "8"}));
+  EXPECT_EQ(cast.at("location").at("file"), "train.py");
+  EXPECT_EQ(cast.at("location").at("line"), 12);
+  EXPECT_EQ(cast.at("location").at("stack"), nlohmann::json::array({"train.py:12 forward", "main.py:3 <module>"}));
+}
+
+// Every kind of line must parse as castscope.v1.Event with no unknown field:
+// the dump and the proto schema cannot drift apart.
+TEST(JsonlWriter, LinesParseAsProtoEvents) {
+  Record op{};
+  op.seq = 6;
+  op.kind = RecordKind::kOp;
+  op.policy = CastPolicy::kFp32;
+  op.device = DeviceKind::kCpu;
+  op.op.num_inputs = 2;
+  op.op.input_dtypes[0] = DType::kBFloat16;
+  op.op.input_dtypes[1] = DType::kInt64;
+  op.op.output = DType::kFloat32;
+  op.op.ok = true;
+  op.op.autocast_enabled = 1u << static_cast<int>(DeviceKind::kCpu);
+  Record sample{};
+  sample.kind = RecordKind::kCacheSample;
+  sample.sample.trigger = SampleTrigger::kIteration;
+  sample.sample.live_casts = 3;
+  const Location where{LocationKind::kTorchScript, "model.py", 7, "forward", ""};
+  const std::vector<std::string> lines = {
+      record_to_json(cast_record(), OpMeta{"aten::mm", {"self", "mat2"}}, where),
+      record_to_json(op, OpMeta{"aten::nll_loss", {}}, Location{}),
+      record_to_json(sample, OpMeta{}, Location{}),
+      stats_to_json(EventLogStats{10, 2, 1}, ProcessIdentity{42, 0, 0, 2}, "2.14.1", 99),
+  };
+  for (const auto& line : lines) {
+    castscope::v1::Event event;
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = false;
+    const auto status = google::protobuf::util::JsonStringToMessage(line, &event, options);
+    EXPECT_TRUE(status.ok()) << line << "\n" << status.ToString();
+  }
+  castscope::v1::Event event;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[0], &event).ok());
+  EXPECT_EQ(event.cast().dst_dtype(), castscope::v1::DTYPE_BFLOAT16);
+  EXPECT_EQ(event.cast().shape_size(), 2);
+  EXPECT_EQ(event.cast().location().kind(), castscope::v1::SourceLocation::KIND_TORCHSCRIPT);
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[2], &event).ok());
+  EXPECT_EQ(event.cache_sample().live_casts(), 3u);
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[3], &event).ok());
+  EXPECT_EQ(event.stats().world_size(), 2);
+}
+
+}  // namespace
+}  // namespace castscope

@@ -1,0 +1,68 @@
+// Policy files: which op gets which autocast cast policy, per device type.
+//
+// Parsing is torch-free so it can be unit-tested and fuzzed anywhere; the
+// check against the running dispatcher lives in policy_check.h.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/src/record/cast_record.h"
+
+namespace castscope {
+
+struct PolicyEntry {
+  std::string op;  // "ns::name" or "ns::name.overload"
+  CastPolicy policy = CastPolicy::kUnspecified;
+  // lower_precision_fp only: cast to this dtype instead of the region's
+  // lower-precision dtype. kUnspecified: the region's (native behaviour).
+  DType dtype = DType::kUnspecified;
+  std::string redispatch;  // fp32_append_dtype: overload that takes the dtype
+  std::string message;     // banned: the error raised
+  std::string origin;      // "file:line", for every message about this entry
+};
+
+struct DevicePolicy {
+  std::string device;         // "cpu", "cuda", "xpu", "mps"
+  std::string torch_version;  // of the base file; empty for overlays
+  std::map<std::string, PolicyEntry> ops;
+};
+
+struct PolicyError {
+  std::string file;
+  int line = 0;  // 0 when the error is about the whole file
+  std::string entry;
+  std::string message;
+  std::string str() const;
+};
+
+struct PolicySet {
+  std::map<std::string, DevicePolicy> devices;
+  std::vector<PolicyError> errors;
+  bool ok() const { return errors.empty(); }
+};
+
+// Parses one policy file's text. `file` names it in errors.
+PolicySet parse_policy_text(std::string_view text, const std::string& file);
+
+// Reads and merges files in order: later entries for the same device and op
+// override earlier ones (base lists first, user overlays after).
+PolicySet load_policy_files(const std::vector<std::string>& paths);
+
+// One line per device and op with every setting, sorted: equal for equal
+// effective policies whatever the files' order, layout or comments. The
+// agent reports its hash with each run.
+std::string canonical_policy_text(const PolicySet& set);
+
+// Parses "fp32" etc.; kUnspecified when unknown.
+CastPolicy policy_from_name(std::string_view name);
+const char* policy_name(CastPolicy policy);
+DType dtype_from_name(std::string_view name);
+const char* dtype_name(DType dtype);
+// "cpu" -> DeviceKind::kCpu; kUnspecified when unknown.
+DeviceKind device_from_name(std::string_view name);
+const char* device_name(DeviceKind device);
+
+}  // namespace castscope

@@ -1,0 +1,135 @@
+#include "agent/src/policy/policy.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+namespace castscope {
+namespace {
+
+PolicySet parse(const std::string& text) { return parse_policy_text(text, "overlay.json"); }
+
+std::string only_error(const PolicySet& set) {
+  EXPECT_EQ(set.errors.size(), 1u);
+  return set.errors.empty() ? "" : set.errors[0].str();
+}
+
+TEST(PolicyParse, AcceptsStringAndObjectEntries) {
+  const PolicySet set = parse(R"({
+  "castscope_policy": 1,
+  "device": "cpu",
+  "ops": {
+    "aten::mm": "lower_precision_fp",
+    "torchvision::roi_pool": {"policy": "fp32"},
+    "mylib::fused_op": {"policy": "lower_precision_fp", "dtype": "float16"},
+    "aten::norm.Scalar": {"policy": "fp32_append_dtype", "redispatch": "aten::norm.ScalarOpt_dtype"}
+  }
+})");
+  ASSERT_TRUE(set.ok()) << set.errors[0].str();
+  const auto& ops = set.devices.at("cpu").ops;
+  EXPECT_EQ(ops.at("aten::mm").policy, CastPolicy::kLowerPrecisionFp);
+  EXPECT_EQ(ops.at("aten::mm").origin, "overlay.json:5");
+  EXPECT_EQ(ops.at("torchvision::roi_pool").policy, CastPolicy::kFp32);
+  EXPECT_EQ(ops.at("mylib::fused_op").dtype, DType::kFloat16);
+  EXPECT_EQ(ops.at("aten::norm.Scalar").redispatch, "aten::norm.ScalarOpt_dtype");
+}
+
+TEST(PolicyCanonicalText, SameForSamePolicyWhateverTheLayout) {
+  const PolicySet a = parse(R"({"castscope_policy": 1, "device": "cpu",
+    "ops": {"aten::mm": "lower_precision_fp", "aten::addmm": "fp32"}})");
+  const PolicySet b = parse(R"({
+    "castscope_policy": 1, "device": "cpu", "ops": {
+      "aten::addmm": {"policy": "fp32"},
+      "aten::mm": "lower_precision_fp"}})");
+  const PolicySet c = parse(R"({"castscope_policy": 1, "device": "cpu",
+    "ops": {"aten::mm": {"policy": "lower_precision_fp", "dtype": "float16"}, "aten::addmm": "fp32"}})");
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(canonical_policy_text(a), canonical_policy_text(b));
+  EXPECT_NE(canonical_policy_text(a), canonical_policy_text(c));  // a dtype override is a different policy
+}
+
+TEST(PolicyParse, BadJsonNamesLine) {
+  const std::string error = only_error(parse("{\n  \"castscope_policy\": 1,\n  \"device\": \"cpu\"\n  \"ops\": {}\n}"));
+  EXPECT_NE(error.find("overlay.json:4"), std::string::npos) << error;
+  EXPECT_NE(error.find("not valid JSON"), std::string::npos) << error;
+}
+
+// Found by tests/fuzz/policy_fuzzer: a number no JSON type can hold threw
+// out_of_range, which escaped the parser.
+TEST(PolicyParse, HugeNumberIsAnErrorNotAnException) {
+  const std::string error = only_error(parse("333333000184439296E00000000432297100330001844392961000000000000020{"));
+  EXPECT_NE(error.find("not valid JSON"), std::string::npos) << error;
+}
+
+TEST(PolicyParse, UnknownPolicyNamesEntryAndLine) {
+  const std::string error = only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": {
+  "aten::mm": "lower_precision_fp",
+  "aten::bmm": "half"
+}})"));
+  EXPECT_EQ(error.rfind("overlay.json:3: entry \"aten::bmm\": unknown policy \"half\"", 0), 0u) << error;
+}
+
+TEST(PolicyParse, UnknownDtype) {
+  const std::string error = only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": {
+  "mylib::op": {"policy": "lower_precision_fp", "dtype": "float12"}
+}})"));
+  EXPECT_NE(error.find("overlay.json:2: entry \"mylib::op\": unknown dtype \"float12\""), std::string::npos) << error;
+}
+
+TEST(PolicyParse, DuplicateEntryPointsAtSecondOccurrence) {
+  const std::string error = only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": {
+  "aten::mm": "fp32",
+  "aten::bmm": "fp32",
+  "aten::mm": "lower_precision_fp"
+}})"));
+  EXPECT_NE(error.find("overlay.json:4: entry \"aten::mm\": duplicate entry (first at line 2)"), std::string::npos) << error;
+}
+
+TEST(PolicyParse, AppendDtypeNeedsRedispatch) {
+  const std::string error = only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": {
+  "aten::norm.Scalar": "fp32_append_dtype"
+}})"));
+  EXPECT_NE(error.find("needs \"redispatch\""), std::string::npos) << error;
+}
+
+TEST(PolicyParse, RejectsBadTopLevel) {
+  EXPECT_NE(only_error(parse(R"({"castscope_policy": 2, "device": "cpu", "ops": {}})")).find("must be 1"), std::string::npos);
+  EXPECT_NE(only_error(parse(R"({"castscope_policy": 1, "device": "tpu", "ops": {}})")).find("\"device\" must be one of"), std::string::npos);
+  EXPECT_NE(only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": []})")).find("\"ops\" must be an object"), std::string::npos);
+  EXPECT_NE(only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": {}, "opz": 1})")).find("unknown top-level key \"opz\""), std::string::npos);
+  EXPECT_NE(only_error(parse("[1, 2]")).find("a policy file is a JSON object"), std::string::npos);
+}
+
+TEST(PolicyParse, RejectsBadOpNamesAndKeys) {
+  EXPECT_NE(only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": {"mm": "fp32"}})")).find("not an operator name"), std::string::npos);
+  EXPECT_NE(only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": {"aten::mm": {"policy": "fp32", "dtyp": "x"}}})")).find("unknown key \"dtyp\""), std::string::npos);
+  EXPECT_NE(only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": {"aten::mm": 3}})")).find("must be a policy name"), std::string::npos);
+}
+
+TEST(PolicyLoad, OverlayOverridesBaseAndMissingFileIsAnError) {
+  const std::string base = ::testing::TempDir() + "/base.json";
+  const std::string overlay = ::testing::TempDir() + "/overlay.json";
+  std::ofstream(base) << R"({"castscope_policy": 1, "device": "cpu", "torch_version": "2.14.1", "ops": {"aten::mm": "lower_precision_fp"}})";
+  std::ofstream(overlay) << R"({"castscope_policy": 1, "device": "cpu", "ops": {"aten::mm": "fp32", "mylib::op": "promote"}})";
+  const PolicySet set = load_policy_files({base, overlay});
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(set.devices.at("cpu").ops.at("aten::mm").policy, CastPolicy::kFp32);
+  EXPECT_EQ(set.devices.at("cpu").ops.at("mylib::op").policy, CastPolicy::kPromote);
+  EXPECT_EQ(set.devices.at("cpu").torch_version, "2.14.1");
+
+  const PolicySet missing = load_policy_files({base, ::testing::TempDir() + "/nope.json"});
+  ASSERT_EQ(missing.errors.size(), 1u);
+  EXPECT_NE(missing.errors[0].str().find("nope.json: cannot read the policy file"), std::string::npos);
+}
+
+TEST(PolicyLoad, ShippedPoliciesParse) {
+  for (const char* device : {"cpu", "cuda", "xpu", "mps"}) {
+    const std::string path = std::string(CASTSCOPE_SOURCE_DIR) + "/policies/" + device + ".json";
+    const PolicySet set = load_policy_files({path});
+    ASSERT_TRUE(set.ok()) << set.errors[0].str();
+    EXPECT_GT(set.devices.at(device).ops.size(), 90u) << device;
+  }
+}
+
+}  // namespace
+}  // namespace castscope

@@ -1,0 +1,126 @@
+#include "agent/src/record/event_log.h"
+
+namespace castscope {
+
+// Returns the thread's ring to the pool when the thread exits.
+struct EventLog::ThreadHandle {
+  Slot* slot = nullptr;
+  bool tried = false;
+  uint32_t id = 0;
+  ~ThreadHandle() {
+    if (slot != nullptr) EventLog::instance().release_slot(slot);
+    slot = nullptr;  // a record from a later thread-local destructor is dropped, never
+    tried = true;    // written into a ring another thread may have adopted
+  }
+};
+
+EventLog& EventLog::instance() {
+  // Leaked on purpose: threads exiting after static destruction still reach it.
+  static EventLog* log = new EventLog();
+  return *log;
+}
+
+void EventLog::configure(size_t ring_records, size_t max_rings) {
+  std::lock_guard<std::mutex> lock(rings_mutex_);
+  size_t pow2 = 64;
+  while (pow2 < ring_records && pow2 < kMaxRingRecords) pow2 <<= 1;
+  ring_records_ = pow2;
+  max_rings_ = max_rings == 0 ? 1 : max_rings;
+}
+
+uint32_t EventLog::intern_op(const std::string& name) {
+  std::lock_guard<std::mutex> lock(ops_mutex_);
+  for (size_t i = 0; i < ops_.size(); ++i)
+    if (ops_[i].name == name) return static_cast<uint32_t>(i);
+  ops_.push_back(OpMeta{name, {}});
+  return static_cast<uint32_t>(ops_.size() - 1);
+}
+
+void EventLog::set_arg_names(uint32_t op_id, std::vector<std::string> names) {
+  std::lock_guard<std::mutex> lock(ops_mutex_);
+  if (op_id < ops_.size()) ops_[op_id].arg_names = std::move(names);
+}
+
+OpMeta EventLog::op_meta(uint32_t op_id) const {
+  std::lock_guard<std::mutex> lock(ops_mutex_);
+  return op_id < ops_.size() ? ops_[op_id] : OpMeta{"<unknown op>", {}};
+}
+
+EventLog::Slot* EventLog::acquire_slot() {
+  std::lock_guard<std::mutex> lock(rings_mutex_);
+  for (auto& slot : slots_) {
+    bool expected = false;
+    if (slot->in_use.compare_exchange_strong(expected, true)) return slot.get();
+  }
+  if (slots_.size() >= max_rings_) return nullptr;
+  slots_.push_back(std::make_unique<Slot>(ring_records_));
+  slots_.back()->in_use.store(true);
+  return slots_.back().get();
+}
+
+void EventLog::release_slot(Slot* slot) { slot->in_use.store(false, std::memory_order_release); }
+
+namespace {
+thread_local EventLog::ThreadHandle tls_thread;
+}  // namespace
+
+uint32_t EventLog::thread_id() {
+  ThreadHandle& handle = tls_thread;
+  if (handle.id == 0) [[unlikely]]
+    handle.id = next_thread_id_.fetch_add(1, std::memory_order_relaxed);
+  return handle.id;
+}
+
+void EventLog::record(const Record& record) {
+  ThreadHandle& handle = tls_thread;
+  if (handle.slot == nullptr) [[unlikely]] {
+    if (!handle.tried) {
+      handle.tried = true;
+      handle.slot = acquire_slot();
+    }
+    if (handle.slot == nullptr) {
+      dropped_total_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  handle.slot->ring.try_push(record);
+}
+
+size_t EventLog::drain(const std::function<void(const Record&)>& sink) {
+  std::lock_guard<std::mutex> drain_lock(drain_mutex_);
+  std::vector<Slot*> snapshot;
+  {
+    std::lock_guard<std::mutex> lock(rings_mutex_);
+    for (auto& slot : slots_) snapshot.push_back(slot.get());
+  }
+  size_t drained = 0;
+  // Counted before the sink sees each record, so a sink that reads stats()
+  // (a batch header) or counts a loss sees consistent totals.
+  auto counted = [&](const Record& record) {
+    recorded_.fetch_add(1, std::memory_order_relaxed);
+    ++drained;
+    sink(record);
+  };
+  for (Slot* slot : snapshot) {
+    slot->ring.drain(counted);
+    ring_drops_.fetch_add(slot->ring.take_dropped(), std::memory_order_relaxed);
+  }
+  return drained;
+}
+
+bool EventLog::needs_drain() {
+  std::lock_guard<std::mutex> lock(rings_mutex_);
+  for (const auto& slot : slots_)
+    if (slot->ring.size() * 4 > slot->ring.capacity()) return true;
+  return false;
+}
+
+EventLogStats EventLog::stats() const {
+  EventLogStats out;
+  out.recorded = recorded_.load(std::memory_order_relaxed);
+  out.dropped = dropped_total_.load(std::memory_order_relaxed) + ring_drops_.load(std::memory_order_relaxed);
+  out.internal_errors = internal_errors_.load(std::memory_order_relaxed);
+  return out;
+}
+
+}  // namespace castscope

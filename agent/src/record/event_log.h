@@ -1,0 +1,120 @@
+// The in-memory event log: interned op metadata plus per-thread rings.
+//
+// Concurrency design:
+// - Hot path (`record`): the calling thread writes only its own ring
+//   (RingBuffer's single writer). Its first event takes `rings_mutex_` once to
+//   adopt a ring; after that no lock and no allocation.
+// - Sequence numbers come from one relaxed fetch_add: they only need to be
+//   unique and increasing per thread, not a global order of memory effects.
+// - The exporter (`drain`) takes `drain_mutex_`, so exactly one reader per
+//   ring exists at any time, then `rings_mutex_` briefly to snapshot the list.
+// - Op metadata is appended at registration time under `ops_mutex_` and read
+//   by the exporter under the same mutex; the hot path only carries the id.
+// - Rings are never freed while the process lives: a thread that exits
+//   returns its ring to the pool, and the next new thread adopts it. This
+//   bounds memory by max_rings * ring_records * sizeof(Record).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agent/src/record/cast_record.h"
+#include "agent/src/record/ring_buffer.h"
+
+namespace castscope {
+
+struct OpMeta {
+  std::string name;                    // "aten::norm.Scalar"
+  std::vector<std::string> arg_names;  // filled on the op's first call
+};
+
+// The clock of every record's ts_ns: CLOCK_MONOTONIC on Linux, in ns.
+inline uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+// 2^24 records of 128 bytes: 2 GiB per thread, far past any sane setting.
+inline constexpr size_t kMaxRingRecords = size_t{1} << 24;
+
+struct EventLogStats {
+  uint64_t recorded = 0;  // drained so far
+  uint64_t dropped = 0;
+  uint64_t internal_errors = 0;
+};
+
+class EventLog {
+ public:
+  static EventLog& instance();
+
+  // Before any record; later calls only affect rings not yet created.
+  void configure(size_t ring_records, size_t max_rings);
+
+  uint32_t intern_op(const std::string& name);
+  void set_arg_names(uint32_t op_id, std::vector<std::string> names);
+  // Copy of an op's metadata; exporter side.
+  OpMeta op_meta(uint32_t op_id) const;
+
+  uint64_t next_seq() { return next_seq_.fetch_add(1, std::memory_order_relaxed); }
+
+  // Hot path. Never blocks after the thread's first event, never throws.
+  void record(const Record& record);
+
+  // Calls sink for every buffered record, ring by ring (each ring oldest
+  // first). Returns how many were drained.
+  size_t drain(const std::function<void(const Record&)>& sink);
+
+  // True when some ring is more than a quarter full: the exporter should
+  // drain now rather than at its next interval (a burst of small ops).
+  bool needs_drain();
+
+  void count_internal_error() { internal_errors_.fetch_add(1, std::memory_order_relaxed); }
+  // Drained events that could not be delivered (spool full or unwritable):
+  // they move from recorded to dropped, so recorded counts what was delivered.
+  void count_lost(uint64_t events) {
+    recorded_.fetch_sub(events, std::memory_order_relaxed);
+    dropped_total_.fetch_add(events, std::memory_order_relaxed);
+  }
+  EventLogStats stats() const;
+
+  // castscope's id of the calling thread: small, unique per process, never
+  // reused (rings are pooled, so a ring is not a thread identity).
+  uint32_t thread_id();
+
+  // Owns the calling thread's ring; defined in event_log.cc.
+  struct ThreadHandle;
+
+ private:
+  struct Slot {
+    explicit Slot(size_t records) : ring(records) {}
+    RingBuffer<Record> ring;
+    std::atomic<bool> in_use{false};
+  };
+  Slot* acquire_slot();
+  void release_slot(Slot* slot);
+
+  mutable std::mutex ops_mutex_;
+  std::deque<OpMeta> ops_;
+
+  std::mutex rings_mutex_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  size_t ring_records_ = 1 << 14;
+  size_t max_rings_ = 16;
+
+  std::mutex drain_mutex_;
+  std::atomic<uint64_t> next_seq_{1};
+  std::atomic<uint32_t> next_thread_id_{1};
+  std::atomic<uint64_t> recorded_{0};
+  std::atomic<uint64_t> dropped_total_{0};  // drops with no ring to count in
+  mutable std::atomic<uint64_t> ring_drops_{0};
+  std::atomic<uint64_t> internal_errors_{0};
+};
+
+}  // namespace castscope

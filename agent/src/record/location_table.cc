@@ -1,0 +1,32 @@
+#include "agent/src/record/location_table.h"
+
+namespace castscope {
+
+LocationTable& LocationTable::instance() {
+  static LocationTable* table = new LocationTable();  // leaked: used by threads at exit
+  return *table;
+}
+
+LocationTable::LocationTable() { locations_.push_back(Location{}); }
+
+uint32_t LocationTable::intern(const Location& location) {
+  std::string key;
+  key.reserve(location.file.size() + location.function.size() + location.stack.size() + 16);
+  key += static_cast<char>('0' + static_cast<int>(location.kind));
+  key += location.inside_disabled_autocast ? 'd' : '-';
+  key += location.file + '\0' + std::to_string(location.line) + '\0' + location.function + '\0' + location.stack;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = ids_.find(key);
+  if (found != ids_.end()) return found->second;
+  const auto id = static_cast<uint32_t>(locations_.size());
+  locations_.push_back(location);
+  ids_.emplace(std::move(key), id);
+  return id;
+}
+
+Location LocationTable::get(uint32_t id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return id < locations_.size() ? locations_[id] : Location{};
+}
+
+}  // namespace castscope

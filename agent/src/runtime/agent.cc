@@ -1,0 +1,660 @@
+// Lifecycle of the agent: configuration, policy loading and checking, kernel
+// registration, and the exporter thread that drains rings into the dump.
+#include "castscope/agent.h"
+
+#include <c10/util/Exception.h>
+#include <c10/util/hash.h>
+#include <torch/version.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "agent/src/config/agent_config.h"
+#include "agent/src/export/batch_encoder.h"
+#include "agent/src/context/cast_cache_observer.h"
+#include "agent/src/dispatch/dispatch.h"
+#include "agent/src/runtime/forwarder_launcher.h"
+#include "agent/src/record/event_log.h"
+#include "agent/src/context/jit_context.h"
+#include "agent/src/export/jsonl_writer.h"
+#include "agent/src/record/location_table.h"
+#include "common/log/log.h"
+#include "agent/src/observers/op_probe.h"
+#include "agent/src/policy/policy.h"
+#include "agent/src/dispatch/policy_check.h"
+#include "common/spool/spool_writer.h"
+#include "agent/src/observers/trace_observer.h"
+
+namespace castscope {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr auto kRingCheckInterval = std::chrono::milliseconds(5);
+
+
+// Ops a policy casts to lower precision, by base name ("aten::mm" for
+// "aten::mm" and "aten::mm.overload"): the op probe looks for their
+// in-place and out= variants.
+std::set<std::pair<DeviceKind, std::string>> lower_precision_ops(const PolicySet& policies) {
+  std::set<std::pair<DeviceKind, std::string>> ops;
+  for (const auto& [device, policy] : policies.devices)
+    for (const auto& [op, entry] : policy.ops)
+      if (entry.policy == CastPolicy::kLowerPrecisionFp) ops.emplace(device_from_name(device), op.substr(0, op.find('.')));
+  return ops;
+}
+
+// "sha1:<hex>" of the effective policy, so reports say which one ran.
+std::string policy_hash(const PolicySet& policies) {
+  return "sha1:" + c10::sha1(canonical_policy_text(policies)).str();
+}
+
+// Ids become folder names: keep them to a safe alphabet.
+std::string safe_id(std::string text) {
+  for (char& c : text)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  return text.empty() || text[0] == '.' ? "_" + text : text;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+uint64_t unix_ms() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+// The shared default spool folder must be this user's own, not a planted link.
+std::string default_spool_dir(std::string& error) {
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/castscope-spool-" +
+                          std::to_string(getuid());
+  ::mkdir(dir.c_str(), 0700);
+  struct stat info {};
+  if (::lstat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != getuid()) {
+    error = "castscope: spool folder " + dir + " is not a directory owned by this user; set spool_dir";
+    return "";
+  }
+  return dir;
+}
+
+int32_t env_int(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return -1;
+  char* end = nullptr;
+  const long parsed = std::strtol(value, &end, 10);
+  return (*end == '\0' && parsed >= 0 && parsed < (1L << 30)) ? static_cast<int32_t>(parsed) : -1;
+}
+
+ProcessIdentity current_identity() {
+  return ProcessIdentity{static_cast<uint32_t>(getpid()), env_int("RANK"), env_int("LOCAL_RANK"), env_int("WORLD_SIZE")};
+}
+
+Record cache_sample_record(SampleTrigger trigger, uint64_t iteration) {
+  const auto sample = CastCacheObserver::instance().sample();
+  Record r{};
+  r.seq = EventLog::instance().next_seq();
+  r.ts_ns = now_ns();
+  r.kind = RecordKind::kCacheSample;
+  r.thread = EventLog::instance().thread_id();
+  r.sample.trigger = trigger;
+  r.sample.iteration = iteration;
+  r.sample.live_casts = sample.live_casts;
+  r.sample.live_bytes = sample.live_bytes;
+  return r;
+}
+
+size_t copy_out(const std::string& text, char* buf, size_t len) {
+  if (buf != nullptr && len > 0) {
+    const size_t n = std::min(text.size(), len - 1);
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return text.size();
+}
+
+json findings_json(const std::vector<PolicyFinding>& findings) {
+  json out = json::array();
+  for (const auto& f : findings)
+    out.push_back({{"severity", f.severity == PolicyFinding::Severity::kError ? "error" : "warning"},
+                   {"kind", f.kind},
+                   {"device", f.device},
+                   {"op", f.op},
+                   {"message", f.message}});
+  return out;
+}
+
+// Swallows the dispatcher's "overriding a previously registered kernel"
+// warning while castscope registers (overriding is the point); forwards the rest.
+class OverrideWarningFilter : public c10::WarningHandler {
+ public:
+  explicit OverrideWarningFilter(c10::WarningHandler* next) : next_(next) {}
+  void process(const c10::Warning& warning) override {
+    if (warning.msg().find("Overriding a previously registered kernel") != std::string::npos) return;
+    next_->process(warning);
+  }
+
+ private:
+  c10::WarningHandler* next_;
+};
+
+class Agent {
+ public:
+  static Agent& instance() {
+    static Agent* agent = new Agent();  // leaked: exporter may outlive statics
+    return *agent;
+  }
+
+  int start(const char* config_text, std::string& error) {
+    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+    if (registry_ != nullptr) {
+      error = "castscope: the agent is already started";
+      return 1;
+    }
+    AgentConfig config;
+    error = parse_agent_config(config_text, config);
+    if (!error.empty()) return 1;
+    if (config.torch_version.empty()) config.torch_version = TORCH_VERSION;
+    PolicySet policies = load_policy_files(config.policy_files);
+    if (!policies.ok()) {
+      error = "castscope: policy refused, castscope does not take over autocast (native autocast keeps working):";
+      for (const auto& e : policies.errors) error += "\n  " + e.str();
+      return 1;
+    }
+    config.policy_hash = policy_hash(policies);
+    config.probe.lower_precision_ops = lower_precision_ops(policies);
+    std::vector<PolicyFinding> findings = check_policy_against_dispatcher(policies);
+    for (const auto& f : findings) {
+      if (f.severity == PolicyFinding::Severity::kError) {
+        error += (error.empty() ? "castscope: policy refused, castscope does not take over autocast (native autocast keeps working):" : "");
+        error += "\n  " + f.message;
+      } else {
+        log::info("policy check: " + f.message);
+      }
+    }
+    if (!error.empty()) return 1;
+
+    if (const auto pid_at = config.events_path.find("{pid}"); pid_at != std::string::npos)
+      config.events_path.replace(pid_at, 5, std::to_string(getpid()));
+    {
+      std::lock_guard<std::mutex> io(io_mutex_);
+      if (!config.events_path.empty()) {
+        error = writer_.open(config.events_path);
+        if (!error.empty()) {
+          error = "castscope: " + error;
+          return 1;
+        }
+      }
+    }
+    error = open_transport(config);
+    if (!error.empty()) {
+      std::lock_guard<std::mutex> io(io_mutex_);
+      writer_.close();
+      return 1;
+    }
+    EventLog::instance().configure(config.ring_records, config.max_threads);
+    set_internal_path_prefix(config.internal_path_prefix);
+    g_record_events.store(config.record_events, std::memory_order_relaxed);
+
+    auto registry = std::make_unique<DispatchRegistry>();
+    std::vector<std::string> registration_errors;
+    {
+      OverrideWarningFilter filter(c10::WarningUtils::get_warning_handler());
+      c10::WarningUtils::WarningHandlerGuard guard(&filter);
+      registration_errors = registry->register_policies(policies);
+    }
+    if (!registration_errors.empty()) {
+      registry.reset();  // unregisters what did register: all or nothing
+      std::lock_guard<std::mutex> io(io_mutex_);
+      writer_.close();
+      close_transport();
+      error = "castscope: could not register every policy entry, native autocast stays in place:";
+      for (const auto& e : registration_errors) error += "\n  " + e;
+      return 1;
+    }
+    registry_ = std::move(registry);
+    attached_.store(true, std::memory_order_release);
+    iteration_.store(0);
+    config_ = config;
+    findings_ = std::move(findings);
+    stop_exporter_ = false;
+    exporter_ = std::thread([this] { export_loop(); });
+    if (config_.record_events) probe_start(config_.probe);
+    static std::once_flag fork_handler;
+    std::call_once(fork_handler, [] {
+      pthread_atfork([] { Agent::instance().before_fork(); }, [] { Agent::instance().after_fork_in_parent(); },
+                     [] { Agent::instance().after_fork_in_child(); });
+    });
+    log::info("attached: " + std::to_string(registry_->registered_ops()) + " op kernels registered");
+    return 0;
+  }
+
+  int stop() {
+    if (forked_child_) return 1;
+    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+    if (registry_ == nullptr) return 1;
+    attached_.store(false, std::memory_order_release);
+    probe_stop();
+    registry_.reset();  // native kernels are back from here on
+    if (!finished_) write_out_and_close();
+    finished_ = false;
+    CastCacheObserver::instance().clear();
+    return 0;
+  }
+
+  // Around fork: the events file is flushed and no write is half done, so
+  // the child's copy of the stdio buffer is empty and cannot be written twice.
+  void before_fork() {
+    probe_before_fork();
+    io_mutex_.lock();
+    writer_.flush();
+  }
+  void after_fork_in_parent() {
+    io_mutex_.unlock();
+    probe_after_fork_in_parent();
+  }
+
+  // A forked child (a DataLoader worker) inherits the kernels but not the
+  // exporter thread, and shares the parent's events file. It keeps casting
+  // exactly as native and records nothing; the parent's buffered events are
+  // the parent's to write. Processes started with exec get their own agent.
+  void after_fork_in_child() {
+    io_mutex_.unlock();
+    probe_after_fork_in_child();
+    g_record_events.store(false, std::memory_order_relaxed);
+    attached_.store(false, std::memory_order_relaxed);  // no samples either: their locks may be held
+    forked_child_ = true;
+    if (exporter_.joinable()) exporter_.detach();  // the thread does not exist here
+  }
+
+  void finish() {
+    if (forked_child_) return;
+    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+    if (registry_ == nullptr || finished_) return;
+    finished_ = true;
+    g_record_events.store(false, std::memory_order_relaxed);
+    probe_stop();
+    write_out_and_close();
+  }
+
+  void mark_iteration() {
+    if (!attached() || !g_record_events.load(std::memory_order_relaxed)) return;
+    const uint64_t iteration = iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
+    // Through the thread's ring, so the sample stays in order with its casts.
+    EventLog::instance().record(cache_sample_record(SampleTrigger::kIteration, iteration));
+    probe_on_iteration(iteration);
+  }
+
+  bool attached() const { return attached_.load(std::memory_order_acquire); }
+
+  long flush() {
+    if (forked_child_) return 0;
+    const long n = static_cast<long>(drain_to_writer());
+    write_stats();
+    return n;
+  }
+
+  std::string status() {
+    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+    const EventLogStats stats = EventLog::instance().stats();
+    json out = {{"attached", registry_ != nullptr},
+                {"ops_registered", registry_ != nullptr ? registry_->registered_ops() : 0},
+                {"events_recorded", stats.recorded},
+                {"events_dropped", stats.dropped},
+                {"internal_errors", stats.internal_errors},
+                {"events_path", config_.events_path},
+                {"run_id", identity_run_id_},
+                {"spool_dir", spool_.directory()},
+                {"collector", config_.collector},
+                {"forwarder_pid", forwarder_pid_},
+                {"batches_written", batches_written_},
+                {"spool_error", spool_error_},
+                {"policy_files", config_.policy_files},
+                {"policy_hash", config_.policy_hash},
+                {"policy_findings", findings_json(findings_)}};
+    return out.dump();
+  }
+
+ private:
+  void export_loop() noexcept {
+    try {
+      export_until_stopped();
+    } catch (...) {
+      // Out of memory or a broken file: stop exporting, never kill the job.
+      EventLog::instance().count_internal_error();
+      log::error("the exporter stopped after an internal error; events stay in memory until the rings fill");
+    }
+  }
+
+  void export_until_stopped() {
+    std::unique_lock<std::mutex> lock(exporter_mutex_);
+    auto next_sample = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.cache_sample_interval_ms);
+    const auto interval = std::chrono::milliseconds(config_.flush_interval_ms);
+    auto last_drain = std::chrono::steady_clock::now();
+    while (!stop_exporter_) {
+      // Drain at the interval, or as soon as a ring is filling up (a burst of
+      // small ops). The hot path never signals, so it never pays for a wakeup.
+      while (!stop_exporter_ && std::chrono::steady_clock::now() - last_drain < interval &&
+             !EventLog::instance().needs_drain())
+        exporter_cv_.wait_for(lock, kRingCheckInterval);
+      last_drain = std::chrono::steady_clock::now();
+      lock.unlock();
+      if (std::chrono::steady_clock::now() >= next_sample) {
+        EventLog::instance().record(cache_sample_record(SampleTrigger::kInterval, iteration_.load()));
+        next_sample += std::chrono::milliseconds(config_.cache_sample_interval_ms);
+      }
+      drain_to_writer();
+      reap_forwarder();
+      probe_on_tick();
+      lock.lock();
+    }
+  }
+
+  // Stops the exporter, writes what is still buffered, the stop sample and
+  // the final stats, and closes the dump. Shared by stop and finish.
+  void write_out_and_close() {
+    {
+      std::lock_guard<std::mutex> wake(exporter_mutex_);
+      stop_exporter_ = true;
+    }
+    exporter_cv_.notify_all();
+    if (exporter_.joinable()) exporter_.join();
+    EventLog::instance().record(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
+    drain_to_writer();
+    write_stats(/*final=*/true);
+    std::lock_guard<std::mutex> io(io_mutex_);
+    writer_.close();
+    close_transport();
+  }
+
+  // Opens the spool folder and starts the forwarder, when configured.
+  std::string open_transport(AgentConfig& config) {
+    if (config.collector.empty() && config.spool_dir.empty()) return "";
+    std::string error;
+    if (config.spool_dir.empty()) config.spool_dir = default_spool_dir(error);
+    if (!error.empty()) return error;
+    AgentIdentity identity;
+    const ProcessIdentity process = current_identity();
+    const char* run_env = std::getenv("CASTSCOPE_RUN_ID");
+    identity.hostname = host_name();
+    // host-pid-start: this process; also the run id of a process on its own.
+    identity.agent_id = safe_id(identity.hostname + "-" + std::to_string(process.pid) + "-" + std::to_string(unix_ms()));
+    identity.run_id = !config.run_id.empty()                          ? config.run_id
+                      : (run_env != nullptr && *run_env != '\0') ? std::string(run_env)
+                                                                    : identity.agent_id;
+    identity.pid = process.pid;
+    identity.rank = process.rank;
+    identity.local_rank = process.local_rank;
+    identity.world_size = process.world_size;
+    identity.torch_version = config.torch_version;
+    identity.command = config.command;
+    identity.policy_hash = config.policy_hash;
+    identity.policy_files = config.policy_files;
+    const std::string agent_dir = config.spool_dir + "/" + identity.agent_id;
+    std::lock_guard<std::mutex> io(io_mutex_);
+    error = spool_.open(agent_dir, config.spool_segment_bytes, config.spool_max_bytes);
+    if (!error.empty()) return "castscope: " + error;
+    identity_run_id_ = identity.run_id;
+    encoder_ = std::make_unique<BatchEncoder>(std::move(identity));
+    sequence_ = 0;
+    batches_written_ = 0;
+    spool_error_.clear();
+    if (!config.collector.empty()) {
+      ForwarderOptions options{config.forwarder_path, agent_dir, config.collector, config.token_env, config.tls_ca,
+                               config.spool_dir + "/" + encoder_->identity().agent_id + ".forwarder.log"};
+      forwarder_pid_ = launch_forwarder(options, error);
+      if (forwarder_pid_ < 0) {
+        spool_.close();
+        encoder_.reset();
+        return "castscope: " + error;
+      }
+    }
+    return "";
+  }
+
+  void close_transport() {
+    spool_.close();
+    encoder_.reset();
+  }
+
+  // The forwarder is our child: collect its exit status so it is not left a zombie.
+  void reap_forwarder() {
+    if (forwarder_pid_ <= 0) return;
+    int status = 0;
+    if (::waitpid(forwarder_pid_, &status, WNOHANG) == forwarder_pid_) {
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        log::error("castscope-forwarder exited early (status " + std::to_string(status) +
+                   "); batches stay in the spool folder " + spool_.directory() + ", see its .forwarder.log");
+      forwarder_pid_ = 0;
+    }
+  }
+
+  // Encodes the pending events as one batch and appends it to the spool.
+  // Called with io_mutex_ held.
+  void ship_batch(bool final) {
+    if (!encoder_ || (encoder_->events() == 0 && !final)) return;
+    const size_t events = encoder_->events();
+    const EventLogStats stats = EventLog::instance().stats();
+    const std::string payload = encoder_->finish(++sequence_, stats.recorded, stats.dropped, final);
+    if (spool_.append(payload)) {
+      ++batches_written_;
+      return;
+    }
+    --sequence_;  // nothing went out under this number
+    EventLog::instance().count_lost(events);
+    if (spool_error_ != spool_.error()) log::error("events lost: " + spool_.error());
+    spool_error_ = spool_.error();
+  }
+
+  size_t drain_to_writer() {
+    std::lock_guard<std::mutex> io(io_mutex_);
+    static const OpMeta no_op;
+    const size_t n = EventLog::instance().drain([this](const Record& record) {
+      try {
+        const bool sample = record.kind == RecordKind::kCacheSample;
+        const uint32_t location = sample ? 0 : record.kind == RecordKind::kCast ? record.cast.location : record.op.location;
+        const OpMeta& meta = sample ? no_op : op_meta(record.op_id);
+        if (writer_.is_open()) writer_.write_line(record_to_json(record, meta, location_of(location)));
+        if (encoder_) {
+          encoder_->add(record, meta, location, location_of(location));
+          if (encoder_->events() >= config_.batch_events) ship_batch(false);
+        }
+      } catch (...) {
+        EventLog::instance().count_internal_error();
+      }
+    });
+    writer_.flush();
+    ship_batch(false);
+    return n;
+  }
+
+  // The stats event; the final one closes the agent's batch stream.
+  void write_stats(bool final = false) {
+    std::lock_guard<std::mutex> io(io_mutex_);
+    const EventLogStats stats = EventLog::instance().stats();
+    if (encoder_) {
+      encoder_->add_stats(stats, now_ns());
+      ship_batch(final);
+    }
+    if (!writer_.is_open()) return;
+    writer_.write_line(stats_to_json(stats, current_identity(), config_.torch_version, now_ns()));
+    writer_.flush();
+  }
+
+  // Metadata lookups are cached per drain caller: op ids are stable.
+  const OpMeta& op_meta(uint32_t op_id) {
+    if (op_id >= op_cache_.size() || op_cache_[op_id].name.empty() || op_cache_[op_id].arg_names.empty()) {
+      if (op_id >= op_cache_.size()) op_cache_.resize(op_id + 1);
+      op_cache_[op_id] = EventLog::instance().op_meta(op_id);
+    }
+    return op_cache_[op_id];
+  }
+
+  // Locations never change once interned: cache them on the exporter side.
+  const Location& location_of(uint32_t id) {
+    if (id >= location_cache_.size()) location_cache_.resize(id + 1);
+    if (id != 0 && location_cache_[id].kind == LocationKind::kNone) location_cache_[id] = LocationTable::instance().get(id);
+    return location_cache_[id];
+  }
+
+  std::atomic<bool> attached_{false};
+  bool forked_child_ = false;
+  bool finished_ = false;  // castscope_agent_finish ran: everything written
+  std::atomic<uint64_t> iteration_{0};
+  std::vector<Location> location_cache_;
+  std::mutex lifecycle_mutex_;
+  std::unique_ptr<DispatchRegistry> registry_;
+  AgentConfig config_;
+  std::vector<PolicyFinding> findings_;
+
+  std::mutex io_mutex_;  // writer_, op_cache_ and the transport below
+  JsonlWriter writer_;
+  std::unique_ptr<BatchEncoder> encoder_;
+  SpoolWriter spool_;
+  uint64_t sequence_ = 0;
+  uint64_t batches_written_ = 0;
+  std::string spool_error_;
+  std::string identity_run_id_;
+  int forwarder_pid_ = 0;
+  std::vector<OpMeta> op_cache_;
+
+  std::mutex exporter_mutex_;
+  std::condition_variable exporter_cv_;
+  bool stop_exporter_ = false;
+  std::thread exporter_;
+};
+
+}  // namespace
+}  // namespace castscope
+
+using castscope::Agent;
+
+extern "C" {
+
+int castscope_agent_start(const char* config_json, char* err, size_t err_len) {
+  std::string error;
+  int rc = 1;
+  try {
+    rc = Agent::instance().start(config_json, error);
+  } catch (const std::exception& e) {
+    error = std::string("castscope: internal error while starting: ") + e.what();
+  } catch (...) {
+    error = "castscope: internal error while starting";
+  }
+  if (rc != 0) {
+    castscope::log::error(error);
+    castscope::copy_out(error, err, err_len);
+  }
+  return rc;
+}
+
+int castscope_agent_stop(void) {
+  try {
+    return Agent::instance().stop();
+  } catch (...) {
+    return 2;
+  }
+}
+
+long castscope_agent_flush(void) {
+  try {
+    return Agent::instance().flush();
+  } catch (...) {
+    return -1;
+  }
+}
+
+size_t castscope_agent_status(char* buf, size_t len) {
+  try {
+    return castscope::copy_out(Agent::instance().status(), buf, len);
+  } catch (...) {
+    return castscope::copy_out("{\"error\": \"status failed\"}", buf, len);
+  }
+}
+
+void castscope_agent_mark_iteration(void) {
+  try {
+    Agent::instance().mark_iteration();
+  } catch (...) {
+    castscope::EventLog::instance().count_internal_error();
+  }
+}
+
+void castscope_agent_set_location_reader(unsigned (*reader)(void)) {
+  castscope::g_python_location_reader.store(reader, std::memory_order_release);
+}
+
+unsigned castscope_intern_location(int kind, const char* file, unsigned line, const char* function, const char* stack) {
+  try {
+    castscope::Location location;
+    location.kind = static_cast<castscope::LocationKind>(kind);
+    location.file = file != nullptr ? file : "";
+    location.line = line;
+    location.function = function != nullptr ? function : "";
+    location.stack = stack != nullptr ? stack : "";
+    return castscope::LocationTable::instance().intern(location);
+  } catch (...) {
+    return 0;
+  }
+}
+
+const char* castscope_agent_torch_version(void) { return TORCH_VERSION; }
+
+void castscope_agent_trace_recording(int begin) {
+  try {
+    if (begin != 0) {
+      castscope::begin_trace_recording();
+    } else {
+      castscope::end_trace_recording();
+    }
+  } catch (...) {
+    castscope::EventLog::instance().count_internal_error();
+  }
+}
+
+void castscope_agent_finish(void) {
+  try {
+    Agent::instance().finish();
+  } catch (...) {
+  }
+}
+
+size_t castscope_policy_check(const char* config_json, char* buf, size_t len) {
+  using castscope::json;
+  json out = {{"ok", false}, {"errors", json::array()}, {"findings", json::array()}};
+  try {
+    castscope::AgentConfig config;
+    const std::string error = castscope::parse_agent_config(config_json, config);
+    if (!error.empty()) {
+      out["errors"].push_back(error);
+    } else {
+      const castscope::PolicySet policies = castscope::load_policy_files(config.policy_files);
+      for (const auto& e : policies.errors) out["errors"].push_back(e.str());
+      const auto findings = castscope::check_policy_against_dispatcher(policies);
+      out["findings"] = castscope::findings_json(findings);
+      bool ok = policies.ok();
+      for (const auto& f : findings) ok = ok && f.severity != castscope::PolicyFinding::Severity::kError;
+      out["ok"] = ok;
+      json ops = json::object();
+      for (const auto& [device, policy] : policies.devices) ops[device] = policy.ops.size();
+      out["ops_per_device"] = ops;
+    }
+  } catch (const std::exception& e) {
+    out["errors"].push_back(std::string("castscope: internal error: ") + e.what());
+  }
+  return castscope::copy_out(out.dump(), buf, len);
+}
+
+}  // extern "C"

@@ -1,0 +1,42 @@
+# Conventions every castscope target shares, so each folder's CMakeLists.txt
+# says only what it builds and what it links against.
+#
+# Includes are full paths from the repository root ("agent/src/record/event_log.h"),
+# as in Perfetto: a reader sees which library a header belongs to.
+
+# A library of one folder. Torch-free libraries also get the sanitizers of an
+# ASan/UBSan build; libraries that include libtorch never do (the agent runs
+# inside Python, where ASan would have to be preloaded).
+function(castscope_library name kind)
+  cmake_parse_arguments(ARG "TORCH" "" "SOURCES" ${ARGN})
+  add_library(${name} ${kind} ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC "${PROJECT_SOURCE_DIR}")
+  target_compile_features(${name} PUBLIC cxx_std_20)
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON
+    CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+  target_link_libraries(${name} PRIVATE castscope_warnings)
+  if(NOT ARG_TORCH)
+    target_link_libraries(${name} PUBLIC castscope_sanitizers)
+  endif()
+endfunction()
+
+# A GoogleTest executable for the *_test.cc files beside a library.
+function(castscope_unit_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  if(NOT GTest_FOUND)
+    return()
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest_main castscope_warnings castscope_sanitizers)
+  target_compile_definitions(${name} PRIVATE CASTSCOPE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  gtest_discover_tests(${name})
+endfunction()
+
+# Shipped agent artifacts (agent, preload shim, frame reader, forwarder) land in
+# one folder: each finds the others beside itself.
+set(CASTSCOPE_AGENT_OUTPUT_DIR "${PROJECT_BINARY_DIR}/agent")
+function(castscope_agent_artifact name)
+  set_target_properties(${name} PROPERTIES
+    LIBRARY_OUTPUT_DIRECTORY "${CASTSCOPE_AGENT_OUTPUT_DIR}"
+    RUNTIME_OUTPUT_DIRECTORY "${CASTSCOPE_AGENT_OUTPUT_DIR}")
+endfunction()

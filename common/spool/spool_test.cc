@@ -1,0 +1,107 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/spool/spool_format.h"
+#include "common/spool/spool_reader.h"
+#include "common/spool/spool_writer.h"
+
+namespace castscope {
+namespace {
+
+class SpoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("castscope-spool-test-" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  std::string agent_dir() const { return (root_ / "agent-1").string(); }
+  std::filesystem::path root_;
+};
+
+std::string payload(int i) { return "batch-" + std::to_string(i) + std::string(static_cast<size_t>(i * 7), 'x'); }
+
+TEST_F(SpoolTest, FramesRoundTripAcrossSegments) {
+  SpoolWriter writer;
+  ASSERT_EQ(writer.open(agent_dir(), /*segment_bytes=*/256, /*max_total_bytes=*/1 << 20), "");
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(writer.append(payload(i))) << writer.error();
+  writer.close();
+  const auto segments = spool::list_segments(agent_dir());
+  ASSERT_GT(segments.size(), 3u);
+  EXPECT_EQ(std::filesystem::path(segments[0]).filename(), "00000001.cspool");
+  int next = 0;
+  for (const auto& path : segments) {
+    const auto contents = spool::read_segment(path);
+    EXPECT_TRUE(contents.problems.empty());
+    EXPECT_FALSE(contents.incomplete_tail);
+    for (const auto& p : contents.payloads) EXPECT_EQ(p, payload(next++));
+  }
+  EXPECT_EQ(next, 40);
+  EXPECT_EQ(spool::list_agent_dirs(root_.string()), std::vector<std::string>{agent_dir()});
+}
+
+TEST_F(SpoolTest, CorruptFrameIsSkippedAndNamedTheRestKept) {
+  SpoolWriter writer;
+  ASSERT_EQ(writer.open(agent_dir(), 1 << 20, 1 << 20), "");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(writer.append(payload(i)));
+  writer.close();
+  const std::string path = spool::list_segments(agent_dir()).at(0);
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    const auto second_frame_body = sizeof(spool::kFileMagic) + spool::kFrameHeaderBytes + payload(0).size() +
+                                   spool::kFrameHeaderBytes + 2;
+    file.seekp(static_cast<std::streamoff>(second_frame_body));
+    file.put('!');  // one flipped byte: CRC mismatch
+  }
+  const auto contents = spool::read_segment(path);
+  ASSERT_EQ(contents.payloads.size(), 2u);
+  EXPECT_EQ(contents.payloads[0], payload(0));
+  EXPECT_EQ(contents.payloads[1], payload(2));
+  ASSERT_EQ(contents.problems.size(), 1u);
+  EXPECT_NE(contents.problems[0].str().find("CRC mismatch"), std::string::npos) << contents.problems[0].str();
+  EXPECT_NE(contents.problems[0].str().find(path), std::string::npos);
+}
+
+TEST_F(SpoolTest, TruncatedTailIsIncompleteNotCorrupt) {
+  SpoolWriter writer;
+  ASSERT_EQ(writer.open(agent_dir(), 1 << 20, 1 << 20), "");
+  ASSERT_TRUE(writer.append(payload(1)));
+  ASSERT_TRUE(writer.append(payload(2)));
+  writer.close();
+  const std::string path = spool::list_segments(agent_dir()).at(0);
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 3);  // killed mid-write
+  const auto contents = spool::read_segment(path);
+  ASSERT_EQ(contents.payloads.size(), 1u);
+  EXPECT_TRUE(contents.incomplete_tail);
+  EXPECT_TRUE(contents.problems.empty());
+  // A reader that resumes at complete_bytes sees nothing new yet.
+  const auto resumed = spool::read_segment(path, contents.complete_bytes);
+  EXPECT_TRUE(resumed.payloads.empty());
+  EXPECT_TRUE(resumed.incomplete_tail);
+}
+
+TEST_F(SpoolTest, NotASpoolFileIsRefused) {
+  std::filesystem::create_directories(agent_dir());
+  const std::string path = agent_dir() + "/00000001.cspool";
+  std::ofstream(path) << "hello, this is not a spool";
+  const auto contents = spool::read_segment(path);
+  EXPECT_TRUE(contents.payloads.empty());
+  ASSERT_EQ(contents.problems.size(), 1u);
+  EXPECT_NE(contents.problems[0].what.find("bad file magic"), std::string::npos);
+}
+
+TEST_F(SpoolTest, FullSpoolRefusesAndSaysSo) {
+  SpoolWriter writer;
+  ASSERT_EQ(writer.open(agent_dir(), 1 << 20, /*max_total_bytes=*/200), "");
+  EXPECT_TRUE(writer.append(payload(1)));
+  EXPECT_FALSE(writer.append(payload(30)));
+  EXPECT_NE(writer.error().find("is full"), std::string::npos) << writer.error();
+}
+
+}  // namespace
+}  // namespace castscope

@@ -1,0 +1,508 @@
+#include "server/src/analysis/analyzers.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace castscope::collector {
+namespace {
+
+using json = nlohmann::json;
+
+std::string lower_without_prefix(const std::string& name, const std::string& prefix) {
+  std::string out = name.starts_with(prefix) ? name.substr(prefix.size()) : name;
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out.empty() ? "unspecified" : out;
+}
+
+std::string where(const SiteRef& site) {
+  std::string arg = site.arg.empty() ? "" : " (" + site.arg + ")";
+  return (site.file.empty() ? std::string("<no source location>") : site.file + ":" + std::to_string(site.line)) + " " +
+         site.op + arg;
+}
+
+// FNV-1a over the kind and the sites: the same problem keeps its id between
+// analyses of a growing run and between runs.
+std::string finding_id(const std::string& kind, const std::vector<SiteRef>& sites) {
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&](const std::string& text) {
+    for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+    hash = (hash ^ 0xff) * 1099511628211ull;
+  };
+  mix(kind);
+  for (const auto& site : sites) {
+    mix(site.file);
+    mix(std::to_string(site.line));
+    mix(site.op);
+    mix(site.arg);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
+  return kind + "/" + hex;
+}
+
+Finding make(const std::string& kind, const std::string& severity, std::vector<SiteRef> sites) {
+  Finding f;
+  f.kind = kind;
+  f.severity = severity;
+  f.sites = std::move(sites);
+  f.id = finding_id(kind, f.sites);
+  return f;
+}
+
+// Site rows gathered by (file, line, op): one finding per line and op, with
+// its arguments listed together ("self,mat2").
+struct LineSite {
+  SiteRef site;
+  uint64_t decisions = 0;
+  std::set<std::string> dtypes;
+};
+using LineSites = std::map<std::tuple<std::string, uint32_t, std::string>, LineSite>;
+
+// Takes `row` into `site`: the first row sets it, later ones add their
+// argument to the list.
+void merge_site(SiteRef& site, const SiteRef& row) {
+  if (site.op.empty()) {
+    site = row;
+  } else if (site.arg.empty()) {
+    site.arg = row.arg;
+  } else if (!row.arg.empty() && ("," + site.arg + ",").find("," + row.arg + ",") == std::string::npos) {
+    site.arg += "," + row.arg;
+  }
+}
+
+LineSite& gather(LineSites& sites, const SiteRow& row) {
+  LineSite& s = sites[{row.site.file, row.site.line, row.site.op}];
+  merge_site(s.site, row.site);
+  s.decisions += row.count;
+  return s;
+}
+
+// JIT autocast's own cast ops (inserted into scripted and traced graphs):
+// the mechanism, not a line of the user's computation. Having no source
+// range, they are reported at the Python line that called the graph.
+bool jit_autocast_cast(const std::string& op) { return op.starts_with("aten::_autocast_to_"); }
+
+void stale_cache_hits(const RunData& run, std::vector<Finding>& out) {
+  struct Total {
+    SiteRef site;
+    uint64_t stale = 0, served = 0, first_seq = UINT64_MAX;
+    int64_t gap = 0;
+    std::set<std::string> modes;
+    std::string dst;
+  };
+  std::map<std::tuple<std::string, uint32_t, std::string, std::string>, Total> by_site;
+  for (const auto& row : run.sites) {
+    if (row.stale_hits == 0) continue;
+    Total& t = by_site[row.site.key()];
+    t.site = row.site;
+    t.stale += row.stale_hits;
+    t.served += row.hits + row.stale_hits;
+    t.gap = std::max(t.gap, row.max_version_gap);
+    t.first_seq = std::min(t.first_seq, row.first_seq);
+    t.modes.insert(mode_name(row.mode));
+    t.dst = dtype_name(row.dst);
+  }
+  for (const auto& [key, t] : by_site) {
+    Finding f = make("stale-cache-hit", "critical", {t.site});
+    f.summary = std::to_string(t.stale) + " uses of " + (t.site.arg.empty() ? "a weight" : "`" + t.site.arg + "`") +
+                " by " + t.site.op + " got a cached " + t.dst + " copy made before the weight changed (up to " +
+                std::to_string(t.gap) + " versions old)";
+    f.explanation =
+        "Autocast caches the low-precision copy of each weight until the outermost autocast region exits. Here the "
+        "weight was changed in place (for example by optimizer.step()) while the region stayed open, and the cache "
+        "kept serving the copy made before the change: the forward pass ran with old weights. Training goes wrong "
+        "without any error.";
+    f.fix =
+        "Open torch.autocast around the forward pass and the loss only, so the region (and its cache) ends before "
+        "optimizer.step(); or call torch.clear_autocast_cache() after every in-place update.";
+    f.evidence = {{"stale_hits", t.stale}, {"cached_uses", t.served}, {"max_version_gap", t.gap},
+                  {"first_event_seq", t.first_seq}, {"modes", t.modes}};
+    out.push_back(std::move(f));
+  }
+}
+
+void cache_growth(const RunData& run, std::vector<Finding>& out) {
+  std::map<std::string, std::vector<const CacheSampleRow*>> by_agent;
+  for (const auto& sample : run.iteration_samples) by_agent[sample.agent_id].push_back(&sample);
+  for (const auto& [agent, samples] : by_agent) {
+    if (samples.size() < 3) continue;
+    size_t grew = 0;
+    for (size_t i = 1; i < samples.size(); ++i) grew += samples[i]->live_casts > samples[i - 1]->live_casts ? 1 : 0;
+    const auto* first = samples.front();
+    const auto* last = samples.back();
+    // Growing in most steps, not a one-off warm-up: new cached casts every iteration.
+    if (last->live_casts <= first->live_casts || grew * 2 < samples.size() - 1) continue;
+    std::vector<const SiteRow*> missing;
+    for (const auto& row : run.sites)
+      if (row.misses > 0) missing.push_back(&row);
+    std::sort(missing.begin(), missing.end(), [](const SiteRow* a, const SiteRow* b) { return a->misses > b->misses; });
+    std::vector<SiteRef> sites;
+    for (size_t i = 0; i < missing.size() && i < 3; ++i) sites.push_back(missing[i]->site);
+    Finding f = make("cache-growth", "warning", sites);
+    f.summary = "the autocast cast cache grew from " + std::to_string(first->live_casts) + " to " +
+                std::to_string(last->live_casts) + " live casts (" + std::to_string(first->live_bytes) + " to " +
+                std::to_string(last->live_bytes) + " bytes) over " + std::to_string(samples.size()) +
+                " iterations";
+    f.explanation =
+        "Cached low-precision casts stay alive until the outermost autocast region exits. This region stays open "
+        "across iterations, and every iteration casts new leaf tensors that require grad (new parameters, or tensors "
+        "re-created with requires_grad=True), so each adds an entry that is never reused or freed: memory grows "
+        "with the length of the run.";
+    f.fix =
+        "Enter torch.autocast inside the loop, around the forward pass and the loss; or call "
+        "torch.clear_autocast_cache() every iteration; or use torch.autocast(..., cache_enabled=False) for this "
+        "region.";
+    f.evidence = {{"agent_id", agent},
+                  {"iterations", {first->iteration, last->iteration}},
+                  {"live_casts", {first->live_casts, last->live_casts}},
+                  {"live_bytes", {first->live_bytes, last->live_bytes}},
+                  {"iterations_that_grew", grew}};
+    out.push_back(std::move(f));
+  }
+}
+
+void backward_under_autocast(const RunData& run, std::vector<Finding>& out) {
+  if (run.backward_ops.empty()) return;
+  std::vector<const BackwardOpRow*> rows;
+  uint64_t calls = 0;
+  for (const auto& row : run.backward_ops) {
+    rows.push_back(&row);
+    calls += row.calls;
+  }
+  std::sort(rows.begin(), rows.end(), [](const BackwardOpRow* a, const BackwardOpRow* b) { return a->calls > b->calls; });
+  std::map<std::tuple<std::string, uint32_t>, SiteRef> lines;  // the backward() calls, by line
+  json ops = json::object();
+  for (const auto* row : rows) {
+    SiteRef line = row->site;
+    line.op = "backward";
+    lines.try_emplace({line.file, line.line}, line);
+    ops[row->site.op] = ops.value(row->site.op, uint64_t{0}) + row->calls;
+  }
+  std::vector<SiteRef> sites;
+  for (const auto& [key, site] : lines) sites.push_back(site);
+  Finding f = make("backward-under-autocast", "warning", sites);
+  f.summary = std::to_string(calls) + " autocast ops ran in the backward pass with autocast enabled, from " +
+              where(sites.front());
+  f.explanation =
+      "backward() was called inside a torch.autocast region. Backward ops already run in the dtypes autocast chose "
+      "for the forward pass; with autocast still on, the backward ops it covers are cast again by their own "
+      "policies, so gradient dtypes can differ from what the forward pass implies. PyTorch recommends against it.";
+  f.fix = "Leave the torch.autocast block before calling loss.backward() (keep only forward and loss inside).";
+  f.evidence = {{"backward_autocast_ops", calls}, {"ops", ops}};
+  out.push_back(std::move(f));
+}
+
+void mode_mismatches(const RunData& run, std::vector<Finding>& out) {
+  using Behaviour = std::tuple<std::string, std::string, std::string, std::string>;  // policy, src, dst, outcome
+  LineSites lines;
+  std::map<std::tuple<std::string, uint32_t, std::string>, std::map<std::string, std::set<Behaviour>>> by_mode;
+  for (const auto& row : run.sites) {
+    if (row.site.file.empty()) continue;  // no location: nothing to compare by
+    if (jit_autocast_cast(row.site.op)) continue;
+    gather(lines, row);
+    by_mode[{row.site.file, row.site.line, row.site.op}][mode_name(row.mode)].insert(
+        {policy_name(row.policy), dtype_name(row.src), dtype_name(row.dst), outcome_name(row.outcome)});
+  }
+  for (const auto& [key, modes_seen] : by_mode) {
+    if (modes_seen.size() < 2) continue;
+    // Compare the dtype each mode computed in at this argument (its effective
+    // dtype), not the casts that got it there: a traced graph that recorded
+    // the casts and then sees already-cast inputs computes the same way.
+    std::set<std::set<std::string>> computed;
+    for (const auto& [mode, behaviours] : modes_seen) {
+      std::set<std::string> dtypes;
+      for (const auto& [policy, src, dst, outcome] : behaviours)
+        dtypes.insert(outcome == "cast" || outcome == "already_target" || outcome == "dtype_arg_set" ? dst : src);
+      computed.insert(dtypes);
+    }
+    if (computed.size() < 2) continue;
+    Finding f = make("mode-mismatch", "warning", {lines[key].site});
+    json modes = json::object();
+    std::string described;
+    for (const auto& [mode, behaviours] : modes_seen) {
+      json list = json::array();
+      for (const auto& [policy, src, dst, outcome] : behaviours)
+        list.push_back({{"policy", policy}, {"src_dtype", src}, {"dst_dtype", dst}, {"outcome", outcome}});
+      modes[mode] = list;
+      described += (described.empty() ? "" : "; ") + mode + ": " + std::get<2>(*behaviours.begin());
+    }
+    f.summary = "the same line computes in different dtypes by mode (" + described + ")";
+    f.explanation =
+        "This line ran in more than one execution mode (eager, scripted, traced) and computed in a different dtype "
+        "in each, so what was tested in one mode is not what runs in the other. Typical causes: an autocast context "
+        "inside scripted code (JIT autocast applies it with its own casts, and eager autocast around the call then "
+        "casts again), a traced graph that fixed the dtypes it saw while tracing, or autocast state that differs "
+        "between the calls.";
+    f.fix =
+        "Run and test the model in the mode it ships in; make the autocast state explicit in that mode (trace or "
+        "script under the same torch.autocast settings it will run with, or cast explicitly with .to(dtype) at this "
+        "line).";
+    f.evidence = {{"behaviour_by_mode", modes}};
+    out.push_back(std::move(f));
+  }
+}
+
+void script_disable_ignored(const RunData& run, std::vector<Finding>& out) {
+  LineSites sites;
+  for (const auto& row : run.sites) {
+    if (!row.site.inside_disabled_autocast || row.outcome != v1::CAST_OUTCOME_CAST) continue;
+    if (row.mode != v1::EXECUTION_MODE_SCRIPT) continue;
+    gather(sites, row).dtypes.insert(dtype_name(row.src) + "->" + dtype_name(row.dst));
+  }
+  for (const auto& [key, s] : sites) {
+    Finding f = make("script-disable-ignored", "error", {s.site});
+    f.summary = std::to_string(s.decisions) + " autocast conversions (" + *s.dtypes.begin() + ") at a scripted line " +
+                "inside `autocast(enabled=False)`: the disable did not hold";
+    f.explanation =
+        "This line is inside a `with torch.autocast(..., enabled=False)` block of scripted (TorchScript) code, and "
+        "the scripted function was called while eager autocast was on. TorchScript does not turn eager autocast "
+        "off for the block, so the op still went through autocast and was cast to lower precision, although the "
+        "code asks for full precision. Eagerly the same code would not cast.";
+    f.fix =
+        "Call the scripted function outside the eager autocast region (or leave it unscripted); or cast explicitly "
+        "inside it (`a.float()`, `b.float()`) so the op gets fp32 inputs whatever autocast does.";
+    f.evidence = {{"conversions", s.decisions}, {"dtype_pairs", s.dtypes}};
+    out.push_back(std::move(f));
+  }
+}
+
+void trace_dropped_autocast(const RunData& run, std::vector<Finding>& out) {
+  LineSites sites;
+  for (const auto& row : run.sites) {
+    // Computed in lower precision: cast here, or handed inputs that JIT
+    // autocast's own cast ops had already converted.
+    const bool lowered = (row.outcome == v1::CAST_OUTCOME_CAST || row.outcome == v1::CAST_OUTCOME_ALREADY_TARGET) &&
+                         (row.dst == v1::DTYPE_BFLOAT16 || row.dst == v1::DTYPE_FLOAT16);
+    if (row.mode != v1::EXECUTION_MODE_TRACED || !lowered) continue;
+    if (!run.traced_with_autocast_off.contains({row.site.file, row.site.line, row.site.op})) continue;
+    gather(sites, row).dtypes.insert(dtype_name(row.dst));
+  }
+  for (const auto& [key, s] : sites) {
+    Finding f = make("trace-dropped-autocast", "error", {s.site});
+    f.summary = "a traced graph ran " + s.site.op + " in " + *s.dtypes.begin() +
+                " at a line that ran with autocast off when it was traced (" + std::to_string(s.decisions) +
+                " argument decisions)";
+    f.explanation =
+        "When this code was traced it ran inside `autocast(enabled=False)` (or with autocast otherwise off), so the "
+        "tracer recorded the op at full precision. The traced graph keeps no record of the disable: run under "
+        "autocast, the op goes through autocast again and is cast to lower precision, unlike the code that was "
+        "traced. PyTorch cannot warn about this.";
+    f.fix =
+        "Make the precision explicit in the traced code (`a.float()`, `b.float()` before the op, or `.to(dtype)`), "
+        "or script the function instead of tracing it, or run the traced graph outside autocast.";
+    f.evidence = {{"lower_precision_decisions", s.decisions}, {"computed_dtypes", s.dtypes}};
+    out.push_back(std::move(f));
+  }
+}
+
+std::string joined(const std::set<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+void script_under_trace(const RunData& run, std::vector<Finding>& out) {
+  LineSites sites;
+  for (const auto& row : run.sites) {
+    if (row.mode != v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING || jit_autocast_cast(row.site.op)) continue;
+    const bool cast = row.outcome == v1::CAST_OUTCOME_CAST || row.outcome == v1::CAST_OUTCOME_ALREADY_TARGET;
+    gather(sites, row).dtypes.insert(dtype_name(cast ? row.dst : row.src));
+  }
+  for (const auto& [key, s] : sites) {
+    const std::string computed = joined(s.dtypes);
+    Finding f = make("script-under-trace", "error", {s.site});
+    f.summary = "torch.jit.trace recorded a call into scripted code that ran " + s.site.op + " under autocast (in " +
+                computed + ")";
+    f.explanation =
+        "The code being traced called a scripted (TorchScript) function while autocast was on. The tracer does not "
+        "look inside the scripted call: it records the call, not the casts eager autocast made in it, and the "
+        "scripted graph later runs with TorchScript's own autocast handling (off by default). So the traced graph "
+        "need not compute in the dtypes the traced code did, under autocast or not. PyTorch does not support this "
+        "combination and does not warn.";
+    f.fix =
+        "Trace the function without scripting the part it calls (or script the whole model instead of tracing "
+        "it); or cast explicitly inside the scripted function so its dtypes do not depend on autocast.";
+    f.evidence = {{"decisions_while_tracing", s.decisions}, {"computed_dtypes", s.dtypes}};
+    out.push_back(std::move(f));
+  }
+}
+
+std::set<std::string> dtype_names(const std::set<v1::DType>& dtypes) {
+  std::set<std::string> names;
+  for (const auto dtype : dtypes) names.insert(dtype_name(dtype));
+  return names;
+}
+
+void low_precision_escape(const RunData& run, std::vector<Finding>& out) {
+  struct Line {
+    SiteRef site;
+    uint64_t calls = 0;
+    std::set<std::string> ops, inputs, outputs;
+  };
+  std::map<std::tuple<std::string, uint32_t>, Line> lines;  // every op of one line: one finding
+  for (const auto& row : run.probe_ops) {
+    if (row.reason != v1::PROBE_REASON_LOW_PRECISION_MEETS_FP32) continue;
+    Line& line = lines[{row.site.file, row.site.line}];
+    if (line.site.op.empty()) line.site = row.site;
+    line.calls += row.calls;
+    line.ops.insert(row.site.op);
+    for (const auto& name : dtype_names(row.input_dtypes)) line.inputs.insert(name);
+    for (const auto& name : dtype_names(row.output_dtypes)) line.outputs.insert(name);
+  }
+  for (auto& [key, line] : lines) {
+    SiteRef by_line = line.site;  // the id: the line alone, so a new op there is not a new finding
+    by_line.op.clear();
+    line.site.op = joined(line.ops);
+    Finding f = make("low-precision-escape", "warning", {line.site});
+    f.id = finding_id(f.kind, {by_line});
+    f.summary = "a lower-precision tensor made under autocast met float32 outside the region in " + line.site.op +
+                " (" + std::to_string(line.calls) + " calls; inputs " + joined(line.inputs) + ", result " +
+                joined(line.outputs) + ")";
+    f.explanation =
+        "A tensor computed inside a torch.autocast region (here in " + joined(line.inputs) +
+        ") was used after the region ended, together with a float32 tensor. Outside the region no autocast policy "
+        "applies: ops either promote silently to float32 (computing on values already rounded to lower precision) "
+        "or fail with 'expected scalar type' errors, depending on the op.";
+    f.fix =
+        "Cast the region's outputs back when they leave it (`out.float()`), as PyTorch's autocast docs advise; or "
+        "move this computation (for example the loss) inside the region.";
+    f.evidence = {{"calls", line.calls}, {"ops", line.ops}, {"input_dtypes", line.inputs}, {"output_dtypes", line.outputs},
+                  {"observed", "op probe windows only (docs/diagnostics.md)"}};
+    out.push_back(std::move(f));
+  }
+}
+
+void cast_churn(const RunData& run, std::vector<Finding>& out) {
+  struct Site {
+    SiteRef site;
+    uint64_t round_trips = 0, bytes = 0;
+    std::set<std::string> pairs;
+  };
+  std::map<std::tuple<std::string, uint32_t, std::string>, Site> sites;
+  for (const auto& row : run.sites) {
+    if (row.round_trips == 0) continue;
+    Site& s = sites[{row.site.file, row.site.line, row.site.op}];
+    merge_site(s.site, row.site);
+    s.round_trips += row.round_trips;
+    s.bytes += row.round_trip_bytes;
+    s.pairs.insert(dtype_name(row.dst) + "->" + dtype_name(row.src) + "->" + dtype_name(row.dst));
+  }
+  for (const auto& [key, s] : sites) {
+    if (s.round_trips < 2) continue;  // once is a choice; repeated, it is churn
+    Finding f = make("cast-churn", "warning", {s.site});
+    f.summary = std::to_string(s.round_trips) + " times autocast cast a tensor back to the dtype it had just been " +
+                "cast from (" + joined(s.pairs) + ") for " + s.site.op + ", moving " + std::to_string(s.bytes) +
+                " bytes for nothing";
+    f.explanation =
+        "An explicit cast (`.float()`, `.to(dtype)`) turned a tensor into another dtype, and autocast then cast it "
+        "straight back for this op: the data went down and up (or up and down) again, paying two copies of its "
+        "bytes and gaining no precision, since the values were already rounded. It repeats every iteration.";
+    f.fix =
+        "Drop the explicit cast before this op (autocast casts what the op needs), or keep the tensor in the dtype "
+        "the op runs in.";
+    f.evidence = {{"round_trips", s.round_trips}, {"bytes_cast_back", s.bytes}, {"dtype_round_trips", s.pairs},
+                  {"observed", "op probe windows only (docs/diagnostics.md)"}};
+    out.push_back(std::move(f));
+  }
+}
+
+void not_autocast(const RunData& run, std::vector<Finding>& out) {
+  struct Site {
+    SiteRef site;
+    uint64_t calls = 0;
+    std::string why;
+    std::set<std::string> dtypes;
+  };
+  std::map<std::tuple<std::string, uint32_t, std::string>, Site> sites;
+  for (const auto& row : run.probe_ops) {
+    if (row.reason != v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST) continue;
+    Site& s = sites[{row.site.file, row.site.line, row.site.op}];
+    s.site = row.site;
+    s.calls += row.calls;
+    // "ns::name.overload", as the probe named it; its out= rule (op_probe.cc): overload "out" or "*_out".
+    const std::string& op = row.site.op;
+    const size_t dot = op.find('.');
+    const std::string name = op.substr(0, dot);
+    const std::string overload = dot == std::string::npos ? "" : op.substr(dot + 1);
+    if (overload == "out" || overload.ends_with("_out")) {
+      s.why = "an out= variant";
+    } else if (name.ends_with("_")) {
+      s.why = "an in-place variant";
+    } else {
+      s.why = "a custom op no autocast policy lists";
+    }
+    for (const auto& d : dtype_names(row.output_dtypes)) s.dtypes.insert(d);
+  }
+  // Lower-precision ops handed float64: autocast leaves float64 alone.
+  for (const auto& row : run.sites) {
+    if (row.policy != v1::CAST_POLICY_LOWER_PRECISION_FP || row.outcome != v1::CAST_OUTCOME_FLOAT64) continue;
+    Site& s = sites[{row.site.file, row.site.line, row.site.op}];
+    merge_site(s.site, row.site);
+    s.calls += row.count;
+    s.why = "given float64 inputs, which autocast never casts";
+    s.dtypes.insert("float64");
+  }
+  for (const auto& [key, s] : sites) {
+    Finding f = make("not-autocast", "warning", {s.site});
+    f.summary = s.site.op + " ran at full precision (" + joined(s.dtypes) + ") under autocast: it is " + s.why + " (" +
+                std::to_string(s.calls) + (s.why.starts_with("given") ? " argument decisions)" : " calls)");
+    f.explanation =
+        "Autocast casts only the functional forms of the ops on its lists, and only float32 inputs. In-place and "
+        "out= variants, ops no policy lists (custom ops) and float64 inputs run as they are, so this op computed at "
+        "full precision inside the region although the code around it runs in lower precision.";
+    f.fix =
+        "Use the functional form (`c = torch.mm(a, b)` rather than `out=` or `addmm_`), cast the inputs to the "
+        "dtype you want, keep float64 out of the region, or list a custom op in a castscope policy overlay (and "
+        "give it an autocast kernel of its own).";
+    f.evidence = {{"calls", s.calls}, {"reason", s.why}, {"computed_dtypes", s.dtypes}};
+    out.push_back(std::move(f));
+  }
+}
+
+}  // namespace
+
+std::string dtype_name(v1::DType dtype) { return lower_without_prefix(v1::DType_Name(dtype), "DTYPE_"); }
+std::string policy_name(v1::CastPolicy policy) {
+  return lower_without_prefix(v1::CastPolicy_Name(policy), "CAST_POLICY_");
+}
+std::string mode_name(v1::ExecutionMode mode) {
+  return lower_without_prefix(v1::ExecutionMode_Name(mode), "EXECUTION_MODE_");
+}
+std::string role_name(v1::Role role) { return lower_without_prefix(v1::Role_Name(role), "ROLE_"); }
+std::string outcome_name(v1::CastOutcome outcome) {
+  return lower_without_prefix(v1::CastOutcome_Name(outcome), "CAST_OUTCOME_");
+}
+std::string device_name(v1::DeviceType device) {
+  return lower_without_prefix(v1::DeviceType_Name(device), "DEVICE_TYPE_");
+}
+
+nlohmann::json site_json(const SiteRef& site) {
+  return {{"file", site.file}, {"line", site.line}, {"function", site.function}, {"op", site.op}, {"arg", site.arg}};
+}
+
+nlohmann::json finding_json(const Finding& f) {
+  json where = json::array();
+  for (const auto& site : f.sites) where.push_back(site_json(site));
+  return {{"id", f.id},           {"kind", f.kind}, {"severity", f.severity}, {"summary", f.summary},
+          {"explanation", f.explanation}, {"fix", f.fix},   {"sites", where},         {"evidence", f.evidence}};
+}
+
+std::vector<Finding> analyze_run(const RunData& run) {
+  std::vector<Finding> out;
+  stale_cache_hits(run, out);
+  cache_growth(run, out);
+  backward_under_autocast(run, out);
+  mode_mismatches(run, out);
+  script_disable_ignored(run, out);
+  trace_dropped_autocast(run, out);
+  script_under_trace(run, out);
+  low_precision_escape(run, out);
+  cast_churn(run, out);
+  not_autocast(run, out);
+  return out;
+}
+
+}  // namespace castscope::collector

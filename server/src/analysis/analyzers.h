@@ -1,0 +1,39 @@
+// Findings: turns one run's aggregated events into the catalog's findings
+// (docs/diagnostics.md has an example of each). Pure functions of RunData,
+// so they run the same live (while events arrive) and when the run ends.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "server/src/analysis/run_data.h"
+
+namespace castscope::collector {
+
+struct Finding {
+  std::string id;        // "<kind>/<16 hex digits>": stable for the same kind at the same sites
+  std::string kind;      // catalog name, e.g. "stale-cache-hit"
+  std::string severity;  // info, warning, error, critical
+  std::string summary;
+  std::string explanation;
+  std::string fix;
+  std::vector<SiteRef> sites;
+  nlohmann::json evidence = nlohmann::json::object();
+};
+
+std::vector<Finding> analyze_run(const RunData& run);
+
+// A finding as the report and the findings table have it (report schema).
+nlohmann::json finding_json(const Finding& finding);
+nlohmann::json site_json(const SiteRef& site);
+
+// Lower-case names of the schema's enum values ("bfloat16", "weight", "eager").
+std::string dtype_name(v1::DType dtype);
+std::string policy_name(v1::CastPolicy policy);
+std::string mode_name(v1::ExecutionMode mode);
+std::string role_name(v1::Role role);
+std::string outcome_name(v1::CastOutcome outcome);
+std::string device_name(v1::DeviceType device);
+
+}  // namespace castscope::collector

@@ -1,0 +1,197 @@
+// The analyzers' rules on hand-made run data; the same findings from real
+// torch jobs are in tests/integration/test_findings.py.
+#include "server/src/analysis/analyzers.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace castscope::collector {
+namespace {
+
+SiteRow site(const char* file, uint32_t line, const char* op, const char* arg, v1::ExecutionMode mode, v1::DType src,
+             v1::DType dst, v1::CastOutcome outcome = v1::CAST_OUTCOME_CAST) {
+  SiteRow row;
+  row.site = SiteRef{file, line, "f", op, arg};
+  row.mode = mode;
+  row.role = v1::ROLE_WEIGHT;
+  row.policy = v1::CAST_POLICY_LOWER_PRECISION_FP;
+  row.src = src;
+  row.dst = dst;
+  row.outcome = outcome;
+  row.device = v1::DEVICE_TYPE_CPU;
+  row.count = 4;
+  return row;
+}
+
+std::vector<std::string> kinds(const std::vector<Finding>& findings) {
+  std::vector<std::string> out;
+  for (const auto& f : findings) out.push_back(f.kind);
+  return out;
+}
+
+TEST(Analyzers, CleanRunHasNoFindings) {
+  RunData run;
+  run.sites.push_back(site("train.py", 10, "aten::linear", "weight", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32,
+                           v1::DTYPE_BFLOAT16));
+  for (uint64_t i = 1; i <= 5; ++i) run.iteration_samples.push_back({"a", i, 0, 0});
+  EXPECT_TRUE(analyze_run(run).empty());
+}
+
+TEST(Analyzers, StaleHitsAreCriticalAtTheirSite) {
+  RunData run;
+  auto row = site("train.py", 10, "aten::linear", "weight", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32,
+                  v1::DTYPE_BFLOAT16);
+  row.stale_hits = 3;
+  row.max_version_gap = 2;
+  run.sites.push_back(row);
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"stale-cache-hit"});
+  EXPECT_EQ(findings[0].severity, "critical");
+  EXPECT_EQ(findings[0].sites[0].line, 10u);
+  EXPECT_EQ(findings[0].evidence["stale_hits"], 3);
+  EXPECT_EQ(findings[0].evidence["max_version_gap"], 2);
+  // Stable id: the same problem keeps its id.
+  EXPECT_EQ(findings[0].id, analyze_run(run)[0].id);
+}
+
+TEST(Analyzers, CacheGrowthNeedsGrowthInMostIterations) {
+  RunData steady;
+  for (uint64_t i = 1; i <= 6; ++i) steady.iteration_samples.push_back({"a", i, 10, 1000});  // a warm cache
+  EXPECT_TRUE(analyze_run(steady).empty());
+  RunData warm_up;  // grows once, then flat
+  for (uint64_t i = 1; i <= 6; ++i) warm_up.iteration_samples.push_back({"a", i, i == 1 ? 5u : 10u, 1000});
+  EXPECT_TRUE(analyze_run(warm_up).empty());
+  RunData growing;
+  for (uint64_t i = 1; i <= 6; ++i) growing.iteration_samples.push_back({"a", i, i, i * 100});
+  EXPECT_EQ(kinds(analyze_run(growing)), std::vector<std::string>{"cache-growth"});
+}
+
+TEST(Analyzers, BackwardOpsPointAtTheBackwardLine) {
+  RunData run;
+  run.backward_ops.push_back({SiteRef{"train.py", 12, "<module>", "aten::mm", ""}, 6, 40});
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"backward-under-autocast"});
+  EXPECT_EQ(findings[0].sites[0].line, 12u);
+  EXPECT_EQ(findings[0].evidence["backward_autocast_ops"], 6);
+}
+
+TEST(Analyzers, ModeMismatchComparesComputedDtypes) {
+  RunData mismatch;
+  mismatch.sites.push_back(
+      site("m.py", 5, "aten::mm", "self", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16));
+  mismatch.sites.push_back(
+      site("m.py", 5, "aten::mm", "self", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16));
+  EXPECT_EQ(kinds(analyze_run(mismatch)), std::vector<std::string>{"mode-mismatch"});
+  // A traced graph that recorded its casts sees bf16 inputs later: same computed dtype, no finding.
+  RunData traced;
+  traced.sites.push_back(site("m.py", 5, "aten::mm", "self", v1::EXECUTION_MODE_TRACE_RECORDING, v1::DTYPE_FLOAT32,
+                              v1::DTYPE_BFLOAT16));
+  traced.sites.push_back(site("m.py", 5, "aten::mm", "self", v1::EXECUTION_MODE_TRACED, v1::DTYPE_BFLOAT16,
+                              v1::DTYPE_BFLOAT16, v1::CAST_OUTCOME_ALREADY_TARGET));
+  EXPECT_TRUE(analyze_run(traced).empty());
+}
+
+TEST(Analyzers, ScriptDisableIgnoredOnlyForScriptedLinesInADisabledBlock) {
+  RunData run;
+  auto inside = site("m.py", 9, "aten::mm", "self", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16);
+  inside.site.inside_disabled_autocast = true;
+  run.sites.push_back(inside);
+  auto already = inside;  // nothing converted: nothing to report
+  already.site.line = 10;
+  already.outcome = v1::CAST_OUTCOME_ALREADY_TARGET;
+  run.sites.push_back(already);
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"script-disable-ignored"});
+  EXPECT_EQ(findings[0].sites[0].line, 9u);
+  EXPECT_EQ(findings[0].severity, "error");
+}
+
+TEST(Analyzers, TraceDroppedAutocastNeedsTheTraceTimeDisable) {
+  RunData run;
+  run.sites.push_back(site("t.py", 9, "aten::mm", "self", v1::EXECUTION_MODE_TRACED, v1::DTYPE_BFLOAT16,
+                           v1::DTYPE_BFLOAT16, v1::CAST_OUTCOME_ALREADY_TARGET));  // JIT autocast cast it first
+  EXPECT_TRUE(analyze_run(run).empty());  // nothing says autocast was off when traced
+  run.traced_with_autocast_off.insert({"t.py", 9, "aten::mm"});
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"trace-dropped-autocast"});
+  EXPECT_EQ(findings[0].sites[0].line, 9u);
+  run.sites[0].dst = v1::DTYPE_FLOAT32;  // the graph computed in fp32 after all
+  run.sites[0].src = v1::DTYPE_FLOAT32;
+  EXPECT_TRUE(analyze_run(run).empty());
+}
+
+TEST(Analyzers, ScriptUnderTraceFlagsScriptedLinesRunWhileTracing) {
+  RunData run;
+  run.sites.push_back(site("s.py", 4, "aten::mm", "self", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT32,
+                           v1::DTYPE_BFLOAT16, v1::CAST_OUTCOME_CAST));
+  EXPECT_TRUE(analyze_run(run).empty());  // scripted, but no trace was recording
+  run.sites.push_back(site("s.py", 4, "aten::mm", "mat2", v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING,
+                           v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16, v1::CAST_OUTCOME_CAST));
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"script-under-trace"});
+  EXPECT_EQ(findings[0].sites[0].line, 4u);
+  EXPECT_EQ(findings[0].evidence["computed_dtypes"], nlohmann::json::array({"bfloat16"}));
+}
+
+ProbeOpRow probe(const char* op, uint32_t line, v1::ProbeReason reason, std::set<v1::DType> inputs) {
+  ProbeOpRow row;
+  row.site = SiteRef{"p.py", line, "f", op, ""};
+  row.reason = reason;
+  row.device = v1::DEVICE_TYPE_CPU;
+  row.input_dtypes = std::move(inputs);
+  row.output_dtypes = {v1::DTYPE_FLOAT32};
+  row.calls = 2;
+  return row;
+}
+
+TEST(Analyzers, LowPrecisionEscapeIsOneFindingPerLine) {
+  RunData run;
+  run.probe_ops.push_back(probe("aten::broadcast_tensors", 18, v1::PROBE_REASON_LOW_PRECISION_MEETS_FP32,
+                                {v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32}));
+  run.probe_ops.push_back(
+      probe("aten::mse_loss", 18, v1::PROBE_REASON_LOW_PRECISION_MEETS_FP32, {v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32}));
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"low-precision-escape"});
+  EXPECT_EQ(findings[0].sites[0].line, 18u);
+  EXPECT_EQ(findings[0].evidence["calls"], 4);
+  EXPECT_EQ(findings[0].evidence["ops"], nlohmann::json::array({"aten::broadcast_tensors", "aten::mse_loss"}));
+}
+
+TEST(Analyzers, CastChurnNeedsRepeatedRoundTrips) {
+  RunData run;
+  SiteRow row = site("c.py", 17, "aten::linear", "input", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32,
+                     v1::DTYPE_BFLOAT16);
+  row.role = v1::ROLE_ACTIVATION;
+  row.round_trips = 1;
+  row.round_trip_bytes = 2048;
+  run.sites.push_back(row);
+  EXPECT_TRUE(analyze_run(run).empty());  // once may be deliberate
+  run.sites[0].round_trips = 4;
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"cast-churn"});
+  EXPECT_EQ(findings[0].evidence["bytes_cast_back"], 2048);
+  EXPECT_EQ(findings[0].evidence["dtype_round_trips"], nlohmann::json::array({"bfloat16->float32->bfloat16"}));
+}
+
+TEST(Analyzers, NotAutocastNamesWhyTheOpRanAtFullPrecision) {
+  RunData run;
+  run.probe_ops.push_back(probe("aten::mm.out", 19, v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST, {v1::DTYPE_FLOAT32}));
+  run.probe_ops.push_back(probe("aten::addmm_", 21, v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST, {v1::DTYPE_FLOAT32}));
+  run.probe_ops.push_back(probe("demo::scale", 23, v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST, {v1::DTYPE_FLOAT32}));
+  run.sites.push_back(site("p.py", 25, "aten::mm", "self", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT64,
+                           v1::DTYPE_BFLOAT16, v1::CAST_OUTCOME_FLOAT64));
+  run.sites.push_back(site("p.py", 27, "aten::mm", "self", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32,
+                           v1::DTYPE_BFLOAT16));  // cast as usual: nothing to say
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>(4, "not-autocast"));
+  std::map<uint32_t, std::string> why;
+  for (const auto& f : findings) why[f.sites[0].line] = f.evidence["reason"];
+  EXPECT_EQ(why[19], "an out= variant");
+  EXPECT_EQ(why[21], "an in-place variant");
+  EXPECT_EQ(why[23], "a custom op no autocast policy lists");
+  EXPECT_EQ(why[25], "given float64 inputs, which autocast never casts");
+}
+
+}  // namespace
+}  // namespace castscope::collector

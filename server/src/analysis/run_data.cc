@@ -1,0 +1,294 @@
+#include "server/src/analysis/run_data.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "server/src/store/event_columns.h"
+
+namespace castscope::collector {
+namespace {
+
+// Code indices of casts.codes and ops.codes (event_columns.h).
+enum CastCode {
+  kCastPolicy = 0, kCastSrc, kCastDst, kCastOutcome, kCastDevice, kCastRole, kCastCache, kCastMode, kCastPhase, kCastFlags
+};
+enum OpCode { kOpPolicy = 0, kOpDevice, kOpOutput, kOpOutcome, kOpAutocastDtype, kOpMode, kOpPhase, kOpProbeReason };
+
+// What tells two site rows apart: everything but the cache outcome and phase.
+int64_t site_codes(int64_t codes) {
+  const int64_t cache_and_after = ~((int64_t{1} << (kCastCache * kCodeBits)) - 1);
+  const int64_t mode_bits = int64_t{kCodeLimit - 1} << (kCastMode * kCodeBits);
+  return codes & (~cache_and_after | mode_bits);
+}
+
+class Loader {
+ public:
+  Loader(Database& db, RunData& out, const std::function<void()>& between_reads)
+      : db_(db), out_(out), between_reads_(between_reads) {}
+
+  Status run(const std::string& run_id) {
+    Statement run;
+    if (Status s = Statement::prepare(db_.handle(), "SELECT id, first_seen_unix_ns, last_seen_unix_ns FROM runs WHERE run_id = ?", run); !s.ok())
+      return s;
+    run.bind_text(1, run_id);
+    Status error;
+    if (!run.step(error)) return error.ok() ? Status::not_found("no run \"" + run_id + "\" in " + db_.path()) : error;
+    out_.run_id = run_id;
+    const int64_t run_row = run.column_int(0);
+    out_.first_seen_unix_ns = static_cast<uint64_t>(run.column_int(1));
+    out_.last_seen_unix_ns = static_cast<uint64_t>(run.column_int(2));
+    run.reset();  // an unfinished statement would keep its read transaction (and the WAL) open
+
+    Statement agents;
+    if (Status s = Statement::prepare(db_.handle(),
+                                      "SELECT id, agent_id, pid, rank, local_rank, world_size, hostname, torch_version, "
+                                      "command, batches, first_sequence, last_sequence, events_recorded_total, "
+                                      "events_dropped_total, finished, policy_hash FROM agents WHERE run = ? "
+                                      "ORDER BY id",
+                                      agents);
+        !s.ok())
+      return s;
+    agents.bind(1, run_row);
+    std::vector<int64_t> agent_rows;
+    while (agents.step(error)) {
+      AgentRow row;
+      agent_rows.push_back(agents.column_int(0));
+      row.agent_id = agents.column_text(1);
+      row.pid = static_cast<uint32_t>(agents.column_int(2));
+      row.rank = static_cast<int32_t>(agents.column_int(3));
+      row.local_rank = static_cast<int32_t>(agents.column_int(4));
+      row.world_size = static_cast<int32_t>(agents.column_int(5));
+      row.hostname = agents.column_text(6);
+      row.torch_version = agents.column_text(7);
+      row.command = agents.column_text(8);
+      row.policy_hash = agents.column_text(15);
+      row.batches = static_cast<uint64_t>(agents.column_int(9));
+      const int64_t first = agents.column_int(10), last = agents.column_int(11);
+      row.missing_batches = row.batches > 0 ? static_cast<uint64_t>(last - first + 1) - row.batches : 0;
+      row.events_recorded = static_cast<uint64_t>(agents.column_int(12));
+      row.events_dropped = static_cast<uint64_t>(agents.column_int(13));
+      row.finished = agents.column_int(14) != 0;
+      out_.agents.push_back(std::move(row));
+    }
+    if (!error.ok()) return error;
+    for (size_t i = 0; i < agent_rows.size(); ++i) {
+      const int64_t lo = event_row_id(agent_rows[i], 0), hi = event_row_id(agent_rows[i] + 1, 0);
+      if (Status s = in_chunks("casts", lo, hi, &Loader::read_casts); !s.ok()) return s;
+      if (Status s = in_chunks("ops", lo, hi, &Loader::read_ops); !s.ok()) return s;
+      if (Status s = read_samples(lo, hi, out_.agents[i].agent_id); !s.ok()) return s;
+    }
+    for (auto& [key, row] : sites_) out_.sites.push_back(std::move(row));
+    for (auto& [key, row] : ops_) out_.ops.push_back(std::move(row));
+    for (auto& [key, row] : backward_) out_.backward_ops.push_back(std::move(row));
+    for (auto& [key, row] : probes_) out_.probe_ops.push_back(std::move(row));
+    return Status();
+  }
+
+ private:
+  // Ids per read. Each read is its own SQLite read transaction: the live
+  // analyzer re-reading a big run beside a busy collector never pins the WAL
+  // long enough to hold up its checkpoints (and with them, ingest).
+  static constexpr int64_t kChunkIds = int64_t{1} << 17;
+
+  Status in_chunks(const char* table, int64_t lo, int64_t hi, Status (Loader::*read)(int64_t, int64_t)) {
+    Statement last;
+    if (Status s = Statement::prepare(db_.handle(), std::string("SELECT MAX(id) FROM ") + table + " WHERE id >= ? AND id < ?",
+                                      last);
+        !s.ok())
+      return s;
+    last.bind(1, lo);
+    last.bind(2, hi);
+    Status error;
+    if (!last.step(error)) return error;
+    if (last.column_is_null(0)) return Status();  // nothing in range
+    const int64_t end = last.column_int(0) + 1;
+    last.reset();
+    for (int64_t from = lo; from < end; from += kChunkIds) {
+      if (between_reads_) between_reads_();
+      if (Status s = (this->*read)(from, std::min(end, from + kChunkIds)); !s.ok()) return s;
+    }
+    return Status();
+  }
+
+  Status read_casts(int64_t lo, int64_t hi) {
+    Statement casts;
+    if (Status s = Statement::prepare(db_.handle(),
+                                      "SELECT id, codes, op, arg_name, location, bytes, source_version, cached_version "
+                                      "FROM casts WHERE id >= ? AND id < ?",
+                                      casts);
+        !s.ok())
+      return s;
+    casts.bind(1, lo);
+    casts.bind(2, hi);
+    Status error;
+    while (casts.step(error)) {
+      const int64_t codes = casts.column_int(1);
+      const auto key = std::make_tuple(casts.column_int(4), casts.column_int(2), casts.column_int(3), site_codes(codes));
+      auto [it, inserted] = sites_.try_emplace(key);
+      SiteRow& row = it->second;
+      if (inserted) {
+        if (Status s = site_ref(std::get<0>(key), std::get<1>(key), std::get<2>(key), row.site); !s.ok()) return s;
+        row.policy = static_cast<v1::CastPolicy>(code_at(codes, kCastPolicy));
+        row.src = static_cast<v1::DType>(code_at(codes, kCastSrc));
+        row.dst = static_cast<v1::DType>(code_at(codes, kCastDst));
+        row.outcome = static_cast<v1::CastOutcome>(code_at(codes, kCastOutcome));
+        row.device = static_cast<v1::DeviceType>(code_at(codes, kCastDevice));
+        row.role = static_cast<v1::Role>(code_at(codes, kCastRole));
+        row.mode = static_cast<v1::ExecutionMode>(code_at(codes, kCastMode));
+        row.first_seq = seq_of_row(casts.column_int(0));
+      }
+      ++row.count;
+      if (row.outcome == v1::CAST_OUTCOME_CAST) row.bytes += static_cast<uint64_t>(casts.column_int(5));
+      switch (code_at(codes, kCastCache)) {
+        case v1::CACHE_OUTCOME_HIT: ++row.hits; break;
+        case v1::CACHE_OUTCOME_MISS: ++row.misses; break;
+        case v1::CACHE_OUTCOME_STALE_HIT:
+          ++row.stale_hits;
+          row.max_version_gap = std::max(row.max_version_gap, casts.column_int(6) - casts.column_int(7));
+          break;
+        default: break;
+      }
+      if (code_at(codes, kCastPhase) == v1::PHASE_BACKWARD) ++row.backward;
+      if (code_at(codes, kCastFlags) & kCastFlagRoundTrip) {
+        ++row.round_trips;
+        row.round_trip_bytes += static_cast<uint64_t>(casts.column_int(5));
+      }
+    }
+    return error;
+  }
+
+  Status read_ops(int64_t lo, int64_t hi) {
+    Statement ops;
+    if (Status s = Statement::prepare(db_.handle(),
+                                      "SELECT id, codes, op, location, cpu_duration_ns, autocast_enabled, input_dtypes "
+                                      "FROM ops WHERE id >= ? AND id < ?",
+                                      ops);
+        !s.ok())
+      return s;
+    ops.bind(1, lo);
+    ops.bind(2, hi);
+    Status error;
+    while (ops.step(error)) {
+      const int64_t codes = ops.column_int(1);
+      const auto policy = static_cast<v1::CastPolicy>(code_at(codes, kOpPolicy));
+      if (const int reason = code_at(codes, kOpProbeReason); reason != v1::PROBE_REASON_UNSPECIFIED) {
+        auto [p, first] = probes_.try_emplace(std::make_tuple(ops.column_int(3), ops.column_int(2), reason));
+        ProbeOpRow& row = p->second;
+        if (first) {
+          if (Status s = site_ref(ops.column_int(3), ops.column_int(2), 0, row.site); !s.ok()) return s;
+          row.reason = static_cast<v1::ProbeReason>(reason);
+          row.device = static_cast<v1::DeviceType>(code_at(codes, kOpDevice));
+          row.first_seq = seq_of_row(ops.column_int(0));
+        }
+        ++row.calls;
+        v1::OpEvent unpacked;
+        unpack_input_dtypes(ops.column_int(6), unpacked);
+        for (int dtype : unpacked.input_dtypes()) row.input_dtypes.insert(static_cast<v1::DType>(dtype));
+        row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutput)));
+        continue;  // not an autocast op: kept out of the per-op table
+      }
+      if (policy == v1::CAST_POLICY_UNSPECIFIED && code_at(codes, kOpMode) == v1::EXECUTION_MODE_TRACE_RECORDING &&
+          ops.column_int(5) == 0) {
+        // Not an autocast op: the trace observer saw it run with autocast off.
+        SiteRef site;
+        if (Status s = site_ref(ops.column_int(3), ops.column_int(2), 0, site); !s.ok()) return s;
+        out_.traced_with_autocast_off.insert({site.file, site.line, site.op});
+        continue;
+      }
+      auto [it, inserted] = ops_.try_emplace(std::make_pair(ops.column_int(2), static_cast<int>(policy)));
+      OpRow& row = it->second;
+      if (inserted) {
+        if (Status s = text(ops.column_int(2), row.op); !s.ok()) return s;
+        row.policy = policy;
+      }
+      ++row.calls;
+      if (code_at(codes, kOpOutcome) == v1::OP_OUTCOME_ERROR) ++row.errors;
+      row.cpu_time_ns += static_cast<uint64_t>(ops.column_int(4));
+      ++row.output_dtypes[static_cast<v1::DType>(code_at(codes, kOpOutput))];
+      if (code_at(codes, kOpPhase) == v1::PHASE_BACKWARD) {
+        auto [b, first] = backward_.try_emplace(std::make_pair(ops.column_int(3), ops.column_int(2)));
+        if (first) {
+          if (Status s = site_ref(ops.column_int(3), ops.column_int(2), 0, b->second.site); !s.ok()) return s;
+          b->second.first_seq = seq_of_row(ops.column_int(0));
+        }
+        ++b->second.calls;
+      }
+    }
+    return error;
+  }
+
+  Status read_samples(int64_t lo, int64_t hi, const std::string& agent_id) {
+    Statement samples;
+    if (Status s = Statement::prepare(db_.handle(),
+                                      "SELECT trigger, iteration, live_casts, live_bytes FROM cache_samples "
+                                      "WHERE id >= ? AND id < ? ORDER BY id",
+                                      samples);
+        !s.ok())
+      return s;
+    samples.bind(1, lo);
+    samples.bind(2, hi);
+    Status error;
+    while (samples.step(error)) {
+      const auto live_casts = static_cast<uint64_t>(samples.column_int(2));
+      const auto live_bytes = static_cast<uint64_t>(samples.column_int(3));
+      out_.max_live_casts = std::max(out_.max_live_casts, live_casts);
+      out_.max_live_bytes = std::max(out_.max_live_bytes, live_bytes);
+      if (samples.column_int(0) == v1::CacheSample::TRIGGER_ITERATION)
+        out_.iteration_samples.push_back({agent_id, static_cast<uint64_t>(samples.column_int(1)), live_casts, live_bytes});
+    }
+    return error;
+  }
+
+  Status text(int64_t id, std::string& out) {
+    if (id == 0) return Status();
+    if (auto it = strings_.find(id); it != strings_.end()) {
+      out = it->second;
+      return Status();
+    }
+    Statement lookup;
+    if (Status s = Statement::prepare(db_.handle(), "SELECT text FROM strings WHERE id = ?", lookup); !s.ok()) return s;
+    lookup.bind(1, id);
+    Status error;
+    if (lookup.step(error)) out = lookup.column_text(0);
+    strings_[id] = out;
+    return error;
+  }
+
+  Status site_ref(int64_t location, int64_t op, int64_t arg, SiteRef& out) {
+    if (Status s = text(op, out.op); !s.ok()) return s;
+    if (Status s = text(arg, out.arg); !s.ok()) return s;
+    if (location == 0) return Status();
+    Statement lookup;
+    if (Status s = Statement::prepare(db_.handle(), "SELECT file, line, function, flags FROM locations WHERE id = ?", lookup);
+        !s.ok())
+      return s;
+    lookup.bind(1, location);
+    Status error;
+    if (lookup.step(error)) {
+      out.file = lookup.column_text(0);
+      out.line = static_cast<uint32_t>(lookup.column_int(1));
+      out.function = lookup.column_text(2);
+      out.inside_disabled_autocast = (lookup.column_int(3) & 1) != 0;
+    }
+    return error;
+  }
+
+  Database& db_;
+  RunData& out_;
+  const std::function<void()>& between_reads_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, SiteRow> sites_;  // location, op, arg, codes
+  std::map<std::pair<int64_t, int>, OpRow> ops_;
+  std::map<std::pair<int64_t, int64_t>, BackwardOpRow> backward_;  // location, op
+  std::map<std::tuple<int64_t, int64_t, int>, ProbeOpRow> probes_;  // location, op, reason
+  std::unordered_map<int64_t, std::string> strings_;
+};
+
+}  // namespace
+
+Status load_run_data(Database& db, const std::string& run_id, RunData& out,
+                     const std::function<void()>& between_reads) {
+  out = RunData();
+  return Loader(db, out, between_reads).run(run_id);
+}
+
+}  // namespace castscope::collector

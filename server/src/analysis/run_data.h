@@ -1,0 +1,117 @@
+// One run's stored events, aggregated in one pass per table: what reports
+// and analyzers work from. Events of an agent are a range of the composite
+// key, so a run is read without scanning other runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "castscope/v1/events.pb.h"
+#include "server/src/store/sqlite_store.h"
+#include "server/src/status.h"
+
+namespace castscope::collector {
+
+struct SiteRef {
+  std::string file;
+  uint32_t line = 0;
+  std::string function;
+  std::string op;
+  std::string arg;
+  bool inside_disabled_autocast = false;  // scripted code inside `autocast(enabled=False)`
+  auto key() const { return std::tie(file, line, op, arg); }
+};
+
+// Every cast decision of one kind at one site.
+struct SiteRow {
+  SiteRef site;
+  v1::ExecutionMode mode = v1::EXECUTION_MODE_UNSPECIFIED;
+  v1::Role role = v1::ROLE_UNSPECIFIED;
+  v1::CastPolicy policy = v1::CAST_POLICY_UNSPECIFIED;
+  v1::DType src = v1::DTYPE_UNSPECIFIED;
+  v1::DType dst = v1::DTYPE_UNSPECIFIED;
+  v1::CastOutcome outcome = v1::CAST_OUTCOME_UNSPECIFIED;
+  v1::DeviceType device = v1::DEVICE_TYPE_UNSPECIFIED;
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t stale_hits = 0;
+  int64_t max_version_gap = 0;  // source_version - cached_version on stale hits
+  uint64_t first_seq = 0;
+  uint64_t backward = 0;  // decisions made while the autograd engine ran
+  uint64_t round_trips = 0;       // casts undoing an explicit cast (CastEvent.round_trip)
+  uint64_t round_trip_bytes = 0;  // their source bytes
+};
+
+struct OpRow {
+  std::string op;
+  v1::CastPolicy policy = v1::CAST_POLICY_UNSPECIFIED;
+  uint64_t calls = 0;
+  uint64_t errors = 0;
+  uint64_t cpu_time_ns = 0;
+  std::map<v1::DType, uint64_t> output_dtypes;
+};
+
+// Ops that ran through an autocast kernel while the autograd engine ran.
+struct BackwardOpRow {
+  SiteRef site;  // arg empty
+  uint64_t calls = 0;
+  uint64_t first_seq = 0;
+};
+
+// Ops the op probe recorded (OpEvent.probe_reason), by line, op and reason.
+struct ProbeOpRow {
+  SiteRef site;  // arg empty
+  v1::ProbeReason reason = v1::PROBE_REASON_UNSPECIFIED;
+  v1::DeviceType device = v1::DEVICE_TYPE_UNSPECIFIED;
+  std::set<v1::DType> input_dtypes;
+  std::set<v1::DType> output_dtypes;
+  uint64_t calls = 0;
+  uint64_t first_seq = 0;
+};
+
+struct CacheSampleRow {
+  std::string agent_id;
+  uint64_t iteration = 0;
+  uint64_t live_casts = 0;
+  uint64_t live_bytes = 0;
+};
+
+struct AgentRow {
+  std::string agent_id;
+  uint32_t pid = 0;
+  int32_t rank = -1, local_rank = -1, world_size = -1;
+  std::string hostname, torch_version, command, policy_hash;
+  bool finished = false;
+  uint64_t events_recorded = 0, events_dropped = 0, batches = 0, missing_batches = 0;
+};
+
+struct RunData {
+  std::string run_id;
+  uint64_t first_seen_unix_ns = 0, last_seen_unix_ns = 0;
+  std::vector<AgentRow> agents;
+  std::vector<SiteRow> sites;
+  std::vector<OpRow> ops;
+  std::vector<BackwardOpRow> backward_ops;
+  std::vector<ProbeOpRow> probe_ops;
+  // Ops seen with autocast off while torch.jit.trace recorded (the agent's
+  // trace observer): file, line, op.
+  std::set<std::tuple<std::string, uint32_t, std::string>> traced_with_autocast_off;
+  std::vector<CacheSampleRow> iteration_samples;  // per agent, in iteration order
+  uint64_t max_live_casts = 0, max_live_bytes = 0;
+};
+
+// Reads `run_id` from an open store; NOT_FOUND when no such run. Events are
+// read in chunks, each its own read transaction; `between_reads`, when set,
+// runs between them (holding no snapshot), so a reader beside a live
+// collector can let its WAL checkpoints through.
+Status load_run_data(Database& db, const std::string& run_id, RunData& out,
+                     const std::function<void()>& between_reads = nullptr);
+
+}  // namespace castscope::collector

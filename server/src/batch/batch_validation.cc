@@ -1,0 +1,275 @@
+#include "server/src/batch/batch_validation.h"
+
+#include <algorithm>
+#include <string>
+
+#include "server/src/store/event_columns.h"
+
+namespace castscope::collector {
+
+namespace v1 = castscope::v1;
+
+namespace {
+
+Status check_identity(const std::string& value, const char* field, const BatchLimits& limits) {
+  if (value.empty()) return Status::invalid_argument(std::string(field) + " is empty");
+  if (value.size() > limits.max_identity_chars)
+    return Status::invalid_argument(std::string(field) + " has " + std::to_string(value.size()) +
+                                    " bytes, the limit is " + std::to_string(limits.max_identity_chars));
+  for (size_t i = 0; i < value.size(); ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    if (c < 0x20 || c == 0x7f)
+      return Status::invalid_argument(std::string(field) + " has a control character (0x" +
+                                      "0123456789abcdef"[c >> 4] + "0123456789abcdef"[c & 15] + ") at byte " +
+                                      std::to_string(i));
+  }
+  return {};
+}
+
+std::string event_name(int index, const char* kind, uint64_t seq) {
+  return "events[" + std::to_string(index) + "] (" + kind + " seq " + std::to_string(seq) + ")";
+}
+
+Status check_reference(uint32_t id, const LocalIdIndex& index, const char* field, const char* table, int event_index,
+                       const char* kind, uint64_t seq) {
+  if (id == 0 || index.find(id) != LocalIdIndex::kAbsent) return {};
+  return Status::invalid_argument(event_name(event_index, kind, seq) + ": " + field + " " + std::to_string(id) +
+                                  " is not defined in this batch's " + table);
+}
+
+Status check_seq(uint64_t seq, int event_index, const char* kind) {
+  if (seq <= kMaxEventSeq) return {};
+  return Status::invalid_argument(event_name(event_index, kind, seq) + ": seq is over the limit " +
+                                  std::to_string(kMaxEventSeq));
+}
+
+Status check_no_inline_strings(bool has_inline, int event_index, const char* kind, uint64_t seq) {
+  if (!has_inline) return {};
+  return Status::invalid_argument(event_name(event_index, kind, seq) +
+                                  ": inline op/arg_name/location in a batch; send them as interned ids");
+}
+
+// The store packs enum fields into kCodeBits each (event_columns.h).
+Status check_codes(std::initializer_list<std::pair<const char*, int>> fields, int index, const char* kind,
+                   uint64_t seq) {
+  for (const auto& [name, value] : fields)
+    if (value < 0 || value >= kCodeLimit)
+      return Status::invalid_argument(event_name(index, kind, seq) + ": " + name + " " + std::to_string(value) +
+                                      " out of range (0.." + std::to_string(kCodeLimit - 1) + ")");
+  return {};
+}
+
+Status check_cast(const v1::CastEvent& cast, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
+  const uint64_t seq = cast.seq();
+  if (Status s = check_seq(seq, index, "cast"); !s.ok()) return s;
+  if (Status s = check_no_inline_strings(!cast.op().empty() || !cast.arg_name().empty() || cast.has_location(),
+                                         index, "cast", seq);
+      !s.ok())
+    return s;
+  if (cast.op_id() == 0) return Status::invalid_argument(event_name(index, "cast", seq) + ": op_id is 0 (unset)");
+  // The store packs these into one column (event_columns.h: pack_cast_slot).
+  if (cast.thread() >= kSlotThreadLimit || cast.arg_index() >= kSlotArgIndexLimit || cast.list_index() < -1 ||
+      cast.list_index() >= kSlotListIndexLimit)
+    return Status::invalid_argument(event_name(index, "cast", seq) + ": thread " + std::to_string(cast.thread()) +
+                                    ", arg_index " + std::to_string(cast.arg_index()) + " or list_index " +
+                                    std::to_string(cast.list_index()) + " out of range (thread < " +
+                                    std::to_string(kSlotThreadLimit) + ", arg_index < " +
+                                    std::to_string(kSlotArgIndexLimit) + ", -1 <= list_index < " +
+                                    std::to_string(kSlotListIndexLimit) + ")");
+  if (Status s = check_codes({{"policy", cast.policy()},
+                              {"src_dtype", cast.src_dtype()},
+                              {"dst_dtype", cast.dst_dtype()},
+                              {"outcome", cast.outcome()},
+                              {"device_type", cast.device_type()},
+                              {"role", cast.role()},
+                              {"cache", cast.cache()},
+                              {"mode", cast.mode()},
+                              {"phase", cast.phase()}},
+                             index, "cast", seq);
+      !s.ok())
+    return s;
+  if (Status s = check_reference(cast.op_id(), strings, "op_id", "strings", index, "cast", seq); !s.ok()) return s;
+  if (Status s = check_reference(cast.arg_name_id(), strings, "arg_name_id", "strings", index, "cast", seq); !s.ok())
+    return s;
+  return check_reference(cast.location_id(), locations, "location_id", "locations", index, "cast", seq);
+}
+
+Status check_op(const v1::OpEvent& op, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
+  const uint64_t seq = op.seq();
+  if (Status s = check_seq(seq, index, "op"); !s.ok()) return s;
+  if (Status s = check_no_inline_strings(!op.op().empty() || op.has_location(), index, "op", seq); !s.ok()) return s;
+  if (op.op_id() == 0) return Status::invalid_argument(event_name(index, "op", seq) + ": op_id is 0 (unset)");
+  if (Status s = check_codes({{"policy", op.policy()},
+                              {"device_type", op.device_type()},
+                              {"output_dtype", op.output_dtype()},
+                              {"outcome", op.outcome()},
+                              {"autocast_dtype", op.autocast_dtype()},
+                              {"mode", op.mode()},
+                              {"phase", op.phase()},
+                              {"probe_reason", op.probe_reason()}},
+                             index, "op", seq);
+      !s.ok())
+    return s;
+  if (Status s = check_reference(op.op_id(), strings, "op_id", "strings", index, "op", seq); !s.ok()) return s;
+  if (Status s = check_reference(op.location_id(), locations, "location_id", "locations", index, "op", seq); !s.ok())
+    return s;
+  // The store packs these into one integer each (see sqlite_store.cc).
+  if (op.input_dtypes_size() > 8)
+    return Status::invalid_argument(event_name(index, "op", seq) + ": " + std::to_string(op.input_dtypes_size()) +
+                                    " input_dtypes, the limit is 8");
+  for (int dtype : op.input_dtypes())
+    if (dtype < 0 || dtype > 254)
+      return Status::invalid_argument(event_name(index, "op", seq) + ": input dtype " + std::to_string(dtype) +
+                                      " out of range");
+  for (int device : op.autocast_enabled())
+    if (device < 0 || device > 62)
+      return Status::invalid_argument(event_name(index, "op", seq) + ": autocast_enabled device type " +
+                                      std::to_string(device) + " out of range");
+  return {};
+}
+
+}  // namespace
+
+std::unique_ptr<google::protobuf::Arena> make_batch_arena(size_t wire_bytes) {
+  google::protobuf::ArenaOptions options;
+  options.start_block_size = std::clamp<size_t>(wire_bytes * 4, 4096, 32u << 20);
+  options.max_block_size = 32u << 20;
+  return std::make_unique<google::protobuf::Arena>(options);
+}
+
+Status decode_batch(std::string_view bytes, const BatchLimits& limits, DecodedBatch& out) {
+  auto arena = make_batch_arena(bytes.size());
+  auto* batch = google::protobuf::Arena::CreateMessage<v1::Batch>(arena.get());
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !batch->ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return Status::invalid_argument("not a valid castscope.v1.Batch (" + std::to_string(bytes.size()) + " bytes)");
+  if (Status s = validate_batch(*batch, limits); !s.ok()) return s;
+  out = DecodedBatch(std::move(arena), batch);
+  return {};
+}
+
+Status validate_batch(const v1::Batch& batch, const BatchLimits& limits) {
+  if (batch.protocol_version() != kProtocolVersion)
+    return Status::failed_precondition("batch has protocol version " + std::to_string(batch.protocol_version()) +
+                                       ", this collector speaks " + std::to_string(kProtocolVersion));
+  if (Status s = check_identity(batch.agent().run_id(), "agent.run_id", limits); !s.ok()) return s;
+  if (Status s = check_identity(batch.agent().agent_id(), "agent.agent_id", limits); !s.ok()) return s;
+  if (batch.sequence() == 0) return Status::invalid_argument("batch sequence is 0; sequences start at 1");
+  if (static_cast<uint32_t>(batch.events_size()) > limits.max_events)
+    return Status::invalid_argument("batch has " + std::to_string(batch.events_size()) +
+                                    " events, the limit is " + std::to_string(limits.max_events));
+  if (static_cast<uint32_t>(batch.strings_size()) > limits.max_interned ||
+      static_cast<uint32_t>(batch.locations_size()) > limits.max_interned)
+    return Status::invalid_argument("batch has " + std::to_string(batch.strings_size()) + " strings and " +
+                                    std::to_string(batch.locations_size()) + " locations, the limit is " +
+                                    std::to_string(limits.max_interned) + " each");
+  for (int i = 0; i < batch.strings_size(); ++i)
+    if (batch.strings(i).text().size() > limits.max_string_bytes)
+      return Status::invalid_argument("strings[" + std::to_string(i) + "] has " +
+                                      std::to_string(batch.strings(i).text().size()) + " bytes, the limit is " +
+                                      std::to_string(limits.max_string_bytes));
+  for (int i = 0; i < batch.locations_size(); ++i) {
+    const v1::SourceLocation& location = batch.locations(i).location();
+    if (location.file().size() > limits.max_string_bytes || location.function().size() > limits.max_string_bytes ||
+        static_cast<uint32_t>(location.stack_size()) > limits.max_stack_frames)
+      return Status::invalid_argument("locations[" + std::to_string(i) + "] is over the size limits (" +
+                                      std::to_string(limits.max_string_bytes) + " bytes per name, " +
+                                      std::to_string(limits.max_stack_frames) + " stack frames)");
+  }
+
+  LocalIdIndex strings;
+  LocalIdIndex locations;
+  size_t bad = 0;
+  if (!strings.build(string_ids(batch), bad))
+    return Status::invalid_argument("strings[" + std::to_string(bad) + "]: id " +
+                                    std::to_string(batch.strings(static_cast<int>(bad)).id()) +
+                                    (batch.strings(static_cast<int>(bad)).id() == 0 ? " is reserved (ids start at 1)"
+                                                                                   : " is defined twice"));
+  if (!locations.build(location_ids(batch), bad))
+    return Status::invalid_argument("locations[" + std::to_string(bad) + "]: id " +
+                                    std::to_string(batch.locations(static_cast<int>(bad)).id()) +
+                                    (batch.locations(static_cast<int>(bad)).id() == 0
+                                         ? " is reserved (ids start at 1)"
+                                         : " is defined twice"));
+
+  for (int i = 0; i < batch.events_size(); ++i) {
+    const v1::Event& event = batch.events(i);
+    Status status;
+    switch (event.kind_case()) {
+      case v1::Event::kCast:
+        status = check_cast(event.cast(), i, strings, locations);
+        break;
+      case v1::Event::kOp:
+        status = check_op(event.op(), i, strings, locations);
+        break;
+      case v1::Event::kCacheSample:
+        status = check_seq(event.cache_sample().seq(), i, "cache_sample");
+        break;
+      case v1::Event::kStats:
+        break;
+      case v1::Event::KIND_NOT_SET:
+        status = Status::invalid_argument("events[" + std::to_string(i) + "] has no kind set");
+        break;
+    }
+    if (!status.ok()) return status;
+  }
+  return {};
+}
+
+bool LocalIdIndex::build(const std::vector<uint32_t>& ids, size_t& bad_position) {
+  dense_.clear();
+  sorted_.clear();
+  uint32_t max_id = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == 0) {
+      bad_position = i;
+      return false;
+    }
+    max_id = std::max(max_id, ids[i]);
+  }
+  // Agents number their ids 1, 2, 3...: a table indexed by id is then the
+  // cheapest lookup. Sparse ids (any peer may send them) fall back to sorting.
+  is_dense_ = max_id <= 4 * ids.size() + 1024;
+  if (is_dense_) {
+    dense_.assign(static_cast<size_t>(max_id) + 1, kAbsent);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (dense_[ids[i]] != kAbsent) {
+        bad_position = i;
+        return false;
+      }
+      dense_[ids[i]] = static_cast<int32_t>(i);
+    }
+    return true;
+  }
+  sorted_.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) sorted_.emplace_back(ids[i], static_cast<int32_t>(i));
+  std::sort(sorted_.begin(), sorted_.end());
+  for (size_t i = 1; i < sorted_.size(); ++i)
+    if (sorted_[i].first == sorted_[i - 1].first) {
+      bad_position = static_cast<size_t>(std::max(sorted_[i].second, sorted_[i - 1].second));
+      return false;
+    }
+  return true;
+}
+
+int32_t LocalIdIndex::find(uint32_t id) const {
+  if (is_dense_) return id < dense_.size() ? dense_[id] : kAbsent;
+  auto it = std::lower_bound(sorted_.begin(), sorted_.end(), std::make_pair(id, INT32_MIN));
+  return it != sorted_.end() && it->first == id ? it->second : kAbsent;
+}
+
+std::vector<uint32_t> string_ids(const v1::Batch& batch) {
+  std::vector<uint32_t> ids;
+  ids.reserve(static_cast<size_t>(batch.strings_size()));
+  for (const auto& entry : batch.strings()) ids.push_back(entry.id());
+  return ids;
+}
+
+std::vector<uint32_t> location_ids(const v1::Batch& batch) {
+  std::vector<uint32_t> ids;
+  ids.reserve(static_cast<size_t>(batch.locations_size()));
+  for (const auto& entry : batch.locations()) ids.push_back(entry.id());
+  return ids;
+}
+
+}  // namespace castscope::collector

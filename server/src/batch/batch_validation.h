@@ -1,0 +1,80 @@
+// Decoding and checking of batches from untrusted peers (gRPC streams, spool
+// files). A batch that passes `validate_batch` is safe for the store: every
+// interned id an event uses is defined once in the batch, identities are
+// short printable strings, sequence numbers fit the store's composite keys.
+#pragma once
+
+#include <google/protobuf/arena.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "castscope/v1/transport.pb.h"
+#include "server/src/status.h"
+
+namespace castscope::collector {
+
+inline constexpr uint32_t kProtocolVersion = castscope::v1::PROTOCOL_VERSION_1;
+// Event seq numbers share a 64-bit row id with the agent's row: (agent << 40) | seq.
+inline constexpr int kEventSeqBits = 40;
+inline constexpr uint64_t kMaxEventSeq = (uint64_t{1} << kEventSeqBits) - 1;
+
+struct BatchLimits {
+  uint32_t max_events = 1u << 18;
+  uint32_t max_interned = 1u << 16;  // strings and locations, each
+  uint32_t max_identity_chars = 256;
+  uint32_t max_string_bytes = 1u << 16;
+  uint32_t max_stack_frames = 512;
+};
+
+// A parsed batch and the arena that owns it: one allocation block per batch
+// instead of one per event.
+class DecodedBatch {
+ public:
+  DecodedBatch() = default;
+  DecodedBatch(std::unique_ptr<google::protobuf::Arena> arena, const castscope::v1::Batch* batch)
+      : arena_(std::move(arena)), batch_(batch) {}
+
+  const castscope::v1::Batch& batch() const { return *batch_; }
+  // Memory held, for the collector's queue budget.
+  size_t bytes() const { return arena_ ? arena_->SpaceAllocated() : 0; }
+  explicit operator bool() const { return batch_ != nullptr; }
+
+ private:
+  std::unique_ptr<google::protobuf::Arena> arena_;
+  const castscope::v1::Batch* batch_ = nullptr;
+};
+
+// An arena sized for a message of `wire_bytes` (decoded messages are a few
+// times their wire size).
+std::unique_ptr<google::protobuf::Arena> make_batch_arena(size_t wire_bytes);
+
+// Parses one Batch (a spool frame's payload) and validates it.
+Status decode_batch(std::string_view bytes, const BatchLimits& limits, DecodedBatch& out);
+
+Status validate_batch(const castscope::v1::Batch& batch, const BatchLimits& limits);
+
+// Maps the batch-local ids of interned strings or locations to their index in
+// the batch: a dense table when ids are small, a sorted table otherwise.
+class LocalIdIndex {
+ public:
+  static constexpr int32_t kAbsent = -1;
+
+  // Builds the index over ids[0..n). On a repeated or zero id, returns false
+  // and sets `bad_position` to the element at fault.
+  bool build(const std::vector<uint32_t>& ids, size_t& bad_position);
+  int32_t find(uint32_t id) const;
+
+ private:
+  std::vector<int32_t> dense_;
+  std::vector<std::pair<uint32_t, int32_t>> sorted_;
+  bool is_dense_ = true;
+};
+
+std::vector<uint32_t> string_ids(const castscope::v1::Batch& batch);
+std::vector<uint32_t> location_ids(const castscope::v1::Batch& batch);
+
+}  // namespace castscope::collector

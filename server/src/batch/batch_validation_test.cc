@@ -1,0 +1,144 @@
+#include "server/src/batch/batch_validation.h"
+
+#include <gtest/gtest.h>
+
+#include "server/testing/test_batches.h"
+#include "server/src/store/event_columns.h"
+
+namespace castscope::collector {
+namespace {
+
+using testing::make_batch;
+
+Status validate(const v1::Batch& batch, const BatchLimits& limits = {}) { return validate_batch(batch, limits); }
+
+TEST(BatchValidation, AcceptsAWellFormedBatch) {
+  const Status status = validate(make_batch("run", "agent", 1));
+  EXPECT_TRUE(status.ok()) << status.message();
+}
+
+TEST(BatchValidation, RejectsAnotherProtocolVersion) {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  batch.set_protocol_version(2);
+  const Status status = validate(batch);
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), "batch has protocol version 2, this collector speaks 1");
+}
+
+TEST(BatchValidation, RejectsMissingOrUnprintableIdentity) {
+  v1::Batch batch = make_batch("", "agent", 1);
+  EXPECT_EQ(validate(batch).message(), "agent.run_id is empty");
+  batch = make_batch("run", "", 1);
+  EXPECT_EQ(validate(batch).message(), "agent.agent_id is empty");
+  batch = make_batch("run", "bad\nagent", 1);
+  EXPECT_EQ(validate(batch).message(), "agent.agent_id has a control character (0x0a) at byte 3");
+  batch = make_batch(std::string(257, 'r'), "agent", 1);
+  EXPECT_EQ(validate(batch).message(), "agent.run_id has 257 bytes, the limit is 256");
+}
+
+TEST(BatchValidation, RejectsSequenceZero) {
+  const Status status = validate(make_batch("run", "agent", 0));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "batch sequence is 0; sequences start at 1");
+}
+
+TEST(BatchValidation, RejectsUndefinedReferences) {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  batch.mutable_events(1)->mutable_cast()->set_op_id(9);
+  EXPECT_EQ(validate(batch).message(), "events[1] (cast seq 2): op_id 9 is not defined in this batch's strings");
+  batch = make_batch("run", "agent", 1);
+  batch.mutable_events(2)->mutable_cast()->set_arg_name_id(5);
+  EXPECT_EQ(validate(batch).message(), "events[2] (cast seq 3): arg_name_id 5 is not defined in this batch's strings");
+  batch = make_batch("run", "agent", 1);
+  batch.mutable_events(0)->mutable_op()->set_location_id(3);
+  EXPECT_EQ(validate(batch).message(), "events[0] (op seq 1): location_id 3 is not defined in this batch's locations");
+  batch = make_batch("run", "agent", 1);
+  batch.mutable_events(0)->mutable_op()->set_op_id(0);
+  EXPECT_EQ(validate(batch).message(), "events[0] (op seq 1): op_id is 0 (unset)");
+}
+
+TEST(BatchValidation, RejectsCastSlotFieldsTheStoreCannotPack) {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  v1::CastEvent& cast = *batch.mutable_events(1)->mutable_cast();
+  cast.set_thread(kSlotThreadLimit - 1);
+  cast.set_arg_index(kSlotArgIndexLimit - 1);
+  cast.set_list_index(kSlotListIndexLimit - 1);
+  EXPECT_TRUE(validate(batch).ok());
+  for (int field = 0; field < 4; ++field) {
+    batch = make_batch("run", "agent", 1);
+    v1::CastEvent& bad = *batch.mutable_events(1)->mutable_cast();
+    if (field == 0) bad.set_thread(kSlotThreadLimit);
+    if (field == 1) bad.set_arg_index(kSlotArgIndexLimit);
+    if (field == 2) bad.set_list_index(kSlotListIndexLimit);
+    if (field == 3) bad.set_list_index(-2);
+    const Status status = validate(batch);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << "field " << field;
+    EXPECT_NE(status.message().find("events[1] (cast seq 2): thread"), std::string::npos) << status.message();
+  }
+}
+
+TEST(BatchValidation, RejectsRepeatedOrZeroInternedIds) {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  batch.mutable_strings(1)->set_id(1);
+  EXPECT_EQ(validate(batch).message(), "strings[1]: id 1 is defined twice");
+  batch = make_batch("run", "agent", 1);
+  batch.mutable_locations(0)->set_id(0);
+  EXPECT_EQ(validate(batch).message(), "locations[0]: id 0 is reserved (ids start at 1)");
+  // Sparse ids take the sorted index; duplicates are still found.
+  batch = make_batch("run", "agent", 1);
+  batch.mutable_strings(0)->set_id(4000000000u);
+  batch.mutable_strings(1)->set_id(4000000000u);
+  EXPECT_EQ(validate(batch).message(), "strings[1]: id 4000000000 is defined twice");
+}
+
+TEST(BatchValidation, SparseIdsResolve) {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  batch.mutable_strings(1)->set_id(3000000000u);
+  for (auto& event : *batch.mutable_events())
+    if (event.has_cast()) event.mutable_cast()->set_arg_name_id(3000000000u);
+  const Status status = validate(batch);
+  EXPECT_TRUE(status.ok()) << status.message();
+}
+
+TEST(BatchValidation, RejectsInlineStringsEventsWithoutKindAndHugeSeq) {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  batch.mutable_events(1)->mutable_cast()->set_op("aten::mm");
+  EXPECT_EQ(validate(batch).message(),
+            "events[1] (cast seq 2): inline op/arg_name/location in a batch; send them as interned ids");
+  batch = make_batch("run", "agent", 1);
+  batch.add_events();
+  EXPECT_EQ(validate(batch).message(), "events[6] has no kind set");
+  batch = make_batch("run", "agent", 1);
+  batch.mutable_events(4)->mutable_cache_sample()->set_seq(uint64_t{1} << 40);
+  EXPECT_EQ(validate(batch).message(), "events[4] (cache_sample seq 1099511627776): seq is over the limit 1099511627775");
+}
+
+TEST(BatchValidation, RejectsOutOfRangeEnumsAndTooManyEvents) {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  batch.mutable_events(1)->mutable_cast()->set_src_dtype(static_cast<v1::DType>(64));
+  EXPECT_EQ(validate(batch).message(), "events[1] (cast seq 2): src_dtype 64 out of range (0..63)");
+  batch = make_batch("run", "agent", 1);
+  for (int i = 0; i < 9; ++i) batch.mutable_events(0)->mutable_op()->add_input_dtypes(v1::DTYPE_FLOAT32);
+  EXPECT_EQ(validate(batch).message(), "events[0] (op seq 1): 11 input_dtypes, the limit is 8");
+  BatchLimits limits;
+  limits.max_events = 2;
+  EXPECT_EQ(validate(make_batch("run", "agent", 1), limits).message(), "batch has 6 events, the limit is 2");
+}
+
+TEST(BatchValidation, DecodeRejectsGarbage) {
+  DecodedBatch decoded;
+  const Status status = decode_batch("\xff\xff\xff", BatchLimits(), decoded);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "not a valid castscope.v1.Batch (3 bytes)");
+  EXPECT_FALSE(decoded);
+}
+
+TEST(BatchValidation, DecodeKeepsTheBatchInItsArena) {
+  DecodedBatch decoded;
+  ASSERT_TRUE(decode_batch(make_batch("run", "agent", 5).SerializeAsString(), BatchLimits(), decoded).ok());
+  EXPECT_EQ(decoded.batch().sequence(), 5u);
+  EXPECT_GT(decoded.bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace castscope::collector

@@ -1,0 +1,47 @@
+#include "server/src/batch/stored_events.h"
+
+#include "server/src/batch/batch_validation.h"
+
+namespace castscope::collector {
+
+namespace v1 = castscope::v1;
+
+void resolve_batch_events(const v1::Batch& batch, std::vector<v1::StoredEvent>& out) {
+  LocalIdIndex strings;
+  LocalIdIndex locations;
+  size_t bad = 0;
+  if (!strings.build(string_ids(batch), bad) || !locations.build(location_ids(batch), bad)) return;
+  auto text = [&](uint32_t id, std::string& into) {
+    if (const int32_t at = id == 0 ? LocalIdIndex::kAbsent : strings.find(id); at != LocalIdIndex::kAbsent)
+      into = batch.strings(at).text();
+  };
+  auto location = [&](uint32_t id, auto& event) {
+    if (const int32_t at = id == 0 ? LocalIdIndex::kAbsent : locations.find(id); at != LocalIdIndex::kAbsent)
+      *event.mutable_location() = batch.locations(at).location();
+  };
+  for (const v1::Event& event : batch.events()) {
+    if (event.kind_case() == v1::Event::kStats || event.kind_case() == v1::Event::KIND_NOT_SET) continue;
+    v1::StoredEvent& stored = out.emplace_back();
+    stored.set_run_id(batch.agent().run_id());
+    stored.set_agent_id(batch.agent().agent_id());
+    v1::Event& copy = *stored.mutable_event();
+    copy = event;
+    if (copy.has_cast()) {
+      v1::CastEvent& cast = *copy.mutable_cast();
+      text(cast.op_id(), *cast.mutable_op());
+      text(cast.arg_name_id(), *cast.mutable_arg_name());
+      location(cast.location_id(), cast);
+      cast.clear_op_id();
+      cast.clear_arg_name_id();
+      cast.clear_location_id();
+    } else if (copy.has_op()) {
+      v1::OpEvent& op = *copy.mutable_op();
+      text(op.op_id(), *op.mutable_op());
+      location(op.location_id(), op);
+      op.clear_op_id();
+      op.clear_location_id();
+    }
+  }
+}
+
+}  // namespace castscope::collector

@@ -1,0 +1,309 @@
+#include "server/src/ingest/collector_core.h"
+
+#include <algorithm>
+
+#include "common/log/logger.h"
+#include "server/src/batch/stored_events.h"
+
+namespace castscope::collector {
+
+namespace v1 = castscope::v1;
+
+uint64_t unix_now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+void Subscription::offer(std::shared_ptr<const EventChunk> chunk) {
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_) return;
+    if (queued_events_ + chunk->events.size() > capacity_) {
+      skipped_ += chunk->events.size();
+    } else {
+      queued_events_ += chunk->events.size();
+      chunks_.push_back(std::move(chunk));
+    }
+  }
+  if (listener_) listener_();
+}
+
+bool Subscription::take(std::shared_ptr<const EventChunk>& chunk, uint64_t& skipped) {
+  std::lock_guard lock(mutex_);
+  chunk.reset();
+  if (!chunks_.empty()) {
+    chunk = std::move(chunks_.front());
+    chunks_.pop_front();
+    queued_events_ -= chunk->events.size();
+  }
+  skipped = skipped_;
+  skipped_ = 0;
+  return chunk != nullptr || skipped != 0;
+}
+
+void Subscription::close() {
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_) return;
+    closed_ = true;
+  }
+  if (listener_) listener_();
+}
+
+bool Subscription::closed() const {
+  std::lock_guard lock(mutex_);
+  return closed_;
+}
+
+Status CollectorCore::open(const std::string& db_path, const CollectorOptions& options,
+                           std::unique_ptr<CollectorCore>& out) {
+  std::unique_ptr<StoreWriter> writer;
+  if (Status s = StoreWriter::open(db_path, writer); !s.ok()) return s;
+  out.reset(new CollectorCore(std::move(writer), options));
+  return {};
+}
+
+CollectorCore::CollectorCore(std::unique_ptr<StoreWriter> writer, const CollectorOptions& options)
+    : options_(options), db_path_(writer->path()), writer_(std::move(writer)) {
+  writer_thread_ = std::thread([this] { writer_loop(); });
+}
+
+CollectorCore::~CollectorCore() { shutdown(); }
+
+bool CollectorCore::submit(DecodedBatch batch, IngestDone done, std::function<void()> resume) {
+  Submission submission{std::move(batch), std::move(done), unix_now_ns(), 0};
+  submission.bytes = submission.batch.bytes();
+  std::unique_lock lock(mutex_);
+  if (stopping_) {
+    lock.unlock();
+    submission.done({Status::unavailable("the collector is shutting down"), false});
+    return true;
+  }
+  bytes_held_ += submission.bytes;
+  queue_.push_back(std::move(submission));
+  const bool has_room = bytes_held_ < options_.queue_budget_bytes;
+  if (!has_room) waiting_for_room_.push_back(std::move(resume));
+  lock.unlock();
+  work_ready_.notify_one();
+  return has_room;
+}
+
+void CollectorCore::submit_and_wait_for_room(DecodedBatch batch, IngestDone done) {
+  auto room = std::make_shared<std::pair<std::mutex, std::condition_variable>>();
+  auto has_room = std::make_shared<bool>(false);
+  if (submit(std::move(batch), std::move(done), [room, has_room] {
+        std::lock_guard lock(room->first);
+        *has_room = true;
+        room->second.notify_all();
+      }))
+    return;
+  std::unique_lock lock(room->first);
+  room->second.wait(lock, [&] { return *has_room; });
+}
+
+std::shared_ptr<Subscription> CollectorCore::subscribe(const std::string& run_id, std::function<void()> listener) {
+  auto subscription = std::make_shared<Subscription>(run_id, options_.subscriber_queue_events, std::move(listener));
+  std::lock_guard lock(subscriptions_mutex_);
+  subscriptions_.push_back(subscription);
+  return subscription;
+}
+
+void CollectorCore::unsubscribe(const std::shared_ptr<Subscription>& subscription) {
+  {
+    std::lock_guard lock(subscriptions_mutex_);
+    std::erase(subscriptions_, subscription);
+  }
+  subscription->close();
+}
+
+void CollectorCore::shutdown() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_one();
+  if (writer_thread_.joinable()) writer_thread_.join();
+  std::vector<std::shared_ptr<Subscription>> subscriptions;
+  {
+    std::lock_guard lock(subscriptions_mutex_);
+    subscriptions.swap(subscriptions_);
+  }
+  for (const auto& subscription : subscriptions) subscription->close();
+}
+
+CollectorCounters CollectorCore::counters() const {
+  std::lock_guard lock(mutex_);
+  return counters_;
+}
+
+void CollectorCore::writer_loop() {
+  std::vector<Submission> group;
+  std::vector<char> duplicate;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      work_ready_.wait(lock, [&] { return !queue_.empty() || !tasks_.empty() || stopping_; });
+      if (queue_.empty() && tasks_.empty()) return;  // stopping, and everything is committed
+      if (queue_.empty()) {
+        lock.unlock();
+        run_tasks();
+        continue;
+      }
+    }
+    group.clear();
+    duplicate.clear();
+    const Status status = write_group(group, duplicate);
+    const uint64_t stored_unix_ns = unix_now_ns();
+    if (!status.ok()) log::logger("collector").error("{}: {} batches not stored: {}", db_path_, group.size(), status.message());
+
+    // The listener first: whoever waits for an acknowledgement may then
+    // stop the analyzer, which must already know about the batch.
+    if (status.ok() && commit_listener_) tell_listener(group, duplicate);
+    size_t bytes = 0;
+    uint64_t events = 0;
+    for (size_t i = 0; i < group.size(); ++i) {
+      group[i].done({status, duplicate[i] != 0});
+      bytes += group[i].bytes;
+      if (status.ok() && !duplicate[i]) events += static_cast<uint64_t>(group[i].batch.batch().events_size());
+    }
+    if (status.ok()) publish(group, duplicate, stored_unix_ns);
+
+    std::vector<std::function<void()>> resume;
+    {
+      std::lock_guard lock(mutex_);
+      bytes_held_ -= bytes;
+      writing_ = false;
+      if (bytes_held_ < options_.queue_budget_bytes) resume.swap(waiting_for_room_);
+      ++counters_.commits;
+      counters_.events_stored += events;
+      for (char is_duplicate : duplicate) {
+        if (!status.ok())
+          ++counters_.batches_failed;
+        else if (is_duplicate)
+          ++counters_.batches_duplicate;
+        else
+          ++counters_.batches_stored;
+      }
+    }
+    group.clear();  // frees the batches before the senders refill the queue
+    drained_.notify_all();
+    for (auto& wake : resume)
+      if (wake) wake();
+    run_tasks();
+  }
+}
+
+void CollectorCore::run_tasks() {
+  std::deque<WriterTask> tasks;
+  {
+    std::lock_guard lock(mutex_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) {
+    Status status = writer_->begin();
+    if (status.ok()) status = task(*writer_);
+    if (status.ok()) status = writer_->commit();
+    if (!status.ok()) {
+      writer_->rollback();
+      log::logger("collector").error("{}: a store task failed: {}", db_path_, status.message());
+    }
+  }
+}
+
+void CollectorCore::tell_listener(const std::vector<Submission>& group, const std::vector<char>& duplicate) {
+  std::vector<CommittedRun> runs;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (duplicate[i]) continue;
+    const v1::Batch& batch = group[i].batch.batch();
+    auto it = std::find_if(runs.begin(), runs.end(), [&](const CommittedRun& r) { return r.run_id == batch.agent().run_id(); });
+    if (it == runs.end()) it = runs.insert(runs.end(), CommittedRun{batch.agent().run_id(), false});
+    it->agent_finished |= batch.final();
+  }
+  if (!runs.empty()) commit_listener_(runs);
+}
+
+void CollectorCore::drain() {
+  std::unique_lock lock(mutex_);
+  drained_.wait(lock, [&] { return (queue_.empty() && !writing_) || stopping_; });
+}
+
+void CollectorCore::run_on_writer(WriterTask task) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) {
+      log::logger("collector").warn("{}: shutting down; a store task was dropped", db_path_);
+      return;
+    }
+    tasks_.push_back(std::move(task));
+  }
+  work_ready_.notify_one();
+}
+
+void CollectorCore::set_commit_listener(CommitListener listener) {
+  std::lock_guard lock(mutex_);  // the writer reads it after taking this lock
+  commit_listener_ = std::move(listener);
+}
+
+Status CollectorCore::write_group(std::vector<Submission>& group, std::vector<char>& duplicate) {
+  const auto started = std::chrono::steady_clock::now();
+  Status status = writer_->begin();
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (queue_.empty()) break;
+      writing_ = true;
+      group.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    bool is_duplicate = false;
+    if (status.ok()) status = writer_->store_batch(group.back().batch.batch(), group.back().received_unix_ns, is_duplicate);
+    duplicate.push_back(is_duplicate ? 1 : 0);
+    if (!status.ok() || std::chrono::steady_clock::now() - started >= options_.max_transaction_time) break;
+  }
+  if (status.ok()) status = writer_->commit();
+  if (!status.ok()) writer_->rollback();
+  return status;
+}
+
+void CollectorCore::publish(const std::vector<Submission>& group, const std::vector<char>& duplicate,
+                            uint64_t stored_unix_ns) {
+  std::vector<std::shared_ptr<Subscription>> subscriptions;
+  {
+    std::lock_guard lock(subscriptions_mutex_);
+    if (subscriptions_.empty()) return;
+    subscriptions = subscriptions_;
+  }
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (duplicate[i]) continue;
+    const v1::Batch& batch = group[i].batch.batch();
+    std::shared_ptr<EventChunk> chunk;
+    for (const auto& subscription : subscriptions) {
+      if (!subscription->run_id().empty() && subscription->run_id() != batch.agent().run_id()) continue;
+      if (!chunk) {
+        chunk = std::make_shared<EventChunk>();
+        chunk->stored_unix_ns = stored_unix_ns;
+        resolve_batch_events(batch, chunk->events);
+        if (chunk->events.empty()) break;
+      }
+      subscription->offer(chunk);
+    }
+  }
+}
+
+Status IngestStream::submit(DecodedBatch batch, IngestDone done, std::function<void()> resume, bool& may_continue) {
+  const v1::AgentIdentity& agent = batch.batch().agent();
+  const uint64_t sequence = batch.batch().sequence();
+  auto [it, first] = last_sequence_.try_emplace(agent.run_id() + '\x1f' + agent.agent_id(), sequence);
+  if (!first) {
+    if (sequence <= it->second)
+      return Status::invalid_argument("run " + agent.run_id() + " agent " + agent.agent_id() + ": sequence " +
+                                      std::to_string(sequence) + " after " + std::to_string(it->second) +
+                                      " on this stream (sequences must increase within a stream)");
+    it->second = sequence;
+  }
+  may_continue = core_.submit(std::move(batch), std::move(done), std::move(resume));
+  return {};
+}
+
+}  // namespace castscope::collector

@@ -1,0 +1,203 @@
+// The collector without its transports: ingest, dedup, commit, acknowledge,
+// fan out to subscribers. gRPC (grpc_services.cc), `load` and the tests drive
+// it the same way.
+//
+// Concurrency design. Any thread submits decoded, validated batches to one
+// FIFO queue; a single writer thread owns the store. It takes batches in
+// order, groups them into one transaction (until the queue is empty or the
+// transaction is 20 ms old), commits, and only then runs each batch's `done`
+// (so an acknowledgement means "in the WAL"). Then it offers the committed
+// events to subscribers. The queue is bounded by the memory its batches hold
+// (until their commit): past the budget, submit() still takes the batch the
+// caller has already decoded but tells it to stop reading until `resume`
+// runs; a transport that obeys this lets flow control push back on the
+// sender. Memory is thus bounded by the budget plus one batch per stream.
+//
+// Dedup and order. A batch is identified by (run, agent, sequence); the store
+// keeps each once and acknowledges a replay as a duplicate (a forwarder that
+// reconnects resends what it had not seen acknowledged). Within one stream,
+// though, an agent's sequences must increase: IngestStream rejects a repeat
+// or a step back as a sender bug.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "server/src/batch/batch_validation.h"
+#include "server/src/status.h"
+#include "server/src/store/store_writer.h"
+
+namespace castscope::collector {
+
+struct CollectorOptions {
+  size_t queue_budget_bytes = 64u << 20;
+  std::chrono::milliseconds max_transaction_time{20};
+  size_t subscriber_queue_events = 1u << 16;
+};
+
+struct IngestResult {
+  Status status;           // not ok: the batch is not stored (the store failed)
+  bool duplicate = false;  // stored before; not stored again
+};
+using IngestDone = std::function<void(const IngestResult&)>;
+
+struct CollectorCounters {
+  uint64_t batches_stored = 0;
+  uint64_t batches_duplicate = 0;
+  uint64_t batches_failed = 0;
+  uint64_t events_stored = 0;
+  uint64_t commits = 0;
+};
+
+// Work for the store's one writer from other threads (the live analyzer's
+// findings): runs on the writer thread in a transaction of its own.
+using WriterTask = std::function<Status(StoreWriter&)>;
+
+// What one commit stored, per run: told to the commit listener.
+struct CommittedRun {
+  std::string run_id;
+  bool agent_finished = false;  // a batch of this commit was an agent's final one
+};
+using CommitListener = std::function<void(const std::vector<CommittedRun>&)>;
+
+// Committed events of one batch, shared by every subscriber that wants them.
+struct EventChunk {
+  uint64_t stored_unix_ns = 0;
+  std::vector<castscope::v1::StoredEvent> events;
+};
+
+// One follower of one run (or of all runs): a bounded queue of chunks. When
+// it is full, new chunks are dropped and counted, so a slow reader never
+// holds back the writer or grows memory.
+class Subscription {
+ public:
+  // `listener` is called, without locks held, after each offer and on close
+  // (from the writer thread or the closing thread).
+  Subscription(std::string run_id, size_t capacity_events, std::function<void()> listener)
+      : run_id_(std::move(run_id)), capacity_(capacity_events), listener_(std::move(listener)) {}
+
+  const std::string& run_id() const { return run_id_; }
+
+  void offer(std::shared_ptr<const EventChunk> chunk);
+  // The next chunk (maybe none) and the events skipped since the last take;
+  // false when there is neither.
+  bool take(std::shared_ptr<const EventChunk>& chunk, uint64_t& skipped);
+  void close();
+  bool closed() const;
+
+ private:
+  const std::string run_id_;
+  const size_t capacity_;
+  const std::function<void()> listener_;
+  mutable std::mutex mutex_;
+  std::deque<std::shared_ptr<const EventChunk>> chunks_;
+  size_t queued_events_ = 0;
+  uint64_t skipped_ = 0;
+  bool closed_ = false;
+};
+
+class CollectorCore {
+ public:
+  // Opens (or creates) the store at `db_path` and starts the writer thread.
+  static Status open(const std::string& db_path, const CollectorOptions& options, std::unique_ptr<CollectorCore>& out);
+  ~CollectorCore();
+  CollectorCore(const CollectorCore&) = delete;
+  CollectorCore& operator=(const CollectorCore&) = delete;
+
+  // Queues a validated batch; `done` runs on the writer thread after the
+  // commit. Returns true when the caller may submit more now; false when the
+  // queue is over budget: `resume` then runs (on the writer thread) once
+  // there is room. After shutdown, `done` runs at once with UNAVAILABLE.
+  bool submit(DecodedBatch batch, IngestDone done, std::function<void()> resume);
+  // submit(), then waits for room (for callers with a thread to spare).
+  void submit_and_wait_for_room(DecodedBatch batch, IngestDone done);
+
+  // Waits until every batch queued so far is committed and acknowledged
+  // (and told to the commit listener). For an orderly stop: stop intake,
+  // drain, stop the live analyzer, then shutdown().
+  void drain();
+  // Queues `task` for the writer thread, after the batches queued before it.
+  // Dropped (with a log line) once shutdown has begun.
+  void run_on_writer(WriterTask task);
+  // Called on the writer thread after every commit that stored events. Set
+  // it before batches arrive; it must return quickly.
+  void set_commit_listener(CommitListener listener);
+
+  // Follows `run_id` (empty: every run); see Subscription for `listener`.
+  std::shared_ptr<Subscription> subscribe(const std::string& run_id, std::function<void()> listener);
+  void unsubscribe(const std::shared_ptr<Subscription>& subscription);
+
+  // Stops taking batches, commits everything queued, stops the writer and
+  // closes subscriptions. Idempotent.
+  void shutdown();
+
+  CollectorCounters counters() const;
+  // Any thread: the store's WAL checkpoint is behind (long readers should pause).
+  bool checkpoint_behind() const { return writer_->checkpoint_behind(); }
+  const std::string& db_path() const { return db_path_; }
+
+ private:
+  struct Submission {
+    DecodedBatch batch;
+    IngestDone done;
+    uint64_t received_unix_ns = 0;
+    size_t bytes = 0;
+  };
+
+  CollectorCore(std::unique_ptr<StoreWriter> writer, const CollectorOptions& options);
+  void writer_loop();
+  // Stores as many queued submissions as one transaction takes; `group` gets them.
+  Status write_group(std::vector<Submission>& group, std::vector<char>& duplicate);
+  void publish(const std::vector<Submission>& group, const std::vector<char>& duplicate, uint64_t stored_unix_ns);
+  void tell_listener(const std::vector<Submission>& group, const std::vector<char>& duplicate);
+  void run_tasks();
+
+  const CollectorOptions options_;
+  const std::string db_path_;
+  std::unique_ptr<StoreWriter> writer_;  // writer thread only
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::deque<Submission> queue_;
+  size_t bytes_held_ = 0;  // queued and being written, until acknowledged
+  std::vector<std::function<void()>> waiting_for_room_;
+  std::deque<WriterTask> tasks_;
+  bool writing_ = false;  // the writer holds batches taken from the queue
+  std::condition_variable drained_;
+  CommitListener commit_listener_;  // set before the writer has work
+  bool stopping_ = false;
+  CollectorCounters counters_;
+
+  std::mutex subscriptions_mutex_;
+  std::vector<std::shared_ptr<Subscription>> subscriptions_;
+
+  std::thread writer_thread_;
+};
+
+// The order rule of one ingest stream (see the note at the top).
+class IngestStream {
+ public:
+  explicit IngestStream(CollectorCore& core) : core_(core) {}
+
+  // INVALID_ARGUMENT (nothing queued) when the batch breaks the stream's
+  // order; else as CollectorCore::submit, with `may_continue` its result.
+  Status submit(DecodedBatch batch, IngestDone done, std::function<void()> resume, bool& may_continue);
+
+ private:
+  CollectorCore& core_;
+  std::unordered_map<std::string, uint64_t> last_sequence_;  // key: run_id '\x1f' agent_id
+};
+
+uint64_t unix_now_ns();
+
+}  // namespace castscope::collector

@@ -1,0 +1,166 @@
+#include "server/src/ingest/collector_core.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "server/testing/test_batches.h"
+#include "server/src/ingest/spool_import.h"
+#include "server/src/store/store_reader.h"
+
+namespace castscope::collector {
+namespace {
+
+using testing::make_batch;
+using testing::temp_dir;
+
+DecodedBatch decoded(const v1::Batch& batch) {
+  DecodedBatch out;
+  const Status status = decode_batch(batch.SerializeAsString(), BatchLimits(), out);
+  EXPECT_TRUE(status.ok()) << status.message();
+  return out;
+}
+
+// Submits and waits for the acknowledgement.
+IngestResult submit(CollectorCore& core, const v1::Batch& batch) {
+  std::promise<IngestResult> acked;
+  core.submit_and_wait_for_room(decoded(batch), [&](const IngestResult& result) { acked.set_value(result); });
+  return acked.get_future().get();
+}
+
+std::unique_ptr<CollectorCore> open_core(const std::string& db, CollectorOptions options = {}) {
+  std::unique_ptr<CollectorCore> core;
+  const Status status = CollectorCore::open(db, options, core);
+  EXPECT_TRUE(status.ok()) << status.message();
+  return core;
+}
+
+TEST(CollectorCore, AcknowledgesAfterCommitAndRecognisesReplays) {
+  const std::string db = (temp_dir("core_ack") / "store.db").string();
+  auto core = open_core(db);
+  IngestResult first = submit(*core, make_batch("run", "agent", 1));
+  ASSERT_TRUE(first.status.ok()) << first.status.message();
+  EXPECT_FALSE(first.duplicate);
+  // Acknowledged means committed: another connection sees it now.
+  std::unique_ptr<StoreReader> reader;
+  ASSERT_TRUE(StoreReader::open(db, reader).ok());
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(reader->list_runs(runs).ok());
+  ASSERT_EQ(runs.runs_size(), 1);
+  EXPECT_EQ(runs.runs(0).agents(0).casts(), 3u);
+
+  IngestResult replay = submit(*core, make_batch("run", "agent", 1));
+  ASSERT_TRUE(replay.status.ok());
+  EXPECT_TRUE(replay.duplicate);
+  core->shutdown();
+  EXPECT_EQ(core->counters().batches_stored, 1u);
+  EXPECT_EQ(core->counters().batches_duplicate, 1u);
+}
+
+TEST(CollectorCore, StreamRejectsRepeatsAndStepsBackButNotOtherAgents) {
+  auto core = open_core((temp_dir("core_order") / "store.db").string());
+  IngestStream stream(*core);
+  std::promise<void> stored;
+  bool may_continue = false;
+  ASSERT_TRUE(stream.submit(decoded(make_batch("run", "agent", 9)), [&](const IngestResult&) { stored.set_value(); },
+                            [] {}, may_continue)
+                  .ok());
+  EXPECT_TRUE(may_continue);
+  stored.get_future().wait();
+  Status status = stream.submit(decoded(make_batch("run", "agent", 7, 100)), [](const IngestResult&) {}, [] {},
+                                may_continue);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "run run agent agent: sequence 7 after 9 on this stream (sequences must increase within a stream)");
+  status = stream.submit(decoded(make_batch("run", "agent", 9)), [](const IngestResult&) {}, [] {}, may_continue);
+  EXPECT_EQ(status.message(),
+            "run run agent agent: sequence 9 after 9 on this stream (sequences must increase within a stream)");
+  // Another agent on the same stream has its own order; a new stream starts afresh.
+  EXPECT_TRUE(stream.submit(decoded(make_batch("run", "other", 1)), [](const IngestResult&) {}, [] {}, may_continue)
+                  .ok());
+  IngestStream reconnected(*core);
+  std::promise<IngestResult> replayed;
+  ASSERT_TRUE(reconnected
+                  .submit(decoded(make_batch("run", "agent", 9)),
+                          [&](const IngestResult& result) { replayed.set_value(result); }, [] {}, may_continue)
+                  .ok());
+  EXPECT_TRUE(replayed.get_future().get().duplicate);
+}
+
+TEST(CollectorCore, FullQueueAsksTheSenderToWaitThenResumes) {
+  CollectorOptions options;
+  options.queue_budget_bytes = 1;  // every batch fills it
+  auto core = open_core((temp_dir("core_budget") / "store.db").string(), options);
+  std::promise<void> resumed;
+  const bool may_continue =
+      core->submit(decoded(make_batch("run", "agent", 1)), [](const IngestResult&) {}, [&] { resumed.set_value(); });
+  EXPECT_FALSE(may_continue);
+  EXPECT_EQ(resumed.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+}
+
+TEST(CollectorCore, SubscribersGetCommittedEventsAndCountWhatTheyMiss) {
+  CollectorOptions options;
+  options.subscriber_queue_events = 5;  // one batch of make_batch (5 stored events) fits, two do not
+  auto core = open_core((temp_dir("core_subscribe") / "store.db").string(), options);
+  auto follower = core->subscribe("run", [] {});
+  auto other_run = core->subscribe("elsewhere", [] {});
+  ASSERT_TRUE(submit(*core, make_batch("run", "agent", 1)).status.ok());
+  ASSERT_TRUE(submit(*core, make_batch("run", "agent", 2, 10)).status.ok());
+  ASSERT_TRUE(submit(*core, make_batch("run", "agent", 2, 10)).duplicate);  // replays are not offered again
+
+  std::shared_ptr<const EventChunk> chunk;
+  uint64_t skipped = 0;
+  ASSERT_TRUE(follower->take(chunk, skipped));
+  ASSERT_TRUE(chunk);
+  EXPECT_EQ(chunk->events.size(), 5u);
+  EXPECT_EQ(chunk->events[1].event().cast().op(), "aten::linear");
+  EXPECT_EQ(skipped, 5u);
+  EXPECT_FALSE(follower->take(chunk, skipped));
+  EXPECT_FALSE(other_run->take(chunk, skipped));
+  core->shutdown();
+  EXPECT_TRUE(follower->closed());
+}
+
+TEST(CollectorCore, SubmitAfterShutdownIsRefused) {
+  auto core = open_core((temp_dir("core_shutdown") / "store.db").string());
+  core->shutdown();
+  const IngestResult result = submit(*core, make_batch("run", "agent", 1));
+  EXPECT_EQ(result.status.code(), StatusCode::kUnavailable);
+}
+
+TEST(SpoolImport, CorruptFrameIsSkippedAndTheRestStoredOnce) {
+  const auto dir = temp_dir("spool");
+  const auto spool = dir / "spool";
+  const std::string first = testing::frame(make_batch("run", "agent-a", 1).SerializeAsString());
+  std::string corrupted = testing::frame(make_batch("run", "agent-a", 2, 10).SerializeAsString());
+  corrupted[corrupted.size() - 1] ^= 0x5a;  // CRC no longer matches
+  testing::write_segment(spool / "agent-a" / "00000001.cspool",
+                         {first, corrupted,
+                          testing::frame(make_batch("run", "agent-a", 3, 20).SerializeAsString())});
+  testing::write_segment(spool / "agent-b" / "00000001.cspool",
+                         {testing::frame(make_batch("run", "agent-b", 1).SerializeAsString()),
+                          testing::frame("not a batch")});
+
+  auto core = open_core((dir / "store.db").string());
+  SpoolImportReport report = import_spool(*core, {spool.string()}, BatchLimits());
+  EXPECT_EQ(report.agent_dirs, 2u);
+  EXPECT_EQ(report.batches_stored, 3u);
+  EXPECT_EQ(report.events_stored, 18u);  // events of the stored batches, agent stats included
+  EXPECT_EQ(report.frames_skipped, 2u);
+  ASSERT_EQ(report.problems.size(), 2u);
+  EXPECT_NE(report.problems[0].find("agent-a/00000001.cspool at byte " + std::to_string(8 + first.size())),
+            std::string::npos)
+      << report.problems[0];
+  EXPECT_NE(report.problems[0].find("CRC mismatch"), std::string::npos) << report.problems[0];
+  EXPECT_NE(report.problems[1].find("agent-b/00000001.cspool frame 2: not a valid castscope.v1.Batch"),
+            std::string::npos)
+      << report.problems[1];
+  EXPECT_FALSE(report.clean());
+
+  report = import_spool(*core, {spool.string()}, BatchLimits());
+  EXPECT_EQ(report.batches_stored, 0u);
+  EXPECT_EQ(report.batches_duplicate, 3u);
+}
+
+}  // namespace
+}  // namespace castscope::collector

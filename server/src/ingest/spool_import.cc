@@ -1,0 +1,96 @@
+#include "server/src/ingest/spool_import.h"
+
+#include <condition_variable>
+#include <mutex>
+
+#include "common/spool/spool_reader.h"
+
+namespace castscope::collector {
+
+namespace {
+
+// Acknowledgements arrive on the writer thread; the import waits for all.
+class AckTally {
+ public:
+  IngestDone expect(uint64_t events) {
+    std::lock_guard lock(mutex_);
+    ++outstanding_;
+    return [this, events](const IngestResult& result) {
+      std::lock_guard lock(mutex_);
+      if (!result.status.ok()) {
+        ++failed_;
+        failures_.push_back(result.status.message());
+      } else if (result.duplicate) {
+        ++duplicate_;
+      } else {
+        ++stored_;
+        events_ += events;
+      }
+      if (--outstanding_ == 0) all_done_.notify_all();
+    };
+  }
+
+  void wait_and_report(SpoolImportReport& report) {
+    std::unique_lock lock(mutex_);
+    all_done_.wait(lock, [&] { return outstanding_ == 0; });
+    report.batches_stored = stored_;
+    report.batches_duplicate = duplicate_;
+    report.batches_failed = failed_;
+    report.events_stored = events_;
+    for (auto& failure : failures_) report.problems.push_back("store failed: " + failure);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable all_done_;
+  uint64_t outstanding_ = 0, stored_ = 0, duplicate_ = 0, failed_ = 0, events_ = 0;
+  std::vector<std::string> failures_;
+};
+
+void import_agent_dir(CollectorCore& core, const std::string& dir, const BatchLimits& limits, AckTally& tally,
+                      SpoolImportReport& report) {
+  ++report.agent_dirs;
+  for (const std::string& segment : spool::list_segments(dir)) {
+    ++report.segments;
+    spool::SegmentContents contents = spool::read_segment(segment);
+    for (const spool::ReadProblem& problem : contents.problems) {
+      ++report.frames_skipped;
+      report.problems.push_back(problem.str());
+    }
+    if (contents.incomplete_tail) {
+      ++report.frames_skipped;
+      report.problems.push_back(segment + " at byte " + std::to_string(contents.complete_bytes) +
+                                ": ends inside a frame (its writer was killed mid-write, or is still writing)");
+    }
+    for (size_t frame = 0; frame < contents.payloads.size(); ++frame) {
+      DecodedBatch batch;
+      if (Status s = decode_batch(contents.payloads[frame], limits, batch); !s.ok()) {
+        ++report.frames_skipped;
+        report.problems.push_back(segment + " frame " + std::to_string(frame + 1) + ": " + s.message());
+        continue;
+      }
+      const auto events = static_cast<uint64_t>(batch.batch().events_size());
+      core.submit_and_wait_for_room(std::move(batch), tally.expect(events));
+    }
+  }
+}
+
+}  // namespace
+
+SpoolImportReport import_spool(CollectorCore& core, const std::vector<std::string>& paths, const BatchLimits& limits) {
+  SpoolImportReport report;
+  AckTally tally;
+  for (const std::string& path : paths) {
+    if (!spool::list_segments(path).empty()) {
+      import_agent_dir(core, path, limits, tally, report);
+      continue;
+    }
+    const std::vector<std::string> agent_dirs = spool::list_agent_dirs(path);
+    if (agent_dirs.empty()) report.problems.push_back(path + ": no spool segments or agent folders here");
+    for (const std::string& dir : agent_dirs) import_agent_dir(core, dir, limits, tally, report);
+  }
+  tally.wait_and_report(report);
+  return report;
+}
+
+}  // namespace castscope::collector

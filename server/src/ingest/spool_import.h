@@ -1,0 +1,32 @@
+// `castscope-collector load`: imports spool directories (see
+// agent/src/spool_format.h) through the collector core, so validation and
+// dedup are the same as for live streams (loading twice stores once).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/src/batch/batch_validation.h"
+#include "server/src/ingest/collector_core.h"
+
+namespace castscope::collector {
+
+struct SpoolImportReport {
+  uint64_t agent_dirs = 0;
+  uint64_t segments = 0;
+  uint64_t batches_stored = 0;
+  uint64_t batches_duplicate = 0;
+  uint64_t batches_failed = 0;  // valid, but the store failed
+  uint64_t events_stored = 0;
+  uint64_t frames_skipped = 0;  // corrupt, cut off, or not a valid batch
+  std::vector<std::string> problems;  // one per skip: file, byte offset or frame, why
+
+  bool clean() const { return frames_skipped == 0 && batches_failed == 0; }
+};
+
+// Each path is a spool directory (one folder per agent) or one agent folder.
+// Returns once every batch is acknowledged.
+SpoolImportReport import_spool(CollectorCore& core, const std::vector<std::string>& paths, const BatchLimits& limits);
+
+}  // namespace castscope::collector

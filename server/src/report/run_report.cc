@@ -1,0 +1,109 @@
+#include "server/src/report/run_report.h"
+
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "server/src/analysis/analyzers.h"
+#include "server/src/analysis/run_data.h"
+
+namespace castscope::collector {
+namespace {
+
+using json = nlohmann::json;
+
+json run_json(const RunData& run, const std::set<std::string>& devices) {
+  std::set<std::string> commands, torch_versions, policy_hashes;
+  std::set<int32_t> ranks;
+  json agents = json::array();
+  for (const auto& a : run.agents) {
+    if (!a.command.empty()) commands.insert(a.command);
+    if (!a.torch_version.empty()) torch_versions.insert(a.torch_version);
+    if (!a.policy_hash.empty()) policy_hashes.insert(a.policy_hash);
+    if (a.rank >= 0) ranks.insert(a.rank);
+    agents.push_back({{"agent_id", a.agent_id}, {"pid", a.pid}, {"rank", a.rank}, {"local_rank", a.local_rank},
+                      {"world_size", a.world_size}, {"hostname", a.hostname}, {"finished", a.finished},
+                      {"events_recorded", a.events_recorded}, {"events_dropped", a.events_dropped},
+                      {"batches", a.batches}, {"missing_batches", a.missing_batches}});
+  }
+  return {{"run_id", run.run_id},
+          {"commands", commands},
+          {"torch_versions", torch_versions},
+          {"policy_hashes", policy_hashes},
+          {"devices", devices},
+          {"ranks", ranks},
+          {"agents", agents},
+          {"first_seen_unix_ns", run.first_seen_unix_ns},
+          {"last_seen_unix_ns", run.last_seen_unix_ns}};
+}
+
+}  // namespace
+
+Status build_run_report(const std::string& db_path, const std::string& run_id, json& out) {
+  Database db;
+  if (Status s = db.open(db_path, Database::Mode::kReadOnly); !s.ok()) return s;
+  RunData run;
+  if (Status s = load_run_data(db, run_id, run); !s.ok()) return s;
+
+  uint64_t casts = 0, conversions = 0, bytes = 0, hits = 0, misses = 0, stale = 0, ops = 0, op_errors = 0, dropped = 0;
+  std::map<std::string, uint64_t> by_role, by_policy, by_pair, by_mode;
+  std::set<std::string> devices;
+  json sites = json::array();
+  for (const auto& row : run.sites) {
+    casts += row.count;
+    hits += row.hits;
+    misses += row.misses;
+    stale += row.stale_hits;
+    devices.insert(device_name(row.device));
+    if (row.outcome == v1::CAST_OUTCOME_CAST) {
+      conversions += row.count;
+      bytes += row.bytes;
+      by_role[role_name(row.role)] += row.count;
+      by_policy[policy_name(row.policy)] += row.count;
+      by_pair[dtype_name(row.src) + "->" + dtype_name(row.dst)] += row.count;
+      by_mode[mode_name(row.mode)] += row.count;
+    }
+    sites.push_back({{"site", site_json(row.site)}, {"mode", mode_name(row.mode)}, {"role", role_name(row.role)},
+                     {"policy", policy_name(row.policy)}, {"src_dtype", dtype_name(row.src)},
+                     {"dst_dtype", dtype_name(row.dst)}, {"outcome", outcome_name(row.outcome)},
+                     {"count", row.count}, {"bytes", row.bytes}, {"cache_hits", row.hits},
+                     {"stale_hits", row.stale_hits}});
+  }
+  json op_rows = json::array();
+  for (const auto& row : run.ops) {
+    ops += row.calls;
+    op_errors += row.errors;
+    json outputs = json::object();
+    for (const auto& [dtype, n] : row.output_dtypes) outputs[dtype_name(dtype)] = n;
+    op_rows.push_back({{"op", row.op}, {"policy", policy_name(row.policy)}, {"calls", row.calls},
+                       {"errors", row.errors}, {"cpu_time_ns", row.cpu_time_ns}, {"output_dtypes", outputs}});
+  }
+  for (const auto& a : run.agents) dropped += a.events_dropped;
+
+  json findings = json::array();
+  for (const auto& f : analyze_run(run)) findings.push_back(finding_json(f));
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  out = {{"report_version", 1},
+         {"generated_unix_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()},
+         {"run", run_json(run, devices)},
+         {"totals",
+          {{"casts", casts},
+           {"conversions", conversions},
+           {"ops", ops},
+           {"op_errors", op_errors},
+           {"bytes_cast", bytes},
+           {"events_dropped", dropped},
+           {"casts_by_role", by_role},
+           {"casts_by_policy", by_policy},
+           {"casts_by_dtype_pair", by_pair},
+           {"casts_by_mode", by_mode},
+           {"cache",
+            {{"hits", hits}, {"misses", misses}, {"stale_hits", stale}, {"max_live_casts", run.max_live_casts},
+             {"max_live_bytes", run.max_live_bytes}}}}},
+         {"sites", sites},
+         {"ops", op_rows},
+         {"findings", findings}};
+  return Status();
+}
+
+}  // namespace castscope::collector

@@ -1,0 +1,17 @@
+// The JSON audit report of one run (schema: docs/schema/report.schema.json):
+// metadata, totals, per-site and per-op tables, findings. Metadata and
+// counts only, never tensor contents.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "server/src/store/sqlite_store.h"
+#include "server/src/status.h"
+
+namespace castscope::collector {
+
+// Reads `run_id` from the store at `db_path` (read-only) and builds its report.
+Status build_run_report(const std::string& db_path, const std::string& run_id, nlohmann::json& out);
+
+}  // namespace castscope::collector

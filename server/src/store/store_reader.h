@@ -1,0 +1,51 @@
+// Reads the store for the Query service and `castscope-collector query`.
+// Its own read-only connection: under WAL it reads committed data while a
+// writer (in this process or another) goes on. Not thread-safe; one per user
+// or behind a mutex.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "castscope/v1/transport.pb.h"
+#include "server/src/store/sqlite_store.h"
+#include "server/src/status.h"
+
+namespace castscope::collector {
+
+inline constexpr uint32_t kMaxQueryEvents = 10000;
+
+class StoreReader {
+ public:
+  static Status open(const std::string& path, std::unique_ptr<StoreReader>& out);
+
+  Status list_runs(castscope::v1::ListRunsResponse& out);
+  // Events of one run, ordered by agent (first seen first), then seq.
+  Status query_events(const castscope::v1::EventFilter& filter, castscope::v1::QueryEventsResponse& out);
+  Status list_sequences(const castscope::v1::ListSequencesRequest& request,
+                        castscope::v1::ListSequencesResponse& out);
+  Status list_findings(const castscope::v1::ListFindingsRequest& request,
+                       castscope::v1::ListFindingsResponse& out);
+
+ private:
+  struct AgentRef {
+    int64_t id;
+    std::string agent_id;
+  };
+  Status find_agents(const std::string& run_id, const std::string& agent_id, std::vector<AgentRef>& out);
+  Status resolve_string(int64_t id, std::string& out);
+  Status resolve_location(int64_t id, castscope::v1::SourceLocation& out);
+  Status read_kind(castscope::v1::EventFilter::Kind kind, const AgentRef& agent, const std::string& where,
+                   uint64_t after_seq, uint32_t limit, std::vector<castscope::v1::StoredEvent>& out);
+
+  Database db_;
+  // Per query: resolved ids (bounded by the distinct strings of the store).
+  std::unordered_map<int64_t, std::string> strings_;
+  std::unordered_map<int64_t, castscope::v1::SourceLocation> locations_;
+};
+
+}  // namespace castscope::collector

@@ -1,0 +1,359 @@
+#include <gtest/gtest.h>
+#include <google/protobuf/util/message_differencer.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "server/src/batch/batch_validation.h"
+#include "server/testing/test_batches.h"
+#include "server/src/store/event_columns.h"
+#include "server/src/store/sqlite_store.h"
+#include "server/src/store/store_reader.h"
+#include "server/src/store/store_writer.h"
+#include "server/src/batch/stored_events.h"
+
+namespace castscope::collector {
+namespace {
+
+using testing::make_batch;
+using testing::temp_dir;
+
+Status store(StoreWriter& writer, const v1::Batch& batch, bool& duplicate) {
+  if (Status s = writer.begin(); !s.ok()) return s;
+  if (Status s = writer.store_batch(batch, 1000, duplicate); !s.ok()) return s;
+  return writer.commit();
+}
+
+v1::QueryEventsResponse query(const std::string& db, const v1::EventFilter& filter) {
+  std::unique_ptr<StoreReader> reader;
+  EXPECT_TRUE(StoreReader::open(db, reader).ok());
+  v1::QueryEventsResponse response;
+  const Status status = reader->query_events(filter, response);
+  EXPECT_TRUE(status.ok()) << status.message();
+  return response;
+}
+
+TEST(SqliteStore, RoundTripResolvesStringsAndLocations) {
+  const std::string db = (temp_dir("roundtrip") / "store.db").string();
+  const v1::Batch batch = make_batch("run-1", "agent-1", 1);
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = true;
+    const Status status = store(*writer, batch, duplicate);
+    ASSERT_TRUE(status.ok()) << status.message();
+    EXPECT_FALSE(duplicate);
+  }
+  v1::EventFilter filter;
+  filter.set_run_id("run-1");
+  const v1::QueryEventsResponse response = query(db, filter);
+
+  // What the store gives back is what a subscriber is given: the batch's events, resolved.
+  std::vector<v1::StoredEvent> expected;
+  resolve_batch_events(batch, expected);
+  ASSERT_EQ(response.events_size(), static_cast<int>(expected.size()));
+  EXPECT_FALSE(response.truncated());
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(response.events(static_cast<int>(i)), expected[i]))
+        << "event " << i << "\nstored:   " << response.events(static_cast<int>(i)).ShortDebugString()
+        << "\nexpected: " << expected[i].ShortDebugString();
+  const v1::CastEvent& cast = response.events(1).event().cast();
+  EXPECT_EQ(cast.op(), "aten::linear");
+  EXPECT_EQ(cast.arg_name(), "weight");
+  EXPECT_EQ(cast.location().file(), "/src/model.py");
+  ASSERT_EQ(cast.location().stack_size(), 2);
+  EXPECT_EQ(cast.location().stack(1), "/src/train.py:7 <module>");
+  EXPECT_EQ(cast.shape(2), 1LL << 40);
+}
+
+TEST(SqliteStore, FiltersByKindOpSiteAndPages) {
+  const std::string db = (temp_dir("filters") / "store.db").string();
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "a", 1, 1), duplicate).ok());
+    ASSERT_TRUE(store(*writer, make_batch("run", "b", 1, 1), duplicate).ok());
+  }
+  v1::EventFilter filter;
+  filter.set_run_id("run");
+  filter.set_kind(v1::EventFilter::KIND_CAST);
+  EXPECT_EQ(query(db, filter).events_size(), 6);
+  filter.set_agent_id("b");
+  EXPECT_EQ(query(db, filter).events_size(), 3);
+  filter.set_file("/src/model.py");
+  filter.set_line(42);
+  EXPECT_EQ(query(db, filter).events_size(), 2);  // the third cast has no location
+  filter.set_line(43);
+  EXPECT_EQ(query(db, filter).events_size(), 0);
+  filter.clear_file();
+  filter.clear_line();
+  filter.set_op("aten::nothing");
+  EXPECT_EQ(query(db, filter).events_size(), 0);
+
+  v1::EventFilter page;
+  page.set_run_id("run");
+  page.set_agent_id("a");
+  page.set_limit(2);
+  v1::QueryEventsResponse first = query(db, page);
+  ASSERT_EQ(first.events_size(), 2);
+  EXPECT_TRUE(first.truncated());
+  page.set_after_seq(first.events(1).event().cast().seq());
+  v1::QueryEventsResponse second = query(db, page);
+  ASSERT_EQ(second.events_size(), 2);
+  EXPECT_EQ(second.events(0).event().cast().seq(), 3u);
+}
+
+TEST(SqliteStore, SameBatchTwiceIsStoredOnce) {
+  const std::string db = (temp_dir("dedup") / "store.db").string();
+  std::unique_ptr<StoreWriter> writer;
+  ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+  bool duplicate = false;
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  EXPECT_FALSE(duplicate);
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  EXPECT_TRUE(duplicate);
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 3, 100), duplicate).ok());
+  EXPECT_FALSE(duplicate);
+
+  std::unique_ptr<StoreReader> reader;
+  ASSERT_TRUE(StoreReader::open(db, reader).ok());
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(reader->list_runs(runs).ok());
+  ASSERT_EQ(runs.runs_size(), 1);
+  ASSERT_EQ(runs.runs(0).agents_size(), 1);
+  const v1::AgentSummary& agent = runs.runs(0).agents(0);
+  EXPECT_EQ(agent.batches(), 2u);
+  EXPECT_EQ(agent.casts(), 6u);
+  EXPECT_EQ(agent.ops(), 2u);
+  EXPECT_EQ(agent.cache_samples(), 2u);
+  EXPECT_EQ(agent.first_sequence(), 1u);
+  EXPECT_EQ(agent.last_sequence(), 3u);
+  EXPECT_EQ(agent.missing_sequences(), 1u);
+  EXPECT_EQ(agent.events_recorded_total(), 30u);
+  EXPECT_EQ(agent.events_dropped_total(), 3u);
+  EXPECT_EQ(agent.identity().hostname(), "host");
+  EXPECT_EQ(agent.identity().rank(), -1);
+
+  v1::ListSequencesRequest request;
+  request.set_run_id("run");
+  request.set_agent_id("agent");
+  v1::ListSequencesResponse sequences;
+  ASSERT_TRUE(reader->list_sequences(request, sequences).ok());
+  EXPECT_EQ(std::vector<uint64_t>(sequences.batch_sequences().begin(), sequences.batch_sequences().end()),
+            (std::vector<uint64_t>{1, 3}));
+}
+
+TEST(SqliteStore, DataAndDedupSurviveReopening) {
+  const std::string db = (temp_dir("reopen") / "store.db").string();
+  bool duplicate = false;
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  }
+  {
+    std::unique_ptr<StoreWriter> writer;
+    const Status status = StoreWriter::open(db, writer);
+    ASSERT_TRUE(status.ok()) << status.message();
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+    EXPECT_TRUE(duplicate);
+    v1::Batch final_batch = make_batch("run", "agent", 2, 50);
+    final_batch.set_final(true);
+    ASSERT_TRUE(store(*writer, final_batch, duplicate).ok());
+    EXPECT_FALSE(duplicate);
+  }
+  std::unique_ptr<StoreReader> reader;
+  ASSERT_TRUE(StoreReader::open(db, reader).ok());
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(reader->list_runs(runs).ok());
+  ASSERT_EQ(runs.runs_size(), 1);
+  EXPECT_EQ(runs.runs(0).agents(0).batches(), 2u);
+  EXPECT_EQ(runs.runs(0).agents(0).casts(), 6u);
+  EXPECT_TRUE(runs.runs(0).agents(0).finished());
+}
+
+TEST(SqliteStore, OneWriterPerFile) {
+  const std::string db = (temp_dir("onewriter") / "store.db").string();
+  std::unique_ptr<StoreWriter> first, second;
+  ASSERT_TRUE(StoreWriter::open(db, first).ok());
+  const Status status = StoreWriter::open(db, second);
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), db + ": another castscope-collector is writing this store");
+}
+
+TEST(SqliteStore, RefusesFilesThatAreNotItsStore) {
+  const auto dir = temp_dir("badfiles");
+  const std::string text = (dir / "notes.txt").string();
+  std::ofstream(text) << "this is not a database, just some text that is long enough to have a header........";
+  std::unique_ptr<StoreWriter> writer;
+  Status status = StoreWriter::open(text, writer);
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), text + ": not an SQLite database (is it the right file?)");
+
+  std::unique_ptr<StoreReader> reader;
+  status = StoreReader::open((dir / "missing.db").string(), reader);
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(status.message(), (dir / "missing.db").string() + ": no such file (no castscope store here)");
+
+  // Another program's SQLite file, and a castscope store of another schema version.
+  const std::string other = (dir / "other.db").string();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(other.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t(x)", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  status = StoreWriter::open(other, writer);
+  EXPECT_EQ(status.message(), other + ": an SQLite database but not a castscope store (application_id 0)");
+
+  const std::string newer = (dir / "newer.db").string();
+  { ASSERT_TRUE(StoreWriter::open(newer, writer).ok()); }
+  writer.reset();
+  ASSERT_EQ(sqlite3_open(newer.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=7", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  status = StoreReader::open(newer, reader);
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), newer + ": castscope store schema version 7, this collector reads version " + std::to_string(kSchemaVersion));
+}
+
+TEST(SqliteStore, ViewsUnpackTheCodes) {
+  const std::string db = (temp_dir("views") / "store.db").string();
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  }
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(handle,
+                               "SELECT seq, policy, src_dtype, dst_dtype, outcome, device_type, role, cache, mode, "
+                               "phase, shape_truncated, round_trip FROM cast_rows WHERE seq = 3",
+                               -1, &statement, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
+  const int64_t expected[] = {3,
+                              v1::CAST_POLICY_LOWER_PRECISION_FP,
+                              v1::DTYPE_FLOAT32,
+                              v1::DTYPE_FLOAT16,
+                              v1::CAST_OUTCOME_CAST,
+                              v1::DEVICE_TYPE_CUDA,
+                              v1::ROLE_WEIGHT,
+                              v1::CACHE_OUTCOME_STALE_HIT,
+                              v1::EXECUTION_MODE_EAGER,
+                              v1::PHASE_BACKWARD,
+                              1,
+                              1};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(sqlite3_column_int64(statement, i), expected[i]) << "column " << i;
+  sqlite3_finalize(statement);
+  ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT policy, device_type, output_dtype, phase, probe_reason FROM op_rows", -1, &statement,
+                               nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(statement, 1), v1::DEVICE_TYPE_CUDA);
+  EXPECT_EQ(sqlite3_column_int64(statement, 2), v1::DTYPE_FLOAT16);
+  EXPECT_EQ(sqlite3_column_int64(statement, 3), v1::PHASE_FORWARD);
+  EXPECT_EQ(sqlite3_column_int64(statement, 4), v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST);
+  sqlite3_finalize(statement);
+  sqlite3_close(handle);
+}
+
+// thread, arg_index and list_index share casts.slot: the reader and the view
+// give back what was sent, at both ends of each range.
+TEST(SqliteStore, PackedSlotRoundTripsAtItsLimits) {
+  const std::string db = (temp_dir("slot") / "store.db").string();
+  v1::Batch batch = make_batch("run", "agent", 1);
+  v1::CastEvent& high = *batch.mutable_events(1)->mutable_cast();
+  high.set_thread(kSlotThreadLimit - 1);
+  high.set_arg_index(kSlotArgIndexLimit - 1);
+  high.set_list_index(kSlotListIndexLimit - 1);
+  v1::CastEvent& low = *batch.mutable_events(2)->mutable_cast();
+  low.set_thread(0);
+  low.set_arg_index(0);
+  low.set_list_index(-1);
+  ASSERT_TRUE(validate_batch(batch, BatchLimits()).ok());
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, batch, duplicate).ok());
+  }
+  v1::EventFilter filter;
+  filter.set_run_id("run");
+  filter.set_kind(v1::EventFilter::KIND_CAST);
+  const v1::QueryEventsResponse response = query(db, filter);
+  ASSERT_GE(response.events_size(), 2);
+  const v1::CastEvent& got_high = response.events(0).event().cast();
+  const v1::CastEvent& got_low = response.events(1).event().cast();
+  EXPECT_EQ(got_high.thread(), kSlotThreadLimit - 1);
+  EXPECT_EQ(got_high.arg_index(), kSlotArgIndexLimit - 1);
+  EXPECT_EQ(got_high.list_index(), kSlotListIndexLimit - 1);
+  EXPECT_EQ(got_low.thread(), 0u);
+  EXPECT_EQ(got_low.arg_index(), 0u);
+  EXPECT_EQ(got_low.list_index(), -1);
+
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT thread, arg_index, list_index FROM cast_rows ORDER BY seq", -1,
+                               &statement, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(statement, 0), kSlotThreadLimit - 1);
+  EXPECT_EQ(sqlite3_column_int64(statement, 1), kSlotArgIndexLimit - 1);
+  EXPECT_EQ(sqlite3_column_int64(statement, 2), kSlotListIndexLimit - 1);
+  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(statement, 0), 0);
+  EXPECT_EQ(sqlite3_column_int64(statement, 1), 0);
+  EXPECT_EQ(sqlite3_column_int64(statement, 2), -1);
+  sqlite3_finalize(statement);
+  sqlite3_close(handle);
+}
+
+// Checkpoints run off the writer's thread, and a writer that never pauses
+// still keeps the WAL bounded (it waits past max_frames for a rewind).
+TEST(WalCheckpointer, KeepsTheWalBoundedUnderContinuousWrites) {
+  const std::string db = (temp_dir("checkpointer") / "store.db").string();
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(handle,
+                         "PRAGMA page_size=4096; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                         "CREATE TABLE t(id INTEGER PRIMARY KEY, payload BLOB)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  WalCheckpointer::Options options;
+  options.start_frames = 20;
+  options.max_frames = 100;
+  WalCheckpointer checkpointer;
+  ASSERT_TRUE(checkpointer.start(handle, db, options).ok());
+  sqlite3_stmt* insert = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(handle, "INSERT INTO t(payload) VALUES (zeroblob(3000))", -1, &insert, nullptr),
+            SQLITE_OK);
+  uintmax_t largest_wal = 0;
+  for (int transaction = 0; transaction < 200; ++transaction) {
+    checkpointer.before_begin();
+    ASSERT_EQ(sqlite3_exec(handle, "BEGIN", nullptr, nullptr, nullptr), SQLITE_OK);
+    for (int row = 0; row < 10; ++row) {  // ~10 pages per transaction
+      ASSERT_EQ(sqlite3_step(insert), SQLITE_DONE);
+      sqlite3_reset(insert);
+    }
+    ASSERT_EQ(sqlite3_exec(handle, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+    checkpointer.after_commit();
+    largest_wal = std::max(largest_wal, std::filesystem::file_size(db + "-wal"));
+  }
+  sqlite3_finalize(insert);
+  checkpointer.stop();
+  EXPECT_GT(checkpointer.checkpoints(), 0u);
+  // max_frames plus one transaction, with the WAL's frame headers.
+  EXPECT_LE(largest_wal, uintmax_t{32} + (100 + 2 * 12) * (4096 + 24));
+  sqlite3_stmt* count = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT count(*) FROM t", -1, &count, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(count), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(count, 0), 2000);
+  sqlite3_finalize(count);
+  sqlite3_close(handle);
+}
+
+}  // namespace
+}  // namespace castscope::collector

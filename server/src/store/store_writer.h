@@ -1,0 +1,125 @@
+// Writes validated batches into the store. One thread only (the collector's
+// writer): batches are grouped into transactions by the caller (begin, any
+// number of store_batch, commit). Strings, locations, runs and agents are
+// cached in memory (bounded by how many distinct ones exist, not by run
+// length) so that event rows are written with integers only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "castscope/v1/transport.pb.h"
+#include "server/src/store/sqlite_store.h"
+#include "server/src/status.h"
+
+namespace castscope::collector {
+
+// INSERT OR IGNORE of many rows per statement (256, then 16, then 1):
+// SQLite's per-statement cost dominates single-row inserts, and still shows
+// with 64 rows.
+class MultiRowInsert {
+ public:
+  Status prepare(sqlite3* db, const std::string& table, const std::vector<std::string>& columns);
+
+  // Inserts rows [0, count); bind_row(statement, first_parameter, row) binds
+  // one row's columns. `inserted` grows by the rows really written (a row
+  // whose id exists already is ignored).
+  template <typename BindRow>
+  Status insert(size_t count, BindRow&& bind_row, int64_t& inserted) {
+    size_t row = 0;
+    for (size_t k = 0; k < kRowsPerStatement.size(); ++k) {
+      const size_t rows = kRowsPerStatement[k];
+      Statement& statement = statements_[k];
+      for (; count - row >= rows; row += rows) {
+        for (size_t r = 0; r < rows; ++r) bind_row(statement, static_cast<int>(r) * columns_ + 1, row + r);
+        Status error;
+        statement.step(error);
+        sqlite3_reset(statement.get());
+        if (!error.ok()) return error;
+        inserted += sqlite3_changes(db_);
+      }
+    }
+    return {};
+  }
+
+ private:
+  static constexpr std::array<size_t, 3> kRowsPerStatement = {256, 16, 1};
+  sqlite3* db_ = nullptr;
+  int columns_ = 0;
+  std::array<Statement, 3> statements_;
+};
+
+// One row of the findings table: the analyzers' output for a run.
+struct StoredFinding {
+  std::string kind, severity, summary;
+  std::string details_json;  // the whole finding, as in the report
+};
+
+class StoreWriter {
+ public:
+  static Status open(const std::string& path, std::unique_ptr<StoreWriter>& out);
+
+  Status begin();
+  // Within a transaction. `duplicate`: this (run, agent, sequence) was
+  // stored before; nothing is written.
+  Status store_batch(const castscope::v1::Batch& batch, uint64_t received_unix_ns, bool& duplicate);
+  Status commit();
+  // Within a transaction: the findings of `run_id` become `findings` (a run
+  // not stored keeps none).
+  Status replace_findings(const std::string& run_id, const std::vector<StoredFinding>& findings);
+  // Undoes the transaction and forgets the caches (they may hold its ids).
+  void rollback();
+
+  const std::string& path() const { return db_.path(); }
+  // Any thread: see WalCheckpointer::behind.
+  bool checkpoint_behind() const { return checkpointer_.behind(); }
+
+ private:
+  struct AgentRow {
+    int64_t id = 0;
+    int64_t batches = 0, casts = 0, ops = 0, cache_samples = 0;
+    int64_t first_sequence = 0, last_sequence = 0;
+    int64_t events_recorded_total = 0, events_dropped_total = 0, internal_errors = 0;
+    bool finished = false;
+    bool dirty = false;
+  };
+  struct RunRow {
+    int64_t id = 0;
+    uint64_t last_seen_unix_ns = 0;
+    bool dirty = false;
+  };
+  struct PendingRow {
+    const castscope::v1::Event* event;
+    int64_t id, op, arg_name, location;
+  };
+
+  Status prepare_statements();
+  Status find_or_create_run(const std::string& run_id, uint64_t now_unix_ns, RunRow*& out);
+  Status find_or_create_agent(const castscope::v1::Batch& batch, uint64_t now_unix_ns, AgentRow*& out);
+  Status intern_string(const std::string& text, int64_t& id);
+  Status intern_location(const castscope::v1::SourceLocation& location, int64_t& id);
+  Status insert_events(const castscope::v1::Batch& batch, AgentRow& agent);
+
+  Database db_;
+  WalCheckpointer checkpointer_;  // declared after db_: stops before the writer connection closes
+  Statement begin_, commit_, rollback_;
+  Statement insert_batch_, find_run_, insert_run_, update_run_, find_agent_, insert_agent_, update_agent_;
+  Statement find_string_, insert_string_, find_location_, insert_location_;
+  MultiRowInsert casts_, ops_, cache_samples_;
+
+  std::unordered_map<std::string, int64_t> string_ids_;
+  std::unordered_map<std::string, int64_t> location_ids_;  // key: location_key()
+  std::unordered_map<std::string, RunRow> runs_;
+  std::unordered_map<std::string, AgentRow> agents_;  // key: run_id '\x1f' agent_id
+  std::vector<AgentRow*> dirty_agents_;
+  std::vector<RunRow*> dirty_runs_;
+  // Reused per batch: rows of each kind, global ids of the batch's strings/locations.
+  std::vector<PendingRow> casts_pending_, ops_pending_, samples_pending_;
+  std::vector<int64_t> batch_string_ids_, batch_location_ids_;
+};
+
+}  // namespace castscope::collector
