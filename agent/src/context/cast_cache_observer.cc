@@ -5,11 +5,6 @@
 
 namespace castscope {
 
-CastCacheObserver& CastCacheObserver::instance() {
-  static CastCacheObserver* observer = new CastCacheObserver();  // leaked: used until the last op
-  return *observer;
-}
-
 bool CastCacheObserver::cacheable(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device) {
   return at::autocast::is_eligible(source, device) && source.scalar_type() != target &&
          target == at::autocast::get_lower_precision_fp_from_device_type(device) &&

@@ -20,6 +20,7 @@ std::string g_internal_prefix;  // guarded by g_mutex
 // (source, range start) -> (mode, location id). Holding the Source keeps its
 // address from being reused by another source while cached.
 std::map<std::pair<const torch::jit::Source*, size_t>, std::pair<std::shared_ptr<torch::jit::Source>, JitContext>> g_cache;
+const LocationTable* g_cache_table = nullptr;  // the table the cached ids belong to
 
 bool is_internal(const std::string& file) {
   return !g_internal_prefix.empty() && file.rfind(g_internal_prefix, 0) == 0;
@@ -77,7 +78,7 @@ bool inside_disabled_autocast(std::string_view text, size_t offset) {
 
 // Ops the JIT inserts itself (autocast casts, differentiable-graph
 // plumbing) have no range: the nearest enclosing frame with one stands in.
-JitContext resolve(const std::vector<torch::jit::StackEntry>& callstack) {
+JitContext resolve(const std::vector<torch::jit::StackEntry>& callstack, LocationTable& locations) {
   JitContext context;
   context.mode = ExecutionMode::kScript;
   Location location;
@@ -100,7 +101,7 @@ JitContext resolve(const std::vector<torch::jit::StackEntry>& callstack) {
     }
   }
   if (location.function.empty() && !callstack.empty()) location.function = callstack.front().filename;
-  context.location = LocationTable::instance().intern(location);
+  context.location = locations.intern(location);
   return context;
 }
 
@@ -112,7 +113,7 @@ void set_internal_path_prefix(const std::string& prefix) {
   g_cache.clear();
 }
 
-bool current_jit_context(JitContext& out) {
+bool current_jit_context(LocationTable& locations, JitContext& out) {
   const auto callstack = torch::jit::currentCallstack();  // innermost first
   if (callstack.empty()) return false;
   // Cache by the innermost frame that has a source range.
@@ -124,14 +125,18 @@ bool current_jit_context(JitContext& out) {
     }
   }
   if (sourced == nullptr) {
-    out = resolve(callstack);
+    out = resolve(callstack, locations);
     return true;
   }
   const auto source = sourced->range.source();
   const auto key = std::make_pair(source.get(), sourced->range.start());
   std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_cache_table != &locations) {  // ids are per table (a test's own runtime)
+    g_cache.clear();
+    g_cache_table = &locations;
+  }
   auto found = g_cache.find(key);
-  if (found == g_cache.end()) found = g_cache.emplace(key, std::make_pair(source, resolve(callstack))).first;
+  if (found == g_cache.end()) found = g_cache.emplace(key, std::make_pair(source, resolve(callstack, locations))).first;
   out = found->second.second;
   return true;
 }

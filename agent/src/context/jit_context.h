@@ -12,6 +12,7 @@
 #include <string>
 
 #include "agent/src/record/cast_record.h"
+#include "agent/src/record/location_table.h"
 
 namespace castscope {
 
@@ -24,7 +25,8 @@ struct JitContext {
   bool has_source = false;  // false: no frame carried a source range (JIT-inserted ops)
 };
 
-// False when the calling thread is not running TorchScript.
-bool current_jit_context(JitContext& out);
+// False when the calling thread is not running TorchScript. Locations are
+// interned in `locations`.
+bool current_jit_context(LocationTable& locations, JitContext& out);
 
 }  // namespace castscope

@@ -22,11 +22,8 @@
 #include <mutex>
 #include <optional>
 
-#include "agent/src/dispatch/autocast_keys.h"
-#include "agent/src/context/cast_cache_observer.h"
-#include "agent/src/record/event_log.h"
 #include "agent/src/context/jit_context.h"
-#include "agent/src/record/location_table.h"
+#include "agent/src/dispatch/autocast_keys.h"
 #include "agent/src/observers/op_probe.h"
 #include "agent/src/observers/trace_observer.h"
 
@@ -90,12 +87,12 @@ Role role_of(const at::Tensor& t) {
 
 }  // namespace
 
-OpContext current_op_context() {
+OpContext current_op_context(LocationTable& locations) {
   OpContext context;
   if (torch::autograd::get_current_graph_task_id() != -1) context.phase = Phase::kBackward;
   if (torch::jit::tracer::isTracing()) context.mode = ExecutionMode::kTraceRecording;
   JitContext jit;
-  if (context.mode == ExecutionMode::kEager && current_jit_context(jit)) {
+  if (context.mode == ExecutionMode::kEager && current_jit_context(locations, jit)) {
     context.mode = jit.mode;
     // The tracer pauses inside scripted calls: only the bracket knows.
     if (jit.mode == ExecutionMode::kScript && trace_recording_on_this_thread())
@@ -111,9 +108,9 @@ OpContext current_op_context() {
   return context;
 }
 
-void describe_op_context(OpFields& op, c10::DeviceType device) {
+void describe_op_context(OpFields& op, c10::DeviceType device, LocationTable& locations) {
   op.autocast_dtype = to_dtype(at::autocast::get_lower_precision_fp_from_device_type(device));
-  const OpContext context = current_op_context();
+  const OpContext context = current_op_context(locations);
   op.mode = context.mode;
   op.phase = context.phase;
   op.location = context.location;
@@ -135,13 +132,10 @@ void describe_source(CastFields& cast, const at::Tensor& t) {
 }
 
 // A cast record with its identity filled in; the caller adds the decision.
-Record new_cast_record(uint32_t op_id, uint32_t thread, CastPolicy policy, DeviceKind device, const OpContext& context) {
-  Record r{};
-  r.seq = EventLog::instance().next_seq();
-  r.ts_ns = now_ns();
+Record new_cast_record(EventLog& log, uint32_t op_id, uint32_t thread, CastPolicy policy, DeviceKind device,
+                       const OpContext& context) {
+  Record r = log.new_record(RecordKind::kCast, thread);
   r.op_id = op_id;
-  r.thread = thread;
-  r.kind = RecordKind::kCast;
   r.policy = policy;
   r.device = device;
   r.cast.list_index = -1;
@@ -162,9 +156,10 @@ CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::De
 
 class AutocastKernel final : public c10::OperatorKernel {
  public:
-  AutocastKernel(const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id,
+  AutocastKernel(Runtime& runtime, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id,
                  std::optional<c10::OperatorHandle> redispatch)
-      : policy_(entry.policy),
+      : runtime_(runtime),
+        policy_(entry.policy),
         dtype_override_(entry.dtype),
         message_(entry.message),
         device_(device),
@@ -179,7 +174,7 @@ class AutocastKernel final : public c10::OperatorKernel {
       try {
         op_record = begin_op_record(stack);
       } catch (...) {
-        EventLog::instance().count_internal_error();
+        runtime_.events.count_internal_error();
         record = false;
       }
     }
@@ -205,7 +200,7 @@ class AutocastKernel final : public c10::OperatorKernel {
       kinds.push_back(classify_arg(arg));
       names.push_back(arg.name());
     }
-    EventLog::instance().set_arg_names(op_id_, std::move(names));
+    runtime_.events.set_arg_names(op_id_, std::move(names));
     kinds_ = std::move(kinds);
   }
 
@@ -331,13 +326,8 @@ class AutocastKernel final : public c10::OperatorKernel {
   }
 
   Record begin_op_record(const torch::jit::Stack* stack) {
-    Record r{};
-    EventLog& log = EventLog::instance();
-    r.seq = log.next_seq();
-    r.ts_ns = now_ns();
+    Record r = runtime_.events.new_record(RecordKind::kOp);
     r.op_id = op_id_;
-    r.thread = log.thread_id();
-    r.kind = RecordKind::kOp;
     r.policy = policy_;
     r.device = device_.kind;
     const c10::IValue* args = stack->data() + (stack->size() - kinds_.size());
@@ -352,7 +342,7 @@ class AutocastKernel final : public c10::OperatorKernel {
       }
     }
     r.op.num_inputs = n;
-    describe_op_context(r.op, device_.device);
+    describe_op_context(r.op, device_.device, runtime_.locations);
     // ATen has no getter for the nesting depth; this pair of calls reads the
     // thread-local counter and leaves it as it was.
     const int nesting = at::autocast::increment_nesting() - 1;
@@ -378,9 +368,9 @@ class AutocastKernel final : public c10::OperatorKernel {
           }
         }
       }
-      EventLog::instance().record(r);
+      runtime_.events.record(r);
     } catch (...) {
-      EventLog::instance().count_internal_error();
+      runtime_.events.count_internal_error();
     }
   }
 
@@ -390,7 +380,7 @@ class AutocastKernel final : public c10::OperatorKernel {
                    std::optional<CastOutcome> forced, const at::Tensor* cached_result = nullptr) noexcept {
     try {
       const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
-      Record r = new_cast_record(op_id_, op_record.thread, policy_, device_.kind, context);
+      Record r = new_cast_record(runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context);
       r.cast.op_seq = op_record.seq;
       r.cast.arg_index = static_cast<uint16_t>(arg_index);
       r.cast.list_index = static_cast<int16_t>(list_index);
@@ -398,19 +388,20 @@ class AutocastKernel final : public c10::OperatorKernel {
       r.cast.dst = to_dtype(target);
       r.cast.outcome = forced.value_or(classify_tensor(t, target, device_.device));
       if (cached_result != nullptr) {
-        const auto seen = CastCacheObserver::instance().observe(t, *cached_result);
+        const auto seen = runtime_.cast_cache.observe(t, *cached_result);
         r.cast.cache = seen.outcome;
         r.cast.source_version = static_cast<uint32_t>(seen.source_version);
         r.cast.cached_version = static_cast<uint32_t>(seen.cached_version);
       }
       describe_source(r.cast, t);
       r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
-      EventLog::instance().record(r);
+      runtime_.events.record(r);
     } catch (...) {
-      EventLog::instance().count_internal_error();
+      runtime_.events.count_internal_error();
     }
   }
 
+  Runtime& runtime_;
   const CastPolicy policy_;
   const DType dtype_override_;
   const std::string message_;
@@ -425,12 +416,17 @@ class AutocastKernel final : public c10::OperatorKernel {
 // aten::_autocast_to_reduced_precision / _autocast_to_full_precision ops.
 // castscope overrides their CompositeImplicitAutograd kernels with wrappers
 // that call the very same ATen implementations and record the cast.
+// The runtime of the registry that installed the JIT cast kernels (free
+// functions, so they find it here).
+std::atomic<Runtime*> g_jit_runtime{nullptr};
+
 void record_jit_cast(uint32_t op_id, CastPolicy policy, const at::Tensor& self, const at::Tensor& result) noexcept {
-  if (!g_record_events.load(std::memory_order_relaxed) || !self.defined()) return;
+  Runtime* runtime = g_jit_runtime.load(std::memory_order_acquire);
+  if (runtime == nullptr || !g_record_events.load(std::memory_order_relaxed) || !self.defined()) return;
+  EventLog& log = runtime->events;
   try {
-    EventLog& log = EventLog::instance();
-    Record r = new_cast_record(op_id, log.thread_id(), policy, self.is_cuda() ? DeviceKind::kCuda : DeviceKind::kCpu,
-                               current_op_context());
+    Record r = new_cast_record(log, op_id, log.thread_id(), policy, self.is_cuda() ? DeviceKind::kCuda : DeviceKind::kCpu,
+                               current_op_context(runtime->locations));
     r.cast.src = to_dtype(self.scalar_type());
     r.cast.dst = to_dtype(result.scalar_type());
     if (result.scalar_type() != self.scalar_type()) {
@@ -443,7 +439,7 @@ void record_jit_cast(uint32_t op_id, CastPolicy policy, const at::Tensor& self, 
     describe_source(r.cast, self);  // cache stays NOT_CACHEABLE: JIT autocast has no cast cache
     log.record(r);
   } catch (...) {
-    EventLog::instance().count_internal_error();
+    log.count_internal_error();
   }
 }
 
@@ -472,16 +468,21 @@ c10::OperatorName parse_operator_name(const std::string& op) {
 
 }  // namespace
 
-DispatchRegistry::DispatchRegistry() = default;
-DispatchRegistry::~DispatchRegistry() = default;
+DispatchRegistry::DispatchRegistry(Runtime& runtime) : runtime_(runtime) {}
+DispatchRegistry::~DispatchRegistry() {
+  libraries_.clear();  // unregisters; the JIT cast kernels stop finding this runtime next
+  Runtime* expected = &runtime_;
+  g_jit_runtime.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+}
 
 std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& policies) {
   std::vector<std::string> errors;
   try {
-    g_reduced_precision_op = EventLog::instance().intern_op("aten::_autocast_to_reduced_precision");
-    EventLog::instance().set_arg_names(g_reduced_precision_op, {"self"});
-    g_full_precision_op = EventLog::instance().intern_op("aten::_autocast_to_full_precision");
-    EventLog::instance().set_arg_names(g_full_precision_op, {"self"});
+    g_reduced_precision_op = runtime_.events.intern_op("aten::_autocast_to_reduced_precision");
+    runtime_.events.set_arg_names(g_reduced_precision_op, {"self"});
+    g_full_precision_op = runtime_.events.intern_op("aten::_autocast_to_full_precision");
+    runtime_.events.set_arg_names(g_full_precision_op, {"self"});
+    g_jit_runtime.store(&runtime_, std::memory_order_release);
     libraries_.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
                                                           c10::DispatchKey::CompositeImplicitAutograd, __FILE__, __LINE__));
     libraries_.back()->impl("_autocast_to_reduced_precision", TORCH_FN(jit_to_reduced_precision));
@@ -511,8 +512,8 @@ std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& po
           libraries_.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, ns, key->key, __FILE__, __LINE__));
           library = libraries_.back().get();
         }
-        const uint32_t op_id = EventLog::instance().intern_op(op);
-        auto kernel = std::make_unique<AutocastKernel>(entry, *key, op_id, std::move(redispatch));
+        const uint32_t op_id = runtime_.events.intern_op(op);
+        auto kernel = std::make_unique<AutocastKernel>(runtime_, entry, *key, op_id, std::move(redispatch));
         AutocastKernel* kept = kernel.get();
         library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
         // The dispatcher calls kernels through a raw pointer: a thread may be

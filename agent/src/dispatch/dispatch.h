@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/src/record/cast_record.h"
+#include "agent/src/context/runtime.h"
 #include "agent/src/policy/policy.h"
+#include "agent/src/record/cast_record.h"
 
 namespace torch {
 class Library;
@@ -50,16 +51,19 @@ struct OpContext {
   Phase phase = Phase::kForward;
   uint32_t location = 0;
 };
-OpContext current_op_context();
+// TorchScript locations are interned in `locations`.
+OpContext current_op_context(LocationTable& locations);
 // An op record's autocast state and context: the region's lower-precision
 // dtype on `device`, mode, phase, location, the devices with autocast on.
-void describe_op_context(OpFields& op, c10::DeviceType device);
+void describe_op_context(OpFields& op, c10::DeviceType device, LocationTable& locations);
 
 DType to_dtype(c10::ScalarType type);
 
+// The kernels record into `runtime`, which must outlive the registry and
+// every call of its kernels (the agent's is the process runtime).
 class DispatchRegistry {
  public:
-  DispatchRegistry();
+  explicit DispatchRegistry(Runtime& runtime);
   ~DispatchRegistry();
   DispatchRegistry(const DispatchRegistry&) = delete;
   DispatchRegistry& operator=(const DispatchRegistry&) = delete;
@@ -70,6 +74,7 @@ class DispatchRegistry {
   size_t registered_ops() const { return registered_; }
 
  private:
+  Runtime& runtime_;
   std::vector<std::unique_ptr<torch::Library>> libraries_;
   size_t registered_ = 0;
 };

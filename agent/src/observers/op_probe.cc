@@ -136,14 +136,11 @@ bool not_covered_by_autocast(ThreadState& s, const c10::OperatorName& name, cons
 
 void emit(const at::RecordFunction& fn, ProbeReason reason, const AutocastDevice& device,
           const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
-  EventLog& log = EventLog::instance();
-  Record r{};
-  r.seq = log.next_seq();
-  r.ts_ns = now_ns();
-  r.kind = RecordKind::kOp;
+  Runtime& runtime = process_runtime();
+  EventLog& log = runtime.events;
+  Record r = log.new_record(RecordKind::kOp);
   const auto name = fn.operator_name();
   r.op_id = log.intern_op(name ? full_name(*name) : std::string(fn.name()));
-  r.thread = log.thread_id();
   r.policy = CastPolicy::kUnspecified;
   r.device = device.kind;
   for (const at::Tensor& t : inputs) {
@@ -152,7 +149,7 @@ void emit(const at::RecordFunction& fn, ProbeReason reason, const AutocastDevice
   }
   r.op.output = outputs.empty() ? DType::kUnspecified : to_dtype(outputs.front().scalar_type());
   r.op.ok = true;
-  describe_op_context(r.op, device.device);
+  describe_op_context(r.op, device.device, runtime.locations);
   r.op.probe = reason;
   log.record(r);
 }
@@ -226,7 +223,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     for (const c10::IValue& value : fn.inputs()) add_tensors(value, inputs->tensors);
     return inputs;
   } catch (...) {
-    EventLog::instance().count_internal_error();
+    process_runtime().events.count_internal_error();
     return nullptr;
   }
 }
@@ -242,7 +239,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
   try {
     inspect(fn, s, static_cast<Inputs*>(context)->tensors);
   } catch (...) {
-    EventLog::instance().count_internal_error();
+    process_runtime().events.count_internal_error();
   }
 }
 

@@ -23,13 +23,9 @@ std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
     if (fn.scope() != at::RecordScope::FUNCTION || !g_record_events.load(std::memory_order_relaxed) ||
         t_autocast_kernel_depth > 0 || any_autocast_enabled())
       return nullptr;
-    EventLog& log = EventLog::instance();
-    Record r{};
-    r.seq = log.next_seq();
-    r.ts_ns = now_ns();
-    r.kind = RecordKind::kOp;
+    EventLog& log = process_runtime().events;
+    Record r = log.new_record(RecordKind::kOp);
     r.op_id = log.intern_op(fn.name());
-    r.thread = log.thread_id();
     r.policy = CastPolicy::kUnspecified;
     r.device = DeviceKind::kUnspecified;
     r.op.ok = true;
@@ -39,7 +35,7 @@ std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
     if (LocationReader reader = g_python_location_reader.load(std::memory_order_acquire)) r.op.location = reader();
     log.record(r);
   } catch (...) {
-    EventLog::instance().count_internal_error();
+    process_runtime().events.count_internal_error();
   }
   return nullptr;
 }

@@ -1,23 +1,54 @@
 #include "agent/src/record/event_log.h"
 
-namespace castscope {
+#include <unordered_map>
 
-// Returns the thread's ring to the pool when the thread exits.
+namespace castscope {
+namespace {
+
+// Logs that live now, by id: a thread gives its ring back only to a live log.
+// Taken when a thread exits or moves to another log, never per record.
+std::mutex& live_logs_mutex() {
+  static auto* mutex = new std::mutex();  // leaked: threads exit after static destruction
+  return *mutex;
+}
+std::unordered_map<uint64_t, EventLog*>& live_logs() {
+  static auto* logs = new std::unordered_map<uint64_t, EventLog*>();
+  return *logs;
+}
+std::atomic<uint64_t> g_next_log_id{1};
+std::atomic<uint32_t> g_next_thread_id{1};
+
+}  // namespace
+
+// The calling thread's ring, and the log it belongs to.
 struct EventLog::ThreadHandle {
   Slot* slot = nullptr;
+  uint64_t log = 0;  // id of the log `slot` belongs to; 0: none yet
   bool tried = false;
+  bool exited = false;
   uint32_t id = 0;
+
+  void give_back() {
+    if (slot == nullptr) return;
+    std::lock_guard<std::mutex> lock(live_logs_mutex());
+    if (auto found = live_logs().find(log); found != live_logs().end()) found->second->release_slot(slot);
+    slot = nullptr;
+  }
   ~ThreadHandle() {
-    if (slot != nullptr) EventLog::instance().release_slot(slot);
-    slot = nullptr;  // a record from a later thread-local destructor is dropped, never
-    tried = true;    // written into a ring another thread may have adopted
+    give_back();
+    exited = true;  // a record from a later thread-local destructor is dropped, never
+    tried = true;   // written into a ring another thread may have adopted
   }
 };
 
-EventLog& EventLog::instance() {
-  // Leaked on purpose: threads exiting after static destruction still reach it.
-  static EventLog* log = new EventLog();
-  return *log;
+EventLog::EventLog() : id_(g_next_log_id.fetch_add(1, std::memory_order_relaxed)) {
+  std::lock_guard<std::mutex> lock(live_logs_mutex());
+  live_logs().emplace(id_, this);
+}
+
+EventLog::~EventLog() {
+  std::lock_guard<std::mutex> lock(live_logs_mutex());
+  live_logs().erase(id_);
 }
 
 void EventLog::configure(size_t ring_records, size_t max_rings) {
@@ -67,13 +98,18 @@ thread_local EventLog::ThreadHandle tls_thread;
 uint32_t EventLog::thread_id() {
   ThreadHandle& handle = tls_thread;
   if (handle.id == 0) [[unlikely]]
-    handle.id = next_thread_id_.fetch_add(1, std::memory_order_relaxed);
+    handle.id = g_next_thread_id.fetch_add(1, std::memory_order_relaxed);
   return handle.id;
 }
 
 void EventLog::record(const Record& record) {
   ThreadHandle& handle = tls_thread;
-  if (handle.slot == nullptr) [[unlikely]] {
+  if (handle.log != id_ || handle.slot == nullptr) [[unlikely]] {
+    if (handle.log != id_ && !handle.exited) {
+      handle.give_back();  // the thread's ring in an earlier log (tests only)
+      handle.log = id_;
+      handle.tried = false;
+    }
     if (!handle.tried) {
       handle.tried = true;
       handle.slot = acquire_slot();

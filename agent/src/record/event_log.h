@@ -10,9 +10,13 @@
 //   ring exists at any time, then `rings_mutex_` briefly to snapshot the list.
 // - Op metadata is appended at registration time under `ops_mutex_` and read
 //   by the exporter under the same mutex; the hot path only carries the id.
-// - Rings are never freed while the process lives: a thread that exits
-//   returns its ring to the pool, and the next new thread adopts it. This
-//   bounds memory by max_rings * ring_records * sizeof(Record).
+// - Rings live as long as their log: a thread that exits returns its ring to
+//   the pool, and the next new thread adopts it. This bounds memory by
+//   max_rings * ring_records * sizeof(Record).
+// - A thread keeps one ring at a time, tagged with its log's id. The agent has
+//   one log for the whole process (Runtime, never destroyed); a test may make
+//   logs of its own one after the other, and a thread that records into a new
+//   log gives back its ring in the old one first, if that log still lives.
 #pragma once
 
 #include <atomic>
@@ -52,7 +56,11 @@ struct EventLogStats {
 
 class EventLog {
  public:
-  static EventLog& instance();
+  EventLog();
+  ~EventLog();
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+
 
   // Before any record; later calls only affect rings not yet created.
   void configure(size_t ring_records, size_t max_rings);
@@ -63,6 +71,17 @@ class EventLog {
   OpMeta op_meta(uint32_t op_id) const;
 
   uint64_t next_seq() { return next_seq_.fetch_add(1, std::memory_order_relaxed); }
+  // A record of `kind` with its header filled in: sequence number, timestamp
+  // and thread (the caller's, unless given). The one place headers are made.
+  Record new_record(RecordKind kind) { return new_record(kind, thread_id()); }
+  Record new_record(RecordKind kind, uint32_t thread) {
+    Record r{};
+    r.seq = next_seq();
+    r.ts_ns = now_ns();
+    r.kind = kind;
+    r.thread = thread;
+    return r;
+  }
 
   // Hot path. Never blocks after the thread's first event, never throws.
   void record(const Record& record);
@@ -100,6 +119,7 @@ class EventLog {
   Slot* acquire_slot();
   void release_slot(Slot* slot);
 
+  const uint64_t id_;  // tags the rings threads hold (see the design note)
   mutable std::mutex ops_mutex_;
   std::deque<OpMeta> ops_;
 
@@ -110,7 +130,6 @@ class EventLog {
 
   std::mutex drain_mutex_;
   std::atomic<uint64_t> next_seq_{1};
-  std::atomic<uint32_t> next_thread_id_{1};
   std::atomic<uint64_t> recorded_{0};
   std::atomic<uint64_t> dropped_total_{0};  // drops with no ring to count in
   mutable std::atomic<uint64_t> ring_drops_{0};

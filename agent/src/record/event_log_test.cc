@@ -16,7 +16,7 @@ Record make(uint64_t seq) {
 }
 
 TEST(EventLog, InternsOpsOnce) {
-  EventLog& log = EventLog::instance();
+  EventLog log;
   const uint32_t a = log.intern_op("test::a");
   EXPECT_EQ(log.intern_op("test::a"), a);
   EXPECT_NE(log.intern_op("test::b"), a);
@@ -25,7 +25,7 @@ TEST(EventLog, InternsOpsOnce) {
 }
 
 TEST(EventLog, ThreadsGetTheirOwnRingsAndEveryRecordIsDrained) {
-  EventLog& log = EventLog::instance();
+  EventLog log;
   log.drain([](const Record&) {});
   const EventLogStats before = log.stats();
   constexpr int kThreads = 4, kPerThread = 1000;

@@ -2,11 +2,6 @@
 
 namespace castscope {
 
-LocationTable& LocationTable::instance() {
-  static LocationTable* table = new LocationTable();  // leaked: used by threads at exit
-  return *table;
-}
-
 LocationTable::LocationTable() { locations_.push_back(Location{}); }
 
 uint32_t LocationTable::intern(const Location& location) {

@@ -31,13 +31,12 @@ struct Location {
 
 class LocationTable {
  public:
-  static LocationTable& instance();
+  LocationTable();
   // Id 0 is "no location" (kind NONE).
   uint32_t intern(const Location& location);
   Location get(uint32_t id) const;
 
  private:
-  LocationTable();
   mutable std::mutex mutex_;
   std::deque<Location> locations_;
   std::unordered_map<std::string, uint32_t> ids_;

@@ -9,7 +9,7 @@ namespace castscope {
 namespace {
 
 TEST(LocationTable, SameSiteSameIdAndZeroIsNone) {
-  LocationTable& table = LocationTable::instance();
+  LocationTable table;
   EXPECT_EQ(table.get(0).kind, LocationKind::kNone);
   const Location site{LocationKind::kPython, "train.py", 10, "step", ""};
   const uint32_t id = table.intern(site);
@@ -23,7 +23,7 @@ TEST(LocationTable, SameSiteSameIdAndZeroIsNone) {
 }
 
 TEST(LocationTable, ConcurrentInterningAgrees) {
-  LocationTable& table = LocationTable::instance();
+  LocationTable table;
   std::vector<uint32_t> ids(4);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)

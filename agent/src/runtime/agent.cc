@@ -20,7 +20,7 @@
 
 #include "agent/src/config/agent_config.h"
 #include "agent/src/export/batch_encoder.h"
-#include "agent/src/context/cast_cache_observer.h"
+#include "agent/src/context/runtime.h"
 #include "agent/src/dispatch/dispatch.h"
 #include "agent/src/runtime/forwarder_launcher.h"
 #include "agent/src/record/event_log.h"
@@ -103,12 +103,9 @@ ProcessIdentity current_identity() {
 }
 
 Record cache_sample_record(SampleTrigger trigger, uint64_t iteration) {
-  const auto sample = CastCacheObserver::instance().sample();
-  Record r{};
-  r.seq = EventLog::instance().next_seq();
-  r.ts_ns = now_ns();
-  r.kind = RecordKind::kCacheSample;
-  r.thread = EventLog::instance().thread_id();
+  Runtime& runtime = process_runtime();
+  const auto sample = runtime.cast_cache.sample();
+  Record r = runtime.events.new_record(RecordKind::kCacheSample);
   r.sample.trigger = trigger;
   r.sample.iteration = iteration;
   r.sample.live_casts = sample.live_casts;
@@ -204,11 +201,11 @@ class Agent {
       writer_.close();
       return 1;
     }
-    EventLog::instance().configure(config.ring_records, config.max_threads);
+    process_runtime().events.configure(config.ring_records, config.max_threads);
     set_internal_path_prefix(config.internal_path_prefix);
     g_record_events.store(config.record_events, std::memory_order_relaxed);
 
-    auto registry = std::make_unique<DispatchRegistry>();
+    auto registry = std::make_unique<DispatchRegistry>(process_runtime());
     std::vector<std::string> registration_errors;
     {
       OverrideWarningFilter filter(c10::WarningUtils::get_warning_handler());
@@ -250,7 +247,7 @@ class Agent {
     registry_.reset();  // native kernels are back from here on
     if (!finished_) write_out_and_close();
     finished_ = false;
-    CastCacheObserver::instance().clear();
+    process_runtime().cast_cache.clear();
     return 0;
   }
 
@@ -293,7 +290,7 @@ class Agent {
     if (!attached() || !g_record_events.load(std::memory_order_relaxed)) return;
     const uint64_t iteration = iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
     // Through the thread's ring, so the sample stays in order with its casts.
-    EventLog::instance().record(cache_sample_record(SampleTrigger::kIteration, iteration));
+    process_runtime().events.record(cache_sample_record(SampleTrigger::kIteration, iteration));
     probe_on_iteration(iteration);
   }
 
@@ -308,7 +305,7 @@ class Agent {
 
   std::string status() {
     std::lock_guard<std::mutex> lock(lifecycle_mutex_);
-    const EventLogStats stats = EventLog::instance().stats();
+    const EventLogStats stats = process_runtime().events.stats();
     json out = {{"attached", registry_ != nullptr},
                 {"ops_registered", registry_ != nullptr ? registry_->registered_ops() : 0},
                 {"events_recorded", stats.recorded},
@@ -333,7 +330,7 @@ class Agent {
       export_until_stopped();
     } catch (...) {
       // Out of memory or a broken file: stop exporting, never kill the job.
-      EventLog::instance().count_internal_error();
+      process_runtime().events.count_internal_error();
       log::error("the exporter stopped after an internal error; events stay in memory until the rings fill");
     }
   }
@@ -347,12 +344,12 @@ class Agent {
       // Drain at the interval, or as soon as a ring is filling up (a burst of
       // small ops). The hot path never signals, so it never pays for a wakeup.
       while (!stop_exporter_ && std::chrono::steady_clock::now() - last_drain < interval &&
-             !EventLog::instance().needs_drain())
+             !process_runtime().events.needs_drain())
         exporter_cv_.wait_for(lock, kRingCheckInterval);
       last_drain = std::chrono::steady_clock::now();
       lock.unlock();
       if (std::chrono::steady_clock::now() >= next_sample) {
-        EventLog::instance().record(cache_sample_record(SampleTrigger::kInterval, iteration_.load()));
+        process_runtime().events.record(cache_sample_record(SampleTrigger::kInterval, iteration_.load()));
         next_sample += std::chrono::milliseconds(config_.cache_sample_interval_ms);
       }
       drain_to_writer();
@@ -371,7 +368,7 @@ class Agent {
     }
     exporter_cv_.notify_all();
     if (exporter_.joinable()) exporter_.join();
-    EventLog::instance().record(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
+    process_runtime().events.record(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
     drain_to_writer();
     write_stats(/*final=*/true);
     std::lock_guard<std::mutex> io(io_mutex_);
@@ -446,14 +443,14 @@ class Agent {
   void ship_batch(bool final) {
     if (!encoder_ || (encoder_->events() == 0 && !final)) return;
     const size_t events = encoder_->events();
-    const EventLogStats stats = EventLog::instance().stats();
+    const EventLogStats stats = process_runtime().events.stats();
     const std::string payload = encoder_->finish(++sequence_, stats.recorded, stats.dropped, final);
     if (spool_.append(payload)) {
       ++batches_written_;
       return;
     }
     --sequence_;  // nothing went out under this number
-    EventLog::instance().count_lost(events);
+    process_runtime().events.count_lost(events);
     if (spool_error_ != spool_.error()) log::error("events lost: " + spool_.error());
     spool_error_ = spool_.error();
   }
@@ -461,7 +458,7 @@ class Agent {
   size_t drain_to_writer() {
     std::lock_guard<std::mutex> io(io_mutex_);
     static const OpMeta no_op;
-    const size_t n = EventLog::instance().drain([this](const Record& record) {
+    const size_t n = process_runtime().events.drain([this](const Record& record) {
       try {
         const bool sample = record.kind == RecordKind::kCacheSample;
         const uint32_t location = sample ? 0 : record.kind == RecordKind::kCast ? record.cast.location : record.op.location;
@@ -472,7 +469,7 @@ class Agent {
           if (encoder_->events() >= config_.batch_events) ship_batch(false);
         }
       } catch (...) {
-        EventLog::instance().count_internal_error();
+        process_runtime().events.count_internal_error();
       }
     });
     writer_.flush();
@@ -483,7 +480,7 @@ class Agent {
   // The stats event; the final one closes the agent's batch stream.
   void write_stats(bool final = false) {
     std::lock_guard<std::mutex> io(io_mutex_);
-    const EventLogStats stats = EventLog::instance().stats();
+    const EventLogStats stats = process_runtime().events.stats();
     if (encoder_) {
       encoder_->add_stats(stats, now_ns());
       ship_batch(final);
@@ -497,7 +494,7 @@ class Agent {
   const OpMeta& op_meta(uint32_t op_id) {
     if (op_id >= op_cache_.size() || op_cache_[op_id].name.empty() || op_cache_[op_id].arg_names.empty()) {
       if (op_id >= op_cache_.size()) op_cache_.resize(op_id + 1);
-      op_cache_[op_id] = EventLog::instance().op_meta(op_id);
+      op_cache_[op_id] = process_runtime().events.op_meta(op_id);
     }
     return op_cache_[op_id];
   }
@@ -505,7 +502,7 @@ class Agent {
   // Locations never change once interned: cache them on the exporter side.
   const Location& location_of(uint32_t id) {
     if (id >= location_cache_.size()) location_cache_.resize(id + 1);
-    if (id != 0 && location_cache_[id].kind == LocationKind::kNone) location_cache_[id] = LocationTable::instance().get(id);
+    if (id != 0 && location_cache_[id].kind == LocationKind::kNone) location_cache_[id] = process_runtime().locations.get(id);
     return location_cache_[id];
   }
 
@@ -588,7 +585,7 @@ void castscope_agent_mark_iteration(void) {
   try {
     Agent::instance().mark_iteration();
   } catch (...) {
-    castscope::EventLog::instance().count_internal_error();
+    castscope::process_runtime().events.count_internal_error();
   }
 }
 
@@ -604,7 +601,7 @@ unsigned castscope_intern_location(int kind, const char* file, unsigned line, co
     location.line = line;
     location.function = function != nullptr ? function : "";
     location.stack = stack != nullptr ? stack : "";
-    return castscope::LocationTable::instance().intern(location);
+    return castscope::process_runtime().locations.intern(location);
   } catch (...) {
     return 0;
   }
@@ -620,7 +617,7 @@ void castscope_agent_trace_recording(int begin) {
       castscope::end_trace_recording();
     }
   } catch (...) {
-    castscope::EventLog::instance().count_internal_error();
+    castscope::process_runtime().events.count_internal_error();
   }
 }
 

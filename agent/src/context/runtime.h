@@ -1,0 +1,24 @@
+// What castscope's kernels and observers record into: the event log (rings
+// and op names), the location table and the cast-cache observer, owned by one
+// object. The agent uses the process's runtime; a C++ test makes its own and
+// registers kernels against it (DispatchRegistry), so it reads back exactly
+// the records its ops made.
+#pragma once
+
+#include "agent/src/context/cast_cache_observer.h"
+#include "agent/src/record/event_log.h"
+#include "agent/src/record/location_table.h"
+
+namespace castscope {
+
+struct Runtime {
+  EventLog events;
+  LocationTable locations;
+  CastCacheObserver cast_cache;
+};
+
+// The process's runtime, made on first use and never destroyed: threads that
+// exit after static destruction, and kernels still in flight at detach, reach it.
+Runtime& process_runtime();
+
+}  // namespace castscope
