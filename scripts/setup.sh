@@ -33,11 +33,20 @@ if ! cmp -s requirements.txt "$stamp"; then
   .venv/bin/pip install -q -r requirements.txt
   cp requirements.txt "$stamp"
 fi
-# Make `import castscope` work in the venv without a build step of its own.
-site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "$ROOT/agent/python" > "$site/castscope.pth"
-printf '#!/bin/sh\nexec "%s/.venv/bin/python" -m castscope "$@"\n' "$ROOT" > .venv/bin/castscope
-chmod +x .venv/bin/castscope
+# The castscope package, editable (agent/python in place) with its console
+# script .venv/bin/castscope; docs/python-package.md. Reinstalled only when
+# pyproject.toml or the checkout's path changes.
+stamp=".venv/.castscope-package"
+if ! { cat agent/python/pyproject.toml; echo "$ROOT"; } | cmp -s - "$stamp" || [ ! -x .venv/bin/castscope ]; then
+  echo "setup: installing the castscope Python package (editable)"
+  # Offline with the venv's setuptools when it can build wheels itself (>= 70.1); else pip fetches one.
+  isolation=(--no-build-isolation)
+  .venv/bin/python -c 'import setuptools.command.bdist_wheel' 2>/dev/null || isolation=()
+  .venv/bin/pip install -q "${isolation[@]}" -e agent/python
+  site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  rm -f "$site/castscope.pth"  # written by earlier versions of this script
+  { cat agent/python/pyproject.toml; echo "$ROOT"; } > "$stamp"
+fi
 
 TORCH_DIR=$(.venv/bin/python -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
 ABI=$(.venv/bin/python -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null)

@@ -1,4 +1,4 @@
-"""castscope command line (for now: `castscope policy check`)."""
+"""`python -m castscope`: the `castscope` command line."""
 import sys
 
 from castscope.cli import main

@@ -30,10 +30,10 @@ class _TorchImportWatcher(importlib.abc.MetaPathFinder):
 
 
 def _attach():
-    import castscope
-
     try:
-        castscope._attach_from_environment()
+        from .attachment import _attach_from_environment
+
+        _attach_from_environment()
     except Exception as e:  # noqa: BLE001 - the job must not fail because of castscope
         message = f"castscope: not attached in pid {os.getpid()}: {e}"
         print(f"[castscope] {message}", file=sys.stderr)

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from . import collector_binary
+from ._native import collector_binary
 
 
 class CollectorError(RuntimeError):

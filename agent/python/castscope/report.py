@@ -1,14 +1,13 @@
-"""`castscope report` and `castscope diff`: the JSON audit report comes from
-the collector (`castscope-collector report`, analyzers included); this
-module prints it for people and compares two runs site by site."""
+"""Audit reports: the JSON report of a run comes from the collector
+(`castscope-collector report`, analyzers included); this module formats it
+for people and compares two runs site by site."""
 from __future__ import annotations
 
 import json
 import pathlib
 import subprocess
-import sys
 
-from . import collector_binary
+from ._native import collector_binary
 
 
 class ReportError(RuntimeError):
@@ -99,30 +98,3 @@ def format_diff(run_a: str, run_b: str, differences: list[dict]) -> str:
         lines.append(f"    A: {describe(d['a'])}")
         lines.append(f"    B: {describe(d['b'])}")
     return "\n".join(lines)
-
-
-def report_command(args) -> int:
-    try:
-        report = load_report(args.db, args.run)
-    except (ReportError, FileNotFoundError) as e:
-        print(f"castscope report: {e}", file=sys.stderr)
-        return 2
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
-    print(format_report(report))
-    return 0
-
-
-def diff_command(args) -> int:
-    try:
-        a = load_report(args.db_a or args.db, args.run_a)
-        b = load_report(args.db_b or args.db, args.run_b)
-    except (ReportError, FileNotFoundError) as e:
-        print(f"castscope diff: {e}", file=sys.stderr)
-        return 2
-    differences = diff_reports(a, b)
-    if args.json:
-        print(json.dumps({"run_a": args.run_a, "run_b": args.run_b, "differences": differences}, indent=2))
-    else:
-        print(format_diff(args.run_a, args.run_b, differences))
-    return 1 if differences else 0

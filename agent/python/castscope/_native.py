@@ -1,0 +1,126 @@
+"""Where castscope's built files are, and the ctypes bindings of
+agent/include/castscope/agent.h (loaded once per process, after torch)."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import pathlib
+
+_PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+_REPO_ROOT = _PACKAGE_DIR.parents[2]  # agent/python/castscope -> the repository (an editable install)
+
+
+class AttachError(RuntimeError):
+    """castscope could not take over autocast; native autocast is untouched."""
+
+
+def _find_built(name: str, build_subdir: str, variable: str) -> pathlib.Path:
+    """A built file: $variable, next to this package, or in build/; the
+    candidates looked at go in the error when none exists."""
+    explicit = os.environ.get(variable)
+    candidates = [pathlib.Path(explicit)] if explicit else []
+    candidates += [_PACKAGE_DIR / name, _REPO_ROOT / "build" / build_subdir / name]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"castscope: {name} not found (looked at {', '.join(str(c) for c in candidates)}); "
+                            f"build it with scripts/setup.sh or set {variable}")
+
+
+def _agent_library_path() -> pathlib.Path:
+    try:
+        return _find_built("libcastscope_agent.so", "agent", "CASTSCOPE_AGENT_LIB")
+    except FileNotFoundError as e:
+        raise AttachError(str(e)) from None
+
+
+def agent_library_path() -> pathlib.Path:
+    return _agent_library_path()
+
+
+def collector_binary() -> pathlib.Path:
+    """castscope-collector: the daemon, spool loader, query and report tool."""
+    return _find_built("castscope-collector", "server", "CASTSCOPE_COLLECTOR_BIN")
+
+
+def _python_reader_path() -> pathlib.Path | None:
+    candidate = _agent_library_path().parent / "libcastscope_python.so"
+    return candidate if candidate.is_file() else None
+
+
+def _torch_dir() -> str:
+    import torch
+
+    return os.path.dirname(torch.__file__) + os.sep
+
+
+_lib = None
+_reader = None
+
+
+def _library():
+    """libcastscope_agent.so, loaded into this process with its signatures
+    declared; raises AttachError when it is not built."""
+    global _lib
+    if _lib is None:
+        import torch  # noqa: F401  (the agent binds to the libtorch already loaded)
+
+        lib = ctypes.CDLL(str(_agent_library_path()))
+        lib.castscope_agent_start.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        lib.castscope_agent_start.restype = ctypes.c_int
+        lib.castscope_agent_stop.restype = ctypes.c_int
+        lib.castscope_agent_flush.restype = ctypes.c_long
+        for name in ("castscope_agent_status", "castscope_policy_check"):
+            getattr(lib, name).restype = ctypes.c_size_t
+        lib.castscope_agent_status.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.castscope_policy_check.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        lib.castscope_agent_mark_iteration.restype = None
+        lib.castscope_agent_set_location_reader.argtypes = [ctypes.c_void_p]
+        lib.castscope_agent_set_location_reader.restype = None
+        lib.castscope_agent_trace_recording.argtypes = [ctypes.c_int]
+        lib.castscope_agent_trace_recording.restype = None
+        lib.castscope_agent_torch_version.restype = ctypes.c_char_p
+        lib.castscope_agent_finish.restype = None
+        _install_location_reader(lib)
+        _lib = lib
+    return _lib
+
+
+def _install_location_reader(lib) -> None:
+    """Source locations for Python processes: a small CPython-aware library
+    the agent calls through a function pointer (the agent never links CPython)."""
+    global _reader
+    path = _python_reader_path()
+    if path is None:
+        return
+    reader = ctypes.PyDLL(str(path))
+    reader.castscope_python_init.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+    reader.castscope_python_init.restype = None
+    stacks = os.environ.get("CASTSCOPE_STACKS", "0") not in ("", "0")
+    reader.castscope_python_init(ctypes.cast(lib.castscope_intern_location, ctypes.c_void_p), _torch_dir().encode(),
+                                 (str(_PACKAGE_DIR) + os.sep).encode(), int(stacks))
+    lib.castscope_agent_set_location_reader(ctypes.cast(reader.castscope_python_location, ctypes.c_void_p))
+    _reader = reader  # keep loaded
+
+
+def _location_reader_pointer():
+    """The Python location reader as a function pointer, or None when libcastscope_python.so is absent."""
+    _library()
+    return None if _reader is None else ctypes.cast(_reader.castscope_python_location, ctypes.c_void_p)
+
+
+def agent_torch_version() -> str:
+    """The torch version the agent was built against."""
+    return _library().castscope_agent_torch_version().decode()
+
+
+def _read_json(call) -> dict:
+    """Calls a `size_t f(char* buf, size_t len)` of agent.h, growing buf until the JSON fits."""
+    size = 1 << 16
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        needed = call(buf, size)
+        if needed < size:
+            return json.loads(buf.value.decode())
+        size = needed + 1

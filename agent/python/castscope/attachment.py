@@ -1,0 +1,191 @@
+"""attach(), attached(), detach() and the Agent handle; also the attachment
+`castscope run` makes from CASTSCOPE_CONFIG. (Not named attach.py: the
+package's `castscope.attach` is the function.)"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import pathlib
+import tempfile
+from typing import Iterator, Sequence
+
+from ._native import AttachError, _library, _location_reader_pointer, _read_json, _torch_dir, agent_torch_version
+from .config import _config, _probe_config
+from .events import read_events, summarize
+
+
+class Agent:
+    """Handle on the attached agent (one per process)."""
+
+    def __init__(self, events_path: pathlib.Path):
+        self.events_path = events_path
+        self._step_hook = None
+        self._external = False
+
+    def flush(self) -> int:
+        return _library().castscope_agent_flush()
+
+    def status(self) -> dict:
+        return _read_json(_library().castscope_agent_status)
+
+    def events(self) -> list[dict]:
+        """Flushes, then returns every event dumped so far."""
+        self.flush()
+        return read_events(self.events_path)
+
+    def casts(self) -> list[dict]:
+        return [e["cast"] for e in self.events() if "cast" in e]
+
+    def ops(self) -> list[dict]:
+        return [e["op"] for e in self.events() if "op" in e]
+
+    def cache_samples(self) -> list[dict]:
+        return [e["cache_sample"] for e in self.events() if "cache_sample" in e]
+
+    def mark_iteration(self) -> None:
+        """Marks an iteration boundary by hand (optimizer steps do it already)."""
+        _library().castscope_agent_mark_iteration()
+
+    def summary(self) -> str:
+        return summarize(self.events())
+
+
+_current: Agent | None = None
+_attached_from_environment = False
+_environment_step_hook = None
+
+
+def _register_step_hook():
+    """Every optimizer step marks an iteration: the agent samples the cast cache then."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    lib = _library()
+    return register_optimizer_step_post_hook(lambda *_: lib.castscope_agent_mark_iteration())
+
+
+def attach(
+    policy_files: Sequence[str] | None = None,
+    overlays: Sequence[str] = (),
+    events_path: str | os.PathLike | None = None,
+    record_events: bool = True,
+    ring_records: int | None = None,
+    max_threads: int | None = None,
+    locations: bool = True,
+    collector: str | None = None,
+    spool_dir: str | os.PathLike | None = None,
+    run_id: str | None = None,
+    probe: bool | dict = True,
+) -> Agent:
+    """Takes over autocast from the policy files (default: policies/ for all
+    devices) plus user overlays. Raises AttachError, with file, line and
+    entry, when a policy is refused; native autocast then keeps working.
+    `locations=False` records no source locations (cheaper). With
+    `collector="host:port"` batches stream to that collector (through a
+    forwarder process; the token, if any, in CASTSCOPE_TOKEN); with
+    `spool_dir` they are kept there (for `castscope load`) until delivered.
+    `probe=False` opens no op probe windows (docs/diagnostics.md: the
+    findings that need ops beyond the autocast kernels); a dict sets their
+    schedule, e.g. {"iterations": 2, "every_iterations": 100, "max_ms": 5000,
+    "every_ms": 60000}.
+    When castscope was attached from outside (castscope run), returns a
+    handle on that."""
+    global _current
+    if _current is not None:
+        raise AttachError("castscope: already attached; call castscope.detach() first")
+    status = _read_json(_library().castscope_agent_status)
+    if status["attached"]:
+        # Attached from outside (castscope run): use that agent as it is.
+        _current = Agent(pathlib.Path(status["events_path"]))
+        _current._external = True
+        _current._step_hook = None if _attached_from_environment else _register_step_hook()
+        return _current
+    if events_path is None:
+        fd, events_path = tempfile.mkstemp(prefix="castscope-", suffix=".jsonl")
+        os.close(fd)
+    events_path = pathlib.Path(events_path)
+    config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads,
+                     collector=collector, spool_dir=None if spool_dir is None else str(spool_dir), run_id=run_id,
+                     **_probe_config(probe))
+    _start(config, locations)
+    _current = Agent(events_path)
+    _current._step_hook = _register_step_hook()
+    return _current
+
+
+def _start(config: dict, locations: bool) -> None:
+    """Starts the agent with `config`; raises AttachError with its message."""
+    lib = _library()
+    lib.castscope_agent_set_location_reader(_location_reader_pointer() if locations else None)
+    err = ctypes.create_string_buffer(1 << 16)
+    if lib.castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
+        raise AttachError(err.value.decode())
+    _bracket_tracing(lib)
+
+
+def _bracket_tracing(lib) -> None:
+    """Tells the agent when torch.jit.trace records (once per process): code
+    inside autocast(enabled=False) is then observed too (trace_observer.cc)."""
+    import functools
+
+    import torch.jit
+
+    if getattr(torch.jit.trace, "_castscope_bracketed", False):
+        return
+
+    def bracketed(trace):
+        @functools.wraps(trace)
+        def recording(*args, **kwargs):
+            lib.castscope_agent_trace_recording(1)
+            try:
+                return trace(*args, **kwargs)
+            finally:
+                lib.castscope_agent_trace_recording(0)
+        recording._castscope_bracketed = True
+        return recording
+
+    torch.jit.trace = bracketed(torch.jit.trace)
+    torch.jit.trace_module = bracketed(torch.jit.trace_module)
+
+
+def _attach_from_environment() -> None:
+    """Attaches with CASTSCOPE_CONFIG (set by `castscope run`); raises AttachError."""
+    global _attached_from_environment, _environment_step_hook
+    import atexit
+
+    import torch
+
+    lib = _library()
+    built_for = agent_torch_version()
+    if built_for.split("+")[0] != torch.__version__.split("+")[0]:
+        raise AttachError(f"the agent was built against torch {built_for} but this process imports torch "
+                          f"{torch.__version__}; rebuild castscope against this torch")
+    config = json.loads(os.environ["CASTSCOPE_CONFIG"])
+    config.setdefault("internal_path_prefix", _torch_dir())
+    config.setdefault("torch_version", torch.__version__)
+    _start(config, locations=True)
+    _attached_from_environment = True
+    _environment_step_hook = _register_step_hook()
+    atexit.register(lib.castscope_agent_finish)  # write what is buffered at exit
+
+
+def detach() -> None:
+    """Restores native autocast and writes the remaining events."""
+    global _current
+    if _current is None:
+        return
+    if _current._step_hook is not None:
+        _current._step_hook.remove()
+    if not _current._external:
+        _library().castscope_agent_stop()  # an outside attachment lives as long as its process
+    _current = None
+
+
+@contextlib.contextmanager
+def attached(*args, **kwargs) -> Iterator[Agent]:
+    agent = attach(*args, **kwargs)
+    try:
+        yield agent
+    finally:
+        detach()

@@ -1,0 +1,53 @@
+"""`castscope report` and `castscope diff` (castscope.report does the work)."""
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+from ..report import ReportError, diff_reports, format_diff, format_report, load_report
+
+_DEFAULT_DB = "castscope-out/castscope.db"
+
+
+def add_parsers(commands) -> None:
+    report = commands.add_parser("report", help="the audit report of a stored run")
+    report.add_argument("run", help="run id (castscope query --db DB runs lists them)")
+    report.add_argument("--db", default=_DEFAULT_DB, help=f"collector database (default: {_DEFAULT_DB})")
+    report.add_argument("--json", metavar="FILE", help="also write the JSON report to FILE")
+    report.set_defaults(handler=report_command)
+    diff = commands.add_parser("diff", help="site-by-site cast differences between two runs")
+    diff.add_argument("run_a")
+    diff.add_argument("run_b")
+    diff.add_argument("--db", default=_DEFAULT_DB, help=f"database of both runs (default: {_DEFAULT_DB})")
+    diff.add_argument("--db-a", help="database of RUN_A, when the runs are in different files")
+    diff.add_argument("--db-b", help="database of RUN_B")
+    diff.add_argument("--json", action="store_true", help="print the differences as JSON")
+    diff.set_defaults(handler=diff_command)
+
+
+def report_command(args) -> int:
+    try:
+        report = load_report(args.db, args.run)
+    except (ReportError, FileNotFoundError) as e:
+        print(f"castscope report: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    print(format_report(report))
+    return 0
+
+
+def diff_command(args) -> int:
+    try:
+        a = load_report(args.db_a or args.db, args.run_a)
+        b = load_report(args.db_b or args.db, args.run_b)
+    except (ReportError, FileNotFoundError) as e:
+        print(f"castscope diff: {e}", file=sys.stderr)
+        return 2
+    differences = diff_reports(a, b)
+    if args.json:
+        print(json.dumps({"run_a": args.run_a, "run_b": args.run_b, "differences": differences}, indent=2))
+    else:
+        print(format_diff(args.run_a, args.run_b, differences))
+    return 1 if differences else 0

@@ -1,0 +1,197 @@
+"""`castscope run`: a command with castscope attached through LD_PRELOAD,
+a collector beside it, and the run's report at the end."""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+
+def add_parsers(commands) -> None:
+    run = commands.add_parser("run", help="run a command with castscope attached")
+    run.add_argument("--policy", dest="policies", action="append", default=[], help="base policy file")
+    run.add_argument("--overlay", dest="overlays", action="append", default=[], help="user overlay, applied last")
+    run.add_argument("--out", default="castscope-out", help="directory for events-<pid>.jsonl (default: castscope-out)")
+    run.add_argument("--stacks", action="store_true", help="record the whole Python stack of every site")
+    run.add_argument("--no-probe", action="store_true",
+                     help="no op probe windows (low-precision-escape, cast-churn and not-autocast need them)")
+    run.add_argument("--collector", help="send events to this collector (HOST:PORT; token in CASTSCOPE_TOKEN) "
+                                         "instead of one started for the job")
+    run.add_argument("--no-jsonl", action="store_true", help="no events-<pid>.jsonl dumps: the collector only")
+    run.add_argument("--ring-records", type=int, default=1 << 14,
+                     help="events buffered per thread between exporter passes (128 bytes each; default 16384)")
+    run.add_argument("--tls-ca", help="CA certificate (PEM) of a --collector that serves TLS")
+    run.add_argument("--run-id", help="name of this run in the collector (default: time and a random suffix)")
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    run.set_defaults(handler=run_command)
+
+
+def _job_torch_version(command: list[str]) -> str | None:
+    """The torch a Python job will import, asked of its own interpreter."""
+    executable = shutil.which(command[0]) or command[0]
+    if not os.path.basename(executable).startswith("python"):
+        return None
+    probe = subprocess.run([executable, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                           text=True, timeout=300)
+    return probe.stdout.strip() if probe.returncode == 0 else None
+
+
+def run_command(args) -> int:
+    from .._native import _PACKAGE_DIR, agent_library_path, agent_torch_version
+    from ..collector import CollectorError, EmbeddedCollector, pending_spool
+    from ..config import default_policy_files
+    from ..events import iter_events, summarize
+    from ..policy import policy_check
+
+    command = args.command
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        print("castscope run: no command given (castscope run [options] -- COMMAND...)", file=sys.stderr)
+        return 2
+    report = policy_check(policy_files=args.policies or None, overlays=args.overlays)
+    if not report["ok"]:
+        print("castscope run: policy refused, the job was not started:", file=sys.stderr)
+        for error in report["errors"] + [f["message"] for f in report["findings"] if f["severity"] == "error"]:
+            print(f"  {error}", file=sys.stderr)
+        return 2
+    agent = agent_library_path()
+    built_for = agent_torch_version()
+    job_torch = _job_torch_version(command)
+    if job_torch is not None and job_torch.split("+")[0] != built_for.split("+")[0]:
+        print(f"castscope run: the agent was built against torch {built_for}, but {command[0]} imports torch "
+              f"{job_torch}; rebuild castscope against that torch (scripts/setup.sh). The job was not started.",
+              file=sys.stderr)
+        return 2
+    preload = agent.parent / "libcastscope_preload.so"
+    out = pathlib.Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in list(out.glob("events-*.jsonl")) + list(out.glob("refused-*.txt")):
+        stale.unlink()
+    spool_dir = out / "spool"
+    spool_dir.mkdir(mode=0o700, exist_ok=True)
+    for stale in spool_dir.glob("*.forwarder.log"):
+        stale.unlink()
+    if pending_spool(spool_dir):
+        print(f"castscope run: {spool_dir} holds batches of an earlier run that were never delivered; load them "
+              f"(castscope load --db DB {spool_dir}) or remove them. The job was not started.", file=sys.stderr)
+        return 2
+    embedded = None
+    collector = args.collector
+    if collector is None:
+        try:
+            embedded = EmbeddedCollector(out / "castscope.db", out / "collector.log")
+        except (CollectorError, FileNotFoundError) as e:
+            print(f"castscope run: cannot start the collector: {e}. The job was not started.", file=sys.stderr)
+            return 2
+        collector = embedded.address
+    run_id = args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    files = list(args.policies or default_policy_files()) + list(args.overlays)
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = " ".join(filter(None, [str(preload), env.get("LD_PRELOAD", "")]))
+    config = {"policy_files": [str(pathlib.Path(f).resolve()) for f in files],
+              "events_path": None if args.no_jsonl else str(out / "events-{pid}.jsonl"),
+              "ring_records": args.ring_records,
+              "collector": collector, "spool_dir": str(spool_dir), "run_id": run_id,
+              "tls_ca": str(pathlib.Path(args.tls_ca).resolve()) if args.tls_ca else None,
+              "command": " ".join(command),
+              "probe": False if args.no_probe else None}
+    env["CASTSCOPE_CONFIG"] = json.dumps({k: v for k, v in config.items() if v is not None})
+    env["CASTSCOPE_AGENT_LIB"] = str(agent)
+    env["CASTSCOPE_STATUS_DIR"] = str(out)
+    package_root = _PACKAGE_DIR.parent  # holds castscope/ and castscope_boot/
+    # Python processes attach from sitecustomize once torch is imported; C++
+    # programs through the preload, just before main.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root / "castscope_boot"), str(package_root),
+                                                      env.get("PYTHONPATH", "")]))
+    if args.stacks:
+        env["CASTSCOPE_STACKS"] = "1"
+    try:
+        job = subprocess.Popen(command, env=env)
+    except OSError as e:
+        print(f"castscope run: cannot start {command[0]}: {e}", file=sys.stderr)
+        if embedded is not None:
+            embedded.stop()
+        return 127
+    while True:
+        try:
+            code = job.wait()
+            break
+        except KeyboardInterrupt:
+            job.send_signal(signal.SIGINT)  # the job decides; we wait for it
+    exit_code = code if code >= 0 else 128 - code
+    _finish_delivery(spool_dir, embedded, run_id, collector)
+    if embedded is not None:
+        _write_report(embedded.db, run_id, out / "report.json")
+    else:
+        skipped: list = []
+        paths = sorted(glob.glob(str(out / "events-*.jsonl")))
+        events = (event for path in paths for event in iter_events(path, skipped))
+        print(summarize(events, skipped), file=sys.stderr)
+    print(f"castscope: events in {out}", file=sys.stderr)
+    refused = sorted(out.glob("refused-*.txt"))
+    for path in refused:
+        print(f"castscope: {path.read_text().strip()}", file=sys.stderr)
+    return 3 if refused and exit_code == 0 else exit_code
+
+
+def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: str) -> None:
+    """Waits for the job's forwarders, stops an embedded collector, says where the events are."""
+    from ..collector import wait_for_delivery
+
+    left = wait_for_delivery(spool_dir, timeout_s=float(os.environ.get("CASTSCOPE_DELIVERY_TIMEOUT_S", "120")))
+    for log in sorted(spool_dir.glob("*.forwarder.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if " error: " in line:
+                print(f"castscope: {line}", file=sys.stderr)
+    if embedded is not None:
+        embedded.stop()
+        print(f"castscope: run {run_id} stored in {embedded.db}", file=sys.stderr)
+        _print_stored(embedded.db, run_id)
+    else:
+        print(f"castscope: run {run_id} sent to the collector at {collector}", file=sys.stderr)
+    if left:
+        print(f"castscope: {len(left)} spool segment(s) were not delivered and stay in {spool_dir}; "
+              f"load them with: castscope load --db DB {spool_dir}", file=sys.stderr)
+
+
+def _write_report(db: pathlib.Path, run_id: str, path: pathlib.Path) -> None:
+    """The run's audit report: JSON in `path`, a summary on the terminal."""
+    from ..report import ReportError, format_report, load_report
+
+    try:
+        report = load_report(db, run_id)
+    except (ReportError, FileNotFoundError) as e:
+        print(f"castscope: no report for run {run_id}: {e}", file=sys.stderr)
+        return
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(format_report(report), file=sys.stderr)
+    print(f"castscope: report in {path}", file=sys.stderr)
+
+
+def _print_stored(db: pathlib.Path, run_id: str) -> None:
+    """Per process: what the collector stored, and what the agent dropped."""
+    from .._native import collector_binary
+
+    result = subprocess.run([str(collector_binary()), "query", "--db", str(db), "runs"],
+                            capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        print(f"castscope: cannot read {db}: {result.stderr.strip()}", file=sys.stderr)
+        return
+    for run in json.loads(result.stdout):
+        if run["run_id"] != run_id:
+            continue
+        for agent in run["agents"]:
+            identity = agent["identity"]
+            rank = f" rank {identity['rank']}" if identity.get("rank", -1) >= 0 else ""
+            print(f"  pid {identity['pid']}{rank}: {agent['casts']} casts, {agent['ops']} ops, "
+                  f"{agent['cache_samples']} cache samples stored; {agent['events_dropped_total']} events dropped"
+                  f"{'' if agent['finished'] else ' (process did not finish normally)'}", file=sys.stderr)

@@ -1,0 +1,37 @@
+"""The JSON configuration the agent takes (castscope_agent_start,
+castscope_policy_check), and the shipped policy files it names by default."""
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Sequence
+
+from ._native import _REPO_ROOT, _torch_dir
+
+
+def policies_dir() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("CASTSCOPE_POLICIES", _REPO_ROOT / "policies"))
+
+
+def default_policy_files(devices: Sequence[str] = ("cpu", "cuda", "xpu", "mps")) -> list[str]:
+    """The native policy lists shipped for the reference torch, one per device."""
+    return [str(policies_dir() / f"{device}.json") for device in devices if (policies_dir() / f"{device}.json").is_file()]
+
+
+def _config(policy_files, overlays, events_path, record_events, **extra) -> dict:
+    import torch
+
+    files = list(policy_files) if policy_files is not None else default_policy_files()
+    files += [str(o) for o in overlays]
+    config = {"policy_files": files, "record_events": record_events, "torch_version": torch.__version__,
+              "internal_path_prefix": _torch_dir()}
+    if events_path is not None:
+        config["events_path"] = str(events_path)
+    config.update({k: v for k, v in extra.items() if v is not None})
+    return config
+
+
+def _probe_config(probe: bool | dict) -> dict:
+    if isinstance(probe, dict):
+        return {"probe": True, **{f"probe_{key}": value for key, value in probe.items()}}
+    return {"probe": bool(probe)}

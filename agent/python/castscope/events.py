@@ -1,0 +1,66 @@
+"""Reading JSON-lines event dumps (one castscope.v1.Event per line) and
+summarizing them for the terminal."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+
+class EventFileError(ValueError):
+    """A line of an events file is not a castscope event."""
+
+
+def iter_events(path, skipped: list | None = None):
+    """Streams a JSON-lines dump, one castscope.v1.Event (as a dict) per line.
+
+    A line that is not JSON (a process killed mid-write leaves a truncated
+    last line) is skipped; with `skipped` given, "path:line" is appended to it
+    for each, otherwise EventFileError is raised."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError as e:
+                if skipped is None:
+                    raise EventFileError(f"{path}:{number}: not a castscope event ({e.msg})") from None
+                skipped.append(f"{path}:{number}")
+                continue
+            yield event
+
+
+def read_events(path) -> list[dict]:
+    """Reads a whole JSON-lines dump (see iter_events)."""
+    return list(iter_events(path))
+
+
+def summarize(events, skipped=()) -> str:
+    """A terminal summary of events (an iterable, from one or several processes), in one pass."""
+    casts, cache = Counter(), Counter()
+    ops = 0
+    last_stats = {}  # per process: its final counters
+    for e in events:
+        c = e.get("cast")
+        if c is not None:
+            cache[c.get("cache")] += 1
+            if c["outcome"] == "CAST_OUTCOME_CAST":
+                casts[(c["op"], c["arg_name"], c["src_dtype"][6:].lower(), c["dst_dtype"][6:].lower())] += 1
+        elif "op" in e:
+            ops += 1
+        elif "stats" in e:
+            last_stats[e["stats"].get("pid")] = e["stats"]
+    lines = [f"castscope: {ops} autocast ops, {sum(casts.values())} casts"
+             + (f" in {len(last_stats)} processes" if len(last_stats) > 1 else "")]
+    for (op, arg, src, dst), n in casts.most_common(15):
+        lines.append(f"  {n:6d}  {op:36s} {arg:12s} {src} -> {dst}")
+    if cache.get("CACHE_OUTCOME_MISS") or cache.get("CACHE_OUTCOME_HIT") or cache.get("CACHE_OUTCOME_STALE_HIT"):
+        lines.append(f"  cast cache: {cache.get('CACHE_OUTCOME_MISS', 0)} misses, {cache.get('CACHE_OUTCOME_HIT', 0)} hits, "
+                     f"{cache.get('CACHE_OUTCOME_STALE_HIT', 0)} stale hits")
+    if last_stats:
+        dropped = sum(int(s["events_dropped"]) for s in last_stats.values())
+        errors = sum(int(s["internal_errors"]) for s in last_stats.values())
+        lines.append(f"  dropped events: {dropped}, internal errors: {errors}")
+    if skipped:
+        lines.append(f"  {len(skipped)} unreadable lines skipped (first: {skipped[0]})")
+    return "\n".join(lines)
