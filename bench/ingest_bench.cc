@@ -102,7 +102,7 @@ std::string batch_body(uint64_t first_seq, int events, uint64_t ts_ns) {
 std::string ingest_request(const std::string& run_id, const std::string& agent_id, uint64_t sequence,
                            const std::string& body) {
   v1::Batch head;
-  head.set_protocol_version(v1::PROTOCOL_VERSION_1);
+  head.set_protocol_version(v1::ProtocolVersion_MAX);
   head.mutable_agent()->set_run_id(run_id);
   head.mutable_agent()->set_agent_id(agent_id);
   head.mutable_agent()->set_pid(4242);
@@ -133,7 +133,7 @@ class IngestClient : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
     if (!token.empty()) context_.AddMetadata("authorization", "Bearer " + token);
     stub.PrepareBidiStreamingCall(&context_, "/castscope.v1.Ingest/Stream", grpc::StubOptions(), this);
     v1::IngestRequest hello;
-    hello.mutable_hello()->set_protocol_version(v1::PROTOCOL_VERSION_1);
+    hello.mutable_hello()->set_protocol_version(v1::ProtocolVersion_MAX);
     hello.mutable_hello()->set_client("castscope_ingest_bench");
     hello_ = to_buffer(hello.SerializeAsString());
     StartRead(&read_);

@@ -13,7 +13,7 @@
 namespace castscope {
 namespace {
 
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = v1::ProtocolVersion_MAX;  // the highest value is the one spoken
 
 bool permanent(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::PERMISSION_DENIED ||

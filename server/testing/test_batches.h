@@ -22,7 +22,7 @@ namespace v1 = castscope::v1;
 inline v1::Batch make_batch(const std::string& run_id, const std::string& agent_id, uint64_t sequence,
                             uint64_t first_seq = 1, int casts = 3) {
   v1::Batch batch;
-  batch.set_protocol_version(v1::PROTOCOL_VERSION_1);
+  batch.set_protocol_version(v1::ProtocolVersion_MAX);
   batch.mutable_agent()->set_run_id(run_id);
   batch.mutable_agent()->set_agent_id(agent_id);
   batch.mutable_agent()->set_pid(1234);

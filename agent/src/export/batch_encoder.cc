@@ -1,98 +1,103 @@
 #include "agent/src/export/batch_encoder.h"
 
+#include "agent/src/export/record_schema_check.h"
+#include "castscope/v1/events.wire.h"
+#include "castscope/v1/transport.wire.h"
+
 namespace castscope {
 namespace {
 
-// Field numbers of proto/castscope/v1/{events,transport}.proto.
-namespace batch_field {
-constexpr uint32_t kProtocolVersion = 1, kAgent = 2, kSequence = 3, kDroppedTotal = 4, kRecordedTotal = 5,
-                   kStrings = 6, kLocations = 7, kEvents = 8, kFinal = 9;
-}
-namespace event_field {
-constexpr uint32_t kCast = 1, kOp = 2, kStats = 3, kCacheSample = 4;
-}
+// Field numbers and enum values of proto/castscope/v1/{events,transport}.proto,
+// generated (docs/events.md, "The wire header"). Record enums hold the wire
+// values already (record_schema_check.h), so they are written as they are.
+namespace pb = v1::wire;
 
 constexpr uint64_t kArgNameKey = uint64_t{1} << 63;
 
 void encode_identity(const AgentIdentity& id, wire::Writer& out) {
-  out.bytes(1, id.run_id);
-  out.bytes(2, id.agent_id);
-  out.u64(3, id.pid);
-  out.i64(4, id.rank);
-  out.i64(5, id.local_rank);
-  out.i64(6, id.world_size);
-  out.bytes(7, id.hostname);
-  out.bytes(8, id.torch_version);
-  out.bytes(9, id.command);
-  out.bytes(10, id.policy_hash);
-  for (const auto& file : id.policy_files) out.bytes(11, file);
+  using F = pb::AgentIdentity;
+  out.bytes(F::kRunId, id.run_id);
+  out.bytes(F::kAgentId, id.agent_id);
+  out.u64(F::kPid, id.pid);
+  out.i64(F::kRank, id.rank);
+  out.i64(F::kLocalRank, id.local_rank);
+  out.i64(F::kWorldSize, id.world_size);
+  out.bytes(F::kHostname, id.hostname);
+  out.bytes(F::kTorchVersion, id.torch_version);
+  out.bytes(F::kCommand, id.command);
+  out.bytes(F::kPolicyHash, id.policy_hash);
+  for (const auto& file : id.policy_files) out.bytes(F::kPolicyFiles, file);
 }
 
 void encode_cast(const Record& record, uint32_t op_string, uint32_t arg_string, uint32_t location_id, wire::Writer& out,
                  wire::Writer& packed) {
+  // In a batch, op, arg_name and location travel as ids into the batch's tables.
+  using F = pb::CastEvent;
   const CastFields& cast = record.cast;
-  out.u64(1, record.seq);
-  out.u64(2, record.ts_ns);
-  out.u64(3, record.thread);
-  out.u64(5, cast.arg_index);
-  out.i64(7, cast.list_index);
-  out.u64(8, static_cast<uint64_t>(record.policy));
-  out.u64(9, static_cast<uint64_t>(cast.src));
-  out.u64(10, static_cast<uint64_t>(cast.dst));
-  out.u64(11, static_cast<uint64_t>(cast.outcome));
+  out.u64(F::kSeq, record.seq);
+  out.u64(F::kTsNs, record.ts_ns);
+  out.u64(F::kThread, record.thread);
+  out.u64(F::kArgIndex, cast.arg_index);
+  out.i64(F::kListIndex, cast.list_index);
+  out.u64(F::kPolicy, static_cast<uint64_t>(record.policy));
+  out.u64(F::kSrcDtype, static_cast<uint64_t>(cast.src));
+  out.u64(F::kDstDtype, static_cast<uint64_t>(cast.dst));
+  out.u64(F::kOutcome, static_cast<uint64_t>(cast.outcome));
   packed.clear();
   const int dims = cast.ndim < kMaxShapeDims ? cast.ndim : kMaxShapeDims;
   for (int i = 0; i < dims; ++i) packed.varint(static_cast<uint64_t>(cast.shape[i]));
-  out.packed(12, packed.data());
-  out.boolean(13, cast.ndim > kMaxShapeDims);
-  out.u64(14, cast.bytes);
-  out.u64(15, static_cast<uint64_t>(record.device));
-  out.u64(16, cast.op_seq);
-  out.u64(17, static_cast<uint64_t>(cast.role));
-  out.u64(18, static_cast<uint64_t>(cast.cache));
-  out.i64(19, cast.source_version);
-  out.i64(20, cast.cached_version);
-  out.u64(22, static_cast<uint64_t>(cast.mode));
-  out.u64(23, static_cast<uint64_t>(cast.phase));
-  out.u64(24, op_string);
-  out.u64(25, arg_string);
-  out.u64(26, location_id);
-  out.boolean(27, cast.round_trip);
+  out.packed(F::kShape, packed.data());
+  out.boolean(F::kShapeTruncated, cast.ndim > kMaxShapeDims);
+  out.u64(F::kBytes, cast.bytes);
+  out.u64(F::kDeviceType, static_cast<uint64_t>(record.device));
+  out.u64(F::kOpSeq, cast.op_seq);
+  out.u64(F::kRole, static_cast<uint64_t>(cast.role));
+  out.u64(F::kCache, static_cast<uint64_t>(cast.cache));
+  out.i64(F::kSourceVersion, cast.source_version);
+  out.i64(F::kCachedVersion, cast.cached_version);
+  out.u64(F::kMode, static_cast<uint64_t>(cast.mode));
+  out.u64(F::kPhase, static_cast<uint64_t>(cast.phase));
+  out.u64(F::kOpId, op_string);
+  out.u64(F::kArgNameId, arg_string);
+  out.u64(F::kLocationId, location_id);
+  out.boolean(F::kRoundTrip, cast.round_trip);
 }
 
 void encode_op(const Record& record, uint32_t op_string, uint32_t location_id, wire::Writer& out, wire::Writer& packed) {
+  using F = pb::OpEvent;
   const OpFields& op = record.op;
-  out.u64(1, record.seq);
-  out.u64(2, record.ts_ns);
-  out.u64(3, record.thread);
-  out.u64(5, static_cast<uint64_t>(record.policy));
-  out.u64(6, static_cast<uint64_t>(record.device));
+  out.u64(F::kSeq, record.seq);
+  out.u64(F::kTsNs, record.ts_ns);
+  out.u64(F::kThread, record.thread);
+  out.u64(F::kPolicy, static_cast<uint64_t>(record.policy));
+  out.u64(F::kDeviceType, static_cast<uint64_t>(record.device));
   packed.clear();
   for (int i = 0; i < op.num_inputs && i < kMaxOpInputDtypes; ++i) packed.varint(static_cast<uint64_t>(op.input_dtypes[i]));
-  out.packed(7, packed.data());
-  out.u64(8, static_cast<uint64_t>(op.output));
-  out.u64(9, op.cpu_duration_ns);
-  out.u64(10, op.ok ? 1 : 2);  // OP_OUTCOME_OK / OP_OUTCOME_ERROR
-  out.u64(11, static_cast<uint64_t>(op.autocast_dtype));
-  out.u64(13, static_cast<uint64_t>(op.mode));
-  out.u64(14, static_cast<uint64_t>(op.phase));
+  out.packed(F::kInputDtypes, packed.data());
+  out.u64(F::kOutputDtype, static_cast<uint64_t>(op.output));
+  out.u64(F::kCpuDurationNs, op.cpu_duration_ns);
+  out.u64(F::kOutcome, op.ok ? pb::OP_OUTCOME_OK : pb::OP_OUTCOME_ERROR);
+  out.u64(F::kAutocastDtype, static_cast<uint64_t>(op.autocast_dtype));
+  out.u64(F::kMode, static_cast<uint64_t>(op.mode));
+  out.u64(F::kPhase, static_cast<uint64_t>(op.phase));
   packed.clear();
-  for (uint32_t d = 1; d <= static_cast<uint32_t>(DeviceKind::kMps); ++d)
+  for (uint32_t d = 1; d <= static_cast<uint32_t>(pb::DeviceType_MAX); ++d)
     if (op.autocast_enabled & (1u << d)) packed.varint(d);
-  out.packed(15, packed.data());
-  out.u64(16, op.autocast_nesting);
-  out.u64(17, op_string);
-  out.u64(18, location_id);
-  out.u64(19, static_cast<uint64_t>(op.probe));
+  out.packed(F::kAutocastEnabled, packed.data());
+  out.u64(F::kAutocastNesting, op.autocast_nesting);
+  out.u64(F::kOpId, op_string);
+  out.u64(F::kLocationId, location_id);
+  out.u64(F::kProbeReason, static_cast<uint64_t>(op.probe));
 }
 
 void encode_cache_sample(const Record& record, wire::Writer& out) {
-  out.u64(1, record.seq);
-  out.u64(2, record.ts_ns);
-  out.u64(3, static_cast<uint64_t>(record.sample.trigger));
-  out.u64(4, record.sample.iteration);
-  out.u64(5, record.sample.live_casts);
-  out.u64(6, record.sample.live_bytes);
+  using F = pb::CacheSample;
+  out.u64(F::kSeq, record.seq);
+  out.u64(F::kTsNs, record.ts_ns);
+  out.u64(F::kTrigger, static_cast<uint64_t>(record.sample.trigger));
+  out.u64(F::kIteration, record.sample.iteration);
+  out.u64(F::kLiveCasts, record.sample.live_casts);
+  out.u64(F::kLiveBytes, record.sample.live_bytes);
 }
 
 }  // namespace
@@ -101,37 +106,38 @@ uint32_t BatchEncoder::intern_string(uint64_t key, const std::string& text) {
   auto [it, inserted] = string_ids_.try_emplace(key, static_cast<uint32_t>(string_ids_.size() + 1));
   if (inserted) {
     nested_.clear();
-    nested_.u64(1, it->second);
-    nested_.bytes(2, text);
-    tables_.message(batch_field::kStrings, nested_.data());
+    nested_.u64(pb::InternedString::kId, it->second);
+    nested_.bytes(pb::InternedString::kText, text);
+    tables_.message(pb::Batch::kStrings, nested_.data());
   }
   return it->second;
 }
 
 void BatchEncoder::define_location(uint32_t id, const Location& location) {
   if (id == 0 || !locations_defined_.insert(id).second) return;
+  using F = pb::SourceLocation;
   wire::Writer source;
-  source.u64(1, static_cast<uint64_t>(location.kind));
-  source.bytes(2, location.file);
-  source.u64(3, location.line);
-  source.bytes(4, location.function);
+  source.u64(F::kKind, static_cast<uint64_t>(location.kind));
+  source.bytes(F::kFile, location.file);
+  source.u64(F::kLine, location.line);
+  source.bytes(F::kFunction, location.function);
   for (size_t start = 0; start < location.stack.size();) {
     size_t end = location.stack.find('\n', start);
     if (end == std::string::npos) end = location.stack.size();
-    source.bytes(5, std::string_view(location.stack).substr(start, end - start));
+    source.bytes(F::kStack, std::string_view(location.stack).substr(start, end - start));
     start = end + 1;
   }
-  source.boolean(6, location.inside_disabled_autocast);
+  source.boolean(F::kInsideDisabledAutocast, location.inside_disabled_autocast);
   nested_.clear();
-  nested_.u64(1, id);
-  nested_.message(2, source.data());
-  tables_.message(batch_field::kLocations, nested_.data());
+  nested_.u64(pb::InternedLocation::kId, id);
+  nested_.message(pb::InternedLocation::kLocation, source.data());
+  tables_.message(pb::Batch::kLocations, nested_.data());
 }
 
 void BatchEncoder::append_event(uint32_t kind_field, const wire::Writer& message) {
   event_.clear();
   event_.message(kind_field, message.data());
-  body_.message(batch_field::kEvents, event_.data());
+  body_.message(pb::Batch::kEvents, event_.data());
   ++events_;
 }
 
@@ -139,7 +145,7 @@ void BatchEncoder::add(const Record& record, const OpMeta& op, uint32_t location
   scratch_.clear();
   if (record.kind == RecordKind::kCacheSample) {
     encode_cache_sample(record, scratch_);
-    append_event(event_field::kCacheSample, scratch_);
+    append_event(pb::Event::kCacheSample, scratch_);
     return;
   }
   const uint32_t op_string = intern_string(record.op_id, op.name);
@@ -150,42 +156,44 @@ void BatchEncoder::add(const Record& record, const OpMeta& op, uint32_t location
     const uint32_t arg_string =
         arg_name.empty() ? 0 : intern_string(kArgNameKey | (uint64_t{record.op_id} << 16) | arg, arg_name);
     encode_cast(record, op_string, arg_string, location_id, scratch_, packed_);
-    append_event(event_field::kCast, scratch_);
+    append_event(pb::Event::kCast, scratch_);
   } else {
     encode_op(record, op_string, location_id, scratch_, packed_);
-    append_event(event_field::kOp, scratch_);
+    append_event(pb::Event::kOp, scratch_);
   }
 }
 
 void BatchEncoder::add_stats(const EventLogStats& stats, uint64_t ts_ns) {
+  using F = pb::AgentStats;
   scratch_.clear();
-  scratch_.u64(1, 1);  // SCHEMA_VERSION_1
-  scratch_.u64(2, stats.recorded);
-  scratch_.u64(3, stats.dropped);
-  scratch_.u64(4, stats.internal_errors);
-  scratch_.u64(5, identity_.pid);
-  scratch_.bytes(6, identity_.torch_version);
-  scratch_.u64(7, ts_ns);
-  scratch_.i64(8, identity_.rank);
-  scratch_.i64(9, identity_.local_rank);
-  scratch_.i64(10, identity_.world_size);
-  append_event(event_field::kStats, scratch_);
+  scratch_.u64(F::kSchemaVersion, kSchemaVersion);
+  scratch_.u64(F::kEventsRecorded, stats.recorded);
+  scratch_.u64(F::kEventsDropped, stats.dropped);
+  scratch_.u64(F::kInternalErrors, stats.internal_errors);
+  scratch_.u64(F::kPid, identity_.pid);
+  scratch_.bytes(F::kTorchVersion, identity_.torch_version);
+  scratch_.u64(F::kTsNs, ts_ns);
+  scratch_.i64(F::kRank, identity_.rank);
+  scratch_.i64(F::kLocalRank, identity_.local_rank);
+  scratch_.i64(F::kWorldSize, identity_.world_size);
+  append_event(pb::Event::kStats, scratch_);
 }
 
 std::string BatchEncoder::finish(uint64_t sequence, uint64_t recorded_total, uint64_t dropped_total, bool final) {
+  using F = pb::Batch;
   wire::Writer out;
-  out.u64(batch_field::kProtocolVersion, kProtocolVersion);
+  out.u64(F::kProtocolVersion, kProtocolVersion);
   wire::Writer identity;
   encode_identity(identity_, identity);
-  out.message(batch_field::kAgent, identity.data());
-  out.u64(batch_field::kSequence, sequence);
-  out.u64(batch_field::kDroppedTotal, dropped_total);
-  out.u64(batch_field::kRecordedTotal, recorded_total);
+  out.message(F::kAgent, identity.data());
+  out.u64(F::kSequence, sequence);
+  out.u64(F::kEventsDroppedTotal, dropped_total);
+  out.u64(F::kEventsRecordedTotal, recorded_total);
   std::string encoded = out.take();
   encoded += tables_.data();
   encoded += body_.data();
   wire::Writer tail;
-  tail.boolean(batch_field::kFinal, final);
+  tail.boolean(F::kFinal, final);
   encoded += tail.data();
   body_.clear();
   tables_.clear();

@@ -16,10 +16,9 @@
 #include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"
 #include "agent/src/export/proto_wire.h"
+#include "agent/src/export/schema_versions.h"
 
 namespace castscope {
-
-inline constexpr uint32_t kProtocolVersion = 1;  // castscope.v1.ProtocolVersion
 
 // castscope.v1.AgentIdentity.
 struct AgentIdentity {

@@ -97,7 +97,7 @@ TEST(BatchEncoder, BatchParsesWithEveryField) {
 
   v1::Batch batch;
   ASSERT_TRUE(batch.ParseFromString(encoder.finish(4, 13, 2, true)));
-  EXPECT_EQ(batch.protocol_version(), 1u);
+  EXPECT_EQ(batch.protocol_version(), static_cast<uint32_t>(v1::ProtocolVersion_MAX));
   EXPECT_EQ(batch.agent().run_id(), "run-1");
   EXPECT_EQ(batch.agent().agent_id(), "host-42-1000");
   EXPECT_EQ(batch.agent().rank(), 1);

@@ -2,136 +2,50 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
+#include "agent/src/export/record_schema_check.h"
+#include "agent/src/export/schema_versions.h"
 #include "agent/src/policy/policy.h"
+#include "castscope/v1/events.wire.h"
 
 namespace castscope {
 namespace {
 
 using ordered_json = nlohmann::ordered_json;
+namespace pb = v1::wire;
 
-// Enum value names as proto/castscope/v1/events.proto spells them.
-const char* policy_enum(CastPolicy policy) {
-  switch (policy) {
-    case CastPolicy::kLowerPrecisionFp: return "CAST_POLICY_LOWER_PRECISION_FP";
-    case CastPolicy::kFp32: return "CAST_POLICY_FP32";
-    case CastPolicy::kFp32SetOptDtype: return "CAST_POLICY_FP32_SET_OPT_DTYPE";
-    case CastPolicy::kFp32AppendDtype: return "CAST_POLICY_FP32_APPEND_DTYPE";
-    case CastPolicy::kPromote: return "CAST_POLICY_PROMOTE";
-    case CastPolicy::kBanned: return "CAST_POLICY_BANNED";
-    default: return "CAST_POLICY_UNSPECIFIED";
-  }
+// Enum value names as proto/castscope/v1/events.proto spells them, from the
+// generated wire header. A value the schema does not define (CastPolicy's
+// kKeepNative) reads as the enum's UNSPECIFIED.
+template <typename WireEnum, typename RecordEnum>
+std::string_view enum_name(std::string_view (*name)(WireEnum), RecordEnum value) {
+  const std::string_view text = name(static_cast<WireEnum>(value));
+  return text.empty() ? name(static_cast<WireEnum>(0)) : text;
 }
 
-const char* dtype_enum(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32: return "DTYPE_FLOAT32";
-    case DType::kFloat16: return "DTYPE_FLOAT16";
-    case DType::kBFloat16: return "DTYPE_BFLOAT16";
-    case DType::kFloat64: return "DTYPE_FLOAT64";
-    case DType::kInt64: return "DTYPE_INT64";
-    case DType::kInt32: return "DTYPE_INT32";
-    case DType::kInt16: return "DTYPE_INT16";
-    case DType::kInt8: return "DTYPE_INT8";
-    case DType::kUInt8: return "DTYPE_UINT8";
-    case DType::kBool: return "DTYPE_BOOL";
-    case DType::kComplex64: return "DTYPE_COMPLEX64";
-    case DType::kComplex128: return "DTYPE_COMPLEX128";
-    case DType::kFloat8: return "DTYPE_FLOAT8";
-    case DType::kOther: return "DTYPE_OTHER";
-    default: return "DTYPE_UNSPECIFIED";
-  }
-}
+std::string_view policy_enum(CastPolicy policy) { return enum_name(pb::CastPolicy_Name, policy); }
+std::string_view dtype_enum(DType dtype) { return enum_name(pb::DType_Name, dtype); }
+std::string_view device_enum(DeviceKind device) { return enum_name(pb::DeviceType_Name, device); }
+std::string_view outcome_enum(CastOutcome outcome) { return enum_name(pb::CastOutcome_Name, outcome); }
+std::string_view role_enum(Role role) { return enum_name(pb::Role_Name, role); }
+std::string_view cache_enum(CacheOutcome cache) { return enum_name(pb::CacheOutcome_Name, cache); }
+std::string_view mode_enum(ExecutionMode mode) { return enum_name(pb::ExecutionMode_Name, mode); }
+std::string_view probe_reason_enum(ProbeReason reason) { return enum_name(pb::ProbeReason_Name, reason); }
+std::string_view phase_enum(Phase phase) { return enum_name(pb::Phase_Name, phase); }
+std::string_view trigger_enum(SampleTrigger trigger) { return enum_name(pb::CacheSample::Trigger_Name, trigger); }
+std::string_view location_kind_enum(LocationKind kind) { return enum_name(pb::SourceLocation::Kind_Name, kind); }
+std::string_view op_outcome_enum(bool ok) { return pb::OpOutcome_Name(ok ? pb::OP_OUTCOME_OK : pb::OP_OUTCOME_ERROR); }
 
-const char* device_enum(DeviceKind device) {
-  switch (device) {
-    case DeviceKind::kCpu: return "DEVICE_TYPE_CPU";
-    case DeviceKind::kCuda: return "DEVICE_TYPE_CUDA";
-    case DeviceKind::kXpu: return "DEVICE_TYPE_XPU";
-    case DeviceKind::kMps: return "DEVICE_TYPE_MPS";
-    default: return "DEVICE_TYPE_UNSPECIFIED";
-  }
+std::string json_quoted(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out += '"';
+  out += text;
+  out += '"';
+  return out;
 }
-
-const char* outcome_enum(CastOutcome outcome) {
-  switch (outcome) {
-    case CastOutcome::kCast: return "CAST_OUTCOME_CAST";
-    case CastOutcome::kAlreadyTarget: return "CAST_OUTCOME_ALREADY_TARGET";
-    case CastOutcome::kFloat64: return "CAST_OUTCOME_FLOAT64";
-    case CastOutcome::kNotFloating: return "CAST_OUTCOME_NOT_FLOATING";
-    case CastOutcome::kOtherDevice: return "CAST_OUTCOME_OTHER_DEVICE";
-    case CastOutcome::kDtypeArgSet: return "CAST_OUTCOME_DTYPE_ARG_SET";
-    case CastOutcome::kDtypeArgKept: return "CAST_OUTCOME_DTYPE_ARG_KEPT";
-    default: return "CAST_OUTCOME_UNSPECIFIED";
-  }
-}
-
-const char* role_enum(Role role) {
-  switch (role) {
-    case Role::kWeight: return "ROLE_WEIGHT";
-    case Role::kInput: return "ROLE_INPUT";
-    case Role::kActivation: return "ROLE_ACTIVATION";
-    default: return "ROLE_UNSPECIFIED";
-  }
-}
-
-const char* cache_enum(CacheOutcome cache) {
-  switch (cache) {
-    case CacheOutcome::kNotCacheable: return "CACHE_OUTCOME_NOT_CACHEABLE";
-    case CacheOutcome::kMiss: return "CACHE_OUTCOME_MISS";
-    case CacheOutcome::kHit: return "CACHE_OUTCOME_HIT";
-    case CacheOutcome::kStaleHit: return "CACHE_OUTCOME_STALE_HIT";
-    default: return "CACHE_OUTCOME_UNSPECIFIED";
-  }
-}
-
-const char* mode_enum(ExecutionMode mode) {
-  switch (mode) {
-    case ExecutionMode::kEager: return "EXECUTION_MODE_EAGER";
-    case ExecutionMode::kScript: return "EXECUTION_MODE_SCRIPT";
-    case ExecutionMode::kTraceRecording: return "EXECUTION_MODE_TRACE_RECORDING";
-    case ExecutionMode::kTraced: return "EXECUTION_MODE_TRACED";
-    case ExecutionMode::kScriptWhileTracing: return "EXECUTION_MODE_SCRIPT_WHILE_TRACING";
-    default: return "EXECUTION_MODE_UNSPECIFIED";
-  }
-}
-
-const char* probe_reason_enum(ProbeReason reason) {
-  switch (reason) {
-    case ProbeReason::kFullPrecisionUnderAutocast: return "PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST";
-    case ProbeReason::kLowPrecisionMeetsFp32: return "PROBE_REASON_LOW_PRECISION_MEETS_FP32";
-    default: return "PROBE_REASON_UNSPECIFIED";
-  }
-}
-
-const char* phase_enum(Phase phase) {
-  switch (phase) {
-    case Phase::kForward: return "PHASE_FORWARD";
-    case Phase::kBackward: return "PHASE_BACKWARD";
-    default: return "PHASE_UNSPECIFIED";
-  }
-}
-
-const char* trigger_enum(SampleTrigger trigger) {
-  switch (trigger) {
-    case SampleTrigger::kIteration: return "TRIGGER_ITERATION";
-    case SampleTrigger::kInterval: return "TRIGGER_INTERVAL";
-    case SampleTrigger::kStop: return "TRIGGER_STOP";
-    default: return "TRIGGER_UNSPECIFIED";
-  }
-}
-
-const char* location_kind_enum(LocationKind kind) {
-  switch (kind) {
-    case LocationKind::kPython: return "KIND_PYTHON";
-    case LocationKind::kTorchScript: return "KIND_TORCHSCRIPT";
-    case LocationKind::kNone: return "KIND_NONE";
-    default: return "KIND_UNSPECIFIED";
-  }
-}
-
-std::string quoted(const std::string& text) { return "\"" + text + "\""; }
 
 // A JSON array of values that are already JSON.
 class ArrayBuilder {
@@ -155,8 +69,9 @@ std::string location_json(const Location& location) {
     stack.add(nlohmann::json(location.stack.substr(start, end - start)).dump());
     start = end + 1;
   }
-  return std::string("{\"kind\":\"") + location_kind_enum(location.kind) + "\",\"file\":" + nlohmann::json(location.file).dump() +
-         ",\"line\":" + std::to_string(location.line) + ",\"function\":" + nlohmann::json(location.function).dump() +
+  return "{\"kind\":" + json_quoted(location_kind_enum(location.kind)) +
+         ",\"file\":" + nlohmann::json(location.file).dump() + ",\"line\":" + std::to_string(location.line) +
+         ",\"function\":" + nlohmann::json(location.function).dump() +
          ",\"stack\":" + stack.done() + (location.inside_disabled_autocast ? ",\"inside_disabled_autocast\":true" : "") +
          "}";
 }
@@ -182,10 +97,10 @@ class LineBuilder {
   }
   LineBuilder& num(const char* key, int64_t value) { return raw(key, std::to_string(value)); }
   // proto3 JSON: 64-bit integers are strings.
-  LineBuilder& u64(const char* key, uint64_t value) { return raw(key, quoted(std::to_string(value))); }
-  LineBuilder& i64(const char* key, int64_t value) { return raw(key, quoted(std::to_string(value))); }
+  LineBuilder& u64(const char* key, uint64_t value) { return raw(key, json_quoted(std::to_string(value))); }
+  LineBuilder& i64(const char* key, int64_t value) { return raw(key, json_quoted(std::to_string(value))); }
   LineBuilder& str(const char* key, const std::string& value) { return raw(key, nlohmann::json(value).dump()); }
-  LineBuilder& enm(const char* key, const char* value) { return raw(key, quoted(value)); }
+  LineBuilder& enm(const char* key, std::string_view value) { return raw(key, json_quoted(value)); }
   LineBuilder& boolean(const char* key, bool value) { return raw(key, value ? "true" : "false"); }
   std::string done() { return out_ + "}}"; }
 
@@ -208,7 +123,7 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
     const CastFields& cast = record.cast;
     ArrayBuilder shape;
     const int dims = cast.ndim < kMaxShapeDims ? cast.ndim : kMaxShapeDims;
-    for (int i = 0; i < dims; ++i) shape.add(quoted(std::to_string(cast.shape[i])));
+    for (int i = 0; i < dims; ++i) shape.add(json_quoted(std::to_string(cast.shape[i])));
     return LineBuilder("cast")
         .u64("seq", record.seq)
         .u64("ts_ns", record.ts_ns)
@@ -248,10 +163,11 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
   }
   const OpFields& fields = record.op;
   ArrayBuilder enabled;
-  for (int d = 1; d <= static_cast<int>(DeviceKind::kMps); ++d)
-    if (fields.autocast_enabled & (1u << d)) enabled.add(quoted(device_enum(static_cast<DeviceKind>(d))));
+  for (int d = 1; d <= static_cast<int>(pb::DeviceType_MAX); ++d)
+    if (fields.autocast_enabled & (1u << d)) enabled.add(json_quoted(device_enum(static_cast<DeviceKind>(d))));
   ArrayBuilder inputs;
-  for (int i = 0; i < fields.num_inputs && i < kMaxOpInputDtypes; ++i) inputs.add(quoted(dtype_enum(fields.input_dtypes[i])));
+  for (int i = 0; i < fields.num_inputs && i < kMaxOpInputDtypes; ++i)
+    inputs.add(json_quoted(dtype_enum(fields.input_dtypes[i])));
   return LineBuilder("op")
       .u64("seq", record.seq)
       .u64("ts_ns", record.ts_ns)
@@ -262,7 +178,7 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
       .raw("input_dtypes", inputs.done())
       .enm("output_dtype", dtype_enum(fields.output))
       .u64("cpu_duration_ns", fields.cpu_duration_ns)
-      .enm("outcome", fields.ok ? "OP_OUTCOME_OK" : "OP_OUTCOME_ERROR")
+      .enm("outcome", op_outcome_enum(fields.ok))
       .enm("autocast_dtype", dtype_enum(fields.autocast_dtype))
       .raw("location", location_json(location))
       .enm("mode", mode_enum(fields.mode))
@@ -276,7 +192,7 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
 std::string stats_to_json(const EventLogStats& stats, const ProcessIdentity& identity, const std::string& torch_version,
                           uint64_t ts_ns) {
   ordered_json body;
-  body["schema_version"] = "SCHEMA_VERSION_1";
+  body["schema_version"] = std::string(pb::SchemaVersion_Name(kSchemaVersion));
   body["events_recorded"] = u64(stats.recorded);
   body["events_dropped"] = u64(stats.dropped);
   body["internal_errors"] = u64(stats.internal_errors);

@@ -2,8 +2,9 @@
 //
 // The agent cannot link libprotobuf: libtorch exports its own copy of
 // protobuf's symbols, and two protobufs in one process clash (see
-// docs/architecture.md). The format itself is small and stable; unit tests
-// parse everything written here with the real generated code.
+// docs/architecture.md). The format itself is small and stable; field
+// numbers come from the generated castscope/v1/*.wire.h (proto/generator),
+// and unit tests parse everything written here with the real generated code.
 #pragma once
 
 #include <cstdint>

@@ -17,7 +17,8 @@
 
 namespace castscope::collector {
 
-inline constexpr uint32_t kProtocolVersion = castscope::v1::PROTOCOL_VERSION_1;
+// The newest version of the schema (transport.proto: the highest value is the one spoken).
+inline constexpr uint32_t kProtocolVersion = castscope::v1::ProtocolVersion_MAX;
 // Event seq numbers share a 64-bit row id with the agent's row: (agent << 40) | seq.
 inline constexpr int kEventSeqBits = 40;
 inline constexpr uint64_t kMaxEventSeq = (uint64_t{1} << kEventSeqBits) - 1;

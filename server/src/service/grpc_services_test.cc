@@ -79,7 +79,7 @@ TEST_F(CollectorGrpc, WelcomesThenAcknowledgesEveryBatch) {
   EXPECT_EQ(status.error_message(),
             "run run agent a: sequence 1 after 2 on this stream (sequences must increase within a stream)");
   ASSERT_EQ(responses.size(), 3u);
-  EXPECT_EQ(responses[0].welcome().protocol_version(), 1u);
+  EXPECT_EQ(responses[0].welcome().protocol_version(), kProtocolVersion);
   EXPECT_EQ(responses[1].ack().sequence(), 1u);
   EXPECT_EQ(responses[2].ack().sequence(), 2u);
   EXPECT_FALSE(responses[2].ack().duplicate());
