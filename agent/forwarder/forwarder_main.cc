@@ -1,6 +1,9 @@
 // castscope-forwarder: started by the agent, one per training process.
 //   castscope-forwarder --spool AGENT_DIR --collector HOST:PORT [--parent-pid PID]
 //                       [--token-env NAME] [--tls-ca FILE] [--linger-s N]
+// Exit code 2: a bad command line (CLI11 throws; caught here, once).
+#include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -12,55 +15,73 @@
 
 namespace {
 
+constexpr int kExitUsage = 2;
+
 int usage(const std::string& problem) {
-  std::cerr << "castscope-forwarder: " << problem << "\n"
-            << "usage: castscope-forwarder --spool AGENT_DIR --collector HOST:PORT [--parent-pid PID] "
-               "[--token-env NAME] [--tls-ca FILE] [--linger-s N]\n";
-  return 2;
+  std::cerr << "castscope-forwarder: " << problem << "\n(castscope-forwarder --help lists the options)\n";
+  return kExitUsage;
 }
 
-bool parse_int(const std::string& text, int& out) {
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || value < 0 || value > 1 << 30) return false;
-  out = static_cast<int>(value);
-  return true;
+// Digits only, read as decimal: CLI11 reads integers with strtol(..., 0),
+// which takes "010" as octal.
+CLI::Validator decimal_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+          return "expected a decimal number, got \"" + text + "\"";
+        const size_t first = text.find_first_not_of('0');
+        text = first == std::string::npos ? "0" : text.substr(first);
+        if (text.size() > 10) return "number too large: " + text;
+        return "";
+      },
+      "", "DECIMAL");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   castscope::ForwarderConfig config;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) return usage("missing value after " + flag);
-    const std::string value = argv[++i];
-    int number = 0;
-    if (flag == "--spool") {
-      config.agent_dir = value;
-    } else if (flag == "--collector") {
-      config.collector = value;
-    } else if (flag == "--parent-pid") {
-      if (!parse_int(value, number)) return usage("--parent-pid: not a pid: " + value);
-      config.parent_pid = number;
-    } else if (flag == "--token-env") {
-      const char* token = std::getenv(value.c_str());
-      config.token = token != nullptr ? token : "";
-    } else if (flag == "--tls-ca") {
-      std::ifstream in(value);
-      if (!in) return usage("--tls-ca: cannot read " + value);
-      std::stringstream pem;
-      pem << in.rdbuf();
-      config.tls_ca_pem = pem.str();
-    } else if (flag == "--linger-s") {
-      if (!parse_int(value, number)) return usage("--linger-s: not a number of seconds: " + value);
-      config.linger = std::chrono::seconds(number);
-    } else {
-      return usage("unknown argument " + flag);
-    }
+  std::string token_env;
+  std::string tls_ca;
+  int linger_s = static_cast<int>(config.linger.count());
+
+  CLI::App app("castscope-forwarder: streams one agent's spool folder to a collector (started by the agent)",
+               "castscope-forwarder");
+  app.option_defaults()->take_last();
+  app.add_option("--spool", config.agent_dir, "the agent's spool folder")->required();
+  app.add_option("--collector", config.collector, "HOST:PORT of the collector")->required();
+  app.add_option("--parent-pid", config.parent_pid, "the agent's process: once it is gone, deliver what is left and exit")
+      ->transform(decimal_number())
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--token-env", token_env, "name of the environment variable holding the collector's token");
+  app.add_option("--tls-ca", tls_ca, "CA certificate (PEM) of a collector that serves TLS");
+  app.add_option("--linger-s", linger_s, "after the agent is gone, how long to keep trying an absent collector")
+      ->transform(decimal_number())
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return usage(e.what());
   }
   if (config.agent_dir.empty()) return usage("--spool is required");
   if (config.collector.empty()) return usage("--collector is required");
+  if (!token_env.empty()) {
+    const char* token = std::getenv(token_env.c_str());
+    config.token = token != nullptr ? token : "";
+  }
+  if (!tls_ca.empty()) {
+    std::ifstream in(tls_ca);
+    if (!in) return usage("--tls-ca: cannot read " + tls_ca);
+    std::stringstream pem;
+    pem << in.rdbuf();
+    config.tls_ca_pem = pem.str();
+  }
+  config.linger = std::chrono::seconds(linger_s);
+
   castscope::log::info("forwarding " + config.agent_dir + " to " + config.collector);
   const int code = castscope::Forwarder(config).run();
   // castscope run reads this line to stop waiting for this agent.

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace {
@@ -66,15 +67,6 @@ std::string torch_version_near(const std::string& torch_dir) {
 // The release without the local part: "2.14.1+cu130" -> "2.14.1".
 std::string release_of(const std::string& version) { return version.substr(0, version.find('+')); }
 
-std::string json_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 void start_agent(void* torch_symbol) {
   Dl_info info{};
   if (dladdr(torch_symbol, &info) == 0 || info.dli_fname == nullptr) {
@@ -108,18 +100,20 @@ void start_agent(void* torch_symbol) {
            running + " from " + torch_dir + "; castscope not attached (rebuild castscope against this torch)");
     return;
   }
-  std::string config = std::getenv("CASTSCOPE_CONFIG") != nullptr ? std::getenv("CASTSCOPE_CONFIG") : "{}";
-  // The torch dir marks torch's own frames; the version goes into every stats line.
-  const auto close = config.rfind('}');
-  if (close == std::string::npos) {
-    report("CASTSCOPE_CONFIG is not a JSON object; castscope not attached");
+  const char* given = std::getenv("CASTSCOPE_CONFIG");
+  nlohmann::json config = nlohmann::json::parse(given != nullptr ? given : "{}", nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) {
+    report(std::string("CASTSCOPE_CONFIG is not ") + (config.is_discarded() ? "valid JSON" : "a JSON object") +
+           "; castscope not attached");
     return;
   }
-  const bool empty = config.find_first_not_of(" \t\n{") == close;
-  config.insert(close, std::string(empty ? "" : ",") + "\"internal_path_prefix\": \"" + json_escape(torch_dir) +
-                           "/\", \"torch_version\": \"" + json_escape(running) + "\"");
+  // The torch dir marks torch's own frames; the version goes into every stats line.
+  config["internal_path_prefix"] = torch_dir + "/";
+  config["torch_version"] = running;
+  // Invalid UTF-8 in a path becomes U+FFFD rather than an exception.
+  const std::string text = config.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   char error[4096] = {0};
-  if (start(config.c_str(), error, sizeof(error)) != 0) {
+  if (start(text.c_str(), error, sizeof(error)) != 0) {
     report(error);
     return;
   }

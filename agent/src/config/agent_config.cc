@@ -1,5 +1,6 @@
 #include "agent/src/config/agent_config.h"
 
+#include <climits>
 #include <nlohmann/json.hpp>
 
 #include "agent/src/record/event_log.h"
@@ -8,86 +9,206 @@ namespace castscope {
 
 using json = nlohmann::json;
 
+namespace {
+
+// Every key of the configuration, what it holds and its range: one table, so
+// that docs/schema/agent-config.schema.json can be checked against it
+// (agent_config_test.cc, tests/integration/test_agent_config_schema.py).
+// JSON types are exact: a count is an integer (not 1.5, not true), a switch
+// a boolean. The checks that involve more than one key come after the table.
+
+std::string shown(const json& value) {
+  std::string text = value.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+std::string expected(const std::string& key, const char* what, const json& value) {
+  return "castscope: configuration key \"" + key + "\": expected " + what + ", got " + shown(value);
+}
+
+using Reader = std::string (*)(const std::string& key, const json& value, AgentConfig& config);
+
+struct Field {
+  const char* key;
+  Reader read;
+};
+
+// A string (null too where `nullable`: "not set").
+template <std::string AgentConfig::*member, bool nullable = false>
+std::string read_string(const std::string& key, const json& value, AgentConfig& config) {
+  if (nullable && value.is_null()) {
+    config.*member = "";
+    return "";
+  }
+  if (!value.is_string()) return expected(key, nullable ? "a string or null" : "a string", value);
+  config.*member = value.get<std::string>();
+  return "";
+}
+
+template <bool AgentConfig::*member>
+std::string read_bool(const std::string& key, const json& value, AgentConfig& config) {
+  if (!value.is_boolean()) return expected(key, "true or false", value);
+  config.*member = value.get<bool>();
+  return "";
+}
+
+// An integer in [low, high]; `range` says so when it is not.
+bool integer_in(const json& value, uint64_t low, uint64_t high, uint64_t& out) {
+  if (value.is_number_unsigned()) {
+    out = value.get<uint64_t>();
+  } else if (value.is_number_integer()) {
+    const int64_t signed_value = value.get<int64_t>();
+    if (signed_value < 0) return false;  // every range here starts at 0 or 1
+    out = static_cast<uint64_t>(signed_value);
+  } else {
+    return false;
+  }
+  return out >= low && out <= high;
+}
+
+std::string read_integer(const std::string& key, const json& value, uint64_t low, uint64_t high, const std::string& range,
+                         uint64_t& out) {
+  if (!value.is_number_integer()) return expected(key, "an integer", value);  // unsigned ones are integers too
+  if (!integer_in(value, low, high, out)) return "castscope: " + range + " (got " + shown(value) + ")";
+  return "";
+}
+
+template <typename T, T AgentConfig::*member, uint64_t low, uint64_t high>
+std::string read_count(const std::string& key, const json& value, AgentConfig& config, const std::string& range) {
+  uint64_t number = 0;
+  std::string error = read_integer(key, value, low, high, range, number);
+  if (error.empty()) config.*member = static_cast<T>(number);
+  return error;
+}
+
+constexpr uint64_t kIntMax = INT_MAX;
+constexpr uint64_t kInt64Max = INT64_MAX;
+constexpr uint64_t kUint64Max = UINT64_MAX;
+const std::string kProbeRange = "probe_iterations and probe_max_ms must be positive, probe_every_ms at least 0";
+
+const Field kFields[] = {
+    {"policy_files",
+     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+       if (!value.is_array()) return expected(key, "an array of policy file paths", value);
+       std::vector<std::string> files;
+       for (const json& file : value) {
+         if (!file.is_string()) return expected(key, "an array of policy file paths (strings)", value);
+         files.push_back(file.get<std::string>());
+       }
+       config.policy_files = std::move(files);
+       return "";
+     }},
+    {"events_path", read_string<&AgentConfig::events_path, true>},
+    {"record_events", read_bool<&AgentConfig::record_events>},
+    {"ring_records",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_count<size_t, &AgentConfig::ring_records, 1, kMaxRingRecords>(
+           key, value, config, "ring_records must be between 1 and " + std::to_string(kMaxRingRecords));
+     }},
+    {"max_threads",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_count<size_t, &AgentConfig::max_threads, 1, 4096>(key, value, config,
+                                                                      "max_threads must be between 1 and 4096");
+     }},
+    {"flush_interval_ms",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_count<int, &AgentConfig::flush_interval_ms, 1, kIntMax>(
+           key, value, config, "flush_interval_ms must be positive (at most " + std::to_string(kIntMax) + ")");
+     }},
+    {"cache_sample_interval_ms",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_count<int, &AgentConfig::cache_sample_interval_ms, 1, kIntMax>(
+           key, value, config, "cache_sample_interval_ms must be positive (at most " + std::to_string(kIntMax) + ")");
+     }},
+    {"torch_version", read_string<&AgentConfig::torch_version>},
+    {"internal_path_prefix", read_string<&AgentConfig::internal_path_prefix>},
+    {"collector", read_string<&AgentConfig::collector, true>},
+    {"spool_dir", read_string<&AgentConfig::spool_dir, true>},
+    {"run_id", read_string<&AgentConfig::run_id>},
+    {"command", read_string<&AgentConfig::command>},
+    {"forwarder_path", read_string<&AgentConfig::forwarder_path>},
+    {"token_env", read_string<&AgentConfig::token_env>},
+    {"tls_ca", read_string<&AgentConfig::tls_ca>},
+    {"batch_events",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_count<size_t, &AgentConfig::batch_events, 1, 65536>(key, value, config,
+                                                                        "batch_events must be between 1 and 65536");
+     }},
+    {"spool_max_bytes",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_count<uint64_t, &AgentConfig::spool_max_bytes, 4096, kUint64Max>(
+           key, value, config, "spool_max_bytes must be at least spool_segment_bytes (4096 or more)");
+     }},
+    {"spool_segment_bytes",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_count<uint64_t, &AgentConfig::spool_segment_bytes, 4096, kUint64Max>(
+           key, value, config, "spool_segment_bytes must be at least 4096");
+     }},
+    {"probe",
+     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+       if (!value.is_boolean()) return expected(key, "true or false", value);
+       config.probe.enabled = value.get<bool>();
+       return "";
+     }},
+    {"probe_iterations",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_integer(key, value, 1, kUint64Max, kProbeRange, config.probe.iterations);
+     }},
+    {"probe_every_iterations",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_integer(key, value, 0, kUint64Max, "probe_every_iterations must be at least 0",
+                           config.probe.every_iterations);
+     }},
+    {"probe_max_ms",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       uint64_t ms = 0;
+       std::string error = read_integer(key, value, 1, kInt64Max, kProbeRange, ms);
+       if (error.empty()) config.probe.max_ms = static_cast<int64_t>(ms);
+       return error;
+     }},
+    {"probe_every_ms",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       uint64_t ms = 0;
+       std::string error = read_integer(key, value, 0, kInt64Max, kProbeRange, ms);
+       if (error.empty()) config.probe.every_ms = static_cast<int64_t>(ms);
+       return error;
+     }},
+};
+
+const Field* find_field(const std::string& key) {
+  for (const Field& field : kFields)
+    if (key == field.key) return &field;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> agent_config_keys() {
+  std::vector<std::string> keys;
+  for (const Field& field : kFields) keys.emplace_back(field.key);
+  return keys;
+}
+
 std::string parse_agent_config(const char* text, AgentConfig& config) {
   if (text == nullptr) return "castscope: no configuration given";
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::exception& e) {
+  } catch (const json::exception& e) {  // the only throw: the readers check types before every get<>()
     return std::string("castscope: configuration is not valid JSON: ") + e.what();
   }
-  try {
-    if (!doc.is_object()) return "castscope: configuration must be a JSON object";
-    for (const auto& [key, value] : doc.items()) {
-      if (key == "policy_files") {
-        config.policy_files = value.get<std::vector<std::string>>();
-      } else if (key == "events_path") {
-        config.events_path = value.is_null() ? "" : value.get<std::string>();
-      } else if (key == "record_events") {
-        config.record_events = value.get<bool>();
-      } else if (key == "ring_records") {
-        config.ring_records = value.get<int64_t>() < 0 ? 0 : value.get<size_t>();
-      } else if (key == "max_threads") {
-        config.max_threads = value.get<int64_t>() < 0 ? 0 : value.get<size_t>();
-      } else if (key == "flush_interval_ms") {
-        config.flush_interval_ms = value.get<int>();
-      } else if (key == "cache_sample_interval_ms") {
-        config.cache_sample_interval_ms = value.get<int>();
-      } else if (key == "internal_path_prefix") {
-        config.internal_path_prefix = value.get<std::string>();
-      } else if (key == "torch_version") {
-        config.torch_version = value.get<std::string>();
-      } else if (key == "collector") {
-        config.collector = value.is_null() ? "" : value.get<std::string>();
-      } else if (key == "spool_dir") {
-        config.spool_dir = value.is_null() ? "" : value.get<std::string>();
-      } else if (key == "run_id") {
-        config.run_id = value.get<std::string>();
-      } else if (key == "command") {
-        config.command = value.get<std::string>();
-      } else if (key == "forwarder_path") {
-        config.forwarder_path = value.get<std::string>();
-      } else if (key == "token_env") {
-        config.token_env = value.get<std::string>();
-      } else if (key == "tls_ca") {
-        config.tls_ca = value.get<std::string>();
-      } else if (key == "batch_events") {
-        config.batch_events = value.get<int64_t>() < 0 ? 0 : value.get<size_t>();
-      } else if (key == "spool_max_bytes") {
-        config.spool_max_bytes = value.get<int64_t>() < 0 ? 0 : value.get<uint64_t>();
-      } else if (key == "probe") {
-        config.probe.enabled = value.get<bool>();
-      } else if (key == "probe_iterations") {
-        config.probe.iterations = value.get<uint64_t>();
-      } else if (key == "probe_every_iterations") {
-        config.probe.every_iterations = value.get<uint64_t>();
-      } else if (key == "probe_max_ms") {
-        config.probe.max_ms = value.get<int64_t>();
-      } else if (key == "probe_every_ms") {
-        config.probe.every_ms = value.get<int64_t>();
-      } else if (key == "spool_segment_bytes") {
-        config.spool_segment_bytes = value.get<int64_t>() < 0 ? 0 : value.get<uint64_t>();
-      } else {
-        return "castscope: unknown configuration key \"" + key + "\"";
-      }
-    }
-  } catch (const json::exception& e) {
-    return std::string("castscope: bad configuration value: ") + e.what();
+  if (!doc.is_object()) return "castscope: configuration must be a JSON object";
+  for (const auto& [key, value] : doc.items()) {
+    const Field* field = find_field(key);
+    if (field == nullptr) return "castscope: unknown configuration key \"" + key + "\"";
+    if (std::string error = field->read(key, value, config); !error.empty()) return error;
   }
   if (config.policy_files.empty()) return "castscope: configuration names no policy_files";
-  if (config.ring_records == 0 || config.ring_records > kMaxRingRecords)
-    return "castscope: ring_records must be between 1 and " + std::to_string(kMaxRingRecords);
-  if (config.max_threads == 0 || config.max_threads > 4096) return "castscope: max_threads must be between 1 and 4096";
-  if (config.flush_interval_ms <= 0) return "castscope: flush_interval_ms must be positive";
-  if (config.cache_sample_interval_ms <= 0) return "castscope: cache_sample_interval_ms must be positive";
-  if (config.batch_events == 0 || config.batch_events > 65536) return "castscope: batch_events must be between 1 and 65536";
-  if (config.spool_segment_bytes < 4096) return "castscope: spool_segment_bytes must be at least 4096";
   if (config.spool_max_bytes < config.spool_segment_bytes)
     return "castscope: spool_max_bytes must be at least spool_segment_bytes";
   if (!config.collector.empty() && config.collector.find(':') == std::string::npos)
     return "castscope: collector must be host:port, got \"" + config.collector + "\"";
-  if (config.probe.iterations == 0 || config.probe.max_ms <= 0 || config.probe.every_ms < 0)
-    return "castscope: probe_iterations and probe_max_ms must be positive, probe_every_ms at least 0";
   if (config.run_id.size() > 256) return "castscope: run_id is longer than 256 characters";
   return "";
 }

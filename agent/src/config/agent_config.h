@@ -52,8 +52,12 @@ struct AgentConfig {
   ProbeConfig probe;        // op probe windows (op_probe.h); its op lists come from the policy
 };
 
-// Parses and checks a configuration. Returns an error message naming the key,
-// empty on success.
+// Parses and checks a configuration: unknown keys, wrong JSON types and values
+// out of range are refused. Returns an error message ("castscope: ...",
+// naming the key and what was expected), empty on success.
 std::string parse_agent_config(const char* text, AgentConfig& config);
+
+// The keys parse_agent_config accepts (the schema's properties).
+std::vector<std::string> agent_config_keys();
 
 }  // namespace castscope

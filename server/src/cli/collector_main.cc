@@ -1,88 +1,45 @@
 // castscope-collector: serve (gRPC ingest, query, subscribe), load (spool
-// directories) and query (JSON out of a store). Exit codes: 0 ok, 1 a
+// directories), query (JSON out of a store) and report. Exit codes: 0 ok, 1 a
 // failure at run time (or `load` skipped frames), 2 a bad command line or a
-// refused configuration.
+// refused configuration. The command line is CLI11's: `--help` on every
+// subcommand, `--help-all` for all of them. CLI11 reports a bad command line
+// by throwing; main() catches it in one place and turns it into exit code 2.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "server/src/ingest/collector_core.h"
-#include "server/src/service/grpc_services.h"
-#include "server/src/cli/query_command.h"
-#include "server/src/report/run_report.h"
 #include "server/src/analysis/live_analyzer.h"
+#include "server/src/cli/cli_validators.h"
+#include "server/src/cli/query_command.h"
+#include "server/src/ingest/collector_core.h"
 #include "server/src/ingest/spool_import.h"
+#include "server/src/report/run_report.h"
+#include "server/src/service/grpc_services.h"
 
 namespace castscope::collector {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: castscope-collector serve --db FILE [--listen HOST:PORT] [--token T | --token-file F]\n"
-    "                                 [--tls-cert F --tls-key F] [--max-message-bytes N] [--ready-file F]\n"
-    "                                 [--queue-budget-bytes N] [--analyze-interval-ms N (0: off)]\n"
-    "       castscope-collector load --db FILE SPOOL_DIR...\n"
-    "       castscope-collector query (--db FILE | --collector HOST:PORT [--token T | --token-file F])\n"
-    "                                 runs|events|sequences|findings [--run R] [--agent A] [--kind cast|op|cache_sample]\n"
-    "                                 [--op NAME] [--file F] [--line N] [--after-seq N] [--limit N]\n"
-    "       castscope-collector report --db FILE --run R     (the JSON audit report, findings included)\n";
-
+constexpr const char* kProgram = "castscope-collector";
 constexpr int kExitUsage = 2;
 
-// Options of one subcommand: every option takes a value; other words are positional.
-struct Arguments {
-  std::map<std::string, std::string> options;
-  std::vector<std::string> positional;
-
-  std::string get(const std::string& name) const {
-    auto it = options.find(name);
-    return it == options.end() ? std::string() : it->second;
-  }
-  bool has(const std::string& name) const { return options.count(name) != 0; }
-};
-
 int usage_error(const std::string& command, const std::string& what) {
-  std::cerr << "castscope-collector " << command << ": " << what << "\n" << kUsage;
+  std::cerr << kProgram << (command.empty() ? "" : " " + command) << ": " << what << "\n"
+            << "(" << kProgram << (command.empty() ? "" : " " + command) << " --help lists the options)\n";
   return kExitUsage;
-}
-
-std::optional<Arguments> parse(const std::string& command, int argc, char** argv,
-                               const std::vector<std::string>& known, int& exit_code) {
-  Arguments arguments;
-  for (int i = 2; i < argc; ++i) {
-    const std::string word = argv[i];
-    if (!word.starts_with("--")) {
-      arguments.positional.push_back(word);
-      continue;
-    }
-    if (std::find(known.begin(), known.end(), word) == known.end()) {
-      exit_code = usage_error(command, "unknown option " + word);
-      return std::nullopt;
-    }
-    if (i + 1 >= argc) {
-      exit_code = usage_error(command, "option " + word + " needs a value");
-      return std::nullopt;
-    }
-    arguments.options[word] = argv[++i];
-  }
-  return arguments;
-}
-
-bool parse_number(const std::string& text, uint64_t& value) {
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 19) return false;
-  value = std::stoull(text);
-  return true;
 }
 
 bool read_file(const std::string& path, std::string& contents) {
@@ -94,27 +51,132 @@ bool read_file(const std::string& path, std::string& contents) {
   return true;
 }
 
-// The token from --token or --token-file (trailing whitespace dropped); false on a bad combination.
-bool resolve_token(const std::string& command, const Arguments& arguments, std::string& token, int& exit_code) {
-  if (arguments.has("--token") && arguments.has("--token-file")) {
-    exit_code = usage_error(command, "--token and --token-file exclude each other");
-    return false;
+// --token T | --token-file F, for the subcommands that talk to clients.
+struct TokenOptions {
+  std::string token;
+  std::string token_file;
+  CLI::Option* token_option = nullptr;
+  CLI::Option* file_option = nullptr;
+
+  void add_to(CLI::App& app) {
+    token_option = app.add_option("--token", token, "bearer token every call must carry");
+    file_option = app.add_option("--token-file", token_file, "read the token from this file (trailing whitespace dropped)");
+    token_option->excludes(file_option);
   }
-  token = arguments.get("--token");
-  if (arguments.has("--token-file")) {
-    if (!read_file(arguments.get("--token-file"), token)) {
-      exit_code = usage_error(command, "--token-file " + arguments.get("--token-file") + ": cannot read");
-      return false;
+  bool given() const { return token_option->count() > 0 || file_option->count() > 0; }
+
+  // The token (empty when neither option is given); an error message, empty on success.
+  std::string resolve(std::string& out) const {
+    out = token;
+    if (file_option->count() > 0) {
+      if (!read_file(token_file, out)) return "--token-file " + token_file + ": cannot read";
+      while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
     }
-    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+    if (given() && out.empty()) return "the token is empty";
+    return "";
   }
-  if (arguments.has("--token") || arguments.has("--token-file")) {
-    if (token.empty()) {
-      exit_code = usage_error(command, "the token is empty");
-      return false;
-    }
-  }
-  return true;
+};
+
+struct ServeOptions {
+  std::string db;
+  std::string listen = "127.0.0.1:0";
+  TokenOptions token;
+  std::string tls_cert;
+  std::string tls_key;
+  uint64_t max_message_bytes = 16u << 20;
+  uint64_t queue_budget_bytes = CollectorOptions().queue_budget_bytes;
+  std::string ready_file;
+  uint64_t analyze_interval_ms = 2000;
+};
+
+struct LoadOptions {
+  std::string db;
+  std::vector<std::string> spool_dirs;
+};
+
+struct QueryOptions {
+  QueryCommand command;
+  TokenOptions token;
+  CLI::Option* db_option = nullptr;
+  CLI::Option* collector_option = nullptr;
+};
+
+struct ReportOptions {
+  std::string db;
+  std::string run_id;
+};
+
+CLI::App* add_serve(CLI::App& app, ServeOptions& o) {
+  CLI::App* serve = app.add_subcommand("serve", "run the collector: gRPC ingest, query and subscribe");
+  serve->add_option("--db", o.db, "SQLite store (one writer per file)")->required()->check(non_empty());
+  serve->add_option("--listen", o.listen, "HOST:PORT (port 0: any free port) or unix:PATH; other than loopback "
+                                          "needs a token")
+      ->capture_default_str();
+  o.token.add_to(*serve);
+  CLI::Option* cert =
+      serve->add_option("--tls-cert", o.tls_cert, "serve TLS with this certificate chain (PEM)")->check(non_empty());
+  CLI::Option* key = serve->add_option("--tls-key", o.tls_key, "and this private key (PEM)")->check(non_empty());
+  cert->needs(key);
+  key->needs(cert);
+  serve->add_option("--max-message-bytes", o.max_message_bytes, "largest request accepted")
+      ->transform(decimal_number())
+      ->check(CLI::Range(uint64_t{1}, uint64_t{INT32_MAX}))
+      ->capture_default_str();
+  serve->add_option("--queue-budget-bytes", o.queue_budget_bytes,
+                    "bytes of batches queued for the store before streams are pushed back")
+      ->transform(decimal_number())
+      ->check(CLI::Range(uint64_t{1}, uint64_t{UINT64_MAX}))
+      ->capture_default_str();
+  serve->add_option("--ready-file", o.ready_file, "write the bound HOST:PORT here once listening")->check(non_empty());
+  serve->add_option("--analyze-interval-ms", o.analyze_interval_ms,
+                    "re-analyze a run with new events at most this often (0: no live analysis)")
+      ->transform(decimal_number())
+      ->check(CLI::Range(uint64_t{0}, uint64_t{3600000}))
+      ->capture_default_str();
+  return serve;
+}
+
+CLI::App* add_load(CLI::App& app, LoadOptions& o) {
+  CLI::App* load = app.add_subcommand("load", "import spool folders into a store (batches stored before are skipped)");
+  load->add_option("--db", o.db, "SQLite store")->required()->check(non_empty());
+  load->add_option("SPOOL_DIR", o.spool_dirs, "spool folders (of castscope run, or an agent's spool_dir)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  return load;
+}
+
+CLI::App* add_query(CLI::App& app, QueryOptions& o) {
+  QueryCommand& c = o.command;
+  CLI::App* query = app.add_subcommand("query", "print what a store or a running collector holds, as JSON");
+  o.db_option = query->add_option("--db", c.db, "read this store (read-only; fine while a collector writes it)")
+                    ->check(non_empty());
+  o.collector_option = query->add_option("--collector", c.collector, "or ask the collector at HOST:PORT")
+                           ->check(non_empty());
+  o.db_option->excludes(o.collector_option);
+  o.token.add_to(*query);
+  query->add_option("WHAT", c.what, "runs, events, sequences or findings")
+      ->check(CLI::IsMember({"runs", "events", "sequences", "findings"}));
+  query->add_option("--run", c.run_id, "run id (events and sequences need it)");
+  query->add_option("--agent", c.agent_id, "only this agent's events");
+  query->add_option("--kind", c.kind, "only events of this kind")->check(CLI::IsMember({"cast", "op", "cache_sample"}));
+  query->add_option("--op", c.op, "only events of this op");
+  query->add_option("--file", c.file, "only events at this source file");
+  query->add_option("--line", c.line, "only events at this line")
+      ->transform(decimal_number())
+      ->check(CLI::Range(uint32_t{0}, uint32_t{UINT32_MAX}));
+  query->add_option("--after-seq", c.after_seq, "events after this sequence (paging, with --agent)")
+      ->transform(decimal_number());
+  query->add_option("--limit", c.limit, "at most this many events (0: the store's default)")
+      ->transform(decimal_number())
+      ->check(CLI::Range(uint32_t{0}, uint32_t{UINT32_MAX}));
+  return query;
+}
+
+CLI::App* add_report(CLI::App& app, ReportOptions& o) {
+  CLI::App* report = app.add_subcommand("report", "print the JSON audit report of a stored run, findings included");
+  report->add_option("--db", o.db, "SQLite store")->required()->check(non_empty());
+  report->add_option("--run", o.run_id, "run id (query runs lists them)")->required()->check(non_empty());
+  return report;
 }
 
 // "HOST:PORT" → HOST ("[::1]:0" → "[::1]").
@@ -141,55 +203,26 @@ bool write_ready_file(const std::string& path, const std::string& address) {
   return !ec;
 }
 
-int serve(int argc, char** argv) {
-  int exit_code = 0;
-  const auto arguments = parse("serve", argc, argv,
-                               {"--db", "--listen", "--token", "--token-file", "--tls-cert", "--tls-key",
-                                "--max-message-bytes", "--ready-file", "--queue-budget-bytes", "--analyze-interval-ms"},
-                               exit_code);
-  if (!arguments) return exit_code;
-  if (!arguments->positional.empty()) return usage_error("serve", "unexpected argument " + arguments->positional[0]);
-  if (arguments->get("--db").empty()) return usage_error("serve", "--db FILE is required");
+int serve(const ServeOptions& o) {
   std::string token;
-  if (!resolve_token("serve", *arguments, token, exit_code)) return exit_code;
-  const std::string listen = arguments->has("--listen") ? arguments->get("--listen") : "127.0.0.1:0";
-  if (!is_loopback(listen) && token.empty())
-    return usage_error("serve", "--listen " + listen +
+  if (std::string error = o.token.resolve(token); !error.empty()) return usage_error("serve", error);
+  if (!is_loopback(o.listen) && token.empty())
+    return usage_error("serve", "--listen " + o.listen +
                                     " is not a loopback address: give --token or --token-file so that only your "
                                     "agents can send and read");
-  if (arguments->has("--tls-cert") != arguments->has("--tls-key"))
-    return usage_error("serve", "--tls-cert and --tls-key go together");
-  uint64_t max_message_bytes = 16u << 20;
-  if (arguments->has("--max-message-bytes") &&
-      (!parse_number(arguments->get("--max-message-bytes"), max_message_bytes) || max_message_bytes == 0 ||
-       max_message_bytes > INT32_MAX))
-    return usage_error("serve", "--max-message-bytes " + arguments->get("--max-message-bytes") +
-                                    ": expected a number of bytes from 1 to 2147483647");
-  CollectorOptions core_options;
-  if (arguments->has("--queue-budget-bytes")) {
-    uint64_t budget = 0;
-    if (!parse_number(arguments->get("--queue-budget-bytes"), budget) || budget == 0)
-      return usage_error("serve", "--queue-budget-bytes " + arguments->get("--queue-budget-bytes") +
-                                      ": expected a positive number of bytes");
-    core_options.queue_budget_bytes = budget;
-  }
-  uint64_t analyze_interval_ms = 2000;
-  if (arguments->has("--analyze-interval-ms") &&
-      (!parse_number(arguments->get("--analyze-interval-ms"), analyze_interval_ms) || analyze_interval_ms > 3600000))
-    return usage_error("serve", "--analyze-interval-ms " + arguments->get("--analyze-interval-ms") +
-                                    ": expected milliseconds from 0 (no live analysis) to 3600000");
-
+  const bool tls = !o.tls_cert.empty() || !o.tls_key.empty();
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
-  if (arguments->has("--tls-cert")) {
-    grpc::SslServerCredentialsOptions tls;
+  if (tls) {
+    grpc::SslServerCredentialsOptions tls_options;
     grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-    if (!read_file(arguments->get("--tls-key"), pair.private_key))
-      return usage_error("serve", "--tls-key " + arguments->get("--tls-key") + ": cannot read");
-    if (!read_file(arguments->get("--tls-cert"), pair.cert_chain))
-      return usage_error("serve", "--tls-cert " + arguments->get("--tls-cert") + ": cannot read");
-    tls.pem_key_cert_pairs.push_back(pair);
-    credentials = grpc::SslServerCredentials(tls);
+    if (!read_file(o.tls_key, pair.private_key)) return usage_error("serve", "--tls-key " + o.tls_key + ": cannot read");
+    if (!read_file(o.tls_cert, pair.cert_chain))
+      return usage_error("serve", "--tls-cert " + o.tls_cert + ": cannot read");
+    tls_options.pem_key_cert_pairs.push_back(pair);
+    credentials = grpc::SslServerCredentials(tls_options);
   }
+  CollectorOptions core_options;
+  core_options.queue_budget_bytes = o.queue_budget_bytes;
 
   // Every thread started from here on inherits the mask; main waits for the signals.
   sigset_t stop_signals;
@@ -198,15 +231,14 @@ int serve(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  const std::string db = arguments->get("--db");
   std::unique_ptr<CollectorCore> core;
-  if (Status s = CollectorCore::open(db, core_options, core); !s.ok()) {
+  if (Status s = CollectorCore::open(o.db, core_options, core); !s.ok()) {
     std::cerr << "castscope-collector serve: " << s.message() << "\n";
     return 1;
   }
   std::unique_ptr<LiveAnalyzer> analyzer;
-  if (analyze_interval_ms > 0) {
-    analyzer = std::make_unique<LiveAnalyzer>(*core, std::chrono::milliseconds(analyze_interval_ms));
+  if (o.analyze_interval_ms > 0) {
+    analyzer = std::make_unique<LiveAnalyzer>(*core, std::chrono::milliseconds(o.analyze_interval_ms));
     core->set_commit_listener([&analyzer](const std::vector<CommittedRun>& runs) { analyzer->committed(runs); });
   }
   ServiceOptions service_options;
@@ -218,19 +250,19 @@ int serve(int argc, char** argv) {
   }
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, credentials, &port);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
+  builder.AddListeningPort(o.listen, credentials, &port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
   services->register_with(builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || (port == 0 && !listen.starts_with("unix:"))) {
-    std::cerr << "castscope-collector serve: cannot listen on " << listen << "\n";
+  if (!server || (port == 0 && !o.listen.starts_with("unix:"))) {
+    std::cerr << "castscope-collector serve: cannot listen on " << o.listen << "\n";
     return 1;
   }
-  const std::string bound = listen.starts_with("unix:") ? listen : host_of(listen) + ":" + std::to_string(port);
-  std::cerr << "castscope-collector: listening on " << bound << " db " << db << (token.empty() ? "" : " (token required)")
-            << (arguments->has("--tls-cert") ? " (TLS)" : "") << std::endl;
-  if (arguments->has("--ready-file") && !write_ready_file(arguments->get("--ready-file"), bound)) {
-    std::cerr << "castscope-collector serve: cannot write --ready-file " << arguments->get("--ready-file") << "\n";
+  const std::string bound = o.listen.starts_with("unix:") ? o.listen : host_of(o.listen) + ":" + std::to_string(port);
+  std::cerr << "castscope-collector: listening on " << bound << " db " << o.db << (token.empty() ? "" : " (token required)")
+            << (tls ? " (TLS)" : "") << std::endl;
+  if (!o.ready_file.empty() && !write_ready_file(o.ready_file, bound)) {
+    std::cerr << "castscope-collector serve: cannot write --ready-file " << o.ready_file << "\n";
     server->Shutdown();
     if (analyzer) analyzer->stop();
     core->shutdown();
@@ -251,22 +283,15 @@ int serve(int argc, char** argv) {
   return 0;
 }
 
-int load(int argc, char** argv) {
-  int exit_code = 0;
-  const auto arguments = parse("load", argc, argv, {"--db"}, exit_code);
-  if (!arguments) return exit_code;
-  if (arguments->get("--db").empty()) return usage_error("load", "--db FILE is required");
-  if (arguments->positional.empty()) return usage_error("load", "give at least one SPOOL_DIR");
-  for (const std::string& dir : arguments->positional)
-    if (!std::filesystem::is_directory(dir)) return usage_error("load", dir + ": not a directory");
+int load(const LoadOptions& o) {
   std::unique_ptr<CollectorCore> core;
-  if (Status s = CollectorCore::open(arguments->get("--db"), CollectorOptions(), core); !s.ok()) {
+  if (Status s = CollectorCore::open(o.db, CollectorOptions(), core); !s.ok()) {
     std::cerr << "castscope-collector load: " << s.message() << "\n";
     return 1;
   }
   LiveAnalyzer analyzer(*core, std::chrono::hours(1), /*analyze_on_agent_end=*/false);  // once per run, at the end
   core->set_commit_listener([&analyzer](const std::vector<CommittedRun>& runs) { analyzer.committed(runs); });
-  const SpoolImportReport report = import_spool(*core, arguments->positional, BatchLimits());
+  const SpoolImportReport report = import_spool(*core, o.spool_dirs, BatchLimits());
   analyzer.stop();
   core->shutdown();
   for (const std::string& problem : report.problems) std::cerr << "castscope-collector load: " << problem << "\n";
@@ -277,49 +302,17 @@ int load(int argc, char** argv) {
   return report.clean() ? 0 : 1;
 }
 
-int query(int argc, char** argv) {
-  int exit_code = 0;
-  const auto arguments =
-      parse("query", argc, argv,
-            {"--db", "--collector", "--token", "--token-file", "--run", "--agent", "--kind", "--op", "--file", "--line",
-             "--after-seq", "--limit"},
-            exit_code);
-  if (!arguments) return exit_code;
-  if (arguments->positional.size() != 1)
-    return usage_error("query", "give one of runs, events, sequences");
-  if (arguments->has("--db") == arguments->has("--collector"))
+int query(QueryOptions& o) {
+  if (o.command.what.empty()) return usage_error("query", "give one of runs, events, sequences, findings");
+  if (o.db_option->count() == 0 && o.collector_option->count() == 0)
     return usage_error("query", "give either --db FILE or --collector HOST:PORT");
-  QueryCommand command;
-  command.what = arguments->positional[0];
-  if (!resolve_token("query", *arguments, command.token, exit_code)) return exit_code;
-  command.db = arguments->get("--db");
-  command.collector = arguments->get("--collector");
-  command.run_id = arguments->get("--run");
-  command.agent_id = arguments->get("--agent");
-  command.kind = arguments->get("--kind");
-  command.op = arguments->get("--op");
-  command.file = arguments->get("--file");
-  uint64_t number = 0;
-  for (const char* name : {"--line", "--after-seq", "--limit"}) {
-    if (!arguments->has(name)) continue;
-    if (!parse_number(arguments->get(name), number) || (std::string(name) != "--after-seq" && number > UINT32_MAX))
-      return usage_error("query", std::string(name) + " " + arguments->get(name) + ": expected a number");
-    if (std::string(name) == "--line") command.line = static_cast<uint32_t>(number);
-    if (std::string(name) == "--after-seq") command.after_seq = number;
-    if (std::string(name) == "--limit") command.limit = static_cast<uint32_t>(number);
-  }
-  return run_query(command, std::cout, std::cerr);
+  if (std::string error = o.token.resolve(o.command.token); !error.empty()) return usage_error("query", error);
+  return run_query(o.command, std::cout, std::cerr);
 }
 
-int report(int argc, char** argv) {
-  int exit_code = 0;
-  const auto arguments = parse("report", argc, argv, {"--db", "--run"}, exit_code);
-  if (!arguments) return exit_code;
-  if (arguments->get("--db").empty() || arguments->get("--run").empty())
-    return usage_error("report", "--db FILE and --run RUN_ID are required");
-  if (!arguments->positional.empty()) return usage_error("report", "unexpected argument " + arguments->positional[0]);
+int report(const ReportOptions& o) {
   nlohmann::json out;
-  if (Status s = build_run_report(arguments->get("--db"), arguments->get("--run"), out); !s.ok()) {
+  if (Status s = build_run_report(o.db, o.run_id, out); !s.ok()) {
     std::cerr << "castscope-collector report: " << s.message() << "\n";
     return s.code() == StatusCode::kNotFound ? 2 : 1;
   }
@@ -332,16 +325,44 @@ int report(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace castscope::collector;
-  const std::string command = argc > 1 ? argv[1] : "";
-  if (command == "serve") return serve(argc, argv);
-  if (command == "load") return load(argc, argv);
-  if (command == "query") return query(argc, argv);
-  if (command == "report") return report(argc, argv);
-  if (command == "--help" || command == "-h" || command == "help") {
-    std::cout << kUsage;
+  CLI::App app("castscope-collector: stores, analyzes and serves castscope's events", kProgram);
+  app.option_defaults()->take_last();  // a repeated option: the last one counts
+  app.set_help_all_flag("--help-all", "print the options of every subcommand and exit");
+  app.require_subcommand(1);
+  ServeOptions serve_options;
+  LoadOptions load_options;
+  QueryOptions query_options;
+  ReportOptions report_options;
+  CLI::App* serve_app = add_serve(app, serve_options);
+  CLI::App* load_app = add_load(app, load_options);
+  CLI::App* query_app = add_query(app, query_options);
+  CLI::App* report_app = add_report(app, report_options);
+
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (argc <= 1) return usage_error("", "no command: give serve, load, query or report");
+  if (first == "help") {  // as `--help`
+    std::cout << app.help();
     return 0;
   }
-  std::cerr << "castscope-collector: " << (command.empty() ? "no command" : "unknown command " + command) << "\n"
-            << kUsage;
-  return kExitUsage;
+  const auto known = {serve_app, load_app, query_app, report_app};
+  if (!first.empty() && !first.starts_with("-") &&
+      std::none_of(known.begin(), known.end(), [&](const CLI::App* sub) { return sub->get_name() == first; }))
+    return usage_error("", "unknown command " + first);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();  // the help of the subcommand given, if any
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    const auto parsed = app.get_subcommands();
+    return usage_error(parsed.empty() ? "" : parsed.front()->get_name(), e.what());
+  }
+  if (serve_app->parsed()) return serve(serve_options);
+  if (load_app->parsed()) return load(load_options);
+  if (query_app->parsed()) return query(query_options);
+  if (report_app->parsed()) return report(report_options);
+  return usage_error("", "no command");
 }

@@ -1,0 +1,207 @@
+#include "agent/src/config/agent_config.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "agent/src/record/event_log.h"
+
+namespace castscope {
+namespace {
+
+using json = nlohmann::json;
+
+std::string parse(const std::string& text, AgentConfig& config) { return parse_agent_config(text.c_str(), config); }
+
+std::string parse(const json& doc) {
+  AgentConfig config;
+  return parse_agent_config(doc.dump().c_str(), config);
+}
+
+json minimal() { return {{"policy_files", {"policies/cpu.json"}}}; }
+
+json with(const std::string& key, const json& value) {
+  json doc = minimal();
+  doc[key] = value;
+  return doc;
+}
+
+// The error starts with "castscope: " and holds every one of `parts`.
+void expect_refused(const json& doc, const std::vector<std::string>& parts) {
+  const std::string error = parse(doc);
+  ASSERT_FALSE(error.empty()) << doc.dump() << " was accepted";
+  EXPECT_TRUE(error.starts_with("castscope: ")) << error;
+  for (const auto& part : parts) EXPECT_NE(error.find(part), std::string::npos) << error << " lacks " << part;
+}
+
+TEST(AgentConfigTest, MinimalConfigKeepsTheDefaults) {
+  AgentConfig config;
+  ASSERT_EQ(parse(R"({"policy_files": ["a.json", "b.json"]})", config), "");
+  EXPECT_EQ(config.policy_files, (std::vector<std::string>{"a.json", "b.json"}));
+  const AgentConfig defaults;
+  EXPECT_EQ(config.record_events, defaults.record_events);
+  EXPECT_EQ(config.ring_records, defaults.ring_records);
+  EXPECT_EQ(config.max_threads, defaults.max_threads);
+  EXPECT_EQ(config.token_env, "CASTSCOPE_TOKEN");
+  EXPECT_EQ(config.spool_max_bytes, uint64_t{1} << 30);
+  EXPECT_TRUE(config.probe.enabled);
+  EXPECT_EQ(config.probe.iterations, 2u);
+}
+
+TEST(AgentConfigTest, EveryKeyIsRead) {
+  AgentConfig config;
+  const json doc = {{"policy_files", {"p.json"}},
+                    {"events_path", "ev-{pid}.jsonl"},
+                    {"record_events", false},
+                    {"ring_records", 1024},
+                    {"max_threads", 8},
+                    {"flush_interval_ms", 20},
+                    {"cache_sample_interval_ms", 500},
+                    {"torch_version", "2.14.1"},
+                    {"internal_path_prefix", "/venv/torch/"},
+                    {"collector", "127.0.0.1:7070"},
+                    {"spool_dir", "/tmp/spool"},
+                    {"run_id", "run-1"},
+                    {"command", "python train.py"},
+                    {"forwarder_path", "/opt/castscope-forwarder"},
+                    {"token_env", "MY_TOKEN"},
+                    {"tls_ca", "ca.pem"},
+                    {"batch_events", 100},
+                    {"spool_max_bytes", 1 << 20},
+                    {"spool_segment_bytes", 1 << 16},
+                    {"probe", false},
+                    {"probe_iterations", 3},
+                    {"probe_every_iterations", 0},
+                    {"probe_max_ms", 100},
+                    {"probe_every_ms", 0}};
+  ASSERT_EQ(parse(doc.dump(), config), "");
+  EXPECT_EQ(config.events_path, "ev-{pid}.jsonl");
+  EXPECT_FALSE(config.record_events);
+  EXPECT_EQ(config.ring_records, 1024u);
+  EXPECT_EQ(config.max_threads, 8u);
+  EXPECT_EQ(config.flush_interval_ms, 20);
+  EXPECT_EQ(config.cache_sample_interval_ms, 500);
+  EXPECT_EQ(config.torch_version, "2.14.1");
+  EXPECT_EQ(config.internal_path_prefix, "/venv/torch/");
+  EXPECT_EQ(config.collector, "127.0.0.1:7070");
+  EXPECT_EQ(config.spool_dir, "/tmp/spool");
+  EXPECT_EQ(config.run_id, "run-1");
+  EXPECT_EQ(config.command, "python train.py");
+  EXPECT_EQ(config.forwarder_path, "/opt/castscope-forwarder");
+  EXPECT_EQ(config.token_env, "MY_TOKEN");
+  EXPECT_EQ(config.tls_ca, "ca.pem");
+  EXPECT_EQ(config.batch_events, 100u);
+  EXPECT_EQ(config.spool_max_bytes, 1u << 20);
+  EXPECT_EQ(config.spool_segment_bytes, 1u << 16);
+  EXPECT_FALSE(config.probe.enabled);
+  EXPECT_EQ(config.probe.iterations, 3u);
+  EXPECT_EQ(config.probe.every_iterations, 0u);
+  EXPECT_EQ(config.probe.max_ms, 100);
+  EXPECT_EQ(config.probe.every_ms, 0);
+  EXPECT_EQ(agent_config_keys().size(), doc.size());
+}
+
+TEST(AgentConfigTest, NullMeansNotSetWhereAllowed) {
+  AgentConfig config;
+  ASSERT_EQ(parse(R"({"policy_files": ["p.json"], "events_path": null, "collector": null, "spool_dir": null})", config),
+            "");
+  EXPECT_EQ(config.events_path, "");
+  EXPECT_EQ(config.collector, "");
+  expect_refused(with("run_id", nullptr), {"\"run_id\"", "expected a string", "null"});
+}
+
+TEST(AgentConfigTest, NotAnObjectOrNotJsonIsRefused) {
+  AgentConfig config;
+  EXPECT_EQ(parse_agent_config(nullptr, config), "castscope: no configuration given");
+  EXPECT_TRUE(parse("{\"policy_files\": [", config).starts_with("castscope: configuration is not valid JSON"));
+  EXPECT_EQ(parse("[1]", config), "castscope: configuration must be a JSON object");
+  EXPECT_EQ(parse("{}", config), "castscope: configuration names no policy_files");
+  expect_refused(with("policy_files", json::array()), {"names no policy_files"});
+}
+
+TEST(AgentConfigTest, UnknownKeyIsRefusedByName) {
+  EXPECT_EQ(parse(with("ring_record", 1024)), "castscope: unknown configuration key \"ring_record\"");
+}
+
+TEST(AgentConfigTest, WrongTypesNameTheKeyAndWhatWasExpected) {
+  expect_refused(with("ring_records", "big"), {"\"ring_records\"", "expected an integer", "\"big\""});
+  expect_refused(with("ring_records", 1.5), {"\"ring_records\"", "expected an integer", "1.5"});
+  expect_refused(with("ring_records", true), {"\"ring_records\"", "expected an integer", "true"});
+  expect_refused(with("record_events", 1), {"\"record_events\"", "true or false"});
+  expect_refused(with("probe", "yes"), {"\"probe\"", "true or false"});
+  expect_refused(with("policy_files", "p.json"), {"\"policy_files\"", "array"});
+  expect_refused(with("policy_files", {1, 2}), {"\"policy_files\"", "strings"});
+  expect_refused(with("collector", 7070), {"\"collector\"", "a string or null"});
+  expect_refused(with("token_env", json::array()), {"\"token_env\"", "expected a string"});
+}
+
+TEST(AgentConfigTest, ValuesOutOfRangeAreRefused) {
+  expect_refused(with("ring_records", 0), {"ring_records must be between 1 and"});
+  expect_refused(with("ring_records", -1), {"ring_records must be between 1 and", "-1"});
+  expect_refused(with("ring_records", kMaxRingRecords + 1), {"ring_records must be between 1 and"});
+  expect_refused(with("max_threads", 4097), {"max_threads must be between 1 and 4096"});
+  expect_refused(with("flush_interval_ms", 0), {"flush_interval_ms must be positive"});
+  expect_refused(with("flush_interval_ms", int64_t{1} << 31), {"flush_interval_ms must be positive"});
+  expect_refused(with("cache_sample_interval_ms", -5), {"cache_sample_interval_ms must be positive"});
+  expect_refused(with("batch_events", 65537), {"batch_events must be between 1 and 65536"});
+  expect_refused(with("spool_segment_bytes", 100), {"spool_segment_bytes must be at least 4096"});
+  expect_refused(with("spool_max_bytes", 1 << 20), {"spool_max_bytes must be at least spool_segment_bytes"});
+  expect_refused(with("probe_iterations", 0), {"probe_iterations and probe_max_ms must be positive"});
+  expect_refused(with("probe_max_ms", 0), {"probe_iterations and probe_max_ms must be positive"});
+  expect_refused(with("probe_every_ms", -1), {"probe_every_ms at least 0"});
+  expect_refused(with("probe_every_iterations", -1), {"probe_every_iterations must be at least 0"});
+  expect_refused(with("collector", "localhost"), {"collector must be host:port", "localhost"});
+  expect_refused(with("run_id", std::string(257, 'r')), {"run_id is longer than 256 characters"});
+  EXPECT_EQ(parse(with("run_id", std::string(256, 'r'))), "");
+  EXPECT_EQ(parse(with("collector", "")), "");
+}
+
+// docs/schema/agent-config.schema.json says what this parser does: the same
+// keys, and for each integer key the same bounds.
+TEST(AgentConfigTest, SchemaMatchesTheParser) {
+  std::ifstream in(std::string(CASTSCOPE_SOURCE_DIR) + "/docs/schema/agent-config.schema.json");
+  ASSERT_TRUE(in) << "docs/schema/agent-config.schema.json";
+  const json schema = json::parse(in);
+  EXPECT_EQ(schema["additionalProperties"], false);
+  EXPECT_EQ(schema["required"], json::array({"policy_files"}));
+  std::vector<std::string> schema_keys;
+  for (const auto& [key, property] : schema["properties"].items()) schema_keys.push_back(key);
+  std::vector<std::string> parser_keys = agent_config_keys();
+  std::sort(parser_keys.begin(), parser_keys.end());
+  EXPECT_EQ(schema_keys, parser_keys);
+
+  for (const auto& [key, property] : schema["properties"].items()) {
+    if (property["type"] != "integer") continue;
+    // The spool sizes are also checked against each other: move both.
+    const auto doc_with = [&key = key](const json& value) {
+      json doc = with(key, value);
+      if (key == "spool_max_bytes" || key == "spool_segment_bytes") {
+        doc["spool_max_bytes"] = value;
+        doc["spool_segment_bytes"] = value;
+      }
+      return doc;
+    };
+    const uint64_t minimum = property["minimum"].get<uint64_t>();
+    const uint64_t maximum = property["maximum"].get<uint64_t>();
+    EXPECT_EQ(parse(doc_with(minimum)), "") << key << " = minimum " << minimum;
+    EXPECT_EQ(parse(doc_with(maximum)), "") << key << " = maximum " << maximum;
+    if (minimum > 0) {
+      EXPECT_NE(parse(doc_with(minimum - 1)), "") << key << " below the minimum";
+    }
+    EXPECT_NE(parse(doc_with(-1)), "") << key << " = -1";
+    if (maximum < UINT64_MAX) {
+      EXPECT_NE(parse(doc_with(maximum + 1)), "") << key << " above the maximum";
+    }
+    EXPECT_NE(parse(doc_with(1.0)), "") << key << " as a float";
+    if (property.contains("default")) {
+      EXPECT_EQ(parse(doc_with(property["default"])), "") << key << " = default";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace castscope
