@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "server/src/store/event_columns.h"
+#include "server/src/store/store_schema.h"
 
 namespace castscope::collector {
 namespace {
@@ -13,6 +14,21 @@ enum CastCode {
   kCastPolicy = 0, kCastSrc, kCastDst, kCastOutcome, kCastDevice, kCastRole, kCastCache, kCastMode, kCastPhase, kCastFlags
 };
 enum OpCode { kOpPolicy = 0, kOpDevice, kOpOutput, kOpOutcome, kOpAutocastDtype, kOpMode, kOpPhase, kOpProbeReason };
+
+// Column lists of the loader's statements (store_schema.h): reads below take
+// their ordinals from these.
+constexpr auto kRunRow = schema::columns(schema::kRuns, {"id", "first_seen_unix_ns", "last_seen_unix_ns"});
+constexpr auto kAgentRow = schema::columns(
+    schema::kAgents, {"id", "agent_id", "pid", "rank", "local_rank", "world_size", "hostname", "torch_version",
+                      "command", "batches", "first_sequence", "last_sequence", "events_recorded_total",
+                      "events_dropped_total", "finished", "policy_hash"});
+constexpr auto kCastRow = schema::columns(
+    schema::kCasts, {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version"});
+constexpr auto kOpRow = schema::columns(
+    schema::kOps, {"id", "codes", "op", "location", "cpu_duration_ns", "autocast_enabled", "input_dtypes"});
+constexpr auto kSampleRow = schema::columns(schema::kCacheSamples, {"trigger", "iteration", "live_casts", "live_bytes"});
+constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
+constexpr auto kLocationRow = schema::columns(schema::kLocations, {"file", "line", "function", "flags"});
 
 // What tells two site rows apart: everything but the cache outcome and phase.
 int64_t site_codes(int64_t codes) {
@@ -28,53 +44,49 @@ class Loader {
 
   Status run(const std::string& run_id) {
     Statement run;
-    if (Status s = Statement::prepare(db_.handle(), "SELECT id, first_seen_unix_ns, last_seen_unix_ns FROM runs WHERE run_id = ?", run); !s.ok())
+    if (Status s = Statement::prepare(db_.handle(), kRunRow.select_sql() + " WHERE run_id = ?", run); !s.ok())
       return s;
     run.bind_text(1, run_id);
     Status error;
     if (!run.step(error)) return error.ok() ? Status::not_found("no run \"" + run_id + "\" in " + db_.path()) : error;
     out_.run_id = run_id;
-    const int64_t run_row = run.column_int(0);
-    out_.first_seen_unix_ns = static_cast<uint64_t>(run.column_int(1));
-    out_.last_seen_unix_ns = static_cast<uint64_t>(run.column_int(2));
+    const int64_t run_row = run.column_int(kRunRow["id"]);
+    out_.first_seen_unix_ns = static_cast<uint64_t>(run.column_int(kRunRow["first_seen_unix_ns"]));
+    out_.last_seen_unix_ns = static_cast<uint64_t>(run.column_int(kRunRow["last_seen_unix_ns"]));
     run.reset();  // an unfinished statement would keep its read transaction (and the WAL) open
 
     Statement agents;
-    if (Status s = Statement::prepare(db_.handle(),
-                                      "SELECT id, agent_id, pid, rank, local_rank, world_size, hostname, torch_version, "
-                                      "command, batches, first_sequence, last_sequence, events_recorded_total, "
-                                      "events_dropped_total, finished, policy_hash FROM agents WHERE run = ? "
-                                      "ORDER BY id",
-                                      agents);
+    if (Status s = Statement::prepare(db_.handle(), kAgentRow.select_sql() + " WHERE run = ? ORDER BY id", agents);
         !s.ok())
       return s;
     agents.bind(1, run_row);
     std::vector<int64_t> agent_rows;
     while (agents.step(error)) {
+      const Statement& a = agents;
       AgentRow row;
-      agent_rows.push_back(agents.column_int(0));
-      row.agent_id = agents.column_text(1);
-      row.pid = static_cast<uint32_t>(agents.column_int(2));
-      row.rank = static_cast<int32_t>(agents.column_int(3));
-      row.local_rank = static_cast<int32_t>(agents.column_int(4));
-      row.world_size = static_cast<int32_t>(agents.column_int(5));
-      row.hostname = agents.column_text(6);
-      row.torch_version = agents.column_text(7);
-      row.command = agents.column_text(8);
-      row.policy_hash = agents.column_text(15);
-      row.batches = static_cast<uint64_t>(agents.column_int(9));
-      const int64_t first = agents.column_int(10), last = agents.column_int(11);
+      agent_rows.push_back(a.column_int(kAgentRow["id"]));
+      row.agent_id = a.column_text(kAgentRow["agent_id"]);
+      row.pid = static_cast<uint32_t>(a.column_int(kAgentRow["pid"]));
+      row.rank = static_cast<int32_t>(a.column_int(kAgentRow["rank"]));
+      row.local_rank = static_cast<int32_t>(a.column_int(kAgentRow["local_rank"]));
+      row.world_size = static_cast<int32_t>(a.column_int(kAgentRow["world_size"]));
+      row.hostname = a.column_text(kAgentRow["hostname"]);
+      row.torch_version = a.column_text(kAgentRow["torch_version"]);
+      row.command = a.column_text(kAgentRow["command"]);
+      row.policy_hash = a.column_text(kAgentRow["policy_hash"]);
+      row.batches = static_cast<uint64_t>(a.column_int(kAgentRow["batches"]));
+      const int64_t first = a.column_int(kAgentRow["first_sequence"]), last = a.column_int(kAgentRow["last_sequence"]);
       row.missing_batches = row.batches > 0 ? static_cast<uint64_t>(last - first + 1) - row.batches : 0;
-      row.events_recorded = static_cast<uint64_t>(agents.column_int(12));
-      row.events_dropped = static_cast<uint64_t>(agents.column_int(13));
-      row.finished = agents.column_int(14) != 0;
+      row.events_recorded = static_cast<uint64_t>(a.column_int(kAgentRow["events_recorded_total"]));
+      row.events_dropped = static_cast<uint64_t>(a.column_int(kAgentRow["events_dropped_total"]));
+      row.finished = a.column_int(kAgentRow["finished"]) != 0;
       out_.agents.push_back(std::move(row));
     }
     if (!error.ok()) return error;
     for (size_t i = 0; i < agent_rows.size(); ++i) {
       const int64_t lo = event_row_id(agent_rows[i], 0), hi = event_row_id(agent_rows[i] + 1, 0);
-      if (Status s = in_chunks("casts", lo, hi, &Loader::read_casts); !s.ok()) return s;
-      if (Status s = in_chunks("ops", lo, hi, &Loader::read_ops); !s.ok()) return s;
+      if (Status s = in_chunks(schema::kCasts, lo, hi, &Loader::read_casts); !s.ok()) return s;
+      if (Status s = in_chunks(schema::kOps, lo, hi, &Loader::read_ops); !s.ok()) return s;
       if (Status s = read_samples(lo, hi, out_.agents[i].agent_id); !s.ok()) return s;
     }
     for (auto& [key, row] : sites_) out_.sites.push_back(std::move(row));
@@ -90,9 +102,10 @@ class Loader {
   // long enough to hold up its checkpoints (and with them, ingest).
   static constexpr int64_t kChunkIds = int64_t{1} << 17;
 
-  Status in_chunks(const char* table, int64_t lo, int64_t hi, Status (Loader::*read)(int64_t, int64_t)) {
+  Status in_chunks(const schema::Table& table, int64_t lo, int64_t hi, Status (Loader::*read)(int64_t, int64_t)) {
     Statement last;
-    if (Status s = Statement::prepare(db_.handle(), std::string("SELECT MAX(id) FROM ") + table + " WHERE id >= ? AND id < ?",
+    if (Status s = Statement::prepare(db_.handle(),
+                                      "SELECT MAX(id) FROM " + std::string(table.name) + " WHERE id >= ? AND id < ?",
                                       last);
         !s.ok())
       return s;
@@ -112,18 +125,16 @@ class Loader {
 
   Status read_casts(int64_t lo, int64_t hi) {
     Statement casts;
-    if (Status s = Statement::prepare(db_.handle(),
-                                      "SELECT id, codes, op, arg_name, location, bytes, source_version, cached_version "
-                                      "FROM casts WHERE id >= ? AND id < ?",
-                                      casts);
-        !s.ok())
+    if (Status s = Statement::prepare(db_.handle(), kCastRow.select_sql() + " WHERE id >= ? AND id < ?", casts); !s.ok())
       return s;
     casts.bind(1, lo);
     casts.bind(2, hi);
     Status error;
     while (casts.step(error)) {
-      const int64_t codes = casts.column_int(1);
-      const auto key = std::make_tuple(casts.column_int(4), casts.column_int(2), casts.column_int(3), site_codes(codes));
+      const int64_t codes = casts.column_int(kCastRow["codes"]);
+      const int64_t bytes = casts.column_int(kCastRow["bytes"]);
+      const auto key = std::make_tuple(casts.column_int(kCastRow["location"]), casts.column_int(kCastRow["op"]),
+                                       casts.column_int(kCastRow["arg_name"]), site_codes(codes));
       auto [it, inserted] = sites_.try_emplace(key);
       SiteRow& row = it->second;
       if (inserted) {
@@ -135,23 +146,24 @@ class Loader {
         row.device = static_cast<v1::DeviceType>(code_at(codes, kCastDevice));
         row.role = static_cast<v1::Role>(code_at(codes, kCastRole));
         row.mode = static_cast<v1::ExecutionMode>(code_at(codes, kCastMode));
-        row.first_seq = seq_of_row(casts.column_int(0));
+        row.first_seq = seq_of_row(casts.column_int(kCastRow["id"]));
       }
       ++row.count;
-      if (row.outcome == v1::CAST_OUTCOME_CAST) row.bytes += static_cast<uint64_t>(casts.column_int(5));
+      if (row.outcome == v1::CAST_OUTCOME_CAST) row.bytes += static_cast<uint64_t>(bytes);
       switch (code_at(codes, kCastCache)) {
         case v1::CACHE_OUTCOME_HIT: ++row.hits; break;
         case v1::CACHE_OUTCOME_MISS: ++row.misses; break;
         case v1::CACHE_OUTCOME_STALE_HIT:
           ++row.stale_hits;
-          row.max_version_gap = std::max(row.max_version_gap, casts.column_int(6) - casts.column_int(7));
+          row.max_version_gap = std::max(row.max_version_gap, casts.column_int(kCastRow["source_version"]) -
+                                                                  casts.column_int(kCastRow["cached_version"]));
           break;
         default: break;
       }
       if (code_at(codes, kCastPhase) == v1::PHASE_BACKWARD) ++row.backward;
       if (code_at(codes, kCastFlags) & kCastFlagRoundTrip) {
         ++row.round_trips;
-        row.round_trip_bytes += static_cast<uint64_t>(casts.column_int(5));
+        row.round_trip_bytes += static_cast<uint64_t>(bytes);
       }
     }
     return error;
@@ -159,57 +171,54 @@ class Loader {
 
   Status read_ops(int64_t lo, int64_t hi) {
     Statement ops;
-    if (Status s = Statement::prepare(db_.handle(),
-                                      "SELECT id, codes, op, location, cpu_duration_ns, autocast_enabled, input_dtypes "
-                                      "FROM ops WHERE id >= ? AND id < ?",
-                                      ops);
-        !s.ok())
+    if (Status s = Statement::prepare(db_.handle(), kOpRow.select_sql() + " WHERE id >= ? AND id < ?", ops); !s.ok())
       return s;
     ops.bind(1, lo);
     ops.bind(2, hi);
     Status error;
     while (ops.step(error)) {
-      const int64_t codes = ops.column_int(1);
+      const int64_t codes = ops.column_int(kOpRow["codes"]);
+      const int64_t op = ops.column_int(kOpRow["op"]), location = ops.column_int(kOpRow["location"]);
       const auto policy = static_cast<v1::CastPolicy>(code_at(codes, kOpPolicy));
       if (const int reason = code_at(codes, kOpProbeReason); reason != v1::PROBE_REASON_UNSPECIFIED) {
-        auto [p, first] = probes_.try_emplace(std::make_tuple(ops.column_int(3), ops.column_int(2), reason));
+        auto [p, first] = probes_.try_emplace(std::make_tuple(location, op, reason));
         ProbeOpRow& row = p->second;
         if (first) {
-          if (Status s = site_ref(ops.column_int(3), ops.column_int(2), 0, row.site); !s.ok()) return s;
+          if (Status s = site_ref(location, op, 0, row.site); !s.ok()) return s;
           row.reason = static_cast<v1::ProbeReason>(reason);
           row.device = static_cast<v1::DeviceType>(code_at(codes, kOpDevice));
-          row.first_seq = seq_of_row(ops.column_int(0));
+          row.first_seq = seq_of_row(ops.column_int(kOpRow["id"]));
         }
         ++row.calls;
         v1::OpEvent unpacked;
-        unpack_input_dtypes(ops.column_int(6), unpacked);
+        unpack_input_dtypes(ops.column_int(kOpRow["input_dtypes"]), unpacked);
         for (int dtype : unpacked.input_dtypes()) row.input_dtypes.insert(static_cast<v1::DType>(dtype));
         row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutput)));
         continue;  // not an autocast op: kept out of the per-op table
       }
       if (policy == v1::CAST_POLICY_UNSPECIFIED && code_at(codes, kOpMode) == v1::EXECUTION_MODE_TRACE_RECORDING &&
-          ops.column_int(5) == 0) {
+          ops.column_int(kOpRow["autocast_enabled"]) == 0) {
         // Not an autocast op: the trace observer saw it run with autocast off.
         SiteRef site;
-        if (Status s = site_ref(ops.column_int(3), ops.column_int(2), 0, site); !s.ok()) return s;
+        if (Status s = site_ref(location, op, 0, site); !s.ok()) return s;
         out_.traced_with_autocast_off.insert({site.file, site.line, site.op});
         continue;
       }
-      auto [it, inserted] = ops_.try_emplace(std::make_pair(ops.column_int(2), static_cast<int>(policy)));
+      auto [it, inserted] = ops_.try_emplace(std::make_pair(op, static_cast<int>(policy)));
       OpRow& row = it->second;
       if (inserted) {
-        if (Status s = text(ops.column_int(2), row.op); !s.ok()) return s;
+        if (Status s = text(op, row.op); !s.ok()) return s;
         row.policy = policy;
       }
       ++row.calls;
       if (code_at(codes, kOpOutcome) == v1::OP_OUTCOME_ERROR) ++row.errors;
-      row.cpu_time_ns += static_cast<uint64_t>(ops.column_int(4));
+      row.cpu_time_ns += static_cast<uint64_t>(ops.column_int(kOpRow["cpu_duration_ns"]));
       ++row.output_dtypes[static_cast<v1::DType>(code_at(codes, kOpOutput))];
       if (code_at(codes, kOpPhase) == v1::PHASE_BACKWARD) {
-        auto [b, first] = backward_.try_emplace(std::make_pair(ops.column_int(3), ops.column_int(2)));
+        auto [b, first] = backward_.try_emplace(std::make_pair(location, op));
         if (first) {
-          if (Status s = site_ref(ops.column_int(3), ops.column_int(2), 0, b->second.site); !s.ok()) return s;
-          b->second.first_seq = seq_of_row(ops.column_int(0));
+          if (Status s = site_ref(location, op, 0, b->second.site); !s.ok()) return s;
+          b->second.first_seq = seq_of_row(ops.column_int(kOpRow["id"]));
         }
         ++b->second.calls;
       }
@@ -219,9 +228,7 @@ class Loader {
 
   Status read_samples(int64_t lo, int64_t hi, const std::string& agent_id) {
     Statement samples;
-    if (Status s = Statement::prepare(db_.handle(),
-                                      "SELECT trigger, iteration, live_casts, live_bytes FROM cache_samples "
-                                      "WHERE id >= ? AND id < ? ORDER BY id",
+    if (Status s = Statement::prepare(db_.handle(), kSampleRow.select_sql() + " WHERE id >= ? AND id < ? ORDER BY id",
                                       samples);
         !s.ok())
       return s;
@@ -229,12 +236,13 @@ class Loader {
     samples.bind(2, hi);
     Status error;
     while (samples.step(error)) {
-      const auto live_casts = static_cast<uint64_t>(samples.column_int(2));
-      const auto live_bytes = static_cast<uint64_t>(samples.column_int(3));
+      const auto live_casts = static_cast<uint64_t>(samples.column_int(kSampleRow["live_casts"]));
+      const auto live_bytes = static_cast<uint64_t>(samples.column_int(kSampleRow["live_bytes"]));
       out_.max_live_casts = std::max(out_.max_live_casts, live_casts);
       out_.max_live_bytes = std::max(out_.max_live_bytes, live_bytes);
-      if (samples.column_int(0) == v1::CacheSample::TRIGGER_ITERATION)
-        out_.iteration_samples.push_back({agent_id, static_cast<uint64_t>(samples.column_int(1)), live_casts, live_bytes});
+      if (samples.column_int(kSampleRow["trigger"]) == v1::CacheSample::TRIGGER_ITERATION)
+        out_.iteration_samples.push_back(
+            {agent_id, static_cast<uint64_t>(samples.column_int(kSampleRow["iteration"])), live_casts, live_bytes});
     }
     return error;
   }
@@ -246,10 +254,11 @@ class Loader {
       return Status();
     }
     Statement lookup;
-    if (Status s = Statement::prepare(db_.handle(), "SELECT text FROM strings WHERE id = ?", lookup); !s.ok()) return s;
+    if (Status s = Statement::prepare(db_.handle(), kStringText.select_sql() + " WHERE id = ?", lookup); !s.ok())
+      return s;
     lookup.bind(1, id);
     Status error;
-    if (lookup.step(error)) out = lookup.column_text(0);
+    if (lookup.step(error)) out = lookup.column_text(kStringText["text"]);
     strings_[id] = out;
     return error;
   }
@@ -259,16 +268,15 @@ class Loader {
     if (Status s = text(arg, out.arg); !s.ok()) return s;
     if (location == 0) return Status();
     Statement lookup;
-    if (Status s = Statement::prepare(db_.handle(), "SELECT file, line, function, flags FROM locations WHERE id = ?", lookup);
-        !s.ok())
+    if (Status s = Statement::prepare(db_.handle(), kLocationRow.select_sql() + " WHERE id = ?", lookup); !s.ok())
       return s;
     lookup.bind(1, location);
     Status error;
     if (lookup.step(error)) {
-      out.file = lookup.column_text(0);
-      out.line = static_cast<uint32_t>(lookup.column_int(1));
-      out.function = lookup.column_text(2);
-      out.inside_disabled_autocast = (lookup.column_int(3) & 1) != 0;
+      out.file = lookup.column_text(kLocationRow["file"]);
+      out.line = static_cast<uint32_t>(lookup.column_int(kLocationRow["line"]));
+      out.function = lookup.column_text(kLocationRow["function"]);
+      out.inside_disabled_autocast = (lookup.column_int(kLocationRow["flags"]) & 1) != 0;
     }
     return error;
   }

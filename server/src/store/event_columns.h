@@ -1,7 +1,7 @@
 // How the store packs small fields into integer columns (the writer packs,
 // the reader unpacks, validation guarantees the ranges). Fewer columns per
 // row is what lets SQLite take a million rows a second; the views cast_rows
-// and op_rows in the schema (sqlite_store.cc) unpack them again for SQL users.
+// and op_rows in the schema (store_schema.cc) unpack them again for SQL users.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@ namespace castscope::collector {
 inline constexpr uint32_t kSlotThreadLimit = 1u << 24;
 inline constexpr uint32_t kSlotArgIndexLimit = 1u << 16;
 inline constexpr int32_t kSlotListIndexLimit = (1 << 23) - 1;  // list_index < this
-// SQL for the three fields, from the column `slot` (the views and the reader use them).
+// SQL for the three fields, from the column `slot` (the views use them).
 #define CASTSCOPE_SLOT_THREAD_SQL "(slot & 16777215)"
 #define CASTSCOPE_SLOT_ARG_INDEX_SQL "((slot >> 24) & 65535)"
 #define CASTSCOPE_SLOT_LIST_INDEX_SQL "((slot >> 40) - 1)"
@@ -25,6 +25,13 @@ inline constexpr int32_t kSlotListIndexLimit = (1 << 23) - 1;  // list_index < t
 inline int64_t pack_cast_slot(const castscope::v1::CastEvent& c) {
   return static_cast<int64_t>(static_cast<uint64_t>(c.thread()) | static_cast<uint64_t>(c.arg_index()) << 24 |
                               static_cast<uint64_t>(static_cast<int64_t>(c.list_index()) + 1) << 40);
+}
+
+inline void unpack_cast_slot(int64_t column, castscope::v1::CastEvent& c) {
+  const auto slot = static_cast<uint64_t>(column);
+  c.set_thread(static_cast<uint32_t>(slot & (kSlotThreadLimit - 1)));
+  c.set_arg_index(static_cast<uint32_t>((slot >> 24) & (kSlotArgIndexLimit - 1)));
+  c.set_list_index(static_cast<int32_t>(static_cast<int64_t>(slot >> 40) - 1));
 }
 
 // Enum fields of a cast and an op, kCodeBits each, first field lowest. Enum

@@ -8,106 +8,35 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 
 #include "common/log/logger.h"
-#include "server/src/store/event_columns.h"
+#include "server/src/store/store_schema.h"
 
 namespace castscope::collector {
 
 namespace {
 
-// Version 2 (version 1 had thread, arg_index and list_index as columns of
-// casts; now packed into casts.slot). Identity columns of agents are kept from their first batch;
-// counters are maintained by the writer (so summaries never scan events).
-// Event tables pack small fields (event_columns.h: codes, input_dtypes,
-// autocast_enabled); the views cast_rows and op_rows unpack them for SQL.
-// casts.shape is the dims as native-endian int64s. String and location
-// columns hold ids into strings and locations, 0 meaning none.
-constexpr const char* kSchemaSql = R"sql(
-CREATE TABLE runs(
-  id INTEGER PRIMARY KEY,
-  run_id TEXT NOT NULL UNIQUE,
-  first_seen_unix_ns INTEGER NOT NULL,
-  last_seen_unix_ns INTEGER NOT NULL);
-CREATE TABLE agents(
-  id INTEGER PRIMARY KEY,
-  run INTEGER NOT NULL REFERENCES runs(id),
-  agent_id TEXT NOT NULL,
-  pid INTEGER NOT NULL,
-  rank INTEGER NOT NULL,
-  local_rank INTEGER NOT NULL,
-  world_size INTEGER NOT NULL,
-  hostname TEXT NOT NULL,
-  torch_version TEXT NOT NULL,
-  command TEXT NOT NULL,
-  policy_hash TEXT NOT NULL,
-  policy_files TEXT NOT NULL,  -- JSON array of paths
-  batches INTEGER NOT NULL DEFAULT 0,
-  casts INTEGER NOT NULL DEFAULT 0,
-  ops INTEGER NOT NULL DEFAULT 0,
-  cache_samples INTEGER NOT NULL DEFAULT 0,
-  first_sequence INTEGER NOT NULL DEFAULT 0,
-  last_sequence INTEGER NOT NULL DEFAULT 0,
-  events_recorded_total INTEGER NOT NULL DEFAULT 0,
-  events_dropped_total INTEGER NOT NULL DEFAULT 0,
-  internal_errors INTEGER NOT NULL DEFAULT 0,
-  finished INTEGER NOT NULL DEFAULT 0,
-  UNIQUE(run, agent_id));
-CREATE TABLE batches(
-  agent INTEGER NOT NULL,
-  sequence INTEGER NOT NULL,
-  received_unix_ns INTEGER NOT NULL,
-  n_events INTEGER NOT NULL,
-  PRIMARY KEY(agent, sequence)) WITHOUT ROWID;
-CREATE TABLE strings(
-  id INTEGER PRIMARY KEY,
-  text TEXT NOT NULL UNIQUE);
-CREATE TABLE locations(
-  id INTEGER PRIMARY KEY,
-  kind INTEGER NOT NULL,
-  file TEXT NOT NULL,
-  line INTEGER NOT NULL,
-  function TEXT NOT NULL,
-  stack TEXT NOT NULL,
-  flags INTEGER NOT NULL DEFAULT 0,  -- bit 0: inside a scripted autocast(enabled=False) block
-  UNIQUE(kind, file, line, function, stack, flags));
-CREATE TABLE casts(
-  id INTEGER PRIMARY KEY,
-  ts_ns INTEGER, op INTEGER, arg_name INTEGER, slot INTEGER, codes INTEGER, shape BLOB, bytes INTEGER,
-  op_seq INTEGER, source_version INTEGER, cached_version INTEGER, location INTEGER);
-CREATE TABLE ops(
-  id INTEGER PRIMARY KEY,
-  ts_ns INTEGER, thread INTEGER, op INTEGER, codes INTEGER, input_dtypes INTEGER, cpu_duration_ns INTEGER,
-  location INTEGER, autocast_enabled INTEGER, autocast_nesting INTEGER);
-CREATE TABLE cache_samples(
-  id INTEGER PRIMARY KEY,
-  ts_ns INTEGER, trigger INTEGER, iteration INTEGER, live_casts INTEGER, live_bytes INTEGER);
-CREATE TABLE kernels(
-  id INTEGER PRIMARY KEY,
-  start_ns INTEGER, end_ns INTEGER, name INTEGER, device INTEGER, stream INTEGER, op_seq INTEGER);
-CREATE TABLE findings(
-  id INTEGER PRIMARY KEY,
-  run INTEGER NOT NULL REFERENCES runs(id),
-  kind TEXT NOT NULL,
-  severity TEXT NOT NULL,
-  summary TEXT NOT NULL,
-  details_json TEXT NOT NULL);
-CREATE VIEW cast_rows AS SELECT
-  id >> 40 AS agent, id & 0xFFFFFFFFFF AS seq, ts_ns, )sql" CASTSCOPE_SLOT_THREAD_SQL R"sql( AS thread, op,
-  )sql" CASTSCOPE_SLOT_ARG_INDEX_SQL R"sql( AS arg_index, arg_name, )sql" CASTSCOPE_SLOT_LIST_INDEX_SQL R"sql( AS list_index,
-  codes & 63 AS policy, (codes >> 6) & 63 AS src_dtype, (codes >> 12) & 63 AS dst_dtype, (codes >> 18) & 63 AS outcome,
-  (codes >> 24) & 63 AS device_type, (codes >> 30) & 63 AS role, (codes >> 36) & 63 AS cache,
-  (codes >> 42) & 63 AS mode, (codes >> 48) & 63 AS phase, (codes >> 54) & 1 AS shape_truncated,
-  (codes >> 55) & 1 AS round_trip,
-  shape, bytes, op_seq, source_version, cached_version, location
-  FROM casts;
-CREATE VIEW op_rows AS SELECT
-  id >> 40 AS agent, id & 0xFFFFFFFFFF AS seq, ts_ns, thread, op,
-  codes & 63 AS policy, (codes >> 6) & 63 AS device_type, (codes >> 12) & 63 AS output_dtype,
-  (codes >> 18) & 63 AS outcome, (codes >> 24) & 63 AS autocast_dtype, (codes >> 30) & 63 AS mode,
-  (codes >> 36) & 63 AS phase, (codes >> 42) & 63 AS probe_reason, input_dtypes, cpu_duration_ns, location, autocast_enabled, autocast_nesting
-  FROM ops;
-)sql";
+// Schema history: version 1 had thread, arg_index and list_index as columns
+// of casts (now packed into casts.slot); version 5 dropped the kernels table,
+// which nothing wrote or read.
+//
+// A writer upgrades a file of an older version in place, one step at a time;
+// kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
+// than the first step are refused.
+struct Migration {
+  int from;
+  const char* sql;
+};
+constexpr Migration kMigrations[] = {
+    {4, "DROP TABLE IF EXISTS kernels"},
+};
+constexpr int kOldestMigratedVersion = kMigrations[0].from;
+static_assert(kMigrations[std::size(kMigrations) - 1].from == kSchemaVersion - 1,
+              "a schema change needs its migration step (or a new kOldestMigratedVersion)");
+// A read-only connection cannot migrate; it reads these older versions as
+// they are (version 4 differs only by a table nothing reads).
+constexpr int kOldestReadableVersion = 4;
 
 }  // namespace
 
@@ -225,7 +154,7 @@ Status Database::check_or_create_schema(Mode mode) {
   if (application_id == 0 && user_version == 0 && tables == 0) {
     if (mode == Mode::kReadOnly) return Status::failed_precondition(path_ + ": empty database, not a castscope store");
     if (Status s = exec("PRAGMA page_size=16384; PRAGMA journal_mode=WAL"); !s.ok()) return s;
-    const std::string create = std::string("BEGIN;") + kSchemaSql + "PRAGMA application_id=" +
+    const std::string create = "BEGIN;" + schema::create_schema_sql() + "PRAGMA application_id=" +
                                std::to_string(kApplicationId) + ";PRAGMA user_version=" +
                                std::to_string(kSchemaVersion) + ";COMMIT;";
     if (Status s = exec(create.c_str()); !s.ok()) return s;
@@ -235,15 +164,52 @@ Status Database::check_or_create_schema(Mode mode) {
   if (application_id != kApplicationId)
     return Status::failed_precondition(path_ + ": an SQLite database but not a castscope store (application_id " +
                                        std::to_string(application_id) + ")");
-  if (user_version != kSchemaVersion)
-    return Status::failed_precondition(path_ + ": castscope store schema version " + std::to_string(user_version) +
-                                       ", this collector reads version " + std::to_string(kSchemaVersion));
+  if (Status s = check_version(mode, static_cast<int>(user_version)); !s.ok()) return s;
   if (mode == Mode::kReadWrite) {
     if (Status s = exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-65536;"
                         "PRAGMA temp_store=MEMORY");
         !s.ok())
       return s;
   }
+  return {};
+}
+
+Status Database::check_version(Mode mode, int version) {
+  const std::string found = path_ + ": castscope store schema version " + std::to_string(version);
+  if (version > kSchemaVersion)
+    return Status::failed_precondition(found + " is newer than this collector's (" + std::to_string(kSchemaVersion) +
+                                       "): use a castscope-collector at least as new as the one that wrote it");
+  if (version < kOldestMigratedVersion)
+    return Status::failed_precondition(
+        found + " is older than this collector can upgrade (" + std::to_string(kOldestMigratedVersion) + " to " +
+        std::to_string(kSchemaVersion) +
+        "): read it with the castscope release that wrote it, or move it aside and let the collector start a new "
+        "store");
+  if (version == kSchemaVersion) return {};
+  if (mode == Mode::kReadOnly) {
+    if (version >= kOldestReadableVersion) return {};
+    return Status::failed_precondition(found + ", older than this collector's (" + std::to_string(kSchemaVersion) +
+                                       "): run `castscope-collector serve --db " + path_ +
+                                       "` once to upgrade it in place");
+  }
+  return migrate(version);
+}
+
+Status Database::migrate(int version) {
+  const int from = version;
+  if (Status s = exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+  for (const Migration& step : kMigrations) {
+    if (step.from != version) continue;
+    const std::string sql = std::string(step.sql) + ";PRAGMA user_version=" + std::to_string(step.from + 1);
+    if (Status s = exec(sql.c_str()); !s.ok()) {
+      (void)exec("ROLLBACK");
+      return Status::failed_precondition(s.message() + " (upgrading the store from schema version " +
+                                         std::to_string(step.from) + ")");
+    }
+    ++version;
+  }
+  if (Status s = exec("COMMIT"); !s.ok()) return s;
+  log::logger("collector").info("{}: upgraded the store from schema version {} to {}", path_, from, version);
   return {};
 }
 

@@ -1,4 +1,5 @@
-// The collector's SQLite file: connection, schema and prepared statements.
+// The collector's SQLite file: connection, schema version (migrations and
+// refusals) and prepared statements. The tables are in store_schema.h.
 // StoreWriter (one thread) and StoreReader (any number of connections, other
 // processes included: WAL lets them read while the writer commits) build on it.
 //
@@ -21,7 +22,9 @@
 
 namespace castscope::collector {
 
-inline constexpr int kSchemaVersion = 4;      // PRAGMA user_version
+// PRAGMA user_version. A change to the schema (store_schema.h) bumps it and
+// adds a migration step (sqlite_store.cc) or raises the oldest version upgraded.
+inline constexpr int kSchemaVersion = 5;
 inline constexpr int kApplicationId = 0x43535354;  // PRAGMA application_id: "CSST"
 
 inline int64_t event_row_id(int64_t agent_row, uint64_t seq) {
@@ -74,7 +77,10 @@ class Database {
 
   // Opens `path`. kReadWrite creates the file and schema when absent and
   // takes the writer lock (one writing collector per file); kReadOnly needs
-  // an existing castscope store. Errors name the file and what is wrong.
+  // an existing castscope store. A writer upgrades a file of an older schema
+  // version in place (a reader reads the versions it can as they are) and
+  // refuses one it cannot upgrade. Errors name the file, what is wrong and
+  // what to do.
   Status open(const std::string& path, Mode mode);
 
   sqlite3* handle() const { return db_; }
@@ -84,6 +90,8 @@ class Database {
 
  private:
   Status check_or_create_schema(Mode mode);
+  Status check_version(Mode mode, int version);
+  Status migrate(int version);
 
   sqlite3* db_ = nullptr;
   std::string path_;

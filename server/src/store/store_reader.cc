@@ -7,6 +7,7 @@
 
 #include "server/src/batch/batch_validation.h"
 #include "server/src/store/event_columns.h"
+#include "server/src/store/store_schema.h"
 
 namespace castscope::collector {
 
@@ -29,12 +30,25 @@ class ReadTransaction {
   bool ok_ = false;
 };
 
-constexpr const char* kCastColumns =
-    "id, ts_ns, " CASTSCOPE_SLOT_THREAD_SQL ", op, " CASTSCOPE_SLOT_ARG_INDEX_SQL ", arg_name, "
-    CASTSCOPE_SLOT_LIST_INDEX_SQL ", codes, shape, bytes, op_seq, source_version, cached_version, location";
-constexpr const char* kOpColumns =
-    "id, ts_ns, thread, op, codes, input_dtypes, cpu_duration_ns, location, autocast_enabled, autocast_nesting";
-constexpr const char* kCacheSampleColumns = "id, ts_ns, trigger, iteration, live_casts, live_bytes";
+// Column lists of the reader's statements (store_schema.h): reads below take
+// their ordinals from these.
+constexpr auto kCastRow = schema::all_columns<schema::kCasts>();
+constexpr auto kOpRow = schema::all_columns<schema::kOps>();
+constexpr auto kSampleRow = schema::all_columns<schema::kCacheSamples>();
+constexpr auto kRunRow = schema::columns(schema::kRuns, {"id", "run_id", "first_seen_unix_ns", "last_seen_unix_ns"});
+constexpr auto kRunId = schema::columns(schema::kRuns, {"id"});
+constexpr auto kAgentSummary = schema::columns(
+    schema::kAgents, {"agent_id", "pid", "rank", "local_rank", "world_size", "hostname", "torch_version", "command",
+                      "batches", "casts", "ops", "cache_samples", "events_recorded_total", "events_dropped_total",
+                      "first_sequence", "last_sequence", "finished", "policy_hash", "policy_files"});
+constexpr auto kAgentRef = schema::columns(schema::kAgents, {"id", "agent_id"});
+constexpr auto kStringId = schema::columns(schema::kStrings, {"id"});
+constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
+constexpr auto kLocationRow =
+    schema::columns(schema::kLocations, {"kind", "file", "line", "function", "stack", "flags"});
+constexpr auto kBatchSequence = schema::columns(schema::kBatches, {"sequence"});
+constexpr auto kFindingRow =
+    schema::columns(schema::kFindings, {"id", "run", "kind", "severity", "summary", "details_json"});
 
 uint64_t seq_of(const v1::Event& event) {
   switch (event.kind_case()) {
@@ -61,55 +75,48 @@ Status StoreReader::open(const std::string& path, std::unique_ptr<StoreReader>& 
 Status StoreReader::list_runs(v1::ListRunsResponse& out) {
   ReadTransaction transaction(db_);
   Statement runs;
-  if (Status s = Statement::prepare(db_.handle(),
-                                    "SELECT id, run_id, first_seen_unix_ns, last_seen_unix_ns FROM runs ORDER BY id",
-                                    runs);
-      !s.ok())
+  if (Status s = Statement::prepare(db_.handle(), kRunRow.select_sql() + " ORDER BY id", runs); !s.ok())
     return db_.error(s.message());
   Statement agents;
-  if (Status s = Statement::prepare(
-          db_.handle(),
-          "SELECT agent_id, pid, rank, local_rank, world_size, hostname, torch_version, command, batches, casts, ops, "
-          "cache_samples, events_recorded_total, events_dropped_total, first_sequence, last_sequence, finished, "
-          "policy_hash, policy_files FROM agents WHERE run = ? ORDER BY id",
-          agents);
+  if (Status s = Statement::prepare(db_.handle(), kAgentSummary.select_sql() + " WHERE run = ? ORDER BY id", agents);
       !s.ok())
     return db_.error(s.message());
   Status error;
   while (runs.step(error)) {
     v1::RunSummary& run = *out.add_runs();
-    run.set_run_id(runs.column_text(1));
-    run.set_first_seen_unix_ns(static_cast<uint64_t>(runs.column_int(2)));
-    run.set_last_seen_unix_ns(static_cast<uint64_t>(runs.column_int(3)));
-    agents.bind(1, runs.column_int(0));
+    run.set_run_id(runs.column_text(kRunRow["run_id"]));
+    run.set_first_seen_unix_ns(static_cast<uint64_t>(runs.column_int(kRunRow["first_seen_unix_ns"])));
+    run.set_last_seen_unix_ns(static_cast<uint64_t>(runs.column_int(kRunRow["last_seen_unix_ns"])));
+    agents.bind(1, runs.column_int(kRunRow["id"]));
     while (agents.step(error)) {
+      const Statement& a = agents;
       v1::AgentSummary& agent = *run.add_agents();
       v1::AgentIdentity& identity = *agent.mutable_identity();
       identity.set_run_id(run.run_id());
-      identity.set_agent_id(agents.column_text(0));
-      identity.set_pid(static_cast<uint32_t>(agents.column_int(1)));
-      identity.set_rank(static_cast<int32_t>(agents.column_int(2)));
-      identity.set_local_rank(static_cast<int32_t>(agents.column_int(3)));
-      identity.set_world_size(static_cast<int32_t>(agents.column_int(4)));
-      identity.set_hostname(agents.column_text(5));
-      identity.set_torch_version(agents.column_text(6));
-      identity.set_command(agents.column_text(7));
-      identity.set_policy_hash(agents.column_text(17));
-      for (const auto& file : nlohmann::json::parse(agents.column_text(18), nullptr, false))
+      identity.set_agent_id(a.column_text(kAgentSummary["agent_id"]));
+      identity.set_pid(static_cast<uint32_t>(a.column_int(kAgentSummary["pid"])));
+      identity.set_rank(static_cast<int32_t>(a.column_int(kAgentSummary["rank"])));
+      identity.set_local_rank(static_cast<int32_t>(a.column_int(kAgentSummary["local_rank"])));
+      identity.set_world_size(static_cast<int32_t>(a.column_int(kAgentSummary["world_size"])));
+      identity.set_hostname(a.column_text(kAgentSummary["hostname"]));
+      identity.set_torch_version(a.column_text(kAgentSummary["torch_version"]));
+      identity.set_command(a.column_text(kAgentSummary["command"]));
+      identity.set_policy_hash(a.column_text(kAgentSummary["policy_hash"]));
+      for (const auto& file : nlohmann::json::parse(a.column_text(kAgentSummary["policy_files"]), nullptr, false))
         if (file.is_string()) identity.add_policy_files(file.get<std::string>());
-      const auto batches = static_cast<uint64_t>(agents.column_int(8));
+      const auto batches = static_cast<uint64_t>(a.column_int(kAgentSummary["batches"]));
       agent.set_batches(batches);
-      agent.set_casts(static_cast<uint64_t>(agents.column_int(9)));
-      agent.set_ops(static_cast<uint64_t>(agents.column_int(10)));
-      agent.set_cache_samples(static_cast<uint64_t>(agents.column_int(11)));
-      agent.set_events_recorded_total(static_cast<uint64_t>(agents.column_int(12)));
-      agent.set_events_dropped_total(static_cast<uint64_t>(agents.column_int(13)));
-      const auto first = static_cast<uint64_t>(agents.column_int(14));
-      const auto last = static_cast<uint64_t>(agents.column_int(15));
+      agent.set_casts(static_cast<uint64_t>(a.column_int(kAgentSummary["casts"])));
+      agent.set_ops(static_cast<uint64_t>(a.column_int(kAgentSummary["ops"])));
+      agent.set_cache_samples(static_cast<uint64_t>(a.column_int(kAgentSummary["cache_samples"])));
+      agent.set_events_recorded_total(static_cast<uint64_t>(a.column_int(kAgentSummary["events_recorded_total"])));
+      agent.set_events_dropped_total(static_cast<uint64_t>(a.column_int(kAgentSummary["events_dropped_total"])));
+      const auto first = static_cast<uint64_t>(a.column_int(kAgentSummary["first_sequence"]));
+      const auto last = static_cast<uint64_t>(a.column_int(kAgentSummary["last_sequence"]));
       agent.set_first_sequence(first);
       agent.set_last_sequence(last);
       agent.set_missing_sequences(batches == 0 ? 0 : last - first + 1 - batches);
-      agent.set_finished(agents.column_int(16) != 0);
+      agent.set_finished(a.column_int(kAgentSummary["finished"]) != 0);
     }
     agents.reset();
     if (!error.ok()) break;
@@ -117,18 +124,29 @@ Status StoreReader::list_runs(v1::ListRunsResponse& out) {
   return error.ok() ? Status() : db_.error(error.message());
 }
 
-Status StoreReader::find_agents(const std::string& run_id, const std::string& agent_id, std::vector<AgentRef>& out) {
+Status StoreReader::find_run(const std::string& run_id, int64_t& run) {
+  run = 0;
   Statement statement;
-  const char* sql = agent_id.empty()
-                        ? "SELECT a.id, a.agent_id FROM agents a JOIN runs r ON a.run = r.id WHERE r.run_id = ? "
-                          "ORDER BY a.id"
-                        : "SELECT a.id, a.agent_id FROM agents a JOIN runs r ON a.run = r.id WHERE r.run_id = ? "
-                          "AND a.agent_id = ? ORDER BY a.id";
-  if (Status s = Statement::prepare(db_.handle(), sql, statement); !s.ok()) return db_.error(s.message());
+  if (Status s = Statement::prepare(db_.handle(), kRunId.select_sql() + " WHERE run_id = ?", statement); !s.ok())
+    return db_.error(s.message());
   statement.bind_text(1, run_id);
+  Status error;
+  if (statement.step(error)) run = statement.column_int(kRunId["id"]);
+  return error.ok() ? Status() : db_.error(error.message());
+}
+
+Status StoreReader::find_agents(const std::string& run_id, const std::string& agent_id, std::vector<AgentRef>& out) {
+  int64_t run = 0;
+  if (Status s = find_run(run_id, run); !s.ok() || run == 0) return s;
+  Statement statement;
+  const std::string sql =
+      kAgentRef.select_sql() + (agent_id.empty() ? " WHERE run = ? ORDER BY id" : " WHERE run = ? AND agent_id = ? ORDER BY id");
+  if (Status s = Statement::prepare(db_.handle(), sql, statement); !s.ok()) return db_.error(s.message());
+  statement.bind(1, run);
   if (!agent_id.empty()) statement.bind_text(2, agent_id);
   Status error;
-  while (statement.step(error)) out.push_back({statement.column_int(0), statement.column_text(1)});
+  while (statement.step(error))
+    out.push_back({statement.column_int(kAgentRef["id"]), statement.column_text(kAgentRef["agent_id"])});
   return error.ok() ? Status() : db_.error(error.message());
 }
 
@@ -139,11 +157,11 @@ Status StoreReader::resolve_string(int64_t id, std::string& out) {
     return {};
   }
   Statement statement;
-  if (Status s = Statement::prepare(db_.handle(), "SELECT text FROM strings WHERE id = ?", statement); !s.ok())
+  if (Status s = Statement::prepare(db_.handle(), kStringText.select_sql() + " WHERE id = ?", statement); !s.ok())
     return db_.error(s.message());
   statement.bind(1, id);
   Status error;
-  if (statement.step(error)) out = statement.column_text(0);
+  if (statement.step(error)) out = statement.column_text(kStringText["text"]);
   if (!error.ok()) return db_.error(error.message());
   strings_.emplace(id, out);
   return {};
@@ -156,19 +174,17 @@ Status StoreReader::resolve_location(int64_t id, v1::SourceLocation& out) {
     return {};
   }
   Statement statement;
-  if (Status s = Statement::prepare(db_.handle(),
-                                    "SELECT kind, file, line, function, stack, flags FROM locations WHERE id = ?", statement);
-      !s.ok())
+  if (Status s = Statement::prepare(db_.handle(), kLocationRow.select_sql() + " WHERE id = ?", statement); !s.ok())
     return db_.error(s.message());
   statement.bind(1, id);
   Status error;
   if (statement.step(error)) {
-    out.set_kind(static_cast<v1::SourceLocation::Kind>(statement.column_int(0)));
-    out.set_file(statement.column_text(1));
-    out.set_line(static_cast<uint32_t>(statement.column_int(2)));
-    out.set_function(statement.column_text(3));
-    out.set_inside_disabled_autocast((statement.column_int(5) & 1) != 0);
-    const std::string stack = statement.column_text(4);
+    out.set_kind(static_cast<v1::SourceLocation::Kind>(statement.column_int(kLocationRow["kind"])));
+    out.set_file(statement.column_text(kLocationRow["file"]));
+    out.set_line(static_cast<uint32_t>(statement.column_int(kLocationRow["line"])));
+    out.set_function(statement.column_text(kLocationRow["function"]));
+    out.set_inside_disabled_autocast((statement.column_int(kLocationRow["flags"]) & 1) != 0);
+    const std::string stack = statement.column_text(kLocationRow["stack"]);
     if (!stack.empty()) {
       const auto frames = nlohmann::json::parse(stack, nullptr, false);
       if (frames.is_array())
@@ -181,70 +197,76 @@ Status StoreReader::resolve_location(int64_t id, v1::SourceLocation& out) {
   return {};
 }
 
-Status StoreReader::read_kind(v1::EventFilter::Kind kind, const AgentRef& agent, const std::string& where,
+Status StoreReader::read_kind(v1::EventFilter::Kind kind, const AgentRef& agent, const SiteFilter& site,
                               uint64_t after_seq, uint32_t limit, std::vector<v1::StoredEvent>& out) {
-  const char* table = kind == v1::EventFilter::KIND_CAST ? "casts" : kind == v1::EventFilter::KIND_OP ? "ops"
-                                                                                                     : "cache_samples";
-  const char* columns = kind == v1::EventFilter::KIND_CAST ? kCastColumns
-                        : kind == v1::EventFilter::KIND_OP ? kOpColumns
-                                                           : kCacheSampleColumns;
-  const std::string sql = std::string("SELECT ") + columns + " FROM " + table + " WHERE id > ? AND id <= ?" + where +
-                          " ORDER BY id LIMIT ?";
+  // One of a fixed set of statements (kind x op filter x site filter); values are bound.
+  std::string sql = kind == v1::EventFilter::KIND_CAST ? kCastRow.select_sql()
+                    : kind == v1::EventFilter::KIND_OP ? kOpRow.select_sql()
+                                                       : kSampleRow.select_sql();
+  sql += " WHERE id > ? AND id <= ?";
+  if (site.op != 0) sql += " AND op = ?";
+  if (!site.file.empty()) sql += " AND location IN (SELECT id FROM locations WHERE file = ? AND (? = 0 OR line = ?))";
+  sql += " ORDER BY id LIMIT ?";
   Statement rows;
   if (Status s = Statement::prepare(db_.handle(), sql, rows); !s.ok()) return db_.error(s.message());
-  rows.bind(1, event_row_id(agent.id, std::min(after_seq, kMaxEventSeq)));
-  rows.bind(2, event_row_id(agent.id, kMaxEventSeq));
-  rows.bind(3, limit);
+  int param = 1;
+  rows.bind(param++, event_row_id(agent.id, std::min(after_seq, kMaxEventSeq)));
+  rows.bind(param++, event_row_id(agent.id, kMaxEventSeq));
+  if (site.op != 0) rows.bind(param++, site.op);
+  if (!site.file.empty()) {
+    rows.bind_text(param++, site.file);
+    rows.bind(param++, site.line);
+    rows.bind(param++, site.line);
+  }
+  rows.bind(param, limit);
   Status error;
   while (rows.step(error)) {
+    const Statement& r = rows;
     v1::StoredEvent& stored = out.emplace_back();
     stored.set_agent_id(agent.agent_id);
-    const uint64_t seq = seq_of_row(rows.column_int(0));
     Status resolved;
     if (kind == v1::EventFilter::KIND_CAST) {
       v1::CastEvent& c = *stored.mutable_event()->mutable_cast();
-      c.set_seq(seq);
-      c.set_ts_ns(static_cast<uint64_t>(rows.column_int(1)));
-      c.set_thread(static_cast<uint32_t>(rows.column_int(2)));
-      resolved = resolve_string(rows.column_int(3), *c.mutable_op());
-      c.set_arg_index(static_cast<uint32_t>(rows.column_int(4)));
-      if (resolved.ok()) resolved = resolve_string(rows.column_int(5), *c.mutable_arg_name());
-      c.set_list_index(static_cast<int32_t>(rows.column_int(6)));
-      unpack_cast_codes(rows.column_int(7), c);
-      const auto* shape = static_cast<const char*>(sqlite3_column_blob(rows.get(), 8));
-      const int shape_bytes = sqlite3_column_bytes(rows.get(), 8);
+      c.set_seq(seq_of_row(r.column_int(kCastRow["id"])));
+      c.set_ts_ns(static_cast<uint64_t>(r.column_int(kCastRow["ts_ns"])));
+      unpack_cast_slot(r.column_int(kCastRow["slot"]), c);
+      resolved = resolve_string(r.column_int(kCastRow["op"]), *c.mutable_op());
+      if (resolved.ok()) resolved = resolve_string(r.column_int(kCastRow["arg_name"]), *c.mutable_arg_name());
+      unpack_cast_codes(r.column_int(kCastRow["codes"]), c);
+      const auto* shape = static_cast<const char*>(sqlite3_column_blob(r.get(), kCastRow["shape"]));
+      const int shape_bytes = sqlite3_column_bytes(r.get(), kCastRow["shape"]);
       for (int i = 0; shape != nullptr && i + 8 <= shape_bytes; i += 8) {
         int64_t dim = 0;
         std::memcpy(&dim, shape + i, 8);
         c.add_shape(dim);
       }
-      c.set_bytes(static_cast<uint64_t>(rows.column_int(9)));
-      c.set_op_seq(static_cast<uint64_t>(rows.column_int(10)));
-      c.set_source_version(rows.column_int(11));
-      c.set_cached_version(rows.column_int(12));
-      if (resolved.ok() && rows.column_int(13) != 0)
-        resolved = resolve_location(rows.column_int(13), *c.mutable_location());
+      c.set_bytes(static_cast<uint64_t>(r.column_int(kCastRow["bytes"])));
+      c.set_op_seq(static_cast<uint64_t>(r.column_int(kCastRow["op_seq"])));
+      c.set_source_version(r.column_int(kCastRow["source_version"]));
+      c.set_cached_version(r.column_int(kCastRow["cached_version"]));
+      if (const int64_t location = r.column_int(kCastRow["location"]); resolved.ok() && location != 0)
+        resolved = resolve_location(location, *c.mutable_location());
     } else if (kind == v1::EventFilter::KIND_OP) {
       v1::OpEvent& o = *stored.mutable_event()->mutable_op();
-      o.set_seq(seq);
-      o.set_ts_ns(static_cast<uint64_t>(rows.column_int(1)));
-      o.set_thread(static_cast<uint32_t>(rows.column_int(2)));
-      resolved = resolve_string(rows.column_int(3), *o.mutable_op());
-      unpack_op_codes(rows.column_int(4), o);
-      unpack_input_dtypes(rows.column_int(5), o);
-      o.set_cpu_duration_ns(static_cast<uint64_t>(rows.column_int(6)));
-      if (resolved.ok() && rows.column_int(7) != 0)
-        resolved = resolve_location(rows.column_int(7), *o.mutable_location());
-      unpack_device_mask(rows.column_int(8), o);
-      o.set_autocast_nesting(static_cast<uint32_t>(rows.column_int(9)));
+      o.set_seq(seq_of_row(r.column_int(kOpRow["id"])));
+      o.set_ts_ns(static_cast<uint64_t>(r.column_int(kOpRow["ts_ns"])));
+      o.set_thread(static_cast<uint32_t>(r.column_int(kOpRow["thread"])));
+      resolved = resolve_string(r.column_int(kOpRow["op"]), *o.mutable_op());
+      unpack_op_codes(r.column_int(kOpRow["codes"]), o);
+      unpack_input_dtypes(r.column_int(kOpRow["input_dtypes"]), o);
+      o.set_cpu_duration_ns(static_cast<uint64_t>(r.column_int(kOpRow["cpu_duration_ns"])));
+      if (const int64_t location = r.column_int(kOpRow["location"]); resolved.ok() && location != 0)
+        resolved = resolve_location(location, *o.mutable_location());
+      unpack_device_mask(r.column_int(kOpRow["autocast_enabled"]), o);
+      o.set_autocast_nesting(static_cast<uint32_t>(r.column_int(kOpRow["autocast_nesting"])));
     } else {
       v1::CacheSample& sample = *stored.mutable_event()->mutable_cache_sample();
-      sample.set_seq(seq);
-      sample.set_ts_ns(static_cast<uint64_t>(rows.column_int(1)));
-      sample.set_trigger(static_cast<v1::CacheSample::Trigger>(rows.column_int(2)));
-      sample.set_iteration(static_cast<uint64_t>(rows.column_int(3)));
-      sample.set_live_casts(static_cast<uint64_t>(rows.column_int(4)));
-      sample.set_live_bytes(static_cast<uint64_t>(rows.column_int(5)));
+      sample.set_seq(seq_of_row(r.column_int(kSampleRow["id"])));
+      sample.set_ts_ns(static_cast<uint64_t>(r.column_int(kSampleRow["ts_ns"])));
+      sample.set_trigger(static_cast<v1::CacheSample::Trigger>(r.column_int(kSampleRow["trigger"])));
+      sample.set_iteration(static_cast<uint64_t>(r.column_int(kSampleRow["iteration"])));
+      sample.set_live_casts(static_cast<uint64_t>(r.column_int(kSampleRow["live_casts"])));
+      sample.set_live_bytes(static_cast<uint64_t>(r.column_int(kSampleRow["live_bytes"])));
     }
     if (!resolved.ok()) return resolved;
   }
@@ -261,35 +283,21 @@ Status StoreReader::query_events(const v1::EventFilter& filter, v1::QueryEventsR
   std::vector<AgentRef> agents;
   if (Status s = find_agents(filter.run_id(), filter.agent_id(), agents); !s.ok()) return s;
 
-  // Op and source filters become integer conditions on the event rows.
-  std::string where;
+  // The op filter becomes its string id (no such string: nothing matches); the
+  // source filter a bound subquery on locations.
+  SiteFilter site;
   const bool by_site = !filter.op().empty() || !filter.file().empty();
   if (!filter.op().empty()) {
     Statement find;
-    if (Status s = Statement::prepare(db_.handle(), "SELECT id FROM strings WHERE text = ?", find); !s.ok())
+    if (Status s = Statement::prepare(db_.handle(), kStringId.select_sql() + " WHERE text = ?", find); !s.ok())
       return db_.error(s.message());
     find.bind_text(1, filter.op());
     Status error;
     if (!find.step(error)) return error;  // no such op: nothing matches
-    where += " AND op = " + std::to_string(find.column_int(0));
+    site.op = find.column_int(kStringId["id"]);
   }
-  if (!filter.file().empty()) {
-    Statement find;
-    if (Status s = Statement::prepare(db_.handle(),
-                                      filter.line() == 0 ? "SELECT id FROM locations WHERE file = ?"
-                                                         : "SELECT id FROM locations WHERE file = ? AND line = ?",
-                                      find);
-        !s.ok())
-      return db_.error(s.message());
-    find.bind_text(1, filter.file());
-    if (filter.line() != 0) find.bind(2, filter.line());
-    std::string ids;
-    Status error;
-    while (find.step(error)) ids += (ids.empty() ? "" : ",") + std::to_string(find.column_int(0));
-    if (!error.ok()) return db_.error(error.message());
-    if (ids.empty()) return {};
-    where += " AND location IN (" + ids + ")";
-  }
+  site.file = filter.file();
+  site.line = filter.file().empty() ? 0 : filter.line();
 
   std::vector<v1::EventFilter::Kind> kinds;
   if (filter.kind() == v1::EventFilter::KIND_UNSPECIFIED) {
@@ -303,7 +311,7 @@ Status StoreReader::query_events(const v1::EventFilter& filter, v1::QueryEventsR
     const size_t wanted = limit + 1 - static_cast<size_t>(out.events_size());  // one more tells whether there is more
     std::vector<v1::StoredEvent> rows;
     for (v1::EventFilter::Kind kind : kinds)
-      if (Status s = read_kind(kind, agent, where, filter.after_seq(), static_cast<uint32_t>(wanted), rows); !s.ok())
+      if (Status s = read_kind(kind, agent, site, filter.after_seq(), static_cast<uint32_t>(wanted), rows); !s.ok())
         return s;
     std::stable_sort(rows.begin(), rows.end(), [](const v1::StoredEvent& a, const v1::StoredEvent& b) {
       return seq_of(a.event()) < seq_of(b.event());
@@ -329,36 +337,50 @@ Status StoreReader::list_sequences(const v1::ListSequencesRequest& request, v1::
   if (Status s = find_agents(request.run_id(), request.agent_id(), agents); !s.ok()) return s;
   if (agents.empty()) return {};
   Statement statement;
-  if (Status s = Statement::prepare(db_.handle(), "SELECT sequence FROM batches WHERE agent = ? ORDER BY sequence",
+  if (Status s = Statement::prepare(db_.handle(), kBatchSequence.select_sql() + " WHERE agent = ? ORDER BY sequence",
                                     statement);
       !s.ok())
     return db_.error(s.message());
   statement.bind(1, agents.front().id);
   Status error;
-  while (statement.step(error)) out.add_batch_sequences(static_cast<uint64_t>(statement.column_int(0)));
+  while (statement.step(error))
+    out.add_batch_sequences(static_cast<uint64_t>(statement.column_int(kBatchSequence["sequence"])));
   return error.ok() ? Status() : db_.error(error.message());
 }
 
 Status StoreReader::list_findings(const v1::ListFindingsRequest& request, v1::ListFindingsResponse& out) {
   ReadTransaction transaction(db_);
-  Statement statement;
+  // Run row -> run_id, for the runs asked about.
+  std::unordered_map<int64_t, std::string> run_ids;
+  Statement runs;
   if (Status s = Statement::prepare(db_.handle(),
-                                    "SELECT f.id, r.run_id, f.kind, f.severity, f.summary, f.details_json FROM "
-                                    "findings f JOIN runs r ON f.run = r.id WHERE ?1 = '' OR r.run_id = ?1 "
-                                    "ORDER BY f.id",
-                                    statement);
+                                    kRunRow.select_sql() + (request.run_id().empty() ? "" : " WHERE run_id = ?"), runs);
       !s.ok())
     return db_.error(s.message());
-  statement.bind_text(1, request.run_id());
+  if (!request.run_id().empty()) runs.bind_text(1, request.run_id());
   Status error;
+  while (runs.step(error)) run_ids.emplace(runs.column_int(kRunRow["id"]), runs.column_text(kRunRow["run_id"]));
+  if (!error.ok()) return db_.error(error.message());
+  if (run_ids.empty()) return {};
+
+  Statement statement;
+  if (Status s = Statement::prepare(
+          db_.handle(), kFindingRow.select_sql() + (request.run_id().empty() ? " ORDER BY id" : " WHERE run = ? ORDER BY id"),
+          statement);
+      !s.ok())
+    return db_.error(s.message());
+  if (!request.run_id().empty()) statement.bind(1, run_ids.begin()->first);
   while (statement.step(error)) {
+    const Statement& f = statement;
+    const auto run = run_ids.find(f.column_int(kFindingRow["run"]));
+    if (run == run_ids.end()) continue;  // findings reference runs; never taken
     v1::Finding& finding = *out.add_findings();
-    finding.set_id(std::to_string(statement.column_int(0)));
-    finding.set_run_id(statement.column_text(1));
-    finding.set_kind(statement.column_text(2));
-    finding.set_severity(statement.column_text(3));
-    finding.set_summary(statement.column_text(4));
-    finding.set_details_json(statement.column_text(5));
+    finding.set_id(std::to_string(f.column_int(kFindingRow["id"])));
+    finding.set_run_id(run->second);
+    finding.set_kind(f.column_text(kFindingRow["kind"]));
+    finding.set_severity(f.column_text(kFindingRow["severity"]));
+    finding.set_summary(f.column_text(kFindingRow["summary"]));
+    finding.set_details_json(f.column_text(kFindingRow["details_json"]));
   }
   return error.ok() ? Status() : db_.error(error.message());
 }

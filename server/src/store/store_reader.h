@@ -36,10 +36,17 @@ class StoreReader {
     int64_t id;
     std::string agent_id;
   };
+  // Which events of a kind to read: every filter value is a bound parameter.
+  struct SiteFilter {
+    int64_t op = 0;    // a strings id; 0: any op
+    std::string file;  // empty: any site
+    uint32_t line = 0;  // with `file`; 0: any line
+  };
+  Status find_run(const std::string& run_id, int64_t& run);  // run 0: not stored
   Status find_agents(const std::string& run_id, const std::string& agent_id, std::vector<AgentRef>& out);
   Status resolve_string(int64_t id, std::string& out);
   Status resolve_location(int64_t id, castscope::v1::SourceLocation& out);
-  Status read_kind(castscope::v1::EventFilter::Kind kind, const AgentRef& agent, const std::string& where,
+  Status read_kind(castscope::v1::EventFilter::Kind kind, const AgentRef& agent, const SiteFilter& site,
                    uint64_t after_seq, uint32_t limit, std::vector<castscope::v1::StoredEvent>& out);
 
   Database db_;

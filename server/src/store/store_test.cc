@@ -9,6 +9,7 @@
 #include "server/src/store/event_columns.h"
 #include "server/src/store/sqlite_store.h"
 #include "server/src/store/store_reader.h"
+#include "server/src/store/store_schema.h"
 #include "server/src/store/store_writer.h"
 #include "server/src/batch/stored_events.h"
 
@@ -213,7 +214,141 @@ TEST(SqliteStore, RefusesFilesThatAreNotItsStore) {
   sqlite3_close(db);
   status = StoreReader::open(newer, reader);
   EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(status.message(), newer + ": castscope store schema version 7, this collector reads version " + std::to_string(kSchemaVersion));
+  EXPECT_EQ(status.message(), newer + ": castscope store schema version 7 is newer than this collector's (" +
+                                  std::to_string(kSchemaVersion) +
+                                  "): use a castscope-collector at least as new as the one that wrote it");
+  status = StoreWriter::open(newer, writer);
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+}
+
+int64_t pragma(const std::string& db, const std::string& sql) {
+  sqlite3* handle = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(handle, sql.c_str(), -1, &statement, nullptr), SQLITE_OK);
+  const int64_t value = sqlite3_step(statement) == SQLITE_ROW ? sqlite3_column_int64(statement, 0) : -1;
+  sqlite3_finalize(statement);
+  sqlite3_close(handle);
+  return value;
+}
+
+// A store as version 4 wrote it: today's tables plus the kernels table
+// (nothing wrote or read it), user_version 4.
+void make_version_4_store(const std::string& db) {
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  }
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(handle,
+                         "CREATE TABLE kernels(id INTEGER PRIMARY KEY, start_ns INTEGER, end_ns INTEGER, "
+                         "name INTEGER, device INTEGER, stream INTEGER, op_seq INTEGER);"
+                         "PRAGMA user_version=4",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(handle);
+}
+
+TEST(SqliteStore, ReadsAndUpgradesAVersion4Store) {
+  static_assert(kSchemaVersion == 5, "a new schema version: add its old-file test beside this one");
+  const std::string db = (temp_dir("version4") / "store.db").string();
+  make_version_4_store(db);
+
+  // A reader cannot migrate; it reads version 4 as it is.
+  v1::EventFilter filter;
+  filter.set_run_id("run");
+  EXPECT_EQ(query(db, filter).events_size(), 5);
+  EXPECT_EQ(pragma(db, "PRAGMA user_version"), 4);
+
+  // The writer upgrades it in place and goes on storing.
+  {
+    std::unique_ptr<StoreWriter> writer;
+    const Status status = StoreWriter::open(db, writer);
+    ASSERT_TRUE(status.ok()) << status.message();
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+    EXPECT_TRUE(duplicate);
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10), duplicate).ok());
+    EXPECT_FALSE(duplicate);
+  }
+  EXPECT_EQ(pragma(db, "PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(pragma(db, "SELECT count(*) FROM sqlite_master WHERE name = 'kernels'"), 0);
+  EXPECT_EQ(query(db, filter).events_size(), 10);
+}
+
+TEST(SqliteStore, RefusesAStoreTooOldToUpgrade) {
+  const std::string db = (temp_dir("version3") / "store.db").string();
+  make_version_4_store(db);
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(handle, "PRAGMA user_version=3", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(handle);
+
+  const std::string expected =
+      db + ": castscope store schema version 3 is older than this collector can upgrade (4 to " +
+      std::to_string(kSchemaVersion) +
+      "): read it with the castscope release that wrote it, or move it aside and let the collector start a new store";
+  std::unique_ptr<StoreReader> reader;
+  Status status = StoreReader::open(db, reader);
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), expected);
+  std::unique_ptr<StoreWriter> writer;
+  status = StoreWriter::open(db, writer);
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), expected);
+  EXPECT_EQ(pragma(db, "PRAGMA user_version"), 3);  // left as it was
+}
+
+// Statement text and ordinals come from the one declaration of each table.
+TEST(StoreSchema, StatementsAndOrdinalsFollowTheDeclaration) {
+  constexpr auto row = schema::columns(schema::kLocations, {"kind", "file", "line"});
+  static_assert(row["kind"] == 0 && row["line"] == 2 && row.param("file") == 2);
+  static_assert(schema::kCasts.column("id") == 0 && schema::kCasts.column("location") == 11);
+  static_assert(schema::all_columns<schema::kOps>()["autocast_nesting"] == 9);
+  EXPECT_EQ(row.select_sql(), "SELECT kind, file, line FROM locations");
+  EXPECT_EQ(row.insert_sql(2, /*or_ignore=*/true), "INSERT OR IGNORE INTO locations(kind, file, line) VALUES (?,?,?),(?,?,?)");
+  EXPECT_EQ(row.match_sql(), "kind = ? AND file = ? AND line = ?");
+  EXPECT_EQ(row.assign_sql(), "kind = ?, file = ?, line = ?");
+  EXPECT_EQ(schema::kBatches.create_sql(),
+            "CREATE TABLE batches(\n  agent INTEGER NOT NULL,\n  sequence INTEGER NOT NULL,\n"
+            "  received_unix_ns INTEGER NOT NULL,\n  n_events INTEGER NOT NULL,\n"
+            "  PRIMARY KEY(agent, sequence)) WITHOUT ROWID;\n");
+}
+
+// Filter values are bound, never spliced into SQL: quotes and SQL in them
+// match nothing and break nothing.
+TEST(SqliteStore, FilterValuesAreNotSql) {
+  const std::string db = (temp_dir("injection") / "store.db").string();
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  }
+  v1::EventFilter filter;
+  filter.set_run_id("run' OR '1'='1");
+  EXPECT_EQ(query(db, filter).events_size(), 0);
+  filter.set_run_id("run");
+  filter.set_file("x' OR 1=1) OR (1=1");
+  EXPECT_EQ(query(db, filter).events_size(), 0);
+  filter.set_file("/src/model.py");
+  EXPECT_EQ(query(db, filter).events_size(), 3);  // the op and two of the casts
+  filter.set_op("aten::linear' --");
+  EXPECT_EQ(query(db, filter).events_size(), 0);
+  filter.set_op("aten::linear");
+  filter.set_kind(v1::EventFilter::KIND_OP);
+  EXPECT_EQ(query(db, filter).events_size(), 1);
+
+  std::unique_ptr<StoreReader> reader;
+  ASSERT_TRUE(StoreReader::open(db, reader).ok());
+  v1::ListFindingsRequest request;
+  request.set_run_id("' OR 1=1 --");
+  v1::ListFindingsResponse findings;
+  ASSERT_TRUE(reader->list_findings(request, findings).ok());
+  EXPECT_EQ(findings.findings_size(), 0);
 }
 
 TEST(SqliteStore, ViewsUnpackTheCodes) {

@@ -37,23 +37,48 @@ int64_t global_id(uint32_t local, const LocalIdIndex& index, const std::vector<i
   return position == LocalIdIndex::kAbsent ? 0 : globals[static_cast<size_t>(position)];
 }
 
+// Column lists of the writer's statements (store_schema.h): binds and reads
+// below take their ordinals from these.
+constexpr auto kBatchRow = schema::all_columns<schema::kBatches>();
+constexpr auto kCastRow = schema::all_columns<schema::kCasts>();
+constexpr auto kOpRow = schema::all_columns<schema::kOps>();
+constexpr auto kSampleRow = schema::all_columns<schema::kCacheSamples>();
+constexpr auto kRunId = schema::columns(schema::kRuns, {"id"});
+constexpr auto kRunState = schema::columns(schema::kRuns, {"id", "last_seen_unix_ns"});
+constexpr auto kRunInsert = schema::columns(schema::kRuns, {"run_id", "first_seen_unix_ns", "last_seen_unix_ns"});
+constexpr auto kRunUpdate = schema::columns(schema::kRuns, {"last_seen_unix_ns"});
+constexpr auto kAgentIdentity =
+    schema::columns(schema::kAgents, {"run", "agent_id", "pid", "rank", "local_rank", "world_size", "hostname",
+                                      "torch_version", "command", "policy_hash", "policy_files"});
+constexpr auto kAgentCounters = schema::columns(
+    schema::kAgents, {"batches", "casts", "ops", "cache_samples", "first_sequence", "last_sequence",
+                      "events_recorded_total", "events_dropped_total", "internal_errors", "finished"});
+constexpr auto kAgentState = schema::columns(
+    schema::kAgents, {"id", "batches", "casts", "ops", "cache_samples", "first_sequence", "last_sequence",
+                      "events_recorded_total", "events_dropped_total", "internal_errors", "finished"});
+constexpr auto kStringId = schema::columns(schema::kStrings, {"id"});
+constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
+constexpr auto kLocationId = schema::columns(schema::kLocations, {"id"});
+// What makes a location distinct (its UNIQUE constraint): lookup and insert bind the same.
+constexpr auto kLocationKey =
+    schema::columns(schema::kLocations, {"kind", "file", "line", "function", "stack", "flags"});
+constexpr auto kFindingRow =
+    schema::columns(schema::kFindings, {"run", "kind", "severity", "summary", "details_json"});
+
+// "UPDATE t SET a = ?, b = ? WHERE id = ?": the id is the last parameter.
+template <size_t N>
+std::string update_by_id_sql(const schema::Columns<N>& set) {
+  return "UPDATE " + std::string(set.table->name) + " SET " + set.assign_sql() + " WHERE id = ?";
+}
+
 }  // namespace
 
-Status MultiRowInsert::prepare(sqlite3* db, const std::string& table, const std::vector<std::string>& columns) {
+Status MultiRowInsert::prepare(sqlite3* db, int columns,
+                               const std::array<std::string, kRowsPerStatement.size()>& sql) {
   db_ = db;
-  columns_ = static_cast<int>(columns.size());
-  std::string names;
-  std::string one_row = "(";
-  for (size_t i = 0; i < columns.size(); ++i) {
-    names += (i ? "," : "") + columns[i];
-    one_row += i ? ",?" : "?";
-  }
-  one_row += ")";
-  for (size_t k = 0; k < kRowsPerStatement.size(); ++k) {
-    std::string sql = "INSERT OR IGNORE INTO " + table + "(" + names + ") VALUES ";
-    for (size_t r = 0; r < kRowsPerStatement[k]; ++r) sql += (r ? "," : "") + one_row;
-    if (Status s = Statement::prepare(db, sql, statements_[k]); !s.ok()) return s;
-  }
+  columns_ = columns;
+  for (size_t k = 0; k < kRowsPerStatement.size(); ++k)
+    if (Status s = Statement::prepare(db, sql[k], statements_[k]); !s.ok()) return s;
   return {};
 }
 
@@ -69,43 +94,27 @@ Status StoreWriter::open(const std::string& path, std::unique_ptr<StoreWriter>& 
 
 Status StoreWriter::prepare_statements() {
   sqlite3* db = db_.handle();
-  const std::pair<Statement*, const char*> statements[] = {
+  const std::pair<Statement*, std::string> statements[] = {
       {&begin_, "BEGIN"},
       {&commit_, "COMMIT"},
       {&rollback_, "ROLLBACK"},
-      {&insert_batch_, "INSERT OR IGNORE INTO batches(agent, sequence, received_unix_ns, n_events) VALUES (?,?,?,?)"},
-      {&find_run_, "SELECT id, last_seen_unix_ns FROM runs WHERE run_id = ?"},
-      {&insert_run_, "INSERT INTO runs(run_id, first_seen_unix_ns, last_seen_unix_ns) VALUES (?,?,?)"},
-      {&update_run_, "UPDATE runs SET last_seen_unix_ns = ? WHERE id = ?"},
-      {&find_agent_,
-       "SELECT id, batches, casts, ops, cache_samples, first_sequence, last_sequence, events_recorded_total, "
-       "events_dropped_total, internal_errors, finished FROM agents WHERE run = ? AND agent_id = ?"},
-      {&insert_agent_,
-       "INSERT INTO agents(run, agent_id, pid, rank, local_rank, world_size, hostname, torch_version, command, "
-       "policy_hash, policy_files) VALUES (?,?,?,?,?,?,?,?,?,?,?)"},
-      {&update_agent_,
-       "UPDATE agents SET batches=?, casts=?, ops=?, cache_samples=?, first_sequence=?, last_sequence=?, "
-       "events_recorded_total=?, events_dropped_total=?, internal_errors=?, finished=? WHERE id=?"},
-      {&find_string_, "SELECT id FROM strings WHERE text = ?"},
-      {&insert_string_, "INSERT INTO strings(text) VALUES (?)"},
-      {&find_location_,
-       "SELECT id FROM locations WHERE kind = ? AND file = ? AND line = ? AND function = ? AND stack = ? AND flags = ?"},
-      {&insert_location_, "INSERT INTO locations(kind, file, line, function, stack, flags) VALUES (?,?,?,?,?,?)"},
+      {&insert_batch_, kBatchRow.insert_sql(1, /*or_ignore=*/true)},
+      {&find_run_, kRunState.select_sql() + " WHERE run_id = ?"},
+      {&insert_run_, kRunInsert.insert_sql()},
+      {&update_run_, update_by_id_sql(kRunUpdate)},
+      {&find_agent_, kAgentState.select_sql() + " WHERE run = ? AND agent_id = ?"},
+      {&insert_agent_, kAgentIdentity.insert_sql()},
+      {&update_agent_, update_by_id_sql(kAgentCounters)},
+      {&find_string_, kStringId.select_sql() + " WHERE text = ?"},
+      {&insert_string_, kStringText.insert_sql()},
+      {&find_location_, kLocationId.select_sql() + " WHERE " + kLocationKey.match_sql()},
+      {&insert_location_, kLocationKey.insert_sql()},
   };
   for (const auto& [statement, sql] : statements)
     if (Status s = Statement::prepare(db, sql, *statement); !s.ok()) return db_.error(s.message());
-  if (Status s = casts_.prepare(db, "casts",
-                                {"id", "ts_ns", "op", "arg_name", "slot", "codes", "shape", "bytes", "op_seq",
-                                 "source_version", "cached_version", "location"});
-      !s.ok())
-    return s;
-  if (Status s = ops_.prepare(db, "ops",
-                              {"id", "ts_ns", "thread", "op", "codes", "input_dtypes", "cpu_duration_ns",
-                               "location", "autocast_enabled", "autocast_nesting"});
-      !s.ok())
-    return s;
-  return cache_samples_.prepare(db, "cache_samples",
-                                {"id", "ts_ns", "trigger", "iteration", "live_casts", "live_bytes"});
+  if (Status s = casts_.prepare(db, kCastRow); !s.ok()) return s;
+  if (Status s = ops_.prepare(db, kOpRow); !s.ok()) return s;
+  return cache_samples_.prepare(db, kSampleRow);
 }
 
 Status StoreWriter::begin() {
@@ -115,25 +124,24 @@ Status StoreWriter::begin() {
 
 Status StoreWriter::replace_findings(const std::string& run_id, const std::vector<StoredFinding>& findings) {
   Statement find, clear, insert;
-  if (Status s = Statement::prepare(db_.handle(), "SELECT id FROM runs WHERE run_id = ?", find); !s.ok()) return s;
+  if (Status s = Statement::prepare(db_.handle(), kRunId.select_sql() + " WHERE run_id = ?", find); !s.ok()) return s;
   find.bind_text(1, run_id);
   Status error;
   if (!find.step(error)) return error;
-  const int64_t run = find.column_int(0);
-  if (Status s = Statement::prepare(db_.handle(), "DELETE FROM findings WHERE run = ?", clear); !s.ok()) return s;
-  clear.bind(1, run);
-  if (Status s = clear.run(); !s.ok()) return s;
-  if (Status s = Statement::prepare(db_.handle(),
-                                    "INSERT INTO findings(run, kind, severity, summary, details_json) VALUES (?,?,?,?,?)",
-                                    insert);
+  const int64_t run = find.column_int(kRunId["id"]);
+  if (Status s = Statement::prepare(db_.handle(), "DELETE FROM " + std::string(schema::kFindings.name) + " WHERE run = ?",
+                                    clear);
       !s.ok())
     return s;
+  clear.bind(1, run);
+  if (Status s = clear.run(); !s.ok()) return s;
+  if (Status s = Statement::prepare(db_.handle(), kFindingRow.insert_sql(), insert); !s.ok()) return s;
   for (const StoredFinding& f : findings) {
-    insert.bind(1, run);
-    insert.bind_text(2, f.kind);
-    insert.bind_text(3, f.severity);
-    insert.bind_text(4, f.summary);
-    insert.bind_text(5, f.details_json);
+    insert.bind(kFindingRow.param("run"), run);
+    insert.bind_text(kFindingRow.param("kind"), f.kind);
+    insert.bind_text(kFindingRow.param("severity"), f.severity);
+    insert.bind_text(kFindingRow.param("summary"), f.summary);
+    insert.bind_text(kFindingRow.param("details_json"), f.details_json);
     if (Status s = insert.run(); !s.ok()) return s;
   }
   return Status();
@@ -141,18 +149,25 @@ Status StoreWriter::replace_findings(const std::string& run_id, const std::vecto
 
 Status StoreWriter::commit() {
   for (AgentRow* agent : dirty_agents_) {
-    const int64_t values[] = {agent->batches,         agent->casts,          agent->ops,
-                              agent->cache_samples,   agent->first_sequence, agent->last_sequence,
-                              agent->events_recorded_total, agent->events_dropped_total, agent->internal_errors,
-                              agent->finished ? 1 : 0, agent->id};
-    for (size_t i = 0; i < std::size(values); ++i) update_agent_.bind(static_cast<int>(i) + 1, values[i]);
-    if (Status s = update_agent_.run(); !s.ok()) return db_.error(s.message());
+    Statement& u = update_agent_;
+    u.bind(kAgentCounters.param("batches"), agent->batches);
+    u.bind(kAgentCounters.param("casts"), agent->casts);
+    u.bind(kAgentCounters.param("ops"), agent->ops);
+    u.bind(kAgentCounters.param("cache_samples"), agent->cache_samples);
+    u.bind(kAgentCounters.param("first_sequence"), agent->first_sequence);
+    u.bind(kAgentCounters.param("last_sequence"), agent->last_sequence);
+    u.bind(kAgentCounters.param("events_recorded_total"), agent->events_recorded_total);
+    u.bind(kAgentCounters.param("events_dropped_total"), agent->events_dropped_total);
+    u.bind(kAgentCounters.param("internal_errors"), agent->internal_errors);
+    u.bind(kAgentCounters.param("finished"), agent->finished ? 1 : 0);
+    u.bind(kAgentCounters.size() + 1, agent->id);
+    if (Status s = u.run(); !s.ok()) return db_.error(s.message());
     agent->dirty = false;
   }
   dirty_agents_.clear();
   for (RunRow* run : dirty_runs_) {
-    update_run_.bind(1, static_cast<int64_t>(run->last_seen_unix_ns));
-    update_run_.bind(2, run->id);
+    update_run_.bind(kRunUpdate.param("last_seen_unix_ns"), static_cast<int64_t>(run->last_seen_unix_ns));
+    update_run_.bind(kRunUpdate.size() + 1, run->id);
     if (Status s = update_run_.run(); !s.ok()) return db_.error(s.message());
     run->dirty = false;
   }
@@ -180,14 +195,14 @@ Status StoreWriter::find_or_create_run(const std::string& run_id, uint64_t now_u
     find_run_.bind_text(1, run_id);
     Status error;
     if (find_run_.step(error)) {
-      run.id = find_run_.column_int(0);
-      run.last_seen_unix_ns = static_cast<uint64_t>(find_run_.column_int(1));
+      run.id = find_run_.column_int(kRunState["id"]);
+      run.last_seen_unix_ns = static_cast<uint64_t>(find_run_.column_int(kRunState["last_seen_unix_ns"]));
     }
     find_run_.reset();
     if (error.ok() && run.id == 0) {
-      insert_run_.bind_text(1, run_id);
-      insert_run_.bind(2, static_cast<int64_t>(now_unix_ns));
-      insert_run_.bind(3, static_cast<int64_t>(now_unix_ns));
+      insert_run_.bind_text(kRunInsert.param("run_id"), run_id);
+      insert_run_.bind(kRunInsert.param("first_seen_unix_ns"), static_cast<int64_t>(now_unix_ns));
+      insert_run_.bind(kRunInsert.param("last_seen_unix_ns"), static_cast<int64_t>(now_unix_ns));
       error = insert_run_.run();
       run.id = sqlite3_last_insert_rowid(db_.handle());
     }
@@ -216,27 +231,34 @@ Status StoreWriter::find_or_create_agent(const v1::Batch& batch, uint64_t now_un
     find_agent_.bind_text(2, identity.agent_id());
     Status error;
     if (find_agent_.step(error)) {
-      agent.id = find_agent_.column_int(0);
-      int64_t* counters[] = {&agent.batches,         &agent.casts,          &agent.ops,
-                             &agent.cache_samples,   &agent.first_sequence, &agent.last_sequence,
-                             &agent.events_recorded_total, &agent.events_dropped_total, &agent.internal_errors};
-      for (size_t i = 0; i < std::size(counters); ++i) *counters[i] = find_agent_.column_int(static_cast<int>(i) + 1);
-      agent.finished = find_agent_.column_int(10) != 0;
+      const Statement& f = find_agent_;
+      agent.id = f.column_int(kAgentState["id"]);
+      agent.batches = f.column_int(kAgentState["batches"]);
+      agent.casts = f.column_int(kAgentState["casts"]);
+      agent.ops = f.column_int(kAgentState["ops"]);
+      agent.cache_samples = f.column_int(kAgentState["cache_samples"]);
+      agent.first_sequence = f.column_int(kAgentState["first_sequence"]);
+      agent.last_sequence = f.column_int(kAgentState["last_sequence"]);
+      agent.events_recorded_total = f.column_int(kAgentState["events_recorded_total"]);
+      agent.events_dropped_total = f.column_int(kAgentState["events_dropped_total"]);
+      agent.internal_errors = f.column_int(kAgentState["internal_errors"]);
+      agent.finished = f.column_int(kAgentState["finished"]) != 0;
     }
     find_agent_.reset();
     if (error.ok() && agent.id == 0) {
-      insert_agent_.bind(1, run->id);
-      insert_agent_.bind_text(2, identity.agent_id());
-      insert_agent_.bind(3, identity.pid());
-      insert_agent_.bind(4, identity.rank());
-      insert_agent_.bind(5, identity.local_rank());
-      insert_agent_.bind(6, identity.world_size());
-      insert_agent_.bind_text(7, identity.hostname());
-      insert_agent_.bind_text(8, identity.torch_version());
-      insert_agent_.bind_text(9, identity.command());
-      insert_agent_.bind_text(10, identity.policy_hash());
+      Statement& a = insert_agent_;
+      a.bind(kAgentIdentity.param("run"), run->id);
+      a.bind_text(kAgentIdentity.param("agent_id"), identity.agent_id());
+      a.bind(kAgentIdentity.param("pid"), identity.pid());
+      a.bind(kAgentIdentity.param("rank"), identity.rank());
+      a.bind(kAgentIdentity.param("local_rank"), identity.local_rank());
+      a.bind(kAgentIdentity.param("world_size"), identity.world_size());
+      a.bind_text(kAgentIdentity.param("hostname"), identity.hostname());
+      a.bind_text(kAgentIdentity.param("torch_version"), identity.torch_version());
+      a.bind_text(kAgentIdentity.param("command"), identity.command());
+      a.bind_text(kAgentIdentity.param("policy_hash"), identity.policy_hash());
       const std::string policy_files = nlohmann::json(identity.policy_files()).dump();  // bound, not copied
-      insert_agent_.bind_text(11, policy_files);
+      a.bind_text(kAgentIdentity.param("policy_files"), policy_files);
       error = insert_agent_.run();
       agent.id = sqlite3_last_insert_rowid(db_.handle());
     }
@@ -256,10 +278,10 @@ Status StoreWriter::intern_string(const std::string& text, int64_t& id) {
   }
   find_string_.bind_text(1, text);
   Status error;
-  id = find_string_.step(error) ? find_string_.column_int(0) : 0;
+  id = find_string_.step(error) ? find_string_.column_int(kStringId["id"]) : 0;
   find_string_.reset();
   if (error.ok() && id == 0) {
-    insert_string_.bind_text(1, text);
+    insert_string_.bind_text(kStringText.param("text"), text);
     error = insert_string_.run();
     id = sqlite3_last_insert_rowid(db_.handle());
   }
@@ -277,15 +299,15 @@ Status StoreWriter::intern_location(const v1::SourceLocation& location, int64_t&
   }
   Statement* statements[] = {&find_location_, &insert_location_};
   for (Statement* statement : statements) {
-    statement->bind(1, location.kind());
-    statement->bind_text(2, location.file());
-    statement->bind(3, location.line());
-    statement->bind_text(4, location.function());
-    statement->bind_text(5, stack);
-    statement->bind(6, location_flags(location));
+    statement->bind(kLocationKey.param("kind"), location.kind());
+    statement->bind_text(kLocationKey.param("file"), location.file());
+    statement->bind(kLocationKey.param("line"), location.line());
+    statement->bind_text(kLocationKey.param("function"), location.function());
+    statement->bind_text(kLocationKey.param("stack"), stack);
+    statement->bind(kLocationKey.param("flags"), location_flags(location));
   }
   Status error;
-  id = find_location_.step(error) ? find_location_.column_int(0) : 0;
+  id = find_location_.step(error) ? find_location_.column_int(kLocationId["id"]) : 0;
   find_location_.reset();
   if (error.ok() && id == 0) {
     error = insert_location_.run();
@@ -302,10 +324,10 @@ Status StoreWriter::store_batch(const v1::Batch& batch, uint64_t received_unix_n
   if (Status s = find_or_create_agent(batch, received_unix_ns, agent); !s.ok()) return s;
 
   // The batches primary key is the dedup: a replayed batch inserts nothing.
-  insert_batch_.bind(1, agent->id);
-  insert_batch_.bind(2, static_cast<int64_t>(batch.sequence()));
-  insert_batch_.bind(3, static_cast<int64_t>(received_unix_ns));
-  insert_batch_.bind(4, batch.events_size());
+  insert_batch_.bind(kBatchRow.param("agent"), agent->id);
+  insert_batch_.bind(kBatchRow.param("sequence"), static_cast<int64_t>(batch.sequence()));
+  insert_batch_.bind(kBatchRow.param("received_unix_ns"), static_cast<int64_t>(received_unix_ns));
+  insert_batch_.bind(kBatchRow.param("n_events"), batch.events_size());
   if (Status s = insert_batch_.run(); !s.ok()) return db_.error(s.message());
   duplicate = sqlite3_changes(db_.handle()) == 0;
   if (duplicate) return {};
@@ -379,21 +401,21 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
       [this](Statement& s, int p, size_t row) {
         const PendingRow& pending = casts_pending_[row];
         const v1::CastEvent& c = pending.event->cast();
-        s.bind(p, pending.id);
-        s.bind(p + 1, static_cast<int64_t>(c.ts_ns()));
-        s.bind(p + 2, pending.op);
-        s.bind(p + 3, pending.arg_name);
-        s.bind(p + 4, pack_cast_slot(c));
-        s.bind(p + 5, pack_cast_codes(c));
+        s.bind(p + kCastRow["id"], pending.id);
+        s.bind(p + kCastRow["ts_ns"], static_cast<int64_t>(c.ts_ns()));
+        s.bind(p + kCastRow["op"], pending.op);
+        s.bind(p + kCastRow["arg_name"], pending.arg_name);
+        s.bind(p + kCastRow["slot"], pack_cast_slot(c));
+        s.bind(p + kCastRow["codes"], pack_cast_codes(c));
         if (c.shape_size() == 0)
-          sqlite3_bind_null(s.get(), p + 6);
+          sqlite3_bind_null(s.get(), p + kCastRow["shape"]);
         else
-          sqlite3_bind_blob(s.get(), p + 6, c.shape().data(), c.shape_size() * 8, SQLITE_STATIC);
-        s.bind(p + 7, static_cast<int64_t>(c.bytes()));
-        s.bind(p + 8, static_cast<int64_t>(c.op_seq()));
-        s.bind(p + 9, c.source_version());
-        s.bind(p + 10, c.cached_version());
-        s.bind(p + 11, pending.location);
+          sqlite3_bind_blob(s.get(), p + kCastRow["shape"], c.shape().data(), c.shape_size() * 8, SQLITE_STATIC);
+        s.bind(p + kCastRow["bytes"], static_cast<int64_t>(c.bytes()));
+        s.bind(p + kCastRow["op_seq"], static_cast<int64_t>(c.op_seq()));
+        s.bind(p + kCastRow["source_version"], c.source_version());
+        s.bind(p + kCastRow["cached_version"], c.cached_version());
+        s.bind(p + kCastRow["location"], pending.location);
       },
       agent.casts);
   if (status.ok())
@@ -402,16 +424,16 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
         [this](Statement& s, int p, size_t row) {
           const PendingRow& pending = ops_pending_[row];
           const v1::OpEvent& o = pending.event->op();
-          s.bind(p, pending.id);
-          s.bind(p + 1, static_cast<int64_t>(o.ts_ns()));
-          s.bind(p + 2, o.thread());
-          s.bind(p + 3, pending.op);
-          s.bind(p + 4, pack_op_codes(o));
-          s.bind(p + 5, pack_input_dtypes(o));
-          s.bind(p + 6, static_cast<int64_t>(o.cpu_duration_ns()));
-          s.bind(p + 7, pending.location);
-          s.bind(p + 8, pack_device_mask(o));
-          s.bind(p + 9, o.autocast_nesting());
+          s.bind(p + kOpRow["id"], pending.id);
+          s.bind(p + kOpRow["ts_ns"], static_cast<int64_t>(o.ts_ns()));
+          s.bind(p + kOpRow["thread"], o.thread());
+          s.bind(p + kOpRow["op"], pending.op);
+          s.bind(p + kOpRow["codes"], pack_op_codes(o));
+          s.bind(p + kOpRow["input_dtypes"], pack_input_dtypes(o));
+          s.bind(p + kOpRow["cpu_duration_ns"], static_cast<int64_t>(o.cpu_duration_ns()));
+          s.bind(p + kOpRow["location"], pending.location);
+          s.bind(p + kOpRow["autocast_enabled"], pack_device_mask(o));
+          s.bind(p + kOpRow["autocast_nesting"], o.autocast_nesting());
         },
         agent.ops);
   if (status.ok())
@@ -420,12 +442,12 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
         [this](Statement& s, int p, size_t row) {
           const PendingRow& pending = samples_pending_[row];
           const v1::CacheSample& sample = pending.event->cache_sample();
-          s.bind(p, pending.id);
-          s.bind(p + 1, static_cast<int64_t>(sample.ts_ns()));
-          s.bind(p + 2, sample.trigger());
-          s.bind(p + 3, static_cast<int64_t>(sample.iteration()));
-          s.bind(p + 4, static_cast<int64_t>(sample.live_casts()));
-          s.bind(p + 5, static_cast<int64_t>(sample.live_bytes()));
+          s.bind(p + kSampleRow["id"], pending.id);
+          s.bind(p + kSampleRow["ts_ns"], static_cast<int64_t>(sample.ts_ns()));
+          s.bind(p + kSampleRow["trigger"], sample.trigger());
+          s.bind(p + kSampleRow["iteration"], static_cast<int64_t>(sample.iteration()));
+          s.bind(p + kSampleRow["live_casts"], static_cast<int64_t>(sample.live_casts()));
+          s.bind(p + kSampleRow["live_bytes"], static_cast<int64_t>(sample.live_bytes()));
         },
         agent.cache_samples);
   if (!status.ok()) return db_.error(status.message());

@@ -14,6 +14,7 @@
 
 #include "castscope/v1/transport.pb.h"
 #include "server/src/store/sqlite_store.h"
+#include "server/src/store/store_schema.h"
 #include "server/src/status.h"
 
 namespace castscope::collector {
@@ -23,11 +24,17 @@ namespace castscope::collector {
 // with 64 rows.
 class MultiRowInsert {
  public:
-  Status prepare(sqlite3* db, const std::string& table, const std::vector<std::string>& columns);
+  template <size_t N>
+  Status prepare(sqlite3* db, const schema::Columns<N>& row) {
+    std::array<std::string, kRowsPerStatement.size()> sql;
+    for (size_t k = 0; k < sql.size(); ++k) sql[k] = row.insert_sql(kRowsPerStatement[k], /*or_ignore=*/true);
+    return prepare(db, row.size(), sql);
+  }
 
   // Inserts rows [0, count); bind_row(statement, first_parameter, row) binds
-  // one row's columns. `inserted` grows by the rows really written (a row
-  // whose id exists already is ignored).
+  // one row's columns (column `name` is parameter first_parameter + row[name]
+  // of the list given to prepare). `inserted` grows by the rows really
+  // written (a row whose id exists already is ignored).
   template <typename BindRow>
   Status insert(size_t count, BindRow&& bind_row, int64_t& inserted) {
     size_t row = 0;
@@ -48,6 +55,8 @@ class MultiRowInsert {
 
  private:
   static constexpr std::array<size_t, 3> kRowsPerStatement = {256, 16, 1};
+  Status prepare(sqlite3* db, int columns, const std::array<std::string, kRowsPerStatement.size()>& sql);
+
   sqlite3* db_ = nullptr;
   int columns_ = 0;
   std::array<Statement, 3> statements_;

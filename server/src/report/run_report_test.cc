@@ -1,0 +1,125 @@
+// The report of a run stored from known batches: totals, sites and a finding
+// follow from what was sent. Real torch jobs' reports are checked in
+// tests/integration/test_findings.py.
+#include "server/src/report/run_report.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "server/src/store/store_writer.h"
+#include "server/testing/test_batches.h"
+
+namespace castscope::collector {
+namespace {
+
+using json = nlohmann::json;
+using testing::make_batch;
+using testing::temp_dir;
+
+// Two batches of one agent, as make_batch makes them (3 casts each: two at
+// /src/model.py:42, one with no location; every cast a stale cache hit of
+// 4096 bytes, fp32 -> fp16, weight, eager; one probe-window op and one cache
+// sample), plus one autocast op per batch.
+std::string store_run() {
+  const std::string db = (temp_dir("report") / "store.db").string();
+  std::unique_ptr<StoreWriter> writer;
+  EXPECT_TRUE(StoreWriter::open(db, writer).ok());
+  EXPECT_TRUE(writer->begin().ok());
+  for (uint64_t sequence = 1; sequence <= 2; ++sequence) {
+    v1::Batch batch = make_batch("run", "agent", sequence, sequence * 100);
+    v1::OpEvent& op = *batch.add_events()->mutable_op();
+    op.set_seq(sequence * 100 + 50);
+    op.set_op_id(1);
+    op.set_location_id(1);
+    op.set_policy(v1::CAST_POLICY_LOWER_PRECISION_FP);
+    op.set_output_dtype(v1::DTYPE_FLOAT16);
+    op.set_outcome(v1::OP_OUTCOME_OK);
+    op.set_cpu_duration_ns(1000);
+    bool duplicate = true;
+    const Status status = writer->store_batch(batch, 1000 * sequence, duplicate);
+    EXPECT_TRUE(status.ok()) << status.message();
+    EXPECT_FALSE(duplicate);
+  }
+  EXPECT_TRUE(writer->commit().ok());
+  return db;
+}
+
+const json* site_at(const json& report, const std::string& file, uint32_t line) {
+  for (const json& row : report["sites"])
+    if (row["site"]["file"] == file && row["site"]["line"] == line) return &row;
+  return nullptr;
+}
+
+TEST(RunReport, TotalsSitesAndFindingsFollowTheStoredEvents) {
+  const std::string db = store_run();
+  json report;
+  const Status status = build_run_report(db, "run", report);
+  ASSERT_TRUE(status.ok()) << status.message();
+
+  const json& totals = report["totals"];
+  EXPECT_EQ(totals["casts"], 6);
+  EXPECT_EQ(totals["conversions"], 6);
+  EXPECT_EQ(totals["bytes_cast"], 6 * 4096);
+  EXPECT_EQ(totals["ops"], 2);  // the probe-window ops are kept out of the op table
+  EXPECT_EQ(totals["op_errors"], 0);
+  EXPECT_EQ(totals["events_dropped"], 2);  // cumulative: the latest batch's count
+  EXPECT_EQ(totals["casts_by_role"], (json{{"weight", 6}}));
+  EXPECT_EQ(totals["casts_by_dtype_pair"], (json{{"float32->float16", 6}}));
+  EXPECT_EQ(totals["casts_by_mode"], (json{{"eager", 6}}));
+  EXPECT_EQ(totals["cache"]["hits"], 0);
+  EXPECT_EQ(totals["cache"]["stale_hits"], 6);
+  EXPECT_EQ(totals["cache"]["max_live_casts"], 4);
+  EXPECT_EQ(totals["cache"]["max_live_bytes"], 5);
+
+  const json& run = report["run"];
+  EXPECT_EQ(run["run_id"], "run");
+  EXPECT_EQ(run["devices"], (json{"cuda"}));
+  ASSERT_EQ(run["agents"].size(), 1u);
+  EXPECT_EQ(run["agents"][0]["pid"], 1234);
+  EXPECT_EQ(run["agents"][0]["batches"], 2);
+  EXPECT_EQ(run["agents"][0]["missing_batches"], 0);
+
+  // Two sites: the same (location, op, arg) in both batches is one row.
+  ASSERT_EQ(report["sites"].size(), 2u);
+  const json* model = site_at(report, "/src/model.py", 42);
+  ASSERT_NE(model, nullptr) << report["sites"].dump(2);
+  EXPECT_EQ((*model)["count"], 4);
+  EXPECT_EQ((*model)["bytes"], 4 * 4096);
+  EXPECT_EQ((*model)["stale_hits"], 4);
+  EXPECT_EQ((*model)["site"]["op"], "aten::linear");
+  EXPECT_EQ((*model)["site"]["arg"], "weight");
+  EXPECT_EQ((*model)["src_dtype"], "float32");
+  EXPECT_EQ((*model)["dst_dtype"], "float16");
+  const json* unlocated = site_at(report, "", 0);
+  ASSERT_NE(unlocated, nullptr);
+  EXPECT_EQ((*unlocated)["count"], 2);
+
+  ASSERT_EQ(report["ops"].size(), 1u);
+  EXPECT_EQ(report["ops"][0]["op"], "aten::linear");
+  EXPECT_EQ(report["ops"][0]["calls"], 2);
+  EXPECT_EQ(report["ops"][0]["cpu_time_ns"], 2000);
+
+  // Stale cache hits: critical, at the site, with how old the copy was (9 - -3).
+  const auto& findings = report["findings"];
+  const auto stale = std::find_if(findings.begin(), findings.end(), [](const json& f) {
+    return f["kind"] == "stale-cache-hit" && f["sites"][0]["file"] == "/src/model.py";
+  });
+  ASSERT_NE(stale, findings.end()) << findings.dump(2);
+  EXPECT_EQ((*stale)["severity"], "critical");
+  EXPECT_EQ((*stale)["sites"][0]["line"], 42);
+  EXPECT_EQ((*stale)["evidence"]["stale_hits"], 4);
+  EXPECT_EQ((*stale)["evidence"]["max_version_gap"], 12);
+}
+
+TEST(RunReport, UnknownRunIsNotFound) {
+  const std::string db = store_run();
+  json report;
+  const Status status = build_run_report(db, "other", report);
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(status.message(), "no run \"other\" in " + db);
+}
+
+}  // namespace
+}  // namespace castscope::collector

@@ -1,0 +1,237 @@
+// The store's tables, each declared once. CREATE TABLE, INSERT, SELECT and
+// UPDATE text is generated from these declarations, and every bind or read
+// ordinal comes from a column list checked at compile time:
+//
+//   constexpr auto kRow = schema::columns(schema::kLocations, {"kind", "file"});
+//   statement.bind(kRow.param("file"), ...);      // 2, or a compile error
+//   statement.column_text(kRow["file"]);          // 1
+//
+// so an ordinal cannot drift from its statement's column list, and a column
+// name that is not in the table does not compile. WHERE clauses stay
+// hand-written (SQLite rejects a wrong name there when it prepares them).
+//
+// Who writes and who reads each table:
+//   runs, agents   StoreWriter (counters kept in memory, written at commit);
+//                  StoreReader::list_runs, load_run_data
+//   batches        StoreWriter (its primary key is the dedup); list_sequences
+//   strings,       StoreWriter interns them; readers resolve ids
+//   locations
+//   casts, ops,    StoreWriter's multi-row inserts; StoreReader::query_events,
+//   cache_samples  load_run_data
+//   findings       StoreWriter::replace_findings (the live analyzer);
+//                  StoreReader::list_findings
+//
+// Event tables use a composite INTEGER PRIMARY KEY, (agent row << 40) | seq,
+// and no secondary index (sqlite_store.h says why); no table has one.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace castscope::collector::schema {
+
+struct Column {
+  std::string_view name;
+  std::string_view definition;  // SQL type and column constraints
+};
+
+struct Table;
+
+namespace detail {
+// Not constexpr: reaching it in a constant evaluation (a name that is not a
+// column of the table or list) is a compile error that names it.
+void no_such_column();
+std::string select_sql(const Table& table, std::span<const int> indices);
+std::string insert_sql(const Table& table, std::span<const int> indices, size_t rows, bool or_ignore);
+std::string joined(const Table& table, std::span<const int> indices, std::string_view after_each,
+                   std::string_view separator);
+}  // namespace detail
+
+struct Table {
+  std::string_view name;
+  std::span<const Column> columns;
+  std::string_view constraints = {};  // table constraints, after the columns
+  bool without_rowid = false;
+
+  // Index of a column in the declaration.
+  consteval int column(std::string_view column_name) const {
+    for (size_t i = 0; i < columns.size(); ++i)
+      if (columns[i].name == column_name) return static_cast<int>(i);
+    detail::no_such_column();
+    return -1;
+  }
+  std::string create_sql() const;
+};
+
+// Some columns of one table, in statement order: the column list of a
+// SELECT, INSERT, UPDATE or lookup. Positions are computed at compile time.
+template <size_t N>
+struct Columns {
+  const Table* table;
+  std::array<int, N> indices;  // into table->columns
+
+  static constexpr int size() { return static_cast<int>(N); }
+  // 0-based position: a SELECT's read ordinal (Statement::column_*).
+  consteval int operator[](std::string_view column_name) const {
+    const int column = table->column(column_name);
+    for (size_t i = 0; i < N; ++i)
+      if (indices[i] == column) return static_cast<int>(i);
+    detail::no_such_column();
+    return -1;
+  }
+  // 1-based: an INSERT's, UPDATE's or lookup's bind ordinal (Statement::bind).
+  consteval int param(std::string_view column_name) const { return (*this)[column_name] + 1; }
+
+  // "SELECT a, b FROM t"; the caller adds WHERE, ORDER BY.
+  std::string select_sql() const { return detail::select_sql(*table, indices); }
+  // "INSERT [OR IGNORE] INTO t(a, b) VALUES (?,?),(?,?)...": `rows` rows.
+  std::string insert_sql(size_t rows = 1, bool or_ignore = false) const {
+    return detail::insert_sql(*table, indices, rows, or_ignore);
+  }
+  // "a = ?, b = ?" (an UPDATE's SET) or "a = ? AND b = ?" (a lookup's WHERE).
+  std::string assign_sql() const { return detail::joined(*table, indices, " = ?", ", "); }
+  std::string match_sql() const { return detail::joined(*table, indices, " = ?", " AND "); }
+};
+
+template <size_t N>
+consteval Columns<N> columns(const Table& table, const std::string_view (&names)[N]) {
+  Columns<N> out{&table, {}};
+  for (size_t i = 0; i < N; ++i) out.indices[i] = table.column(names[i]);
+  return out;
+}
+
+// Every column of `T`, in declaration order.
+template <const Table& T>
+consteval Columns<T.columns.size()> all_columns() {
+  Columns<T.columns.size()> out{&T, {}};
+  for (size_t i = 0; i < T.columns.size(); ++i) out.indices[i] = static_cast<int>(i);
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// The tables. Identity columns of agents are kept from their first batch;
+// counters are maintained by the writer (so summaries never scan events).
+// Event tables pack small fields (event_columns.h: slot, codes, input_dtypes,
+// autocast_enabled); the views cast_rows and op_rows unpack them for SQL.
+// casts.shape is the dims as native-endian int64s. String and location
+// columns of event rows hold ids into strings and locations, 0 meaning none.
+
+inline constexpr Column kRunsColumns[] = {
+    {"id", "INTEGER PRIMARY KEY"},
+    {"run_id", "TEXT NOT NULL UNIQUE"},
+    {"first_seen_unix_ns", "INTEGER NOT NULL"},
+    {"last_seen_unix_ns", "INTEGER NOT NULL"},
+};
+inline constexpr Table kRuns{"runs", kRunsColumns};
+
+inline constexpr Column kAgentsColumns[] = {
+    {"id", "INTEGER PRIMARY KEY"},
+    {"run", "INTEGER NOT NULL REFERENCES runs(id)"},
+    {"agent_id", "TEXT NOT NULL"},
+    {"pid", "INTEGER NOT NULL"},
+    {"rank", "INTEGER NOT NULL"},
+    {"local_rank", "INTEGER NOT NULL"},
+    {"world_size", "INTEGER NOT NULL"},
+    {"hostname", "TEXT NOT NULL"},
+    {"torch_version", "TEXT NOT NULL"},
+    {"command", "TEXT NOT NULL"},
+    {"policy_hash", "TEXT NOT NULL"},
+    {"policy_files", "TEXT NOT NULL"},  // JSON array of paths
+    {"batches", "INTEGER NOT NULL DEFAULT 0"},
+    {"casts", "INTEGER NOT NULL DEFAULT 0"},
+    {"ops", "INTEGER NOT NULL DEFAULT 0"},
+    {"cache_samples", "INTEGER NOT NULL DEFAULT 0"},
+    {"first_sequence", "INTEGER NOT NULL DEFAULT 0"},
+    {"last_sequence", "INTEGER NOT NULL DEFAULT 0"},
+    {"events_recorded_total", "INTEGER NOT NULL DEFAULT 0"},
+    {"events_dropped_total", "INTEGER NOT NULL DEFAULT 0"},
+    {"internal_errors", "INTEGER NOT NULL DEFAULT 0"},
+    {"finished", "INTEGER NOT NULL DEFAULT 0"},
+};
+inline constexpr Table kAgents{"agents", kAgentsColumns, "UNIQUE(run, agent_id)"};
+
+inline constexpr Column kBatchesColumns[] = {
+    {"agent", "INTEGER NOT NULL"},
+    {"sequence", "INTEGER NOT NULL"},
+    {"received_unix_ns", "INTEGER NOT NULL"},
+    {"n_events", "INTEGER NOT NULL"},
+};
+inline constexpr Table kBatches{"batches", kBatchesColumns, "PRIMARY KEY(agent, sequence)", /*without_rowid=*/true};
+
+inline constexpr Column kStringsColumns[] = {
+    {"id", "INTEGER PRIMARY KEY"},
+    {"text", "TEXT NOT NULL UNIQUE"},
+};
+inline constexpr Table kStrings{"strings", kStringsColumns};
+
+inline constexpr Column kLocationsColumns[] = {
+    {"id", "INTEGER PRIMARY KEY"},
+    {"kind", "INTEGER NOT NULL"},
+    {"file", "TEXT NOT NULL"},
+    {"line", "INTEGER NOT NULL"},
+    {"function", "TEXT NOT NULL"},
+    {"stack", "TEXT NOT NULL"},               // JSON array of frames; empty when the agent sent none
+    {"flags", "INTEGER NOT NULL DEFAULT 0"},  // bit 0: inside a scripted autocast(enabled=False) block
+};
+inline constexpr Table kLocations{"locations", kLocationsColumns, "UNIQUE(kind, file, line, function, stack, flags)"};
+
+inline constexpr Column kCastsColumns[] = {
+    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"ts_ns", "INTEGER"},
+    {"op", "INTEGER"},
+    {"arg_name", "INTEGER"},
+    {"slot", "INTEGER"},  // pack_cast_slot
+    {"codes", "INTEGER"},  // pack_cast_codes
+    {"shape", "BLOB"},
+    {"bytes", "INTEGER"},
+    {"op_seq", "INTEGER"},
+    {"source_version", "INTEGER"},
+    {"cached_version", "INTEGER"},
+    {"location", "INTEGER"},
+};
+inline constexpr Table kCasts{"casts", kCastsColumns};
+
+inline constexpr Column kOpsColumns[] = {
+    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"ts_ns", "INTEGER"},
+    {"thread", "INTEGER"},
+    {"op", "INTEGER"},
+    {"codes", "INTEGER"},         // pack_op_codes
+    {"input_dtypes", "INTEGER"},  // pack_input_dtypes
+    {"cpu_duration_ns", "INTEGER"},
+    {"location", "INTEGER"},
+    {"autocast_enabled", "INTEGER"},  // pack_device_mask
+    {"autocast_nesting", "INTEGER"},
+};
+inline constexpr Table kOps{"ops", kOpsColumns};
+
+inline constexpr Column kCacheSamplesColumns[] = {
+    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"ts_ns", "INTEGER"},
+    {"trigger", "INTEGER"},
+    {"iteration", "INTEGER"},
+    {"live_casts", "INTEGER"},
+    {"live_bytes", "INTEGER"},
+};
+inline constexpr Table kCacheSamples{"cache_samples", kCacheSamplesColumns};
+
+inline constexpr Column kFindingsColumns[] = {
+    {"id", "INTEGER PRIMARY KEY"},
+    {"run", "INTEGER NOT NULL REFERENCES runs(id)"},
+    {"kind", "TEXT NOT NULL"},
+    {"severity", "TEXT NOT NULL"},
+    {"summary", "TEXT NOT NULL"},
+    {"details_json", "TEXT NOT NULL"},  // the whole finding, as in the report
+};
+inline constexpr Table kFindings{"findings", kFindingsColumns};
+
+inline constexpr const Table* kTables[] = {&kRuns,  &kAgents, &kBatches,       &kStrings,  &kLocations,
+                                           &kCasts, &kOps,    &kCacheSamples, &kFindings};
+
+// The whole schema of a new store: every table, then the views.
+std::string create_schema_sql();
+
+}  // namespace castscope::collector::schema
