@@ -1,5 +1,5 @@
 // `castscope-collector load`: imports spool directories (see
-// agent/src/spool_format.h) through the collector core, so validation and
+// common/spool/spool_format.h) through the collector core, so validation and
 // dedup are the same as for live streams (loading twice stores once).
 #pragma once
 
