@@ -12,8 +12,8 @@
 #include <memory>
 #include <string>
 
-#include "castscope/v1/transport.grpc.pb.h"
 #include "agent/forwarder/spool_tail.h"
+#include "castscope/v1/transport.grpc.pb.h"
 
 namespace castscope {
 

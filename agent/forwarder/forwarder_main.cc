@@ -11,6 +11,7 @@
 #include <string>
 
 #include "agent/forwarder/forwarder.h"
+#include "common/cli/validators.h"
 #include "common/log/log.h"
 
 namespace {
@@ -20,21 +21,6 @@ constexpr int kExitUsage = 2;
 int usage(const std::string& problem) {
   std::cerr << "castscope-forwarder: " << problem << "\n(castscope-forwarder --help lists the options)\n";
   return kExitUsage;
-}
-
-// Digits only, read as decimal: CLI11 reads integers with strtol(..., 0),
-// which takes "010" as octal.
-CLI::Validator decimal_number() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
-          return "expected a decimal number, got \"" + text + "\"";
-        const size_t first = text.find_first_not_of('0');
-        text = first == std::string::npos ? "0" : text.substr(first);
-        if (text.size() > 10) return "number too large: " + text;
-        return "";
-      },
-      "", "DECIMAL");
 }
 
 }  // namespace
@@ -51,12 +37,12 @@ int main(int argc, char** argv) {
   app.add_option("--spool", config.agent_dir, "the agent's spool folder")->required();
   app.add_option("--collector", config.collector, "HOST:PORT of the collector")->required();
   app.add_option("--parent-pid", config.parent_pid, "the agent's process: once it is gone, deliver what is left and exit")
-      ->transform(decimal_number())
+      ->transform(castscope::cli::decimal_number(10))
       ->check(CLI::Range(0, 1 << 30));
   app.add_option("--token-env", token_env, "name of the environment variable holding the collector's token");
   app.add_option("--tls-ca", tls_ca, "CA certificate (PEM) of a collector that serves TLS");
   app.add_option("--linger-s", linger_s, "after the agent is gone, how long to keep trying an absent collector")
-      ->transform(decimal_number())
+      ->transform(castscope::cli::decimal_number(10))
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   try {

@@ -17,8 +17,10 @@ namespace {
 // JSON types are exact: a count is an integer (not 1.5, not true), a switch
 // a boolean. The checks that involve more than one key come after the table.
 
+// ASCII (non-ASCII as \u escapes), so cutting it never splits a character
+// and the message stays valid UTF-8 wherever it is dumped again.
 std::string shown(const json& value) {
-  std::string text = value.dump();
+  std::string text = value.dump(-1, ' ', true, json::error_handler_t::replace);
   if (text.size() > 60) text = text.substr(0, 57) + "...";
   return text;
 }

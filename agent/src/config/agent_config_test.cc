@@ -139,6 +139,14 @@ TEST(AgentConfigTest, WrongTypesNameTheKeyAndWhatWasExpected) {
   expect_refused(with("token_env", json::array()), {"\"token_env\"", "expected a string"});
 }
 
+TEST(AgentConfigTest, ALongNonAsciiValueGivesAMessageThatIsValidUtf8) {
+  // The message quotes the value cut to 60 bytes; it must not split a
+  // character (the message is dumped as JSON again by castscope_policy_check).
+  const std::string error = parse(with("ring_records", std::string(55, 'a') + "\u00e9\u00e9\u00e9\u00e9"));
+  EXPECT_NE(error.find("ring_records"), std::string::npos);
+  EXPECT_NO_THROW((void)json(error).dump());
+}
+
 TEST(AgentConfigTest, ValuesOutOfRangeAreRefused) {
   expect_refused(with("ring_records", 0), {"ring_records must be between 1 and"});
   expect_refused(with("ring_records", -1), {"ring_records must be between 1 and", "-1"});

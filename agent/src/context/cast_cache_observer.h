@@ -36,7 +36,6 @@ class CastCacheObserver {
     uint64_t live_bytes = 0;
   };
 
-
   // The condition under which at::autocast::cached_cast consults its cache.
   static bool cacheable(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device);
 

@@ -29,7 +29,6 @@
 
 namespace castscope {
 
-
 // At attach: keeps the configuration and opens the first window.
 void probe_start(const ProbeConfig& config);
 // At detach: closes any window. Ops already in flight keep their copy of the

@@ -41,6 +41,9 @@ struct EventLog::ThreadHandle {
   }
 };
 
+void EventLog::before_fork() { live_logs_mutex().lock(); }
+void EventLog::after_fork() { live_logs_mutex().unlock(); }
+
 EventLog::EventLog() : id_(g_next_log_id.fetch_add(1, std::memory_order_relaxed)) {
   std::lock_guard<std::mutex> lock(live_logs_mutex());
   live_logs().emplace(id_, this);

@@ -61,7 +61,6 @@ class EventLog {
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
 
-
   // Before any record; later calls only affect rings not yet created.
   void configure(size_t ring_records, size_t max_rings);
 
@@ -102,6 +101,12 @@ class EventLog {
     dropped_total_.fetch_add(events, std::memory_order_relaxed);
   }
   EventLogStats stats() const;
+
+  // Around fork(): holds the lock threads take to give a ring back when they
+  // exit, so a child never inherits it held by a thread it does not have.
+  // after_fork() in both the parent and the child.
+  static void before_fork();
+  static void after_fork();
 
   // castscope's id of the calling thread: small, unique per process, never
   // reused (rings are pooled, so a ring is not a thread identity).

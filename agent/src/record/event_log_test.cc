@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -40,6 +41,40 @@ TEST(EventLog, ThreadsGetTheirOwnRingsAndEveryRecordIsDrained) {
   const EventLogStats after = log.stats();
   EXPECT_EQ(seqs.size() + (after.dropped - before.dropped), static_cast<size_t>(kThreads * kPerThread));
   EXPECT_EQ(after.recorded - before.recorded, seqs.size());
+}
+
+TEST(EventLog, AThreadMovingToAnotherLogGivesItsRingBack) {
+  auto a = std::make_unique<EventLog>();
+  a->configure(64, 1);  // one ring: a second thread gets one only if the first gave it back
+  EventLog b;
+  b.configure(64, 1);
+  a->record(make(1));
+  b.record(make(2));  // this thread moves to b, its ring in a goes back to a's pool
+  size_t adopted = 0;
+  std::thread([&] { a->record(make(3)); }).join();
+  a->drain([&](const Record& r) { adopted += r.seq == 3 ? 1 : 0; });
+  EXPECT_EQ(adopted, 1u);
+  EXPECT_EQ(a->stats().dropped, 0u);
+
+  a.reset();  // this thread still holds a ring in b; a is gone
+  EventLog c;
+  c.configure(64, 1);
+  c.record(make(4));  // gives b its ring back, takes one in c
+  size_t in_c = 0;
+  c.drain([&](const Record& r) { in_c += r.seq == 4 ? 1 : 0; });
+  EXPECT_EQ(in_c, 1u);
+  std::thread([&] { b.record(make(5)); }).join();  // b's only ring is free again
+  EXPECT_EQ(b.stats().dropped, 0u);
+}
+
+TEST(EventLog, AnExitingThreadGivesItsRingBack) {
+  EventLog log;
+  log.configure(64, 1);
+  std::thread([&] { log.record(make(1)); }).join();
+  std::thread([&] { log.record(make(2)); }).join();
+  size_t drained = log.drain([](const Record&) {});
+  EXPECT_EQ(drained, 2u);
+  EXPECT_EQ(log.stats().dropped, 0u);
 }
 
 }  // namespace

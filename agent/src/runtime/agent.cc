@@ -19,20 +19,20 @@
 #include <thread>
 
 #include "agent/src/config/agent_config.h"
-#include "agent/src/export/batch_encoder.h"
+#include "agent/src/context/jit_context.h"
 #include "agent/src/context/runtime.h"
 #include "agent/src/dispatch/dispatch.h"
-#include "agent/src/runtime/forwarder_launcher.h"
-#include "agent/src/record/event_log.h"
-#include "agent/src/context/jit_context.h"
-#include "agent/src/export/jsonl_writer.h"
-#include "agent/src/record/location_table.h"
-#include "common/log/log.h"
-#include "agent/src/observers/op_probe.h"
-#include "agent/src/policy/policy.h"
 #include "agent/src/dispatch/policy_check.h"
-#include "common/spool/spool_writer.h"
+#include "agent/src/export/batch_encoder.h"
+#include "agent/src/export/jsonl_writer.h"
+#include "agent/src/observers/op_probe.h"
 #include "agent/src/observers/trace_observer.h"
+#include "agent/src/policy/policy.h"
+#include "agent/src/record/event_log.h"
+#include "agent/src/record/location_table.h"
+#include "agent/src/runtime/forwarder_launcher.h"
+#include "common/log/log.h"
+#include "common/spool/spool_writer.h"
 
 namespace castscope {
 namespace {
@@ -40,7 +40,6 @@ namespace {
 using json = nlohmann::json;
 
 constexpr auto kRingCheckInterval = std::chrono::milliseconds(5);
-
 
 // Ops a policy casts to lower precision, by base name ("aten::mm" for
 // "aten::mm" and "aten::mm.overload"): the op probe looks for their
@@ -257,8 +256,10 @@ class Agent {
     probe_before_fork();
     io_mutex_.lock();
     writer_.flush();
+    EventLog::before_fork();  // a child's exiting threads give their rings back under it
   }
   void after_fork_in_parent() {
+    EventLog::after_fork();
     io_mutex_.unlock();
     probe_after_fork_in_parent();
   }
@@ -268,6 +269,7 @@ class Agent {
   // exactly as native and records nothing; the parent's buffered events are
   // the parent's to write. Processes started with exec get their own agent.
   void after_fork_in_child() {
+    EventLog::after_fork();
     io_mutex_.unlock();
     probe_after_fork_in_child();
     g_record_events.store(false, std::memory_order_relaxed);
@@ -321,7 +323,7 @@ class Agent {
                 {"policy_files", config_.policy_files},
                 {"policy_hash", config_.policy_hash},
                 {"policy_findings", findings_json(findings_)}};
-    return out.dump();
+    return out.dump(-1, ' ', false, json::error_handler_t::replace);
   }
 
  private:
@@ -651,7 +653,9 @@ size_t castscope_policy_check(const char* config_json, char* buf, size_t len) {
   } catch (const std::exception& e) {
     out["errors"].push_back(std::string("castscope: internal error: ") + e.what());
   }
-  return castscope::copy_out(out.dump(), buf, len);
+  // Replace, not throw: paths and messages may hold bytes that are not UTF-8,
+  // and nothing may leave this extern "C" function as an exception.
+  return castscope::copy_out(out.dump(-1, ' ', false, json::error_handler_t::replace), buf, len);
 }
 
 }  // extern "C"

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "server/src/analysis/analyzers.h"
 #include "common/log/logger.h"
+#include "server/src/analysis/analyzers.h"
 #include "server/src/analysis/run_data.h"
 #include "server/src/store/sqlite_store.h"
 

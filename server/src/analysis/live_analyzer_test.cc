@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "server/testing/test_batches.h"
 #include "server/src/store/store_reader.h"
+#include "server/testing/test_batches.h"
 
 namespace castscope::collector {
 namespace {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "castscope/v1/events.pb.h"
-#include "server/src/store/sqlite_store.h"
 #include "server/src/status.h"
+#include "server/src/store/sqlite_store.h"
 
 namespace castscope::collector {
 

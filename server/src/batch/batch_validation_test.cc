@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "server/testing/test_batches.h"
 #include "server/src/store/event_columns.h"
+#include "server/testing/test_batches.h"
 
 namespace castscope::collector {
 namespace {

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "common/cli/validators.h"
 #include "server/src/analysis/live_analyzer.h"
-#include "server/src/cli/cli_validators.h"
 #include "server/src/cli/query_command.h"
 #include "server/src/ingest/collector_core.h"
 #include "server/src/ingest/spool_import.h"
@@ -32,6 +32,8 @@
 
 namespace castscope::collector {
 namespace {
+using cli::decimal_number;
+using cli::non_empty;
 
 constexpr const char* kProgram = "castscope-collector";
 constexpr int kExitUsage = 2;

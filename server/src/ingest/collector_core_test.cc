@@ -4,9 +4,9 @@
 
 #include <future>
 
-#include "server/testing/test_batches.h"
 #include "server/src/ingest/spool_import.h"
 #include "server/src/store/store_reader.h"
+#include "server/testing/test_batches.h"
 
 namespace castscope::collector {
 namespace {

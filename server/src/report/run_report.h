@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "server/src/store/sqlite_store.h"
 #include "server/src/status.h"
+#include "server/src/store/sqlite_store.h"
 
 namespace castscope::collector {
 

@@ -2,8 +2,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "castscope/v1/transport.grpc.pb.h"
-#include "server/testing/test_batches.h"
 #include "server/src/service/grpc_services.h"
+#include "server/testing/test_batches.h"
 
 namespace castscope::collector {
 namespace {

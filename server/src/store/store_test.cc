@@ -5,13 +5,13 @@
 #include <fstream>
 
 #include "server/src/batch/batch_validation.h"
-#include "server/testing/test_batches.h"
+#include "server/src/batch/stored_events.h"
 #include "server/src/store/event_columns.h"
 #include "server/src/store/sqlite_store.h"
 #include "server/src/store/store_reader.h"
 #include "server/src/store/store_schema.h"
 #include "server/src/store/store_writer.h"
-#include "server/src/batch/stored_events.h"
+#include "server/testing/test_batches.h"
 
 namespace castscope::collector {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "server/src/batch/batch_validation.h"
 #include "common/log/logger.h"
+#include "server/src/batch/batch_validation.h"
 #include "server/src/store/event_columns.h"
 
 namespace castscope::collector {

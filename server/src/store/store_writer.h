@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "castscope/v1/transport.pb.h"
+#include "server/src/status.h"
 #include "server/src/store/sqlite_store.h"
 #include "server/src/store/store_schema.h"
-#include "server/src/status.h"
 
 namespace castscope::collector {
 
