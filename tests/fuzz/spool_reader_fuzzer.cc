@@ -7,8 +7,8 @@
 
 #include <google/protobuf/stubs/logging.h>
 
-#include "server/src/batch/batch_validation.h"
 #include "common/spool/spool_reader.h"
+#include "server/src/batch/batch_validation.h"
 
 // Protobuf logs every invalid UTF-8 string it refuses; the statuses say enough.
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
