@@ -130,7 +130,11 @@ Forwarder::StreamEnd Forwarder::stream_once() {
     if (broken) break;
     if (unsent_.empty()) read_new_frames();
     if (unsent_.empty() && in_flight_.empty() && !parent_alive()) {
-      read_new_frames();  // anything written just before the agent died
+      // Anything written before the agent died: every segment read to its
+      // end, empty ones (a full disk leaves them) passed one poll at a time.
+      do {
+        read_new_frames();
+      } while (unsent_.empty() && !tail_.caught_up());
       if (unsent_.empty()) {
         end = StreamEnd::kDelivered;  // the agent is gone (killed): all it wrote is stored
         break;

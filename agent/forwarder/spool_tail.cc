@@ -16,7 +16,8 @@ std::vector<SpoolTail::Frame> SpoolTail::poll(std::vector<spool::ReadProblem>& p
   }
   std::vector<Frame> out;
   const auto it = std::find_if(segments_.begin(), segments_.end(), [](const auto& entry) { return !entry.second.finished; });
-  if (it == segments_.end()) return out;
+  caught_up_ = it == segments_.end();
+  if (caught_up_) return out;
   auto& [index, segment] = *it;
   const auto contents = spool::read_segment(segment.path, segment.offset);
   problems.insert(problems.end(), contents.problems.begin(), contents.problems.end());
@@ -24,10 +25,16 @@ std::vector<SpoolTail::Frame> SpoolTail::poll(std::vector<spool::ReadProblem>& p
   segment.offset = std::max(segment.offset, contents.complete_bytes);
   for (const auto& payload : contents.payloads) out.push_back({index, payload});
   segment.read += contents.payloads.size();
-  if (contents.payloads.empty() && std::next(it) != segments_.end()) {
+  const bool newest = std::next(it) == segments_.end();
+  caught_up_ = newest && contents.payloads.empty();
+  if (contents.payloads.empty() && !newest) {
     // The agent writes whole frames and has moved on: an incomplete tail
     // here is a write that failed, never to be finished.
-    if (contents.incomplete_tail)
+    // A zero-byte segment (a full disk leaves them: the writer opens a new
+    // segment after a failed write) holds nothing, so there is nothing to report.
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(segment.path, ec);
+    if (contents.incomplete_tail && !ec && size > 0)
       problems.push_back({segment.path, segment.offset, "incomplete frame at the end of a finished segment, skipped"});
     segment.finished = true;
     delete_if_done(index);

@@ -22,7 +22,13 @@ class SpoolTail {
   explicit SpoolTail(std::string agent_dir) : dir_(std::move(agent_dir)) {}
 
   // Frames appended since the last call (corrupt frames skipped and reported).
+  // Reads one segment per call: an empty result does not mean the folder is
+  // read to its end (see caught_up()).
   std::vector<Frame> poll(std::vector<spool::ReadProblem>& problems);
+  // True when the last poll() found nothing left to read: every segment but
+  // the newest finished, the newest read to its end. Only then may a
+  // forwarder whose agent is gone call its spool delivered.
+  bool caught_up() const { return caught_up_; }
   // One frame of `segment` is acknowledged (frames are acknowledged in order).
   void acknowledge(uint32_t segment);
   // Deletes every segment and the folder: the agent's final batch is stored.
@@ -43,6 +49,7 @@ class SpoolTail {
 
   std::string dir_;
   std::map<uint32_t, Segment> segments_;
+  bool caught_up_ = false;
 };
 
 }  // namespace castscope

@@ -124,6 +124,36 @@ TEST_F(SpoolTailTest, FollowsSegmentRotationAndDeletesAcknowledgedSegments) {
   EXPECT_FALSE(std::filesystem::exists(agent_dir()));
 }
 
+TEST_F(SpoolTailTest, EmptySegmentsDoNotEndTheSpool) {
+  // A full disk leaves zero-byte segments behind (the writer opens a new
+  // segment after each failed write); frames after them must still come out
+  // before the tail says it has caught up.
+  SpoolWriter writer;
+  ASSERT_EQ(writer.open(agent_dir(), /*segment_bytes=*/4096, /*max_total_bytes=*/1 << 22), "");
+  int written = 0;
+  while (spool::list_segments(agent_dir()).size() < 3) ASSERT_TRUE(writer.append(payload(written++)));
+  writer.close();
+  const auto segments = spool::list_segments(agent_dir());
+  std::filesystem::rename(segments[2], agent_dir() + "/" + spool::segment_name(21));
+  std::filesystem::rename(segments[1], agent_dir() + "/" + spool::segment_name(20));
+  for (uint32_t empty = 2; empty < 20; ++empty) std::ofstream(agent_dir() + "/" + spool::segment_name(empty));
+
+  SpoolTail tail(agent_dir());
+  std::vector<spool::ReadProblem> problems;
+  std::vector<SpoolTail::Frame> frames;
+  int empty_polls = 0;
+  while (true) {
+    auto polled = tail.poll(problems);
+    empty_polls += polled.empty() ? 1 : 0;
+    frames.insert(frames.end(), polled.begin(), polled.end());
+    if (tail.caught_up()) break;
+    ASSERT_LT(empty_polls, 100) << "the tail never caught up";
+  }
+  EXPECT_GE(empty_polls, 18);  // one poll per empty segment: "two empty polls" is not the end
+  EXPECT_EQ(payloads_of(frames), expected_payloads(0, written));
+  EXPECT_TRUE(problems.empty());
+}
+
 TEST_F(SpoolTailTest, CorruptFrameIsSkippedAndCounted) {
   {
     SpoolWriter writer;
