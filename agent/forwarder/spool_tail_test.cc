@@ -11,23 +11,13 @@
 
 #include "common/spool/spool_format.h"
 #include "common/spool/spool_reader.h"
+#include "common/spool/spool_test_fixture.h"
 #include "common/spool/spool_writer.h"
 
 namespace castscope {
 namespace {
 
-class SpoolTailTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    root_ = std::filesystem::temp_directory_path() /
-            ("castscope-spool-tail-test-" + std::to_string(getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(root_);
-  }
-  void TearDown() override { std::filesystem::remove_all(root_); }
-  std::string agent_dir() const { return (root_ / "agent-1").string(); }
-  std::filesystem::path root_;
-};
+class SpoolTailTest : public testing::SpoolFolderTest {};
 
 std::string payload(int i) { return "batch-" + std::to_string(i) + std::string(static_cast<size_t>(i % 13) * 7, 'x'); }
 
