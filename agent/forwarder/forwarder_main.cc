@@ -1,6 +1,6 @@
 // castscope-forwarder: started by the agent, one per training process.
 //   castscope-forwarder --spool AGENT_DIR --collector HOST:PORT [--parent-pid PID]
-//                       [--token-env NAME] [--tls-ca FILE] [--linger-s N]
+//                       [--token-env NAME] [--tls-ca FILE] [--give-up-after-s N]
 // Exit code 2: a bad command line (CLI11 throws; caught here, once).
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -29,19 +29,22 @@ int main(int argc, char** argv) {
   castscope::ForwarderConfig config;
   std::string token_env;
   std::string tls_ca;
-  int linger_s = static_cast<int>(config.linger.count());
+  int give_up_after_s = static_cast<int>(config.give_up_after.count());
 
   CLI::App app("castscope-forwarder: streams one agent's spool folder to a collector (started by the agent)",
                "castscope-forwarder");
   app.option_defaults()->take_last();
   app.add_option("--spool", config.agent_dir, "the agent's spool folder")->required();
   app.add_option("--collector", config.collector, "HOST:PORT of the collector")->required();
-  app.add_option("--parent-pid", config.parent_pid, "the agent's process: once it is gone, deliver what is left and exit")
+  app.add_option("--parent-pid", config.parent_pid,
+                 "the agent's process: once it is gone, deliver what is left and exit (0 or none: it is gone)")
       ->transform(castscope::cli::decimal_number(10))
       ->check(CLI::Range(0, 1 << 30));
   app.add_option("--token-env", token_env, "name of the environment variable holding the collector's token");
   app.add_option("--tls-ca", tls_ca, "CA certificate (PEM) of a collector that serves TLS");
-  app.add_option("--linger-s", linger_s, "after the agent is gone, how long to keep trying an absent collector")
+  app.add_option("--give-up-after-s", give_up_after_s,
+                 "once the agent is gone, how long the collector may stay unreachable before the spool is left for "
+                 "`castscope load`")
       ->transform(castscope::cli::decimal_number(10))
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
@@ -66,11 +69,11 @@ int main(int argc, char** argv) {
     pem << in.rdbuf();
     config.tls_ca_pem = pem.str();
   }
-  config.linger = std::chrono::seconds(linger_s);
+  config.give_up_after = std::chrono::seconds(give_up_after_s);
 
   castscope::log::info("forwarding " + config.agent_dir + " to " + config.collector);
   const int code = castscope::Forwarder(config).run();
-  // castscope run reads this line to stop waiting for this agent.
+  // For people reading the log; castscope run reads the status file.
   std::cerr << "castscope-forwarder: forwarder exit " << code << std::endl;
   return code;
 }

@@ -59,9 +59,10 @@ void SpoolTail::delete_if_done(uint32_t index) {
 
 void SpoolTail::remove_all() {
   std::error_code ec;
-  for (const auto& [index, segment] : segments_) std::filesystem::remove(segment.path, ec);
   segments_.clear();
-  for (const auto& path : spool::list_segments(dir_)) std::filesystem::remove(path, ec);
+  // Segments, the accounting file, the forwarder's lock: all delivered or spent.
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec))
+    if (entry.is_regular_file(ec)) std::filesystem::remove(entry.path(), ec);
   std::filesystem::remove(dir_, ec);  // only if empty
 }
 

@@ -31,7 +31,8 @@ class SpoolTail {
   bool caught_up() const { return caught_up_; }
   // One frame of `segment` is acknowledged (frames are acknowledged in order).
   void acknowledge(uint32_t segment);
-  // Deletes every segment and the folder: the agent's final batch is stored.
+  // Deletes every file in the folder (segments, accounting, lock) and the
+  // folder: the agent's final batch is stored.
   void remove_all();
   // Frames read but not yet acknowledged, in segments still on disk.
   uint64_t unacknowledged() const;

@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "common/spool/accounting_file.h"
 #include "common/spool/spool_format.h"
 #include "common/spool/spool_reader.h"
 #include "common/spool/spool_test_fixture.h"
@@ -91,6 +94,81 @@ TEST_F(SpoolTest, FullSpoolRefusesAndSaysSo) {
   EXPECT_TRUE(writer.append(payload(1)));
   EXPECT_FALSE(writer.append(payload(30)));
   EXPECT_NE(writer.error().find("is full"), std::string::npos) << writer.error();
+  EXPECT_EQ(writer.failure(), SpoolWriter::Failure::kFolderFull);
+}
+
+// The kernel refusing writes part way, as a full disk does: RLIMIT_FSIZE
+// makes write(2) stop at the limit (EFBIG) once SIGXFSZ is ignored.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    previous_handler_ = ::signal(SIGXFSZ, SIG_IGN);
+    ::getrlimit(RLIMIT_FSIZE, &previous_);
+    rlimit limit = previous_;
+    limit.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &previous_);
+    ::signal(SIGXFSZ, previous_handler_);
+  }
+
+ private:
+  rlimit previous_{};
+  sighandler_t previous_handler_ = SIG_DFL;
+};
+
+TEST_F(SpoolTest, FailedWritesAreCutOffAndLeaveNoTrailOfSegments) {
+  SpoolWriter writer;
+  ASSERT_EQ(writer.open(agent_dir(), 1 << 20, 1 << 20), "");
+  ASSERT_TRUE(writer.append(payload(1)));
+  const std::string path = spool::list_segments(agent_dir()).at(0);
+  const auto size_before = std::filesystem::file_size(path);
+  {
+    FileSizeLimit full(size_before + 20);  // the next frame gets part way
+    for (int i = 0; i < 50; ++i) {
+      EXPECT_FALSE(writer.append(payload(40)));
+      EXPECT_EQ(writer.failure(), SpoolWriter::Failure::kIo) << writer.error();
+    }
+  }
+  // No half frame left behind, and no new segment per failed write.
+  EXPECT_EQ(std::filesystem::file_size(path), size_before);
+  EXPECT_EQ(spool::list_segments(agent_dir()).size(), 1u);
+  ASSERT_TRUE(writer.append(payload(2))) << writer.error();  // room again: same segment
+  EXPECT_EQ(writer.failure(), SpoolWriter::Failure::kNone);
+  const auto contents = spool::read_segment(path);
+  EXPECT_TRUE(contents.problems.empty());
+  EXPECT_FALSE(contents.incomplete_tail);
+  EXPECT_EQ(contents.payloads, (std::vector<std::string>{payload(1), payload(2)}));
+}
+
+TEST_F(SpoolTest, AccountingFileRoundTripsAndIsRewrittenInPlace) {
+  std::filesystem::create_directories(agent_dir());
+  EXPECT_FALSE(spool::read_accounting(agent_dir()).has_value());
+  spool::AccountingFile file;
+  ASSERT_EQ(file.open(agent_dir()), "");
+  EXPECT_FALSE(spool::read_accounting(agent_dir()).has_value()) << "reserved, never written";
+  ASSERT_TRUE(file.write(std::string(300, 'a')));
+  ASSERT_TRUE(file.write("shorter"));  // the old frame's tail stays behind it, unread
+  EXPECT_EQ(spool::read_accounting(agent_dir()), std::optional<std::string>("shorter"));
+  EXPECT_EQ(std::filesystem::file_size(agent_dir() + "/" + spool::kAccountingFileName), spool::kAccountingFileBytes);
+  EXPECT_FALSE(file.write(std::string(spool::kAccountingFileBytes, 'x'))) << "over the reservation";
+  EXPECT_EQ(spool::read_accounting(agent_dir()), std::optional<std::string>("shorter"));
+  const auto mode = std::filesystem::status(agent_dir() + "/" + spool::kAccountingFileName).permissions();
+  EXPECT_EQ(mode & std::filesystem::perms::all, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
+
+TEST_F(SpoolTest, AccountingFrameWithABadChecksumReadsAsAbsent) {
+  std::filesystem::create_directories(agent_dir());
+  spool::AccountingFile file;
+  ASSERT_EQ(file.open(agent_dir()), "");
+  ASSERT_TRUE(file.write("the counts"));
+  {
+    std::fstream raw(agent_dir() + "/" + spool::kAccountingFileName, std::ios::in | std::ios::out | std::ios::binary);
+    raw.seekp(static_cast<std::streamoff>(sizeof(spool::kFileMagic) + spool::kFrameHeaderBytes + 1));
+    raw.put('!');  // a torn rewrite
+  }
+  EXPECT_FALSE(spool::read_accounting(agent_dir()).has_value());
 }
 
 }  // namespace

@@ -26,9 +26,35 @@ bool write_all(int fd, const char* data, size_t size) {
   return true;
 }
 
+SpoolWriter::Failure failure_of(int error_number) {
+  return error_number == ENOSPC || error_number == EDQUOT ? SpoolWriter::Failure::kNoSpace : SpoolWriter::Failure::kIo;
+}
+
 }  // namespace
 
+const char* SpoolWriter::failure_name(Failure failure) {
+  switch (failure) {
+    case Failure::kNone:
+      return "none";
+    case Failure::kFolderFull:
+      return "spool folder at its size cap";
+    case Failure::kNoSpace:
+      return "no space left on the spool's disk";
+    case Failure::kTooLarge:
+      return "batch over the spool frame limit";
+    case Failure::kIo:
+      break;
+  }
+  return "spool write error";
+}
+
 SpoolWriter::~SpoolWriter() { close(); }
+
+bool SpoolWriter::fail(Failure failure, std::string message) {
+  failure_ = failure;
+  error_ = std::move(message);
+  return false;
+}
 
 std::string SpoolWriter::open(const std::string& agent_dir, uint64_t segment_bytes, uint64_t max_total_bytes) {
   close();
@@ -48,21 +74,20 @@ std::string SpoolWriter::open(const std::string& agent_dir, uint64_t segment_byt
 
 bool SpoolWriter::open_segment(uint32_t index) {
   if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   total_at_rotation_ = bytes_on_disk();
   const std::string path = dir_ + "/" + spool::segment_name(index);
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
-  if (fd_ < 0) {
-    error_ = "cannot create spool segment " + path + ": " + std::strerror(errno);
-    return false;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return fail(failure_of(errno), "cannot create spool segment " + path + ": " + std::strerror(errno));
+  if (!write_all(fd, spool::kFileMagic, sizeof(spool::kFileMagic))) {
+    const int error_number = errno;
+    ::close(fd);
+    ::unlink(path.c_str());  // the next try reuses the number: no empty segments left behind
+    return fail(failure_of(error_number), "cannot write spool segment " + path + ": " + std::strerror(error_number));
   }
+  fd_ = fd;
   segment_ = index;
   segment_size_ = sizeof(spool::kFileMagic);
-  if (!write_all(fd_, spool::kFileMagic, sizeof(spool::kFileMagic))) {
-    error_ = "cannot write spool segment " + path + ": " + std::strerror(errno);
-    ::close(fd_);
-    fd_ = -1;
-    return false;
-  }
   return true;
 }
 
@@ -77,20 +102,18 @@ bool SpoolWriter::append(std::string_view payload) {
   if (fd_ < 0 && !dir_.empty() && !open_segment(segment_ + 1)) return false;
   if (fd_ < 0) return false;
   const uint64_t frame_bytes = spool::kFrameHeaderBytes + payload.size();
-  if (payload.size() > spool::kMaxFramePayload) {
-    error_ = "batch of " + std::to_string(payload.size()) + " bytes is over the spool frame limit";
-    return false;
-  }
+  if (payload.size() > spool::kMaxFramePayload)
+    return fail(Failure::kTooLarge,
+                "batch of " + std::to_string(payload.size()) + " bytes is over the spool frame limit");
   if (segment_size_ > sizeof(spool::kFileMagic) && segment_size_ + frame_bytes > segment_bytes_) {
     if (!open_segment(segment_ + 1)) return false;
   }
   if (total_at_rotation_ + segment_size_ + frame_bytes > max_total_bytes_) {
     // The forwarder deletes acknowledged segments: look again before refusing.
     total_at_rotation_ = bytes_on_disk() - segment_size_;
-    if (total_at_rotation_ + segment_size_ + frame_bytes > max_total_bytes_) {
-      error_ = "spool folder " + dir_ + " is full (" + std::to_string(max_total_bytes_) + " bytes)";
-      return false;
-    }
+    if (total_at_rotation_ + segment_size_ + frame_bytes > max_total_bytes_)
+      return fail(Failure::kFolderFull,
+                  "spool folder " + dir_ + " is full (" + std::to_string(max_total_bytes_) + " bytes)");
   }
   std::string frame(spool::kFrameHeaderBytes, '\0');
   auto* header = reinterpret_cast<uint8_t*>(frame.data());
@@ -100,14 +123,18 @@ bool SpoolWriter::append(std::string_view payload) {
                                                            static_cast<uInt>(payload.size()))));
   frame.append(payload);
   if (!write_all(fd_, frame.data(), frame.size())) {
-    error_ = "cannot write spool segment in " + dir_ + ": " + std::strerror(errno);
-    // A partial frame may be on disk: continue in a fresh segment so the
-    // next frames are not hidden behind it.
-    ::close(fd_);
-    fd_ = -1;
-    return false;
+    const int error_number = errno;
+    // A partial frame may be on disk: cut it off (shrinking needs no space),
+    // or, if that fails, go on in a fresh segment so it hides no later frame.
+    if (::ftruncate(fd_, static_cast<off_t>(segment_size_)) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+    return fail(failure_of(error_number), "cannot write spool segment " + dir_ + "/" +
+                                              spool::segment_name(segment_) + ": " + std::strerror(error_number));
   }
   segment_size_ += frame.size();
+  failure_ = Failure::kNone;
   return true;
 }
 

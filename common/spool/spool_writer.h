@@ -3,7 +3,9 @@
 // whole frames, or a tail it knows is incomplete; a killed process loses at
 // most the batch it was writing. Segments rotate by size; the folder's total
 // is capped, and a batch that would pass the cap is refused (the caller counts
-// its events as dropped). Owned by one thread.
+// its events as dropped). A write that fails part way (a full disk) is cut
+// back off the segment, so the segment stays whole and in use: a full disk
+// leaves no trail of empty segments behind. Owned by one thread.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,10 @@ namespace castscope {
 
 class SpoolWriter {
  public:
+  // Why append() refused a batch; callers count losses per kind.
+  enum class Failure { kNone, kFolderFull, kNoSpace, kTooLarge, kIo };
+  static const char* failure_name(Failure failure);
+
   SpoolWriter() = default;
   ~SpoolWriter();
   SpoolWriter(const SpoolWriter&) = delete;
@@ -24,15 +30,17 @@ class SpoolWriter {
   std::string open(const std::string& agent_dir, uint64_t segment_bytes, uint64_t max_total_bytes);
   bool is_open() const { return fd_ >= 0; }
   // False when the frame was not written: spool full, or a write error
-  // (error() says which; the next call tries again).
+  // (failure() and error() say which; the next call tries again).
   bool append(std::string_view payload);
   void close();
 
+  Failure failure() const { return failure_; }
   const std::string& error() const { return error_; }
   const std::string& directory() const { return dir_; }
 
  private:
   bool open_segment(uint32_t index);
+  bool fail(Failure failure, std::string message);
   uint64_t bytes_on_disk() const;
 
   std::string dir_;
@@ -43,6 +51,7 @@ class SpoolWriter {
   uint64_t max_total_bytes_ = 0;
   uint64_t total_at_rotation_ = 0;  // bytes of the folder's other segments when this one opened
   std::string error_;
+  Failure failure_ = Failure::kNone;
 };
 
 }  // namespace castscope

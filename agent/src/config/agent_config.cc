@@ -132,6 +132,11 @@ const Field kFields[] = {
     {"forwarder_path", read_string<&AgentConfig::forwarder_path>},
     {"token_env", read_string<&AgentConfig::token_env>},
     {"tls_ca", read_string<&AgentConfig::tls_ca>},
+    {"give_up_after_s",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_count<int, &AgentConfig::give_up_after_s, 0, 1 << 30>(
+           key, value, config, "give_up_after_s must be between 0 and " + std::to_string(1 << 30));
+     }},
     {"batch_events",
      [](const std::string& key, const json& value, AgentConfig& config) {
        return read_count<size_t, &AgentConfig::batch_events, 1, 65536>(key, value, config,

@@ -45,6 +45,9 @@ struct AgentConfig {
   std::string forwarder_path;
   std::string token_env = "CASTSCOPE_TOKEN";
   std::string tls_ca;
+  // Once this process is gone, how long its forwarder keeps trying a
+  // collector that is unreachable before it leaves the spool for `castscope load`.
+  int give_up_after_s = 60;
   size_t batch_events = 4096;
   uint64_t spool_max_bytes = uint64_t{1} << 30;
   uint64_t spool_segment_bytes = uint64_t{16} << 20;

@@ -70,6 +70,7 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
                     {"forwarder_path", "/opt/castscope-forwarder"},
                     {"token_env", "MY_TOKEN"},
                     {"tls_ca", "ca.pem"},
+                    {"give_up_after_s", 5},
                     {"batch_events", 100},
                     {"spool_max_bytes", 1 << 20},
                     {"spool_segment_bytes", 1 << 16},
@@ -94,6 +95,7 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config.forwarder_path, "/opt/castscope-forwarder");
   EXPECT_EQ(config.token_env, "MY_TOKEN");
   EXPECT_EQ(config.tls_ca, "ca.pem");
+  EXPECT_EQ(config.give_up_after_s, 5);
   EXPECT_EQ(config.batch_events, 100u);
   EXPECT_EQ(config.spool_max_bytes, 1u << 20);
   EXPECT_EQ(config.spool_segment_bytes, 1u << 16);

@@ -31,7 +31,9 @@
 #include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"
 #include "agent/src/runtime/forwarder_launcher.h"
+#include "agent/src/runtime/spool_losses.h"
 #include "common/log/log.h"
+#include "common/spool/accounting_file.h"
 #include "common/spool/spool_writer.h"
 
 namespace castscope {
@@ -40,6 +42,9 @@ namespace {
 using json = nlohmann::json;
 
 constexpr auto kRingCheckInterval = std::chrono::milliseconds(5);
+// A forwarder that keeps dying is not restarted forever: its spool stays for
+// `castscope load`, and castscope run says so.
+constexpr int kMaxForwarderRestarts = 10;
 
 // Ops a policy casts to lower precision, by base name ("aten::mm" for
 // "aten::mm" and "aten::mm.overload"): the op probe looks for their
@@ -317,8 +322,10 @@ class Agent {
                 {"run_id", identity_run_id_},
                 {"spool_dir", spool_.directory()},
                 {"collector", config_.collector},
-                {"forwarder_pid", forwarder_pid_},
+                {"forwarder_pid", forwarder_pid_.load()},
+                {"forwarder_restarts", forwarder_restarts_.load()},
                 {"batches_written", batches_written_},
+                {"batches_lost", losses_.batches()},
                 {"spool_error", spool_error_},
                 {"policy_files", config_.policy_files},
                 {"policy_hash", config_.policy_hash},
@@ -355,7 +362,7 @@ class Agent {
         next_sample += std::chrono::milliseconds(config_.cache_sample_interval_ms);
       }
       drain_to_writer();
-      reap_forwarder();
+      supervise_forwarder();
       probe_on_tick();
       lock.lock();
     }
@@ -373,9 +380,15 @@ class Agent {
     process_runtime().events.record(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
     drain_to_writer();
     write_stats(/*final=*/true);
-    std::lock_guard<std::mutex> io(io_mutex_);
-    writer_.close();
-    close_transport();
+    {
+      std::lock_guard<std::mutex> io(io_mutex_);
+      writer_.close();
+      losses_.finish();
+      close_transport();
+    }
+    // A forwarder killed just now would leave the spool undelivered: start
+    // another, which drains it once this process is gone.
+    supervise_forwarder();
   }
 
   // Opens the spool folder and starts the forwarder, when configured.
@@ -405,39 +418,76 @@ class Agent {
     std::lock_guard<std::mutex> io(io_mutex_);
     error = spool_.open(agent_dir, config.spool_segment_bytes, config.spool_max_bytes);
     if (!error.empty()) return "castscope: " + error;
+    if (const std::string problem = accounting_.open(agent_dir); !problem.empty())
+      log::warn(problem + "; if the disk fills up, the run's drop count may not reach the collector");
+    losses_ = SpoolLosses();
     identity_run_id_ = identity.run_id;
     encoder_ = std::make_unique<BatchEncoder>(std::move(identity));
     sequence_ = 0;
     batches_written_ = 0;
     spool_error_.clear();
+    forwarder_restarts_ = 0;
     if (!config.collector.empty()) {
-      ForwarderOptions options{config.forwarder_path, agent_dir, config.collector, config.token_env, config.tls_ca,
-                               config.spool_dir + "/" + encoder_->identity().agent_id + ".forwarder.log"};
-      forwarder_pid_ = launch_forwarder(options, error);
-      if (forwarder_pid_ < 0) {
+      forwarder_options_ = ForwarderOptions{config.forwarder_path, agent_dir, config.collector, config.token_env,
+                                            config.tls_ca,
+                                            config.spool_dir + "/" + encoder_->identity().agent_id + ".forwarder.log",
+                                            config.give_up_after_s};
+      const int pid = launch_forwarder(forwarder_options_, error);
+      if (pid < 0) {
         spool_.close();
+        accounting_.close();
         encoder_.reset();
         return "castscope: " + error;
       }
+      forwarder_pid_ = pid;
     }
     return "";
   }
 
   void close_transport() {
     spool_.close();
+    accounting_.close();
     encoder_.reset();
   }
 
-  // The forwarder is our child: collect its exit status so it is not left a zombie.
-  void reap_forwarder() {
-    if (forwarder_pid_ <= 0) return;
+  // The forwarder is our child. It exits 0 once the final batch is stored
+  // and 3 when the collector refuses this agent for good; any other end
+  // (killed, crashed) is restarted on the same spool, which it reads from
+  // its start (the collector drops what it already has). Exporter thread,
+  // and once more at stop.
+  void supervise_forwarder() {
+    std::lock_guard<std::mutex> lock(supervise_mutex_);
+    const int pid = forwarder_pid_.load();
+    if (pid <= 0) return;
     int status = 0;
-    if (::waitpid(forwarder_pid_, &status, WNOHANG) == forwarder_pid_) {
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        log::error("castscope-forwarder exited early (status " + std::to_string(status) +
-                   "); batches stay in the spool folder " + spool_.directory() + ", see its .forwarder.log");
-      forwarder_pid_ = 0;
+    if (::waitpid(pid, &status, WNOHANG) != pid) return;
+    forwarder_pid_ = 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+    const std::string how = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                                : "exited with code " + std::to_string(WEXITSTATUS(status));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+      log::error("castscope-forwarder (pid " + std::to_string(pid) + ") " + how +
+                 ": the collector refused this agent; batches stay in " + forwarder_options_.agent_spool_dir +
+                 " (see " + forwarder_options_.log_path + ")");
+      return;
     }
+    if (forwarder_restarts_ >= kMaxForwarderRestarts) {
+      log::error("castscope-forwarder (pid " + std::to_string(pid) + ") " + how + " after " +
+                 std::to_string(forwarder_restarts_.load()) + " restarts; not restarted again. Batches stay in " +
+                 forwarder_options_.agent_spool_dir + "; load them with: castscope load --db DB " +
+                 forwarder_options_.agent_spool_dir);
+      return;
+    }
+    ++forwarder_restarts_;
+    std::string error;
+    const int restarted = launch_forwarder(forwarder_options_, error);
+    if (restarted < 0) {
+      log::error("castscope-forwarder (pid " + std::to_string(pid) + ") " + how + " and cannot be restarted: " + error);
+      return;
+    }
+    forwarder_pid_ = restarted;
+    log::warn("castscope-forwarder (pid " + std::to_string(pid) + ") " + how + "; restarted as pid " +
+              std::to_string(restarted) + " on the same spool");
   }
 
   // Encodes the pending events as one batch and appends it to the spool.
@@ -453,8 +503,13 @@ class Agent {
     }
     --sequence_;  // nothing went out under this number
     process_runtime().events.count_lost(events);
-    if (spool_error_ != spool_.error()) log::error("events lost: " + spool_.error());
+    losses_.count(spool_.failure(), spool_.error(), events, std::chrono::steady_clock::now());
     spool_error_ = spool_.error();
+    // The next batch that gets through carries the new counts; until then,
+    // and for good if none does, the accounting file does (an empty batch
+    // under the number the lost one would have had).
+    const EventLogStats after = process_runtime().events.stats();
+    accounting_.write(encoder_->finish(sequence_ + 1, after.recorded, after.dropped, final));
   }
 
   size_t drain_to_writer() {
@@ -526,7 +581,13 @@ class Agent {
   uint64_t batches_written_ = 0;
   std::string spool_error_;
   std::string identity_run_id_;
-  int forwarder_pid_ = 0;
+  spool::AccountingFile accounting_;
+  SpoolLosses losses_;
+
+  std::mutex supervise_mutex_;  // the forwarder's process, below
+  std::atomic<int> forwarder_pid_{0};
+  ForwarderOptions forwarder_options_;
+  std::atomic<int> forwarder_restarts_{0};
   std::vector<OpMeta> op_cache_;
 
   std::mutex exporter_mutex_;

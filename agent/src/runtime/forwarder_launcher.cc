@@ -30,7 +30,8 @@ int launch_forwarder(const ForwarderOptions& options, std::string& error) {
     return -1;
   }
   std::vector<std::string> args = {executable, "--spool", options.agent_spool_dir, "--collector", options.collector,
-                                   "--parent-pid", std::to_string(getpid())};
+                                   "--parent-pid", std::to_string(getpid()),
+                                   "--give-up-after-s", std::to_string(options.give_up_after_s)};
   if (!options.token_env.empty()) args.insert(args.end(), {"--token-env", options.token_env});
   if (!options.tls_ca.empty()) args.insert(args.end(), {"--tls-ca", options.tls_ca});
   std::vector<char*> argv;

@@ -1,8 +1,10 @@
 #include "server/src/ingest/spool_import.h"
 
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 
+#include "common/spool/accounting_file.h"
 #include "common/spool/spool_reader.h"
 
 namespace castscope::collector {
@@ -50,6 +52,7 @@ class AckTally {
 void import_agent_dir(CollectorCore& core, const std::string& dir, const BatchLimits& limits, AckTally& tally,
                       SpoolImportReport& report) {
   ++report.agent_dirs;
+  uint64_t max_sequence = 0;
   for (const std::string& segment : spool::list_segments(dir)) {
     ++report.segments;
     spool::SegmentContents contents = spool::read_segment(segment);
@@ -57,7 +60,9 @@ void import_agent_dir(CollectorCore& core, const std::string& dir, const BatchLi
       ++report.frames_skipped;
       report.problems.push_back(problem.str());
     }
-    if (contents.incomplete_tail) {
+    std::error_code ec;
+    const bool zero_bytes = std::filesystem::file_size(segment, ec) == 0 && !ec;  // a full disk left it; holds nothing
+    if (contents.incomplete_tail && !zero_bytes) {
       ++report.frames_skipped;
       report.problems.push_back(segment + " at byte " + std::to_string(contents.complete_bytes) +
                                 ": ends inside a frame (its writer was killed mid-write, or is still writing)");
@@ -70,9 +75,29 @@ void import_agent_dir(CollectorCore& core, const std::string& dir, const BatchLi
         continue;
       }
       const auto events = static_cast<uint64_t>(batch.batch().events_size());
+      max_sequence = std::max(max_sequence, batch.batch().sequence());
       core.submit_and_wait_for_room(std::move(batch), tally.expect(events));
     }
   }
+  // The agent's accounting (common/spool/accounting_file.h): the drops and
+  // the end of a process whose last batches could not be written. Batches
+  // numbered after it carry newer counts.
+  if (const auto payload = spool::read_accounting(dir)) {
+    DecodedBatch batch;
+    if (Status s = decode_batch(*payload, limits, batch); !s.ok()) {
+      ++report.frames_skipped;
+      report.problems.push_back(dir + "/" + spool::kAccountingFileName + ": " + s.message());
+    } else if (batch.batch().sequence() > max_sequence) {
+      ++report.accounting_batches;
+      core.submit_and_wait_for_room(std::move(batch), tally.expect(0));
+    }
+  }
+}
+
+bool is_agent_dir(const std::string& path) {
+  std::error_code ec;
+  return !spool::list_segments(path).empty() ||
+         std::filesystem::exists(path + "/" + spool::kAccountingFileName, ec);
 }
 
 }  // namespace
@@ -81,7 +106,7 @@ SpoolImportReport import_spool(CollectorCore& core, const std::vector<std::strin
   SpoolImportReport report;
   AckTally tally;
   for (const std::string& path : paths) {
-    if (!spool::list_segments(path).empty()) {
+    if (is_agent_dir(path)) {
       import_agent_dir(core, path, limits, tally, report);
       continue;
     }

@@ -20,6 +20,7 @@ struct SpoolImportReport {
   uint64_t batches_failed = 0;  // valid, but the store failed
   uint64_t events_stored = 0;
   uint64_t frames_skipped = 0;  // corrupt, cut off, or not a valid batch
+  uint64_t accounting_batches = 0;  // agents' accounting files taken (their last batches were lost)
   std::vector<std::string> problems;  // one per skip: file, byte offset or frame, why
 
   bool clean() const { return frames_skipped == 0 && batches_failed == 0; }
