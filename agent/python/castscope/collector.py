@@ -2,9 +2,12 @@
 --collector) and waits for the job's forwarders to deliver their spools."""
 from __future__ import annotations
 
+import json
+import os
 import pathlib
 import signal
 import subprocess
+import sys
 import time
 
 from ._native import collector_binary
@@ -49,23 +52,144 @@ class EmbeddedCollector:
 
 
 def pending_spool(spool_dir: pathlib.Path) -> list[pathlib.Path]:
-    """Segments not yet delivered (forwarders delete what is acknowledged)."""
-    return sorted(spool_dir.glob("*/*.cspool")) if spool_dir.is_dir() else []
+    """What is not delivered: segments, and accounting files (forwarders
+    delete a folder once the collector has stored all of it)."""
+    if not spool_dir.is_dir():
+        return []
+    return sorted(list(spool_dir.glob("*/*.cspool")) + list(spool_dir.glob("*/accounting")))
 
 
-def wait_for_delivery(spool_dir: pathlib.Path, timeout_s: float) -> list[pathlib.Path]:
-    """Waits until every agent folder is delivered; returns what is left."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        left = [p for p in spool_dir.iterdir() if p.is_dir() and not _forwarder_exited(p)] if spool_dir.is_dir() else []
-        if not left or time.monotonic() > deadline:
-            return pending_spool(spool_dir)
-        time.sleep(0.05)
-
-
-def _forwarder_exited(agent_dir: pathlib.Path) -> bool:
-    log = agent_dir.parent / (agent_dir.name + ".forwarder.log")
+def forwarder_status(agent_dir: pathlib.Path) -> dict | None:
+    """The state a forwarder left in <spool>/<agent>.forwarder.json (see
+    agent/forwarder/forwarder_status.h), or None."""
     try:
-        return "forwarder exit " in log.read_text(errors="replace")
-    except OSError:
+        return json.loads((agent_dir.parent / (agent_dir.name + ".forwarder.json")).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int | None, name: str | None = None) -> bool:
+    """A running (not zombie) process, whose command is `name` when given."""
+    if not pid or pid <= 0:
         return False
+    try:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+        if stat[stat.rindex(")") + 2] == "Z":
+            return False
+        return name is None or name in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def _agent_pid(agent_dir: pathlib.Path, status: dict | None) -> int | None:
+    """The agent's pid: from its forwarder's status, else from its id (host-pid-start)."""
+    if status and status.get("agent_pid"):
+        return int(status["agent_pid"])
+    parts = agent_dir.name.rsplit("-", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+class Delivery:
+    """Waits for a job's forwarders once the job has ended. State comes from
+    their status files and from process liveness, never from log text. A
+    folder whose agent and forwarder are both gone without a final state (a
+    forwarder killed after its agent ended) gets a new forwarder, which
+    delivers what is left and exits."""
+
+    def __init__(self, spool_dir: pathlib.Path, collector: str, give_up_after_s: int, tls_ca: str | None = None,
+                 say=None):
+        self.spool_dir = spool_dir
+        self.collector = collector
+        self.give_up_after_s = give_up_after_s
+        self.tls_ca = tls_ca
+        self.say = say or (lambda text: print(text, file=sys.stderr))
+        self.restarted: dict[str, int] = {}
+        self.left_running: set[str] = set()
+        self._children: list[subprocess.Popen] = []
+
+    def _restart(self, agent_dir: pathlib.Path, agent_pid: int | None) -> bool:
+        from ._native import agent_library_path
+
+        count = self.restarted.get(agent_dir.name, 0)
+        if count >= 3:
+            return False
+        self.restarted[agent_dir.name] = count + 1
+        forwarder = agent_library_path().parent / "castscope-forwarder"
+        command = [str(forwarder), "--spool", str(agent_dir), "--collector", self.collector,
+                   "--parent-pid", str(agent_pid or 0), "--give-up-after-s", str(self.give_up_after_s),
+                   "--token-env", "CASTSCOPE_TOKEN"]
+        if self.tls_ca:
+            command += ["--tls-ca", self.tls_ca]
+        log = agent_dir.parent / (agent_dir.name + ".forwarder.log")
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            self._children.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                                   stderr=fd, start_new_session=True))
+        finally:
+            os.close(fd)
+        self.say(f"castscope: the forwarder of {agent_dir.name} ended before delivering everything; started "
+                 f"another to deliver the rest")
+        return True
+
+    def waiting_for(self) -> list[tuple[pathlib.Path, dict | None]]:
+        """Folders still being delivered, after restarting what needs it."""
+        for child in self._children:
+            child.poll()  # ours to reap
+        waiting = []
+        folders = sorted(p for p in self.spool_dir.iterdir() if p.is_dir()) if self.spool_dir.is_dir() else []
+        for agent_dir in folders:
+            status = forwarder_status(agent_dir)
+            if status is not None and status.get("exit_code") is not None:
+                continue  # delivered, refused or gave up: said in its status and log
+            agent_pid = _agent_pid(agent_dir, status)
+            if _alive(agent_pid):
+                # A process the job left running: it supervises its own forwarder, and delivery
+                # goes on for as long as it lives; waiting for it could be forever.
+                if agent_dir.name not in self.left_running:
+                    self.left_running.add(agent_dir.name)
+                    self.say(f"castscope: process {agent_pid} of the job is still running; its events keep "
+                             f"going to {self.collector} while it lives")
+                continue
+            if status is not None and _alive(status.get("pid"), "castscope-forwarder"):
+                waiting.append((agent_dir, status))
+                continue
+            if not pending_spool_of(agent_dir):
+                continue
+            if self._restart(agent_dir, agent_pid):
+                waiting.append((agent_dir, None))
+        return waiting
+
+    def wait(self) -> list[pathlib.Path]:
+        """Until every folder is delivered or its forwarder gave up; returns what is left."""
+        started = time.monotonic()
+        next_word = started + 2.0
+        while True:
+            waiting = self.waiting_for()
+            if not waiting:
+                for child in self._children:
+                    child.wait()
+                return pending_spool(self.spool_dir)
+            now = time.monotonic()
+            if now >= next_word:
+                self.say(f"castscope: waiting {now - started:.0f} s for {len(waiting)} forwarder(s) to deliver: "
+                         + "; ".join(_describe(agent_dir, status) for agent_dir, status in waiting))
+                next_word = now + 5.0
+            time.sleep(0.05)
+
+
+def pending_spool_of(agent_dir: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(list(agent_dir.glob("*.cspool")) + list(agent_dir.glob("accounting")))
+
+
+def _describe(agent_dir: pathlib.Path, status: dict | None) -> str:
+    if status is None:
+        return f"{agent_dir.name}: starting"
+    state = status.get("state", "?")
+    if state == "unreachable":
+        return (f"{agent_dir.name}: collector {status.get('collector')} unreachable for "
+                f"{status.get('unreachable_for_s') or 0:.0f} s (gives up after {status.get('give_up_after_s')} s"
+                f"{': ' + status['message'] if status.get('message') else ''})")
+    if state == "streaming":
+        return (f"{agent_dir.name}: streaming to {status.get('collector')}, {status.get('batches_acknowledged', 0)} "
+                f"batches stored, {status.get('batches_pending', 0)} pending")
+    return f"{agent_dir.name}: {state}"

@@ -38,6 +38,19 @@ def format_report(report: dict, top: int = 15) -> str:
              f"{totals['conversions']} conversions moving {totals['bytes_cast']} bytes",
              f"  cast cache: {cache['misses']} misses, {cache['hits']} hits, {cache['stale_hits']} stale hits; "
              f"dropped events: {totals['events_dropped']}"]
+    accounting = totals.get("accounting")
+    if accounting and not accounting["complete"]:
+        why = []
+        if accounting["unfinished_processes"]:
+            why.append(f"{accounting['unfinished_processes']} process(es) did not finish (killed?), so their last "
+                       f"counts never came")
+        if accounting["events_unaccounted"]:
+            why.append(f"{accounting['events_unaccounted']} recorded events are neither stored nor counted as dropped "
+                       f"(still in a spool folder?)")
+        if accounting["missing_batches"]:
+            why.append(f"{accounting['missing_batches']} batches missing")
+        lines.append(f"  INCOMPLETE: {accounting['events_stored']} of {accounting['events_recorded']} recorded events "
+                     f"stored; " + "; ".join(why))
     if totals["casts_by_dtype_pair"]:
         pairs = ", ".join(f"{pair} {n}" for pair, n in sorted(totals["casts_by_dtype_pair"].items(),
                                                                key=lambda kv: -kv[1]))

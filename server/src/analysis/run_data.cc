@@ -21,7 +21,7 @@ constexpr auto kRunRow = schema::columns(schema::kRuns, {"id", "first_seen_unix_
 constexpr auto kAgentRow = schema::columns(
     schema::kAgents, {"id", "agent_id", "pid", "rank", "local_rank", "world_size", "hostname", "torch_version",
                       "command", "batches", "first_sequence", "last_sequence", "events_recorded_total",
-                      "events_dropped_total", "finished", "policy_hash"});
+                      "events_dropped_total", "finished", "policy_hash", "casts", "ops", "cache_samples"});
 constexpr auto kCastRow = schema::columns(
     schema::kCasts, {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version"});
 constexpr auto kOpRow = schema::columns(
@@ -80,6 +80,8 @@ class Loader {
       row.events_recorded = static_cast<uint64_t>(a.column_int(kAgentRow["events_recorded_total"]));
       row.events_dropped = static_cast<uint64_t>(a.column_int(kAgentRow["events_dropped_total"]));
       row.finished = a.column_int(kAgentRow["finished"]) != 0;
+      row.events_stored = static_cast<uint64_t>(a.column_int(kAgentRow["casts"]) + a.column_int(kAgentRow["ops"]) +
+                                                a.column_int(kAgentRow["cache_samples"]));
       out_.agents.push_back(std::move(row));
     }
     if (!error.ok()) return error;

@@ -90,6 +90,7 @@ struct AgentRow {
   std::string hostname, torch_version, command, policy_hash;
   bool finished = false;
   uint64_t events_recorded = 0, events_dropped = 0, batches = 0, missing_batches = 0;
+  uint64_t events_stored = 0;  // casts, ops and cache samples in the store
 };
 
 struct RunData {

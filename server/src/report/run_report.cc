@@ -24,7 +24,8 @@ json run_json(const RunData& run, const std::set<std::string>& devices) {
     agents.push_back({{"agent_id", a.agent_id}, {"pid", a.pid}, {"rank", a.rank}, {"local_rank", a.local_rank},
                       {"world_size", a.world_size}, {"hostname", a.hostname}, {"finished", a.finished},
                       {"events_recorded", a.events_recorded}, {"events_dropped", a.events_dropped},
-                      {"batches", a.batches}, {"missing_batches", a.missing_batches}});
+                      {"events_stored", a.events_stored}, {"batches", a.batches},
+                      {"missing_batches", a.missing_batches}});
   }
   return {{"run_id", run.run_id},
           {"commands", commands},
@@ -35,6 +36,29 @@ json run_json(const RunData& run, const std::set<std::string>& devices) {
           {"agents", agents},
           {"first_seen_unix_ns", run.first_seen_unix_ns},
           {"last_seen_unix_ns", run.last_seen_unix_ns}};
+}
+
+// Does every event the agents recorded have a place: stored, or counted as
+// dropped? Not when a process never finished (killed: its last counts never
+// came), batches are missing, or recorded events are not in the store
+// (batches still in a spool folder, or lost without a count).
+json accounting_json(const RunData& run) {
+  uint64_t recorded = 0, stored = 0, dropped = 0, unaccounted = 0, unfinished = 0, missing = 0;
+  for (const auto& a : run.agents) {
+    recorded += a.events_recorded;
+    stored += a.events_stored;
+    dropped += a.events_dropped;
+    unaccounted += a.events_recorded > a.events_stored ? a.events_recorded - a.events_stored : 0;
+    unfinished += a.finished ? 0 : 1;
+    missing += a.missing_batches;
+  }
+  return {{"complete", unfinished == 0 && missing == 0 && unaccounted == 0},
+          {"events_recorded", recorded},
+          {"events_stored", stored},
+          {"events_dropped", dropped},
+          {"events_unaccounted", unaccounted},
+          {"unfinished_processes", unfinished},
+          {"missing_batches", missing}};
 }
 
 }  // namespace
@@ -93,6 +117,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
            {"op_errors", op_errors},
            {"bytes_cast", bytes},
            {"events_dropped", dropped},
+           {"accounting", accounting_json(run)},
            {"casts_by_role", by_role},
            {"casts_by_policy", by_policy},
            {"casts_by_dtype_pair", by_pair},

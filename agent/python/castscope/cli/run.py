@@ -29,9 +29,22 @@ def add_parsers(commands) -> None:
     run.add_argument("--ring-records", type=int, default=1 << 14,
                      help="events buffered per thread between exporter passes (128 bytes each; default 16384)")
     run.add_argument("--tls-ca", help="CA certificate (PEM) of a --collector that serves TLS")
+    run.add_argument("--give-up-after-s", type=_seconds, default=60,
+                     help="after the job ends, how long the collector may stay unreachable before its batches are "
+                          "left in the spool for `castscope load` (default 60)")
     run.add_argument("--run-id", help="name of this run in the collector (default: time and a random suffix)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     run.set_defaults(handler=run_command)
+
+
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if not 0 <= value <= 1 << 30:
+        raise argparse.ArgumentTypeError(f"{value} is out of range (0 to {1 << 30})")
+    return value
 
 
 def _job_torch_version(command: list[str]) -> str | None:
@@ -78,7 +91,7 @@ def run_command(args) -> int:
         stale.unlink()
     spool_dir = out / "spool"
     spool_dir.mkdir(mode=0o700, exist_ok=True)
-    for stale in spool_dir.glob("*.forwarder.log"):
+    for stale in list(spool_dir.glob("*.forwarder.log")) + list(spool_dir.glob("*.forwarder.json")):
         stale.unlink()
     if pending_spool(spool_dir):
         print(f"castscope run: {spool_dir} holds batches of an earlier run that were never delivered; load them "
@@ -101,6 +114,7 @@ def run_command(args) -> int:
               "events_path": None if args.no_jsonl else str(out / "events-{pid}.jsonl"),
               "ring_records": args.ring_records,
               "collector": collector, "spool_dir": str(spool_dir), "run_id": run_id,
+              "give_up_after_s": args.give_up_after_s,
               "tls_ca": str(pathlib.Path(args.tls_ca).resolve()) if args.tls_ca else None,
               "command": " ".join(command),
               "probe": False if args.no_probe else None}
@@ -128,14 +142,17 @@ def run_command(args) -> int:
         except KeyboardInterrupt:
             job.send_signal(signal.SIGINT)  # the job decides; we wait for it
     exit_code = code if code >= 0 else 128 - code
-    _finish_delivery(spool_dir, embedded, run_id, collector)
+    tls_ca = str(pathlib.Path(args.tls_ca).resolve()) if args.tls_ca else None
+    _finish_delivery(spool_dir, embedded, run_id, collector, args.give_up_after_s, tls_ca)
     if embedded is not None:
         _write_report(embedded.db, run_id, out / "report.json")
     else:
         skipped: list = []
         paths = sorted(glob.glob(str(out / "events-*.jsonl")))
-        events = (event for path in paths for event in iter_events(path, skipped))
-        print(summarize(events, skipped), file=sys.stderr)
+        if paths:
+            events = (event for path in paths for event in iter_events(path, skipped))
+            print(summarize(events, skipped), file=sys.stderr)
+        _print_stored_remote(collector, run_id, tls_ca)
     print(f"castscope: events in {out}", file=sys.stderr)
     refused = sorted(out.glob("refused-*.txt"))
     for path in refused:
@@ -143,11 +160,12 @@ def run_command(args) -> int:
     return 3 if refused and exit_code == 0 else exit_code
 
 
-def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: str) -> None:
+def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: str, give_up_after_s: int,
+                     tls_ca: str | None) -> None:
     """Waits for the job's forwarders, stops an embedded collector, says where the events are."""
-    from ..collector import wait_for_delivery
+    from ..collector import Delivery
 
-    left = wait_for_delivery(spool_dir, timeout_s=float(os.environ.get("CASTSCOPE_DELIVERY_TIMEOUT_S", "120")))
+    left = Delivery(spool_dir, collector, give_up_after_s, tls_ca).wait()
     for log in sorted(spool_dir.glob("*.forwarder.log")):
         for line in log.read_text(errors="replace").splitlines():
             if " error: " in line:
@@ -159,8 +177,25 @@ def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: 
     else:
         print(f"castscope: run {run_id} sent to the collector at {collector}", file=sys.stderr)
     if left:
-        print(f"castscope: {len(left)} spool segment(s) were not delivered and stay in {spool_dir}; "
-              f"load them with: castscope load --db DB {spool_dir}", file=sys.stderr)
+        db = str(embedded.db) if embedded is not None else "DB"
+        where = "" if embedded is not None else " (DB: the collector's database)"
+        print(f"castscope: {len(left)} spool file(s) were not delivered and stay in {spool_dir}; load them with: "
+              f"castscope load --db {db} {spool_dir}{where}", file=sys.stderr)
+
+
+def _print_stored_remote(collector: str, run_id: str, tls_ca: str | None) -> None:
+    """Per process: what a collector of one's own stored (asked over gRPC)."""
+    from .._native import collector_binary
+
+    command = [str(collector_binary()), "query", "--collector", collector]
+    command += ["--tls-ca", tls_ca] if tls_ca else []
+    command += ["runs"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        print(f"castscope: cannot ask the collector at {collector} what it stored: {result.stderr.strip()}",
+              file=sys.stderr)
+        return
+    _print_agents(json.loads(result.stdout), run_id)
 
 
 def _write_report(db: pathlib.Path, run_id: str, path: pathlib.Path) -> None:
@@ -186,12 +221,21 @@ def _print_stored(db: pathlib.Path, run_id: str) -> None:
     if result.returncode != 0:
         print(f"castscope: cannot read {db}: {result.stderr.strip()}", file=sys.stderr)
         return
-    for run in json.loads(result.stdout):
+    _print_agents(json.loads(result.stdout), run_id)
+
+
+def _print_agents(runs: list, run_id: str) -> None:
+    for run in runs:
         if run["run_id"] != run_id:
             continue
         for agent in run["agents"]:
             identity = agent["identity"]
             rank = f" rank {identity['rank']}" if identity.get("rank", -1) >= 0 else ""
-            print(f"  pid {identity['pid']}{rank}: {agent['casts']} casts, {agent['ops']} ops, "
-                  f"{agent['cache_samples']} cache samples stored; {agent['events_dropped_total']} events dropped"
-                  f"{'' if agent['finished'] else ' (process did not finish normally)'}", file=sys.stderr)
+            n = {k: int(agent.get(k, 0)) for k in ("casts", "ops", "cache_samples", "events_dropped_total",
+                                                   "events_recorded_total")}  # proto3 JSON leaves zeros out
+            stored = n["casts"] + n["ops"] + n["cache_samples"]
+            unaccounted = n["events_recorded_total"] - stored
+            print(f"  pid {identity['pid']}{rank}: {n['casts']} casts, {n['ops']} ops, "
+                  f"{n['cache_samples']} cache samples stored; {n['events_dropped_total']} events dropped"
+                  f"{'' if agent.get('finished') else ' (INCOMPLETE: the process did not finish normally)'}"
+                  f"{f'; {unaccounted} recorded events not stored' if unaccounted > 0 else ''}", file=sys.stderr)
