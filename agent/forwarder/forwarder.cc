@@ -89,6 +89,14 @@ Forwarder::Forwarder(ForwarderConfig config)
       give_up_(config_.give_up_after),
       status_file_(config_.agent_dir, config_.collector, config_.parent_pid,
                    static_cast<int>(config_.give_up_after.count())) {
+  connect();
+  agent_id_ = std::filesystem::path(config_.agent_dir).filename().string();
+}
+
+// A fresh channel per failed attempt: gRPC's pick_first keeps a channel that
+// never connected in TRANSIENT_FAILURE and may not try the address again for
+// seconds after the collector is back (seen with gRPC 1.51: 5 s and more).
+void Forwarder::connect() {
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (!config_.tls_ca_pem.empty()) {
     grpc::SslCredentialsOptions options;
@@ -100,7 +108,6 @@ Forwarder::Forwarder(ForwarderConfig config)
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   channel_ = grpc::CreateCustomChannel(config_.collector, credentials, arguments);
   stub_ = v1::Ingest::NewStub(channel_);
-  agent_id_ = std::filesystem::path(config_.agent_dir).filename().string();
 }
 
 Forwarder::~Forwarder() {
@@ -221,6 +228,7 @@ Forwarder::StreamEnd Forwarder::stream_once() {
     }
     broken_because_ = watchdog.fired() ? "no answer in " + std::to_string(config_.stall_limit.count()) + " s"
                                        : status.error_message();
+    connect();
     return StreamEnd::kBroken;
   }
   watchdog.heard();

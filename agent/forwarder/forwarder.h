@@ -59,6 +59,7 @@ class Forwarder {
     v1::IngestRequest request;
   };
 
+  void connect();
   StreamEnd stream_once();
   void read_new_frames();
   // The agent's accounting batch (common/spool/accounting_file.h), queued

@@ -1,16 +1,24 @@
-"""Delivery when the agent is gone: the forwarder reads every spool segment to
-its end before it calls the spool delivered (zero-byte segments, which a full
-disk leaves behind, do not end delivery)."""
+"""Delivery under faults: the forwarder reads every spool segment to its end
+before it calls the spool delivered (zero-byte segments do not end delivery);
+a collector outage after the job gets its own give-up time; a forwarder
+killed -9 is replaced, during the run and after it; a disk full to the end
+still tells the store what was dropped."""
 from __future__ import annotations
 
+import json
+import os
 import pathlib
+import signal
 import socket
 import subprocess
 import sys
+import time
+
+import pytest
 
 import castscope
 from collector import Collector, runs
-from test_transport import castscope_run, stored_event_seqs
+from test_transport import CASTSCOPE, castscope_run, stored_event_seqs, the_agent
 
 JOBS = pathlib.Path(__file__).parent / "jobs"
 
@@ -26,7 +34,8 @@ def test_empty_segments_and_a_dead_agent_lose_nothing(tmp_path):
         probe.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{probe.getsockname()[1]}"
     out = tmp_path / "out"
-    result = castscope_run(out, "--collector", dead, "--run-id", "gaps", job=[str(JOBS / "train_mlp.py")])
+    result = castscope_run(out, "--collector", dead, "--run-id", "gaps", "--give-up-after-s", "0",
+                           job=[str(JOBS / "train_mlp.py")])
     assert result.returncode == 0, result.stderr
     [agent_dir] = [d for d in (out / "spool").iterdir() if d.is_dir()]
     segments = sorted(agent_dir.glob("*.cspool"))
@@ -58,3 +67,187 @@ def test_empty_segments_and_a_dead_agent_lose_nothing(tmp_path):
     [agent] = run["agents"]
     assert agent["finished"]
     assert not agent_dir.exists()  # removed only once everything in it was stored
+
+
+# ---- collector outages after the job: each outage gets its own give-up time ----
+
+def _spool_of_a_job(tmp_path, iterations: int) -> tuple[pathlib.Path, pathlib.Path]:
+    """Runs mm_loop under castscope run with no collector at all: the whole run stays in the spool."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{probe.getsockname()[1]}"
+    out = tmp_path / "out"
+    result = castscope_run(out, "--collector", dead, "--no-jsonl", "--ring-records", str(1 << 20),
+                           "--give-up-after-s", "0", "--run-id", "outages",
+                           job=[str(JOBS / "mm_loop.py"), str(iterations)])
+    assert result.returncode == 0, result.stderr
+    [agent_dir] = [d for d in (out / "spool").iterdir() if d.is_dir()]
+    return out, agent_dir
+
+
+def _status(agent_dir: pathlib.Path) -> dict:
+    try:
+        return json.loads((agent_dir.parent / (agent_dir.name + ".forwarder.json")).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _wait_for(condition, what: str, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_a_second_outage_after_the_job_does_not_inherit_the_first_ones_time(tmp_path):
+    out, agent_dir = _spool_of_a_job(tmp_path, 400_000)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    give_up_s = 4
+    forwarder = subprocess.Popen(
+        [str(castscope.agent_library_path().parent / "castscope-forwarder"), "--spool", str(agent_dir),
+         "--collector", f"127.0.0.1:{port}", "--parent-pid", str(_dead_pid()), "--give-up-after-s", str(give_up_s)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first_outage = time.monotonic()  # the collector is not there yet
+    collector = None
+    try:
+        time.sleep(1.0)
+        collector = Collector(tmp_path / "store.db", listen=f"127.0.0.1:{port}")
+        _wait_for(lambda: _status(agent_dir).get("state") == "streaming", "the forwarder to connect")
+        collector.process.send_signal(signal.SIGSTOP)  # holds the rest back, the stream stays up
+        # Outage two starts later than the limit after outage one began.
+        time.sleep(max(0.0, first_outage + give_up_s + 1.5 - time.monotonic()))
+        collector.kill9()
+        time.sleep(1.0)
+        collector.start()
+        _, stderr = forwarder.communicate(timeout=300)
+    finally:
+        if forwarder.poll() is None:
+            forwarder.kill()
+        if collector is not None:
+            collector.stop()
+    assert forwarder.returncode == 0, stderr
+    agent = the_agent(collector.db)
+    assert agent["finished"] and agent["events_dropped_total"] == 0
+    assert stored_event_seqs(collector.db) == list(range(1, agent["events_recorded_total"] + 1))
+    assert _status(agent_dir)["state"] == "delivered" and not agent_dir.exists()
+
+
+# ---- a forwarder killed -9: during the run the agent restarts it; after it, castscope run does ----
+
+def test_forwarder_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path):
+    collector = Collector(tmp_path / "store.db")
+    iterations = 400_000
+    out = tmp_path / "out"
+    job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--no-jsonl", "--ring-records", str(1 << 20),
+                            "--collector", collector.address, "--run-id", "fwd-kill9", "--",
+                            sys.executable, str(JOBS / "mm_loop.py"), str(iterations)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def streaming() -> dict:
+            for status_file in (out / "spool").glob("*.forwarder.json") if (out / "spool").is_dir() else []:
+                status = json.loads(status_file.read_text() or "{}")
+                if status.get("state") == "streaming" and status.get("batches_acknowledged", 0) >= 10:
+                    return status
+            return {}
+        _wait_for(lambda: bool(streaming()), "the forwarder to stream", timeout=180)
+        os.kill(streaming()["pid"], signal.SIGKILL)
+        stdout, stderr = job.communicate(timeout=600)
+    finally:
+        if job.poll() is None:
+            job.kill()
+        collector.stop()
+    assert job.returncode == 0, stderr
+    assert "restarted as pid" in stderr or "started another" in stderr, stderr
+    agent = the_agent(collector.db)
+    assert agent["finished"] and agent["events_dropped_total"] == 0, stderr
+    recorded = agent["events_recorded_total"]
+    assert recorded >= 3 * iterations
+    assert stored_event_seqs(collector.db) == list(range(1, recorded + 1))
+    assert "not delivered" not in stderr, stderr
+
+
+def test_forwarder_killed_after_the_job_ended_is_replaced_by_castscope_run(tmp_path):
+    collector = Collector(tmp_path / "store.db")
+    collector.process.send_signal(signal.SIGSTOP)  # nothing gets through until we say so
+    out = tmp_path / "out"
+    job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--collector", collector.address,
+                            "--run-id", "late-kill9", "--", sys.executable, str(JOBS / "train_mlp.py")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        spool = out / "spool"
+        _wait_for(lambda: spool.is_dir() and any(d.is_dir() for d in spool.iterdir()), "the agent's spool folder")
+        [agent_dir] = [d for d in spool.iterdir() if d.is_dir()]
+        _wait_for(lambda: _status(agent_dir).get("pid"), "the forwarder's status file")
+        status = _status(agent_dir)
+        agent_pid = status["agent_pid"]
+        _wait_for(lambda: not pathlib.Path(f"/proc/{agent_pid}").exists(), "the job to end")
+        os.kill(status["pid"], signal.SIGKILL)  # nobody left to restart it but castscope run
+        time.sleep(0.5)
+        collector.process.send_signal(signal.SIGCONT)
+        stdout, stderr = job.communicate(timeout=300)
+    finally:
+        collector.process.send_signal(signal.SIGCONT)
+        if job.poll() is None:
+            job.kill()
+        collector.stop()
+    assert job.returncode == 0, stderr
+    assert "started another" in stderr, stderr
+    [dump] = out.glob("events-*.jsonl")
+    dumped = [e for e in castscope.iter_events(dump) if "stats" not in e]
+    agent = the_agent(collector.db)
+    assert agent["finished"]
+    assert stored_event_seqs(collector.db) == sorted(int(next(iter(e.values()))["seq"]) for e in dumped)
+
+
+# ---- a disk that stays full to the end: the drops still reach the store ----
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 1 MiB tmpfs: a disk that fills up. Mounting needs root (CI and these machines run as root)."""
+    mount_point = tmp_path / "out" / "spool"
+    mount_point.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mount_point)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {mounted.stderr.strip()}")
+    yield mount_point
+    subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_a_disk_full_to_the_end_still_accounts_for_every_event(tmp_path, small_tmpfs):
+    collector = Collector(tmp_path / "store.db")
+    collector.process.send_signal(signal.SIGSTOP)  # the spool only fills, nothing is deleted
+    out = tmp_path / "out"
+    iterations = 100_000
+    job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--no-jsonl", "--collector", collector.address,
+                            "--run-id", "full-disk", "--", sys.executable, str(JOBS / "mm_loop.py"),
+                            str(iterations)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: any(small_tmpfs.glob("*.forwarder.json")), "the forwarder's status file")
+        [status_file] = small_tmpfs.glob("*.forwarder.json")
+        agent_pid = json.loads(status_file.read_text())["agent_pid"]
+        _wait_for(lambda: not pathlib.Path(f"/proc/{agent_pid}").exists(), "the job to end", timeout=300)
+        collector.process.send_signal(signal.SIGCONT)
+        stdout, stderr = job.communicate(timeout=300)
+    finally:
+        collector.process.send_signal(signal.SIGCONT)
+        if job.poll() is None:
+            job.kill()
+        collector.stop()
+    assert job.returncode == 0, stderr
+    agent = the_agent(collector.db)
+    stored = agent["casts"] + agent["ops"] + agent["cache_samples"]
+    # The final batch could not be written: the accounting file told the store.
+    assert agent["finished"], stderr
+    assert agent["events_dropped_total"] > 0
+    assert stored == agent["events_recorded_total"]
+    assert stored + agent["events_dropped_total"] >= 3 * iterations
+    assert f"{agent['events_dropped_total']} events dropped" in stderr
+    # One line per kind of failure, not one per failed write.
+    assert stderr.count("events lost") <= 4, stderr
+    assert "corrupt" not in stderr and "incomplete frame" not in stderr, stderr
+    report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
+    if report is not None:
+        assert report["totals"]["accounting"]["complete"]

@@ -52,11 +52,12 @@ class EmbeddedCollector:
 
 
 def pending_spool(spool_dir: pathlib.Path) -> list[pathlib.Path]:
-    """What is not delivered: segments, and accounting files (forwarders
-    delete a folder once the collector has stored all of it)."""
+    """What is not delivered: segments, and written accounting files
+    (forwarders delete a folder once the collector has stored all of it)."""
     if not spool_dir.is_dir():
         return []
-    return sorted(list(spool_dir.glob("*/*.cspool")) + list(spool_dir.glob("*/accounting")))
+    return sorted(path for agent_dir in spool_dir.iterdir() if agent_dir.is_dir()
+                  for path in pending_spool_of(agent_dir))
 
 
 def forwarder_status(agent_dir: pathlib.Path) -> dict | None:
@@ -178,7 +179,13 @@ class Delivery:
 
 
 def pending_spool_of(agent_dir: pathlib.Path) -> list[pathlib.Path]:
-    return sorted(list(agent_dir.glob("*.cspool")) + list(agent_dir.glob("accounting")))
+    accounting = agent_dir / "accounting"  # space reserved at start; holds a frame once written
+    try:
+        with open(accounting, "rb") as f:
+            written = f.read(8) == b"CSSPOOL1"
+    except OSError:
+        written = False
+    return sorted(agent_dir.glob("*.cspool")) + ([accounting] if written else [])
 
 
 def _describe(agent_dir: pathlib.Path, status: dict | None) -> str:
