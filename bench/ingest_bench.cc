@@ -228,7 +228,7 @@ class IngestClient : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
 int usage() {
   std::fprintf(stderr,
                "usage: castscope_ingest_bench --collector HOST:PORT [--token T] throughput|latency|follow\n"
-               "       [--seconds N] [--window N] [--rate EVENTS_PER_S] [--run RUN_ID]\n");
+               "       [--seconds N] [--window N] [--streams N (throughput)] [--rate EVENTS_PER_S] [--run RUN_ID]\n");
   return 2;
 }
 
@@ -280,6 +280,7 @@ int main(int argc, char** argv) {
   std::string collector, token, mode, follow_run_id;
   double seconds = 10;
   size_t window = 8;
+  size_t streams = 1;
   double rate = 200000;
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
@@ -288,6 +289,7 @@ int main(int argc, char** argv) {
     else if (word == "--token" && has_value) token = argv[++i];
     else if (word == "--seconds" && has_value) seconds = std::stod(argv[++i]);
     else if (word == "--window" && has_value) window = std::stoul(argv[++i]);
+    else if (word == "--streams" && has_value) streams = std::max<size_t>(1, std::stoul(argv[++i]));
     else if (word == "--rate" && has_value) rate = std::stod(argv[++i]);
     else if (word == "--run" && has_value) follow_run_id = argv[++i];
     else if (word == "throughput" || word == "latency" || word == "follow") mode = word;
@@ -308,23 +310,44 @@ int main(int argc, char** argv) {
     constexpr int kBodies = 32;
     std::vector<std::string> bodies;
     for (int b = 0; b < kBodies; ++b) bodies.push_back(batch_body(uint64_t{1} + b * kEventsPerBatch, kEventsPerBatch, 1));
-    IngestClient client(stub, token, window);
+    // Each stream on a connection of its own, as forwarders are.
+    std::vector<std::thread> threads;
+    std::vector<uint64_t> acked(streams, 0);
+    std::vector<std::string> errors(streams);
     const auto start = std::chrono::steady_clock::now();
     const auto end = start + std::chrono::duration<double>(seconds);
-    uint64_t sent = 0;
-    while (std::chrono::steady_clock::now() < end) {
-      const std::string agent = "agent-" + std::to_string(sent / kBodies);
-      client.send(to_buffer(ingest_request(run_id, agent, sent % kBodies + 1, bodies[sent % kBodies])));
-      ++sent;
+    for (size_t s = 0; s < streams; ++s) {
+      threads.emplace_back([&, s] {
+        grpc::ChannelArguments arguments;
+        arguments.SetInt("castscope.bench.stream", static_cast<int>(s));  // no shared subchannel
+        auto own_channel = grpc::CreateCustomChannel(collector, grpc::InsecureChannelCredentials(), arguments);
+        grpc::GenericStub own_stub(own_channel);
+        IngestClient client(own_stub, token, window);
+        uint64_t sent = 0;
+        while (std::chrono::steady_clock::now() < end) {
+          const std::string agent = "agent-" + std::to_string(s) + "-" + std::to_string(sent / kBodies);
+          client.send(to_buffer(ingest_request(run_id, agent, sent % kBodies + 1, bodies[sent % kBodies])));
+          ++sent;
+        }
+        const grpc::Status status = client.finish();
+        acked[s] = client.acked();
+        if (!status.ok()) errors[s] = status.error_message();
+      });
     }
-    const grpc::Status status = client.finish();
+    for (auto& thread : threads) thread.join();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const uint64_t acked = client.acked();
-    std::printf("throughput: %llu batches x %d cast events acknowledged in %.2f s: %.0f events/s (window %zu)%s%s\n",
-                static_cast<unsigned long long>(acked), kEventsPerBatch, elapsed,
-                static_cast<double>(acked) * kEventsPerBatch / elapsed, window, status.ok() ? "" : "; stream error: ",
-                status.error_message().c_str());
-    return status.ok() ? 0 : 1;
+    uint64_t total = 0;
+    std::string error;
+    for (size_t s = 0; s < streams; ++s) {
+      total += acked[s];
+      if (error.empty() && !errors[s].empty()) error = errors[s];
+    }
+    std::printf("throughput: %llu batches x %d cast events acknowledged in %.2f s: %.0f events/s (window %zu, %zu "
+                "streams)%s%s\n",
+                static_cast<unsigned long long>(total), kEventsPerBatch, elapsed,
+                static_cast<double>(total) * kEventsPerBatch / elapsed, window, streams,
+                error.empty() ? "" : "; stream error: ", error.c_str());
+    return error.empty() ? 0 : 1;
   }
 
   // Latency: follow the run, then send paced batches.

@@ -9,6 +9,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 import grpc
@@ -240,3 +241,31 @@ def test_tls_collector_with_token(tmp_path):
     collector.stop()
     agent = the_agent(collector.db)
     assert agent["finished"] and agent["ops"] == 60
+
+
+def test_streams_past_the_limit_are_told_to_come_back_and_the_first_goes_on(tmp_path):
+    collector = Collector(tmp_path / "store.db", extra=("--max-streams", "1"))
+    try:
+        with grpc.insecure_channel(collector.address) as first_channel, \
+                grpc.insecure_channel(collector.address, options=[("castscope.test", 2)]) as second_channel:
+            held = threading.Event()
+            release = threading.Event()
+
+            def first_messages():
+                yield _hello()
+                held.set()
+                release.wait(30)  # keeps the stream open
+
+            first = first_channel.stream_stream("/castscope.v1.Ingest/Stream")(first_messages(), timeout=60)
+            welcome = next(first)
+            assert welcome  # the first stream is served
+            held.wait(10)
+            error = _ingest(second_channel, [_hello()])
+            release.set()
+            assert error is not None and error.code() == grpc.StatusCode.UNAVAILABLE, error
+            assert "limit of 1 ingest streams" in error.details()
+            for _ in first:
+                pass
+    finally:
+        collector.stop()
+    assert "rejected (UNAVAILABLE)" in collector.log_text()

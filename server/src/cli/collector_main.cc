@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <malloc.h>
 #include <algorithm>
 #include <cctype>
 #include <csignal>
@@ -37,6 +38,9 @@ using cli::non_empty;
 
 constexpr const char* kProgram = "castscope-collector";
 constexpr int kExitUsage = 2;
+// Per-stream HTTP/2 window: enough to keep one forwarder streaming at full
+// speed on loopback, small enough that 64 streams hold 16 MiB.
+constexpr int kStreamWindowBytes = 256 << 10;
 
 int usage_error(const std::string& command, const std::string& what) {
   std::cerr << kProgram << (command.empty() ? "" : " " + command) << ": " << what << "\n"
@@ -87,6 +91,7 @@ struct ServeOptions {
   std::string tls_key;
   uint64_t max_message_bytes = 16u << 20;
   uint64_t queue_budget_bytes = CollectorOptions().queue_budget_bytes;
+  size_t max_streams = ServiceOptions().max_streams;
   std::string ready_file;
   uint64_t analyze_interval_ms = 2000;
 };
@@ -125,9 +130,15 @@ CLI::App* add_serve(CLI::App& app, ServeOptions& o) {
       ->check(CLI::Range(uint64_t{1}, uint64_t{INT32_MAX}))
       ->capture_default_str();
   serve->add_option("--queue-budget-bytes", o.queue_budget_bytes,
-                    "bytes of batches queued for the store before streams are pushed back")
+                    "memory for ingest: batches queued for the store, batches being read and each stream's "
+                    "transport window; past it, streams are pushed back")
       ->transform(decimal_number())
       ->check(CLI::Range(uint64_t{1}, uint64_t{UINT64_MAX}))
+      ->capture_default_str();
+  serve->add_option("--max-streams", o.max_streams,
+                    "concurrent ingest streams; more are refused with UNAVAILABLE (forwarders retry) (0: no limit)")
+      ->transform(decimal_number())
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20))
       ->capture_default_str();
   serve->add_option("--ready-file", o.ready_file, "write the bound HOST:PORT here once listening")->check(non_empty());
   serve->add_option("--analyze-interval-ms", o.analyze_interval_ms,
@@ -206,6 +217,13 @@ bool write_ready_file(const std::string& path, const std::string& address) {
 }
 
 int serve(const ServeOptions& o) {
+  // Batches live in arena blocks of about a megabyte, freed in whatever order
+  // their commits end. From glibc's heaps they fragment (RSS at twice what is
+  // in use, never given back); mapped and unmapped, they come and go whole.
+  // Two heaps instead of one per core times eight: the gRPC threads' small
+  // allocations do not need more.
+  ::mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  ::mallopt(M_ARENA_MAX, 2);
   std::string token;
   if (std::string error = o.token.resolve(token); !error.empty()) return usage_error("serve", error);
   if (!is_loopback(o.listen) && token.empty())
@@ -225,6 +243,7 @@ int serve(const ServeOptions& o) {
   }
   CollectorOptions core_options;
   core_options.queue_budget_bytes = o.queue_budget_bytes;
+  core_options.stream_window_bytes = kStreamWindowBytes;
 
   // Every thread started from here on inherits the mask; main waits for the signals.
   sigset_t stop_signals;
@@ -245,6 +264,7 @@ int serve(const ServeOptions& o) {
   }
   ServiceOptions service_options;
   service_options.token = token;
+  service_options.max_streams = o.max_streams;
   std::unique_ptr<CollectorServices> services;
   if (Status s = CollectorServices::create(*core, service_options, services); !s.ok()) {
     std::cerr << "castscope-collector serve: " << s.message() << "\n";
@@ -254,6 +274,11 @@ int serve(const ServeOptions& o) {
   int port = 0;
   builder.AddListeningPort(o.listen, credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
+  // Fixed HTTP/2 flow-control windows: gRPC's bandwidth probe grows each
+  // connection's window to megabytes, which a collector with many busy
+  // streams holds on top of its queue budget (docs/operations.md: memory).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
   services->register_with(builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || (port == 0 && !o.listen.starts_with("unix:"))) {

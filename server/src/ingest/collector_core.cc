@@ -64,17 +64,51 @@ Status CollectorCore::open(const std::string& db_path, const CollectorOptions& o
   return {};
 }
 
+namespace {
+
+// How long an admitted read that brought nothing yet holds its share of the budget.
+constexpr auto kReservationLife = std::chrono::seconds(1);
+// How often the writer looks at waiting readers while it has nothing to commit.
+constexpr auto kAdmissionRecheck = std::chrono::milliseconds(100);
+
+}  // namespace
+
 CollectorCore::CollectorCore(std::unique_ptr<StoreWriter> writer, const CollectorOptions& options)
-    : options_(options), db_path_(writer->path()), writer_(std::move(writer)) {
+    : options_(options),
+      db_path_(writer->path()),
+      writer_(std::move(writer)),
+      admission_(options.queue_budget_bytes, kReservationLife, options.stream_window_bytes) {
   writer_thread_ = std::thread([this] { writer_loop(); });
 }
 
 CollectorCore::~CollectorCore() { shutdown(); }
 
-bool CollectorCore::submit(DecodedBatch batch, IngestDone done, std::function<void()> resume) {
+uint64_t CollectorCore::add_reader() {
+  std::lock_guard lock(mutex_);
+  return admission_.add_reader();
+}
+
+void CollectorCore::remove_reader(uint64_t reader) {
+  std::lock_guard lock(mutex_);
+  admission_.remove_reader(reader);
+}
+
+bool CollectorCore::admit_read(uint64_t reader, std::function<void()> resume) {
+  bool admitted = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return true;  // reads end with the stream; nothing more is queued
+    admitted = admission_.admit(reader, bytes_held_, std::chrono::steady_clock::now(), std::move(resume));
+  }
+  if (!admitted) work_ready_.notify_one();  // the writer rechecks waiting readers while idle
+  return admitted;
+}
+
+bool CollectorCore::submit(DecodedBatch batch, IngestDone done, std::function<void()> resume, uint64_t reader) {
   Submission submission{std::move(batch), std::move(done), unix_now_ns(), 0};
   submission.bytes = submission.batch.bytes();
   std::unique_lock lock(mutex_);
+  if (reader != 0) admission_.submitted(reader, submission.bytes);
   if (stopping_) {
     lock.unlock();
     submission.done({Status::unavailable("the collector is shutting down"), false});
@@ -83,7 +117,7 @@ bool CollectorCore::submit(DecodedBatch batch, IngestDone done, std::function<vo
   bytes_held_ += submission.bytes;
   queue_.push_back(std::move(submission));
   const bool has_room = bytes_held_ < options_.queue_budget_bytes;
-  if (!has_room) waiting_for_room_.push_back(std::move(resume));
+  if (!has_room && reader == 0) waiting_for_room_.push_back(std::move(resume));
   lock.unlock();
   work_ready_.notify_one();
   return has_room;
@@ -141,15 +175,34 @@ void CollectorCore::writer_loop() {
   std::vector<Submission> group;
   std::vector<char> duplicate;
   for (;;) {
+    std::vector<std::function<void()>> admitted;
+    bool tasks_only = false;
     {
       std::unique_lock lock(mutex_);
-      work_ready_.wait(lock, [&] { return !queue_.empty() || !tasks_.empty() || stopping_; });
-      if (queue_.empty() && tasks_.empty()) return;  // stopping, and everything is committed
-      if (queue_.empty()) {
-        lock.unlock();
-        run_tasks();
-        continue;
+      for (;;) {
+        if (!queue_.empty()) break;
+        if (!tasks_.empty()) {
+          tasks_only = true;
+          break;
+        }
+        if (stopping_) return;  // and everything is committed
+        if (!admission_.has_waiting()) {
+          work_ready_.wait(lock);
+          continue;
+        }
+        // Idle, with readers waiting: reservations of quiet streams expire.
+        admitted = admission_.admit_waiting(bytes_held_, std::chrono::steady_clock::now());
+        if (!admitted.empty()) break;
+        work_ready_.wait_for(lock, kAdmissionRecheck);
       }
+    }
+    if (!admitted.empty()) {
+      for (auto& resume : admitted) resume();
+      continue;
+    }
+    if (tasks_only) {
+      run_tasks();
+      continue;
     }
     group.clear();
     duplicate.clear();
@@ -175,6 +228,8 @@ void CollectorCore::writer_loop() {
       bytes_held_ -= bytes;
       writing_ = false;
       if (bytes_held_ < options_.queue_budget_bytes) resume.swap(waiting_for_room_);
+      for (auto& reader : admission_.admit_waiting(bytes_held_, std::chrono::steady_clock::now()))
+        resume.push_back(std::move(reader));
       ++counters_.commits;
       counters_.events_stored += events;
       for (char is_duplicate : duplicate) {
@@ -302,7 +357,7 @@ Status IngestStream::submit(DecodedBatch batch, IngestDone done, std::function<v
                                       " on this stream (sequences must increase within a stream)");
     it->second = sequence;
   }
-  may_continue = core_.submit(std::move(batch), std::move(done), std::move(resume));
+  may_continue = core_.submit(std::move(batch), std::move(done), std::move(resume), reader_);
   return {};
 }
 

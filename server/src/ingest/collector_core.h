@@ -11,7 +11,9 @@
 // (until their commit): past the budget, submit() still takes the batch the
 // caller has already decoded but tells it to stop reading until `resume`
 // runs; a transport that obeys this lets flow control push back on the
-// sender. Memory is thus bounded by the budget plus one batch per stream.
+// sender. Transports with a stream per client also ask before each read
+// (admit_read, read_admission.h), so that batches being read count against
+// the budget too: memory stays near the budget however many streams send.
 //
 // Dedup and order. A batch is identified by (run, agent, sequence); the store
 // keeps each once and acknowledges a replay as a duplicate (a forwarder that
@@ -34,13 +36,17 @@
 #include <vector>
 
 #include "server/src/batch/batch_validation.h"
+#include "server/src/ingest/read_admission.h"
 #include "server/src/status.h"
 #include "server/src/store/store_writer.h"
 
 namespace castscope::collector {
 
 struct CollectorOptions {
+  // Batches queued for the store, batches being read, and each client
+  // stream's transport window (stream_window_bytes) share this budget.
   size_t queue_budget_bytes = 64u << 20;
+  size_t stream_window_bytes = 0;
   std::chrono::milliseconds max_transaction_time{20};
   size_t subscriber_queue_events = 1u << 16;
 };
@@ -118,7 +124,14 @@ class CollectorCore {
   // commit. Returns true when the caller may submit more now; false when the
   // queue is over budget: `resume` then runs (on the writer thread) once
   // there is room. After shutdown, `done` runs at once with UNAVAILABLE.
-  bool submit(DecodedBatch batch, IngestDone done, std::function<void()> resume);
+  // `reader` (from add_reader; 0: none) ends the reservation of its read.
+  bool submit(DecodedBatch batch, IngestDone done, std::function<void()> resume, uint64_t reader = 0);
+  // Read admission for client streams (read_admission.h): a stream takes a
+  // reader id, asks before each read, and gives the id back when it ends.
+  // admit_read false: `resume` runs on the writer thread once it may read.
+  uint64_t add_reader();
+  void remove_reader(uint64_t reader);
+  bool admit_read(uint64_t reader, std::function<void()> resume);
   // submit(), then waits for room (for callers with a thread to spare).
   void submit_and_wait_for_room(DecodedBatch batch, IngestDone done);
 
@@ -171,6 +184,7 @@ class CollectorCore {
   std::deque<Submission> queue_;
   size_t bytes_held_ = 0;  // queued and being written, until acknowledged
   std::vector<std::function<void()>> waiting_for_room_;
+  ReadAdmission admission_;
   std::deque<WriterTask> tasks_;
   bool writing_ = false;  // the writer holds batches taken from the queue
   std::condition_variable drained_;
@@ -187,7 +201,13 @@ class CollectorCore {
 // The order rule of one ingest stream (see the note at the top).
 class IngestStream {
  public:
-  explicit IngestStream(CollectorCore& core) : core_(core) {}
+  explicit IngestStream(CollectorCore& core) : core_(core), reader_(core.add_reader()) {}
+  ~IngestStream() { core_.remove_reader(reader_); }
+  IngestStream(const IngestStream&) = delete;
+  IngestStream& operator=(const IngestStream&) = delete;
+
+  // Before each read of a batch: see CollectorCore::admit_read.
+  bool admit_read(std::function<void()> resume) { return core_.admit_read(reader_, std::move(resume)); }
 
   // INVALID_ARGUMENT (nothing queued) when the batch breaks the stream's
   // order; else as CollectorCore::submit, with `may_continue` its result.
@@ -195,6 +215,7 @@ class IngestStream {
 
  private:
   CollectorCore& core_;
+  const uint64_t reader_;
   std::unordered_map<std::string, uint64_t> last_sequence_;  // key: run_id '\x1f' agent_id
 };
 

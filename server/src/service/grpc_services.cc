@@ -1,6 +1,7 @@
 #include "server/src/service/grpc_services.h"
 
 #include <grpcpp/support/proto_buffer_reader.h>
+#include <malloc.h>
 
 #include <atomic>
 #include <deque>
@@ -50,8 +51,8 @@ grpc::ByteBuffer serialize(const google::protobuf::MessageLite& message) {
 class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                       public std::enable_shared_from_this<IngestReactor> {
  public:
-  IngestReactor(CollectorCore& core, const BatchLimits& limits, std::string peer)
-      : limits_(limits), peer_(std::move(peer)), stream_(core) {}
+  IngestReactor(CollectorCore& core, const BatchLimits& limits, std::string peer, std::function<void()> on_done)
+      : limits_(limits), peer_(std::move(peer)), on_done_(std::move(on_done)), stream_(core) {}
 
   void start(const grpc::Status& auth) {
     self_ = shared_from_this();
@@ -112,9 +113,27 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
     finish_locked(grpc::Status::CANCELLED);
   }
 
-  void OnDone() override { self_.reset(); }
+  void OnDone() override {
+    if (on_done_) on_done_();
+    self_.reset();
+  }
 
  private:
+  // Reads the next batch once the core admits it (read_admission.h); the
+  // resume holds no reference, so a stream that ends meanwhile is not kept.
+  void request_read() {
+    std::weak_ptr<IngestReactor> weak = weak_from_this();
+    const bool admitted = stream_.admit_read([weak] {
+      if (auto self = weak.lock()) {
+        std::lock_guard lock(self->mutex_);
+        if (!self->finished_ && !self->failing_) self->StartRead(&self->read_buffer_);
+      }
+    });
+    if (!admitted) return;
+    std::lock_guard lock(mutex_);
+    if (!finished_ && !failing_) StartRead(&read_buffer_);
+  }
+
   void on_hello(const v1::IngestRequest& request) {
     if (!request.has_hello())
       return fail(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "expected Hello first, got a batch"));
@@ -128,9 +147,11 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
     v1::IngestResponse response;
     response.mutable_welcome()->set_protocol_version(kProtocolVersion);
     response.mutable_welcome()->set_collector(kCollectorName);
-    std::lock_guard lock(mutex_);
-    queue_write_locked(serialize(response));
-    if (!finished_) StartRead(&read_buffer_);
+    {
+      std::lock_guard lock(mutex_);
+      queue_write_locked(serialize(response));
+    }
+    request_read();
   }
 
   void on_batch(DecodedBatch batch) {
@@ -144,19 +165,15 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
     IngestDone done = [self, agent_id, sequence](const IngestResult& result) {
       self->on_stored(agent_id, sequence, result);
     };
-    auto resume = [self] {
-      std::lock_guard lock(self->mutex_);
-      if (!self->finished_ && !self->failing_) self->StartRead(&self->read_buffer_);
-    };
-    bool may_continue = true;
-    Status status = stream_.submit(std::move(batch), std::move(done), std::move(resume), may_continue);
-    std::lock_guard lock(mutex_);
+    bool may_continue = true;  // read admission decides instead
+    Status status = stream_.submit(std::move(batch), std::move(done), nullptr, may_continue);
     if (!status.ok()) {
+      std::lock_guard lock(mutex_);
       --pending_acks_;
       fail_locked(to_grpc(status));
       return;
     }
-    if (may_continue && !finished_ && !failing_) StartRead(&read_buffer_);
+    request_read();
   }
 
   // Writer thread.
@@ -220,6 +237,7 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   const BatchLimits limits_;
   const std::string peer_;
   std::shared_ptr<IngestReactor> self_;  // until OnDone
+  const std::function<void()> on_done_;
 
   // Read side: only the thread in OnReadDone (one read is outstanding at a time).
   grpc::ByteBuffer read_buffer_;
@@ -330,14 +348,27 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   IngestService(CollectorCore& core, const ServiceOptions& options) : core_(core), options_(options) {}
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(grpc::CallbackServerContext* context) override {
-    auto reactor = std::make_shared<IngestReactor>(core_, options_.limits, context->peer());
-    reactor->start(check_bearer_token(*context, options_.token));
+    const size_t streams = streams_.fetch_add(1) + 1;
+    auto reactor = std::make_shared<IngestReactor>(core_, options_.limits, context->peer(), [this] { stream_ended(); });
+    grpc::Status admission = check_bearer_token(*context, options_.token);
+    if (admission.ok() && options_.max_streams > 0 && streams > options_.max_streams)
+      admission = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                               "the collector serves its limit of " + std::to_string(options_.max_streams) +
+                                   " ingest streams (--max-streams); try again later");
+    reactor->start(admission);
     return reactor.get();
   }
 
  private:
+  // The last stream gone: give the memory its batches used back to the system
+  // (glibc keeps freed memory in per-thread arenas otherwise).
+  void stream_ended() {
+    if (streams_.fetch_sub(1) == 1) ::malloc_trim(0);
+  }
+
   CollectorCore& core_;
   const ServiceOptions& options_;
+  std::atomic<size_t> streams_{0};
 };
 
 class QueryService final : public v1::Query::CallbackService {

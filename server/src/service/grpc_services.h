@@ -17,6 +17,7 @@ namespace castscope::collector {
 struct ServiceOptions {
   std::string token;  // empty: no authentication
   BatchLimits limits;
+  size_t max_streams = 64;  // concurrent ingest streams; past it UNAVAILABLE (0: no limit)
 };
 
 class CollectorServices {
