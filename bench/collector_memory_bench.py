@@ -33,7 +33,7 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-def one_repeat(streams: int, seconds: float, settle: float, budget: int, extra: list) -> dict:
+def one_repeat(streams: int, seconds: float, settle: float, budget: int, window: int, extra: list) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         collector = Collector(pathlib.Path(scratch) / "store.db", extra=("--queue-budget-bytes", str(budget), *extra))
         pid = collector.process.pid
@@ -51,7 +51,7 @@ def one_repeat(streams: int, seconds: float, settle: float, budget: int, extra: 
             sampler = threading.Thread(target=sample)
             sampler.start()
             result = subprocess.run([str(BENCH), "--collector", collector.address, "--streams", str(streams),
-                                     "--seconds", str(seconds), "throughput"], capture_output=True, text=True,
+                                     "--seconds", str(seconds), "--window", str(window), "throughput"], capture_output=True, text=True,
                                     timeout=600)
             done.set()
             sampler.join()
@@ -70,6 +70,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--streams", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--window", type=int, default=16, help="batches in flight per stream (forwarders: 16)")
     parser.add_argument("--settle", type=float, default=5, help="seconds of sampling after the clients leave")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--budget-mib", type=int, default=64, help="--queue-budget-bytes of the collector, in MiB")
@@ -78,7 +79,7 @@ def main():
     budget = args.budget_mib * MiB
     bound = budget + 64 * MiB
     for repeat in range(args.repeats):
-        r = one_repeat(args.streams, args.seconds, args.settle, budget, args.collector_arg)
+        r = one_repeat(args.streams, args.seconds, args.settle, budget, args.window, args.collector_arg)
         print(f"repeat {repeat + 1}: {args.streams} streams, budget {args.budget_mib} MiB: idle {r['idle'] / MiB:.0f} MiB, "
               f"peak {r['peak'] / MiB:.0f} MiB ({r['peak'] / bound:.2f}x of budget+64 MiB), after {args.settle:.0f} s "
               f"{r['after'] / MiB:.0f} MiB (idle +{(r['after'] - r['idle']) / MiB:.0f} MiB)")

@@ -5,9 +5,9 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "common/spool/spool_format.h"
 #include "common/spool/spool_reader.h"
@@ -61,17 +61,19 @@ void AccountingFile::close() {
 std::optional<std::string> read_accounting(const std::string& agent_dir) {
   std::ifstream in(agent_dir + "/" + kAccountingFileName, std::ios::binary);
   if (!in) return std::nullopt;
-  std::string data(sizeof(kFileMagic) + kFrameHeaderBytes, '\0');
-  if (!in.read(data.data(), static_cast<std::streamsize>(data.size())) ||
-      std::memcmp(data.data(), kFileMagic, sizeof(kFileMagic)) != 0)
-    return std::nullopt;  // reserved but never written
-  const auto* header = reinterpret_cast<const uint8_t*>(data.data() + sizeof(kFileMagic));
-  const uint32_t length = get_u32le(header + 4);
-  if (length > kAccountingFileBytes) return std::nullopt;
-  data.resize(data.size() + length);
-  if (!in.read(data.data() + sizeof(kFileMagic) + kFrameHeaderBytes, length)) return std::nullopt;
-  FrameParser parser(std::string_view(data).substr(sizeof(kFileMagic)));
+  std::string data(kAccountingFileBytes, '\0');  // the file is never longer (a longer one: its start is read)
+  in.read(data.data(), static_cast<std::streamsize>(data.size()));
+  data.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+  return parse_accounting(data);
+}
+
+std::optional<std::string> parse_accounting(std::string_view file) {
+  // Reserved but never written: zeros where the magic would be.
+  if (file.size() < sizeof(kFileMagic) || file.substr(0, sizeof(kFileMagic)) != std::string_view(kFileMagic, sizeof(kFileMagic)))
+    return std::nullopt;
+  FrameParser parser(file.substr(sizeof(kFileMagic)));
   std::string_view payload;
+  // The first frame, whole and right at the start; what follows it is an older frame's tail.
   if (!parser.next(payload) || !parser.problems().empty()) return std::nullopt;
   return std::string(payload);
 }

@@ -43,5 +43,7 @@ class AccountingFile {
 
 // The payload of `agent_dir`/accounting, if the file holds a whole frame.
 std::optional<std::string> read_accounting(const std::string& agent_dir);
+// The same from the file's bytes (the parser, fuzzed).
+std::optional<std::string> parse_accounting(std::string_view file);
 
 }  // namespace castscope::spool

@@ -166,7 +166,7 @@ Status Database::check_or_create_schema(Mode mode) {
                                        std::to_string(application_id) + ")");
   if (Status s = check_version(mode, static_cast<int>(user_version)); !s.ok()) return s;
   if (mode == Mode::kReadWrite) {
-    if (Status s = exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-8192;"
+    if (Status s = exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-16384;"
                         "PRAGMA temp_store=MEMORY");
         !s.ok())
       return s;
