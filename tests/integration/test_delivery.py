@@ -251,3 +251,34 @@ def test_a_disk_full_to_the_end_still_accounts_for_every_event(tmp_path, small_t
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
     if report is not None:
         assert report["totals"]["accounting"]["complete"]
+
+
+def test_attach_in_python_also_restarts_its_forwarder(tmp_path):
+    import torch
+
+    collector = Collector(tmp_path / "store.db")
+    try:
+        a = torch.randn(4, 4)
+        b = torch.randn(4, 4, requires_grad=True)
+        with castscope.attached(collector=collector.address, spool_dir=tmp_path / "spool", run_id="attached",
+                                probe=False) as agent:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                for _ in range(2000):
+                    torch.mm(a, b)
+                agent.flush()
+                first = agent.status()["forwarder_pid"]
+                assert first > 0
+                os.kill(first, signal.SIGKILL)
+                _wait_for(lambda: agent.status()["forwarder_pid"] not in (0, first), "the agent to restart it")
+                assert agent.status()["forwarder_restarts"] == 1
+                for _ in range(2000):
+                    torch.mm(a, b)
+        # detach wrote the final batch; the restarted forwarder delivers it and exits.
+        [status_file] = (tmp_path / "spool").glob("*.forwarder.json")  # stays after the folder is delivered
+        _wait_for(lambda: json.loads(status_file.read_text()).get("state") == "delivered", "delivery", timeout=60)
+    finally:
+        collector.stop()
+    stored = the_agent(collector.db)
+    assert stored["finished"] and stored["events_dropped_total"] == 0
+    assert stored_event_seqs(collector.db) == list(range(1, stored["events_recorded_total"] + 1))
+    assert stored["ops"] == 4000

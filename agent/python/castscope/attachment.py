@@ -77,6 +77,7 @@ def attach(
     spool_dir: str | os.PathLike | None = None,
     run_id: str | None = None,
     probe: bool | dict = True,
+    give_up_after_s: int | None = None,
 ) -> Agent:
     """Takes over autocast from the policy files (default: policies/ for all
     devices) plus user overlays. Raises AttachError, with file, line and
@@ -84,7 +85,9 @@ def attach(
     `locations=False` records no source locations (cheaper). With
     `collector="host:port"` batches stream to that collector (through a
     forwarder process; the token, if any, in CASTSCOPE_TOKEN); with
-    `spool_dir` they are kept there (for `castscope load`) until delivered.
+    `spool_dir` they are kept there (for `castscope load`) until delivered;
+    once this process has ended, its forwarder leaves them there when the
+    collector stays unreachable for `give_up_after_s` (default 60).
     `probe=False` opens no op probe windows (docs/diagnostics.md: the
     findings that need ops beyond the autocast kernels); a dict sets their
     schedule, e.g. {"iterations": 2, "every_iterations": 100, "max_ms": 5000,
@@ -107,7 +110,7 @@ def attach(
     events_path = pathlib.Path(events_path)
     config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads,
                      collector=collector, spool_dir=None if spool_dir is None else str(spool_dir), run_id=run_id,
-                     **_probe_config(probe))
+                     give_up_after_s=give_up_after_s, **_probe_config(probe))
     _start(config, locations)
     _current = Agent(events_path)
     _current._step_hook = _register_step_hook()
