@@ -3,6 +3,7 @@ collector killed with -9 mid-run, a collector that never comes, and bad
 requests beside a well-behaved agent."""
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import socket
@@ -109,6 +110,25 @@ def test_collector_killed_twice_mid_run_loses_nothing(tmp_path):
     assert stored_event_seqs(collector.db) == list(range(1, recorded + 1))
     assert agent["missing_sequences"] == 0
     assert "not delivered" not in stderr, stderr
+    # --no-jsonl with a collector of one's own: the counts come from the collector.
+    assert f"{agent['casts']} casts, {agent['ops']} ops" in stderr, stderr
+
+
+def test_a_killed_process_is_reported_incomplete(tmp_path):
+    job = ("import os, torch\n"
+           "a, b = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)\n"
+           "with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+           "    for _ in range(3000):\n"
+           "        torch.mm(a, b)\n"
+           "import time; time.sleep(0.3)\n"
+           "os.kill(os.getpid(), 9)\n")
+    result = castscope_run(tmp_path / "out", "--run-id", "killed", job=["-c", job])
+    assert result.returncode == 128 + 9, result.stderr
+    assert "INCOMPLETE: the process did not finish normally" in result.stderr
+    assert "INCOMPLETE:" in result.stderr.split("castscope report:")[1], result.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    accounting = report["totals"]["accounting"]
+    assert not accounting["complete"] and accounting["unfinished_processes"] == 1
 
 
 def test_collector_absent_whole_run_spool_loads_the_same_events(tmp_path):
