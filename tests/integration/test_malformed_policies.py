@@ -16,6 +16,13 @@ CASES = {
                       r'overlay\.json:5: entry "mylib::op": unknown dtype "half"'),
     "duplicate_entry": (BASE + '    "aten::mm": "fp32",\n    "aten::mm": "promote"\n  }\n}\n',
                         r'overlay\.json:6: entry "aten::mm": duplicate entry \(first at line 5\)'),
+    # JSON reads "aten::m\u006d" as "aten::mm": the same entry twice.
+    "duplicate_entry_escaped": (BASE + '    "aten::mm": "fp32",\n    "aten::m\\u006d": "promote"\n  }\n}\n',
+                                r'overlay\.json:6: entry "aten::mm": duplicate entry \(first at line 5 as "aten::mm"; '
+                                r'JSON reads "aten::m\\u006d" as the same key\)'),
+    "duplicate_ops_object": ('{\n  "castscope_policy": 1,\n  "device": "cpu",\n  "ops": {"aten::mm": "fp32"},\n'
+                             '  "ops": {"aten::bmm": "promote"}\n}\n',
+                             r'overlay\.json:5: duplicate top-level key "ops" \(first at line 4\)'),
     "missing_redispatch_key": (BASE + '    "aten::norm.Scalar": "fp32_append_dtype"\n  }\n}\n',
                                r'overlay\.json:5: entry "aten::norm.Scalar": fp32_append_dtype needs "redispatch"'),
     "redispatch_overload_missing": (
