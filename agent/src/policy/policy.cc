@@ -1,7 +1,12 @@
 #include "agent/src/policy/policy.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -174,6 +179,52 @@ std::string policy_names_list() {
   std::string out;
   for (const auto& p : kPolicies) out += std::string(out.empty() ? "" : ", ") + p.name;
   return out;
+}
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+// The whole file, or an error saying why not. Policy files must be regular
+// files: a directory would read as nothing ("not valid JSON"), and opening a
+// FIFO for reading blocks until someone writes to it, so stat() decides first,
+// and the file is opened non-blocking and checked again in case it was
+// swapped in between.
+std::string read_policy_file(const std::string& path, std::string& text) {
+  auto refused = [](const char* kind) {
+    return std::string("is ") + kind + ", not a policy file; give the path of a JSON policy file";
+  };
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return std::string("cannot read the policy file: ") + std::strerror(errno);
+  if (!S_ISREG(info.st_mode)) return refused(file_kind(info.st_mode));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return std::string("cannot read the policy file: ") + std::strerror(errno);
+  std::string error;
+  if (::fstat(fd, &info) != 0) {
+    error = std::string("cannot read the policy file: ") + std::strerror(errno);
+  } else if (!S_ISREG(info.st_mode)) {
+    error = refused(file_kind(info.st_mode));
+  } else {
+    char buffer[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+      if (n > 0) {
+        text.append(buffer, static_cast<size_t>(n));
+      } else if (n == 0) {
+        break;
+      } else if (errno != EINTR) {
+        error = std::string("cannot read the policy file: ") + std::strerror(errno);
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  return error;
 }
 
 }  // namespace
@@ -369,14 +420,12 @@ PolicySet parse_policy_text(std::string_view text, const std::string& file) {
 PolicySet load_policy_files(const std::vector<std::string>& paths) {
   PolicySet merged;
   for (const auto& path : paths) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      merged.errors.push_back(PolicyError{path, 0, "", "cannot read the policy file"});
+    std::string text;
+    if (std::string error = read_policy_file(path, text); !error.empty()) {
+      merged.errors.push_back(PolicyError{path, 0, "", error});
       continue;
     }
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    PolicySet one = parse_policy_text(buffer.str(), path);
+    PolicySet one = parse_policy_text(text, path);
     for (auto& error : one.errors) merged.errors.push_back(std::move(error));
     for (auto& [name, device] : one.devices) {
       auto& into = merged.devices[name];

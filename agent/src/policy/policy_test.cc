@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <fstream>
 
 namespace castscope {
@@ -168,7 +171,27 @@ TEST(PolicyLoad, OverlayOverridesBaseAndMissingFileIsAnError) {
 
   const PolicySet missing = load_policy_files({base, ::testing::TempDir() + "/nope.json"});
   ASSERT_EQ(missing.errors.size(), 1u);
-  EXPECT_NE(missing.errors[0].str().find("nope.json: cannot read the policy file"), std::string::npos);
+  EXPECT_NE(missing.errors[0].str().find("nope.json: cannot read the policy file: No such file or directory"),
+            std::string::npos)
+      << missing.errors[0].str();
+}
+
+// A directory used to read as "not valid JSON", and a FIFO blocked the
+// reader until someone wrote to it.
+TEST(PolicyLoad, DirectoriesAndFifosAreRefusedByWhatTheyAre) {
+  const std::string dir = ::testing::TempDir() + "/policy_dir.json";
+  std::filesystem::create_directories(dir);
+  const PolicySet from_dir = load_policy_files({dir});
+  ASSERT_EQ(from_dir.errors.size(), 1u);
+  EXPECT_EQ(from_dir.errors[0].str(), dir + ": is a directory, not a policy file; give the path of a JSON policy file");
+
+  const std::string fifo = ::testing::TempDir() + "/policy_fifo.json";
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const PolicySet from_fifo = load_policy_files({fifo});  // no writer: must not block
+  ASSERT_EQ(from_fifo.errors.size(), 1u);
+  EXPECT_EQ(from_fifo.errors[0].str(), fifo + ": is a FIFO, not a policy file; give the path of a JSON policy file");
+  std::filesystem::remove(fifo);
 }
 
 TEST(PolicyLoad, ShippedPoliciesParse) {
