@@ -138,6 +138,33 @@ def _hello(version: int = 1, agent_id: bytes = b"probe") -> bytes:
     return b"\x0a" + bytes([len(hello)]) + hello  # IngestRequest.hello
 
 
+# Just enough protobuf encoding for one batch of one cast (transport.proto,
+# events.proto), to send what no castscope agent would.
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # int64 fields: two's complement, ten bytes when negative
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, value: int | bytes) -> bytes:
+    if isinstance(value, int):
+        return _varint(number << 3) + _varint(value)
+    return _varint(number << 3 | 2) + _varint(len(value)) + value
+
+
+def _cast_batch(run_id: bytes, shape: list[int], nbytes: int, agent_id: bytes = b"probe") -> bytes:
+    """IngestRequest.batch: sequence 1, one cast of aten::mm with `shape` and `nbytes`."""
+    cast = (_field(1, 1) + _field(12, b"".join(_varint(d) for d in shape)) + _field(14, nbytes)  # seq, shape, bytes
+            + _field(24, 1))  # op_id
+    batch = (_field(1, 1) + _field(2, _field(1, run_id) + _field(2, agent_id)) + _field(3, 1)  # version, agent, sequence
+             + _field(6, _field(1, 1) + _field(2, b"aten::mm")) + _field(8, _field(1, cast)))  # strings, events
+    return _field(2, batch)
+
+
 def _ingest(channel: grpc.Channel, messages: list[bytes], metadata=None) -> grpc.RpcError | None:
     call = channel.stream_stream("/castscope.v1.Ingest/Stream")
     try:
@@ -171,6 +198,13 @@ def test_bad_requests_get_precise_statuses_while_an_agent_streams(tmp_path):
             assert malformed is not None and malformed.code() == grpc.StatusCode.INVALID_ARGUMENT
             oversized = _ingest(channel, [_hello(), b"\x12" + b"\x80\x80\x80\x01" + b"x" * (2 << 20)], metadata=auth)
             assert oversized is not None and oversized.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            # Sizes no tensor has: refused, naming the field, the event and the value.
+            negative = _ingest(channel, [_hello(), _cast_batch(b"bad", [8, -3], 96)], metadata=auth)
+            assert negative is not None and negative.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "events[0] (cast seq 1): shape[1] -3 out of range" in negative.details(), negative.details()
+            huge = _ingest(channel, [_hello(), _cast_batch(b"bad", [8, 3], (1 << 64) - 8)], metadata=auth)
+            assert huge is not None and huge.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "events[0] (cast seq 1): bytes 18446744073709551608 out of range" in huge.details(), huge.details()
         host, port = collector.address.rsplit(":", 1)
         with socket.create_connection((host, int(port))) as raw:
             raw.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + os.urandom(4096))  # not even HTTP/2
@@ -181,6 +215,7 @@ def test_bad_requests_get_precise_statuses_while_an_agent_streams(tmp_path):
     assert job.returncode == 0, stderr
     assert collector.process.poll() is None, "the collector survived every bad request"
     collector.stop()
+    assert "bad" not in {r["run_id"] for r in runs(collector.db)}, "nothing of a refused batch is stored"
     [run] = [r for r in runs(collector.db) if r["run_id"] == "good"]
     [agent] = run["agents"]
     agent = _numbers(agent)
