@@ -3,6 +3,7 @@ collector killed with -9 mid-run, a collector that never comes, and bad
 requests beside a well-behaved agent."""
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import socket
@@ -253,11 +254,16 @@ def test_ranks_of_one_job_and_a_second_job_are_kept_apart(tmp_path):
         assert len({a["identity"]["agent_id"] for a in agents}) == 2
 
 
-def test_tls_collector_with_token(tmp_path):
+def _self_signed_certificate(tmp_path: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
                     "/CN=castscope-test", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out",
                     str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+def test_tls_collector_with_token(tmp_path):
+    cert, key = _self_signed_certificate(tmp_path)
     collector = Collector(tmp_path / "store.db", extra=("--tls-cert", str(cert), "--tls-key", str(key),
                                                           "--token", "tls-token"))
     with grpc.insecure_channel(collector.address) as plain:  # TLS only: a plaintext client gets nowhere
@@ -270,3 +276,28 @@ def test_tls_collector_with_token(tmp_path):
     collector.stop()
     agent = the_agent(collector.db)
     assert agent["finished"] and agent["ops"] == 60
+
+
+def test_query_a_tls_collector_with_token(tmp_path):
+    cert, key = _self_signed_certificate(tmp_path)
+    collector = Collector(tmp_path / "store.db", extra=("--tls-cert", str(cert), "--tls-key", str(key),
+                                                          "--token", "tls-token"))
+    credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+    with grpc.secure_channel(collector.address, credentials) as channel:
+        error = _ingest(channel, [_hello(), _cast_batch(b"tls-query", [8, 3], 96)],
+                        metadata=[("authorization", "Bearer tls-token")])
+        assert error is None, error
+
+    def castscope_query(*options: str):
+        return subprocess.run([*CASTSCOPE, "query", "--collector", collector.address, *options, "runs"],
+                              capture_output=True, text=True, timeout=300)
+
+    answer = castscope_query("--tls-ca", str(cert), "--token", "tls-token")
+    assert answer.returncode == 0, answer.stderr
+    [run] = json.loads(answer.stdout)
+    assert run["run_id"] == "tls-query" and _numbers(run["agents"][0])["casts"] == 1
+    plaintext = castscope_query("--token", "tls-token")  # a TLS collector asked in plaintext
+    assert plaintext.returncode == 1 and "give --tls-ca" in plaintext.stderr, plaintext.stderr
+    no_token = castscope_query("--tls-ca", str(cert))
+    assert no_token.returncode == 1 and "gRPC code 16" in no_token.stderr, no_token.stderr  # UNAUTHENTICATED
+    collector.stop()

@@ -99,6 +99,7 @@ struct LoadOptions {
 struct QueryOptions {
   QueryCommand command;
   TokenOptions token;
+  std::string tls_ca;
   CLI::Option* db_option = nullptr;
   CLI::Option* collector_option = nullptr;
 };
@@ -156,6 +157,9 @@ CLI::App* add_query(CLI::App& app, QueryOptions& o) {
                            ->check(non_empty());
   o.db_option->excludes(o.collector_option);
   o.token.add_to(*query);
+  query->add_option("--tls-ca", o.tls_ca, "the --collector serves TLS: trust this CA certificate (PEM)")
+      ->check(non_empty())
+      ->needs(o.collector_option);
   query->add_option("WHAT", c.what, "runs, events, sequences or findings")
       ->check(CLI::IsMember({"runs", "events", "sequences", "findings"}));
   query->add_option("--run", c.run_id, "run id (events and sequences need it)");
@@ -309,6 +313,13 @@ int query(QueryOptions& o) {
   if (o.db_option->count() == 0 && o.collector_option->count() == 0)
     return usage_error("query", "give either --db FILE or --collector HOST:PORT");
   if (std::string error = o.token.resolve(o.command.token); !error.empty()) return usage_error("query", error);
+  if (!o.tls_ca.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(o.tls_ca, ec) || !read_file(o.tls_ca, o.command.tls_ca_pem) ||
+        o.command.tls_ca_pem.empty())
+      return usage_error("query", "--tls-ca " + o.tls_ca + ": cannot read a certificate there; give the CA "
+                                  "certificate (PEM) that signed the collector's --tls-cert");
+  }
   return run_query(o.command, std::cout, std::cerr);
 }
 
