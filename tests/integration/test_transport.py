@@ -301,3 +301,36 @@ def test_query_a_tls_collector_with_token(tmp_path):
     no_token = castscope_query("--tls-ca", str(cert))
     assert no_token.returncode == 1 and "gRPC code 16" in no_token.stderr, no_token.stderr  # UNAUTHENTICATED
     collector.stop()
+
+
+@pytest.fixture
+def umask_022():
+    previous = os.umask(0o022)
+    yield
+    os.umask(previous)
+
+
+def _modes(paths) -> dict:
+    return {path.name: oct(path.stat().st_mode & 0o777) for path in paths}
+
+
+def test_files_castscope_writes_are_private_under_umask_022(tmp_path, umask_022):
+    out = tmp_path / "out"
+    result = castscope_run(out, "--run-id", "private", job=[str(JOBS / "train_mlp.py")])
+    assert result.returncode == 0, result.stderr
+    report = tmp_path / "report.json"
+    answer = subprocess.run([*CASTSCOPE, "report", "private", "--db", str(out / "castscope.db"), "--json",
+                             str(report)], capture_output=True, text=True, timeout=300)
+    assert answer.returncode == 0, answer.stderr
+    dumps = list(out.glob("events-*.jsonl"))
+    assert dumps
+    files = [out / "castscope.db", out / "collector.log", out / "collector.addr", *dumps, report,
+             *(out / "spool").glob("*.forwarder.log")]
+    assert _modes(files) == {path.name: oct(0o600) for path in files}
+    # SQLite gives -wal and -shm the store's mode; they exist while it is open.
+    collector = Collector(tmp_path / "store.db")
+    with grpc.insecure_channel(collector.address) as channel:
+        assert _ingest(channel, [_hello(), _cast_batch(b"private", [8, 3], 96)]) is None
+    store = [tmp_path / name for name in ("store.db", "store.db-wal", "store.db-shm", "store.addr")]
+    assert _modes(store) == {path.name: oct(0o600) for path in store}
+    collector.stop()

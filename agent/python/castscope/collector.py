@@ -8,6 +8,7 @@ import subprocess
 import time
 
 from ._native import collector_binary
+from .files import open_private_append
 
 
 class CollectorError(RuntimeError):
@@ -21,7 +22,7 @@ class EmbeddedCollector:
         self.db = db
         ready = db.parent / "collector.addr"
         ready.unlink(missing_ok=True)
-        self._log = open(log_path, "ab")
+        self._log = open_private_append(log_path)
         self._process = subprocess.Popen(
             [str(collector_binary()), "serve", "--db", str(db), "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, start_new_session=True)

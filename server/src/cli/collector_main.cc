@@ -5,6 +5,7 @@
 // subcommand, `--help-all` for all of them. CLI11 reports a bad command line
 // by throwing; main() catches it in one place and turns it into exit code 2.
 #include <grpcpp/grpcpp.h>
+#include <fcntl.h>
 #include <grpcpp/security/server_credentials.h>
 #include <unistd.h>
 
@@ -197,15 +198,21 @@ bool is_loopback(const std::string& address) {
   return host == "localhost" || host.starts_with("127.") || host == "[::1]" || host == "::1";
 }
 
+// Written whole and renamed into place (a reader never sees half an
+// address), 0600 like every file castscope creates.
 bool write_ready_file(const std::string& path, const std::string& address) {
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << address << "\n";
-    if (!out.flush()) return false;
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const std::string line = address + "\n";
+  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  if (::close(fd) != 0 || !written) {
+    ::unlink(temporary.c_str());
+    return false;
   }
   std::error_code ec;
   std::filesystem::rename(temporary, path, ec);
+  if (ec) ::unlink(temporary.c_str());
   return !ec;
 }
 
