@@ -315,8 +315,8 @@ PolicySet parse_policy_text(std::string_view text, const std::string& file) {
     if (where == "/ops") {
       fail(d.line, d.key, "duplicate entry (" + first + "); keep one");
     } else if (where.empty()) {
-      fail(d.line, "", "duplicate top-level key \"" + d.key + "\" (" + first +
-                           "); JSON readers keep only one of them, so merge them into one");
+      fail(d.line, "", "duplicate top-level key \"" + d.key + "\" (" + first + "); JSON readers keep only one: " +
+                           (d.key == "ops" ? "merge the two objects into one" : "keep one"));
     } else if (d.object.parent_pointer().to_string() == "/ops") {
       fail(d.line, d.object.back(), "duplicate key \"" + d.key + "\" (" + first + "); keep one");
     } else {
