@@ -14,6 +14,7 @@
 // siblings by name. Nothing here throws or exits: a failure is reported on
 // stderr and the job runs without castscope.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <unistd.h>
 
@@ -34,7 +35,14 @@ constexpr const char* kTorchProbe = "_ZN2at8autocast11clear_cacheEv";
 void report(const std::string& message) {
   std::fprintf(stderr, "[castscope] %s\n", message.c_str());
   if (const char* status = std::getenv("CASTSCOPE_STATUS_DIR")) {
-    std::ofstream(std::string(status) + "/refused-" + std::to_string(getpid()) + ".txt") << message << "\n";
+    // 0600, like every file castscope writes for a job.
+    const std::string path = std::string(status) + "/refused-" + std::to_string(getpid()) + ".txt";
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      const std::string line = message + "\n";
+      (void)!::write(fd, line.data(), line.size());
+      ::close(fd);
+    }
   }
 }
 

@@ -77,9 +77,9 @@ inline v1::Batch make_batch(const std::string& run_id, const std::string& agent_
     cast.set_src_dtype(v1::DTYPE_FLOAT32);
     cast.set_dst_dtype(v1::DTYPE_FLOAT16);
     cast.set_outcome(v1::CAST_OUTCOME_CAST);
+    cast.add_shape(16);  // 1024 fp32 elements: 4096 bytes
+    cast.add_shape(4);
     cast.add_shape(16);
-    cast.add_shape(-1);
-    cast.add_shape(1LL << 40);
     cast.set_shape_truncated(i == 1);
     cast.set_round_trip(i == 1);
     cast.set_bytes(4096);

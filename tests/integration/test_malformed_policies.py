@@ -1,5 +1,8 @@
 """A refused policy names file, line and entry, and native autocast keeps working."""
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -16,6 +19,13 @@ CASES = {
                       r'overlay\.json:5: entry "mylib::op": unknown dtype "half"'),
     "duplicate_entry": (BASE + '    "aten::mm": "fp32",\n    "aten::mm": "promote"\n  }\n}\n',
                         r'overlay\.json:6: entry "aten::mm": duplicate entry \(first at line 5\)'),
+    # JSON reads "aten::m\u006d" as "aten::mm": the same entry twice.
+    "duplicate_entry_escaped": (BASE + '    "aten::mm": "fp32",\n    "aten::m\\u006d": "promote"\n  }\n}\n',
+                                r'overlay\.json:6: entry "aten::mm": duplicate entry \(first at line 5 as "aten::mm"; '
+                                r'JSON reads "aten::m\\u006d" as the same key\)'),
+    "duplicate_ops_object": ('{\n  "castscope_policy": 1,\n  "device": "cpu",\n  "ops": {"aten::mm": "fp32"},\n'
+                             '  "ops": {"aten::bmm": "promote"}\n}\n',
+                             r'overlay\.json:5: duplicate top-level key "ops" \(first at line 4\)'),
     "missing_redispatch_key": (BASE + '    "aten::norm.Scalar": "fp32_append_dtype"\n  }\n}\n',
                                r'overlay\.json:5: entry "aten::norm.Scalar": fp32_append_dtype needs "redispatch"'),
     "redispatch_overload_missing": (
@@ -50,6 +60,36 @@ def test_refused_with_location_and_native_autocast_still_works(tmp_path, case):
     with castscope.attached(events_path=tmp_path / "ok.jsonl"):
         assert not _native_mm_kernel_is_torchs()
     assert _native_mm_kernel_is_torchs()
+
+
+def test_directory_as_overlay_is_named_a_directory(tmp_path):
+    folder = tmp_path / "policies.json"
+    folder.mkdir()
+    with pytest.raises(castscope.AttachError, match=r"policies\.json: is a directory, not a policy file"):
+        castscope.attach(overlays=[str(folder)])
+    report = castscope.policy_check(overlays=[str(folder)])
+    assert not report["ok"] and any("is a directory" in e for e in report["errors"]), report["errors"]
+
+
+# A FIFO has no writer here: opening it for reading would wait forever, so
+# each entry point runs in its own process (the timeout only keeps a
+# regression from hanging the suite).
+@pytest.mark.parametrize("entry", ["policy_check", "attach", "run"])
+def test_fifo_as_overlay_is_refused_without_blocking(tmp_path, entry):
+    fifo = tmp_path / "overlay.json"
+    os.mkfifo(fifo)
+    castscope_cli = [sys.executable, "-m", "castscope"]
+    command = {
+        "policy_check": [*castscope_cli, "policy", "check", "--overlay", str(fifo)],
+        "attach": [sys.executable, "-c", "import sys, torch, castscope\n"
+                   "try:\n    castscope.attach(overlays=[sys.argv[1]])\n"
+                   "except castscope.AttachError as e:\n    print(e)\n    sys.exit(1)\n", str(fifo)],
+        "run": [*castscope_cli, "run", "--out", str(tmp_path / "out"), "--overlay", str(fifo), "--",
+                sys.executable, "-c", "pass"],
+    }[entry]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == (2 if entry == "run" else 1), result.stdout + result.stderr
+    assert f"{fifo}: is a FIFO, not a policy file" in result.stdout + result.stderr, result.stdout + result.stderr
 
 
 def test_unreadable_policy_file_is_refused(tmp_path):

@@ -164,6 +164,33 @@ def _hello(version: int = 1, agent_id: bytes = b"probe") -> bytes:
     return b"\x0a" + bytes([len(hello)]) + hello  # IngestRequest.hello
 
 
+# Just enough protobuf encoding for one batch of one cast (transport.proto,
+# events.proto), to send what no castscope agent would.
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # int64 fields: two's complement, ten bytes when negative
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, value: int | bytes) -> bytes:
+    if isinstance(value, int):
+        return _varint(number << 3) + _varint(value)
+    return _varint(number << 3 | 2) + _varint(len(value)) + value
+
+
+def _cast_batch(run_id: bytes, shape: list[int], nbytes: int, agent_id: bytes = b"probe") -> bytes:
+    """IngestRequest.batch: sequence 1, one cast of aten::mm with `shape` and `nbytes`."""
+    cast = (_field(1, 1) + _field(12, b"".join(_varint(d) for d in shape)) + _field(14, nbytes)  # seq, shape, bytes
+            + _field(24, 1))  # op_id
+    batch = (_field(1, 1) + _field(2, _field(1, run_id) + _field(2, agent_id)) + _field(3, 1)  # version, agent, sequence
+             + _field(6, _field(1, 1) + _field(2, b"aten::mm")) + _field(8, _field(1, cast)))  # strings, events
+    return _field(2, batch)
+
+
 def _ingest(channel: grpc.Channel, messages: list[bytes], metadata=None) -> grpc.RpcError | None:
     call = channel.stream_stream("/castscope.v1.Ingest/Stream")
     try:
@@ -197,6 +224,13 @@ def test_bad_requests_get_precise_statuses_while_an_agent_streams(tmp_path):
             assert malformed is not None and malformed.code() == grpc.StatusCode.INVALID_ARGUMENT
             oversized = _ingest(channel, [_hello(), b"\x12" + b"\x80\x80\x80\x01" + b"x" * (2 << 20)], metadata=auth)
             assert oversized is not None and oversized.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            # Sizes no tensor has: refused, naming the field, the event and the value.
+            negative = _ingest(channel, [_hello(), _cast_batch(b"bad", [8, -3], 96)], metadata=auth)
+            assert negative is not None and negative.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "events[0] (cast seq 1): shape[1] -3 out of range" in negative.details(), negative.details()
+            huge = _ingest(channel, [_hello(), _cast_batch(b"bad", [8, 3], (1 << 64) - 8)], metadata=auth)
+            assert huge is not None and huge.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "events[0] (cast seq 1): bytes 18446744073709551608 out of range" in huge.details(), huge.details()
         host, port = collector.address.rsplit(":", 1)
         with socket.create_connection((host, int(port))) as raw:
             raw.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + os.urandom(4096))  # not even HTTP/2
@@ -207,6 +241,7 @@ def test_bad_requests_get_precise_statuses_while_an_agent_streams(tmp_path):
     assert job.returncode == 0, stderr
     assert collector.process.poll() is None, "the collector survived every bad request"
     collector.stop()
+    assert "bad" not in {r["run_id"] for r in runs(collector.db)}, "nothing of a refused batch is stored"
     [run] = [r for r in runs(collector.db) if r["run_id"] == "good"]
     [agent] = run["agents"]
     agent = _numbers(agent)
@@ -244,11 +279,16 @@ def test_ranks_of_one_job_and_a_second_job_are_kept_apart(tmp_path):
         assert len({a["identity"]["agent_id"] for a in agents}) == 2
 
 
-def test_tls_collector_with_token(tmp_path):
+def _self_signed_certificate(tmp_path: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
                     "/CN=castscope-test", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out",
                     str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+def test_tls_collector_with_token(tmp_path):
+    cert, key = _self_signed_certificate(tmp_path)
     collector = Collector(tmp_path / "store.db", extra=("--tls-cert", str(cert), "--tls-key", str(key),
                                                           "--token", "tls-token"))
     with grpc.insecure_channel(collector.address) as plain:  # TLS only: a plaintext client gets nowhere
@@ -289,3 +329,61 @@ def test_streams_past_the_limit_are_told_to_come_back_and_the_first_goes_on(tmp_
     finally:
         collector.stop()
     assert "rejected (UNAVAILABLE)" in collector.log_text()
+
+
+def test_query_a_tls_collector_with_token(tmp_path):
+    cert, key = _self_signed_certificate(tmp_path)
+    collector = Collector(tmp_path / "store.db", extra=("--tls-cert", str(cert), "--tls-key", str(key),
+                                                          "--token", "tls-token"))
+    credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+    with grpc.secure_channel(collector.address, credentials) as channel:
+        error = _ingest(channel, [_hello(), _cast_batch(b"tls-query", [8, 3], 96)],
+                        metadata=[("authorization", "Bearer tls-token")])
+        assert error is None, error
+
+    def castscope_query(*options: str):
+        return subprocess.run([*CASTSCOPE, "query", "--collector", collector.address, *options, "runs"],
+                              capture_output=True, text=True, timeout=300)
+
+    answer = castscope_query("--tls-ca", str(cert), "--token", "tls-token")
+    assert answer.returncode == 0, answer.stderr
+    [run] = json.loads(answer.stdout)
+    assert run["run_id"] == "tls-query" and _numbers(run["agents"][0])["casts"] == 1
+    plaintext = castscope_query("--token", "tls-token")  # a TLS collector asked in plaintext
+    assert plaintext.returncode == 1 and "give --tls-ca" in plaintext.stderr, plaintext.stderr
+    no_token = castscope_query("--tls-ca", str(cert))
+    assert no_token.returncode == 1 and "gRPC code 16" in no_token.stderr, no_token.stderr  # UNAUTHENTICATED
+    collector.stop()
+
+
+@pytest.fixture
+def umask_022():
+    previous = os.umask(0o022)
+    yield
+    os.umask(previous)
+
+
+def _modes(paths) -> dict:
+    return {path.name: oct(path.stat().st_mode & 0o777) for path in paths}
+
+
+def test_files_castscope_writes_are_private_under_umask_022(tmp_path, umask_022):
+    out = tmp_path / "out"
+    result = castscope_run(out, "--run-id", "private", job=[str(JOBS / "train_mlp.py")])
+    assert result.returncode == 0, result.stderr
+    report = tmp_path / "report.json"
+    answer = subprocess.run([*CASTSCOPE, "report", "private", "--db", str(out / "castscope.db"), "--json",
+                             str(report)], capture_output=True, text=True, timeout=300)
+    assert answer.returncode == 0, answer.stderr
+    dumps = list(out.glob("events-*.jsonl"))
+    assert dumps
+    files = [out / "castscope.db", out / "collector.log", out / "collector.addr", *dumps, report,
+             *(out / "spool").glob("*.forwarder.log")]
+    assert _modes(files) == {path.name: oct(0o600) for path in files}
+    # SQLite gives -wal and -shm the store's mode; they exist while it is open.
+    collector = Collector(tmp_path / "store.db")
+    with grpc.insecure_channel(collector.address) as channel:
+        assert _ingest(channel, [_hello(), _cast_batch(b"private", [8, 3], 96)]) is None
+    store = [tmp_path / name for name in ("store.db", "store.db-wal", "store.db-shm", "store.addr")]
+    assert _modes(store) == {path.name: oct(0o600) for path in store}
+    collector.stop()

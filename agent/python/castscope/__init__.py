@@ -13,7 +13,8 @@ event per autocast decision. `detach()` hands autocast back to torch.
 Modules: `_native` (built files, ctypes bindings), `config` (agent
 configuration, shipped policies), `attachment` (attach/detach), `policy`
 (policy_check), `events` (event files), `report` (audit reports, diffs),
-`collector` (a collector beside a job), `cli` (the `castscope` command).
+`collector` (a collector beside a job), `files` (private, 0600 files), `cli`
+(the `castscope` command).
 """
 from ._native import AttachError, agent_library_path, collector_binary
 from .attachment import Agent, attach, attached, detach

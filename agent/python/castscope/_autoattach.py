@@ -39,8 +39,9 @@ def _attach():
         print(f"[castscope] {message}", file=sys.stderr)
         status_dir = os.environ.get("CASTSCOPE_STATUS_DIR")
         if status_dir:
-            with open(os.path.join(status_dir, f"refused-{os.getpid()}.txt"), "w") as f:
-                f.write(message + "\n")
+            from .files import write_private_text
+
+            write_private_text(os.path.join(status_dir, f"refused-{os.getpid()}.txt"), message + "\n")
 
 
 def install():

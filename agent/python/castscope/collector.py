@@ -11,6 +11,7 @@ import sys
 import time
 
 from ._native import collector_binary
+from .files import open_private_append
 
 
 class CollectorError(RuntimeError):
@@ -24,7 +25,7 @@ class EmbeddedCollector:
         self.db = db
         ready = db.parent / "collector.addr"
         ready.unlink(missing_ok=True)
-        self._log = open(log_path, "ab")
+        self._log = open_private_append(log_path)
         self._process = subprocess.Popen(
             [str(collector_binary()), "serve", "--db", str(db), "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, start_new_session=True)
@@ -122,7 +123,7 @@ class Delivery:
         if self.tls_ca:
             command += ["--tls-ca", self.tls_ca]
         log = agent_dir.parent / (agent_dir.name + ".forwarder.log")
-        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         try:
             self._children.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                                    stderr=fd, start_new_session=True))

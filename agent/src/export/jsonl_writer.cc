@@ -1,5 +1,8 @@
 #include "agent/src/export/jsonl_writer.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -209,8 +212,16 @@ JsonlWriter::~JsonlWriter() { close(); }
 
 std::string JsonlWriter::open(const std::string& path) {
   close();
-  file_ = std::fopen(path.c_str(), "a");
-  if (file_ == nullptr) return "cannot open events file " + path + ": " + std::strerror(errno);
+  // Created 0600 whatever the umask: events name the user's source files,
+  // lines and tensor shapes. An existing file keeps its mode.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return "cannot open events file " + path + ": " + std::strerror(errno);
+  file_ = ::fdopen(fd, "a");
+  if (file_ == nullptr) {
+    const int error = errno;
+    ::close(fd);
+    return "cannot open events file " + path + ": " + std::strerror(error);
+  }
   return "";
 }
 

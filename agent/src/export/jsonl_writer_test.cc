@@ -1,7 +1,9 @@
 #include "agent/src/export/jsonl_writer.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include <google/protobuf/util/json_util.h>
@@ -88,6 +90,23 @@ TEST(JsonlWriter, LinesParseAsProtoEvents) {
   EXPECT_EQ(event.cache_sample().live_casts(), 3u);
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[3], &event).ok());
   EXPECT_EQ(event.stats().world_size(), 2);
+}
+
+// Events name the user's files, lines and shapes: the dump is 0600.
+TEST(JsonlWriter, NewFileIsPrivateWhateverTheUmask) {
+  const std::string path = ::testing::TempDir() + "/jsonl_writer_private.jsonl";
+  std::remove(path.c_str());
+  const mode_t previous = ::umask(022);
+  JsonlWriter writer;
+  const std::string error = writer.open(path);
+  ::umask(previous);
+  ASSERT_EQ(error, "");
+  writer.write_line("{}");
+  writer.close();
+  struct stat info {};
+  ASSERT_EQ(::stat(path.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -1,6 +1,12 @@
 #include "agent/src/policy/policy.h"
 
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -46,17 +52,118 @@ int line_at(std::string_view text, size_t pos) {
   return line;
 }
 
-// Byte offsets of every occurrence of `"key"` used as an object key.
-std::vector<size_t> key_offsets(std::string_view text, const std::string& key) {
-  std::vector<size_t> found;
-  const std::string quoted = "\"" + key + "\"";
-  for (size_t pos = text.find(quoted); pos != std::string_view::npos; pos = text.find(quoted, pos + 1)) {
-    size_t after = pos + quoted.size();
+// Each object key of a JSON text as written (quotes included) and its line,
+// in document order: the order in which a parser reports keys. Only valid
+// JSON is scanned, so outside strings a '"' always opens one, and strings
+// hold no raw newline.
+struct RawKey {
+  std::string_view spelling;
+  int line = 0;
+};
+std::vector<RawKey> raw_keys(std::string_view text) {
+  std::vector<RawKey> keys;
+  int line = 1;
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    if (text[pos] == '\n') ++line;
+    if (text[pos] != '"') continue;
+    size_t end = pos + 1;
+    while (end < text.size() && text[end] != '"') end += text[end] == '\\' ? 2 : 1;
+    end = std::min(end + 1, text.size());
+    size_t after = end;
     while (after < text.size() && (text[after] == ' ' || text[after] == '\t' || text[after] == '\n' || text[after] == '\r')) ++after;
-    if (after < text.size() && text[after] == ':') found.push_back(pos);
+    if (after < text.size() && text[after] == ':') keys.push_back(RawKey{text.substr(pos, end - pos), line});
+    pos = end - 1;
   }
-  return found;
+  return keys;
 }
+
+// Object keys as a JSON reader sees them (escapes decoded), each with its
+// line, by JSON pointer. nlohmann::json keeps the last of two equal keys
+// without a word, and a file whose meaning depends on its reader is no
+// policy: every repeated key in any object (an op twice, an op spelled once
+// plainly and once with a JSON escape, a second "ops") is collected here, in
+// a SAX pass over text the DOM parser has already accepted.
+class KeyScan final : public json::json_sax_t {
+ public:
+  struct Duplicate {
+    json::json_pointer object;  // where both keys are
+    std::string key;            // decoded
+    std::string spelling, first_spelling;  // as written, quotes included
+    int line = 0, first_line = 0;
+  };
+
+  explicit KeyScan(std::string_view text) : raw_(raw_keys(text)) {}
+
+  // 0 when the key is not in the text.
+  int line(const json::json_pointer& key) const {
+    const auto it = lines_.find(key.to_string());
+    return it == lines_.end() ? 0 : it->second;
+  }
+  const std::vector<Duplicate>& duplicates() const { return duplicates_; }
+
+  bool key(string_t& key) override {
+    const size_t ordinal = keys_++;
+    Frame& frame = stack_.back();
+    frame.last_key = key;
+    const RawKey here = raw(ordinal);
+    lines_.emplace((frame.path / key).to_string(), here.line);
+    const auto [first, inserted] = frame.seen.emplace(key, ordinal);
+    if (!inserted) {
+      const RawKey before = raw(first->second);
+      duplicates_.push_back(Duplicate{frame.path, key, std::string(here.spelling), std::string(before.spelling),
+                                      here.line, before.line});
+    }
+    return true;
+  }
+  bool start_object(std::size_t) override { return push(true); }
+  bool start_array(std::size_t) override { return push(false); }
+  bool end_object() override { return pop(); }
+  bool end_array() override { return pop(); }
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  struct Frame {
+    bool object = false;
+    json::json_pointer path;
+    std::map<std::string, size_t> seen;  // key -> ordinal of its first occurrence
+    std::string last_key;
+    size_t elements = 0;  // arrays: values so far
+  };
+
+  RawKey raw(size_t ordinal) const { return ordinal < raw_.size() ? raw_[ordinal] : RawKey{}; }
+  // The place of the value that starts now.
+  json::json_pointer next_path() {
+    if (stack_.empty()) return json::json_pointer();
+    Frame& parent = stack_.back();
+    return parent.object ? parent.path / parent.last_key : parent.path / parent.elements++;
+  }
+  bool push(bool object) {
+    json::json_pointer path = next_path();
+    stack_.push_back(Frame{object, std::move(path), {}, {}, 0});
+    return true;
+  }
+  bool pop() {
+    stack_.pop_back();
+    return true;
+  }
+  bool value() {
+    if (!stack_.empty() && !stack_.back().object) ++stack_.back().elements;
+    return true;
+  }
+
+  std::vector<RawKey> raw_;
+  size_t keys_ = 0;
+  std::vector<Frame> stack_;
+  std::map<std::string, int> lines_;  // JSON pointer of a key -> its line (first occurrence)
+  std::vector<Duplicate> duplicates_;
+};
 
 bool valid_op_name(const std::string& op) {
   const size_t sep = op.find("::");
@@ -72,6 +179,52 @@ std::string policy_names_list() {
   std::string out;
   for (const auto& p : kPolicies) out += std::string(out.empty() ? "" : ", ") + p.name;
   return out;
+}
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+// The whole file, or an error saying why not. Policy files must be regular
+// files: a directory would read as nothing ("not valid JSON"), and opening a
+// FIFO for reading blocks until someone writes to it, so stat() decides first,
+// and the file is opened non-blocking and checked again in case it was
+// swapped in between.
+std::string read_policy_file(const std::string& path, std::string& text) {
+  auto refused = [](const char* kind) {
+    return std::string("is ") + kind + ", not a policy file; give the path of a JSON policy file";
+  };
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return std::string("cannot read the policy file: ") + std::strerror(errno);
+  if (!S_ISREG(info.st_mode)) return refused(file_kind(info.st_mode));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return std::string("cannot read the policy file: ") + std::strerror(errno);
+  std::string error;
+  if (::fstat(fd, &info) != 0) {
+    error = std::string("cannot read the policy file: ") + std::strerror(errno);
+  } else if (!S_ISREG(info.st_mode)) {
+    error = refused(file_kind(info.st_mode));
+  } else {
+    char buffer[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+      if (n > 0) {
+        text.append(buffer, static_cast<size_t>(n));
+      } else if (n == 0) {
+        break;
+      } else if (errno != EINTR) {
+        error = std::string("cannot read the policy file: ") + std::strerror(errno);
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  return error;
 }
 
 }  // namespace
@@ -137,11 +290,6 @@ PolicySet parse_policy_text(std::string_view text, const std::string& file) {
   auto fail = [&](int line, const std::string& entry, const std::string& message) {
     result.errors.push_back(PolicyError{file, line, entry, message});
   };
-  auto line_of = [&](const std::string& key, size_t nth = 0) {
-    const auto offsets = key_offsets(text, key);
-    return nth < offsets.size() ? line_at(text, offsets[nth]) : 0;
-  };
-
   json doc;
   try {
     doc = json::parse(text.begin(), text.end());
@@ -157,6 +305,26 @@ PolicySet parse_policy_text(std::string_view text, const std::string& file) {
     fail(1, "", "a policy file is a JSON object with \"castscope_policy\", \"device\" and \"ops\"");
     return result;
   }
+  KeyScan keys(text);
+  json::sax_parse(text.begin(), text.end(), &keys);
+  for (const KeyScan::Duplicate& d : keys.duplicates()) {
+    std::string first = "first at line " + std::to_string(d.first_line);
+    if (d.spelling != d.first_spelling)
+      first += " as " + d.first_spelling + "; JSON reads " + d.spelling + " as the same key";
+    const std::string where = d.object.to_string();
+    if (where == "/ops") {
+      fail(d.line, d.key, "duplicate entry (" + first + "); keep one");
+    } else if (where.empty()) {
+      fail(d.line, "", "duplicate top-level key \"" + d.key + "\" (" + first + "); JSON readers keep only one: " +
+                           (d.key == "ops" ? "merge the two objects into one" : "keep one"));
+    } else if (d.object.parent_pointer().to_string() == "/ops") {
+      fail(d.line, d.object.back(), "duplicate key \"" + d.key + "\" (" + first + "); keep one");
+    } else {
+      fail(d.line, "", "duplicate key \"" + d.key + "\" in " + where + " (" + first + "); keep one");
+    }
+  }
+  if (!result.errors.empty()) return result;  // which of two values counts is not ours to guess
+  auto line_of = [&](const std::string& key) { return keys.line(json::json_pointer() / key); };
   for (const auto& [key, value] : doc.items()) {
     if (key != "castscope_policy" && key != "device" && key != "torch_version" && key != "ops" && key != "description")
       fail(line_of(key), "", "unknown top-level key \"" + key + "\" (expected castscope_policy, device, torch_version, ops, description)");
@@ -179,12 +347,7 @@ PolicySet parse_policy_text(std::string_view text, const std::string& file) {
   }
 
   for (const auto& [op, spec] : doc["ops"].items()) {
-    const int line = line_of(op);
-    const auto occurrences = key_offsets(text, op);
-    if (occurrences.size() > 1) {
-      fail(line_at(text, occurrences[1]), op, "duplicate entry (first at line " + std::to_string(line) + "); keep one");
-      continue;
-    }
+    const int line = keys.line(json::json_pointer("/ops") / op);
     if (!valid_op_name(op)) {
       fail(line, op, "not an operator name: expected \"namespace::name\" or \"namespace::name.overload\"");
       continue;
@@ -257,14 +420,12 @@ PolicySet parse_policy_text(std::string_view text, const std::string& file) {
 PolicySet load_policy_files(const std::vector<std::string>& paths) {
   PolicySet merged;
   for (const auto& path : paths) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      merged.errors.push_back(PolicyError{path, 0, "", "cannot read the policy file"});
+    std::string text;
+    if (std::string error = read_policy_file(path, text); !error.empty()) {
+      merged.errors.push_back(PolicyError{path, 0, "", error});
       continue;
     }
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    PolicySet one = parse_policy_text(buffer.str(), path);
+    PolicySet one = parse_policy_text(text, path);
     for (auto& error : one.errors) merged.errors.push_back(std::move(error));
     for (auto& [name, device] : one.devices) {
       auto& into = merged.devices[name];

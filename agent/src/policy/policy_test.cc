@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <fstream>
 
 namespace castscope {
@@ -85,6 +88,55 @@ TEST(PolicyParse, DuplicateEntryPointsAtSecondOccurrence) {
   EXPECT_NE(error.find("overlay.json:4: entry \"aten::mm\": duplicate entry (first at line 2)"), std::string::npos) << error;
 }
 
+// One op, spelled once plainly and once with a JSON escape for a letter.
+TEST(PolicyParse, DuplicateEntryThroughAJsonEscapeIsRefused) {
+  const std::string error = only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": {
+  "aten::mm": "fp32",
+  "aten::m\u006d": "lower_precision_fp"
+}})"));
+  EXPECT_NE(error.find("overlay.json:3: entry \"aten::mm\": duplicate entry (first at line 2 as \"aten::mm\"; JSON "
+                       "reads \"aten::m\\u006d\" as the same key); keep one"),
+            std::string::npos)
+      << error;
+}
+
+TEST(PolicyParse, SecondOpsObjectIsRefused) {
+  const std::string error = only_error(parse(R"({"castscope_policy": 1, "device": "cpu",
+  "ops": {"aten::mm": "fp32"},
+  "ops": {"aten::bmm": "fp32"}
+})"));
+  EXPECT_NE(error.find("overlay.json:3: duplicate top-level key \"ops\" (first at line 2)"), std::string::npos) << error;
+}
+
+TEST(PolicyParse, DuplicateKeyInsideAnEntryIsRefused) {
+  const std::string error = only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": {
+  "aten::mm": {"policy": "fp32",
+               "policy": "lower_precision_fp"}
+}})"));
+  EXPECT_NE(error.find("overlay.json:3: entry \"aten::mm\": duplicate key \"policy\" (first at line 2)"),
+            std::string::npos)
+      << error;
+  const std::string top = only_error(parse("{\"castscope_policy\": 1, \"device\": \"cpu\",\n\"devic\\u0065\": \"cuda\", \"ops\": {}}"));
+  EXPECT_NE(top.find("overlay.json:2: duplicate top-level key \"device\" (first at line 1 as \"device\"; JSON reads "
+                     "\"devic\\u0065\" as the same key)"),
+            std::string::npos)
+      << top;
+}
+
+// Lines come from the parser's keys, not from searching the text: an escaped
+// op name still gets its own line, and a key elsewhere with the same text
+// is no duplicate.
+TEST(PolicyParse, EscapedOpNameKeepsItsLine) {
+  const PolicySet set = parse(R"({"castscope_policy": 1, "device": "cpu", "description": {"aten::mm": "x"},
+  "ops": {
+    "aten::b\u006dm": "fp32",
+    "aten::mm": "fp32"
+}})");
+  ASSERT_TRUE(set.ok()) << set.errors[0].str();
+  EXPECT_EQ(set.devices.at("cpu").ops.at("aten::bmm").origin, "overlay.json:3");
+  EXPECT_EQ(set.devices.at("cpu").ops.at("aten::mm").origin, "overlay.json:4");
+}
+
 TEST(PolicyParse, AppendDtypeNeedsRedispatch) {
   const std::string error = only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": {
   "aten::norm.Scalar": "fp32_append_dtype"
@@ -119,7 +171,27 @@ TEST(PolicyLoad, OverlayOverridesBaseAndMissingFileIsAnError) {
 
   const PolicySet missing = load_policy_files({base, ::testing::TempDir() + "/nope.json"});
   ASSERT_EQ(missing.errors.size(), 1u);
-  EXPECT_NE(missing.errors[0].str().find("nope.json: cannot read the policy file"), std::string::npos);
+  EXPECT_NE(missing.errors[0].str().find("nope.json: cannot read the policy file: No such file or directory"),
+            std::string::npos)
+      << missing.errors[0].str();
+}
+
+// A directory used to read as "not valid JSON", and a FIFO blocked the
+// reader until someone wrote to it.
+TEST(PolicyLoad, DirectoriesAndFifosAreRefusedByWhatTheyAre) {
+  const std::string dir = ::testing::TempDir() + "/policy_dir.json";
+  std::filesystem::create_directories(dir);
+  const PolicySet from_dir = load_policy_files({dir});
+  ASSERT_EQ(from_dir.errors.size(), 1u);
+  EXPECT_EQ(from_dir.errors[0].str(), dir + ": is a directory, not a policy file; give the path of a JSON policy file");
+
+  const std::string fifo = ::testing::TempDir() + "/policy_fifo.json";
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const PolicySet from_fifo = load_policy_files({fifo});  // no writer: must not block
+  ASSERT_EQ(from_fifo.errors.size(), 1u);
+  EXPECT_EQ(from_fifo.errors[0].str(), fifo + ": is a FIFO, not a policy file; give the path of a JSON policy file");
+  std::filesystem::remove(fifo);
 }
 
 TEST(PolicyLoad, ShippedPoliciesParse) {

@@ -59,6 +59,40 @@ Status check_codes(std::initializer_list<std::pair<const char*, int>> fields, in
   return {};
 }
 
+// Tensor sizes an agent reads from a real tensor: a dimension of 2^48 or a
+// byte count of 2^56 is far beyond any machine, so a value there (or a
+// negative dimension) is a broken or hostile peer, not data. The store keeps
+// both as signed 64-bit integers.
+Status check_size(const v1::CastEvent& cast, int index, uint64_t seq) {
+  if (cast.shape_size() > kMaxBatchShapeDims)
+    return Status::invalid_argument(event_name(index, "cast", seq) + ": shape has " + std::to_string(cast.shape_size()) +
+                                    " dims, the limit is " + std::to_string(kMaxBatchShapeDims) +
+                                    " (send the first ones and shape_truncated)");
+  uint64_t numel = 1;  // saturates just past kMaxBytes, where the bytes check fails anyway
+  for (int d = 0; d < cast.shape_size(); ++d) {
+    const int64_t dim = cast.shape(d);
+    if (dim < 0 || dim >= kMaxShapeDim)
+      return Status::invalid_argument(event_name(index, "cast", seq) + ": shape[" + std::to_string(d) + "] " +
+                                      std::to_string(dim) + " out of range (0 <= dim < 2^48)");
+    const auto n = static_cast<uint64_t>(dim);
+    numel = n != 0 && numel > kMaxBytes / n ? kMaxBytes + 1 : numel * n;
+  }
+  if (cast.bytes() >= kMaxBytes)
+    return Status::invalid_argument(event_name(index, "cast", seq) + ": bytes " + std::to_string(cast.bytes()) +
+                                    " out of range (bytes < 2^56)");
+  // bytes is numel times the element size (1 to 16 bytes in any dtype). A
+  // truncated shape gives no numel; no dims at all is a 0-dim tensor or one
+  // of symbolic size (bytes 0).
+  if (cast.shape_truncated()) return {};
+  const uint64_t low = cast.shape_size() == 0 ? 0 : numel;
+  const uint64_t high = numel > kMaxBytes / kMaxElementBytes ? kMaxBytes : numel * kMaxElementBytes;
+  if (cast.bytes() < low || cast.bytes() > high)
+    return Status::invalid_argument(event_name(index, "cast", seq) + ": bytes " + std::to_string(cast.bytes()) +
+                                    " does not fit its shape of " + std::to_string(numel) + " elements (expected " +
+                                    std::to_string(low) + " to " + std::to_string(high) + " bytes)");
+  return {};
+}
+
 Status check_cast(const v1::CastEvent& cast, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
   const uint64_t seq = cast.seq();
   if (Status s = check_seq(seq, index, "cast"); !s.ok()) return s;
@@ -67,6 +101,7 @@ Status check_cast(const v1::CastEvent& cast, int index, const LocalIdIndex& stri
       !s.ok())
     return s;
   if (cast.op_id() == 0) return Status::invalid_argument(event_name(index, "cast", seq) + ": op_id is 0 (unset)");
+  if (Status s = check_size(cast, index, seq); !s.ok()) return s;
   // The store packs these into one column (event_columns.h: pack_cast_slot).
   if (cast.thread() >= kSlotThreadLimit || cast.arg_index() >= kSlotArgIndexLimit || cast.list_index() < -1 ||
       cast.list_index() >= kSlotListIndexLimit)
@@ -125,6 +160,14 @@ Status check_op(const v1::OpEvent& op, int index, const LocalIdIndex& strings, c
     if (device < 0 || device > 62)
       return Status::invalid_argument(event_name(index, "op", seq) + ": autocast_enabled device type " +
                                       std::to_string(device) + " out of range");
+  return {};
+}
+
+Status check_cache_sample(const v1::CacheSample& sample, int index) {
+  if (Status s = check_seq(sample.seq(), index, "cache_sample"); !s.ok()) return s;
+  if (sample.live_bytes() >= kMaxBytes)
+    return Status::invalid_argument(event_name(index, "cache_sample", sample.seq()) + ": live_bytes " +
+                                    std::to_string(sample.live_bytes()) + " out of range (live_bytes < 2^56)");
   return {};
 }
 
@@ -203,7 +246,7 @@ Status validate_batch(const v1::Batch& batch, const BatchLimits& limits) {
         status = check_op(event.op(), i, strings, locations);
         break;
       case v1::Event::kCacheSample:
-        status = check_seq(event.cache_sample().seq(), i, "cache_sample");
+        status = check_cache_sample(event.cache_sample(), i);
         break;
       case v1::Event::kStats:
         break;

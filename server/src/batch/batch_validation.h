@@ -1,7 +1,8 @@
 // Decoding and checking of batches from untrusted peers (gRPC streams, spool
 // files). A batch that passes `validate_batch` is safe for the store: every
 // interned id an event uses is defined once in the batch, identities are
-// short printable strings, sequence numbers fit the store's composite keys.
+// short printable strings, sequence numbers fit the store's composite keys,
+// tensor shapes and byte counts are ones a real tensor can have.
 #pragma once
 
 #include <google/protobuf/arena.h>
@@ -22,6 +23,12 @@ inline constexpr uint32_t kProtocolVersion = castscope::v1::ProtocolVersion_MAX;
 // Event seq numbers share a 64-bit row id with the agent's row: (agent << 40) | seq.
 inline constexpr int kEventSeqBits = 40;
 inline constexpr uint64_t kMaxEventSeq = (uint64_t{1} << kEventSeqBits) - 1;
+// Tensor sizes: dims in [0, 2^48), byte counts below 2^56, at most 8 dims
+// (events.proto: longer shapes are truncated). Any element is 1 to 16 bytes.
+inline constexpr int64_t kMaxShapeDim = int64_t{1} << 48;
+inline constexpr uint64_t kMaxBytes = uint64_t{1} << 56;
+inline constexpr int kMaxBatchShapeDims = 8;
+inline constexpr uint64_t kMaxElementBytes = 16;
 
 struct BatchLimits {
   uint32_t max_events = 1u << 18;

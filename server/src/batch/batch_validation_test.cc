@@ -77,6 +77,62 @@ TEST(BatchValidation, RejectsCastSlotFieldsTheStoreCannotPack) {
   }
 }
 
+// An agent reads shapes and sizes off real tensors: a negative dim or a byte
+// count near 2^64 was stored and printed as it came.
+TEST(BatchValidation, RejectsShapesAndByteCountsNoTensorHas) {
+  auto message = [](auto&& change) {
+    v1::Batch batch = make_batch("run", "agent", 1);
+    change(*batch.mutable_events(1)->mutable_cast());
+    const Status status = validate(batch);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    return status.message();
+  };
+  EXPECT_EQ(message([](v1::CastEvent& c) { c.set_shape(1, -5); }),
+            "events[1] (cast seq 2): shape[1] -5 out of range (0 <= dim < 2^48)");
+  EXPECT_EQ(message([](v1::CastEvent& c) { c.set_shape(0, int64_t{1} << 48); }),
+            "events[1] (cast seq 2): shape[0] 281474976710656 out of range (0 <= dim < 2^48)");
+  EXPECT_EQ(message([](v1::CastEvent& c) { c.set_bytes(UINT64_MAX - 3); }),
+            "events[1] (cast seq 2): bytes 18446744073709551612 out of range (bytes < 2^56)");
+  EXPECT_EQ(message([](v1::CastEvent& c) { c.set_bytes(1000); }),
+            "events[1] (cast seq 2): bytes 1000 does not fit its shape of 1024 elements (expected 1024 to 16384 bytes)");
+  EXPECT_EQ(message([](v1::CastEvent& c) { c.set_shape(1, 0); }),  // no elements, yet 4096 bytes
+            "events[1] (cast seq 2): bytes 4096 does not fit its shape of 0 elements (expected 0 to 0 bytes)");
+  EXPECT_EQ(message([](v1::CastEvent& c) {
+              for (int i = 0; i < 6; ++i) c.add_shape(1);
+            }),
+            "events[1] (cast seq 2): shape has 9 dims, the limit is 8 (send the first ones and shape_truncated)");
+  // Large dims multiply past 2^64 without wrapping round to a plausible count.
+  EXPECT_EQ(message([](v1::CastEvent& c) {
+              c.clear_shape();
+              for (int i = 0; i < 3; ++i) c.add_shape((int64_t{1} << 48) - 1);
+            }).rfind("events[1] (cast seq 2): bytes 4096 does not fit its shape of ", 0),
+            0u);
+
+  v1::Batch batch = make_batch("run", "agent", 1);
+  batch.mutable_events(4)->mutable_cache_sample()->set_live_bytes(uint64_t{1} << 63);
+  EXPECT_EQ(validate(batch).message(),
+            "events[4] (cache_sample seq 5): live_bytes 9223372036854775808 out of range (live_bytes < 2^56)");
+}
+
+TEST(BatchValidation, AcceptsShapesRealTensorsHave) {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  v1::CastEvent& scalar = *batch.mutable_events(1)->mutable_cast();  // a 0-dim fp64 tensor
+  scalar.clear_shape();
+  scalar.set_shape_truncated(false);
+  scalar.set_bytes(8);
+  v1::CastEvent& symbolic = *batch.mutable_events(2)->mutable_cast();  // symbolic sizes: nothing known
+  symbolic.clear_shape();
+  symbolic.set_shape_truncated(false);
+  symbolic.set_bytes(0);
+  v1::CastEvent& big = *batch.mutable_events(3)->mutable_cast();  // 7 dims, 6 sent: no element count to check
+  big.clear_shape();
+  for (int i = 0; i < 6; ++i) big.add_shape(int64_t{1} << 20);
+  big.set_shape_truncated(true);
+  big.set_bytes(12345);
+  const Status status = validate(batch);
+  EXPECT_TRUE(status.ok()) << status.message();
+}
+
 TEST(BatchValidation, RejectsRepeatedOrZeroInternedIds) {
   v1::Batch batch = make_batch("run", "agent", 1);
   batch.mutable_strings(1)->set_id(1);

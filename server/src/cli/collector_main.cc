@@ -5,6 +5,7 @@
 // subcommand, `--help-all` for all of them. CLI11 reports a bad command line
 // by throwing; main() catches it in one place and turns it into exit code 2.
 #include <grpcpp/grpcpp.h>
+#include <fcntl.h>
 #include <grpcpp/security/server_credentials.h>
 #include <unistd.h>
 
@@ -104,6 +105,7 @@ struct LoadOptions {
 struct QueryOptions {
   QueryCommand command;
   TokenOptions token;
+  std::string tls_ca;
   CLI::Option* db_option = nullptr;
   CLI::Option* collector_option = nullptr;
 };
@@ -167,6 +169,9 @@ CLI::App* add_query(CLI::App& app, QueryOptions& o) {
                            ->check(non_empty());
   o.db_option->excludes(o.collector_option);
   o.token.add_to(*query);
+  query->add_option("--tls-ca", o.tls_ca, "the --collector serves TLS: trust this CA certificate (PEM)")
+      ->check(non_empty())
+      ->needs(o.collector_option);
   query->add_option("WHAT", c.what, "runs, events, sequences or findings")
       ->check(CLI::IsMember({"runs", "events", "sequences", "findings"}));
   query->add_option("--run", c.run_id, "run id (events and sequences need it)");
@@ -204,15 +209,21 @@ bool is_loopback(const std::string& address) {
   return host == "localhost" || host.starts_with("127.") || host == "[::1]" || host == "::1";
 }
 
+// Written whole and renamed into place (a reader never sees half an
+// address), 0600 like every file castscope creates.
 bool write_ready_file(const std::string& path, const std::string& address) {
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << address << "\n";
-    if (!out.flush()) return false;
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const std::string line = address + "\n";
+  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  if (::close(fd) != 0 || !written) {
+    ::unlink(temporary.c_str());
+    return false;
   }
   std::error_code ec;
   std::filesystem::rename(temporary, path, ec);
+  if (ec) ::unlink(temporary.c_str());
   return !ec;
 }
 
@@ -334,6 +345,13 @@ int query(QueryOptions& o) {
   if (o.db_option->count() == 0 && o.collector_option->count() == 0)
     return usage_error("query", "give either --db FILE or --collector HOST:PORT");
   if (std::string error = o.token.resolve(o.command.token); !error.empty()) return usage_error("query", error);
+  if (!o.tls_ca.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(o.tls_ca, ec) || !read_file(o.tls_ca, o.command.tls_ca_pem) ||
+        o.command.tls_ca_pem.empty())
+      return usage_error("query", "--tls-ca " + o.tls_ca + ": cannot read a certificate there; give the CA "
+                                  "certificate (PEM) that signed the collector's --tls-cert");
+  }
   return run_query(o.command, std::cout, std::cerr);
 }
 

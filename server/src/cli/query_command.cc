@@ -48,9 +48,10 @@ class StoreSource final : public QuerySource {
 
 class CollectorSource final : public QuerySource {
  public:
-  CollectorSource(const std::string& address, std::string token)
+  CollectorSource(const std::string& address, std::string token, const std::string& tls_ca_pem)
       : address_(address),
-        stub_(v1::Query::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+        tls_(!tls_ca_pem.empty()),
+        stub_(v1::Query::NewStub(grpc::CreateChannel(address, credentials(tls_ca_pem)))),
         token_(std::move(token)) {}
 
   Status list_runs(v1::ListRunsResponse& out) override {
@@ -74,11 +75,22 @@ class CollectorSource final : public QuerySource {
     if (!token_.empty()) context.AddMetadata("authorization", "Bearer " + token_);
     const grpc::Status status = rpc(&context);
     if (status.ok()) return {};
+    // A TLS collector asked in plaintext only says it is unavailable.
+    const bool maybe_tls = status.error_code() == grpc::StatusCode::UNAVAILABLE && !tls_;
     return Status::internal("collector " + address_ + ": " + status.error_message() + " (gRPC code " +
-                            std::to_string(static_cast<int>(status.error_code())) + ")");
+                            std::to_string(static_cast<int>(status.error_code())) + ")" +
+                            (maybe_tls ? "; if it serves TLS, give --tls-ca with its CA certificate" : ""));
+  }
+
+  static std::shared_ptr<grpc::ChannelCredentials> credentials(const std::string& tls_ca_pem) {
+    if (tls_ca_pem.empty()) return grpc::InsecureChannelCredentials();
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = tls_ca_pem;
+    return grpc::SslCredentials(options);
   }
 
   std::string address_;
+  bool tls_ = false;
   std::unique_ptr<v1::Query::Stub> stub_;
   std::string token_;
 };
@@ -175,7 +187,7 @@ int run_query(const QueryCommand& command, std::ostream& out, std::ostream& err)
     return fail(err, Status::invalid_argument(command.what + " needs --run RUN_ID (see `query runs`)"));
   std::unique_ptr<QuerySource> source;
   if (!command.collector.empty()) {
-    source = std::make_unique<CollectorSource>(command.collector, command.token);
+    source = std::make_unique<CollectorSource>(command.collector, command.token, command.tls_ca_pem);
   } else {
     std::unique_ptr<StoreReader> reader;
     if (Status s = StoreReader::open(command.db, reader); !s.ok()) return fail(err, s);

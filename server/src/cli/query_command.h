@@ -14,6 +14,7 @@ struct QueryCommand {
   std::string db;         // read this file...
   std::string collector;  // ...or ask this collector (HOST:PORT)
   std::string token;
+  std::string tls_ca_pem;  // non-empty: the collector serves TLS, signed by these roots
   std::string run_id;
   std::string agent_id;
   std::string kind;  // cast | op | cache_sample; empty: all

@@ -113,7 +113,11 @@ Status Database::open(const std::string& path, Mode mode) {
   if (mode == Mode::kReadWrite) {
     // SQLite's own locks are per transaction; two writing collectors would
     // each trust their cached counters and ids. One writer per file.
-    writer_lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // A new store is created here, 0600 whatever the umask, before SQLite
+    // opens it: SQLite gives -wal and -shm the database file's mode, and
+    // the events name the users' files and shapes. An existing store keeps
+    // its mode (it may be shared on purpose).
+    writer_lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (writer_lock_fd_ < 0) return Status::failed_precondition(path + ": cannot open for writing");
     if (::flock(writer_lock_fd_, LOCK_EX | LOCK_NB) != 0)
       return Status::failed_precondition(path + ": another castscope-collector is writing this store");

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 #include <google/protobuf/util/message_differencer.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -64,7 +65,26 @@ TEST(SqliteStore, RoundTripResolvesStringsAndLocations) {
   EXPECT_EQ(cast.location().file(), "/src/model.py");
   ASSERT_EQ(cast.location().stack_size(), 2);
   EXPECT_EQ(cast.location().stack(1), "/src/train.py:7 <module>");
-  EXPECT_EQ(cast.shape(2), 1LL << 40);
+  EXPECT_EQ(cast.shape(2), 16);
+}
+
+// The events name users' files and shapes: a new store is 0600, and so are
+// the -wal and -shm files SQLite makes with the database file's mode.
+TEST(SqliteStore, NewStoreIsPrivateWhateverTheUmask) {
+  const std::filesystem::path dir = temp_dir("private");
+  const std::string db = (dir / "store.db").string();
+  const mode_t previous = ::umask(022);
+  std::unique_ptr<StoreWriter> writer;
+  const Status opened = StoreWriter::open(db, writer);
+  ::umask(previous);
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  bool duplicate = false;
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  for (const char* name : {"store.db", "store.db-wal", "store.db-shm"}) {
+    const auto permissions = std::filesystem::status(dir / name).permissions();
+    EXPECT_EQ(permissions & std::filesystem::perms::all, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write)
+        << name;
+  }
 }
 
 TEST(SqliteStore, FiltersByKindOpSiteAndPages) {

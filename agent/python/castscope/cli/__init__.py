@@ -15,7 +15,8 @@
         site-by-site cast differences; exit 1 when the runs differ
     castscope serve ARGS...   the collector daemon (castscope-collector serve --help)
     castscope load ARGS...    import spool folders into a database (castscope-collector load)
-    castscope query ARGS...   read a database or a collector (castscope-collector query)
+    castscope query ARGS...   read a database or a collector (castscope-collector query;
+                              --collector HOST:PORT [--token T] [--tls-ca PEM])
 
 One module per command group: `policy`, `run`, `report` (report and diff),
 `collector` (serve, load, query: handed to castscope-collector).

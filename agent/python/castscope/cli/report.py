@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import json
-import pathlib
 import sys
 
+from ..files import write_private_text
 from ..report import ReportError, diff_reports, format_diff, format_report, load_report
 
 _DEFAULT_DB = "castscope-out/castscope.db"
@@ -33,7 +33,7 @@ def report_command(args) -> int:
         print(f"castscope report: {e}", file=sys.stderr)
         return 2
     if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        write_private_text(args.json, json.dumps(report, indent=2) + "\n")
     print(format_report(report))
     return 0
 

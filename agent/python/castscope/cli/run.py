@@ -200,6 +200,7 @@ def _print_stored_remote(collector: str, run_id: str, tls_ca: str | None) -> Non
 
 def _write_report(db: pathlib.Path, run_id: str, path: pathlib.Path) -> None:
     """The run's audit report: JSON in `path`, a summary on the terminal."""
+    from ..files import write_private_text
     from ..report import ReportError, format_report, load_report
 
     try:
@@ -207,7 +208,7 @@ def _write_report(db: pathlib.Path, run_id: str, path: pathlib.Path) -> None:
     except (ReportError, FileNotFoundError) as e:
         print(f"castscope: no report for run {run_id}: {e}", file=sys.stderr)
         return
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    write_private_text(path, json.dumps(report, indent=2) + "\n")
     print(format_report(report), file=sys.stderr)
     print(f"castscope: report in {path}", file=sys.stderr)
 
