@@ -5,6 +5,7 @@ killed -9 is replaced, during the run and after it; a disk full to the end
 still tells the store what was dropped."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -92,6 +93,22 @@ def _status(agent_dir: pathlib.Path) -> dict:
         return {}
 
 
+@contextlib.contextmanager
+def paused_collector(db: pathlib.Path):
+    """A collector that accepts connections but answers nothing until resumed (SIGCONT)."""
+    collector = Collector(db)
+    collector.process.send_signal(signal.SIGSTOP)
+    try:
+        yield collector
+    finally:
+        collector.process.send_signal(signal.SIGCONT)
+        collector.stop()
+
+
+def _wait_for_exit(pid: int, what: str, timeout: float = 120):
+    _wait_for(lambda: not pathlib.Path(f"/proc/{pid}").exists(), what, timeout)
+
+
 def _wait_for(condition, what: str, timeout: float = 120):
     deadline = time.monotonic() + timeout
     while not condition():
@@ -169,29 +186,25 @@ def test_forwarder_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path):
 
 
 def test_forwarder_killed_after_the_job_ended_is_replaced_by_castscope_run(tmp_path):
-    collector = Collector(tmp_path / "store.db")
-    collector.process.send_signal(signal.SIGSTOP)  # nothing gets through until we say so
     out = tmp_path / "out"
-    job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--collector", collector.address,
-                            "--run-id", "late-kill9", "--", sys.executable, str(JOBS / "train_mlp.py")],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        spool = out / "spool"
-        _wait_for(lambda: spool.is_dir() and any(d.is_dir() for d in spool.iterdir()), "the agent's spool folder")
-        [agent_dir] = [d for d in spool.iterdir() if d.is_dir()]
-        _wait_for(lambda: _status(agent_dir).get("pid"), "the forwarder's status file")
-        status = _status(agent_dir)
-        agent_pid = status["agent_pid"]
-        _wait_for(lambda: not pathlib.Path(f"/proc/{agent_pid}").exists(), "the job to end")
-        os.kill(status["pid"], signal.SIGKILL)  # nobody left to restart it but castscope run
-        time.sleep(0.5)
-        collector.process.send_signal(signal.SIGCONT)
-        stdout, stderr = job.communicate(timeout=300)
-    finally:
-        collector.process.send_signal(signal.SIGCONT)
-        if job.poll() is None:
-            job.kill()
-        collector.stop()
+    with paused_collector(tmp_path / "store.db") as collector:  # nothing gets through until we say so
+        job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--collector", collector.address,
+                                "--run-id", "late-kill9", "--", sys.executable, str(JOBS / "train_mlp.py")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            spool = out / "spool"
+            _wait_for(lambda: spool.is_dir() and any(d.is_dir() for d in spool.iterdir()), "the agent's spool folder")
+            [agent_dir] = [d for d in spool.iterdir() if d.is_dir()]
+            _wait_for(lambda: _status(agent_dir).get("pid"), "the forwarder's status file")
+            status = _status(agent_dir)
+            _wait_for_exit(status["agent_pid"], "the job to end")
+            os.kill(status["pid"], signal.SIGKILL)  # nobody left to restart it but castscope run
+            time.sleep(0.5)
+            collector.process.send_signal(signal.SIGCONT)
+            stdout, stderr = job.communicate(timeout=300)
+        finally:
+            if job.poll() is None:
+                job.kill()
     assert job.returncode == 0, stderr
     assert "started another" in stderr, stderr
     [dump] = out.glob("events-*.jsonl")
@@ -217,25 +230,21 @@ def small_tmpfs(tmp_path):
 
 
 def test_a_disk_full_to_the_end_still_accounts_for_every_event(tmp_path, small_tmpfs):
-    collector = Collector(tmp_path / "store.db")
-    collector.process.send_signal(signal.SIGSTOP)  # the spool only fills, nothing is deleted
     out = tmp_path / "out"
     iterations = 100_000
-    job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--no-jsonl", "--collector", collector.address,
-                            "--run-id", "full-disk", "--", sys.executable, str(JOBS / "mm_loop.py"),
-                            str(iterations)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_for(lambda: any(small_tmpfs.glob("*.forwarder.json")), "the forwarder's status file")
-        [status_file] = small_tmpfs.glob("*.forwarder.json")
-        agent_pid = json.loads(status_file.read_text())["agent_pid"]
-        _wait_for(lambda: not pathlib.Path(f"/proc/{agent_pid}").exists(), "the job to end", timeout=300)
-        collector.process.send_signal(signal.SIGCONT)
-        stdout, stderr = job.communicate(timeout=300)
-    finally:
-        collector.process.send_signal(signal.SIGCONT)
-        if job.poll() is None:
-            job.kill()
-        collector.stop()
+    with paused_collector(tmp_path / "store.db") as collector:  # the spool only fills, nothing is deleted
+        job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--no-jsonl", "--collector", collector.address,
+                                "--run-id", "full-disk", "--", sys.executable, str(JOBS / "mm_loop.py"),
+                                str(iterations)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _wait_for(lambda: any(small_tmpfs.glob("*.forwarder.json")), "the forwarder's status file")
+            [status_file] = small_tmpfs.glob("*.forwarder.json")
+            _wait_for_exit(json.loads(status_file.read_text())["agent_pid"], "the job to end", timeout=300)
+            collector.process.send_signal(signal.SIGCONT)
+            stdout, stderr = job.communicate(timeout=300)
+        finally:
+            if job.poll() is None:
+                job.kill()
     assert job.returncode == 0, stderr
     agent = the_agent(collector.db)
     stored = agent["casts"] + agent["ops"] + agent["cache_samples"]

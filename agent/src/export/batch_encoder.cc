@@ -177,6 +177,7 @@ void BatchEncoder::add_stats(const EventLogStats& stats, uint64_t ts_ns) {
   scratch_.i64(F::kLocalRank, identity_.local_rank);
   scratch_.i64(F::kWorldSize, identity_.world_size);
   append_event(pb::Event::kStats, scratch_);
+  ++stats_events_;
 }
 
 std::string BatchEncoder::finish(uint64_t sequence, uint64_t recorded_total, uint64_t dropped_total, bool final) {
@@ -200,6 +201,7 @@ std::string BatchEncoder::finish(uint64_t sequence, uint64_t recorded_total, uin
   string_ids_.clear();
   locations_defined_.clear();
   events_ = 0;
+  stats_events_ = 0;
   return encoded;
 }
 

@@ -44,6 +44,9 @@ class BatchEncoder {
   void add_stats(const EventLogStats& stats, uint64_t ts_ns);
 
   size_t events() const { return events_; }
+  // Events that are records of the event log (not the stats event): what a
+  // lost batch takes from the log's recorded count.
+  size_t record_events() const { return events_ - stats_events_; }
   size_t encoded_bytes() const { return body_.size(); }
 
   // Encodes the batch and starts the next one empty.
@@ -66,6 +69,7 @@ class BatchEncoder {
   std::unordered_map<uint64_t, uint32_t> string_ids_;  // key: op id, or op id + arg index
   std::unordered_set<uint32_t> locations_defined_;
   size_t events_ = 0;
+  size_t stats_events_ = 0;
 };
 
 }  // namespace castscope

@@ -180,5 +180,17 @@ TEST(BatchEncoder, NextBatchRedefinesItsOwnStrings) {
   EXPECT_FALSE(second.final());
 }
 
+TEST(BatchEncoder, TheStatsEventIsNoRecordOfTheLog) {
+  BatchEncoder encoder(identity());
+  const OpMeta mm{"aten::mm", {"self", "mat2"}};
+  encoder.add(cast_record(1), mm, 0, Location{});
+  encoder.add(cast_record(2), mm, 0, Location{});
+  encoder.add_stats(EventLogStats{2, 0, 0}, 1);
+  EXPECT_EQ(encoder.events(), 3u);
+  EXPECT_EQ(encoder.record_events(), 2u);  // a lost batch loses two recorded events, not three
+  encoder.finish(1, 2, 0, true);
+  EXPECT_EQ(encoder.record_events(), 0u);
+}
+
 }  // namespace
 }  // namespace castscope

@@ -494,7 +494,7 @@ class Agent {
   // Called with io_mutex_ held.
   void ship_batch(bool final) {
     if (!encoder_ || (encoder_->events() == 0 && !final)) return;
-    const size_t events = encoder_->events();
+    const size_t events = encoder_->record_events();
     const EventLogStats stats = process_runtime().events.stats();
     const std::string payload = encoder_->finish(++sequence_, stats.recorded, stats.dropped, final);
     if (spool_.append(payload)) {
