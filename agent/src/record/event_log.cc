@@ -147,6 +147,16 @@ size_t EventLog::drain(const std::function<void(const Record&)>& sink) {
   return drained;
 }
 
+void EventLog::begin_session() {
+  drain([](const Record&) {});
+  std::lock_guard<std::mutex> drain_lock(drain_mutex_);
+  next_seq_.store(1, std::memory_order_relaxed);
+  recorded_.store(0, std::memory_order_relaxed);
+  dropped_total_.store(0, std::memory_order_relaxed);
+  ring_drops_.store(0, std::memory_order_relaxed);
+  internal_errors_.store(0, std::memory_order_relaxed);
+}
+
 bool EventLog::needs_drain() {
   std::lock_guard<std::mutex> lock(rings_mutex_);
   for (const auto& slot : slots_)

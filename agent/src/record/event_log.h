@@ -101,6 +101,11 @@ class EventLog {
     dropped_total_.fetch_add(events, std::memory_order_relaxed);
   }
   EventLogStats stats() const;
+  // A new agent starts counting from zero: sequence numbers from 1 again and
+  // no recorded or dropped events. Called at attach, before any hook records;
+  // a record left in a ring by an op still running at the last detach belongs
+  // to no agent any more and is discarded.
+  void begin_session();
 
   // Around fork(): holds the lock threads take to give a ring back when they
   // exit, so a child never inherits it held by a thread it does not have.

@@ -43,6 +43,27 @@ TEST(EventLog, ThreadsGetTheirOwnRingsAndEveryRecordIsDrained) {
   EXPECT_EQ(after.recorded - before.recorded, seqs.size());
 }
 
+TEST(EventLog, ASessionCountsFromZeroAndDiscardsLeftovers) {
+  EventLog log;
+  for (int i = 0; i < 10; ++i) log.record(log.new_record(RecordKind::kOp));
+  log.drain([](const Record&) {});
+  log.count_lost(3);
+  log.count_internal_error();
+  log.record(log.new_record(RecordKind::kOp));  // left over: nobody drained it
+  ASSERT_GT(log.stats().recorded, 0u);
+  ASSERT_GT(log.stats().dropped, 0u);
+
+  log.begin_session();
+  EXPECT_EQ(log.stats().recorded, 0u);
+  EXPECT_EQ(log.stats().dropped, 0u);
+  EXPECT_EQ(log.stats().internal_errors, 0u);
+  log.record(log.new_record(RecordKind::kOp));
+  std::vector<uint64_t> seqs;
+  log.drain([&](const Record& r) { seqs.push_back(r.seq); });
+  EXPECT_EQ(seqs, std::vector<uint64_t>{1});
+  EXPECT_EQ(log.stats().recorded, 1u);
+}
+
 TEST(EventLog, AThreadMovingToAnotherLogGivesItsRingBack) {
   auto a = std::make_unique<EventLog>();
   a->configure(64, 1);  // one ring: a second thread gets one only if the first gave it back

@@ -206,6 +206,7 @@ class Agent {
       return 1;
     }
     process_runtime().events.configure(config.ring_records, config.max_threads);
+    process_runtime().events.begin_session();  // an agent's counts are its own, not the process's
     set_internal_path_prefix(config.internal_path_prefix);
     g_record_events.store(config.record_events, std::memory_order_relaxed);
 
