@@ -81,7 +81,13 @@ enum class SampleTrigger : uint8_t { kUnspecified = 0, kIteration = 1, kInterval
 // Values equal castscope.v1.ProbeReason.
 enum class ProbeReason : uint8_t { kUnspecified = 0, kFullPrecisionUnderAutocast = 1, kLowPrecisionMeetsFp32 = 2 };
 
-enum class RecordKind : uint8_t { kCast = 1, kOp = 2, kCacheSample = 3 };
+// Values equal castscope.v1.GpuActivity.
+enum class GpuActivity : uint8_t { kUnspecified = 0, kKernel = 1, kMemcpy = 2, kMemset = 3 };
+
+// Values equal castscope.v1.LaunchedBy.
+enum class LaunchedBy : uint8_t { kUnspecified = 0, kCast = 1, kOp = 2, kNone = 3 };
+
+enum class RecordKind : uint8_t { kCast = 1, kOp = 2, kCacheSample = 3, kKernel = 4 };
 
 inline constexpr int kMaxShapeDims = 6;
 inline constexpr int kMaxOpInputDtypes = 8;
@@ -128,6 +134,20 @@ struct CacheSampleFields {
   SampleTrigger trigger;
 };
 
+// A GPU activity (agent/src/gpu). The record's ts_ns is its start on the
+// GPU in the agent's clock, op_id its interned name, thread the recording
+// (CUPTI buffer) thread.
+struct KernelFields {
+  uint64_t duration_ns;
+  uint64_t launch_seq;  // the cast or op record it was launched under; 0: none
+  uint64_t bytes;       // memcpy / memset
+  uint32_t correlation_id;
+  uint32_t stream;
+  uint32_t device;
+  GpuActivity activity;
+  LaunchedBy launched_by;
+};
+
 // 128 bytes: two cache lines, no pointers, trivially copyable.
 struct Record {
   uint64_t seq;
@@ -141,6 +161,7 @@ struct Record {
     CastFields cast;
     OpFields op;
     CacheSampleFields sample;
+    KernelFields kernel;
   };
 };
 

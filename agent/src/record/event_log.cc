@@ -155,6 +155,7 @@ void EventLog::begin_session() {
   dropped_total_.store(0, std::memory_order_relaxed);
   ring_drops_.store(0, std::memory_order_relaxed);
   internal_errors_.store(0, std::memory_order_relaxed);
+  gpu_dropped_.store(0, std::memory_order_relaxed);
 }
 
 bool EventLog::needs_drain() {
@@ -169,6 +170,7 @@ EventLogStats EventLog::stats() const {
   out.recorded = recorded_.load(std::memory_order_relaxed);
   out.dropped = dropped_total_.load(std::memory_order_relaxed) + ring_drops_.load(std::memory_order_relaxed);
   out.internal_errors = internal_errors_.load(std::memory_order_relaxed);
+  out.gpu_records_dropped = gpu_dropped_.load(std::memory_order_relaxed);
   return out;
 }
 

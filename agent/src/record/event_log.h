@@ -52,6 +52,7 @@ struct EventLogStats {
   uint64_t recorded = 0;  // drained so far
   uint64_t dropped = 0;
   uint64_t internal_errors = 0;
+  uint64_t gpu_records_dropped = 0;  // CUPTI activity records never delivered (agent/src/gpu)
 };
 
 class EventLog {
@@ -100,6 +101,8 @@ class EventLog {
     recorded_.fetch_sub(events, std::memory_order_relaxed);
     dropped_total_.fetch_add(events, std::memory_order_relaxed);
   }
+  // CUPTI reported `records` activity records it could not deliver.
+  void count_gpu_dropped(uint64_t records) { gpu_dropped_.fetch_add(records, std::memory_order_relaxed); }
   EventLogStats stats() const;
   // A new agent starts counting from zero: sequence numbers from 1 again and
   // no recorded or dropped events. Called at attach, before any hook records;
@@ -144,6 +147,7 @@ class EventLog {
   std::atomic<uint64_t> dropped_total_{0};  // drops with no ring to count in
   mutable std::atomic<uint64_t> ring_drops_{0};
   std::atomic<uint64_t> internal_errors_{0};
+  std::atomic<uint64_t> gpu_dropped_{0};
 };
 
 }  // namespace castscope
