@@ -152,6 +152,58 @@ const Field kFields[] = {
        return read_count<uint64_t, &AgentConfig::spool_segment_bytes, 4096, kUint64Max>(
            key, value, config, "spool_segment_bytes must be at least 4096");
      }},
+    {"gpu_timing",
+     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+       using Mode = GpuTimingConfig::Mode;
+       static const std::pair<const char*, Mode> kModes[] = {{"auto", Mode::kAuto}, {"on", Mode::kOn}, {"off", Mode::kOff}};
+       if (value.is_string())
+         for (const auto& [name, mode] : kModes)
+           if (value.get<std::string>() == name) {
+             config.gpu.mode = mode;
+             return "";
+           }
+       return expected(key, "\"auto\", \"on\" or \"off\"", value);
+     }},
+    {"cupti_library",
+     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+       if (!value.is_string()) return expected(key, "a path to libcupti", value);
+       config.gpu.cupti_library = value.get<std::string>();
+       return "";
+     }},
+    {"gpu_correlation_kind",
+     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+       // CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0..2 are 3..5.
+       static const char* kKinds[] = {"CUSTOM0", "CUSTOM1", "CUSTOM2"};
+       if (value.is_string())
+         for (uint32_t i = 0; i < 3; ++i)
+           if (value.get<std::string>() == kKinds[i]) {
+             config.gpu.correlation_kind = 3 + i;
+             return "";
+           }
+       return expected(key, "\"CUSTOM0\", \"CUSTOM1\" or \"CUSTOM2\" (Kineto uses CUSTOM0 and CUSTOM1)", value);
+     }},
+    {"gpu_buffer_bytes",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       uint64_t bytes = 0;
+       std::string error = read_integer(key, value, 4096, uint64_t{1} << 30, "gpu_buffer_bytes must be between 4096 and 1 GiB", bytes);
+       if (error.empty()) config.gpu.buffer_bytes = static_cast<size_t>(bytes);
+       return error;
+     }},
+    {"gpu_buffer_budget_bytes",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       uint64_t bytes = 0;
+       std::string error = read_integer(key, value, 4096, uint64_t{1} << 40, "gpu_buffer_budget_bytes must be between 4096 and 1 TiB", bytes);
+       if (error.empty()) config.gpu.buffer_budget_bytes = static_cast<size_t>(bytes);
+       return error;
+     }},
+    {"gpu_correlate",
+     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+       if (value == "cuda_ops" || value == "all_ops") {
+         config.gpu.correlate_all_ops = value == "all_ops";
+         return "";
+       }
+       return expected(key, "\"cuda_ops\" or \"all_ops\"", value);
+     }},
     {"probe",
      [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
        if (!value.is_boolean()) return expected(key, "true or false", value);
@@ -212,6 +264,8 @@ std::string parse_agent_config(const char* text, AgentConfig& config) {
     if (std::string error = field->read(key, value, config); !error.empty()) return error;
   }
   if (config.policy_files.empty()) return "castscope: configuration names no policy_files";
+  if (config.gpu.buffer_budget_bytes < config.gpu.buffer_bytes)
+    return "castscope: gpu_buffer_budget_bytes must be at least gpu_buffer_bytes";
   if (config.spool_max_bytes < config.spool_segment_bytes)
     return "castscope: spool_max_bytes must be at least spool_segment_bytes";
   if (!config.collector.empty() && config.collector.find(':') == std::string::npos)

@@ -26,6 +26,21 @@ struct ProbeConfig {
   std::set<std::pair<DeviceKind, std::string>> lower_precision_ops;
 };
 
+// GPU kernel timing with CUPTI (agent/src/gpu, docs/gpu.md).
+struct GpuTimingConfig {
+  enum class Mode : uint8_t { kAuto, kOn, kOff };
+  // auto: on when torch sees a CUDA device; on: try CUPTI whatever torch sees
+  // (a stand-in CUPTI in tests) and say why when it fails; off: never.
+  Mode mode = Mode::kAuto;
+  std::string cupti_library;      // a path; empty: search (docs/gpu.md)
+  uint32_t correlation_kind = 5;  // CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2: Kineto keeps CUSTOM0/1
+  size_t buffer_bytes = size_t{4} << 20;
+  size_t buffer_budget_bytes = size_t{64} << 20;  // all activity buffers together
+  // Which autocast ops push their correlation id: CUDA ones, or all (so a
+  // stand-in CUPTI on a CPU-only machine sees the same calls as on a GPU).
+  bool correlate_all_ops = false;
+};
+
 struct AgentConfig {
   std::vector<std::string> policy_files;
   std::string events_path;
@@ -53,6 +68,7 @@ struct AgentConfig {
   uint64_t spool_segment_bytes = uint64_t{16} << 20;
   std::string policy_hash;  // computed from the loaded files, not configured
   ProbeConfig probe;        // op probe windows (op_probe.h); its op lists come from the policy
+  GpuTimingConfig gpu;
 };
 
 // Parses and checks a configuration: unknown keys, wrong JSON types and values

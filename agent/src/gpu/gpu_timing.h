@@ -1,0 +1,49 @@
+// GPU kernel timing with CUPTI's activity API (docs/gpu.md).
+//
+// CUPTI is process-wide: its buffer callbacks take no user data and its
+// activity kinds are enabled for the whole process, so there is one
+// collector per process, behind these free functions.
+//
+// Records: every kernel, memcpy and memset becomes a kernel Record in the
+// event log, its start and duration in the agent's clock, attributed to the
+// cast or op it was launched under (launch_scope.h) through CUPTI's external
+// correlation records. A kernel whose correlation record has not arrived is
+// held for one more buffer; after that (or at stop) it counts as launched
+// outside any autocast op.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agent/src/config/agent_config.h"
+#include "agent/src/record/event_log.h"
+
+namespace castscope {
+
+struct GpuTimingStats {
+  uint64_t activities = 0;          // kernel records made
+  uint64_t buffers_refused = 0;     // buffer requests past the budget
+};
+
+// Loads CUPTI (the configured path, else `candidates`), checks that no other
+// tool holds it, enables activity collection. Returns the state for the run
+// metadata: "on", or "off: <why>". Safe to call again after gpu_timing_stop.
+std::string gpu_timing_start(const GpuTimingConfig& config, const std::vector<std::string>& candidates, EventLog& log);
+
+// Hands the activity buffers CUPTI has completed to the event log. `forced`
+// also ends the buffers still being filled (at stop and at exit).
+void gpu_timing_flush(bool forced);
+
+// Flushes everything, disables collection, and sends what was held back.
+void gpu_timing_stop();
+
+// "on", "off: <why>", or "" when never asked.
+std::string gpu_timing_state();
+
+// The CUPTI clock minus the agent's (CLOCK_MONOTONIC), as last measured.
+int64_t gpu_clock_offset_ns();
+
+GpuTimingStats gpu_timing_stats();
+
+}  // namespace castscope
