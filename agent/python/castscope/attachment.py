@@ -12,7 +12,7 @@ import tempfile
 from typing import Iterator, Sequence
 
 from ._native import AttachError, _library, _location_reader_pointer, _read_json, _torch_dir, agent_torch_version
-from .config import _config, _probe_config
+from .config import _config, _gpu_config, _probe_config
 from .events import read_events, summarize
 
 
@@ -78,6 +78,7 @@ def attach(
     run_id: str | None = None,
     probe: bool | dict = True,
     give_up_after_s: int | None = None,
+    gpu_timing: str | dict | None = None,
 ) -> Agent:
     """Takes over autocast from the policy files (default: policies/ for all
     devices) plus user overlays. Raises AttachError, with file, line and
@@ -91,7 +92,9 @@ def attach(
     `probe=False` opens no op probe windows (docs/diagnostics.md: the
     findings that need ops beyond the autocast kernels); a dict sets their
     schedule, e.g. {"iterations": 2, "every_iterations": 100, "max_ms": 5000,
-    "every_ms": 60000}.
+    "every_ms": 60000}. `gpu_timing` ("auto" by default: on when torch sees
+    a CUDA device, "on", "off", or a dict, docs/gpu.md) times the kernels of
+    each cast and op with CUPTI.
     When castscope was attached from outside (castscope run), returns a
     handle on that."""
     global _current
@@ -110,7 +113,7 @@ def attach(
     events_path = pathlib.Path(events_path)
     config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads,
                      collector=collector, spool_dir=None if spool_dir is None else str(spool_dir), run_id=run_id,
-                     give_up_after_s=give_up_after_s, **_probe_config(probe))
+                     give_up_after_s=give_up_after_s, **_probe_config(probe), **_gpu_config(gpu_timing))
     _start(config, locations)
     _current = Agent(events_path)
     _current._step_hook = _register_step_hook()

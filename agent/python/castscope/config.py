@@ -35,3 +35,21 @@ def _probe_config(probe: bool | dict) -> dict:
     if isinstance(probe, dict):
         return {"probe": True, **{f"probe_{key}": value for key, value in probe.items()}}
     return {"probe": bool(probe)}
+
+
+def _gpu_config(gpu_timing: str | dict | None) -> dict:
+    """gpu_timing="auto"|"on"|"off", or a dict with "mode" and the other
+    gpu keys without their prefix: {"mode": "on", "cupti_library": PATH,
+    "correlate": "all_ops", "buffer_bytes": N, "buffer_budget_bytes": N,
+    "correlation_kind": "CUSTOM2"} (docs/gpu.md)."""
+    if gpu_timing is None:
+        return {}
+    if isinstance(gpu_timing, str):
+        return {"gpu_timing": gpu_timing}
+    names = {"mode": "gpu_timing", "cupti_library": "cupti_library", "correlate": "gpu_correlate",
+             "buffer_bytes": "gpu_buffer_bytes", "buffer_budget_bytes": "gpu_buffer_budget_bytes",
+             "correlation_kind": "gpu_correlation_kind"}
+    unknown = set(gpu_timing) - set(names)
+    if unknown:
+        raise ValueError(f"castscope: unknown gpu_timing keys {sorted(unknown)}; known: {sorted(names)}")
+    return {names[key]: value for key, value in gpu_timing.items()}

@@ -24,6 +24,7 @@
 
 #include "agent/src/context/jit_context.h"
 #include "agent/src/dispatch/autocast_keys.h"
+#include "agent/src/gpu/launch_scope.h"
 #include "agent/src/observers/op_probe.h"
 #include "agent/src/observers/trace_observer.h"
 
@@ -133,8 +134,9 @@ void describe_source(CastFields& cast, const at::Tensor& t) {
 
 // A cast record with its identity filled in; the caller adds the decision.
 Record new_cast_record(EventLog& log, uint32_t op_id, uint32_t thread, CastPolicy policy, DeviceKind device,
-                       const OpContext& context) {
-  Record r = log.new_record(RecordKind::kCast, thread);
+                       const OpContext& context, uint64_t reserved_seq = 0) {
+  Record r = reserved_seq != 0 ? log.new_record(RecordKind::kCast, thread, reserved_seq)
+                               : log.new_record(RecordKind::kCast, thread);
   r.op_id = op_id;
   r.policy = policy;
   r.device = device;
@@ -180,6 +182,8 @@ class AutocastKernel final : public c10::OperatorKernel {
     }
     c10::impl::ExcludeDispatchKeyGuard no_autocast(device_.key);
     const InsideAutocastKernel inside;  // autocast reads as off in here, but the user did not turn it off
+    // GPU timing: the op's kernels (and, nested, each cast's) carry its seq.
+    const LaunchScope launches(record && gpu_correlates(device_.kind == DeviceKind::kCuda), op_record.seq);
     try {
       apply_policy(op, stack, record ? &op_record : nullptr);
     } catch (...) {
@@ -264,8 +268,16 @@ class AutocastKernel final : public c10::OperatorKernel {
     if (!t.defined()) return t;
     // Decided before the cast: cached_cast consults the cache only then.
     const bool cacheable = op_record != nullptr && CastCacheObserver::cacheable(t, target, device_.device);
-    at::Tensor result = at::autocast::cached_cast(target, t, device_.device);
-    if (op_record != nullptr) record_cast(*op_record, t, target, arg_index, list_index, std::nullopt, cacheable ? &result : nullptr);
+    // GPU timing: the cast's kernels carry the cast's own seq, taken now.
+    const bool correlate = op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda);
+    const uint64_t seq = correlate ? runtime_.events.next_seq() : 0;
+    at::Tensor result;
+    {
+      const LaunchScope launches(correlate, seq | kCastLaunchBit);
+      result = at::autocast::cached_cast(target, t, device_.device);
+    }
+    if (op_record != nullptr)
+      record_cast(*op_record, t, target, arg_index, list_index, std::nullopt, cacheable ? &result : nullptr, seq);
     return result;
   }
 
@@ -377,10 +389,11 @@ class AutocastKernel final : public c10::OperatorKernel {
   // Records one decision. `forced` replaces the computed outcome (dtype-arg
   // policies decide by the first argument, not by a cast).
   void record_cast(const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index,
-                   std::optional<CastOutcome> forced, const at::Tensor* cached_result = nullptr) noexcept {
+                   std::optional<CastOutcome> forced, const at::Tensor* cached_result = nullptr,
+                   uint64_t reserved_seq = 0) noexcept {
     try {
       const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
-      Record r = new_cast_record(runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context);
+      Record r = new_cast_record(runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq);
       r.cast.op_seq = op_record.seq;
       r.cast.arg_index = static_cast<uint16_t>(arg_index);
       r.cast.list_index = static_cast<int16_t>(list_index);

@@ -59,6 +59,7 @@ class Collector {
       running_ = true;
       gpu_detail::g_push_launch_id = [](uint64_t id) noexcept { instance().push(id); };
       gpu_detail::g_pop_launch_id = []() noexcept { instance().pop(); };
+      gpu_detail::g_correlate_all_ops.store(config.correlate_all_ops, std::memory_order_relaxed);
       gpu_detail::g_correlating.store(true, std::memory_order_release);
     }
     return state_;

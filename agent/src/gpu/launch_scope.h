@@ -18,12 +18,19 @@ inline constexpr uint64_t kCastLaunchBit = uint64_t{1} << 63;
 // then the flag, so this header needs no CUPTI and the hot path no lock.
 namespace gpu_detail {
 extern std::atomic<bool> g_correlating;
+extern std::atomic<bool> g_correlate_all_ops;  // config gpu_correlate: "all_ops"
 extern void (*g_push_launch_id)(uint64_t id) noexcept;
 extern void (*g_pop_launch_id)() noexcept;
 }  // namespace gpu_detail
 
 // True while GPU timing is on: the caller then reserves seqs for its casts.
 inline bool gpu_correlating() { return gpu_detail::g_correlating.load(std::memory_order_acquire); }
+
+// Whether an autocast op on this device pushes its ids: CUDA ops, or every
+// op when a stand-in CUPTI stands for a GPU.
+inline bool gpu_correlates(bool cuda_op) {
+  return gpu_correlating() && (cuda_op || gpu_detail::g_correlate_all_ops.load(std::memory_order_relaxed));
+}
 
 class LaunchScope {
  public:

@@ -74,9 +74,11 @@ class EventLog {
   // A record of `kind` with its header filled in: sequence number, timestamp
   // and thread (the caller's, unless given). The one place headers are made.
   Record new_record(RecordKind kind) { return new_record(kind, thread_id()); }
-  Record new_record(RecordKind kind, uint32_t thread) {
+  Record new_record(RecordKind kind, uint32_t thread) { return new_record(kind, thread, next_seq()); }
+  // With a seq taken earlier from next_seq() (one that GPU launches carry).
+  Record new_record(RecordKind kind, uint32_t thread, uint64_t seq) {
     Record r{};
-    r.seq = next_seq();
+    r.seq = seq;
     r.ts_ns = now_ns();
     r.kind = kind;
     r.thread = thread;

@@ -31,6 +31,7 @@
 #include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"
 #include "agent/src/runtime/forwarder_launcher.h"
+#include "agent/src/runtime/gpu_timing_control.h"
 #include "agent/src/runtime/spool_losses.h"
 #include "common/log/log.h"
 #include "common/spool/accounting_file.h"
@@ -207,6 +208,7 @@ class Agent {
     }
     process_runtime().events.configure(config.ring_records, config.max_threads);
     process_runtime().events.begin_session();  // an agent's counts are its own, not the process's
+    gpu_timing_ = start_gpu_timing(config, process_runtime().events);
     set_internal_path_prefix(config.internal_path_prefix);
     g_record_events.store(config.record_events, std::memory_order_relaxed);
 
@@ -219,6 +221,7 @@ class Agent {
     }
     if (!registration_errors.empty()) {
       registry.reset();  // unregisters what did register: all or nothing
+      stop_gpu_timing();
       std::lock_guard<std::mutex> io(io_mutex_);
       writer_.close();
       close_transport();
@@ -280,6 +283,7 @@ class Agent {
     probe_after_fork_in_child();
     g_record_events.store(false, std::memory_order_relaxed);
     attached_.store(false, std::memory_order_relaxed);  // no samples either: their locks may be held
+    forget_gpu_timing_in_child();
     forked_child_ = true;
     if (exporter_.joinable()) exporter_.detach();  // the thread does not exist here
   }
@@ -328,6 +332,8 @@ class Agent {
                 {"batches_written", batches_written_},
                 {"batches_lost", losses_.batches()},
                 {"spool_error", spool_error_},
+                {"gpu_timing", gpu_timing_},
+                {"gpu_records_dropped", stats.gpu_records_dropped},
                 {"policy_files", config_.policy_files},
                 {"policy_hash", config_.policy_hash},
                 {"policy_findings", findings_json(findings_)}};
@@ -350,6 +356,7 @@ class Agent {
     auto next_sample = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.cache_sample_interval_ms);
     const auto interval = std::chrono::milliseconds(config_.flush_interval_ms);
     auto last_drain = std::chrono::steady_clock::now();
+    auto next_gpu_flush = last_drain + std::chrono::seconds(1);
     while (!stop_exporter_) {
       // Drain at the interval, or as soon as a ring is filling up (a burst of
       // small ops). The hot path never signals, so it never pays for a wakeup.
@@ -361,6 +368,13 @@ class Agent {
       if (std::chrono::steady_clock::now() >= next_sample) {
         process_runtime().events.record(cache_sample_record(SampleTrigger::kInterval, iteration_.load()));
         next_sample += std::chrono::milliseconds(config_.cache_sample_interval_ms);
+      }
+      // GPU activity: after each step, and at least every second.
+      if (const uint64_t step = iteration_.load(); step != gpu_flushed_step_ ||
+                                                  std::chrono::steady_clock::now() >= next_gpu_flush) {
+        gpu_flushed_step_ = step;
+        next_gpu_flush = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        flush_gpu_timing();
       }
       drain_to_writer();
       supervise_forwarder();
@@ -378,6 +392,8 @@ class Agent {
     }
     exporter_cv_.notify_all();
     if (exporter_.joinable()) exporter_.join();
+    stop_gpu_timing();  // every GPU record CUPTI still holds goes into the log first
+    if (gpu_timing_ == "on") gpu_timing_ = "on (stopped)";
     process_runtime().events.record(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
     drain_to_writer();
     write_stats(/*final=*/true);
@@ -581,6 +597,8 @@ class Agent {
   uint64_t sequence_ = 0;
   uint64_t batches_written_ = 0;
   std::string spool_error_;
+  std::string gpu_timing_;  // "on" / "off: why" (gpu_timing_control.h)
+  uint64_t gpu_flushed_step_ = 0;
   std::string identity_run_id_;
   spool::AccountingFile accounting_;
   SpoolLosses losses_;

@@ -1,0 +1,48 @@
+#include "agent/src/runtime/gpu_timing_control.h"
+
+#include <ATen/Context.h>
+
+#include "agent/src/gpu/launch_scope.h"
+#include "common/log/log.h"
+#if CASTSCOPE_HAVE_CUPTI
+#include "agent/src/gpu/cupti_library.h"
+#include "agent/src/gpu/gpu_timing.h"
+#endif
+
+namespace castscope {
+
+std::string start_gpu_timing(const AgentConfig& config, EventLog& log) {
+  using Mode = GpuTimingConfig::Mode;
+  if (config.gpu.mode == Mode::kOff) return "off: gpu_timing is \"off\" in the configuration";
+  if (config.gpu.mode == Mode::kAuto && !at::globalContext().hasCUDA())
+    return "off: torch sees no CUDA device";
+#if CASTSCOPE_HAVE_CUPTI
+  const std::string state = gpu_timing_start(config.gpu, cupti_candidates(config.internal_path_prefix), log);
+  if (state == "on") {
+    log::info("GPU timing on (CUPTI activity records, external correlation kind " +
+              std::to_string(config.gpu.correlation_kind) + ")");
+  } else {
+    log::warn("GPU timing " + state);
+  }
+  return state;
+#else
+  (void)log;
+  return "off: this castscope was built without CUPTI headers";
+#endif
+}
+
+void flush_gpu_timing() {
+#if CASTSCOPE_HAVE_CUPTI
+  gpu_timing_flush(false);
+#endif
+}
+
+void stop_gpu_timing() {
+#if CASTSCOPE_HAVE_CUPTI
+  gpu_timing_stop();
+#endif
+}
+
+void forget_gpu_timing_in_child() { gpu_detail::g_correlating.store(false, std::memory_order_relaxed); }
+
+}  // namespace castscope

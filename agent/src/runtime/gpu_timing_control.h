@@ -1,0 +1,20 @@
+// When the agent turns GPU timing on, and what it says when it does not
+// (docs/gpu.md). Wraps agent/src/gpu, which is absent from builds that found
+// no CUPTI headers.
+#pragma once
+
+#include <string>
+
+#include "agent/src/config/agent_config.h"
+#include "agent/src/record/event_log.h"
+
+namespace castscope {
+
+// "on", or "off: <why>" (configured off, no CUDA device, no CUPTI, another
+// tool holds CUPTI, built without CUPTI headers...).
+std::string start_gpu_timing(const AgentConfig& config, EventLog& log);
+void flush_gpu_timing();           // completed buffers only: cheap, for the exporter
+void stop_gpu_timing();            // everything, then off: at stop and exit
+void forget_gpu_timing_in_child();  // a forked child must not call CUPTI
+
+}  // namespace castscope

@@ -1,0 +1,56 @@
+"""First look on a GPU machine: attach with GPU timing, run a CUDA autocast
+step, print what the agent says and what the events file holds."""
+import collections
+import json
+import os
+import pathlib
+import sys
+import tempfile
+
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "agent" / "python"))
+import castscope  # noqa: E402
+
+
+def policies_for_this_torch() -> list[str]:
+    """The shipped CUDA policy less the ops this torch has no autocast kernel for."""
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    policy = json.loads((repo / "policies" / "cuda.json").read_text())
+    def has_kernel(op: str) -> bool:
+        try:
+            return torch._C._dispatch_has_kernel_for_dispatch_key(op, "AutocastCUDA")
+        except RuntimeError:  # no such op in this torch
+            return False
+
+    ops = {op: p for op, p in policy["ops"].items() if has_kernel(op)}
+    print(f"policy: {len(ops)} of {len(policy['ops'])} ops have an AutocastCUDA kernel in torch {torch.__version__}")
+    policy["ops"], policy["torch_version"] = ops, torch.__version__
+    out = pathlib.Path(tempfile.mkdtemp()) / "cuda.json"
+    out.write_text(json.dumps(policy))
+    return [str(out)]
+
+
+events = pathlib.Path(tempfile.mkdtemp()) / "events.jsonl"
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(64, 256, device="cuda")
+mode = os.environ.get("SMOKE_GPU_TIMING", "auto")
+print("attaching, gpu_timing", mode, flush=True)
+with castscope.attached(policy_files=policies_for_this_torch(), events_path=events, probe=False, gpu_timing=mode) as agent:
+    print("gpu_timing:", agent.status()["gpu_timing"])
+    for _ in range(3):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    torch.cuda.synchronize()
+    status = agent.status()
+print({k: status[k] for k in ("gpu_timing", "gpu_records_dropped", "events_recorded", "events_dropped")})
+kinds = collections.Counter()
+for line in events.read_text().splitlines():
+    event = json.loads(line)
+    kinds[next(iter(event))] += 1
+print(dict(kinds))
+print(events.read_text()[:3000])
