@@ -393,7 +393,6 @@ class Agent {
     exporter_cv_.notify_all();
     if (exporter_.joinable()) exporter_.join();
     stop_gpu_timing();  // every GPU record CUPTI still holds goes into the log first
-    if (gpu_timing_ == "on") gpu_timing_ = "on (stopped)";
     process_runtime().events.record(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
     drain_to_writer();
     write_stats(/*final=*/true);

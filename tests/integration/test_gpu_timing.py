@@ -1,0 +1,129 @@
+"""GPU timing (docs/gpu.md) in a real torch process. On this CPU-only machine
+CUPTI is the stand-in (tests/stand_ins/cupti), loaded by the agent's real
+dlopen path, with `gpu_correlate: all_ops` so CPU autocast ops push their
+correlation ids as CUDA ops would; the CUDA test runs only where torch sees a
+GPU."""
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+import torch
+
+import castscope
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+STANDIN = REPO / "build" / "tests" / "stand_ins" / "cupti" / "libcastscope_standin_cupti.so"
+
+SCRIPT = {
+    "cast": [{"name": "void at::native::elementwise_kernel<128, 4, copy>", "duration_ns": 2000}],
+    "op": [{"name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "duration_ns": 9000}],
+    "unscoped": [{"name": "void at::native::vectorized_elementwise_kernel<4, add>", "duration_ns": 500}],
+}
+
+
+def events_of(path: pathlib.Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def with_standin(tmp_path, monkeypatch, script: dict) -> dict:
+    if not STANDIN.is_file():
+        pytest.fail(f"{STANDIN} is not built (scripts/setup.sh builds it)")
+    path = tmp_path / "standin.json"
+    path.write_text(json.dumps(script))
+    monkeypatch.setenv("CASTSCOPE_STANDIN_CUPTI", str(path))
+    return {"mode": "on", "cupti_library": str(STANDIN), "correlate": "all_ops"}
+
+
+def train(steps: int = 3) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(16, 32)
+    for _ in range(steps):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(x).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only machine's answer")
+def test_without_a_gpu_timing_is_off_and_says_why(tmp_path):
+    with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False) as agent:
+        assert agent.status()["gpu_timing"] == "off: torch sees no CUDA device"
+    with castscope.attached(events_path=tmp_path / "f.jsonl", probe=False,
+                            gpu_timing={"mode": "on", "cupti_library": str(tmp_path / "libcupti.so.13")}) as agent:
+        state = agent.status()["gpu_timing"]
+        assert state.startswith("off: no usable CUPTI library:") and str(tmp_path / "libcupti.so.13") in state
+        train(1)  # the job goes on as if nothing was asked
+
+
+def test_kernels_join_the_casts_and_ops_they_were_launched_under(tmp_path, monkeypatch):
+    gpu = with_standin(tmp_path, monkeypatch, SCRIPT)
+    native = train()
+    with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False, gpu_timing=gpu) as agent:
+        assert agent.status()["gpu_timing"] == "on"
+        attached = train()
+    # Timing never changes training.
+    assert all(torch.equal(a, b) for a, b in zip(native, attached))
+
+    events = events_of(tmp_path / "e.jsonl")
+    casts = {int(e["cast"]["seq"]): e["cast"] for e in events if "cast" in e}
+    ops = {int(e["op"]["seq"]): e["op"] for e in events if "op" in e}
+    kernels = [e["kernel"] for e in events if "kernel" in e]
+    by_cast = [k for k in kernels if k["launched_by"] == "LAUNCHED_BY_CAST"]
+    by_op = [k for k in kernels if k["launched_by"] == "LAUNCHED_BY_OP"]
+    unscoped = [k for k in kernels if k["launched_by"] == "LAUNCHED_BY_NONE"]
+    assert by_cast and by_op and unscoped
+    for k in by_cast:
+        cast = casts[int(k["launch_seq"])]
+        assert int(cast["op_seq"]) in ops
+        assert k["name"] == SCRIPT["cast"][0]["name"] and int(k["duration_ns"]) == 2000
+    for k in by_op:
+        op = ops[int(k["launch_seq"])]
+        # The stand-in runs the op's kernel when the op's id is popped: within the op's CPU window.
+        assert int(op["ts_ns"]) <= int(k["ts_ns"]) <= int(op["ts_ns"]) + int(op["cpu_duration_ns"]) + 1_000_000
+    assert len(by_op) == len(ops)  # one scripted kernel per autocast op
+    assert all(int(k.get("launch_seq", 0)) == 0 for k in unscoped)
+    # Kernels share the sequence numbers: unique, no gaps.
+    seqs = sorted([*casts, *ops, *(int(k["seq"]) for k in kernels),
+                   *(int(e["cache_sample"]["seq"]) for e in events if "cache_sample" in e)])
+    assert seqs == list(range(1, len(seqs) + 1))
+    stats = [e["stats"] for e in events if "stats" in e][-1]
+    assert stats["gpu_timing"] == "on"
+
+
+def test_a_tool_holding_cupti_is_left_alone_and_named(tmp_path, monkeypatch):
+    gpu = with_standin(tmp_path, monkeypatch, {"held_by": "CUPTI for Nsight Systems"})
+    with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False, gpu_timing=gpu) as agent:
+        assert agent.status()["gpu_timing"] == (
+            "off: another tool holds CUPTI (CUPTI for Nsight Systems); castscope leaves it alone")
+        train(1)
+    assert not [e for e in events_of(tmp_path / "e.jsonl") if "kernel" in e]
+
+
+def test_dropped_gpu_records_are_counted_not_lost_silently(tmp_path, monkeypatch):
+    gpu = with_standin(tmp_path, monkeypatch, {**SCRIPT, "dropped_records": 7})
+    with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False, gpu_timing=gpu) as agent:
+        train(1)
+        agent.flush()
+    stats = [e["stats"] for e in events_of(tmp_path / "e.jsonl") if "stats" in e][-1]
+    assert int(stats["gpu_records_dropped"]) == 7
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; checked on a GPU machine (docs/gpu.md)")
+def test_cuda_casts_and_ops_get_their_kernels(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(256, 256).cuda()
+    x = torch.randn(64, 256, device="cuda")
+    with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False) as agent:
+        assert agent.status()["gpu_timing"] == "on"
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            model(x).sum().backward()
+        torch.cuda.synchronize()
+    kernels = [e["kernel"] for e in events_of(tmp_path / "e.jsonl") if "kernel" in e]
+    assert any(k["launched_by"] == "LAUNCHED_BY_CAST" for k in kernels)
+    assert any(k["launched_by"] == "LAUNCHED_BY_OP" for k in kernels)
