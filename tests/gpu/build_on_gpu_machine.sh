@@ -14,9 +14,14 @@ for deb in .devkit/*.deb; do dpkg -x "$deb" "$PREFIX"; done
 LIB="$PREFIX/usr/lib/x86_64-linux-gnu"
 export LD_LIBRARY_PATH="$LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 PYTHON=${PYTHON:-python3}
+# The system compiler, whatever CC/CXX say: the image's /opt/gcc links
+# libstdc++ statically into shared libraries, and a second libstdc++ in a
+# process with torch crashes in its locale code (seen: std::ostringstream
+# inside c10::sha1).
+COMPILERS=(-DCMAKE_C_COMPILER=/usr/bin/gcc -DCMAKE_CXX_COMPILER=/usr/bin/g++)
 TORCH_DIR=$("$PYTHON" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 ABI=$("$PYTHON" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCASTSCOPE_TORCH_DIR="$TORCH_DIR" \
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${COMPILERS[@]}" -DCASTSCOPE_TORCH_DIR="$TORCH_DIR" \
   -DCASTSCOPE_CXX11_ABI="$ABI" -DPython3_EXECUTABLE="$(command -v "$PYTHON")" \
   -DProtobuf_PROTOC_EXECUTABLE="$PREFIX/usr/bin/protoc" -DProtobuf_INCLUDE_DIR="$PREFIX/usr/include" \
   -DProtobuf_LIBRARY="$LIB/libprotobuf.so" -DProtobuf_PROTOC_LIBRARY="$LIB/libprotoc.so" > build.configure.log

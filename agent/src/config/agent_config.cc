@@ -192,7 +192,7 @@ const Field kFields[] = {
     {"gpu_buffer_budget_bytes",
      [](const std::string& key, const json& value, AgentConfig& config) {
        uint64_t bytes = 0;
-       std::string error = read_integer(key, value, 4096, uint64_t{1} << 40, "gpu_buffer_budget_bytes must be between 4096 and 1 TiB", bytes);
+       std::string error = read_integer(key, value, 4096, uint64_t{1} << 30, "gpu_buffer_budget_bytes must be between 4096 and 1 GiB", bytes);
        if (error.empty()) config.gpu.buffer_budget_bytes = static_cast<size_t>(bytes);
        return error;
      }},

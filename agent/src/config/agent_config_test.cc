@@ -78,8 +78,20 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
                     {"probe_iterations", 3},
                     {"probe_every_iterations", 0},
                     {"probe_max_ms", 100},
-                    {"probe_every_ms", 0}};
+                    {"probe_every_ms", 0},
+                    {"gpu_timing", "on"},
+                    {"cupti_library", "/opt/cuda/libcupti.so"},
+                    {"gpu_correlation_kind", "CUSTOM1"},
+                    {"gpu_buffer_bytes", 8192},
+                    {"gpu_buffer_budget_bytes", 16384},
+                    {"gpu_correlate", "all_ops"}};
   ASSERT_EQ(parse(doc.dump(), config), "");
+  EXPECT_EQ(config.gpu.mode, GpuTimingConfig::Mode::kOn);
+  EXPECT_EQ(config.gpu.cupti_library, "/opt/cuda/libcupti.so");
+  EXPECT_EQ(config.gpu.correlation_kind, 4u);
+  EXPECT_EQ(config.gpu.buffer_bytes, 8192u);
+  EXPECT_EQ(config.gpu.buffer_budget_bytes, 16384u);
+  EXPECT_TRUE(config.gpu.correlate_all_ops);
   EXPECT_EQ(config.events_path, "ev-{pid}.jsonl");
   EXPECT_FALSE(config.record_events);
   EXPECT_EQ(config.ring_records, 1024u);
@@ -172,6 +184,16 @@ TEST(AgentConfigTest, ValuesOutOfRangeAreRefused) {
 
 // docs/schema/agent-config.schema.json says what this parser does: the same
 // keys, and for each integer key the same bounds.
+TEST(AgentConfigTest, GpuKeysRefuseWhatTheyDoNotKnow) {
+  EXPECT_NE(parse(with("gpu_timing", "maybe")).find("gpu_timing"), std::string::npos);
+  EXPECT_NE(parse(with("gpu_correlation_kind", "CUSTOM3")).find("Kineto"), std::string::npos);
+  EXPECT_NE(parse(with("gpu_correlate", true)).find("gpu_correlate"), std::string::npos);
+  EXPECT_NE(parse(with("cupti_library", 3)).find("cupti_library"), std::string::npos);
+  json doc = with("gpu_buffer_bytes", 1 << 20);
+  doc["gpu_buffer_budget_bytes"] = 1 << 19;
+  EXPECT_EQ(parse(doc), "castscope: gpu_buffer_budget_bytes must be at least gpu_buffer_bytes");
+}
+
 TEST(AgentConfigTest, SchemaMatchesTheParser) {
   std::ifstream in(std::string(CASTSCOPE_SOURCE_DIR) + "/docs/schema/agent-config.schema.json");
   ASSERT_TRUE(in) << "docs/schema/agent-config.schema.json";
@@ -186,12 +208,16 @@ TEST(AgentConfigTest, SchemaMatchesTheParser) {
 
   for (const auto& [key, property] : schema["properties"].items()) {
     if (property["type"] != "integer") continue;
-    // The spool sizes are also checked against each other: move both.
+    // The spool sizes and the GPU buffer sizes are also checked against each other: move both.
     const auto doc_with = [&key = key](const json& value) {
       json doc = with(key, value);
       if (key == "spool_max_bytes" || key == "spool_segment_bytes") {
         doc["spool_max_bytes"] = value;
         doc["spool_segment_bytes"] = value;
+      }
+      if (key == "gpu_buffer_bytes" || key == "gpu_buffer_budget_bytes") {
+        doc["gpu_buffer_bytes"] = value;
+        doc["gpu_buffer_budget_bytes"] = value;
       }
       return doc;
     };

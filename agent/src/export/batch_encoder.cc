@@ -143,6 +143,7 @@ void BatchEncoder::append_event(uint32_t kind_field, const wire::Writer& message
 
 void BatchEncoder::add(const Record& record, const OpMeta& op, uint32_t location_id, const Location& location) {
   scratch_.clear();
+  if (record.kind == RecordKind::kKernel) return;  // not in batches yet: the collector has no table for it (docs/gpu.md)
   if (record.kind == RecordKind::kCacheSample) {
     encode_cache_sample(record, scratch_);
     append_event(pb::Event::kCacheSample, scratch_);
@@ -163,7 +164,7 @@ void BatchEncoder::add(const Record& record, const OpMeta& op, uint32_t location
   }
 }
 
-void BatchEncoder::add_stats(const EventLogStats& stats, uint64_t ts_ns) {
+void BatchEncoder::add_stats(const EventLogStats& stats, uint64_t ts_ns, const std::string& gpu_timing) {
   using F = pb::AgentStats;
   scratch_.clear();
   scratch_.u64(F::kSchemaVersion, kSchemaVersion);
@@ -176,6 +177,8 @@ void BatchEncoder::add_stats(const EventLogStats& stats, uint64_t ts_ns) {
   scratch_.i64(F::kRank, identity_.rank);
   scratch_.i64(F::kLocalRank, identity_.local_rank);
   scratch_.i64(F::kWorldSize, identity_.world_size);
+  scratch_.bytes(F::kGpuTiming, gpu_timing);
+  scratch_.u64(F::kGpuRecordsDropped, stats.gpu_records_dropped);
   append_event(pb::Event::kStats, scratch_);
   ++stats_events_;
 }

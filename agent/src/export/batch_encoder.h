@@ -41,7 +41,7 @@ class BatchEncoder {
 
   // `location` is the record's interned location (id 0: none); ignored for cache samples.
   void add(const Record& record, const OpMeta& op, uint32_t location_id, const Location& location);
-  void add_stats(const EventLogStats& stats, uint64_t ts_ns);
+  void add_stats(const EventLogStats& stats, uint64_t ts_ns, const std::string& gpu_timing = "");
 
   size_t events() const { return events_; }
   // Events that are records of the event log (not the stats event): what a

@@ -38,6 +38,8 @@ std::string_view mode_enum(ExecutionMode mode) { return enum_name(pb::ExecutionM
 std::string_view probe_reason_enum(ProbeReason reason) { return enum_name(pb::ProbeReason_Name, reason); }
 std::string_view phase_enum(Phase phase) { return enum_name(pb::Phase_Name, phase); }
 std::string_view trigger_enum(SampleTrigger trigger) { return enum_name(pb::CacheSample::Trigger_Name, trigger); }
+std::string_view activity_enum(GpuActivity activity) { return enum_name(pb::GpuActivity_Name, activity); }
+std::string_view launched_by_enum(LaunchedBy by) { return enum_name(pb::LaunchedBy_Name, by); }
 std::string_view location_kind_enum(LocationKind kind) { return enum_name(pb::SourceLocation::Kind_Name, kind); }
 std::string_view op_outcome_enum(bool ok) { return pb::OpOutcome_Name(ok ? pb::OP_OUTCOME_OK : pb::OP_OUTCOME_ERROR); }
 
@@ -164,6 +166,22 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
         .u64("live_bytes", record.sample.live_bytes)
         .done();
   }
+  if (record.kind == RecordKind::kKernel) {
+    const KernelFields& kernel = record.kernel;
+    return LineBuilder("kernel")
+        .u64("seq", record.seq)
+        .u64("ts_ns", record.ts_ns)
+        .u64("duration_ns", kernel.duration_ns)
+        .enm("activity", activity_enum(kernel.activity))
+        .str("name", op.name)
+        .num("device", kernel.device)
+        .num("stream", kernel.stream)
+        .enm("launched_by", launched_by_enum(kernel.launched_by))
+        .u64("launch_seq", kernel.launch_seq)
+        .u64("bytes", kernel.bytes)
+        .num("correlation_id", kernel.correlation_id)
+        .done();
+  }
   const OpFields& fields = record.op;
   ArrayBuilder enabled;
   for (int d = 1; d <= static_cast<int>(pb::DeviceType_MAX); ++d)
@@ -193,7 +211,7 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
 }
 
 std::string stats_to_json(const EventLogStats& stats, const ProcessIdentity& identity, const std::string& torch_version,
-                          uint64_t ts_ns) {
+                          uint64_t ts_ns, const std::string& gpu_timing) {
   ordered_json body;
   body["schema_version"] = std::string(pb::SchemaVersion_Name(kSchemaVersion));
   body["events_recorded"] = u64(stats.recorded);
@@ -205,6 +223,8 @@ std::string stats_to_json(const EventLogStats& stats, const ProcessIdentity& ide
   body["rank"] = identity.rank;
   body["local_rank"] = identity.local_rank;
   body["world_size"] = identity.world_size;
+  if (!gpu_timing.empty()) body["gpu_timing"] = gpu_timing;
+  body["gpu_records_dropped"] = u64(stats.gpu_records_dropped);
   return ordered_json{{"stats", body}}.dump();
 }
 

@@ -22,7 +22,8 @@ struct ProcessIdentity {
 // `location` is the record's interned location (ignored for cache samples).
 std::string record_to_json(const Record& record, const OpMeta& op, const Location& location);
 std::string stats_to_json(const EventLogStats& stats, const ProcessIdentity& identity, const std::string& torch_version,
-                          uint64_t ts_ns);
+                          uint64_t ts_ns,
+                          const std::string& gpu_timing = "");
 
 // Appends lines to a file; owned by the exporter thread only.
 class JsonlWriter {

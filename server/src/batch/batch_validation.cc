@@ -250,6 +250,12 @@ Status validate_batch(const v1::Batch& batch, const BatchLimits& limits) {
         break;
       case v1::Event::kStats:
         break;
+      case v1::Event::kKernel:
+        // The agent keeps GPU activity in its JSON-lines dump until the store
+        // has a table for it (docs/gpu.md); refused, never stored half.
+        status = Status::invalid_argument("events[" + std::to_string(i) +
+                                          "]: kernel events are not stored by this collector yet (docs/gpu.md)");
+        break;
       case v1::Event::KIND_NOT_SET:
         status = Status::invalid_argument("events[" + std::to_string(i) + "] has no kind set");
         break;

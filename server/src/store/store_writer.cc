@@ -390,6 +390,7 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
       case v1::Event::kStats:
         agent.internal_errors = std::max(agent.internal_errors, static_cast<int64_t>(event.stats().internal_errors()));
         break;
+      case v1::Event::kKernel:  // refused by validation (docs/gpu.md)
       case v1::Event::KIND_NOT_SET:
         break;
     }
