@@ -49,8 +49,17 @@ with castscope.attached(policy_files=policies_for_this_torch(), events_path=even
     status = agent.status()
 print({k: status[k] for k in ("gpu_timing", "gpu_records_dropped", "events_recorded", "events_dropped")})
 kinds = collections.Counter()
+kernels = collections.Counter()
+seqs = {}
 for line in events.read_text().splitlines():
     event = json.loads(line)
-    kinds[next(iter(event))] += 1
+    kind, body = next(iter(event.items()))
+    kinds[kind] += 1
+    if kind in ("cast", "op"):
+        seqs[int(body["seq"])] = (kind, body["op"], body.get("arg_name", ""))
+    if kind == "kernel":
+        launcher = seqs.get(int(body.get("launch_seq", 0)), ("-", "-", ""))
+        kernels[(body["launched_by"], launcher[1], launcher[2], body["name"][:90])] += 1
 print(dict(kinds))
-print(events.read_text()[:3000])
+for (by, op, arg, name), n in sorted(kernels.items()):
+    print(f"{n:5d} {by:18s} {op:16s} {arg:8s} {name}")
