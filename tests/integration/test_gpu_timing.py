@@ -127,3 +127,71 @@ def test_cuda_casts_and_ops_get_their_kernels(tmp_path):
     kernels = [e["kernel"] for e in events_of(tmp_path / "e.jsonl") if "kernel" in e]
     assert any(k["launched_by"] == "LAUNCHED_BY_CAST" for k in kernels)
     assert any(k["launched_by"] == "LAUNCHED_BY_OP" for k in kernels)
+
+
+def test_gpu_timing_steps_aside_while_another_client_collects(tmp_path, monkeypatch):
+    """The agent's side of the profiler bracket. On this machine torch.profiler
+    drops CUDA activity ("CUDA is not available"), so the bracket's begin/end
+    calls are made directly; on a GPU machine the CUDA test below runs the real
+    torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from castscope._native import _library
+
+    gpu = with_standin(tmp_path, monkeypatch, SCRIPT)
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+
+    def one_op():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.mm(a, b)
+
+    with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False, gpu_timing=gpu) as agent:
+        one_op()
+        _library().castscope_agent_gpu_profiler(1)
+        assert agent.status()["gpu_timing"].startswith("paused: another CUPTI client (torch.profiler)")
+        one_op()
+        _library().castscope_agent_gpu_profiler(0)
+        one_op()
+        assert agent.status()["gpu_timing"] == (
+            "on; stepped aside for torch.profiler 1 time (its GPU activity is in the profiler's trace)")
+        with profile(activities=[ProfilerActivity.CPU]):  # no GPU activity asked for: castscope stays
+            assert agent.status()["gpu_timing"].startswith("on;")
+            one_op()
+    events = events_of(tmp_path / "e.jsonl")
+    op_seqs = [int(e["op"]["seq"]) for e in events if "op" in e and e["op"]["op"] == "aten::mm"]
+    timed = {int(e["kernel"]["launch_seq"]) for e in events
+             if "kernel" in e and e["kernel"]["launched_by"] == "LAUNCHED_BY_OP"}
+    assert len(op_seqs) == 4
+    assert timed == {op_seqs[0], op_seqs[2], op_seqs[3]}  # the other client's op is its own to time
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; checked on a GPU machine (docs/gpu.md)")
+def test_torch_profiler_sees_the_same_gpu_activity_with_castscope_attached(tmp_path):
+    from collections import Counter
+
+    from torch.profiler import ProfilerActivity, profile
+
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8)).cuda()
+    x = torch.randn(32, 256, device="cuda")
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            model(x).float().sum().backward()
+        torch.cuda.synchronize()
+
+    def profiled() -> Counter:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            step()
+        return Counter(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+    step()  # warm up: cuBLAS handles, kernel choices
+    native = profiled()
+    with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False) as agent:
+        step()
+        attached = profiled()
+        step()
+        state = agent.status()["gpu_timing"]
+    assert native and attached == native
+    assert state.startswith("on; stepped aside for torch.profiler 1 time"), state
+    kernels = [e["kernel"] for e in events_of(tmp_path / "e.jsonl") if "kernel" in e]
+    assert any(k["launched_by"] == "LAUNCHED_BY_OP" for k in kernels)  # before and after the profiler

@@ -61,6 +61,9 @@ CASTSCOPE_EXPORT unsigned castscope_intern_location(int kind, const char* file, 
  * ops that run with autocast off are recorded too, so a traced graph that
  * dropped an `autocast(enabled=False)` can be recognised later. */
 CASTSCOPE_EXPORT void castscope_agent_trace_recording(int begin);
+/* torch.profiler is about to collect GPU activity (begin=1) or is done
+ * (begin=0): GPU timing steps aside from CUPTI and comes back (docs/gpu.md). */
+CASTSCOPE_EXPORT void castscope_agent_gpu_profiler(int begin);
 /* The torch version the agent was built against (TORCH_VERSION). */
 CASTSCOPE_EXPORT const char* castscope_agent_torch_version(void);
 

@@ -80,6 +80,8 @@ def _library():
         lib.castscope_agent_set_location_reader.restype = None
         lib.castscope_agent_trace_recording.argtypes = [ctypes.c_int]
         lib.castscope_agent_trace_recording.restype = None
+        lib.castscope_agent_gpu_profiler.argtypes = [ctypes.c_int]
+        lib.castscope_agent_gpu_profiler.restype = None
         lib.castscope_agent_torch_version.restype = ctypes.c_char_p
         lib.castscope_agent_finish.restype = None
         _install_location_reader(lib)

@@ -128,6 +128,43 @@ def _start(config: dict, locations: bool) -> None:
     if lib.castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
         raise AttachError(err.value.decode())
     _bracket_tracing(lib)
+    _bracket_profiler(lib)
+
+
+def _bracket_profiler(lib) -> None:
+    """Tells the agent when torch.profiler starts and stops collecting GPU
+    activity (once per process): CUPTI's buffer callbacks and activity kinds
+    are process-wide, so castscope's GPU timing steps aside meanwhile and
+    comes back after (docs/gpu.md)."""
+    import torch.autograd.profiler as autograd_profiler
+    from torch.profiler import ProfilerActivity
+
+    if getattr(autograd_profiler._prepare_profiler, "_castscope_bracketed", False):
+        return
+
+    def wants_gpu(activities) -> bool:
+        return ProfilerActivity.CUDA in (activities or ())
+
+    def starting(start):
+        def start_bracketed(config, activities, *args, **kwargs):
+            if wants_gpu(activities):
+                lib.castscope_agent_gpu_profiler(1)
+            return start(config, activities, *args, **kwargs)
+        start_bracketed._castscope_bracketed = True
+        return start_bracketed
+
+    def stopping(stop):
+        def stop_bracketed(*args, **kwargs):
+            try:
+                return stop(*args, **kwargs)
+            finally:
+                lib.castscope_agent_gpu_profiler(0)
+        stop_bracketed._castscope_bracketed = True
+        return stop_bracketed
+
+    autograd_profiler._prepare_profiler = starting(autograd_profiler._prepare_profiler)
+    autograd_profiler._enable_profiler = starting(autograd_profiler._enable_profiler)
+    autograd_profiler._disable_profiler = stopping(autograd_profiler._disable_profiler)
 
 
 def _bracket_tracing(lib) -> None:

@@ -73,14 +73,29 @@ class Collector {
   }
 
   void stop() {
-    if (!running()) return;
-    gpu_detail::g_correlating.store(false, std::memory_order_release);
-    cupti_.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    for (auto it = std::rbegin(kActivityKinds); it != std::rend(kActivityKinds); ++it) cupti_.activity_disable(*it);
+    step_aside("off: stopped");
     std::lock_guard<std::mutex> lock(mutex_);
-    release_held(true);
-    running_ = false;
-    state_ = "off: stopped";
+    yielded_ = false;  // nothing to take back after a stop
+  }
+
+  bool yield() {
+    if (!step_aside("paused: another CUPTI client (torch.profiler) is collecting")) return false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    yielded_ = true;
+    ++stats_.yields;
+    return true;
+  }
+
+  void resume() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!yielded_) return;
+    yielded_ = false;
+    // The other client registered its own buffer callbacks: take them back.
+    state_ = enable();
+    if (state_ == "on") {
+      running_ = true;
+      gpu_detail::g_correlating.store(true, std::memory_order_release);
+    }
   }
 
   void push(uint64_t id) noexcept {
@@ -136,6 +151,20 @@ class Collector {
   }
 
  private:
+  // Stops pushing ids, hands every record CUPTI holds to the log, disables
+  // castscope's activity kinds. False when it was not running.
+  bool step_aside(const char* state) {
+    if (!running()) return false;
+    gpu_detail::g_correlating.store(false, std::memory_order_release);
+    cupti_.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    for (auto it = std::rbegin(kActivityKinds); it != std::rend(kActivityKinds); ++it) cupti_.activity_disable(*it);
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_held(true);
+    running_ = false;
+    state_ = state;
+    return true;
+  }
+
   bool running() {
     std::lock_guard<std::mutex> lock(mutex_);
     return running_;
@@ -151,6 +180,11 @@ class Collector {
       if (!load_cupti(paths, cupti_, error)) return "off: " + error;
     }
     if (std::string held = held_by_another_tool(); !held.empty()) return "off: " + held;
+    return enable();
+  }
+
+  // Called with mutex_ held: buffer callbacks and activity kinds.
+  std::string enable() {
     measure_clock_offset();
     CUptiResult result = cupti_.activity_register_callbacks(
         [](uint8_t** buffer, size_t* size, size_t* max_records) { instance().request_buffer(buffer, size, max_records); },
@@ -318,6 +352,7 @@ class Collector {
 
   std::mutex mutex_;
   bool running_ = false;
+  bool yielded_ = false;
   std::string state_;
   GpuTimingConfig config_;
   EventLog* log_ = nullptr;
@@ -340,6 +375,8 @@ std::string gpu_timing_start(const GpuTimingConfig& config, const std::vector<st
 }
 void gpu_timing_flush(bool forced) { collector().flush(forced); }
 void gpu_timing_stop() { collector().stop(); }
+bool gpu_timing_yield() { return collector().yield(); }
+void gpu_timing_resume() { collector().resume(); }
 std::string gpu_timing_state() { return collector().state(); }
 int64_t gpu_clock_offset_ns() { return collector().clock_offset(); }
 GpuTimingStats gpu_timing_stats() { return collector().stats(); }

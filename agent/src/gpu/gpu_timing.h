@@ -24,6 +24,7 @@ namespace castscope {
 struct GpuTimingStats {
   uint64_t activities = 0;          // kernel records made
   uint64_t buffers_refused = 0;     // buffer requests past the budget
+  uint64_t yields = 0;              // times castscope stepped aside for another CUPTI client
 };
 
 // Loads CUPTI (the configured path, else `candidates`), checks that no other
@@ -37,6 +38,14 @@ void gpu_timing_flush(bool forced);
 
 // Flushes everything, disables collection, and sends what was held back.
 void gpu_timing_stop();
+
+// Another CUPTI client (torch.profiler's Kineto) is about to take CUPTI's
+// process-wide buffer callbacks and activity kinds: castscope flushes what it
+// has, disables its kinds and stops pushing ids, then takes them back in
+// gpu_timing_resume once the other client is done. Returns false when GPU
+// timing was not on.
+bool gpu_timing_yield();
+void gpu_timing_resume();
 
 // "on", "off: <why>", or "" when never asked.
 std::string gpu_timing_state();

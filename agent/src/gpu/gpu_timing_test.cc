@@ -121,6 +121,27 @@ TEST_F(GpuTimingTest, PastTheBufferBudgetRecordsAreDroppedAndCounted) {
   EXPECT_GT(gpu_timing_stats().buffers_refused, 0u);
 }
 
+TEST_F(GpuTimingTest, YieldsToAnotherClientAndTakesCuptiBack) {
+  ASSERT_EQ(start(R"({"op": [{"name": "gemm"}]})"), "on");
+  run_op(40, 41);
+  ASSERT_TRUE(gpu_timing_yield());  // flushes what castscope had
+  EXPECT_EQ(kernels().size(), 1u);
+  EXPECT_FALSE(gpu_correlating());
+  run_op(42, 43);  // the other client's time: castscope pushes nothing, records nothing
+  gpu_timing_resume();
+  EXPECT_EQ(gpu_timing_state(), "on");
+  EXPECT_TRUE(gpu_correlating());
+  run_op(44, 45);
+  gpu_timing_flush(true);
+  const std::vector<Record> after = kernels();
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].kernel.launch_seq, 44u);
+  EXPECT_EQ(gpu_timing_stats().yields, 1u);
+  gpu_timing_stop();
+  gpu_timing_resume();  // after a stop there is nothing to take back
+  EXPECT_EQ(gpu_timing_state(), "off: stopped");
+}
+
 TEST_F(GpuTimingTest, AToolHoldingCuptiIsLeftAloneAndNamed) {
   const std::string state = start(R"({"held_by": "CUPTI for Nsight Systems"})");
   EXPECT_EQ(state, "off: another tool holds CUPTI (CUPTI for Nsight Systems); castscope leaves it alone");

@@ -209,6 +209,7 @@ class Agent {
     process_runtime().events.configure(config.ring_records, config.max_threads);
     process_runtime().events.begin_session();  // an agent's counts are its own, not the process's
     gpu_timing_ = start_gpu_timing(config, process_runtime().events);
+    gpu_yields_ = 0;
     set_internal_path_prefix(config.internal_path_prefix);
     g_record_events.store(config.record_events, std::memory_order_relaxed);
 
@@ -308,6 +309,25 @@ class Agent {
 
   bool attached() const { return attached_.load(std::memory_order_acquire); }
 
+  void gpu_profiler(bool begin) {
+    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+    if (registry_ == nullptr) return;
+    if (!begin) {
+      resume_gpu_timing();
+    } else if (yield_gpu_timing()) {
+      ++gpu_yields_;
+      log::info("GPU timing steps aside while torch.profiler collects GPU activity");
+    }
+  }
+
+  // The run's GPU timing state for stats events and the status.
+  std::string gpu_timing_summary() const {
+    if (gpu_timing_paused()) return "paused: another CUPTI client (torch.profiler) is collecting";
+    if (gpu_yields_ == 0) return gpu_timing_;
+    return gpu_timing_ + "; stepped aside for torch.profiler " + std::to_string(gpu_yields_) +
+           (gpu_yields_ == 1 ? " time" : " times") + " (its GPU activity is in the profiler's trace)";
+  }
+
   long flush() {
     if (forked_child_) return 0;
     const long n = static_cast<long>(drain_to_writer());
@@ -332,7 +352,7 @@ class Agent {
                 {"batches_written", batches_written_},
                 {"batches_lost", losses_.batches()},
                 {"spool_error", spool_error_},
-                {"gpu_timing", gpu_timing_},
+                {"gpu_timing", gpu_timing_summary()},
                 {"gpu_records_dropped", stats.gpu_records_dropped},
                 {"policy_files", config_.policy_files},
                 {"policy_hash", config_.policy_hash},
@@ -558,12 +578,12 @@ class Agent {
   void write_stats(bool final = false) {
     std::lock_guard<std::mutex> io(io_mutex_);
     if (encoder_) {
-      encoder_->add_stats(shipped_stats(), now_ns(), gpu_timing_);
+      encoder_->add_stats(shipped_stats(), now_ns(), gpu_timing_summary());
       ship_batch(final);
     }
     if (!writer_.is_open()) return;
     writer_.write_line(
-        stats_to_json(process_runtime().events.stats(), current_identity(), config_.torch_version, now_ns(), gpu_timing_));
+        stats_to_json(process_runtime().events.stats(), current_identity(), config_.torch_version, now_ns(), gpu_timing_summary()));
     writer_.flush();
   }
 
@@ -610,7 +630,8 @@ class Agent {
   std::string spool_error_;
   std::string gpu_timing_;  // "on" / "off: why" (gpu_timing_control.h)
   uint64_t gpu_flushed_step_ = 0;
-  uint64_t kernels_kept_local_ = 0;  // GPU records not in batches (shipped_stats)
+  uint64_t kernels_kept_local_ = 0;
+  std::atomic<uint64_t> gpu_yields_{0};  // GPU records not in batches (shipped_stats)
   std::string identity_run_id_;
   spool::AccountingFile accounting_;
   SpoolLosses losses_;
@@ -702,6 +723,13 @@ unsigned castscope_intern_location(int kind, const char* file, unsigned line, co
 }
 
 const char* castscope_agent_torch_version(void) { return TORCH_VERSION; }
+
+void castscope_agent_gpu_profiler(int begin) {
+  try {
+    castscope::Agent::instance().gpu_profiler(begin != 0);
+  } catch (...) {
+  }
+}
 
 void castscope_agent_trace_recording(int begin) {
   try {

@@ -43,6 +43,28 @@ void stop_gpu_timing() {
 #endif
 }
 
+bool yield_gpu_timing() {
+#if CASTSCOPE_HAVE_CUPTI
+  return gpu_timing_yield();
+#else
+  return false;
+#endif
+}
+
+void resume_gpu_timing() {
+#if CASTSCOPE_HAVE_CUPTI
+  gpu_timing_resume();
+#endif
+}
+
+bool gpu_timing_paused() {
+#if CASTSCOPE_HAVE_CUPTI
+  return gpu_timing_state().rfind("paused", 0) == 0;
+#else
+  return false;
+#endif
+}
+
 void forget_gpu_timing_in_child() { gpu_detail::g_correlating.store(false, std::memory_order_relaxed); }
 
 }  // namespace castscope

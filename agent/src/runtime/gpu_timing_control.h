@@ -16,5 +16,11 @@ std::string start_gpu_timing(const AgentConfig& config, EventLog& log);
 void flush_gpu_timing();           // completed buffers only: cheap, for the exporter
 void stop_gpu_timing();            // everything, then off: at stop and exit
 void forget_gpu_timing_in_child();  // a forked child must not call CUPTI
+// torch.profiler is about to collect GPU activity / has finished: castscope
+// steps aside and comes back (gpu_timing.h). Yield returns false when GPU
+// timing was not on.
+bool yield_gpu_timing();
+void resume_gpu_timing();
+bool gpu_timing_paused();
 
 }  // namespace castscope
