@@ -14,21 +14,10 @@ import castscope  # noqa: E402
 
 
 def policies_for_this_torch() -> list[str]:
-    """The shipped CUDA policy less the ops this torch has no autocast kernel for."""
-    repo = pathlib.Path(__file__).resolve().parents[2]
-    policy = json.loads((repo / "policies" / "cuda.json").read_text())
-    def has_kernel(op: str) -> bool:
-        try:
-            return torch._C._dispatch_has_kernel_for_dispatch_key(op, "AutocastCUDA")
-        except RuntimeError:  # no such op in this torch
-            return False
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    from policy_for_this_torch import policy_for_this_torch
 
-    ops = {op: p for op, p in policy["ops"].items() if has_kernel(op)}
-    print(f"policy: {len(ops)} of {len(policy['ops'])} ops have an AutocastCUDA kernel in torch {torch.__version__}")
-    policy["ops"], policy["torch_version"] = ops, torch.__version__
-    out = pathlib.Path(tempfile.mkdtemp()) / "cuda.json"
-    out.write_text(json.dumps(policy))
-    return [str(out)]
+    return [policy_for_this_torch()]
 
 
 events = pathlib.Path(tempfile.mkdtemp()) / "events.jsonl"
