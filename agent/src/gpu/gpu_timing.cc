@@ -225,9 +225,14 @@ class Collector {
       cupti_.unsubscribe(handle);
       return "";
     }
-    if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
-      return std::string("another tool holds CUPTI (") + (holder[0] != '\0' ? holder : "it did not say which") +
-             "); castscope leaves it alone";
+    // torch.profiler's Kineto subscribes without a name once it has run, and
+    // stays subscribed; castscope needs no subscriber and steps aside while
+    // the profiler collects (gpu_timing_yield), so an unnamed holder is no
+    // reason to stay off. A tool that names itself (Nsight Systems) is.
+    const std::string name = holder;
+    if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && !name.empty() && name.find("<not provided>") == std::string::npos)
+      return "another tool holds CUPTI (" + name + "); castscope leaves it alone";
+    if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) return "";
     return "CUPTI did not start (" + cupti_.describe(result) + ")";
   }
 

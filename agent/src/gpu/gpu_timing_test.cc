@@ -148,6 +148,11 @@ TEST_F(GpuTimingTest, AToolHoldingCuptiIsLeftAloneAndNamed) {
   EXPECT_FALSE(gpu_correlating());
 }
 
+TEST_F(GpuTimingTest, AnUnnamedSubscriberLikeTorchProfilersIsNoReasonToStayOff) {
+  // Kineto subscribes with cuptiSubscribe (no name) once torch.profiler has run, and stays.
+  EXPECT_EQ(start(R"({"held_by": "CUPTI for <not provided>"})"), "on");
+}
+
 TEST_F(GpuTimingTest, CastscopeHoldsNoSubscriberSoAProfilerCanTakeOne) {
   ASSERT_EQ(start(kOneOfEach), "on");
   // What a profiler started later would do: subscribe. It must succeed.
