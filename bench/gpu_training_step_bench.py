@@ -4,11 +4,12 @@ ResNet-18 (torchvision, random init) on random 64x3x224x224 batches, SGD, bf16
 CUDA autocast, each step synchronized. Rows, interleaved within each repeat:
   native            torch's autocast
   castscope         castscope attached, GPU timing off
-  castscope+gpu     castscope attached, GPU timing on (CUPTI activity records, correlation ids)
+  castscope+gpu     castscope attached, GPU timing on every step (CUPTI activity records, correlation ids)
+  castscope+windows GPU timing in its default windows (2 steps in 100, docs/gpu.md): what a run pays
 Prints the median step time per row and the ratios to native and to castscope.
 Needs a CUDA GPU (docs/gpu.md):
 
-    python bench/gpu_training_step_bench.py [--steps 20] [--repeats 5] [--policy FILE]
+    python bench/gpu_training_step_bench.py [--steps 100] [--repeats 3] [--policy FILE]
 """
 import argparse
 import contextlib
@@ -24,8 +25,8 @@ import castscope
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--policy", action="append", help="policy files (default: the shipped ones)")
     args = parser.parse_args()
@@ -60,7 +61,8 @@ def main():
         rows = {
             "native": contextlib.nullcontext,
             "castscope": lambda: attached("off"),
-            "castscope+gpu": lambda: attached("on"),
+            "castscope+gpu": lambda: attached({"mode": "on", "window_steps": 0}),
+            "castscope+windows": lambda: attached("on"),
         }
         times = {name: [] for name in rows}
         for _ in range(args.repeats):
@@ -70,7 +72,7 @@ def main():
     print(f"ResNet-18, batch {args.batch}x3x224x224, bf16 CUDA autocast, {torch.cuda.get_device_name()}, "
           f"torch {torch.__version__}; median of {args.repeats} x {args.steps} steps")
     for name, value in median.items():
-        print(f"  {name:14s} {value:8.2f} ms/step  x{value / median['native']:.3f} of native  "
+        print(f"  {name:17s} {value:8.2f} ms/step  x{value / median['native']:.3f} of native  "
               f"x{value / median['castscope']:.3f} of castscope")
 
 

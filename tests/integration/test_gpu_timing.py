@@ -34,7 +34,8 @@ def with_standin(tmp_path, monkeypatch, script: dict) -> dict:
     path = tmp_path / "standin.json"
     path.write_text(json.dumps(script))
     monkeypatch.setenv("CASTSCOPE_STANDIN_CUPTI", str(path))
-    return {"mode": "on", "cupti_library": str(STANDIN), "correlate": "all_ops"}
+    # Every step timed (window_steps 0), unless a test asks for windows.
+    return {"mode": "on", "cupti_library": str(STANDIN), "correlate": "all_ops", "window_steps": 0}
 
 
 def train(steps: int = 3) -> list[torch.Tensor]:
@@ -219,3 +220,25 @@ def test_cuda_training_step_is_bit_identical_attached(tmp_path):
     native, attached = run(False), run(True)
     assert [t.dtype for t in native] == [t.dtype for t in attached]
     assert all(torch.equal(a, b) for a, b in zip(native, attached))
+
+
+def test_timing_windows_time_a_few_steps_in_many(tmp_path, monkeypatch):
+    gpu = {**with_standin(tmp_path, monkeypatch, SCRIPT), "window_steps": 1, "every_steps": 3}
+    with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False, gpu_timing=gpu) as agent:
+        train(7)
+        assert agent.status()["gpu_timing"] == "on"
+    events = events_of(tmp_path / "e.jsonl")
+    steps = [int(e["cache_sample"]["seq"]) for e in events
+             if "cache_sample" in e and e["cache_sample"]["trigger"] == "TRIGGER_ITERATION"]
+    assert len(steps) == 7
+    ops = sorted(int(e["op"]["seq"]) for e in events if "op" in e)
+    timed = {int(e["kernel"]["launch_seq"]) for e in events
+             if "kernel" in e and e["kernel"]["launched_by"] == "LAUNCHED_BY_OP"}
+
+    def step_of(seq: int) -> int:  # 1-based: the step whose ops it was among
+        return 1 + sum(1 for end in steps if end < seq)
+
+    timed_steps = sorted({step_of(seq) for seq in timed})
+    # A window from the start covers step 1; then one opens after steps 3 and 6.
+    assert timed_steps == [1, 4, 7], timed_steps
+    assert all(seq in timed for seq in ops if step_of(seq) in (1, 4, 7))

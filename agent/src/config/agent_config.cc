@@ -204,6 +204,29 @@ const Field kFields[] = {
        }
        return expected(key, "\"cuda_ops\" or \"all_ops\"", value);
      }},
+    {"gpu_window_steps",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_integer(key, value, 0, kUint64Max, "gpu_window_steps must be at least 0 (0: every step)",
+                           config.gpu.windows.window_steps);
+     }},
+    {"gpu_every_steps",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_integer(key, value, 0, kUint64Max, "gpu_every_steps must be at least 0", config.gpu.windows.every_steps);
+     }},
+    {"gpu_window_max_ms",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       uint64_t ms = 0;
+       std::string error = read_integer(key, value, 1, kInt64Max, "gpu_window_max_ms must be positive", ms);
+       if (error.empty()) config.gpu.windows.window_max_ms = static_cast<int64_t>(ms);
+       return error;
+     }},
+    {"gpu_every_ms",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       uint64_t ms = 0;
+       std::string error = read_integer(key, value, 0, kInt64Max, "gpu_every_ms must be at least 0", ms);
+       if (error.empty()) config.gpu.windows.every_ms = static_cast<int64_t>(ms);
+       return error;
+     }},
     {"probe",
      [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
        if (!value.is_boolean()) return expected(key, "true or false", value);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/src/gpu/timing_windows.h"
 #include "agent/src/record/cast_record.h"
 
 namespace castscope {
@@ -39,6 +40,7 @@ struct GpuTimingConfig {
   // Which autocast ops push their correlation id: CUDA ones, or all (so a
   // stand-in CUPTI on a CPU-only machine sees the same calls as on a GPU).
   bool correlate_all_ops = false;
+  TimingWindowConfig windows;  // when it collects (timing_windows.h)
 };
 
 struct AgentConfig {

@@ -84,7 +84,11 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
                     {"gpu_correlation_kind", "CUSTOM1"},
                     {"gpu_buffer_bytes", 8192},
                     {"gpu_buffer_budget_bytes", 16384},
-                    {"gpu_correlate", "all_ops"}};
+                    {"gpu_correlate", "all_ops"},
+                    {"gpu_window_steps", 3},
+                    {"gpu_every_steps", 50},
+                    {"gpu_window_max_ms", 1000},
+                    {"gpu_every_ms", 0}};
   ASSERT_EQ(parse(doc.dump(), config), "");
   EXPECT_EQ(config.gpu.mode, GpuTimingConfig::Mode::kOn);
   EXPECT_EQ(config.gpu.cupti_library, "/opt/cuda/libcupti.so");
@@ -92,6 +96,10 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config.gpu.buffer_bytes, 8192u);
   EXPECT_EQ(config.gpu.buffer_budget_bytes, 16384u);
   EXPECT_TRUE(config.gpu.correlate_all_ops);
+  EXPECT_EQ(config.gpu.windows.window_steps, 3u);
+  EXPECT_EQ(config.gpu.windows.every_steps, 50u);
+  EXPECT_EQ(config.gpu.windows.window_max_ms, 1000);
+  EXPECT_EQ(config.gpu.windows.every_ms, 0);
   EXPECT_EQ(config.events_path, "ev-{pid}.jsonl");
   EXPECT_FALSE(config.record_events);
   EXPECT_EQ(config.ring_records, 1024u);

@@ -50,52 +50,75 @@ class Collector {
   }
 
   std::string start(const GpuTimingConfig& config, const std::vector<std::string>& candidates, EventLog& log) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (running_) return state_;
-    config_ = config;
-    log_ = &log;
-    state_ = open(candidates);
-    if (state_ == "on") {
-      running_ = true;
+    std::lock_guard<std::mutex> control(control_mutex_);
+    if (started_) return state();
+    std::string state;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      config_ = config;
+      log_ = &log;
+      state = open(candidates);
+    }
+    set_state(state);
+    if (state == "on") {
+      started_ = true;
+      window_open_ = true;
+      yielded_ = false;
+      collecting_ = true;
       gpu_detail::g_push_launch_id = [](uint64_t id) noexcept { instance().push(id); };
       gpu_detail::g_pop_launch_id = []() noexcept { instance().pop(); };
       gpu_detail::g_correlate_all_ops.store(config.correlate_all_ops, std::memory_order_relaxed);
       gpu_detail::g_correlating.store(true, std::memory_order_release);
     }
-    return state_;
+    return state;
   }
 
   void flush(bool forced) {
-    if (!running()) return;
+    if (!started_) return;
     // Completion callbacks run inside (on this thread) or on CUPTI's own
-    // thread; either way they take mutex_, so it is not held here.
+    // thread; either way they take mutex_, so it is not held here. Buffers
+    // of a closed window still come out here.
     cupti_.activity_flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
   }
 
   void stop() {
-    step_aside("off: stopped");
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> control(control_mutex_);
+    if (!started_) return;
+    if (collecting_) step_aside();
+    cupti_.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      release_held(true);
+    }
+    started_ = false;
     yielded_ = false;  // nothing to take back after a stop
+    set_state("off: stopped");
   }
 
   bool yield() {
-    if (!step_aside("paused: another CUPTI client (torch.profiler) is collecting")) return false;
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> control(control_mutex_);
+    if (!started_ || yielded_) return false;
     yielded_ = true;
-    ++stats_.yields;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.yields;
+    }
+    apply();
     return true;
   }
 
   void resume() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> control(control_mutex_);
     if (!yielded_) return;
     yielded_ = false;
-    // The other client registered its own buffer callbacks: take them back.
-    state_ = enable();
-    if (state_ == "on") {
-      running_ = true;
-      gpu_detail::g_correlating.store(true, std::memory_order_release);
-    }
+    apply();
+  }
+
+  void window(bool open) {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    if (!started_ || window_open_ == open) return;
+    window_open_ = open;
+    apply();
   }
 
   void push(uint64_t id) noexcept {
@@ -151,23 +174,46 @@ class Collector {
   }
 
  private:
-  // Stops pushing ids, hands every record CUPTI holds to the log, disables
-  // castscope's activity kinds. False when it was not running.
-  bool step_aside(const char* state) {
-    if (!running()) return false;
-    gpu_detail::g_correlating.store(false, std::memory_order_release);
-    cupti_.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    for (auto it = std::rbegin(kActivityKinds); it != std::rend(kActivityKinds); ++it) cupti_.activity_disable(*it);
-    std::lock_guard<std::mutex> lock(mutex_);
-    release_held(true);
-    running_ = false;
-    state_ = state;
-    return true;
+  // Called with control_mutex_ held: collects exactly when started, inside
+  // a timing window and not yielded to another client.
+  void apply() {
+    const bool want = started_ && window_open_ && !yielded_;
+    if (want && !collecting_) {
+      std::string state;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        state = enable();  // the other client may have registered its own callbacks: take them back
+      }
+      if (state == "on") {
+        collecting_ = true;
+        gpu_detail::g_correlating.store(true, std::memory_order_release);
+      } else {
+        started_ = false;
+      }
+      set_state(state);
+    } else if (!want && collecting_) {
+      step_aside();
+      if (yielded_) {
+        // Everything castscope's kinds collected goes out before the other client takes the callbacks.
+        cupti_.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        std::lock_guard<std::mutex> lock(mutex_);
+        release_held(true);
+      }
+    }
+    if (started_) set_state(yielded_ ? "paused: another CUPTI client (torch.profiler) is collecting" : "on");
   }
 
-  bool running() {
+  // Stops pushing ids and disables castscope's activity kinds; what CUPTI
+  // already holds comes out at the next flush.
+  void step_aside() {
+    gpu_detail::g_correlating.store(false, std::memory_order_release);
+    for (auto it = std::rbegin(kActivityKinds); it != std::rend(kActivityKinds); ++it) cupti_.activity_disable(*it);
+    collecting_ = false;
+  }
+
+  void set_state(const std::string& state) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return running_;
+    state_ = state;
   }
 
   // Called with mutex_ held. Returns "on" or "off: why".
@@ -355,9 +401,12 @@ class Collector {
     held_ = std::move(still);
   }
 
-  std::mutex mutex_;
-  bool running_ = false;
+  std::mutex control_mutex_;  // start, stop, yield, resume, windows: one at a time
+  std::atomic<bool> started_{false};
+  bool window_open_ = true;
   bool yielded_ = false;
+  bool collecting_ = false;
+  std::mutex mutex_;  // what CUPTI's callbacks touch
   std::string state_;
   GpuTimingConfig config_;
   EventLog* log_ = nullptr;
@@ -381,6 +430,7 @@ std::string gpu_timing_start(const GpuTimingConfig& config, const std::vector<st
 void gpu_timing_flush(bool forced) { collector().flush(forced); }
 void gpu_timing_stop() { collector().stop(); }
 bool gpu_timing_yield() { return collector().yield(); }
+void gpu_timing_window(bool open) { collector().window(open); }
 void gpu_timing_resume() { collector().resume(); }
 std::string gpu_timing_state() { return collector().state(); }
 int64_t gpu_clock_offset_ns() { return collector().clock_offset(); }

@@ -142,6 +142,30 @@ TEST_F(GpuTimingTest, YieldsToAnotherClientAndTakesCuptiBack) {
   EXPECT_EQ(gpu_timing_state(), "off: stopped");
 }
 
+TEST_F(GpuTimingTest, BetweenWindowsNothingIsPushedOrCollected) {
+  ASSERT_EQ(start(R"({"op": [{"name": "gemm"}]})"), "on");
+  run_op(50, 51);
+  gpu_timing_window(false);
+  EXPECT_FALSE(gpu_correlating());
+  run_op(52, 53);
+  gpu_timing_flush(false);  // the first window's buffers still come out
+  ASSERT_EQ(kernels().size(), 1u);
+  gpu_timing_window(true);
+  EXPECT_EQ(gpu_timing_state(), "on");
+  run_op(54, 55);
+  gpu_timing_flush(true);
+  const std::vector<Record> got = kernels();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].kernel.launch_seq, 54u);
+  // A profiler during a closed window: castscope stays out after it too, until the next window.
+  gpu_timing_window(false);
+  ASSERT_TRUE(gpu_timing_yield());
+  gpu_timing_resume();
+  EXPECT_FALSE(gpu_correlating());
+  gpu_timing_window(true);
+  EXPECT_TRUE(gpu_correlating());
+}
+
 TEST_F(GpuTimingTest, AToolHoldingCuptiIsLeftAloneAndNamed) {
   const std::string state = start(R"({"held_by": "CUPTI for Nsight Systems"})");
   EXPECT_EQ(state, "off: another tool holds CUPTI (CUPTI for Nsight Systems); castscope leaves it alone");

@@ -305,6 +305,7 @@ class Agent {
     // Through the thread's ring, so the sample stays in order with its casts.
     process_runtime().events.record(cache_sample_record(SampleTrigger::kIteration, iteration));
     probe_on_iteration(iteration);
+    gpu_timing_on_step(iteration);
   }
 
   bool attached() const { return attached_.load(std::memory_order_acquire); }
@@ -396,6 +397,7 @@ class Agent {
         next_gpu_flush = std::chrono::steady_clock::now() + std::chrono::seconds(1);
         flush_gpu_timing();
       }
+      gpu_timing_on_tick();
       drain_to_writer();
       supervise_forwarder();
       probe_on_tick();

@@ -2,7 +2,11 @@
 
 #include <ATen/Context.h>
 
+#include <memory>
+#include <mutex>
+
 #include "agent/src/gpu/launch_scope.h"
+#include "agent/src/gpu/timing_windows.h"
 #include "common/log/log.h"
 #if CASTSCOPE_HAVE_CUPTI
 #include "agent/src/gpu/cupti_library.h"
@@ -10,6 +14,18 @@
 #endif
 
 namespace castscope {
+namespace {
+std::mutex g_windows_mutex;
+std::unique_ptr<TimingWindows> g_windows;  // set while GPU timing is on
+
+void apply(TimingWindows::Change change) {
+#if CASTSCOPE_HAVE_CUPTI
+  if (change != TimingWindows::Change::kNone) gpu_timing_window(change == TimingWindows::Change::kOpen);
+#else
+  (void)change;
+#endif
+}
+}  // namespace
 
 std::string start_gpu_timing(const AgentConfig& config, EventLog& log) {
   using Mode = GpuTimingConfig::Mode;
@@ -18,6 +34,10 @@ std::string start_gpu_timing(const AgentConfig& config, EventLog& log) {
     return "off: torch sees no CUDA device";
 #if CASTSCOPE_HAVE_CUPTI
   const std::string state = gpu_timing_start(config.gpu, cupti_candidates(config.internal_path_prefix), log);
+  {
+    std::lock_guard<std::mutex> lock(g_windows_mutex);
+    g_windows = state == "on" ? std::make_unique<TimingWindows>(config.gpu.windows, TimingWindows::Clock::now()) : nullptr;
+  }
   if (state == "on") {
     log::info("GPU timing on (CUPTI activity records, external correlation kind " +
               std::to_string(config.gpu.correlation_kind) + ")");
@@ -37,7 +57,21 @@ void flush_gpu_timing() {
 #endif
 }
 
+void gpu_timing_on_step(uint64_t step) {
+  std::lock_guard<std::mutex> lock(g_windows_mutex);
+  if (g_windows) apply(g_windows->on_step(step, TimingWindows::Clock::now()));
+}
+
+void gpu_timing_on_tick() {
+  std::lock_guard<std::mutex> lock(g_windows_mutex);
+  if (g_windows) apply(g_windows->on_tick(TimingWindows::Clock::now()));
+}
+
 void stop_gpu_timing() {
+  {
+    std::lock_guard<std::mutex> lock(g_windows_mutex);
+    g_windows.reset();
+  }
 #if CASTSCOPE_HAVE_CUPTI
   gpu_timing_stop();
 #endif
