@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import castscope
+import castscope.events
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 STANDIN = REPO / "build" / "tests" / "stand_ins" / "cupti" / "libcastscope_standin_cupti.so"
@@ -96,6 +97,10 @@ def test_kernels_join_the_casts_and_ops_they_were_launched_under(tmp_path, monke
     assert seqs == list(range(1, len(seqs) + 1))
     stats = [e["stats"] for e in events if "stats" in e][-1]
     assert stats["gpu_timing"] == "on"
+    summary = castscope.events.summarize(events)
+    assert "  GPU timing: on" in summary
+    cast_ms, op_ms = len(by_cast) * 2000 / 1e6, len(by_op) * 9000 / 1e6
+    assert f"  GPU time: casts {cast_ms:.3f} ms, autocast ops {op_ms:.3f} ms" in summary, summary
 
 
 def test_a_tool_holding_cupti_is_left_alone_and_named(tmp_path, monkeypatch):

@@ -39,6 +39,7 @@ def summarize(events, skipped=()) -> str:
     """A terminal summary of events (an iterable, from one or several processes), in one pass."""
     casts, cache = Counter(), Counter()
     ops = 0
+    gpu_ns = Counter()  # GPU time by what launched it (docs/gpu.md)
     last_stats = {}  # per process: its final counters
     for e in events:
         c = e.get("cast")
@@ -50,6 +51,8 @@ def summarize(events, skipped=()) -> str:
             ops += 1
         elif "stats" in e:
             last_stats[e["stats"].get("pid")] = e["stats"]
+        elif "kernel" in e:
+            gpu_ns[e["kernel"]["launched_by"]] += int(e["kernel"]["duration_ns"])
     lines = [f"castscope: {ops} autocast ops, {sum(casts.values())} casts"
              + (f" in {len(last_stats)} processes" if len(last_stats) > 1 else "")]
     for (op, arg, src, dst), n in casts.most_common(15):
@@ -61,6 +64,14 @@ def summarize(events, skipped=()) -> str:
         dropped = sum(int(s["events_dropped"]) for s in last_stats.values())
         errors = sum(int(s["internal_errors"]) for s in last_stats.values())
         lines.append(f"  dropped events: {dropped}, internal errors: {errors}")
+        states = sorted({s["gpu_timing"] for s in last_stats.values() if s.get("gpu_timing")})
+        if states:
+            lines.append(f"  GPU timing: {'; '.join(states)}")
+    if gpu_ns:
+        cast, op, other = (gpu_ns[f"LAUNCHED_BY_{k}"] / 1e6 for k in ("CAST", "OP", "NONE"))
+        share = cast / (cast + op) if cast + op else 0.0
+        lines.append(f"  GPU time: casts {cast:.3f} ms, autocast ops {op:.3f} ms ({share:.0%} of their sum in casts), "
+                     f"outside autocast ops {other:.3f} ms")
     if skipped:
         lines.append(f"  {len(skipped)} unreadable lines skipped (first: {skipped[0]})")
     return "\n".join(lines)
