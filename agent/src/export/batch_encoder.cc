@@ -90,6 +90,22 @@ void encode_op(const Record& record, uint32_t op_string, uint32_t location_id, w
   out.u64(F::kProbeReason, static_cast<uint64_t>(op.probe));
 }
 
+void encode_kernel(const Record& record, uint32_t name_string, wire::Writer& out) {
+  using F = pb::KernelEvent;
+  const KernelFields& kernel = record.kernel;
+  out.u64(F::kSeq, record.seq);
+  out.u64(F::kTsNs, record.ts_ns);
+  out.u64(F::kDurationNs, kernel.duration_ns);
+  out.u64(F::kActivity, static_cast<uint64_t>(kernel.activity));
+  out.u64(F::kDevice, kernel.device);
+  out.u64(F::kStream, kernel.stream);
+  out.u64(F::kLaunchedBy, static_cast<uint64_t>(kernel.launched_by));
+  out.u64(F::kLaunchSeq, kernel.launch_seq);
+  out.u64(F::kBytes, kernel.bytes);
+  out.u64(F::kCorrelationId, kernel.correlation_id);
+  out.u64(F::kNameId, name_string);
+}
+
 void encode_cache_sample(const Record& record, wire::Writer& out) {
   using F = pb::CacheSample;
   out.u64(F::kSeq, record.seq);
@@ -143,7 +159,11 @@ void BatchEncoder::append_event(uint32_t kind_field, const wire::Writer& message
 
 void BatchEncoder::add(const Record& record, const OpMeta& op, uint32_t location_id, const Location& location) {
   scratch_.clear();
-  if (record.kind == RecordKind::kKernel) return;  // not in batches yet: the collector has no table for it (docs/gpu.md)
+  if (record.kind == RecordKind::kKernel) {
+    encode_kernel(record, intern_string(record.op_id, op.name), scratch_);
+    append_event(pb::Event::kKernel, scratch_);
+    return;
+  }
   if (record.kind == RecordKind::kCacheSample) {
     encode_cache_sample(record, scratch_);
     append_event(pb::Event::kCacheSample, scratch_);

@@ -34,9 +34,7 @@ const std::set<std::string> kNotInBatches = {
     "castscope.v1.CastEvent.location",
     "castscope.v1.OpEvent.op",
     "castscope.v1.OpEvent.location",
-    // GPU activity stays in the JSON-lines dump until the collector stores
-    // it (docs/gpu.md): no KernelEvent in batches yet.
-    "castscope.v1.Event.kernel",
+    "castscope.v1.KernelEvent.name",
 };
 
 // Fields of Event (and below) that the JSON-lines writer never writes.
@@ -191,6 +189,7 @@ Record kernel_record() {
   r.seq = 103;
   r.ts_ns = 1005;
   r.kind = RecordKind::kKernel;
+  r.op_id = 9;  // the kernel's interned name: ops and kernel names share the event log's table
   r.device = DeviceKind::kCuda;
   r.kernel.duration_ns = 2000;
   r.kernel.launch_seq = 101;
@@ -370,9 +369,16 @@ v1::Batch expected_batch() {
   v1::InternedLocation* where = batch.add_locations();
   where->set_id(kLocationId);
   *where->mutable_location() = expected_location();
+  v1::InternedString* kernel_name = batch.add_strings();
+  kernel_name->set_id(3);
+  kernel_name->set_text("memcpy DtoD");
   *batch.add_events() = expected_op();
   *batch.add_events() = expected_cast();
   *batch.add_events() = expected_cache_sample();
+  v1::Event kernel = expected_kernel();
+  kernel.mutable_kernel()->clear_name();
+  kernel.mutable_kernel()->set_name_id(3);
+  *batch.add_events() = kernel;
   *batch.add_events() = expected_stats();
   batch.set_final(true);
   return batch;

@@ -533,7 +533,7 @@ class Agent {
   void ship_batch(bool final) {
     if (!encoder_ || (encoder_->events() == 0 && !final)) return;
     const size_t events = encoder_->record_events();
-    const EventLogStats stats = shipped_stats();
+    const EventLogStats stats = process_runtime().events.stats();
     const std::string payload = encoder_->finish(++sequence_, stats.recorded, stats.dropped, final);
     if (spool_.append(payload)) {
       ++batches_written_;
@@ -546,7 +546,7 @@ class Agent {
     // The next batch that gets through carries the new counts; until then,
     // and for good if none does, the accounting file does (an empty batch
     // under the number the lost one would have had).
-    const EventLogStats after = shipped_stats();
+    const EventLogStats after = process_runtime().events.stats();
     accounting_.write(encoder_->finish(sequence_ + 1, after.recorded, after.dropped, final));
   }
 
@@ -559,10 +559,6 @@ class Agent {
         const uint32_t location = sample ? 0 : record.kind == RecordKind::kCast ? record.cast.location : record.op.location;
         const OpMeta& meta = sample ? no_op : op_meta(record.op_id);
         if (writer_.is_open()) writer_.write_line(record_to_json(record, meta, location_of(location)));
-        if (record.kind == RecordKind::kKernel) {
-          ++kernels_kept_local_;
-          return;
-        }
         if (encoder_) {
           encoder_->add(record, meta, location, location_of(location));
           if (encoder_->events() >= config_.batch_events) ship_batch(false);
@@ -580,21 +576,13 @@ class Agent {
   void write_stats(bool final = false) {
     std::lock_guard<std::mutex> io(io_mutex_);
     if (encoder_) {
-      encoder_->add_stats(shipped_stats(), now_ns(), gpu_timing_summary());
+      encoder_->add_stats(process_runtime().events.stats(), now_ns(), gpu_timing_summary());
       ship_batch(final);
     }
     if (!writer_.is_open()) return;
     writer_.write_line(
         stats_to_json(process_runtime().events.stats(), current_identity(), config_.torch_version, now_ns(), gpu_timing_summary()));
     writer_.flush();
-  }
-
-  // What batches count: GPU activity stays in the JSON-lines dump until the
-  // collector stores it (docs/gpu.md), so batches do not count it as recorded.
-  EventLogStats shipped_stats() const {
-    EventLogStats stats = process_runtime().events.stats();
-    stats.recorded -= kernels_kept_local_;
-    return stats;
   }
 
   // Metadata lookups are cached per drain caller: op ids are stable.
@@ -632,8 +620,7 @@ class Agent {
   std::string spool_error_;
   std::string gpu_timing_;  // "on" / "off: why" (gpu_timing_control.h)
   uint64_t gpu_flushed_step_ = 0;
-  uint64_t kernels_kept_local_ = 0;
-  std::atomic<uint64_t> gpu_yields_{0};  // GPU records not in batches (shipped_stats)
+  std::atomic<uint64_t> gpu_yields_{0};  // times GPU timing stepped aside for torch.profiler
   std::string identity_run_id_;
   spool::AccountingFile accounting_;
   SpoolLosses losses_;

@@ -171,6 +171,29 @@ Status check_cache_sample(const v1::CacheSample& sample, int index) {
   return {};
 }
 
+Status check_kernel(const v1::KernelEvent& kernel, int index, const LocalIdIndex& strings) {
+  const uint64_t seq = kernel.seq();
+  if (Status s = check_seq(seq, index, "kernel"); !s.ok()) return s;
+  if (Status s = check_no_inline_strings(!kernel.name().empty(), index, "kernel", seq); !s.ok()) return s;
+  if (kernel.name_id() == 0) return Status::invalid_argument(event_name(index, "kernel", seq) + ": name_id is 0 (unset)");
+  if (Status s = check_reference(kernel.name_id(), strings, "name_id", "strings", index, "kernel", seq); !s.ok())
+    return s;
+  if (Status s = check_codes({{"activity", kernel.activity()}, {"launched_by", kernel.launched_by()}}, index, "kernel", seq);
+      !s.ok())
+    return s;
+  // A launch points at the cast or op it came from, and only then.
+  if ((kernel.launched_by() == v1::LAUNCHED_BY_CAST || kernel.launched_by() == v1::LAUNCHED_BY_OP) !=
+      (kernel.launch_seq() != 0))
+    return Status::invalid_argument(event_name(index, "kernel", seq) + ": launch_seq " +
+                                    std::to_string(kernel.launch_seq()) + " does not go with launched_by " +
+                                    std::string(v1::LaunchedBy_Name(kernel.launched_by())));
+  if (kernel.launch_seq() != 0)
+    if (Status s = check_seq(kernel.launch_seq(), index, "kernel launch"); !s.ok()) return s;
+  if (kernel.bytes() >= kMaxBytes || kernel.duration_ns() >= kMaxBytes)
+    return Status::invalid_argument(event_name(index, "kernel", seq) + ": bytes or duration_ns out of range (< 2^56)");
+  return {};
+}
+
 }  // namespace
 
 std::unique_ptr<google::protobuf::Arena> make_batch_arena(size_t wire_bytes) {
@@ -251,10 +274,7 @@ Status validate_batch(const v1::Batch& batch, const BatchLimits& limits) {
       case v1::Event::kStats:
         break;
       case v1::Event::kKernel:
-        // The agent keeps GPU activity in its JSON-lines dump until the store
-        // has a table for it (docs/gpu.md); refused, never stored half.
-        status = Status::invalid_argument("events[" + std::to_string(i) +
-                                          "]: kernel events are not stored by this collector yet (docs/gpu.md)");
+        status = check_kernel(event.kernel(), i, strings);
         break;
       case v1::Event::KIND_NOT_SET:
         status = Status::invalid_argument("events[" + std::to_string(i) + "] has no kind set");

@@ -121,4 +121,12 @@ inline void unpack_device_mask(int64_t column, castscope::v1::OpEvent& op) {
     if (mask & (uint64_t{1} << device)) op.add_autocast_enabled(static_cast<castscope::v1::DeviceType>(device));
 }
 
+// kernels.codes: activity, launched_by.
+inline int64_t pack_kernel_codes(const castscope::v1::KernelEvent& k) { return pack_codes({k.activity(), k.launched_by()}); }
+
+inline void unpack_kernel_codes(int64_t packed, castscope::v1::KernelEvent& k) {
+  k.set_activity(static_cast<castscope::v1::GpuActivity>(code_at(packed, 0)));
+  k.set_launched_by(static_cast<castscope::v1::LaunchedBy>(code_at(packed, 1)));
+}
+
 }  // namespace castscope::collector

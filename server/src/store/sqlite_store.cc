@@ -19,7 +19,8 @@ namespace {
 
 // Schema history: version 1 had thread, arg_index and list_index as columns
 // of casts (now packed into casts.slot); version 5 dropped the kernels table,
-// which nothing wrote or read.
+// which nothing wrote or read; version 6 brought one back for GPU activity
+// (docs/gpu.md), with the agents' kernel counts and GPU timing state.
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -30,13 +31,18 @@ struct Migration {
 };
 constexpr Migration kMigrations[] = {
     {4, "DROP TABLE IF EXISTS kernels"},
+    {5, "CREATE TABLE kernels(id INTEGER PRIMARY KEY, ts_ns INTEGER, duration_ns INTEGER, name INTEGER, "
+        "codes INTEGER, device INTEGER, stream INTEGER, launch_seq INTEGER, bytes INTEGER, correlation_id INTEGER);"
+        "ALTER TABLE agents ADD COLUMN kernels INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE agents ADD COLUMN gpu_timing TEXT NOT NULL DEFAULT '';"
+        "ALTER TABLE agents ADD COLUMN gpu_records_dropped INTEGER NOT NULL DEFAULT 0"},
 };
 constexpr int kOldestMigratedVersion = kMigrations[0].from;
 static_assert(kMigrations[std::size(kMigrations) - 1].from == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
-// A read-only connection cannot migrate; it reads these older versions as
-// they are (version 4 differs only by a table nothing reads).
-constexpr int kOldestReadableVersion = 4;
+// A read-only connection cannot migrate; it reads only the current version
+// (version 5 lacks the columns the readers select).
+constexpr int kOldestReadableVersion = 6;
 
 }  // namespace
 

@@ -17,7 +17,8 @@
 //   strings,       StoreWriter interns them; readers resolve ids
 //   locations
 //   casts, ops,    StoreWriter's multi-row inserts; StoreReader::query_events,
-//   cache_samples  load_run_data
+//   cache_samples, load_run_data
+//   kernels
 //   findings       StoreWriter::replace_findings (the live analyzer);
 //                  StoreReader::list_findings
 //
@@ -150,6 +151,10 @@ inline constexpr Column kAgentsColumns[] = {
     {"events_dropped_total", "INTEGER NOT NULL DEFAULT 0"},
     {"internal_errors", "INTEGER NOT NULL DEFAULT 0"},
     {"finished", "INTEGER NOT NULL DEFAULT 0"},
+    // Version 6 (added at the end, as ALTER TABLE does when upgrading):
+    {"kernels", "INTEGER NOT NULL DEFAULT 0"},
+    {"gpu_timing", "TEXT NOT NULL DEFAULT ''"},  // AgentStats.gpu_timing, the latest
+    {"gpu_records_dropped", "INTEGER NOT NULL DEFAULT 0"},
 };
 inline constexpr Table kAgents{"agents", kAgentsColumns, "UNIQUE(run, agent_id)"};
 
@@ -218,6 +223,20 @@ inline constexpr Column kCacheSamplesColumns[] = {
 };
 inline constexpr Table kCacheSamples{"cache_samples", kCacheSamplesColumns};
 
+inline constexpr Column kKernelsColumns[] = {
+    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"ts_ns", "INTEGER"},
+    {"duration_ns", "INTEGER"},
+    {"name", "INTEGER"},   // strings id
+    {"codes", "INTEGER"},  // pack_kernel_codes: activity, launched_by
+    {"device", "INTEGER"},
+    {"stream", "INTEGER"},
+    {"launch_seq", "INTEGER"},  // the cast's or op's seq (same agent); 0: none
+    {"bytes", "INTEGER"},
+    {"correlation_id", "INTEGER"},
+};
+inline constexpr Table kKernels{"kernels", kKernelsColumns};
+
 inline constexpr Column kFindingsColumns[] = {
     {"id", "INTEGER PRIMARY KEY"},
     {"run", "INTEGER NOT NULL REFERENCES runs(id)"},
@@ -228,8 +247,8 @@ inline constexpr Column kFindingsColumns[] = {
 };
 inline constexpr Table kFindings{"findings", kFindingsColumns};
 
-inline constexpr const Table* kTables[] = {&kRuns,  &kAgents, &kBatches,       &kStrings,  &kLocations,
-                                           &kCasts, &kOps,    &kCacheSamples, &kFindings};
+inline constexpr const Table* kTables[] = {&kRuns, &kAgents,       &kBatches, &kStrings,  &kLocations, &kCasts,
+                                           &kOps,  &kCacheSamples, &kKernels, &kFindings};
 
 // The whole schema of a new store: every table, then the views.
 std::string create_schema_sql();

@@ -252,51 +252,89 @@ int64_t pragma(const std::string& db, const std::string& sql) {
   return value;
 }
 
-// A store as version 4 wrote it: today's tables plus the kernels table
-// (nothing wrote or read it), user_version 4.
-void make_version_4_store(const std::string& db) {
+void exec_sql(const std::string& db, const char* sql) {
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(handle, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(handle);
+  sqlite3_close(handle);
+}
+
+// A store as version 5 wrote it: today's tables less the kernels table and
+// the agents' GPU columns, user_version 5.
+void make_version_5_store(const std::string& db) {
   {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(db, writer).ok());
     bool duplicate = false;
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
   }
-  sqlite3* handle = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(handle,
-                         "CREATE TABLE kernels(id INTEGER PRIMARY KEY, start_ns INTEGER, end_ns INTEGER, "
-                         "name INTEGER, device INTEGER, stream INTEGER, op_seq INTEGER);"
-                         "PRAGMA user_version=4",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(handle);
+  exec_sql(db,
+           "DROP TABLE kernels; ALTER TABLE agents DROP COLUMN kernels; ALTER TABLE agents DROP COLUMN gpu_timing;"
+           "ALTER TABLE agents DROP COLUMN gpu_records_dropped; PRAGMA user_version=5");
 }
 
-TEST(SqliteStore, ReadsAndUpgradesAVersion4Store) {
-  static_assert(kSchemaVersion == 5, "a new schema version: add its old-file test beside this one");
-  const std::string db = (temp_dir("version4") / "store.db").string();
-  make_version_4_store(db);
+// Version 4: version 5 plus an older kernels table nothing wrote or read.
+void make_version_4_store(const std::string& db) {
+  make_version_5_store(db);
+  exec_sql(db,
+           "CREATE TABLE kernels(id INTEGER PRIMARY KEY, start_ns INTEGER, end_ns INTEGER, "
+           "name INTEGER, device INTEGER, stream INTEGER, op_seq INTEGER);"
+           "PRAGMA user_version=4");
+}
 
-  // A reader cannot migrate; it reads version 4 as it is.
-  v1::EventFilter filter;
-  filter.set_run_id("run");
-  EXPECT_EQ(query(db, filter).events_size(), 5);
-  EXPECT_EQ(pragma(db, "PRAGMA user_version"), 4);
+// Every column of `table` with its type, as SQLite reports them.
+std::string table_columns(const std::string& db, const std::string& table) {
+  sqlite3* handle = nullptr;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  const std::string sql = "SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('" + table + "')";
+  EXPECT_EQ(sqlite3_prepare_v2(handle, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK);
+  std::string out;
+  while (sqlite3_step(stmt) == SQLITE_ROW)
+    for (int c = 0; c < 4; ++c) {
+      const unsigned char* text = sqlite3_column_text(stmt, c);
+      out += (text != nullptr ? reinterpret_cast<const char*>(text) : "NULL") + std::string(c == 3 ? "\n" : " ");
+    }
+  sqlite3_finalize(stmt);
+  sqlite3_close(handle);
+  return out;
+}
 
-  // The writer upgrades it in place and goes on storing.
+TEST(SqliteStore, UpgradesVersion4And5StoresToTheDeclaredSchema) {
+  static_assert(kSchemaVersion == 6, "a new schema version: add its old-file test beside this one");
+  const std::string fresh = (temp_dir("fresh") / "store.db").string();
   {
     std::unique_ptr<StoreWriter> writer;
-    const Status status = StoreWriter::open(db, writer);
-    ASSERT_TRUE(status.ok()) << status.message();
-    bool duplicate = false;
-    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
-    EXPECT_TRUE(duplicate);
-    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10), duplicate).ok());
-    EXPECT_FALSE(duplicate);
+    ASSERT_TRUE(StoreWriter::open(fresh, writer).ok());
   }
-  EXPECT_EQ(pragma(db, "PRAGMA user_version"), kSchemaVersion);
-  EXPECT_EQ(pragma(db, "SELECT count(*) FROM sqlite_master WHERE name = 'kernels'"), 0);
-  EXPECT_EQ(query(db, filter).events_size(), 10);
+  for (int version : {4, 5}) {
+    const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
+    version == 4 ? make_version_4_store(db) : make_version_5_store(db);
+
+    // A reader cannot migrate, and these versions lack columns it reads.
+    std::unique_ptr<StoreReader> reader;
+    const Status refused = StoreReader::open(db, reader);
+    EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(refused.message().find("once to upgrade it in place"), std::string::npos) << refused.message();
+    EXPECT_EQ(pragma(db, "PRAGMA user_version"), version);
+
+    // The writer upgrades it in place and goes on storing.
+    {
+      std::unique_ptr<StoreWriter> writer;
+      const Status status = StoreWriter::open(db, writer);
+      ASSERT_TRUE(status.ok()) << status.message();
+      bool duplicate = false;
+      ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+      EXPECT_TRUE(duplicate);
+      ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10), duplicate).ok());
+      EXPECT_FALSE(duplicate);
+    }
+    EXPECT_EQ(pragma(db, "PRAGMA user_version"), kSchemaVersion);
+    for (const char* table : {"kernels", "agents"}) EXPECT_EQ(table_columns(db, table), table_columns(fresh, table)) << table;
+    v1::EventFilter filter;
+    filter.set_run_id("run");
+    EXPECT_EQ(query(db, filter).events_size(), 10);
+  }
 }
 
 TEST(SqliteStore, RefusesAStoreTooOldToUpgrade) {

@@ -43,6 +43,7 @@ constexpr auto kBatchRow = schema::all_columns<schema::kBatches>();
 constexpr auto kCastRow = schema::all_columns<schema::kCasts>();
 constexpr auto kOpRow = schema::all_columns<schema::kOps>();
 constexpr auto kSampleRow = schema::all_columns<schema::kCacheSamples>();
+constexpr auto kKernelRow = schema::all_columns<schema::kKernels>();
 constexpr auto kRunId = schema::columns(schema::kRuns, {"id"});
 constexpr auto kRunState = schema::columns(schema::kRuns, {"id", "last_seen_unix_ns"});
 constexpr auto kRunInsert = schema::columns(schema::kRuns, {"run_id", "first_seen_unix_ns", "last_seen_unix_ns"});
@@ -51,11 +52,13 @@ constexpr auto kAgentIdentity =
     schema::columns(schema::kAgents, {"run", "agent_id", "pid", "rank", "local_rank", "world_size", "hostname",
                                       "torch_version", "command", "policy_hash", "policy_files"});
 constexpr auto kAgentCounters = schema::columns(
-    schema::kAgents, {"batches", "casts", "ops", "cache_samples", "first_sequence", "last_sequence",
-                      "events_recorded_total", "events_dropped_total", "internal_errors", "finished"});
+    schema::kAgents, {"batches", "casts", "ops", "cache_samples", "kernels", "first_sequence", "last_sequence",
+                      "events_recorded_total", "events_dropped_total", "internal_errors", "finished", "gpu_timing",
+                      "gpu_records_dropped"});
 constexpr auto kAgentState = schema::columns(
-    schema::kAgents, {"id", "batches", "casts", "ops", "cache_samples", "first_sequence", "last_sequence",
-                      "events_recorded_total", "events_dropped_total", "internal_errors", "finished"});
+    schema::kAgents, {"id", "batches", "casts", "ops", "cache_samples", "kernels", "first_sequence", "last_sequence",
+                      "events_recorded_total", "events_dropped_total", "internal_errors", "finished", "gpu_timing",
+                      "gpu_records_dropped"});
 constexpr auto kStringId = schema::columns(schema::kStrings, {"id"});
 constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
 constexpr auto kLocationId = schema::columns(schema::kLocations, {"id"});
@@ -114,7 +117,8 @@ Status StoreWriter::prepare_statements() {
     if (Status s = Statement::prepare(db, sql, *statement); !s.ok()) return db_.error(s.message());
   if (Status s = casts_.prepare(db, kCastRow); !s.ok()) return s;
   if (Status s = ops_.prepare(db, kOpRow); !s.ok()) return s;
-  return cache_samples_.prepare(db, kSampleRow);
+  if (Status s = cache_samples_.prepare(db, kSampleRow); !s.ok()) return s;
+  return kernels_.prepare(db, kKernelRow);
 }
 
 Status StoreWriter::begin() {
@@ -154,6 +158,9 @@ Status StoreWriter::commit() {
     u.bind(kAgentCounters.param("casts"), agent->casts);
     u.bind(kAgentCounters.param("ops"), agent->ops);
     u.bind(kAgentCounters.param("cache_samples"), agent->cache_samples);
+    u.bind(kAgentCounters.param("kernels"), agent->kernels);
+    u.bind_text(kAgentCounters.param("gpu_timing"), agent->gpu_timing);
+    u.bind(kAgentCounters.param("gpu_records_dropped"), agent->gpu_records_dropped);
     u.bind(kAgentCounters.param("first_sequence"), agent->first_sequence);
     u.bind(kAgentCounters.param("last_sequence"), agent->last_sequence);
     u.bind(kAgentCounters.param("events_recorded_total"), agent->events_recorded_total);
@@ -237,6 +244,9 @@ Status StoreWriter::find_or_create_agent(const v1::Batch& batch, uint64_t now_un
       agent.casts = f.column_int(kAgentState["casts"]);
       agent.ops = f.column_int(kAgentState["ops"]);
       agent.cache_samples = f.column_int(kAgentState["cache_samples"]);
+      agent.kernels = f.column_int(kAgentState["kernels"]);
+      agent.gpu_timing = f.column_text(kAgentState["gpu_timing"]);
+      agent.gpu_records_dropped = f.column_int(kAgentState["gpu_records_dropped"]);
       agent.first_sequence = f.column_int(kAgentState["first_sequence"]);
       agent.last_sequence = f.column_int(kAgentState["last_sequence"]);
       agent.events_recorded_total = f.column_int(kAgentState["events_recorded_total"]);
@@ -367,6 +377,7 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
   casts_pending_.clear();
   ops_pending_.clear();
   samples_pending_.clear();
+  kernels_pending_.clear();
   for (const v1::Event& event : batch.events()) {
     switch (event.kind_case()) {
       case v1::Event::kCast: {
@@ -387,16 +398,24 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
       case v1::Event::kCacheSample:
         samples_pending_.push_back({&event, event_row_id(agent.id, event.cache_sample().seq()), 0, 0, 0});
         break;
-      case v1::Event::kStats:
-        agent.internal_errors = std::max(agent.internal_errors, static_cast<int64_t>(event.stats().internal_errors()));
+      case v1::Event::kKernel:
+        kernels_pending_.push_back({&event, event_row_id(agent.id, event.kernel().seq()),
+                                    global_id(event.kernel().name_id(), string_index, batch_string_ids_), 0, 0});
         break;
-      case v1::Event::kKernel:  // refused by validation (docs/gpu.md)
+      case v1::Event::kStats: {
+        const v1::AgentStats& stats = event.stats();
+        agent.internal_errors = std::max(agent.internal_errors, static_cast<int64_t>(stats.internal_errors()));
+        agent.gpu_records_dropped = std::max(agent.gpu_records_dropped, static_cast<int64_t>(stats.gpu_records_dropped()));
+        if (!stats.gpu_timing().empty()) agent.gpu_timing = stats.gpu_timing();
+        break;
+      }
       case v1::Event::KIND_NOT_SET:
         break;
     }
   }
 
-  const int64_t casts_before = agent.casts, ops_before = agent.ops, samples_before = agent.cache_samples;
+  const int64_t casts_before = agent.casts, ops_before = agent.ops, samples_before = agent.cache_samples,
+                kernels_before = agent.kernels;
   Status status = casts_.insert(
       casts_pending_.size(),
       [this](Statement& s, int p, size_t row) {
@@ -451,11 +470,30 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
           s.bind(p + kSampleRow["live_bytes"], static_cast<int64_t>(sample.live_bytes()));
         },
         agent.cache_samples);
+  if (status.ok())
+    status = kernels_.insert(
+        kernels_pending_.size(),
+        [this](Statement& s, int p, size_t row) {
+          const PendingRow& pending = kernels_pending_[row];
+          const v1::KernelEvent& k = pending.event->kernel();
+          s.bind(p + kKernelRow["id"], pending.id);
+          s.bind(p + kKernelRow["ts_ns"], static_cast<int64_t>(k.ts_ns()));
+          s.bind(p + kKernelRow["duration_ns"], static_cast<int64_t>(k.duration_ns()));
+          s.bind(p + kKernelRow["name"], pending.op);
+          s.bind(p + kKernelRow["codes"], pack_kernel_codes(k));
+          s.bind(p + kKernelRow["device"], k.device());
+          s.bind(p + kKernelRow["stream"], k.stream());
+          s.bind(p + kKernelRow["launch_seq"], static_cast<int64_t>(k.launch_seq()));
+          s.bind(p + kKernelRow["bytes"], static_cast<int64_t>(k.bytes()));
+          s.bind(p + kKernelRow["correlation_id"], k.correlation_id());
+        },
+        agent.kernels);
   if (!status.ok()) return db_.error(status.message());
 
-  const auto ignored = static_cast<int64_t>(casts_pending_.size() + ops_pending_.size() + samples_pending_.size()) -
+  const auto ignored = static_cast<int64_t>(casts_pending_.size() + ops_pending_.size() + samples_pending_.size() +
+                                            kernels_pending_.size()) -
                        (agent.casts - casts_before) - (agent.ops - ops_before) -
-                       (agent.cache_samples - samples_before);
+                       (agent.cache_samples - samples_before) - (agent.kernels - kernels_before);
   if (ignored > 0)
     log::logger("collector").warn("run {} agent {} batch {}: {} events repeat the seq of events stored earlier; kept the first",
                          batch.agent().run_id(), batch.agent().agent_id(), batch.sequence(), ignored);

@@ -90,10 +90,12 @@ class StoreWriter {
  private:
   struct AgentRow {
     int64_t id = 0;
-    int64_t batches = 0, casts = 0, ops = 0, cache_samples = 0;
+    int64_t batches = 0, casts = 0, ops = 0, cache_samples = 0, kernels = 0;
     int64_t first_sequence = 0, last_sequence = 0;
     int64_t events_recorded_total = 0, events_dropped_total = 0, internal_errors = 0;
     bool finished = false;
+    std::string gpu_timing;
+    int64_t gpu_records_dropped = 0;
     bool dirty = false;
   };
   struct RunRow {
@@ -118,7 +120,7 @@ class StoreWriter {
   Statement begin_, commit_, rollback_;
   Statement insert_batch_, find_run_, insert_run_, update_run_, find_agent_, insert_agent_, update_agent_;
   Statement find_string_, insert_string_, find_location_, insert_location_;
-  MultiRowInsert casts_, ops_, cache_samples_;
+  MultiRowInsert casts_, ops_, cache_samples_, kernels_;
 
   std::unordered_map<std::string, int64_t> string_ids_;
   std::unordered_map<std::string, int64_t> location_ids_;  // key: location_key()
@@ -127,7 +129,7 @@ class StoreWriter {
   std::vector<AgentRow*> dirty_agents_;
   std::vector<RunRow*> dirty_runs_;
   // Reused per batch: rows of each kind, global ids of the batch's strings/locations.
-  std::vector<PendingRow> casts_pending_, ops_pending_, samples_pending_;
+  std::vector<PendingRow> casts_pending_, ops_pending_, samples_pending_, kernels_pending_;
   std::vector<int64_t> batch_string_ids_, batch_location_ids_;
 };
 
