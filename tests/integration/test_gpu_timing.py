@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import pathlib
+import time
 
 import pytest
 import torch
@@ -247,3 +248,55 @@ def test_timing_windows_time_a_few_steps_in_many(tmp_path, monkeypatch):
     # A window from the start covers step 1; then one opens after steps 3 and 6.
     assert timed_steps == [1, 4, 7], timed_steps
     assert all(seq in timed for seq in ops if step_of(seq) in (1, 4, 7))
+
+
+def test_gpu_time_reaches_the_store_the_report_and_the_cast_share_finding(tmp_path, monkeypatch):
+    import subprocess
+
+    from collector import Collector
+    from test_transport import stored_event_seqs, the_agent
+
+    # Casting costs as much as the op computes: a warning at the user's line.
+    gpu = with_standin(tmp_path, monkeypatch, {
+        "cast": [{"name": "void at::native::elementwise_kernel<copy>", "duration_ns": 40000}],
+        "op": [{"name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32", "duration_ns": 60000}]})
+    collector = Collector(tmp_path / "store.db")
+    try:
+        a, w = torch.randn(8, 8), torch.randn(8, 8)
+        with castscope.attached(collector=collector.address, spool_dir=tmp_path / "spool", run_id="gpu",
+                                probe=False, gpu_timing=gpu):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                for _ in range(3):
+                    torch.mm(a, w)  # the casting line
+        deadline = time.monotonic() + 60
+
+        def delivered() -> bool:
+            files = list((tmp_path / "spool").glob("*.forwarder.json"))
+            return bool(files) and json.loads(files[0].read_text()).get("state") == "delivered"
+
+        while not delivered():
+            assert time.monotonic() < deadline, "the forwarder did not deliver in 60 s"
+            time.sleep(0.1)
+    finally:
+        collector.stop()
+    agent = the_agent(collector.db)
+    assert agent["kernels"] == 9 and agent["gpu_timing"] == "on"  # 2 casts and the op, 3 times
+    assert agent["casts"] + agent["ops"] + agent["cache_samples"] + agent["kernels"] == agent["events_recorded_total"]
+    assert stored_event_seqs(collector.db) == list(range(1, agent["events_recorded_total"] + 1))
+
+    report = subprocess.run([str(castscope.collector_binary()), "report", "--db", str(collector.db), "--run", "gpu"],
+                            capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    report = json.loads(report.stdout)
+    assert report["totals"]["accounting"]["complete"]
+    assert report["gpu"]["cast_ns"] == 6 * 40000 and report["gpu"]["compute_ns"] == 3 * 60000
+    [site] = report["gpu"]["sites"]
+    line = next(n for n, text in enumerate(pathlib.Path(__file__).read_text().splitlines(), 1)
+                if text.strip().endswith("# the casting line"))
+    assert (site["site"]["file"], site["site"]["line"], site["site"]["op"]) == (__file__, line, "aten::mm")
+    assert site["cast_kernels"] == 6 and site["compute_kernels"] == 3
+    [finding] = [f for f in report["findings"] if f["kind"] == "cast-share"]
+    assert finding["severity"] == "warning"
+    assert [(s["file"], s["line"]) for s in finding["sites"]] == [(__file__, line)]
+    assert finding["summary"] == "casts for aten::mm took 57 % of its GPU time (0.240 ms casting, 0.180 ms computing)"
+    assert report["run"]["agents"][0]["gpu_timing"] == "on"

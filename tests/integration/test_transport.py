@@ -36,8 +36,8 @@ def the_agent(db: pathlib.Path) -> dict:
 
 def _numbers(agent: dict) -> dict:
     """proto3 JSON writes 64-bit counters as strings."""
-    counters = ("batches", "casts", "ops", "cache_samples", "events_recorded_total", "events_dropped_total",
-                "first_sequence", "last_sequence", "missing_sequences")
+    counters = ("batches", "casts", "ops", "cache_samples", "kernels", "events_recorded_total", "events_dropped_total",
+                "first_sequence", "last_sequence", "missing_sequences", "gpu_records_dropped")
     return {k: int(v) if k in counters else v for k, v in agent.items()} | {
         k: 0 for k in counters if k not in agent}
 
@@ -47,7 +47,8 @@ def stored_event_seqs(db: pathlib.Path) -> list[int]:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
         return [row[0] for row in connection.execute(
             "SELECT id & 1099511627775 FROM casts UNION ALL SELECT id & 1099511627775 FROM ops "
-            "UNION ALL SELECT id & 1099511627775 FROM cache_samples ORDER BY 1")]
+            "UNION ALL SELECT id & 1099511627775 FROM cache_samples "
+            "UNION ALL SELECT id & 1099511627775 FROM kernels ORDER BY 1")]
 
 
 def test_training_job_through_embedded_collector(tmp_path):

@@ -409,6 +409,46 @@ void cast_churn(const RunData& run, std::vector<Finding>& out) {
   }
 }
 
+// Shares of a site's GPU time in its casts' kernels (docs/gpu.md) that make
+// a finding, and the least GPU time a site needs before its share means much.
+constexpr double kCastShareWarning = 0.20, kCastShareInfo = 0.05;
+constexpr uint64_t kCastShareMinimumNs = 100'000;
+
+std::string milliseconds(uint64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f ms", static_cast<double>(ns) / 1e6);
+  return text;
+}
+
+void cast_share(const RunData& run, std::vector<Finding>& out) {
+  for (const auto& row : run.gpu_sites) {
+    const uint64_t total = row.cast_ns + row.compute_ns;
+    if (total < kCastShareMinimumNs || row.cast_ns == 0) continue;
+    const double share = static_cast<double>(row.cast_ns) / static_cast<double>(total);
+    if (share < kCastShareInfo) continue;
+    Finding f = make("cast-share", share >= kCastShareWarning ? "warning" : "info", {row.site});
+    char percent[16];
+    std::snprintf(percent, sizeof(percent), "%.0f %%", share * 100);
+    f.summary = "casts for " + row.site.op + " took " + percent + " of its GPU time (" + milliseconds(row.cast_ns) +
+                " casting, " + milliseconds(row.compute_ns) + " computing)";
+    f.explanation =
+        "The kernels that converted this op's arguments to its autocast dtype ran for a large share of the time the "
+        "op itself ran on the GPU: the lower precision saves less than the conversions cost. Typical causes: small "
+        "ops whose inputs are cast on every call, float32 weights cast again every iteration outside the cast cache "
+        "(no grad, or a cache cleared by leaving autocast), or activations that go back and forth between dtypes.";
+    f.fix =
+        "Keep the tensors in the dtype the op runs in (cast weights once, or keep activations in the autocast "
+        "dtype), let several ops share one cast inside one autocast region, or run small ops outside autocast.";
+    f.evidence = {{"cast_ns", row.cast_ns},
+                  {"compute_ns", row.compute_ns},
+                  {"cast_share", share},
+                  {"cast_kernels", row.cast_kernels},
+                  {"compute_kernels", row.compute_kernels},
+                  {"thresholds", {{"warning", kCastShareWarning}, {"info", kCastShareInfo}}}};
+    out.push_back(std::move(f));
+  }
+}
+
 void not_autocast(const RunData& run, std::vector<Finding>& out) {
   struct Site {
     SiteRef site;
@@ -502,6 +542,7 @@ std::vector<Finding> analyze_run(const RunData& run) {
   low_precision_escape(run, out);
   cast_churn(run, out);
   not_autocast(run, out);
+  cast_share(run, out);
   return out;
 }
 

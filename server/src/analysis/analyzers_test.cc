@@ -193,5 +193,30 @@ TEST(Analyzers, NotAutocastNamesWhyTheOpRanAtFullPrecision) {
   EXPECT_EQ(why[25], "given float64 inputs, which autocast never casts");
 }
 
+GpuSiteRow gpu_site(uint32_t line, uint64_t cast_ns, uint64_t compute_ns) {
+  GpuSiteRow row;
+  row.site = SiteRef{"train.py", line, "f", "aten::linear", ""};
+  row.cast_ns = cast_ns;
+  row.compute_ns = compute_ns;
+  row.cast_kernels = row.compute_kernels = 10;
+  return row;
+}
+
+TEST(Analyzers, CastShareWarnsFromAFifthAndTellsFromATwentieth) {
+  RunData run;
+  run.gpu_sites = {gpu_site(10, 250'000, 750'000),  // 25 %: warning
+                   gpu_site(11, 100'000, 900'000),  // 10 %: info
+                   gpu_site(12, 30'000, 970'000),   // 3 %: nothing
+                   gpu_site(13, 40'000, 40'000)};   // 50 % of too little GPU time to mean much: nothing
+  const std::vector<Finding> found = analyze_run(run);
+  ASSERT_EQ(kinds(found), (std::vector<std::string>{"cast-share", "cast-share"}));
+  EXPECT_EQ(found[0].severity, "warning");
+  EXPECT_EQ(found[0].sites[0].line, 10u);
+  EXPECT_EQ(found[0].summary, "casts for aten::linear took 25 % of its GPU time (0.250 ms casting, 0.750 ms computing)");
+  EXPECT_EQ(found[1].severity, "info");
+  EXPECT_EQ(found[1].sites[0].line, 11u);
+  EXPECT_DOUBLE_EQ(found[1].evidence["cast_share"].get<double>(), 0.1);
+}
+
 }  // namespace
 }  // namespace castscope::collector

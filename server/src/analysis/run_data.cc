@@ -21,7 +21,8 @@ constexpr auto kRunRow = schema::columns(schema::kRuns, {"id", "first_seen_unix_
 constexpr auto kAgentRow = schema::columns(
     schema::kAgents, {"id", "agent_id", "pid", "rank", "local_rank", "world_size", "hostname", "torch_version",
                       "command", "batches", "first_sequence", "last_sequence", "events_recorded_total",
-                      "events_dropped_total", "finished", "policy_hash", "casts", "ops", "cache_samples"});
+                      "events_dropped_total", "finished", "policy_hash", "casts", "ops", "cache_samples", "kernels",
+                      "gpu_timing", "gpu_records_dropped"});
 constexpr auto kCastRow = schema::columns(
     schema::kCasts, {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version"});
 constexpr auto kOpRow = schema::columns(
@@ -80,8 +81,12 @@ class Loader {
       row.events_recorded = static_cast<uint64_t>(a.column_int(kAgentRow["events_recorded_total"]));
       row.events_dropped = static_cast<uint64_t>(a.column_int(kAgentRow["events_dropped_total"]));
       row.finished = a.column_int(kAgentRow["finished"]) != 0;
+      row.kernels = static_cast<uint64_t>(a.column_int(kAgentRow["kernels"]));
       row.events_stored = static_cast<uint64_t>(a.column_int(kAgentRow["casts"]) + a.column_int(kAgentRow["ops"]) +
-                                                a.column_int(kAgentRow["cache_samples"]));
+                                                a.column_int(kAgentRow["cache_samples"])) +
+                          row.kernels;
+      row.gpu_timing = a.column_text(kAgentRow["gpu_timing"]);
+      row.gpu_records_dropped = static_cast<uint64_t>(a.column_int(kAgentRow["gpu_records_dropped"]));
       out_.agents.push_back(std::move(row));
     }
     if (!error.ok()) return error;
@@ -90,7 +95,10 @@ class Loader {
       if (Status s = in_chunks(schema::kCasts, lo, hi, &Loader::read_casts); !s.ok()) return s;
       if (Status s = in_chunks(schema::kOps, lo, hi, &Loader::read_ops); !s.ok()) return s;
       if (Status s = read_samples(lo, hi, out_.agents[i].agent_id); !s.ok()) return s;
+      if (out_.agents[i].kernels > 0)
+        if (Status s = read_gpu_time(lo, hi); !s.ok()) return s;
     }
+    for (auto& [key, row] : gpu_sites_) out_.gpu_sites.push_back(std::move(row));
     for (auto& [key, row] : sites_) out_.sites.push_back(std::move(row));
     for (auto& [key, row] : ops_) out_.ops.push_back(std::move(row));
     for (auto& [key, row] : backward_) out_.backward_ops.push_back(std::move(row));
@@ -123,6 +131,60 @@ class Loader {
       if (Status s = (this->*read)(from, std::min(end, from + kChunkIds)); !s.ok()) return s;
     }
     return Status();
+  }
+
+  // GPU time of one agent's kernels (ids lo..hi), by what launched them. A
+  // kernel's launch is a cast or op row of the same agent: its id is the
+  // kernel's agent part with launch_seq as the seq.
+  Status read_gpu_time(int64_t lo, int64_t hi) {
+    static const std::string kLaunchedBy = "((k.codes >> " + std::to_string(kCodeBits) + ") & " +
+                                           std::to_string(kCodeLimit - 1) + ")";
+    static const std::string kLaunch = "(((k.id >> 40) << 40) | k.launch_seq)";
+    struct Join {
+      int launched_by;
+      const char* table;
+    };
+    for (const Join join : {Join{v1::LAUNCHED_BY_CAST, "casts"}, Join{v1::LAUNCHED_BY_OP, "ops"}}) {
+      Statement rows;
+      const std::string sql = "SELECT e.location, e.op, SUM(k.duration_ns), COUNT(*) FROM kernels k JOIN " +
+                              std::string(join.table) + " e ON e.id = " + kLaunch + " WHERE k.id >= ? AND k.id < ? AND " +
+                              kLaunchedBy + " = ? GROUP BY e.location, e.op";
+      if (Status s = Statement::prepare(db_.handle(), sql, rows); !s.ok()) return s;
+      rows.bind(1, lo);
+      rows.bind(2, hi);
+      rows.bind(3, static_cast<int64_t>(join.launched_by));
+      Status error;
+      while (rows.step(error)) {
+        const auto key = std::make_tuple(rows.column_int(0), rows.column_int(1));
+        auto [it, inserted] = gpu_sites_.try_emplace(key);
+        GpuSiteRow& row = it->second;
+        if (inserted)
+          if (Status s = site_ref(std::get<0>(key), std::get<1>(key), 0, row.site); !s.ok()) return s;
+        const auto ns = static_cast<uint64_t>(rows.column_int(2)), kernels = static_cast<uint64_t>(rows.column_int(3));
+        if (join.launched_by == v1::LAUNCHED_BY_CAST) {
+          row.cast_ns += ns;
+          row.cast_kernels += kernels;
+          out_.gpu_cast_ns += ns;
+        } else {
+          row.compute_ns += ns;
+          row.compute_kernels += kernels;
+          out_.gpu_compute_ns += ns;
+        }
+      }
+      if (!error.ok()) return error;
+    }
+    Statement rest;
+    if (Status s = Statement::prepare(db_.handle(),
+                                      "SELECT SUM(k.duration_ns) FROM kernels k WHERE k.id >= ? AND k.id < ? AND " +
+                                          kLaunchedBy + " = " + std::to_string(v1::LAUNCHED_BY_NONE),
+                                      rest);
+        !s.ok())
+      return s;
+    rest.bind(1, lo);
+    rest.bind(2, hi);
+    Status error;
+    if (rest.step(error) && !rest.column_is_null(0)) out_.gpu_unattributed_ns += static_cast<uint64_t>(rest.column_int(0));
+    return error;
   }
 
   Status read_casts(int64_t lo, int64_t hi) {
@@ -290,6 +352,7 @@ class Loader {
   std::map<std::pair<int64_t, int>, OpRow> ops_;
   std::map<std::pair<int64_t, int64_t>, BackwardOpRow> backward_;  // location, op
   std::map<std::tuple<int64_t, int64_t, int>, ProbeOpRow> probes_;  // location, op, reason
+  std::map<std::tuple<int64_t, int64_t>, GpuSiteRow> gpu_sites_;     // location, op
   std::unordered_map<int64_t, std::string> strings_;
 };
 

@@ -83,6 +83,15 @@ struct CacheSampleRow {
   uint64_t live_bytes = 0;
 };
 
+// GPU time (docs/gpu.md) at one source line and op: the kernels launched by
+// its casts (joined through KernelEvent.launch_seq to the cast rows) and by
+// the op itself (to the op rows).
+struct GpuSiteRow {
+  SiteRef site;  // arg empty
+  uint64_t cast_ns = 0, compute_ns = 0;
+  uint64_t cast_kernels = 0, compute_kernels = 0;
+};
+
 struct AgentRow {
   std::string agent_id;
   uint32_t pid = 0;
@@ -90,7 +99,10 @@ struct AgentRow {
   std::string hostname, torch_version, command, policy_hash;
   bool finished = false;
   uint64_t events_recorded = 0, events_dropped = 0, batches = 0, missing_batches = 0;
-  uint64_t events_stored = 0;  // casts, ops and cache samples in the store
+  uint64_t events_stored = 0;  // casts, ops, cache samples and kernels in the store
+  uint64_t kernels = 0;
+  std::string gpu_timing;  // AgentStats.gpu_timing, the latest
+  uint64_t gpu_records_dropped = 0;
 };
 
 struct RunData {
@@ -106,6 +118,8 @@ struct RunData {
   std::set<std::tuple<std::string, uint32_t, std::string>> traced_with_autocast_off;
   std::vector<CacheSampleRow> iteration_samples;  // per agent, in iteration order
   uint64_t max_live_casts = 0, max_live_bytes = 0;
+  std::vector<GpuSiteRow> gpu_sites;
+  uint64_t gpu_cast_ns = 0, gpu_compute_ns = 0, gpu_unattributed_ns = 0;
 };
 
 // Reads `run_id` from an open store; NOT_FOUND when no such run. Events are

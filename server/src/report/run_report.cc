@@ -1,5 +1,6 @@
 #include "server/src/report/run_report.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -25,7 +26,8 @@ json run_json(const RunData& run, const std::set<std::string>& devices) {
                       {"world_size", a.world_size}, {"hostname", a.hostname}, {"finished", a.finished},
                       {"events_recorded", a.events_recorded}, {"events_dropped", a.events_dropped},
                       {"events_stored", a.events_stored}, {"batches", a.batches},
-                      {"missing_batches", a.missing_batches}});
+                      {"missing_batches", a.missing_batches}, {"kernels", a.kernels},
+                      {"gpu_timing", a.gpu_timing}, {"gpu_records_dropped", a.gpu_records_dropped}});
   }
   return {{"run_id", run.run_id},
           {"commands", commands},
@@ -59,6 +61,33 @@ json accounting_json(const RunData& run) {
           {"events_unaccounted", unaccounted},
           {"unfinished_processes", unfinished},
           {"missing_batches", missing}};
+}
+
+double cast_share(uint64_t cast_ns, uint64_t compute_ns) {
+  return cast_ns + compute_ns == 0 ? 0.0 : static_cast<double>(cast_ns) / static_cast<double>(cast_ns + compute_ns);
+}
+
+// GPU time by what launched it (docs/gpu.md): per source line and op, the
+// time of its casts' kernels against its own compute; busiest first.
+json gpu_json(const RunData& run) {
+  std::vector<const GpuSiteRow*> rows;
+  for (const auto& row : run.gpu_sites) rows.push_back(&row);
+  std::sort(rows.begin(), rows.end(), [](const GpuSiteRow* a, const GpuSiteRow* b) {
+    return a->cast_ns + a->compute_ns > b->cast_ns + b->compute_ns;
+  });
+  json sites = json::array();
+  for (const GpuSiteRow* row : rows)
+    sites.push_back({{"site", site_json(row->site)},
+                     {"cast_ns", row->cast_ns},
+                     {"compute_ns", row->compute_ns},
+                     {"cast_share", cast_share(row->cast_ns, row->compute_ns)},
+                     {"cast_kernels", row->cast_kernels},
+                     {"compute_kernels", row->compute_kernels}});
+  return {{"cast_ns", run.gpu_cast_ns},
+          {"compute_ns", run.gpu_compute_ns},
+          {"unattributed_ns", run.gpu_unattributed_ns},
+          {"cast_share", cast_share(run.gpu_cast_ns, run.gpu_compute_ns)},
+          {"sites", sites}};
 }
 
 }  // namespace
@@ -127,6 +156,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
              {"max_live_bytes", run.max_live_bytes}}}}},
          {"sites", sites},
          {"ops", op_rows},
+         {"gpu", gpu_json(run)},
          {"findings", findings}};
   return Status();
 }

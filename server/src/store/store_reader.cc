@@ -40,7 +40,8 @@ constexpr auto kRunId = schema::columns(schema::kRuns, {"id"});
 constexpr auto kAgentSummary = schema::columns(
     schema::kAgents, {"agent_id", "pid", "rank", "local_rank", "world_size", "hostname", "torch_version", "command",
                       "batches", "casts", "ops", "cache_samples", "events_recorded_total", "events_dropped_total",
-                      "first_sequence", "last_sequence", "finished", "policy_hash", "policy_files"});
+                      "first_sequence", "last_sequence", "finished", "policy_hash", "policy_files", "kernels",
+                      "gpu_timing", "gpu_records_dropped"});
 constexpr auto kAgentRef = schema::columns(schema::kAgents, {"id", "agent_id"});
 constexpr auto kStringId = schema::columns(schema::kStrings, {"id"});
 constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
@@ -117,6 +118,9 @@ Status StoreReader::list_runs(v1::ListRunsResponse& out) {
       agent.set_last_sequence(last);
       agent.set_missing_sequences(batches == 0 ? 0 : last - first + 1 - batches);
       agent.set_finished(a.column_int(kAgentSummary["finished"]) != 0);
+      agent.set_kernels(static_cast<uint64_t>(a.column_int(kAgentSummary["kernels"])));
+      agent.set_gpu_timing(a.column_text(kAgentSummary["gpu_timing"]));
+      agent.set_gpu_records_dropped(static_cast<uint64_t>(a.column_int(kAgentSummary["gpu_records_dropped"])));
     }
     agents.reset();
     if (!error.ok()) break;

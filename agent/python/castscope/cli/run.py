@@ -232,11 +232,12 @@ def _print_agents(runs: list, run_id: str) -> None:
         for agent in run["agents"]:
             identity = agent["identity"]
             rank = f" rank {identity['rank']}" if identity.get("rank", -1) >= 0 else ""
-            n = {k: int(agent.get(k, 0)) for k in ("casts", "ops", "cache_samples", "events_dropped_total",
+            n = {k: int(agent.get(k, 0)) for k in ("casts", "ops", "cache_samples", "kernels", "events_dropped_total",
                                                    "events_recorded_total")}  # proto3 JSON leaves zeros out
-            stored = n["casts"] + n["ops"] + n["cache_samples"]
+            stored = n["casts"] + n["ops"] + n["cache_samples"] + n["kernels"]
             unaccounted = n["events_recorded_total"] - stored
+            kernels = f", {n['kernels']} GPU activities" if n["kernels"] else ""
             print(f"  pid {identity['pid']}{rank}: {n['casts']} casts, {n['ops']} ops, "
-                  f"{n['cache_samples']} cache samples stored; {n['events_dropped_total']} events dropped"
+                  f"{n['cache_samples']} cache samples{kernels} stored; {n['events_dropped_total']} events dropped"
                   f"{'' if agent.get('finished') else ' (INCOMPLETE: the process did not finish normally)'}"
                   f"{f'; {unaccounted} recorded events not stored' if unaccounted > 0 else ''}", file=sys.stderr)
