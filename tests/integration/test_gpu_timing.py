@@ -300,3 +300,7 @@ def test_gpu_time_reaches_the_store_the_report_and_the_cast_share_finding(tmp_pa
     assert [(s["file"], s["line"]) for s in finding["sites"]] == [(__file__, line)]
     assert finding["summary"] == "casts for aten::mm took 57 % of its GPU time (0.240 ms casting, 0.180 ms computing)"
     assert report["run"]["agents"][0]["gpu_timing"] == "on"
+    from castscope.report import format_report
+    text = format_report(report)
+    assert "  GPU timing: on" in text
+    assert "  GPU time: casts 0.240 ms, autocast ops 0.180 ms (57% in casts), outside autocast ops 0.000 ms" in text, text

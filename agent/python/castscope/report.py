@@ -61,6 +61,16 @@ def format_report(report: dict, top: int = 15) -> str:
         for row in sorted(converting, key=lambda r: -r["count"])[:top]:
             lines.append(f"    {row['count']:>8}  {_site_text(row['site'])}  {row['role']} {row['src_dtype']} -> "
                          f"{row['dst_dtype']} [{row['mode']}]")
+    states = sorted({a["gpu_timing"] for a in run["agents"] if a.get("gpu_timing")})
+    if states:
+        lines.append(f"  GPU timing: {'; '.join(states)}")
+    gpu = report.get("gpu") or {}
+    if gpu.get("sites"):
+        lines.append(f"  GPU time: casts {gpu['cast_ns'] / 1e6:.3f} ms, autocast ops {gpu['compute_ns'] / 1e6:.3f} ms "
+                     f"({gpu['cast_share']:.0%} in casts), outside autocast ops {gpu['unattributed_ns'] / 1e6:.3f} ms")
+        for row in gpu["sites"][:top]:
+            lines.append(f"    {row['cast_ns'] / 1e6:>9.3f} ms casting {row['compute_ns'] / 1e6:>9.3f} ms computing "
+                         f"({row['cast_share']:.0%})  {_site_text(row['site'])}")
     findings = report["findings"]
     lines.append(f"  findings: {len(findings)}" + ("" if findings else " (nothing to report)"))
     for finding in sorted(findings, key=lambda f: ["critical", "error", "warning", "info"].index(f["severity"])):

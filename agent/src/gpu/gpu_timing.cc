@@ -279,7 +279,7 @@ class Collector {
     if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && !name.empty() && name.find("<not provided>") == std::string::npos)
       return "another tool holds CUPTI (" + name + "); castscope leaves it alone";
     if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) return "";
-    return "CUPTI did not start (" + cupti_.describe(result) + ")";
+    return "CUPTI (" + cupti_.path + ") did not start: " + cupti_.describe(result) + " (no CUDA driver or GPU here?)";
   }
 
   // CUPTI's clock (CLOCK_REALTIME on Linux unless a tool registered another)
