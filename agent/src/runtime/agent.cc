@@ -556,7 +556,10 @@ class Agent {
     const size_t n = process_runtime().events.drain([this](const Record& record) {
       try {
         const bool sample = record.kind == RecordKind::kCacheSample;
-        const uint32_t location = sample ? 0 : record.kind == RecordKind::kCast ? record.cast.location : record.op.location;
+        // Only casts and ops have a location; the other kinds' union holds something else there.
+        const uint32_t location = record.kind == RecordKind::kCast ? record.cast.location
+                                  : record.kind == RecordKind::kOp ? record.op.location
+                                                                   : 0;
         const OpMeta& meta = sample ? no_op : op_meta(record.op_id);
         if (writer_.is_open()) writer_.write_line(record_to_json(record, meta, location_of(location)));
         if (encoder_) {

@@ -191,6 +191,8 @@ Status check_kernel(const v1::KernelEvent& kernel, int index, const LocalIdIndex
     if (Status s = check_seq(kernel.launch_seq(), index, "kernel launch"); !s.ok()) return s;
   if (kernel.bytes() >= kMaxBytes || kernel.duration_ns() >= kMaxBytes)
     return Status::invalid_argument(event_name(index, "kernel", seq) + ": bytes or duration_ns out of range (< 2^56)");
+  if (kernel.ts_ns() > static_cast<uint64_t>(INT64_MAX))
+    return Status::invalid_argument(event_name(index, "kernel", seq) + ": ts_ns out of range (< 2^63)");
   return {};
 }
 

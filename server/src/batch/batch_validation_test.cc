@@ -42,6 +42,40 @@ TEST(BatchValidation, RejectsSequenceZero) {
   EXPECT_EQ(status.message(), "batch sequence is 0; sequences start at 1");
 }
 
+// A kernel launched by the batch's first op (make_batch's seq 1), named by string 1.
+v1::Batch with_kernel(v1::LaunchedBy by, uint64_t launch_seq, uint32_t name_id = 1) {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  v1::KernelEvent& k = *batch.add_events()->mutable_kernel();
+  k.set_seq(1000);
+  k.set_ts_ns(5);
+  k.set_duration_ns(2000);
+  k.set_activity(v1::GPU_ACTIVITY_KERNEL);
+  k.set_launched_by(by);
+  k.set_launch_seq(launch_seq);
+  k.set_name_id(name_id);
+  return batch;
+}
+
+TEST(BatchValidation, KernelEventsNameTheirLaunchOnlyWhenTheyHaveOne) {
+  const int last = make_batch("run", "agent", 1).events_size();
+  const std::string kernel = "events[" + std::to_string(last) + "] (kernel seq 1000): ";
+  EXPECT_TRUE(validate(with_kernel(v1::LAUNCHED_BY_OP, 1)).ok());
+  EXPECT_TRUE(validate(with_kernel(v1::LAUNCHED_BY_NONE, 0)).ok());
+  EXPECT_EQ(validate(with_kernel(v1::LAUNCHED_BY_CAST, 0)).message(),
+            kernel + "launch_seq 0 does not go with launched_by LAUNCHED_BY_CAST");
+  EXPECT_EQ(validate(with_kernel(v1::LAUNCHED_BY_NONE, 7)).message(),
+            kernel + "launch_seq 7 does not go with launched_by LAUNCHED_BY_NONE");
+  EXPECT_EQ(validate(with_kernel(v1::LAUNCHED_BY_OP, 1, 99)).message(),
+            kernel + "name_id 99 is not defined in this batch's strings");
+  EXPECT_EQ(validate(with_kernel(v1::LAUNCHED_BY_OP, 1, 0)).message(), kernel + "name_id is 0 (unset)");
+  v1::Batch batch = with_kernel(v1::LAUNCHED_BY_OP, 1);
+  batch.mutable_events(last)->mutable_kernel()->set_name("inline");
+  EXPECT_NE(validate(batch).message().find(kernel), std::string::npos);
+  batch = with_kernel(v1::LAUNCHED_BY_OP, 1);
+  batch.mutable_events(last)->mutable_kernel()->set_launched_by(static_cast<v1::LaunchedBy>(64));
+  EXPECT_EQ(validate(batch).message(), kernel + "launched_by 64 out of range (0..63)");
+}
+
 TEST(BatchValidation, RejectsUndefinedReferences) {
   v1::Batch batch = make_batch("run", "agent", 1);
   batch.mutable_events(1)->mutable_cast()->set_op_id(9);
