@@ -81,3 +81,23 @@ def test_promote_ignores_optional_tensors_when_choosing_the_type(tmp_path):
     assert out.dtype == torch.bfloat16
     assert torch.equal(out, torch.nn.functional.bilinear(x1, x2, weight, bias.bfloat16()))
     assert casts["bias"]["outcome"] == "CAST_OUTCOME_CAST" and casts["bias"]["dst_dtype"] == "DTYPE_BFLOAT16"
+
+
+def test_dtype_argument_policies_set_float32_as_native_cuda_autocast_does(tmp_path):
+    """fp32_set_opt_dtype / fp32_append_dtype are CUDA policies (CPU autocast has
+    none): an overlay puts them on CPU ops here, so the float32 dtype they pass
+    is checked without a GPU. Found on a GPU: the dtype was never set."""
+    x = torch.randn(8, 8).to(torch.bfloat16)
+    overlay = _overlay(tmp_path, {
+        "aten::softmax.int": "fp32_set_opt_dtype",
+        "aten::sum": "fp32_set_opt_dtype",
+        "aten::norm.Scalar": {"policy": "fp32_append_dtype", "redispatch": "aten::norm.ScalarOpt_dtype"}})
+    with castscope.attached(overlays=[overlay], events_path=tmp_path / "events.jsonl"):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            softmax, total, norm = torch.softmax(x, 0), torch.sum(x), torch.ops.aten.norm.Scalar(x, 2)
+            kept = torch.softmax(x, 0, dtype=torch.float64)  # an explicit dtype is the caller's
+    assert softmax.dtype == total.dtype == norm.dtype == torch.float32
+    assert torch.equal(softmax, torch.softmax(x, 0, dtype=torch.float32))
+    assert torch.equal(total, torch.sum(x, dtype=torch.float32))
+    assert torch.equal(norm, torch.ops.aten.norm.ScalarOpt_dtype(x, 2, dtype=torch.float32))
+    assert kept.dtype == torch.float64

@@ -67,7 +67,10 @@ c10::ScalarType to_scalar_type(DType dtype) {
 enum class ArgKind : uint8_t { kOther, kTensor, kOptionalTensor, kTensorList, kOptionalScalarType };
 
 ArgKind classify_arg(const c10::Argument& arg) {
-  const auto& type = arg.type();
+  // The real type: a schema's `ScalarType? dtype` reads as `int?` through
+  // type() (the JIT's fake type), which left fp32_set_opt_dtype ops without
+  // their float32 dtype (found by torch's CUDA autocast lists on a GPU).
+  const auto& type = arg.real_type();
   if (type->kind() == c10::TypeKind::TensorType) return ArgKind::kTensor;
   if (auto optional = type->cast<c10::OptionalType>()) {
     const auto inner = optional->getElementType()->kind();
