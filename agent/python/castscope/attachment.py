@@ -129,6 +129,11 @@ def _start(config: dict, locations: bool) -> None:
         raise AttachError(err.value.decode())
     _bracket_tracing(lib)
     _bracket_profiler(lib)
+    import torch
+
+    if torch.autograd.profiler._is_profiler_enabled:
+        # Attached inside a running torch.profiler: its CUPTI until it stops.
+        lib.castscope_agent_gpu_profiler(1)
 
 
 def _bracket_profiler(lib) -> None:

@@ -11,9 +11,13 @@ std::string CuptiLibrary::describe(CUptiResult result) const {
 }
 
 std::vector<std::string> cupti_candidates(const std::string& torch_dir) {
+  // The copy torch itself loaded comes first (load_cupti tries every
+  // candidate with RTLD_NOLOAD before opening any): one CUPTI per process.
   std::vector<std::string> out;
-  if (!torch_dir.empty()) {
-    const std::string site = torch_dir.substr(0, torch_dir.find_last_of('/'));
+  std::string torch = torch_dir;
+  while (torch.size() > 1 && torch.back() == '/') torch.pop_back();  // "…/torch/" from the Python package
+  if (!torch.empty() && torch.find('/') != std::string::npos) {
+    const std::string site = torch.substr(0, torch.find_last_of('/'));
     out.push_back(site + "/nvidia/cu13/lib/libcupti.so.13");
     out.push_back(site + "/nvidia/cuda_cupti/lib/libcupti.so.12");
   }
@@ -38,7 +42,17 @@ bool resolve(void* handle, const char* name, Fn& out, std::string& missing) {
 
 bool load_cupti(const std::vector<std::string>& candidates, CuptiLibrary& library, std::string& error) {
   error.clear();
+  // A CUPTI already in the process (torch's, beside Kineto) is the one to use.
+  std::vector<std::string> order;
   for (const std::string& path : candidates) {
+    if (void* loaded = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL); loaded != nullptr) {
+      dlclose(loaded);
+      order.insert(order.begin(), path);
+    } else {
+      order.push_back(path);
+    }
+  }
+  for (const std::string& path : order) {
     // RTLD_LOCAL: CUPTI's symbols stay out of the global namespace, where a
     // profiler loaded later would resolve to them.
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

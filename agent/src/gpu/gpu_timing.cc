@@ -3,11 +3,19 @@
 #include <cstdlib>
 #include <deque>
 #include <mutex>
+#include <atomic>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "agent/src/gpu/cupti_library.h"
 #include "agent/src/gpu/launch_scope.h"
 
+// Locks, in the order they may be taken: control_mutex_ (start, stop,
+// yield, resume, windows) -> mutex_ (what the completion callback touches)
+// and buffers_mutex_ (castscope's own buffers). mutex_ is never held across
+// a CUPTI call that may call back (flush, enable, register): CUPTI's own
+// locks would then be taken inside ours on one thread and the other way
+// round on CUPTI's thread.
 namespace castscope {
 namespace {
 
@@ -52,13 +60,16 @@ class Collector {
   std::string start(const GpuTimingConfig& config, const std::vector<std::string>& candidates, EventLog& log) {
     std::lock_guard<std::mutex> control(control_mutex_);
     if (started_) return state();
-    std::string state;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (log_ != &log) names_.clear();  // name ids belong to their event log
       config_ = config;
       log_ = &log;
-      state = open(candidates);
+      stats_ = GpuTimingStats{};  // a new agent's counts
+      buffers_refused_ = 0;
+      foreign_buffers_ = 0;
     }
+    const std::string state = open(candidates);  // without mutex_: CUPTI may call back
     set_state(state);
     if (state == "on") {
       started_ = true;
@@ -74,7 +85,8 @@ class Collector {
   }
 
   void flush(bool forced) {
-    if (!started_) return;
+    // While yielded the buffers in CUPTI are the other client's to flush.
+    if (!started_ || yielded_flag_) return;
     // Completion callbacks run inside (on this thread) or on CUPTI's own
     // thread; either way they take mutex_, so it is not held here. Buffers
     // of a closed window still come out here.
@@ -85,13 +97,16 @@ class Collector {
     std::lock_guard<std::mutex> control(control_mutex_);
     if (!started_) return;
     if (collecting_) step_aside();
-    cupti_.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    // Castscope's buffers went out when it yielded; a forced flush now would
+    // cut the other client's trace short.
+    if (!yielded_) cupti_.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       release_held(true);
     }
     started_ = false;
     yielded_ = false;  // nothing to take back after a stop
+    yielded_flag_ = false;
     set_state("off: stopped");
   }
 
@@ -104,6 +119,14 @@ class Collector {
       ++stats_.yields;
     }
     apply();
+    // Castscope's buffers must all come back before the other client's
+    // callbacks replace castscope's, also after a window closed.
+    if (buffer_bytes_.load() > 0) cupti_.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      release_held(true);
+    }
+    yielded_flag_ = true;
     return true;
   }
 
@@ -111,6 +134,7 @@ class Collector {
     std::lock_guard<std::mutex> control(control_mutex_);
     if (!yielded_) return;
     yielded_ = false;
+    yielded_flag_ = false;
     apply();
   }
 
@@ -136,29 +160,55 @@ class Collector {
   int64_t clock_offset() const { return clock_offset_ns_.load(std::memory_order_relaxed); }
   GpuTimingStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return stats_;
+    GpuTimingStats out = stats_;
+    out.buffers_refused = buffers_refused_.load();
+    out.foreign_buffers = foreign_buffers_.load();
+    return out;
   }
 
   // CUPTI's buffer callbacks.
-  void request_buffer(uint8_t** buffer, size_t* size, size_t* max_records) {
+  // Called from CUPTI's C code: nothing may throw through it.
+  void request_buffer(uint8_t** buffer, size_t* size, size_t* max_records) noexcept {
     *max_records = 0;  // as many as fit
-    const size_t bytes = config_.buffer_bytes;
+    *buffer = nullptr;
+    *size = 0;
+    const size_t bytes = (config_.buffer_bytes + 7) & ~size_t{7};  // aligned_alloc: a multiple of the alignment
     if (buffer_bytes_.fetch_add(bytes) + bytes > config_.buffer_budget_bytes) {
       // No buffer: CUPTI drops records and counts them (GetNumDroppedRecords).
       buffer_bytes_.fetch_sub(bytes);
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++stats_.buffers_refused;
-      *buffer = nullptr;
-      *size = 0;
+      buffers_refused_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, bytes));  // CUPTI needs 8-byte alignment
-    *size = *buffer != nullptr ? bytes : 0;
-    if (*buffer == nullptr) buffer_bytes_.fetch_sub(bytes);
+    auto* allocated = static_cast<uint8_t*>(std::aligned_alloc(8, bytes));  // CUPTI needs 8-byte alignment
+    try {
+      if (allocated != nullptr) {
+        std::lock_guard<std::mutex> lock(buffers_mutex_);
+        own_buffers_.insert(allocated);
+      }
+    } catch (...) {
+      std::free(allocated);
+      allocated = nullptr;
+    }
+    if (allocated == nullptr) {
+      buffer_bytes_.fetch_sub(bytes);
+      return;
+    }
+    *buffer = allocated;
+    *size = bytes;
   }
 
-  void complete_buffer(CUcontext context, uint32_t stream, uint8_t* buffer, size_t size, size_t valid) {
+  // Called from CUPTI's C code: nothing may throw through it. CUPTI hands a
+  // buffer to whichever client's callbacks are registered now: one castscope
+  // did not allocate (torch.profiler's, around a hand-over) is left alone.
+  void complete_buffer(CUcontext context, uint32_t stream, uint8_t* buffer, size_t size, size_t valid) noexcept {
     {
+      std::lock_guard<std::mutex> lock(buffers_mutex_);
+      if (own_buffers_.erase(buffer) == 0) {
+        foreign_buffers_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
+    try {
       std::lock_guard<std::mutex> lock(mutex_);
       if (log_ != nullptr) {
         measure_clock_offset();
@@ -168,6 +218,8 @@ class Collector {
         if (cupti_.activity_get_num_dropped_records(context, stream, &dropped) == CUPTI_SUCCESS && dropped > 0)
           log_->count_gpu_dropped(dropped);
       }
+    } catch (...) {
+      if (log_ != nullptr) log_->count_internal_error();
     }
     std::free(buffer);
     buffer_bytes_.fetch_sub(size);
@@ -179,11 +231,8 @@ class Collector {
   void apply() {
     const bool want = started_ && window_open_ && !yielded_;
     if (want && !collecting_) {
-      std::string state;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        state = enable();  // the other client may have registered its own callbacks: take them back
-      }
+      // The other client may have registered its own callbacks: take them back.
+      const std::string state = enable();  // without mutex_: CUPTI may call back
       if (state == "on") {
         collecting_ = true;
         gpu_detail::g_correlating.store(true, std::memory_order_release);
@@ -216,7 +265,7 @@ class Collector {
     state_ = state;
   }
 
-  // Called with mutex_ held. Returns "on" or "off: why".
+  // control_mutex_ held, mutex_ not. Returns "on" or "off: why".
   std::string open(const std::vector<std::string>& candidates) {
     // One CUPTI per process: loaded once, unless a different one is named.
     if (!cupti_.loaded() || (!config_.cupti_library.empty() && config_.cupti_library != cupti_.path)) {
@@ -229,7 +278,7 @@ class Collector {
     return enable();
   }
 
-  // Called with mutex_ held: buffer callbacks and activity kinds.
+  // Buffer callbacks and activity kinds; control_mutex_ held, mutex_ not.
   std::string enable() {
     measure_clock_offset();
     CUptiResult result = cupti_.activity_register_callbacks(
@@ -347,6 +396,12 @@ class Collector {
 
   void hold(GpuActivity activity, const char* name, uint64_t start, uint64_t end, uint32_t device, uint32_t stream,
             uint32_t correlation, uint64_t bytes) {
+    // CUPTI leaves 0 (or end < start) when it could not time an activity, as
+    // in a forced flush of one still running: no time to report, counted.
+    if (start == 0 || end < start) {
+      log_->count_gpu_dropped(1);
+      return;
+    }
     Record r{};
     r.kind = RecordKind::kKernel;
     r.device = DeviceKind::kCuda;
@@ -406,7 +461,11 @@ class Collector {
   bool window_open_ = true;
   bool yielded_ = false;
   bool collecting_ = false;
+  std::atomic<bool> yielded_flag_{false};  // yielded_, for flush() without control_mutex_
   std::mutex mutex_;  // what CUPTI's callbacks touch
+  std::mutex buffers_mutex_;
+  std::unordered_set<uint8_t*> own_buffers_;  // allocated by request_buffer, not yet completed
+  std::atomic<uint64_t> buffers_refused_{0}, foreign_buffers_{0};
   std::string state_;
   GpuTimingConfig config_;
   EventLog* log_ = nullptr;

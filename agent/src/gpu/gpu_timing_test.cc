@@ -166,6 +166,25 @@ TEST_F(GpuTimingTest, BetweenWindowsNothingIsPushedOrCollected) {
   EXPECT_TRUE(gpu_correlating());
 }
 
+TEST_F(GpuTimingTest, ABufferCastscopeDidNotAllocateIsLeftAlone) {
+  // Freeing it would be a double free when its owner (torch.profiler) frees it too: ASan would say so.
+  ASSERT_EQ(start(R"({"op": [{"name": "gemm"}], "foreign_buffer": true})"), "on");
+  run_op(60, 61);
+  gpu_timing_flush(true);
+  EXPECT_EQ(kernels().size(), 1u);
+  EXPECT_EQ(gpu_timing_stats().foreign_buffers, 1u);
+}
+
+TEST_F(GpuTimingTest, AnActivityCuptiCouldNotTimeIsCountedNotSent) {
+  ASSERT_EQ(start(R"({"op": [{"name": "gemm", "incomplete": true}, {"name": "timed"}]})"), "on");
+  run_op(70, 71);
+  gpu_timing_flush(true);
+  const std::vector<Record> got = kernels();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(name(got[0]), "timed");
+  EXPECT_EQ(log_.stats().gpu_records_dropped, 1u);
+}
+
 TEST_F(GpuTimingTest, AToolHoldingCuptiIsLeftAloneAndNamed) {
   const std::string state = start(R"({"held_by": "CUPTI for Nsight Systems"})");
   EXPECT_EQ(state, "off: another tool holds CUPTI (CUPTI for Nsight Systems); castscope leaves it alone");
@@ -195,6 +214,13 @@ TEST_F(GpuTimingTest, AnEnableErrorTurnsTimingOffAndSaysWhy) {
   const std::string state = start(R"({"enable_error": 3})");  // CUPTI_ERROR_NOT_INITIALIZED... as the stand-in words it
   EXPECT_EQ(state.rfind("off: CUPTI could not enable activity kind", 0), 0u) << state;
   EXPECT_FALSE(gpu_correlating());
+}
+
+TEST(GpuTimingLoad, TheWheelBesideTorchIsSearchedFirst) {
+  const std::vector<std::string> paths = cupti_candidates("/venv/lib/python3.11/site-packages/torch/");
+  ASSERT_FALSE(paths.empty());
+  EXPECT_EQ(paths[0], "/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcupti.so.13");
+  EXPECT_EQ(cupti_candidates("/venv/site-packages/torch")[0], "/venv/site-packages/nvidia/cu13/lib/libcupti.so.13");
 }
 
 TEST(GpuTimingLoad, NoLibraryMeansOffWithEveryPathTried) {

@@ -311,6 +311,7 @@ class Agent {
   bool attached() const { return attached_.load(std::memory_order_acquire); }
 
   void gpu_profiler(bool begin) {
+    if (forked_child_) return;  // the parent's locks and CUPTI are not the child's to use
     std::lock_guard<std::mutex> lock(lifecycle_mutex_);
     if (registry_ == nullptr) return;
     if (!begin) {
@@ -324,6 +325,10 @@ class Agent {
   // The run's GPU timing state for stats events and the status.
   std::string gpu_timing_summary() const {
     if (gpu_timing_paused()) return "paused: another CUPTI client (torch.profiler) is collecting";
+    // Turned off after a good start (CUPTI refused to be taken back): say so.
+    if (const std::string live = live_gpu_timing_state();
+        gpu_timing_ == "on" && live.rfind("off:", 0) == 0 && live != "off: stopped")
+      return live;
     if (gpu_yields_ == 0) return gpu_timing_;
     return gpu_timing_ + "; stepped aside for torch.profiler " + std::to_string(gpu_yields_) +
            (gpu_yields_ == 1 ? " time" : " times") + " (its GPU activity is in the profiler's trace)";
@@ -408,13 +413,15 @@ class Agent {
   // Stops the exporter, writes what is still buffered, the stop sample and
   // the final stats, and closes the dump. Shared by stop and finish.
   void write_out_and_close() {
+    // Before the exporter stops, so it drains the GPU records the final
+    // flush puts into this thread's ring while they arrive.
+    stop_gpu_timing();
     {
       std::lock_guard<std::mutex> wake(exporter_mutex_);
       stop_exporter_ = true;
     }
     exporter_cv_.notify_all();
     if (exporter_.joinable()) exporter_.join();
-    stop_gpu_timing();  // every GPU record CUPTI still holds goes into the log first
     process_runtime().events.record(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
     drain_to_writer();
     write_stats(/*final=*/true);

@@ -91,6 +91,14 @@ void resume_gpu_timing() {
 #endif
 }
 
+std::string live_gpu_timing_state() {
+#if CASTSCOPE_HAVE_CUPTI
+  return gpu_timing_state();
+#else
+  return "";
+#endif
+}
+
 bool gpu_timing_paused() {
 #if CASTSCOPE_HAVE_CUPTI
   return gpu_timing_state().rfind("paused", 0) == 0;

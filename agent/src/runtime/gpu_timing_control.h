@@ -22,6 +22,8 @@ void forget_gpu_timing_in_child();  // a forked child must not call CUPTI
 bool yield_gpu_timing();
 void resume_gpu_timing();
 bool gpu_timing_paused();
+// The GPU module's own state now ("" without CUPTI headers).
+std::string live_gpu_timing_state();
 // Timing windows (agent/src/gpu/timing_windows.h): after each optimizer step
 // (the training thread) and on the exporter's tick.
 void gpu_timing_on_step(uint64_t step);

@@ -15,6 +15,10 @@
 //   dropped_records           reported once by cuptiActivityGetNumDroppedRecords
 //   correlation_in_next_buffer  external correlation records come in a later
 //                             buffer than their kernels, as CUPTI may do
+//   foreign_buffer            each flush also hands back a buffer the client
+//                             never gave (another client's, around a hand-over)
+//   a launch's "incomplete": true  its record has start = end = 0, as CUPTI
+//                             leaves an activity it could not time
 //
 // What CUPTI does that this mimics: a launch while an external id is on top
 // of a kind's stack yields an EXTERNAL_CORRELATION record (kind, id,
@@ -42,6 +46,7 @@ struct Launch {
   uint64_t duration_ns = 1000;
   CUpti_ActivityKind activity = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   uint64_t bytes = 0;
+  bool incomplete = false;
 };
 
 struct Script {
@@ -51,6 +56,7 @@ struct Script {
   std::vector<Launch> cast, op, unscoped;
   uint64_t dropped_records = 0;
   bool correlation_in_next_buffer = false;
+  bool foreign_buffer = false;
 };
 
 // One record as CUPTI lays it out, kept as bytes until a buffer takes it.
@@ -85,6 +91,7 @@ std::vector<Launch> read_launches(const json& list) {
     l.name = item.value("name", "standin_kernel");
     l.duration_ns = item.value("duration_ns", uint64_t{1000});
     l.bytes = item.value("bytes", uint64_t{0});
+    l.incomplete = item.value("incomplete", false);
     const std::string activity = item.value("activity", "kernel");
     l.activity = activity == "memcpy"   ? CUPTI_ACTIVITY_KIND_MEMCPY
                  : activity == "memset" ? CUPTI_ACTIVITY_KIND_MEMSET
@@ -109,6 +116,7 @@ void load_script() {
   g_script.unscoped = read_launches(doc.value("unscoped", json::array()));
   g_script.dropped_records = doc.value("dropped_records", uint64_t{0});
   g_script.correlation_in_next_buffer = doc.value("correlation_in_next_buffer", false);
+  g_script.foreign_buffer = doc.value("foreign_buffer", false);
 }
 
 template <typename T>
@@ -142,8 +150,8 @@ void launch(const Launch& l, const std::pair<CUpti_ExternalCorrelationKind, uint
   if (l.activity == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
     CUpti_ActivityKernel10 k{};
     k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    k.start = start;
-    k.end = start + l.duration_ns;
+    k.start = l.incomplete ? 0 : start;
+    k.end = l.incomplete ? 0 : start + l.duration_ns;
     k.streamId = 7;
     k.correlationId = correlation;
     g_names.push_back(l.name);
@@ -305,16 +313,23 @@ CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrela
 
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t) {
   std::deque<PendingRecord> records, correlations;
+  bool foreign = false;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     if (g_request == nullptr || g_complete == nullptr) return CUPTI_SUCCESS;
     for (PendingRecord& r : g_pending)
       (g_script.correlation_in_next_buffer && r.correlation ? correlations : records).push_back(std::move(r));
     g_pending.clear();
+    foreign = g_script.foreign_buffer;
   }
   // Outside the lock, as CUPTI calls back: the client may call into CUPTI.
   deliver(std::move(records));
   if (!correlations.empty()) deliver(std::move(correlations));
+  if (foreign) {
+    // Another client's buffer: not for this client to free. Kept, never freed here either.
+    static uint8_t other_clients_buffer[64] alignas(8);
+    g_complete(nullptr, 0, other_clients_buffer, sizeof(other_clients_buffer), 0);
+  }
   return CUPTI_SUCCESS;
 }
 
