@@ -31,8 +31,8 @@ def events_of(path: pathlib.Path) -> list[dict]:
 
 
 def with_standin(tmp_path, monkeypatch, script: dict) -> dict:
-    if not STANDIN.is_file():
-        pytest.fail(f"{STANDIN} is not built (scripts/setup.sh builds it)")
+    if not STANDIN.is_file():  # built wherever CUPTI's headers are (cmake/CastscopeCupti.cmake)
+        pytest.skip(f"{STANDIN} is not built: this build found no CUPTI headers")
     path = tmp_path / "standin.json"
     path.write_text(json.dumps(script))
     monkeypatch.setenv("CASTSCOPE_STANDIN_CUPTI", str(path))
@@ -290,6 +290,7 @@ def test_gpu_time_reaches_the_store_the_report_and_the_cast_share_finding(tmp_pa
     report = json.loads(report.stdout)
     assert report["totals"]["accounting"]["complete"]
     assert report["gpu"]["cast_ns"] == 6 * 40000 and report["gpu"]["compute_ns"] == 3 * 60000
+    assert report["gpu"]["unjoined_ns"] == 0 and report["gpu"]["unattributed_ns"] == 0
     [site] = report["gpu"]["sites"]
     line = next(n for n, text in enumerate(pathlib.Path(__file__).read_text().splitlines(), 1)
                 if text.strip().endswith("# the casting line"))

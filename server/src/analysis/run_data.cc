@@ -173,18 +173,27 @@ class Loader {
       }
       if (!error.ok()) return error;
     }
-    Statement rest;
-    if (Status s = Statement::prepare(db_.handle(),
-                                      "SELECT SUM(k.duration_ns) FROM kernels k WHERE k.id >= ? AND k.id < ? AND " +
-                                          kLaunchedBy + " = " + std::to_string(v1::LAUNCHED_BY_NONE),
-                                      rest);
-        !s.ok())
-      return s;
-    rest.bind(1, lo);
-    rest.bind(2, hi);
-    Status error;
-    if (rest.step(error) && !rest.column_is_null(0)) out_.gpu_unattributed_ns += static_cast<uint64_t>(rest.column_int(0));
-    return error;
+    // Launched outside autocast ops; and launched by a cast or op whose row
+    // is not in the store (lost with its batch, or dropped from a ring).
+    const std::string unattributed = kLaunchedBy + " = " + std::to_string(v1::LAUNCHED_BY_NONE);
+    const std::string unjoined = "((" + kLaunchedBy + " = " + std::to_string(v1::LAUNCHED_BY_CAST) +
+                                 " AND NOT EXISTS (SELECT 1 FROM casts e WHERE e.id = " + kLaunch + ")) OR (" +
+                                 kLaunchedBy + " = " + std::to_string(v1::LAUNCHED_BY_OP) +
+                                 " AND NOT EXISTS (SELECT 1 FROM ops e WHERE e.id = " + kLaunch + ")))";
+    for (const auto& [condition, total] : {std::pair{unattributed, &out_.gpu_unattributed_ns},
+                                           std::pair{unjoined, &out_.gpu_unjoined_ns}}) {
+      Statement rest;
+      if (Status s = Statement::prepare(
+              db_.handle(), "SELECT SUM(k.duration_ns) FROM kernels k WHERE k.id >= ? AND k.id < ? AND " + condition, rest);
+          !s.ok())
+        return s;
+      rest.bind(1, lo);
+      rest.bind(2, hi);
+      Status error;
+      if (rest.step(error) && !rest.column_is_null(0)) *total += static_cast<uint64_t>(rest.column_int(0));
+      if (!error.ok()) return error;
+    }
+    return Status();
   }
 
   Status read_casts(int64_t lo, int64_t hi) {

@@ -120,6 +120,7 @@ struct RunData {
   uint64_t max_live_casts = 0, max_live_bytes = 0;
   std::vector<GpuSiteRow> gpu_sites;
   uint64_t gpu_cast_ns = 0, gpu_compute_ns = 0, gpu_unattributed_ns = 0;
+  uint64_t gpu_unjoined_ns = 0;  // launched by a cast or op the store does not have
 };
 
 // Reads `run_id` from an open store; NOT_FOUND when no such run. Events are

@@ -86,6 +86,7 @@ json gpu_json(const RunData& run) {
   return {{"cast_ns", run.gpu_cast_ns},
           {"compute_ns", run.gpu_compute_ns},
           {"unattributed_ns", run.gpu_unattributed_ns},
+          {"unjoined_ns", run.gpu_unjoined_ns},
           {"cast_share", cast_share(run.gpu_cast_ns, run.gpu_compute_ns)},
           {"sites", sites}};
 }

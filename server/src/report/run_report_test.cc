@@ -121,5 +121,53 @@ TEST(RunReport, UnknownRunIsNotFound) {
   EXPECT_EQ(status.message(), "no run \"other\" in " + db);
 }
 
+// One batch of make_batch's events plus GPU kernels: one launched by the op
+// (seq 50), one by a cast that is not in the store (seq 99), one by nothing.
+TEST(RunReport, GpuTimeJoinsKernelsToTheirLaunchesAndCountsWhatItCannotJoin) {
+  const std::string db = (temp_dir("report-gpu") / "store.db").string();
+  std::unique_ptr<StoreWriter> writer;
+  ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+  ASSERT_TRUE(writer->begin().ok());
+  v1::Batch batch = make_batch("run", "agent", 1);
+  v1::OpEvent& op = *batch.add_events()->mutable_op();
+  op.set_seq(50);
+  op.set_op_id(1);
+  op.set_location_id(1);
+  op.set_policy(v1::CAST_POLICY_LOWER_PRECISION_FP);
+  op.set_outcome(v1::OP_OUTCOME_OK);
+  struct Launch {
+    uint64_t seq, launch_seq, ns;
+    v1::LaunchedBy by;
+  };
+  for (const Launch& l : {Launch{60, 50, 7000, v1::LAUNCHED_BY_OP}, Launch{61, 99, 3000, v1::LAUNCHED_BY_CAST},
+                          Launch{62, 0, 500, v1::LAUNCHED_BY_NONE}}) {
+    v1::KernelEvent& k = *batch.add_events()->mutable_kernel();
+    k.set_seq(l.seq);
+    k.set_ts_ns(1);
+    k.set_duration_ns(l.ns);
+    k.set_activity(v1::GPU_ACTIVITY_KERNEL);
+    k.set_launched_by(l.by);
+    k.set_launch_seq(l.launch_seq);
+    k.set_name_id(1);
+  }
+  bool duplicate = true;
+  const Status stored = writer->store_batch(batch, 1000, duplicate);
+  ASSERT_TRUE(stored.ok()) << stored.message();
+  ASSERT_TRUE(writer->commit().ok());
+  writer.reset();
+
+  json report;
+  const Status status = build_run_report(db, "run", report);
+  ASSERT_TRUE(status.ok()) << status.message();
+  const json& gpu = report["gpu"];
+  EXPECT_EQ(gpu["compute_ns"], 7000);
+  EXPECT_EQ(gpu["cast_ns"], 0);
+  EXPECT_EQ(gpu["unjoined_ns"], 3000);
+  EXPECT_EQ(gpu["unattributed_ns"], 500);
+  ASSERT_EQ(gpu["sites"].size(), 1u);
+  EXPECT_EQ(gpu["sites"][0]["compute_kernels"], 1);
+  EXPECT_EQ(report["run"]["agents"][0]["kernels"], 3);
+}
+
 }  // namespace
 }  // namespace castscope::collector
