@@ -1,9 +1,9 @@
 #include "agent/src/gpu/gpu_timing.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <deque>
 #include <mutex>
-#include <atomic>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -86,7 +86,7 @@ class Collector {
 
   void flush(bool forced) {
     // While yielded the buffers in CUPTI are the other client's to flush.
-    if (!started_ || yielded_flag_) return;
+    if (!started_ || yielded_) return;
     // Completion callbacks run inside (on this thread) or on CUPTI's own
     // thread; either way they take mutex_, so it is not held here. Buffers
     // of a closed window still come out here.
@@ -106,7 +106,6 @@ class Collector {
     }
     started_ = false;
     yielded_ = false;  // nothing to take back after a stop
-    yielded_flag_ = false;
     set_state("off: stopped");
   }
 
@@ -119,14 +118,14 @@ class Collector {
       ++stats_.yields;
     }
     apply();
-    // Castscope's buffers must all come back before the other client's
-    // callbacks replace castscope's, also after a window closed.
-    if (buffer_bytes_.load() > 0) cupti_.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    // Everything castscope's kinds collected, and all of its buffers (also
+    // those of a closed window), come back before the other client's
+    // callbacks replace castscope's.
+    cupti_.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       release_held(true);
     }
-    yielded_flag_ = true;
     return true;
   }
 
@@ -134,7 +133,6 @@ class Collector {
     std::lock_guard<std::mutex> control(control_mutex_);
     if (!yielded_) return;
     yielded_ = false;
-    yielded_flag_ = false;
     apply();
   }
 
@@ -241,13 +239,7 @@ class Collector {
       }
       set_state(state);
     } else if (!want && collecting_) {
-      step_aside();
-      if (yielded_) {
-        // Everything castscope's kinds collected goes out before the other client takes the callbacks.
-        cupti_.activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-        std::lock_guard<std::mutex> lock(mutex_);
-        release_held(true);
-      }
+      step_aside();  // on a yield, yield() then brings castscope's buffers back
     }
     if (started_) set_state(yielded_ ? "paused: another CUPTI client (torch.profiler) is collecting" : "on");
   }
@@ -408,7 +400,7 @@ class Collector {
     r.op_id = name_id(name);
     const int64_t offset = clock_offset_ns_.load(std::memory_order_relaxed);
     r.ts_ns = static_cast<uint64_t>(static_cast<int64_t>(start) - offset);
-    r.kernel.duration_ns = end > start ? end - start : 0;
+    r.kernel.duration_ns = end - start;
     r.kernel.activity = activity;
     r.kernel.device = device;
     r.kernel.stream = stream;
@@ -459,9 +451,8 @@ class Collector {
   std::mutex control_mutex_;  // start, stop, yield, resume, windows: one at a time
   std::atomic<bool> started_{false};
   bool window_open_ = true;
-  bool yielded_ = false;
+  std::atomic<bool> yielded_{false};  // atomic: flush() reads it without control_mutex_
   bool collecting_ = false;
-  std::atomic<bool> yielded_flag_{false};  // yielded_, for flush() without control_mutex_
   std::mutex mutex_;  // what CUPTI's callbacks touch
   std::mutex buffers_mutex_;
   std::unordered_set<uint8_t*> own_buffers_;  // allocated by request_buffer, not yet completed

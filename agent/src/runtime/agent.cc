@@ -324,11 +324,10 @@ class Agent {
 
   // The run's GPU timing state for stats events and the status.
   std::string gpu_timing_summary() const {
-    if (gpu_timing_paused()) return "paused: another CUPTI client (torch.profiler) is collecting";
-    // Turned off after a good start (CUPTI refused to be taken back): say so.
-    if (const std::string live = live_gpu_timing_state();
-        gpu_timing_ == "on" && live.rfind("off:", 0) == 0 && live != "off: stopped")
-      return live;
+    // Paused now, or turned off after a good start (CUPTI refused to be taken back): say so.
+    const std::string live = live_gpu_timing_state();
+    if (live.rfind("paused", 0) == 0) return live;
+    if (gpu_timing_ == "on" && live.rfind("off:", 0) == 0 && live != "off: stopped") return live;
     if (gpu_yields_ == 0) return gpu_timing_;
     return gpu_timing_ + "; stepped aside for torch.profiler " + std::to_string(gpu_yields_) +
            (gpu_yields_ == 1 ? " time" : " times") + " (its GPU activity is in the profiler's trace)";
@@ -585,13 +584,14 @@ class Agent {
   // The stats event; the final one closes the agent's batch stream.
   void write_stats(bool final = false) {
     std::lock_guard<std::mutex> io(io_mutex_);
+    const EventLogStats stats = process_runtime().events.stats();
+    const std::string gpu_timing = gpu_timing_summary();
     if (encoder_) {
-      encoder_->add_stats(process_runtime().events.stats(), now_ns(), gpu_timing_summary());
+      encoder_->add_stats(stats, now_ns(), gpu_timing);
       ship_batch(final);
     }
     if (!writer_.is_open()) return;
-    writer_.write_line(
-        stats_to_json(process_runtime().events.stats(), current_identity(), config_.torch_version, now_ns(), gpu_timing_summary()));
+    writer_.write_line(stats_to_json(stats, current_identity(), config_.torch_version, now_ns(), gpu_timing));
     writer_.flush();
   }
 

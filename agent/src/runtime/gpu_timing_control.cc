@@ -99,14 +99,6 @@ std::string live_gpu_timing_state() {
 #endif
 }
 
-bool gpu_timing_paused() {
-#if CASTSCOPE_HAVE_CUPTI
-  return gpu_timing_state().rfind("paused", 0) == 0;
-#else
-  return false;
-#endif
-}
-
 void forget_gpu_timing_in_child() { gpu_detail::g_correlating.store(false, std::memory_order_relaxed); }
 
 }  // namespace castscope

@@ -21,7 +21,6 @@ void forget_gpu_timing_in_child();  // a forked child must not call CUPTI
 // timing was not on.
 bool yield_gpu_timing();
 void resume_gpu_timing();
-bool gpu_timing_paused();
 // The GPU module's own state now ("" without CUPTI headers).
 std::string live_gpu_timing_state();
 // Timing windows (agent/src/gpu/timing_windows.h): after each optimizer step
