@@ -21,13 +21,17 @@ class CollectorError(RuntimeError):
 class EmbeddedCollector:
     """A collector on a free loopback port, storing into `db`, for one job."""
 
-    def __init__(self, db: pathlib.Path, log_path: pathlib.Path, ready_timeout_s: float = 30.0):
+    def __init__(self, db: pathlib.Path, log_path: pathlib.Path, ready_timeout_s: float = 30.0,
+                 http_listen: str = "127.0.0.1:0"):
         self.db = db
         ready = db.parent / "collector.addr"
+        viewer = db.parent / "viewer.url"  # written before the ready file
         ready.unlink(missing_ok=True)
+        viewer.unlink(missing_ok=True)
         self._log = open_private_append(log_path)
         self._process = subprocess.Popen(
-            [str(collector_binary()), "serve", "--db", str(db), "--listen", "127.0.0.1:0", "--ready-file", str(ready)],
+            [str(collector_binary()), "serve", "--db", str(db), "--listen", "127.0.0.1:0", "--ready-file", str(ready),
+             "--http-listen", http_listen, "--viewer-file", str(viewer)],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, start_new_session=True)
         deadline = time.monotonic() + ready_timeout_s
         while not ready.exists():
@@ -39,6 +43,16 @@ class EmbeddedCollector:
                 raise CollectorError(f"the collector was not ready after {ready_timeout_s:.0f} s; see {log_path}")
             time.sleep(0.02)
         self.address = ready.read_text().strip()
+        # The viewer's URL carries its token: printed for the user, kept 0600 beside the database.
+        self.viewer_url = viewer.read_text().strip() if viewer.exists() else None
+
+    def wait_for_interrupt(self) -> None:
+        """Serves until Ctrl-C (or SIGTERM to the collector)."""
+        try:
+            while self._process.poll() is None:
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
 
     def stop(self) -> int:
         if self._process.poll() is None:

@@ -144,6 +144,7 @@ void BatchEncoder::define_location(uint32_t id, const Location& location) {
     start = end + 1;
   }
   source.boolean(F::kInsideDisabledAutocast, location.inside_disabled_autocast);
+  if (!location.source_text.empty()) source.bytes(F::kSourceText, location.source_text);
   nested_.clear();
   nested_.u64(pb::InternedLocation::kId, id);
   nested_.message(pb::InternedLocation::kLocation, source.data());

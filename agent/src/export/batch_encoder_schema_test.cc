@@ -113,7 +113,8 @@ Location location() {
   return Location{LocationKind::kTorchScript, "model.py",
                   12,  // line
                   "Net.forward", "model.py:12 Net.forward\ntrain.py:3 <module>",
-                  true};  // inside_disabled_autocast
+                  true,  // inside_disabled_autocast
+                  "h = torch.mm(a, b)"};
 }
 
 Record op_record() {
@@ -234,6 +235,7 @@ v1::SourceLocation expected_location() {
   where.add_stack("model.py:12 Net.forward");
   where.add_stack("train.py:3 <module>");
   where.set_inside_disabled_autocast(true);
+  where.set_source_text("h = torch.mm(a, b)");
   return where;
 }
 

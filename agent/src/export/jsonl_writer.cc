@@ -78,6 +78,7 @@ std::string location_json(const Location& location) {
          ",\"file\":" + nlohmann::json(location.file).dump() + ",\"line\":" + std::to_string(location.line) +
          ",\"function\":" + nlohmann::json(location.function).dump() +
          ",\"stack\":" + stack.done() + (location.inside_disabled_autocast ? ",\"inside_disabled_autocast\":true" : "") +
+         (location.source_text.empty() ? "" : ",\"source_text\":" + nlohmann::json(location.source_text).dump()) +
          "}";
 }
 

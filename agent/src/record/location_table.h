@@ -27,6 +27,8 @@ struct Location {
   // TorchScript only: the line sits inside a scripted `with autocast(...,
   // enabled=False)` block (which eager autocast around the call overrides).
   bool inside_disabled_autocast = false;
+  // Filled by the exporter (source_lines.h), never on the hot path; not part of the key.
+  std::string source_text = {};
 };
 
 class LocationTable {

@@ -30,6 +30,7 @@
 #include "agent/src/policy/policy.h"
 #include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"
+#include "agent/src/export/source_lines.h"
 #include "agent/src/runtime/forwarder_launcher.h"
 #include "agent/src/runtime/gpu_timing_control.h"
 #include "agent/src/runtime/spool_losses.h"
@@ -607,7 +608,12 @@ class Agent {
   // Locations never change once interned: cache them on the exporter side.
   const Location& location_of(uint32_t id) {
     if (id >= location_cache_.size()) location_cache_.resize(id + 1);
-    if (id != 0 && location_cache_[id].kind == LocationKind::kNone) location_cache_[id] = process_runtime().locations.get(id);
+    if (id != 0 && location_cache_[id].kind == LocationKind::kNone) {
+      Location& location = location_cache_[id];
+      location = process_runtime().locations.get(id);
+      if (location.kind == LocationKind::kPython || location.kind == LocationKind::kTorchScript)
+        location.source_text = read_source_line(location.file, location.line);
+    }
     return location_cache_[id];
   }
 

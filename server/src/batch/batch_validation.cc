@@ -239,6 +239,7 @@ Status validate_batch(const v1::Batch& batch, const BatchLimits& limits) {
   for (int i = 0; i < batch.locations_size(); ++i) {
     const v1::SourceLocation& location = batch.locations(i).location();
     if (location.file().size() > limits.max_string_bytes || location.function().size() > limits.max_string_bytes ||
+        location.source_text().size() > limits.max_string_bytes ||
         static_cast<uint32_t>(location.stack_size()) > limits.max_stack_frames)
       return Status::invalid_argument("locations[" + std::to_string(i) + "] is over the size limits (" +
                                       std::to_string(limits.max_string_bytes) + " bytes per name, " +

@@ -6,7 +6,13 @@ namespace castscope::collector {
 
 namespace v1 = castscope::v1;
 
-void resolve_batch_events(const v1::Batch& batch, std::vector<v1::StoredEvent>& out) {
+void resolve_batch_events(const v1::Batch& batch, std::vector<v1::StoredEvent>& out, size_t newest_casts) {
+  int first = 0;
+  if (newest_casts != SIZE_MAX) {
+    size_t casts = 0;
+    for (first = batch.events_size(); first > 0 && casts < newest_casts; --first)
+      if (batch.events(first - 1).has_cast()) ++casts;
+  }
   LocalIdIndex strings;
   LocalIdIndex locations;
   size_t bad = 0;
@@ -19,8 +25,10 @@ void resolve_batch_events(const v1::Batch& batch, std::vector<v1::StoredEvent>& 
     if (const int32_t at = id == 0 ? LocalIdIndex::kAbsent : locations.find(id); at != LocalIdIndex::kAbsent)
       *event.mutable_location() = batch.locations(at).location();
   };
-  for (const v1::Event& event : batch.events()) {
+  for (int i = first; i < batch.events_size(); ++i) {
+    const v1::Event& event = batch.events(i);
     if (event.kind_case() == v1::Event::kStats || event.kind_case() == v1::Event::KIND_NOT_SET) continue;
+    if (newest_casts != SIZE_MAX && !event.has_cast()) continue;
     v1::StoredEvent& stored = out.emplace_back();
     stored.set_run_id(batch.agent().run_id());
     stored.set_agent_id(batch.agent().agent_id());

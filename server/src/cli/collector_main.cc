@@ -31,6 +31,8 @@
 #include "server/src/ingest/spool_import.h"
 #include "server/src/report/run_report.h"
 #include "server/src/service/grpc_services.h"
+#include "server/src/service/http_service.h"
+#include "server/src/viewer/viewer_queries.h"
 
 namespace castscope::collector {
 namespace {
@@ -84,6 +86,31 @@ struct TokenOptions {
   }
 };
 
+// The viewer's HTTP side (docs/viewer.md), for serve and view.
+struct ViewerOptions {
+  std::string listen = "127.0.0.1:0";
+  bool off = false;
+  std::string ui_dir;
+  std::string url_file;
+
+  void add_to(CLI::App& app, bool can_turn_off) {
+    app.add_option("--http-listen", listen, "serve the viewer on HOST:PORT (port 0: any free port); other than "
+                                            "loopback needs --token")
+        ->capture_default_str();
+    if (can_turn_off) app.add_flag("--no-http", off, "serve no viewer");
+    app.add_option("--ui-dir", ui_dir, "the built viewer (ui/dist); default: found beside this program")
+        ->check(CLI::ExistingDirectory);
+    app.add_option("--viewer-file", url_file, "write the viewer's URL (with its token) here once listening")
+        ->check(non_empty());
+  }
+};
+
+struct ViewOptions {
+  std::string db;
+  TokenOptions token;
+  ViewerOptions viewer;
+};
+
 struct ServeOptions {
   std::string db;
   std::string listen = "127.0.0.1:0";
@@ -95,6 +122,7 @@ struct ServeOptions {
   size_t max_streams = ServiceOptions().max_streams;
   std::string ready_file;
   uint64_t analyze_interval_ms = 2000;
+  ViewerOptions viewer;
 };
 
 struct LoadOptions {
@@ -143,12 +171,21 @@ CLI::App* add_serve(CLI::App& app, ServeOptions& o) {
       ->check(CLI::Range(size_t{0}, size_t{1} << 20))
       ->capture_default_str();
   serve->add_option("--ready-file", o.ready_file, "write the bound HOST:PORT here once listening")->check(non_empty());
+  o.viewer.add_to(*serve, /*can_turn_off=*/true);
   serve->add_option("--analyze-interval-ms", o.analyze_interval_ms,
                     "re-analyze a run with new events at most this often (0: no live analysis)")
       ->transform(decimal_number())
       ->check(CLI::Range(uint64_t{0}, uint64_t{3600000}))
       ->capture_default_str();
   return serve;
+}
+
+CLI::App* add_view(CLI::App& app, ViewOptions& o) {
+  CLI::App* view = app.add_subcommand("view", "serve the viewer over a stored database, read-only, until interrupted");
+  view->add_option("--db", o.db, "SQLite store")->required()->check(CLI::ExistingFile);
+  o.token.add_to(*view);
+  o.viewer.add_to(*view, /*can_turn_off=*/false);
+  return view;
 }
 
 CLI::App* add_load(CLI::App& app, LoadOptions& o) {
@@ -227,6 +264,74 @@ bool write_ready_file(const std::string& path, const std::string& address) {
   return !ec;
 }
 
+// The built UI: --ui-dir, else ui/dist of the source tree this program was
+// built in (build/server/castscope-collector), else none (API only).
+std::string find_ui_dir(const std::string& given) {
+  if (!given.empty()) return given;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  for (const auto& candidate : {exe.parent_path() / ".." / ".." / "ui" / "dist", exe.parent_path() / ".." / "ui" / "dist"})
+    if (std::filesystem::is_regular_file(candidate / "index.html", ec)) return std::filesystem::weakly_canonical(candidate, ec);
+  return {};
+}
+
+// Starts the viewer for serve (core set) or view (core null); prints its URL.
+// An error message, empty on success.
+std::string start_viewer(const ViewerOptions& o, const std::string& token, const std::string& db, CollectorCore* core,
+                         std::unique_ptr<HttpService>& out) {
+  HttpOptions options;
+  const size_t colon = o.listen.rfind(':');
+  if (colon == std::string::npos || colon + 1 == o.listen.size()) return "--http-listen " + o.listen + ": expected HOST:PORT";
+  options.host = o.listen.substr(0, colon);
+  if (options.host.size() > 2 && options.host.front() == '[' && options.host.back() == ']')
+    options.host = options.host.substr(1, options.host.size() - 2);
+  const std::string port = o.listen.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
+    return "--http-listen " + o.listen + ": the port must be a number from 0 to 65535";
+  options.port = std::stoi(port);
+  if (!is_loopback(o.listen) && token.empty())
+    return "--http-listen " + o.listen + " is not a loopback address: give --token or --token-file";
+  options.token = token.empty() ? random_token() : token;
+  options.ui_dir = find_ui_dir(o.ui_dir);
+  auto service = std::make_unique<HttpService>(options, db, core);
+  if (Status s = service->start(); !s.ok()) return s.message();
+  std::cerr << "castscope: viewer at " << service->url() << std::endl;
+  if (options.ui_dir.empty())
+    std::cerr << "castscope-collector: no built UI found (give --ui-dir; scripts/setup.sh builds ui/dist): API only"
+              << std::endl;
+  if (!o.url_file.empty() && !write_ready_file(o.url_file, service->url()))
+    return "cannot write --viewer-file " + o.url_file;
+  out = std::move(service);
+  return {};
+}
+
+int view(const ViewOptions& o) {
+  std::string token;
+  if (std::string error = o.token.resolve(token); !error.empty()) return usage_error("view", error);
+  {
+    std::unique_ptr<viewer::ViewerQueries> probe;  // a clear error now rather than on the first request
+    if (Status s = viewer::ViewerQueries::open(o.db, probe); !s.ok()) {
+      std::cerr << "castscope-collector view: " << s.message() << "\n";
+      return 1;
+    }
+  }
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::unique_ptr<HttpService> http;
+  if (std::string error = start_viewer(o.viewer, token, o.db, nullptr, http); !error.empty()) {
+    std::cerr << "castscope-collector view: " << error << "\n";
+    return 1;
+  }
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  http->stop();
+  return 0;
+}
+
 int serve(const ServeOptions& o) {
   // Batches live in arena blocks of about a megabyte, freed in whatever order
   // their commits end. From glibc's heaps they fragment (RSS at twice what is
@@ -299,6 +404,15 @@ int serve(const ServeOptions& o) {
   const std::string bound = o.listen.starts_with("unix:") ? o.listen : host_of(o.listen) + ":" + std::to_string(port);
   std::cerr << "castscope-collector: listening on " << bound << " db " << o.db << (token.empty() ? "" : " (token required)")
             << (tls ? " (TLS)" : "") << std::endl;
+  std::unique_ptr<HttpService> http;
+  if (!o.viewer.off)
+    if (std::string error = start_viewer(o.viewer, token, o.db, core.get(), http); !error.empty()) {
+      std::cerr << "castscope-collector serve: " << error << "\n";
+      server->Shutdown();
+      if (analyzer) analyzer->stop();
+      core->shutdown();
+      return 1;
+    }
   if (!o.ready_file.empty() && !write_ready_file(o.ready_file, bound)) {
     std::cerr << "castscope-collector serve: cannot write --ready-file " << o.ready_file << "\n";
     server->Shutdown();
@@ -312,6 +426,7 @@ int serve(const ServeOptions& o) {
   std::cerr << "castscope-collector: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
             << ": stopping; committing what is queued" << std::endl;
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (http) http->stop();
   core->drain();                   // everything received is committed...
   if (analyzer) analyzer->stop();  // ...and analyzed once more; shutdown() then stores the findings
   core->shutdown();
@@ -378,18 +493,20 @@ int main(int argc, char** argv) {
   LoadOptions load_options;
   QueryOptions query_options;
   ReportOptions report_options;
+  ViewOptions view_options;
   CLI::App* serve_app = add_serve(app, serve_options);
   CLI::App* load_app = add_load(app, load_options);
   CLI::App* query_app = add_query(app, query_options);
   CLI::App* report_app = add_report(app, report_options);
+  CLI::App* view_app = add_view(app, view_options);
 
   const std::string first = argc > 1 ? argv[1] : "";
-  if (argc <= 1) return usage_error("", "no command: give serve, load, query or report");
+  if (argc <= 1) return usage_error("", "no command: give serve, view, load, query or report");
   if (first == "help") {  // as `--help`
     std::cout << app.help();
     return 0;
   }
-  const auto known = {serve_app, load_app, query_app, report_app};
+  const auto known = {serve_app, load_app, query_app, report_app, view_app};
   if (!first.empty() && !first.starts_with("-") &&
       std::none_of(known.begin(), known.end(), [&](const CLI::App* sub) { return sub->get_name() == first; }))
     return usage_error("", "unknown command " + first);
@@ -409,5 +526,6 @@ int main(int argc, char** argv) {
   if (load_app->parsed()) return load(load_options);
   if (query_app->parsed()) return query(query_options);
   if (report_app->parsed()) return report(report_options);
+  if (view_app->parsed()) return view(view_options);
   return usage_error("", "no command");
 }

@@ -1,6 +1,7 @@
 #include "server/src/ingest/collector_core.h"
 
 #include <algorithm>
+#include <map>
 
 #include "common/log/logger.h"
 #include "server/src/batch/stored_events.h"
@@ -20,7 +21,7 @@ void Subscription::offer(std::shared_ptr<const EventChunk> chunk) {
     std::lock_guard lock(mutex_);
     if (closed_) return;
     if (queued_events_ + chunk->events.size() > capacity_) {
-      skipped_ += chunk->events.size();
+      skipped_ += chunk->batch_events;
     } else {
       queued_events_ += chunk->events.size();
       chunks_.push_back(std::move(chunk));
@@ -136,8 +137,10 @@ void CollectorCore::submit_and_wait_for_room(DecodedBatch batch, IngestDone done
   room->second.wait(lock, [&] { return *has_room; });
 }
 
-std::shared_ptr<Subscription> CollectorCore::subscribe(const std::string& run_id, std::function<void()> listener) {
-  auto subscription = std::make_shared<Subscription>(run_id, options_.subscriber_queue_events, std::move(listener));
+std::shared_ptr<Subscription> CollectorCore::subscribe(const std::string& run_id, std::function<void()> listener,
+                                                      size_t sample_casts) {
+  auto subscription =
+      std::make_shared<Subscription>(run_id, options_.subscriber_queue_events, std::move(listener), sample_casts);
   std::lock_guard lock(subscriptions_mutex_);
   subscriptions_.push_back(subscription);
   return subscription;
@@ -332,14 +335,31 @@ void CollectorCore::publish(const std::vector<Submission>& group, const std::vec
   for (size_t i = 0; i < group.size(); ++i) {
     if (duplicate[i]) continue;
     const v1::Batch& batch = group[i].batch.batch();
-    std::shared_ptr<EventChunk> chunk;
+    // Made once per batch for all subscribers that want the same: every
+    // event, or a sample of the newest casts (index by sample size).
+    std::map<size_t, std::shared_ptr<EventChunk>> chunks;
+    uint64_t batch_events = 0, max_ts_ns = 0;
     for (const auto& subscription : subscriptions) {
       if (!subscription->run_id().empty() && subscription->run_id() != batch.agent().run_id()) continue;
+      if (chunks.empty()) {
+        for (const v1::Event& e : batch.events()) {
+          const uint64_t ts = e.has_cast() ? e.cast().ts_ns() : e.has_op() ? e.op().ts_ns()
+                              : e.has_kernel() ? e.kernel().ts_ns() : e.has_cache_sample() ? e.cache_sample().ts_ns() : 0;
+          if (ts == 0) continue;
+          ++batch_events;
+          max_ts_ns = std::max(max_ts_ns, ts);
+        }
+        if (batch_events == 0) break;
+      }
+      std::shared_ptr<EventChunk>& chunk = chunks[subscription->sample_casts()];
       if (!chunk) {
         chunk = std::make_shared<EventChunk>();
         chunk->stored_unix_ns = stored_unix_ns;
-        resolve_batch_events(batch, chunk->events);
-        if (chunk->events.empty()) break;
+        chunk->run_id = batch.agent().run_id();
+        chunk->agent_id = batch.agent().agent_id();
+        chunk->batch_events = batch_events;
+        chunk->max_ts_ns = max_ts_ns;
+        resolve_batch_events(batch, chunk->events, subscription->sample_casts() == 0 ? SIZE_MAX : subscription->sample_casts());
       }
       subscription->offer(chunk);
     }

@@ -80,6 +80,10 @@ using CommitListener = std::function<void(const std::vector<CommittedRun>&)>;
 struct EventChunk {
   uint64_t stored_unix_ns = 0;
   std::vector<castscope::v1::StoredEvent> events;
+  // The whole batch, also when `events` holds only a sample of it.
+  std::string run_id, agent_id;
+  uint64_t batch_events = 0;  // events of the batch (agent stats not counted)
+  uint64_t max_ts_ns = 0;     // the newest event timestamp of the batch
 };
 
 // One follower of one run (or of all runs): a bounded queue of chunks. When
@@ -89,10 +93,14 @@ class Subscription {
  public:
   // `listener` is called, without locks held, after each offer and on close
   // (from the writer thread or the closing thread).
-  Subscription(std::string run_id, size_t capacity_events, std::function<void()> listener)
-      : run_id_(std::move(run_id)), capacity_(capacity_events), listener_(std::move(listener)) {}
+  // `sample_casts` 0: every event of each batch; else only its newest casts,
+  // at most that many (EventChunk says how many events the batch had).
+  Subscription(std::string run_id, size_t capacity_events, std::function<void()> listener, size_t sample_casts = 0)
+      : run_id_(std::move(run_id)), capacity_(capacity_events), listener_(std::move(listener)),
+        sample_casts_(sample_casts) {}
 
   const std::string& run_id() const { return run_id_; }
+  size_t sample_casts() const { return sample_casts_; }
 
   void offer(std::shared_ptr<const EventChunk> chunk);
   // The next chunk (maybe none) and the events skipped since the last take;
@@ -105,6 +113,7 @@ class Subscription {
   const std::string run_id_;
   const size_t capacity_;
   const std::function<void()> listener_;
+  const size_t sample_casts_;
   mutable std::mutex mutex_;
   std::deque<std::shared_ptr<const EventChunk>> chunks_;
   size_t queued_events_ = 0;
@@ -146,8 +155,10 @@ class CollectorCore {
   // it before batches arrive; it must return quickly.
   void set_commit_listener(CommitListener listener);
 
-  // Follows `run_id` (empty: every run); see Subscription for `listener`.
-  std::shared_ptr<Subscription> subscribe(const std::string& run_id, std::function<void()> listener);
+  // Follows `run_id` (empty: every run); see Subscription for `listener`
+  // and `sample_casts`.
+  std::shared_ptr<Subscription> subscribe(const std::string& run_id, std::function<void()> listener,
+                                          size_t sample_casts = 0);
   void unsubscribe(const std::shared_ptr<Subscription>& subscription);
 
   // Stops taking batches, commits everything queued, stops the writer and

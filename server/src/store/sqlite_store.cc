@@ -12,6 +12,7 @@
 
 #include "common/log/logger.h"
 #include "server/src/store/store_schema.h"
+#include "server/src/store/timeline_tiles.h"
 
 namespace castscope::collector {
 
@@ -20,7 +21,9 @@ namespace {
 // Schema history: version 1 had thread, arg_index and list_index as columns
 // of casts (now packed into casts.slot); version 5 dropped the kernels table,
 // which nothing wrote or read; version 6 brought one back for GPU activity
-// (docs/gpu.md), with the agents' kernel counts and GPU timing state.
+// (docs/gpu.md), with the agents' kernel counts and GPU timing state;
+// version 7 added the viewer's timeline tiles (built from the events when
+// upgrading) and the source text of locations.
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -28,21 +31,35 @@ namespace {
 struct Migration {
   int from;
   const char* sql;
+  Status (*after)(sqlite3*) = nullptr;  // more work in C++, in the same transaction
 };
-constexpr Migration kMigrations[] = {
+// Version 7's tiles table is the one declared in store_schema.h (the same text
+// as a new store's) and is filled from the events the store holds.
+const std::string kTilesTableSql = schema::kTimelineTiles.create_sql();
+const Migration kMigrations[] = {
     {4, "DROP TABLE IF EXISTS kernels"},
     {5, "CREATE TABLE kernels(id INTEGER PRIMARY KEY, ts_ns INTEGER, duration_ns INTEGER, name INTEGER, "
         "codes INTEGER, device INTEGER, stream INTEGER, launch_seq INTEGER, bytes INTEGER, correlation_id INTEGER);"
         "ALTER TABLE agents ADD COLUMN kernels INTEGER NOT NULL DEFAULT 0;"
         "ALTER TABLE agents ADD COLUMN gpu_timing TEXT NOT NULL DEFAULT '';"
         "ALTER TABLE agents ADD COLUMN gpu_records_dropped INTEGER NOT NULL DEFAULT 0"},
+    {6, "ALTER TABLE locations ADD COLUMN source TEXT NOT NULL DEFAULT ''", [](sqlite3* db) -> Status {
+       char* message = nullptr;
+       if (sqlite3_exec(db, kTilesTableSql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
+         Status s = Status::internal(message ? message : "cannot create timeline_tiles");
+         sqlite3_free(message);
+         return s;
+       }
+       return tiles::rebuild(db);
+     }},
 };
-constexpr int kOldestMigratedVersion = kMigrations[0].from;
-static_assert(kMigrations[std::size(kMigrations) - 1].from == kSchemaVersion - 1,
+constexpr int kOldestMigratedVersion = 4;
+constexpr int kNewestMigrationFrom = 6;
+static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version
-// (version 5 lacks the columns the readers select).
-constexpr int kOldestReadableVersion = 6;
+// (version 6 lacks the tiles and the source column the readers select).
+constexpr int kOldestReadableVersion = 7;
 
 }  // namespace
 
@@ -211,7 +228,9 @@ Status Database::migrate(int version) {
   for (const Migration& step : kMigrations) {
     if (step.from != version) continue;
     const std::string sql = std::string(step.sql) + ";PRAGMA user_version=" + std::to_string(step.from + 1);
-    if (Status s = exec(sql.c_str()); !s.ok()) {
+    Status s = exec(sql.c_str());
+    if (s.ok() && step.after != nullptr) s = step.after(db_);
+    if (!s.ok()) {
       (void)exec("ROLLBACK");
       return Status::failed_precondition(s.message() + " (upgrading the store from schema version " +
                                          std::to_string(step.from) + ")");

@@ -46,7 +46,7 @@ constexpr auto kAgentRef = schema::columns(schema::kAgents, {"id", "agent_id"});
 constexpr auto kStringId = schema::columns(schema::kStrings, {"id"});
 constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
 constexpr auto kLocationRow =
-    schema::columns(schema::kLocations, {"kind", "file", "line", "function", "stack", "flags"});
+    schema::columns(schema::kLocations, {"kind", "file", "line", "function", "stack", "flags", "source"});
 constexpr auto kBatchSequence = schema::columns(schema::kBatches, {"sequence"});
 constexpr auto kFindingRow =
     schema::columns(schema::kFindings, {"id", "run", "kind", "severity", "summary", "details_json"});
@@ -188,6 +188,7 @@ Status StoreReader::resolve_location(int64_t id, v1::SourceLocation& out) {
     out.set_line(static_cast<uint32_t>(statement.column_int(kLocationRow["line"])));
     out.set_function(statement.column_text(kLocationRow["function"]));
     out.set_inside_disabled_autocast((statement.column_int(kLocationRow["flags"]) & 1) != 0);
+    out.set_source_text(statement.column_text(kLocationRow["source"]));
     const std::string stack = statement.column_text(kLocationRow["stack"]);
     if (!stack.empty()) {
       const auto frames = nlohmann::json::parse(stack, nullptr, false);

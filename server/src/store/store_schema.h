@@ -180,6 +180,8 @@ inline constexpr Column kLocationsColumns[] = {
     {"function", "TEXT NOT NULL"},
     {"stack", "TEXT NOT NULL"},               // JSON array of frames; empty when the agent sent none
     {"flags", "INTEGER NOT NULL DEFAULT 0"},  // bit 0: inside a scripted autocast(enabled=False) block
+    // Version 7: the text of the line as the agent read it (capped; empty: none). Not part of the key.
+    {"source", "TEXT NOT NULL DEFAULT ''"},
 };
 inline constexpr Table kLocations{"locations", kLocationsColumns, "UNIQUE(kind, file, line, function, stack, flags)"};
 
@@ -247,8 +249,36 @@ inline constexpr Column kFindingsColumns[] = {
 };
 inline constexpr Table kFindings{"findings", kFindingsColumns};
 
-inline constexpr const Table* kTables[] = {&kRuns, &kAgents,       &kBatches, &kStrings,  &kLocations, &kCasts,
-                                           &kOps,  &kCacheSamples, &kKernels, &kFindings};
+// Version 7: the viewer's mipmap (timeline_tiles.h). One row per agent,
+// track, level and bucket; counts add up over every event of the bucket.
+inline constexpr Column kTimelineTilesColumns[] = {
+    {"agent", "INTEGER NOT NULL"},
+    {"track", "INTEGER NOT NULL"},   // tiles::thread_track / gpu_track
+    {"level", "INTEGER NOT NULL"},
+    {"bucket", "INTEGER NOT NULL"},  // ts_ns >> tiles::level_shift(level)
+    {"min_seq", "INTEGER NOT NULL"},
+    {"max_seq", "INTEGER NOT NULL"},
+    {"ops", "INTEGER NOT NULL"},
+    {"op_ns", "INTEGER NOT NULL"},
+    {"decisions", "INTEGER NOT NULL"},
+    {"casts", "INTEGER NOT NULL"},
+    {"bytes", "INTEGER NOT NULL"},
+    {"miss", "INTEGER NOT NULL"},
+    {"hit", "INTEGER NOT NULL"},
+    {"stale_hit", "INTEGER NOT NULL"},
+    {"backward", "INTEGER NOT NULL"},
+    {"to_bfloat16", "INTEGER NOT NULL"},
+    {"to_float16", "INTEGER NOT NULL"},
+    {"to_float32", "INTEGER NOT NULL"},
+    {"modes", "INTEGER NOT NULL"},
+    {"kernels", "INTEGER NOT NULL"},
+    {"kernel_ns", "INTEGER NOT NULL"},
+};
+inline constexpr Table kTimelineTiles{"timeline_tiles", kTimelineTilesColumns, "PRIMARY KEY(agent, track, level, bucket)",
+                                      /*without_rowid=*/true};
+
+inline constexpr const Table* kTables[] = {&kRuns,         &kAgents,  &kBatches,  &kStrings,      &kLocations, &kCasts,
+                                           &kOps,          &kCacheSamples, &kKernels, &kFindings, &kTimelineTiles};
 
 // The whole schema of a new store: every table, then the views.
 std::string create_schema_sql();

@@ -230,11 +230,11 @@ TEST(SqliteStore, RefusesFilesThatAreNotItsStore) {
   { ASSERT_TRUE(StoreWriter::open(newer, writer).ok()); }
   writer.reset();
   ASSERT_EQ(sqlite3_open(newer.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=7", nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, ("PRAGMA user_version=" + std::to_string(kSchemaVersion + 1)).c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
   status = StoreReader::open(newer, reader);
   EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(status.message(), newer + ": castscope store schema version 7 is newer than this collector's (" +
+  EXPECT_EQ(status.message(), newer + ": castscope store schema version " + std::to_string(kSchemaVersion + 1) + " is newer than this collector's (" +
                                   std::to_string(kSchemaVersion) +
                                   "): use a castscope-collector at least as new as the one that wrote it");
   status = StoreWriter::open(newer, writer);
@@ -259,15 +259,21 @@ void exec_sql(const std::string& db, const char* sql) {
   sqlite3_close(handle);
 }
 
-// A store as version 5 wrote it: today's tables less the kernels table and
-// the agents' GPU columns, user_version 5.
-void make_version_5_store(const std::string& db) {
+// A store as version 6 wrote it: today's tables less the timeline tiles and
+// the locations' source text, user_version 6.
+void make_version_6_store(const std::string& db) {
   {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(db, writer).ok());
     bool duplicate = false;
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
   }
+  exec_sql(db, "DROP TABLE timeline_tiles; ALTER TABLE locations DROP COLUMN source; PRAGMA user_version=6");
+}
+
+// Version 5: version 6 less the kernels table and the agents' GPU columns.
+void make_version_5_store(const std::string& db) {
+  make_version_6_store(db);
   exec_sql(db,
            "DROP TABLE kernels; ALTER TABLE agents DROP COLUMN kernels; ALTER TABLE agents DROP COLUMN gpu_timing;"
            "ALTER TABLE agents DROP COLUMN gpu_records_dropped; PRAGMA user_version=5");
@@ -300,16 +306,40 @@ std::string table_columns(const std::string& db, const std::string& table) {
   return out;
 }
 
-TEST(SqliteStore, UpgradesVersion4And5StoresToTheDeclaredSchema) {
-  static_assert(kSchemaVersion == 6, "a new schema version: add its old-file test beside this one");
+// Every row of the tiles table, in key order, as text.
+std::string tile_rows(const std::string& db) {
+  sqlite3* handle = nullptr;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(handle, "SELECT * FROM timeline_tiles ORDER BY agent, track, level, bucket", -1, &stmt, nullptr),
+            SQLITE_OK);
+  std::string out;
+  while (sqlite3_step(stmt) == SQLITE_ROW) {
+    for (int c = 0; c < sqlite3_column_count(stmt); ++c) out += std::to_string(sqlite3_column_int64(stmt, c)) + " ";
+    out += "\n";
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(handle);
+  return out;
+}
+
+TEST(SqliteStore, UpgradesVersion4To6StoresToTheDeclaredSchema) {
+  static_assert(kSchemaVersion == 7, "a new schema version: add its old-file test beside this one");
   const std::string fresh = (temp_dir("fresh") / "store.db").string();
   {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(fresh, writer).ok());
   }
-  for (int version : {4, 5}) {
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(fresh, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10), duplicate).ok());
+  }
+  for (int version : {4, 5, 6}) {
     const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
-    version == 4 ? make_version_4_store(db) : make_version_5_store(db);
+    version == 4 ? make_version_4_store(db) : version == 5 ? make_version_5_store(db) : make_version_6_store(db);
 
     // A reader cannot migrate, and these versions lack columns it reads.
     std::unique_ptr<StoreReader> reader;
@@ -330,7 +360,12 @@ TEST(SqliteStore, UpgradesVersion4And5StoresToTheDeclaredSchema) {
       EXPECT_FALSE(duplicate);
     }
     EXPECT_EQ(pragma(db, "PRAGMA user_version"), kSchemaVersion);
-    for (const char* table : {"kernels", "agents"}) EXPECT_EQ(table_columns(db, table), table_columns(fresh, table)) << table;
+    for (const char* table : {"kernels", "agents", "locations", "timeline_tiles"})
+      EXPECT_EQ(table_columns(db, table), table_columns(fresh, table)) << table;
+    // The tiles of the events stored before the upgrade are built from them:
+    // the same rows as a store that wrote them all itself.
+    EXPECT_EQ(tile_rows(db), tile_rows(fresh));
+    EXPECT_NE(tile_rows(db), "");
     v1::EventFilter filter;
     filter.set_run_id("run");
     EXPECT_EQ(query(db, filter).events_size(), 10);

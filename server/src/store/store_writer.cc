@@ -65,6 +65,9 @@ constexpr auto kLocationId = schema::columns(schema::kLocations, {"id"});
 // What makes a location distinct (its UNIQUE constraint): lookup and insert bind the same.
 constexpr auto kLocationKey =
     schema::columns(schema::kLocations, {"kind", "file", "line", "function", "stack", "flags"});
+// A new location row: its key and the text of its line.
+constexpr auto kLocationInsert =
+    schema::columns(schema::kLocations, {"kind", "file", "line", "function", "stack", "flags", "source"});
 constexpr auto kFindingRow =
     schema::columns(schema::kFindings, {"run", "kind", "severity", "summary", "details_json"});
 
@@ -111,7 +114,7 @@ Status StoreWriter::prepare_statements() {
       {&find_string_, kStringId.select_sql() + " WHERE text = ?"},
       {&insert_string_, kStringText.insert_sql()},
       {&find_location_, kLocationId.select_sql() + " WHERE " + kLocationKey.match_sql()},
-      {&insert_location_, kLocationKey.insert_sql()},
+      {&insert_location_, kLocationInsert.insert_sql()},
   };
   for (const auto& [statement, sql] : statements)
     if (Status s = Statement::prepare(db, sql, *statement); !s.ok()) return db_.error(s.message());
@@ -179,6 +182,7 @@ Status StoreWriter::commit() {
     run->dirty = false;
   }
   dirty_runs_.clear();
+  if (Status s = tiles_.flush(db_.handle()); !s.ok()) return db_.error(s.message());
   if (Status s = commit_.run(); !s.ok()) return db_.error(s.message());
   checkpointer_.after_commit();
   return {};
@@ -193,6 +197,7 @@ void StoreWriter::rollback() {
   agents_.clear();
   dirty_agents_.clear();
   dirty_runs_.clear();
+  tiles_.clear();
 }
 
 Status StoreWriter::find_or_create_run(const std::string& run_id, uint64_t now_unix_ns, RunRow*& out) {
@@ -307,6 +312,8 @@ Status StoreWriter::intern_location(const v1::SourceLocation& location, int64_t&
     id = it->second;
     return {};
   }
+  // The lookup binds the key; the insert the key (same ordinals) and the source text.
+  static_assert(kLocationInsert.param("flags") == kLocationKey.param("flags"));
   Statement* statements[] = {&find_location_, &insert_location_};
   for (Statement* statement : statements) {
     statement->bind(kLocationKey.param("kind"), location.kind());
@@ -316,6 +323,7 @@ Status StoreWriter::intern_location(const v1::SourceLocation& location, int64_t&
     statement->bind_text(kLocationKey.param("stack"), stack);
     statement->bind(kLocationKey.param("flags"), location_flags(location));
   }
+  insert_location_.bind_text(kLocationInsert.param("source"), location.source_text());
   Status error;
   id = find_location_.step(error) ? find_location_.column_int(kLocationId["id"]) : 0;
   find_location_.reset();
@@ -379,6 +387,7 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
   samples_pending_.clear();
   kernels_pending_.clear();
   for (const v1::Event& event : batch.events()) {
+    tiles_.add(agent.id, event);
     switch (event.kind_case()) {
       case v1::Event::kCast: {
         const v1::CastEvent& cast = event.cast();

@@ -16,6 +16,7 @@
 #include "server/src/status.h"
 #include "server/src/store/sqlite_store.h"
 #include "server/src/store/store_schema.h"
+#include "server/src/store/timeline_tiles.h"
 
 namespace castscope::collector {
 
@@ -131,6 +132,7 @@ class StoreWriter {
   // Reused per batch: rows of each kind, global ids of the batch's strings/locations.
   std::vector<PendingRow> casts_pending_, ops_pending_, samples_pending_, kernels_pending_;
   std::vector<int64_t> batch_string_ids_, batch_location_ids_;
+  tiles::TileAccumulator tiles_;  // this transaction's events, written at commit
 };
 
 }  // namespace castscope::collector

@@ -3,7 +3,7 @@
     castscope policy check [--policy FILE]... [--overlay FILE]... [--import MODULE]... [--json]
         exit 0: usable, 1: refused (errors printed), 2: bad command line
     castscope run [--policy FILE]... [--overlay FILE]... [--out DIR] [--stacks] [--no-probe]
-                  [--collector HOST:PORT [--tls-ca PEM]] [--run-id ID] [--no-jsonl] -- COMMAND...
+                  [--collector HOST:PORT [--tls-ca PEM]] [--run-id ID] [--no-jsonl] [--serve] -- COMMAND...
         runs COMMAND with castscope attached through LD_PRELOAD; exits with
         COMMAND's code, 2 when castscope refuses to start, 3 when a process
         of the job could not attach although COMMAND succeeded. Without
@@ -15,6 +15,7 @@
         site-by-site cast differences; exit 1 when the runs differ
     castscope serve ARGS...   the collector daemon (castscope-collector serve --help)
     castscope load ARGS...    import spool folders into a database (castscope-collector load)
+    castscope view DIR|DB     serve the viewer over a stored run, read-only, until Ctrl-C
     castscope query ARGS...   read a database or a collector (castscope-collector query;
                               --collector HOST:PORT [--token T] [--tls-ca PEM])
 

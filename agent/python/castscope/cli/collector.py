@@ -12,6 +12,29 @@ def add_parsers(commands) -> None:
     """Listed in --help only: main() hands these to castscope-collector before parsing."""
     for name, help_text in COMMANDS.items():
         commands.add_parser(name, help=f"{help_text} (castscope-collector {name})")
+    view = commands.add_parser("view", help="serve the viewer over a stored run (castscope-collector view)")
+    view.add_argument("path", metavar="DIR|DB", help="castscope run's --out folder, or a database")
+    view.add_argument("--http-listen", default="127.0.0.1:0", help="HOST:PORT (default: a free loopback port)")
+    view.add_argument("--token-file", help="the token every request must carry (default: a random one)")
+    view.add_argument("--ui-dir", help="the built viewer (default: ui/dist beside the collector's build)")
+    view.set_defaults(handler=view_command)
+
+
+def view_command(args) -> int:
+    import pathlib
+
+    path = pathlib.Path(args.path)
+    db = path / "castscope.db" if path.is_dir() else path
+    if not db.is_file():
+        print(f"castscope view: {db}: no such database (give castscope run's --out folder or a .db file)",
+              file=sys.stderr)
+        return 2
+    arguments = ["--db", str(db), "--http-listen", args.http_listen]
+    if args.token_file:
+        arguments += ["--token-file", args.token_file]
+    if args.ui_dir:
+        arguments += ["--ui-dir", args.ui_dir]
+    return pass_through("view", arguments)
 
 
 def pass_through(subcommand: str, arguments: list[str]) -> int:

@@ -36,6 +36,10 @@ def add_parsers(commands) -> None:
                      help="CUDA kernel timing with CUPTI (docs/gpu.md; default auto: on when torch sees a GPU)")
     run.add_argument("--gpu-every-step", action="store_true",
                      help="time every step instead of 2 in 100 (costs about 12 %% of a launch-bound step)")
+    run.add_argument("--serve", action="store_true",
+                     help="keep serving the viewer after the job ends, until Ctrl-C (not with --collector)")
+    run.add_argument("--http-listen", default="127.0.0.1:0",
+                     help="where the embedded collector serves the viewer (default: a free loopback port)")
     run.add_argument("--run-id", help="name of this run in the collector (default: time and a random suffix)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     run.set_defaults(handler=run_command)
@@ -105,11 +109,17 @@ def run_command(args) -> int:
     collector = args.collector
     if collector is None:
         try:
-            embedded = EmbeddedCollector(out / "castscope.db", out / "collector.log")
+            embedded = EmbeddedCollector(out / "castscope.db", out / "collector.log", http_listen=args.http_listen)
         except (CollectorError, FileNotFoundError) as e:
             print(f"castscope run: cannot start the collector: {e}. The job was not started.", file=sys.stderr)
             return 2
         collector = embedded.address
+        if embedded.viewer_url:
+            print(f"castscope: viewer at {embedded.viewer_url}", file=sys.stderr, flush=True)
+    elif args.serve:
+        print("castscope run: --serve needs the embedded collector (your --collector serves its own viewer)",
+              file=sys.stderr)
+        return 2
     run_id = args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     files = list(args.policies or default_policy_files()) + list(args.overlays)
     env = dict(os.environ)
@@ -149,7 +159,7 @@ def run_command(args) -> int:
             job.send_signal(signal.SIGINT)  # the job decides; we wait for it
     exit_code = code if code >= 0 else 128 - code
     tls_ca = str(pathlib.Path(args.tls_ca).resolve()) if args.tls_ca else None
-    _finish_delivery(spool_dir, embedded, run_id, collector, args.give_up_after_s, tls_ca)
+    _finish_delivery(spool_dir, embedded, run_id, collector, args.give_up_after_s, tls_ca, keep_serving=args.serve)
     if embedded is not None:
         _write_report(embedded.db, run_id, out / "report.json")
     else:
@@ -163,11 +173,16 @@ def run_command(args) -> int:
     refused = sorted(out.glob("refused-*.txt"))
     for path in refused:
         print(f"castscope: {path.read_text().strip()}", file=sys.stderr)
+    if args.serve and embedded is not None:
+        print(f"castscope: the job ended; still serving the viewer at {embedded.viewer_url} (Ctrl-C to stop)",
+              file=sys.stderr, flush=True)
+        embedded.wait_for_interrupt()
+        embedded.stop()
     return 3 if refused and exit_code == 0 else exit_code
 
 
 def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: str, give_up_after_s: int,
-                     tls_ca: str | None) -> None:
+                     tls_ca: str | None, keep_serving: bool = False) -> None:
     """Waits for the job's forwarders, stops an embedded collector, says where the events are."""
     from ..collector import Delivery
 
@@ -177,7 +192,8 @@ def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: 
             if " error: " in line:
                 print(f"castscope: {line}", file=sys.stderr)
     if embedded is not None:
-        embedded.stop()
+        if not keep_serving:
+            embedded.stop()
         print(f"castscope: run {run_id} stored in {embedded.db}", file=sys.stderr)
         _print_stored(embedded.db, run_id)
     else:

@@ -1,0 +1,396 @@
+#include "server/src/service/http_service.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <regex>
+#include <sstream>
+
+#include "common/log/logger.h"
+#include "server/src/viewer/event_json.h"
+
+namespace castscope::collector {
+
+namespace v1 = castscope::v1;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kContentSecurityPolicy =
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+constexpr auto kKeepAlive = std::chrono::seconds(10);
+
+bool equal_in_constant_time(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::string lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "::1" || host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
+// The value of cookie `name` in a Cookie header, or empty.
+std::string cookie_value(const std::string& header, const std::string& name) {
+  size_t at = 0;
+  while (at < header.size()) {
+    while (at < header.size() && (header[at] == ' ' || header[at] == ';')) ++at;
+    const size_t end = std::min(header.find(';', at), header.size());
+    const std::string pair = header.substr(at, end - at);
+    const size_t eq = pair.find('=');
+    if (eq != std::string::npos && pair.substr(0, eq) == name) return pair.substr(eq + 1);
+    at = end + 1;
+  }
+  return {};
+}
+
+int http_status(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kUnavailable: return 503;
+    default: return 500;
+  }
+}
+
+void send_json(httplib::Response& res, const json& body, int status = 200) {
+  res.status = status;
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  send_json(res, {{"error", message}}, status);
+}
+
+std::string content_type(const std::filesystem::path& file) {
+  const std::string ext = lower(file.extension().string());
+  if (ext == ".html") return "text/html; charset=utf-8";
+  if (ext == ".js") return "text/javascript; charset=utf-8";
+  if (ext == ".css") return "text/css; charset=utf-8";
+  if (ext == ".json" || ext == ".map") return "application/json";
+  if (ext == ".svg") return "image/svg+xml";
+  if (ext == ".png") return "image/png";
+  if (ext == ".woff2") return "font/woff2";
+  return "application/octet-stream";
+}
+
+// A query parameter as a whole decimal number within [low, high].
+bool integer_param(const httplib::Request& req, const char* name, int64_t low, int64_t high, int64_t& out,
+                   std::string& error) {
+  if (!req.has_param(name)) {
+    error = std::string("missing parameter ") + name;
+    return false;
+  }
+  const std::string text = req.get_param_value(name);
+  size_t i = text.size() > 0 && text[0] == '-' ? 1 : 0;
+  bool ok = i < text.size() && text.size() <= 19;
+  for (; ok && i < text.size(); ++i) ok = std::isdigit(static_cast<unsigned char>(text[i])) != 0;
+  if (ok) {
+    out = std::stoll(text);
+    ok = out >= low && out <= high;
+  }
+  if (!ok) error = std::string("parameter ") + name + ": expected a whole number from " + std::to_string(low) + " to " +
+                   std::to_string(high);
+  return ok;
+}
+
+bool text_param(const httplib::Request& req, const char* name, std::string& out, std::string& error) {
+  out = req.has_param(name) ? req.get_param_value(name) : std::string();
+  if (out.empty() || out.size() > 1024) {
+    error = std::string("parameter ") + name + ": required, at most 1024 bytes";
+    return false;
+  }
+  return true;
+}
+
+// One live page's follow of a run: the subscription's chunks become SSE
+// messages on the request's thread.
+struct LiveStream {
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool ready = false;
+  std::shared_ptr<Subscription> subscription;
+  std::string run_id;
+  int64_t origin_ns = 0;
+  std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+std::string random_token() {
+  unsigned char bytes[16] = {};
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  urandom.read(reinterpret_cast<char*>(bytes), sizeof bytes);
+  std::string token;
+  char hex[3];
+  for (unsigned char b : bytes) {
+    std::snprintf(hex, sizeof hex, "%02x", b);
+    token += hex;
+  }
+  return token;
+}
+
+HttpService::HttpService(HttpOptions options, std::string db_path, CollectorCore* core)
+    : options_(std::move(options)), core_(core), queries_(std::move(db_path)),
+      server_(std::make_unique<httplib::Server>()) {}
+
+HttpService::~HttpService() { stop(); }
+
+std::string HttpService::url() const {
+  const std::string host = options_.host.find(':') != std::string::npos ? "[" + options_.host + "]" : options_.host;
+  return "http://" + host + ":" + std::to_string(port_) + "/?token=" + options_.token;
+}
+
+Status HttpService::start() {
+  if (options_.token.empty()) return Status::invalid_argument("the viewer needs a token");
+  server_->new_task_queue = [] { return new httplib::ThreadPool(24); };
+  server_->set_payload_max_length(64 << 10);
+  server_->set_read_timeout(10, 0);
+  server_->set_write_timeout(10, 0);
+  install_routes();
+  if (options_.port == 0) {
+    port_ = server_->bind_to_any_port(options_.host);
+    if (port_ < 0) port_ = 0;
+  } else if (server_->bind_to_port(options_.host, options_.port)) {
+    port_ = options_.port;
+  }
+  if (port_ == 0)
+    return Status::unavailable("cannot listen for the viewer on " + options_.host + ":" + std::to_string(options_.port));
+  const std::string port = ":" + std::to_string(port_);
+  allowed_hosts_ = {lower(options_.host) + port, "[" + lower(options_.host) + "]" + port};
+  if (is_loopback(options_.host))
+    for (const char* name : {"127.0.0.1", "localhost", "[::1]"}) allowed_hosts_.push_back(name + port);
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return {};
+}
+
+void HttpService::stop() {
+  stopping_ = true;
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void HttpService::install_routes() {
+  httplib::Server& server = *server_;
+
+  server.set_default_headers({{"Content-Security-Policy", kContentSecurityPolicy},
+                              {"X-Content-Type-Options", "nosniff"},
+                              {"X-Frame-Options", "DENY"},
+                              {"Referrer-Policy", "no-referrer"},
+                              {"Cross-Origin-Resource-Policy", "same-origin"}});
+
+  // Host, then token, before any route runs.
+  server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const std::string host = lower(req.get_header_value("Host"));
+    if (std::find(allowed_hosts_.begin(), allowed_hosts_.end(), host) == allowed_hosts_.end()) {
+      send_error(res, 403, "Host header not allowed: the viewer answers only for the address it listens on");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.method != "GET") {
+      send_error(res, 405, "only GET is served");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const std::string cookie = "castscope_" + std::to_string(port_);
+    const std::string authorization = req.get_header_value("Authorization");
+    const bool bearer = authorization.rfind("Bearer ", 0) == 0 &&
+                        equal_in_constant_time(authorization.substr(7), options_.token);
+    const bool has_cookie = equal_in_constant_time(cookie_value(req.get_header_value("Cookie"), cookie), options_.token);
+    const bool in_url = req.has_param("token") && equal_in_constant_time(req.get_param_value("token"), options_.token);
+    if (in_url && req.path == "/") {
+      // Trade the URL's token for a cookie, and take it out of the address bar.
+      res.status = 303;
+      res.set_header("Set-Cookie", cookie + "=" + options_.token + "; HttpOnly; SameSite=Strict; Path=/");
+      res.set_header("Location", "/");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!bearer && !has_cookie && !in_url) {
+      if (req.path.rfind("/api/", 0) == 0)
+        send_error(res, 401, "the viewer needs its token: open the URL castscope printed, or send Authorization: Bearer");
+      else {
+        res.status = 401;
+        res.set_content("castscope: open the URL that castscope printed (it carries the access token).\n",
+                        "text/plain; charset=utf-8");
+      }
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty()) send_error(res, res.status, res.status == 404 ? "not found" : "error");
+  });
+  server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    send_error(res, 500, "internal error");
+  });
+
+  // Static files: index.html and assets/<one segment>, from the UI folder only.
+  auto serve_file = [this](const std::filesystem::path& relative, httplib::Response& res) {
+    if (options_.ui_dir.empty()) {
+      send_error(res, 404, "this collector serves no UI (no --ui-dir)");
+      return;
+    }
+    std::error_code ec;
+    const std::filesystem::path root = std::filesystem::weakly_canonical(options_.ui_dir, ec);
+    const std::filesystem::path file = std::filesystem::weakly_canonical(root / relative, ec);
+    const auto [end, _] = std::mismatch(root.begin(), root.end(), file.begin(), file.end());
+    if (ec || end != root.end() || !std::filesystem::is_regular_file(file, ec)) {
+      send_error(res, 404, "not found");
+      return;
+    }
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream body;
+    body << in.rdbuf();
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(body.str(), content_type(file));
+  };
+  server.Get("/", [serve_file](const httplib::Request&, httplib::Response& res) { serve_file("index.html", res); });
+  server.Get("/index.html",
+             [serve_file](const httplib::Request&, httplib::Response& res) { serve_file("index.html", res); });
+  server.Get(R"(/assets/([A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}))",
+             [serve_file](const httplib::Request& req, httplib::Response& res) {
+               const std::string name = req.matches[1];
+               if (name.find("..") != std::string::npos) return send_error(res, 404, "not found");
+               serve_file(std::filesystem::path("assets") / name, res);
+             });
+
+  // The API: each route parses its parameters, asks ViewerQueries, answers JSON.
+  auto answer = [this](httplib::Response& res, auto&& query) {
+    json body;
+    const Status status = queries_.with([&](viewer::ViewerQueries& q) { return query(q, body); });
+    if (!status.ok()) return send_error(res, http_status(status), status.message());
+    send_json(res, body);
+  };
+  server.Get("/api/runs", [answer](const httplib::Request&, httplib::Response& res) {
+    answer(res, [](viewer::ViewerQueries& q, json& body) { return q.runs(body); });
+  });
+  server.Get("/api/tracks", [answer](const httplib::Request& req, httplib::Response& res) {
+    std::string run, error;
+    if (!text_param(req, "run", run, error)) return send_error(res, 400, error);
+    answer(res, [&](viewer::ViewerQueries& q, json& body) { return q.tracks(run, body); });
+  });
+  server.Get("/api/timeline", [answer](const httplib::Request& req, httplib::Response& res) {
+    viewer::RangeRequest range;
+    int64_t px = 0;
+    std::string error;
+    if (!text_param(req, "run", range.run_id, error) || !text_param(req, "track", range.track, error) ||
+        !integer_param(req, "t0", -(int64_t{1} << 53), int64_t{1} << 53, range.t0, error) ||
+        !integer_param(req, "t1", -(int64_t{1} << 53), int64_t{1} << 53, range.t1, error) ||
+        !integer_param(req, "px", 1, 20000, px, error))
+      return send_error(res, 400, error);
+    range.pixels = static_cast<int>(px);
+    answer(res, [&](viewer::ViewerQueries& q, json& body) { return q.timeline(range, body); });
+  });
+  server.Get("/api/event", [answer](const httplib::Request& req, httplib::Response& res) {
+    std::string run, agent, error;
+    int64_t seq = 0;
+    if (!text_param(req, "run", run, error) || !text_param(req, "agent", agent, error) ||
+        !integer_param(req, "seq", 0, (int64_t{1} << 40) - 1, seq, error))
+      return send_error(res, 400, error);
+    answer(res, [&](viewer::ViewerQueries& q, json& body) { return q.event(run, agent, static_cast<uint64_t>(seq), body); });
+  });
+  server.Get("/api/counters", [answer](const httplib::Request& req, httplib::Response& res) {
+    std::string run, error;
+    int64_t t0 = 0, t1 = 0, points = 0;
+    if (!text_param(req, "run", run, error) ||
+        !integer_param(req, "t0", -(int64_t{1} << 53), int64_t{1} << 53, t0, error) ||
+        !integer_param(req, "t1", -(int64_t{1} << 53), int64_t{1} << 53, t1, error) ||
+        !integer_param(req, "points", 1, 20000, points, error))
+      return send_error(res, 400, error);
+    answer(res, [&](viewer::ViewerQueries& q, json& body) {
+      return q.counters(run, t0, t1, static_cast<int>(points), body);
+    });
+  });
+  server.Get("/api/findings", [answer](const httplib::Request& req, httplib::Response& res) {
+    std::string run, error;
+    if (!text_param(req, "run", run, error)) return send_error(res, 400, error);
+    answer(res, [&](viewer::ViewerQueries& q, json& body) { return q.findings(run, body); });
+  });
+  server.Get("/api/sites", [answer](const httplib::Request& req, httplib::Response& res) {
+    std::string run, error;
+    if (!text_param(req, "run", run, error)) return send_error(res, 400, error);
+    answer(res, [&](viewer::ViewerQueries& q, json& body) { return q.sites(run, body); });
+  });
+
+  server.Get("/api/live", [this](const httplib::Request& req, httplib::Response& res) {
+    std::string run, error;
+    if (!text_param(req, "run", run, error)) return send_error(res, 400, error);
+    if (live_viewers_.fetch_add(1) >= options_.max_live_viewers) {
+      live_viewers_.fetch_sub(1);
+      return send_error(res, 503, "too many live viewers (" + std::to_string(options_.max_live_viewers) + ")");
+    }
+    auto live = std::make_shared<LiveStream>();
+    live->run_id = run;
+    if (core_ != nullptr) {
+      std::weak_ptr<LiveStream> weak = live;
+      live->subscription = core_->subscribe(
+          run,
+          [weak] {
+            if (auto l = weak.lock()) {
+              std::lock_guard lock(l->mutex);
+              l->ready = true;
+              l->wake.notify_one();
+            }
+          },
+          options_.live_sample_casts);
+    }
+    res.set_header("Cache-Control", "no-store");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, live](size_t, httplib::DataSink& sink) {
+          if (stopping_) return false;
+          {
+            std::unique_lock lock(live->mutex);
+            live->wake.wait_for(lock, std::chrono::milliseconds(500), [&] { return live->ready || stopping_.load(); });
+            live->ready = false;
+          }
+          std::string out;
+          if (live->subscription) {
+            std::shared_ptr<const EventChunk> chunk;
+            uint64_t skipped = 0;
+            while (live->subscription->take(chunk, skipped) && out.size() < (1u << 20)) {
+              if (skipped > 0) out += "event: skipped\ndata: " + json{{"events", skipped}}.dump() + "\n\n";
+              if (!chunk) continue;
+              if (live->origin_ns == 0)
+                (void)queries_.with([&](viewer::ViewerQueries& q) { return q.origin(live->run_id, live->origin_ns); });
+              json casts = json::array();
+              for (const v1::StoredEvent& e : chunk->events)
+                if (e.event().has_cast()) casts.push_back(viewer::cast_json(e.agent_id(), e.event().cast(), live->origin_ns));
+              json message = {{"run_id", chunk->run_id},
+                              {"agent_id", chunk->agent_id},
+                              {"t_max", static_cast<int64_t>(chunk->max_ts_ns) - live->origin_ns},
+                              {"events", chunk->batch_events},
+                              {"casts", casts}};
+              out += "event: batch\ndata: " + message.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+            }
+          }
+          const auto now = std::chrono::steady_clock::now();
+          if (out.empty() && now - live->last_write >= kKeepAlive) out = ": keep-alive\n\n";
+          if (out.empty()) return sink.is_writable();
+          live->last_write = now;
+          return sink.write(out.data(), out.size());
+        },
+        [this, live](bool) {
+          if (live->subscription) core_->unsubscribe(live->subscription);
+          live_viewers_.fetch_sub(1);
+        });
+  });
+}
+
+}  // namespace castscope::collector

@@ -1,0 +1,216 @@
+#include "server/src/store/timeline_tiles.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "server/src/store/event_columns.h"
+#include "server/src/store/store_schema.h"
+
+namespace castscope::collector::tiles {
+
+namespace v1 = castscope::v1;
+
+namespace {
+
+constexpr auto kTileRow = schema::all_columns<schema::kTimelineTiles>();
+
+// Every counter column of a tile, in the order TileCounts lists them.
+struct CounterColumn {
+  const char* name;
+  int64_t TileCounts::*field;
+  int param;  // its bind ordinal in kTileRow
+};
+constexpr CounterColumn kCounters[] = {
+    {"ops", &TileCounts::ops, kTileRow.param("ops")},
+    {"op_ns", &TileCounts::op_ns, kTileRow.param("op_ns")},
+    {"decisions", &TileCounts::decisions, kTileRow.param("decisions")},
+    {"casts", &TileCounts::casts, kTileRow.param("casts")},
+    {"bytes", &TileCounts::bytes, kTileRow.param("bytes")},
+    {"miss", &TileCounts::miss, kTileRow.param("miss")},
+    {"hit", &TileCounts::hit, kTileRow.param("hit")},
+    {"stale_hit", &TileCounts::stale_hit, kTileRow.param("stale_hit")},
+    {"backward", &TileCounts::backward, kTileRow.param("backward")},
+    {"to_bfloat16", &TileCounts::to_bfloat16, kTileRow.param("to_bfloat16")},
+    {"to_float16", &TileCounts::to_float16, kTileRow.param("to_float16")},
+    {"to_float32", &TileCounts::to_float32, kTileRow.param("to_float32")},
+    {"kernels", &TileCounts::kernels, kTileRow.param("kernels")},
+    {"kernel_ns", &TileCounts::kernel_ns, kTileRow.param("kernel_ns")},
+};
+
+// INSERT ... ON CONFLICT: counters add, seqs widen, modes join.
+std::string upsert_sql() {
+  std::string sql = kTileRow.insert_sql() + " ON CONFLICT(agent, track, level, bucket) DO UPDATE SET "
+                    "min_seq = min(min_seq, excluded.min_seq), max_seq = max(max_seq, excluded.max_seq), "
+                    "modes = modes | excluded.modes";
+  for (const CounterColumn& c : kCounters) sql += std::string(", ") + c.name + " = " + c.name + " + excluded." + c.name;
+  return sql;
+}
+
+int64_t mode_bit(int mode) { return mode > 0 && mode < 63 ? int64_t{1} << mode : 0; }
+
+}  // namespace
+
+void TileCounts::add_seq(uint64_t seq) {
+  min_seq = std::min(min_seq, static_cast<int64_t>(seq));
+  max_seq = std::max(max_seq, static_cast<int64_t>(seq));
+}
+
+void TileCounts::add_op(const v1::OpEvent& op) {
+  add_seq(op.seq());
+  ++ops;
+  op_ns += static_cast<int64_t>(op.cpu_duration_ns());
+  if (op.phase() == v1::PHASE_BACKWARD) ++backward;
+  modes |= mode_bit(op.mode());
+}
+
+void TileCounts::add_cast(const v1::CastEvent& cast) {
+  add_seq(cast.seq());
+  ++decisions;
+  if (cast.outcome() == v1::CAST_OUTCOME_CAST) {
+    ++casts;
+    bytes += static_cast<int64_t>(cast.bytes());
+    switch (cast.dst_dtype()) {
+      case v1::DTYPE_BFLOAT16: ++to_bfloat16; break;
+      case v1::DTYPE_FLOAT16: ++to_float16; break;
+      case v1::DTYPE_FLOAT32: ++to_float32; break;
+      default: break;
+    }
+  }
+  switch (cast.cache()) {
+    case v1::CACHE_OUTCOME_MISS: ++miss; break;
+    case v1::CACHE_OUTCOME_HIT: ++hit; break;
+    case v1::CACHE_OUTCOME_STALE_HIT: ++stale_hit; break;
+    default: break;
+  }
+  if (cast.phase() == v1::PHASE_BACKWARD) ++backward;
+  modes |= mode_bit(cast.mode());
+}
+
+void TileCounts::add_kernel(const v1::KernelEvent& kernel) {
+  add_seq(kernel.seq());
+  ++kernels;
+  kernel_ns += static_cast<int64_t>(kernel.duration_ns());
+}
+
+void TileCounts::merge(const TileCounts& other) {
+  min_seq = std::min(min_seq, other.min_seq);
+  max_seq = std::max(max_seq, other.max_seq);
+  modes |= other.modes;
+  for (const CounterColumn& c : kCounters) this->*c.field += other.*c.field;
+}
+
+TileCounts& TileAccumulator::tile(int64_t agent, int64_t track, uint64_t ts_ns) {
+  const TileKey key{agent, track, static_cast<int64_t>(ts_ns >> level_shift(0))};
+  if (last_ != nullptr && key == last_key_) return *last_;
+  last_key_ = key;
+  last_ = &tiles_[key];
+  return *last_;
+}
+
+void TileAccumulator::add(int64_t agent_row, const v1::Event& event) {
+  switch (event.kind_case()) {
+    case v1::Event::kCast:
+      tile(agent_row, thread_track(event.cast().thread()), event.cast().ts_ns()).add_cast(event.cast());
+      break;
+    case v1::Event::kOp:
+      tile(agent_row, thread_track(event.op().thread()), event.op().ts_ns()).add_op(event.op());
+      break;
+    case v1::Event::kKernel: {
+      const v1::KernelEvent& k = event.kernel();
+      tile(agent_row, gpu_track(k.device(), k.stream()), k.ts_ns()).add_kernel(k);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+Status TileAccumulator::flush(sqlite3* db) {
+  if (tiles_.empty()) return {};
+  if (upsert_.get() == nullptr)
+    if (Status s = Statement::prepare(db, upsert_sql(), upsert_); !s.ok()) return s;
+  // Coarser levels from the finest, in memory: a transaction touches few
+  // buckets, so each level adds at most as many rows as the one below.
+  std::vector<std::pair<TileKey, TileCounts>> level(tiles_.begin(), tiles_.end());
+  Status status;
+  for (int l = 0; l < kTileLevels && status.ok(); ++l) {
+    for (const auto& [key, counts] : level) {
+      Statement& u = upsert_;
+      u.bind(kTileRow.param("agent"), key.agent);
+      u.bind(kTileRow.param("track"), key.track);
+      u.bind(kTileRow.param("level"), l);
+      u.bind(kTileRow.param("bucket"), key.bucket);
+      u.bind(kTileRow.param("min_seq"), counts.min_seq);
+      u.bind(kTileRow.param("max_seq"), counts.max_seq);
+      u.bind(kTileRow.param("modes"), counts.modes);
+      for (const CounterColumn& c : kCounters) u.bind(c.param, counts.*c.field);
+      if (status = u.run(); !status.ok()) break;
+    }
+    if (l + 1 == kTileLevels) break;
+    std::map<std::tuple<int64_t, int64_t, int64_t>, TileCounts> coarser;
+    for (const auto& [key, counts] : level)
+      coarser[{key.agent, key.track, key.bucket >> kShiftPerLevel}].merge(counts);
+    level.clear();
+    for (const auto& [k, counts] : coarser) level.push_back({{std::get<0>(k), std::get<1>(k), std::get<2>(k)}, counts});
+  }
+  clear();
+  return status;
+}
+
+Status rebuild(sqlite3* db) {
+  // One pass per event table in key order; flushed every million events so
+  // that memory stays bounded on a large store.
+  TileAccumulator accumulator;
+  size_t pending = 0;
+  auto scan = [&](const char* sql, auto&& to_event) -> Status {
+    Statement stmt;
+    if (Status s = Statement::prepare(db, sql, stmt); !s.ok()) return s;
+    Status error;
+    v1::Event event;
+    while (stmt.step(error)) {
+      const int64_t id = stmt.column_int(0);
+      to_event(stmt, seq_of_row(id), event);
+      accumulator.add(id >> 40, event);
+      if (++pending == (1u << 20)) {
+        if (Status s = accumulator.flush(db); !s.ok()) return s;
+        pending = 0;
+      }
+    }
+    return error;
+  };
+  Status s = scan("SELECT id, ts_ns, thread, codes, cpu_duration_ns FROM ops", [](Statement& r, uint64_t seq, v1::Event& e) {
+    v1::OpEvent& op = *e.mutable_op();
+    op.Clear();
+    op.set_seq(seq);
+    op.set_ts_ns(static_cast<uint64_t>(r.column_int(1)));
+    op.set_thread(static_cast<uint32_t>(r.column_int(2)));
+    unpack_op_codes(r.column_int(3), op);
+    op.set_cpu_duration_ns(static_cast<uint64_t>(r.column_int(4)));
+  });
+  if (s.ok())
+    s = scan("SELECT id, ts_ns, slot, codes, bytes FROM casts", [](Statement& r, uint64_t seq, v1::Event& e) {
+      v1::CastEvent& cast = *e.mutable_cast();
+      cast.Clear();
+      cast.set_seq(seq);
+      cast.set_ts_ns(static_cast<uint64_t>(r.column_int(1)));
+      unpack_cast_slot(r.column_int(2), cast);
+      unpack_cast_codes(r.column_int(3), cast);
+      cast.set_bytes(static_cast<uint64_t>(r.column_int(4)));
+    });
+  if (s.ok())
+    s = scan("SELECT id, ts_ns, duration_ns, device, stream FROM kernels", [](Statement& r, uint64_t seq, v1::Event& e) {
+      v1::KernelEvent& k = *e.mutable_kernel();
+      k.Clear();
+      k.set_seq(seq);
+      k.set_ts_ns(static_cast<uint64_t>(r.column_int(1)));
+      k.set_duration_ns(static_cast<uint64_t>(r.column_int(2)));
+      k.set_device(static_cast<uint32_t>(r.column_int(3)));
+      k.set_stream(static_cast<uint32_t>(r.column_int(4)));
+    });
+  if (s.ok()) s = accumulator.flush(db);
+  return s;
+}
+
+}  // namespace castscope::collector::tiles

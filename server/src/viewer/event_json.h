@@ -1,0 +1,26 @@
+// Events as the viewer's JSON (docs/viewer.md): enumerations as lower-case
+// names, times relative to the run's origin. Shared by the range queries and
+// the live stream, so that a cast looks the same however it reached the page.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "castscope/v1/events.pb.h"
+
+namespace castscope::collector::viewer {
+
+// "DTYPE_BFLOAT16" -> "bfloat16": the proto enum name without its prefix.
+std::string enum_name(const std::string& proto_name, size_t prefix_length);
+std::string dtype_name(castscope::v1::DType dtype);
+std::string mode_name(castscope::v1::ExecutionMode mode);
+
+nlohmann::json location_json(const castscope::v1::SourceLocation& location, bool with_source);
+// `origin_ns` is subtracted from timestamps.
+nlohmann::json cast_json(const std::string& agent_id, const castscope::v1::CastEvent& cast, int64_t origin_ns);
+nlohmann::json op_json(const std::string& agent_id, const castscope::v1::OpEvent& op, int64_t origin_ns);
+nlohmann::json kernel_json(const std::string& agent_id, const castscope::v1::KernelEvent& kernel, int64_t origin_ns);
+
+}  // namespace castscope::collector::viewer

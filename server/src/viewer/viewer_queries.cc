@@ -1,0 +1,694 @@
+#include "server/src/viewer/viewer_queries.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <tuple>
+
+#include "server/src/analysis/run_data.h"
+#include "server/src/store/event_columns.h"
+#include "server/src/store/timeline_tiles.h"
+#include "server/src/viewer/event_json.h"
+
+namespace castscope::collector::viewer {
+
+namespace v1 = castscope::v1;
+using nlohmann::json;
+namespace t = tiles;
+
+namespace {
+
+constexpr int kCoarsest = t::kTileLevels - 1;
+
+int severity_rank(const std::string& severity) {
+  if (severity == "critical") return 0;
+  if (severity == "error") return 1;
+  if (severity == "warning") return 2;
+  if (severity == "info") return 3;
+  return 4;
+}
+
+std::string track_name(const std::string& agent_id, int64_t track) { return agent_id + "/" + std::to_string(track); }
+
+// "agent/123" -> agent, 123. Agent ids may hold '/': the number is after the last.
+bool parse_track(const std::string& text, std::string& agent_id, int64_t& track) {
+  const size_t slash = text.rfind('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == text.size()) return false;
+  track = 0;
+  for (size_t i = slash + 1; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9' || track > (int64_t{1} << 50)) return false;
+    track = track * 10 + (text[i] - '0');
+  }
+  agent_id = text.substr(0, slash);
+  return true;
+}
+
+struct TrackSummary {
+  int64_t track = 0;
+  int64_t events = 0;
+  int64_t first_bucket = 0, last_bucket = 0;  // finest level
+};
+
+Status prepare(sqlite3* db, const std::string& sql, Statement& out) { return Statement::prepare(db, sql, out); }
+
+// The tracks of an agent with their event counts and finest first/last buckets.
+Status track_summaries(sqlite3* db, int64_t agent, std::vector<TrackSummary>& out) {
+  Statement list, first, last;
+  if (Status s = prepare(db,
+                         "SELECT track, sum(ops + decisions + kernels) FROM timeline_tiles WHERE agent = ? AND level = ? "
+                         "GROUP BY track ORDER BY track",
+                         list);
+      !s.ok())
+    return s;
+  if (Status s = prepare(db,
+                         "SELECT bucket FROM timeline_tiles WHERE agent = ? AND track = ? AND level = 0 "
+                         "ORDER BY bucket LIMIT 1",
+                         first);
+      !s.ok())
+    return s;
+  if (Status s = prepare(db,
+                         "SELECT bucket FROM timeline_tiles WHERE agent = ? AND track = ? AND level = 0 "
+                         "ORDER BY bucket DESC LIMIT 1",
+                         last);
+      !s.ok())
+    return s;
+  list.bind(1, agent);
+  list.bind(2, kCoarsest);
+  Status error;
+  while (list.step(error)) out.push_back({list.column_int(0), list.column_int(1), 0, 0});
+  if (!error.ok()) return error;
+  for (TrackSummary& track : out) {
+    for (auto [statement, field] : {std::pair{&first, &track.first_bucket}, std::pair{&last, &track.last_bucket}}) {
+      statement->reset();
+      statement->bind(1, agent);
+      statement->bind(2, track.track);
+      if (statement->step(error)) *field = statement->column_int(0);
+      if (!error.ok()) return error;
+    }
+  }
+  return {};
+}
+
+int finest_level_within(int64_t pixel_ns) {
+  int level = 0;
+  while (level + 1 < t::kTileLevels && t::bucket_ns(level + 1) <= pixel_ns) ++level;
+  return level;
+}
+
+int coarsest_level_within(int64_t bucket_ns) {
+  int level = 0;
+  while (level + 1 < t::kTileLevels && t::bucket_ns(level) < bucket_ns) ++level;
+  return level;
+}
+
+}  // namespace
+
+Status ViewerQueries::open(const std::string& db_path, std::unique_ptr<ViewerQueries>& out) {
+  std::unique_ptr<StoreReader> reader;
+  if (Status s = StoreReader::open(db_path, reader); !s.ok()) return s;
+  auto q = std::unique_ptr<ViewerQueries>(new ViewerQueries(std::move(reader)));
+  if (Status s = q->db_.open(db_path, Database::Mode::kReadOnly); !s.ok()) return s;
+  out = std::move(q);
+  return {};
+}
+
+Status ViewerQueries::agents_of(const std::string& run_id, std::vector<Agent>& out) {
+  Statement s;
+  if (Status st = prepare(db_.handle(),
+                          "SELECT agents.id, agents.agent_id FROM agents JOIN runs ON agents.run = runs.id "
+                          "WHERE runs.run_id = ? ORDER BY agents.id",
+                          s);
+      !st.ok())
+    return db_.error(st.message());
+  s.bind_text(1, run_id);
+  Status error;
+  while (s.step(error)) out.push_back({s.column_int(0), s.column_text(1)});
+  if (!error.ok()) return db_.error(error.message());
+  if (out.empty()) return Status::not_found("no run " + run_id + " in " + db_.path());
+  return {};
+}
+
+Status ViewerQueries::resolve_string(int64_t id, std::string& out) {
+  out.clear();
+  if (id == 0) return {};
+  if (auto it = strings_.find(id); it != strings_.end()) {
+    out = it->second;
+    return {};
+  }
+  Statement s;
+  if (Status st = prepare(db_.handle(), "SELECT text FROM strings WHERE id = ?", s); !st.ok()) return st;
+  s.bind(1, id);
+  Status error;
+  if (s.step(error)) out = s.column_text(0);
+  if (!error.ok()) return error;
+  strings_.emplace(id, out);
+  return {};
+}
+
+Status ViewerQueries::resolve_location(int64_t id, v1::SourceLocation& out) {
+  out.Clear();
+  if (id == 0) return {};
+  if (auto it = locations_.find(id); it != locations_.end()) {
+    out = it->second;
+    return {};
+  }
+  Statement s;
+  if (Status st = prepare(db_.handle(), "SELECT kind, file, line, function, stack, flags, source FROM locations WHERE id = ?", s);
+      !st.ok())
+    return st;
+  s.bind(1, id);
+  Status error;
+  if (s.step(error)) {
+    out.set_kind(static_cast<v1::SourceLocation::Kind>(s.column_int(0)));
+    out.set_file(s.column_text(1));
+    out.set_line(static_cast<uint32_t>(s.column_int(2)));
+    out.set_function(s.column_text(3));
+    const json stack = json::parse(s.column_text(4), nullptr, false);
+    if (stack.is_array())
+      for (const json& frame : stack)
+        if (frame.is_string()) out.add_stack(frame.get<std::string>());
+    out.set_inside_disabled_autocast((s.column_int(5) & 1) != 0);
+    out.set_source_text(s.column_text(6));
+  }
+  if (!error.ok()) return error;
+  locations_.emplace(id, out);
+  return {};
+}
+
+Status ViewerQueries::runs(json& out) {
+  v1::ListRunsResponse response;
+  if (Status s = reader_->list_runs(response); !s.ok()) return s;
+  json runs = json::array();
+  for (const v1::RunSummary& run : response.runs()) {
+    json agents = json::array();
+    bool live = false;
+    for (const v1::AgentSummary& a : run.agents()) {
+      live = live || !a.finished();
+      const v1::AgentIdentity& id = a.identity();
+      agents.push_back({{"agent_id", id.agent_id()},
+                        {"pid", id.pid()},
+                        {"rank", id.rank()},
+                        {"local_rank", id.local_rank()},
+                        {"world_size", id.world_size()},
+                        {"hostname", id.hostname()},
+                        {"command", id.command()},
+                        {"torch_version", id.torch_version()},
+                        {"batches", a.batches()},
+                        {"missing_batches", a.missing_sequences()},
+                        {"casts", a.casts()},
+                        {"ops", a.ops()},
+                        {"kernels", a.kernels()},
+                        {"cache_samples", a.cache_samples()},
+                        {"events_recorded", a.events_recorded_total()},
+                        {"events_stored", a.casts() + a.ops() + a.kernels() + a.cache_samples()},
+                        {"events_dropped", a.events_dropped_total()},
+                        {"gpu_timing", a.gpu_timing()},
+                        {"gpu_records_dropped", a.gpu_records_dropped()},
+                        {"finished", a.finished()}});
+    }
+    runs.push_back({{"run_id", run.run_id()},
+                    {"first_seen_unix_ns", run.first_seen_unix_ns()},
+                    {"last_seen_unix_ns", run.last_seen_unix_ns()},
+                    {"live", live},
+                    {"agents", agents}});
+  }
+  out = {{"runs", runs}};
+  return {};
+}
+
+Status ViewerQueries::origin(const std::string& run_id, int64_t& origin_ns) {
+  std::vector<Agent> agents;
+  if (Status s = agents_of(run_id, agents); !s.ok()) return s;
+  int64_t first = INT64_MAX;
+  for (const Agent& agent : agents) {
+    std::vector<TrackSummary> tracks;
+    if (Status s = track_summaries(db_.handle(), agent.row, tracks); !s.ok()) return db_.error(s.message());
+    for (const TrackSummary& track : tracks) first = std::min(first, track.first_bucket);
+  }
+  origin_ns = first == INT64_MAX ? 0 : first << t::level_shift(0);
+  return {};
+}
+
+Status ViewerQueries::tracks(const std::string& run_id, json& out) {
+  std::vector<Agent> agents;
+  if (Status s = agents_of(run_id, agents); !s.ok()) return s;
+  Statement identity;
+  if (Status s = prepare(db_.handle(), "SELECT pid, rank, hostname, command FROM agents WHERE id = ?", identity); !s.ok())
+    return db_.error(s.message());
+  json processes = json::array();
+  int64_t first = INT64_MAX, last = 0;
+  std::vector<std::vector<TrackSummary>> per_agent(agents.size());
+  for (size_t i = 0; i < agents.size(); ++i) {
+    if (Status s = track_summaries(db_.handle(), agents[i].row, per_agent[i]); !s.ok()) return db_.error(s.message());
+    for (const TrackSummary& track : per_agent[i]) {
+      first = std::min(first, track.first_bucket);
+      last = std::max(last, track.last_bucket + 1);
+    }
+  }
+  const int64_t origin = first == INT64_MAX ? 0 : first << t::level_shift(0);
+  for (size_t i = 0; i < agents.size(); ++i) {
+    identity.reset();
+    identity.bind(1, agents[i].row);
+    Status error;
+    int64_t pid = 0, rank = -1;
+    std::string hostname, command;
+    if (identity.step(error)) {
+      pid = identity.column_int(0);
+      rank = identity.column_int(1);
+      hostname = identity.column_text(2);
+      command = identity.column_text(3);
+    }
+    std::string label = (rank >= 0 ? "rank " + std::to_string(rank) + " · " : std::string()) + hostname + " · pid " +
+                        std::to_string(pid);
+    json tracks = json::array();
+    // Threads first, then GPU streams under them (track numbers sort that way).
+    for (const TrackSummary& track : per_agent[i]) {
+      const bool gpu = t::is_gpu_track(track.track);
+      json entry = {{"track", track_name(agents[i].agent_id, track.track)},
+                    {"kind", gpu ? "gpu" : "thread"},
+                    {"events", track.events},
+                    {"t_min", (track.first_bucket << t::level_shift(0)) - origin},
+                    {"t_max", ((track.last_bucket + 1) << t::level_shift(0)) - origin}};
+      if (gpu) {
+        entry["device"] = t::track_device(track.track);
+        entry["stream"] = t::track_stream(track.track);
+        entry["name"] = "GPU " + std::to_string(t::track_device(track.track)) + " stream " +
+                        std::to_string(t::track_stream(track.track));
+      } else {
+        entry["thread"] = track.track;
+        entry["name"] = "thread " + std::to_string(track.track);
+      }
+      tracks.push_back(entry);
+    }
+    processes.push_back({{"agent_id", agents[i].agent_id},
+                         {"label", label},
+                         {"pid", pid},
+                         {"rank", rank},
+                         {"hostname", hostname},
+                         {"command", command},
+                         {"tracks", tracks}});
+  }
+  out = {{"run_id", run_id},
+         {"origin_ns", std::to_string(origin)},
+         {"t_max", first == INT64_MAX ? 0 : (last << t::level_shift(0)) - origin},
+         {"processes", processes}};
+  return {};
+}
+
+Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
+                                  int64_t t1_abs, int64_t origin, json& out) {
+  json ops = json::array(), casts = json::array(), kernels = json::array();
+  const int64_t low = event_row_id(agent.row, static_cast<uint64_t>(min_seq));
+  const int64_t high = event_row_id(agent.row, static_cast<uint64_t>(max_seq));
+  auto in_range = [&](int64_t ts) { return ts >= t0_abs && ts < t1_abs; };
+  Status error;
+  if (!t::is_gpu_track(track)) {
+    Statement s;
+    if (Status st = prepare(db_.handle(),
+                            "SELECT id, ts_ns, thread, op, codes, input_dtypes, cpu_duration_ns, location FROM ops "
+                            "WHERE id BETWEEN ? AND ?",
+                            s);
+        !st.ok())
+      return st;
+    s.bind(1, low);
+    s.bind(2, high);
+    v1::OpEvent o;
+    while (s.step(error)) {
+      if (s.column_int(2) != track || !in_range(s.column_int(1))) continue;
+      o.Clear();
+      o.set_seq(seq_of_row(s.column_int(0)));
+      o.set_ts_ns(static_cast<uint64_t>(s.column_int(1)));
+      o.set_thread(static_cast<uint32_t>(s.column_int(2)));
+      if (Status st = resolve_string(s.column_int(3), *o.mutable_op()); !st.ok()) return st;
+      unpack_op_codes(s.column_int(4), o);
+      unpack_input_dtypes(s.column_int(5), o);
+      o.set_cpu_duration_ns(static_cast<uint64_t>(s.column_int(6)));
+      if (Status st = resolve_location(s.column_int(7), *o.mutable_location()); !st.ok()) return st;
+      ops.push_back(op_json(agent.agent_id, o, origin));
+    }
+    if (!error.ok()) return error;
+    if (Status st = prepare(db_.handle(),
+                            "SELECT id, ts_ns, op, arg_name, slot, codes, shape, bytes, op_seq, location FROM casts "
+                            "WHERE id BETWEEN ? AND ?",
+                            s);
+        !st.ok())
+      return st;
+    s.bind(1, low);
+    s.bind(2, high);
+    v1::CastEvent c;
+    while (s.step(error)) {
+      if ((s.column_int(4) & (kSlotThreadLimit - 1)) != track || !in_range(s.column_int(1))) continue;
+      c.Clear();
+      c.set_seq(seq_of_row(s.column_int(0)));
+      c.set_ts_ns(static_cast<uint64_t>(s.column_int(1)));
+      if (Status st = resolve_string(s.column_int(2), *c.mutable_op()); !st.ok()) return st;
+      if (Status st = resolve_string(s.column_int(3), *c.mutable_arg_name()); !st.ok()) return st;
+      unpack_cast_slot(s.column_int(4), c);
+      unpack_cast_codes(s.column_int(5), c);
+      const auto* shape = static_cast<const int64_t*>(sqlite3_column_blob(s.get(), 6));
+      const int shape_bytes = sqlite3_column_bytes(s.get(), 6);
+      for (int i = 0; shape != nullptr && i < shape_bytes / 8; ++i) {
+        int64_t dim;
+        std::memcpy(&dim, reinterpret_cast<const char*>(shape) + 8 * i, 8);
+        c.add_shape(dim);
+      }
+      c.set_bytes(static_cast<uint64_t>(s.column_int(7)));
+      c.set_op_seq(static_cast<uint64_t>(s.column_int(8)));
+      if (Status st = resolve_location(s.column_int(9), *c.mutable_location()); !st.ok()) return st;
+      casts.push_back(cast_json(agent.agent_id, c, origin));
+    }
+    if (!error.ok()) return error;
+  } else {
+    Statement s;
+    if (Status st = prepare(db_.handle(),
+                            "SELECT id, ts_ns, duration_ns, name, codes, device, stream, launch_seq, bytes FROM kernels "
+                            "WHERE id BETWEEN ? AND ?",
+                            s);
+        !st.ok())
+      return st;
+    s.bind(1, low);
+    s.bind(2, high);
+    v1::KernelEvent k;
+    while (s.step(error)) {
+      if (t::gpu_track(static_cast<uint32_t>(s.column_int(5)), static_cast<uint32_t>(s.column_int(6))) != track ||
+          !in_range(s.column_int(1)))
+        continue;
+      k.Clear();
+      k.set_seq(seq_of_row(s.column_int(0)));
+      k.set_ts_ns(static_cast<uint64_t>(s.column_int(1)));
+      k.set_duration_ns(static_cast<uint64_t>(s.column_int(2)));
+      if (Status st = resolve_string(s.column_int(3), *k.mutable_name()); !st.ok()) return st;
+      unpack_kernel_codes(s.column_int(4), k);
+      k.set_device(static_cast<uint32_t>(s.column_int(5)));
+      k.set_stream(static_cast<uint32_t>(s.column_int(6)));
+      k.set_launch_seq(static_cast<uint64_t>(s.column_int(7)));
+      k.set_bytes(static_cast<uint64_t>(s.column_int(8)));
+      kernels.push_back(kernel_json(agent.agent_id, k, origin));
+    }
+    if (!error.ok()) return error;
+  }
+  out["ops"] = std::move(ops);
+  out["casts"] = std::move(casts);
+  out["kernels"] = std::move(kernels);
+  return {};
+}
+
+Status ViewerQueries::timeline(const RangeRequest& request, json& out) {
+  std::string agent_id;
+  int64_t track = 0;
+  if (!parse_track(request.track, agent_id, track))
+    return Status::invalid_argument("track: expected AGENT/NUMBER as /api/tracks names it, got \"" +
+                                    request.track.substr(0, 80) + "\"");
+  if (request.t1 <= request.t0) return Status::invalid_argument("t1 must be greater than t0");
+  if (request.pixels < 1 || request.pixels > 20000) return Status::invalid_argument("px must be 1 to 20000");
+  std::vector<Agent> agents;
+  if (Status s = agents_of(request.run_id, agents); !s.ok()) return s;
+  auto agent = std::find_if(agents.begin(), agents.end(), [&](const Agent& a) { return a.agent_id == agent_id; });
+  if (agent == agents.end()) return Status::not_found("no agent " + agent_id + " in run " + request.run_id);
+  int64_t origin = 0;
+  if (Status s = this->origin(request.run_id, origin); !s.ok()) return s;
+  const int64_t t0 = origin + request.t0, t1 = origin + request.t1;
+  const int level = finest_level_within(std::max<int64_t>(1, (request.t1 - request.t0) / request.pixels));
+  const int shift = t::level_shift(level);
+
+  Statement s;
+  if (Status st = prepare(db_.handle(),
+                          "SELECT bucket, min_seq, max_seq, ops, op_ns, decisions, casts, bytes, miss, hit, stale_hit, "
+                          "backward, to_bfloat16, to_float16, to_float32, modes, kernels, kernel_ns FROM timeline_tiles "
+                          "WHERE agent = ? AND track = ? AND level = ? AND bucket BETWEEN ? AND ? ORDER BY bucket",
+                          s);
+      !st.ok())
+    return db_.error(st.message());
+  s.bind(1, agent->row);
+  s.bind(2, track);
+  s.bind(3, level);
+  s.bind(4, std::max<int64_t>(0, t0) >> shift);
+  s.bind(5, std::max<int64_t>(0, t1 - 1) >> shift);
+  json buckets = json::array();
+  int64_t events = 0, min_seq = INT64_MAX, max_seq = -1;
+  Status error;
+  while (s.step(error)) {
+    const int64_t n = s.column_int(3) + s.column_int(5) + s.column_int(16);
+    events += n;
+    min_seq = std::min(min_seq, s.column_int(1));
+    max_seq = std::max(max_seq, s.column_int(2));
+    json modes = json::array();
+    for (int m = 1; m < 63; ++m)
+      if (s.column_int(15) & (int64_t{1} << m)) modes.push_back(mode_name(static_cast<v1::ExecutionMode>(m)));
+    buckets.push_back({{"t", (s.column_int(0) << shift) - origin},
+                       {"ops", s.column_int(3)},
+                       {"op_ns", s.column_int(4)},
+                       {"decisions", s.column_int(5)},
+                       {"casts", s.column_int(6)},
+                       {"bytes", s.column_int(7)},
+                       {"miss", s.column_int(8)},
+                       {"hit", s.column_int(9)},
+                       {"stale_hit", s.column_int(10)},
+                       {"backward", s.column_int(11)},
+                       {"to_bfloat16", s.column_int(12)},
+                       {"to_float16", s.column_int(13)},
+                       {"to_float32", s.column_int(14)},
+                       {"modes", modes},
+                       {"kernels", s.column_int(16)},
+                       {"kernel_ns", s.column_int(17)}});
+  }
+  if (!error.ok()) return db_.error(error.message());
+  out = {{"track", request.track}, {"t0", request.t0}, {"t1", request.t1}, {"events", events}};
+  if (events <= kMaxRangeEvents) {
+    out["kind"] = "events";
+    if (max_seq < 0) {
+      out["ops"] = json::array();
+      out["casts"] = json::array();
+      out["kernels"] = json::array();
+      return {};
+    }
+    return read_events(*agent, track, min_seq, max_seq, t0, t1, origin, out);
+  }
+  out["kind"] = "buckets";
+  out["bucket_ns"] = t::bucket_ns(level);
+  out["buckets"] = std::move(buckets);
+  return {};
+}
+
+Status ViewerQueries::event(const std::string& run_id, const std::string& agent_id, uint64_t seq, json& out) {
+  std::vector<Agent> agents;
+  if (Status s = agents_of(run_id, agents); !s.ok()) return s;
+  auto agent = std::find_if(agents.begin(), agents.end(), [&](const Agent& a) { return a.agent_id == agent_id; });
+  if (agent == agents.end()) return Status::not_found("no agent " + agent_id + " in run " + run_id);
+  if (seq >= (uint64_t{1} << 40)) return Status::invalid_argument("seq out of range");
+  int64_t origin = 0;
+  if (Status s = this->origin(run_id, origin); !s.ok()) return s;
+  const int64_t id = event_row_id(agent->row, seq);
+  // Where the row is (its time and track), then read_events over that one seq.
+  struct Table {
+    const char* kind;
+    const char* sql;
+  };
+  constexpr Table kTables[] = {
+      {"cast", "SELECT ts_ns, slot & 16777215, location FROM casts WHERE id = ?"},
+      {"op", "SELECT ts_ns, thread, location FROM ops WHERE id = ?"},
+      {"kernel", "SELECT ts_ns, device, stream FROM kernels WHERE id = ?"},
+  };
+  for (const Table& table : kTables) {
+    const bool kernel = std::strcmp(table.kind, "kernel") == 0;
+    Statement s;
+    if (Status st = prepare(db_.handle(), table.sql, s); !st.ok()) return db_.error(st.message());
+    s.bind(1, id);
+    Status error;
+    if (!s.step(error)) {
+      if (!error.ok()) return db_.error(error.message());
+      continue;
+    }
+    const int64_t ts = s.column_int(0);
+    const int64_t track = kernel ? t::gpu_track(static_cast<uint32_t>(s.column_int(1)), static_cast<uint32_t>(s.column_int(2)))
+                                 : s.column_int(1);
+    json found;
+    if (Status st = read_events(*agent, track, static_cast<int64_t>(seq), static_cast<int64_t>(seq), ts, ts + 1, origin, found);
+        !st.ok())
+      return db_.error(st.message());
+    const json& list = found[std::string(table.kind) + "s"];
+    if (list.empty()) continue;
+    out = list[0];
+    out["kind"] = table.kind;
+    if (!kernel) {
+      v1::SourceLocation location;
+      if (Status st = resolve_location(s.column_int(2), location); !st.ok()) return db_.error(st.message());
+      out["location"] = location_json(location, true);
+    }
+    return {};
+  }
+  return Status::not_found("no event " + std::to_string(seq) + " of agent " + agent_id + " in run " + run_id);
+}
+
+Status ViewerQueries::counters(const std::string& run_id, int64_t t0, int64_t t1, int points, json& out) {
+  if (t1 <= t0) return Status::invalid_argument("t1 must be greater than t0");
+  if (points < 1 || points > 20000) return Status::invalid_argument("points must be 1 to 20000");
+  std::vector<Agent> agents;
+  if (Status s = agents_of(run_id, agents); !s.ok()) return s;
+  int64_t origin = 0;
+  if (Status s = this->origin(run_id, origin); !s.ok()) return s;
+  const int level = coarsest_level_within((t1 - t0) / points);
+  const int shift = t::level_shift(level);
+  const int64_t a0 = std::max<int64_t>(0, origin + t0), a1 = origin + t1;
+  std::map<int64_t, std::pair<int64_t, int64_t>> rates;  // bucket -> casts, bytes
+  Statement s;
+  if (Status st = prepare(db_.handle(),
+                          "SELECT bucket, casts, bytes FROM timeline_tiles WHERE agent = ? AND track = ? AND level = ? "
+                          "AND bucket BETWEEN ? AND ?",
+                          s);
+      !st.ok())
+    return db_.error(st.message());
+  json cache = json::array(), steps = json::array();
+  Statement samples;
+  if (Status st = prepare(db_.handle(),
+                          "SELECT ts_ns, trigger, iteration, live_casts, live_bytes FROM cache_samples "
+                          "WHERE id BETWEEN ? AND ? ORDER BY id",
+                          samples);
+      !st.ok())
+    return db_.error(st.message());
+  for (const Agent& agent : agents) {
+    std::vector<TrackSummary> tracks;
+    if (Status st = track_summaries(db_.handle(), agent.row, tracks); !st.ok()) return db_.error(st.message());
+    for (const TrackSummary& track : tracks) {
+      if (t::is_gpu_track(track.track)) continue;
+      s.reset();
+      s.bind(1, agent.row);
+      s.bind(2, track.track);
+      s.bind(3, level);
+      s.bind(4, a0 >> shift);
+      s.bind(5, std::max<int64_t>(0, a1 - 1) >> shift);
+      Status error;
+      while (s.step(error)) {
+        auto& [casts, bytes] = rates[s.column_int(0)];
+        casts += s.column_int(1);
+        bytes += s.column_int(2);
+      }
+      if (!error.ok()) return db_.error(error.message());
+    }
+    samples.reset();
+    samples.bind(1, event_row_id(agent.row, 0));
+    samples.bind(2, event_row_id(agent.row + 1, 0) - 1);
+    std::vector<std::array<int64_t, 5>> rows;
+    Status error;
+    while (samples.step(error)) {
+      const int64_t ts = samples.column_int(0);
+      if (ts < a0 || ts >= a1) continue;
+      rows.push_back({ts - origin, samples.column_int(1), samples.column_int(2), samples.column_int(3), samples.column_int(4)});
+    }
+    if (!error.ok()) return db_.error(error.message());
+    json series = {{"agent_id", agent.agent_id}, {"t", json::array()}, {"live_casts", json::array()}, {"live_bytes", json::array()}};
+    const size_t stride = std::max<size_t>(1, rows.size() / static_cast<size_t>(points));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i][1] == v1::CacheSample::TRIGGER_ITERATION && steps.size() < 5000)
+        steps.push_back({{"agent_id", agent.agent_id}, {"t", rows[i][0]}, {"iteration", rows[i][2]}});
+      if (i % stride != 0 && i + 1 != rows.size()) continue;
+      series["t"].push_back(rows[i][0]);
+      series["live_casts"].push_back(rows[i][3]);
+      series["live_bytes"].push_back(rows[i][4]);
+    }
+    cache.push_back(std::move(series));
+  }
+  const double seconds = static_cast<double>(t::bucket_ns(level)) / 1e9;
+  json ts = json::array(), casts_per_s = json::array(), bytes_per_s = json::array();
+  for (const auto& [bucket, counts] : rates) {
+    ts.push_back((bucket << shift) - origin);
+    casts_per_s.push_back(static_cast<double>(counts.first) / seconds);
+    bytes_per_s.push_back(static_cast<double>(counts.second) / seconds);
+  }
+  out = {{"bucket_ns", t::bucket_ns(level)}, {"t", ts}, {"casts_per_s", casts_per_s}, {"bytes_per_s", bytes_per_s},
+         {"cache", cache}, {"steps", steps}};
+  return {};
+}
+
+Status ViewerQueries::findings(const std::string& run_id, json& out) {
+  std::vector<Agent> agents;
+  if (Status s = agents_of(run_id, agents); !s.ok()) return s;
+  v1::ListFindingsRequest request;
+  request.set_run_id(run_id);
+  v1::ListFindingsResponse response;
+  if (Status s = reader_->list_findings(request, response); !s.ok()) return s;
+  std::vector<json> list;
+  for (const v1::Finding& f : response.findings()) {
+    json details = json::parse(f.details_json(), nullptr, false);
+    if (!details.is_object()) details = {{"id", f.id()}, {"kind", f.kind()}, {"severity", f.severity()}, {"summary", f.summary()}};
+    list.push_back(std::move(details));
+  }
+  std::stable_sort(list.begin(), list.end(), [](const json& a, const json& b) {
+    return severity_rank(a.value("severity", "")) < severity_rank(b.value("severity", ""));
+  });
+  out = {{"findings", list}};
+  return {};
+}
+
+Status ViewerQueries::sites(const std::string& run_id, json& out) {
+  Statement count;
+  if (Status s = prepare(db_.handle(),
+                         "SELECT sum(agents.casts + agents.ops) FROM agents JOIN runs ON agents.run = runs.id "
+                         "WHERE runs.run_id = ?",
+                         count);
+      !s.ok())
+    return db_.error(s.message());
+  count.bind_text(1, run_id);
+  Status error;
+  const int64_t events = count.step(error) ? count.column_int(0) : -1;
+  if (!error.ok()) return db_.error(error.message());
+  if (auto it = sites_cache_.find(run_id); it != sites_cache_.end() && it->second.events == events) {
+    out = it->second.body;
+    return {};
+  }
+  RunData data;
+  if (Status s = load_run_data(db_, run_id, data); !s.ok()) return s;
+  struct Site {
+    SiteRef ref;
+    uint64_t first_seq = UINT64_MAX, total = 0, bytes = 0, hits = 0, stale_hits = 0;
+    std::map<std::string, std::map<std::string, uint64_t>> by_mode;
+  };
+  std::map<std::tuple<std::string, uint32_t, std::string, std::string>, Site> sites;
+  for (const SiteRow& row : data.sites) {
+    Site& site = sites[row.site.key()];
+    site.ref = row.site;
+    site.first_seq = std::min(site.first_seq, row.first_seq);
+    site.total += row.count;
+    if (row.outcome == v1::CAST_OUTCOME_CAST) site.bytes += row.bytes;
+    site.hits += row.hits;
+    site.stale_hits += row.stale_hits;
+    const std::string pair = row.outcome == v1::CAST_OUTCOME_CAST
+                                 ? dtype_name(row.src) + "->" + dtype_name(row.dst)
+                                 : dtype_name(row.src) + " (" + enum_name(v1::CastOutcome_Name(row.outcome), 13) + ")";
+    site.by_mode[mode_name(row.mode)][pair] += row.count;
+  }
+  std::vector<const Site*> ordered;
+  for (const auto& [key, site] : sites) ordered.push_back(&site);
+  std::sort(ordered.begin(), ordered.end(), [](const Site* a, const Site* b) { return a->first_seq < b->first_seq; });
+  json list = json::array();
+  for (const Site* site : ordered) {
+    bool mismatch = false;
+    const std::map<std::string, uint64_t>* first = nullptr;
+    for (const auto& [mode, pairs] : site->by_mode) {
+      if (first != nullptr) {
+        std::set<std::string> a, b;
+        for (const auto& [pair, n] : *first) a.insert(pair);
+        for (const auto& [pair, n] : pairs) b.insert(pair);
+        mismatch = mismatch || a != b;
+      }
+      first = &pairs;
+    }
+    list.push_back({{"file", site->ref.file},
+                    {"line", site->ref.line},
+                    {"function", site->ref.function},
+                    {"op", site->ref.op},
+                    {"arg", site->ref.arg},
+                    {"first_seq", site->first_seq},
+                    {"total", site->total},
+                    {"bytes", site->bytes},
+                    {"hits", site->hits},
+                    {"stale_hits", site->stale_hits},
+                    {"by_mode", site->by_mode},
+                    {"mismatch", mismatch}});
+  }
+  out = {{"sites", list}};
+  sites_cache_[run_id] = {events, out};
+  return {};
+}
+
+}  // namespace castscope::collector::viewer

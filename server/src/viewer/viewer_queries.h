@@ -1,0 +1,115 @@
+// What the viewer asks of the store (docs/viewer.md), without any transport:
+// the HTTP adapter (service/http_service.h) and the tests call the same
+// methods. Each answer is the JSON body of one route.
+//
+// Ranges at any zoom are answered from the timeline tiles (timeline_tiles.h):
+// a level whose buckets are no wider than a pixel, about as many rows as the
+// range has pixels; when few enough events fall in the range, they are read
+// one by one through the tiles' seq bounds (a range of the events' key).
+//
+// Not thread-safe: one ViewerQueries per thread (ViewerQueryPool hands them
+// out). Each opens its own read-only connection; under WAL it reads what is
+// committed while the collector writes.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "castscope/v1/events.pb.h"
+#include "server/src/status.h"
+#include "server/src/store/sqlite_store.h"
+#include "server/src/store/store_reader.h"
+
+namespace castscope::collector::viewer {
+
+// At most this many events are sent one by one; past it, buckets.
+inline constexpr int64_t kMaxRangeEvents = 5000;
+
+struct RangeRequest {
+  std::string run_id;
+  std::string track;  // "<agent_id>/<track number>" as /api/tracks names it
+  int64_t t0 = 0, t1 = 0;  // ns since the run's origin
+  int pixels = 1000;
+};
+
+class ViewerQueries {
+ public:
+  static Status open(const std::string& db_path, std::unique_ptr<ViewerQueries>& out);
+
+  Status runs(nlohmann::json& out);
+  Status tracks(const std::string& run_id, nlohmann::json& out);
+  Status timeline(const RangeRequest& request, nlohmann::json& out);
+  Status event(const std::string& run_id, const std::string& agent_id, uint64_t seq, nlohmann::json& out);
+  Status counters(const std::string& run_id, int64_t t0, int64_t t1, int points, nlohmann::json& out);
+  Status findings(const std::string& run_id, nlohmann::json& out);
+  Status sites(const std::string& run_id, nlohmann::json& out);
+
+  // The run's origin (ns of the agents' clock): the start of its earliest
+  // finest tile; 0 when it has no events yet. Live events are sent relative
+  // to it too.
+  Status origin(const std::string& run_id, int64_t& origin_ns);
+
+ private:
+  struct Agent {
+    int64_t row = 0;
+    std::string agent_id;
+  };
+  explicit ViewerQueries(std::unique_ptr<StoreReader> reader) : reader_(std::move(reader)) {}
+  Status agents_of(const std::string& run_id, std::vector<Agent>& out);
+  Status resolve_string(int64_t id, std::string& out);
+  Status resolve_location(int64_t id, castscope::v1::SourceLocation& out);
+  Status read_events(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
+                     int64_t t1_abs, int64_t origin, nlohmann::json& out);
+
+  Database db_;
+  std::unique_ptr<StoreReader> reader_;  // runs and findings, as the Query service reads them
+  std::unordered_map<int64_t, std::string> strings_;
+  std::unordered_map<int64_t, castscope::v1::SourceLocation> locations_;
+  // The sites view reads a whole run: kept until the run's event count moves.
+  struct CachedSites {
+    int64_t events = -1;
+    nlohmann::json body;
+  };
+  std::map<std::string, CachedSites> sites_cache_;
+};
+
+// ViewerQueries for request threads: a thread takes one (opening a new one
+// when none is free) and gives it back; at most `max_idle` stay open.
+class ViewerQueryPool {
+ public:
+  ViewerQueryPool(std::string db_path, size_t max_idle = 4) : db_path_(std::move(db_path)), max_idle_(max_idle) {}
+
+  // Runs `use` with a ViewerQueries; a store that cannot be opened is the status.
+  template <typename Use>
+  Status with(Use&& use) {
+    std::unique_ptr<ViewerQueries> q;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!idle_.empty()) {
+        q = std::move(idle_.back());
+        idle_.pop_back();
+      }
+    }
+    if (!q)
+      if (Status s = ViewerQueries::open(db_path_, q); !s.ok()) return s;
+    Status status = use(*q);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (idle_.size() < max_idle_) idle_.push_back(std::move(q));
+    return status;
+  }
+
+ private:
+  const std::string db_path_;
+  const size_t max_idle_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<ViewerQueries>> idle_;
+};
+
+}  // namespace castscope::collector::viewer
