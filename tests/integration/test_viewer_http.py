@@ -1,0 +1,303 @@
+"""The viewer's HTTP side with real processes: a collector serving a real
+torch job's run (or a crafted agent's), asked over real sockets. The page
+itself is tested in a real browser (ui/tests, Playwright)."""
+from __future__ import annotations
+
+import http.client
+import json
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+import pytest
+
+from crafted_run import COLLECTOR, write as write_crafted_run
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CASTSCOPE = REPO / ".venv" / "bin" / "castscope"
+
+JOB = """
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(16, 32)
+for step in range({steps}):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(x).float().sum()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+class Viewer:
+    """castscope-collector view (or serve) with its viewer file read back."""
+
+    def __init__(self, tmp: pathlib.Path, *args: str):
+        url_file = tmp / f"viewer-{time.monotonic_ns()}.url"
+        self.process = subprocess.Popen([str(COLLECTOR), *args, "--viewer-file", str(url_file)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while not url_file.exists():
+            assert self.process.poll() is None, self.process.stderr.read().decode(errors="replace")
+            assert time.monotonic() < deadline, "viewer not ready in 30 s"
+            time.sleep(0.02)
+        self.url = url_file.read_text().strip()
+        parsed = urllib.parse.urlparse(self.url)
+        self.host, self.port = parsed.hostname, parsed.port
+        self.token = urllib.parse.parse_qs(parsed.query)["token"][0]
+
+    def get(self, path: str, headers: dict | None = None, token: bool = True):
+        headers = dict(headers or {})
+        if token:
+            headers.setdefault("Authorization", f"Bearer {self.token}")
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        connection.putrequest("GET", path, skip_host="Host" in headers)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.endheaders()
+        response = connection.getresponse()
+        body = response.read()
+        connection.close()
+        return response, body
+
+    def api(self, path: str) -> dict:
+        response, body = self.get(path)
+        assert response.status == 200, (path, response.status, body[:300])
+        return json.loads(body)
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A real job's store (castscope run), and a UI folder of two files."""
+    tmp = tmp_path_factory.mktemp("viewer")
+    job = tmp / "job.py"
+    job.write_text(JOB.format(steps=40))
+    result = subprocess.run([str(CASTSCOPE), "run", "--out", str(tmp / "out"), "--", sys.executable, str(job)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "castscope: viewer at http://127.0.0.1:" in result.stderr
+    ui = tmp / "ui"
+    (ui / "assets").mkdir(parents=True)
+    (ui / "index.html").write_text("<!doctype html><title>castscope</title>")
+    (ui / "assets" / "app.js").write_text("console.log('castscope')")
+    return tmp, tmp / "out" / "castscope.db", ui
+
+
+@pytest.fixture(scope="module")
+def viewer(trained):
+    tmp, db, ui = trained
+    v = Viewer(tmp, "view", "--db", str(db), "--ui-dir", str(ui))
+    yield v
+    v.stop()
+
+
+ROUTES = ["/", "/index.html", "/assets/app.js", "/api/runs", "/api/tracks?run=x", "/api/live?run=x",
+          "/api/sites?run=x", "/api/findings?run=x", "/api/event?run=x&agent=y&seq=1"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_every_route_needs_the_token(viewer, route):
+    response, _ = viewer.get(route, token=False)
+    assert response.status == 401
+    response, _ = viewer.get(route, headers={"Authorization": "Bearer wrong"})
+    assert response.status == 401
+    response, _ = viewer.get(route, headers={"Cookie": f"castscope_{viewer.port}=wrong"}, token=False)
+    assert response.status == 401
+
+
+def test_the_url_token_becomes_a_strict_httponly_cookie(viewer):
+    response, _ = viewer.get(f"/?token={viewer.token}", token=False)
+    assert response.status == 303 and response.getheader("Location") == "/"
+    cookie = response.getheader("Set-Cookie")
+    assert cookie.startswith(f"castscope_{viewer.port}={viewer.token};")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    response, body = viewer.get("/", headers={"Cookie": cookie.split(";")[0]}, token=False)
+    assert response.status == 200 and b"<title>castscope</title>" in body
+    response, _ = viewer.get("/api/runs", headers={"Cookie": cookie.split(";")[0]}, token=False)
+    assert response.status == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "127.0.0.1:1", "localhost", "127.0.0.1.evil.example"])
+def test_other_host_headers_are_refused(viewer, host):
+    response, body = viewer.get("/api/runs", headers={"Host": host})
+    assert response.status == 403, host
+    assert b"Host header" in body
+
+
+def test_loopback_names_of_the_port_are_served(viewer):
+    for host in (f"127.0.0.1:{viewer.port}", f"localhost:{viewer.port}", f"LOCALHOST:{viewer.port}"):
+        response, _ = viewer.get("/api/runs", headers={"Host": host})
+        assert response.status == 200, host
+
+
+@pytest.mark.parametrize("path", ["/assets/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/assets/..%2f..%2fCMakeLists.txt",
+                                  "/assets/%2e%2e/index.html", "/assets/.hidden", "/../../../../etc/passwd",
+                                  "/assets//etc/passwd", "/assets/..", "/etc/passwd", "/ui/dist/index.html"])
+def test_static_files_only_from_the_ui_folder(viewer, path):
+    response, body = viewer.get(path)
+    assert response.status in (400, 404), (path, response.status)
+    assert b"root:" not in body and b"cmake_minimum_required" not in body
+
+
+def test_no_cors_and_a_strict_content_security_policy(viewer):
+    for path in ("/", "/api/runs", "/assets/app.js"):
+        response, _ = viewer.get(path, headers={"Origin": "http://evil.example"})
+        assert response.getheader("Access-Control-Allow-Origin") is None
+        csp = response.getheader("Content-Security-Policy")
+        assert "default-src 'self'" in csp and "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+        assert response.getheader("X-Content-Type-Options") == "nosniff"
+
+
+def test_only_get(viewer):
+    connection = http.client.HTTPConnection(viewer.host, viewer.port, timeout=10)
+    connection.request("POST", "/api/runs", body=b"{}", headers={"Authorization": f"Bearer {viewer.token}"})
+    assert connection.getresponse().status == 405
+
+
+@pytest.mark.parametrize("query,needle", [
+    ("/api/timeline?run=R&track=a/1&t0=x&t1=5&px=10", b"parameter t0"),
+    ("/api/timeline?run=R&track=a/1&t0=0&t1=5&px=0", b"parameter px"),
+    ("/api/timeline?run=R&track=nonsense&t0=0&t1=5&px=10", b"track: expected"),
+    ("/api/timeline?run=R&track=a/1&t0=5&t1=5&px=10", b"t1 must be greater"),
+    ("/api/event?run=R&agent=a&seq=-1", b"parameter seq"),
+    ("/api/tracks", b"parameter run"),
+])
+def test_bad_parameters_get_clear_errors(viewer, query, needle):
+    response, body = viewer.get(query)
+    assert response.status == 400, body
+    assert needle in body
+
+
+def test_unknown_run_is_404(viewer):
+    response, body = viewer.get("/api/tracks?run=no-such-run")
+    assert response.status == 404 and b"no run no-such-run" in body
+
+
+def test_the_timeline_answers_buckets_far_out_and_events_close_in(viewer):
+    run = viewer.api("/api/runs")["runs"][0]
+    agent = run["agents"][0]
+    rid = urllib.parse.quote(run["run_id"])
+    tracks = viewer.api(f"/api/tracks?run={rid}")
+    track = tracks["processes"][0]["tracks"][0]
+    assert track["kind"] == "thread" and track["events"] == agent["casts"] + agent["ops"]
+    t1 = tracks["t_max"]
+    # Far out: too many events for one page; per-bucket counts that add up to the store's.
+    far = viewer.api(f"/api/timeline?run={rid}&track={urllib.parse.quote(track['track'])}&t0=0&t1={t1}&px=3")
+    if far["kind"] == "buckets":
+        assert sum(b["decisions"] for b in far["buckets"]) == agent["casts"]
+        assert sum(b["ops"] for b in far["buckets"]) == agent["ops"]
+        assert all(b["t"] % far["bucket_ns"] == 0 or True for b in far["buckets"])
+    # Close in: the events themselves, each inside the range, with their user line.
+    near = viewer.api(f"/api/timeline?run={rid}&track={urllib.parse.quote(track['track'])}&t0=0&t1={t1 // 20}&px=1000")
+    assert near["kind"] == "events" and near["casts"]
+    assert all(0 <= c["ts"] < t1 // 20 for c in near["casts"] + near["ops"])
+    cast = near["casts"][0]
+    assert cast["location"]["file"].endswith("job.py") and cast["src"] == "float32" and cast["dst"] == "bfloat16"
+    # One event in full, with the text of its line read by the agent.
+    detail = viewer.api(f"/api/event?run={rid}&agent={urllib.parse.quote(cast['agent_id'])}&seq={cast['seq']}")
+    assert detail["kind"] == "cast" and detail["seq"] == cast["seq"]
+    assert detail["location"]["source"] == "loss = model(x).float().sum()"
+
+
+def test_counters_findings_and_sites(viewer):
+    run = viewer.api("/api/runs")["runs"][0]
+    rid = urllib.parse.quote(run["run_id"])
+    t1 = viewer.api(f"/api/tracks?run={rid}")["t_max"]
+    # Past the last op: the cache is sampled once more after the last optimizer step.
+    counters = viewer.api(f"/api/counters?run={rid}&t0=0&t1={t1 + 10**9}&points=50")
+    seconds = counters["bucket_ns"] / 1e9
+    assert round(sum(counters["casts_per_s"]) * seconds) == sum(
+        s["by_mode"]["eager"].get("float32->bfloat16", 0) for s in viewer.api(f"/api/sites?run={rid}")["sites"])
+    assert len(counters["steps"]) == 40
+    assert counters["cache"][0]["live_casts"]
+    assert viewer.api(f"/api/findings?run={rid}")["findings"] == []  # a clean job
+    sites = viewer.api(f"/api/sites?run={rid}")["sites"]
+    assert {(s["op"], s["arg"]) for s in sites} >= {("aten::linear", "weight"), ("aten::linear", "input")}
+    assert not any(s["mismatch"] for s in sites)
+
+
+def test_crafted_strings_come_back_as_data(tmp_path):
+    """The API returns agent strings verbatim in JSON (the page renders them
+    as text; ui/tests checks that no script runs)."""
+    db = tmp_path / "crafted.db"
+    write_crafted_run(db)
+    v = Viewer(tmp_path, "view", "--db", str(db))
+    try:
+        run = v.api("/api/runs")["runs"][0]
+        assert run["run_id"] == '<script>window.__xss="run"</script>'
+        response, body = v.get("/api/runs")
+        assert response.getheader("Content-Type") == "application/json"
+        findings = v.api(f"/api/findings?run={urllib.parse.quote(run['run_id'])}")["findings"]
+        assert findings and findings[0]["kind"] == "stale-cache-hit"
+    finally:
+        v.stop()
+
+
+def _sse_events(host: str, port: int, token: str, run: str, seconds: float, out: list, stop: threading.Event):
+    connection = http.client.HTTPConnection(host, port, timeout=seconds + 5)
+    connection.request("GET", f"/api/live?run={urllib.parse.quote(run)}", headers={"Authorization": f"Bearer {token}"})
+    response = connection.getresponse()
+    assert response.getheader("Content-Type").startswith("text/event-stream")
+    event = None
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not stop.is_set():
+        line = response.fp.readline().decode()
+        if not line:
+            break
+        if line.startswith("event: "):
+            event = line[7:].strip()
+        elif line.startswith("data: "):
+            out.append((event, json.loads(line[6:])))
+    connection.close()
+
+
+def test_live_pages_get_casts_while_the_job_trains_and_a_stalled_one_slows_nothing(tmp_path):
+    db = tmp_path / "live.db"
+    ready = tmp_path / "collector.addr"
+    v = Viewer(tmp_path, "serve", "--db", str(db), "--listen", "127.0.0.1:0", "--ready-file", str(ready))
+    try:
+        while not ready.exists():
+            time.sleep(0.02)
+        run_id = "live-run"
+        # A viewer that connects and never reads: its queue fills, it is skipped.
+        stalled = socket.create_connection((v.host, v.port))
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.sendall(f"GET /api/live?run={run_id} HTTP/1.1\r\nHost: 127.0.0.1:{v.port}\r\n"
+                        f"Authorization: Bearer {v.token}\r\n\r\n".encode())
+        events: list = []
+        stop = threading.Event()
+        reader = threading.Thread(target=_sse_events, args=(v.host, v.port, v.token, run_id, 120, events, stop))
+        reader.start()
+        time.sleep(0.3)
+        job = tmp_path / "job.py"
+        job.write_text(JOB.format(steps=300))
+        result = subprocess.run([str(CASTSCOPE), "run", "--collector", ready.read_text().strip(), "--run-id", run_id,
+                                 "--no-jsonl", "--out", str(tmp_path / "out"), "--", sys.executable, str(job)],
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        time.sleep(1.0)
+        stop.set()
+        reader.join(timeout=30)
+        stalled.close()
+        batches = [data for event, data in events if event == "batch"]
+        assert batches, events[:5]
+        casts = [c for b in batches for c in b["casts"]]
+        assert casts and all(c["location"]["file"] == str(job) for c in casts)
+        assert all(b["run_id"] == run_id and b["events"] >= len(b["casts"]) for b in batches)
+        # Everything the job recorded was stored, the stalled viewer notwithstanding.
+        stored = v.api("/api/runs")["runs"][0]["agents"][0]
+        assert stored["events_stored"] == stored["events_recorded"] and stored["finished"]
+        assert sum(b["events"] for b in batches) + sum(d["events"] for e, d in events if e == "skipped") \
+            == stored["events_stored"]
+    finally:
+        v.stop()
