@@ -10,7 +10,11 @@ cd "$ROOT"
 
 APT_PACKAGES=(cmake ninja-build g++ pkg-config libspdlog-dev nlohmann-json3-dev libgtest-dev libgmock-dev
               libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc libsqlite3-dev zlib1g-dev libcli11-dev libprotoc-dev
-              clang-14 libclang-rt-14-dev)
+              clang-14 libclang-rt-14-dev
+              libcpp-httplib-dev  # the collector's HTTP side (the viewer)
+              chromium)           # the viewer's browser tests (Playwright drives it; browsers are never downloaded)
+# node and npm build the viewer (ui/): Debian's unless a node is already installed.
+command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(nodejs npm)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -57,3 +61,15 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCASTSCOPE_TORCH_DIR="$TORCH_DIR" -DCASTSCOPE_CXX11_ABI="$ABI" -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" ${CASTSCOPE_CMAKE_ARGS:-} > "$BUILD_DIR.configure.log" \
   || { cat "$BUILD_DIR.configure.log"; exit 1; }
 cmake --build "$BUILD_DIR"
+
+# The viewer (ui/): npm ci from the lockfile (again only when it changed),
+# then the bundle in ui/dist, which the collector serves.
+if [ -f ui/package-lock.json ]; then
+  stamp="ui/node_modules/.castscope-lock"
+  if ! cmp -s ui/package-lock.json "$stamp"; then
+    echo "setup: installing the viewer's npm packages"
+    (cd ui && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+    cp ui/package-lock.json "$stamp"
+  fi
+  (cd ui && npm run --silent build)
+fi

@@ -40,3 +40,6 @@ done
 
 echo "== integration tests"
 .venv/bin/python -m pytest tests/integration -q "$@"
+
+echo "== the viewer in a real browser (Playwright, Debian's chromium)"
+(cd ui && npx playwright test)

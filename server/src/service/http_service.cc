@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -27,6 +28,7 @@ constexpr const char* kContentSecurityPolicy =
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 constexpr auto kKeepAlive = std::chrono::seconds(10);
+constexpr auto kLiveInterval = std::chrono::milliseconds(50);
 
 bool equal_in_constant_time(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
@@ -127,7 +129,7 @@ struct LiveStream {
   bool ready = false;
   std::shared_ptr<Subscription> subscription;
   std::string run_id;
-  int64_t origin_ns = 0;
+  std::map<std::string, int64_t> origins;  // per run: known once it has events
   std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
 };
 
@@ -328,8 +330,9 @@ void HttpService::install_routes() {
   });
 
   server.Get("/api/live", [this](const httplib::Request& req, httplib::Response& res) {
-    std::string run, error;
-    if (!text_param(req, "run", run, error)) return send_error(res, 400, error);
+    // run: the run to follow; none: every run (each message names its run).
+    const std::string run = req.has_param("run") ? req.get_param_value("run") : std::string();
+    if (run.size() > 1024) return send_error(res, 400, "parameter run: at most 1024 bytes");
     if (live_viewers_.fetch_add(1) >= options_.max_live_viewers) {
       live_viewers_.fetch_sub(1);
       return send_error(res, 503, "too many live viewers (" + std::to_string(options_.max_live_viewers) + ")");
@@ -356,26 +359,50 @@ void HttpService::install_routes() {
         [this, live](size_t, httplib::DataSink& sink) {
           if (stopping_) return false;
           {
+            // At most one message every kLiveInterval: what commits meanwhile waits in the queue.
+            const auto since = std::chrono::steady_clock::now() - live->last_write;
+            if (since < kLiveInterval) std::this_thread::sleep_for(kLiveInterval - since);
             std::unique_lock lock(live->mutex);
             live->wake.wait_for(lock, std::chrono::milliseconds(500), [&] { return live->ready || stopping_.load(); });
             live->ready = false;
           }
           std::string out;
           if (live->subscription) {
+            // Everything that arrived since the last message, one message per
+            // run and agent: a page gets at most ~20 messages a second however
+            // fast batches commit, and the work per viewer stays small.
+            struct Pending {
+              uint64_t events = 0, max_ts_ns = 0;
+              std::vector<const v1::CastEvent*> casts;  // newest last
+            };
+            std::map<std::pair<std::string, std::string>, Pending> pending;
+            std::vector<std::shared_ptr<const EventChunk>> held;  // keeps the casts above alive
             std::shared_ptr<const EventChunk> chunk;
-            uint64_t skipped = 0;
-            while (live->subscription->take(chunk, skipped) && out.size() < (1u << 20)) {
-              if (skipped > 0) out += "event: skipped\ndata: " + json{{"events", skipped}}.dump() + "\n\n";
+            uint64_t skipped = 0, skipped_total = 0;
+            while (live->subscription->take(chunk, skipped)) {
+              skipped_total += skipped;
               if (!chunk) continue;
-              if (live->origin_ns == 0)
-                (void)queries_.with([&](viewer::ViewerQueries& q) { return q.origin(live->run_id, live->origin_ns); });
-              json casts = json::array();
+              Pending& p = pending[{chunk->run_id, chunk->agent_id}];
+              p.events += chunk->batch_events;
+              p.max_ts_ns = std::max(p.max_ts_ns, chunk->max_ts_ns);
               for (const v1::StoredEvent& e : chunk->events)
-                if (e.event().has_cast()) casts.push_back(viewer::cast_json(e.agent_id(), e.event().cast(), live->origin_ns));
-              json message = {{"run_id", chunk->run_id},
-                              {"agent_id", chunk->agent_id},
-                              {"t_max", static_cast<int64_t>(chunk->max_ts_ns) - live->origin_ns},
-                              {"events", chunk->batch_events},
+                if (e.event().has_cast()) p.casts.push_back(&e.event().cast());
+              if (p.casts.size() > 2 * options_.live_sample_casts)
+                p.casts.erase(p.casts.begin(), p.casts.end() - static_cast<std::ptrdiff_t>(options_.live_sample_casts));
+              held.push_back(std::move(chunk));
+            }
+            if (skipped_total > 0) out += "event: skipped\ndata: " + json{{"events", skipped_total}}.dump() + "\n\n";
+            for (auto& [key, p] : pending) {
+              const auto& [run_id, agent_id] = key;
+              int64_t& origin = live->origins[run_id];
+              if (origin == 0) (void)queries_.with([&](viewer::ViewerQueries& q) { return q.origin(run_id, origin); });
+              json casts = json::array();
+              const size_t first = p.casts.size() > options_.live_sample_casts ? p.casts.size() - options_.live_sample_casts : 0;
+              for (size_t i = first; i < p.casts.size(); ++i) casts.push_back(viewer::cast_json(agent_id, *p.casts[i], origin));
+              json message = {{"run_id", run_id},
+                              {"agent_id", agent_id},
+                              {"t_max", static_cast<int64_t>(p.max_ts_ns) - origin},
+                              {"events", p.events},
                               {"casts", casts}};
               out += "event: batch\ndata: " + message.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
             }
