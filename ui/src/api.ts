@@ -1,8 +1,11 @@
 // The collector's HTTP API as the page sees it (docs/viewer.md). Times are
 // integer nanoseconds since the run's origin; origin_ns stays a string.
 
+/** Agents are named by the server ("host-pid-start"); only ever compared and sent back. */
+export type AgentId = string | number;
+
 export interface Agent {
-  agent_id: number;
+  agent_id: AgentId;
   pid: number;
   rank: number;
   local_rank: number;
@@ -16,6 +19,8 @@ export interface Agent {
   kernels: number;
   cache_samples: number;
   events_recorded: number;
+  events_stored?: number; // not in docs/viewer.md; sent by the server
+  missing_batches?: number; // not in docs/viewer.md; sent by the server
   events_dropped: number;
   internal_errors: number;
   gpu_timing: unknown;
@@ -44,7 +49,7 @@ export interface Track {
 }
 
 export interface Process {
-  agent_id: number;
+  agent_id: AgentId;
   label: string;
   pid: number;
   rank: number;
@@ -67,7 +72,7 @@ export interface Location {
 }
 
 export interface Op {
-  agent_id: number;
+  agent_id: AgentId;
   seq: number;
   ts: number;
   dur: number;
@@ -78,11 +83,12 @@ export interface Op {
   phase: string;
   output_dtype: string;
   input_dtypes: string[];
+  thread?: number | string; // not in docs/viewer.md; the thread track it ran on
   location?: Location | null;
 }
 
 export interface Cast {
-  agent_id: number;
+  agent_id: AgentId;
   seq: number;
   ts: number;
   op_seq: number;
@@ -99,11 +105,12 @@ export interface Cast {
   phase: string;
   bytes: number;
   shape: number[] | string;
+  thread?: number | string; // not in docs/viewer.md; the thread track it ran on
   location?: Location | null;
 }
 
 export interface Kernel {
-  agent_id: number;
+  agent_id: AgentId;
   seq: number;
   ts: number;
   dur: number;
@@ -144,8 +151,8 @@ export interface Counters {
   t: number[];
   casts_per_s: number[];
   bytes_per_s: number[];
-  cache: { agent_id: number; t: number[]; live_casts: number[]; live_bytes: number[] }[];
-  steps: { agent_id: number; t: number; iteration: number }[];
+  cache: { agent_id: AgentId; t: number[]; live_casts: number[]; live_bytes: number[] }[];
+  steps: { agent_id: AgentId; t: number; iteration: number }[];
 }
 
 export interface Site {
@@ -211,7 +218,7 @@ export const api = {
   tracks: (run: string, signal?: AbortSignal) => get<Tracks>("/api/tracks", { run }, signal),
   timeline: (run: string, track: number | string, t0: number, t1: number, px: number, signal?: AbortSignal) =>
     get<Timeline>("/api/timeline", { run, track, t0: Math.floor(t0), t1: Math.ceil(t1), px: Math.max(1, Math.round(px)) }, signal),
-  event: (run: string, agent: number, seq: number, signal?: AbortSignal) =>
+  event: (run: string, agent: AgentId, seq: number, signal?: AbortSignal) =>
     get<EventDetail>("/api/event", { run, agent, seq }, signal),
   counters: (run: string, t0: number, t1: number, points: number, signal?: AbortSignal) =>
     get<Counters>("/api/counters", { run, t0: Math.floor(t0), t1: Math.ceil(t1), points: Math.max(2, Math.round(points)) }, signal),

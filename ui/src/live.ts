@@ -2,11 +2,11 @@
 // casts of each committed batch; `skipped` says the server dropped some pushes
 // for this viewer (the events are stored; the page refetches).
 
-import type { Cast } from "./api";
+import type { AgentId, Cast } from "./api";
 
 export interface LiveBatch {
   run_id: string;
-  agent_id: number;
+  agent_id: AgentId;
   t_max: number;
   events: number;
   casts: Cast[];

@@ -1,8 +1,9 @@
 // Numbers the benchmarks and tests read from the page.
+import type { AgentId } from "./api";
 
 export interface LivePaint {
   seq: number;
-  agent_id: number;
+  agent_id: AgentId;
   ts: number; // ns since the run's origin, as the server sent it
   paintedAt: number; // performance.timeOrigin + performance.now(), ms since the Unix epoch
 }

@@ -2,7 +2,7 @@
 // filled or stroked once per frame, so a frame costs a few dozen canvas
 // calls however many events it shows.
 
-import type { Bucket, Cast, Kernel, Op, Timeline } from "../api";
+import type { AgentId, Bucket, Cast, Kernel, Op, Timeline } from "../api";
 import {
   addMark,
   BACKWARD_SHADE,
@@ -106,7 +106,7 @@ export function drawLanes(
   layout: Layout,
   contents: LaneContent[],
   highlight: (c: Cast) => boolean,
-  selected: { agent: number; seq: number } | null,
+  selected: { agent: AgentId; seq: number } | null,
 ): Frame {
   const frame: Frame = { casts: [], ops: [], kernels: [], buckets: [] };
   const W = vp.width;

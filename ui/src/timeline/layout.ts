@@ -1,7 +1,7 @@
 // Lanes from /api/tracks: per process a header row, then one lane per thread
 // track, then its GPU tracks (one per device and stream).
 
-import type { Process, Track, Tracks } from "../api";
+import type { AgentId, Process, Track, Tracks } from "../api";
 
 export const GUTTER = 180; // label column, CSS px
 export const HEADER_H = 20;
@@ -14,7 +14,7 @@ export interface Lane {
   track: Track;
   y: number;
   h: number;
-  /** The agent's first thread lane: where live casts are drawn (a cast carries no thread). */
+  /** The agent's first thread lane: where live casts without a known thread lane are drawn. */
   primary: boolean;
 }
 
@@ -29,7 +29,7 @@ export interface Layout {
   height: number;
 }
 
-export function trackKey(agentId: number, track: Track): string {
+export function trackKey(agentId: AgentId, track: Track): string {
   return `${agentId}/${track.kind}/${String(track.track)}`;
 }
 
@@ -61,4 +61,15 @@ export function laneLabel(t: Track): string {
     return t.name ? `${t.name}` : `GPU ${dev} stream ${stream}`;
   }
   return t.name ? t.name : `thread ${t.thread ?? t.track}`;
+}
+
+/** The lane a live cast belongs on: its agent's thread lane, else the agent's first. */
+export function laneForCast(layout: Layout, agent: AgentId, thread: number | string | undefined): Lane | undefined {
+  let primary: Lane | undefined;
+  for (const l of layout.lanes) {
+    if (String(l.process.agent_id) !== String(agent) || l.track.kind === "gpu") continue;
+    if (thread !== undefined && thread !== null && String(l.track.thread) === String(thread)) return l;
+    if (l.primary) primary = l;
+  }
+  return primary;
 }

@@ -3,7 +3,7 @@
 // newest event while the run is live). Painting is coalesced to one frame per
 // animation frame; data comes from TimelineData.
 
-import { api, type Cast, type Tracks } from "../api";
+import { type AgentId, api, type Cast, type Tracks } from "../api";
 import { MODE_BADGE } from "../colors";
 import { h } from "../dom";
 import { fmtBytes, fmtCount, fmtDuration, fmtShape } from "../format";
@@ -12,7 +12,7 @@ import { errorText, notice } from "../notice";
 import { recordLivePaint, stats } from "../stats";
 import { TimelineData } from "./data";
 import { drawAxis, drawLanes, type Frame, tOf, type Viewport, xOf } from "./draw";
-import { computeLayout, GUTTER, type Layout, type Lane } from "./layout";
+import { computeLayout, GUTTER, type Layout, type Lane, laneForCast } from "./layout";
 
 const AXIS_H = 26;
 const MIN_SPAN = 1_000; // 1 µs
@@ -21,12 +21,12 @@ const LIVE_SPAN_DEFAULT = 10e9;
 
 export type Hover =
   | { kind: "cast"; cast: Cast }
-  | { kind: "op"; agent: number; seq: number }
-  | { kind: "kernel"; agent: number; seq: number };
+  | { kind: "op"; agent: AgentId; seq: number }
+  | { kind: "kernel"; agent: AgentId; seq: number };
 
 export interface TimelineCallbacks {
   rangeChanged(t0: number, t1: number): void;
-  select(agent: number, seq: number, kind: string): void;
+  select(agent: AgentId, seq: number, kind: string): void;
 }
 
 interface LiveCast {
@@ -50,13 +50,13 @@ export class TimelineView {
   private rafId = 0;
   private follow = false;
   private live = false;
-  private liveCasts = new Map<number, LiveCast[]>();
+  private liveCasts = new Map<string, LiveCast[]>();
   private pendingLive = new Map<string, { cast: Cast; at: number }>();
   private liveTimer = 0;
   private lastLiveFetch = 0;
   private liveDirty = false;
   private highlights = new Set<string>();
-  private selected: { agent: number; seq: number } | null = null;
+  private selected: { agent: AgentId; seq: number } | null = null;
   private drag: { x: number; t0: number; t1: number; moved: boolean } | null = null;
   private resizeObs: ResizeObserver;
   private destroyed = false;
@@ -230,14 +230,15 @@ export class TimelineView {
     stats.liveBatches++;
     this.tMax = Math.max(this.tMax, b.t_max);
     const now = performance.now();
-    const list = this.liveCasts.get(b.agent_id) ?? [];
     for (const c of b.casts ?? []) {
+      const key = liveKey(c.agent_id ?? b.agent_id, c.thread);
+      const list = this.liveCasts.get(key) ?? [];
       list.push({ cast: c, receivedAt: now });
+      if (list.length > 5000) list.splice(0, list.length - 5000);
+      this.liveCasts.set(key, list);
       this.pendingLive.set(`${c.agent_id}:${c.seq}`, { cast: c, at: now });
       stats.liveCasts++;
     }
-    if (list.length > 5000) list.splice(0, list.length - 5000);
-    this.liveCasts.set(b.agent_id, list);
     if (this.pendingLive.size > 20000) {
       const drop = this.pendingLive.size - 20000;
       let i = 0;
@@ -292,12 +293,13 @@ export class TimelineView {
 
   /** Drops live casts that a later-started fetch has brought in. */
   private pruneLive(): void {
-    for (const [agent, list] of this.liveCasts) {
-      const lane = this.layout.lanes.find((l) => l.primary && l.process.agent_id === agent);
+    for (const [key, list] of this.liveCasts) {
+      if (!list.length) continue;
+      const lane = laneForCast(this.layout, list[0].cast.agent_id, list[0].cast.thread);
       const got = lane ? this.data.lanes.get(lane.key) : undefined;
       if (!got) continue;
       const kept = list.filter((lc) => lc.receivedAt >= got.fetchedAt || lc.cast.ts >= got.window.t1 || lc.cast.ts < got.window.t0);
-      this.liveCasts.set(agent, kept);
+      this.liveCasts.set(key, kept);
     }
   }
 
@@ -328,7 +330,7 @@ export class TimelineView {
     this.setRange(j.ts - span / 2, j.ts + span / 2);
   }
 
-  select(sel: { agent: number; seq: number } | null): void {
+  select(sel: { agent: AgentId; seq: number } | null): void {
     this.selected = sel;
     this.requestPaint();
   }
@@ -379,10 +381,19 @@ export class TimelineView {
     actx.setTransform(dpr, 0, 0, dpr, 0, 0);
     drawAxis(actx, vp, AXIS_H, this.live ? this.tMax : null);
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const live = new Map<string, Cast[]>();
+    for (const list of this.liveCasts.values()) {
+      if (!list.length) continue;
+      const lane = laneForCast(this.layout, list[0].cast.agent_id, list[0].cast.thread);
+      if (!lane) continue;
+      const into = live.get(lane.key) ?? [];
+      for (const lc of list) into.push(lc.cast);
+      live.set(lane.key, into);
+    }
     const contents = this.layout.lanes.map((lane) => ({
       lane,
       data: this.data.lanes.get(lane.key)?.data ?? null,
-      live: lane.primary ? (this.liveCasts.get(lane.process.agent_id) ?? []).map((l) => l.cast) : [],
+      live: live.get(lane.key) ?? [],
     }));
     const hl = this.highlights;
     this.frame = drawLanes(ctx, vp, this.layout, contents, (c) => hl.size > 0 && !!c.location && hl.has(`${c.location.line}:${c.location.file}`), this.selected);
@@ -620,7 +631,7 @@ export class TimelineView {
 
   visibleCasts(): {
     seq: number;
-    agent_id: number;
+    agent_id: AgentId;
     x: number;
     y: number;
     ts: number;
@@ -670,6 +681,10 @@ export class TimelineView {
   xOfTime(t: number): number {
     return this.canvas.getBoundingClientRect().left + xOf(this.vp(), t);
   }
+}
+
+function liveKey(agent: AgentId, thread: number | string | undefined): string {
+  return `${agent}/${thread ?? ""}`;
 }
 
 function loc(l: { file: string; line: number } | null | undefined): string {

@@ -4,7 +4,7 @@
 // label column, so their x pixels line up with the lanes above.
 
 import uPlot from "uplot";
-import { api, type Counters, isAbort } from "../api";
+import { type AgentId, api, type Counters, isAbort } from "../api";
 import { h } from "../dom";
 import { fmtBytes, fmtCount, fmtTick } from "../format";
 import { errorText } from "../notice";
@@ -44,7 +44,7 @@ export class CountersView {
   private timer = 0;
   private last = 0;
   private width = 800;
-  private agents: number[] = [];
+  private agents: AgentId[] = [];
   private resizeObs: ResizeObserver;
   private status: HTMLElement;
   private host: HTMLElement;

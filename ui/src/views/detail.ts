@@ -1,7 +1,7 @@
 // The detail panel: one event in full from /api/event, every field, and the
 // text of its source line.
 
-import { api, type EventDetail, isAbort } from "../api";
+import { type AgentId, api, type EventDetail, isAbort } from "../api";
 import { clear, h } from "../dom";
 import { fmtBytes, fmtDuration } from "../format";
 import { errorText } from "../notice";
@@ -21,7 +21,7 @@ export class DetailPanel {
     this.el = h("section", { class: "detail", "aria-label": "event details", hidden: true }, h("h2", null, "Event ", close), this.body);
   }
 
-  async show(agent: number, seq: number): Promise<void> {
+  async show(agent: AgentId, seq: number): Promise<void> {
     this.ctrl?.abort();
     const ctrl = new AbortController();
     this.ctrl = ctrl;

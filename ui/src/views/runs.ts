@@ -49,7 +49,9 @@ export class RunsView {
   }
 }
 
+/** What the store holds of an agent's events: the server's own count when it sends one. */
 function stored(a: Agent): number {
+  if (typeof a.events_stored === "number") return a.events_stored;
   return (a.casts ?? 0) + (a.ops ?? 0) + (a.cache_samples ?? 0) + (a.kernels ?? 0);
 }
 
@@ -62,6 +64,7 @@ function runCard(run: Run): HTMLElement {
   const sites = h("a", { href: hashFor("sites", run.run_id), class: "run-sites" }, "Sites");
   const rows = h("tbody");
   for (const a of [...run.agents].sort((x, y) => x.rank - y.rank || x.pid - y.pid)) {
+    const missingBatches = a.missing_batches ?? 0;
     const st = stored(a);
     const gap = (a.events_recorded ?? 0) - st;
     const gapCell =
@@ -73,7 +76,7 @@ function runCard(run: Run): HTMLElement {
       h(
         "tr",
         { "data-agent": a.agent_id },
-        h("td", { class: "num" }, String(a.rank)),
+        h("td", { class: "num" }, a.rank >= 0 ? String(a.rank) : "—"),
         h("td", null, a.hostname),
         h("td", { class: "num" }, String(a.pid)),
         h("td", { class: "cmd", title: a.command }, a.command),
@@ -87,6 +90,7 @@ function runCard(run: Run): HTMLElement {
         lost(a.events_dropped),
         lost(a.internal_errors),
         lost(a.gpu_records_dropped),
+        lost(missingBatches),
       ),
     );
   }
@@ -99,7 +103,7 @@ function runCard(run: Run): HTMLElement {
       h(
         "tr",
         null,
-        ...["rank", "host", "pid", "command", "state", "casts", "ops", "kernels", "recorded", "stored", "undelivered", "dropped", "internal errors", "GPU records dropped"].map((t) => h("th", null, t)),
+        ...["rank", "host", "pid", "command", "state", "casts", "ops", "kernels", "recorded", "stored", "undelivered", "dropped", "internal errors", "GPU records dropped", "missing batches"].map((t) => h("th", null, t)),
       ),
     ),
     rows,
@@ -120,6 +124,6 @@ function runCard(run: Run): HTMLElement {
       open,
     ),
     table,
-    h("p", { class: "note muted" }, "stored = casts + ops + cache samples + kernels in the store; undelivered = recorded − stored."),
+    h("p", { class: "note muted" }, "recorded: events the agent recorded; stored: events in the store; undelivered = recorded − stored (in flight while a process runs, lost once it finished)."),
   );
 }
