@@ -91,10 +91,43 @@ function stopProcess(proc: ChildProcess): Promise<void> {
   });
 }
 
-/** `castscope run --out DIR --serve -- python JOB`: the job runs, the viewer stays up. */
-export function runJob(job: string, out = tempDir(path.basename(job, ".py"))): Promise<Server & { out: string }> {
-  const args = ["run", "--out", out, "--serve", ...uiDirArgs("run"), "--", PYTHON, path.join(JOBS, job)];
-  return startCastscope(args).then((s) => ({ ...s, out }));
+/** Where `castscope run`'s embedded collector will find this checkout's UI. */
+function runServesThisUi(): boolean {
+  if (helpOf("run").includes("--ui-dir")) return true;
+  const own = path.join(REPO, "ui", "dist");
+  return fs.existsSync(path.join(own, "index.html")) && fs.realpathSync(own) === fs.realpathSync(UI_DIST);
+}
+
+/**
+ * `castscope run --out DIR --serve -- python JOB`: the job runs, the viewer
+ * stays up. When that command cannot be pointed at this checkout's UI (no
+ * `run --ui-dir`, and REPO/ui/dist is not this UI: a server checkout apart from
+ * the UI's), the same job goes to `castscope serve --ui-dir DIST` through
+ * `castscope run --collector`, and a warning says so.
+ */
+export async function runJob(job: string, out = tempDir(path.basename(job, ".py"))): Promise<Server & { out: string }> {
+  if (runServesThisUi()) {
+    const args = ["run", "--out", out, "--serve", ...uiDirArgs("run"), "--", PYTHON, path.join(JOBS, job)];
+    return { ...(await startCastscope(args)), out };
+  }
+  console.warn(`castscope run cannot serve ${UI_DIST} (it has no --ui-dir and ${REPO}/ui/dist is missing or another UI): using castscope serve --ui-dir and run --collector`);
+  const ready = path.join(out, "collector.addr");
+  const daemon = await startCastscope(["serve", "--db", path.join(out, "castscope.db"), "--listen", "127.0.0.1:0", "--ready-file", ready, "--ui-dir", UI_DIST]);
+  for (let i = 0; i < 100 && !fs.existsSync(ready); i++) await new Promise((r) => setTimeout(r, 100));
+  const address = fs.readFileSync(ready, "utf8").trim();
+  const job_ = spawn(CASTSCOPE, ["run", "--collector", address, "--out", path.join(out, "job"), "--", PYTHON, path.join(JOBS, job)], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
+  let jobOut = "";
+  job_.stdout!.on("data", (b: Buffer) => (jobOut += b.toString()));
+  job_.stderr!.on("data", (b: Buffer) => (jobOut += b.toString()));
+  return {
+    ...daemon,
+    out,
+    output: () => `${daemon.output()}\n--- job ---\n${jobOut}`,
+    stop: async () => {
+      await stopProcess(job_);
+      await daemon.stop();
+    },
+  };
 }
 
 /** `castscope view DIR|DB`. */
