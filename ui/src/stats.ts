@@ -1,0 +1,56 @@
+// Numbers the benchmarks and tests read from the page.
+import type { AgentId } from "./api";
+
+export interface LivePaint {
+  seq: number;
+  agent_id: AgentId;
+  ts: number; // ns since the run's origin, as the server sent it
+  paintedAt: number; // performance.timeOrigin + performance.now(), ms since the Unix epoch
+}
+
+export interface CastscopeStats {
+  paints: number;
+  lastPaintMs: number;
+  maxPaintMs: number;
+  firstPaintAt: number | null; // performance.now() of the first paint with data
+  lastFetchMs: number;
+  fetches: number;
+  fetchErrors: number;
+  aborted: number;
+  liveBatches: number;
+  liveCasts: number;
+  skipped: number;
+  originNs: string | null;
+  livePaints: LivePaint[];
+}
+
+export const LIVE_PAINTS_MAX = 5000;
+
+export const stats: CastscopeStats = {
+  paints: 0,
+  lastPaintMs: 0,
+  maxPaintMs: 0,
+  firstPaintAt: null,
+  lastFetchMs: 0,
+  fetches: 0,
+  fetchErrors: 0,
+  aborted: 0,
+  liveBatches: 0,
+  liveCasts: 0,
+  skipped: 0,
+  originNs: null,
+  livePaints: [],
+};
+
+export function recordLivePaint(p: LivePaint): void {
+  stats.livePaints.push(p);
+  if (stats.livePaints.length > LIVE_PAINTS_MAX) stats.livePaints.splice(0, stats.livePaints.length - LIVE_PAINTS_MAX);
+}
+
+declare global {
+  interface Window {
+    __castscopeStats: CastscopeStats;
+    __castscope: unknown;
+  }
+}
+window.__castscopeStats = stats;

@@ -1,0 +1,118 @@
+// What the timeline holds per lane, and when it asks again. One request per
+// lane covers three viewport widths around the view; the lanes are asked again
+// only when the view leaves that window or the zoom changed more than 8x since
+// (xprof's rule), or when the live run grew (forced). A newer request aborts
+// the older one.
+
+import { api, isAbort, type Timeline } from "../api";
+import type { Lane } from "./layout";
+
+export const ZOOM_REFETCH = 8;
+
+interface Window {
+  t0: number;
+  t1: number;
+  viewSpan: number;
+}
+
+export interface LaneData {
+  window: Window;
+  data: Timeline;
+  fetchedAt: number; // performance.now() when the request started
+}
+
+export interface FetchStats {
+  lastFetchMs: number;
+  fetches: number;
+  fetchErrors: number;
+  aborted: number;
+}
+
+export class TimelineData {
+  readonly lanes = new Map<string, LaneData>();
+  private inflight: { ctrl: AbortController; window: Window; keys: Set<string> } | null = null;
+
+  constructor(
+    private readonly run: string,
+    private readonly onUpdate: () => void,
+    private readonly onError: (e: unknown) => void,
+    readonly stats: FetchStats,
+  ) {}
+
+  get loading(): boolean {
+    return this.inflight !== null;
+  }
+
+  private covers(w: Window, t0: number, t1: number, exact: boolean): boolean {
+    const span = t1 - t0;
+    if (t0 < w.t0 || t1 > w.t1) return false;
+    const ratio = w.viewSpan / span;
+    // Events are complete at any zoom-in; buckets grow coarse after 8x.
+    return (exact || ratio <= ZOOM_REFETCH) && ratio >= 1 / ZOOM_REFETCH;
+  }
+
+  /** Asks again where needed; `force` refetches the whole window (live). */
+  ensure(lanes: Lane[], t0: number, t1: number, plotWidth: number, force = false): void {
+    const span = Math.max(1, t1 - t0);
+    let needed = force;
+    if (!needed) {
+      for (const lane of lanes) {
+        const have = this.lanes.get(lane.key);
+        const pending = this.inflight && this.inflight.keys.has(lane.key) ? this.inflight.window : null;
+        if (pending && this.covers(pending, t0, t1, false)) continue;
+        if (!have || !this.covers(have.window, t0, t1, have.data.kind === "events")) {
+          needed = true;
+          break;
+        }
+      }
+    }
+    if (!needed) return;
+    this.inflight?.ctrl.abort();
+    this.stats.aborted += this.inflight ? 1 : 0;
+    const window: Window = { t0: Math.max(0, t0 - span), t1: t1 + span, viewSpan: span };
+    if (window.t0 === 0) window.t1 = Math.max(window.t1, 3 * span);
+    const ctrl = new AbortController();
+    const keys = new Set(lanes.map((l) => l.key));
+    const req = { ctrl, window, keys };
+    this.inflight = req;
+    const started = performance.now();
+    const px = Math.max(1, Math.round((plotWidth * (window.t1 - window.t0)) / span));
+    let left = lanes.length;
+    this.stats.fetches++;
+    const done = (): void => {
+      if (--left > 0) return;
+      if (this.inflight === req) this.inflight = null;
+      this.stats.lastFetchMs = performance.now() - started;
+    };
+    if (lanes.length === 0) {
+      this.inflight = null;
+      return;
+    }
+    for (const lane of lanes) {
+      api
+        .timeline(this.run, lane.track.track, window.t0, window.t1, px, ctrl.signal)
+        .then((data) => {
+          if (ctrl.signal.aborted) return;
+          this.lanes.set(lane.key, { window, data, fetchedAt: started });
+          done();
+          this.onUpdate();
+        })
+        .catch((e) => {
+          if (isAbort(e) || ctrl.signal.aborted) return;
+          this.stats.fetchErrors++;
+          done();
+          this.onError(e);
+        });
+    }
+  }
+
+  abort(): void {
+    this.inflight?.ctrl.abort();
+    this.inflight = null;
+  }
+
+  clear(): void {
+    this.abort();
+    this.lanes.clear();
+  }
+}

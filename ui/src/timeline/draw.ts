@@ -1,0 +1,324 @@
+// Painting the lanes. Every shape of one style goes into one Path2D and is
+// filled or stroked once per frame, so a frame costs a few dozen canvas
+// calls however many events it shows.
+
+import type { AgentId, Bucket, Cast, Kernel, Op, Timeline } from "../api";
+import {
+  addMark,
+  BACKWARD_SHADE,
+  DTYPE_COLOR,
+  HIGHLIGHT_COLOR,
+  kernelColor,
+  MODE_BADGE,
+  OP_BACKWARD,
+  OP_FORWARD,
+  pairColor,
+  STALE_COLOR,
+} from "../colors";
+import { fmtDuration, fmtTick, niceStep } from "../format";
+import { GUTTER, HEADER_H, type Layout, laneLabel, type Lane } from "./layout";
+
+export interface Viewport {
+  t0: number;
+  t1: number;
+  width: number; // CSS px of the whole canvas, gutter included
+}
+
+export function xOf(vp: Viewport, t: number): number {
+  return GUTTER + ((t - vp.t0) / (vp.t1 - vp.t0)) * (vp.width - GUTTER);
+}
+
+export function tOf(vp: Viewport, x: number): number {
+  return vp.t0 + ((x - GUTTER) / (vp.width - GUTTER)) * (vp.t1 - vp.t0);
+}
+
+export interface DrawnCast {
+  cast: Cast;
+  x: number;
+  y: number;
+  live: boolean;
+  highlighted: boolean;
+}
+export interface DrawnSpan<T> {
+  item: T;
+  x0: number;
+  x1: number;
+  y0: number;
+  y1: number;
+}
+export interface DrawnBucket {
+  bucket: Bucket;
+  bucketNs: number;
+  lane: Lane;
+  x0: number;
+  x1: number;
+}
+
+export interface Frame {
+  casts: DrawnCast[];
+  ops: DrawnSpan<Op>[];
+  kernels: DrawnSpan<Kernel>[];
+  buckets: DrawnBucket[];
+}
+
+export interface LaneContent {
+  lane: Lane;
+  data: Timeline | null;
+  live: Cast[];
+}
+
+/** Batches shapes by style: fill colour, stroke colour and width. */
+class Batches {
+  private fills = new Map<string, Path2D>();
+  private strokes = new Map<string, Path2D>();
+  fill(color: string): Path2D {
+    let p = this.fills.get(color);
+    if (!p) this.fills.set(color, (p = new Path2D()));
+    return p;
+  }
+  stroke(color: string, width: number): Path2D {
+    const k = `${color}|${width}`;
+    let p = this.strokes.get(k);
+    if (!p) this.strokes.set(k, (p = new Path2D()));
+    return p;
+  }
+  flush(ctx: CanvasRenderingContext2D): void {
+    for (const [color, p] of this.fills) {
+      ctx.fillStyle = color;
+      ctx.fill(p);
+    }
+    for (const [k, p] of this.strokes) {
+      const [color, w] = k.split("|");
+      ctx.strokeStyle = color;
+      ctx.lineWidth = Number(w);
+      ctx.stroke(p);
+    }
+    this.fills.clear();
+    this.strokes.clear();
+  }
+}
+
+const MARK_R = 5;
+
+export function drawLanes(
+  ctx: CanvasRenderingContext2D,
+  vp: Viewport,
+  layout: Layout,
+  contents: LaneContent[],
+  highlight: (c: Cast) => boolean,
+  selected: { agent: AgentId; seq: number } | null,
+): Frame {
+  const frame: Frame = { casts: [], ops: [], kernels: [], buckets: [] };
+  const W = vp.width;
+  ctx.clearRect(0, 0, W, layout.height);
+  ctx.font = "11px system-ui, sans-serif";
+  ctx.textBaseline = "middle";
+
+  // lane backgrounds, alternating
+  const bg = new Batches();
+  layout.lanes.forEach((lane, i) => {
+    bg.fill(i % 2 ? "#f8fafc" : "#ffffff").rect(GUTTER, lane.y, W - GUTTER, lane.h);
+  });
+  for (const hd of layout.headers) bg.fill("#eef2f7").rect(0, hd.y, W, HEADER_H);
+  bg.flush(ctx);
+
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(GUTTER, 0, W - GUTTER, layout.height);
+  ctx.clip();
+
+  const shade = new Batches(); // backward shading, behind everything
+  const body = new Batches(); // op spans, kernels, bars
+  const halos = new Batches(); // highlighted sites, under the marks
+  const marks = new Batches(); // cast marks on top
+  const texts: { x: number; y: number; text: string; color: string }[] = [];
+  const xmin = GUTTER - 20;
+  const xmax = W + 20;
+
+  for (const { lane, data, live } of contents) {
+    const yMid = lane.y + lane.h / 2;
+    const seen = new Set<number>();
+    if (data && data.kind === "events") {
+      for (const op of data.ops) {
+        const x0 = xOf(vp, op.ts);
+        const x1 = Math.max(xOf(vp, op.ts + op.dur), x0 + 1);
+        if (x1 < xmin || x0 > xmax) continue;
+        const y0 = lane.y + 6;
+        const y1 = lane.y + lane.h - 6;
+        const back = op.phase === "backward";
+        if (back) shade.fill(BACKWARD_SHADE).rect(x0, lane.y, x1 - x0, lane.h);
+        body.fill(back ? OP_BACKWARD : OP_FORWARD).rect(x0, y0, x1 - x0, y1 - y0);
+        const badge = MODE_BADGE[op.mode];
+        if (badge) {
+          body.fill(badge.color).rect(x0, lane.y + 1, Math.max(x1 - x0, 3), 4);
+          if (x1 - x0 >= 18) texts.push({ x: x0 + 2, y: lane.y + 11, text: badge.text, color: badge.color });
+        }
+        frame.ops.push({ item: op, x0, x1, y0, y1 });
+      }
+      for (const k of data.kernels) {
+        const x0 = xOf(vp, k.ts);
+        const x1 = Math.max(xOf(vp, k.ts + k.dur), x0 + 1);
+        if (x1 < xmin || x0 > xmax) continue;
+        const y0 = lane.y + 3;
+        const y1 = lane.y + lane.h - 3;
+        body.fill(kernelColor(k.activity, k.launched_by)).rect(x0, y0, x1 - x0, y1 - y0);
+        frame.kernels.push({ item: k, x0, x1, y0, y1 });
+      }
+      for (const c of data.casts) {
+        seen.add(c.seq);
+        addCast(c, false);
+      }
+    } else if (data && data.kind === "buckets") {
+      drawBuckets(data.bucket_ns, data.buckets, lane);
+    }
+    for (const c of live) if (!seen.has(c.seq)) addCast(c, true);
+
+    function addCast(c: Cast, isLive: boolean): void {
+      const x = xOf(vp, c.ts);
+      if (x < xmin || x > xmax) return;
+      const y = yMid;
+      const color = pairColor(c.src, c.dst, c.outcome);
+      const hl = highlight(c);
+      if (hl) halos.fill(HIGHLIGHT_COLOR).arc(x, y, MARK_R + 5, 0, Math.PI * 2);
+      if (c.cache === "hit") {
+        addMark(marks.stroke(color, 1.5), c.role, x, y, MARK_R);
+        addMark(marks.fill("#ffffff"), c.role, x, y, MARK_R);
+      } else if (c.cache === "stale_hit") {
+        addMark(marks.fill("#ffffff"), c.role, x, y, MARK_R);
+        addMark(marks.stroke(STALE_COLOR, 2.5), c.role, x, y, MARK_R);
+      } else {
+        addMark(marks.fill(color), c.role, x, y, MARK_R);
+        if (c.cache === "miss") addMark(marks.stroke("#111827", 1), c.role, x, y, MARK_R);
+      }
+      if (selected && selected.agent === c.agent_id && selected.seq === c.seq) {
+        addMark(marks.stroke("#111827", 2), c.role, x, y, MARK_R + 3);
+      }
+      frame.casts.push({ cast: c, x, y, live: isLive, highlighted: hl });
+    }
+  }
+
+  function drawBuckets(bucketNs: number, buckets: Bucket[], lane: Lane): void {
+    const gpu = lane.track.kind === "gpu";
+    let peak = 1;
+    for (const b of buckets) peak = Math.max(peak, gpu ? b.kernel_ns : b.decisions || b.ops);
+    const inner = lane.h - 6;
+    for (const b of buckets) {
+      const x0 = xOf(vp, b.t);
+      const x1 = Math.max(xOf(vp, b.t + bucketNs), x0 + 1);
+      if (x1 < xmin || x0 > xmax) continue;
+      frame.buckets.push({ bucket: b, bucketNs, lane, x0, x1 });
+      if (gpu) {
+        const occ = Math.min(1, b.kernel_ns / Math.max(1, bucketNs));
+        const hgt = Math.max(1, Math.sqrt(b.kernel_ns / peak) * inner);
+        body.fill(occ > 0.5 ? "#334155" : "#64748b").rect(x0, lane.y + lane.h - 3 - hgt, x1 - x0, hgt);
+        continue;
+      }
+      if (b.backward > 0) shade.fill(BACKWARD_SHADE).rect(x0, lane.y, x1 - x0, lane.h);
+      const n = b.decisions || b.ops;
+      if (n <= 0) continue;
+      const hgt = Math.max(2, Math.sqrt(n / peak) * inner);
+      body.fill(dominantColor(b)).rect(x0, lane.y + lane.h - 3 - hgt, x1 - x0, hgt);
+      if (b.stale_hit > 0) body.fill(STALE_COLOR).rect(x0, lane.y + 1, x1 - x0, 3);
+      const nonEager = (b.modes ?? []).find((m) => MODE_BADGE[m]);
+      if (nonEager) body.fill(MODE_BADGE[nonEager].color).rect(x0, lane.y + lane.h - 2, x1 - x0, 2);
+    }
+  }
+
+  shade.flush(ctx);
+  body.flush(ctx);
+  halos.flush(ctx);
+  marks.flush(ctx);
+  for (const t of texts) {
+    ctx.fillStyle = t.color;
+    ctx.font = "bold 9px system-ui, sans-serif";
+    ctx.fillText(t.text, t.x, t.y);
+  }
+  ctx.restore();
+
+  // gutter labels
+  ctx.fillStyle = "#f1f5f9";
+  ctx.fillRect(0, 0, GUTTER, layout.height);
+  ctx.strokeStyle = "#cbd5e1";
+  ctx.lineWidth = 1;
+  ctx.beginPath();
+  ctx.moveTo(GUTTER + 0.5, 0);
+  ctx.lineTo(GUTTER + 0.5, layout.height);
+  ctx.stroke();
+  for (const hd of layout.headers) {
+    ctx.fillStyle = "#e2e8f0";
+    ctx.fillRect(0, hd.y, GUTTER, HEADER_H);
+    ctx.fillStyle = "#0f172a";
+    ctx.font = "bold 11px system-ui, sans-serif";
+    ctx.fillText(ellipsize(ctx, hd.process.label, GUTTER - 10), 6, hd.y + HEADER_H / 2);
+  }
+  ctx.font = "11px system-ui, sans-serif";
+  for (const lane of layout.lanes) {
+    ctx.fillStyle = lane.track.kind === "gpu" ? "#7c2d12" : "#334155";
+    ctx.fillText(ellipsize(ctx, laneLabel(lane.track), GUTTER - 18), 14, lane.y + lane.h / 2);
+  }
+  return frame;
+}
+
+function dominantColor(b: Bucket): string {
+  const bf = b.to_bfloat16 ?? 0;
+  const f16 = b.to_float16 ?? 0;
+  const f32 = b.to_float32 ?? 0;
+  const m = Math.max(bf, f16, f32);
+  if (m <= 0) return "#94a3b8";
+  if (m === bf) return DTYPE_COLOR.bfloat16;
+  if (m === f16) return DTYPE_COLOR.float16;
+  return DTYPE_COLOR.float32;
+}
+
+function ellipsize(ctx: CanvasRenderingContext2D, s: string, w: number): string {
+  if (ctx.measureText(s).width <= w) return s;
+  let lo = 0;
+  let hi = s.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (ctx.measureText(s.slice(0, mid) + "…").width <= w) lo = mid;
+    else hi = mid - 1;
+  }
+  return s.slice(0, lo) + "…";
+}
+
+/** The time axis: ticks with units chosen from the tick step. */
+export function drawAxis(ctx: CanvasRenderingContext2D, vp: Viewport, height: number, tMax: number | null): void {
+  const W = vp.width;
+  ctx.clearRect(0, 0, W, height);
+  ctx.fillStyle = "#f8fafc";
+  ctx.fillRect(0, 0, W, height);
+  ctx.fillStyle = "#f1f5f9";
+  ctx.fillRect(0, 0, GUTTER, height);
+  const span = vp.t1 - vp.t0;
+  const step = niceStep(span, Math.max(2, Math.floor((W - GUTTER) / 110)));
+  const first = Math.ceil(vp.t0 / step) * step;
+  ctx.font = "11px system-ui, sans-serif";
+  ctx.textBaseline = "middle";
+  const ticks = new Path2D();
+  ctx.fillStyle = "#334155";
+  for (let t = first; t <= vp.t1; t += step) {
+    const x = Math.round(xOf(vp, t)) + 0.5;
+    ticks.moveTo(x, height - 7);
+    ticks.lineTo(x, height);
+    ctx.fillText(fmtTick(t, step, Math.max(Math.abs(vp.t0), Math.abs(vp.t1))), x + 3, height / 2 - 2);
+  }
+  ctx.strokeStyle = "#94a3b8";
+  ctx.lineWidth = 1;
+  ctx.stroke(ticks);
+  if (tMax !== null && tMax >= vp.t0 && tMax <= vp.t1) {
+    const x = Math.round(xOf(vp, tMax)) + 0.5;
+    ctx.strokeStyle = "#16a34a";
+    ctx.beginPath();
+    ctx.moveTo(x, 0);
+    ctx.lineTo(x, height);
+    ctx.stroke();
+  }
+  ctx.fillStyle = "#475569";
+  ctx.fillText(`span ${fmtDuration(span)}`, 6, height / 2);
+  ctx.strokeStyle = "#cbd5e1";
+  ctx.beginPath();
+  ctx.moveTo(0, height - 0.5);
+  ctx.lineTo(W, height - 0.5);
+  ctx.stroke();
+}

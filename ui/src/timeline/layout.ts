@@ -1,0 +1,75 @@
+// Lanes from /api/tracks: per process a header row, then one lane per thread
+// track, then its GPU tracks (one per device and stream).
+
+import type { AgentId, Process, Track, Tracks } from "../api";
+
+export const GUTTER = 180; // label column, CSS px
+export const HEADER_H = 20;
+export const THREAD_H = 36;
+export const GPU_H = 22;
+
+export interface Lane {
+  key: string; // unique per track within the run
+  process: Process;
+  track: Track;
+  y: number;
+  h: number;
+  /** The agent's first thread lane: where live casts without a known thread lane are drawn. */
+  primary: boolean;
+}
+
+export interface ProcessRow {
+  process: Process;
+  y: number;
+}
+
+export interface Layout {
+  lanes: Lane[];
+  headers: ProcessRow[];
+  height: number;
+}
+
+export function trackKey(agentId: AgentId, track: Track): string {
+  return `${agentId}/${track.kind}/${String(track.track)}`;
+}
+
+export function computeLayout(tracks: Tracks | null): Layout {
+  const lanes: Lane[] = [];
+  const headers: ProcessRow[] = [];
+  let y = 0;
+  for (const p of tracks?.processes ?? []) {
+    headers.push({ process: p, y });
+    y += HEADER_H;
+    const threads = p.tracks.filter((t) => t.kind !== "gpu");
+    const gpus = p.tracks.filter((t) => t.kind === "gpu");
+    threads.forEach((t, i) => {
+      lanes.push({ key: trackKey(p.agent_id, t), process: p, track: t, y, h: THREAD_H, primary: i === 0 });
+      y += THREAD_H;
+    });
+    for (const t of gpus) {
+      lanes.push({ key: trackKey(p.agent_id, t), process: p, track: t, y, h: GPU_H, primary: false });
+      y += GPU_H;
+    }
+  }
+  return { lanes, headers, height: Math.max(y, 40) };
+}
+
+export function laneLabel(t: Track): string {
+  if (t.kind === "gpu") {
+    const dev = t.device ?? "?";
+    const stream = t.stream ?? "?";
+    return t.name ? `${t.name}` : `GPU ${dev} stream ${stream}`;
+  }
+  return t.name ? t.name : `thread ${t.thread ?? t.track}`;
+}
+
+/** The lane a live cast belongs on: its agent's thread lane, else the agent's first. */
+export function laneForCast(layout: Layout, agent: AgentId, thread: number | string | undefined): Lane | undefined {
+  let primary: Lane | undefined;
+  for (const l of layout.lanes) {
+    if (String(l.process.agent_id) !== String(agent) || l.track.kind === "gpu") continue;
+    if (thread !== undefined && thread !== null && String(l.track.thread) === String(thread)) return l;
+    if (l.primary) primary = l;
+  }
+  return primary;
+}

@@ -1,0 +1,726 @@
+// The timeline: two canvases (time axis, lanes), a tooltip, and the input
+// handling (wheel and +/- zoom around a point, drag and arrow pan, follow the
+// newest event while the run is live). Painting is coalesced to one frame per
+// animation frame; data comes from TimelineData.
+
+import { type AgentId, api, type Cast, type Tracks } from "../api";
+import { MODE_BADGE } from "../colors";
+import { h } from "../dom";
+import { fmtBytes, fmtCount, fmtDuration, fmtShape } from "../format";
+import type { LiveBatch } from "../live";
+import { errorText, notice } from "../notice";
+import { recordLivePaint, stats } from "../stats";
+import { TimelineData } from "./data";
+import { drawAxis, drawLanes, type Frame, tOf, type Viewport, xOf } from "./draw";
+import { computeLayout, GUTTER, type Layout, type Lane, laneForCast } from "./layout";
+
+const AXIS_H = 26;
+const MIN_SPAN = 1_000; // 1 µs
+const LIVE_REFETCH_MS = 100; // at most 10 refetches a second
+const LIVE_SPAN_DEFAULT = 10e9;
+
+export type Hover =
+  | { kind: "cast"; cast: Cast }
+  | { kind: "op"; agent: AgentId; seq: number }
+  | { kind: "kernel"; agent: AgentId; seq: number };
+
+export interface TimelineCallbacks {
+  rangeChanged(t0: number, t1: number): void;
+  select(agent: AgentId, seq: number, kind: string): void;
+}
+
+interface LiveCast {
+  cast: Cast;
+  receivedAt: number;
+}
+
+export class TimelineView {
+  readonly el: HTMLElement;
+  private axis: HTMLCanvasElement;
+  private canvas: HTMLCanvasElement;
+  private scroller: HTMLElement;
+  private tooltip: HTMLElement;
+  private layout: Layout = computeLayout(null);
+  private data: TimelineData;
+  private width = 800;
+  private t0 = 0;
+  private t1 = 1e9;
+  tMax = 0;
+  private frame: Frame = { casts: [], ops: [], kernels: [], buckets: [] };
+  private rafId = 0;
+  private follow = false;
+  private live = false;
+  private liveCasts = new Map<string, LiveCast[]>();
+  private pendingLive = new Map<string, { cast: Cast; at: number }>();
+  private liveTimer = 0;
+  private lastLiveFetch = 0;
+  private liveDirty = false;
+  private highlights = new Set<string>();
+  private selected: { agent: AgentId; seq: number } | null = null;
+  private drag: { x: number; t0: number; t1: number; moved: boolean } | null = null;
+  private resizeObs: ResizeObserver;
+  private destroyed = false;
+  private pendingJump: { ts: number; tries: number } | null = null;
+  private followBox: HTMLInputElement;
+  private statusEl: HTMLElement;
+
+  constructor(private readonly run: string, private readonly cb: TimelineCallbacks) {
+    this.data = new TimelineData(
+      run,
+      () => this.onData(),
+      (e) => notice(`timeline: ${errorText(e)}`, "error"),
+      stats,
+    );
+    this.axis = h("canvas", { class: "tl-axis", "aria-label": "time axis" });
+    this.canvas = h("canvas", { class: "tl-lanes", tabindex: 0, "aria-label": "cast timeline" });
+    this.scroller = h("div", { class: "tl-scroll" }, this.canvas);
+    this.tooltip = h("div", { class: "tooltip", role: "tooltip", hidden: true });
+    this.followBox = h("input", { type: "checkbox", id: "follow" });
+    this.followBox.addEventListener("change", () => this.setFollow(this.followBox.checked));
+    this.statusEl = h("span", { class: "tl-status" });
+    const btn = (label: string, title: string, fn: () => void) =>
+      h("button", { type: "button", title, onclick: () => fn() }, label);
+    const toolbar = h(
+      "div",
+      { class: "toolbar" },
+      btn("−", "zoom out (-)", () => this.zoomBy(2)),
+      btn("+", "zoom in (+)", () => this.zoomBy(0.5)),
+      btn("◀", "pan left (←)", () => this.panBy(-0.25)),
+      btn("▶", "pan right (→)", () => this.panBy(0.25)),
+      btn("Fit", "whole run (0)", () => this.fit()),
+      h("label", { class: "follow", title: "keep the newest events in view" }, this.followBox, " follow live"),
+      btn("Clear highlight", "clear highlighted site", () => this.setHighlights([])),
+      this.statusEl,
+      legend(),
+    );
+    this.el = h("section", { class: "timeline" }, toolbar, this.axis, this.scroller, this.tooltip);
+
+    this.resizeObs = new ResizeObserver(() => this.resize());
+    this.resizeObs.observe(this.scroller);
+    this.bindInput();
+  }
+
+  // ---- setup ----------------------------------------------------------------
+
+  async load(initial: { t0?: number; t1?: number }, live: boolean): Promise<void> {
+    const tracks = await api.tracks(this.run);
+    if (this.destroyed) return;
+    this.setTracks(tracks);
+    this.live = live;
+    if (initial.t0 !== undefined && initial.t1 !== undefined && initial.t1 > initial.t0) {
+      this.t0 = initial.t0;
+      this.t1 = initial.t1;
+      this.setFollow(false);
+    } else if (live) {
+      this.t0 = 0;
+      this.t1 = LIVE_SPAN_DEFAULT;
+      this.setFollow(true);
+    } else {
+      this.fit();
+    }
+    this.resize();
+  }
+
+  setTracks(tracks: Tracks): void {
+    const before = JSON.stringify(this.layoutKeys());
+    stats.originNs = tracks.origin_ns;
+    this.tMax = Math.max(this.tMax, tracks.t_max);
+    this.layout = computeLayout(tracks);
+    this.canvasSize();
+    if (JSON.stringify(this.layoutKeys()) !== before) this.refetch(false);
+    this.requestPaint();
+  }
+
+  private layoutKeys(): string[] {
+    return this.layout.lanes.map((l) => l.key);
+  }
+
+  setLive(live: boolean): void {
+    this.live = live;
+    if (!live && this.follow) {
+      this.refetch(true);
+    }
+    this.renderStatus();
+  }
+
+  destroy(): void {
+    this.destroyed = true;
+    this.data.clear();
+    this.resizeObs.disconnect();
+    cancelAnimationFrame(this.rafId);
+    window.clearTimeout(this.liveTimer);
+    document.removeEventListener("keydown", this.onKey);
+  }
+
+  // ---- viewport ---------------------------------------------------------------
+
+  get range(): { t0: number; t1: number } {
+    return { t0: this.t0, t1: this.t1 };
+  }
+
+  setRange(t0: number, t1: number, fromUser = true): void {
+    if (!(t1 > t0)) return;
+    const span = Math.max(MIN_SPAN, t1 - t0);
+    const mid = (t0 + t1) / 2;
+    this.t0 = span === t1 - t0 ? t0 : mid - span / 2;
+    this.t1 = this.t0 + span;
+    if (fromUser && this.follow) this.setFollow(false);
+    this.afterRangeChange();
+  }
+
+  private afterRangeChange(): void {
+    this.refetch(false);
+    this.requestPaint();
+    this.cb.rangeChanged(this.t0, this.t1);
+  }
+
+  fit(): void {
+    const end = Math.max(this.tMax, 1_000_000);
+    const pad = end * 0.01;
+    this.setRange(-pad, end + pad);
+  }
+
+  zoomBy(factor: number, atX?: number): void {
+    const span = this.t1 - this.t0;
+    const newSpan = Math.min(Math.max(span * factor, MIN_SPAN), Math.max(this.tMax * 4, 10e9));
+    if (this.follow) {
+      this.t1 = this.tMax;
+      this.t0 = this.t1 - newSpan;
+      this.afterRangeChange();
+      return;
+    }
+    const x = atX ?? GUTTER + (this.width - GUTTER) / 2;
+    const anchor = tOf(this.vp(), x);
+    const frac = (anchor - this.t0) / span;
+    this.t0 = anchor - frac * newSpan;
+    this.t1 = this.t0 + newSpan;
+    this.afterRangeChange();
+  }
+
+  panBy(fraction: number): void {
+    const d = (this.t1 - this.t0) * fraction;
+    this.setRange(this.t0 + d, this.t1 + d);
+  }
+
+  setFollow(on: boolean): void {
+    this.follow = on;
+    this.followBox.checked = on;
+    if (on) {
+      const span = Math.min(Math.max(this.t1 - this.t0, MIN_SPAN), LIVE_SPAN_DEFAULT);
+      this.t1 = Math.max(this.tMax, 1);
+      this.t0 = this.t1 - span;
+      this.afterRangeChange();
+    }
+    this.renderStatus();
+  }
+
+  private vp(): Viewport {
+    return { t0: this.t0, t1: this.t1, width: this.width };
+  }
+
+  private refetch(force: boolean): void {
+    this.data.ensure(this.layout.lanes, this.t0, this.t1, this.width - GUTTER, force);
+    if (force) this.lastLiveFetch = performance.now();
+    this.renderStatus();
+  }
+
+  // ---- live ---------------------------------------------------------------
+
+  onBatch(b: LiveBatch): void {
+    stats.liveBatches++;
+    this.tMax = Math.max(this.tMax, b.t_max);
+    const now = performance.now();
+    for (const c of b.casts ?? []) {
+      const key = liveKey(c.agent_id ?? b.agent_id, c.thread);
+      const list = this.liveCasts.get(key) ?? [];
+      list.push({ cast: c, receivedAt: now });
+      if (list.length > 5000) list.splice(0, list.length - 5000);
+      this.liveCasts.set(key, list);
+      this.pendingLive.set(`${c.agent_id}:${c.seq}`, { cast: c, at: now });
+      stats.liveCasts++;
+    }
+    if (this.pendingLive.size > 20000) {
+      const drop = this.pendingLive.size - 20000;
+      let i = 0;
+      for (const k of this.pendingLive.keys()) {
+        if (i++ >= drop) break;
+        this.pendingLive.delete(k);
+      }
+    }
+    if (this.follow) {
+      const span = this.t1 - this.t0;
+      this.t1 = this.tMax;
+      this.t0 = this.t1 - span;
+      this.cb.rangeChanged(this.t0, this.t1);
+    }
+    this.requestPaint();
+    this.scheduleLiveRefetch();
+  }
+
+  onSkipped(events: number): void {
+    stats.skipped += events;
+    notice(`viewer fell behind: ${fmtCount(events)} events not shown live; refetched`, "warn");
+    this.refetch(true);
+  }
+
+  /** Refetches the view at most every LIVE_REFETCH_MS, never two at once. */
+  private scheduleLiveRefetch(): void {
+    if (this.data.loading) {
+      this.liveDirty = true;
+      return;
+    }
+    if (this.liveTimer) return;
+    const wait = Math.max(0, this.lastLiveFetch + LIVE_REFETCH_MS - performance.now());
+    this.liveTimer = window.setTimeout(() => {
+      this.liveTimer = 0;
+      if (this.destroyed) return;
+      this.refetch(true);
+    }, wait);
+  }
+
+  private onData(): void {
+    if (!this.data.loading) {
+      this.pruneLive();
+      if (this.liveDirty) {
+        this.liveDirty = false;
+        this.scheduleLiveRefetch();
+      }
+      this.continueJump();
+    }
+    this.requestPaint();
+    this.renderStatus();
+  }
+
+  /** Drops live casts that a later-started fetch has brought in. */
+  private pruneLive(): void {
+    for (const [key, list] of this.liveCasts) {
+      if (!list.length) continue;
+      const lane = laneForCast(this.layout, list[0].cast.agent_id, list[0].cast.thread);
+      const got = lane ? this.data.lanes.get(lane.key) : undefined;
+      if (!got) continue;
+      const kept = list.filter((lc) => lc.receivedAt >= got.fetchedAt || lc.cast.ts >= got.window.t1 || lc.cast.ts < got.window.t0);
+      this.liveCasts.set(key, kept);
+    }
+  }
+
+  // ---- highlight and jump -------------------------------------------------------
+
+  setHighlights(sites: { file: string; line: number }[]): void {
+    this.highlights = new Set(sites.map((s) => `${s.line}:${s.file}`));
+    this.requestPaint();
+  }
+
+  /** Centres the view on `ts` and zooms in until single casts are drawn. */
+  jumpTo(ts: number, span: number): void {
+    this.setFollow(false);
+    this.pendingJump = { ts, tries: 0 };
+    this.setRange(ts - span / 2, ts + span / 2);
+  }
+
+  private continueJump(): void {
+    const j = this.pendingJump;
+    if (!j) return;
+    const anyBuckets = this.layout.lanes.some((l) => this.data.lanes.get(l.key)?.data.kind === "buckets");
+    if (!anyBuckets || j.tries >= 6) {
+      this.pendingJump = null;
+      return;
+    }
+    j.tries++;
+    const span = (this.t1 - this.t0) / 10;
+    this.setRange(j.ts - span / 2, j.ts + span / 2);
+  }
+
+  select(sel: { agent: AgentId; seq: number } | null): void {
+    this.selected = sel;
+    this.requestPaint();
+  }
+
+  // ---- painting -----------------------------------------------------------------
+
+  private canvasSize(): void {
+    const dpr = window.devicePixelRatio || 1;
+    const w = Math.max(GUTTER + 100, this.scroller.clientWidth || this.width);
+    this.width = w;
+    const hgt = this.layout.height;
+    for (const [c, ch] of [
+      [this.canvas, hgt],
+      [this.axis, AXIS_H],
+    ] as [HTMLCanvasElement, number][]) {
+      const pw = Math.round(w * dpr);
+      const ph = Math.round(ch * dpr);
+      if (c.width !== pw) c.width = pw;
+      if (c.height !== ph) c.height = ph;
+      c.style.width = `${w}px`;
+      c.style.height = `${ch}px`;
+    }
+  }
+
+  private resize(): void {
+    if (this.destroyed) return;
+    const before = this.width;
+    this.canvasSize();
+    if (before !== this.width) this.refetch(false);
+    this.requestPaint();
+  }
+
+  requestPaint(): void {
+    if (this.rafId || this.destroyed) return;
+    this.rafId = requestAnimationFrame(() => {
+      this.rafId = 0;
+      this.paint();
+    });
+  }
+
+  private paint(): void {
+    const start = performance.now();
+    const dpr = window.devicePixelRatio || 1;
+    const vp = this.vp();
+    const actx = this.axis.getContext("2d");
+    const ctx = this.canvas.getContext("2d");
+    if (!actx || !ctx) return;
+    actx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    drawAxis(actx, vp, AXIS_H, this.live ? this.tMax : null);
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const live = new Map<string, Cast[]>();
+    for (const list of this.liveCasts.values()) {
+      if (!list.length) continue;
+      const lane = laneForCast(this.layout, list[0].cast.agent_id, list[0].cast.thread);
+      if (!lane) continue;
+      const into = live.get(lane.key) ?? [];
+      for (const lc of list) into.push(lc.cast);
+      live.set(lane.key, into);
+    }
+    const contents = this.layout.lanes.map((lane) => ({
+      lane,
+      data: this.data.lanes.get(lane.key)?.data ?? null,
+      live: live.get(lane.key) ?? [],
+    }));
+    const hl = this.highlights;
+    this.frame = drawLanes(ctx, vp, this.layout, contents, (c) => hl.size > 0 && !!c.location && hl.has(`${c.location.line}:${c.location.file}`), this.selected);
+    const end = performance.now();
+    stats.paints++;
+    stats.lastPaintMs = end - start;
+    stats.maxPaintMs = Math.max(stats.maxPaintMs, stats.lastPaintMs);
+    if (stats.firstPaintAt === null && contents.some((c) => c.data)) stats.firstPaintAt = end;
+    if (this.pendingLive.size) {
+      const wall = performance.timeOrigin + end;
+      for (const d of this.frame.casts) {
+        if (d.x < GUTTER || d.x > this.width) continue;
+        const k = `${d.cast.agent_id}:${d.cast.seq}`;
+        if (this.pendingLive.delete(k)) recordLivePaint({ seq: d.cast.seq, agent_id: d.cast.agent_id, ts: d.cast.ts, paintedAt: wall });
+      }
+    }
+  }
+
+  private renderStatus(): void {
+    const parts: string[] = [];
+    if (this.live) parts.push(this.follow ? "live · following" : "live");
+    if (this.data.loading) parts.push("loading…");
+    const kinds = new Set<string>();
+    for (const l of this.layout.lanes) {
+      const d = this.data.lanes.get(l.key);
+      if (d) kinds.add(d.data.kind);
+    }
+    if (kinds.has("buckets")) parts.push("density view: zoom in for single casts");
+    this.statusEl.textContent = parts.join(" · ");
+  }
+
+  // ---- input --------------------------------------------------------------------
+
+  private localX(e: MouseEvent): { x: number; y: number } {
+    const r = this.canvas.getBoundingClientRect();
+    return { x: e.clientX - r.left, y: e.clientY - r.top };
+  }
+
+  private bindInput(): void {
+    const c = this.canvas;
+    c.addEventListener(
+      "wheel",
+      (e) => {
+        e.preventDefault();
+        const { x } = this.localX(e);
+        if (Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
+          this.panBy(e.deltaX / Math.max(1, this.width - GUTTER));
+          return;
+        }
+        const unit = e.deltaMode === 1 ? 33 : e.deltaMode === 2 ? 400 : 1;
+        this.zoomBy(Math.exp(e.deltaY * unit * 0.0015), Math.max(x, GUTTER));
+      },
+      { passive: false },
+    );
+    this.axis.addEventListener(
+      "wheel",
+      (e) => {
+        e.preventDefault();
+        const r = this.axis.getBoundingClientRect();
+        this.zoomBy(Math.exp(e.deltaY * 0.0015), Math.max(e.clientX - r.left, GUTTER));
+      },
+      { passive: false },
+    );
+    c.addEventListener("pointerdown", (e) => {
+      if (e.button !== 0) return;
+      this.drag = { x: e.clientX, t0: this.t0, t1: this.t1, moved: false };
+      c.setPointerCapture(e.pointerId);
+    });
+    c.addEventListener("pointermove", (e) => {
+      const d = this.drag;
+      if (d) {
+        const dx = e.clientX - d.x;
+        if (Math.abs(dx) > 3) d.moved = true;
+        if (d.moved) {
+          const dt = (dx / Math.max(1, this.width - GUTTER)) * (d.t1 - d.t0);
+          this.hideTooltip();
+          c.classList.add("dragging");
+          this.setRange(d.t0 - dt, d.t1 - dt);
+          return;
+        }
+      }
+      this.hover(e);
+    });
+    c.addEventListener("pointerup", (e) => {
+      const d = this.drag;
+      this.drag = null;
+      c.classList.remove("dragging");
+      if (d && !d.moved) this.click(e);
+    });
+    c.addEventListener("pointerleave", () => this.hideTooltip());
+    document.addEventListener("keydown", this.onKey);
+  }
+
+  private onKey = (e: KeyboardEvent): void => {
+    const t = e.target as HTMLElement | null;
+    if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable)) return;
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    switch (e.key) {
+      case "+":
+      case "=":
+        this.zoomBy(0.5);
+        break;
+      case "-":
+      case "_":
+        this.zoomBy(2);
+        break;
+      case "ArrowLeft":
+        this.panBy(-0.2);
+        break;
+      case "ArrowRight":
+        this.panBy(0.2);
+        break;
+      case "0":
+        this.fit();
+        break;
+      case "Escape":
+        this.hideTooltip();
+        break;
+      default:
+        return;
+    }
+    e.preventDefault();
+  };
+
+  /** What is under (x, y), canvas CSS px: a cast mark first, then spans, then a bucket. */
+  private pick(x: number, y: number): { text: string[]; target: Hover | null } | null {
+    let best: Frame["casts"][number] | null = null;
+    let bestD = 8 * 8;
+    for (const d of this.frame.casts) {
+      const dd = (d.x - x) ** 2 + (d.y - y) ** 2;
+      if (dd <= bestD) {
+        bestD = dd;
+        best = d;
+      }
+    }
+    if (best) return { text: castLines(best.cast, best.live), target: { kind: "cast", cast: best.cast } };
+    for (const s of this.frame.ops) {
+      if (x >= s.x0 - 1 && x <= s.x1 + 1 && y >= s.y0 && y <= s.y1) {
+        const o = s.item;
+        return {
+          text: [
+            `op ${o.op}`,
+            `policy ${o.policy} · outcome ${o.outcome}`,
+            `mode ${o.mode} · ${o.phase}`,
+            `inputs ${(o.input_dtypes ?? []).join(", ")} → ${o.output_dtype}`,
+            `duration ${fmtDuration(o.dur)}`,
+            loc(o.location),
+          ],
+          target: { kind: "op", agent: o.agent_id, seq: o.seq },
+        };
+      }
+    }
+    for (const s of this.frame.kernels) {
+      if (x >= s.x0 - 1 && x <= s.x1 + 1 && y >= s.y0 && y <= s.y1) {
+        const k = s.item;
+        return {
+          text: [
+            `${k.activity} ${k.name}`,
+            `duration ${fmtDuration(k.dur)} · device ${k.device} stream ${k.stream}`,
+            `launched by ${k.launched_by} #${k.launch_seq}`,
+            k.bytes ? `bytes ${fmtBytes(k.bytes)}` : "",
+          ].filter(Boolean),
+          target: { kind: "kernel", agent: k.agent_id, seq: k.seq },
+        };
+      }
+    }
+    const lane = this.laneAt(y);
+    if (lane) {
+      for (const b of this.frame.buckets) {
+        if (b.lane === lane && x >= b.x0 && x <= b.x1) {
+          const k = b.bucket;
+          const lines =
+            lane.track.kind === "gpu"
+              ? [`${fmtCount(k.kernels)} kernels, ${fmtDuration(k.kernel_ns)} busy`]
+              : [
+                  `${fmtCount(k.decisions)} cast decisions, ${fmtCount(k.casts)} casts (${fmtBytes(k.bytes)})`,
+                  `to bf16 ${k.to_bfloat16} · to fp16 ${k.to_float16} · to fp32 ${k.to_float32}`,
+                  `cache: miss ${k.miss} · hit ${k.hit} · stale hit ${k.stale_hit}`,
+                  `${fmtCount(k.ops)} ops (${fmtDuration(k.op_ns)}) · backward ${k.backward}`,
+                  `modes ${(k.modes ?? []).join(", ")}`,
+                ];
+          return { text: [`${fmtDuration(k.t)} + ${fmtDuration(b.bucketNs)}`, ...lines], target: null };
+        }
+      }
+    }
+    return null;
+  }
+
+  private laneAt(y: number): Lane | undefined {
+    return this.layout.lanes.find((l) => y >= l.y && y < l.y + l.h);
+  }
+
+  private hover(e: PointerEvent): void {
+    const { x, y } = this.localX(e);
+    const p = x > GUTTER ? this.pick(x, y) : null;
+    if (!p) {
+      this.hideTooltip();
+      this.canvas.classList.remove("pointing");
+      return;
+    }
+    this.canvas.classList.toggle("pointing", p.target !== null);
+    const tt = this.tooltip;
+    tt.replaceChildren(...p.text.map((line, i) => h("div", { class: i === 0 ? "tt-title" : "tt-line" }, line)));
+    tt.hidden = false;
+    const pad = 14;
+    const w = tt.offsetWidth;
+    const hh = tt.offsetHeight;
+    let left = e.clientX + pad;
+    let top = e.clientY + pad;
+    if (left + w > window.innerWidth - 4) left = e.clientX - pad - w;
+    if (top + hh > window.innerHeight - 4) top = e.clientY - pad - hh;
+    tt.style.left = `${Math.max(4, left)}px`;
+    tt.style.top = `${Math.max(4, top)}px`;
+  }
+
+  private hideTooltip(): void {
+    this.tooltip.hidden = true;
+  }
+
+  private click(e: PointerEvent): void {
+    const { x, y } = this.localX(e);
+    const p = x > GUTTER ? this.pick(x, y) : null;
+    if (!p || !p.target) return;
+    const t = p.target;
+    if (t.kind === "cast") {
+      this.select({ agent: t.cast.agent_id, seq: t.cast.seq });
+      this.cb.select(t.cast.agent_id, t.cast.seq, "cast");
+    } else {
+      this.select({ agent: t.agent, seq: t.seq });
+      this.cb.select(t.agent, t.seq, t.kind);
+    }
+  }
+
+  // ---- test hooks ---------------------------------------------------------------
+
+  visibleCasts(): {
+    seq: number;
+    agent_id: AgentId;
+    x: number;
+    y: number;
+    ts: number;
+    file: string | null;
+    line: number | null;
+    op: string;
+    role: string;
+    cache: string;
+    mode: string;
+    live: boolean;
+    highlighted: boolean;
+  }[] {
+    const r = this.canvas.getBoundingClientRect();
+    return this.frame.casts
+      .filter((d) => d.x >= GUTTER && d.x <= this.width)
+      .map((d) => ({
+        seq: d.cast.seq,
+        agent_id: d.cast.agent_id,
+        x: r.left + d.x,
+        y: r.top + d.y,
+        ts: d.cast.ts,
+        file: d.cast.location?.file ?? null,
+        line: d.cast.location?.line ?? null,
+        op: d.cast.op,
+        role: d.cast.role,
+        cache: d.cast.cache,
+        mode: d.cast.mode,
+        live: d.live,
+        highlighted: d.highlighted,
+      }));
+  }
+
+  dataKinds(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const l of this.layout.lanes) out[l.key] = this.data.lanes.get(l.key)?.data.kind ?? "none";
+    return out;
+  }
+
+  get loading(): boolean {
+    return this.data.loading;
+  }
+
+  get following(): boolean {
+    return this.follow;
+  }
+
+  xOfTime(t: number): number {
+    return this.canvas.getBoundingClientRect().left + xOf(this.vp(), t);
+  }
+}
+
+function liveKey(agent: AgentId, thread: number | string | undefined): string {
+  return `${agent}/${thread ?? ""}`;
+}
+
+function loc(l: { file: string; line: number } | null | undefined): string {
+  return l && l.file ? `${l.file}:${l.line}` : "(no source location)";
+}
+
+function castLines(c: Cast, live: boolean): string[] {
+  const mode = MODE_BADGE[c.mode] ? `${c.mode} (not eager)` : c.mode;
+  return [
+    `${c.op} · arg ${c.arg}${typeof c.list_index === "number" && c.list_index >= 0 ? `[${c.list_index}]` : ""}`,
+    `policy ${c.policy} · outcome ${c.outcome}`,
+    `${c.src} → ${c.dst}`,
+    `shape ${fmtShape(c.shape)} · ${fmtBytes(c.bytes)}`,
+    `role ${c.role} · cache ${c.cache.replace("_", " ")}`,
+    `mode ${mode} · ${c.phase}`,
+    loc(c.location),
+    live ? "(live, not yet refetched)" : "",
+  ].filter(Boolean);
+}
+
+function legend(): HTMLElement {
+  // Small static swatches drawn with canvas-free DOM: the colours are CSS classes.
+  const item = (cls: string, label: string) => h("span", { class: "lg-item" }, h("span", { class: `lg ${cls}` }), label);
+  return h(
+    "span",
+    { class: "legend" },
+    item("lg-bf16", "→bf16"),
+    item("lg-fp16", "→fp16"),
+    item("lg-fp32", "→fp32"),
+    item("lg-skip", "not cast"),
+    item("lg-tri", "weight"),
+    item("lg-sq", "input"),
+    item("lg-circ", "activation"),
+    item("lg-miss", "miss"),
+    item("lg-hit", "hit"),
+    item("lg-stale", "stale hit"),
+    item("lg-back", "backward"),
+  );
+}

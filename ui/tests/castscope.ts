@@ -1,0 +1,251 @@
+// Starting the real castscope processes for the browser tests, and reading
+// what they print. Nothing here fakes the server: the specs drive the
+// collector's HTTP service over a real job's events.
+
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import fs from "node:fs";
+import http from "node:http";
+import os from "node:os";
+import path from "node:path";
+import { expect, type Page } from "@playwright/test";
+
+/** The repository root whose .venv holds castscope (the parent of ui/ by default). */
+export const REPO = path.resolve(process.env.CASTSCOPE_REPO || path.join(__dirname, "..", ".."));
+export const UI_DIST = path.resolve(process.env.CASTSCOPE_UI_DIR || path.join(__dirname, "..", "dist"));
+export const JOBS = path.join(__dirname, "jobs");
+export const CASTSCOPE = path.join(REPO, ".venv", "bin", "castscope");
+export const PYTHON = path.join(REPO, ".venv", "bin", "python");
+const URL_LINE = /castscope: viewer at (http:\/\/[^/\s]+)\/\?token=([^\s]+)/;
+
+export interface Server {
+  origin: string; // http://127.0.0.1:PORT
+  token: string;
+  url: string; // the printed URL, token included
+  proc: ChildProcess;
+  output(): string;
+  stop(): Promise<void>;
+}
+
+function helpOf(sub: string): string {
+  try {
+    return execFileSync(CASTSCOPE, [sub, "--help"], { cwd: REPO, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  } catch (e) {
+    return String((e as { stdout?: string }).stdout ?? "");
+  }
+}
+
+/** `--ui-dir DIST` where the subcommand takes it, so this checkout's UI is served. */
+function uiDirArgs(sub: string): string[] {
+  if (!fs.existsSync(path.join(UI_DIST, "index.html"))) throw new Error(`${UI_DIST}/index.html missing: run npm run build first`);
+  return helpOf(sub).includes("--ui-dir") ? ["--ui-dir", UI_DIST] : [];
+}
+
+export function tempDir(prefix: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `castscope-ui-${prefix}-`));
+}
+
+/** Starts `castscope ARGS`, resolves once it prints the viewer's URL. */
+export function startCastscope(args: string[], timeoutMs = 180_000): Promise<Server> {
+  if (!fs.existsSync(CASTSCOPE)) throw new Error(`${CASTSCOPE} missing: set CASTSCOPE_REPO to a built checkout`);
+  const proc = spawn(CASTSCOPE, args, { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], detached: false });
+  let out = "";
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      proc.kill("SIGKILL");
+      reject(new Error(`castscope ${args.join(" ")}: no viewer URL after ${timeoutMs} ms; output:\n${out}`));
+    }, timeoutMs);
+    const onData = (b: Buffer) => {
+      out += b.toString();
+      const m = URL_LINE.exec(out);
+      if (m && timer) {
+        clearTimeout(timer);
+        const server: Server = {
+          origin: m[1],
+          token: m[2],
+          url: `${m[1]}/?token=${m[2]}`,
+          proc,
+          output: () => out,
+          stop: () => stopProcess(proc),
+        };
+        resolve(server);
+      }
+    };
+    proc.stdout!.on("data", onData);
+    proc.stderr!.on("data", onData);
+    proc.on("exit", (code, sig) => {
+      clearTimeout(timer);
+      reject(new Error(`castscope ${args.join(" ")} exited (${code ?? sig}) before printing the viewer URL; output:\n${out}`));
+    });
+  });
+}
+
+function stopProcess(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const kill = setTimeout(() => proc.kill("SIGKILL"), 20_000);
+    proc.once("exit", () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    proc.kill("SIGINT");
+  });
+}
+
+/** Where `castscope run`'s embedded collector will find this checkout's UI. */
+function runServesThisUi(): boolean {
+  if (helpOf("run").includes("--ui-dir")) return true;
+  const own = path.join(REPO, "ui", "dist");
+  return fs.existsSync(path.join(own, "index.html")) && fs.realpathSync(own) === fs.realpathSync(UI_DIST);
+}
+
+/**
+ * `castscope run --out DIR --serve -- python JOB`: the job runs, the viewer
+ * stays up. When that command cannot be pointed at this checkout's UI (no
+ * `run --ui-dir`, and REPO/ui/dist is not this UI: a server checkout apart from
+ * the UI's), the same job goes to `castscope serve --ui-dir DIST` through
+ * `castscope run --collector`, and a warning says so.
+ */
+export async function runJob(job: string, out = tempDir(path.basename(job, ".py"))): Promise<Server & { out: string }> {
+  if (runServesThisUi()) {
+    const args = ["run", "--out", out, "--serve", ...uiDirArgs("run"), "--", PYTHON, path.join(JOBS, job)];
+    return { ...(await startCastscope(args)), out };
+  }
+  console.warn(`castscope run cannot serve ${UI_DIST} (it has no --ui-dir and ${REPO}/ui/dist is missing or another UI): using castscope serve --ui-dir and run --collector`);
+  const ready = path.join(out, "collector.addr");
+  const daemon = await startCastscope(["serve", "--db", path.join(out, "castscope.db"), "--listen", "127.0.0.1:0", "--ready-file", ready, "--ui-dir", UI_DIST]);
+  for (let i = 0; i < 100 && !fs.existsSync(ready); i++) await new Promise((r) => setTimeout(r, 100));
+  const address = fs.readFileSync(ready, "utf8").trim();
+  const job_ = spawn(CASTSCOPE, ["run", "--collector", address, "--out", path.join(out, "job"), "--", PYTHON, path.join(JOBS, job)], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
+  let jobOut = "";
+  job_.stdout!.on("data", (b: Buffer) => (jobOut += b.toString()));
+  job_.stderr!.on("data", (b: Buffer) => (jobOut += b.toString()));
+  return {
+    ...daemon,
+    out,
+    output: () => `${daemon.output()}\n--- job ---\n${jobOut}`,
+    stop: async () => {
+      await stopProcess(job_);
+      await daemon.stop();
+    },
+  };
+}
+
+/** `castscope view DIR|DB`. */
+export function view(dirOrDb: string): Promise<Server> {
+  return startCastscope(["view", dirOrDb, ...uiDirArgs("view")]);
+}
+
+/** Runs a job to its end without serving (`castscope run --out DIR`); returns DIR. */
+export function runToEnd(job: string): string {
+  const out = tempDir(path.basename(job, ".py"));
+  execFileSync(CASTSCOPE, ["run", "--out", out, "--", PYTHON, path.join(JOBS, job)], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], timeout: 240_000 });
+  return out;
+}
+
+export interface ApiRun {
+  run_id: string;
+  live: boolean;
+  agents: { agent_id: number; casts: number; finished: boolean }[];
+}
+
+/** GET an API route with the bearer token, from node (not the page). */
+export async function apiGet<T>(s: Server, route: string): Promise<T> {
+  const res = await fetch(`${s.origin}${route}`, { headers: { Authorization: `Bearer ${s.token}` } });
+  if (!res.ok) throw new Error(`GET ${route}: ${res.status} ${await res.text()}`);
+  return (await res.json()) as T;
+}
+
+/** Waits until the store holds one run; with `finished`, until it is no longer live. */
+export async function waitForRun(s: Server, opts: { finished?: boolean; minCasts?: number; timeoutMs?: number } = {}): Promise<ApiRun> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 180_000);
+  let last = "";
+  while (Date.now() < deadline) {
+    try {
+      const { runs } = await apiGet<{ runs: ApiRun[] }>(s, "/api/runs");
+      last = JSON.stringify(runs).slice(0, 500);
+      const run = runs[0];
+      const casts = run ? run.agents.reduce((n, a) => n + (a.casts ?? 0), 0) : 0;
+      if (run && casts >= (opts.minCasts ?? 1) && (!opts.finished || !run.live)) return run;
+    } catch (e) {
+      last = String(e);
+    }
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  throw new Error(`no ${opts.finished ? "finished " : ""}run with casts in time; last /api/runs: ${last}\n${s.output()}`);
+}
+
+/** A raw HTTP GET whose path and headers are sent exactly as given (no URL normalisation). */
+export function rawGet(origin: string, rawPath: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  const u = new URL(origin);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: u.hostname, port: u.port, path: rawPath, method: "GET", headers: { Host: u.host, ...headers } }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c) => (body += c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    req.on("error", reject);
+    req.setTimeout(15_000, () => req.destroy(new Error(`GET ${rawPath}: timed out`)));
+    req.end();
+  });
+}
+
+/** Records CSP violations and page errors; `check()` fails the test if any happened. */
+export async function watchPage(page: Page): Promise<{ check(): Promise<void> }> {
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(`pageerror: ${e.message}`));
+  page.on("console", (m) => {
+    if (m.type() === "error" && /Content Security Policy|Refused to/.test(m.text())) errors.push(`console: ${m.text()}`);
+  });
+  await page.addInitScript(() => {
+    const w = window as unknown as { __cspViolations: string[] };
+    w.__cspViolations = [];
+    document.addEventListener("securitypolicyviolation", (e) => w.__cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`));
+  });
+  return {
+    async check() {
+      const v = await page.evaluate(() => (window as unknown as { __cspViolations?: string[] }).__cspViolations ?? []).catch(() => []);
+      expect([...errors, ...v]).toEqual([]);
+    },
+  };
+}
+
+export interface VisibleCast {
+  seq: number;
+  agent_id: number;
+  x: number;
+  y: number;
+  ts: number;
+  file: string | null;
+  line: number | null;
+  op: string;
+  role: string;
+  cache: string;
+  mode: string;
+  live: boolean;
+  highlighted: boolean;
+}
+
+export async function visibleCasts(page: Page): Promise<VisibleCast[]> {
+  return page.evaluate(() => (window as unknown as { __castscope?: { visibleCasts(): VisibleCast[] } }).__castscope?.visibleCasts() ?? []);
+}
+
+/** Waits until the timeline has loaded and drawn at least `min` single casts. */
+export async function waitForCasts(page: Page, min = 1): Promise<VisibleCast[]> {
+  let casts: VisibleCast[] = [];
+  await expect
+    .poll(
+      async () => {
+        casts = await visibleCasts(page);
+        return casts.length;
+      },
+      { timeout: 60_000 },
+    )
+    .toBeGreaterThanOrEqual(min);
+  return casts;
+}
+
+/** The line's text in one of the test jobs, as the agent would have read it. */
+export function jobLine(file: string, line: number): string {
+  return fs.readFileSync(file, "utf8").split("\n")[line - 1] ?? "";
+}
