@@ -43,6 +43,7 @@ Status ChromeTraceWriter::write(const json& event) {
 
 Status ChromeTraceWriter::begin_agent(size_t index, const ExportAgent& agent) {
   const TraceLayout::Process& process = layout_.begin_agent(index, agent);
+  last_op_.clear();
   ++counts_.processes;
   return write({{"ph", "M"}, {"name", "process_name"}, {"pid", process.pid}, {"tid", process.pid},
                 {"args", {{"name", process.name}}}});
@@ -66,12 +67,18 @@ Status ChromeTraceWriter::stream_tid(uint32_t device, uint32_t stream, uint32_t&
                 {"args", {{"name", TraceLayout::stream_name(device, stream)}}}});
 }
 
-// One "s" per kernel the event launched, at its time on its thread: it binds
-// to the slice open there (the op; a cast's op for a cast).
+// One "s" per kernel the event launched, on its thread, where it binds to the
+// op's slice: at the op's start (a cast is recorded after its copy kernel was
+// launched, and viewers link "s" and "f" in time order, so the cast's own
+// time could come after the kernel's start).
 Status ChromeTraceWriter::launch_flows(const ExportEvent& launcher, uint32_t tid) {
+  uint64_t ts = launcher.ts_ns;
+  if (launcher.kind == ExportEvent::Kind::kCast)
+    if (auto op = last_op_.find(launcher.thread); op != last_op_.end() && op->second.first == launcher.op_seq)
+      ts = op->second.second;
   for (uint64_t kernel : launcher.launched) {
     if (Status s = write({{"ph", "s"}, {"name", "launch"}, {"cat", "castscope.launch"},
-                          {"id", flow_id_text(layout_.launch_flow_id(kernel))}, {"ts", micros(launcher.ts_ns)},
+                          {"id", flow_id_text(layout_.launch_flow_id(kernel))}, {"ts", micros(ts)},
                           {"pid", layout_.process().pid}, {"tid", tid}});
         !s.ok())
       return s;
@@ -100,6 +107,7 @@ Status ChromeTraceWriter::add(const ExportEvent& e) {
           !s.ok())
         return s;
       ++counts_.op_slices;
+      last_op_[e.thread] = {e.seq, e.ts_ns};
       return launch_flows(e, tid);
     }
     case ExportEvent::Kind::kCast: {

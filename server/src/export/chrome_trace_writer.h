@@ -8,7 +8,8 @@
 //   "i"  casts, thread-scoped ("s": "t"), inside their op's slice
 //   "C"  cache samples: "cast cache" with live_bytes and live_casts
 //   "s"/"f" a launch flow from the op (or the op of the cast) that launched
-//        a kernel to the kernel ("bp": "e": bound to the enclosing slices)
+//        a kernel to the kernel: "s" at the op's start, "f" ("bp": "e") at
+//        the kernel's, each bound to the slice enclosing it
 //
 // Timestamps are microseconds with the nanoseconds as a fraction, from the
 // store's CLOCK_MONOTONIC ns (the Perfetto trace of the same run has the same
@@ -17,8 +18,10 @@
 // the Perfetto trace has a flow per cast.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -53,6 +56,7 @@ class ChromeTraceWriter final : public TraceWriter {
   TraceLayout layout_;
   TraceCounts counts_;
   bool first_event_ = true;
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> last_op_;  // thread -> (seq, ts) of its latest op
 };
 
 }  // namespace castscope::collector

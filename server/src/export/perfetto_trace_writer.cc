@@ -330,7 +330,10 @@ Status PerfettoTraceWriter::add_kernel(const ExportEvent& kernel) {
   annotate(e, kStream, kernel.stream);
   annotate(e, kCorrelationId, kernel.correlation_id);
   annotate(e, kSeq, kernel.seq);
-  if (kernel.launch_joined) e.add_terminating_flow_ids(layout_.launch_flow_id(kernel.seq));
+  // Not a terminating id: Perfetto links the two events of a flow in time
+  // order, and a cast's copy kernel can start before the cast's (later)
+  // timestamp; the link is then drawn from the kernel, but it is drawn.
+  if (kernel.launch_joined) e.add_flow_ids(layout_.launch_flow_id(kernel.seq));
   if (Status s = write_packet(); !s.ok()) return s;
 
   pf::TracePacket& end = packet(kernel.ts_ns + kernel.duration_ns);

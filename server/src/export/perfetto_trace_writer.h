@@ -11,8 +11,9 @@
 //                      cast starts it, the op's end terminates it)
 //   counter tracks     live cast-cache bytes and entries (cache samples)
 //   GPU stream tracks  one per (device, stream) under the process: kernels,
-//                      memcpys and memsets as slices, each the end of a flow
-//                      from the cast or op that launched it
+//                      memcpys and memsets as slices, each linked by a flow
+//                      to the cast or op that launched it (the same id in
+//                      both events' flow_ids)
 //
 // Timestamps are the store's CLOCK_MONOTONIC ns, written as they are, with no
 // clock id: Perfetto reads them on its default trace clock (boot time), which

@@ -112,8 +112,6 @@ Status RunEventReader::end_agent() {
   for (auto* cursor : {&casts_, &ops_, &samples_, &kernels_, &launches_}) cursor->reset();
   main_ready_ = kernel_ready_ = false;
   awaited_kernels_.clear();
-  early_kernels_.clear();
-  last_main_seq_ = 0;
   if (!in_transaction_) return {};
   in_transaction_ = false;
   return db_.exec("COMMIT");
@@ -313,21 +311,19 @@ bool RunEventReader::next(ExportEvent& event, Status& error) {
   if (!kernel_ready_ && !fill_kernel(error) && !error.ok()) return false;
   if (!main_ready_ && !kernel_ready_) return false;
   // Kernels go in by start time, before the first op, cast or sample that
-  // started after them.
-  const bool kernel_first = kernel_ready_ && (!main_ready_ || kernel_.ts_ns < main_.ts_ns);
+  // started after them, but never before the cast or op that launched them:
+  // a cast is recorded after its copy kernel was launched, and that kernel
+  // may start first.
+  const bool launcher_ahead =
+      main_ready_ && kernel_ready_ && main_.seq <= kernel_.launch_seq &&
+      (kernel_.launched_by == v1::LAUNCHED_BY_CAST || kernel_.launched_by == v1::LAUNCHED_BY_OP);
+  const bool kernel_first = kernel_ready_ && (!main_ready_ || (kernel_.ts_ns < main_.ts_ns && !launcher_ahead));
   if (kernel_first) {
     kernel_.launch_joined = awaited_kernels_.erase(kernel_.seq) > 0;
-    if (!kernel_.launch_joined && kernel_.launch_seq > last_main_seq_ &&
-        (kernel_.launched_by == v1::LAUNCHED_BY_CAST || kernel_.launched_by == v1::LAUNCHED_BY_OP))
-      early_kernels_.insert(kernel_.seq);
     event = kernel_;
     kernel_ready_ = false;
   } else {
-    if (!early_kernels_.empty())
-      std::erase_if(launched_, [this](uint64_t kernel) { return early_kernels_.erase(kernel) > 0; });
     awaited_kernels_.insert(launched_.begin(), launched_.end());
-    main_.launched = launched_;
-    last_main_seq_ = main_.seq;
     event = main_;
     main_ready_ = false;
   }

@@ -1,9 +1,9 @@
 // One run's stored events, agent by agent, for the trace writers: ops, casts
 // and cache samples in the agent's sequence order (which is the order they
 // started in: an op takes its seq and timestamp before its casts), with the
-// agent's GPU kernels merged in by start time. Each launching cast or op
-// comes with the seqs of the kernels it launched, so a writer can draw a flow
-// from it to each of them.
+// agent's GPU kernels merged in by start time (never before the cast or op
+// that launched them). Each launching cast or op comes with the seqs of the
+// kernels it launched, so a writer can draw a flow from it to each of them.
 //
 // Memory stays bounded whatever the run's size: every table is read through
 // a SQLite cursor that steps one row at a time over the agent's range of the
@@ -128,11 +128,9 @@ class RunEventReader {
   bool main_ready_ = false, kernel_ready_ = false;
   std::vector<int64_t> main_shape_;
   std::vector<uint64_t> launched_;
-  // Kernels a yielded cast or op listed, not yet yielded themselves; and
-  // kernels yielded before their launcher (a start before the launch: clock
-  // trouble), which it then does not list. Both hold kernels in flight only.
-  std::unordered_set<uint64_t> awaited_kernels_, early_kernels_;
-  uint64_t last_main_seq_ = 0;
+  // Kernels a yielded cast or op listed, not yet yielded themselves (kernels
+  // in flight only).
+  std::unordered_set<uint64_t> awaited_kernels_;
   Statement string_lookup_, location_lookup_;
   std::unordered_map<int64_t, std::string> strings_;
   std::unordered_map<int64_t, ExportLocation> locations_;
