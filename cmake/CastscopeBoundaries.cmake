@@ -97,7 +97,7 @@ castscope_forbid_links(castscope_agent
   BECAUSE "libtorch exports protobuf symbols of its own; the agent writes the wire format itself")
 
 foreach(collector castscope-collector castscope_batch castscope_store castscope_ingest castscope_analysis
-                  castscope_report castscope_service castscope-forwarder castscope_spool_tail)
+                  castscope_report castscope_trace_export castscope_service castscope-forwarder castscope_spool_tail)
   castscope_forbid_links(${collector}
     FORBIDDEN ${_castscope_torch} ${_castscope_agent_libs}
     FORBIDDEN_FILES ${_castscope_torch_files}

@@ -1,5 +1,6 @@
 // castscope-collector: serve (gRPC ingest, query, subscribe), load (spool
-// directories), query (JSON out of a store) and report. Exit codes: 0 ok, 1 a
+// directories), query (JSON out of a store), report and export (a run as a
+// Perfetto or Chrome trace). Exit codes: 0 ok, 1 a
 // failure at run time (or `load` skipped frames), 2 a bad command line or a
 // refused configuration. The command line is CLI11's: `--help` on every
 // subcommand, `--help-all` for all of them. CLI11 reports a bad command line
@@ -27,6 +28,7 @@
 #include "common/cli/validators.h"
 #include "server/src/analysis/live_analyzer.h"
 #include "server/src/cli/query_command.h"
+#include "server/src/export/export_run.h"
 #include "server/src/ingest/collector_core.h"
 #include "server/src/ingest/spool_import.h"
 #include "server/src/report/run_report.h"
@@ -143,6 +145,12 @@ struct ReportOptions {
   std::string run_id;
 };
 
+struct ExportCommandOptions {
+  ExportOptions options;
+  CLI::Option* perfetto_option = nullptr;
+  CLI::Option* chrome_option = nullptr;
+};
+
 CLI::App* add_serve(CLI::App& app, ServeOptions& o) {
   CLI::App* serve = app.add_subcommand("serve", "run the collector: gRPC ingest, query and subscribe");
   serve->add_option("--db", o.db, "SQLite store (one writer per file)")->required()->check(non_empty());
@@ -232,6 +240,21 @@ CLI::App* add_report(CLI::App& app, ReportOptions& o) {
   report->add_option("--db", o.db, "SQLite store")->required()->check(non_empty());
   report->add_option("--run", o.run_id, "run id (query runs lists them)")->required()->check(non_empty());
   return report;
+}
+
+CLI::App* add_export(CLI::App& app, ExportCommandOptions& o) {
+  CLI::App* command = app.add_subcommand("export", "write a stored run as a Perfetto trace, a Chrome trace or both");
+  command->add_option("--db", o.options.db_path, "SQLite store (read-only; fine while a collector writes it)")
+      ->required()
+      ->check(non_empty());
+  command->add_option("--run", o.options.run_id, "run id (query runs lists them)")->required()->check(non_empty());
+  o.perfetto_option = command->add_option("--perfetto", o.options.perfetto_path,
+                                          "write Perfetto's protobuf trace here (ui.perfetto.dev opens it)")
+                          ->check(non_empty());
+  o.chrome_option = command->add_option("--chrome", o.options.chrome_path,
+                                        "write a Chrome trace (JSON) here (chrome://tracing opens it)")
+                        ->check(non_empty());
+  return command;
 }
 
 // "HOST:PORT" → HOST ("[::1]:0" → "[::1]").
@@ -480,6 +503,27 @@ int report(const ReportOptions& o) {
   return 0;
 }
 
+int export_command(const ExportCommandOptions& o) {
+  if (o.perfetto_option->count() == 0 && o.chrome_option->count() == 0)
+    return usage_error("export", "give --perfetto FILE, --chrome FILE or both");
+  if (o.options.perfetto_path == o.options.chrome_path)
+    return usage_error("export", "--perfetto and --chrome name the same file " + o.options.chrome_path);
+  ExportSummary summary;
+  if (Status s = export_run(o.options, summary); !s.ok()) {
+    std::cerr << "castscope-collector export: " << s.message() << "\n";
+    return s.code() == StatusCode::kNotFound || s.code() == StatusCode::kInvalidArgument ? kExitUsage : 1;
+  }
+  const auto describe = [](const char* format, const std::string& path, const TraceCounts& c) {
+    std::cerr << "castscope-collector export: " << format << " " << path << ": " << c.processes << " processes, "
+              << c.threads << " threads, " << c.op_slices << " ops, " << c.cast_instants << " casts, "
+              << c.counter_samples << " cache samples, " << c.kernel_slices << " GPU activities, "
+              << c.cast_flows + c.launch_flows << " flows\n";
+  };
+  if (!o.options.perfetto_path.empty()) describe("Perfetto trace", o.options.perfetto_path, summary.perfetto);
+  if (!o.options.chrome_path.empty()) describe("Chrome trace", o.options.chrome_path, summary.chrome);
+  return 0;
+}
+
 }  // namespace
 }  // namespace castscope::collector
 
@@ -494,19 +538,21 @@ int main(int argc, char** argv) {
   QueryOptions query_options;
   ReportOptions report_options;
   ViewOptions view_options;
+  ExportCommandOptions export_options;
   CLI::App* serve_app = add_serve(app, serve_options);
   CLI::App* load_app = add_load(app, load_options);
   CLI::App* query_app = add_query(app, query_options);
   CLI::App* report_app = add_report(app, report_options);
   CLI::App* view_app = add_view(app, view_options);
+  CLI::App* export_app = add_export(app, export_options);
 
   const std::string first = argc > 1 ? argv[1] : "";
-  if (argc <= 1) return usage_error("", "no command: give serve, view, load, query or report");
+  if (argc <= 1) return usage_error("", "no command: give serve, view, load, query, report or export");
   if (first == "help") {  // as `--help`
     std::cout << app.help();
     return 0;
   }
-  const auto known = {serve_app, load_app, query_app, report_app, view_app};
+  const auto known = {serve_app, load_app, query_app, report_app, view_app, export_app};
   if (!first.empty() && !first.starts_with("-") &&
       std::none_of(known.begin(), known.end(), [&](const CLI::App* sub) { return sub->get_name() == first; }))
     return usage_error("", "unknown command " + first);
@@ -527,5 +573,6 @@ int main(int argc, char** argv) {
   if (query_app->parsed()) return query(query_options);
   if (report_app->parsed()) return report(report_options);
   if (view_app->parsed()) return view(view_options);
+  if (export_app->parsed()) return export_command(export_options);
   return usage_error("", "no command");
 }

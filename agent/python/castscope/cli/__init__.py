@@ -13,6 +13,8 @@
         the audit report of a stored run (JSON with --json) and a summary
     castscope diff RUN_A RUN_B [--db DB | --db-a DB --db-b DB] [--json]
         site-by-site cast differences; exit 1 when the runs differ
+    castscope export RUN [--db DB] [--perfetto FILE] [--chrome FILE]
+        the run as a Perfetto trace and/or a Chrome trace (docs/export.md)
     castscope serve ARGS...   the collector daemon (castscope-collector serve --help)
     castscope load ARGS...    import spool folders into a database (castscope-collector load)
     castscope view DIR|DB     serve the viewer over a stored run, read-only, until Ctrl-C
@@ -20,14 +22,14 @@
                               --collector HOST:PORT [--token T] [--tls-ca PEM])
 
 One module per command group: `policy`, `run`, `report` (report and diff),
-`collector` (serve, load, query: handed to castscope-collector).
+`export`, `collector` (serve, load, query: handed to castscope-collector).
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import collector, policy, report, run
+from . import collector, export, policy, report, run
 
 
 def main(argv=None) -> int:
@@ -36,7 +38,7 @@ def main(argv=None) -> int:
         return collector.pass_through(argv[0], argv[1:])
     parser = argparse.ArgumentParser(prog="castscope", description="see what autocast did to your job")
     commands = parser.add_subparsers(dest="command", required=True)
-    for group in (policy, run, report, collector):
+    for group in (policy, run, report, export, collector):
         group.add_parsers(commands)
     args = parser.parse_args(argv)
     return args.handler(args)

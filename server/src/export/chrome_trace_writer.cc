@@ -1,0 +1,172 @@
+#include "server/src/export/chrome_trace_writer.h"
+
+#include <cstdio>
+
+namespace castscope::collector {
+namespace {
+
+using json = nlohmann::json;
+
+// Microseconds with the nanoseconds as the fraction.
+double micros(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+// Flow ids as hex strings: viewers read string ids exactly (a number this
+// large would lose digits in JavaScript).
+std::string flow_id_text(uint64_t id) {
+  char text[24];
+  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(id));
+  return text;
+}
+
+}  // namespace
+
+ChromeTraceWriter::~ChromeTraceWriter() = default;
+
+Status ChromeTraceWriter::open(const std::string& path, const std::string& run_id,
+                               std::unique_ptr<ChromeTraceWriter>& out) {
+  auto writer = std::unique_ptr<ChromeTraceWriter>(new ChromeTraceWriter());
+  if (Status s = writer->file_.open(path); !s.ok()) return s;
+  const json other = {{"castscope_run", run_id}, {"clock", "CLOCK_MONOTONIC"}};
+  if (Status s = writer->file_.write("{\"displayTimeUnit\":\"ns\",\"otherData\":" + other.dump() + ",\"traceEvents\":[\n");
+      !s.ok())
+    return s;
+  out = std::move(writer);
+  return {};
+}
+
+Status ChromeTraceWriter::write(const json& event) {
+  std::string text = first_event_ ? "" : ",\n";
+  first_event_ = false;
+  text += event.dump(-1, ' ', false, json::error_handler_t::replace);
+  return file_.write(text);
+}
+
+Status ChromeTraceWriter::begin_agent(size_t index, const ExportAgent& agent) {
+  const TraceLayout::Process& process = layout_.begin_agent(index, agent);
+  last_op_.clear();
+  ++counts_.processes;
+  return write({{"ph", "M"}, {"name", "process_name"}, {"pid", process.pid}, {"tid", process.pid},
+                {"args", {{"name", process.name}}}});
+}
+
+Status ChromeTraceWriter::thread_tid(uint32_t thread, uint32_t& tid) {
+  bool first = false;
+  tid = layout_.thread_tid(thread, first);
+  if (!first) return {};
+  ++counts_.threads;
+  return write({{"ph", "M"}, {"name", "thread_name"}, {"pid", layout_.process().pid}, {"tid", tid},
+                {"args", {{"name", TraceLayout::thread_name(thread)}}}});
+}
+
+Status ChromeTraceWriter::stream_tid(uint32_t device, uint32_t stream, uint32_t& tid) {
+  bool first = false;
+  tid = layout_.stream_tid(device, stream, first);
+  if (!first) return {};
+  ++counts_.streams;
+  return write({{"ph", "M"}, {"name", "thread_name"}, {"pid", layout_.process().pid}, {"tid", tid},
+                {"args", {{"name", TraceLayout::stream_name(device, stream)}}}});
+}
+
+// One "s" per kernel the event launched, on its thread, where it binds to the
+// op's slice: at the op's start (a cast is recorded after its copy kernel was
+// launched, and viewers link "s" and "f" in time order, so the cast's own
+// time could come after the kernel's start).
+Status ChromeTraceWriter::launch_flows(const ExportEvent& launcher, uint32_t tid) {
+  uint64_t ts = launcher.ts_ns;
+  if (launcher.kind == ExportEvent::Kind::kCast)
+    if (auto op = last_op_.find(launcher.thread); op != last_op_.end() && op->second.first == launcher.op_seq)
+      ts = op->second.second;
+  for (uint64_t kernel : launcher.launched) {
+    if (Status s = write({{"ph", "s"}, {"name", "launch"}, {"cat", "castscope.launch"},
+                          {"id", flow_id_text(layout_.launch_flow_id(kernel))}, {"ts", micros(ts)},
+                          {"pid", layout_.process().pid}, {"tid", tid}});
+        !s.ok())
+      return s;
+    ++counts_.launch_flows;
+  }
+  return {};
+}
+
+Status ChromeTraceWriter::add(const ExportEvent& e) {
+  const uint32_t pid = layout_.process().pid;
+  uint32_t tid = 0;
+  switch (e.kind) {
+    case ExportEvent::Kind::kOp: {
+      if (Status s = thread_tid(e.thread, tid); !s.ok()) return s;
+      json args = {{"policy", short_name(e.policy)},     {"mode", short_name(e.mode)},
+                   {"phase", short_name(e.phase)},       {"output_dtype", short_name(e.output_dtype)},
+                   {"device", short_name(e.device_type)}, {"seq", e.seq}};
+      if (e.location != nullptr) {
+        args["location"] = location_text(e.location);
+        args["function"] = e.location->function;
+      }
+      if (e.op_outcome == v1::OP_OUTCOME_ERROR) args["outcome"] = short_name(e.op_outcome);
+      if (e.probe_reason != v1::PROBE_REASON_UNSPECIFIED) args["probe_reason"] = short_name(e.probe_reason);
+      if (Status s = write({{"ph", "X"}, {"name", e.name}, {"cat", "castscope.op"}, {"ts", micros(e.ts_ns)},
+                            {"dur", micros(e.duration_ns)}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
+          !s.ok())
+        return s;
+      ++counts_.op_slices;
+      last_op_[e.thread] = {e.seq, e.ts_ns};
+      return launch_flows(e, tid);
+    }
+    case ExportEvent::Kind::kCast: {
+      if (Status s = thread_tid(e.thread, tid); !s.ok()) return s;
+      json args = {{"op", e.name},
+                   {"arg", arg_text(e)},
+                   {"dtypes", std::string(short_name(e.src_dtype)) + "→" + std::string(short_name(e.dst_dtype))},
+                   {"outcome", short_name(e.outcome)},
+                   {"role", short_name(e.role)},
+                   {"cache", short_name(e.cache)},
+                   {"bytes", e.bytes},
+                   {"shape", shape_text(e)},
+                   {"policy", short_name(e.policy)},
+                   {"mode", short_name(e.mode)},
+                   {"phase", short_name(e.phase)},
+                   {"seq", e.seq},
+                   {"op_seq", e.op_seq}};
+      if (e.location != nullptr) args["location"] = location_text(e.location);
+      if (Status s = write({{"ph", "i"}, {"s", "t"}, {"name", cast_event_name(e)}, {"cat", "castscope.cast"},
+                            {"ts", micros(e.ts_ns)}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
+          !s.ok())
+        return s;
+      ++counts_.cast_instants;
+      return launch_flows(e, tid);
+    }
+    case ExportEvent::Kind::kCacheSample: {
+      if (Status s = write({{"ph", "C"}, {"name", "cast cache"}, {"cat", "castscope.cache"}, {"ts", micros(e.ts_ns)},
+                            {"pid", pid}, {"tid", pid},
+                            {"args", {{"live_bytes", e.live_bytes}, {"live_casts", e.live_casts}}}});
+          !s.ok())
+        return s;
+      ++counts_.counter_samples;
+      return {};
+    }
+    case ExportEvent::Kind::kKernel: {
+      if (Status s = stream_tid(e.gpu_device, e.stream, tid); !s.ok()) return s;
+      json args = {{"activity", short_name(e.activity)}, {"launched_by", short_name(e.launched_by)},
+                   {"gpu_device", e.gpu_device},          {"stream", e.stream},
+                   {"correlation_id", e.correlation_id},  {"seq", e.seq}};
+      if (e.launch_seq != 0) args["launch_seq"] = e.launch_seq;
+      if (e.bytes != 0) args["bytes"] = e.bytes;
+      const std::string_view name = e.name.empty() ? short_name(e.activity) : e.name;
+      if (Status s = write({{"ph", "X"}, {"name", name}, {"cat", "castscope.kernel"}, {"ts", micros(e.ts_ns)},
+                            {"dur", micros(e.duration_ns)}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
+          !s.ok())
+        return s;
+      ++counts_.kernel_slices;
+      if (!e.launch_joined) return {};
+      return write({{"ph", "f"}, {"bp", "e"}, {"name", "launch"}, {"cat", "castscope.launch"},
+                    {"id", flow_id_text(layout_.launch_flow_id(e.seq))}, {"ts", micros(e.ts_ns)}, {"pid", pid},
+                    {"tid", tid}});
+    }
+  }
+  return {};
+}
+
+Status ChromeTraceWriter::finish() {
+  if (Status s = file_.write("\n]}\n"); !s.ok()) return s;
+  return file_.commit();
+}
+
+}  // namespace castscope::collector

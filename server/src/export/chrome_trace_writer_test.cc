@@ -1,0 +1,93 @@
+// The Chrome trace of a known run, parsed back: the format's rules (every
+// event has ph, pid, tid; ts in µs; X has dur; i has s; M names processes
+// and threads) and counts that follow the store.
+#include "server/src/export/chrome_trace_writer.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <map>
+
+#include "server/src/export/export_run.h"
+#include "server/src/export/export_test_store.h"
+
+namespace castscope::collector {
+namespace {
+
+using json = nlohmann::json;
+
+TEST(ChromeTraceWriter, EventsFollowTheFormatAndTheStore) {
+  const auto dir = testing::temp_dir("export-chrome");
+  const std::string db = testing::store_export_run("export-chrome-store");
+  ExportOptions options{db, "run", "", (dir / "run.json").string()};
+  ExportSummary summary;
+  const Status s = export_run(options, summary);
+  ASSERT_TRUE(s.ok()) << s.message();
+  struct stat st {};
+  ASSERT_EQ(::stat(options.chrome_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  std::ifstream in(options.chrome_path);
+  const json trace = json::parse(in);
+  EXPECT_EQ(trace["displayTimeUnit"], "ns");
+  EXPECT_EQ(trace["otherData"]["castscope_run"], "run");
+  std::map<std::string, int> phases;
+  std::map<uint32_t, std::string> thread_names;
+  std::map<std::string, int> flow_ends;  // id -> +1 per s, +10 per f
+  for (const json& e : trace["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("tid")) << e.dump();
+    const std::string ph = e["ph"];
+    ++phases[ph];
+    EXPECT_EQ(e["pid"], 4321);
+    if (ph == "M") {
+      if (e["name"] == "process_name") {
+        EXPECT_EQ(e["args"]["name"], "rank 0 · node1 · pid 4321");
+      }
+      if (e["name"] == "thread_name") thread_names[e["tid"]] = e["args"]["name"];
+      continue;
+    }
+    ASSERT_TRUE(e["ts"].is_number()) << e.dump();
+    if (ph == "X") {
+      ASSERT_TRUE(e["dur"].is_number()) << e.dump();
+    }
+    if (ph == "i") {
+      EXPECT_EQ(e["s"], "t");
+    }
+    if (ph == "s" || ph == "f") flow_ends[e["id"]] += ph == "s" ? 1 : 10;
+    if (ph == "f") {
+      EXPECT_EQ(e["bp"], "e");
+    }
+    if (ph == "X" && e["name"] == "aten::linear") {
+      EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 1.0);  // 1000 ns
+      EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 0.5);
+      EXPECT_EQ(e["args"]["location"], "/src/model.py:42");
+      EXPECT_EQ(e["args"]["policy"], "lower_precision_fp");
+      EXPECT_EQ(thread_names[e["tid"]], "castscope thread 1");
+    }
+    if (ph == "i" && e["args"]["seq"] == 3) {
+      EXPECT_EQ(e["name"], "cast float32→bfloat16");
+      EXPECT_EQ(e["args"]["arg"], "weight");
+      EXPECT_EQ(e["args"]["cache"], "hit");
+      EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 1.2);
+    }
+    if (ph == "C") {
+      EXPECT_EQ(e["args"]["live_bytes"], 4096);
+      EXPECT_EQ(e["args"]["live_casts"], 3);
+    }
+    if (ph == "X" && e["name"] == "memset") {
+      EXPECT_EQ(thread_names[e["tid"]], "GPU 0 stream 7");
+    }
+  }
+  EXPECT_EQ(phases["M"], 1 + 1 + 2);  // the process, its thread, two streams
+  EXPECT_EQ(phases["X"], 2 + 4);      // ops, GPU activities
+  EXPECT_EQ(phases["i"], 3);
+  EXPECT_EQ(phases["C"], 1);
+  // Launch flows: cast 2 to kernel 7, op 1 to kernel 8, each started and ended once.
+  ASSERT_EQ(flow_ends.size(), 2u);
+  for (const auto& [id, ends] : flow_ends) EXPECT_EQ(ends, 11) << id;
+  EXPECT_EQ(summary.chrome.launch_flows, 2u);
+}
+
+}  // namespace
+}  // namespace castscope::collector

@@ -1,0 +1,192 @@
+// The Perfetto trace of a known run, read back with the subset's generated
+// classes: tracks, slices, instants, flows and counters follow the store.
+// tests/integration/test_export.py reads real runs' traces with Perfetto's
+// own classes.
+#include "server/src/export/perfetto_trace_writer.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "server/src/export/export_run.h"
+#include "server/src/export/export_test_store.h"
+
+namespace castscope::collector {
+namespace {
+
+namespace pf = castscope::perfetto;
+
+pf::Trace read_trace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  pf::Trace trace;
+  EXPECT_TRUE(trace.ParseFromIstream(&in)) << path;
+  return trace;
+}
+
+TEST(PerfettoTraceWriter, TracksSlicesInstantsFlowsAndCountersFollowTheStore) {
+  const auto dir = testing::temp_dir("export-perfetto");
+  const std::string db = testing::store_export_run("export-perfetto-store");
+  ExportOptions options{db, "run", (dir / "run.pftrace").string(), ""};
+  ExportSummary summary;
+  const Status s = export_run(options, summary);
+  ASSERT_TRUE(s.ok()) << s.message();
+  struct stat st {};
+  ASSERT_EQ(::stat(options.perfetto_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  const pf::Trace trace = read_trace(options.perfetto_path);
+  std::map<uint64_t, pf::TrackDescriptor> tracks;
+  std::map<uint64_t, std::string> names;  // interned event names
+  std::map<uint64_t, std::string> annotation_names;
+  std::map<std::pair<uint64_t, int>, int> events;  // (track, type) -> count
+  std::vector<std::string> slice_names, instant_names;
+  std::multiset<uint64_t> started_flows, ended_flows;
+  std::map<uint64_t, std::vector<int64_t>> counters;
+  for (const pf::TracePacket& p : trace.packet()) {
+    EXPECT_EQ(p.trusted_packet_sequence_id(), 1u);
+    for (const auto& n : p.interned_data().event_names()) names[n.iid()] = n.name();
+    for (const auto& n : p.interned_data().debug_annotation_names()) annotation_names[n.iid()] = n.name();
+    if (p.has_track_descriptor()) tracks[p.track_descriptor().uuid()] = p.track_descriptor();
+    if (!p.has_track_event()) continue;
+    const pf::TrackEvent& e = p.track_event();
+    ASSERT_TRUE(tracks.count(e.track_uuid())) << "an event before its track's descriptor";
+    ++events[{e.track_uuid(), e.type()}];
+    for (uint64_t f : e.flow_ids()) started_flows.insert(f);
+    for (uint64_t f : e.terminating_flow_ids()) ended_flows.insert(f);
+    if (e.type() == pf::TrackEvent::TYPE_SLICE_BEGIN) slice_names.push_back(names.at(e.name_iid()));
+    if (e.type() == pf::TrackEvent::TYPE_INSTANT) {
+      instant_names.push_back(names.at(e.name_iid()));
+      std::map<std::string, std::string> args;
+      for (const auto& a : e.debug_annotations())
+        args[annotation_names.at(a.name_iid())] =
+            a.has_string_value() ? a.string_value() : std::to_string(a.uint_value());
+      if (args["seq"] == "3") {
+        EXPECT_EQ(args["arg"], "weight");
+        EXPECT_EQ(args["dtypes"], "float32→bfloat16");
+        EXPECT_EQ(args["cache"], "hit");
+        EXPECT_EQ(args["role"], "weight");
+        EXPECT_EQ(args["bytes"], "2048");
+        EXPECT_EQ(args["shape"], "[16, 32]");
+        EXPECT_EQ(args["location"], "/src/model.py:42");
+        EXPECT_EQ(args["mode"], "eager");
+      }
+    }
+    if (e.type() == pf::TrackEvent::TYPE_COUNTER) counters[e.track_uuid()].push_back(e.counter_value());
+  }
+
+  // One process, one thread under it, two GPU streams, two counters.
+  int processes = 0, threads = 0, streams = 0;
+  uint64_t process_uuid = 0, thread_uuid = 0, bytes_uuid = 0, entries_uuid = 0;
+  for (const auto& [uuid, t] : tracks) {
+    if (t.has_process()) {
+      ++processes;
+      process_uuid = uuid;
+      EXPECT_EQ(t.process().pid(), 4321);
+      EXPECT_EQ(t.process().process_name(), "rank 0 · node1 · pid 4321");
+    } else if (t.has_thread()) {
+      ++threads;
+      thread_uuid = uuid;
+      EXPECT_EQ(t.thread().pid(), 4321);
+      EXPECT_GE(t.thread().tid(), int64_t{1} << 22);
+      EXPECT_EQ(t.thread().thread_name(), "castscope thread 1");
+    } else if (t.has_counter()) {
+      (t.counter().unit() == pf::CounterDescriptor::UNIT_SIZE_BYTES ? bytes_uuid : entries_uuid) = uuid;
+      EXPECT_EQ(t.parent_uuid(), process_uuid);
+    } else {
+      ++streams;
+      EXPECT_EQ(t.parent_uuid(), process_uuid);
+      EXPECT_TRUE(t.name() == "GPU 0 stream 7" || t.name() == "GPU 0 stream 9") << t.name();
+    }
+  }
+  EXPECT_EQ(processes, 1);
+  EXPECT_EQ(threads, 1);
+  EXPECT_EQ(streams, 2);
+  // Two op slices, balanced, three cast instants on the thread.
+  EXPECT_EQ((events[{thread_uuid, pf::TrackEvent::TYPE_SLICE_BEGIN}]), 2);
+  EXPECT_EQ((events[{thread_uuid, pf::TrackEvent::TYPE_SLICE_END}]), 2);
+  EXPECT_EQ((events[{thread_uuid, pf::TrackEvent::TYPE_INSTANT}]), 3);
+  EXPECT_EQ(instant_names, (std::vector<std::string>{"cast float32→bfloat16", "cast float32→bfloat16",
+                                                     "no cast (already_target)"}));
+  std::multiset<std::string> slices(slice_names.begin(), slice_names.end());
+  EXPECT_EQ(slices, (std::multiset<std::string>{"aten::linear", "aten::mm", "memset", "sm90_gemm_bf16",
+                                                "void copy_kernel<float>", "void copy_kernel<float>"}));
+  // Counters: one sample on each.
+  EXPECT_EQ(counters[bytes_uuid], std::vector<int64_t>{4096});
+  EXPECT_EQ(counters[entries_uuid], std::vector<int64_t>{3});
+  // Flows: every cast to its op (3 ids, ended by the op's END), casts 2 and
+  // op 1 to their kernels (2 ids, on both the launcher and the kernel).
+  EXPECT_EQ(ended_flows.size(), 3u);
+  std::multiset<uint64_t> launch_flows = started_flows;
+  for (uint64_t f : ended_flows) launch_flows.erase(launch_flows.find(f));
+  EXPECT_EQ(launch_flows.size(), 4u);
+  for (uint64_t f : launch_flows) EXPECT_EQ(launch_flows.count(f), 2u);
+  EXPECT_EQ(summary.perfetto.cast_flows, 3u);
+  EXPECT_EQ(summary.perfetto.launch_flows, 2u);
+  EXPECT_EQ(summary.perfetto.kernel_slices, 4u);
+  EXPECT_EQ(summary.perfetto.casts_without_op, 0u);
+  EXPECT_EQ(summary.events, 10u);
+}
+
+TEST(PerfettoTraceWriter, AnOpThatWouldOutliveItsParentEndsWithIt) {
+  // Recorded durations can disagree by a few ns; slices must still nest.
+  const auto dir = testing::temp_dir("export-perfetto-nest");
+  std::unique_ptr<PerfettoTraceWriter> writer;
+  ASSERT_TRUE(PerfettoTraceWriter::open((dir / "t.pftrace").string(), writer).ok());
+  ExportAgent agent;
+  agent.pid = 7;
+  agent.command = "job";
+  ASSERT_TRUE(writer->begin_agent(0, agent).ok());
+  ExportEvent outer;
+  outer.kind = ExportEvent::Kind::kOp;
+  outer.seq = 1;
+  outer.ts_ns = 100;
+  outer.duration_ns = 100;
+  outer.name = "outer";
+  ExportEvent inner = outer;
+  inner.seq = 2;
+  inner.ts_ns = 150;
+  inner.duration_ns = 100;  // to 250, past the outer's 200
+  inner.name = "inner";
+  ExportEvent later = outer;
+  later.seq = 3;
+  later.ts_ns = 300;
+  later.duration_ns = 10;
+  later.name = "later";
+  for (const ExportEvent* e : {&outer, &inner, &later}) ASSERT_TRUE(writer->add(*e).ok());
+  ASSERT_TRUE(writer->end_agent().ok());
+  ASSERT_TRUE(writer->finish().ok());
+  std::vector<std::pair<int, uint64_t>> sequence;  // (type, ts) of slice events
+  const pf::Trace trace = read_trace((dir / "t.pftrace").string());
+  for (const pf::TracePacket& p : trace.packet())
+    if (p.has_track_event()) sequence.emplace_back(p.track_event().type(), p.timestamp());
+  using T = pf::TrackEvent;
+  EXPECT_EQ(sequence, (std::vector<std::pair<int, uint64_t>>{{T::TYPE_SLICE_BEGIN, 100}, {T::TYPE_SLICE_BEGIN, 150},
+                                                             {T::TYPE_SLICE_END, 200}, {T::TYPE_SLICE_END, 200},
+                                                             {T::TYPE_SLICE_BEGIN, 300}, {T::TYPE_SLICE_END, 310}}));
+}
+
+TEST(PerfettoTraceWriter, AnUnwritablePathFailsBeforeReadingAndNamesIt) {
+  const std::string db = testing::store_export_run("export-perfetto-unwritable");
+  ExportOptions options{db, "run", "/nonexistent-castscope-dir/run.pftrace", ""};
+  ExportSummary summary;
+  const Status s = export_run(options, summary);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("cannot write /nonexistent-castscope-dir/run.pftrace"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("does not exist"), std::string::npos) << s.message();
+}
+
+TEST(PerfettoTraceWriter, AnUnknownRunLeavesNoFile) {
+  const auto dir = testing::temp_dir("export-perfetto-unknown");
+  const std::string db = testing::store_export_run("export-perfetto-unknown-store");
+  ExportOptions options{db, "no-such-run", (dir / "run.pftrace").string(), ""};
+  ExportSummary summary;
+  EXPECT_EQ(export_run(options, summary).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(std::filesystem::is_empty(dir));  // not even the temporary file
+}
+
+}  // namespace
+}  // namespace castscope::collector

@@ -1,0 +1,139 @@
+// One run's stored events, agent by agent, for the trace writers: ops, casts
+// and cache samples in the agent's sequence order (which is the order they
+// started in: an op takes its seq and timestamp before its casts), with the
+// agent's GPU kernels merged in by start time (never before the cast or op
+// that launched them). Each launching cast or op comes with the seqs of the
+// kernels it launched, so a writer can draw a flow from it to each of them.
+//
+// Memory stays bounded whatever the run's size: every table is read through
+// a SQLite cursor that steps one row at a time over the agent's range of the
+// composite key (no secondary index is needed, none exists); kernels are read
+// twice, ordered by start and by launching seq, through SQLite's sorter,
+// which spills to temporary files rather than growing. Strings and source
+// locations are resolved through small caches that are dropped when full.
+// Each agent is read in one read transaction, so its kernels and the casts
+// and ops that launched them come from one snapshot; under WAL this works
+// beside a collector that is still writing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "castscope/v1/events.pb.h"
+#include "server/src/status.h"
+#include "server/src/store/sqlite_store.h"
+
+namespace castscope::collector {
+
+struct ExportAgent {
+  int64_t row = 0;  // agents.id
+  std::string agent_id;
+  uint32_t pid = 0;
+  int32_t rank = -1, local_rank = -1, world_size = -1;
+  std::string hostname, command;
+  uint64_t casts = 0, ops = 0, cache_samples = 0, kernels = 0;
+};
+
+struct ExportLocation {
+  std::string file;
+  uint32_t line = 0;
+  std::string function;
+};
+
+// One event. Views and spans stay valid until the next call of next().
+struct ExportEvent {
+  enum class Kind : uint8_t { kOp, kCast, kCacheSample, kKernel };
+  Kind kind = Kind::kOp;
+  uint64_t seq = 0;
+  uint64_t ts_ns = 0;  // CLOCK_MONOTONIC ns of the agent's host
+  uint32_t thread = 0;  // op, cast: castscope's thread index
+  std::string_view name;  // op, cast: the op; kernel: the kernel as CUPTI names it
+  const ExportLocation* location = nullptr;  // op, cast; null: none recorded
+  v1::CastPolicy policy = v1::CAST_POLICY_UNSPECIFIED;  // op, cast
+  v1::DeviceType device_type = v1::DEVICE_TYPE_UNSPECIFIED;
+  v1::ExecutionMode mode = v1::EXECUTION_MODE_UNSPECIFIED;
+  v1::Phase phase = v1::PHASE_UNSPECIFIED;
+  // Op.
+  uint64_t duration_ns = 0;  // op: cpu_duration_ns (casts and the op); kernel: on the GPU
+  v1::DType output_dtype = v1::DTYPE_UNSPECIFIED;
+  v1::OpOutcome op_outcome = v1::OP_OUTCOME_UNSPECIFIED;
+  v1::ProbeReason probe_reason = v1::PROBE_REASON_UNSPECIFIED;
+  // Cast.
+  std::string_view arg_name;
+  int32_t list_index = -1;
+  v1::DType src_dtype = v1::DTYPE_UNSPECIFIED, dst_dtype = v1::DTYPE_UNSPECIFIED;
+  v1::CastOutcome outcome = v1::CAST_OUTCOME_UNSPECIFIED;
+  v1::Role role = v1::ROLE_UNSPECIFIED;
+  v1::CacheOutcome cache = v1::CACHE_OUTCOME_UNSPECIFIED;
+  uint64_t bytes = 0;  // cast: source bytes; kernel: memcpy/memset bytes
+  uint64_t op_seq = 0;
+  std::span<const int64_t> shape;
+  bool shape_truncated = false;
+  // Cache sample.
+  v1::CacheSample::Trigger trigger = v1::CacheSample::TRIGGER_UNSPECIFIED;
+  uint64_t iteration = 0, live_casts = 0, live_bytes = 0;
+  // Kernel.
+  uint32_t gpu_device = 0, stream = 0, correlation_id = 0;
+  v1::GpuActivity activity = v1::GPU_ACTIVITY_UNSPECIFIED;
+  v1::LaunchedBy launched_by = v1::LAUNCHED_BY_UNSPECIFIED;
+  uint64_t launch_seq = 0;  // 0: launched outside castscope's ops
+  // Its launching cast or op came before it, listing it in `launched`.
+  bool launch_joined = false;
+  // Cast, op: seqs of the kernels it launched (at most kMaxLaunchedKernels).
+  std::span<const uint64_t> launched;
+};
+
+class RunEventReader {
+ public:
+  static constexpr size_t kMaxLaunchedKernels = 1024;
+
+  // Opens the store at `db_path` read-only and finds `run_id`: NOT_FOUND
+  // (naming the run and the file) when it is not there.
+  static Status open(const std::string& db_path, const std::string& run_id, std::unique_ptr<RunEventReader>& out);
+  ~RunEventReader();
+
+  const std::string& run_id() const { return run_id_; }
+  const std::string& db_path() const { return db_.path(); }
+  // In the order they were first seen.
+  const std::vector<ExportAgent>& agents() const { return agents_; }
+
+  // Starts reading agents()[index] (ending the previous agent's read).
+  Status start_agent(size_t index);
+  // The agent's next event; false at its end, or on an error (`error` set).
+  bool next(ExportEvent& event, Status& error);
+
+ private:
+  struct Cursor;
+  RunEventReader() = default;
+  Status load_agents(const std::string& run_id);
+  Status end_agent();
+  bool fill_main(Status& error);  // reads the next op, cast or sample into main_
+  bool fill_kernel(Status& error);
+  Status collect_launched(uint64_t seq, v1::LaunchedBy by);
+  Status text(int64_t id, std::string_view& out);
+  Status location(int64_t id, const ExportLocation*& out);
+
+  Database db_;
+  std::string run_id_;
+  std::vector<ExportAgent> agents_;
+  bool in_transaction_ = false;
+  std::unique_ptr<Cursor> casts_, ops_, samples_, kernels_, launches_;
+  ExportEvent main_, kernel_;
+  bool main_ready_ = false, kernel_ready_ = false;
+  std::vector<int64_t> main_shape_;
+  std::vector<uint64_t> launched_;
+  // Kernels a yielded cast or op listed, not yet yielded themselves (kernels
+  // in flight only).
+  std::unordered_set<uint64_t> awaited_kernels_;
+  Statement string_lookup_, location_lookup_;
+  std::unordered_map<int64_t, std::string> strings_;
+  std::unordered_map<int64_t, ExportLocation> locations_;
+};
+
+}  // namespace castscope::collector

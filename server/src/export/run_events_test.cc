@@ -1,0 +1,102 @@
+// The export's reader: one agent's events in seq order, kernels merged in by
+// start time, each launching cast or op with the kernels it launched.
+#include "server/src/export/run_events.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "server/src/export/export_test_store.h"
+
+namespace castscope::collector {
+namespace {
+
+using Kind = ExportEvent::Kind;
+
+struct Seen {
+  Kind kind;
+  uint64_t seq;
+  std::vector<uint64_t> launched;
+  bool joined;
+};
+
+TEST(RunEventReader, OpsCastsAndSamplesInSeqOrderWithKernelsByStartTime) {
+  const std::string db = testing::store_export_run("export-reader");
+  std::unique_ptr<RunEventReader> reader;
+  ASSERT_TRUE(RunEventReader::open(db, "run", reader).ok());
+  ASSERT_EQ(reader->agents().size(), 1u);
+  const ExportAgent& agent = reader->agents()[0];
+  EXPECT_EQ(agent.agent_id, "agent-a");
+  EXPECT_EQ(agent.pid, 4321u);
+  EXPECT_EQ(agent.rank, 0);
+  EXPECT_EQ(agent.hostname, "node1");
+  EXPECT_EQ(agent.command, "python train.py");
+  EXPECT_EQ(agent.kernels, 4u);
+
+  ASSERT_TRUE(reader->start_agent(0).ok());
+  std::vector<Seen> seen;
+  ExportEvent e;
+  Status error;
+  while (reader->next(e, error)) {
+    seen.push_back({e.kind, e.seq, {e.launched.begin(), e.launched.end()}, e.launch_joined});
+    if (e.seq == 1) {
+      EXPECT_EQ(e.name, "aten::linear");
+      EXPECT_EQ(e.duration_ns, 500u);
+      EXPECT_EQ(e.thread, 1u);
+      ASSERT_NE(e.location, nullptr);
+      EXPECT_EQ(e.location->file, "/src/model.py");
+      EXPECT_EQ(e.location->line, 42u);
+      EXPECT_EQ(e.output_dtype, v1::DTYPE_BFLOAT16);
+    }
+    if (e.seq == 3) {
+      EXPECT_EQ(e.arg_name, "weight");
+      EXPECT_EQ(e.cache, v1::CACHE_OUTCOME_HIT);
+      EXPECT_EQ(e.op_seq, 1u);
+      EXPECT_EQ(std::vector<int64_t>(e.shape.begin(), e.shape.end()), (std::vector<int64_t>{16, 32}));
+    }
+    if (e.seq == 6) {
+      EXPECT_EQ(e.live_bytes, 4096u);
+      EXPECT_EQ(e.live_casts, 3u);
+    }
+    if (e.seq == 9) {
+      EXPECT_EQ(e.name, "memset");
+      EXPECT_EQ(e.activity, v1::GPU_ACTIVITY_MEMSET);
+      EXPECT_EQ(e.bytes, 512u);
+      EXPECT_EQ(e.stream, 7u);
+    }
+  }
+  ASSERT_TRUE(error.ok()) << error.message();
+  const std::vector<Seen> expected = {
+      {Kind::kKernel, 9, {}, false},  // started before anything else
+      {Kind::kOp, 1, {8}, false},     {Kind::kCast, 2, {7}, false},  {Kind::kCast, 3, {}, false},
+      {Kind::kKernel, 7, {}, true},   {Kind::kKernel, 8, {}, true},  {Kind::kOp, 4, {}, false},
+      {Kind::kCast, 5, {}, false},    {Kind::kCacheSample, 6, {}, false},
+      {Kind::kKernel, 10, {}, false},  // its launcher (seq 99) is not in the store
+  };
+  ASSERT_EQ(seen.size(), expected.size());
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].kind, expected[i].kind) << i;
+    EXPECT_EQ(seen[i].seq, expected[i].seq) << i;
+    EXPECT_EQ(seen[i].launched, expected[i].launched) << i;
+    EXPECT_EQ(seen[i].joined, expected[i].joined) << i;
+  }
+  // A second pass over the same agent gives the same events.
+  ASSERT_TRUE(reader->start_agent(0).ok());
+  size_t again = 0;
+  while (reader->next(e, error)) ++again;
+  EXPECT_EQ(again, expected.size());
+}
+
+TEST(RunEventReader, UnknownRunAndMissingStoreAreNotFoundAndNamed) {
+  const std::string db = testing::store_export_run("export-reader-unknown");
+  std::unique_ptr<RunEventReader> reader;
+  Status s = RunEventReader::open(db, "nope", reader);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("no run \"nope\" in " + db), std::string::npos) << s.message();
+  s = RunEventReader::open(db + ".missing", "run", reader);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find(db + ".missing"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace castscope::collector
