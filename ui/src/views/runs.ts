@@ -31,7 +31,8 @@ export class RunsView {
       const { runs } = await api.runs();
       if (this.destroyed) return;
       this.render(runs);
-      if (runs.some((r) => r.live)) this.timer = window.setTimeout(() => void this.refresh(), POLL_MS);
+      // Poll while something may still change: a live run, or none yet (a job just started).
+      if (runs.length === 0 || runs.some((r) => r.live)) this.timer = window.setTimeout(() => void this.refresh(), POLL_MS);
     } catch (e) {
       if (this.destroyed) return;
       clear(this.body);
