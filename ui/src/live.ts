@@ -3,6 +3,7 @@
 // for this viewer (the events are stored; the page refetches).
 
 import type { AgentId, Cast } from "./api";
+import { stats } from "./stats";
 
 export interface LiveBatch {
   run_id: string;
@@ -28,10 +29,17 @@ export class LiveFeed {
     this.on.state("connecting");
     const es = new EventSource(`/api/live?run=${encodeURIComponent(this.run)}`);
     this.es = es;
-    es.addEventListener("open", () => this.on.state("open"));
-    es.addEventListener("error", () => this.on.state(es.readyState === EventSource.CLOSED ? "closed" : "error"));
+    es.addEventListener("open", () => {
+      stats.liveOpens++;
+      this.on.state("open");
+    });
+    es.addEventListener("error", () => {
+      stats.liveErrors++;
+      this.on.state(es.readyState === EventSource.CLOSED ? "closed" : "error");
+    });
     es.addEventListener("batch", (ev) => {
       try {
+        stats.lastBatchAt = performance.now();
         this.on.batch(JSON.parse((ev as MessageEvent<string>).data) as LiveBatch);
       } catch (e) {
         console.warn("castscope: bad live batch", e);

@@ -18,6 +18,10 @@ export interface CastscopeStats {
   fetchErrors: number;
   aborted: number;
   liveBatches: number;
+  liveOpens: number; // EventSource "open" events (more than 1: it reconnected)
+  liveErrors: number;
+  lastBatchAt: number | null; // performance.now() of the newest batch
+  implausibleTMax: number; // live batches whose t_max was not believed
   liveCasts: number;
   skipped: number;
   originNs: string | null;
@@ -36,6 +40,10 @@ export const stats: CastscopeStats = {
   fetchErrors: 0,
   aborted: 0,
   liveBatches: 0,
+  liveOpens: 0,
+  liveErrors: 0,
+  lastBatchAt: null,
+  implausibleTMax: 0,
   liveCasts: 0,
   skipped: 0,
   originNs: null,

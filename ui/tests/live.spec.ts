@@ -13,6 +13,8 @@ test.afterEach(async () => {
 
 interface Stats {
   liveBatches: number;
+  liveOpens: number;
+  liveErrors: number;
   livePaints: { seq: number; ts: number; paintedAt: number }[];
   paints: number;
 }
@@ -37,7 +39,9 @@ test("casts arrive on the timeline while the job trains", async ({ page }) => {
   const first = await newest();
   const firstPaints = (await stats()).livePaints.length;
   await expect.poll(newest, { timeout: 20_000 }).toBeGreaterThan(first);
-  expect((await stats()).livePaints.length).toBeGreaterThan(firstPaints);
+  await expect
+    .poll(async () => (await stats()).livePaints.length, { timeout: 10_000, message: `live paints stalled; stats when the wait began: ${JSON.stringify({ ...(await stats()), livePaints: undefined })}` })
+    .toBeGreaterThan(firstPaints + 8);
 
   // Each recorded live paint has the cast's time and a wall-clock paint time.
   const p = (await stats()).livePaints[0];

@@ -18,6 +18,7 @@ const AXIS_H = 26;
 const MIN_SPAN = 1_000; // 1 µs
 const LIVE_REFETCH_MS = 100; // at most 10 refetches a second
 const LIVE_SPAN_DEFAULT = 10e9;
+const IMPLAUSIBLE_JUMP_NS = 300e9;
 
 export type Hover =
   | { kind: "cast"; cast: Cast }
@@ -228,7 +229,16 @@ export class TimelineView {
 
   onBatch(b: LiveBatch): void {
     stats.liveBatches++;
-    this.tMax = Math.max(this.tMax, b.t_max);
+    // A batch without casts whose t_max lies minutes past everything seen is
+    // not believed (the server sent absolute times for a run's first batches,
+    // ~1600 s here, which would take the followed view far off the data).
+    const newest = Math.max(this.tMax, ...(b.casts ?? []).map((c) => c.ts));
+    if (!(b.casts ?? []).length && b.t_max > newest + IMPLAUSIBLE_JUMP_NS) {
+      stats.implausibleTMax++;
+      console.warn(`castscope: live batch t_max ${b.t_max} ns is ${((b.t_max - newest) / 1e9).toFixed(0)} s past the newest event; ignored`);
+    } else {
+      this.tMax = Math.max(newest, b.t_max);
+    }
     const now = performance.now();
     for (const c of b.casts ?? []) {
       const key = liveKey(c.agent_id ?? b.agent_id, c.thread);
@@ -310,11 +320,11 @@ export class TimelineView {
     this.requestPaint();
   }
 
-  /** Centres the view on `ts` and zooms in until single casts are drawn. */
-  jumpTo(ts: number, span: number): void {
+  /** Puts `ts` at `at` (0..1) of a `span` wide view and zooms in until single casts are drawn. */
+  jumpTo(ts: number, span: number, at = 0.5): void {
     this.setFollow(false);
     this.pendingJump = { ts, tries: 0 };
-    this.setRange(ts - span / 2, ts + span / 2);
+    this.setRange(ts - span * at, ts + span * (1 - at));
   }
 
   private continueJump(): void {
@@ -327,7 +337,7 @@ export class TimelineView {
     }
     j.tries++;
     const span = (this.t1 - this.t0) / 10;
-    this.setRange(j.ts - span / 2, j.ts + span / 2);
+    this.setRange(j.ts - span * 0.1, j.ts + span * 0.9);
   }
 
   select(sel: { agent: AgentId; seq: number } | null): void {

@@ -15,7 +15,7 @@ import { FindingsPanel } from "./findings";
 
 const RUN_POLL_MS = 2000;
 const TRACKS_POLL_MS = 2000;
-const JUMP_SPAN = 2e6; // 2 ms around a site's first cast
+const JUMP_MIN_SPAN = 2e6; // at least 2 ms from a site's first cast on
 
 export class RunPage {
   readonly el: HTMLElement;
@@ -151,7 +151,9 @@ export class RunPage {
           try {
             const ev = await api.event(this.run, agent, row.first_seq);
             if (ev.location && ev.location.file === site.file && ev.location.line === site.line && typeof ev.ts === "number") {
-              this.timeline.jumpTo(ev.ts, JUMP_SPAN);
+              // Show several of the site's casts: an eighth of the run from the first one on.
+              const span = Math.max(JUMP_MIN_SPAN, this.timeline.tMax / 8);
+              this.timeline.jumpTo(ev.ts, span, 0.1);
               notice(`${site.file}:${site.line}: first cast at ${fmtDuration(ev.ts)}; its casts are highlighted`, "info");
               return true;
             }

@@ -16,7 +16,13 @@ export class RunsView {
 
   constructor() {
     this.body = h("div", { class: "runs-body" }, h("p", { class: "muted" }, "loading runs…"));
-    this.el = h("section", { class: "runs page" }, h("h1", null, "Runs"), this.body);
+    this.el = h(
+      "section",
+      { class: "runs page" },
+      h("h1", null, "Runs"),
+      h("p", { class: "note muted" }, "recorded: events a process recorded; stored: events in the store; undelivered = recorded − stored (in flight while a process runs, lost once it finished). Dropped, internal errors, GPU records dropped and missing batches are losses the agents counted."),
+      this.body,
+    );
     void this.refresh();
   }
 
@@ -25,7 +31,8 @@ export class RunsView {
       const { runs } = await api.runs();
       if (this.destroyed) return;
       this.render(runs);
-      if (runs.some((r) => r.live)) this.timer = window.setTimeout(() => void this.refresh(), POLL_MS);
+      // Poll while something may still change: a live run, or none yet (a job just started).
+      if (runs.length === 0 || runs.some((r) => r.live)) this.timer = window.setTimeout(() => void this.refresh(), POLL_MS);
     } catch (e) {
       if (this.destroyed) return;
       clear(this.body);
@@ -103,7 +110,7 @@ function runCard(run: Run): HTMLElement {
       h(
         "tr",
         null,
-        ...["rank", "host", "pid", "command", "state", "casts", "ops", "kernels", "recorded", "stored", "undelivered", "dropped", "internal errors", "GPU records dropped", "missing batches"].map((t) => h("th", null, t)),
+        ...["rank", "host", "pid", "command", "state", "casts", "ops", "kernels", "recorded", "stored", "undelivered", "dropped", "internal errors", "GPU dropped", "missing batches"].map((t) => h("th", null, t)),
       ),
     ),
     rows,
@@ -123,7 +130,6 @@ function runCard(run: Run): HTMLElement {
       sites,
       open,
     ),
-    table,
-    h("p", { class: "note muted" }, "recorded: events the agent recorded; stored: events in the store; undelivered = recorded − stored (in flight while a process runs, lost once it finished)."),
+    h("div", { class: "table-wrap" }, table),
   );
 }
