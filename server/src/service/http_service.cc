@@ -401,7 +401,9 @@ void HttpService::install_routes() {
               for (size_t i = first; i < p.casts.size(); ++i) casts.push_back(viewer::cast_json(agent_id, *p.casts[i], origin));
               json message = {{"run_id", run_id},
                               {"agent_id", agent_id},
-                              {"t_max", static_cast<int64_t>(p.max_ts_ns) - origin},
+                              // No origin yet (the run's first batches held only cache samples, which
+                              // have no tiles): no time to give relative to it.
+                              {"t_max", origin == 0 ? json(nullptr) : json(static_cast<int64_t>(p.max_ts_ns) - origin)},
                               {"events", p.events},
                               {"casts", casts}};
               out += "event: batch\ndata: " + message.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
