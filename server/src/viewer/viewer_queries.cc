@@ -464,6 +464,17 @@ Status ViewerQueries::timeline(const RangeRequest& request, json& out) {
     }
     return read_events(*agent, track, min_seq, max_seq, t0, t1, origin, out);
   }
+  // Finer than the finest tiles: the range itself may hold few enough events
+  // even though its tiles hold more (a dense burst). Read them, within reason.
+  if (level == 0 && events <= 50 * kMaxRangeEvents) {
+    json found;
+    if (Status st = read_events(*agent, track, min_seq, max_seq, t0, t1, origin, found); !st.ok()) return st;
+    if (found["ops"].size() + found["casts"].size() + found["kernels"].size() <= static_cast<size_t>(kMaxRangeEvents)) {
+      out["kind"] = "events";
+      for (const char* list : {"ops", "casts", "kernels"}) out[list] = std::move(found[list]);
+      return {};
+    }
+  }
   out["kind"] = "buckets";
   out["bucket_ns"] = t::bucket_ns(level);
   out["buckets"] = std::move(buckets);

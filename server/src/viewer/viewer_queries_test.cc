@@ -1,16 +1,93 @@
+// The viewer's queries over a store written by the real writer: tiles add up
+// to the events, far-out ranges come as buckets, close-in ranges as events.
 #include "server/src/viewer/viewer_queries.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-
-#include "server/src/ingest/collector_core.h"
-#include "server/src/store/timeline_tiles.h"
+#include "server/src/store/store_writer.h"
 #include "server/testing/test_batches.h"
 
 namespace castscope::collector::viewer {
 namespace {
+
+using nlohmann::json;
+using testing::make_batch;
+using testing::temp_dir;
+
+// A store with one run: batch 1 has 6000 casts (over the events limit), batch 2 has 3.
+std::string make_store() {
+  const std::string db = (temp_dir("viewer") / "store.db").string();
+  std::unique_ptr<StoreWriter> writer;
+  EXPECT_TRUE(StoreWriter::open(db, writer).ok());
+  bool duplicate = false;
+  for (const auto& batch : {make_batch("run", "agent", 1, 1, 6000), make_batch("run", "agent", 2, 7000, 3)}) {
+    EXPECT_TRUE(writer->begin().ok());
+    EXPECT_TRUE(writer->store_batch(batch, 1, duplicate).ok());
+    EXPECT_TRUE(writer->commit().ok());
+  }
+  return db;
+}
+
+TEST(ViewerQueries, TracksCountEveryEventOfTheirThread) {
+  std::unique_ptr<ViewerQueries> q;
+  ASSERT_TRUE(ViewerQueries::open(make_store(), q).ok());
+  json tracks;
+  ASSERT_TRUE(q->tracks("run", tracks).ok());
+  int64_t events = 0;
+  for (const json& track : tracks["processes"][0]["tracks"]) events += track["events"].get<int64_t>();
+  EXPECT_EQ(events, 6000 + 3 + 2);  // casts and the two ops
+  json missing;
+  EXPECT_EQ(q->tracks("no-such-run", missing).code(), StatusCode::kNotFound);
+}
+
+TEST(ViewerQueries, FarOutBucketsCloseInEvents) {
+  std::unique_ptr<ViewerQueries> q;
+  ASSERT_TRUE(ViewerQueries::open(make_store(), q).ok());
+  json tracks;
+  ASSERT_TRUE(q->tracks("run", tracks).ok());
+  // The casts are on thread 2 (make_batch), the ops on thread 0.
+  std::string cast_track;
+  for (const json& track : tracks["processes"][0]["tracks"])
+    if (track["thread"] == 2) cast_track = track["track"];
+  ASSERT_FALSE(cast_track.empty());
+  const int64_t t_max = tracks["t_max"];
+
+  json far;
+  ASSERT_TRUE(q->timeline({"run", cast_track, 0, t_max, 100}, far).ok());
+  ASSERT_EQ(far["kind"], "buckets");
+  int64_t decisions = 0, casts = 0;
+  for (const json& b : far["buckets"]) {
+    decisions += b["decisions"].get<int64_t>();
+    casts += b["casts"].get<int64_t>();
+  }
+  EXPECT_EQ(decisions, 6003);
+  EXPECT_EQ(casts, 6003);
+
+  // Every make_batch cast sits within a few µs: a 1 ns slice holds at most one.
+  json near;
+  ASSERT_TRUE(q->timeline({"run", cast_track, 0, 1, 100}, near).ok());
+  EXPECT_EQ(near["kind"], "events");
+
+  json bad;
+  EXPECT_EQ(q->timeline({"run", "agent", 0, 10, 100}, bad).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q->timeline({"run", cast_track, 10, 10, 100}, bad).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ViewerQueries, OneEventInFull) {
+  std::unique_ptr<ViewerQueries> q;
+  ASSERT_TRUE(ViewerQueries::open(make_store(), q).ok());
+  json event;
+  ASSERT_TRUE(q->event("run", "agent", 2, event).ok());  // batch 1: seq 1 the op, 2.. the casts
+  EXPECT_EQ(event["kind"], "cast");
+  EXPECT_EQ(event["op"], "aten::linear");
+  EXPECT_EQ(event["location"]["file"], "/src/model.py");
+  EXPECT_EQ(event["location"]["line"], 42);
+  json op;
+  ASSERT_TRUE(q->event("run", "agent", 1, op).ok());
+  EXPECT_EQ(op["kind"], "op");
+  json none;
+  EXPECT_EQ(q->event("run", "agent", 999999, none).code(), StatusCode::kNotFound);
+}
 
 }  // namespace
 }  // namespace castscope::collector::viewer
