@@ -47,7 +47,8 @@ export function tempDir(prefix: string): string {
 /** Starts `castscope ARGS`, resolves once it prints the viewer's URL. */
 export function startCastscope(args: string[], timeoutMs = 180_000): Promise<Server> {
   if (!fs.existsSync(CASTSCOPE)) throw new Error(`${CASTSCOPE} missing: set CASTSCOPE_REPO to a built checkout`);
-  const proc = spawn(CASTSCOPE, args, { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], detached: false });
+  // Its own process group, so stopping it reaches the collector it starts too.
+  const proc = spawn(CASTSCOPE, args, { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], detached: true });
   let out = "";
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -79,15 +80,27 @@ export function startCastscope(args: string[], timeoutMs = 180_000): Promise<Ser
   });
 }
 
+/** SIGINT to the process group we started (castscope and its collector), SIGKILL after 20 s. */
 function stopProcess(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
+  const signalGroup = (sig: NodeJS.Signals) => {
+    try {
+      if (proc.pid) process.kill(-proc.pid, sig);
+    } catch {
+      /* the group is gone */
+    }
+  };
+  if (proc.exitCode !== null || proc.signalCode !== null) {
+    signalGroup("SIGINT");
+    return Promise.resolve();
+  }
   return new Promise((resolve) => {
-    const kill = setTimeout(() => proc.kill("SIGKILL"), 20_000);
+    const kill = setTimeout(() => signalGroup("SIGKILL"), 20_000);
     proc.once("exit", () => {
       clearTimeout(kill);
+      signalGroup("SIGINT"); // anything of the group still running after castscope itself
       resolve();
     });
-    proc.kill("SIGINT");
+    signalGroup("SIGINT");
   });
 }
 
@@ -115,7 +128,7 @@ export async function runJob(job: string, out = tempDir(path.basename(job, ".py"
   const daemon = await startCastscope(["serve", "--db", path.join(out, "castscope.db"), "--listen", "127.0.0.1:0", "--ready-file", ready, "--ui-dir", UI_DIST]);
   for (let i = 0; i < 100 && !fs.existsSync(ready); i++) await new Promise((r) => setTimeout(r, 100));
   const address = fs.readFileSync(ready, "utf8").trim();
-  const job_ = spawn(CASTSCOPE, ["run", "--collector", address, "--out", path.join(out, "job"), "--", PYTHON, path.join(JOBS, job)], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
+  const job_ = spawn(CASTSCOPE, ["run", "--collector", address, "--out", path.join(out, "job"), "--", PYTHON, path.join(JOBS, job)], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], detached: true });
   let jobOut = "";
   job_.stdout!.on("data", (b: Buffer) => (jobOut += b.toString()));
   job_.stderr!.on("data", (b: Buffer) => (jobOut += b.toString()));
