@@ -31,11 +31,20 @@ class StoreReader {
   Status list_findings(const castscope::v1::ListFindingsRequest& request,
                        castscope::v1::ListFindingsResponse& out);
 
- private:
+  // Building blocks for other readers of the store (the viewer's queries).
   struct AgentRef {
-    int64_t id;
+    int64_t id;  // the agents row: event rows of this agent are (id << 40) | seq
     std::string agent_id;
   };
+  // The agents of a run (one when `agent_id` is given), first seen first;
+  // none when the run or agent is not stored.
+  Status find_agents(const std::string& run_id, const std::string& agent_id, std::vector<AgentRef>& out);
+  // Strings and locations by id (0: leaves `out` as it is), cached.
+  Status resolve_string(int64_t id, std::string& out);
+  Status resolve_location(int64_t id, castscope::v1::SourceLocation& out);
+  Database& database() { return db_; }
+
+ private:
   // Which events of a kind to read: every filter value is a bound parameter.
   struct SiteFilter {
     int64_t op = 0;    // a strings id; 0: any op
@@ -43,9 +52,6 @@ class StoreReader {
     uint32_t line = 0;  // with `file`; 0: any line
   };
   Status find_run(const std::string& run_id, int64_t& run);  // run 0: not stored
-  Status find_agents(const std::string& run_id, const std::string& agent_id, std::vector<AgentRef>& out);
-  Status resolve_string(int64_t id, std::string& out);
-  Status resolve_location(int64_t id, castscope::v1::SourceLocation& out);
   Status read_kind(castscope::v1::EventFilter::Kind kind, const AgentRef& agent, const SiteFilter& site,
                    uint64_t after_seq, uint32_t limit, std::vector<castscope::v1::StoredEvent>& out);
 

@@ -43,59 +43,17 @@ bool parse_track(const std::string& text, std::string& agent_id, int64_t& track)
   return true;
 }
 
-struct TrackSummary {
-  int64_t track = 0;
-  int64_t events = 0;
-  int64_t first_bucket = 0, last_bucket = 0;  // finest level
-};
-
 Status prepare(sqlite3* db, const std::string& sql, Statement& out) { return Statement::prepare(db, sql, out); }
 
-// The tracks of an agent with their event counts and finest first/last buckets.
-Status track_summaries(sqlite3* db, int64_t agent, std::vector<TrackSummary>& out) {
-  Statement list, first, last;
-  if (Status s = prepare(db,
-                         "SELECT track, sum(ops + decisions + kernels) FROM timeline_tiles WHERE agent = ? AND level = ? "
-                         "GROUP BY track ORDER BY track",
-                         list);
-      !s.ok())
-    return s;
-  if (Status s = prepare(db,
-                         "SELECT bucket FROM timeline_tiles WHERE agent = ? AND track = ? AND level = 0 "
-                         "ORDER BY bucket LIMIT 1",
-                         first);
-      !s.ok())
-    return s;
-  if (Status s = prepare(db,
-                         "SELECT bucket FROM timeline_tiles WHERE agent = ? AND track = ? AND level = 0 "
-                         "ORDER BY bucket DESC LIMIT 1",
-                         last);
-      !s.ok())
-    return s;
-  list.bind(1, agent);
-  list.bind(2, kCoarsest);
-  Status error;
-  while (list.step(error)) out.push_back({list.column_int(0), list.column_int(1), 0, 0});
-  if (!error.ok()) return error;
-  for (TrackSummary& track : out) {
-    for (auto [statement, field] : {std::pair{&first, &track.first_bucket}, std::pair{&last, &track.last_bucket}}) {
-      statement->reset();
-      statement->bind(1, agent);
-      statement->bind(2, track.track);
-      if (statement->step(error)) *field = statement->column_int(0);
-      if (!error.ok()) return error;
-    }
-  }
-  return {};
-}
-
-int finest_level_within(int64_t pixel_ns) {
+// The coarsest level whose buckets are no wider than a pixel (at least the finest).
+int level_no_wider_than(int64_t pixel_ns) {
   int level = 0;
   while (level + 1 < t::kTileLevels && t::bucket_ns(level + 1) <= pixel_ns) ++level;
   return level;
 }
 
-int coarsest_level_within(int64_t bucket_ns) {
+// The finest level whose buckets are at least `bucket_ns` wide (at most the coarsest).
+int level_at_least(int64_t bucket_ns) {
   int level = 0;
   while (level + 1 < t::kTileLevels && t::bucket_ns(level) < bucket_ns) ++level;
   return level;
@@ -106,72 +64,59 @@ int coarsest_level_within(int64_t bucket_ns) {
 Status ViewerQueries::open(const std::string& db_path, std::unique_ptr<ViewerQueries>& out) {
   std::unique_ptr<StoreReader> reader;
   if (Status s = StoreReader::open(db_path, reader); !s.ok()) return s;
-  auto q = std::unique_ptr<ViewerQueries>(new ViewerQueries(std::move(reader)));
-  if (Status s = q->db_.open(db_path, Database::Mode::kReadOnly); !s.ok()) return s;
-  out = std::move(q);
+  out = std::unique_ptr<ViewerQueries>(new ViewerQueries(std::move(reader)));
   return {};
 }
 
-Status ViewerQueries::agents_of(const std::string& run_id, std::vector<Agent>& out) {
-  Statement s;
-  if (Status st = prepare(db_.handle(),
-                          "SELECT agents.id, agents.agent_id FROM agents JOIN runs ON agents.run = runs.id "
-                          "WHERE runs.run_id = ? ORDER BY agents.id",
-                          s);
-      !st.ok())
-    return db_.error(st.message());
-  s.bind_text(1, run_id);
+Status ViewerQueries::track_summaries(int64_t agent, std::vector<TrackSummary>& out) {
+  Statement list, first, last;
+  for (auto [statement, sql] : {
+           std::pair{&list, "SELECT track, sum(ops + decisions + kernels) FROM timeline_tiles WHERE agent = ? AND "
+                            "level = ? GROUP BY track ORDER BY track"},
+           std::pair{&first, "SELECT bucket FROM timeline_tiles WHERE agent = ? AND track = ? AND level = 0 "
+                             "ORDER BY bucket LIMIT 1"},
+           std::pair{&last, "SELECT bucket FROM timeline_tiles WHERE agent = ? AND track = ? AND level = 0 "
+                            "ORDER BY bucket DESC LIMIT 1"}})
+    if (Status s = prepare(store().handle(), sql, *statement); !s.ok()) return store().error(s.message());
+  list.bind(1, agent);
+  list.bind(2, kCoarsest);
   Status error;
-  while (s.step(error)) out.push_back({s.column_int(0), s.column_text(1)});
-  if (!error.ok()) return db_.error(error.message());
-  if (out.empty()) return Status::not_found("no run " + run_id + " in " + db_.path());
+  while (list.step(error)) out.push_back({list.column_int(0), list.column_int(1), 0, 0});
+  if (!error.ok()) return store().error(error.message());
+  for (TrackSummary& track : out) {
+    for (auto [statement, field] : {std::pair{&first, &track.first_bucket}, std::pair{&last, &track.last_bucket}}) {
+      statement->reset();
+      statement->bind(1, agent);
+      statement->bind(2, track.track);
+      if (statement->step(error)) *field = statement->column_int(0);
+      if (!error.ok()) return store().error(error.message());
+    }
+  }
   return {};
 }
 
-Status ViewerQueries::resolve_string(int64_t id, std::string& out) {
-  out.clear();
-  if (id == 0) return {};
-  if (auto it = strings_.find(id); it != strings_.end()) {
-    out = it->second;
-    return {};
-  }
-  Statement s;
-  if (Status st = prepare(db_.handle(), "SELECT text FROM strings WHERE id = ?", s); !st.ok()) return st;
-  s.bind(1, id);
-  Status error;
-  if (s.step(error)) out = s.column_text(0);
-  if (!error.ok()) return error;
-  strings_.emplace(id, out);
-  return {};
+const StoreReader::AgentRef* ViewerQueries::RunTracks::agent(const std::string& agent_id) const {
+  for (const Agent& a : agents)
+    if (a.agent_id == agent_id) return &a;
+  return nullptr;
 }
 
-Status ViewerQueries::resolve_location(int64_t id, v1::SourceLocation& out) {
-  out.Clear();
-  if (id == 0) return {};
-  if (auto it = locations_.find(id); it != locations_.end()) {
-    out = it->second;
-    return {};
+Status ViewerQueries::load_run(const std::string& run_id, RunTracks& out) {
+  if (Status s = reader_->find_agents(run_id, "", out.agents); !s.ok()) return s;
+  if (out.agents.empty()) return Status::not_found("no run " + run_id + " in " + store().path());
+  out.tracks.resize(out.agents.size());
+  int64_t first = INT64_MAX, last = 0;
+  for (size_t i = 0; i < out.agents.size(); ++i) {
+    if (Status s = track_summaries(out.agents[i].id, out.tracks[i]); !s.ok()) return s;
+    for (const TrackSummary& track : out.tracks[i]) {
+      first = std::min(first, track.first_bucket);
+      last = std::max(last, track.last_bucket + 1);
+    }
   }
-  Statement s;
-  if (Status st = prepare(db_.handle(), "SELECT kind, file, line, function, stack, flags, source FROM locations WHERE id = ?", s);
-      !st.ok())
-    return st;
-  s.bind(1, id);
-  Status error;
-  if (s.step(error)) {
-    out.set_kind(static_cast<v1::SourceLocation::Kind>(s.column_int(0)));
-    out.set_file(s.column_text(1));
-    out.set_line(static_cast<uint32_t>(s.column_int(2)));
-    out.set_function(s.column_text(3));
-    const json stack = json::parse(s.column_text(4), nullptr, false);
-    if (stack.is_array())
-      for (const json& frame : stack)
-        if (frame.is_string()) out.add_stack(frame.get<std::string>());
-    out.set_inside_disabled_autocast((s.column_int(5) & 1) != 0);
-    out.set_source_text(s.column_text(6));
+  if (first != INT64_MAX) {
+    out.origin_ns = first << t::level_shift(0);
+    out.end_ns = last << t::level_shift(0);
   }
-  if (!error.ok()) return error;
-  locations_.emplace(id, out);
   return {};
 }
 
@@ -217,38 +162,24 @@ Status ViewerQueries::runs(json& out) {
 }
 
 Status ViewerQueries::origin(const std::string& run_id, int64_t& origin_ns) {
-  std::vector<Agent> agents;
-  if (Status s = agents_of(run_id, agents); !s.ok()) return s;
-  int64_t first = INT64_MAX;
-  for (const Agent& agent : agents) {
-    std::vector<TrackSummary> tracks;
-    if (Status s = track_summaries(db_.handle(), agent.row, tracks); !s.ok()) return db_.error(s.message());
-    for (const TrackSummary& track : tracks) first = std::min(first, track.first_bucket);
-  }
-  origin_ns = first == INT64_MAX ? 0 : first << t::level_shift(0);
+  RunTracks run;
+  if (Status s = load_run(run_id, run); !s.ok()) return s;
+  origin_ns = run.origin_ns;
   return {};
 }
 
 Status ViewerQueries::tracks(const std::string& run_id, json& out) {
-  std::vector<Agent> agents;
-  if (Status s = agents_of(run_id, agents); !s.ok()) return s;
+  RunTracks run;
+  if (Status s = load_run(run_id, run); !s.ok()) return s;
+  const std::vector<Agent>& agents = run.agents;
+  const int64_t origin = run.origin_ns;
   Statement identity;
-  if (Status s = prepare(db_.handle(), "SELECT pid, rank, hostname, command FROM agents WHERE id = ?", identity); !s.ok())
-    return db_.error(s.message());
+  if (Status s = prepare(store().handle(), "SELECT pid, rank, hostname, command FROM agents WHERE id = ?", identity); !s.ok())
+    return store().error(s.message());
   json processes = json::array();
-  int64_t first = INT64_MAX, last = 0;
-  std::vector<std::vector<TrackSummary>> per_agent(agents.size());
-  for (size_t i = 0; i < agents.size(); ++i) {
-    if (Status s = track_summaries(db_.handle(), agents[i].row, per_agent[i]); !s.ok()) return db_.error(s.message());
-    for (const TrackSummary& track : per_agent[i]) {
-      first = std::min(first, track.first_bucket);
-      last = std::max(last, track.last_bucket + 1);
-    }
-  }
-  const int64_t origin = first == INT64_MAX ? 0 : first << t::level_shift(0);
   for (size_t i = 0; i < agents.size(); ++i) {
     identity.reset();
-    identity.bind(1, agents[i].row);
+    identity.bind(1, agents[i].id);
     Status error;
     int64_t pid = 0, rank = -1;
     std::string hostname, command;
@@ -262,7 +193,7 @@ Status ViewerQueries::tracks(const std::string& run_id, json& out) {
                         std::to_string(pid);
     json tracks = json::array();
     // Threads first, then GPU streams under them (track numbers sort that way).
-    for (const TrackSummary& track : per_agent[i]) {
+    for (const TrackSummary& track : run.tracks[i]) {
       const bool gpu = t::is_gpu_track(track.track);
       json entry = {{"track", track_name(agents[i].agent_id, track.track)},
                     {"kind", gpu ? "gpu" : "thread"},
@@ -290,7 +221,7 @@ Status ViewerQueries::tracks(const std::string& run_id, json& out) {
   }
   out = {{"run_id", run_id},
          {"origin_ns", std::to_string(origin)},
-         {"t_max", first == INT64_MAX ? 0 : (last << t::level_shift(0)) - origin},
+         {"t_max", run.end_ns - origin},
          {"processes", processes}};
   return {};
 }
@@ -298,13 +229,13 @@ Status ViewerQueries::tracks(const std::string& run_id, json& out) {
 Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
                                   int64_t t1_abs, int64_t origin, json& out) {
   json ops = json::array(), casts = json::array(), kernels = json::array();
-  const int64_t low = event_row_id(agent.row, static_cast<uint64_t>(min_seq));
-  const int64_t high = event_row_id(agent.row, static_cast<uint64_t>(max_seq));
+  const int64_t low = event_row_id(agent.id, static_cast<uint64_t>(min_seq));
+  const int64_t high = event_row_id(agent.id, static_cast<uint64_t>(max_seq));
   auto in_range = [&](int64_t ts) { return ts >= t0_abs && ts < t1_abs; };
   Status error;
   if (!t::is_gpu_track(track)) {
     Statement s;
-    if (Status st = prepare(db_.handle(),
+    if (Status st = prepare(store().handle(),
                             "SELECT id, ts_ns, thread, op, codes, input_dtypes, cpu_duration_ns, location FROM ops "
                             "WHERE id BETWEEN ? AND ?",
                             s);
@@ -319,15 +250,15 @@ Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min
       o.set_seq(seq_of_row(s.column_int(0)));
       o.set_ts_ns(static_cast<uint64_t>(s.column_int(1)));
       o.set_thread(static_cast<uint32_t>(s.column_int(2)));
-      if (Status st = resolve_string(s.column_int(3), *o.mutable_op()); !st.ok()) return st;
+      if (Status st = reader_->resolve_string(s.column_int(3), *o.mutable_op()); !st.ok()) return st;
       unpack_op_codes(s.column_int(4), o);
       unpack_input_dtypes(s.column_int(5), o);
       o.set_cpu_duration_ns(static_cast<uint64_t>(s.column_int(6)));
-      if (Status st = resolve_location(s.column_int(7), *o.mutable_location()); !st.ok()) return st;
+      if (Status st = reader_->resolve_location(s.column_int(7), *o.mutable_location()); !st.ok()) return st;
       ops.push_back(op_json(agent.agent_id, o, origin));
     }
     if (!error.ok()) return error;
-    if (Status st = prepare(db_.handle(),
+    if (Status st = prepare(store().handle(),
                             "SELECT id, ts_ns, op, arg_name, slot, codes, shape, bytes, op_seq, location FROM casts "
                             "WHERE id BETWEEN ? AND ?",
                             s);
@@ -341,8 +272,8 @@ Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min
       c.Clear();
       c.set_seq(seq_of_row(s.column_int(0)));
       c.set_ts_ns(static_cast<uint64_t>(s.column_int(1)));
-      if (Status st = resolve_string(s.column_int(2), *c.mutable_op()); !st.ok()) return st;
-      if (Status st = resolve_string(s.column_int(3), *c.mutable_arg_name()); !st.ok()) return st;
+      if (Status st = reader_->resolve_string(s.column_int(2), *c.mutable_op()); !st.ok()) return st;
+      if (Status st = reader_->resolve_string(s.column_int(3), *c.mutable_arg_name()); !st.ok()) return st;
       unpack_cast_slot(s.column_int(4), c);
       unpack_cast_codes(s.column_int(5), c);
       const auto* shape = static_cast<const int64_t*>(sqlite3_column_blob(s.get(), 6));
@@ -354,13 +285,13 @@ Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min
       }
       c.set_bytes(static_cast<uint64_t>(s.column_int(7)));
       c.set_op_seq(static_cast<uint64_t>(s.column_int(8)));
-      if (Status st = resolve_location(s.column_int(9), *c.mutable_location()); !st.ok()) return st;
+      if (Status st = reader_->resolve_location(s.column_int(9), *c.mutable_location()); !st.ok()) return st;
       casts.push_back(cast_json(agent.agent_id, c, origin));
     }
     if (!error.ok()) return error;
   } else {
     Statement s;
-    if (Status st = prepare(db_.handle(),
+    if (Status st = prepare(store().handle(),
                             "SELECT id, ts_ns, duration_ns, name, codes, device, stream, launch_seq, bytes FROM kernels "
                             "WHERE id BETWEEN ? AND ?",
                             s);
@@ -377,7 +308,7 @@ Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min
       k.set_seq(seq_of_row(s.column_int(0)));
       k.set_ts_ns(static_cast<uint64_t>(s.column_int(1)));
       k.set_duration_ns(static_cast<uint64_t>(s.column_int(2)));
-      if (Status st = resolve_string(s.column_int(3), *k.mutable_name()); !st.ok()) return st;
+      if (Status st = reader_->resolve_string(s.column_int(3), *k.mutable_name()); !st.ok()) return st;
       unpack_kernel_codes(s.column_int(4), k);
       k.set_device(static_cast<uint32_t>(s.column_int(5)));
       k.set_stream(static_cast<uint32_t>(s.column_int(6)));
@@ -401,25 +332,24 @@ Status ViewerQueries::timeline(const RangeRequest& request, json& out) {
                                     request.track.substr(0, 80) + "\"");
   if (request.t1 <= request.t0) return Status::invalid_argument("t1 must be greater than t0");
   if (request.pixels < 1 || request.pixels > 20000) return Status::invalid_argument("px must be 1 to 20000");
-  std::vector<Agent> agents;
-  if (Status s = agents_of(request.run_id, agents); !s.ok()) return s;
-  auto agent = std::find_if(agents.begin(), agents.end(), [&](const Agent& a) { return a.agent_id == agent_id; });
-  if (agent == agents.end()) return Status::not_found("no agent " + agent_id + " in run " + request.run_id);
-  int64_t origin = 0;
-  if (Status s = this->origin(request.run_id, origin); !s.ok()) return s;
+  RunTracks run;
+  if (Status s = load_run(request.run_id, run); !s.ok()) return s;
+  const Agent* agent = run.agent(agent_id);
+  if (agent == nullptr) return Status::not_found("no agent " + agent_id + " in run " + request.run_id);
+  const int64_t origin = run.origin_ns;
   const int64_t t0 = origin + request.t0, t1 = origin + request.t1;
-  const int level = finest_level_within(std::max<int64_t>(1, (request.t1 - request.t0) / request.pixels));
+  const int level = level_no_wider_than(std::max<int64_t>(1, (request.t1 - request.t0) / request.pixels));
   const int shift = t::level_shift(level);
 
   Statement s;
-  if (Status st = prepare(db_.handle(),
+  if (Status st = prepare(store().handle(),
                           "SELECT bucket, min_seq, max_seq, ops, op_ns, decisions, casts, bytes, miss, hit, stale_hit, "
                           "backward, to_bfloat16, to_float16, to_float32, modes, kernels, kernel_ns FROM timeline_tiles "
                           "WHERE agent = ? AND track = ? AND level = ? AND bucket BETWEEN ? AND ? ORDER BY bucket",
                           s);
       !st.ok())
-    return db_.error(st.message());
-  s.bind(1, agent->row);
+    return store().error(st.message());
+  s.bind(1, agent->id);
   s.bind(2, track);
   s.bind(3, level);
   s.bind(4, std::max<int64_t>(0, t0) >> shift);
@@ -452,7 +382,7 @@ Status ViewerQueries::timeline(const RangeRequest& request, json& out) {
                        {"kernels", s.column_int(16)},
                        {"kernel_ns", s.column_int(17)}});
   }
-  if (!error.ok()) return db_.error(error.message());
+  if (!error.ok()) return store().error(error.message());
   out = {{"track", request.track}, {"t0", request.t0}, {"t1", request.t1}, {"events", events}};
   if (events <= kMaxRangeEvents) {
     out["kind"] = "events";
@@ -482,14 +412,13 @@ Status ViewerQueries::timeline(const RangeRequest& request, json& out) {
 }
 
 Status ViewerQueries::event(const std::string& run_id, const std::string& agent_id, uint64_t seq, json& out) {
-  std::vector<Agent> agents;
-  if (Status s = agents_of(run_id, agents); !s.ok()) return s;
-  auto agent = std::find_if(agents.begin(), agents.end(), [&](const Agent& a) { return a.agent_id == agent_id; });
-  if (agent == agents.end()) return Status::not_found("no agent " + agent_id + " in run " + run_id);
   if (seq >= (uint64_t{1} << 40)) return Status::invalid_argument("seq out of range");
-  int64_t origin = 0;
-  if (Status s = this->origin(run_id, origin); !s.ok()) return s;
-  const int64_t id = event_row_id(agent->row, seq);
+  RunTracks run;
+  if (Status s = load_run(run_id, run); !s.ok()) return s;
+  const Agent* agent = run.agent(agent_id);
+  if (agent == nullptr) return Status::not_found("no agent " + agent_id + " in run " + run_id);
+  const int64_t origin = run.origin_ns;
+  const int64_t id = event_row_id(agent->id, seq);
   // Where the row is (its time and track), then read_events over that one seq.
   struct Table {
     const char* kind;
@@ -503,11 +432,11 @@ Status ViewerQueries::event(const std::string& run_id, const std::string& agent_
   for (const Table& table : kTables) {
     const bool kernel = std::strcmp(table.kind, "kernel") == 0;
     Statement s;
-    if (Status st = prepare(db_.handle(), table.sql, s); !st.ok()) return db_.error(st.message());
+    if (Status st = prepare(store().handle(), table.sql, s); !st.ok()) return store().error(st.message());
     s.bind(1, id);
     Status error;
     if (!s.step(error)) {
-      if (!error.ok()) return db_.error(error.message());
+      if (!error.ok()) return store().error(error.message());
       continue;
     }
     const int64_t ts = s.column_int(0);
@@ -516,14 +445,14 @@ Status ViewerQueries::event(const std::string& run_id, const std::string& agent_
     json found;
     if (Status st = read_events(*agent, track, static_cast<int64_t>(seq), static_cast<int64_t>(seq), ts, ts + 1, origin, found);
         !st.ok())
-      return db_.error(st.message());
+      return st;
     const json& list = found[std::string(table.kind) + "s"];
     if (list.empty()) continue;
     out = list[0];
     out["kind"] = table.kind;
     if (!kernel) {
       v1::SourceLocation location;
-      if (Status st = resolve_location(s.column_int(2), location); !st.ok()) return db_.error(st.message());
+      if (Status st = reader_->resolve_location(s.column_int(2), location); !st.ok()) return st;
       out["location"] = location_json(location, true);
     }
     return {};
@@ -534,36 +463,34 @@ Status ViewerQueries::event(const std::string& run_id, const std::string& agent_
 Status ViewerQueries::counters(const std::string& run_id, int64_t t0, int64_t t1, int points, json& out) {
   if (t1 <= t0) return Status::invalid_argument("t1 must be greater than t0");
   if (points < 1 || points > 20000) return Status::invalid_argument("points must be 1 to 20000");
-  std::vector<Agent> agents;
-  if (Status s = agents_of(run_id, agents); !s.ok()) return s;
-  int64_t origin = 0;
-  if (Status s = this->origin(run_id, origin); !s.ok()) return s;
-  const int level = coarsest_level_within((t1 - t0) / points);
+  RunTracks run;
+  if (Status s = load_run(run_id, run); !s.ok()) return s;
+  const int64_t origin = run.origin_ns;
+  const int level = level_at_least((t1 - t0) / points);
   const int shift = t::level_shift(level);
   const int64_t a0 = std::max<int64_t>(0, origin + t0), a1 = origin + t1;
   std::map<int64_t, std::pair<int64_t, int64_t>> rates;  // bucket -> casts, bytes
   Statement s;
-  if (Status st = prepare(db_.handle(),
+  if (Status st = prepare(store().handle(),
                           "SELECT bucket, casts, bytes FROM timeline_tiles WHERE agent = ? AND track = ? AND level = ? "
                           "AND bucket BETWEEN ? AND ?",
                           s);
       !st.ok())
-    return db_.error(st.message());
+    return store().error(st.message());
   json cache = json::array(), steps = json::array();
   Statement samples;
-  if (Status st = prepare(db_.handle(),
+  if (Status st = prepare(store().handle(),
                           "SELECT ts_ns, trigger, iteration, live_casts, live_bytes FROM cache_samples "
                           "WHERE id BETWEEN ? AND ? ORDER BY id",
                           samples);
       !st.ok())
-    return db_.error(st.message());
-  for (const Agent& agent : agents) {
-    std::vector<TrackSummary> tracks;
-    if (Status st = track_summaries(db_.handle(), agent.row, tracks); !st.ok()) return db_.error(st.message());
-    for (const TrackSummary& track : tracks) {
+    return store().error(st.message());
+  for (size_t i = 0; i < run.agents.size(); ++i) {
+    const Agent& agent = run.agents[i];
+    for (const TrackSummary& track : run.tracks[i]) {
       if (t::is_gpu_track(track.track)) continue;
       s.reset();
-      s.bind(1, agent.row);
+      s.bind(1, agent.id);
       s.bind(2, track.track);
       s.bind(3, level);
       s.bind(4, a0 >> shift);
@@ -574,11 +501,11 @@ Status ViewerQueries::counters(const std::string& run_id, int64_t t0, int64_t t1
         casts += s.column_int(1);
         bytes += s.column_int(2);
       }
-      if (!error.ok()) return db_.error(error.message());
+      if (!error.ok()) return store().error(error.message());
     }
     samples.reset();
-    samples.bind(1, event_row_id(agent.row, 0));
-    samples.bind(2, event_row_id(agent.row + 1, 0) - 1);
+    samples.bind(1, event_row_id(agent.id, 0));
+    samples.bind(2, event_row_id(agent.id + 1, 0) - 1);
     std::vector<std::array<int64_t, 5>> rows;
     Status error;
     while (samples.step(error)) {
@@ -586,7 +513,7 @@ Status ViewerQueries::counters(const std::string& run_id, int64_t t0, int64_t t1
       if (ts < a0 || ts >= a1) continue;
       rows.push_back({ts - origin, samples.column_int(1), samples.column_int(2), samples.column_int(3), samples.column_int(4)});
     }
-    if (!error.ok()) return db_.error(error.message());
+    if (!error.ok()) return store().error(error.message());
     json series = {{"agent_id", agent.agent_id}, {"t", json::array()}, {"live_casts", json::array()}, {"live_bytes", json::array()}};
     const size_t stride = std::max<size_t>(1, rows.size() / static_cast<size_t>(points));
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -613,7 +540,8 @@ Status ViewerQueries::counters(const std::string& run_id, int64_t t0, int64_t t1
 
 Status ViewerQueries::findings(const std::string& run_id, json& out) {
   std::vector<Agent> agents;
-  if (Status s = agents_of(run_id, agents); !s.ok()) return s;
+  if (Status s = reader_->find_agents(run_id, "", agents); !s.ok()) return s;
+  if (agents.empty()) return Status::not_found("no run " + run_id + " in " + store().path());
   v1::ListFindingsRequest request;
   request.set_run_id(run_id);
   v1::ListFindingsResponse response;
@@ -633,22 +561,22 @@ Status ViewerQueries::findings(const std::string& run_id, json& out) {
 
 Status ViewerQueries::sites(const std::string& run_id, json& out) {
   Statement count;
-  if (Status s = prepare(db_.handle(),
+  if (Status s = prepare(store().handle(),
                          "SELECT sum(agents.casts + agents.ops) FROM agents JOIN runs ON agents.run = runs.id "
                          "WHERE runs.run_id = ?",
                          count);
       !s.ok())
-    return db_.error(s.message());
+    return store().error(s.message());
   count.bind_text(1, run_id);
   Status error;
   const int64_t events = count.step(error) ? count.column_int(0) : -1;
-  if (!error.ok()) return db_.error(error.message());
+  if (!error.ok()) return store().error(error.message());
   if (auto it = sites_cache_.find(run_id); it != sites_cache_.end() && it->second.events == events) {
     out = it->second.body;
     return {};
   }
   RunData data;
-  if (Status s = load_run_data(db_, run_id, data); !s.ok()) return s;
+  if (Status s = load_run_data(store(), run_id, data); !s.ok()) return s;
   struct Site {
     SiteRef ref;
     uint64_t first_seq = UINT64_MAX, total = 0, bytes = 0, hits = 0, stale_hits = 0;

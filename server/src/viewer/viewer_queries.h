@@ -8,8 +8,9 @@
 // one by one through the tiles' seq bounds (a range of the events' key).
 //
 // Not thread-safe: one ViewerQueries per thread (ViewerQueryPool hands them
-// out). Each opens its own read-only connection; under WAL it reads what is
-// committed while the collector writes.
+// out). Each reads through a StoreReader of its own (one read-only
+// connection); under WAL it reads what is committed while the collector
+// writes.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -19,7 +20,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "castscope/v1/events.pb.h"
@@ -57,21 +57,31 @@ class ViewerQueries {
   Status origin(const std::string& run_id, int64_t& origin_ns);
 
  private:
-  struct Agent {
-    int64_t row = 0;
-    std::string agent_id;
+  using Agent = StoreReader::AgentRef;
+  // A track of an agent, from the tiles: its events and finest first/last bucket.
+  struct TrackSummary {
+    int64_t track = 0;
+    int64_t events = 0;
+    int64_t first_bucket = 0, last_bucket = 0;
   };
+  // What most answers start from, read once per request: the run's agents,
+  // their tracks, and the origin derived from them.
+  struct RunTracks {
+    std::vector<Agent> agents;
+    std::vector<std::vector<TrackSummary>> tracks;  // per agent
+    int64_t origin_ns = 0;                          // 0: no events yet
+    int64_t end_ns = 0;                             // the end of the last finest tile with events
+    const Agent* agent(const std::string& agent_id) const;
+  };
+
   explicit ViewerQueries(std::unique_ptr<StoreReader> reader) : reader_(std::move(reader)) {}
-  Status agents_of(const std::string& run_id, std::vector<Agent>& out);
-  Status resolve_string(int64_t id, std::string& out);
-  Status resolve_location(int64_t id, castscope::v1::SourceLocation& out);
+  Database& store() { return reader_->database(); }
+  Status load_run(const std::string& run_id, RunTracks& out);
+  Status track_summaries(int64_t agent, std::vector<TrackSummary>& out);
   Status read_events(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
                      int64_t t1_abs, int64_t origin, nlohmann::json& out);
 
-  Database db_;
-  std::unique_ptr<StoreReader> reader_;  // runs and findings, as the Query service reads them
-  std::unordered_map<int64_t, std::string> strings_;
-  std::unordered_map<int64_t, castscope::v1::SourceLocation> locations_;
+  std::unique_ptr<StoreReader> reader_;
   // The sites view reads a whole run: kept until the run's event count moves.
   struct CachedSites {
     int64_t events = -1;
