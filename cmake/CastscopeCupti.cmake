@@ -19,3 +19,19 @@ else()
   message(WARNING "castscope: no CUPTI headers found (/usr/local/cuda/include); "
                   "the agent builds without GPU timing and says so at run time")
 endif()
+
+# cuBLASLt's headers, for GEMM precision through its logger
+# (agent/src/gpu/cublaslt_logger.h): from the nvidia wheel beside torch (the
+# toolkit ships no cuBLAS here), with the toolkit's CUDA headers before them.
+# Headers only: the agent only ever uses a cuBLASLt the process has loaded.
+find_path(CASTSCOPE_CUBLAS_INCLUDE_DIR NAMES cublasLt.h
+  HINTS "${CASTSCOPE_TORCH_DIR}/../nvidia/cu13/include" ${_castscope_venv_cupti}
+  NO_DEFAULT_PATH
+  DOC "Folder of cublasLt.h (the nvidia wheel's nvidia/cu13/include)")
+if(CASTSCOPE_CUBLAS_INCLUDE_DIR AND CASTSCOPE_CUPTI_INCLUDE_DIR)
+  set(CASTSCOPE_CUBLAS_INCLUDE_DIRS "${CASTSCOPE_CUPTI_INCLUDE_DIR}" "${CASTSCOPE_CUBLAS_INCLUDE_DIR}")
+  message(STATUS "castscope: cuBLASLt headers in ${CASTSCOPE_CUBLAS_INCLUDE_DIR}")
+else()
+  message(WARNING "castscope: no cuBLASLt headers (the nvidia wheel's nvidia/cu13/include); "
+                  "the agent builds without the cuBLASLt logger and says so at run time")
+endif()

@@ -26,10 +26,11 @@ if [ ! -f build-fuzz/build.ninja ]; then
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
     -DCMAKE_C_COMPILER=clang-14 -DCASTSCOPE_BUILD_AGENT=OFF -DCASTSCOPE_FUZZ=ON > build-fuzz.configure.log
 fi
-cmake --build build-fuzz --target policy_fuzzer batch_decoder_fuzzer spool_reader_fuzzer
+cmake --build build-fuzz --target policy_fuzzer batch_decoder_fuzzer spool_reader_fuzzer cublaslt_trace_fuzzer
 # fuzzer:seed-directory pairs. New inputs go to a scratch directory (first
 # argument), so the checked-in seeds stay as they are.
-for pair in policy_fuzzer:policies batch_decoder_fuzzer:tests/fuzz/corpus/batch spool_reader_fuzzer:tests/fuzz/corpus/spool; do
+for pair in policy_fuzzer:policies batch_decoder_fuzzer:tests/fuzz/corpus/batch spool_reader_fuzzer:tests/fuzz/corpus/spool \
+            cublaslt_trace_fuzzer:tests/fuzz/corpus/cublaslt; do
   fuzzer=${pair%%:*}
   corpus=$(mktemp -d)
   echo "-- $fuzzer"

@@ -42,8 +42,9 @@ def _gpu_config(gpu_timing: str | dict | None) -> dict:
     gpu keys without their prefix: {"mode": "on", "cupti_library": PATH,
     "correlate": "all_ops", "buffer_bytes": N, "buffer_budget_bytes": N,
     "correlation_kind": "CUSTOM2", "window_steps": 2, "every_steps": 100,
-    "window_max_ms": 5000, "every_ms": 60000} (docs/gpu.md; window_steps 0:
-    every step)."""
+    "window_max_ms": 5000, "every_ms": 60000, "cublaslt_logger": False,
+    "cublaslt_library": PATH} (docs/gpu.md; window_steps 0: every step;
+    cublaslt_logger: GEMM precision from cuBLASLt's logger, opt-in)."""
     if gpu_timing is None:
         return {}
     if isinstance(gpu_timing, str):
@@ -51,7 +52,8 @@ def _gpu_config(gpu_timing: str | dict | None) -> dict:
     names = {"mode": "gpu_timing", "cupti_library": "cupti_library", "correlate": "gpu_correlate",
              "buffer_bytes": "gpu_buffer_bytes", "buffer_budget_bytes": "gpu_buffer_budget_bytes",
              "correlation_kind": "gpu_correlation_kind", "window_steps": "gpu_window_steps",
-             "every_steps": "gpu_every_steps", "window_max_ms": "gpu_window_max_ms", "every_ms": "gpu_every_ms"}
+             "every_steps": "gpu_every_steps", "window_max_ms": "gpu_window_max_ms", "every_ms": "gpu_every_ms",
+             "cublaslt_logger": "cublaslt_logger", "cublaslt_library": "cublaslt_library"}
     unknown = set(gpu_timing) - set(names)
     if unknown:
         raise ValueError(f"castscope: unknown gpu_timing keys {sorted(unknown)}; known: {sorted(names)}")

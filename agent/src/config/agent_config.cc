@@ -164,6 +164,18 @@ const Field kFields[] = {
            }
        return expected(key, "\"auto\", \"on\" or \"off\"", value);
      }},
+    {"cublaslt_logger",
+     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+       if (!value.is_boolean()) return expected(key, "true or false", value);
+       config.gpu.cublaslt_logger = value.get<bool>();
+       return "";
+     }},
+    {"cublaslt_library",
+     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+       if (!value.is_string()) return expected(key, "a path to the loaded libcublasLt", value);
+       config.gpu.cublaslt_library = value.get<std::string>();
+       return "";
+     }},
     {"cupti_library",
      [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
        if (!value.is_string()) return expected(key, "a path to libcupti", value);

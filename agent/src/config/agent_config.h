@@ -41,6 +41,10 @@ struct GpuTimingConfig {
   // stand-in CUPTI on a CPU-only machine sees the same calls as on a GPU).
   bool correlate_all_ops = false;
   TimingWindowConfig windows;  // when it collects (timing_windows.h)
+  // GEMM precision from cuBLASLt's logger (cublaslt_logger.h): opt-in, since
+  // the logger is process-wide and experimental; independent of `mode`.
+  bool cublaslt_logger = false;
+  std::string cublaslt_library;  // a path of the loaded cuBLASLt; empty: search
 };
 
 struct AgentConfig {

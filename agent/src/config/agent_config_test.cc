@@ -88,7 +88,9 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
                     {"gpu_window_steps", 3},
                     {"gpu_every_steps", 50},
                     {"gpu_window_max_ms", 1000},
-                    {"gpu_every_ms", 0}};
+                    {"gpu_every_ms", 0},
+                    {"cublaslt_logger", true},
+                    {"cublaslt_library", "/venv/nvidia/cu13/lib/libcublasLt.so.13"}};
   ASSERT_EQ(parse(doc.dump(), config), "");
   EXPECT_EQ(config.gpu.mode, GpuTimingConfig::Mode::kOn);
   EXPECT_EQ(config.gpu.cupti_library, "/opt/cuda/libcupti.so");
@@ -100,6 +102,8 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config.gpu.windows.every_steps, 50u);
   EXPECT_EQ(config.gpu.windows.window_max_ms, 1000);
   EXPECT_EQ(config.gpu.windows.every_ms, 0);
+  EXPECT_TRUE(config.gpu.cublaslt_logger);
+  EXPECT_EQ(config.gpu.cublaslt_library, "/venv/nvidia/cu13/lib/libcublasLt.so.13");
   EXPECT_EQ(config.events_path, "ev-{pid}.jsonl");
   EXPECT_FALSE(config.record_events);
   EXPECT_EQ(config.ring_records, 1024u);

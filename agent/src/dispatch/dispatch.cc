@@ -24,6 +24,7 @@
 
 #include "agent/src/context/jit_context.h"
 #include "agent/src/dispatch/autocast_keys.h"
+#include "agent/src/gpu/gemm_scope.h"
 #include "agent/src/gpu/launch_scope.h"
 #include "agent/src/observers/op_probe.h"
 #include "agent/src/observers/trace_observer.h"
@@ -187,6 +188,8 @@ class AutocastKernel final : public c10::OperatorKernel {
     const InsideAutocastKernel inside;  // autocast reads as off in here, but the user did not turn it off
     // GPU timing: the op's kernels (and, nested, each cast's) carry its seq.
     const LaunchScope launches(record && gpu_correlates(device_.kind == DeviceKind::kCuda), op_record.seq);
+    // GEMM precision: cuBLASLt's logger describes this op's matmuls into its record.
+    const GemmScope gemms(record ? &op_record.op : nullptr);
     try {
       apply_policy(op, stack, record ? &op_record : nullptr);
     } catch (...) {

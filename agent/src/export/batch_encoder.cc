@@ -88,6 +88,17 @@ void encode_op(const Record& record, uint32_t op_string, uint32_t location_id, w
   out.u64(F::kOpId, op_string);
   out.u64(F::kLocationId, location_id);
   out.u64(F::kProbeReason, static_cast<uint64_t>(op.probe));
+  if (op.gemm_calls > 0) {
+    using G = pb::GemmDescription;
+    packed.clear();
+    packed.u64(G::kCompute, static_cast<uint64_t>(op.gemm_compute));
+    packed.u64(G::kAType, static_cast<uint64_t>(op.gemm_a));
+    packed.u64(G::kBType, static_cast<uint64_t>(op.gemm_b));
+    packed.u64(G::kDType, static_cast<uint64_t>(op.gemm_d));
+    packed.u64(G::kCalls, op.gemm_calls);
+    packed.boolean(G::kMixed, op.gemm_mixed);
+    out.message(F::kGemm, packed.data());
+  }
 }
 
 void encode_kernel(const Record& record, uint32_t name_string, wire::Writer& out) {

@@ -140,6 +140,12 @@ Record op_record() {
   r.op.autocast_enabled = (1u << static_cast<int>(DeviceKind::kCpu)) | (1u << static_cast<int>(DeviceKind::kMps));
   r.op.autocast_nesting = 3;
   r.op.probe = ProbeReason::kFullPrecisionUnderAutocast;
+  r.op.gemm_compute = GemmCompute::k32FFastTF32;
+  r.op.gemm_a = DType::kFloat32;
+  r.op.gemm_b = DType::kFloat32;
+  r.op.gemm_d = DType::kBFloat16;
+  r.op.gemm_calls = 2;
+  r.op.gemm_mixed = true;
   return r;
 }
 
@@ -263,6 +269,13 @@ v1::Event expected_op() {
   op.set_op_id(1);
   op.set_location_id(kLocationId);
   op.set_probe_reason(v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST);
+  v1::GemmDescription& gemm = *op.mutable_gemm();
+  gemm.set_compute(v1::GEMM_COMPUTE_32F_FAST_TF32);
+  gemm.set_a_type(v1::DTYPE_FLOAT32);
+  gemm.set_b_type(v1::DTYPE_FLOAT32);
+  gemm.set_d_type(v1::DTYPE_BFLOAT16);
+  gemm.set_calls(2);
+  gemm.set_mixed(true);
   return event;
 }
 

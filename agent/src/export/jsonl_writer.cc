@@ -36,6 +36,7 @@ std::string_view role_enum(Role role) { return enum_name(pb::Role_Name, role); }
 std::string_view cache_enum(CacheOutcome cache) { return enum_name(pb::CacheOutcome_Name, cache); }
 std::string_view mode_enum(ExecutionMode mode) { return enum_name(pb::ExecutionMode_Name, mode); }
 std::string_view probe_reason_enum(ProbeReason reason) { return enum_name(pb::ProbeReason_Name, reason); }
+std::string_view gemm_compute_enum(GemmCompute compute) { return enum_name(pb::GemmCompute_Name, compute); }
 std::string_view phase_enum(Phase phase) { return enum_name(pb::Phase_Name, phase); }
 std::string_view trigger_enum(SampleTrigger trigger) { return enum_name(pb::CacheSample::Trigger_Name, trigger); }
 std::string_view activity_enum(GpuActivity activity) { return enum_name(pb::GpuActivity_Name, activity); }
@@ -190,8 +191,8 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
   ArrayBuilder inputs;
   for (int i = 0; i < fields.num_inputs && i < kMaxOpInputDtypes; ++i)
     inputs.add(json_quoted(dtype_enum(fields.input_dtypes[i])));
-  return LineBuilder("op")
-      .u64("seq", record.seq)
+  LineBuilder line("op");
+  line.u64("seq", record.seq)
       .u64("ts_ns", record.ts_ns)
       .num("thread", record.thread)
       .str("op", op.name)
@@ -207,8 +208,17 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
       .enm("phase", phase_enum(fields.phase))
       .raw("autocast_enabled", enabled.done())
       .num("autocast_nesting", fields.autocast_nesting)
-      .enm("probe_reason", probe_reason_enum(fields.probe))
-      .done();
+      .enm("probe_reason", probe_reason_enum(fields.probe));
+  if (fields.gemm_calls > 0) {
+    const std::string gemm = "{\"compute\":" + json_quoted(gemm_compute_enum(fields.gemm_compute)) +
+                             ",\"a_type\":" + json_quoted(dtype_enum(fields.gemm_a)) +
+                             ",\"b_type\":" + json_quoted(dtype_enum(fields.gemm_b)) +
+                             ",\"d_type\":" + json_quoted(dtype_enum(fields.gemm_d)) +
+                             ",\"calls\":" + std::to_string(fields.gemm_calls) +
+                             ",\"mixed\":" + (fields.gemm_mixed ? "true" : "false") + "}";
+    line.raw("gemm", gemm);
+  }
+  return line.done();
 }
 
 std::string stats_to_json(const EventLogStats& stats, const ProcessIdentity& identity, const std::string& torch_version,

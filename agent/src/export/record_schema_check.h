@@ -33,6 +33,17 @@ static_assert(same(CastPolicy::kBanned, pb::CastPolicy_MAX));
 // kKeepNative is no wire value (the native kernel stays); it must not alias one.
 static_assert(pb::CastPolicy_Name(static_cast<pb::CastPolicy>(CastPolicy::kKeepNative)).empty());
 
+static_assert(same(GemmCompute::kUnspecified, pb::GEMM_COMPUTE_UNSPECIFIED));
+static_assert(same(GemmCompute::k16F, pb::GEMM_COMPUTE_16F));
+static_assert(same(GemmCompute::k32F, pb::GEMM_COMPUTE_32F));
+static_assert(same(GemmCompute::k32FFast16F, pb::GEMM_COMPUTE_32F_FAST_16F));
+static_assert(same(GemmCompute::k32FFast16BF, pb::GEMM_COMPUTE_32F_FAST_16BF));
+static_assert(same(GemmCompute::k32FFastTF32, pb::GEMM_COMPUTE_32F_FAST_TF32));
+static_assert(same(GemmCompute::k64F, pb::GEMM_COMPUTE_64F));
+static_assert(same(GemmCompute::k32I, pb::GEMM_COMPUTE_32I));
+static_assert(same(GemmCompute::kOther, pb::GEMM_COMPUTE_OTHER));
+static_assert(same(GemmCompute::kOther, pb::GemmCompute_MAX));
+
 static_assert(same(DType::kUnspecified, pb::DTYPE_UNSPECIFIED));
 static_assert(same(DType::kFloat32, pb::DTYPE_FLOAT32));
 static_assert(same(DType::kFloat16, pb::DTYPE_FLOAT16));

@@ -87,6 +87,19 @@ enum class GpuActivity : uint8_t { kUnspecified = 0, kKernel = 1, kMemcpy = 2, k
 // Values equal castscope.v1.LaunchedBy.
 enum class LaunchedBy : uint8_t { kUnspecified = 0, kCast = 1, kOp = 2, kNone = 3 };
 
+// cuBLASLt's compute type of a matmul (events.proto GemmCompute).
+enum class GemmCompute : uint8_t {
+  kUnspecified = 0,
+  k16F = 1,
+  k32F = 2,
+  k32FFast16F = 3,
+  k32FFast16BF = 4,
+  k32FFastTF32 = 5,
+  k64F = 6,
+  k32I = 7,
+  kOther = 8,
+};
+
 enum class RecordKind : uint8_t { kCast = 1, kOp = 2, kCacheSample = 3, kKernel = 4 };
 
 inline constexpr int kMaxShapeDims = 6;
@@ -125,6 +138,12 @@ struct OpFields {
   uint8_t autocast_enabled;  // bit (1 << DeviceKind) per device type with autocast on
   uint8_t autocast_nesting;  // saturates at 255
   ProbeReason probe;
+  // The op's matmuls as cuBLASLt's logger described them (gemm_calls 0: none
+  // seen, or the logger is off); agent/src/gpu/cublaslt_logger.h.
+  GemmCompute gemm_compute;
+  DType gemm_a, gemm_b, gemm_d;
+  uint8_t gemm_calls;  // saturates at 255
+  bool gemm_mixed;     // a later matmul had another compute type or A type
 };
 
 struct CacheSampleFields {

@@ -32,6 +32,7 @@
 #include "agent/src/record/location_table.h"
 #include "agent/src/export/source_lines.h"
 #include "agent/src/runtime/forwarder_launcher.h"
+#include "agent/src/runtime/cublaslt_logger_control.h"
 #include "agent/src/runtime/gpu_timing_control.h"
 #include "agent/src/runtime/spool_losses.h"
 #include "common/log/log.h"
@@ -211,6 +212,7 @@ class Agent {
     process_runtime().events.begin_session();  // an agent's counts are its own, not the process's
     gpu_timing_ = start_gpu_timing(config, process_runtime().events);
     gpu_yields_ = 0;
+    start_cublaslt_logger(config);
     set_internal_path_prefix(config.internal_path_prefix);
     g_record_events.store(config.record_events, std::memory_order_relaxed);
 
@@ -224,6 +226,7 @@ class Agent {
     if (!registration_errors.empty()) {
       registry.reset();  // unregisters what did register: all or nothing
       stop_gpu_timing();
+      stop_cublaslt_logger();
       std::lock_guard<std::mutex> io(io_mutex_);
       writer_.close();
       close_transport();
@@ -360,6 +363,7 @@ class Agent {
                 {"spool_error", spool_error_},
                 {"gpu_timing", gpu_timing_summary()},
                 {"gpu_records_dropped", stats.gpu_records_dropped},
+                {"cublaslt_logger", cublaslt_logger_status()},
                 {"policy_files", config_.policy_files},
                 {"policy_hash", config_.policy_hash},
                 {"policy_findings", findings_json(findings_)}};
@@ -416,6 +420,7 @@ class Agent {
     // Before the exporter stops, so it drains the GPU records the final
     // flush puts into this thread's ring while they arrive.
     stop_gpu_timing();
+    stop_cublaslt_logger();
     {
       std::lock_guard<std::mutex> wake(exporter_mutex_);
       stop_exporter_ = true;
