@@ -322,10 +322,12 @@ std::optional<GemmPrecision> read_xmma_name(std::string_view lower) {
   std::string_view computed_word;
   bool convolution = false;
   bool mma_marker = false;
+  std::string_view fma_word;  // "ffma": the kernel multiplies with FMA instructions (SIMT)
   for (size_t i = 1; i < words.size(); ++i) {
     const std::string_view word = words[i];
     if (word == "fprop" || word == "dgrad" || word == "wgrad") convolution = true;
     if (word.starts_with("tensor") || word.starts_with("warpgroupsize") || contains(word, "gmma")) mma_marker = true;
+    if (word == "ffma" || word == "dfma" || word == "hfma2") fma_word = word;
     if (computed) continue;
     if (const auto pair = type_pair(word)) {
       if (!stored) {
@@ -352,6 +354,11 @@ std::optional<GemmPrecision> read_xmma_name(std::string_view lower) {
   if (mma_marker || tensor_core_type) {
     why += mma_marker ? "; tensor/warpgroup shape = tensor cores" : "; an MMA type = tensor cores";
     return gemm(inputs, accumulate, true, "medium", std::move(why));
+  }
+  // Seen on an H100 for an fp32 matmul with TF32 off: "..._f32f32_f32f32_f32_..._ffma_aligna4_...".
+  if (!fma_word.empty()) {
+    why += "; " + quoted(fma_word) + " = FMA instructions, SIMT (no tensor cores)";
+    return gemm(inputs, accumulate, false, "medium", std::move(why));
   }
   why += "; fp32/fp64 MMA type without a tensor shape: tensor cores or SIMT, not known";
   return gemm(inputs, accumulate, false, "low", std::move(why));

@@ -30,6 +30,27 @@ constexpr Case kCases[] = {
     // cuBLAS nvjet for bf16 linear layers: type code "tst" (bf16 in, fp32 compute, bf16 out).
     {"nvjet_sm90_tst_64x8_64x16_2x4_h_bz_bias_TNT", true, "bf16", "fp32", true, "medium"},
     {"nvjet_sm90_tst_32x64_64x16_4x2_h_bz_NTN", true, "bf16", "fp32", true, "medium"},
+    // Seen on an H100, torch 2.11, CUDA 13, with what cuBLASLt's logger said for the same call
+    // (tests/gpu/gemm_logger_probe.py). fp32 mm, TF32 off: xmma on FFMA, SIMT.
+    {"sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__"
+     "5x_cublas",
+     true, "fp32", "fp32", false, "medium"},
+    // fp32 mm with torch.backends.cuda.matmul.allow_tf32: TF32 on tensor cores.
+    {"sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize64x64x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_"
+     "cublas",
+     true, "tf32", "fp32", true, "medium"},
+    // bf16 linear with bias under autocast (cuBLASLt: A/B/D CUDA_R_16BF, COMPUTE_32F); bf16 bmm.
+    {"nvjet_sm90_tst_48x64_64x15_2x1_v_bz_bias_TNN", true, "bf16", "fp32", true, "medium"},
+    {"nvjet_sm90_tst_64x32_64x16_1x2_h_bz_NNT", true, "bf16", "fp32", true, "medium"},
+    // fp16 mm under autocast (cuBLASLt: HSH, COMPUTE_32F).
+    {"nvjet_sm90_hsh_72x64_64x12_2x4_h_bz_TNN", true, "fp16", "fp32", true, "medium"},
+    // cuDNN convolutions: bf16 under autocast; fp32 with torch.backends.cudnn.allow_tf32 (its default).
+    {"sm80_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_stage4_warpsize2x2x1_g1_"
+     "tensor16x8x16_t1r3s3_execute_kernel__5x_cudnn",
+     true, "bf16", "fp32", true, "medium"},
+    {"sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x64x32_stage5_warpsize2x2x1_g1_"
+     "tensor16x8x8_execute_kernel__5x_cudnn",
+     true, "tf32", "fp32", true, "medium"},
     // Autocast's casts and other ATen kernels: "bfloat16" in a name is not a GEMM.
     {"_ZN2at6native29vectorized_elementwise_kernelILi8EZNS0_25bfloat16_copy_kernel_cudaERNS_18TensorIteratorBaseEEUlfE_"
      "St5arrayIPcLm2EEEEviT0_T1_",

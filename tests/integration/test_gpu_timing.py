@@ -250,16 +250,10 @@ def test_timing_windows_time_a_few_steps_in_many(tmp_path, monkeypatch):
     assert all(seq in timed for seq in ops if step_of(seq) in (1, 4, 7))
 
 
-def test_gpu_time_reaches_the_store_the_report_and_the_cast_share_finding(tmp_path, monkeypatch):
-    import subprocess
-
+def mm_three_times_under_a_collector(tmp_path, gpu: dict) -> pathlib.Path:
+    """Three autocast torch.mm calls at "the casting line", delivered to a collector; its store."""
     from collector import Collector
-    from test_transport import stored_event_seqs, the_agent
 
-    # Casting costs as much as the op computes: a warning at the user's line.
-    gpu = with_standin(tmp_path, monkeypatch, {
-        "cast": [{"name": "void at::native::elementwise_kernel<copy>", "duration_ns": 40000}],
-        "op": [{"name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32", "duration_ns": 60000}]})
     collector = Collector(tmp_path / "store.db")
     try:
         a, w = torch.randn(8, 8), torch.randn(8, 8)
@@ -279,21 +273,46 @@ def test_gpu_time_reaches_the_store_the_report_and_the_cast_share_finding(tmp_pa
             time.sleep(0.1)
     finally:
         collector.stop()
-    agent = the_agent(collector.db)
-    assert agent["kernels"] == 9 and agent["gpu_timing"] == "on"  # 2 casts and the op, 3 times
-    assert agent["casts"] + agent["ops"] + agent["cache_samples"] + agent["kernels"] == agent["events_recorded_total"]
-    assert stored_event_seqs(collector.db) == list(range(1, agent["events_recorded_total"] + 1))
+    return collector.db
 
-    report = subprocess.run([str(castscope.collector_binary()), "report", "--db", str(collector.db), "--run", "gpu"],
+
+def report_of(db: pathlib.Path) -> dict:
+    import subprocess
+
+    import jsonschema
+
+    report = subprocess.run([str(castscope.collector_binary()), "report", "--db", str(db), "--run", "gpu"],
                             capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr
     report = json.loads(report.stdout)
+    jsonschema.validate(report, json.loads((REPO / "docs" / "schema" / "report.schema.json").read_text()))
+    return report
+
+
+def casting_line() -> int:
+    return next(n for n, text in enumerate(pathlib.Path(__file__).read_text().splitlines(), 1)
+                if text.strip().endswith("# the casting line"))
+
+
+def test_gpu_time_reaches_the_store_the_report_and_the_cast_share_finding(tmp_path, monkeypatch):
+    from test_transport import stored_event_seqs, the_agent
+
+    # Casting costs as much as the op computes: a warning at the user's line.
+    gpu = with_standin(tmp_path, monkeypatch, {
+        "cast": [{"name": "void at::native::elementwise_kernel<copy>", "duration_ns": 40000}],
+        "op": [{"name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32", "duration_ns": 60000}]})
+    db = mm_three_times_under_a_collector(tmp_path, gpu)
+    agent = the_agent(db)
+    assert agent["kernels"] == 9 and agent["gpu_timing"] == "on"  # 2 casts and the op, 3 times
+    assert agent["casts"] + agent["ops"] + agent["cache_samples"] + agent["kernels"] == agent["events_recorded_total"]
+    assert stored_event_seqs(db) == list(range(1, agent["events_recorded_total"] + 1))
+
+    report = report_of(db)
     assert report["totals"]["accounting"]["complete"]
     assert report["gpu"]["cast_ns"] == 6 * 40000 and report["gpu"]["compute_ns"] == 3 * 60000
     assert report["gpu"]["unjoined_ns"] == 0 and report["gpu"]["unattributed_ns"] == 0
     [site] = report["gpu"]["sites"]
-    line = next(n for n, text in enumerate(pathlib.Path(__file__).read_text().splitlines(), 1)
-                if text.strip().endswith("# the casting line"))
+    line = casting_line()
     assert (site["site"]["file"], site["site"]["line"], site["site"]["op"]) == (__file__, line, "aten::mm")
     assert site["cast_kernels"] == 6 and site["compute_kernels"] == 3
     [finding] = [f for f in report["findings"] if f["kind"] == "cast-share"]
@@ -305,3 +324,37 @@ def test_gpu_time_reaches_the_store_the_report_and_the_cast_share_finding(tmp_pa
     text = format_report(report)
     assert "  GPU timing: on" in text
     assert "  GPU time: casts 0.240 ms, autocast ops 0.180 ms (57% in casts), outside autocast ops 0.000 ms" in text, text
+    # The op's kernel read as a bf16 GEMM from its name; no TF32, so no tf32-matmul.
+    [gemm] = report["gpu"]["gemm_precision"]["sites"]
+    assert (gemm["source"], gemm["confidence"], gemm["inputs"], gemm["accumulate"]) == (
+        "kernel_name", "medium", "bf16", "fp32")
+    assert gemm["kernels"] == 3 and gemm["gpu_ns"] == 3 * 60000
+    assert not [f for f in report["findings"] if f["kind"] == "tf32-matmul"]
+
+
+# Seen on an H100 for a float32 mm with torch.backends.cuda.matmul.allow_tf32 (common/gpu/kernel_precision_test.cc).
+TF32_GEMM = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize64x64x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+
+
+def test_tf32_gemm_kernels_reach_the_report_and_the_tf32_matmul_finding(tmp_path, monkeypatch):
+    # The op "runs" a TF32 GEMM kernel; each op also sees one launched outside any autocast op.
+    gpu = with_standin(tmp_path, monkeypatch, {"op": [{"name": TF32_GEMM, "duration_ns": 50000}],
+                                               "unscoped": [{"name": TF32_GEMM, "duration_ns": 20000}]})
+    report = report_of(mm_three_times_under_a_collector(tmp_path, gpu))
+    line = casting_line()
+    [gemm] = report["gpu"]["gemm_precision"]["sites"]
+    assert (gemm["site"]["file"], gemm["site"]["line"], gemm["site"]["op"]) == (__file__, line, "aten::mm")
+    assert (gemm["source"], gemm["confidence"], gemm["inputs"], gemm["tensor_cores"]) == (
+        "kernel_name", "medium", "tf32", True)
+    assert gemm["kernels"] == 3 and gemm["gpu_ns"] == 3 * 50000 and gemm["kernel"] == TF32_GEMM
+    [outside] = report["gpu"]["gemm_precision"]["outside_autocast_ops"]
+    assert outside["inputs"] == "tf32" and outside["kernels"] == 3
+    found = [f for f in report["findings"] if f["kind"] == "tf32-matmul"]
+    [at_line] = [f for f in found if f["sites"]]
+    assert at_line["severity"] == "info"
+    assert [(s["file"], s["line"]) for s in at_line["sites"]] == [(__file__, line)]
+    assert at_line["summary"] == ("aten::mm ran float32 matmuls as TF32 on tensor cores: 3 TF32 kernels, 0.150 ms "
+                                  "on the GPU (read from kernel names, medium confidence)")
+    assert at_line["evidence"]["source"] == "kernel_name" and at_line["evidence"]["gpu_ns"] == 150000
+    [run_level] = [f for f in found if not f["sites"]]
+    assert run_level["evidence"]["kernels"] == 3 and run_level["evidence"]["launched"] == "outside autocast ops"

@@ -449,6 +449,112 @@ void cast_share(const RunData& run, std::vector<Finding>& out) {
   }
 }
 
+// classify_kernel's confidence words, and "exact" (cuBLASLt's logger) above them.
+int confidence_rank(const std::string& confidence) {
+  if (confidence == "exact") return 3;
+  if (confidence == "high") return 2;
+  return confidence == "medium" ? 1 : 0;
+}
+
+const char* kTf32Explanation =
+    "TF32 keeps float32's range but rounds each multiplication's inputs to a 10-bit mantissa (float16's "
+    "precision) and accumulates in float32: on Ampere and later GPUs it is several times faster than full float32, "
+    "and results differ from float32 from about the third or fourth significant digit. PyTorch runs float32 "
+    "matmuls as TF32 when torch.backends.cuda.matmul.allow_tf32 is True or torch.set_float32_matmul_precision() "
+    "is \"high\" or \"medium\" (off by default), and float32 convolutions while torch.backends.cudnn.allow_tf32 "
+    "is True (on by default). Autocast does not decide this: it applies to every float32 matmul, inside an "
+    "autocast region (an op autocast keeps in float32, or one it does not cast) or outside one.";
+
+std::string tf32_fix(bool convolution, bool matmul) {
+  std::string off;
+  if (matmul)
+    off = "torch.backends.cuda.matmul.allow_tf32 = False (or torch.set_float32_matmul_precision(\"highest\"))";
+  if (convolution) off += std::string(off.empty() ? "" : " and ") + "torch.backends.cudnn.allow_tf32 = False";
+  return "Nothing to do if TF32 is what you want: it is expected with these settings, and fast. If this computation "
+         "needs full float32 precision, set " +
+         off + " before it runs (or only around it), and expect it to run slower.";
+}
+
+// Float32 matmuls and convolutions that ran as TF32: exact where cuBLASLt's
+// logger described the op's matmuls, else read from the kernels' names.
+void tf32_matmul(const RunData& run, std::vector<Finding>& out) {
+  struct Site {
+    SiteRef site;
+    uint64_t op_calls = 0, matmuls = 0, kernels = 0, gpu_ns = 0, example_ns = 0;
+    std::set<std::string> sources;
+    std::string confidence, example;
+  };
+  std::map<std::tuple<std::string, uint32_t, std::string>, Site> sites;
+  for (const auto& row : run.gemm_exact) {
+    if (row.compute != v1::GEMM_COMPUTE_32F_FAST_TF32) continue;
+    Site& s = sites[{row.site.file, row.site.line, row.site.op}];
+    s.site = row.site;
+    s.op_calls += row.ops;
+    s.matmuls += row.matmuls;
+    s.sources.insert("cublaslt");
+    s.confidence = "exact";
+  }
+  for (const auto& row : run.gemm_kernels) {
+    if (row.inputs != "tf32") continue;
+    Site& s = sites[{row.site.file, row.site.line, row.site.op}];
+    s.site = row.site;
+    s.kernels += row.kernels;
+    s.gpu_ns += row.gpu_ns;
+    s.sources.insert("kernel_name");
+    if (confidence_rank(row.confidence) > confidence_rank(s.confidence) || s.confidence.empty())
+      s.confidence = row.confidence;
+    if (row.gpu_ns >= s.example_ns) {
+      s.example_ns = row.gpu_ns;
+      s.example = row.example;
+    }
+  }
+  for (const auto& [key, s] : sites) {
+    Finding f = make("tf32-matmul", "info", {s.site});
+    std::string how;
+    if (s.op_calls > 0) how = std::to_string(s.op_calls) + " calls as cuBLASLt reported them";
+    if (s.kernels > 0)
+      how += (how.empty() ? "" : "; ") + std::to_string(s.kernels) + " TF32 kernels, " + milliseconds(s.gpu_ns) +
+             " on the GPU" + (s.op_calls > 0 ? "" : " (read from kernel names, " + s.confidence + " confidence)");
+    const bool convolution = s.site.op.find("conv") != std::string::npos;
+    f.summary = s.site.op + " ran float32 " + (convolution ? "convolutions" : "matmuls") +
+                " as TF32 on tensor cores: " + how;
+    f.explanation = kTf32Explanation;
+    f.fix = tf32_fix(convolution, !convolution);
+    std::string source;
+    for (const auto& name : s.sources) source += (source.empty() ? "" : "+") + name;
+    f.evidence = {{"source", source},   {"confidence", s.confidence}, {"op_calls", s.op_calls},
+                  {"matmuls", s.matmuls}, {"kernels", s.kernels},     {"gpu_ns", s.gpu_ns},
+                  {"example_kernel", s.example}};
+    out.push_back(std::move(f));
+  }
+  // Launched outside autocast ops (the backward pass, float32 code outside
+  // autocast regions): no op, so no site; one finding for the run.
+  uint64_t kernels = 0, gpu_ns = 0, example_ns = 0;
+  std::string confidence, example;
+  for (const auto& row : run.gemm_unattributed) {
+    if (row.inputs != "tf32") continue;
+    kernels += row.kernels;
+    gpu_ns += row.gpu_ns;
+    if (confidence_rank(row.confidence) > confidence_rank(confidence) || confidence.empty()) confidence = row.confidence;
+    if (row.gpu_ns >= example_ns) {
+      example_ns = row.gpu_ns;
+      example = row.example;
+    }
+  }
+  if (kernels == 0) return;
+  Finding f = make("tf32-matmul", "info", {});
+  f.summary = std::to_string(kernels) + " GEMM kernels launched outside autocast ops ran float32 as TF32 (" +
+              milliseconds(gpu_ns) + " on the GPU; read from kernel names, " + confidence +
+              " confidence): backward passes, or float32 code outside autocast regions";
+  f.explanation = std::string(kTf32Explanation) +
+                  " These kernels were launched by no op castscope recorded, so no source line is known; the "
+                  "report's gpu.gemm_precision.outside_autocast_ops lists them by precision.";
+  f.fix = tf32_fix(true, true);
+  f.evidence = {{"source", "kernel_name"}, {"confidence", confidence}, {"kernels", kernels},
+                {"gpu_ns", gpu_ns},        {"example_kernel", example}, {"launched", "outside autocast ops"}};
+  out.push_back(std::move(f));
+}
+
 void not_autocast(const RunData& run, std::vector<Finding>& out) {
   struct Site {
     SiteRef site;
@@ -519,6 +625,34 @@ std::string device_name(v1::DeviceType device) {
   return lower_without_prefix(v1::DeviceType_Name(device), "DEVICE_TYPE_");
 }
 
+std::string gemm_compute_name(v1::GemmCompute compute) {
+  return lower_without_prefix(v1::GemmCompute_Name(compute), "GEMM_COMPUTE_");
+}
+
+GemmWords gemm_words(v1::GemmCompute compute, v1::DType a_type) {
+  std::string a;
+  switch (a_type) {
+    case v1::DTYPE_FLOAT32: a = "fp32"; break;
+    case v1::DTYPE_FLOAT16: a = "fp16"; break;
+    case v1::DTYPE_BFLOAT16: a = "bf16"; break;
+    case v1::DTYPE_FLOAT64: a = "fp64"; break;
+    case v1::DTYPE_FLOAT8: a = "fp8"; break;
+    case v1::DTYPE_INT8:
+    case v1::DTYPE_UINT8: a = "int8"; break;
+    default: break;
+  }
+  switch (compute) {
+    case v1::GEMM_COMPUTE_16F: return {a.empty() ? "fp16" : a, "fp16"};
+    case v1::GEMM_COMPUTE_32F: return {a, "fp32"};
+    case v1::GEMM_COMPUTE_32F_FAST_16F: return {"fp16", "fp32"};
+    case v1::GEMM_COMPUTE_32F_FAST_16BF: return {"bf16", "fp32"};
+    case v1::GEMM_COMPUTE_32F_FAST_TF32: return {"tf32", "fp32"};
+    case v1::GEMM_COMPUTE_64F: return {"fp64", "fp64"};
+    case v1::GEMM_COMPUTE_32I: return {a, "int32"};
+    default: return {a, ""};
+  }
+}
+
 nlohmann::json site_json(const SiteRef& site) {
   return {{"file", site.file}, {"line", site.line}, {"function", site.function}, {"op", site.op}, {"arg", site.arg}};
 }
@@ -543,6 +677,7 @@ std::vector<Finding> analyze_run(const RunData& run) {
   cast_churn(run, out);
   not_autocast(run, out);
   cast_share(run, out);
+  tf32_matmul(run, out);
   return out;
 }
 

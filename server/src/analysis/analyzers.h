@@ -28,6 +28,15 @@ std::vector<Finding> analyze_run(const RunData& run);
 nlohmann::json finding_json(const Finding& finding);
 nlohmann::json site_json(const SiteRef& site);
 
+// What a cuBLASLt description (OpEvent.gemm) says in classify_kernel's words
+// (common/gpu/kernel_precision.h): the type the multiplier consumed ("tf32"
+// for COMPUTE_32F_FAST_TF32, A's type for plain COMPUTE_32F) and the
+// accumulator; "" where it does not say.
+struct GemmWords {
+  std::string inputs, accumulate;
+};
+GemmWords gemm_words(v1::GemmCompute compute, v1::DType a_type);
+
 // Lower-case names of the schema's enum values ("bfloat16", "weight", "eager").
 std::string dtype_name(v1::DType dtype);
 std::string policy_name(v1::CastPolicy policy);
@@ -35,5 +44,6 @@ std::string mode_name(v1::ExecutionMode mode);
 std::string role_name(v1::Role role);
 std::string outcome_name(v1::CastOutcome outcome);
 std::string device_name(v1::DeviceType device);
+std::string gemm_compute_name(v1::GemmCompute compute);  // "32f_fast_tf32"
 
 }  // namespace castscope::collector

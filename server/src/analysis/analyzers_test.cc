@@ -218,5 +218,81 @@ TEST(Analyzers, CastShareWarnsFromAFifthAndTellsFromATwentieth) {
   EXPECT_DOUBLE_EQ(found[1].evidence["cast_share"].get<double>(), 0.1);
 }
 
+GemmKernelRow gemm_kernels(uint32_t line, const char* op, const char* inputs, const char* confidence, uint64_t ns) {
+  GemmKernelRow row;
+  if (line > 0) row.site = SiteRef{"train.py", line, "f", op, ""};
+  row.inputs = inputs;
+  row.accumulate = "fp32";
+  row.tensor_cores = std::string(inputs) != "fp32";
+  row.confidence = confidence;
+  row.kernels = 4;
+  row.gpu_ns = ns;
+  row.example = std::string(inputs) + "_kernel";
+  return row;
+}
+
+TEST(Analyzers, Tf32MatmulAtTheOpExactOrFromKernelNamesAndForTheRunOutsideOps) {
+  RunData run;
+  GemmExactRow exact;
+  exact.site = SiteRef{"train.py", 20, "f", "aten::mm", ""};
+  exact.compute = v1::GEMM_COMPUTE_32F_FAST_TF32;
+  exact.a_type = exact.b_type = exact.d_type = v1::DTYPE_FLOAT32;
+  exact.ops = 3;
+  exact.matmuls = 3;
+  run.gemm_exact.push_back(exact);
+  GemmExactRow full = exact;  // true float32: nothing to say
+  full.site.line = 24;
+  full.compute = v1::GEMM_COMPUTE_32F;
+  run.gemm_exact.push_back(full);
+  run.gemm_kernels = {gemm_kernels(20, "aten::mm", "tf32", "medium", 600'000),
+                      gemm_kernels(21, "aten::conv2d", "tf32", "medium", 300'000),
+                      gemm_kernels(22, "aten::linear", "bf16", "medium", 900'000),
+                      gemm_kernels(23, "aten::bmm", "fp32", "medium", 100'000)};
+  const std::vector<Finding> sited = analyze_run(run);
+  ASSERT_EQ(kinds(sited), (std::vector<std::string>{"tf32-matmul", "tf32-matmul"}));
+  EXPECT_EQ(sited[0].severity, "info");
+  EXPECT_EQ(sited[0].sites[0].line, 20u);
+  EXPECT_EQ(sited[0].summary,
+            "aten::mm ran float32 matmuls as TF32 on tensor cores: 3 calls as cuBLASLt reported them; 4 TF32 kernels, "
+            "0.600 ms on the GPU");
+  EXPECT_EQ(sited[0].evidence["source"], "cublaslt+kernel_name");
+  EXPECT_EQ(sited[0].evidence["confidence"], "exact");
+  EXPECT_EQ(sited[0].evidence["op_calls"], 3);
+  EXPECT_EQ(sited[0].evidence["gpu_ns"], 600'000);
+  EXPECT_NE(sited[0].fix.find("torch.backends.cuda.matmul.allow_tf32 = False"), std::string::npos);
+  EXPECT_EQ(sited[1].sites[0].line, 21u);
+  EXPECT_EQ(sited[1].evidence["source"], "kernel_name");
+  EXPECT_EQ(sited[1].evidence["confidence"], "medium");
+  EXPECT_EQ(sited[1].evidence["example_kernel"], "tf32_kernel");
+  EXPECT_EQ(sited[1].summary,
+            "aten::conv2d ran float32 convolutions as TF32 on tensor cores: 4 TF32 kernels, 0.300 ms on the GPU (read "
+            "from kernel names, medium confidence)");
+  EXPECT_NE(sited[1].fix.find("torch.backends.cudnn.allow_tf32 = False"), std::string::npos);
+
+  // Outside autocast ops no site is known: one finding for the run.
+  run.gemm_unattributed = {gemm_kernels(0, "", "tf32", "medium", 2'000'000), gemm_kernels(0, "", "fp32", "medium", 5)};
+  const std::vector<Finding> all = analyze_run(run);
+  ASSERT_EQ(kinds(all), (std::vector<std::string>(3, "tf32-matmul")));
+  EXPECT_TRUE(all[2].sites.empty());
+  EXPECT_EQ(all[2].evidence["kernels"], 4);
+  EXPECT_EQ(all[2].evidence["launched"], "outside autocast ops");
+  EXPECT_EQ(all[2].id, analyze_run(run)[2].id);
+  EXPECT_NE(all[2].id, all[0].id);
+}
+
+TEST(Analyzers, GemmWordsReadCublasLtComputeTypes) {
+  const auto words = [](v1::GemmCompute compute, v1::DType a) {
+    const GemmWords w = gemm_words(compute, a);
+    return w.inputs + "/" + w.accumulate;
+  };
+  EXPECT_EQ(words(v1::GEMM_COMPUTE_32F_FAST_TF32, v1::DTYPE_FLOAT32), "tf32/fp32");
+  EXPECT_EQ(words(v1::GEMM_COMPUTE_32F, v1::DTYPE_FLOAT32), "fp32/fp32");
+  EXPECT_EQ(words(v1::GEMM_COMPUTE_32F, v1::DTYPE_BFLOAT16), "bf16/fp32");
+  EXPECT_EQ(words(v1::GEMM_COMPUTE_16F, v1::DTYPE_FLOAT16), "fp16/fp16");
+  EXPECT_EQ(words(v1::GEMM_COMPUTE_32F_FAST_16BF, v1::DTYPE_FLOAT32), "bf16/fp32");
+  EXPECT_EQ(words(v1::GEMM_COMPUTE_OTHER, v1::DTYPE_FLOAT32), "fp32/");
+  EXPECT_EQ(gemm_compute_name(v1::GEMM_COMPUTE_32F_FAST_TF32), "32f_fast_tf32");
+}
+
 }  // namespace
 }  // namespace castscope::collector

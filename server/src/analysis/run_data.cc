@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "common/gpu/kernel_precision.h"
 #include "server/src/store/event_columns.h"
 #include "server/src/store/store_schema.h"
 
@@ -26,7 +27,7 @@ constexpr auto kAgentRow = schema::columns(
 constexpr auto kCastRow = schema::columns(
     schema::kCasts, {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version"});
 constexpr auto kOpRow = schema::columns(
-    schema::kOps, {"id", "codes", "op", "location", "cpu_duration_ns", "autocast_enabled", "input_dtypes"});
+    schema::kOps, {"id", "codes", "op", "location", "cpu_duration_ns", "autocast_enabled", "input_dtypes", "gemm"});
 constexpr auto kSampleRow = schema::columns(schema::kCacheSamples, {"trigger", "iteration", "live_casts", "live_bytes"});
 constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
 constexpr auto kLocationRow = schema::columns(schema::kLocations, {"file", "line", "function", "flags"});
@@ -99,6 +100,8 @@ class Loader {
         if (Status s = read_gpu_time(lo, hi); !s.ok()) return s;
     }
     for (auto& [key, row] : gpu_sites_) out_.gpu_sites.push_back(std::move(row));
+    for (auto& [key, row] : gemm_exact_) out_.gemm_exact.push_back(std::move(row));
+    for (auto& [key, row] : gemm_kernels_) (key.launched ? out_.gemm_kernels : out_.gemm_unattributed).push_back(row.row);
     for (auto& [key, row] : sites_) out_.sites.push_back(std::move(row));
     for (auto& [key, row] : ops_) out_.ops.push_back(std::move(row));
     for (auto& [key, row] : backward_) out_.backward_ops.push_back(std::move(row));
@@ -146,9 +149,13 @@ class Loader {
     };
     for (const Join join : {Join{v1::LAUNCHED_BY_CAST, "casts"}, Join{v1::LAUNCHED_BY_OP, "ops"}}) {
       Statement rows;
-      const std::string sql = "SELECT e.location, e.op, SUM(k.duration_ns), COUNT(*) FROM kernels k JOIN " +
-                              std::string(join.table) + " e ON e.id = " + kLaunch + " WHERE k.id >= ? AND k.id < ? AND " +
-                              kLaunchedBy + " = ? GROUP BY e.location, e.op";
+      // An op's kernels by name too, for their GEMM precision.
+      const bool by_name = join.launched_by == v1::LAUNCHED_BY_OP;
+      const std::string sql = "SELECT e.location, e.op, SUM(k.duration_ns), COUNT(*), " +
+                              std::string(by_name ? "k.name, k.codes & " + std::to_string(kCodeLimit - 1) : "0, 0") +
+                              " FROM kernels k JOIN " + std::string(join.table) + " e ON e.id = " + kLaunch +
+                              " WHERE k.id >= ? AND k.id < ? AND " + kLaunchedBy + " = ? GROUP BY e.location, e.op" +
+                              (by_name ? ", k.name, k.codes" : "");
       if (Status s = Statement::prepare(db_.handle(), sql, rows); !s.ok()) return s;
       rows.bind(1, lo);
       rows.bind(2, hi);
@@ -169,8 +176,28 @@ class Loader {
           row.compute_ns += ns;
           row.compute_kernels += kernels;
           out_.gpu_compute_ns += ns;
+          if (rows.column_int(5) == v1::GPU_ACTIVITY_KERNEL)
+            if (Status s = add_gemm_kernels(&row.site, key, rows.column_int(4), ns, kernels); !s.ok()) return s;
         }
       }
+      if (!error.ok()) return error;
+    }
+    // GEMM kernels launched outside autocast ops, by name.
+    {
+      Statement rows;
+      const std::string sql = "SELECT k.name, SUM(k.duration_ns), COUNT(*) FROM kernels k WHERE k.id >= ? AND k.id < ? "
+                              "AND " + kLaunchedBy + " = " + std::to_string(v1::LAUNCHED_BY_NONE) + " AND (k.codes & " +
+                              std::to_string(kCodeLimit - 1) + ") = " + std::to_string(v1::GPU_ACTIVITY_KERNEL) +
+                              " GROUP BY k.name";
+      if (Status s = Statement::prepare(db_.handle(), sql, rows); !s.ok()) return s;
+      rows.bind(1, lo);
+      rows.bind(2, hi);
+      Status error;
+      while (rows.step(error))
+        if (Status s = add_gemm_kernels(nullptr, {0, 0}, rows.column_int(0), static_cast<uint64_t>(rows.column_int(1)),
+                                        static_cast<uint64_t>(rows.column_int(2)));
+            !s.ok())
+          return s;
       if (!error.ok()) return error;
     }
     // Launched outside autocast ops; and launched by a cast or op whose row
@@ -192,6 +219,41 @@ class Loader {
       Status error;
       if (rest.step(error) && !rest.column_is_null(0)) *total += static_cast<uint64_t>(rest.column_int(0));
       if (!error.ok()) return error;
+    }
+    return Status();
+  }
+
+  // Kernels of one name, launched by the op at `site` (nullptr: outside
+  // autocast ops), into the GEMM rows when the name reads as a GEMM.
+  Status add_gemm_kernels(const SiteRef* site, std::tuple<int64_t, int64_t> site_key, int64_t name_id, uint64_t ns,
+                          uint64_t kernels) {
+    auto [reading, unread] = kernel_readings_.try_emplace(name_id);
+    if (unread) {
+      std::string name;
+      if (Status s = text(name_id, name); !s.ok()) return s;
+      reading->second.precision = gpu::classify_kernel(name);
+      reading->second.name = std::move(name);
+    }
+    const gpu::GemmPrecision& precision = reading->second.precision;
+    if (!precision.is_gemm) return Status();
+    const GemmKey key{site != nullptr, std::get<0>(site_key), std::get<1>(site_key), precision.inputs,
+                      precision.accumulate, precision.tensor_cores, precision.confidence};
+    auto [it, inserted] = gemm_kernels_.try_emplace(key);
+    GemmKernelRows& rows = it->second;
+    GemmKernelRow& row = rows.row;
+    if (inserted) {
+      if (site != nullptr) row.site = *site;
+      row.inputs = precision.inputs;
+      row.accumulate = precision.accumulate;
+      row.confidence = precision.confidence;
+      row.tensor_cores = precision.tensor_cores;
+    }
+    row.kernels += kernels;
+    row.gpu_ns += ns;
+    if (uint64_t& of_name = rows.ns_by_name[name_id]; (of_name += ns) > rows.example_ns || row.example.empty()) {
+      rows.example_ns = of_name;
+      row.example = reading->second.name;
+      row.why = precision.why;
     }
     return Status();
   }
@@ -253,6 +315,21 @@ class Loader {
       const int64_t codes = ops.column_int(kOpRow["codes"]);
       const int64_t op = ops.column_int(kOpRow["op"]), location = ops.column_int(kOpRow["location"]);
       const auto policy = static_cast<v1::CastPolicy>(code_at(codes, kOpPolicy));
+      if (const int64_t gemm = ops.column_int(kOpRow["gemm"]); gemm != 0) {
+        // Probe ops too: an out= matmul under autocast ran its own GEMMs.
+        auto [g, first] = gemm_exact_.try_emplace(std::make_tuple(location, op, gemm & 0xffffffff));
+        GemmExactRow& row = g->second;
+        if (first) {
+          if (Status s = site_ref(location, op, 0, row.site); !s.ok()) return s;
+          row.compute = static_cast<v1::GemmCompute>(gemm_field(gemm, 0));
+          row.a_type = static_cast<v1::DType>(gemm_field(gemm, 1));
+          row.b_type = static_cast<v1::DType>(gemm_field(gemm, 2));
+          row.d_type = static_cast<v1::DType>(gemm_field(gemm, 3));
+        }
+        ++row.ops;
+        row.matmuls += static_cast<uint64_t>(gemm_field(gemm, 4));
+        row.mixed += gemm_field(gemm, 5) != 0 ? 1 : 0;
+      }
       if (const int reason = code_at(codes, kOpProbeReason); reason != v1::PROBE_REASON_UNSPECIFIED) {
         auto [p, first] = probes_.try_emplace(std::make_tuple(location, op, reason));
         ProbeOpRow& row = p->second;
@@ -362,6 +439,27 @@ class Loader {
   std::map<std::pair<int64_t, int64_t>, BackwardOpRow> backward_;  // location, op
   std::map<std::tuple<int64_t, int64_t, int>, ProbeOpRow> probes_;  // location, op, reason
   std::map<std::tuple<int64_t, int64_t>, GpuSiteRow> gpu_sites_;     // location, op
+  // location, op, the description's compute and types (calls and mixed are counted)
+  std::map<std::tuple<int64_t, int64_t, int64_t>, GemmExactRow> gemm_exact_;
+  struct KernelReading {
+    std::string name;
+    gpu::GemmPrecision precision;
+  };
+  std::unordered_map<int64_t, KernelReading> kernel_readings_;  // by name id: each name read once
+  struct GemmKey {
+    bool launched;  // by an autocast op at location, op; else outside them
+    int64_t location, op;
+    std::string inputs, accumulate;
+    bool tensor_cores;
+    std::string confidence;
+    auto operator<=>(const GemmKey&) const = default;
+  };
+  struct GemmKernelRows {
+    GemmKernelRow row;
+    std::map<int64_t, uint64_t> ns_by_name;  // picks the example
+    uint64_t example_ns = 0;
+  };
+  std::map<GemmKey, GemmKernelRows> gemm_kernels_;
   std::unordered_map<int64_t, std::string> strings_;
 };
 

@@ -92,6 +92,30 @@ struct GpuSiteRow {
   uint64_t cast_kernels = 0, compute_kernels = 0;
 };
 
+// GEMM precision (docs/gpu.md, "GEMM precision"), exact: the matmuls of the
+// ops at one line and op as cuBLASLt's logger described them (OpEvent.gemm),
+// one row per description.
+struct GemmExactRow {
+  SiteRef site;  // arg empty
+  v1::GemmCompute compute = v1::GEMM_COMPUTE_UNSPECIFIED;
+  v1::DType a_type = v1::DTYPE_UNSPECIFIED, b_type = v1::DTYPE_UNSPECIFIED, d_type = v1::DTYPE_UNSPECIFIED;
+  uint64_t ops = 0;      // op calls with this description
+  uint64_t matmuls = 0;  // their matmuls (GemmDescription.calls, each saturating at 255)
+  uint64_t mixed = 0;    // op calls whose later matmuls had another compute or A type
+};
+
+// GEMM precision read from kernel names (castscope::gpu::classify_kernel), a
+// heuristic: GEMM kernels of one precision reading, at one line and op (the
+// op that launched them) or outside autocast ops (site empty).
+struct GemmKernelRow {
+  SiteRef site;  // arg empty
+  std::string inputs, accumulate, confidence;  // classify_kernel's words
+  bool tensor_cores = false;
+  uint64_t kernels = 0, gpu_ns = 0;
+  std::string example;  // the row's busiest kernel name
+  std::string why;      // classify_kernel's reading of it
+};
+
 struct AgentRow {
   std::string agent_id;
   uint32_t pid = 0;
@@ -121,6 +145,9 @@ struct RunData {
   std::vector<GpuSiteRow> gpu_sites;
   uint64_t gpu_cast_ns = 0, gpu_compute_ns = 0, gpu_unattributed_ns = 0;
   uint64_t gpu_unjoined_ns = 0;  // launched by a cast or op the store does not have
+  std::vector<GemmExactRow> gemm_exact;
+  std::vector<GemmKernelRow> gemm_kernels;      // launched by autocast ops
+  std::vector<GemmKernelRow> gemm_unattributed; // launched outside autocast ops (site empty)
 };
 
 // Reads `run_id` from an open store; NOT_FOUND when no such run. Events are

@@ -129,6 +129,23 @@ Status check_cast(const v1::CastEvent& cast, int index, const LocalIdIndex& stri
   return check_reference(cast.location_id(), locations, "location_id", "locations", index, "cast", seq);
 }
 
+// The store packs OpEvent.gemm into one integer, a byte per field
+// (event_columns.h: pack_gemm); calls saturates at 255 by the schema.
+Status check_gemm(const v1::OpEvent& op, int index, uint64_t seq) {
+  if (!op.has_gemm()) return {};
+  const v1::GemmDescription& g = op.gemm();
+  const std::pair<const char*, int64_t> fields[] = {{"compute", g.compute()},
+                                                    {"a_type", g.a_type()},
+                                                    {"b_type", g.b_type()},
+                                                    {"d_type", g.d_type()},
+                                                    {"calls", static_cast<int64_t>(g.calls())}};
+  for (const auto& [name, value] : fields)
+    if (value < 0 || value >= kGemmFieldLimit)
+      return Status::invalid_argument(event_name(index, "op", seq) + ": gemm." + name + " " + std::to_string(value) +
+                                      " out of range (0.." + std::to_string(kGemmFieldLimit - 1) + ")");
+  return {};
+}
+
 Status check_op(const v1::OpEvent& op, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
   const uint64_t seq = op.seq();
   if (Status s = check_seq(seq, index, "op"); !s.ok()) return s;
@@ -160,7 +177,7 @@ Status check_op(const v1::OpEvent& op, int index, const LocalIdIndex& strings, c
     if (device < 0 || device > 62)
       return Status::invalid_argument(event_name(index, "op", seq) + ": autocast_enabled device type " +
                                       std::to_string(device) + " out of range");
-  return {};
+  return check_gemm(op, index, seq);
 }
 
 Status check_cache_sample(const v1::CacheSample& sample, int index) {

@@ -215,6 +215,27 @@ TEST(BatchValidation, RejectsOutOfRangeEnumsAndTooManyEvents) {
   EXPECT_EQ(validate(make_batch("run", "agent", 1), limits).message(), "batch has 6 events, the limit is 2");
 }
 
+// OpEvent.gemm is packed a byte per field (event_columns.h: pack_gemm).
+TEST(BatchValidation, RejectsGemmFieldsTheStoreCannotPack) {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  v1::GemmDescription& gemm = *batch.mutable_events(0)->mutable_op()->mutable_gemm();
+  gemm.set_compute(v1::GEMM_COMPUTE_32F_FAST_TF32);
+  gemm.set_a_type(v1::DTYPE_FLOAT32);
+  gemm.set_calls(255);
+  gemm.set_mixed(true);
+  EXPECT_TRUE(validate(batch).ok());
+  gemm.set_compute(static_cast<v1::GemmCompute>(256));
+  EXPECT_EQ(validate(batch).message(), "events[0] (op seq 1): gemm.compute 256 out of range (0..255)");
+  gemm.set_compute(static_cast<v1::GemmCompute>(-1));
+  EXPECT_EQ(validate(batch).message(), "events[0] (op seq 1): gemm.compute -1 out of range (0..255)");
+  gemm.set_compute(v1::GEMM_COMPUTE_32F);
+  gemm.set_d_type(static_cast<v1::DType>(300));
+  EXPECT_EQ(validate(batch).message(), "events[0] (op seq 1): gemm.d_type 300 out of range (0..255)");
+  gemm.set_d_type(v1::DTYPE_FLOAT32);
+  gemm.set_calls(256);  // the agent saturates at 255
+  EXPECT_EQ(validate(batch).message(), "events[0] (op seq 1): gemm.calls 256 out of range (0..255)");
+}
+
 TEST(BatchValidation, DecodeRejectsGarbage) {
   DecodedBatch decoded;
   const Status status = decode_batch("\xff\xff\xff", BatchLimits(), decoded);

@@ -67,6 +67,76 @@ double cast_share(uint64_t cast_ns, uint64_t compute_ns) {
   return cast_ns + compute_ns == 0 ? 0.0 : static_cast<double>(cast_ns) / static_cast<double>(cast_ns + compute_ns);
 }
 
+json gemm_kernel_json(const GemmKernelRow& row) {
+  return {{"source", "kernel_name"},   {"confidence", row.confidence}, {"inputs", row.inputs},
+          {"accumulate", row.accumulate}, {"tensor_cores", row.tensor_cores}, {"kernels", row.kernels},
+          {"gpu_ns", row.gpu_ns},      {"kernel", row.example},        {"why", row.why}};
+}
+
+// The precision GEMM-backed ops really ran in (docs/gpu.md, "GEMM
+// precision"): per line and op, exact rows from cuBLASLt's logger and rows
+// read from kernel names, the sites with the most GEMM time first (exact
+// rows first within a site); and GEMM kernels launched outside autocast ops.
+json gemm_precision_json(const RunData& run) {
+  using Key = std::tuple<std::string, uint32_t, std::string>;
+  std::map<Key, uint64_t> site_ns;
+  std::map<Key, uint64_t> site_calls;
+  for (const auto& row : run.gemm_kernels) site_ns[{row.site.file, row.site.line, row.site.op}] += row.gpu_ns;
+  for (const auto& row : run.gemm_exact) site_calls[{row.site.file, row.site.line, row.site.op}] += row.ops;
+  struct Row {
+    Key key;
+    bool exact;
+    uint64_t gpu_ns;
+    json value;
+  };
+  std::vector<Row> rows;
+  for (const auto& row : run.gemm_exact) {
+    const GemmWords words = gemm_words(row.compute, row.a_type);
+    rows.push_back({{row.site.file, row.site.line, row.site.op},
+                    true,
+                    0,
+                    {{"site", site_json(row.site)},
+                     {"source", "cublaslt"},
+                     {"confidence", "exact"},
+                     {"inputs", words.inputs},
+                     {"accumulate", words.accumulate},
+                     {"compute", gemm_compute_name(row.compute)},
+                     {"a_type", dtype_name(row.a_type)},
+                     {"b_type", dtype_name(row.b_type)},
+                     {"d_type", dtype_name(row.d_type)},
+                     {"op_calls", row.ops},
+                     {"matmuls", row.matmuls},
+                     {"mixed_calls", row.mixed}}});
+  }
+  for (const auto& row : run.gemm_kernels) {
+    json value = gemm_kernel_json(row);
+    value["site"] = site_json(row.site);
+    rows.push_back({{row.site.file, row.site.line, row.site.op}, false, row.gpu_ns, std::move(value)});
+  }
+  std::sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+    const auto busy = [&](const Key& key) {
+      const auto ns = site_ns.find(key);
+      const auto calls = site_calls.find(key);
+      return std::make_pair(ns == site_ns.end() ? 0 : ns->second, calls == site_calls.end() ? 0 : calls->second);
+    };
+    if (a.key != b.key) {
+      const auto busy_a = busy(a.key), busy_b = busy(b.key);
+      return busy_a != busy_b ? busy_a > busy_b : a.key < b.key;
+    }
+    if (a.exact != b.exact) return a.exact;
+    return a.gpu_ns > b.gpu_ns;
+  });
+  json sites = json::array();
+  for (auto& row : rows) sites.push_back(std::move(row.value));
+  std::vector<const GemmKernelRow*> outside;
+  for (const auto& row : run.gemm_unattributed) outside.push_back(&row);
+  std::sort(outside.begin(), outside.end(),
+            [](const GemmKernelRow* a, const GemmKernelRow* b) { return a->gpu_ns > b->gpu_ns; });
+  json outside_rows = json::array();
+  for (const GemmKernelRow* row : outside) outside_rows.push_back(gemm_kernel_json(*row));
+  return {{"sites", sites}, {"outside_autocast_ops", outside_rows}};
+}
+
 // GPU time by what launched it (docs/gpu.md): per source line and op, the
 // time of its casts' kernels against its own compute; busiest first.
 json gpu_json(const RunData& run) {
@@ -88,7 +158,8 @@ json gpu_json(const RunData& run) {
           {"unattributed_ns", run.gpu_unattributed_ns},
           {"unjoined_ns", run.gpu_unjoined_ns},
           {"cast_share", cast_share(run.gpu_cast_ns, run.gpu_compute_ns)},
-          {"sites", sites}};
+          {"sites", sites},
+          {"gemm_precision", gemm_precision_json(run)}};
 }
 
 }  // namespace

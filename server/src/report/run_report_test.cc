@@ -169,5 +169,128 @@ TEST(RunReport, GpuTimeJoinsKernelsToTheirLaunchesAndCountsWhatItCannotJoin) {
   EXPECT_EQ(report["run"]["agents"][0]["kernels"], 3);
 }
 
+// GEMM precision from stand-in data with kernel names an H100 ran
+// (common/gpu/kernel_precision_test.cc): ops with and without cuBLASLt's
+// description, their kernels, and GEMM kernels launched outside autocast ops.
+TEST(RunReport, GemmPrecisionPerSiteExactAndFromKernelNamesWithTheTf32Findings) {
+  const std::string db = (temp_dir("report-gemm") / "store.db").string();
+  std::unique_ptr<StoreWriter> writer;
+  ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+  ASSERT_TRUE(writer->begin().ok());
+  v1::Batch batch = make_batch("run", "agent", 1);
+  const char* const kNames[] = {
+      "aten::mm",
+      "aten::conv2d",
+      "nvjet_sm90_tst_48x64_64x15_2x1_v_bz_bias_TNN",
+      "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize64x64x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_"
+      "cublas",
+      "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x64x32_stage5_warpsize2x2x1_g1_"
+      "tensor16x8x8_execute_kernel__5x_cudnn",
+      "void at::native::vectorized_elementwise_kernel<4, add>",
+      "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__"
+      "5x_cublas",
+      "memcpy DtoD",
+  };
+  enum : uint32_t { kMm = 10, kConv, kNvjet, kTf32Gemm, kTf32Conv, kElementwise, kFfma, kMemcpy };
+  for (uint32_t id = kMm; id <= kMemcpy; ++id) {
+    auto* text = batch.add_strings();
+    text->set_id(id);
+    text->set_text(kNames[id - kMm]);
+  }
+  struct Op {
+    uint64_t seq;
+    uint32_t op_id;
+    v1::GemmCompute compute;
+    v1::DType type;
+  };
+  for (const Op& o : {Op{50, 1, v1::GEMM_COMPUTE_32F, v1::DTYPE_BFLOAT16},  // aten::linear under autocast
+                      Op{51, kMm, v1::GEMM_COMPUTE_32F_FAST_TF32, v1::DTYPE_FLOAT32},
+                      Op{52, kMm, v1::GEMM_COMPUTE_32F_FAST_TF32, v1::DTYPE_FLOAT32},
+                      Op{53, kConv, v1::GEMM_COMPUTE_UNSPECIFIED, v1::DTYPE_UNSPECIFIED}}) {  // cuDNN: no description
+    v1::OpEvent& op = *batch.add_events()->mutable_op();
+    op.set_seq(o.seq);
+    op.set_op_id(o.op_id);
+    op.set_location_id(1);
+    op.set_policy(v1::CAST_POLICY_LOWER_PRECISION_FP);
+    op.set_outcome(v1::OP_OUTCOME_OK);
+    if (o.compute == v1::GEMM_COMPUTE_UNSPECIFIED) continue;
+    v1::GemmDescription& gemm = *op.mutable_gemm();
+    gemm.set_compute(o.compute);
+    gemm.set_a_type(o.type);
+    gemm.set_b_type(o.type);
+    gemm.set_d_type(o.type);
+    gemm.set_calls(1);
+  }
+  struct Launch {
+    uint64_t seq, launch_seq, ns;
+    uint32_t name;
+    v1::LaunchedBy by;
+    v1::GpuActivity activity = v1::GPU_ACTIVITY_KERNEL;
+  };
+  for (const Launch& l : {Launch{60, 50, 7000, kNvjet, v1::LAUNCHED_BY_OP}, Launch{61, 51, 5000, kTf32Gemm, v1::LAUNCHED_BY_OP},
+                          Launch{62, 52, 5000, kTf32Gemm, v1::LAUNCHED_BY_OP}, Launch{63, 53, 3000, kTf32Conv, v1::LAUNCHED_BY_OP},
+                          Launch{64, 53, 100, kElementwise, v1::LAUNCHED_BY_OP}, Launch{65, 0, 2000, kFfma, v1::LAUNCHED_BY_NONE},
+                          Launch{66, 0, 4000, kTf32Gemm, v1::LAUNCHED_BY_NONE},
+                          Launch{67, 0, 900, kMemcpy, v1::LAUNCHED_BY_NONE, v1::GPU_ACTIVITY_MEMCPY}}) {
+    v1::KernelEvent& k = *batch.add_events()->mutable_kernel();
+    k.set_seq(l.seq);
+    k.set_ts_ns(1);
+    k.set_duration_ns(l.ns);
+    k.set_activity(l.activity);
+    k.set_launched_by(l.by);
+    k.set_launch_seq(l.launch_seq);
+    k.set_name_id(l.name);
+  }
+  bool duplicate = true;
+  const Status stored = writer->store_batch(batch, 1000, duplicate);
+  ASSERT_TRUE(stored.ok()) << stored.message();
+  ASSERT_TRUE(writer->commit().ok());
+  writer.reset();
+
+  json report;
+  const Status status = build_run_report(db, "run", report);
+  ASSERT_TRUE(status.ok()) << status.message();
+  const json& gemm = report["gpu"]["gemm_precision"];
+  // Busiest site first (aten::mm, 10 us of GEMM kernels), its exact row before the kernels' reading.
+  std::vector<std::string> rows;
+  for (const json& row : gemm["sites"])
+    rows.push_back(row["site"]["op"].get<std::string>() + " " + row["source"].get<std::string>() + " " +
+                   row["confidence"].get<std::string>() + " " + row["inputs"].get<std::string>() + "/" +
+                   row["accumulate"].get<std::string>());
+  EXPECT_EQ(rows, (std::vector<std::string>{"aten::mm cublaslt exact tf32/fp32", "aten::mm kernel_name medium tf32/fp32",
+                                            "aten::linear cublaslt exact bf16/fp32",
+                                            "aten::linear kernel_name medium bf16/fp32",
+                                            "aten::conv2d kernel_name medium tf32/fp32"}))
+      << gemm.dump(2);
+  const json& mm = gemm["sites"][0];
+  EXPECT_EQ(mm["compute"], "32f_fast_tf32");
+  EXPECT_EQ(mm["a_type"], "float32");
+  EXPECT_EQ(mm["op_calls"], 2);
+  EXPECT_EQ(mm["matmuls"], 2);
+  const json& mm_kernels = gemm["sites"][1];
+  EXPECT_EQ(mm_kernels["kernels"], 2);
+  EXPECT_EQ(mm_kernels["gpu_ns"], 10000);
+  EXPECT_EQ(mm_kernels["tensor_cores"], true);
+  EXPECT_EQ(mm_kernels["kernel"], kNames[kTf32Gemm - kMm]);
+  EXPECT_EQ(gemm["sites"][2]["d_type"], "bfloat16");
+  // Outside autocast ops: by precision, busiest first; the memcpy is no GEMM.
+  ASSERT_EQ(gemm["outside_autocast_ops"].size(), 2u) << gemm.dump(2);
+  EXPECT_EQ(gemm["outside_autocast_ops"][0]["inputs"], "tf32");
+  EXPECT_EQ(gemm["outside_autocast_ops"][0]["gpu_ns"], 4000);
+  EXPECT_EQ(gemm["outside_autocast_ops"][1]["inputs"], "fp32");
+  EXPECT_EQ(gemm["outside_autocast_ops"][1]["tensor_cores"], false);
+
+  std::vector<std::string> tf32;
+  for (const json& f : report["findings"])
+    if (f["kind"] == "tf32-matmul")
+      tf32.push_back(f["sites"].empty() ? "run: " + f["evidence"]["source"].get<std::string>()
+                                        : f["sites"][0]["op"].get<std::string>() + ": " +
+                                              f["evidence"]["source"].get<std::string>() + " " +
+                                              f["evidence"]["confidence"].get<std::string>());
+  std::sort(tf32.begin(), tf32.end());
+  EXPECT_EQ(tf32, (std::vector<std::string>{"aten::conv2d: kernel_name medium", "aten::mm: cublaslt+kernel_name exact",
+                                            "run: kernel_name"}));
+}
+
 }  // namespace
 }  // namespace castscope::collector

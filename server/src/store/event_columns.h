@@ -121,6 +121,37 @@ inline void unpack_device_mask(int64_t column, castscope::v1::OpEvent& op) {
     if (mask & (uint64_t{1} << device)) op.add_autocast_enabled(static_cast<castscope::v1::DeviceType>(device));
 }
 
+// ops.gemm: OpEvent.gemm (the op's matmuls as cuBLASLt's logger described
+// them), one byte each: compute | a_type << 8 | b_type << 16 | d_type << 24 |
+// calls << 32 | mixed << 40. 0: the op has none (logger off, or no cuBLAS
+// matmul). Each field below kGemmFieldLimit (validate_batch checks).
+inline constexpr int kGemmFieldLimit = 1 << 8;
+#define CASTSCOPE_GEMM_FIELD_SQL(shift) "((gemm >> " #shift ") & 255)"
+
+inline int64_t pack_gemm(const castscope::v1::OpEvent& op) {
+  if (!op.has_gemm()) return 0;
+  const castscope::v1::GemmDescription& g = op.gemm();
+  auto byte = [](int64_t value) { return static_cast<uint64_t>(value) & (kGemmFieldLimit - 1); };
+  return static_cast<int64_t>(byte(g.compute()) | byte(g.a_type()) << 8 | byte(g.b_type()) << 16 |
+                              byte(g.d_type()) << 24 | byte(g.calls()) << 32 | uint64_t{g.mixed()} << 40);
+}
+
+inline int gemm_field(int64_t packed, int index) {
+  return static_cast<int>((static_cast<uint64_t>(packed) >> (8 * index)) & (kGemmFieldLimit - 1));
+}
+
+inline void unpack_gemm(int64_t packed, castscope::v1::OpEvent& op) {
+  namespace v1 = castscope::v1;
+  if (packed == 0) return;
+  v1::GemmDescription& g = *op.mutable_gemm();
+  g.set_compute(static_cast<v1::GemmCompute>(gemm_field(packed, 0)));
+  g.set_a_type(static_cast<v1::DType>(gemm_field(packed, 1)));
+  g.set_b_type(static_cast<v1::DType>(gemm_field(packed, 2)));
+  g.set_d_type(static_cast<v1::DType>(gemm_field(packed, 3)));
+  g.set_calls(static_cast<uint32_t>(gemm_field(packed, 4)));
+  g.set_mixed(gemm_field(packed, 5) != 0);
+}
+
 // kernels.codes: activity, launched_by.
 inline int64_t pack_kernel_codes(const castscope::v1::KernelEvent& k) { return pack_codes({k.activity(), k.launched_by()}); }
 

@@ -23,7 +23,9 @@ namespace {
 // which nothing wrote or read; version 6 brought one back for GPU activity
 // (docs/gpu.md), with the agents' kernel counts and GPU timing state;
 // version 7 added the viewer's timeline tiles (built from the events when
-// upgrading) and the source text of locations.
+// upgrading) and the source text of locations; version 8 added ops.gemm (the
+// op's matmuls as cuBLASLt's logger described them; docs/gpu.md), unpacked
+// in the op_rows view.
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -36,6 +38,8 @@ struct Migration {
 // Version 7's tiles table is the one declared in store_schema.h (the same text
 // as a new store's) and is filled from the events the store holds.
 const std::string kTilesTableSql = schema::kTimelineTiles.create_sql();
+// Version 8's op_rows view reads ops.gemm: the view is made again after the column.
+const std::string kOpRowsViewSql = schema::op_rows_view_sql();
 const Migration kMigrations[] = {
     {4, "DROP TABLE IF EXISTS kernels"},
     {5, "CREATE TABLE kernels(id INTEGER PRIMARY KEY, ts_ns INTEGER, duration_ns INTEGER, name INTEGER, "
@@ -52,14 +56,24 @@ const Migration kMigrations[] = {
        }
        return tiles::rebuild(db);
      }},
+    // Older ops rows have no description: 0, as a new row without one.
+    {7, "DROP VIEW op_rows; ALTER TABLE ops ADD COLUMN gemm INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
+       char* message = nullptr;
+       if (sqlite3_exec(db, kOpRowsViewSql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
+         Status s = Status::internal(message ? message : "cannot create the op_rows view");
+         sqlite3_free(message);
+         return s;
+       }
+       return Status();
+     }},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 6;
+constexpr int kNewestMigrationFrom = 7;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version
-// (version 6 lacks the tiles and the source column the readers select).
-constexpr int kOldestReadableVersion = 7;
+// (version 7 lacks ops.gemm, which the readers select).
+constexpr int kOldestReadableVersion = 8;
 
 }  // namespace
 

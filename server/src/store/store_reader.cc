@@ -264,6 +264,7 @@ Status StoreReader::read_kind(v1::EventFilter::Kind kind, const AgentRef& agent,
         resolved = resolve_location(location, *o.mutable_location());
       unpack_device_mask(r.column_int(kOpRow["autocast_enabled"]), o);
       o.set_autocast_nesting(static_cast<uint32_t>(r.column_int(kOpRow["autocast_nesting"])));
+      unpack_gemm(r.column_int(kOpRow["gemm"]), o);
     } else {
       v1::CacheSample& sample = *stored.mutable_event()->mutable_cache_sample();
       sample.set_seq(seq_of_row(r.column_int(kSampleRow["id"])));

@@ -8,7 +8,7 @@ namespace {
 
 // The views unpack the packed event columns for SQL users (event_columns.h
 // has the layout; store_test checks the views against what was sent).
-constexpr const char* kViewsSql = R"sql(
+constexpr const char* kCastRowsViewSql = R"sql(
 CREATE VIEW cast_rows AS SELECT
   id >> 40 AS agent, id & 0xFFFFFFFFFF AS seq, ts_ns, )sql" CASTSCOPE_SLOT_THREAD_SQL R"sql( AS thread, op,
   )sql" CASTSCOPE_SLOT_ARG_INDEX_SQL R"sql( AS arg_index, arg_name, )sql" CASTSCOPE_SLOT_LIST_INDEX_SQL R"sql( AS list_index,
@@ -18,11 +18,16 @@ CREATE VIEW cast_rows AS SELECT
   (codes >> 55) & 1 AS round_trip,
   shape, bytes, op_seq, source_version, cached_version, location
   FROM casts;
+)sql";
+constexpr const char* kOpRowsViewSql = R"sql(
 CREATE VIEW op_rows AS SELECT
   id >> 40 AS agent, id & 0xFFFFFFFFFF AS seq, ts_ns, thread, op,
   codes & 63 AS policy, (codes >> 6) & 63 AS device_type, (codes >> 12) & 63 AS output_dtype,
   (codes >> 18) & 63 AS outcome, (codes >> 24) & 63 AS autocast_dtype, (codes >> 30) & 63 AS mode,
-  (codes >> 36) & 63 AS phase, (codes >> 42) & 63 AS probe_reason, input_dtypes, cpu_duration_ns, location, autocast_enabled, autocast_nesting
+  (codes >> 36) & 63 AS phase, (codes >> 42) & 63 AS probe_reason, input_dtypes, cpu_duration_ns, location, autocast_enabled, autocast_nesting,
+  )sql" CASTSCOPE_GEMM_FIELD_SQL(0) R"sql( AS gemm_compute, )sql" CASTSCOPE_GEMM_FIELD_SQL(8) R"sql( AS gemm_a_type,
+  )sql" CASTSCOPE_GEMM_FIELD_SQL(16) R"sql( AS gemm_b_type, )sql" CASTSCOPE_GEMM_FIELD_SQL(24) R"sql( AS gemm_d_type,
+  )sql" CASTSCOPE_GEMM_FIELD_SQL(32) R"sql( AS gemm_calls, )sql" CASTSCOPE_GEMM_FIELD_SQL(40) R"sql( AS gemm_mixed
   FROM ops;
 )sql";
 
@@ -53,8 +58,10 @@ std::string Table::create_sql() const {
 std::string create_schema_sql() {
   std::string sql;
   for (const Table* table : kTables) sql += table->create_sql();
-  return sql + kViewsSql;
+  return sql + kCastRowsViewSql + kOpRowsViewSql;
 }
+
+std::string op_rows_view_sql() { return kOpRowsViewSql; }
 
 namespace detail {
 

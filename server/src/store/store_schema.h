@@ -212,6 +212,8 @@ inline constexpr Column kOpsColumns[] = {
     {"location", "INTEGER"},
     {"autocast_enabled", "INTEGER"},  // pack_device_mask
     {"autocast_nesting", "INTEGER"},
+    // Version 8 (added at the end, as ALTER TABLE does when upgrading):
+    {"gemm", "INTEGER NOT NULL DEFAULT 0"},  // pack_gemm; 0: none
 };
 inline constexpr Table kOps{"ops", kOpsColumns};
 
@@ -282,5 +284,7 @@ inline constexpr const Table* kTables[] = {&kRuns,         &kAgents,  &kBatches,
 
 // The whole schema of a new store: every table, then the views.
 std::string create_schema_sql();
+// The op_rows view alone (a migration that changes ops drops and re-creates it).
+std::string op_rows_view_sql();
 
 }  // namespace castscope::collector::schema

@@ -37,7 +37,15 @@ v1::QueryEventsResponse query(const std::string& db, const v1::EventFilter& filt
 
 TEST(SqliteStore, RoundTripResolvesStringsAndLocations) {
   const std::string db = (temp_dir("roundtrip") / "store.db").string();
-  const v1::Batch batch = make_batch("run-1", "agent-1", 1);
+  v1::Batch batch = make_batch("run-1", "agent-1", 1);
+  v1::GemmDescription& gemm = *batch.mutable_events(0)->mutable_op()->mutable_gemm();  // every field at its top
+  gemm.set_compute(v1::GEMM_COMPUTE_OTHER);
+  gemm.set_a_type(v1::DTYPE_OTHER);
+  gemm.set_b_type(v1::DTYPE_BFLOAT16);
+  gemm.set_d_type(v1::DTYPE_FLOAT32);
+  gemm.set_calls(255);
+  gemm.set_mixed(true);
+  ASSERT_TRUE(validate_batch(batch, BatchLimits()).ok());
   {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(db, writer).ok());
@@ -259,15 +267,28 @@ void exec_sql(const std::string& db, const char* sql) {
   sqlite3_close(handle);
 }
 
-// A store as version 6 wrote it: today's tables less the timeline tiles and
-// the locations' source text, user_version 6.
-void make_version_6_store(const std::string& db) {
+// A store as version 7 wrote it: today's tables less ops.gemm, and the
+// op_rows view without the gemm fields, user_version 7.
+void make_version_7_store(const std::string& db) {
   {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(db, writer).ok());
     bool duplicate = false;
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
   }
+  exec_sql(db,
+           "DROP VIEW op_rows; ALTER TABLE ops DROP COLUMN gemm;"
+           "CREATE VIEW op_rows AS SELECT id >> 40 AS agent, id & 0xFFFFFFFFFF AS seq, ts_ns, thread, op,"
+           "  codes & 63 AS policy, (codes >> 6) & 63 AS device_type, (codes >> 12) & 63 AS output_dtype,"
+           "  (codes >> 18) & 63 AS outcome, (codes >> 24) & 63 AS autocast_dtype, (codes >> 30) & 63 AS mode,"
+           "  (codes >> 36) & 63 AS phase, (codes >> 42) & 63 AS probe_reason, input_dtypes, cpu_duration_ns,"
+           "  location, autocast_enabled, autocast_nesting FROM ops;"
+           "PRAGMA user_version=7");
+}
+
+// Version 6: version 7 less the timeline tiles and the locations' source text.
+void make_version_6_store(const std::string& db) {
+  make_version_7_store(db);
   exec_sql(db, "DROP TABLE timeline_tiles; ALTER TABLE locations DROP COLUMN source; PRAGMA user_version=6");
 }
 
@@ -323,8 +344,8 @@ std::string tile_rows(const std::string& db) {
   return out;
 }
 
-TEST(SqliteStore, UpgradesVersion4To6StoresToTheDeclaredSchema) {
-  static_assert(kSchemaVersion == 7, "a new schema version: add its old-file test beside this one");
+TEST(SqliteStore, UpgradesVersion4To7StoresToTheDeclaredSchema) {
+  static_assert(kSchemaVersion == 8, "a new schema version: add its old-file test beside this one");
   const std::string fresh = (temp_dir("fresh") / "store.db").string();
   {
     std::unique_ptr<StoreWriter> writer;
@@ -337,9 +358,14 @@ TEST(SqliteStore, UpgradesVersion4To6StoresToTheDeclaredSchema) {
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10), duplicate).ok());
   }
-  for (int version : {4, 5, 6}) {
+  for (int version : {4, 5, 6, 7}) {
     const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
-    version == 4 ? make_version_4_store(db) : version == 5 ? make_version_5_store(db) : make_version_6_store(db);
+    switch (version) {
+      case 4: make_version_4_store(db); break;
+      case 5: make_version_5_store(db); break;
+      case 6: make_version_6_store(db); break;
+      default: make_version_7_store(db); break;
+    }
 
     // A reader cannot migrate, and these versions lack columns it reads.
     std::unique_ptr<StoreReader> reader;
@@ -360,8 +386,9 @@ TEST(SqliteStore, UpgradesVersion4To6StoresToTheDeclaredSchema) {
       EXPECT_FALSE(duplicate);
     }
     EXPECT_EQ(pragma(db, "PRAGMA user_version"), kSchemaVersion);
-    for (const char* table : {"kernels", "agents", "locations", "timeline_tiles"})
+    for (const char* table : {"kernels", "agents", "locations", "timeline_tiles", "ops", "op_rows", "cast_rows"})
       EXPECT_EQ(table_columns(db, table), table_columns(fresh, table)) << table;
+    EXPECT_EQ(pragma(db, "SELECT count(*) FROM ops WHERE gemm <> 0"), 0);  // older ops had no description
     // The tiles of the events stored before the upgrade are built from them:
     // the same rows as a store that wrote them all itself.
     EXPECT_EQ(tile_rows(db), tile_rows(fresh));
@@ -401,6 +428,7 @@ TEST(StoreSchema, StatementsAndOrdinalsFollowTheDeclaration) {
   static_assert(row["kind"] == 0 && row["line"] == 2 && row.param("file") == 2);
   static_assert(schema::kCasts.column("id") == 0 && schema::kCasts.column("location") == 11);
   static_assert(schema::all_columns<schema::kOps>()["autocast_nesting"] == 9);
+  static_assert(schema::all_columns<schema::kOps>()["gemm"] == 10);
   EXPECT_EQ(row.select_sql(), "SELECT kind, file, line FROM locations");
   EXPECT_EQ(row.insert_sql(2, /*or_ignore=*/true), "INSERT OR IGNORE INTO locations(kind, file, line) VALUES (?,?,?),(?,?,?)");
   EXPECT_EQ(row.match_sql(), "kind = ? AND file = ? AND line = ?");
@@ -450,7 +478,15 @@ TEST(SqliteStore, ViewsUnpackTheCodes) {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(db, writer).ok());
     bool duplicate = false;
-    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+    v1::Batch batch = make_batch("run", "agent", 1);
+    v1::GemmDescription& gemm = *batch.mutable_events(0)->mutable_op()->mutable_gemm();
+    gemm.set_compute(v1::GEMM_COMPUTE_32F_FAST_TF32);
+    gemm.set_a_type(v1::DTYPE_FLOAT32);
+    gemm.set_b_type(v1::DTYPE_FLOAT16);
+    gemm.set_d_type(v1::DTYPE_BFLOAT16);
+    gemm.set_calls(255);
+    gemm.set_mixed(true);
+    ASSERT_TRUE(store(*writer, batch, duplicate).ok());
   }
   sqlite3* handle = nullptr;
   ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
@@ -483,6 +519,16 @@ TEST(SqliteStore, ViewsUnpackTheCodes) {
   EXPECT_EQ(sqlite3_column_int64(statement, 2), v1::DTYPE_FLOAT16);
   EXPECT_EQ(sqlite3_column_int64(statement, 3), v1::PHASE_FORWARD);
   EXPECT_EQ(sqlite3_column_int64(statement, 4), v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST);
+  sqlite3_finalize(statement);
+  ASSERT_EQ(sqlite3_prepare_v2(handle,
+                               "SELECT gemm_compute, gemm_a_type, gemm_b_type, gemm_d_type, gemm_calls, gemm_mixed "
+                               "FROM op_rows",
+                               -1, &statement, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
+  const int64_t gemm_expected[] = {v1::GEMM_COMPUTE_32F_FAST_TF32, v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16,
+                                   v1::DTYPE_BFLOAT16, 255, 1};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(sqlite3_column_int64(statement, i), gemm_expected[i]) << "gemm column " << i;
   sqlite3_finalize(statement);
   sqlite3_close(handle);
 }

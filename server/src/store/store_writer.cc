@@ -463,6 +463,7 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
           s.bind(p + kOpRow["location"], pending.location);
           s.bind(p + kOpRow["autocast_enabled"], pack_device_mask(o));
           s.bind(p + kOpRow["autocast_nesting"], o.autocast_nesting());
+          s.bind(p + kOpRow["gemm"], pack_gemm(o));
         },
         agent.ops);
   if (status.ok())
