@@ -276,12 +276,12 @@ def mm_three_times_under_a_collector(tmp_path, gpu: dict) -> pathlib.Path:
     return collector.db
 
 
-def report_of(db: pathlib.Path) -> dict:
+def report_of(db: pathlib.Path, run: str = "gpu") -> dict:
     import subprocess
 
     import jsonschema
 
-    report = subprocess.run([str(castscope.collector_binary()), "report", "--db", str(db), "--run", "gpu"],
+    report = subprocess.run([str(castscope.collector_binary()), "report", "--db", str(db), "--run", run],
                             capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr
     report = json.loads(report.stdout)

@@ -1,13 +1,19 @@
 #include "agent/src/runtime/cublaslt_logger_control.h"
 
+#include <atomic>
+
 #include "common/log/log.h"
 #if CASTSCOPE_HAVE_CUBLASLT
 #include "agent/src/gpu/cublaslt_logger.h"
 #endif
 
 namespace castscope {
+namespace {
+std::atomic<bool> g_asked{false};  // by the current attach's configuration
+}  // namespace
 
 std::string start_cublaslt_logger(const AgentConfig& config) {
+  g_asked.store(config.gpu.cublaslt_logger);
   if (!config.gpu.cublaslt_logger) return "";
 #if CASTSCOPE_HAVE_CUBLASLT
   const std::string state =
@@ -30,6 +36,7 @@ void stop_cublaslt_logger() {
 }
 
 nlohmann::json cublaslt_logger_status() {
+  if (!g_asked.load()) return {{"state", ""}};
 #if CASTSCOPE_HAVE_CUBLASLT
   const CublasLtLoggerStats stats = cublaslt_logger_stats();
   return {{"state", cublaslt_logger_state()},
@@ -38,7 +45,7 @@ nlohmann::json cublaslt_logger_status() {
           {"tf32_outside_ops", stats.tf32_outside_ops},
           {"unread", stats.unread}};
 #else
-  return {{"state", ""}};
+  return {{"state", "off: this castscope was built without cuBLASLt headers"}};
 #endif
 }
 
