@@ -6,6 +6,7 @@ CUDA autocast, each step synchronized. Rows, interleaved within each repeat:
   castscope         castscope attached, GPU timing off
   castscope+gpu     castscope attached, GPU timing on every step (CUPTI activity records, correlation ids)
   castscope+windows GPU timing in its default windows (2 steps in 100, docs/gpu.md): what a run pays
+  castscope+cublaslt GPU timing off, cuBLASLt's logger on (GEMM precision, opt-in): its cost
 Prints the median step time per row and the ratios to native and to castscope.
 Needs a CUDA GPU (docs/gpu.md):
 
@@ -63,6 +64,7 @@ def main():
             "castscope": lambda: attached("off"),
             "castscope+gpu": lambda: attached({"mode": "on", "window_steps": 0}),
             "castscope+windows": lambda: attached("on"),
+            "castscope+cublaslt": lambda: attached({"mode": "off", "cublaslt_logger": True}),
         }
         times = {name: [] for name in rows}
         for _ in range(args.repeats):
@@ -72,7 +74,7 @@ def main():
     print(f"ResNet-18, batch {args.batch}x3x224x224, bf16 CUDA autocast, {torch.cuda.get_device_name()}, "
           f"torch {torch.__version__}; median of {args.repeats} x {args.steps} steps")
     for name, value in median.items():
-        print(f"  {name:17s} {value:8.2f} ms/step  x{value / median['native']:.3f} of native  "
+        print(f"  {name:18s} {value:8.2f} ms/step  x{value / median['native']:.3f} of native  "
               f"x{value / median['castscope']:.3f} of castscope")
 
 

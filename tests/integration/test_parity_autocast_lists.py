@@ -4,6 +4,8 @@ Every entry runs under native autocast and under castscope with the same
 arguments and seed; outputs must be bit-identical with the same dtype, and
 errors must match. CPU entries always run; CUDA entries need a GPU.
 """
+import os
+
 import pytest
 import torch
 from torch.testing._internal.autocast_test_lists import AutocastCPUTestLists, AutocastTestLists
@@ -77,7 +79,11 @@ def test_cuda_list_entry_matches_native(tmp_path, module, op, args, kwargs):
             return _call(module, op, args, kwargs)
 
     native = run_captured(run)
-    with castscope.attached(events_path=tmp_path / "events.jsonl"):
+    # CASTSCOPE_TEST_CUBLASLT=1 (on a GPU machine): the same lists with the cuBLASLt logger on.
+    gpu = {"mode": "off", "cublaslt_logger": True} if os.environ.get("CASTSCOPE_TEST_CUBLASLT") == "1" else None
+    with castscope.attached(events_path=tmp_path / "events.jsonl", gpu_timing=gpu) as agent:
         with_agent = run_captured(run)
+        if gpu:
+            assert agent.status()["cublaslt_logger"]["state"] == "on"
     mismatch = compare_outcomes(native, with_agent)
     assert mismatch is None, f"{op}: {mismatch}"
