@@ -228,6 +228,45 @@ def test_cuda_training_step_is_bit_identical_attached(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(native, attached))
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; checked on a GPU machine (docs/gpu.md)")
+@pytest.mark.parametrize("gpu", ["off", {"mode": "on", "window_steps": 0, "cublaslt_logger": True}], ids=["plain", "timed+cublaslt"])
+def test_cuda_resnet18_step_is_bit_identical_attached(tmp_path, gpu):
+    torchvision = pytest.importorskip("torchvision")
+    policies = None
+    if torch.__version__.split("+")[0] != "2.14.1":  # GPU machines may run another torch (docs/gpu.md)
+        import sys
+        sys.path.insert(0, str(REPO / "tests" / "gpu"))
+        from policy_for_this_torch import policy_for_this_torch
+        policies = [policy_for_this_torch()]
+
+    def run(attached: bool) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        model = torchvision.models.resnet18(num_classes=10).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        x = torch.randn(16, 3, 224, 224, device="cuda")
+        y = torch.randint(0, 10, (16,), device="cuda")
+        context = (castscope.attached(policy_files=policies, events_path=tmp_path / "r.jsonl", probe=False, gpu_timing=gpu)
+                   if attached else contextlib.nullcontext())
+        with context:
+            for _ in range(2):
+                optimizer.zero_grad()
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+            torch.cuda.synchronize()
+        return [loss.detach()] + [p.detach() for p in model.parameters()]
+
+    deterministic = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False  # same kernels both times
+    try:
+        native, attached = run(False), run(True)
+    finally:
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = deterministic
+    assert [t.dtype for t in native] == [t.dtype for t in attached]
+    assert all(torch.equal(a, b) for a, b in zip(native, attached))
+
+
 def test_timing_windows_time_a_few_steps_in_many(tmp_path, monkeypatch):
     gpu = {**with_standin(tmp_path, monkeypatch, SCRIPT), "window_steps": 1, "every_steps": 3}
     with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False, gpu_timing=gpu) as agent:
