@@ -69,19 +69,35 @@ Status ViewerQueries::open(const std::string& db_path, std::unique_ptr<ViewerQue
 }
 
 Status ViewerQueries::track_summaries(int64_t agent, std::vector<TrackSummary>& out) {
-  Statement list, first, last;
+  // Every statement seeks on the key (agent, track, level, bucket): one step
+  // per track to find the next track, then its coarsest tiles (a handful) and
+  // its first and last finest tile. A GROUP BY track over level = ? would read
+  // every tile of the agent, all levels (0.07 s per request at 1 M events,
+  // growing with the run).
+  Statement next, count, first, last;
   for (auto [statement, sql] : {
-           std::pair{&list, "SELECT track, sum(ops + decisions + kernels) FROM timeline_tiles WHERE agent = ? AND "
-                            "level = ? GROUP BY track ORDER BY track"},
+           std::pair{&next, "SELECT track FROM timeline_tiles WHERE agent = ? AND track > ? ORDER BY track LIMIT 1"},
+           std::pair{&count, "SELECT sum(ops + decisions + kernels) FROM timeline_tiles WHERE agent = ? AND "
+                             "track = ? AND level = ?"},
            std::pair{&first, "SELECT bucket FROM timeline_tiles WHERE agent = ? AND track = ? AND level = 0 "
                              "ORDER BY bucket LIMIT 1"},
            std::pair{&last, "SELECT bucket FROM timeline_tiles WHERE agent = ? AND track = ? AND level = 0 "
                             "ORDER BY bucket DESC LIMIT 1"}})
     if (Status s = prepare(store().handle(), sql, *statement); !s.ok()) return store().error(s.message());
-  list.bind(1, agent);
-  list.bind(2, kCoarsest);
   Status error;
-  while (list.step(error)) out.push_back({list.column_int(0), list.column_int(1), 0, 0});
+  for (int64_t after = INT64_MIN;;) {
+    next.reset();
+    next.bind(1, agent);
+    next.bind(2, after);
+    if (!next.step(error)) break;
+    after = next.column_int(0);
+    count.reset();
+    count.bind(1, agent);
+    count.bind(2, after);
+    count.bind(3, kCoarsest);
+    if (!count.step(error)) break;
+    out.push_back({after, count.column_int(0), 0, 0});
+  }
   if (!error.ok()) return store().error(error.message());
   for (TrackSummary& track : out) {
     for (auto [statement, field] : {std::pair{&first, &track.first_bucket}, std::pair{&last, &track.last_bucket}}) {
