@@ -9,7 +9,7 @@ import { h } from "../dom";
 import { fmtBytes, fmtCount, fmtDuration, fmtShape } from "../format";
 import type { LiveBatch } from "../live";
 import { errorText, notice } from "../notice";
-import { recordLivePaint, stats } from "../stats";
+import { logPush, recordLivePaint, stats } from "../stats";
 import { TimelineData } from "./data";
 import { drawAxis, drawLanes, type Frame, tOf, type Viewport, xOf } from "./draw";
 import { computeLayout, GUTTER, type Layout, type Lane, laneForCast } from "./layout";
@@ -106,12 +106,16 @@ export class TimelineView {
   async load(initial: { t0?: number; t1?: number }, live: boolean): Promise<void> {
     const tracks = await api.tracks(this.run);
     if (this.destroyed) return;
-    this.setTracks(tracks);
+    // The lanes without a fetch: the range is set below, then asked once (a
+    // fetch of the default range first would be aborted, but the collector
+    // would still answer it).
+    this.setTracks(tracks, false);
     this.live = live;
     if (initial.t0 !== undefined && initial.t1 !== undefined && initial.t1 > initial.t0) {
       this.t0 = initial.t0;
       this.t1 = initial.t1;
       this.setFollow(false);
+      this.refetch(false);
     } else if (live) {
       this.t0 = 0;
       this.t1 = LIVE_SPAN_DEFAULT;
@@ -122,13 +126,13 @@ export class TimelineView {
     this.resize();
   }
 
-  setTracks(tracks: Tracks): void {
+  setTracks(tracks: Tracks, refetch = true): void {
     const before = JSON.stringify(this.layoutKeys());
     stats.originNs = tracks.origin_ns;
     this.tMax = Math.max(this.tMax, tracks.t_max);
     this.layout = computeLayout(tracks);
     this.canvasSize();
-    if (JSON.stringify(this.layoutKeys()) !== before) this.refetch(false);
+    if (refetch && JSON.stringify(this.layoutKeys()) !== before) this.refetch(false);
     this.requestPaint();
   }
 
@@ -411,7 +415,10 @@ export class TimelineView {
     stats.paints++;
     stats.lastPaintMs = end - start;
     stats.maxPaintMs = Math.max(stats.maxPaintMs, stats.lastPaintMs);
-    if (stats.firstPaintAt === null && contents.some((c) => c.data)) stats.firstPaintAt = end;
+    const withData = contents.filter((c) => c.data).length;
+    if (stats.firstPaintAt === null && withData > 0) stats.firstPaintAt = end;
+    if (stats.firstFullPaintAt === null && withData > 0 && withData === contents.length) stats.firstFullPaintAt = end;
+    logPush(stats.paintLog, { at: end, ms: stats.lastPaintMs, lanesWithData: withData, lanes: contents.length });
     if (this.pendingLive.size) {
       const wall = performance.timeOrigin + end;
       for (const d of this.frame.casts) {
