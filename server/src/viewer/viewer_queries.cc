@@ -167,9 +167,10 @@ Status ViewerQueries::runs(json& out) {
                         {"gpu_records_dropped", a.gpu_records_dropped()},
                         {"finished", a.finished()}});
     }
+    // Decimal strings, like origin_ns: Unix nanoseconds are past 2^53, where a JavaScript number is not exact.
     runs.push_back({{"run_id", run.run_id()},
-                    {"first_seen_unix_ns", run.first_seen_unix_ns()},
-                    {"last_seen_unix_ns", run.last_seen_unix_ns()},
+                    {"first_seen_unix_ns", std::to_string(run.first_seen_unix_ns())},
+                    {"last_seen_unix_ns", std::to_string(run.last_seen_unix_ns())},
                     {"live", live},
                     {"agents", agents}});
   }
