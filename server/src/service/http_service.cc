@@ -343,7 +343,7 @@ void HttpService::install_routes() {
     if (!text_param(req, "run", run, error)) return send_error(res, 400, error);
     answer(req, res, [&](viewer::ViewerQueries& q, json& body) { return q.tracks(run, body); });
   });
-  server.Get("/api/timeline", [answer](const httplib::Request& req, httplib::Response& res) {
+  server.Get("/api/timeline", [this](const httplib::Request& req, httplib::Response& res) {
     viewer::RangeRequest range;
     int64_t px = 0;
     std::string error;
@@ -353,7 +353,11 @@ void HttpService::install_routes() {
         !integer_param(req, "px", 1, 20000, px, error))
       return send_error(res, 400, error);
     range.pixels = static_cast<int>(px);
-    answer(req, res, [&](viewer::ViewerQueries& q, json& body) { return q.timeline(range, body); });
+    std::string body;
+    const Status status = queries_.with([&](viewer::ViewerQueries& q) { return q.timeline_text(range, body); });
+    if (!status.ok()) return send_error(res, http_status(status), status.message());
+    res.set_header("Cache-Control", "no-store");
+    send_body(req, res, std::move(body), "application/json");
   });
   server.Get("/api/event", [answer](const httplib::Request& req, httplib::Response& res) {
     std::string run, agent, error;
@@ -453,17 +457,21 @@ void HttpService::install_routes() {
               const auto& [run_id, agent_id] = key;
               int64_t& origin = live->origins[run_id];
               if (origin == 0) (void)queries_.with([&](viewer::ViewerQueries& q) { return q.origin(run_id, origin); });
-              json casts = json::array();
+              viewer::JsonWriter message;
+              message.begin_object();
+              message.key("run_id").value(run_id);
+              message.key("agent_id").value(agent_id);
+              // No origin yet (the run's first batches held only cache samples, which
+              // have no tiles): no time to give relative to it.
+              message.key("t_max");
+              if (origin == 0) message.null();
+              else message.value(static_cast<int64_t>(p.max_ts_ns) - origin);
+              message.key("events").value(p.events);
+              message.key("casts").begin_array();
               const size_t first = p.casts.size() > options_.live_sample_casts ? p.casts.size() - options_.live_sample_casts : 0;
-              for (size_t i = first; i < p.casts.size(); ++i) casts.push_back(viewer::cast_json(agent_id, *p.casts[i], origin));
-              json message = {{"run_id", run_id},
-                              {"agent_id", agent_id},
-                              // No origin yet (the run's first batches held only cache samples, which
-                              // have no tiles): no time to give relative to it.
-                              {"t_max", origin == 0 ? json(nullptr) : json(static_cast<int64_t>(p.max_ts_ns) - origin)},
-                              {"events", p.events},
-                              {"casts", casts}};
-              out += "event: batch\ndata: " + message.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+              for (size_t i = first; i < p.casts.size(); ++i) viewer::write_cast(message, agent_id, *p.casts[i], origin);
+              message.end_array().end_object();
+              out += "event: batch\ndata: " + message.text() + "\n\n";
             }
           }
           const auto now = std::chrono::steady_clock::now();
