@@ -3,7 +3,7 @@
 // methods. Each answer is the JSON body of one route.
 //
 // Ranges at any zoom are answered from the timeline tiles (timeline_tiles.h):
-// a level whose buckets are no wider than a pixel, about as many rows as the
+// a level whose buckets are no wider than two pixels, about as many rows as the
 // range has pixels; when few enough events fall in the range, they are read
 // one by one through the tiles' seq bounds (a range of the events' key).
 //
