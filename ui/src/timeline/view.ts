@@ -16,7 +16,10 @@ import { computeLayout, GUTTER, type Layout, type Lane, laneForCast } from "./la
 
 const AXIS_H = 26;
 const MIN_SPAN = 1_000; // 1 µs
-const LIVE_REFETCH_MS = 100; // at most 10 refetches a second
+// At most 2 refetches a second while following: pushed casts are drawn at
+// once; the refetch only refreshes the density behind them, and each costs
+// the collector a query per lane (10 a second took CPU from ingest on 2 cores).
+const LIVE_REFETCH_MS = 500;
 const LIVE_SPAN_DEFAULT = 10e9;
 const IMPLAUSIBLE_JUMP_NS = 300e9;
 
@@ -26,7 +29,8 @@ export type Hover =
   | { kind: "kernel"; agent: AgentId; seq: number };
 
 export interface TimelineCallbacks {
-  rangeChanged(t0: number, t1: number): void;
+  /** `live`: the view moved because it follows the live run (many times a second). */
+  rangeChanged(t0: number, t1: number, live: boolean): void;
   select(agent: AgentId, seq: number, kind: string): void;
 }
 
@@ -176,7 +180,7 @@ export class TimelineView {
   private afterRangeChange(): void {
     this.refetch(false);
     this.requestPaint();
-    this.cb.rangeChanged(this.t0, this.t1);
+    this.cb.rangeChanged(this.t0, this.t1, false);
   }
 
   fit(): void {
@@ -265,7 +269,7 @@ export class TimelineView {
       const span = this.t1 - this.t0;
       this.t1 = this.tMax;
       this.t0 = this.t1 - span;
-      this.cb.rangeChanged(this.t0, this.t1);
+      this.cb.rangeChanged(this.t0, this.t1, true);
     }
     this.requestPaint();
     this.scheduleLiveRefetch();
