@@ -3,7 +3,7 @@
 //   castscope_ingest_bench --collector HOST:PORT [--token T] throughput [--seconds 10] [--window 8]
 //   castscope_ingest_bench --collector HOST:PORT [--token T] latency [--seconds 10] [--rate 200000]
 //   castscope_ingest_bench --collector HOST:PORT [--token T] follow --run RUN_ID [--seconds 10]
-//   castscope_ingest_bench --collector HOST:PORT [--token T] fill --events N [--agents 2] [--run RUN_ID]
+//   castscope_ingest_bench --collector HOST:PORT [--token T] fill --events N [--agents 2] [--run RUN_ID] [--prebuild]
 //
 // throughput: streams pre-built batches of 4096 cast events (interned sites,
 // ~50 of them) as fast as acknowledgements allow, `--window` unacked batches
@@ -15,7 +15,8 @@
 // so ring, exporter and forwarder are in the number too. fill: a stored
 // run that looks like a training job (see TrainingJob) of about N events,
 // sent as fast as the collector takes them; each agent ends with its final
-// batch, so the run is finished.
+// batch, so the run is finished; --prebuild builds every batch before the
+// clock starts, so the rate is the collector's.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <time.h>
@@ -25,6 +26,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -233,7 +235,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: castscope_ingest_bench --collector HOST:PORT [--token T] throughput|latency|follow|fill\n"
                "       [--seconds N] [--window N] [--streams N (throughput)] [--rate EVENTS_PER_S] [--run RUN_ID]\n"
-               "       [--events N --agents N (fill)]\n");
+               "       [--events N --agents N --prebuild (fill)]\n");
   return 2;
 }
 
@@ -430,11 +432,17 @@ class TrainingJob {
 // fill: `agents` ranks of one run, each on its own connection, until about
 // `events` events are stored; batches of about 4096 events, as the agent's
 // exporter makes at a high rate.
+// With `prebuild`, every batch is built and serialized first and the clock
+// starts when all agents are ready: the rate is then the collector's, not the
+// time this process takes to build batches.
 int fill_run(const std::string& collector, const std::string& token, std::string run_id, uint64_t events,
-             int agents) {
+             int agents, bool prebuild) {
   if (run_id.empty()) run_id = "train-" + std::to_string(monotonic_ns());
   const uint64_t origin = monotonic_ns();
-  const auto started = std::chrono::steady_clock::now();
+  auto started = std::chrono::steady_clock::now();
+  std::mutex ready_mutex;
+  std::condition_variable ready_changed;
+  int ready = 0;
   std::vector<std::thread> threads;
   std::vector<uint64_t> sent(static_cast<size_t>(agents), 0), simulated(static_cast<size_t>(agents), 0);
   std::vector<std::string> errors(static_cast<size_t>(agents));
@@ -444,7 +452,9 @@ int fill_run(const std::string& collector, const std::string& token, std::string
       arguments.SetInt("castscope.bench.stream", a);
       auto channel = grpc::CreateCustomChannel(collector, grpc::InsecureChannelCredentials(), arguments);
       grpc::GenericStub stub(channel);
-      IngestClient client(stub, token, 8);
+      std::unique_ptr<IngestClient> client;
+      if (!prebuild) client = std::make_unique<IngestClient>(stub, token, 8);
+      std::vector<std::string> built;
       TrainingJob job(0x9e3779b97f4a7c15ull + static_cast<uint64_t>(a));
       const std::string agent_id = "train-host-" + std::to_string(1000 + a) + "-" + std::to_string(origin);
       uint64_t seq = 0, sequence = 0, now = origin + static_cast<uint64_t>(a) * 150'000;
@@ -468,9 +478,22 @@ int fill_run(const std::string& collector, const std::string& token, std::string
         batch.set_final(seq >= mine);
         v1::IngestRequest request;
         *request.mutable_batch() = std::move(batch);
-        client.send(to_buffer(request.SerializeAsString()));
+        if (prebuild) built.push_back(request.SerializeAsString());
+        else client->send(to_buffer(request.SerializeAsString()));
       }
-      const grpc::Status status = client.finish();
+      if (prebuild) {
+        client = std::make_unique<IngestClient>(stub, token, 8);
+        {
+          std::unique_lock lock(ready_mutex);
+          if (++ready == agents) {
+            started = std::chrono::steady_clock::now();
+            ready_changed.notify_all();
+          }
+          ready_changed.wait(lock, [&] { return ready == agents; });
+        }
+        for (const std::string& request : built) client->send(to_buffer(request));
+      }
+      const grpc::Status status = client->finish();
       sent[static_cast<size_t>(a)] = seq;
       simulated[static_cast<size_t>(a)] = now - origin;
       if (!status.ok()) errors[static_cast<size_t>(a)] = status.error_message();
@@ -500,6 +523,7 @@ int main(int argc, char** argv) {
   double rate = 200000;
   uint64_t fill_events = 10'000'000;
   int agents = 2;
+  bool prebuild = false;
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
     const bool has_value = i + 1 < argc;
@@ -512,6 +536,7 @@ int main(int argc, char** argv) {
     else if (word == "--run" && has_value) follow_run_id = argv[++i];
     else if (word == "--events" && has_value) fill_events = std::stoull(argv[++i]);
     else if (word == "--agents" && has_value) agents = std::max(1, std::stoi(argv[++i]));
+    else if (word == "--prebuild") prebuild = true;
     else if (word == "throughput" || word == "latency" || word == "follow" || word == "fill") mode = word;
     else return usage();
   }
@@ -520,7 +545,7 @@ int main(int argc, char** argv) {
   auto channel = grpc::CreateChannel(collector, grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   const std::string run_id = "bench-" + std::to_string(monotonic_ns());
-  if (mode == "fill") return fill_run(collector, token, follow_run_id, fill_events, agents);
+  if (mode == "fill") return fill_run(collector, token, follow_run_id, fill_events, agents, prebuild);
   if (mode == "follow") {
     if (follow_run_id.empty()) return usage();
     return follow_run(channel, token, follow_run_id, seconds);
