@@ -3,6 +3,7 @@
 //   castscope_ingest_bench --collector HOST:PORT [--token T] throughput [--seconds 10] [--window 8]
 //   castscope_ingest_bench --collector HOST:PORT [--token T] latency [--seconds 10] [--rate 200000]
 //   castscope_ingest_bench --collector HOST:PORT [--token T] follow --run RUN_ID [--seconds 10]
+//   castscope_ingest_bench --collector HOST:PORT [--token T] fill --events N [--agents 2] [--run RUN_ID] [--prebuild]
 //
 // throughput: streams pre-built batches of 4096 cast events (interned sites,
 // ~50 of them) as fast as acknowledgements allow, `--window` unacked batches
@@ -11,7 +12,11 @@
 // the run with Subscribe (messages leave after the commit) and prints the
 // percentiles of arrival - ts_ns. follow: the same measurement for the casts
 // and ops of a real job (RUN_ID) streaming through its agent and forwarder,
-// so ring, exporter and forwarder are in the number too.
+// so ring, exporter and forwarder are in the number too. fill: a stored
+// run that looks like a training job (see TrainingJob) of about N events,
+// sent as fast as the collector takes them; each agent ends with its final
+// batch, so the run is finished; --prebuild builds every batch before the
+// clock starts, so the rate is the collector's.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <time.h>
@@ -21,6 +26,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -227,8 +233,9 @@ class IngestClient : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
 
 int usage() {
   std::fprintf(stderr,
-               "usage: castscope_ingest_bench --collector HOST:PORT [--token T] throughput|latency|follow\n"
-               "       [--seconds N] [--window N] [--streams N (throughput)] [--rate EVENTS_PER_S] [--run RUN_ID]\n");
+               "usage: castscope_ingest_bench --collector HOST:PORT [--token T] throughput|latency|follow|fill\n"
+               "       [--seconds N] [--window N] [--streams N (throughput)] [--rate EVENTS_PER_S] [--run RUN_ID]\n"
+               "       [--events N --agents N --prebuild (fill)]\n");
   return 2;
 }
 
@@ -274,6 +281,238 @@ int follow_run(const std::shared_ptr<grpc::Channel>& channel, const std::string&
   return print_latencies("follow", latencies, skipped, " of run " + run_id) ? 0 : 1;
 }
 
+
+// A data-parallel training job as an agent would record it, in simulated
+// time: per step a forward pass on the main thread (thread 0) and a backward
+// pass on the autograd thread (thread 1), ops 20-300 us long a few us apart,
+// casts inside the autocast ops (weights hit the cast cache after the first
+// step), one GPU kernel per op and per cast on device 0 stream 7, an
+// optimizer gap between steps. About 1000 events per step, ~40 ms per step.
+class TrainingJob {
+ public:
+  explicit TrainingJob(uint64_t seed) : rng_(seed) {}
+
+  // Appends the events of one step, ts from `now`; returns the new now.
+  uint64_t step(v1::Batch& batch, uint64_t now, uint64_t& seq) {
+    const bool first_step = step_ == 0;
+    for (int i = 0; i < kForwardOps; ++i) now = op(batch, now, seq, i, 0, v1::PHASE_FORWARD, first_step);
+    now += 50'000;  // loss, backward starts
+    for (int i = 0; i < kBackwardOps; ++i) now = op(batch, now, seq, i, 1, v1::PHASE_BACKWARD, first_step);
+    ++step_;
+    return now + 2'000'000 + next(1'000'000);  // optimizer step, data loading
+  }
+
+  static void add_strings(v1::Batch& batch) {
+    uint32_t id = 1;
+    for (const char* op : kOps) {
+      auto* entry = batch.add_strings();
+      entry->set_id(id++);
+      entry->set_text(op);
+    }
+    for (const char* name : {"input", "weight", "self", "mat2", "other"}) {
+      auto* entry = batch.add_strings();
+      entry->set_id(id++);
+      entry->set_text(name);
+    }
+    for (const char* kernel : {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
+                               "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>",
+                               "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor>"}) {
+      auto* entry = batch.add_strings();
+      entry->set_id(id++);
+      entry->set_text(kernel);
+    }
+    for (int site = 0; site < kSites; ++site) {
+      auto* entry = batch.add_locations();
+      entry->set_id(static_cast<uint32_t>(site + 1));
+      v1::SourceLocation& location = *entry->mutable_location();
+      location.set_kind(v1::SourceLocation::KIND_PYTHON);
+      location.set_file("/home/user/project/model/block_" + std::to_string(site % 6) + ".py");
+      location.set_line(static_cast<uint32_t>(40 + site * 7));
+      location.set_function(site % 2 == 0 ? "forward" : "_attention");
+    }
+  }
+
+ private:
+  static constexpr int kForwardOps = 120, kBackwardOps = 200;
+  static constexpr const char* kOps[] = {"aten::linear", "aten::matmul", "aten::conv2d", "aten::addmm",
+                                         "aten::bmm", "aten::softmax.int", "aten::layer_norm", "aten::gelu",
+                                         "aten::add.Tensor", "aten::mse_loss"};
+  static constexpr uint32_t kArgNames = 11, kKernelGemm = 16, kKernelCopy = 17, kKernelElementwise = 18;
+
+  uint64_t next(uint64_t bound) {
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
+    return rng_ % bound;
+  }
+
+  uint64_t op(v1::Batch& batch, uint64_t now, uint64_t& seq, int index, uint32_t thread, v1::Phase phase,
+              bool first_step) {
+    const int kind = index % 10;  // 0-4: lower precision, 5-6: fp32, 7-9: promote / not autocast
+    const uint32_t site = static_cast<uint32_t>((index * 7 + (phase == v1::PHASE_BACKWARD ? 3 : 0)) % kSites);
+    const uint64_t start = now + 2'000 + next(15'000);
+    const uint64_t duration = (kind < 5 ? 80'000 : 20'000) + next(kind < 5 ? 220'000 : 60'000);
+    const uint64_t op_seq = ++seq;
+    v1::OpEvent& o = *batch.add_events()->mutable_op();
+    o.set_seq(op_seq);
+    o.set_ts_ns(start);
+    o.set_thread(thread);
+    o.set_op_id(1 + static_cast<uint32_t>(kind));
+    o.set_policy(kind < 5 ? v1::CAST_POLICY_LOWER_PRECISION_FP : kind < 7 ? v1::CAST_POLICY_FP32 : v1::CAST_POLICY_PROMOTE);
+    o.set_device_type(v1::DEVICE_TYPE_CUDA);
+    o.add_input_dtypes(v1::DTYPE_FLOAT32);
+    o.add_input_dtypes(v1::DTYPE_FLOAT32);
+    o.set_output_dtype(kind < 5 ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32);
+    o.set_cpu_duration_ns(duration);
+    o.set_outcome(v1::OP_OUTCOME_OK);
+    o.set_autocast_dtype(v1::DTYPE_BFLOAT16);
+    o.set_mode(v1::EXECUTION_MODE_EAGER);
+    o.set_phase(phase);
+    o.add_autocast_enabled(v1::DEVICE_TYPE_CUDA);
+    o.set_autocast_nesting(1);
+    o.set_location_id(site + 1);
+    // Forward lower-precision ops cast their input and weight; fp32 ops their
+    // input; in backward a third of the ops cast a gradient.
+    int casts = kind < 5 ? 2 : kind < 7 ? 1 : 0;
+    if (phase == v1::PHASE_BACKWARD) casts = index % 3 == 0 && kind < 7 ? 1 : 0;
+    for (int a = 0; a < casts; ++a) {
+      const bool weight = a == 1 && phase == v1::PHASE_FORWARD;
+      const uint64_t cast_seq = ++seq;
+      const uint64_t cast_ts = start + 1'000 + static_cast<uint64_t>(a) * 4'000 + next(2'000);
+      v1::CastEvent& c = *batch.add_events()->mutable_cast();
+      c.set_seq(cast_seq);
+      c.set_ts_ns(cast_ts);
+      c.set_thread(thread);
+      c.set_op_id(o.op_id());
+      c.set_arg_index(static_cast<uint32_t>(a));
+      c.set_arg_name_id(kArgNames + static_cast<uint32_t>(a));
+      c.set_list_index(-1);
+      c.set_policy(o.policy());
+      c.set_src_dtype(kind < 5 ? v1::DTYPE_FLOAT32 : v1::DTYPE_BFLOAT16);
+      c.set_dst_dtype(kind < 5 ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32);
+      c.set_outcome(v1::CAST_OUTCOME_CAST);
+      if (!weight) c.add_shape(32);
+      c.add_shape(weight ? 1024 : 512);
+      c.add_shape(1024);
+      c.set_bytes((weight ? 1024ull * 1024 : 32ull * 512 * 1024) * (kind < 5 ? 4 : 2));
+      c.set_device_type(v1::DEVICE_TYPE_CUDA);
+      c.set_op_seq(op_seq);
+      c.set_role(weight ? v1::ROLE_WEIGHT : v1::ROLE_ACTIVATION);
+      c.set_cache(weight ? (first_step ? v1::CACHE_OUTCOME_MISS : v1::CACHE_OUTCOME_HIT) : v1::CACHE_OUTCOME_NOT_CACHEABLE);
+      c.set_source_version(weight ? 3 : 0);
+      c.set_cached_version(weight && !first_step ? 3 : 0);
+      c.set_location_id(site + 1);
+      c.set_mode(v1::EXECUTION_MODE_EAGER);
+      c.set_phase(phase);
+      kernel(batch, cast_ts + 6'000, 3'000 + next(6'000), kKernelCopy, v1::LAUNCHED_BY_CAST, cast_seq, seq);
+    }
+    kernel(batch, start + duration / 2, duration / 2 + next(duration / 2), kind < 5 ? kKernelGemm : kKernelElementwise,
+           v1::LAUNCHED_BY_OP, op_seq, seq);
+    return start + duration;
+  }
+
+  void kernel(v1::Batch& batch, uint64_t ts, uint64_t duration, uint32_t name_id, v1::LaunchedBy by,
+              uint64_t launch_seq, uint64_t& seq) {
+    v1::KernelEvent& k = *batch.add_events()->mutable_kernel();
+    k.set_seq(++seq);
+    k.set_ts_ns(ts);
+    k.set_duration_ns(duration);
+    k.set_activity(v1::GPU_ACTIVITY_KERNEL);
+    k.set_name_id(name_id);
+    k.set_device(0);
+    k.set_stream(7);
+    k.set_launched_by(by);
+    k.set_launch_seq(launch_seq);
+  }
+
+  uint64_t rng_;
+  uint64_t step_ = 0;
+};
+
+// fill: `agents` ranks of one run, each on its own connection, until about
+// `events` events are stored; batches of about 4096 events, as the agent's
+// exporter makes at a high rate.
+// With `prebuild`, every batch is built and serialized first and the clock
+// starts when all agents are ready: the rate is then the collector's, not the
+// time this process takes to build batches.
+int fill_run(const std::string& collector, const std::string& token, std::string run_id, uint64_t events,
+             int agents, bool prebuild) {
+  if (run_id.empty()) run_id = "train-" + std::to_string(monotonic_ns());
+  const uint64_t origin = monotonic_ns();
+  auto started = std::chrono::steady_clock::now();
+  std::mutex ready_mutex;
+  std::condition_variable ready_changed;
+  int ready = 0;
+  std::vector<std::thread> threads;
+  std::vector<uint64_t> sent(static_cast<size_t>(agents), 0), simulated(static_cast<size_t>(agents), 0);
+  std::vector<std::string> errors(static_cast<size_t>(agents));
+  for (int a = 0; a < agents; ++a) {
+    threads.emplace_back([&, a] {
+      grpc::ChannelArguments arguments;
+      arguments.SetInt("castscope.bench.stream", a);
+      auto channel = grpc::CreateCustomChannel(collector, grpc::InsecureChannelCredentials(), arguments);
+      grpc::GenericStub stub(channel);
+      std::unique_ptr<IngestClient> client;
+      if (!prebuild) client = std::make_unique<IngestClient>(stub, token, 8);
+      std::vector<std::string> built;
+      TrainingJob job(0x9e3779b97f4a7c15ull + static_cast<uint64_t>(a));
+      const std::string agent_id = "train-host-" + std::to_string(1000 + a) + "-" + std::to_string(origin);
+      uint64_t seq = 0, sequence = 0, now = origin + static_cast<uint64_t>(a) * 150'000;
+      const uint64_t mine = events / static_cast<uint64_t>(agents);
+      while (seq < mine) {
+        v1::Batch batch;
+        batch.set_protocol_version(v1::ProtocolVersion_MAX);
+        v1::AgentIdentity& id = *batch.mutable_agent();
+        id.set_run_id(run_id);
+        id.set_agent_id(agent_id);
+        id.set_pid(static_cast<uint32_t>(1000 + a));
+        id.set_rank(a);
+        id.set_local_rank(a);
+        id.set_world_size(agents);
+        id.set_hostname("train-host");
+        id.set_command("python train.py --amp bf16 (castscope_ingest_bench fill)");
+        batch.set_sequence(++sequence);
+        TrainingJob::add_strings(batch);
+        while (batch.events_size() < kEventsPerBatch - 1200 && seq < mine) now = job.step(batch, now, seq);
+        batch.set_events_recorded_total(seq);
+        batch.set_final(seq >= mine);
+        v1::IngestRequest request;
+        *request.mutable_batch() = std::move(batch);
+        if (prebuild) built.push_back(request.SerializeAsString());
+        else client->send(to_buffer(request.SerializeAsString()));
+      }
+      if (prebuild) {
+        client = std::make_unique<IngestClient>(stub, token, 8);
+        {
+          std::unique_lock lock(ready_mutex);
+          if (++ready == agents) {
+            started = std::chrono::steady_clock::now();
+            ready_changed.notify_all();
+          }
+          ready_changed.wait(lock, [&] { return ready == agents; });
+        }
+        for (const std::string& request : built) client->send(to_buffer(request));
+      }
+      const grpc::Status status = client->finish();
+      sent[static_cast<size_t>(a)] = seq;
+      simulated[static_cast<size_t>(a)] = now - origin;
+      if (!status.ok()) errors[static_cast<size_t>(a)] = status.error_message();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  uint64_t total = 0;
+  for (uint64_t n : sent) total += n;
+  std::string error;
+  for (const auto& e : errors)
+    if (error.empty() && !e.empty()) error = e;
+  std::printf("fill: run %s, %d agents, %llu events stored in %.1f s (%.0f events/s), %.1f s of simulated run%s%s\n",
+              run_id.c_str(), agents, static_cast<unsigned long long>(total), elapsed, static_cast<double>(total) / elapsed,
+              static_cast<double>(*std::max_element(simulated.begin(), simulated.end())) / 1e9,
+              error.empty() ? "" : "; stream error: ", error.c_str());
+  return error.empty() ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -282,6 +521,9 @@ int main(int argc, char** argv) {
   size_t window = 8;
   size_t streams = 1;
   double rate = 200000;
+  uint64_t fill_events = 10'000'000;
+  int agents = 2;
+  bool prebuild = false;
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
     const bool has_value = i + 1 < argc;
@@ -292,7 +534,10 @@ int main(int argc, char** argv) {
     else if (word == "--streams" && has_value) streams = std::max<size_t>(1, std::stoul(argv[++i]));
     else if (word == "--rate" && has_value) rate = std::stod(argv[++i]);
     else if (word == "--run" && has_value) follow_run_id = argv[++i];
-    else if (word == "throughput" || word == "latency" || word == "follow") mode = word;
+    else if (word == "--events" && has_value) fill_events = std::stoull(argv[++i]);
+    else if (word == "--agents" && has_value) agents = std::max(1, std::stoi(argv[++i]));
+    else if (word == "--prebuild") prebuild = true;
+    else if (word == "throughput" || word == "latency" || word == "follow" || word == "fill") mode = word;
     else return usage();
   }
   if (collector.empty() || mode.empty()) return usage();
@@ -300,6 +545,7 @@ int main(int argc, char** argv) {
   auto channel = grpc::CreateChannel(collector, grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   const std::string run_id = "bench-" + std::to_string(monotonic_ns());
+  if (mode == "fill") return fill_run(collector, token, follow_run_id, fill_events, agents, prebuild);
   if (mode == "follow") {
     if (follow_run_id.empty()) return usage();
     return follow_run(channel, token, follow_run_id, seconds);

@@ -8,10 +8,11 @@
               1/10^5 of it, random offsets, and /api/tracks, /api/counters;
               prints p50/p95 collector answer times per zoom
 
-    .venv/bin/python bench/viewer_bench.py [--events 10000000] [--seconds 8] [--queries 40]
+    .venv/bin/python bench/viewer_bench.py [--events 10000000] [--seconds 8] [--queries 40] [--repeats 2]
+                                           [--skip-ingest] [--skip-ranges]
 
-Paint times in a real browser come from the Playwright tests' hooks
-(window.__castscopeStats); docs/performance.md has both.
+Paint times and the live latency in a real browser: bench/viewer_browser_bench.mjs;
+docs/performance.md has both.
 """
 from __future__ import annotations
 
@@ -80,9 +81,9 @@ def live_viewer(collector: Collector, stop: threading.Event, counts: list):
             counts.append(line[7:].strip().decode())
 
 
-def bench_ingest(tmp: pathlib.Path, seconds: float) -> None:
+def bench_ingest(tmp: pathlib.Path, seconds: float, repeats: int) -> None:
     rates = {}
-    for viewers in (0, 2, 0, 2):
+    for viewers in (0, 2) * repeats:
         collector = Collector(tmp / f"ingest-{viewers}-{time.monotonic_ns()}.db")
         stop, counts = threading.Event(), []
         threads = [threading.Thread(target=live_viewer, args=(collector, stop, counts), daemon=True)
@@ -146,11 +147,14 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--skip-ingest", action="store_true")
+    parser.add_argument("--skip-ranges", action="store_true")
+    parser.add_argument("--repeats", type=int, default=2, help="ingest: alternations of no viewer / two viewers")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="castscope-viewer-bench-") as tmp:
         if not args.skip_ingest:
-            bench_ingest(pathlib.Path(tmp), args.seconds)
-        bench_ranges(pathlib.Path(tmp), args.events, args.queries)
+            bench_ingest(pathlib.Path(tmp), args.seconds, args.repeats)
+        if not args.skip_ranges:
+            bench_ranges(pathlib.Path(tmp), args.events, args.queries)
     return 0
 
 

@@ -3,11 +3,14 @@ torch job's run (or a crafted agent's), asked over real sockets. The page
 itself is tested in a real browser (ui/tests, Playwright)."""
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
+import os
 import pathlib
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -57,7 +60,7 @@ class Viewer:
         if token:
             headers.setdefault("Authorization", f"Bearer {self.token}")
         connection = http.client.HTTPConnection(self.host, self.port, timeout=30)
-        connection.putrequest("GET", path, skip_host="Host" in headers)
+        connection.putrequest("GET", path, skip_host="Host" in headers, skip_accept_encoding="Accept-Encoding" in headers)
         for name, value in headers.items():
             connection.putheader(name, value)
         connection.endheaders()
@@ -211,6 +214,38 @@ def test_the_timeline_answers_buckets_far_out_and_events_close_in(viewer):
     assert detail["location"]["source"] == "loss = model(x).float().sum()"
 
 
+def test_unix_times_are_exact_decimal_strings(trained, viewer):
+    """first/last_seen_unix_ns are past 2^53: strings, like origin_ns, to the nanosecond as stored."""
+    _, db, _ = trained
+    run = viewer.api("/api/runs")["runs"][0]
+    first, last = run["first_seen_unix_ns"], run["last_seen_unix_ns"]
+    assert isinstance(first, str) and first.isdigit() and isinstance(last, str) and last.isdigit(), (first, last)
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as store:
+        stored = store.execute("SELECT first_seen_unix_ns, last_seen_unix_ns FROM runs WHERE run_id = ?",
+                               (run["run_id"],)).fetchone()
+    assert (int(first), int(last)) == stored
+    assert 2**53 < int(first) <= int(last) <= time.time_ns()
+
+
+def test_answers_are_gzipped_when_the_client_takes_it_never_brotli(viewer):
+    """Chromium offers br first; the collector answers gzip (cpp-httplib's own brotli was far too slow)."""
+    run = viewer.api("/api/runs")["runs"][0]
+    rid = urllib.parse.quote(run["run_id"])
+    tracks = viewer.api(f"/api/tracks?run={rid}")
+    track = urllib.parse.quote(tracks["processes"][0]["tracks"][0]["track"])
+    path = f"/api/timeline?run={rid}&track={track}&t0=0&t1={tracks['t_max']}&px=1000"  # the whole run: well over 1 kB
+    response, plain = viewer.get(path, headers={"Accept-Encoding": "identity"})
+    assert response.status == 200 and response.getheader("Content-Encoding") is None and len(plain) >= 1024
+    response, body = viewer.get(path, headers={"Accept-Encoding": "gzip, deflate, br, zstd"})
+    assert response.getheader("Content-Encoding") == "gzip" and "Accept-Encoding" in response.getheader("Vary")
+    assert response.getheader("Content-Type") == "application/json"
+    assert json.loads(gzip.decompress(body)) == json.loads(plain)
+    for refused in ("br", "gzip;q=0, br", "zstd"):
+        response, body = viewer.get(path, headers={"Accept-Encoding": refused})
+        assert response.getheader("Content-Encoding") is None, refused
+        assert json.loads(body) == json.loads(plain)
+
+
 def test_counters_findings_and_sites(viewer):
     run = viewer.api("/api/runs")["runs"][0]
     rid = urllib.parse.quote(run["run_id"])
@@ -303,3 +338,42 @@ def test_live_pages_get_casts_while_the_job_trains_and_a_stalled_one_slows_nothi
             == stored["events_stored"]
     finally:
         v.stop()
+
+
+def test_castscope_run_serves_the_ui_dir_it_is_given(tmp_path):
+    ui = tmp_path / "my-ui"
+    ui.mkdir()
+    (ui / "index.html").write_text("<!doctype html><title>my castscope ui</title>")
+    job = tmp_path / "job.py"
+    job.write_text(JOB.format(steps=1))
+    process = subprocess.Popen([str(CASTSCOPE), "run", "--serve", "--ui-dir", str(ui), "--out", str(tmp_path / "out"),
+                                "--", sys.executable, str(job)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(process.stderr.readline, "")), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 300
+        # Asked once the job has ended (an interrupt while it runs would reach the job too).
+        while not any("still serving the viewer at" in line for line in lines):
+            assert process.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.1)
+        url = urllib.parse.urlparse(next(line for line in lines if "viewer at" in line).split("viewer at ")[1].split()[0])
+        token = urllib.parse.parse_qs(url.query)["token"][0]
+        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+        connection.request("GET", "/", headers={"Authorization": f"Bearer {token}"})
+        response = connection.getresponse()
+        assert response.status == 200 and b"my castscope ui" in response.read()
+    finally:
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=60)
+
+
+@pytest.mark.parametrize("extra", [["--ui-dir", "{tmp}/no-such-ui"], ["--collector", "127.0.0.1:1", "--ui-dir", "{tmp}"]])
+def test_castscope_run_refuses_a_ui_dir_it_cannot_serve(tmp_path, extra):
+    (tmp_path / "index.html").write_text("<title>ui</title>")
+    result = subprocess.run([str(CASTSCOPE), "run", "--out", str(tmp_path / "out"),
+                             *[arg.format(tmp=tmp_path) for arg in extra], "--", sys.executable, "-c", "pass"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "--ui-dir" in result.stderr

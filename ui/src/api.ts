@@ -30,8 +30,8 @@ export interface Agent {
 
 export interface Run {
   run_id: string;
-  first_seen_unix_ns: number | string;
-  last_seen_unix_ns: number | string;
+  first_seen_unix_ns: string; // decimal: past 2^53
+  last_seen_unix_ns: string;
   live: boolean;
   agents: Agent[];
 }

@@ -49,8 +49,9 @@ export function fmtCount(n: number): string {
   return Number.isFinite(n) ? n.toLocaleString("en-US") : String(n);
 }
 
-export function fmtUnixNs(ns: number | string): string {
-  const ms = Number(BigInt(String(ns).split(".")[0] || "0") / 1000000n);
+/** Unix nanoseconds, a decimal string as the API sends them, as a UTC time. */
+export function fmtUnixNs(ns: string): string {
+  const ms = /^\d+$/.test(ns) ? Number(BigInt(ns) / 1000000n) : 0;
   if (!ms) return "—";
   return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
 }

@@ -8,11 +8,29 @@ export interface LivePaint {
   paintedAt: number; // performance.timeOrigin + performance.now(), ms since the Unix epoch
 }
 
+/** One timeline request: a request per lane, all started at once (data.ts). */
+export interface FetchRecord {
+  startedAt: number; // performance.now()
+  doneAt: number | null; // when the last lane answered (or failed); null while in flight or aborted
+  lanes: number;
+  laneMs: number[]; // per answered lane: request start to its JSON parsed
+  kinds: string[]; // "events" | "buckets" per answered lane
+  aborted: boolean;
+}
+
+export interface PaintRecord {
+  at: number; // performance.now() when the paint ended
+  ms: number; // the paint's own time (canvas drawing)
+  lanesWithData: number;
+  lanes: number;
+}
+
 export interface CastscopeStats {
   paints: number;
   lastPaintMs: number;
   maxPaintMs: number;
   firstPaintAt: number | null; // performance.now() of the first paint with data
+  firstFullPaintAt: number | null; // performance.now() of the first paint with data in every lane
   lastFetchMs: number;
   fetches: number;
   fetchErrors: number;
@@ -26,15 +44,19 @@ export interface CastscopeStats {
   skipped: number;
   originNs: string | null;
   livePaints: LivePaint[];
+  fetchLog: FetchRecord[]; // the newest LOG_MAX timeline requests
+  paintLog: PaintRecord[]; // the newest LOG_MAX paints
 }
 
 export const LIVE_PAINTS_MAX = 5000;
+export const LOG_MAX = 2000;
 
 export const stats: CastscopeStats = {
   paints: 0,
   lastPaintMs: 0,
   maxPaintMs: 0,
   firstPaintAt: null,
+  firstFullPaintAt: null,
   lastFetchMs: 0,
   fetches: 0,
   fetchErrors: 0,
@@ -48,7 +70,15 @@ export const stats: CastscopeStats = {
   skipped: 0,
   originNs: null,
   livePaints: [],
+  fetchLog: [],
+  paintLog: [],
 };
+
+/** Appends to a bounded log (oldest entries go first). */
+export function logPush<T>(log: T[], entry: T): void {
+  log.push(entry);
+  if (log.length > LOG_MAX) log.splice(0, log.length - LOG_MAX);
+}
 
 export function recordLivePaint(p: LivePaint): void {
   stats.livePaints.push(p);

@@ -22,7 +22,7 @@ class EmbeddedCollector:
     """A collector on a free loopback port, storing into `db`, for one job."""
 
     def __init__(self, db: pathlib.Path, log_path: pathlib.Path, ready_timeout_s: float = 30.0,
-                 http_listen: str = "127.0.0.1:0"):
+                 http_listen: str = "127.0.0.1:0", ui_dir: str | os.PathLike | None = None):
         self.db = db
         ready = db.parent / "collector.addr"
         viewer = db.parent / "viewer.url"  # written before the ready file
@@ -31,7 +31,8 @@ class EmbeddedCollector:
         self._log = open_private_append(log_path)
         self._process = subprocess.Popen(
             [str(collector_binary()), "serve", "--db", str(db), "--listen", "127.0.0.1:0", "--ready-file", str(ready),
-             "--http-listen", http_listen, "--viewer-file", str(viewer)],
+             "--http-listen", http_listen, "--viewer-file", str(viewer),
+             *(["--ui-dir", str(ui_dir)] if ui_dir is not None else [])],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, start_new_session=True)
         deadline = time.monotonic() + ready_timeout_s
         while not ready.exists():

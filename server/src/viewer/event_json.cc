@@ -1,6 +1,7 @@
 #include "server/src/viewer/event_json.h"
 
 #include <cctype>
+#include <vector>
 
 namespace castscope::collector::viewer {
 
@@ -19,14 +20,87 @@ std::string mode_name(v1::ExecutionMode mode) { return enum_name(v1::ExecutionMo
 
 namespace {
 
-std::string policy_name(v1::CastPolicy p) { return enum_name(v1::CastPolicy_Name(p), 12); }
-std::string phase_name(v1::Phase p) { return enum_name(v1::Phase_Name(p), 6); }
-std::string role_name(v1::Role r) { return enum_name(v1::Role_Name(r), 5); }
-std::string cache_name(v1::CacheOutcome c) { return enum_name(v1::CacheOutcome_Name(c), 14); }
-std::string cast_outcome_name(v1::CastOutcome o) { return enum_name(v1::CastOutcome_Name(o), 13); }
-std::string op_outcome_name(v1::OpOutcome o) { return enum_name(v1::OpOutcome_Name(o), 11); }
+// An enumeration's lower-case names by number, made once (enum_name per
+// field per event was a string allocation each).
+class EnumNames {
+ public:
+  EnumNames(const google::protobuf::EnumDescriptor* descriptor, size_t prefix_length) {
+    for (int i = 0; i < descriptor->value_count(); ++i) {
+      const auto* v = descriptor->value(i);
+      if (v->number() >= 0 && v->number() < 256) {
+        if (names_.size() <= static_cast<size_t>(v->number())) names_.resize(static_cast<size_t>(v->number()) + 1);
+        names_[static_cast<size_t>(v->number())] = enum_name(v->name(), prefix_length);
+      }
+    }
+  }
+  const std::string& operator()(int number) const {
+    static const std::string unspecified = "unspecified";
+    if (number < 0 || static_cast<size_t>(number) >= names_.size() || names_[static_cast<size_t>(number)].empty())
+      return unspecified;
+    return names_[static_cast<size_t>(number)];
+  }
+
+ private:
+  std::vector<std::string> names_;
+};
+
+const EnumNames& dtypes() {
+  static const EnumNames names(v1::DType_descriptor(), 6);
+  return names;
+}
+const EnumNames& modes() {
+  static const EnumNames names(v1::ExecutionMode_descriptor(), 15);
+  return names;
+}
+const std::string& policy_name(v1::CastPolicy p) {
+  static const EnumNames names(v1::CastPolicy_descriptor(), 12);
+  return names(p);
+}
+const std::string& phase_name(v1::Phase p) {
+  static const EnumNames names(v1::Phase_descriptor(), 6);
+  return names(p);
+}
+const std::string& role_name(v1::Role r) {
+  static const EnumNames names(v1::Role_descriptor(), 5);
+  return names(r);
+}
+const std::string& cache_name(v1::CacheOutcome c) {
+  static const EnumNames names(v1::CacheOutcome_descriptor(), 14);
+  return names(c);
+}
+const std::string& cast_outcome_name(v1::CastOutcome o) {
+  static const EnumNames names(v1::CastOutcome_descriptor(), 13);
+  return names(o);
+}
+const std::string& op_outcome_name(v1::OpOutcome o) {
+  static const EnumNames names(v1::OpOutcome_descriptor(), 11);
+  return names(o);
+}
+const std::string& activity_name(v1::GpuActivity a) {
+  static const EnumNames names(v1::GpuActivity_descriptor(), 13);
+  return names(a);
+}
+const std::string& launched_by_name(v1::LaunchedBy l) {
+  static const EnumNames names(v1::LaunchedBy_descriptor(), 12);
+  return names(l);
+}
 
 int64_t relative(uint64_t ts_ns, int64_t origin_ns) { return static_cast<int64_t>(ts_ns) - origin_ns; }
+
+void write_location(JsonWriter& w, const v1::SourceLocation& location) {
+  w.begin_object();
+  w.key("file").value(location.file());
+  w.key("line").value(location.line());
+  w.key("function").value(location.function());
+  w.end_object();
+}
+
+template <typename Write>
+json as_json(Write&& write) {
+  JsonWriter w;
+  write(w);
+  return json::parse(w.text());
+}
 
 }  // namespace
 
@@ -40,58 +114,80 @@ json location_json(const v1::SourceLocation& location, bool with_source) {
   return out;
 }
 
+void write_cast(JsonWriter& w, const std::string& agent_id, const v1::CastEvent& c, int64_t origin_ns) {
+  w.begin_object();
+  w.key("agent_id").value(agent_id);
+  w.key("seq").value(c.seq());
+  w.key("ts").value(relative(c.ts_ns(), origin_ns));
+  w.key("thread").value(c.thread());
+  w.key("op_seq").value(c.op_seq());
+  w.key("op").value(c.op());
+  w.key("arg").value(c.arg_name());
+  w.key("list_index").value(c.list_index());
+  w.key("policy").value(policy_name(c.policy()));
+  w.key("src").value(dtypes()(c.src_dtype()));
+  w.key("dst").value(dtypes()(c.dst_dtype()));
+  w.key("outcome").value(cast_outcome_name(c.outcome()));
+  w.key("role").value(role_name(c.role()));
+  w.key("cache").value(cache_name(c.cache()));
+  w.key("mode").value(modes()(c.mode()));
+  w.key("phase").value(phase_name(c.phase()));
+  w.key("bytes").value(c.bytes());
+  w.key("shape").begin_array();
+  for (int64_t d : c.shape()) w.value(d);
+  w.end_array();
+  w.key("location");
+  write_location(w, c.location());
+  w.end_object();
+}
+
+void write_op(JsonWriter& w, const std::string& agent_id, const v1::OpEvent& o, int64_t origin_ns) {
+  w.begin_object();
+  w.key("agent_id").value(agent_id);
+  w.key("seq").value(o.seq());
+  w.key("ts").value(relative(o.ts_ns(), origin_ns));
+  w.key("dur").value(o.cpu_duration_ns());
+  w.key("thread").value(o.thread());
+  w.key("op").value(o.op());
+  w.key("policy").value(policy_name(o.policy()));
+  w.key("outcome").value(op_outcome_name(o.outcome()));
+  w.key("mode").value(modes()(o.mode()));
+  w.key("phase").value(phase_name(o.phase()));
+  w.key("output_dtype").value(dtypes()(o.output_dtype()));
+  w.key("input_dtypes").begin_array();
+  for (int d : o.input_dtypes()) w.value(dtypes()(d));
+  w.end_array();
+  w.key("location");
+  write_location(w, o.location());
+  w.end_object();
+}
+
+void write_kernel(JsonWriter& w, const std::string& agent_id, const v1::KernelEvent& k, int64_t origin_ns) {
+  w.begin_object();
+  w.key("agent_id").value(agent_id);
+  w.key("seq").value(k.seq());
+  w.key("ts").value(relative(k.ts_ns(), origin_ns));
+  w.key("dur").value(k.duration_ns());
+  w.key("name").value(k.name());
+  w.key("activity").value(activity_name(k.activity()));
+  w.key("launched_by").value(launched_by_name(k.launched_by()));
+  w.key("launch_seq").value(k.launch_seq());
+  w.key("device").value(k.device());
+  w.key("stream").value(k.stream());
+  w.key("bytes").value(k.bytes());
+  w.end_object();
+}
+
 json cast_json(const std::string& agent_id, const v1::CastEvent& c, int64_t origin_ns) {
-  return {{"agent_id", agent_id},
-          {"seq", c.seq()},
-          {"ts", relative(c.ts_ns(), origin_ns)},
-          {"thread", c.thread()},
-          {"op_seq", c.op_seq()},
-          {"op", c.op()},
-          {"arg", c.arg_name()},
-          {"list_index", c.list_index()},
-          {"policy", policy_name(c.policy())},
-          {"src", dtype_name(c.src_dtype())},
-          {"dst", dtype_name(c.dst_dtype())},
-          {"outcome", cast_outcome_name(c.outcome())},
-          {"role", role_name(c.role())},
-          {"cache", cache_name(c.cache())},
-          {"mode", mode_name(c.mode())},
-          {"phase", phase_name(c.phase())},
-          {"bytes", c.bytes()},
-          {"shape", json(std::vector<int64_t>(c.shape().begin(), c.shape().end()))},
-          {"location", location_json(c.location(), false)}};
+  return as_json([&](JsonWriter& w) { write_cast(w, agent_id, c, origin_ns); });
 }
 
 json op_json(const std::string& agent_id, const v1::OpEvent& o, int64_t origin_ns) {
-  json inputs = json::array();
-  for (int d : o.input_dtypes()) inputs.push_back(dtype_name(static_cast<v1::DType>(d)));
-  return {{"agent_id", agent_id},
-          {"seq", o.seq()},
-          {"ts", relative(o.ts_ns(), origin_ns)},
-          {"dur", o.cpu_duration_ns()},
-          {"thread", o.thread()},
-          {"op", o.op()},
-          {"policy", policy_name(o.policy())},
-          {"outcome", op_outcome_name(o.outcome())},
-          {"mode", mode_name(o.mode())},
-          {"phase", phase_name(o.phase())},
-          {"output_dtype", dtype_name(o.output_dtype())},
-          {"input_dtypes", inputs},
-          {"location", location_json(o.location(), false)}};
+  return as_json([&](JsonWriter& w) { write_op(w, agent_id, o, origin_ns); });
 }
 
 json kernel_json(const std::string& agent_id, const v1::KernelEvent& k, int64_t origin_ns) {
-  return {{"agent_id", agent_id},
-          {"seq", k.seq()},
-          {"ts", relative(k.ts_ns(), origin_ns)},
-          {"dur", k.duration_ns()},
-          {"name", k.name()},
-          {"activity", enum_name(v1::GpuActivity_Name(k.activity()), 13)},
-          {"launched_by", enum_name(v1::LaunchedBy_Name(k.launched_by()), 12)},
-          {"launch_seq", k.launch_seq()},
-          {"device", k.device()},
-          {"stream", k.stream()},
-          {"bytes", k.bytes()}};
+  return as_json([&](JsonWriter& w) { write_kernel(w, agent_id, k, origin_ns); });
 }
 
 }  // namespace castscope::collector::viewer

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "castscope/v1/events.pb.h"
+#include "server/src/viewer/json_writer.h"
 
 namespace castscope::collector::viewer {
 
@@ -18,7 +19,12 @@ std::string dtype_name(castscope::v1::DType dtype);
 std::string mode_name(castscope::v1::ExecutionMode mode);
 
 nlohmann::json location_json(const castscope::v1::SourceLocation& location, bool with_source);
-// `origin_ns` is subtracted from timestamps.
+// `origin_ns` is subtracted from timestamps. The write_ forms append the same
+// object to a JsonWriter (what ranges and the live stream use: no tree built).
+void write_cast(JsonWriter& out, const std::string& agent_id, const castscope::v1::CastEvent& cast, int64_t origin_ns);
+void write_op(JsonWriter& out, const std::string& agent_id, const castscope::v1::OpEvent& op, int64_t origin_ns);
+void write_kernel(JsonWriter& out, const std::string& agent_id, const castscope::v1::KernelEvent& kernel,
+                  int64_t origin_ns);
 nlohmann::json cast_json(const std::string& agent_id, const castscope::v1::CastEvent& cast, int64_t origin_ns);
 nlohmann::json op_json(const std::string& agent_id, const castscope::v1::OpEvent& op, int64_t origin_ns);
 nlohmann::json kernel_json(const std::string& agent_id, const castscope::v1::KernelEvent& kernel, int64_t origin_ns);

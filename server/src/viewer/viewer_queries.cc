@@ -45,7 +45,7 @@ bool parse_track(const std::string& text, std::string& agent_id, int64_t& track)
 
 Status prepare(sqlite3* db, const std::string& sql, Statement& out) { return Statement::prepare(db, sql, out); }
 
-// The coarsest level whose buckets are no wider than a pixel (at least the finest).
+// The coarsest level whose buckets are no wider than `pixel_ns` (at least the finest).
 int level_no_wider_than(int64_t pixel_ns) {
   int level = 0;
   while (level + 1 < t::kTileLevels && t::bucket_ns(level + 1) <= pixel_ns) ++level;
@@ -69,19 +69,35 @@ Status ViewerQueries::open(const std::string& db_path, std::unique_ptr<ViewerQue
 }
 
 Status ViewerQueries::track_summaries(int64_t agent, std::vector<TrackSummary>& out) {
-  Statement list, first, last;
+  // Every statement seeks on the key (agent, track, level, bucket): one step
+  // per track to find the next track, then its coarsest tiles (a handful) and
+  // its first and last finest tile. A GROUP BY track over level = ? would read
+  // every tile of the agent, all levels (0.07 s per request at 1 M events,
+  // growing with the run).
+  Statement next, count, first, last;
   for (auto [statement, sql] : {
-           std::pair{&list, "SELECT track, sum(ops + decisions + kernels) FROM timeline_tiles WHERE agent = ? AND "
-                            "level = ? GROUP BY track ORDER BY track"},
+           std::pair{&next, "SELECT track FROM timeline_tiles WHERE agent = ? AND track > ? ORDER BY track LIMIT 1"},
+           std::pair{&count, "SELECT sum(ops + decisions + kernels) FROM timeline_tiles WHERE agent = ? AND "
+                             "track = ? AND level = ?"},
            std::pair{&first, "SELECT bucket FROM timeline_tiles WHERE agent = ? AND track = ? AND level = 0 "
                              "ORDER BY bucket LIMIT 1"},
            std::pair{&last, "SELECT bucket FROM timeline_tiles WHERE agent = ? AND track = ? AND level = 0 "
                             "ORDER BY bucket DESC LIMIT 1"}})
     if (Status s = prepare(store().handle(), sql, *statement); !s.ok()) return store().error(s.message());
-  list.bind(1, agent);
-  list.bind(2, kCoarsest);
   Status error;
-  while (list.step(error)) out.push_back({list.column_int(0), list.column_int(1), 0, 0});
+  for (int64_t after = INT64_MIN;;) {
+    next.reset();
+    next.bind(1, agent);
+    next.bind(2, after);
+    if (!next.step(error)) break;
+    after = next.column_int(0);
+    count.reset();
+    count.bind(1, agent);
+    count.bind(2, after);
+    count.bind(3, kCoarsest);
+    if (!count.step(error)) break;
+    out.push_back({after, count.column_int(0), 0, 0});
+  }
   if (!error.ok()) return store().error(error.message());
   for (TrackSummary& track : out) {
     for (auto [statement, field] : {std::pair{&first, &track.first_bucket}, std::pair{&last, &track.last_bucket}}) {
@@ -151,9 +167,10 @@ Status ViewerQueries::runs(json& out) {
                         {"gpu_records_dropped", a.gpu_records_dropped()},
                         {"finished", a.finished()}});
     }
+    // Decimal strings, like origin_ns: Unix nanoseconds are past 2^53, where a JavaScript number is not exact.
     runs.push_back({{"run_id", run.run_id()},
-                    {"first_seen_unix_ns", run.first_seen_unix_ns()},
-                    {"last_seen_unix_ns", run.last_seen_unix_ns()},
+                    {"first_seen_unix_ns", std::to_string(run.first_seen_unix_ns())},
+                    {"last_seen_unix_ns", std::to_string(run.last_seen_unix_ns())},
                     {"live", live},
                     {"agents", agents}});
   }
@@ -227,8 +244,10 @@ Status ViewerQueries::tracks(const std::string& run_id, json& out) {
 }
 
 Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
-                                  int64_t t1_abs, int64_t origin, json& out) {
-  json ops = json::array(), casts = json::array(), kernels = json::array();
+                                  int64_t t1_abs, int64_t origin, EventLists& out, size_t limit) {
+  JsonWriter& ops = out.ops.begin_array();
+  JsonWriter& casts = out.casts.begin_array();
+  JsonWriter& kernels = out.kernels.begin_array();
   const int64_t low = event_row_id(agent.id, static_cast<uint64_t>(min_seq));
   const int64_t high = event_row_id(agent.id, static_cast<uint64_t>(max_seq));
   auto in_range = [&](int64_t ts) { return ts >= t0_abs && ts < t1_abs; };
@@ -255,7 +274,9 @@ Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min
       unpack_input_dtypes(s.column_int(5), o);
       o.set_cpu_duration_ns(static_cast<uint64_t>(s.column_int(6)));
       if (Status st = reader_->resolve_location(s.column_int(7), *o.mutable_location()); !st.ok()) return st;
-      ops.push_back(op_json(agent.agent_id, o, origin));
+      write_op(ops, agent.agent_id, o, origin);
+      ++out.count;
+      if (out.count > limit) return {};  // more than the caller takes: the lists are left unfinished
     }
     if (!error.ok()) return error;
     if (Status st = prepare(store().handle(),
@@ -286,7 +307,9 @@ Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min
       c.set_bytes(static_cast<uint64_t>(s.column_int(7)));
       c.set_op_seq(static_cast<uint64_t>(s.column_int(8)));
       if (Status st = reader_->resolve_location(s.column_int(9), *c.mutable_location()); !st.ok()) return st;
-      casts.push_back(cast_json(agent.agent_id, c, origin));
+      write_cast(casts, agent.agent_id, c, origin);
+      ++out.count;
+      if (out.count > limit) return {};  // more than the caller takes: the lists are left unfinished
     }
     if (!error.ok()) return error;
   } else {
@@ -314,17 +337,26 @@ Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min
       k.set_stream(static_cast<uint32_t>(s.column_int(6)));
       k.set_launch_seq(static_cast<uint64_t>(s.column_int(7)));
       k.set_bytes(static_cast<uint64_t>(s.column_int(8)));
-      kernels.push_back(kernel_json(agent.agent_id, k, origin));
+      write_kernel(kernels, agent.agent_id, k, origin);
+      ++out.count;
+      if (out.count > limit) return {};  // more than the caller takes: the lists are left unfinished
     }
     if (!error.ok()) return error;
   }
-  out["ops"] = std::move(ops);
-  out["casts"] = std::move(casts);
-  out["kernels"] = std::move(kernels);
+  ops.end_array();
+  casts.end_array();
+  kernels.end_array();
   return {};
 }
 
 Status ViewerQueries::timeline(const RangeRequest& request, json& out) {
+  std::string text;
+  if (Status s = timeline_text(request, text); !s.ok()) return s;
+  out = json::parse(text);
+  return {};
+}
+
+Status ViewerQueries::timeline_text(const RangeRequest& request, std::string& out) {
   std::string agent_id;
   int64_t track = 0;
   if (!parse_track(request.track, agent_id, track))
@@ -338,7 +370,10 @@ Status ViewerQueries::timeline(const RangeRequest& request, json& out) {
   if (agent == nullptr) return Status::not_found("no agent " + agent_id + " in run " + request.run_id);
   const int64_t origin = run.origin_ns;
   const int64_t t0 = origin + request.t0, t1 = origin + request.t1;
-  const int level = level_no_wider_than(std::max<int64_t>(1, (request.t1 - request.t0) / request.pixels));
+  // Buckets at most two pixels wide: levels are 4x apart, so this gives 0.5 to
+  // 2 rows per pixel; at most one pixel wide gave 1 to 4, twice the rows to
+  // read, encode and parse for no visible difference.
+  const int level = level_no_wider_than(std::max<int64_t>(1, 2 * (request.t1 - request.t0) / request.pixels));
   const int shift = t::level_shift(level);
 
   Statement s;
@@ -354,7 +389,8 @@ Status ViewerQueries::timeline(const RangeRequest& request, json& out) {
   s.bind(3, level);
   s.bind(4, std::max<int64_t>(0, t0) >> shift);
   s.bind(5, std::max<int64_t>(0, t1 - 1) >> shift);
-  json buckets = json::array();
+  JsonWriter buckets;
+  buckets.begin_array();
   int64_t events = 0, min_seq = INT64_MAX, max_seq = -1;
   Status error;
   while (s.step(error)) {
@@ -362,52 +398,63 @@ Status ViewerQueries::timeline(const RangeRequest& request, json& out) {
     events += n;
     min_seq = std::min(min_seq, s.column_int(1));
     max_seq = std::max(max_seq, s.column_int(2));
-    json modes = json::array();
+    buckets.begin_object();
+    buckets.key("t").value((s.column_int(0) << shift) - origin);
+    static constexpr std::pair<const char*, int> kCounts[] = {
+        {"ops", 3}, {"op_ns", 4}, {"decisions", 5}, {"casts", 6}, {"bytes", 7}, {"miss", 8}, {"hit", 9},
+        {"stale_hit", 10}, {"backward", 11}, {"to_bfloat16", 12}, {"to_float16", 13}, {"to_float32", 14}};
+    for (const auto& [name, column] : kCounts) buckets.key(name).value(s.column_int(column));
+    buckets.key("modes").begin_array();
     for (int m = 1; m < 63; ++m)
-      if (s.column_int(15) & (int64_t{1} << m)) modes.push_back(mode_name(static_cast<v1::ExecutionMode>(m)));
-    buckets.push_back({{"t", (s.column_int(0) << shift) - origin},
-                       {"ops", s.column_int(3)},
-                       {"op_ns", s.column_int(4)},
-                       {"decisions", s.column_int(5)},
-                       {"casts", s.column_int(6)},
-                       {"bytes", s.column_int(7)},
-                       {"miss", s.column_int(8)},
-                       {"hit", s.column_int(9)},
-                       {"stale_hit", s.column_int(10)},
-                       {"backward", s.column_int(11)},
-                       {"to_bfloat16", s.column_int(12)},
-                       {"to_float16", s.column_int(13)},
-                       {"to_float32", s.column_int(14)},
-                       {"modes", modes},
-                       {"kernels", s.column_int(16)},
-                       {"kernel_ns", s.column_int(17)}});
+      if (s.column_int(15) & (int64_t{1} << m)) buckets.value(mode_name(static_cast<v1::ExecutionMode>(m)));
+    buckets.end_array();
+    buckets.key("kernels").value(s.column_int(16));
+    buckets.key("kernel_ns").value(s.column_int(17));
+    buckets.end_object();
   }
+  buckets.end_array();
   if (!error.ok()) return store().error(error.message());
-  out = {{"track", request.track}, {"t0", request.t0}, {"t1", request.t1}, {"events", events}};
+  // The answer's head, then its lists as written.
+  JsonWriter w;
+  w.begin_object();
+  w.key("track").value(request.track);
+  w.key("t0").value(request.t0);
+  w.key("t1").value(request.t1);
+  w.key("events").value(events);
+  auto events_answer = [&](EventLists& lists) {
+    w.key("kind").value("events");
+    w.key("ops").raw(lists.ops.text());
+    w.key("casts").raw(lists.casts.text());
+    w.key("kernels").raw(lists.kernels.text());
+    w.end_object();
+    out = w.take();
+  };
   if (events <= kMaxRangeEvents) {
-    out["kind"] = "events";
+    EventLists lists;
     if (max_seq < 0) {
-      out["ops"] = json::array();
-      out["casts"] = json::array();
-      out["kernels"] = json::array();
-      return {};
+      for (JsonWriter* list : {&lists.ops, &lists.casts, &lists.kernels}) list->begin_array().end_array();
+    } else if (Status st = read_events(*agent, track, min_seq, max_seq, t0, t1, origin, lists); !st.ok()) {
+      return st;
     }
-    return read_events(*agent, track, min_seq, max_seq, t0, t1, origin, out);
+    events_answer(lists);
+    return {};
   }
   // Finer than the finest tiles: the range itself may hold few enough events
   // even though its tiles hold more (a dense burst). Read them, within reason.
   if (level == 0 && events <= 50 * kMaxRangeEvents) {
-    json found;
-    if (Status st = read_events(*agent, track, min_seq, max_seq, t0, t1, origin, found); !st.ok()) return st;
-    if (found["ops"].size() + found["casts"].size() + found["kernels"].size() <= static_cast<size_t>(kMaxRangeEvents)) {
-      out["kind"] = "events";
-      for (const char* list : {"ops", "casts", "kernels"}) out[list] = std::move(found[list]);
+    EventLists found;
+    if (Status st = read_events(*agent, track, min_seq, max_seq, t0, t1, origin, found, kMaxRangeEvents); !st.ok())
+      return st;
+    if (found.count <= static_cast<size_t>(kMaxRangeEvents)) {
+      events_answer(found);
       return {};
     }
   }
-  out["kind"] = "buckets";
-  out["bucket_ns"] = t::bucket_ns(level);
-  out["buckets"] = std::move(buckets);
+  w.key("kind").value("buckets");
+  w.key("bucket_ns").value(t::bucket_ns(level));
+  w.key("buckets").raw(buckets.text());
+  w.end_object();
+  out = w.take();
   return {};
 }
 
@@ -442,11 +489,11 @@ Status ViewerQueries::event(const std::string& run_id, const std::string& agent_
     const int64_t ts = s.column_int(0);
     const int64_t track = kernel ? t::gpu_track(static_cast<uint32_t>(s.column_int(1)), static_cast<uint32_t>(s.column_int(2)))
                                  : s.column_int(1);
-    json found;
+    EventLists found;
     if (Status st = read_events(*agent, track, static_cast<int64_t>(seq), static_cast<int64_t>(seq), ts, ts + 1, origin, found);
         !st.ok())
       return st;
-    const json& list = found[std::string(table.kind) + "s"];
+    const json list = json::parse(kernel ? found.kernels.text() : table.kind[0] == 'c' ? found.casts.text() : found.ops.text());
     if (list.empty()) continue;
     out = list[0];
     out["kind"] = table.kind;

@@ -3,7 +3,7 @@
 // methods. Each answer is the JSON body of one route.
 //
 // Ranges at any zoom are answered from the timeline tiles (timeline_tiles.h):
-// a level whose buckets are no wider than a pixel, about as many rows as the
+// a level whose buckets are no wider than two pixels, about as many rows as the
 // range has pixels; when few enough events fall in the range, they are read
 // one by one through the tiles' seq bounds (a range of the events' key).
 //
@@ -26,6 +26,7 @@
 #include "server/src/status.h"
 #include "server/src/store/sqlite_store.h"
 #include "server/src/store/store_reader.h"
+#include "server/src/viewer/json_writer.h"
 
 namespace castscope::collector::viewer {
 
@@ -46,6 +47,8 @@ class ViewerQueries {
   Status runs(nlohmann::json& out);
   Status tracks(const std::string& run_id, nlohmann::json& out);
   Status timeline(const RangeRequest& request, nlohmann::json& out);
+  // The same answer as JSON text, written without building a tree (what the HTTP side sends).
+  Status timeline_text(const RangeRequest& request, std::string& out);
   Status event(const std::string& run_id, const std::string& agent_id, uint64_t seq, nlohmann::json& out);
   Status counters(const std::string& run_id, int64_t t0, int64_t t1, int points, nlohmann::json& out);
   Status findings(const std::string& run_id, nlohmann::json& out);
@@ -78,8 +81,14 @@ class ViewerQueries {
   Database& store() { return reader_->database(); }
   Status load_run(const std::string& run_id, RunTracks& out);
   Status track_summaries(int64_t agent, std::vector<TrackSummary>& out);
+  // A range's events as three JSON arrays, and how many they hold; past
+  // `limit` events it stops (count is then limit + 1, the lists unfinished).
+  struct EventLists {
+    JsonWriter ops, casts, kernels;
+    size_t count = 0;
+  };
   Status read_events(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
-                     int64_t t1_abs, int64_t origin, nlohmann::json& out);
+                     int64_t t1_abs, int64_t origin, EventLists& out, size_t limit = SIZE_MAX);
 
   std::unique_ptr<StoreReader> reader_;
   // The sites view reads a whole run: kept until the run's event count moves.

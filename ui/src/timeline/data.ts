@@ -5,6 +5,7 @@
 // the older one.
 
 import { api, isAbort, type Timeline } from "../api";
+import { type FetchRecord, logPush } from "../stats";
 import type { Lane } from "./layout";
 
 export const ZOOM_REFETCH = 8;
@@ -26,11 +27,12 @@ export interface FetchStats {
   fetches: number;
   fetchErrors: number;
   aborted: number;
+  fetchLog: FetchRecord[];
 }
 
 export class TimelineData {
   readonly lanes = new Map<string, LaneData>();
-  private inflight: { ctrl: AbortController; window: Window; keys: Set<string> } | null = null;
+  private inflight: { ctrl: AbortController; window: Window; keys: Set<string>; record: FetchRecord } | null = null;
 
   constructor(
     private readonly run: string,
@@ -68,31 +70,37 @@ export class TimelineData {
     }
     if (!needed) return;
     this.inflight?.ctrl.abort();
+    if (this.inflight) this.inflight.record.aborted = true;
     this.stats.aborted += this.inflight ? 1 : 0;
     const window: Window = { t0: Math.max(0, t0 - span), t1: t1 + span, viewSpan: span };
     if (window.t0 === 0) window.t1 = Math.max(window.t1, 3 * span);
     const ctrl = new AbortController();
     const keys = new Set(lanes.map((l) => l.key));
-    const req = { ctrl, window, keys };
-    this.inflight = req;
     const started = performance.now();
+    const record: FetchRecord = { startedAt: started, doneAt: null, lanes: lanes.length, laneMs: [], kinds: [], aborted: false };
+    const req = { ctrl, window, keys, record };
+    this.inflight = req;
     const px = Math.max(1, Math.round((plotWidth * (window.t1 - window.t0)) / span));
     let left = lanes.length;
     this.stats.fetches++;
     const done = (): void => {
       if (--left > 0) return;
       if (this.inflight === req) this.inflight = null;
-      this.stats.lastFetchMs = performance.now() - started;
+      record.doneAt = performance.now();
+      this.stats.lastFetchMs = record.doneAt - started;
     };
     if (lanes.length === 0) {
       this.inflight = null;
       return;
     }
+    logPush(this.stats.fetchLog, record);
     for (const lane of lanes) {
       api
         .timeline(this.run, lane.track.track, window.t0, window.t1, px, ctrl.signal)
         .then((data) => {
           if (ctrl.signal.aborted) return;
+          record.laneMs.push(performance.now() - started);
+          record.kinds.push(data.kind);
           this.lanes.set(lane.key, { window, data, fetchedAt: started });
           done();
           this.onUpdate();
@@ -108,6 +116,7 @@ export class TimelineData {
 
   abort(): void {
     this.inflight?.ctrl.abort();
+    if (this.inflight) this.inflight.record.aborted = true;
     this.inflight = null;
   }
 

@@ -9,14 +9,17 @@ import { h } from "../dom";
 import { fmtBytes, fmtCount, fmtDuration, fmtShape } from "../format";
 import type { LiveBatch } from "../live";
 import { errorText, notice } from "../notice";
-import { recordLivePaint, stats } from "../stats";
+import { logPush, recordLivePaint, stats } from "../stats";
 import { TimelineData } from "./data";
 import { drawAxis, drawLanes, type Frame, tOf, type Viewport, xOf } from "./draw";
 import { computeLayout, GUTTER, type Layout, type Lane, laneForCast } from "./layout";
 
 const AXIS_H = 26;
 const MIN_SPAN = 1_000; // 1 µs
-const LIVE_REFETCH_MS = 100; // at most 10 refetches a second
+// At most 2 refetches a second while following: pushed casts are drawn at
+// once; the refetch only refreshes the density behind them, and each costs
+// the collector a query per lane (10 a second took CPU from ingest on 2 cores).
+const LIVE_REFETCH_MS = 500;
 const LIVE_SPAN_DEFAULT = 10e9;
 const IMPLAUSIBLE_JUMP_NS = 300e9;
 
@@ -26,7 +29,8 @@ export type Hover =
   | { kind: "kernel"; agent: AgentId; seq: number };
 
 export interface TimelineCallbacks {
-  rangeChanged(t0: number, t1: number): void;
+  /** `live`: the view moved because it follows the live run (many times a second). */
+  rangeChanged(t0: number, t1: number, live: boolean): void;
   select(agent: AgentId, seq: number, kind: string): void;
 }
 
@@ -106,12 +110,16 @@ export class TimelineView {
   async load(initial: { t0?: number; t1?: number }, live: boolean): Promise<void> {
     const tracks = await api.tracks(this.run);
     if (this.destroyed) return;
-    this.setTracks(tracks);
+    // The lanes without a fetch: the range is set below, then asked once (a
+    // fetch of the default range first would be aborted, but the collector
+    // would still answer it).
+    this.setTracks(tracks, false);
     this.live = live;
     if (initial.t0 !== undefined && initial.t1 !== undefined && initial.t1 > initial.t0) {
       this.t0 = initial.t0;
       this.t1 = initial.t1;
       this.setFollow(false);
+      this.refetch(false);
     } else if (live) {
       this.t0 = 0;
       this.t1 = LIVE_SPAN_DEFAULT;
@@ -122,13 +130,13 @@ export class TimelineView {
     this.resize();
   }
 
-  setTracks(tracks: Tracks): void {
+  setTracks(tracks: Tracks, refetch = true): void {
     const before = JSON.stringify(this.layoutKeys());
     stats.originNs = tracks.origin_ns;
     this.tMax = Math.max(this.tMax, tracks.t_max);
     this.layout = computeLayout(tracks);
     this.canvasSize();
-    if (JSON.stringify(this.layoutKeys()) !== before) this.refetch(false);
+    if (refetch && JSON.stringify(this.layoutKeys()) !== before) this.refetch(false);
     this.requestPaint();
   }
 
@@ -172,7 +180,7 @@ export class TimelineView {
   private afterRangeChange(): void {
     this.refetch(false);
     this.requestPaint();
-    this.cb.rangeChanged(this.t0, this.t1);
+    this.cb.rangeChanged(this.t0, this.t1, false);
   }
 
   fit(): void {
@@ -261,7 +269,7 @@ export class TimelineView {
       const span = this.t1 - this.t0;
       this.t1 = this.tMax;
       this.t0 = this.t1 - span;
-      this.cb.rangeChanged(this.t0, this.t1);
+      this.cb.rangeChanged(this.t0, this.t1, true);
     }
     this.requestPaint();
     this.scheduleLiveRefetch();
@@ -411,7 +419,10 @@ export class TimelineView {
     stats.paints++;
     stats.lastPaintMs = end - start;
     stats.maxPaintMs = Math.max(stats.maxPaintMs, stats.lastPaintMs);
-    if (stats.firstPaintAt === null && contents.some((c) => c.data)) stats.firstPaintAt = end;
+    const withData = contents.filter((c) => c.data).length;
+    if (stats.firstPaintAt === null && withData > 0) stats.firstPaintAt = end;
+    if (stats.firstFullPaintAt === null && withData > 0 && withData === contents.length) stats.firstFullPaintAt = end;
+    logPush(stats.paintLog, { at: end, ms: stats.lastPaintMs, lanesWithData: withData, lanes: contents.length });
     if (this.pendingLive.size) {
       const wall = performance.timeOrigin + end;
       for (const d of this.frame.casts) {

@@ -13,6 +13,7 @@ import { GUTTER } from "../timeline/layout";
 const AGENT_COLORS = ["#2563eb", "#db2777", "#059669", "#d97706", "#7c3aed", "#0891b2", "#dc2626", "#4d7c0f"];
 const CHART_H = 72;
 const THROTTLE_MS = 250;
+const LIVE_THROTTLE_MS = 1000;
 
 interface ChartSpec {
   title: string;
@@ -63,20 +64,30 @@ export class CountersView {
     this.resizeObs.observe(this.host);
   }
 
-  setRange(t0: number, t1: number): void {
+  /**
+   * `live`: the timeline follows a live run and moves with every pushed batch
+   * (tens of times a second): the charts then move with the next fetch, at
+   * most every LIVE_THROTTLE_MS, instead of redrawing four charts per batch.
+   */
+  setRange(t0: number, t1: number, live = false): void {
     this.t0 = t0;
     this.t1 = t1;
-    for (const c of this.charts) c.setScale("x", { min: t0, max: t1 });
-    this.schedule();
+    if (!live) this.applyRange();
+    this.schedule(live ? LIVE_THROTTLE_MS : THROTTLE_MS);
   }
 
-  /** Fetches again (throttled: at most every THROTTLE_MS, trailing call kept). */
-  schedule(): void {
+  private applyRange(): void {
+    for (const c of this.charts) c.setScale("x", { min: this.t0, max: this.t1 });
+  }
+
+  /** Fetches again (throttled: at most every `throttleMs`, trailing call kept). */
+  schedule(throttleMs = THROTTLE_MS): void {
     if (this.timer) return;
-    const wait = Math.max(0, this.last + THROTTLE_MS - performance.now());
+    const wait = Math.max(0, this.last + throttleMs - performance.now());
     this.timer = window.setTimeout(() => {
       this.timer = 0;
       this.last = performance.now();
+      this.applyRange();
       void this.fetch();
     }, wait);
   }

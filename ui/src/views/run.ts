@@ -34,7 +34,7 @@ export class RunPage {
 
   constructor(private readonly run: string, params: URLSearchParams) {
     this.timeline = new TimelineView(run, {
-      rangeChanged: (t0, t1) => this.rangeChanged(t0, t1),
+      rangeChanged: (t0, t1, live) => this.rangeChanged(t0, t1, live),
       select: (agent, seq) => void this.detail.show(agent, seq),
     });
     this.counters = new CountersView(run, (t0, t1) => this.timeline.setRange(t0, t1));
@@ -128,8 +128,8 @@ export class RunPage {
     }, TRACKS_POLL_MS);
   }
 
-  private rangeChanged(t0: number, t1: number): void {
-    this.counters.setRange(t0, t1);
+  private rangeChanged(t0: number, t1: number, live = false): void {
+    this.counters.setRange(t0, t1, live);
     window.clearTimeout(this.hashTimer);
     this.hashTimer = window.setTimeout(() => {
       if (this.destroyed) return;

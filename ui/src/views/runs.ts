@@ -46,7 +46,7 @@ export class RunsView {
       this.body.appendChild(h("p", { class: "muted" }, "No runs in this store yet."));
       return;
     }
-    const sorted = [...runs].sort((a, b) => Number(BigInt(String(b.first_seen_unix_ns)) - BigInt(String(a.first_seen_unix_ns))) || 0);
+    const sorted = [...runs].sort((a, b) => Number(BigInt(b.first_seen_unix_ns) - BigInt(a.first_seen_unix_ns)) || 0);
     for (const run of sorted) this.body.appendChild(runCard(run));
   }
 

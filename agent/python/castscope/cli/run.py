@@ -40,6 +40,8 @@ def add_parsers(commands) -> None:
                      help="keep serving the viewer after the job ends, until Ctrl-C (not with --collector)")
     run.add_argument("--http-listen", default="127.0.0.1:0",
                      help="where the embedded collector serves the viewer (default: a free loopback port)")
+    run.add_argument("--ui-dir", help="the built viewer the embedded collector serves (default: ui/dist beside the "
+                                      "collector's build; not with --collector)")
     run.add_argument("--run-id", help="name of this run in the collector (default: time and a random suffix)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     run.set_defaults(handler=run_command)
@@ -78,6 +80,10 @@ def run_command(args) -> int:
     if not command:
         print("castscope run: no command given (castscope run [options] -- COMMAND...)", file=sys.stderr)
         return 2
+    if args.ui_dir and not (pathlib.Path(args.ui_dir) / "index.html").is_file():
+        print(f"castscope run: --ui-dir {args.ui_dir}: no index.html there (give the built viewer, ui/dist: "
+              f"cd ui && npm run build)", file=sys.stderr)
+        return 2
     report = policy_check(policy_files=args.policies or None, overlays=args.overlays)
     if not report["ok"]:
         print("castscope run: policy refused, the job was not started:", file=sys.stderr)
@@ -109,16 +115,17 @@ def run_command(args) -> int:
     collector = args.collector
     if collector is None:
         try:
-            embedded = EmbeddedCollector(out / "castscope.db", out / "collector.log", http_listen=args.http_listen)
+            embedded = EmbeddedCollector(out / "castscope.db", out / "collector.log", http_listen=args.http_listen,
+                                         ui_dir=pathlib.Path(args.ui_dir).resolve() if args.ui_dir else None)
         except (CollectorError, FileNotFoundError) as e:
             print(f"castscope run: cannot start the collector: {e}. The job was not started.", file=sys.stderr)
             return 2
         collector = embedded.address
         if embedded.viewer_url:
             print(f"castscope: viewer at {embedded.viewer_url}", file=sys.stderr, flush=True)
-    elif args.serve:
-        print("castscope run: --serve needs the embedded collector (your --collector serves its own viewer)",
-              file=sys.stderr)
+    elif args.serve or args.ui_dir:
+        print(f"castscope run: {'--serve' if args.serve else '--ui-dir'} needs the embedded collector (your "
+              f"--collector serves its own viewer)", file=sys.stderr)
         return 2
     run_id = args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     files = list(args.policies or default_policy_files()) + list(args.overlays)

@@ -1,0 +1,496 @@
+// The viewer in a real headless browser (Debian's chromium through
+// Playwright), against the real collector:
+//
+//   scale  a store filled through the collector's gRPC ingest with a
+//          training-like run of --events events (castscope_ingest_bench fill:
+//          2 ranks, forward and backward threads, ops microseconds apart, casts
+//          on ops, a GPU kernel per op and cast), opened with
+//          `castscope-collector view`; first timeline paint after navigation,
+//          then --steps pan/zoom steps with the mouse wheel and the keyboard:
+//          the collector's answer time per /api/timeline request (the
+//          browser's resource timing) and per step (all lanes answered), and
+//          the paint time.
+//   live   `castscope-collector serve`, a real job under `castscope run
+//          --collector` (bench/jobs/paced_mm.py at --rate events/s, so agent,
+//          exporter, forwarder and collector are all in the number), a page
+//          following the run: per cast pushed and painted, paintedAt minus
+//          the time the cast happened (its CLOCK_MONOTONIC ts, converted to
+//          wall-clock time; see clockOffsetNs()).
+//   ingest castscope_ingest_bench fill --prebuild (the training-like run,
+//          batches built before the clock starts) into a fresh store with no
+//          page, then with two pages following its run live (alternated): the
+//          ingest rate's ratio (bench/viewer_bench.py does the same with the
+//          synthetic throughput client and two SSE readers in Python).
+//
+//   node bench/viewer_browser_bench.mjs [--events 10000000] [--steps 60] [--opens 3]
+//        [--live-seconds 20] [--rate 30000] [--ingest-events 6000000] [--ingest-repeats 3]
+//        [--skip-scale] [--skip-live] [--skip-ingest] [--keep DIR] [--db STORE]
+//
+// --keep DIR keeps the stores and logs in DIR; --db STORE opens the run "train"
+// of an earlier fill instead of filling a new store.
+//
+// Needs build/ (castscope-collector, castscope_ingest_bench), .venv (castscope
+// run, torch) and ui/dist (cd ui && npm run build). Not run by scripts/test.sh.
+
+import { execFileSync, spawn } from "node:child_process";
+import fs from "node:fs";
+import { createRequire } from "node:module";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const require = createRequire(path.join(REPO, "ui", "package.json"));
+const { chromium } = require("playwright-core");
+
+const COLLECTOR = path.join(REPO, "build", "server", "castscope-collector");
+const INGEST_BENCH = path.join(REPO, "build", "bench", "castscope_ingest_bench");
+const CASTSCOPE = path.join(REPO, ".venv", "bin", "castscope");
+const PYTHON = path.join(REPO, ".venv", "bin", "python");
+const UI_DIST = path.join(REPO, "ui", "dist");
+const CHROMIUM = process.env.CASTSCOPE_CHROMIUM || "/usr/bin/chromium";
+const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"];
+const VIEWPORT = { width: 1440, height: 900 };
+
+const TARGETS = { firstPaintMs: 1000, answerP95Ms: 100, paintMs: 50, liveP99Ms: 250 };
+
+function parseArgs(argv) {
+  const args = { events: 10_000_000, steps: 60, opens: 3, liveSeconds: 20, rate: 30_000, skipScale: false, skipLive: false, skipIngest: false, ingestEvents: 6_000_000, ingestRepeats: 3, keep: null, db: null };
+  for (let i = 2; i < argv.length; i++) {
+    const a = argv[i];
+    const value = () => argv[++i];
+    if (a === "--events") args.events = Number(value());
+    else if (a === "--steps") args.steps = Number(value());
+    else if (a === "--opens") args.opens = Number(value());
+    else if (a === "--live-seconds") args.liveSeconds = Number(value());
+    else if (a === "--rate") args.rate = Number(value());
+    else if (a === "--skip-scale") args.skipScale = true;
+    else if (a === "--skip-live") args.skipLive = true;
+    else if (a === "--skip-ingest") args.skipIngest = true;
+    else if (a === "--ingest-events") args.ingestEvents = Number(value());
+    else if (a === "--ingest-repeats") args.ingestRepeats = Number(value());
+    else if (a === "--keep") args.keep = value();
+    else if (a === "--db") args.db = value();
+    else throw new Error(`unknown argument ${a}`);
+  }
+  return args;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function percentile(values, p) {
+  if (!values.length) return NaN;
+  const v = [...values].sort((a, b) => a - b);
+  return v[Math.min(v.length - 1, Math.round((p / 100) * (v.length - 1)))];
+}
+
+const f1 = (x) => (Number.isFinite(x) ? x.toFixed(1) : "n/a");
+const summary = (values) => `p50 ${f1(percentile(values, 50))} ms, p95 ${f1(percentile(values, 95))} ms, max ${f1(Math.max(...values))} ms (n=${values.length})`;
+
+/** A castscope-collector process (serve or view) and its viewer URL. */
+async function startCollector(subcommand, db, dir) {
+  const url = path.join(dir, `${subcommand}.url`);
+  const ready = path.join(dir, `${subcommand}.addr`);
+  fs.rmSync(url, { force: true });
+  fs.rmSync(ready, { force: true });
+  const args = [subcommand, "--db", db, "--ui-dir", UI_DIST, "--http-listen", "127.0.0.1:0", "--viewer-file", url];
+  if (subcommand === "serve") args.push("--listen", "127.0.0.1:0", "--ready-file", ready);
+  const log = fs.openSync(path.join(dir, `${subcommand}.log`), "a");
+  const proc = spawn(COLLECTOR, args, { stdio: ["ignore", log, log] });
+  const deadline = Date.now() + 60_000;
+  while (!fs.existsSync(url) || (subcommand === "serve" && !fs.existsSync(ready))) {
+    if (proc.exitCode !== null) throw new Error(`castscope-collector ${subcommand} exited (${proc.exitCode}); see ${dir}`);
+    if (Date.now() > deadline) throw new Error(`castscope-collector ${subcommand}: not ready after 60 s`);
+    await sleep(20);
+  }
+  await sleep(50); // the URL file is written whole before the ready file; give view the same margin
+  const printed = new URL(fs.readFileSync(url, "utf8").trim());
+  const token = printed.searchParams.get("token");
+  return {
+    proc,
+    origin: printed.origin,
+    token,
+    url: printed.href,
+    address: subcommand === "serve" ? fs.readFileSync(ready, "utf8").trim() : null,
+    async get(route) {
+      const res = await fetch(`${printed.origin}${route}`, { headers: { Authorization: `Bearer ${token}` } });
+      if (!res.ok) throw new Error(`GET ${route}: ${res.status} ${await res.text()}`);
+      return res.json();
+    },
+    async stop() {
+      if (proc.exitCode !== null) return;
+      const exited = new Promise((r) => proc.once("exit", r));
+      proc.kill("SIGTERM");
+      await Promise.race([exited, sleep(120_000)]);
+    },
+  };
+}
+
+async function launch() {
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+}
+
+/** Page-side helpers: input times, resource timing kept, a settle wait. */
+function benchInit() {
+  const w = window;
+  w.__bench = { lastInput: 0 };
+  for (const type of ["wheel", "keydown"]) window.addEventListener(type, () => (w.__bench.lastInput = performance.now()), { capture: true });
+  performance.setResourceTimingBufferSize(100000);
+}
+
+/** Waits (in the page) until no timeline request is in flight and a paint followed the last answer. */
+async function settle(page) {
+  return page.evaluate(async () => {
+    const s = window.__castscopeStats;
+    const cs = window.__castscope;
+    const deadline = performance.now() + 20_000;
+    for (;;) {
+      await new Promise((r) => requestAnimationFrame(() => r()));
+      await new Promise((r) => setTimeout(r, 0));
+      const last = s.fetchLog[s.fetchLog.length - 1];
+      const paint = s.paintLog[s.paintLog.length - 1];
+      const answered = !last || last.aborted || (last.doneAt !== null && paint && paint.at >= last.doneAt);
+      if (cs && !cs.loading() && answered && paint && paint.at >= window.__bench.lastInput) return true;
+      if (performance.now() > deadline) return false;
+    }
+  });
+}
+
+// ---------------------------------------------------------------- scale
+
+async function benchScale(args, dir) {
+  const db = args.db ?? path.join(dir, "scale.db");
+  if (!args.db) {
+    console.log(`scale: filling ${db} with ~${(args.events / 1e6).toFixed(1)} M events through the collector's ingest`);
+    const serve = await startCollector("serve", db, dir);
+    let fillLine;
+    try {
+      fillLine = execFileSync(INGEST_BENCH, ["--collector", serve.address, "fill", "--events", String(args.events), "--agents", "2", "--run", "train"], { encoding: "utf8", timeout: 3_600_000 }).trim();
+    } finally {
+      await serve.stop();
+    }
+    console.log(`  ${fillLine}`);
+  } else {
+    console.log(`scale: ${db} (a store of an earlier fill, run "train")`);
+  }
+  console.log(`  store: ${(fs.statSync(db).size / 2 ** 30).toFixed(2)} GiB`);
+
+  const view = await startCollector("view", db, dir);
+  const browser = await launch();
+  const results = { opens: [], steps: [] };
+  try {
+    const { runs } = await view.get("/api/runs");
+    const run = runs.find((r) => r.run_id === "train");
+    const stored = run.agents.reduce((n, a) => n + a.events_stored, 0);
+    const tracks = await view.get(`/api/tracks?run=train`);
+    const lanes = tracks.processes.reduce((n, p) => n + p.tracks.length, 0);
+    console.log(`  run train: ${(stored / 1e6).toFixed(2)} M events stored, ${(tracks.t_max / 1e9).toFixed(1)} s long, ${lanes} lanes`);
+    const pageUrl = `${view.url}#/run/train/timeline`;
+
+    // First paint: a new browser context (no cache, no cookie) per open; the
+    // first open is the collector's first request for this run.
+    for (let i = 0; i < args.opens; i++) {
+      const context = await browser.newContext({ viewport: VIEWPORT });
+      const page = await context.newPage();
+      await page.addInitScript(benchInit);
+      await page.goto(pageUrl);
+      await page.waitForFunction(() => window.__castscopeStats && window.__castscopeStats.firstFullPaintAt !== null, null, { timeout: 60_000 });
+      const r = await page.evaluate(() => {
+        const s = window.__castscopeStats;
+        const res = performance.getEntriesByType("resource").filter((e) => e.name.includes("/api/"));
+        const nav = performance.getEntriesByType("navigation")[0];
+        const route = (name) => res.filter((e) => e.name.includes(name)).map((e) => e.responseEnd - e.startTime);
+        return {
+          firstPaint: s.firstPaintAt,
+          firstFullPaint: s.firstFullPaintAt,
+          domContentLoaded: nav ? nav.domContentLoadedEventEnd : null,
+          runs: route("/api/runs"),
+          tracks: route("/api/tracks"),
+          timeline: route("/api/timeline"),
+          firstPaintMs: s.paintLog.find((p) => p.lanesWithData === p.lanes)?.ms ?? null,
+        };
+      });
+      results.opens.push(r);
+      console.log(`  open ${i + 1}: first paint ${f1(r.firstPaint)} ms, every lane painted ${f1(r.firstFullPaint)} ms after navigation start ` +
+        `(page loaded ${f1(r.domContentLoaded)} ms; /api/runs ${r.runs.map(f1).join("/")} ms, /api/tracks ${r.tracks.map(f1).join("/")} ms, ` +
+        `/api/timeline ×${r.timeline.length} max ${f1(Math.max(...r.timeline))} ms; that paint took ${f1(r.firstPaintMs)} ms)`);
+      if (i < args.opens - 1) await context.close();
+      else results.page = page;
+    }
+
+    // Pan/zoom: wheel zooms around random points down to single events, key
+    // and wheel pans, zooms back out, in a fixed pseudo-random order.
+    const page = results.page;
+    const canvas = page.locator("canvas.tl-lanes");
+    await canvas.focus();
+    const box = await canvas.boundingBox();
+    let seed = 12345;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const plan = [];
+    while (plan.length < args.steps) {
+      for (let i = 0; i < 14; i++) plan.push({ kind: "wheel-in", x: box.x + 200 + rnd() * (box.width - 220) });
+      for (let i = 0; i < 4; i++) plan.push({ kind: rnd() < 0.5 ? "key-right" : "key-left" });
+      for (let i = 0; i < 2; i++) plan.push({ kind: "wheel-pan", dx: (rnd() < 0.5 ? -1 : 1) * 400 });
+      for (let i = 0; i < 7; i++) plan.push({ kind: "wheel-out", x: box.x + 200 + rnd() * (box.width - 220) });
+      for (let i = 0; i < 5; i++) plan.push({ kind: "key-out" });
+      plan.push({ kind: "key-fit" });
+    }
+    plan.length = args.steps;
+    for (const step of plan) {
+      const before = await page.evaluate(() => {
+        performance.clearResourceTimings();
+        return { fetches: window.__castscopeStats.fetchLog.length, paints: window.__castscopeStats.paintLog.length };
+      });
+      if (step.kind.startsWith("wheel")) {
+        await page.mouse.move(step.kind === "wheel-pan" ? box.x + box.width / 2 : step.x, box.y + 40);
+        if (step.kind === "wheel-in") await page.mouse.wheel(0, -400);
+        else if (step.kind === "wheel-out") await page.mouse.wheel(0, 600);
+        else await page.mouse.wheel(step.dx, 0);
+      } else {
+        await page.keyboard.press({ "key-right": "ArrowRight", "key-left": "ArrowLeft", "key-out": "-", "key-fit": "0" }[step.kind]);
+      }
+      const settled = await settle(page);
+      const r = await page.evaluate((b) => {
+        const s = window.__castscopeStats;
+        const input = window.__bench.lastInput;
+        const fetches = s.fetchLog.slice(b.fetches).filter((f) => f.startedAt >= input - 1);
+        const paints = s.paintLog.slice(b.paints).filter((p) => p.at >= input);
+        const done = fetches.filter((f) => !f.aborted && f.doneAt !== null);
+        const lastDone = done.length ? Math.max(...done.map((f) => f.doneAt)) : null;
+        const requests = performance.getEntriesByType("resource").filter((e) => e.name.includes("/api/timeline"));
+        const range = window.__castscope.getRange();
+        const afterData = lastDone === null ? paints : paints.filter((p) => p.at >= lastDone);
+        return {
+          fetched: done.length > 0,
+          aborted: fetches.filter((f) => f.aborted).length,
+          kinds: [...new Set(done.flatMap((f) => f.kinds))],
+          // per request: issued to answered, as the browser saw it (queueing included)
+          requestMs: requests.map((e) => e.responseEnd - e.startTime),
+          // per request: request sent to first byte (the collector's own time plus loopback)
+          ttfbMs: requests.map((e) => e.responseStart - e.requestStart),
+          bytes: requests.map((e) => e.decodedBodySize),
+          wireBytes: requests.map((e) => e.encodedBodySize),
+          // all lanes: from the step's requests to the last lane's JSON parsed
+          stepAnswerMs: done.length ? Math.max(...done.map((f) => f.doneAt - f.startedAt)) : null,
+          paintMs: afterData.length ? afterData[0].ms : null,
+          maxPaintMs: paints.length ? Math.max(...paints.map((p) => p.ms)) : null,
+          dataToPaintMs: lastDone !== null && afterData.length ? afterData[0].at - lastDone : null,
+          inputToPaintMs: paints.length ? paints[paints.length - 1].at - input : null,
+          span: range.t1 - range.t0,
+        };
+      }, before);
+      r.kind = step.kind;
+      r.settled = settled;
+      results.steps.push(r);
+    }
+    const steps = results.steps;
+    const fetched = steps.filter((s) => s.fetched);
+    const requestMs = fetched.flatMap((s) => s.requestMs);
+    const ttfbMs = fetched.flatMap((s) => s.ttfbMs);
+    const stepAnswer = fetched.map((s) => s.stepAnswerMs);
+    const paintMs = steps.filter((s) => s.maxPaintMs !== null).map((s) => s.maxPaintMs);
+    const dataToPaint = fetched.filter((s) => s.dataToPaintMs !== null).map((s) => s.dataToPaintMs);
+    const inputToPaint = steps.filter((s) => s.inputToPaintMs !== null).map((s) => s.inputToPaintMs);
+    const kinds = new Set(fetched.flatMap((s) => s.kinds));
+    const spans = steps.map((s) => s.span);
+    console.log(`  pan/zoom: ${steps.length} steps (${steps.filter((s) => !s.settled).length} did not settle in 20 s), ` +
+      `spans ${(Math.min(...spans) / 1e6).toFixed(3)} ms to ${(Math.max(...spans) / 1e9).toFixed(1)} s; ` +
+      `${fetched.length} asked the collector (${[...kinds].join(" and ")}), ${steps.length - fetched.length} painted from data at hand, ` +
+      `${steps.reduce((n, s) => n + s.aborted, 0)} requests aborted by a newer one`);
+    console.log(`    /api/timeline per request, issued to answered: ${summary(requestMs)}; p95/target ${(percentile(requestMs, 95) / TARGETS.answerP95Ms).toFixed(2)}`);
+    console.log(`    /api/timeline per request, sent to first byte: ${summary(ttfbMs)}`);
+    console.log(`    per step, all lanes answered and parsed:       ${summary(stepAnswer)}; p95/target ${(percentile(stepAnswer, 95) / TARGETS.answerP95Ms).toFixed(2)}`);
+    for (const kind of ["buckets", "events"]) {
+      const of = fetched.filter((s) => (kind === "events" ? s.kinds.includes("events") : !s.kinds.includes("events")));
+      if (!of.length) continue;
+      const mb = (v) => (v / 2 ** 20).toFixed(2);
+      const bytes = of.flatMap((s) => s.bytes), wire = of.flatMap((s) => s.wireBytes);
+      console.log(`      steps with ${kind === "events" ? "some lanes in single events" : "buckets only"} (${of.length}): per request ${summary(of.flatMap((s) => s.requestMs))}; ` +
+        `per step p50 ${f1(percentile(of.map((s) => s.stepAnswerMs), 50))} ms, p95 ${f1(percentile(of.map((s) => s.stepAnswerMs), 95))} ms; ` +
+        `JSON per request p50 ${mb(percentile(bytes, 50))} MiB, max ${mb(Math.max(...bytes))} MiB (gzip on the wire p50 ${mb(percentile(wire, 50))} MiB)`);
+    }
+    console.log(`    paint (canvas drawing), per step, slowest:     ${summary(paintMs)}; p95/target ${(percentile(paintMs, 95) / TARGETS.paintMs).toFixed(2)}`);
+    console.log(`    answer parsed to painted:                      ${summary(dataToPaint)}`);
+    console.log(`    input to last paint:                           ${summary(inputToPaint)}`);
+    const first = results.opens.map((o) => o.firstFullPaint);
+    console.log(`  first paint of every lane after navigation: ${first.map(f1).join(", ")} ms; worst/target ${(Math.max(...first) / TARGETS.firstPaintMs).toFixed(2)}`);
+  } finally {
+    await browser.close();
+    await view.stop();
+  }
+  return results;
+}
+
+// ---------------------------------------------------------------- live
+
+/** CLOCK_REALTIME - CLOCK_MONOTONIC in ns, from the closest of many back-to-back reads. */
+function clockOffsetNs() {
+  const out = execFileSync("python3", ["-c", `
+import time
+best = None
+for _ in range(2000):
+    a = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    r = time.clock_gettime_ns(time.CLOCK_REALTIME)
+    b = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    if best is None or b - a < best[0]:
+        best = (b - a, r - (a + b) // 2)
+print(best[1], best[0])
+`], { encoding: "utf8" }).trim().split(/\s+/);
+  return { offset: BigInt(out[0]), uncertainty: Number(out[1]) };
+}
+
+async function benchLive(args, dir) {
+  const db = path.join(dir, "live.db");
+  const serve = await startCollector("serve", db, dir);
+  const browser = await launch();
+  const runId = `live-${Date.now()}`;
+  const jobSeconds = args.liveSeconds + 15;
+  let job;
+  try {
+    console.log(`live: bench/jobs/paced_mm.py at ${args.rate} events/s for ${jobSeconds} s under castscope run --collector ${serve.address}`);
+    const jobLog = fs.openSync(path.join(dir, "job.log"), "a");
+    job = spawn(CASTSCOPE, ["run", "--collector", serve.address, "--run-id", runId, "--no-jsonl", "--out", path.join(dir, "job"), "--",
+      PYTHON, path.join(REPO, "bench", "jobs", "paced_mm.py"), String(jobSeconds), String(args.rate)], { cwd: REPO, stdio: ["ignore", jobLog, jobLog] });
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      const { runs } = await serve.get("/api/runs");
+      const run = runs.find((r) => r.run_id === runId);
+      if (run && run.agents.some((a) => a.casts > 0)) break;
+      if (job.exitCode !== null) throw new Error(`the job exited (${job.exitCode}) before its run had casts; see ${dir}/job.log`);
+      if (Date.now() > deadline) throw new Error("no casts from the job after 120 s");
+      await sleep(200);
+    }
+    const context = await browser.newContext({ viewport: VIEWPORT });
+    const page = await context.newPage();
+    await page.goto(`${serve.url}#/run/${encodeURIComponent(runId)}/timeline`);
+    await page.waitForFunction(() => window.__castscopeStats && window.__castscopeStats.livePaints.length > 0, null, { timeout: 30_000 });
+    const warmup = Date.now() + 2000;
+    // The page keeps its newest 5000 live paints: read them every second.
+    const painted = new Map();
+    const end = Date.now() + args.liveSeconds * 1000;
+    while (Date.now() < end) {
+      await sleep(1000);
+      for (const p of await page.evaluate(() => window.__castscopeStats.livePaints)) painted.set(`${p.agent_id}:${p.seq}`, p);
+    }
+    const { offset, uncertainty } = clockOffsetNs();
+    const page_ = await page.evaluate(() => {
+      const s = window.__castscopeStats;
+      // paintedAt is performance.timeOrigin + performance.now(); how far that is from Date.now():
+      const skews = [];
+      for (let i = 0; i < 200; i++) skews.push(performance.timeOrigin + performance.now() - Date.now());
+      skews.sort((a, b) => a - b);
+      return { livePaints: s.livePaints, originNs: s.originNs, skew: skews[100], liveBatches: s.liveBatches, liveCasts: s.liveCasts, skipped: s.skipped, liveOpens: s.liveOpens, fetches: s.fetches, paints: s.paints, maxPaintMs: s.maxPaintMs };
+    });
+    const { runs } = await serve.get("/api/runs");
+    const run = runs.find((r) => r.run_id === runId);
+    const origin = BigInt(page_.originNs);
+    const latencies = [];
+    for (const p of [...painted.values(), ...page_.livePaints]) {
+      if (painted.has(`${p.agent_id}:${p.seq}`) && painted.get(`${p.agent_id}:${p.seq}`) !== p) continue;
+      if (p.paintedAt < warmup) continue;
+      // ts: ns since the run's origin, a CLOCK_MONOTONIC time; to wall-clock ms.
+      const happenedMs = Number(origin + BigInt(Math.round(p.ts)) + offset) / 1e6;
+      latencies.push(p.paintedAt - page_.skew - happenedMs);
+    }
+    console.log(`  page: ${page_.liveBatches} live messages, ${page_.liveCasts} casts pushed, ${page_.skipped} events skipped, ${page_.liveOpens} stream opens, ` +
+      `${page_.fetches} refetches, ${page_.paints} paints (slowest ${f1(page_.maxPaintMs)} ms); run so far: ${run.agents.reduce((n, a) => n + a.casts, 0)} casts, ` +
+      `${run.agents.reduce((n, a) => n + a.ops, 0)} ops`);
+    console.log(`  clocks: CLOCK_REALTIME - CLOCK_MONOTONIC read within ${uncertainty} ns; the page's timeOrigin + now() is ${f1(page_.skew)} ms from Date.now()`);
+    console.log(`  cast happened -> painted in the page (${latencies.length} casts after a 2 s warm-up): ${summary(latencies)}, ` +
+      `p99 ${f1(percentile(latencies, 99))} ms; p99/target ${(percentile(latencies, 99) / TARGETS.liveP99Ms).toFixed(2)}`);
+    await context.close();
+    return { latencies };
+  } finally {
+    await browser.close();
+    if (job && job.exitCode === null) {
+      const exited = new Promise((r) => job.once("exit", r));
+      job.kill("SIGINT");
+      await Promise.race([exited, sleep(60_000)]);
+    }
+    await serve.stop();
+  }
+}
+
+// ---------------------------------------------------------------- ingest
+
+/**
+ * castscope_ingest_bench fill --prebuild (a 2-rank training-like run, batches
+ * built before the clock starts) into a fresh collector, with `pages` real
+ * pages following the run live from its first batch.
+ */
+async function ingestOnce(browser, dir, events, pages, index) {
+  const serve = await startCollector("serve", path.join(dir, `ingest-${index}-${pages}.db`), dir);
+  const contexts = [];
+  try {
+    const out = [];
+    const bench = spawn(INGEST_BENCH, ["--collector", serve.address, "fill", "--prebuild", "--events", String(events), "--agents", "2", "--run", "ingest"], { stdio: ["ignore", "pipe", "inherit"] });
+    bench.stdout.on("data", (b) => out.push(b.toString()));
+    const exited = new Promise((r) => bench.once("exit", r));
+    let opened = 0;
+    while (pages > 0 && bench.exitCode === null) {
+      const { runs } = await serve.get("/api/runs");
+      const run = runs.find((r) => r.agents.some((a) => a.casts > 0));
+      if (run) {
+        for (let i = 0; i < pages; i++) {
+          const context = await browser.newContext({ viewport: VIEWPORT });
+          contexts.push(context);
+          const page = await context.newPage();
+          await page.goto(`${serve.url}#/run/${encodeURIComponent(run.run_id)}/timeline`);
+        }
+        opened = Date.now();
+        break;
+      }
+      await sleep(100);
+    }
+    await exited;
+    const stats = [];
+    for (const c of contexts) stats.push(await c.pages()[0].evaluate(() => ({ live: window.__castscopeStats.liveBatches, fetches: window.__castscopeStats.fetches, paints: window.__castscopeStats.paints })));
+    const text = out.join("");
+    const rate = Number(/([0-9.]+) events\/s/.exec(text)?.[1]);
+    return { rate, opened, stats };
+  } finally {
+    for (const c of contexts) await c.close();
+    await serve.stop();
+  }
+}
+
+async function benchIngest(args, dir) {
+  const browser = await launch();
+  const rates = { 0: [], 2: [] };
+  try {
+    console.log(`ingest: castscope_ingest_bench fill --prebuild, ${(args.ingestEvents / 1e6).toFixed(1)} M events of 2 ranks into a fresh store, no page / two pages following the run, alternated ${args.ingestRepeats}x`);
+    for (let r = 0; r < args.ingestRepeats; r++) {
+      for (const pages of [0, 2]) {
+        const { rate, stats } = await ingestOnce(browser, dir, args.ingestEvents, pages, r);
+        rates[pages].push(rate);
+        console.log(`  ${pages} pages: ${(rate / 1e6).toFixed(3)} M events/s${stats.length ? ` (pages got ${stats.map((s) => `${s.live} live messages, ${s.fetches} refetches, ${s.paints} paints`).join("; ")})` : ""}`);
+      }
+    }
+  } finally {
+    await browser.close();
+  }
+  const median = (v) => percentile(v, 50);
+  console.log(`  median: no page ${(median(rates[0]) / 1e6).toFixed(3)} M/s, two pages ${(median(rates[2]) / 1e6).toFixed(3)} M/s: ratio ${(median(rates[2]) / median(rates[0])).toFixed(3)} (target >= 0.90)`);
+}
+
+async function main() {
+  const args = parseArgs(process.argv);
+  for (const [what, file] of [["collector", COLLECTOR], ["ingest bench", INGEST_BENCH], ["castscope", CASTSCOPE], ["ui", path.join(UI_DIST, "index.html")], ["chromium", CHROMIUM]])
+    if (!fs.existsSync(file)) throw new Error(`${what}: ${file} missing (scripts/setup.sh; cd ui && npm run build)`);
+  const dir = args.keep ? fs.mkdirSync(args.keep, { recursive: true }) && args.keep : fs.mkdtempSync(path.join(os.tmpdir(), "castscope-viewer-browser-"));
+  console.log(`${new Date().toISOString()} ${os.cpus().length} cores, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}; chromium ${execFileSync(CHROMIUM, ["--version"], { encoding: "utf8" }).trim()}`);
+  try {
+    if (!args.skipScale) await benchScale(args, dir);
+    if (!args.skipLive) await benchLive(args, dir);
+    if (!args.skipIngest) await benchIngest(args, dir);
+  } finally {
+    console.log(`load after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+    if (!args.keep) fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
