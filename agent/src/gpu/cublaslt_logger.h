@@ -9,10 +9,10 @@
 // already loaded (torch's) is used, found with RTLD_NOLOAD. cuBLASLt still
 // prints what it logs unless given a file, so castscope gives it /dev/null.
 // A job that turned cuBLASLt logging on itself (CUBLASLT_LOG_LEVEL, _MASK,
-// _FILE) is left alone. A callback or mask the job sets later through
-// cublasLtLoggerSetCallback/SetMask/SetLevel resolved against castscope's
-// library (an LD_PRELOAD attach, or a C++ extension loaded after the agent)
-// is kept and chained: it gets the messages it asked for.
+// _FILE) is left alone. The job's calls to cublasLtLoggerSetCallback,
+// SetMask, SetLevel, SetFile and OpenFile that resolve against castscope's
+// library (an LD_PRELOAD attach) are always remembered and chained: its
+// callback and file get the levels it asked for, and get them back at stop.
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -99,12 +100,24 @@ TEST(CublasLtLogger, DescribesTheMatmulsOfTheRunningOpAndCountsTheRest) {
   EXPECT_EQ(after_stop.gemm_calls, 0);
 }
 
-TEST(CublasLtLogger, ChainsTheCallbackAndMaskTheJobSetsWhileOn) {
+std::string read_all(FILE* file) {
+  std::fflush(file);
+  std::rewind(file);
+  std::string out;
+  char buffer[512];
+  while (size_t n = std::fread(buffer, 1, sizeof(buffer), file)) out.append(buffer, n);
+  return out;
+}
+
+TEST(CublasLtLogger, ChainsTheJobsCallbackMaskAndFileAndHandsThemBack) {
   StandIn standin;
   ASSERT_EQ(cublaslt_logger_start({CASTSCOPE_STANDIN_CUBLASLT}), "on");
   g_user_messages.clear();
+  FILE* job_file = std::tmpfile();
+  ASSERT_NE(job_file, nullptr);
   // These calls resolve against castscope's interposers (linked into this test).
   ASSERT_EQ(cublasLtLoggerSetCallback(&user_callback), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtLoggerSetFile(job_file), CUBLAS_STATUS_SUCCESS);
   ASSERT_EQ(cublasLtLoggerSetMask(1 | 16), CUBLAS_STATUS_SUCCESS);  // errors and the API trace
   EXPECT_EQ(standin.mask(), 1 | 2 | 16);
   OpFields op{};
@@ -116,15 +129,34 @@ TEST(CublasLtLogger, ChainsTheCallbackAndMaskTheJobSetsWhileOn) {
   }
   EXPECT_EQ(op.gemm_calls, 1);
   EXPECT_EQ(g_user_messages, (std::vector<std::string>{"5:cublasLtMatmul", "1:cublasLtMatmul"}));
+  // The job's file gets its levels in cuBLASLt's line format, and only those.
+  const std::string written = read_all(job_file);
+  EXPECT_NE(written.find("][cublasLt]["), std::string::npos) << written;
+  EXPECT_NE(written.find("[Api][cublasLtMatmul] A=0X1\n"), std::string::npos) << written;
+  EXPECT_NE(written.find("[Error][cublasLtMatmul] failed\n"), std::string::npos) << written;
+  EXPECT_EQ(written.find("[Trace]"), std::string::npos) << written;
   ASSERT_EQ(cublasLtLoggerSetLevel(2), CUBLAS_STATUS_SUCCESS);  // level 2: errors and the performance trace
   standin.log(2, "cublasLtMatmul", kBf16Trace);
   EXPECT_EQ(g_user_messages.back(), "2:cublasLtMatmul");
   EXPECT_EQ(cublasLtLoggerSetLevel(9), CUBLAS_STATUS_INVALID_VALUE);
   cublaslt_logger_stop();
-  // The job's settings stay when castscope lets go.
+  // The job's settings are the library's again when castscope lets go.
   EXPECT_EQ(standin.mask(), 1 | 2);
   EXPECT_TRUE(standin.has_callback());
-  cublasLtLoggerSetCallback(nullptr);  // the stand-in's own now (castscope off): clean up
+
+  // Remembered while castscope is off too: a new attach honours them, and
+  // one the job cleared is never called again.
+  ASSERT_EQ(cublaslt_logger_start({CASTSCOPE_STANDIN_CUBLASLT}), "on");
+  g_user_messages.clear();
+  standin.log(1, "cublasLtMatmul", "failed again");
+  EXPECT_EQ(g_user_messages, (std::vector<std::string>{"1:cublasLtMatmul"}));
+  ASSERT_EQ(cublasLtLoggerSetCallback(nullptr), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtLoggerSetMask(0), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtLoggerSetFile(nullptr), CUBLAS_STATUS_SUCCESS);
+  cublaslt_logger_stop();
+  EXPECT_EQ(standin.mask(), 0);
+  EXPECT_FALSE(standin.has_callback());
+  std::fclose(job_file);
 }
 
 TEST(CublasLtLogger, SaysWhyItIsOff) {
