@@ -59,3 +59,14 @@ def query(db: pathlib.Path, *args: str):
 
 def runs(db: pathlib.Path) -> list:
     return json.loads(query(db, "runs"))
+
+
+def wait_delivered(spool: pathlib.Path, timeout_s: float = 60) -> None:
+    """Waits until the forwarder's status file in `spool` says every batch was delivered."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        files = list(spool.glob("*.forwarder.json"))
+        if files and json.loads(files[0].read_text()).get("state") == "delivered":
+            return
+        assert time.monotonic() < deadline, f"the forwarder did not deliver in {timeout_s:.0f} s"
+        time.sleep(0.1)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import json
 import pathlib
-import time
 
 import pytest
 import torch
@@ -108,7 +107,7 @@ def test_off_by_default_and_says_why_when_no_cublaslt_is_loaded(tmp_path):
 
 
 def test_tf32_matmuls_reach_the_report_and_the_tf32_matmul_finding_at_the_users_line(tmp_path, standin, lt_matmul):
-    from collector import Collector
+    from collector import Collector, wait_delivered
 
     # An fp32-policy op whose library computes float32 matmuls as TF32: the
     # precision autocast asked for is not the one the GPU used.
@@ -121,13 +120,7 @@ def test_tf32_matmuls_reach_the_report_and_the_tf32_matmul_finding_at_the_users_
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 for _ in range(2):
                     lt_matmul(a.bfloat16(), b)  # the tf32 line
-        deadline = time.monotonic() + 60
-        while True:
-            files = list((tmp_path / "spool").glob("*.forwarder.json"))
-            if files and json.loads(files[0].read_text()).get("state") == "delivered":
-                break
-            assert time.monotonic() < deadline, "the forwarder did not deliver in 60 s"
-            time.sleep(0.1)
+        wait_delivered(tmp_path / "spool")
     finally:
         TF32["on"] = False
         collector.stop()

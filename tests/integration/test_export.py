@@ -13,7 +13,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -269,7 +268,7 @@ def test_errors_exit_2_or_1_and_say_what_and_where(stored_run, tmp_path):
 
 def test_gpu_kernels_get_stream_tracks_and_flows_from_their_launches(tmp_path, monkeypatch):
     """Kernels from the stand-in CUPTI (tests/stand_ins/cupti), as in test_gpu_timing.py."""
-    from collector import Collector
+    from collector import Collector, wait_delivered
     from test_gpu_timing import with_standin
 
     gpu = with_standin(tmp_path, monkeypatch, {
@@ -285,15 +284,7 @@ def test_gpu_kernels_get_stream_tracks_and_flows_from_their_launches(tmp_path, m
                 for _ in range(3):
                     torch.mm(a, w)
             (a + w).sum()  # outside autocast: an unscoped kernel
-        deadline = time.monotonic() + 60
-
-        def delivered() -> bool:
-            files = list((tmp_path / "spool").glob("*.forwarder.json"))
-            return bool(files) and json.loads(files[0].read_text()).get("state") == "delivered"
-
-        while not delivered():
-            assert time.monotonic() < deadline, "the forwarder did not deliver in 60 s"
-            time.sleep(0.1)
+        wait_delivered(tmp_path / "spool")
     finally:
         collector.stop()
     db = collector.db

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import pathlib
-import time
 
 import pytest
 import torch
@@ -291,7 +290,7 @@ def test_timing_windows_time_a_few_steps_in_many(tmp_path, monkeypatch):
 
 def mm_three_times_under_a_collector(tmp_path, gpu: dict) -> pathlib.Path:
     """Three autocast torch.mm calls at "the casting line", delivered to a collector; its store."""
-    from collector import Collector
+    from collector import Collector, wait_delivered
 
     collector = Collector(tmp_path / "store.db")
     try:
@@ -301,15 +300,7 @@ def mm_three_times_under_a_collector(tmp_path, gpu: dict) -> pathlib.Path:
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 for _ in range(3):
                     torch.mm(a, w)  # the casting line
-        deadline = time.monotonic() + 60
-
-        def delivered() -> bool:
-            files = list((tmp_path / "spool").glob("*.forwarder.json"))
-            return bool(files) and json.loads(files[0].read_text()).get("state") == "delivered"
-
-        while not delivered():
-            assert time.monotonic() < deadline, "the forwarder did not deliver in 60 s"
-            time.sleep(0.1)
+        wait_delivered(tmp_path / "spool")
     finally:
         collector.stop()
     return collector.db
