@@ -67,6 +67,22 @@ CASTSCOPE_EXPORT void castscope_agent_gpu_profiler(int begin);
 /* The torch version the agent was built against (TORCH_VERSION). */
 CASTSCOPE_EXPORT const char* castscope_agent_torch_version(void);
 
+/* Module and function overlays (docs/overlays.md), for castscope's Python
+ * wrappers, which cast with Tensor.to() themselves.
+ * castscope_overlay_op interns an overlay's name ("module::torchvision.ops.RoIPool")
+ * as an op with its argument names ('\n'-separated); returns its id, 0 on failure. */
+CASTSCOPE_EXPORT unsigned castscope_overlay_op(const char* name, const char* arg_names);
+/* Records one decision of a wrapper, in the calling thread's context (its
+ * Python line). Enums take the values of proto/castscope/v1/events.proto;
+ * `shape` holds `ndim` sizes. An argument out of range is counted as an
+ * internal error and nothing is recorded. */
+CASTSCOPE_EXPORT void castscope_overlay_cast(unsigned op_id, int policy, int device, int src, int dst, int outcome,
+                                             int role, int arg_index, int list_index, const long long* shape, int ndim,
+                                             unsigned long long bytes);
+/* An overlay entry skipped (its attribute missing when its module was
+ * imported...): logged as a warning, counted and sent with the agent's stats. */
+CASTSCOPE_EXPORT void castscope_overlay_error(const char* message);
+
 /* At process exit: stops the exporter, writes every buffered event and the
  * final stats; castscope's kernels stay registered (recording off), since
  * other exit handlers may still run ops. */

@@ -84,6 +84,13 @@ def _library():
         lib.castscope_agent_gpu_profiler.restype = None
         lib.castscope_agent_torch_version.restype = ctypes.c_char_p
         lib.castscope_agent_finish.restype = None
+        lib.castscope_overlay_op.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        lib.castscope_overlay_op.restype = ctypes.c_uint
+        lib.castscope_overlay_cast.argtypes = [ctypes.c_uint] + [ctypes.c_int] * 8 + [
+            ctypes.POINTER(ctypes.c_longlong), ctypes.c_int, ctypes.c_ulonglong]
+        lib.castscope_overlay_cast.restype = None
+        lib.castscope_overlay_error.argtypes = [ctypes.c_char_p]
+        lib.castscope_overlay_error.restype = None
         _install_location_reader(lib)
         _lib = lib
     return _lib

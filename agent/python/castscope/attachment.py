@@ -11,9 +11,11 @@ import pathlib
 import tempfile
 from typing import Iterator, Sequence
 
+from . import callable_overlays
 from ._native import AttachError, _library, _location_reader_pointer, _read_json, _torch_dir, agent_torch_version
 from .config import _config, _gpu_config, _probe_config
 from .events import read_events, summarize
+from .module_paths import missing_module_errors
 
 
 class Agent:
@@ -127,6 +129,13 @@ def _start(config: dict, locations: bool) -> None:
     err = ctypes.create_string_buffer(1 << 16)
     if lib.castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
         raise AttachError(err.value.decode())
+    entries = _read_json(lib.castscope_agent_status).get("callable_overlays", [])
+    missing = missing_module_errors(entries)
+    if missing:
+        lib.castscope_agent_stop()
+        raise AttachError("castscope: policy refused, castscope does not take over autocast (native autocast keeps "
+                          "working):\n  " + "\n  ".join(missing))
+    callable_overlays.install(entries, lib)
     _bracket_tracing(lib)
     _bracket_profiler(lib)
     import torch
@@ -226,6 +235,7 @@ def detach() -> None:
     if _current._step_hook is not None:
         _current._step_hook.remove()
     if not _current._external:
+        callable_overlays.uninstall()
         _library().castscope_agent_stop()  # an outside attachment lives as long as its process
     _current = None
 

@@ -211,6 +211,7 @@ void BatchEncoder::add_stats(const EventLogStats& stats, uint64_t ts_ns, const s
   scratch_.i64(F::kWorldSize, identity_.world_size);
   scratch_.bytes(F::kGpuTiming, gpu_timing);
   scratch_.u64(F::kGpuRecordsDropped, stats.gpu_records_dropped);
+  for (const std::string& error : stats.overlay_errors) scratch_.bytes(F::kOverlayErrors, error);
   append_event(pb::Event::kStats, scratch_);
   ++stats_events_;
 }

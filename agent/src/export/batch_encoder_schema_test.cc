@@ -211,7 +211,7 @@ Record kernel_record() {
 
 const OpMeta kMemcpy{"memcpy DtoD", {}};
 
-const EventLogStats kStats{13, 2, 1, 5};
+const EventLogStats kStats{13, 2, 1, 5, {"overlay.json:3: entry \"mylib.Pool\": mylib has no attribute Pool"}};
 constexpr uint64_t kStatsTs = 1004;
 
 AgentIdentity agent_identity() {
@@ -353,6 +353,7 @@ v1::Event expected_stats() {
   stats.set_world_size(8);
   stats.set_gpu_timing("on");
   stats.set_gpu_records_dropped(5);
+  stats.add_overlay_errors("overlay.json:3: entry \"mylib.Pool\": mylib has no attribute Pool");
   return event;
 }
 

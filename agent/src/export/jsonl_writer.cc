@@ -236,6 +236,7 @@ std::string stats_to_json(const EventLogStats& stats, const ProcessIdentity& ide
   body["world_size"] = identity.world_size;
   if (!gpu_timing.empty()) body["gpu_timing"] = gpu_timing;
   body["gpu_records_dropped"] = u64(stats.gpu_records_dropped);
+  if (!stats.overlay_errors.empty()) body["overlay_errors"] = stats.overlay_errors;
   return ordered_json{{"stats", body}}.dump();
 }
 

@@ -227,6 +227,106 @@ std::string read_policy_file(const std::string& path, std::string& text) {
   return error;
 }
 
+// "package.module.Name" (attribute Name of module package.module) or
+// "package.module:Class.attr" (the colon says where the module ends):
+// dotted Python identifiers, a module and at least one attribute.
+bool valid_python_path(const std::string& path) {
+  auto dotted_identifiers = [](std::string_view text) {
+    size_t start = 0;
+    while (start <= text.size()) {
+      const size_t end = std::min(text.find('.', start), text.size());
+      if (end == start) return false;
+      const char first = text[start];
+      if (!((first >= 'a' && first <= 'z') || (first >= 'A' && first <= 'Z') || first == '_')) return false;
+      for (size_t i = start; i < end; ++i) {
+        const char c = text[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+      }
+      start = end + 1;
+    }
+    return true;
+  };
+  const std::string_view text(path);
+  if (const size_t colon = text.find(':'); colon != std::string_view::npos)
+    return dotted_identifiers(text.substr(0, colon)) && dotted_identifiers(text.substr(colon + 1));
+  return dotted_identifiers(text) && text.find('.') != std::string_view::npos;
+}
+
+// The "modules" or "functions" object of a policy file into result.callables.
+void parse_callables(const json& section, CallableKind kind, const std::string& section_name, const std::string& device,
+                     const std::string& file, const KeyScan& keys, PolicySet& result) {
+  auto fail = [&](int line, const std::string& entry, const std::string& message) {
+    result.errors.push_back(PolicyError{file, line, entry, message});
+  };
+  for (const auto& [target, spec] : section.items()) {
+    const int line = keys.line(json::json_pointer("/" + section_name) / target);
+    if (!valid_python_path(target)) {
+      fail(line, target, std::string("not a Python path: expected \"package.module.") +
+                             (kind == CallableKind::kModule ? "ModuleClass" : "function") + "\" (a module, then the " +
+                             (kind == CallableKind::kModule ? "nn.Module class" : "function") +
+                             " in it) or \"package.module:Outer.name\"");
+      continue;
+    }
+    CallableOverlay overlay;
+    overlay.kind = kind;
+    overlay.target = target;
+    overlay.device = device;
+    overlay.file = file;
+    overlay.line = line;
+    std::string policy;
+    if (spec.is_string()) {
+      policy = spec.get<std::string>();
+    } else if (spec.is_object() && spec.contains("policy") && spec["policy"].is_string()) {
+      policy = spec["policy"].get<std::string>();
+      bool bad_key = false;
+      for (const auto& [key, value] : spec.items()) {
+        if (key != "policy" && key != "output" && key != "dtype" && key != "note") {
+          fail(line, target, "unknown key \"" + key + "\" (expected policy, output, dtype, note)");
+          bad_key = true;
+        } else if (!value.is_string()) {
+          fail(line, target, "\"" + key + "\" must be a string");
+          bad_key = true;
+        }
+      }
+      if (bad_key) continue;
+    } else {
+      fail(line, target, "must be a policy name or an object with \"policy\"");
+      continue;
+    }
+    overlay.policy = policy_from_name(policy);
+    if (overlay.policy != CastPolicy::kLowerPrecisionFp && overlay.policy != CastPolicy::kFp32 &&
+        overlay.policy != CastPolicy::kPromote) {
+      fail(line, target, "unknown policy \"" + policy + "\" for a " + callable_kind_name(kind) +
+                             " overlay (expected one of lower_precision_fp, fp32, promote)");
+      continue;
+    }
+    if (spec.is_object() && spec.contains("output")) {
+      const auto output = spec["output"].get<std::string>();
+      if (output == "as_is") {
+        overlay.output = OutputCast::kAsIs;
+      } else if (output == "input_dtype") {
+        overlay.output = OutputCast::kInputDtype;
+      } else {
+        fail(line, target, "unknown output \"" + output + "\" (expected as_is or input_dtype)");
+        continue;
+      }
+    }
+    if (spec.is_object() && spec.contains("dtype")) {
+      const auto name = spec["dtype"].get<std::string>();
+      overlay.dtype = dtype_from_name(name);
+      if (overlay.dtype != DType::kFloat16 && overlay.dtype != DType::kBFloat16) {
+        fail(line, target, "unknown dtype \"" + name + "\" (a lower-precision dtype is float16 or bfloat16)");
+        continue;
+      }
+      if (overlay.policy != CastPolicy::kLowerPrecisionFp) {
+        fail(line, target, "\"dtype\" applies only to lower_precision_fp");
+        continue;
+      }
+    }
+    result.callables[{kind, target}] = std::move(overlay);
+  }
+}
+
 }  // namespace
 
 std::string PolicyError::str() const {
@@ -247,8 +347,16 @@ std::string canonical_policy_text(const PolicySet& set) {
               entry.redispatch + "\t" + entry.message + "\n";
     }
   }
+  for (const auto& [key, callable] : set.callables) {  // sorted by (kind, target)
+    text += std::string(callable_kind_name(callable.kind)) + "\t" + callable.target + "\t" + policy_name(callable.policy) +
+            "\t" + dtype_name(callable.dtype) + "\t" + output_cast_name(callable.output) + "\t" + callable.device + "\n";
+  }
   return text;
 }
+
+const char* callable_kind_name(CallableKind kind) { return kind == CallableKind::kModule ? "module" : "function"; }
+
+const char* output_cast_name(OutputCast output) { return output == OutputCast::kAsIs ? "as_is" : "input_dtype"; }
 
 CastPolicy policy_from_name(std::string_view name) {
   for (const auto& p : kPolicies)
@@ -312,12 +420,13 @@ PolicySet parse_policy_text(std::string_view text, const std::string& file) {
     if (d.spelling != d.first_spelling)
       first += " as " + d.first_spelling + "; JSON reads " + d.spelling + " as the same key";
     const std::string where = d.object.to_string();
-    if (where == "/ops") {
+    if (where == "/ops" || where == "/modules" || where == "/functions") {
       fail(d.line, d.key, "duplicate entry (" + first + "); keep one");
     } else if (where.empty()) {
       fail(d.line, "", "duplicate top-level key \"" + d.key + "\" (" + first + "); JSON readers keep only one: " +
                            (d.key == "ops" ? "merge the two objects into one" : "keep one"));
-    } else if (d.object.parent_pointer().to_string() == "/ops") {
+    } else if (const std::string parent = d.object.parent_pointer().to_string();
+               parent == "/ops" || parent == "/modules" || parent == "/functions") {
       fail(d.line, d.object.back(), "duplicate key \"" + d.key + "\" (" + first + "); keep one");
     } else {
       fail(d.line, "", "duplicate key \"" + d.key + "\" in " + where + " (" + first + "); keep one");
@@ -326,23 +435,47 @@ PolicySet parse_policy_text(std::string_view text, const std::string& file) {
   if (!result.errors.empty()) return result;  // which of two values counts is not ours to guess
   auto line_of = [&](const std::string& key) { return keys.line(json::json_pointer() / key); };
   for (const auto& [key, value] : doc.items()) {
-    if (key != "castscope_policy" && key != "device" && key != "torch_version" && key != "ops" && key != "description")
-      fail(line_of(key), "", "unknown top-level key \"" + key + "\" (expected castscope_policy, device, torch_version, ops, description)");
+    if (key != "castscope_policy" && key != "device" && key != "torch_version" && key != "ops" && key != "description" &&
+        key != "modules" && key != "functions")
+      fail(line_of(key), "", "unknown top-level key \"" + key +
+                                 "\" (expected castscope_policy, device, torch_version, ops, modules, functions, description)");
   }
   if (!doc.contains("castscope_policy") || !doc["castscope_policy"].is_number_integer() ||
       doc["castscope_policy"].get<int64_t>() != kPolicyFormatVersion) {
     fail(line_of("castscope_policy"), "", "\"castscope_policy\" must be 1 (the policy format version this castscope reads)");
   }
+  // A file of module and function overlays alone needs no "device" or "ops":
+  // without a device its entries apply under any device's autocast.
+  const bool has_ops = doc.contains("ops");
+  const bool has_callables = doc.contains("modules") || doc.contains("functions");
   DevicePolicy device;
-  if (!doc.contains("device") || !doc["device"].is_string() ||
-      device_from_name(doc["device"].get<std::string>()) == DeviceKind::kUnspecified) {
-    fail(line_of("device"), "", "\"device\" must be one of cpu, cuda, xpu, mps");
-  } else {
-    device.device = doc["device"].get<std::string>();
+  if (has_ops || doc.contains("device")) {
+    if (!doc.contains("device") || !doc["device"].is_string() ||
+        device_from_name(doc["device"].get<std::string>()) == DeviceKind::kUnspecified) {
+      fail(line_of("device"), "", "\"device\" must be one of cpu, cuda, xpu, mps");
+    } else {
+      device.device = doc["device"].get<std::string>();
+    }
   }
   if (doc.contains("torch_version") && doc["torch_version"].is_string()) device.torch_version = doc["torch_version"].get<std::string>();
-  if (!doc.contains("ops") || !doc["ops"].is_object()) {
+  if (!has_ops && !has_callables) {
+    fail(0, "", "\"ops\" must be an object mapping op names to policies (or give \"modules\" or \"functions\")");
+    return result;
+  }
+  if (has_ops && !doc["ops"].is_object()) {
     fail(line_of("ops"), "", "\"ops\" must be an object mapping op names to policies");
+    return result;
+  }
+  for (const auto& [section, kind] : {std::pair{"modules", CallableKind::kModule}, std::pair{"functions", CallableKind::kFunction}}) {
+    if (!doc.contains(section)) continue;
+    if (!doc[section].is_object()) {
+      fail(line_of(section), "", std::string("\"") + section + "\" must be an object mapping Python paths to policies");
+      continue;
+    }
+    parse_callables(doc[section], kind, section, device.device, file, keys, result);
+  }
+  if (!has_ops) {
+    if (!result.errors.empty()) result.callables.clear();
     return result;
   }
 
@@ -414,6 +547,7 @@ PolicySet parse_policy_text(std::string_view text, const std::string& file) {
     device.ops.emplace(op, std::move(entry));
   }
   if (result.errors.empty()) result.devices.emplace(device.device, std::move(device));
+  if (!result.errors.empty()) result.callables.clear();
   return result;
 }
 
@@ -433,6 +567,7 @@ PolicySet load_policy_files(const std::vector<std::string>& paths) {
       if (into.torch_version.empty()) into.torch_version = device.torch_version;
       for (auto& [op, entry] : device.ops) into.ops[op] = std::move(entry);
     }
+    for (auto& [key, callable] : one.callables) merged.callables[key] = std::move(callable);
   }
   return merged;
 }

@@ -24,6 +24,24 @@ struct PolicyEntry {
   std::string origin;      // "file:line", for every message about this entry
 };
 
+// A Python module class or function whose calls castscope wraps at attach
+// (agent/python/castscope/callable_overlays.py): floating tensor arguments
+// cast to the policy's dtype, autocast off inside, like apex's
+// float_function / half_function / promote_function.
+enum class CallableKind : uint8_t { kModule, kFunction };
+enum class OutputCast : uint8_t { kAsIs, kInputDtype };
+
+struct CallableOverlay {
+  CallableKind kind = CallableKind::kModule;
+  std::string target;  // "torchvision.ops.RoIPool": a module path, then attributes
+  CastPolicy policy = CastPolicy::kUnspecified;  // lower_precision_fp, fp32 or promote
+  DType dtype = DType::kUnspecified;             // lower_precision_fp: instead of the region's
+  OutputCast output = OutputCast::kAsIs;
+  std::string device;  // "cpu", ...: only under that device's autocast; "": any
+  std::string file;
+  int line = 0;
+};
+
 struct DevicePolicy {
   std::string device;         // "cpu", "cuda", "xpu", "mps"
   std::string torch_version;  // of the base file; empty for overlays
@@ -40,6 +58,8 @@ struct PolicyError {
 
 struct PolicySet {
   std::map<std::string, DevicePolicy> devices;
+  // By (kind, target); a later file's entry replaces an earlier one.
+  std::map<std::pair<CallableKind, std::string>, CallableOverlay> callables;
   std::vector<PolicyError> errors;
   bool ok() const { return errors.empty(); }
 };
@@ -58,6 +78,8 @@ std::string canonical_policy_text(const PolicySet& set);
 
 // Parses "fp32" etc.; kUnspecified when unknown.
 CastPolicy policy_from_name(std::string_view name);
+const char* callable_kind_name(CallableKind kind);  // "module", "function"
+const char* output_cast_name(OutputCast output);    // "as_is", "input_dtype"
 const char* policy_name(CastPolicy policy);
 DType dtype_from_name(std::string_view name);
 const char* dtype_name(DType dtype);

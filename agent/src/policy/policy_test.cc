@@ -51,6 +51,76 @@ TEST(PolicyCanonicalText, SameForSamePolicyWhateverTheLayout) {
   EXPECT_NE(canonical_policy_text(a), canonical_policy_text(c));  // a dtype override is a different policy
 }
 
+TEST(PolicyParse, ModuleAndFunctionOverlaysNeedNoDeviceOrOps) {
+  const PolicySet set = parse(R"({
+  "castscope_policy": 1,
+  "modules": {
+    "torchvision.ops.RoIPool": "fp32",
+    "mylib.layers.Attention": {"policy": "lower_precision_fp", "dtype": "float16", "output": "input_dtype"}
+  },
+  "functions": {"mylib.backend.fru": "promote", "mylib:Outer.method": "fp32"}
+})");
+  ASSERT_TRUE(set.ok()) << set.errors[0].str();
+  EXPECT_TRUE(set.devices.empty());
+  const CallableOverlay& pool = set.callables.at({CallableKind::kModule, "torchvision.ops.RoIPool"});
+  EXPECT_EQ(pool.policy, CastPolicy::kFp32);
+  EXPECT_EQ(pool.output, OutputCast::kAsIs);
+  EXPECT_EQ(pool.device, "");
+  EXPECT_EQ(pool.line, 4);
+  const CallableOverlay& attention = set.callables.at({CallableKind::kModule, "mylib.layers.Attention"});
+  EXPECT_EQ(attention.dtype, DType::kFloat16);
+  EXPECT_EQ(attention.output, OutputCast::kInputDtype);
+  EXPECT_EQ(set.callables.at({CallableKind::kFunction, "mylib.backend.fru"}).policy, CastPolicy::kPromote);
+}
+
+TEST(PolicyParse, CallableOverlaysTakeTheFilesDevice) {
+  const PolicySet set = parse(R"({"castscope_policy": 1, "device": "cuda", "ops": {},
+    "functions": {"mylib.backend.fru": "fp32"}})");
+  ASSERT_TRUE(set.ok()) << set.errors[0].str();
+  EXPECT_EQ(set.callables.at({CallableKind::kFunction, "mylib.backend.fru"}).device, "cuda");
+}
+
+TEST(PolicyParse, BadCallableOverlaysNameFileLineAndEntry) {
+  struct Case {
+    std::string entries;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {R"("modules": {"RoIPool": "fp32"})", "entry \"RoIPool\": not a Python path"},
+      {R"("modules": {"torchvision..RoIPool": "fp32"})", "not a Python path"},
+      {R"("modules": {"torchvision.ops.1Pool": "fp32"})", "not a Python path"},
+      {R"("modules": {"mylib:": "fp32"})", "not a Python path"},
+      {R"("modules": {"mylib:a:b": "fp32"})", "not a Python path"},
+      {R"("functions": {"mylib.fru": "banned"})", "unknown policy \"banned\" for a function overlay"},
+      {R"("modules": {"mylib.Pool": {"policy": "fp32", "output": "float16"}})", "unknown output \"float16\""},
+      {R"("modules": {"mylib.Pool": {"policy": "fp32", "dtype": "float16"}})", "\"dtype\" applies only to lower_precision_fp"},
+      {R"("modules": {"mylib.Pool": {"policy": "fp32", "cast": "all"}})", "unknown key \"cast\""},
+      {R"("modules": {"mylib.Pool": 3})", "must be a policy name or an object"},
+      {R"("modules": ["mylib.Pool"])", "\"modules\" must be an object"},
+      {R"("modules": {"mylib.Pool": "fp32", "mylib.Pool": "promote"})", "duplicate entry"},
+  };
+  for (const Case& c : cases) {
+    const std::string error = only_error(parse("{\"castscope_policy\": 1,\n" + c.entries + "}"));
+    EXPECT_NE(error.find("overlay.json:2"), std::string::npos) << c.entries << " -> " << error;
+    EXPECT_NE(error.find(c.expected), std::string::npos) << c.entries << " -> " << error;
+  }
+}
+
+TEST(PolicyParse, AFileWithNothingToApplyIsRefused) {
+  EXPECT_NE(only_error(parse(R"({"castscope_policy": 1, "device": "cpu"})")).find("\"ops\" must be an object"),
+            std::string::npos);
+}
+
+TEST(PolicyCanonicalText, CoversCallableOverlays) {
+  const PolicySet a = parse(R"({"castscope_policy": 1, "modules": {"mylib.Pool": "fp32"}})");
+  const PolicySet b = parse(R"({"castscope_policy": 1, "modules": {"mylib.Pool": {"policy": "fp32", "output": "input_dtype"}}})");
+  const PolicySet c = parse(R"({"castscope_policy": 1, "functions": {"mylib.Pool": "fp32"}})");
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_NE(canonical_policy_text(a), "");
+  EXPECT_NE(canonical_policy_text(a), canonical_policy_text(b));
+  EXPECT_NE(canonical_policy_text(a), canonical_policy_text(c));
+}
+
 TEST(PolicyParse, BadJsonNamesLine) {
   const std::string error = only_error(parse("{\n  \"castscope_policy\": 1,\n  \"device\": \"cpu\"\n  \"ops\": {}\n}"));
   EXPECT_NE(error.find("overlay.json:4"), std::string::npos) << error;

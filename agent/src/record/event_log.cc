@@ -156,6 +156,21 @@ void EventLog::begin_session() {
   ring_drops_.store(0, std::memory_order_relaxed);
   internal_errors_.store(0, std::memory_order_relaxed);
   gpu_dropped_.store(0, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> overlay_lock(overlay_errors_mutex_);
+  overlay_errors_.clear();
+  overlay_errors_total_ = 0;
+}
+
+void EventLog::note_overlay_error(const std::string& message) {
+  std::lock_guard<std::mutex> lock(overlay_errors_mutex_);
+  ++overlay_errors_total_;
+  if (overlay_errors_.size() + 1 < kMaxOverlayErrors) {
+    overlay_errors_.push_back(message);
+  } else {
+    overlay_errors_.resize(kMaxOverlayErrors - 1);
+    overlay_errors_.push_back("... and " + std::to_string(overlay_errors_total_ - (kMaxOverlayErrors - 1)) +
+                              " more overlay errors");
+  }
 }
 
 bool EventLog::needs_drain() {
@@ -171,6 +186,8 @@ EventLogStats EventLog::stats() const {
   out.dropped = dropped_total_.load(std::memory_order_relaxed) + ring_drops_.load(std::memory_order_relaxed);
   out.internal_errors = internal_errors_.load(std::memory_order_relaxed);
   out.gpu_records_dropped = gpu_dropped_.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(overlay_errors_mutex_);
+  out.overlay_errors = overlay_errors_;
   return out;
 }
 

@@ -53,7 +53,12 @@ struct EventLogStats {
   uint64_t dropped = 0;
   uint64_t internal_errors = 0;
   uint64_t gpu_records_dropped = 0;  // CUPTI activity records never delivered (agent/src/gpu)
+  // Module and function overlay entries skipped, each with why (at most
+  // kMaxOverlayErrors messages; the last one then counts the rest).
+  std::vector<std::string> overlay_errors;
 };
+
+inline constexpr size_t kMaxOverlayErrors = 32;
 
 class EventLog {
  public:
@@ -105,6 +110,9 @@ class EventLog {
   }
   // CUPTI reported `records` activity records it could not deliver.
   void count_gpu_dropped(uint64_t records) { gpu_dropped_.fetch_add(records, std::memory_order_relaxed); }
+  // An overlay entry castscope had to skip (its attribute is missing when
+  // its module is imported): reported with every stats event.
+  void note_overlay_error(const std::string& message);
   EventLogStats stats() const;
   // A new agent starts counting from zero: sequence numbers from 1 again and
   // no recorded or dropped events. Called at attach, before any hook records;
@@ -150,6 +158,9 @@ class EventLog {
   mutable std::atomic<uint64_t> ring_drops_{0};
   std::atomic<uint64_t> internal_errors_{0};
   std::atomic<uint64_t> gpu_dropped_{0};
+  mutable std::mutex overlay_errors_mutex_;
+  std::vector<std::string> overlay_errors_;  // guarded by overlay_errors_mutex_
+  uint64_t overlay_errors_total_ = 0;        // guarded by overlay_errors_mutex_
 };
 
 }  // namespace castscope

@@ -21,6 +21,7 @@
 #include "agent/src/config/agent_config.h"
 #include "agent/src/context/jit_context.h"
 #include "agent/src/context/runtime.h"
+#include "agent/src/dispatch/callable_overlay_casts.h"
 #include "agent/src/dispatch/dispatch.h"
 #include "agent/src/dispatch/policy_check.h"
 #include "agent/src/export/batch_encoder.h"
@@ -129,6 +130,23 @@ size_t copy_out(const std::string& text, char* buf, size_t len) {
   return text.size();
 }
 
+// Module and function overlays, for the Python side to wrap (and to check
+// that their modules exist before a job starts).
+json callables_json(const PolicySet& policies) {
+  json out = json::array();
+  for (const auto& [key, c] : policies.callables) {
+    out.push_back({{"kind", callable_kind_name(c.kind)},
+                   {"target", c.target},
+                   {"policy", policy_name(c.policy)},
+                   {"dtype", c.dtype == DType::kUnspecified ? "" : dtype_name(c.dtype)},
+                   {"output", output_cast_name(c.output)},
+                   {"device", c.device},
+                   {"file", c.file},
+                   {"line", c.line}});
+  }
+  return out;
+}
+
 json findings_json(const std::vector<PolicyFinding>& findings) {
   json out = json::array();
   for (const auto& f : findings)
@@ -178,6 +196,7 @@ class Agent {
       return 1;
     }
     config.policy_hash = policy_hash(policies);
+    callables_ = callables_json(policies);
     config.probe.lower_precision_ops = lower_precision_ops(policies);
     std::vector<PolicyFinding> findings = check_policy_against_dispatcher(policies);
     for (const auto& f : findings) {
@@ -366,7 +385,9 @@ class Agent {
                 {"cublaslt_logger", cublaslt_logger_status()},
                 {"policy_files", config_.policy_files},
                 {"policy_hash", config_.policy_hash},
-                {"policy_findings", findings_json(findings_)}};
+                {"policy_findings", findings_json(findings_)},
+                {"callable_overlays", registry_ != nullptr ? callables_ : json::array()},
+                {"overlay_errors", stats.overlay_errors}};
     return out.dump(-1, ' ', false, json::error_handler_t::replace);
   }
 
@@ -631,6 +652,7 @@ class Agent {
   std::unique_ptr<DispatchRegistry> registry_;
   AgentConfig config_;
   std::vector<PolicyFinding> findings_;
+  json callables_ = json::array();  // module and function overlays of the attached policies
 
   std::mutex io_mutex_;  // writer_, op_cache_ and the transport below
   JsonlWriter writer_;
@@ -753,6 +775,70 @@ void castscope_agent_trace_recording(int begin) {
   }
 }
 
+unsigned castscope_overlay_op(const char* name, const char* arg_names) {
+  try {
+    if (name == nullptr || *name == '\0') return 0;
+    auto& events = castscope::process_runtime().events;
+    const uint32_t id = events.intern_op(name);
+    std::vector<std::string> names;
+    std::string rest = arg_names != nullptr ? arg_names : "";
+    for (size_t start = 0; !rest.empty() && start <= rest.size();) {
+      const size_t end = std::min(rest.find('\n', start), rest.size());
+      names.push_back(rest.substr(start, end - start));
+      start = end + 1;
+    }
+    events.set_arg_names(id, std::move(names));
+    return id;
+  } catch (...) {
+    castscope::process_runtime().events.count_internal_error();
+    return 0;
+  }
+}
+
+void castscope_overlay_cast(unsigned op_id, int policy, int device, int src, int dst, int outcome, int role,
+                            int arg_index, int list_index, const long long* shape, int ndim, unsigned long long bytes) {
+  using namespace castscope;
+  auto& runtime = process_runtime();
+  const bool valid = op_id != 0 &&
+                     (policy == static_cast<int>(CastPolicy::kLowerPrecisionFp) ||
+                      policy == static_cast<int>(CastPolicy::kFp32) || policy == static_cast<int>(CastPolicy::kPromote)) &&
+                     device >= 1 && device <= 4 && src >= 0 && src <= static_cast<int>(DType::kOther) && dst >= 0 &&
+                     dst <= static_cast<int>(DType::kOther) && outcome >= 1 &&
+                     outcome <= static_cast<int>(CastOutcome::kDtypeArgKept) && role >= 1 && role <= 3 &&
+                     arg_index >= 0 && arg_index <= 0xffff && list_index >= -1 && list_index <= 0x7fff && ndim >= 0 &&
+                     ndim <= 255 && (ndim == 0 || shape != nullptr);
+  if (!valid) {
+    runtime.events.count_internal_error();
+    return;
+  }
+  try {
+    CallableOverlayCast cast;
+    cast.op_id = op_id;
+    cast.policy = static_cast<CastPolicy>(policy);
+    cast.device = static_cast<DeviceKind>(device);
+    cast.src = static_cast<DType>(src);
+    cast.dst = static_cast<DType>(dst);
+    cast.outcome = static_cast<CastOutcome>(outcome);
+    cast.role = static_cast<Role>(role);
+    cast.arg_index = static_cast<uint16_t>(arg_index);
+    cast.list_index = static_cast<int16_t>(list_index);
+    cast.shape.assign(shape, shape + ndim);
+    cast.bytes = bytes;
+    record_callable_overlay_cast(runtime, cast);
+  } catch (...) {
+    runtime.events.count_internal_error();
+  }
+}
+
+void castscope_overlay_error(const char* message) {
+  try {
+    const std::string text = message != nullptr ? message : "";
+    castscope::log::warn("overlay skipped: " + text);
+    castscope::process_runtime().events.note_overlay_error(text);
+  } catch (...) {
+  }
+}
+
 void castscope_agent_finish(void) {
   try {
     Agent::instance().finish();
@@ -779,6 +865,7 @@ size_t castscope_policy_check(const char* config_json, char* buf, size_t len) {
       json ops = json::object();
       for (const auto& [device, policy] : policies.devices) ops[device] = policy.ops.size();
       out["ops_per_device"] = ops;
+      out["callable_overlays"] = castscope::callables_json(policies);
     }
   } catch (const std::exception& e) {
     out["errors"].push_back(std::string("castscope: internal error: ") + e.what());

@@ -57,14 +57,26 @@ def _seconds(text: str) -> int:
     return value
 
 
-def _job_torch_version(command: list[str]) -> str | None:
-    """The torch a Python job will import, asked of its own interpreter."""
+def _probe_job(command: list[str], overlays: list[dict]) -> tuple[str | None, list[str]]:
+    """The torch a Python job will import and the module overlays whose module
+    it cannot find, both asked of the job's own interpreter (without importing
+    the overlays' modules). For a command that is not Python: no torch
+    version, and the modules looked up by this interpreter."""
+    from .. import module_paths
+
     executable = shutil.which(command[0]) or command[0]
     if not os.path.basename(executable).startswith("python"):
-        return None
-    probe = subprocess.run([executable, "-c", "import torch; print(torch.__version__)"], capture_output=True,
-                           text=True, timeout=300)
-    return probe.stdout.strip() if probe.returncode == 0 else None
+        return None, module_paths.missing_module_errors(overlays)
+    code = pathlib.Path(module_paths.__file__).read_text() + (
+        "\nimport json as _json\n"
+        "try:\n    import torch\n    _version = torch.__version__\nexcept Exception:\n    _version = None\n"
+        "print(_json.dumps({'torch': _version, 'missing': missing_module_errors(_json.loads(sys.argv[1]))}))\n")
+    probe = subprocess.run([executable, "-c", code, json.dumps(overlays)], capture_output=True, text=True, timeout=300)
+    try:
+        answer = json.loads(probe.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None, module_paths.missing_module_errors(overlays)
+    return answer["torch"], answer["missing"]
 
 
 def run_command(args) -> int:
@@ -92,7 +104,12 @@ def run_command(args) -> int:
         return 2
     agent = agent_library_path()
     built_for = agent_torch_version()
-    job_torch = _job_torch_version(command)
+    job_torch, missing_modules = _probe_job(command, report.get("callable_overlays", []))
+    if missing_modules:
+        print("castscope run: policy refused, the job was not started:", file=sys.stderr)
+        for error in missing_modules:
+            print(f"  {error}", file=sys.stderr)
+        return 2
     if job_torch is not None and job_torch.split("+")[0] != built_for.split("+")[0]:
         print(f"castscope run: the agent was built against torch {built_for}, but {command[0]} imports torch "
               f"{job_torch}; rebuild castscope against that torch (scripts/setup.sh). The job was not started.",

@@ -1,0 +1,367 @@
+"""Module and function overlays (docs/overlays.md): the "modules" and
+"functions" entries of policy files, applied by wrapping Python callables.
+
+    "modules":   {"torchvision.ops.RoIPool": "fp32"}
+    "functions": {"mylib.backend.fru": "lower_precision_fp"}
+
+Under autocast, each call of a wrapped module class's forward or of a
+wrapped function casts its floating tensor arguments to the policy's dtype
+(fp32: float32; lower_precision_fp: the region's lower-precision dtype, or
+the entry's "dtype"; promote: the widest of them) and runs with autocast off
+for that device, as torch.amp.custom_fwd(cast_inputs=...) and apex's
+float_function / half_function / promote_function do. With "output":
+"input_dtype" its floating outputs are cast back to the dtype of its first
+floating input. Outside autocast a wrapper calls straight through.
+
+Entries whose module is already imported are wrapped at attach; the others
+when their module is imported (an import hook). An attribute that is missing
+then is an overlay error: logged, counted, sent with the agent's stats (the
+report lists them), and that entry is skipped. Every decision is a castscope
+cast event (op "module::<path>" or "function::<path>") at the caller's line.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.abc
+import inspect
+import sys
+import threading
+
+from .module_paths import split_target
+
+# Values of proto/castscope/v1/events.proto.
+_POLICY = {"lower_precision_fp": 1, "fp32": 2, "promote": 5}
+_DEVICE = {"cpu": 1, "cuda": 2, "xpu": 3, "mps": 4}
+_CAST, _ALREADY_TARGET, _FLOAT64, _NOT_FLOATING, _OTHER_DEVICE = 1, 2, 3, 4, 5
+_WEIGHT, _INPUT, _ACTIVATION = 1, 2, 3
+_MARK = "_castscope_overlay"  # set on every wrapper: never wrap twice
+
+
+def _dtype_code(dtype) -> int:
+    import torch
+
+    codes = {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3, torch.float64: 4, torch.int64: 5, torch.int32: 6,
+             torch.int16: 7, torch.int8: 8, torch.uint8: 9, torch.bool: 10, torch.complex64: 11, torch.complex128: 12}
+    if dtype in codes:
+        return codes[dtype]
+    return 13 if "float8" in str(dtype) else 14
+
+
+def _role(tensor) -> int:
+    if not tensor.is_leaf:
+        return _ACTIVATION
+    return _WEIGHT if tensor.requires_grad else _INPUT
+
+
+class _Overlay:
+    """One entry, bound to the callable it wraps."""
+
+    def __init__(self, entry: dict, lib, parameters: list[str], skips_self: bool):
+        import torch
+
+        self.entry = entry
+        self.lib = lib
+        self.policy = entry["policy"]
+        self.dtype = getattr(torch, entry["dtype"]) if entry.get("dtype") else None
+        self.device = entry.get("device") or None
+        self.output_to_input_dtype = entry.get("output") == "input_dtype"
+        self.skips_self = skips_self
+        self.parameters = parameters
+        self.output_index = len(parameters)
+        names = "\n".join(parameters + ["output"])
+        self.op_id = lib.castscope_overlay_op(f'{entry["kind"]}::{entry["target"]}'.encode(), names.encode())
+
+    # Index of an argument in the op's argument names.
+    def positional_index(self, position: int) -> int:
+        return min(position, max(len(self.parameters) - 1, 0))
+
+    def keyword_index(self, name: str) -> int:
+        if name in self.parameters:
+            return self.parameters.index(name)
+        return max(len(self.parameters) - 1, 0)
+
+    def record(self, tensor, target, outcome: int, arg_index: int, list_index: int, device_type: str) -> None:
+        try:
+            shape = tuple(int(s) for s in tensor.shape)
+            sizes = (ctypes.c_longlong * len(shape))(*shape)
+            self.lib.castscope_overlay_cast(self.op_id, _POLICY[self.policy], _DEVICE.get(device_type, 1),
+                                            _dtype_code(tensor.dtype), _dtype_code(target), outcome, _role(tensor),
+                                            arg_index, list_index, sizes, len(shape),
+                                            tensor.numel() * tensor.element_size())
+        except Exception:  # noqa: BLE001 - a logging failure must never reach the job
+            self.lib.castscope_overlay_cast(0, 0, 0, 0, 0, 0, 0, 0, 0, None, 0, 0)  # counted as an internal error
+
+
+def _tensors(args, kwargs, overlay: _Overlay):
+    """(tensor, arg_index, list_index, where) for every tensor argument, one
+    level into lists and tuples; `where` puts the cast one back."""
+    import torch
+
+    start = 1 if overlay.skips_self else 0
+    for position, value in enumerate(args[start:]):
+        index = overlay.positional_index(position)
+        if isinstance(value, torch.Tensor):
+            yield value, index, -1, ("arg", start + position, None)
+        elif isinstance(value, (list, tuple)):
+            for item_index, item in enumerate(value):
+                if isinstance(item, torch.Tensor):
+                    yield item, index, item_index, ("arg", start + position, item_index)
+    for name, value in kwargs.items():
+        index = overlay.keyword_index(name)
+        if isinstance(value, torch.Tensor):
+            yield value, index, -1, ("kwarg", name, None)
+        elif isinstance(value, (list, tuple)):
+            for item_index, item in enumerate(value):
+                if isinstance(item, torch.Tensor):
+                    yield item, index, item_index, ("kwarg", name, item_index)
+
+
+def _autocast_device(tensors, overlay: _Overlay) -> str | None:
+    """The device type whose autocast governs this call: that of the first
+    floating tensor argument, when autocast is on for it."""
+    import torch
+
+    for tensor, *_ in tensors:
+        if tensor.is_floating_point():
+            device_type = tensor.device.type
+            if overlay.device is not None and overlay.device != device_type:
+                return None
+            return device_type if torch.is_autocast_enabled(device_type) else None
+    return None
+
+
+def _eligible(tensor, device_type: str) -> bool:
+    import torch
+
+    return tensor.is_floating_point() and tensor.dtype != torch.float64 and tensor.device.type == device_type
+
+
+def _target_dtype(overlay: _Overlay, tensors, device_type: str):
+    import torch
+
+    if overlay.policy == "fp32":
+        return torch.float32
+    if overlay.policy == "lower_precision_fp":
+        return overlay.dtype or torch.get_autocast_dtype(device_type)
+    widest = None  # promote
+    for tensor, *_ in tensors:
+        if _eligible(tensor, device_type):
+            widest = tensor.dtype if widest is None else torch.promote_types(widest, tensor.dtype)
+    return widest
+
+
+def _outcome(tensor, target, device_type: str) -> int:
+    import torch
+
+    if tensor.dtype == torch.float64:
+        return _FLOAT64
+    if not tensor.is_floating_point():
+        return _NOT_FLOATING
+    if tensor.device.type != device_type:
+        return _OTHER_DEVICE
+    return _ALREADY_TARGET if tensor.dtype == target else _CAST
+
+
+def _put(args: list, kwargs: dict, where, value) -> None:
+    kind, key, item_index = where
+    container = args if kind == "arg" else kwargs
+    if item_index is None:
+        container[key] = value
+        return
+    items = list(container[key])
+    items[item_index] = value
+    container[key] = type(container[key])(items) if isinstance(container[key], tuple) else items
+
+
+def _cast_outputs(result, to_dtype, from_dtype, overlay: _Overlay, device_type: str):
+    import torch
+
+    def back(value):
+        if isinstance(value, torch.Tensor) and value.dtype == from_dtype and _eligible(value, device_type):
+            overlay.record(value, to_dtype, _CAST, overlay.output_index, -1, device_type)
+            return value.to(to_dtype)
+        return value
+
+    if isinstance(result, torch.Tensor):
+        return back(result)
+    if isinstance(result, tuple) and not hasattr(result, "_fields"):
+        return tuple(back(v) for v in result)
+    if isinstance(result, list):
+        return [back(v) for v in result]
+    return result
+
+
+def _wrap(original, overlay: _Overlay):
+    import torch
+
+    @functools.wraps(original)
+    def castscope_overlay(*args, **kwargs):
+        tensors = list(_tensors(args, kwargs, overlay))
+        device_type = _autocast_device(tensors, overlay)
+        if device_type is None:
+            return original(*args, **kwargs)
+        target = _target_dtype(overlay, tensors, device_type)
+        if target is None:
+            return original(*args, **kwargs)
+        new_args, new_kwargs = list(args), dict(kwargs)
+        input_dtype = None
+        for tensor, arg_index, list_index, where in tensors:
+            outcome = _outcome(tensor, target, device_type)
+            overlay.record(tensor, target, outcome, arg_index, list_index, device_type)
+            if outcome in (_CAST, _ALREADY_TARGET) and input_dtype is None:
+                input_dtype = tensor.dtype
+            if outcome == _CAST:
+                _put(new_args, new_kwargs, where, tensor.to(target))
+        with torch.autocast(device_type, enabled=False):
+            result = original(*new_args, **new_kwargs)
+        if overlay.output_to_input_dtype and input_dtype is not None and input_dtype != target:
+            result = _cast_outputs(result, input_dtype, target, overlay, device_type)
+        return result
+
+    setattr(castscope_overlay, _MARK, overlay.entry)
+    return castscope_overlay
+
+
+def _parameters(function, skips_self: bool) -> list[str]:
+    try:
+        names = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):  # builtins without a signature
+        return ["args"]
+    return names[1:] if skips_self and names else names
+
+
+class _Installer(importlib.abc.MetaPathFinder):
+    """Wraps entries now or when their module is imported; undoes it all."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.pending: dict[str, list[tuple[dict, str]]] = {}  # module -> [(entry, attribute path)]
+        self.undo: list[tuple[object, str, object, bool]] = []  # (owner, name, old value, was in owner's __dict__)
+        self.lock = threading.Lock()
+
+    def error(self, entry: dict, message: str) -> None:
+        text = f'{entry["file"]}:{entry["line"]}: entry "{entry["target"]}": {message}; this entry is skipped'
+        self.lib.castscope_overlay_error(text.encode("utf-8", "replace"))
+
+    def add(self, entry: dict) -> None:
+        module, attributes = split_target(entry["target"])
+        if module in sys.modules:
+            self.apply(entry, sys.modules[module], attributes)
+        else:
+            with self.lock:
+                self.pending.setdefault(module, []).append((entry, attributes))
+
+    def apply(self, entry: dict, module, attributes: str) -> None:
+        import torch
+
+        owner, value = None, module
+        for name in attributes.split("."):
+            owner, value = value, getattr(value, name, _MISSING)
+            if value is _MISSING:
+                self.error(entry, f"{module.__name__} has no attribute {attributes!r} (after importing {module.__name__})")
+                return
+        last = attributes.split(".")[-1]
+        if entry["kind"] == "module":
+            if not (isinstance(value, type) and issubclass(value, torch.nn.Module)):
+                self.error(entry, f"{entry['target']} is not an nn.Module class (a \"modules\" entry names one; put a "
+                                  f"function under \"functions\")")
+                return
+            owner, last = value, "forward"
+            value = value.forward
+        elif not callable(value):
+            self.error(entry, f"{entry['target']} is not callable")
+            return
+        if getattr(value, _MARK, None) is not None:
+            return
+        skips_self = entry["kind"] == "module"
+        overlay = _Overlay(entry, self.lib, _parameters(value, skips_self), skips_self)
+        if overlay.op_id == 0:
+            self.error(entry, "castscope could not register it")
+            return
+        in_dict = last in getattr(owner, "__dict__", {})
+        self.undo.append((owner, last, owner.__dict__[last] if in_dict else None, in_dict))
+        setattr(owner, last, _wrap(value, overlay))
+
+    def remove_all(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        for owner, name, old, in_dict in reversed(self.undo):
+            if in_dict:
+                setattr(owner, name, old)
+            else:
+                try:
+                    delattr(owner, name)  # the wrapper shadowed an inherited forward
+                except AttributeError:
+                    pass
+        self.undo.clear()
+        self.pending.clear()
+
+    # importlib.abc.MetaPathFinder: hooks the import of a pending module.
+    def find_spec(self, fullname, path, target=None):
+        with self.lock:
+            if fullname not in self.pending:
+                return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _ApplyAfterExec(spec.loader, self, fullname)
+        return spec
+
+    def imported(self, module) -> None:
+        with self.lock:
+            entries = self.pending.pop(module.__name__, [])
+        for entry, attributes in entries:
+            self.apply(entry, module, attributes)
+
+
+class _ApplyAfterExec(importlib.abc.Loader):
+    """The module's own loader, then the overlays of that module."""
+
+    def __init__(self, loader, installer: _Installer, name: str):
+        self._loader = loader
+        self._installer = installer
+        self._name = name
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        self._installer.imported(module)
+
+    def __getattr__(self, name):  # get_data, is_package, get_resource_reader...
+        return getattr(self._loader, name)
+
+
+_MISSING = object()
+_installed: _Installer | None = None
+
+
+def install(entries: list[dict], lib) -> None:
+    """Wraps every entry (from the agent's status "callable_overlays")."""
+    global _installed
+    uninstall()
+    if not entries:
+        return
+    installer = _Installer(lib)
+    for entry in entries:
+        installer.add(entry)
+    if installer.pending:
+        sys.meta_path.insert(0, installer)
+    _installed = installer
+
+
+def uninstall() -> None:
+    """Restores every wrapped callable (detach)."""
+    global _installed
+    if _installed is not None:
+        _installed.remove_all()
+        _installed = None
