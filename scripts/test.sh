@@ -27,15 +27,17 @@ if [ ! -f build-fuzz/build.ninja ]; then
     -DCMAKE_C_COMPILER=clang-14 -DCASTSCOPE_BUILD_AGENT=OFF -DCASTSCOPE_FUZZ=ON > build-fuzz.configure.log
 fi
 cmake --build build-fuzz --target policy_fuzzer batch_decoder_fuzzer spool_reader_fuzzer cublaslt_trace_fuzzer
-# fuzzer:seed-directory pairs. New inputs go to a scratch directory (first
-# argument), so the checked-in seeds stay as they are.
-for pair in policy_fuzzer:policies batch_decoder_fuzzer:tests/fuzz/corpus/batch spool_reader_fuzzer:tests/fuzz/corpus/spool \
+# fuzzer:seed-directories pairs (directories separated by commas). New inputs
+# go to a scratch directory (first argument), so the checked-in seeds stay as
+# they are.
+for pair in policy_fuzzer:policies,tests/fuzz/corpus/policy batch_decoder_fuzzer:tests/fuzz/corpus/batch spool_reader_fuzzer:tests/fuzz/corpus/spool \
             cublaslt_trace_fuzzer:tests/fuzz/corpus/cublaslt; do
   fuzzer=${pair%%:*}
+  seeds=${pair#*:}
   corpus=$(mktemp -d)
   echo "-- $fuzzer"
   build-fuzz/tests/"$fuzzer" -max_total_time="${CASTSCOPE_FUZZ_SECONDS:-20}" -max_len=65536 \
-    -artifact_prefix="$corpus/" "$corpus" "${pair#*:}" 2>&1 | tail -n 2
+    -artifact_prefix="$corpus/" "$corpus" ${seeds//,/ } 2>&1 | tail -n 2
   rm -rf "$corpus"
 done
 

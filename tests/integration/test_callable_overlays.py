@@ -272,3 +272,14 @@ def test_castscope_run_applies_a_module_overlay_without_a_code_change(tmp_path):
     assert [(c["arg_name"], c["outcome"]) for c in pool_casts] == [("input", "CAST_OUTCOME_CAST"),
                                                                   ("rois", "CAST_OUTCOME_ALREADY_TARGET")]
     assert {(c["location"]["file"], c["location"]["line"]) for c in pool_casts} == {(str(job), 6)}
+
+
+def test_policy_check_looks_up_the_overlays_modules(tmp_path):
+    good = _overlay(tmp_path, "good.json", modules={"torchvision.ops.RoIPool": "fp32"})
+    bad = _overlay(tmp_path, "bad.json", functions={"torchvisio.ops.roi_pool": "fp32"})
+    assert castscope.policy_check(overlays=[good])["ok"]
+    report = castscope.policy_check(overlays=[bad])
+    assert not report["ok"]
+    assert any(e.startswith(f'{bad}:4: entry "torchvisio.ops.roi_pool": no module "torchvisio.ops"')
+               for e in report["errors"])
+    assert [c["target"] for c in report["callable_overlays"]] == ["torchvisio.ops.roi_pool"]

@@ -35,7 +35,9 @@ def check_command(args) -> int:
         print(f"error: {error}")
     for finding in report["findings"]:
         print(f"{finding['severity']}: [{finding['device']}] {finding['kind']}: {finding['message']}")
-    counts = ", ".join(f"{device}: {n} ops" for device, n in report.get("ops_per_device", {}).items())
+    counts = ", ".join([f"{device}: {n} ops" for device, n in report.get("ops_per_device", {}).items()] +
+                       [f"{len(report['callable_overlays'])} module and function overlays"] * bool(
+                           report.get("callable_overlays")))
     print(f"castscope policy check: {'OK' if report['ok'] else 'REFUSED'} ({counts}; "
           f"{len(report['findings'])} findings)")
     return 0 if report["ok"] else 1
