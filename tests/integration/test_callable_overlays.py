@@ -283,3 +283,20 @@ def test_policy_check_looks_up_the_overlays_modules(tmp_path):
     assert any(e.startswith(f'{bad}:4: entry "torchvisio.ops.roi_pool": no module "torchvisio.ops"')
                for e in report["errors"])
     assert [c["target"] for c in report["callable_overlays"]] == ["torchvisio.ops.roi_pool"]
+
+
+def test_the_report_lists_overlay_errors(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text("import torch, torchvision\nprint('ran')\n")
+    overlay = _overlay(tmp_path, functions={"torchvision.ops.roi_pooll": "fp32"})
+    out = tmp_path / "out"
+    run = subprocess.run([str(REPO / ".venv/bin/castscope"), "run", "--overlay", overlay, "--out", str(out), "--",
+                          sys.executable, str(job)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(REPO / "agent/python")})
+    assert run.returncode == 0, run.stderr
+    expected = f'{overlay}:4: entry "torchvision.ops.roi_pooll": torchvision.ops has no attribute \'roi_pooll\''
+    assert expected in run.stderr  # logged by the job
+    assert "OVERLAY ERRORS: 1 module or function overlay entries skipped" in run.stderr  # the summary
+    report = json.loads((out / "report.json").read_text())
+    [agent] = report["run"]["agents"]
+    assert len(agent["overlay_errors"]) == 1 and agent["overlay_errors"][0].startswith(expected)

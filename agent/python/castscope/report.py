@@ -51,6 +51,10 @@ def format_report(report: dict, top: int = 15) -> str:
             why.append(f"{accounting['missing_batches']} batches missing")
         lines.append(f"  INCOMPLETE: {accounting['events_stored']} of {accounting['events_recorded']} recorded events "
                      f"stored; " + "; ".join(why))
+    overlay_errors = [(a["pid"], e) for a in run["agents"] for e in a.get("overlay_errors", [])]
+    if overlay_errors:
+        lines.append(f"  OVERLAY ERRORS: {len(overlay_errors)} module or function overlay entries skipped:")
+        lines += [f"    pid {pid}: {error}" for pid, error in overlay_errors]
     if totals["casts_by_dtype_pair"]:
         pairs = ", ".join(f"{pair} {n}" for pair, n in sorted(totals["casts_by_dtype_pair"].items(),
                                                                key=lambda kv: -kv[1]))

@@ -1,6 +1,7 @@
 #include "server/src/analysis/run_data.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "common/gpu/kernel_precision.h"
@@ -23,7 +24,7 @@ constexpr auto kAgentRow = schema::columns(
     schema::kAgents, {"id", "agent_id", "pid", "rank", "local_rank", "world_size", "hostname", "torch_version",
                       "command", "batches", "first_sequence", "last_sequence", "events_recorded_total",
                       "events_dropped_total", "finished", "policy_hash", "casts", "ops", "cache_samples", "kernels",
-                      "gpu_timing", "gpu_records_dropped"});
+                      "gpu_timing", "gpu_records_dropped", "overlay_errors"});
 constexpr auto kCastRow = schema::columns(
     schema::kCasts, {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version"});
 constexpr auto kOpRow = schema::columns(
@@ -88,6 +89,11 @@ class Loader {
                           row.kernels;
       row.gpu_timing = a.column_text(kAgentRow["gpu_timing"]);
       row.gpu_records_dropped = static_cast<uint64_t>(a.column_int(kAgentRow["gpu_records_dropped"]));
+      if (const auto errors = nlohmann::json::parse(a.column_text(kAgentRow["overlay_errors"]), nullptr, false);
+          errors.is_array()) {
+        for (const auto& e : errors)
+          if (e.is_string()) row.overlay_errors.push_back(e.get<std::string>());
+      }
       out_.agents.push_back(std::move(row));
     }
     if (!error.ok()) return error;

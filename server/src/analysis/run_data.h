@@ -127,6 +127,7 @@ struct AgentRow {
   uint64_t kernels = 0;
   std::string gpu_timing;  // AgentStats.gpu_timing, the latest
   uint64_t gpu_records_dropped = 0;
+  std::vector<std::string> overlay_errors;  // module and function overlay entries skipped, with why
 };
 
 struct RunData {

@@ -27,7 +27,8 @@ json run_json(const RunData& run, const std::set<std::string>& devices) {
                       {"events_recorded", a.events_recorded}, {"events_dropped", a.events_dropped},
                       {"events_stored", a.events_stored}, {"batches", a.batches},
                       {"missing_batches", a.missing_batches}, {"kernels", a.kernels},
-                      {"gpu_timing", a.gpu_timing}, {"gpu_records_dropped", a.gpu_records_dropped}});
+                      {"gpu_timing", a.gpu_timing}, {"gpu_records_dropped", a.gpu_records_dropped},
+                      {"overlay_errors", a.overlay_errors}});
   }
   return {{"run_id", run.run_id},
           {"commands", commands},

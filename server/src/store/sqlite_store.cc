@@ -25,7 +25,8 @@ namespace {
 // version 7 added the viewer's timeline tiles (built from the events when
 // upgrading) and the source text of locations; version 8 added ops.gemm (the
 // op's matmuls as cuBLASLt's logger described them; docs/gpu.md), unpacked
-// in the op_rows view.
+// in the op_rows view; version 9 added agents.overlay_errors (module and
+// function overlay entries an agent skipped; docs/overlays.md).
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -66,14 +67,15 @@ const Migration kMigrations[] = {
        }
        return Status();
      }},
+    {8, "ALTER TABLE agents ADD COLUMN overlay_errors TEXT NOT NULL DEFAULT '[]'"},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 7;
+constexpr int kNewestMigrationFrom = 8;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version
-// (version 7 lacks ops.gemm, which the readers select).
-constexpr int kOldestReadableVersion = 8;
+// (version 8 lacks agents.overlay_errors, which the readers select).
+constexpr int kOldestReadableVersion = 9;
 
 }  // namespace
 

@@ -155,6 +155,8 @@ inline constexpr Column kAgentsColumns[] = {
     {"kernels", "INTEGER NOT NULL DEFAULT 0"},
     {"gpu_timing", "TEXT NOT NULL DEFAULT ''"},  // AgentStats.gpu_timing, the latest
     {"gpu_records_dropped", "INTEGER NOT NULL DEFAULT 0"},
+    // Version 9: AgentStats.overlay_errors, the longest list seen (JSON array).
+    {"overlay_errors", "TEXT NOT NULL DEFAULT '[]'"},
 };
 inline constexpr Table kAgents{"agents", kAgentsColumns, "UNIQUE(run, agent_id)"};
 

@@ -267,15 +267,21 @@ void exec_sql(const std::string& db, const char* sql) {
   sqlite3_close(handle);
 }
 
-// A store as version 7 wrote it: today's tables less ops.gemm, and the
-// op_rows view without the gemm fields, user_version 7.
-void make_version_7_store(const std::string& db) {
+// A store as version 8 wrote it: today's tables less agents.overlay_errors.
+void make_version_8_store(const std::string& db) {
   {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(db, writer).ok());
     bool duplicate = false;
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
   }
+  exec_sql(db, "ALTER TABLE agents DROP COLUMN overlay_errors; PRAGMA user_version=8");
+}
+
+// Version 7: version 8 less ops.gemm, and the op_rows view without the gemm
+// fields.
+void make_version_7_store(const std::string& db) {
+  make_version_8_store(db);
   exec_sql(db,
            "DROP VIEW op_rows; ALTER TABLE ops DROP COLUMN gemm;"
            "CREATE VIEW op_rows AS SELECT id >> 40 AS agent, id & 0xFFFFFFFFFF AS seq, ts_ns, thread, op,"
@@ -344,8 +350,8 @@ std::string tile_rows(const std::string& db) {
   return out;
 }
 
-TEST(SqliteStore, UpgradesVersion4To7StoresToTheDeclaredSchema) {
-  static_assert(kSchemaVersion == 8, "a new schema version: add its old-file test beside this one");
+TEST(SqliteStore, UpgradesVersion4To8StoresToTheDeclaredSchema) {
+  static_assert(kSchemaVersion == 9, "a new schema version: add its old-file test beside this one");
   const std::string fresh = (temp_dir("fresh") / "store.db").string();
   {
     std::unique_ptr<StoreWriter> writer;
@@ -358,13 +364,14 @@ TEST(SqliteStore, UpgradesVersion4To7StoresToTheDeclaredSchema) {
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10), duplicate).ok());
   }
-  for (int version : {4, 5, 6, 7}) {
+  for (int version : {4, 5, 6, 7, 8}) {
     const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
     switch (version) {
       case 4: make_version_4_store(db); break;
       case 5: make_version_5_store(db); break;
       case 6: make_version_6_store(db); break;
-      default: make_version_7_store(db); break;
+      case 7: make_version_7_store(db); break;
+      default: make_version_8_store(db); break;
     }
 
     // A reader cannot migrate, and these versions lack columns it reads.

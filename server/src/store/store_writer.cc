@@ -54,11 +54,11 @@ constexpr auto kAgentIdentity =
 constexpr auto kAgentCounters = schema::columns(
     schema::kAgents, {"batches", "casts", "ops", "cache_samples", "kernels", "first_sequence", "last_sequence",
                       "events_recorded_total", "events_dropped_total", "internal_errors", "finished", "gpu_timing",
-                      "gpu_records_dropped"});
+                      "gpu_records_dropped", "overlay_errors"});
 constexpr auto kAgentState = schema::columns(
     schema::kAgents, {"id", "batches", "casts", "ops", "cache_samples", "kernels", "first_sequence", "last_sequence",
                       "events_recorded_total", "events_dropped_total", "internal_errors", "finished", "gpu_timing",
-                      "gpu_records_dropped"});
+                      "gpu_records_dropped", "overlay_errors"});
 constexpr auto kStringId = schema::columns(schema::kStrings, {"id"});
 constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
 constexpr auto kLocationId = schema::columns(schema::kLocations, {"id"});
@@ -164,6 +164,7 @@ Status StoreWriter::commit() {
     u.bind(kAgentCounters.param("kernels"), agent->kernels);
     u.bind_text(kAgentCounters.param("gpu_timing"), agent->gpu_timing);
     u.bind(kAgentCounters.param("gpu_records_dropped"), agent->gpu_records_dropped);
+    u.bind_text(kAgentCounters.param("overlay_errors"), agent->overlay_errors);
     u.bind(kAgentCounters.param("first_sequence"), agent->first_sequence);
     u.bind(kAgentCounters.param("last_sequence"), agent->last_sequence);
     u.bind(kAgentCounters.param("events_recorded_total"), agent->events_recorded_total);
@@ -252,6 +253,8 @@ Status StoreWriter::find_or_create_agent(const v1::Batch& batch, uint64_t now_un
       agent.kernels = f.column_int(kAgentState["kernels"]);
       agent.gpu_timing = f.column_text(kAgentState["gpu_timing"]);
       agent.gpu_records_dropped = f.column_int(kAgentState["gpu_records_dropped"]);
+      agent.overlay_errors = f.column_text(kAgentState["overlay_errors"]);
+      agent.overlay_error_count = nlohmann::json::parse(agent.overlay_errors, nullptr, false).size();
       agent.first_sequence = f.column_int(kAgentState["first_sequence"]);
       agent.last_sequence = f.column_int(kAgentState["last_sequence"]);
       agent.events_recorded_total = f.column_int(kAgentState["events_recorded_total"]);
@@ -416,6 +419,12 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
         agent.internal_errors = std::max(agent.internal_errors, static_cast<int64_t>(stats.internal_errors()));
         agent.gpu_records_dropped = std::max(agent.gpu_records_dropped, static_cast<int64_t>(stats.gpu_records_dropped()));
         if (!stats.gpu_timing().empty()) agent.gpu_timing = stats.gpu_timing();
+        // Cumulative in the agent: the longest list is the latest, whatever
+        // order batches arrive in.
+        if (static_cast<size_t>(stats.overlay_errors_size()) > agent.overlay_error_count) {
+          agent.overlay_errors = nlohmann::json(stats.overlay_errors()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+          agent.overlay_error_count = static_cast<size_t>(stats.overlay_errors_size());
+        }
         break;
       }
       case v1::Event::KIND_NOT_SET:

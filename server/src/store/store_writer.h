@@ -97,6 +97,8 @@ class StoreWriter {
     bool finished = false;
     std::string gpu_timing;
     int64_t gpu_records_dropped = 0;
+    std::string overlay_errors = "[]";  // JSON array: the longest AgentStats.overlay_errors seen
+    size_t overlay_error_count = 0;
     bool dirty = false;
   };
   struct RunRow {
