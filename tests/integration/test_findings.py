@@ -183,3 +183,21 @@ def test_collector_finds_while_the_run_streams(tmp_path):
     finally:
         collector.stop()
     assert "finding [critical] stale-cache-hit" in collector.log_text()
+
+
+def test_the_report_counts_cache_hits_apart_from_conversions(tmp_path):
+    """5 iterations of a Linear(8, 8) on a 4x8 input, one autocast region:
+    the input is converted 5 times (128 bytes each); weight (256 bytes) and
+    bias (32 bytes) once, then served by the cast cache 4 times each."""
+    report = run_scenario(tmp_path, "inference_cache_hits.py")
+    totals = report["totals"]
+    assert totals["casts"] == 15
+    assert totals["conversions"] == 7
+    assert totals["bytes_cast"] == 5 * 128 + 256 + 32
+    assert totals["cache"]["served_casts"] == 8 and totals["cache"]["hits"] == 8
+    assert totals["cache"]["bytes_served"] == 4 * 256 + 4 * 32
+    assert totals["casts_by_role"] == {"input": 5, "weight": 2}
+    line = line_of("inference_cache_hits.py", "the inference line")
+    weight = next(s for s in report["sites"] if s["site"]["arg"] == "weight" and s["site"]["line"] == line)
+    assert (weight["count"], weight["conversions"], weight["cache_hits"]) == (5, 1, 4)
+    assert (weight["bytes_converted"], weight["bytes_served_from_cache"]) == (256, 4 * 256)

@@ -36,7 +36,8 @@ def format_report(report: dict, top: int = 15) -> str:
              f"policy {', '.join(run['policy_hashes']) or '?'})",
              f"  {totals['ops']} autocast ops ({totals['op_errors']} raised), {totals['casts']} cast decisions, "
              f"{totals['conversions']} conversions moving {totals['bytes_cast']} bytes",
-             f"  cast cache: {cache['misses']} misses, {cache['hits']} hits, {cache['stale_hits']} stale hits; "
+             f"  cast cache: {cache['misses']} misses, {cache['hits']} hits, {cache['stale_hits']} stale hits "
+             f"({cache.get('served_casts', 0)} casts served, {cache.get('bytes_served', 0)} bytes not converted again); "
              f"dropped events: {totals['events_dropped']}"]
     accounting = totals.get("accounting")
     if accounting and not accounting["complete"]:
@@ -61,9 +62,11 @@ def format_report(report: dict, top: int = 15) -> str:
         lines.append(f"  conversions by dtype: {pairs}")
     converting = [row for row in report["sites"] if row["outcome"] == "cast"]
     if converting:
-        lines.append("  busiest casting sites:")
+        lines.append("  busiest casting sites (conversions, + served from the cast cache):")
         for row in sorted(converting, key=lambda r: -r["count"])[:top]:
-            lines.append(f"    {row['count']:>8}  {_site_text(row['site'])}  {row['role']} {row['src_dtype']} -> "
+            served = row["count"] - row.get("conversions", row["count"])
+            lines.append(f"    {row.get('conversions', row['count']):>8}{f' +{served}' if served else '':<8}"
+                         f"{_site_text(row['site'])}  {row['role']} {row['src_dtype']} -> "
                          f"{row['dst_dtype']} [{row['mode']}]")
     states = sorted({a["gpu_timing"] for a in run["agents"] if a.get("gpu_timing")})
     if states:

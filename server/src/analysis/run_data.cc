@@ -291,7 +291,11 @@ class Loader {
       }
       ++row.count;
       if (row.outcome == v1::CAST_OUTCOME_CAST) row.bytes += static_cast<uint64_t>(bytes);
-      switch (code_at(codes, kCastCache)) {
+      const int cache = code_at(codes, kCastCache);
+      if (row.outcome == v1::CAST_OUTCOME_CAST &&
+          (cache == v1::CACHE_OUTCOME_HIT || cache == v1::CACHE_OUTCOME_STALE_HIT))
+        row.served_bytes += static_cast<uint64_t>(bytes);
+      switch (cache) {
         case v1::CACHE_OUTCOME_HIT: ++row.hits; break;
         case v1::CACHE_OUTCOME_MISS: ++row.misses; break;
         case v1::CACHE_OUTCOME_STALE_HIT:

@@ -38,7 +38,8 @@ struct SiteRow {
   v1::CastOutcome outcome = v1::CAST_OUTCOME_UNSPECIFIED;
   v1::DeviceType device = v1::DEVICE_TYPE_UNSPECIFIED;
   uint64_t count = 0;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;         // outcome CAST: every decision's source bytes, converted or served from the cache
+  uint64_t served_bytes = 0;  // of those, served by the cast cache (hits and stale hits): nothing converted
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t stale_hits = 0;

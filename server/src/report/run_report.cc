@@ -171,7 +171,11 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
   RunData run;
   if (Status s = load_run_data(db, run_id, run); !s.ok()) return s;
 
+  // A cache hit is a decision to cast that the cast cache served: nothing
+  // was converted, so conversions and their bytes leave hits out, and the
+  // cache's share is counted apart.
   uint64_t casts = 0, conversions = 0, bytes = 0, hits = 0, misses = 0, stale = 0, ops = 0, op_errors = 0, dropped = 0;
+  uint64_t served = 0, served_bytes = 0;
   std::map<std::string, uint64_t> by_role, by_policy, by_pair, by_mode;
   std::set<std::string> devices;
   json sites = json::array();
@@ -181,18 +185,27 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
     misses += row.misses;
     stale += row.stale_hits;
     devices.insert(device_name(row.device));
-    if (row.outcome == v1::CAST_OUTCOME_CAST) {
-      conversions += row.count;
-      bytes += row.bytes;
-      by_role[role_name(row.role)] += row.count;
-      by_policy[policy_name(row.policy)] += row.count;
-      by_pair[dtype_name(row.src) + "->" + dtype_name(row.dst)] += row.count;
-      by_mode[mode_name(row.mode)] += row.count;
+    const bool converts = row.outcome == v1::CAST_OUTCOME_CAST;
+    const uint64_t row_served = converts ? row.hits + row.stale_hits : 0;
+    const uint64_t row_conversions = converts ? row.count - row_served : 0;
+    if (converts) {
+      conversions += row_conversions;
+      bytes += row.bytes - row.served_bytes;
+      served += row_served;
+      served_bytes += row.served_bytes;
+      if (row_conversions > 0) {
+        by_role[role_name(row.role)] += row_conversions;
+        by_policy[policy_name(row.policy)] += row_conversions;
+        by_pair[dtype_name(row.src) + "->" + dtype_name(row.dst)] += row_conversions;
+        by_mode[mode_name(row.mode)] += row_conversions;
+      }
     }
     sites.push_back({{"site", site_json(row.site)}, {"mode", mode_name(row.mode)}, {"role", role_name(row.role)},
                      {"policy", policy_name(row.policy)}, {"src_dtype", dtype_name(row.src)},
                      {"dst_dtype", dtype_name(row.dst)}, {"outcome", outcome_name(row.outcome)},
-                     {"count", row.count}, {"bytes", row.bytes}, {"cache_hits", row.hits},
+                     {"count", row.count}, {"bytes", row.bytes}, {"conversions", row_conversions},
+                     {"bytes_converted", converts ? row.bytes - row.served_bytes : 0},
+                     {"bytes_served_from_cache", row.served_bytes}, {"cache_hits", row.hits},
                      {"stale_hits", row.stale_hits}});
   }
   json op_rows = json::array();
@@ -225,7 +238,8 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
            {"casts_by_dtype_pair", by_pair},
            {"casts_by_mode", by_mode},
            {"cache",
-            {{"hits", hits}, {"misses", misses}, {"stale_hits", stale}, {"max_live_casts", run.max_live_casts},
+            {{"hits", hits}, {"misses", misses}, {"stale_hits", stale}, {"served_casts", served},
+             {"bytes_served", served_bytes}, {"max_live_casts", run.max_live_casts},
              {"max_live_bytes", run.max_live_bytes}}}}},
          {"sites", sites},
          {"ops", op_rows},
