@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 
 import castscope
+from castscope.report import load_report
 from collector import Collector
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -201,3 +202,34 @@ def test_the_report_counts_cache_hits_apart_from_conversions(tmp_path):
     weight = next(s for s in report["sites"] if s["site"]["arg"] == "weight" and s["site"]["line"] == line)
     assert (weight["count"], weight["conversions"], weight["cache_hits"]) == (5, 1, 4)
     assert (weight["bytes_converted"], weight["bytes_served_from_cache"]) == (256, 4 * 256)
+
+
+def test_findings_name_their_ranks_and_a_report_filters_one(tmp_path):
+    out = tmp_path / "out"
+    result = subprocess.run([*CASTSCOPE, "run", "--out", str(out), "--run-id", "ranks", "--", sys.executable, "-m",
+                             "torch.distributed.run", "--nproc_per_node=2", "--master_port=0",
+                             str(SCENARIOS / "two_ranks.py")], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((out / "report.json").read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert sorted(a["rank"] for a in report["run"]["agents"] if a["rank"] >= 0) == [0, 1]
+    stale_line = line_of("two_ranks.py", "the stale line")
+    stale = findings(report, "stale-cache-hit")
+    assert {f["sites"][0]["arg"] for f in stale} == {"weight", "bias"}
+    assert all(f["sites"][0]["line"] == stale_line and f["ranks"] == [0, 1] for f in stale)
+    rank0_line, rank1_line = line_of("two_ranks.py", "rank 0's backward line"), line_of("two_ranks.py",
+                                                                                         "rank 1's backward line")
+    [backward] = findings(report, "backward-under-autocast")
+    assert {s["line"] for s in backward["sites"]} == {rank0_line, rank1_line} and backward["ranks"] == [0, 1]
+
+    db = str(out / "castscope.db")
+    one = load_report(db, "ranks", rank=1)
+    jsonschema.validate(one, SCHEMA)
+    assert one["run"]["rank_filter"] == 1 and [a["rank"] for a in one["run"]["agents"]] == [1]
+    assert {f["kind"] for f in one["findings"]} >= {"stale-cache-hit", "backward-under-autocast"}
+    [backward] = findings(one, "backward-under-autocast")
+    assert [s["line"] for s in backward["sites"]] == [rank1_line]  # rank 0's line is not in rank 1's report
+    assert all(f["ranks"] == [1] for f in one["findings"])
+    assert one["totals"]["casts"] < report["totals"]["casts"]
+    cli = subprocess.run([*CASTSCOPE, "report", "ranks", "--db", db, "--rank", "7"], capture_output=True, text=True)
+    assert cli.returncode == 2 and 'run "ranks" has no process of rank 7 (its ranks: 0, 1)' in cli.stderr

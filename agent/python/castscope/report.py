@@ -14,10 +14,13 @@ class ReportError(RuntimeError):
     pass
 
 
-def load_report(db: str | pathlib.Path, run_id: str) -> dict:
-    """The audit report of `run_id` in the database `db`."""
-    result = subprocess.run([str(collector_binary()), "report", "--db", str(db), "--run", run_id],
-                            capture_output=True, text=True, timeout=600)
+def load_report(db: str | pathlib.Path, run_id: str, rank: int | None = None) -> dict:
+    """The audit report of `run_id` in the database `db`; with `rank`, of that
+    rank's processes alone."""
+    command = [str(collector_binary()), "report", "--db", str(db), "--run", run_id]
+    if rank is not None:
+        command += ["--rank", str(rank)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
         raise ReportError(result.stderr.strip() or f"castscope-collector report exited with {result.returncode}")
     return json.loads(result.stdout)
@@ -82,7 +85,9 @@ def format_report(report: dict, top: int = 15) -> str:
     lines.append(f"  findings: {len(findings)}" + ("" if findings else " (nothing to report)"))
     for finding in sorted(findings, key=lambda f: ["critical", "error", "warning", "info"].index(f["severity"])):
         where = f" at {_site_text(finding['sites'][0])}" if finding["sites"] else ""
-        lines.append(f"    [{finding['severity']}] {finding['kind']}{where}: {finding['summary']}")
+        ranks = finding.get("ranks") or []
+        on = f" (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})" if ranks else ""
+        lines.append(f"    [{finding['severity']}] {finding['kind']}{where}{on}: {finding['summary']}")
         lines.append(f"        fix: {finding['fix']}")
     return "\n".join(lines)
 

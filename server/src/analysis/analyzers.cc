@@ -661,8 +661,35 @@ nlohmann::json finding_json(const Finding& f) {
   json where = json::array();
   for (const auto& site : f.sites) where.push_back(site_json(site));
   return {{"id", f.id},           {"kind", f.kind}, {"severity", f.severity}, {"summary", f.summary},
-          {"explanation", f.explanation}, {"fix", f.fix},   {"sites", where},         {"evidence", f.evidence}};
+          {"explanation", f.explanation}, {"fix", f.fix},   {"sites", where},         {"evidence", f.evidence},
+          {"ranks", f.ranks}};
 }
+
+namespace {
+
+// Which ranks raised each finding: those whose processes ran the code at its
+// sites (by file and line), or every rank of the run when it names none.
+void attribute_ranks(const RunData& run, std::vector<Finding>& findings) {
+  std::map<std::pair<std::string, uint32_t>, std::set<int32_t>> by_line;
+  auto add = [&](const SiteRef& site, const std::set<int32_t>& ranks) {
+    by_line[{site.file, site.line}].insert(ranks.begin(), ranks.end());
+  };
+  for (const auto& row : run.sites) add(row.site, row.ranks);
+  for (const auto& row : run.probe_ops) add(row.site, row.ranks);
+  for (const auto& row : run.backward_ops) add(row.site, row.ranks);
+  std::set<int32_t> every;
+  for (const auto& agent : run.agents) every.insert(agent.rank);
+  for (Finding& f : findings) {
+    std::set<int32_t> ranks;
+    for (const SiteRef& site : f.sites)
+      if (auto it = by_line.find({site.file, site.line}); it != by_line.end()) ranks.insert(it->second.begin(), it->second.end());
+    if (ranks.empty()) ranks = every;
+    for (int32_t rank : ranks)
+      if (rank >= 0) f.ranks.push_back(rank);
+  }
+}
+
+}  // namespace
 
 std::vector<Finding> analyze_run(const RunData& run) {
   std::vector<Finding> out;
@@ -678,6 +705,7 @@ std::vector<Finding> analyze_run(const RunData& run) {
   not_autocast(run, out);
   cast_share(run, out);
   tf32_matmul(run, out);
+  attribute_ranks(run, out);
   return out;
 }
 

@@ -20,6 +20,9 @@ struct Finding {
   std::string fix;
   std::vector<SiteRef> sites;
   nlohmann::json evidence = nlohmann::json::object();
+  // The ranks (RANK) whose processes ran the code at its sites; every rank
+  // of the run for a finding without sites. Empty when no process set RANK.
+  std::vector<int32_t> ranks;
 };
 
 std::vector<Finding> analyze_run(const RunData& run);

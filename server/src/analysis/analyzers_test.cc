@@ -69,7 +69,11 @@ TEST(Analyzers, CacheGrowthNeedsGrowthInMostIterations) {
 
 TEST(Analyzers, BackwardOpsPointAtTheBackwardLine) {
   RunData run;
-  run.backward_ops.push_back({SiteRef{"train.py", 12, "<module>", "aten::mm", ""}, 6, 40});
+  BackwardOpRow backward;
+  backward.site = SiteRef{"train.py", 12, "<module>", "aten::mm", ""};
+  backward.calls = 6;
+  backward.first_seq = 40;
+  run.backward_ops.push_back(backward);
   const auto findings = analyze_run(run);
   ASSERT_EQ(kinds(findings), std::vector<std::string>{"backward-under-autocast"});
   EXPECT_EQ(findings[0].sites[0].line, 12u);

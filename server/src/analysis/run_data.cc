@@ -42,8 +42,8 @@ int64_t site_codes(int64_t codes) {
 
 class Loader {
  public:
-  Loader(Database& db, RunData& out, const std::function<void()>& between_reads)
-      : db_(db), out_(out), between_reads_(between_reads) {}
+  Loader(Database& db, RunData& out, const std::function<void()>& between_reads, std::optional<int32_t> rank)
+      : db_(db), out_(out), between_reads_(between_reads), rank_filter_(rank) {}
 
   Status run(const std::string& run_id) {
     Statement run;
@@ -64,6 +64,7 @@ class Loader {
       return s;
     agents.bind(1, run_row);
     std::vector<int64_t> agent_rows;
+    std::set<int32_t> other_ranks;  // with a rank filter: the ranks left out, for the error
     while (agents.step(error)) {
       const Statement& a = agents;
       AgentRow row;
@@ -94,10 +95,23 @@ class Loader {
         for (const auto& e : errors)
           if (e.is_string()) row.overlay_errors.push_back(e.get<std::string>());
       }
+      if (rank_filter_ && row.rank != *rank_filter_) {
+        agent_rows.pop_back();
+        if (row.rank >= 0) other_ranks.insert(row.rank);
+        continue;
+      }
       out_.agents.push_back(std::move(row));
     }
     if (!error.ok()) return error;
+    if (rank_filter_ && out_.agents.empty()) {
+      std::string ranks;
+      for (int32_t r : other_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      return Status::not_found("run \"" + run_id + "\" has no process of rank " + std::to_string(*rank_filter_) +
+                               (ranks.empty() ? " (its processes set no RANK)" : " (its ranks: " + ranks + ")"));
+    }
     for (size_t i = 0; i < agent_rows.size(); ++i) {
+      agent_index_ = i;
+      agent_rank_ = out_.agents[i].rank;
       const int64_t lo = event_row_id(agent_rows[i], 0), hi = event_row_id(agent_rows[i] + 1, 0);
       if (Status s = in_chunks(schema::kCasts, lo, hi, &Loader::read_casts); !s.ok()) return s;
       if (Status s = in_chunks(schema::kOps, lo, hi, &Loader::read_ops); !s.ok()) return s;
@@ -116,6 +130,15 @@ class Loader {
   }
 
  private:
+  // The rank of the agent being read, once per row and agent: rows are read
+  // agent after agent, so one comparison per event keeps this cheap.
+  template <typename Row>
+  void note_rank(Row& row) {
+    if (row.last_agent == agent_index_) return;
+    row.last_agent = agent_index_;
+    row.ranks.insert(agent_rank_);
+  }
+
   // Ids per read. Each read is its own SQLite read transaction: the live
   // analyzer re-reading a big run beside a busy collector never pins the WAL
   // long enough to hold up its checkpoints (and with them, ingest).
@@ -290,6 +313,7 @@ class Loader {
         row.first_seq = seq_of_row(casts.column_int(kCastRow["id"]));
       }
       ++row.count;
+      note_rank(row);
       if (row.outcome == v1::CAST_OUTCOME_CAST) row.bytes += static_cast<uint64_t>(bytes);
       const int cache = code_at(codes, kCastCache);
       if (row.outcome == v1::CAST_OUTCOME_CAST &&
@@ -350,6 +374,7 @@ class Loader {
           row.first_seq = seq_of_row(ops.column_int(kOpRow["id"]));
         }
         ++row.calls;
+        note_rank(row);
         v1::OpEvent unpacked;
         unpack_input_dtypes(ops.column_int(kOpRow["input_dtypes"]), unpacked);
         for (int dtype : unpacked.input_dtypes()) row.input_dtypes.insert(static_cast<v1::DType>(dtype));
@@ -381,6 +406,7 @@ class Loader {
           b->second.first_seq = seq_of_row(ops.column_int(kOpRow["id"]));
         }
         ++b->second.calls;
+        note_rank(b->second);
       }
     }
     return error;
@@ -444,6 +470,9 @@ class Loader {
   Database& db_;
   RunData& out_;
   const std::function<void()>& between_reads_;
+  const std::optional<int32_t> rank_filter_;
+  size_t agent_index_ = 0;  // the agent whose events are being read
+  int32_t agent_rank_ = -1;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, SiteRow> sites_;  // location, op, arg, codes
   std::map<std::pair<int64_t, int>, OpRow> ops_;
   std::map<std::pair<int64_t, int64_t>, BackwardOpRow> backward_;  // location, op
@@ -476,9 +505,9 @@ class Loader {
 }  // namespace
 
 Status load_run_data(Database& db, const std::string& run_id, RunData& out,
-                     const std::function<void()>& between_reads) {
+                     const std::function<void()>& between_reads, std::optional<int32_t> rank) {
   out = RunData();
-  return Loader(db, out, between_reads).run(run_id);
+  return Loader(db, out, between_reads, rank).run(run_id);
 }
 
 }  // namespace castscope::collector

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -48,6 +49,8 @@ struct SiteRow {
   uint64_t backward = 0;  // decisions made while the autograd engine ran
   uint64_t round_trips = 0;       // casts undoing an explicit cast (CastEvent.round_trip)
   uint64_t round_trip_bytes = 0;  // their source bytes
+  std::set<int32_t> ranks;        // of the processes that made these decisions (RANK; -1 unset)
+  size_t last_agent = SIZE_MAX;   // loading: the agent whose rank was added last
 };
 
 struct OpRow {
@@ -64,6 +67,8 @@ struct BackwardOpRow {
   SiteRef site;  // arg empty
   uint64_t calls = 0;
   uint64_t first_seq = 0;
+  std::set<int32_t> ranks;
+  size_t last_agent = SIZE_MAX;
 };
 
 // Ops the op probe recorded (OpEvent.probe_reason), by line, op and reason.
@@ -75,6 +80,8 @@ struct ProbeOpRow {
   std::set<v1::DType> output_dtypes;
   uint64_t calls = 0;
   uint64_t first_seq = 0;
+  std::set<int32_t> ranks;
+  size_t last_agent = SIZE_MAX;
 };
 
 struct CacheSampleRow {
@@ -156,7 +163,10 @@ struct RunData {
 // read in chunks, each its own read transaction; `between_reads`, when set,
 // runs between them (holding no snapshot), so a reader beside a live
 // collector can let its WAL checkpoints through.
+// With `rank`, only the processes of that rank (RANK): NOT_FOUND when the
+// run has none.
 Status load_run_data(Database& db, const std::string& run_id, RunData& out,
-                     const std::function<void()>& between_reads = nullptr);
+                     const std::function<void()>& between_reads = nullptr,
+                     std::optional<int32_t> rank = std::nullopt);
 
 }  // namespace castscope::collector

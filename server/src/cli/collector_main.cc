@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -143,6 +144,7 @@ struct QueryOptions {
 struct ReportOptions {
   std::string db;
   std::string run_id;
+  std::optional<int32_t> rank;
 };
 
 struct ExportCommandOptions {
@@ -239,6 +241,7 @@ CLI::App* add_report(CLI::App& app, ReportOptions& o) {
   CLI::App* report = app.add_subcommand("report", "print the JSON audit report of a stored run, findings included");
   report->add_option("--db", o.db, "SQLite store")->required()->check(non_empty());
   report->add_option("--run", o.run_id, "run id (query runs lists them)")->required()->check(non_empty());
+  report->add_option("--rank", o.rank, "only the processes of this rank (RANK)")->check(CLI::Range(0, 1 << 30));
   return report;
 }
 
@@ -495,7 +498,7 @@ int query(QueryOptions& o) {
 
 int report(const ReportOptions& o) {
   nlohmann::json out;
-  if (Status s = build_run_report(o.db, o.run_id, out); !s.ok()) {
+  if (Status s = build_run_report(o.db, o.run_id, out, o.rank); !s.ok()) {
     std::cerr << "castscope-collector report: " << s.message() << "\n";
     return s.code() == StatusCode::kNotFound ? 2 : 1;
   }

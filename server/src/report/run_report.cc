@@ -165,11 +165,11 @@ json gpu_json(const RunData& run) {
 
 }  // namespace
 
-Status build_run_report(const std::string& db_path, const std::string& run_id, json& out) {
+Status build_run_report(const std::string& db_path, const std::string& run_id, json& out, std::optional<int32_t> rank) {
   Database db;
   if (Status s = db.open(db_path, Database::Mode::kReadOnly); !s.ok()) return s;
   RunData run;
-  if (Status s = load_run_data(db, run_id, run); !s.ok()) return s;
+  if (Status s = load_run_data(db, run_id, run, nullptr, rank); !s.ok()) return s;
 
   // A cache hit is a decision to cast that the cast cache served: nothing
   // was converted, so conversions and their bytes leave hits out, and the
@@ -245,6 +245,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
          {"ops", op_rows},
          {"gpu", gpu_json(run)},
          {"findings", findings}};
+  if (rank) out["run"]["rank_filter"] = *rank;  // the report covers this rank's processes alone
   return Status();
 }
 

@@ -3,7 +3,9 @@
 // counts only, never tensor contents.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "server/src/status.h"
@@ -11,7 +13,10 @@
 
 namespace castscope::collector {
 
-// Reads `run_id` from the store at `db_path` (read-only) and builds its report.
-Status build_run_report(const std::string& db_path, const std::string& run_id, nlohmann::json& out);
+// Reads `run_id` from the store at `db_path` (read-only) and builds its
+// report; with `rank`, of that rank's processes alone (NOT_FOUND when the run
+// has none).
+Status build_run_report(const std::string& db_path, const std::string& run_id, nlohmann::json& out,
+                        std::optional<int32_t> rank = std::nullopt);
 
 }  // namespace castscope::collector

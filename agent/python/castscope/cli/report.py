@@ -1,6 +1,7 @@
 """`castscope report` and `castscope diff` (castscope.report does the work)."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -15,6 +16,8 @@ def add_parsers(commands) -> None:
     report.add_argument("run", help="run id (castscope query --db DB runs lists them)")
     report.add_argument("--db", default=_DEFAULT_DB, help=f"collector database (default: {_DEFAULT_DB})")
     report.add_argument("--json", metavar="FILE", help="also write the JSON report to FILE")
+    report.add_argument("--rank", type=_rank, help="only the processes of this rank (RANK): their totals, sites and "
+                                                   "findings")
     report.set_defaults(handler=report_command)
     diff = commands.add_parser("diff", help="site-by-site cast differences between two runs")
     diff.add_argument("run_a")
@@ -26,9 +29,19 @@ def add_parsers(commands) -> None:
     diff.set_defaults(handler=diff_command)
 
 
+def _rank(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rank (a whole number, 0 or more)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a rank (0 or more)")
+    return value
+
+
 def report_command(args) -> int:
     try:
-        report = load_report(args.db, args.run)
+        report = load_report(args.db, args.run, rank=args.rank)
     except (ReportError, FileNotFoundError) as e:
         print(f"castscope report: {e}", file=sys.stderr)
         return 2
