@@ -14,7 +14,12 @@ Modules: `_native` (built files, ctypes bindings), `config` (agent
 configuration, shipped policies), `attachment` (attach/detach), `policy`
 (policy_check), `events` (event files), `report` (audit reports, diffs),
 `collector` (a collector beside a job), `files` (private, 0600 files), `cli`
-(the `castscope` command).
+(the `castscope` command), `pytest` (the pytest plugin, docs/pytest.md) and
+`attribution` (findings to tests).
+
+PYTEST_DONT_REWRITE: under `castscope run -- pytest` this package is imported
+before pytest starts; pytest, finding it registers a plugin, would warn that it
+cannot rewrite its asserts (it has none to rewrite).
 """
 from ._native import AttachError, agent_library_path, collector_binary
 from .attachment import Agent, attach, attached, detach

@@ -21,8 +21,9 @@ def _watch_for_torch():
 
 
 def _run_shadowed_sitecustomize():
-    here = os.path.dirname(os.path.abspath(__file__))
-    others = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    # Every castscope_boot folder is skipped, not only this one: with two on
+    # the path (two castscope trees) each would run the other's, forever.
+    others = [p for p in sys.path if os.path.basename(os.path.abspath(p or os.curdir)) != "castscope_boot"]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
     if spec is not None and spec.loader is not None:
         module = importlib.util.module_from_spec(spec)

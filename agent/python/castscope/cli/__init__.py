@@ -9,8 +9,9 @@
         of the job could not attach although COMMAND succeeded. Without
         --collector, a collector runs beside the job and stores into
         DIR/castscope.db; batches wait in DIR/spool until delivered.
-    castscope report RUN [--db DB] [--json FILE]
-        the audit report of a stored run (JSON with --json) and a summary
+    castscope report RUN [--db DB] [--json FILE] [--sarif FILE [--source-root DIR]]
+        the audit report of a stored run (JSON with --json, the findings as
+        SARIF 2.1.0 with --sarif) and a summary
     castscope diff RUN_A RUN_B [--db DB | --db-a DB --db-b DB] [--json]
         site-by-site cast differences; exit 1 when the runs differ
     castscope export RUN [--db DB] [--perfetto FILE] [--chrome FILE]

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import pathlib
 import sys
 
 from ..files import write_private_text
 from ..report import ReportError, diff_reports, format_diff, format_report, load_report
+from ..sarif import to_sarif
 
 _DEFAULT_DB = "castscope-out/castscope.db"
 
@@ -18,6 +21,10 @@ def add_parsers(commands) -> None:
     report.add_argument("--json", metavar="FILE", help="also write the JSON report to FILE")
     report.add_argument("--rank", type=_rank, help="only the processes of this rank (RANK): their totals, sites and "
                                                    "findings")
+    report.add_argument("--sarif", metavar="FILE", help="also write the findings as SARIF 2.1.0 to FILE (docs/sarif.md)")
+    report.add_argument("--source-root", metavar="DIR",
+                        help="SARIF paths are relative to DIR (default: the current directory); files outside it "
+                             "keep absolute file:// URIs")
     report.set_defaults(handler=report_command)
     diff = commands.add_parser("diff", help="site-by-site cast differences between two runs")
     diff.add_argument("run_a")
@@ -40,6 +47,12 @@ def _rank(text: str) -> int:
 
 
 def report_command(args) -> int:
+    if args.source_root and not args.sarif:
+        print("castscope report: --source-root is for --sarif", file=sys.stderr)
+        return 2
+    if args.source_root and not pathlib.Path(args.source_root).is_dir():
+        print(f"castscope report: --source-root {args.source_root}: not a directory", file=sys.stderr)
+        return 2
     try:
         report = load_report(args.db, args.run, rank=args.rank)
     except (ReportError, FileNotFoundError) as e:
@@ -47,8 +60,21 @@ def report_command(args) -> int:
         return 2
     if args.json:
         write_private_text(args.json, json.dumps(report, indent=2) + "\n")
+    if args.sarif:
+        sarif = to_sarif(report, args.source_root or os.getcwd(), tool_version=_castscope_version())
+        write_private_text(args.sarif, json.dumps(sarif, indent=2) + "\n")
     print(format_report(report))
     return 0
+
+
+def _castscope_version() -> str | None:
+    """The installed package's version (pyproject.toml), when it is installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("castscope")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def diff_command(args) -> int:
