@@ -593,8 +593,13 @@ void not_autocast(const RunData& run, std::vector<Finding>& out) {
   }
   for (const auto& [key, s] : sites) {
     Finding f = make("not-autocast", "warning", {s.site});
-    f.summary = s.site.op + " ran at full precision (" + joined(s.dtypes) + ") under autocast: it is " + s.why + " (" +
-                std::to_string(s.calls) + (s.why.starts_with("given") ? " argument decisions)" : " calls)");
+    // What it computed in: "full precision" only when that is what it was
+    // (an in-place op on a bfloat16 tensor ran uncast, but not at full precision).
+    const bool full = std::all_of(s.dtypes.begin(), s.dtypes.end(),
+                                  [](const std::string& d) { return d == "float32" || d == "float64"; });
+    f.summary = s.site.op + (full ? " ran at full precision (" : " ran without autocast's casts (in ") +
+                joined(s.dtypes) + ") under autocast: it is " + s.why + " (" + std::to_string(s.calls) +
+                (s.why.starts_with("given") ? " argument decisions)" : " calls)");
     f.explanation =
         "Autocast casts only the functional forms of the ops on its lists, and only float32 inputs. In-place and "
         "out= variants, ops no policy lists (custom ops) and float64 inputs run as they are, so this op computed at "

@@ -197,6 +197,19 @@ TEST(Analyzers, NotAutocastNamesWhyTheOpRanAtFullPrecision) {
   EXPECT_EQ(why[25], "given float64 inputs, which autocast never casts");
 }
 
+// An in-place op on bfloat16 tensors ran uncast, but not at full precision:
+// the summary must not say it did.
+TEST(Analyzers, NotAutocastSaysFullPrecisionOnlyWhenItWas) {
+  RunData run;
+  run.probe_ops.push_back(probe("aten::addmm_", 21, v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST, {v1::DTYPE_BFLOAT16}));
+  run.probe_ops.push_back(probe("aten::mm.out", 19, v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST, {v1::DTYPE_FLOAT32}));
+  std::map<uint32_t, std::string> summary;
+  for (const auto& f : analyze_run(run)) summary[f.sites[0].line] = f.summary;
+  EXPECT_EQ(summary[21].find("full precision"), std::string::npos) << summary[21];
+  EXPECT_NE(summary[21].find("ran without autocast's casts (in bfloat16)"), std::string::npos) << summary[21];
+  EXPECT_NE(summary[19].find("ran at full precision (float32)"), std::string::npos) << summary[19];
+}
+
 GpuSiteRow gpu_site(uint32_t line, uint64_t cast_ns, uint64_t compute_ns) {
   GpuSiteRow row;
   row.site = SiteRef{"train.py", line, "f", "aten::linear", ""};
