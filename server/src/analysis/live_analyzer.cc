@@ -115,6 +115,10 @@ bool LiveAnalyzer::analyze(const std::string& run_id, RunState& state, bool stor
   const std::vector<Finding> findings = analyze_run(run);
   state.last = Clock::now();
   state.took = state.last - started;
+  core_.metrics().analyzer_passes.fetch_add(1, std::memory_order_relaxed);
+  core_.metrics().analyzer_ns.fetch_add(
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(state.took).count()),
+      std::memory_order_relaxed);
   log::logger("collector").debug("live analysis of run {}: {} sites, {} findings in {} ms", run_id, run.sites.size(),
                         findings.size(), std::chrono::duration_cast<std::chrono::milliseconds>(state.took).count());
 

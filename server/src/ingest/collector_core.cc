@@ -170,8 +170,15 @@ void CollectorCore::shutdown() {
 }
 
 CollectorCounters CollectorCore::counters() const {
-  std::lock_guard lock(mutex_);
-  return counters_;
+  CollectorCounters out;
+  {
+    std::lock_guard lock(mutex_);
+    out = counters_;
+    out.queue_bytes = bytes_held_;
+  }
+  std::lock_guard lock(subscriptions_mutex_);
+  out.subscribers = subscriptions_.size();
+  return out;
 }
 
 void CollectorCore::writer_loop() {
@@ -211,7 +218,11 @@ void CollectorCore::writer_loop() {
     duplicate.clear();
     const Status status = write_group(group, duplicate);
     const uint64_t stored_unix_ns = unix_now_ns();
-    if (!status.ok()) log::logger("collector").error("{}: {} batches not stored: {}", db_path_, group.size(), status.message());
+    if (!status.ok()) {
+      log::logger("collector").error("{}: {} batches not stored: {}", db_path_, group.size(), status.message());
+      for (const Submission& s : group)
+        metrics_.reject_batch(RejectReason::kStoreFailed, static_cast<uint64_t>(s.batch.batch().events_size()));
+    }
 
     // The listener first: whoever waits for an acknowledgement may then
     // stop the analyzer, which must already know about the batch.

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "server/src/batch/batch_validation.h"
+#include "server/src/ingest/collector_metrics.h"
 #include "server/src/ingest/read_admission.h"
 #include "server/src/status.h"
 #include "server/src/store/store_writer.h"
@@ -63,6 +64,9 @@ struct CollectorCounters {
   uint64_t batches_failed = 0;
   uint64_t events_stored = 0;
   uint64_t commits = 0;
+  // Gauges, as of the call.
+  uint64_t queue_bytes = 0;  // batches queued or being written, until acknowledged
+  uint64_t subscribers = 0;  // live followers (viewer pages and gRPC Follow)
 };
 
 // Work for the store's one writer from other threads (the live analyzer's
@@ -166,6 +170,8 @@ class CollectorCore {
   void shutdown();
 
   CollectorCounters counters() const;
+  // For the transports and the analyzer to count into; any thread.
+  CollectorMetrics& metrics() { return metrics_; }
   // Any thread: the store's WAL checkpoint is behind (long readers should pause).
   bool checkpoint_behind() const { return writer_->checkpoint_behind(); }
   const std::string& db_path() const { return db_path_; }
@@ -203,7 +209,9 @@ class CollectorCore {
   bool stopping_ = false;
   CollectorCounters counters_;
 
-  std::mutex subscriptions_mutex_;
+  CollectorMetrics metrics_;
+
+  mutable std::mutex subscriptions_mutex_;
   std::vector<std::shared_ptr<Subscription>> subscriptions_;
 
   std::thread writer_thread_;

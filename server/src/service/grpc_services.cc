@@ -52,7 +52,7 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
                       public std::enable_shared_from_this<IngestReactor> {
  public:
   IngestReactor(CollectorCore& core, const BatchLimits& limits, std::string peer, std::function<void()> on_done)
-      : limits_(limits), peer_(std::move(peer)), on_done_(std::move(on_done)), stream_(core) {}
+      : limits_(limits), peer_(std::move(peer)), on_done_(std::move(on_done)), metrics_(core.metrics()), stream_(core) {}
 
   void start(const grpc::Status& auth) {
     self_ = shared_from_this();
@@ -78,18 +78,24 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
     grpc::ProtoBufferReader reader(&read_buffer_);
     const bool parsed = request->ParseFromZeroCopyStream(&reader);
     read_buffer_.Clear();
-    if (!parsed)
+    if (!parsed) {
+      metrics_.reject_batch(RejectReason::kMalformed, 0);  // its events cannot be counted
       return fail(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                "message " + std::to_string(messages_.load()) + " is not a valid castscope.v1.IngestRequest (" +
                                    std::to_string(wire_bytes) + " bytes)"));
+    }
     if (!hello_done_) return on_hello(*request);
-    if (request->kind_case() != v1::IngestRequest::kBatch)
+    if (request->kind_case() != v1::IngestRequest::kBatch) {
+      metrics_.reject_stream(RejectReason::kProtocol);
       return fail(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                "message " + std::to_string(messages_.load()) + ": " +
                                    (request->has_hello() ? "Hello repeated" : "neither Hello nor Batch")));
-    if (Status s = validate_batch(request->batch(), limits_); !s.ok())
+    }
+    if (Status s = validate_batch(request->batch(), limits_); !s.ok()) {
+      metrics_.reject_batch(RejectReason::kInvalidBatch, static_cast<uint64_t>(request->batch().events_size()));
       return fail(to_grpc(Status(s.code(), "batch " + std::to_string(request->batch().sequence()) + " of agent " +
                                                request->batch().agent().agent_id() + ": " + s.message())));
+    }
     on_batch(DecodedBatch(std::move(arena), &request->batch()));
   }
 
@@ -135,6 +141,8 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   }
 
   void on_hello(const v1::IngestRequest& request) {
+    if (!request.has_hello() || request.hello().protocol_version() != kProtocolVersion)
+      metrics_.reject_stream(RejectReason::kProtocol);
     if (!request.has_hello())
       return fail(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "expected Hello first, got a batch"));
     if (request.hello().protocol_version() != kProtocolVersion)
@@ -157,6 +165,7 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   void on_batch(DecodedBatch batch) {
     const std::string agent_id = batch.batch().agent().agent_id();
     const uint64_t sequence = batch.batch().sequence();
+    const auto events = static_cast<uint64_t>(batch.batch().events_size());
     auto self = shared_from_this();
     {
       std::lock_guard lock(mutex_);
@@ -168,6 +177,7 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
     bool may_continue = true;  // read admission decides instead
     Status status = stream_.submit(std::move(batch), std::move(done), nullptr, may_continue);
     if (!status.ok()) {
+      metrics_.reject_batch(RejectReason::kOutOfOrder, events);
       std::lock_guard lock(mutex_);
       --pending_acks_;
       fail_locked(to_grpc(status));
@@ -238,6 +248,7 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   const std::string peer_;
   std::shared_ptr<IngestReactor> self_;  // until OnDone
   const std::function<void()> on_done_;
+  CollectorMetrics& metrics_;
 
   // Read side: only the thread in OnReadDone (one read is outstanding at a time).
   grpc::ByteBuffer read_buffer_;
@@ -349,12 +360,16 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(grpc::CallbackServerContext* context) override {
     const size_t streams = streams_.fetch_add(1) + 1;
+    core_.metrics().ingest_streams.fetch_add(1, std::memory_order_relaxed);
     auto reactor = std::make_shared<IngestReactor>(core_, options_.limits, context->peer(), [this] { stream_ended(); });
     grpc::Status admission = check_bearer_token(*context, options_.token);
-    if (admission.ok() && options_.max_streams > 0 && streams > options_.max_streams)
+    if (!admission.ok()) core_.metrics().reject_stream(RejectReason::kUnauthenticated);
+    if (admission.ok() && options_.max_streams > 0 && streams > options_.max_streams) {
+      core_.metrics().reject_stream(RejectReason::kTooManyStreams);
       admission = grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                "the collector serves its limit of " + std::to_string(options_.max_streams) +
                                    " ingest streams (--max-streams); try again later");
+    }
     reactor->start(admission);
     return reactor.get();
   }
@@ -363,6 +378,7 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   // The last stream gone: give the memory its batches used back to the system
   // (glibc keeps freed memory in per-thread arenas otherwise).
   void stream_ended() {
+    core_.metrics().ingest_streams.fetch_sub(1, std::memory_order_relaxed);
     if (streams_.fetch_sub(1) == 1) ::malloc_trim(0);
   }
 

@@ -21,6 +21,8 @@
 #include <sstream>
 
 #include "common/log/logger.h"
+#include "server/src/service/metrics_page.h"
+#include "server/src/service/prometheus_text.h"
 #include "server/src/viewer/event_json.h"
 
 namespace castscope::collector {
@@ -225,7 +227,7 @@ std::string random_token() {
 }
 
 HttpService::HttpService(HttpOptions options, std::string db_path, CollectorCore* core)
-    : options_(std::move(options)), core_(core), queries_(std::move(db_path)),
+    : options_(std::move(options)), core_(core), db_path_(db_path), queries_(std::move(db_path)),
       server_(std::make_unique<httplib::Server>()) {}
 
 HttpService::~HttpService() { stop(); }
@@ -301,7 +303,11 @@ void HttpService::install_routes() {
     if (!bearer && !has_cookie && !in_url) {
       if (req.path.rfind("/api/", 0) == 0)
         send_error(res, 401, "the viewer needs its token: open the URL castscope printed, or send Authorization: Bearer");
-      else {
+      else if (req.path == "/metrics") {
+        res.status = 401;
+        res.set_content("castscope: /metrics needs the collector's token: send Authorization: Bearer TOKEN.\n",
+                        "text/plain; charset=utf-8");
+      } else {
         res.status = 401;
         res.set_content("castscope: open the URL that castscope printed (it carries the access token).\n",
                         "text/plain; charset=utf-8");
@@ -408,6 +414,17 @@ void HttpService::install_routes() {
     std::string run, error;
     if (!text_param(req, "run", run, error)) return send_error(res, 400, error);
     answer(req, res, [&](viewer::ViewerQueries& q, json& body) { return q.sites(run, body); });
+  });
+
+  // Prometheus scrapes: the same Host and token checks as the rest
+  // (a scraper sends Authorization: Bearer TOKEN).
+  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    std::string body;
+    if (Status s = metrics_page(core_, queries_, db_path_, live_viewers_.load(), body); !s.ok())
+      return send_error(res, http_status(s), s.message());
+    res.status = 200;
+    res.set_header("Cache-Control", "no-store");
+    res.set_content(std::move(body), kPrometheusContentType);
   });
 
   server.Get("/api/live", [this](const httplib::Request& req, httplib::Response& res) {

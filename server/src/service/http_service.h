@@ -9,6 +9,8 @@
 // header must name the address served (DNS rebinding). No CORS header is
 // ever sent; a strict Content-Security-Policy goes with every answer. Static
 // files come only from the built UI's folder, by names of one path segment.
+// /metrics (metrics_page.h, docs/metrics.md) is one more route under the
+// same checks: Prometheus scrapes with Authorization: Bearer.
 //
 // Live. /api/live follows a run through CollectorCore::subscribe with a
 // sampled subscription (per batch: its size, its newest time, its newest
@@ -65,6 +67,7 @@ class HttpService {
 
   const HttpOptions options_;
   CollectorCore* const core_;
+  const std::string db_path_;
   viewer::ViewerQueryPool queries_;
   std::unique_ptr<httplib::Server> server_;
   std::vector<std::string> allowed_hosts_;

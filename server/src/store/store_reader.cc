@@ -391,4 +391,32 @@ Status StoreReader::list_findings(const v1::ListFindingsRequest& request, v1::Li
   return error.ok() ? Status() : db_.error(error.message());
 }
 
+Status StoreReader::totals(Totals& out) {
+  ReadTransaction transaction(db_);
+  out = {};
+  Status error;
+  Statement findings;
+  if (Status s = Statement::prepare(db_.handle(), "SELECT kind, severity, count(*) FROM findings GROUP BY kind, severity",
+                                    findings);
+      !s.ok())
+    return db_.error(s.message());
+  while (findings.step(error)) out.findings[{findings.column_text(0), findings.column_text(1)}] = findings.column_int(2);
+  if (!error.ok()) return db_.error(error.message());
+  Statement agents;
+  if (Status s = Statement::prepare(db_.handle(),
+                                    "SELECT coalesce(sum(events_dropped_total), 0), count(*) FROM agents",
+                                    agents);
+      !s.ok())
+    return db_.error(s.message());
+  if (agents.step(error)) {
+    out.agent_events_dropped = agents.column_int(0);
+    out.agents = agents.column_int(1);
+  }
+  if (!error.ok()) return db_.error(error.message());
+  Statement runs;
+  if (Status s = Statement::prepare(db_.handle(), "SELECT count(*) FROM runs", runs); !s.ok()) return db_.error(s.message());
+  if (runs.step(error)) out.runs = runs.column_int(0);
+  return error.ok() ? Status() : db_.error(error.message());
+}
+
 }  // namespace castscope::collector

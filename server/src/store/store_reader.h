@@ -44,6 +44,15 @@ class StoreReader {
   Status resolve_location(int64_t id, castscope::v1::SourceLocation& out);
   Database& database() { return db_; }
 
+  // Whole-store figures for /metrics: findings stored now by (kind,
+  // severity), and events the agents dropped, summed over every agent.
+  struct Totals {
+    std::map<std::pair<std::string, std::string>, int64_t> findings;
+    int64_t agent_events_dropped = 0;
+    int64_t runs = 0, agents = 0;
+  };
+  Status totals(Totals& out);
+
  private:
   // Which events of a kind to read: every filter value is a bound parameter.
   struct SiteFilter {

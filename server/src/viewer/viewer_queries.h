@@ -58,6 +58,8 @@ class ViewerQueries {
   // finest tile; 0 when it has no events yet. Live events are sent relative
   // to it too.
   Status origin(const std::string& run_id, int64_t& origin_ns);
+  // Whole-store figures (/metrics).
+  Status totals(StoreReader::Totals& out) { return reader_->totals(out); }
 
  private:
   using Agent = StoreReader::AgentRef;
