@@ -202,6 +202,7 @@ TEST(Analyzers, NotAutocastNamesWhyTheOpRanAtFullPrecision) {
 TEST(Analyzers, NotAutocastSaysFullPrecisionOnlyWhenItWas) {
   RunData run;
   run.probe_ops.push_back(probe("aten::addmm_", 21, v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST, {v1::DTYPE_BFLOAT16}));
+  run.probe_ops.back().output_dtypes = {v1::DTYPE_BFLOAT16};
   run.probe_ops.push_back(probe("aten::mm.out", 19, v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST, {v1::DTYPE_FLOAT32}));
   std::map<uint32_t, std::string> summary;
   for (const auto& f : analyze_run(run)) summary[f.sites[0].line] = f.summary;
