@@ -51,6 +51,13 @@ def mylib(tmp_path, monkeypatch):
         class Helper:
             def scaled(self, a, b):
                 return torch.mm(a, b)
+
+            @staticmethod
+            def static_scaled(a, b):
+                return torch.mm(a, b)
+
+        def first_of(pair):
+            return torch.mm(pair.x, pair.x)
         """))
     monkeypatch.syspath_prepend(str(tmp_path / "mylib_pkg"))
     yield "mylib.backend"
@@ -300,3 +307,65 @@ def test_the_report_lists_overlay_errors(tmp_path):
     report = json.loads((out / "report.json").read_text())
     [agent] = report["run"]["agents"]
     assert len(agent["overlay_errors"]) == 1 and agent["overlay_errors"][0].startswith(expected)
+
+
+def test_wrappers_never_break_a_call(tmp_path, mylib):
+    """Namedtuples (PackedSequence...) are left as they are; tensors of a
+    device without autocast go straight through; detach turns off a wrapper
+    someone kept."""
+    import collections
+
+    overlay = _overlay(tmp_path, functions={"mylib.backend.first_of": "fp32", "mylib.backend.fru": "fp32"})
+    Pair = collections.namedtuple("Pair", "x")
+    with castscope.attached(overlays=[overlay], events_path=tmp_path / "events.jsonl"):
+        import mylib.backend
+
+        kept = mylib.backend.fru
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = mylib.backend.first_of(Pair(torch.randn(4, 4)))
+            assert out.dtype == torch.bfloat16  # the namedtuple's tensor was not cast: autocast's mm did its own
+        meta = mylib.backend.fru(torch.empty(4, 4, device="meta"), torch.empty(4, 4, device="meta"))
+        assert meta.device.type == "meta"
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert kept(torch.randn(4, 4), torch.randn(4, 4)).dtype == torch.bfloat16  # detached: no overlay
+
+
+def test_staticmethods_classes_and_duplicates(tmp_path, mylib):
+    overlay = _overlay(tmp_path, functions={"mylib.backend:Helper.static_scaled": "fp32", "mylib.backend.Helper": "fp32",
+                                            "mylib.backend.fru": "fp32", "mylib.backend:fru": "lower_precision_fp"})
+    with castscope.attached(overlays=[overlay], events_path=tmp_path / "events.jsonl") as agent:
+        import mylib.backend
+
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            a, b = torch.randn(4, 4), torch.randn(4, 4)
+            assert mylib.backend.Helper.static_scaled(a, b).dtype == torch.float32
+            assert mylib.backend.Helper().static_scaled(a, b).dtype == torch.float32
+        errors = agent.status()["overlay_errors"]
+    assert isinstance(mylib.backend.Helper.__dict__["static_scaled"], staticmethod)  # restored as it was
+    assert len(errors) == 2
+    assert any('entry "mylib.backend.Helper": mylib.backend.Helper is a class, not a function' in e for e in errors)
+    assert any("the same callable is already wrapped by entry" in e for e in errors)
+
+
+def test_castscope_run_wraps_a_module_that_imports_torch_beside_the_script(tmp_path):
+    """castscope run attaches while the job's first import (which imports
+    torch) is still running; the package sits beside the script."""
+    job_dir = tmp_path / "job"
+    (job_dir / "mylib3").mkdir(parents=True)
+    (job_dir / "mylib3" / "__init__.py").write_text("")
+    (job_dir / "mylib3" / "ops.py").write_text("import torch\n\ndef fru(a, b):\n    return torch.mm(a, b)\n")
+    (job_dir / "train.py").write_text(textwrap.dedent("""\
+        from mylib3.ops import fru
+        import mylib3.ops
+        import torch
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = mylib3.ops.fru(torch.randn(4, 4), torch.randn(4, 4))
+        print("dtype", out.dtype)
+        """))
+    overlay = _overlay(tmp_path, functions={"mylib3.ops.fru": "fp32"})
+    out = tmp_path / "out"
+    run = subprocess.run([str(REPO / ".venv/bin/castscope"), "run", "--overlay", overlay, "--out", str(out), "--",
+                          sys.executable, str(job_dir / "train.py")], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO / "agent/python")})
+    assert run.returncode == 0, run.stderr
+    assert "dtype torch.float32" in run.stdout, run.stderr

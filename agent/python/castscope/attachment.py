@@ -122,20 +122,30 @@ def attach(
     return _current
 
 
-def _start(config: dict, locations: bool) -> None:
-    """Starts the agent with `config`; raises AttachError with its message."""
+def _start(config: dict, locations: bool, check_modules: bool = True) -> None:
+    """Starts the agent with `config`; raises AttachError with its message
+    (and, with `check_modules`, when an overlay's module cannot be found)."""
     lib = _library()
     lib.castscope_agent_set_location_reader(_location_reader_pointer() if locations else None)
     err = ctypes.create_string_buffer(1 << 16)
     if lib.castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
         raise AttachError(err.value.decode())
     entries = _read_json(lib.castscope_agent_status).get("callable_overlays", [])
-    missing = missing_module_errors(entries)
+    # `castscope run` looked the modules up in the job's interpreter before it
+    # started; in the job a module may become importable later (sys.path
+    # changes), so there an unfound one just waits for its import.
+    missing = missing_module_errors(entries) if check_modules else []
     if missing:
         lib.castscope_agent_stop()
         raise AttachError("castscope: policy refused, castscope does not take over autocast (native autocast keeps "
                           "working):\n  " + "\n  ".join(missing))
-    callable_overlays.install(entries, lib)
+    try:
+        callable_overlays.install(entries, lib)
+    except Exception as e:  # noqa: BLE001 - never leave a half-attached agent behind
+        callable_overlays.uninstall()
+        lib.castscope_agent_stop()
+        raise AttachError(f"castscope: could not install the module and function overlays: {type(e).__name__}: {e}") \
+            from e
     _bracket_tracing(lib)
     _bracket_profiler(lib)
     import torch
@@ -221,7 +231,7 @@ def _attach_from_environment() -> None:
     config = json.loads(os.environ["CASTSCOPE_CONFIG"])
     config.setdefault("internal_path_prefix", _torch_dir())
     config.setdefault("torch_version", torch.__version__)
-    _start(config, locations=True)
+    _start(config, locations=True, check_modules=False)
     _attached_from_environment = True
     _environment_step_hook = _register_step_hook()
     atexit.register(lib.castscope_agent_finish)  # write what is buffered at exit

@@ -71,6 +71,7 @@ class _Overlay:
         self.output_index = len(parameters)
         names = "\n".join(parameters + ["output"])
         self.op_id = lib.castscope_overlay_op(f'{entry["kind"]}::{entry["target"]}'.encode(), names.encode())
+        self.active = True  # cleared at detach: a wrapper someone kept then calls straight through
 
     # Index of an argument in the op's argument names.
     def positional_index(self, position: int) -> int:
@@ -90,7 +91,11 @@ class _Overlay:
                                             arg_index, list_index, sizes, len(shape),
                                             tensor.numel() * tensor.element_size())
         except Exception:  # noqa: BLE001 - a logging failure must never reach the job
-            self.lib.castscope_overlay_cast(0, 0, 0, 0, 0, 0, 0, 0, 0, None, 0, 0)  # counted as an internal error
+            self.count_internal_error()
+
+    def count_internal_error(self) -> None:
+        # An invalid call: the agent counts it as an internal error (agent.h).
+        self.lib.castscope_overlay_cast(0, 0, 0, 0, 0, 0, 0, 0, 0, None, 0, 0)
 
 
 def _tensors(args, kwargs, overlay: _Overlay):
@@ -103,7 +108,7 @@ def _tensors(args, kwargs, overlay: _Overlay):
         index = overlay.positional_index(position)
         if isinstance(value, torch.Tensor):
             yield value, index, -1, ("arg", start + position, None)
-        elif isinstance(value, (list, tuple)):
+        elif type(value) in (list, tuple):  # not namedtuples (PackedSequence...): left as they are
             for item_index, item in enumerate(value):
                 if isinstance(item, torch.Tensor):
                     yield item, index, item_index, ("arg", start + position, item_index)
@@ -111,7 +116,7 @@ def _tensors(args, kwargs, overlay: _Overlay):
         index = overlay.keyword_index(name)
         if isinstance(value, torch.Tensor):
             yield value, index, -1, ("kwarg", name, None)
-        elif isinstance(value, (list, tuple)):
+        elif type(value) in (list, tuple):
             for item_index, item in enumerate(value):
                 if isinstance(item, torch.Tensor):
                     yield item, index, item_index, ("kwarg", name, item_index)
@@ -126,6 +131,8 @@ def _autocast_device(tensors, overlay: _Overlay) -> str | None:
         if tensor.is_floating_point():
             device_type = tensor.device.type
             if overlay.device is not None and overlay.device != device_type:
+                return None
+            if not torch.amp.is_autocast_available(device_type):  # meta, ...: no autocast to follow
                 return None
             return device_type if torch.is_autocast_enabled(device_type) else None
     return None
@@ -171,7 +178,7 @@ def _put(args: list, kwargs: dict, where, value) -> None:
         return
     items = list(container[key])
     items[item_index] = value
-    container[key] = type(container[key])(items) if isinstance(container[key], tuple) else items
+    container[key] = tuple(items) if type(container[key]) is tuple else items
 
 
 def _cast_outputs(result, to_dtype, from_dtype, overlay: _Overlay, device_type: str):
@@ -192,31 +199,51 @@ def _cast_outputs(result, to_dtype, from_dtype, overlay: _Overlay, device_type: 
     return result
 
 
+def _plan(args, kwargs, overlay: _Overlay):
+    """What a call does under the overlay: None to call straight through,
+    else (device type, target dtype, cast args, cast kwargs, first input
+    dtype). Records every decision."""
+    tensors = list(_tensors(args, kwargs, overlay))
+    device_type = _autocast_device(tensors, overlay)
+    if device_type is None:
+        return None
+    target = _target_dtype(overlay, tensors, device_type)
+    if target is None:
+        return None
+    new_args, new_kwargs = list(args), dict(kwargs)
+    input_dtype = None
+    for tensor, arg_index, list_index, where in tensors:
+        outcome = _outcome(tensor, target, device_type)
+        overlay.record(tensor, target, outcome, arg_index, list_index, device_type)
+        if outcome in (_CAST, _ALREADY_TARGET) and input_dtype is None:
+            input_dtype = tensor.dtype
+        if outcome == _CAST:
+            _put(new_args, new_kwargs, where, tensor.to(target))
+    return device_type, target, new_args, new_kwargs, input_dtype
+
+
 def _wrap(original, overlay: _Overlay):
     import torch
 
     @functools.wraps(original)
     def castscope_overlay(*args, **kwargs):
-        tensors = list(_tensors(args, kwargs, overlay))
-        device_type = _autocast_device(tensors, overlay)
-        if device_type is None:
+        if not overlay.active:
             return original(*args, **kwargs)
-        target = _target_dtype(overlay, tensors, device_type)
-        if target is None:
+        try:
+            plan = _plan(args, kwargs, overlay)
+        except Exception:  # noqa: BLE001 - castscope's own failure: the call runs as if unwrapped
+            overlay.count_internal_error()
+            plan = None
+        if plan is None:
             return original(*args, **kwargs)
-        new_args, new_kwargs = list(args), dict(kwargs)
-        input_dtype = None
-        for tensor, arg_index, list_index, where in tensors:
-            outcome = _outcome(tensor, target, device_type)
-            overlay.record(tensor, target, outcome, arg_index, list_index, device_type)
-            if outcome in (_CAST, _ALREADY_TARGET) and input_dtype is None:
-                input_dtype = tensor.dtype
-            if outcome == _CAST:
-                _put(new_args, new_kwargs, where, tensor.to(target))
+        device_type, target, new_args, new_kwargs, input_dtype = plan
         with torch.autocast(device_type, enabled=False):
             result = original(*new_args, **new_kwargs)
         if overlay.output_to_input_dtype and input_dtype is not None and input_dtype != target:
-            result = _cast_outputs(result, input_dtype, target, overlay, device_type)
+            try:
+                result = _cast_outputs(result, input_dtype, target, overlay, device_type)
+            except Exception:  # noqa: BLE001
+                overlay.count_internal_error()
         return result
 
     setattr(castscope_overlay, _MARK, overlay.entry)
@@ -232,13 +259,20 @@ def _parameters(function, skips_self: bool) -> list[str]:
 
 
 class _Installer(importlib.abc.MetaPathFinder):
-    """Wraps entries now or when their module is imported; undoes it all."""
+    """Wraps entries now or when their module is imported; undoes it all.
+    Nothing here may break the job: a failure to wrap is an overlay error
+    (the entry is skipped), never an exception in the user's import."""
 
     def __init__(self, lib):
         self.lib = lib
         self.pending: dict[str, list[tuple[dict, str]]] = {}  # module -> [(entry, attribute path)]
+        # Entries whose module was still being imported at attach (castscope
+        # run attaches right after `import torch`, maybe from inside it):
+        # wrapped at a later import, once the module has finished.
+        self.waiting: list[tuple[dict, str, str]] = []  # (entry, module, attribute path)
         self.undo: list[tuple[object, str, object, bool]] = []  # (owner, name, old value, was in owner's __dict__)
-        self.lock = threading.Lock()
+        self.overlays: list[_Overlay] = []
+        self.lock = threading.RLock()
 
     def error(self, entry: dict, message: str) -> None:
         text = f'{entry["file"]}:{entry["line"]}: entry "{entry["target"]}": {message}; this entry is skipped'
@@ -246,13 +280,23 @@ class _Installer(importlib.abc.MetaPathFinder):
 
     def add(self, entry: dict) -> None:
         module, attributes = split_target(entry["target"])
-        if module in sys.modules:
-            self.apply(entry, sys.modules[module], attributes)
-        else:
-            with self.lock:
+        with self.lock:
+            loaded = sys.modules.get(module)
+            if loaded is None:
                 self.pending.setdefault(module, []).append((entry, attributes))
+            elif _initializing(loaded):
+                self.waiting.append((entry, module, attributes))
+                _look_back_after_import(loaded, self)
+            else:
+                self.apply(entry, loaded, attributes)
 
     def apply(self, entry: dict, module, attributes: str) -> None:
+        try:
+            self._apply(entry, module, attributes)
+        except Exception as e:  # noqa: BLE001 - e.g. a lazy module whose __getattr__ raised
+            self.error(entry, f"castscope could not wrap it ({type(e).__name__}: {e})")
+
+    def _apply(self, entry: dict, module, attributes: str) -> None:
         import torch
 
         owner, value = None, module
@@ -262,6 +306,7 @@ class _Installer(importlib.abc.MetaPathFinder):
                 self.error(entry, f"{module.__name__} has no attribute {attributes!r} (after importing {module.__name__})")
                 return
         last = attributes.split(".")[-1]
+        raw = None  # a staticmethod or classmethod as the class holds it
         if entry["kind"] == "module":
             if not (isinstance(value, type) and issubclass(value, torch.nn.Module)):
                 self.error(entry, f"{entry['target']} is not an nn.Module class (a \"modules\" entry names one; put a "
@@ -269,36 +314,67 @@ class _Installer(importlib.abc.MetaPathFinder):
                 return
             owner, last = value, "forward"
             value = value.forward
+        elif isinstance(value, type):
+            self.error(entry, f"{entry['target']} is a class, not a function (put an nn.Module class under "
+                              f"\"modules\")")
+            return
         elif not callable(value):
             self.error(entry, f"{entry['target']} is not callable")
             return
+        else:
+            raw = inspect.getattr_static(owner, last, None)
+            if isinstance(raw, (staticmethod, classmethod)):
+                value = raw.__func__
+            else:
+                raw = None
         if getattr(value, _MARK, None) is not None:
+            first = getattr(value, _MARK)
+            self.error(entry, f'the same callable is already wrapped by entry "{first["target"]}" '
+                              f'({first["file"]}:{first["line"]})')
             return
         skips_self = entry["kind"] == "module"
         overlay = _Overlay(entry, self.lib, _parameters(value, skips_self), skips_self)
         if overlay.op_id == 0:
             self.error(entry, "castscope could not register it")
             return
+        wrapper = _wrap(value, overlay)
+        if raw is not None:
+            wrapper = type(raw)(wrapper)  # staticmethod / classmethod again
         in_dict = last in getattr(owner, "__dict__", {})
         self.undo.append((owner, last, owner.__dict__[last] if in_dict else None, in_dict))
-        setattr(owner, last, _wrap(value, overlay))
+        self.overlays.append(overlay)
+        setattr(owner, last, wrapper)
 
     def remove_all(self) -> None:
         if self in sys.meta_path:
             sys.meta_path.remove(self)
+        for overlay in self.overlays:
+            overlay.active = False  # wrappers someone kept a reference to call straight through
         for owner, name, old, in_dict in reversed(self.undo):
-            if in_dict:
-                setattr(owner, name, old)
-            else:
-                try:
+            try:
+                if in_dict:
+                    setattr(owner, name, old)
+                else:
                     delattr(owner, name)  # the wrapper shadowed an inherited forward
-                except AttributeError:
-                    pass
+            except (AttributeError, TypeError):
+                pass
         self.undo.clear()
         self.pending.clear()
+        self.waiting.clear()
+
+    def retry_waiting(self) -> None:
+        """Wraps the entries of modules that have finished importing since."""
+        with self.lock:
+            ready = [w for w in self.waiting if not _initializing(sys.modules.get(w[1]))]
+            self.waiting = [w for w in self.waiting if w not in ready]
+        for entry, module, attributes in ready:
+            if module in sys.modules:
+                self.apply(entry, sys.modules[module], attributes)
 
     # importlib.abc.MetaPathFinder: hooks the import of a pending module.
     def find_spec(self, fullname, path, target=None):
+        if self.waiting:
+            self.retry_waiting()
         with self.lock:
             if fullname not in self.pending:
                 return None
@@ -320,6 +396,36 @@ class _Installer(importlib.abc.MetaPathFinder):
             entries = self.pending.pop(module.__name__, [])
         for entry, attributes in entries:
             self.apply(entry, module, attributes)
+
+
+def _look_back_after_import(module, installer: _Installer) -> None:
+    """A module still importing when castscope attached: its attributes are
+    not there yet. The first attribute lookup on it after its import has
+    finished (`from mylib.ops import fru`, `mylib.ops.fru(...)`) wraps the
+    waiting entries, then the module gets its own class back. (Imports of
+    other modules retry too: Installer.find_spec.)"""
+    original = type(module)
+    if getattr(original, "_castscope_waiting", False):
+        return
+
+    def __getattribute__(self, name):
+        spec = original.__getattribute__(self, "__spec__")
+        if not getattr(spec, "_initializing", False):
+            object.__setattr__(self, "__class__", original)
+            installer.retry_waiting()
+        return original.__getattribute__(self, name)
+
+    waiting_class = type(original.__name__, (original,), {"__getattribute__": __getattribute__,
+                                                          "_castscope_waiting": True})
+    try:
+        module.__class__ = waiting_class
+    except TypeError:  # a module type that refuses: the next import retries
+        pass
+
+
+def _initializing(module) -> bool:
+    """Whether `module` is still running its own code (a partial import)."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
 class _ApplyAfterExec(importlib.abc.Loader):
@@ -352,11 +458,14 @@ def install(entries: list[dict], lib) -> None:
     if not entries:
         return
     installer = _Installer(lib)
-    for entry in entries:
-        installer.add(entry)
-    if installer.pending:
-        sys.meta_path.insert(0, installer)
     _installed = installer
+    for entry in entries:
+        try:
+            installer.add(entry)
+        except Exception as e:  # noqa: BLE001
+            installer.error(entry, f"castscope could not wrap it ({type(e).__name__}: {e})")
+    if installer.pending or installer.waiting:
+        sys.meta_path.insert(0, installer)
 
 
 def uninstall() -> None:

@@ -57,26 +57,44 @@ def _seconds(text: str) -> int:
     return value
 
 
-def _probe_job(command: list[str], overlays: list[dict]) -> tuple[str | None, list[str]]:
-    """The torch a Python job will import and the module overlays whose module
-    it cannot find, both asked of the job's own interpreter (without importing
-    the overlays' modules). For a command that is not Python: no torch
-    version, and the modules looked up by this interpreter."""
+def _job_path0(command: list[str]) -> str:
+    """sys.path[0] of a Python command: the script's folder, or the current
+    directory for -m, -c and an interactive interpreter."""
+    arguments = iter(command[1:])
+    for argument in arguments:
+        if argument.startswith(("-m", "-c")):
+            return os.getcwd()
+        if argument in ("-W", "-X", "--check-hash-based-pycs"):
+            next(arguments, None)  # the option's value
+        elif not argument.startswith("-"):
+            return os.path.dirname(os.path.abspath(argument))
+    return os.getcwd()
+
+
+def _probe_job(command: list[str], overlays: list[dict]) -> tuple[str | None, list[str], bool]:
+    """The torch a Python job will import, and the module overlays whose
+    module it cannot find, both asked of the job's own interpreter with the
+    job's sys.path[0] (without importing the overlays' modules). The last
+    value says whether the job's interpreter answered: for a command that is
+    not Python (torchrun, pytest, a shell script), this interpreter looks the
+    modules up, and what it misses is only a warning."""
     from .. import module_paths
 
     executable = shutil.which(command[0]) or command[0]
     if not os.path.basename(executable).startswith("python"):
-        return None, module_paths.missing_module_errors(overlays)
+        return None, module_paths.missing_module_errors(overlays), False
     code = pathlib.Path(module_paths.__file__).read_text() + (
         "\nimport json as _json\n"
+        "sys.path.insert(0, sys.argv[2])\n"
         "try:\n    import torch\n    _version = torch.__version__\nexcept Exception:\n    _version = None\n"
         "print(_json.dumps({'torch': _version, 'missing': missing_module_errors(_json.loads(sys.argv[1]))}))\n")
-    probe = subprocess.run([executable, "-c", code, json.dumps(overlays)], capture_output=True, text=True, timeout=300)
+    probe = subprocess.run([executable, "-c", code, json.dumps(overlays), _job_path0(command)], capture_output=True,
+                           text=True, timeout=300)
     try:
         answer = json.loads(probe.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return None, module_paths.missing_module_errors(overlays)
-    return answer["torch"], answer["missing"]
+        return None, module_paths.missing_module_errors(overlays), False
+    return answer["torch"], answer["missing"], True
 
 
 def run_command(args) -> int:
@@ -105,12 +123,15 @@ def run_command(args) -> int:
         return 2
     agent = agent_library_path()
     built_for = agent_torch_version()
-    job_torch, missing_modules = _probe_job(command, report.get("callable_overlays", []))
-    if missing_modules:
+    job_torch, missing_modules, asked_the_job = _probe_job(command, report.get("callable_overlays", []))
+    if missing_modules and asked_the_job:
         print("castscope run: policy refused, the job was not started:", file=sys.stderr)
         for error in missing_modules:
             print(f"  {error}", file=sys.stderr)
         return 2
+    for error in missing_modules:  # another launcher: its processes may see other modules
+        print(f"castscope run: warning: {error} (asked of {sys.executable}, not of {command[0]}; the overlay "
+              f"applies if the job imports it)", file=sys.stderr)
     if job_torch is not None and job_torch.split("+")[0] != built_for.split("+")[0]:
         print(f"castscope run: the agent was built against torch {built_for}, but {command[0]} imports torch "
               f"{job_torch}; rebuild castscope against that torch (scripts/setup.sh). The job was not started.",
