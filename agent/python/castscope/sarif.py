@@ -37,7 +37,7 @@ RULES = {
     "cast-churn": ("warning", "The same tensor was cast down and up again repeatedly.",
                    "Wasted memory bandwidth and kernel time."),
     "not-autocast": ("warning", "In-place, out=, float64 or unlisted custom ops ran without autocast.",
-                     "The code expected lower precision and got full precision."),
+                     "The op computed in the dtype it was handed, uncast, inside a region where the code around it is cast."),
     "cast-share": ("warning", "Cast kernels take a large share of a site's GPU time.",
                    "The casts may cost more than the lower precision saves."),
     "tf32-matmul": ("info", "float32 matmuls ran on tensor cores as TF32.",

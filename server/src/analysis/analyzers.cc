@@ -602,8 +602,8 @@ void not_autocast(const RunData& run, std::vector<Finding>& out) {
                 (s.why.starts_with("given") ? " argument decisions)" : " calls)");
     f.explanation =
         "Autocast casts only the functional forms of the ops on its lists, and only float32 inputs. In-place and "
-        "out= variants, ops no policy lists (custom ops) and float64 inputs run as they are, so this op computed at "
-        "full precision inside the region although the code around it runs in lower precision.";
+        "out= variants, ops no policy lists (custom ops) and float64 inputs run as they are, so this op computed in "
+        "whatever dtype it was handed, uncast, inside a region where the code around it is cast.";
     f.fix =
         "Use the functional form (`c = torch.mm(a, b)` rather than `out=` or `addmm_`), cast the inputs to the "
         "dtype you want, keep float64 out of the region, or list a custom op in a castscope policy overlay (and "

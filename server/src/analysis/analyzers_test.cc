@@ -211,6 +211,25 @@ TEST(Analyzers, NotAutocastSaysFullPrecisionOnlyWhenItWas) {
   EXPECT_NE(summary[19].find("ran at full precision (float32)"), std::string::npos) << summary[19];
 }
 
+TEST(Analyzers, FindingsNameTheRanksThatRanTheirLines) {
+  RunData run;
+  run.agents.resize(3);
+  run.agents[0].rank = -1;  // torchrun's own process
+  run.agents[1].rank = 0;
+  run.agents[2].rank = 1;
+  SiteRow both = site("p.py", 10, "aten::linear", "weight", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16);
+  both.stale_hits = 3;
+  both.ranks = {0, 1};
+  SiteRow one = site("p.py", 20, "aten::linear", "weight", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16);
+  one.stale_hits = 3;
+  one.ranks = {1};
+  run.sites = {both, one};
+  std::map<uint32_t, std::vector<int32_t>> ranks;
+  for (const auto& f : analyze_run(run)) ranks[f.sites.at(0).line] = f.ranks;
+  EXPECT_EQ(ranks[10], (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(ranks[20], (std::vector<int32_t>{1}));
+}
+
 GpuSiteRow gpu_site(uint32_t line, uint64_t cast_ns, uint64_t compute_ns) {
   GpuSiteRow row;
   row.site = SiteRef{"train.py", line, "f", "aten::linear", ""};
