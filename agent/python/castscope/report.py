@@ -30,6 +30,12 @@ def _site_text(site: dict) -> str:
     return f"{site['file']}:{site['line']} {site['op']}({site['arg']})"
 
 
+def _agent_versions(run: dict) -> str:
+    """The agents' castscope releases ("?" for agents too old to say)."""
+    versions = sorted({a.get("castscope_version") or "?" for a in run["agents"]})
+    return f"agent {', '.join(versions)}" if versions else "no agent"
+
+
 def format_report(report: dict, top: int = 15) -> str:
     """A readable summary of a report for the terminal."""
     run, totals = report["run"], report["totals"]
@@ -37,6 +43,7 @@ def format_report(report: dict, top: int = 15) -> str:
     lines = [f"castscope report: run {run['run_id']} ({len(run['agents'])} process(es), "
              f"torch {', '.join(run['torch_versions']) or '?'}, devices {', '.join(run['devices']) or 'none'}, "
              f"policy {', '.join(run['policy_hashes']) or '?'})",
+             f"  castscope {_agent_versions(run)}, collector {report.get('collector_version') or '?'}",
              f"  {totals['ops']} autocast ops ({totals['op_errors']} raised), {totals['casts']} cast decisions, "
              f"{totals['conversions']} conversions moving {totals['bytes_cast']} bytes",
              f"  cast cache: {cache['misses']} misses, {cache['hits']} hits, {cache['stale_hits']} stale hits "

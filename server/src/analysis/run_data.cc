@@ -24,7 +24,7 @@ constexpr auto kAgentRow = schema::columns(
     schema::kAgents, {"id", "agent_id", "pid", "rank", "local_rank", "world_size", "hostname", "torch_version",
                       "command", "batches", "first_sequence", "last_sequence", "events_recorded_total",
                       "events_dropped_total", "finished", "policy_hash", "casts", "ops", "cache_samples", "kernels",
-                      "gpu_timing", "gpu_records_dropped", "overlay_errors"});
+                      "gpu_timing", "gpu_records_dropped", "overlay_errors", "castscope_version"});
 constexpr auto kCastRow = schema::columns(
     schema::kCasts, {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version"});
 constexpr auto kOpRow = schema::columns(
@@ -78,6 +78,7 @@ class Loader {
       row.torch_version = a.column_text(kAgentRow["torch_version"]);
       row.command = a.column_text(kAgentRow["command"]);
       row.policy_hash = a.column_text(kAgentRow["policy_hash"]);
+      row.castscope_version = a.column_text(kAgentRow["castscope_version"]);
       row.batches = static_cast<uint64_t>(a.column_int(kAgentRow["batches"]));
       const int64_t first = a.column_int(kAgentRow["first_sequence"]), last = a.column_int(kAgentRow["last_sequence"]);
       row.missing_batches = row.batches > 0 ? static_cast<uint64_t>(last - first + 1) - row.batches : 0;

@@ -129,6 +129,7 @@ struct AgentRow {
   uint32_t pid = 0;
   int32_t rank = -1, local_rank = -1, world_size = -1;
   std::string hostname, torch_version, command, policy_hash;
+  std::string castscope_version;  // '' from agents older than the field
   bool finished = false;
   uint64_t events_recorded = 0, events_dropped = 0, batches = 0, missing_batches = 0;
   uint64_t events_stored = 0;  // casts, ops, cache samples and kernels in the store

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/cli/validators.h"
+#include "common/version/castscope_version.h"
 #include "server/src/analysis/live_analyzer.h"
 #include "server/src/cli/query_command.h"
 #include "server/src/export/export_run.h"
@@ -535,6 +536,7 @@ int main(int argc, char** argv) {
   CLI::App app("castscope-collector: stores, analyzes and serves castscope's events", kProgram);
   app.option_defaults()->take_last();  // a repeated option: the last one counts
   app.set_help_all_flag("--help-all", "print the options of every subcommand and exit");
+  app.set_version_flag("--version", std::string(kProgram) + " " + castscope::kCastscopeVersion);
   app.require_subcommand(1);
   ServeOptions serve_options;
   LoadOptions load_options;
@@ -566,6 +568,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const CLI::CallForAllHelp&) {
     std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what() << "\n";
     return 0;
   } catch (const CLI::ParseError& e) {
     const auto parsed = app.get_subcommands();

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "common/version/castscope_version.h"
 #include "server/src/analysis/analyzers.h"
 #include "server/src/analysis/run_data.h"
 
@@ -23,7 +24,9 @@ json run_json(const RunData& run, const std::set<std::string>& devices) {
     if (!a.policy_hash.empty()) policy_hashes.insert(a.policy_hash);
     if (a.rank >= 0) ranks.insert(a.rank);
     agents.push_back({{"agent_id", a.agent_id}, {"pid", a.pid}, {"rank", a.rank}, {"local_rank", a.local_rank},
-                      {"world_size", a.world_size}, {"hostname", a.hostname}, {"finished", a.finished},
+                      {"world_size", a.world_size}, {"hostname", a.hostname},
+                      {"castscope_version", a.castscope_version}, {"torch_version", a.torch_version},
+                      {"finished", a.finished},
                       {"events_recorded", a.events_recorded}, {"events_dropped", a.events_dropped},
                       {"events_stored", a.events_stored}, {"batches", a.batches},
                       {"missing_batches", a.missing_batches}, {"kernels", a.kernels},
@@ -224,6 +227,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   out = {{"report_version", 1},
          {"generated_unix_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()},
+         {"collector_version", kCastscopeVersion},
          {"run", run_json(run, devices)},
          {"totals",
           {{"casts", casts},
