@@ -14,15 +14,19 @@ class ReportError(RuntimeError):
     pass
 
 
-def load_report(db: str | pathlib.Path, run_id: str, rank: int | None = None) -> dict:
+def load_report(db: str | pathlib.Path, run_id: str, rank: int | None = None, show_progress: bool = False) -> dict:
     """The audit report of `run_id` in the database `db`; with `rank`, of that
-    rank's processes alone."""
+    rank's processes alone. `show_progress`: the collector writes to this
+    process's stderr (a terminal: its progress line, and its own error
+    message, which the ReportError then refers to)."""
     command = [str(collector_binary()), "report", "--db", str(db), "--run", run_id]
     if rank is not None:
         command += ["--rank", str(rank)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=None if show_progress else subprocess.PIPE, text=True,
+                            timeout=600)
     if result.returncode != 0:
-        raise ReportError(result.stderr.strip() or f"castscope-collector report exited with {result.returncode}")
+        raise ReportError((result.stderr or "").strip() or
+                          f"castscope-collector report exited with {result.returncode} (its message is above)")
     return json.loads(result.stdout)
 
 

@@ -168,11 +168,12 @@ json gpu_json(const RunData& run) {
 
 }  // namespace
 
-Status build_run_report(const std::string& db_path, const std::string& run_id, json& out, std::optional<int32_t> rank) {
+Status build_run_report(const std::string& db_path, const std::string& run_id, json& out, std::optional<int32_t> rank,
+                        const ReadProgress& progress) {
   Database db;
   if (Status s = db.open(db_path, Database::Mode::kReadOnly); !s.ok()) return s;
   RunData run;
-  if (Status s = load_run_data(db, run_id, run, nullptr, rank); !s.ok()) return s;
+  if (Status s = load_run_data(db, run_id, run, nullptr, rank, progress); !s.ok()) return s;
 
   // A cache hit is a decision to cast that the cast cache served: nothing
   // was converted, so conversions and their bytes leave hits out, and the
