@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/log/log.h"
+#include "common/version/castscope_version.h"
 #include "common/spool/accounting_file.h"
 
 namespace castscope {
@@ -215,7 +216,7 @@ Forwarder::StreamEnd Forwarder::stream_once() {
   v1::IngestRequest hello;
   hello.mutable_hello()->set_protocol_version(kProtocolVersion);
   hello.mutable_hello()->set_agent_id(agent_id_);
-  hello.mutable_hello()->set_client("castscope-forwarder 0.1.0");
+  hello.mutable_hello()->set_client(std::string("castscope-forwarder ") + kCastscopeVersion);
   v1::IngestResponse response;
   if (!stream->Write(hello) || !stream->Read(&response) || !response.has_welcome()) {
     context.TryCancel();

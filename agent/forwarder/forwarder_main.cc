@@ -13,6 +13,7 @@
 #include "agent/forwarder/forwarder.h"
 #include "common/cli/validators.h"
 #include "common/log/log.h"
+#include "common/version/castscope_version.h"
 
 namespace {
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   CLI::App app("castscope-forwarder: streams one agent's spool folder to a collector (started by the agent)",
                "castscope-forwarder");
   app.option_defaults()->take_last();
+  app.set_version_flag("--version", std::string("castscope-forwarder ") + castscope::kCastscopeVersion);
   app.add_option("--spool", config.agent_dir, "the agent's spool folder")->required();
   app.add_option("--collector", config.collector, "HOST:PORT of the collector")->required();
   app.add_option("--parent-pid", config.parent_pid,
@@ -52,6 +54,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
+    return 0;
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what() << "\n";
     return 0;
   } catch (const CLI::ParseError& e) {
     return usage(e.what());

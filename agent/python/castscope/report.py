@@ -14,20 +14,30 @@ class ReportError(RuntimeError):
     pass
 
 
-def load_report(db: str | pathlib.Path, run_id: str, rank: int | None = None) -> dict:
+def load_report(db: str | pathlib.Path, run_id: str, rank: int | None = None, show_progress: bool = False) -> dict:
     """The audit report of `run_id` in the database `db`; with `rank`, of that
-    rank's processes alone."""
+    rank's processes alone. `show_progress`: the collector writes to this
+    process's stderr (a terminal: its progress line, and its own error
+    message, which the ReportError then refers to)."""
     command = [str(collector_binary()), "report", "--db", str(db), "--run", run_id]
     if rank is not None:
         command += ["--rank", str(rank)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=None if show_progress else subprocess.PIPE, text=True,
+                            timeout=600)
     if result.returncode != 0:
-        raise ReportError(result.stderr.strip() or f"castscope-collector report exited with {result.returncode}")
+        raise ReportError((result.stderr or "").strip() or
+                          f"castscope-collector report exited with {result.returncode} (its message is above)")
     return json.loads(result.stdout)
 
 
 def _site_text(site: dict) -> str:
     return f"{site['file']}:{site['line']} {site['op']}({site['arg']})"
+
+
+def _agent_versions(run: dict) -> str:
+    """The agents' castscope releases ("?" for agents too old to say)."""
+    versions = sorted({a.get("castscope_version") or "?" for a in run["agents"]})
+    return f"agent {', '.join(versions)}" if versions else "no agent"
 
 
 def format_report(report: dict, top: int = 15) -> str:
@@ -37,6 +47,7 @@ def format_report(report: dict, top: int = 15) -> str:
     lines = [f"castscope report: run {run['run_id']} ({len(run['agents'])} process(es), "
              f"torch {', '.join(run['torch_versions']) or '?'}, devices {', '.join(run['devices']) or 'none'}, "
              f"policy {', '.join(run['policy_hashes']) or '?'})",
+             f"  castscope {_agent_versions(run)}, collector {report.get('collector_version') or '?'}",
              f"  {totals['ops']} autocast ops ({totals['op_errors']} raised), {totals['casts']} cast decisions, "
              f"{totals['conversions']} conversions moving {totals['bytes_cast']} bytes",
              f"  cast cache: {cache['misses']} misses, {cache['hits']} hits, {cache['stale_hits']} stale hits "

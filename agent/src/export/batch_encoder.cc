@@ -27,6 +27,7 @@ void encode_identity(const AgentIdentity& id, wire::Writer& out) {
   out.bytes(F::kCommand, id.command);
   out.bytes(F::kPolicyHash, id.policy_hash);
   for (const auto& file : id.policy_files) out.bytes(F::kPolicyFiles, file);
+  out.bytes(F::kCastscopeVersion, id.castscope_version);
 }
 
 void encode_cast(const Record& record, uint32_t op_string, uint32_t arg_string, uint32_t location_id, wire::Writer& out,

@@ -33,6 +33,7 @@ struct AgentIdentity {
   std::string command;
   std::string policy_hash;
   std::vector<std::string> policy_files;
+  std::string castscope_version;  // the release this agent was built from
 };
 
 class BatchEncoder {

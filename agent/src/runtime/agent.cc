@@ -37,6 +37,7 @@
 #include "agent/src/runtime/gpu_timing_control.h"
 #include "agent/src/runtime/spool_losses.h"
 #include "common/log/log.h"
+#include "common/version/castscope_version.h"
 #include "common/spool/accounting_file.h"
 #include "common/spool/spool_writer.h"
 
@@ -482,6 +483,7 @@ class Agent {
     identity.local_rank = process.local_rank;
     identity.world_size = process.world_size;
     identity.torch_version = config.torch_version;
+    identity.castscope_version = kCastscopeVersion;
     identity.command = config.command;
     identity.policy_hash = config.policy_hash;
     identity.policy_files = config.policy_files;

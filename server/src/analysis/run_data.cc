@@ -24,7 +24,7 @@ constexpr auto kAgentRow = schema::columns(
     schema::kAgents, {"id", "agent_id", "pid", "rank", "local_rank", "world_size", "hostname", "torch_version",
                       "command", "batches", "first_sequence", "last_sequence", "events_recorded_total",
                       "events_dropped_total", "finished", "policy_hash", "casts", "ops", "cache_samples", "kernels",
-                      "gpu_timing", "gpu_records_dropped", "overlay_errors"});
+                      "gpu_timing", "gpu_records_dropped", "overlay_errors", "castscope_version"});
 constexpr auto kCastRow = schema::columns(
     schema::kCasts, {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version"});
 constexpr auto kOpRow = schema::columns(
@@ -42,8 +42,9 @@ int64_t site_codes(int64_t codes) {
 
 class Loader {
  public:
-  Loader(Database& db, RunData& out, const std::function<void()>& between_reads, std::optional<int32_t> rank)
-      : db_(db), out_(out), between_reads_(between_reads), rank_filter_(rank) {}
+  Loader(Database& db, RunData& out, const std::function<void()>& between_reads, std::optional<int32_t> rank,
+         const ReadProgress& progress)
+      : db_(db), out_(out), between_reads_(between_reads), rank_filter_(rank), progress_(progress) {}
 
   Status run(const std::string& run_id) {
     Statement run;
@@ -78,6 +79,7 @@ class Loader {
       row.torch_version = a.column_text(kAgentRow["torch_version"]);
       row.command = a.column_text(kAgentRow["command"]);
       row.policy_hash = a.column_text(kAgentRow["policy_hash"]);
+      row.castscope_version = a.column_text(kAgentRow["castscope_version"]);
       row.batches = static_cast<uint64_t>(a.column_int(kAgentRow["batches"]));
       const int64_t first = a.column_int(kAgentRow["first_sequence"]), last = a.column_int(kAgentRow["last_sequence"]);
       row.missing_batches = row.batches > 0 ? static_cast<uint64_t>(last - first + 1) - row.batches : 0;
@@ -100,6 +102,7 @@ class Loader {
         if (row.rank >= 0) other_ranks.insert(row.rank);
         continue;
       }
+      rows_total_ += static_cast<uint64_t>(a.column_int(kAgentRow["casts"]) + a.column_int(kAgentRow["ops"]));
       out_.agents.push_back(std::move(row));
     }
     if (!error.ok()) return error;
@@ -161,6 +164,7 @@ class Loader {
     for (int64_t from = lo; from < end; from += kChunkIds) {
       if (between_reads_) between_reads_();
       if (Status s = (this->*read)(from, std::min(end, from + kChunkIds)); !s.ok()) return s;
+      if (progress_) progress_(rows_read_, rows_total_);
     }
     return Status();
   }
@@ -295,6 +299,7 @@ class Loader {
     casts.bind(2, hi);
     Status error;
     while (casts.step(error)) {
+      ++rows_read_;
       const int64_t codes = casts.column_int(kCastRow["codes"]);
       const int64_t bytes = casts.column_int(kCastRow["bytes"]);
       const auto key = std::make_tuple(casts.column_int(kCastRow["location"]), casts.column_int(kCastRow["op"]),
@@ -346,6 +351,7 @@ class Loader {
     ops.bind(2, hi);
     Status error;
     while (ops.step(error)) {
+      ++rows_read_;
       const int64_t codes = ops.column_int(kOpRow["codes"]);
       const int64_t op = ops.column_int(kOpRow["op"]), location = ops.column_int(kOpRow["location"]);
       const auto policy = static_cast<v1::CastPolicy>(code_at(codes, kOpPolicy));
@@ -473,6 +479,8 @@ class Loader {
   const std::optional<int32_t> rank_filter_;
   size_t agent_index_ = 0;  // the agent whose events are being read
   int32_t agent_rank_ = -1;
+  const ReadProgress& progress_;
+  uint64_t rows_read_ = 0, rows_total_ = 0;  // casts and ops: what progress_ is told
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, SiteRow> sites_;  // location, op, arg, codes
   std::map<std::pair<int64_t, int>, OpRow> ops_;
   std::map<std::pair<int64_t, int64_t>, BackwardOpRow> backward_;  // location, op
@@ -505,9 +513,10 @@ class Loader {
 }  // namespace
 
 Status load_run_data(Database& db, const std::string& run_id, RunData& out,
-                     const std::function<void()>& between_reads, std::optional<int32_t> rank) {
+                     const std::function<void()>& between_reads, std::optional<int32_t> rank,
+                     const ReadProgress& progress) {
   out = RunData();
-  return Loader(db, out, between_reads, rank).run(run_id);
+  return Loader(db, out, between_reads, rank, progress).run(run_id);
 }
 
 }  // namespace castscope::collector

@@ -129,6 +129,7 @@ struct AgentRow {
   uint32_t pid = 0;
   int32_t rank = -1, local_rank = -1, world_size = -1;
   std::string hostname, torch_version, command, policy_hash;
+  std::string castscope_version;  // '' from agents older than the field
   bool finished = false;
   uint64_t events_recorded = 0, events_dropped = 0, batches = 0, missing_batches = 0;
   uint64_t events_stored = 0;  // casts, ops, cache samples and kernels in the store
@@ -164,9 +165,11 @@ struct RunData {
 // runs between them (holding no snapshot), so a reader beside a live
 // collector can let its WAL checkpoints through.
 // With `rank`, only the processes of that rank (RANK): NOT_FOUND when the
-// run has none.
+// run has none. `progress`, when set, is told after each chunk how many cast
+// and op rows are read, of how many.
+using ReadProgress = std::function<void(uint64_t rows_read, uint64_t rows_total)>;
 Status load_run_data(Database& db, const std::string& run_id, RunData& out,
                      const std::function<void()>& between_reads = nullptr,
-                     std::optional<int32_t> rank = std::nullopt);
+                     std::optional<int32_t> rank = std::nullopt, const ReadProgress& progress = nullptr);
 
 }  // namespace castscope::collector

@@ -27,7 +27,9 @@
 #include <vector>
 
 #include "common/cli/validators.h"
+#include "common/version/castscope_version.h"
 #include "server/src/analysis/live_analyzer.h"
+#include "server/src/cli/progress_meter.h"
 #include "server/src/cli/query_command.h"
 #include "server/src/export/export_run.h"
 #include "server/src/ingest/collector_core.h"
@@ -470,7 +472,10 @@ int load(const LoadOptions& o) {
   }
   LiveAnalyzer analyzer(*core, std::chrono::hours(1), /*analyze_on_agent_end=*/false);  // once per run, at the end
   core->set_commit_listener([&analyzer](const std::vector<CommittedRun>& runs) { analyzer.committed(runs); });
-  const SpoolImportReport report = import_spool(*core, o.spool_dirs, BatchLimits());
+  ProgressMeter meter("castscope-collector load", ProgressMeter::Unit::kBytes);
+  const SpoolImportReport report = import_spool(*core, o.spool_dirs, BatchLimits(),
+                                                [&meter](uint64_t done, uint64_t total) { meter.update(done, total); });
+  meter.finish();
   analyzer.stop();
   core->shutdown();
   for (const std::string& problem : report.problems) std::cerr << "castscope-collector load: " << problem << "\n";
@@ -498,7 +503,11 @@ int query(QueryOptions& o) {
 
 int report(const ReportOptions& o) {
   nlohmann::json out;
-  if (Status s = build_run_report(o.db, o.run_id, out, o.rank); !s.ok()) {
+  ProgressMeter meter("castscope-collector report", ProgressMeter::Unit::kEvents);
+  const Status s = build_run_report(o.db, o.run_id, out, o.rank,
+                                    [&meter](uint64_t done, uint64_t total) { meter.update(done, total); });
+  meter.finish();
+  if (!s.ok()) {
     std::cerr << "castscope-collector report: " << s.message() << "\n";
     return s.code() == StatusCode::kNotFound ? 2 : 1;
   }
@@ -535,6 +544,7 @@ int main(int argc, char** argv) {
   CLI::App app("castscope-collector: stores, analyzes and serves castscope's events", kProgram);
   app.option_defaults()->take_last();  // a repeated option: the last one counts
   app.set_help_all_flag("--help-all", "print the options of every subcommand and exit");
+  app.set_version_flag("--version", std::string(kProgram) + " " + castscope::kCastscopeVersion);
   app.require_subcommand(1);
   ServeOptions serve_options;
   LoadOptions load_options;
@@ -566,6 +576,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const CLI::CallForAllHelp&) {
     std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what() << "\n";
     return 0;
   } catch (const CLI::ParseError& e) {
     const auto parsed = app.get_subcommands();

@@ -1,5 +1,6 @@
 #include "server/src/ingest/spool_import.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -49,12 +50,29 @@ class AckTally {
   std::vector<std::string> failures_;
 };
 
+uint64_t segment_bytes(const std::string& segment) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(segment, ec);
+  return ec ? 0 : size;
+}
+
+// How far the import is: bytes of the segments read, of all there are.
+struct ImportProgress {
+  const SpoolProgress& callback;
+  uint64_t total = 0, done = 0;
+  // Frame `frame` of `frames` of a segment of `bytes` queued: its share of the bytes.
+  void frame_queued(uint64_t bytes, size_t frame, size_t frames) const {
+    if (callback) callback(done + bytes * (frame + 1) / std::max<size_t>(frames, 1), total);
+  }
+};
+
 void import_agent_dir(CollectorCore& core, const std::string& dir, const BatchLimits& limits, AckTally& tally,
-                      SpoolImportReport& report) {
+                      SpoolImportReport& report, ImportProgress& progress) {
   ++report.agent_dirs;
   uint64_t max_sequence = 0;
   for (const std::string& segment : spool::list_segments(dir)) {
     ++report.segments;
+    const uint64_t bytes = segment_bytes(segment);
     spool::SegmentContents contents = spool::read_segment(segment);
     for (const spool::ReadProblem& problem : contents.problems) {
       ++report.frames_skipped;
@@ -77,7 +95,9 @@ void import_agent_dir(CollectorCore& core, const std::string& dir, const BatchLi
       const auto events = static_cast<uint64_t>(batch.batch().events_size());
       max_sequence = std::max(max_sequence, batch.batch().sequence());
       core.submit_and_wait_for_room(std::move(batch), tally.expect(events));
+      progress.frame_queued(bytes, frame, contents.payloads.size());
     }
+    progress.done += bytes;
   }
   // The agent's accounting (common/spool/accounting_file.h): the drops and
   // the end of a process whose last batches could not be written. Batches
@@ -102,18 +122,26 @@ bool is_agent_dir(const std::string& path) {
 
 }  // namespace
 
-SpoolImportReport import_spool(CollectorCore& core, const std::vector<std::string>& paths, const BatchLimits& limits) {
+SpoolImportReport import_spool(CollectorCore& core, const std::vector<std::string>& paths, const BatchLimits& limits,
+                               const SpoolProgress& callback) {
   SpoolImportReport report;
   AckTally tally;
+  // The agent folders first, so that the progress knows the whole size.
+  std::vector<std::string> agent_dirs;
   for (const std::string& path : paths) {
     if (is_agent_dir(path)) {
-      import_agent_dir(core, path, limits, tally, report);
+      agent_dirs.push_back(path);
       continue;
     }
-    const std::vector<std::string> agent_dirs = spool::list_agent_dirs(path);
-    if (agent_dirs.empty()) report.problems.push_back(path + ": no spool segments or agent folders here");
-    for (const std::string& dir : agent_dirs) import_agent_dir(core, dir, limits, tally, report);
+    const std::vector<std::string> found = spool::list_agent_dirs(path);
+    if (found.empty()) report.problems.push_back(path + ": no spool segments or agent folders here");
+    agent_dirs.insert(agent_dirs.end(), found.begin(), found.end());
   }
+  ImportProgress progress{callback};
+  if (callback)
+    for (const std::string& dir : agent_dirs)
+      for (const std::string& segment : spool::list_segments(dir)) progress.total += segment_bytes(segment);
+  for (const std::string& dir : agent_dirs) import_agent_dir(core, dir, limits, tally, report, progress);
   tally.wait_and_report(report);
   return report;
 }

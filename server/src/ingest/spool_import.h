@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,13 @@ struct SpoolImportReport {
   bool clean() const { return frames_skipped == 0 && batches_failed == 0; }
 };
 
+// Bytes of spool segments read so far, of all there are (for a progress line).
+using SpoolProgress = std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
+
 // Each path is a spool directory (one folder per agent) or one agent folder.
-// Returns once every batch is acknowledged.
-SpoolImportReport import_spool(CollectorCore& core, const std::vector<std::string>& paths, const BatchLimits& limits);
+// Returns once every batch is acknowledged. `progress`, if set, is called on
+// this thread after each batch is queued.
+SpoolImportReport import_spool(CollectorCore& core, const std::vector<std::string>& paths, const BatchLimits& limits,
+                               const SpoolProgress& progress = nullptr);
 
 }  // namespace castscope::collector

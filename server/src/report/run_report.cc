@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "common/version/castscope_version.h"
 #include "server/src/analysis/analyzers.h"
 #include "server/src/analysis/run_data.h"
 
@@ -23,7 +24,9 @@ json run_json(const RunData& run, const std::set<std::string>& devices) {
     if (!a.policy_hash.empty()) policy_hashes.insert(a.policy_hash);
     if (a.rank >= 0) ranks.insert(a.rank);
     agents.push_back({{"agent_id", a.agent_id}, {"pid", a.pid}, {"rank", a.rank}, {"local_rank", a.local_rank},
-                      {"world_size", a.world_size}, {"hostname", a.hostname}, {"finished", a.finished},
+                      {"world_size", a.world_size}, {"hostname", a.hostname},
+                      {"castscope_version", a.castscope_version}, {"torch_version", a.torch_version},
+                      {"finished", a.finished},
                       {"events_recorded", a.events_recorded}, {"events_dropped", a.events_dropped},
                       {"events_stored", a.events_stored}, {"batches", a.batches},
                       {"missing_batches", a.missing_batches}, {"kernels", a.kernels},
@@ -165,11 +168,12 @@ json gpu_json(const RunData& run) {
 
 }  // namespace
 
-Status build_run_report(const std::string& db_path, const std::string& run_id, json& out, std::optional<int32_t> rank) {
+Status build_run_report(const std::string& db_path, const std::string& run_id, json& out, std::optional<int32_t> rank,
+                        const ReadProgress& progress) {
   Database db;
   if (Status s = db.open(db_path, Database::Mode::kReadOnly); !s.ok()) return s;
   RunData run;
-  if (Status s = load_run_data(db, run_id, run, nullptr, rank); !s.ok()) return s;
+  if (Status s = load_run_data(db, run_id, run, nullptr, rank, progress); !s.ok()) return s;
 
   // A cache hit is a decision to cast that the cast cache served: nothing
   // was converted, so conversions and their bytes leave hits out, and the
@@ -224,6 +228,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   out = {{"report_version", 1},
          {"generated_unix_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()},
+         {"collector_version", kCastscopeVersion},
          {"run", run_json(run, devices)},
          {"totals",
           {{"casts", casts},

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "common/version/castscope_version.h"
 #include "server/src/store/store_writer.h"
 #include "server/testing/test_batches.h"
 
@@ -29,6 +30,7 @@ std::string store_run() {
   EXPECT_TRUE(writer->begin().ok());
   for (uint64_t sequence = 1; sequence <= 2; ++sequence) {
     v1::Batch batch = make_batch("run", "agent", sequence, sequence * 100);
+    batch.mutable_agent()->set_castscope_version("9.8.7");
     v1::OpEvent& op = *batch.add_events()->mutable_op();
     op.set_seq(sequence * 100 + 50);
     op.set_op_id(1);
@@ -83,6 +85,8 @@ TEST(RunReport, TotalsSitesAndFindingsFollowTheStoredEvents) {
   EXPECT_EQ(run["agents"][0]["pid"], 1234);
   EXPECT_EQ(run["agents"][0]["batches"], 2);
   EXPECT_EQ(run["agents"][0]["missing_batches"], 0);
+  EXPECT_EQ(run["agents"][0]["castscope_version"], "9.8.7");  // the agent's, as its identity said
+  EXPECT_EQ(report["collector_version"], kCastscopeVersion);
 
   // Two sites: the same (location, op, arg) in both batches is one row.
   ASSERT_EQ(report["sites"].size(), 2u);

@@ -9,6 +9,7 @@
 
 #include "castscope/v1/transport.grpc.pb.h"
 #include "common/log/logger.h"
+#include "common/version/castscope_version.h"
 #include "server/src/store/store_reader.h"
 
 namespace castscope::collector {
@@ -17,7 +18,6 @@ namespace v1 = castscope::v1;
 
 namespace {
 
-constexpr const char* kCollectorName = "castscope-collector 0.1.0";
 constexpr size_t kEventsPerFollowMessage = 1024;  // keeps messages well under clients' 4 MiB default
 
 const char* code_name(grpc::StatusCode code) {
@@ -154,7 +154,8 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
                           request.hello().agent_id());
     v1::IngestResponse response;
     response.mutable_welcome()->set_protocol_version(kProtocolVersion);
-    response.mutable_welcome()->set_collector(kCollectorName);
+    response.mutable_welcome()->set_collector(std::string("castscope-collector ") + kCastscopeVersion);
+    response.mutable_welcome()->set_collector_version(kCastscopeVersion);
     {
       std::lock_guard lock(mutex_);
       queue_write_locked(serialize(response));

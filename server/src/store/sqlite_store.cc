@@ -26,7 +26,8 @@ namespace {
 // upgrading) and the source text of locations; version 8 added ops.gemm (the
 // op's matmuls as cuBLASLt's logger described them; docs/gpu.md), unpacked
 // in the op_rows view; version 9 added agents.overlay_errors (module and
-// function overlay entries an agent skipped; docs/overlays.md).
+// function overlay entries an agent skipped; docs/overlays.md); version 10
+// added agents.castscope_version (the agent's release, from its identity).
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -68,14 +69,16 @@ const Migration kMigrations[] = {
        return Status();
      }},
     {8, "ALTER TABLE agents ADD COLUMN overlay_errors TEXT NOT NULL DEFAULT '[]'"},
+    // Agents stored before version 10 did not say their release: ''.
+    {9, "ALTER TABLE agents ADD COLUMN castscope_version TEXT NOT NULL DEFAULT ''"},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 8;
+constexpr int kNewestMigrationFrom = 9;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version
-// (version 8 lacks agents.overlay_errors, which the readers select).
-constexpr int kOldestReadableVersion = 9;
+// (version 9 lacks agents.castscope_version, which the readers select).
+constexpr int kOldestReadableVersion = 10;
 
 }  // namespace
 

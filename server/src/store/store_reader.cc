@@ -41,7 +41,7 @@ constexpr auto kAgentSummary = schema::columns(
     schema::kAgents, {"agent_id", "pid", "rank", "local_rank", "world_size", "hostname", "torch_version", "command",
                       "batches", "casts", "ops", "cache_samples", "events_recorded_total", "events_dropped_total",
                       "first_sequence", "last_sequence", "finished", "policy_hash", "policy_files", "kernels",
-                      "gpu_timing", "gpu_records_dropped"});
+                      "gpu_timing", "gpu_records_dropped", "castscope_version"});
 constexpr auto kAgentRef = schema::columns(schema::kAgents, {"id", "agent_id"});
 constexpr auto kStringId = schema::columns(schema::kStrings, {"id"});
 constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
@@ -103,6 +103,7 @@ Status StoreReader::list_runs(v1::ListRunsResponse& out) {
       identity.set_torch_version(a.column_text(kAgentSummary["torch_version"]));
       identity.set_command(a.column_text(kAgentSummary["command"]));
       identity.set_policy_hash(a.column_text(kAgentSummary["policy_hash"]));
+      identity.set_castscope_version(a.column_text(kAgentSummary["castscope_version"]));
       for (const auto& file : nlohmann::json::parse(a.column_text(kAgentSummary["policy_files"]), nullptr, false))
         if (file.is_string()) identity.add_policy_files(file.get<std::string>());
       const auto batches = static_cast<uint64_t>(a.column_int(kAgentSummary["batches"]));

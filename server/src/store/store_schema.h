@@ -157,6 +157,8 @@ inline constexpr Column kAgentsColumns[] = {
     {"gpu_records_dropped", "INTEGER NOT NULL DEFAULT 0"},
     // Version 9: AgentStats.overlay_errors, the longest list seen (JSON array).
     {"overlay_errors", "TEXT NOT NULL DEFAULT '[]'"},
+    // Version 10: AgentIdentity.castscope_version ('' from older agents).
+    {"castscope_version", "TEXT NOT NULL DEFAULT ''"},
 };
 inline constexpr Table kAgents{"agents", kAgentsColumns, "UNIQUE(run, agent_id)"};
 

@@ -50,7 +50,7 @@ constexpr auto kRunInsert = schema::columns(schema::kRuns, {"run_id", "first_see
 constexpr auto kRunUpdate = schema::columns(schema::kRuns, {"last_seen_unix_ns"});
 constexpr auto kAgentIdentity =
     schema::columns(schema::kAgents, {"run", "agent_id", "pid", "rank", "local_rank", "world_size", "hostname",
-                                      "torch_version", "command", "policy_hash", "policy_files"});
+                                      "torch_version", "command", "policy_hash", "policy_files", "castscope_version"});
 constexpr auto kAgentCounters = schema::columns(
     schema::kAgents, {"batches", "casts", "ops", "cache_samples", "kernels", "first_sequence", "last_sequence",
                       "events_recorded_total", "events_dropped_total", "internal_errors", "finished", "gpu_timing",
@@ -277,6 +277,7 @@ Status StoreWriter::find_or_create_agent(const v1::Batch& batch, uint64_t now_un
       a.bind_text(kAgentIdentity.param("policy_hash"), identity.policy_hash());
       const std::string policy_files = nlohmann::json(identity.policy_files()).dump();  // bound, not copied
       a.bind_text(kAgentIdentity.param("policy_files"), policy_files);
+      a.bind_text(kAgentIdentity.param("castscope_version"), identity.castscope_version());
       error = insert_agent_.run();
       agent.id = sqlite3_last_insert_rowid(db_.handle());
     }

@@ -154,6 +154,7 @@ Status ViewerQueries::runs(json& out) {
                         {"hostname", id.hostname()},
                         {"command", id.command()},
                         {"torch_version", id.torch_version()},
+                        {"castscope_version", id.castscope_version()},
                         {"batches", a.batches()},
                         {"missing_batches", a.missing_sequences()},
                         {"casts", a.casts()},

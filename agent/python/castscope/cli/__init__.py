@@ -21,6 +21,7 @@
     castscope view DIR|DB     serve the viewer over a stored run, read-only, until Ctrl-C
     castscope query ARGS...   read a database or a collector (castscope-collector query;
                               --collector HOST:PORT [--token T] [--tls-ca PEM])
+    castscope --version       castscope's release and the torch the agent was built for
 
 One module per command group: `policy`, `run`, `report` (report and diff),
 `export`, `collector` (serve, load, query: handed to castscope-collector).
@@ -33,11 +34,40 @@ import sys
 from . import collector, export, policy, report, run
 
 
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
+
+def version_text() -> str:
+    """castscope's release (the package's, = project(castscope VERSION)) and,
+    when the agent is built, the torch it was built for (loading it imports torch)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .._native import AttachError, agent_torch_version
+
+    try:
+        release = version("castscope")
+    except PackageNotFoundError:
+        release = "unknown (the castscope package is not installed; pip install -e agent/python)"
+    try:
+        torch = f"agent built for torch {agent_torch_version()}"
+    except (AttachError, ImportError, OSError) as e:
+        torch = f"agent: {e}"
+    return f"castscope {release}\n{torch}"
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in collector.COMMANDS:
         return collector.pass_through(argv[0], argv[1:])
     parser = argparse.ArgumentParser(prog="castscope", description="see what autocast did to your job")
+    parser.add_argument("--version", action=_VersionAction, help="print castscope's release and the torch the agent "
+                                                                 "was built for, and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     for group in (policy, run, report, export, collector):
         group.add_parsers(commands)

@@ -54,7 +54,7 @@ def report_command(args) -> int:
         print(f"castscope report: --source-root {args.source_root}: not a directory", file=sys.stderr)
         return 2
     try:
-        report = load_report(args.db, args.run, rank=args.rank)
+        report = load_report(args.db, args.run, rank=args.rank, show_progress=sys.stderr.isatty())
     except (ReportError, FileNotFoundError) as e:
         print(f"castscope report: {e}", file=sys.stderr)
         return 2
