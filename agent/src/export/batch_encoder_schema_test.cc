@@ -226,6 +226,7 @@ AgentIdentity agent_identity() {
   id.torch_version = "2.14.1";
   id.command = "python train.py";
   id.policy_hash = "sha1:0123456789abcdef0123456789abcdef01234567";
+  id.castscope_version = "0.1.0";
   id.policy_files = {"base.json", "overlay.json"};
   return id;
 }
@@ -371,6 +372,7 @@ v1::Batch expected_batch() {
   agent.set_torch_version("2.14.1");
   agent.set_command("python train.py");
   agent.set_policy_hash("sha1:0123456789abcdef0123456789abcdef01234567");
+  agent.set_castscope_version("0.1.0");
   agent.add_policy_files("base.json");
   agent.add_policy_files("overlay.json");
   batch.set_sequence(4);
