@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 namespace castscope {
 namespace {
@@ -227,6 +229,58 @@ std::string read_policy_file(const std::string& path, std::string& text) {
   return error;
 }
 
+// Adds errors about one entry of a policy file, with its file and line.
+struct EntryErrors {
+  std::vector<PolicyError>& errors;
+  const std::string& file;
+  int line;
+  const std::string& entry;
+  void operator()(const std::string& message) const { errors.push_back(PolicyError{file, line, entry, message}); }
+};
+
+// An entry's value: a policy name, or an object with a string "policy" and
+// no keys but `keys`, each a string. The policy's name; nullopt after
+// reporting why not.
+std::optional<std::string> entry_policy_name(const json& spec, std::initializer_list<std::string_view> keys,
+                                             const EntryErrors& fail) {
+  if (spec.is_string()) return spec.get<std::string>();
+  if (!spec.is_object() || !spec.contains("policy") || !spec["policy"].is_string()) {
+    fail("must be a policy name or an object with \"policy\"");
+    return std::nullopt;
+  }
+  std::string expected = "policy";
+  for (std::string_view key : keys) expected += ", " + std::string(key);
+  bool bad_key = false;
+  for (const auto& [key, value] : spec.items()) {
+    if (key != "policy" && std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      fail("unknown key \"" + key + "\" (expected " + expected + ")");
+      bad_key = true;
+    } else if (!value.is_string()) {
+      fail("\"" + key + "\" must be a string");
+      bad_key = true;
+    }
+  }
+  if (bad_key) return std::nullopt;
+  return spec["policy"].get<std::string>();
+}
+
+// An object entry's "dtype" (lower_precision_fp only): kUnspecified when it
+// has none; nullopt after reporting a bad one.
+std::optional<DType> entry_dtype(const json& spec, CastPolicy policy, const EntryErrors& fail) {
+  if (!spec.is_object() || !spec.contains("dtype")) return DType::kUnspecified;
+  const auto name = spec["dtype"].get<std::string>();
+  const DType dtype = dtype_from_name(name);
+  if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) {
+    fail("unknown dtype \"" + name + "\" (a lower-precision dtype is float16 or bfloat16)");
+    return std::nullopt;
+  }
+  if (policy != CastPolicy::kLowerPrecisionFp) {
+    fail("\"dtype\" applies only to lower_precision_fp");
+    return std::nullopt;
+  }
+  return dtype;
+}
+
 // "package.module.Name" (attribute Name of module package.module) or
 // "package.module:Class.attr" (the colon says where the module ends):
 // dotted Python identifiers, a module and at least one attribute.
@@ -273,30 +327,13 @@ void parse_callables(const json& section, CallableKind kind, const std::string& 
     overlay.device = device;
     overlay.file = file;
     overlay.line = line;
-    std::string policy;
-    if (spec.is_string()) {
-      policy = spec.get<std::string>();
-    } else if (spec.is_object() && spec.contains("policy") && spec["policy"].is_string()) {
-      policy = spec["policy"].get<std::string>();
-      bool bad_key = false;
-      for (const auto& [key, value] : spec.items()) {
-        if (key != "policy" && key != "output" && key != "dtype" && key != "note") {
-          fail(line, target, "unknown key \"" + key + "\" (expected policy, output, dtype, note)");
-          bad_key = true;
-        } else if (!value.is_string()) {
-          fail(line, target, "\"" + key + "\" must be a string");
-          bad_key = true;
-        }
-      }
-      if (bad_key) continue;
-    } else {
-      fail(line, target, "must be a policy name or an object with \"policy\"");
-      continue;
-    }
-    overlay.policy = policy_from_name(policy);
+    const EntryErrors entry_errors{result.errors, file, line, target};
+    const std::optional<std::string> policy = entry_policy_name(spec, {"output", "dtype", "note"}, entry_errors);
+    if (!policy) continue;
+    overlay.policy = policy_from_name(*policy);
     if (overlay.policy != CastPolicy::kLowerPrecisionFp && overlay.policy != CastPolicy::kFp32 &&
         overlay.policy != CastPolicy::kPromote) {
-      fail(line, target, "unknown policy \"" + policy + "\" for a " + callable_kind_name(kind) +
+      fail(line, target, "unknown policy \"" + *policy + "\" for a " + callable_kind_name(kind) +
                              " overlay (expected one of lower_precision_fp, fp32, promote)");
       continue;
     }
@@ -311,18 +348,9 @@ void parse_callables(const json& section, CallableKind kind, const std::string& 
         continue;
       }
     }
-    if (spec.is_object() && spec.contains("dtype")) {
-      const auto name = spec["dtype"].get<std::string>();
-      overlay.dtype = dtype_from_name(name);
-      if (overlay.dtype != DType::kFloat16 && overlay.dtype != DType::kBFloat16) {
-        fail(line, target, "unknown dtype \"" + name + "\" (a lower-precision dtype is float16 or bfloat16)");
-        continue;
-      }
-      if (overlay.policy != CastPolicy::kLowerPrecisionFp) {
-        fail(line, target, "\"dtype\" applies only to lower_precision_fp");
-        continue;
-      }
-    }
+    const std::optional<DType> dtype = entry_dtype(spec, overlay.policy, entry_errors);
+    if (!dtype) continue;
+    overlay.dtype = *dtype;
     result.callables[{kind, target}] = std::move(overlay);
   }
 }
@@ -488,44 +516,19 @@ PolicySet parse_policy_text(std::string_view text, const std::string& file) {
     PolicyEntry entry;
     entry.op = op;
     entry.origin = file + ":" + std::to_string(line);
-    std::string policy;
-    if (spec.is_string()) {
-      policy = spec.get<std::string>();
-    } else if (spec.is_object() && spec.contains("policy") && spec["policy"].is_string()) {
-      policy = spec["policy"].get<std::string>();
-      bool bad_key = false;
-      for (const auto& [key, value] : spec.items()) {
-        if (key != "policy" && key != "dtype" && key != "redispatch" && key != "message" && key != "note") {
-          fail(line, op, "unknown key \"" + key + "\" (expected policy, dtype, redispatch, message, note)");
-          bad_key = true;
-        } else if (key != "policy" && !value.is_string()) {
-          fail(line, op, "\"" + key + "\" must be a string");
-          bad_key = true;
-        }
-      }
-      if (bad_key) continue;
-    } else {
-      fail(line, op, "must be a policy name or an object with \"policy\"");
-      continue;
-    }
-    entry.policy = policy_from_name(policy);
+    const EntryErrors entry_errors{result.errors, file, line, op};
+    const std::optional<std::string> policy =
+        entry_policy_name(spec, {"dtype", "redispatch", "message", "note"}, entry_errors);
+    if (!policy) continue;
+    entry.policy = policy_from_name(*policy);
     if (entry.policy == CastPolicy::kUnspecified) {
-      fail(line, op, "unknown policy \"" + policy + "\" (expected one of " + policy_names_list() + ")");
+      fail(line, op, "unknown policy \"" + *policy + "\" (expected one of " + policy_names_list() + ")");
       continue;
     }
+    const std::optional<DType> dtype = entry_dtype(spec, entry.policy, entry_errors);
+    if (!dtype) continue;
+    entry.dtype = *dtype;
     if (spec.is_object()) {
-      if (spec.contains("dtype")) {
-        const auto name = spec["dtype"].get<std::string>();
-        entry.dtype = dtype_from_name(name);
-        if (entry.dtype != DType::kFloat16 && entry.dtype != DType::kBFloat16) {
-          fail(line, op, "unknown dtype \"" + name + "\" (a lower-precision dtype is float16 or bfloat16)");
-          continue;
-        }
-        if (entry.policy != CastPolicy::kLowerPrecisionFp) {
-          fail(line, op, "\"dtype\" applies only to lower_precision_fp");
-          continue;
-        }
-      }
       if (spec.contains("redispatch")) entry.redispatch = spec["redispatch"].get<std::string>();
       if (spec.contains("message")) entry.message = spec["message"].get<std::string>();
     }
