@@ -9,15 +9,6 @@
 namespace castscope {
 namespace {
 
-EventLogStats stats_of(uint64_t recorded, uint64_t dropped, uint64_t internal_errors) {
-  EventLogStats stats;
-  stats.recorded = recorded;
-  stats.dropped = dropped;
-  stats.internal_errors = internal_errors;
-  return stats;
-}
-
-
 Record cast_record(uint64_t seq) {
   Record r{};
   r.seq = seq;
@@ -101,7 +92,7 @@ TEST(BatchEncoder, BatchParsesWithEveryField) {
   sample.sample.live_casts = 3;
   sample.sample.live_bytes = 1024;
   encoder.add(sample, OpMeta{}, 0, Location{});
-  encoder.add_stats(stats_of(13, 2, 1), 555);
+  encoder.add_stats(EventLogStats{13, 2, 1, 0, {}}, 555);
   EXPECT_EQ(encoder.events(), 5u);
 
   v1::Batch batch;
@@ -194,7 +185,7 @@ TEST(BatchEncoder, TheStatsEventIsNoRecordOfTheLog) {
   const OpMeta mm{"aten::mm", {"self", "mat2"}};
   encoder.add(cast_record(1), mm, 0, Location{});
   encoder.add(cast_record(2), mm, 0, Location{});
-  encoder.add_stats(stats_of(2, 0, 0), 1);
+  encoder.add_stats(EventLogStats{2, 0, 0, 0, {}}, 1);
   EXPECT_EQ(encoder.events(), 3u);
   EXPECT_EQ(encoder.record_events(), 2u);  // a lost batch loses two recorded events, not three
   encoder.finish(1, 2, 0, true);

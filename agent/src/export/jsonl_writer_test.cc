@@ -13,15 +13,6 @@
 namespace castscope {
 namespace {
 
-EventLogStats stats_of(uint64_t recorded, uint64_t dropped, uint64_t internal_errors) {
-  EventLogStats stats;
-  stats.recorded = recorded;
-  stats.dropped = dropped;
-  stats.internal_errors = internal_errors;
-  return stats;
-}
-
-
 Record cast_record() {
   Record r{};
   r.seq = 7;
@@ -81,7 +72,7 @@ TEST(JsonlWriter, LinesParseAsProtoEvents) {
       record_to_json(cast_record(), OpMeta{"aten::mm", {"self", "mat2"}}, where),
       record_to_json(op, OpMeta{"aten::nll_loss", {}}, Location{}),
       record_to_json(sample, OpMeta{}, Location{}),
-      stats_to_json(stats_of(10, 2, 1), ProcessIdentity{42, 0, 0, 2}, "2.14.1", 99),
+      stats_to_json(EventLogStats{10, 2, 1, 0, {}}, ProcessIdentity{42, 0, 0, 2}, "2.14.1", 99),
   };
   for (const auto& line : lines) {
     castscope::v1::Event event;
