@@ -38,6 +38,7 @@ _WEIGHT, _INPUT, _ACTIVATION = 1, 2, 3
 _MARK = "_castscope_overlay"  # set on every wrapper: never wrap twice
 
 
+@functools.lru_cache(maxsize=None)
 def _dtype_code(dtype) -> int:
     import torch
 
@@ -104,22 +105,16 @@ def _tensors(args, kwargs, overlay: _Overlay):
     import torch
 
     start = 1 if overlay.skips_self else 0
-    for position, value in enumerate(args[start:]):
-        index = overlay.positional_index(position)
+    places = [(value, overlay.positional_index(position), ("arg", start + position))
+              for position, value in enumerate(args[start:])]
+    places += [(value, overlay.keyword_index(name), ("kwarg", name)) for name, value in kwargs.items()]
+    for value, index, (kind, key) in places:
         if isinstance(value, torch.Tensor):
-            yield value, index, -1, ("arg", start + position, None)
+            yield value, index, -1, (kind, key, None)
         elif type(value) in (list, tuple):  # not namedtuples (PackedSequence...): left as they are
             for item_index, item in enumerate(value):
                 if isinstance(item, torch.Tensor):
-                    yield item, index, item_index, ("arg", start + position, item_index)
-    for name, value in kwargs.items():
-        index = overlay.keyword_index(name)
-        if isinstance(value, torch.Tensor):
-            yield value, index, -1, ("kwarg", name, None)
-        elif type(value) in (list, tuple):
-            for item_index, item in enumerate(value):
-                if isinstance(item, torch.Tensor):
-                    yield item, index, item_index, ("kwarg", name, item_index)
+                    yield item, index, item_index, (kind, key, item_index)
 
 
 def _autocast_device(tensors, overlay: _Overlay) -> str | None:

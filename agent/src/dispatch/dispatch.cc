@@ -123,22 +123,8 @@ void describe_op_context(OpFields& op, c10::DeviceType device, LocationTable& lo
     if (at::autocast::is_autocast_enabled(d.device)) op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(d.kind));
 }
 
-namespace {
-
-// Role, shape and size of a cast's source tensor. Symbolic shapes (tracing
-// for export) have no concrete sizes: left at zero dims.
-void describe_source(CastFields& cast, const at::Tensor& t) {
-  cast.role = role_of(t);
-  if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) return;
-  const auto sizes = t.sizes();
-  cast.ndim = static_cast<uint8_t>(sizes.size() > 255 ? 255 : sizes.size());
-  for (size_t d = 0; d < sizes.size() && d < static_cast<size_t>(kMaxShapeDims); ++d) cast.shape[d] = sizes[d];
-  cast.bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
-}
-
-// A cast record with its identity filled in; the caller adds the decision.
 Record new_cast_record(EventLog& log, uint32_t op_id, uint32_t thread, CastPolicy policy, DeviceKind device,
-                       const OpContext& context, uint64_t reserved_seq = 0) {
+                       const OpContext& context, uint64_t reserved_seq) {
   Record r = reserved_seq != 0 ? log.new_record(RecordKind::kCast, thread, reserved_seq)
                                : log.new_record(RecordKind::kCast, thread);
   r.op_id = op_id;
@@ -150,6 +136,19 @@ Record new_cast_record(EventLog& log, uint32_t op_id, uint32_t thread, CastPolic
   r.cast.location = context.location;
   r.cast.cache = CacheOutcome::kNotCacheable;
   return r;
+}
+
+namespace {
+
+// Role, shape and size of a cast's source tensor. Symbolic shapes (tracing
+// for export) have no concrete sizes: left at zero dims.
+void describe_source(CastFields& cast, const at::Tensor& t) {
+  cast.role = role_of(t);
+  if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) return;
+  const auto sizes = t.sizes();
+  cast.ndim = static_cast<uint8_t>(sizes.size() > 255 ? 255 : sizes.size());
+  for (size_t d = 0; d < sizes.size() && d < static_cast<size_t>(kMaxShapeDims); ++d) cast.shape[d] = sizes[d];
+  cast.bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
 }
 
 CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::DeviceType device) {
