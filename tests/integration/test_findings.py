@@ -48,6 +48,7 @@ CASES = [
     ("backward-under-autocast", ["backward_in_region.py"], "the backward line", ["recommended_loop.py"]),
     ("cache-growth", ["cache_growth.py"], "torch.mm(x, w)", ["cache_per_iteration.py"]),
     ("mode-mismatch", ["mode_mismatch.py"], "the mismatching line", ["one_mode.py"]),
+    ("mode-mismatch", ["jit_promote.py", "mixed"], "the promoting line", ["jit_promote.py", "explicit"]),
     ("script-disable-ignored", ["disable_in_script.py", "script"], "fp32 by intent", ["disable_in_script.py", "eager"]),
     ("script-disable-ignored", ["disable_in_script.py", "script"], "fp32 by intent", ["one_mode.py"]),
     ("trace-dropped-autocast", ["trace_dropped_disable.py"], "fp32 by intent", ["trace_kept_dtypes.py"]),
@@ -109,6 +110,34 @@ def test_lightning_bf16_mixed_training_raises_nothing_above_info(tmp_path):
     report = run_scenario(tmp_path, "lightning_bf16.py")
     assert [f for f in report["findings"] if f["severity"] != "info"] == []
     assert report["totals"]["casts_by_dtype_pair"].get("float32->bfloat16", 0) > 0  # Lightning's autocast was seen
+
+
+def test_mode_mismatch_compares_what_each_line_returned_in_order_of_execution(tmp_path):
+    # Eager code outside the autocast lists makes no cast event: only the
+    # dtypes the ops returned show that JIT autocast promoted them.
+    report = run_scenario(tmp_path, "jit_promote.py", "mixed")
+    raised = findings(report, "mode-mismatch")
+    script = str(SCENARIOS / "jit_promote.py")
+    assert [(f["sites"][0]["file"], f["sites"][0]["line"], f["sites"][0]["op"]) for f in raised] == [
+        (script, line_of("jit_promote.py", "the promoting line"), "aten::add.Tensor"),
+        (script, line_of("jit_promote.py", "the second promoting line"), "aten::mul.Tensor")]
+    for finding in raised:
+        assert finding["evidence"]["outputs_by_mode"] == {"eager": ["bfloat16"], "script": ["float32"]}
+        assert finding["evidence"]["observed"] == "op probe windows only"
+        assert "eager: bfloat16; script: float32" in finding["summary"]
+    assert [f for f in report["findings"] if f["severity"] not in ("info",) and f["kind"] != "mode-mismatch"] == []
+
+
+def test_script_under_trace_names_the_traced_line_that_calls_into_torchscript(tmp_path):
+    report = run_scenario(tmp_path, "script_under_trace.py", "autocast")
+    [finding] = findings(report, "script-under-trace")
+    script = str(SCENARIOS / "script_under_trace.py")
+    calling, scripted = finding["sites"]
+    assert (calling["file"], calling["line"], calling["function"]) == (
+        script, line_of("script_under_trace.py", "return scripted(a, b) + 1"), "model")
+    assert (scripted["file"], scripted["line"], scripted["op"]) == (
+        script, line_of("script_under_trace.py", "the scripted line"), "aten::mm")
+    assert f"called from {script}:{calling['line']}" in finding["summary"]
 
 
 def test_diff_of_eager_and_scripted_runs_points_at_the_line(tmp_path):

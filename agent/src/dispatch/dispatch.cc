@@ -19,8 +19,11 @@
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/library.h>
 
+#include <map>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <tuple>
 
 #include "agent/src/context/jit_context.h"
 #include "agent/src/dispatch/autocast_keys.h"
@@ -90,6 +93,25 @@ Role role_of(const at::Tensor& t) {
   return t.requires_grad() ? Role::kWeight : Role::kInput;
 }
 
+// A scripted line run while torch.jit.trace records, with the traced Python
+// line that called into TorchScript as the second frame of its stack: that
+// call is where the user combined the two (script-under-trace names both).
+// Rare (only while a trace records), so one mutex-guarded map suffices.
+uint32_t with_calling_line(uint32_t scripted, uint32_t python, LocationTable& locations) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const LocationTable*, uint32_t, uint32_t>, uint32_t> combined;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(&locations, scripted, python);
+  if (auto found = combined.find(key); found != combined.end()) return found->second;
+  auto frame = [](const Location& l) { return l.file + ":" + std::to_string(l.line) + " " + l.function; };
+  Location location = locations.get(scripted);
+  const Location caller = locations.get(python);
+  location.stack = frame(location) + "\n" + frame(caller);
+  const uint32_t id = locations.intern(location);
+  combined.emplace(key, id);
+  return id;
+}
+
 }  // namespace
 
 OpContext current_op_context(LocationTable& locations) {
@@ -99,10 +121,14 @@ OpContext current_op_context(LocationTable& locations) {
   JitContext jit;
   if (context.mode == ExecutionMode::kEager && current_jit_context(locations, jit)) {
     context.mode = jit.mode;
-    // The tracer pauses inside scripted calls: only the bracket knows.
-    if (jit.mode == ExecutionMode::kScript && trace_recording_on_this_thread())
-      context.mode = ExecutionMode::kScriptWhileTracing;
     context.location = jit.location;
+    // The tracer pauses inside scripted calls: only the bracket knows.
+    if (jit.mode == ExecutionMode::kScript && trace_recording_on_this_thread()) {
+      context.mode = ExecutionMode::kScriptWhileTracing;
+      LocationReader reader = g_python_location_reader.load(std::memory_order_acquire);
+      const uint32_t python = reader != nullptr ? reader() : 0;
+      if (jit.has_source && python != 0) context.location = with_calling_line(jit.location, python, locations);
+    }
     if (jit.has_source) return context;
     // JIT-inserted ops (autocast casts inside differentiable graphs) carry no
     // range: the Python line that called into TorchScript is the best we have.
@@ -114,8 +140,11 @@ OpContext current_op_context(LocationTable& locations) {
 }
 
 void describe_op_context(OpFields& op, c10::DeviceType device, LocationTable& locations) {
+  describe_op_context(op, device, current_op_context(locations));
+}
+
+void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context) {
   op.autocast_dtype = to_dtype(at::autocast::get_lower_precision_fp_from_device_type(device));
-  const OpContext context = current_op_context(locations);
   op.mode = context.mode;
   op.phase = context.phase;
   op.location = context.location;

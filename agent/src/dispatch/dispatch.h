@@ -56,6 +56,8 @@ OpContext current_op_context(LocationTable& locations);
 // An op record's autocast state and context: the region's lower-precision
 // dtype on `device`, mode, phase, location, the devices with autocast on.
 void describe_op_context(OpFields& op, c10::DeviceType device, LocationTable& locations);
+// The same with the context already known.
+void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context);
 
 DType to_dtype(c10::ScalarType type);
 

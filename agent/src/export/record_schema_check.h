@@ -115,7 +115,8 @@ static_assert(same(SampleTrigger::kStop, pb::CacheSample::Trigger_MAX));
 static_assert(same(ProbeReason::kUnspecified, pb::PROBE_REASON_UNSPECIFIED));
 static_assert(same(ProbeReason::kFullPrecisionUnderAutocast, pb::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST));
 static_assert(same(ProbeReason::kLowPrecisionMeetsFp32, pb::PROBE_REASON_LOW_PRECISION_MEETS_FP32));
-static_assert(same(ProbeReason::kLowPrecisionMeetsFp32, pb::ProbeReason_MAX));
+static_assert(same(ProbeReason::kDtypes, pb::PROBE_REASON_DTYPES));
+static_assert(same(ProbeReason::kDtypes, pb::ProbeReason_MAX));
 
 static_assert(same(LocationKind::kUnspecified, pb::SourceLocation::KIND_UNSPECIFIED));
 static_assert(same(LocationKind::kPython, pb::SourceLocation::KIND_PYTHON));

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "agent/src/dispatch/autocast_keys.h"
@@ -44,6 +45,8 @@ struct ThreadState {
   std::unordered_map<const c10::TensorImpl*, ExplicitCast> explicit_casts;
   // Whether an op has an autocast kernel of its own, per "name.overload" and key.
   std::unordered_map<std::string, bool> has_autocast_kernel;
+  // The (line, op, mode, dtypes) signatures already recorded (dtype_signature).
+  std::unordered_set<uint64_t> dtypes_seen;
 
   void sync(uint64_t current) {
     if (generation == current) return;
@@ -54,6 +57,7 @@ struct ThreadState {
   void forget() {
     made_in_region.clear();
     explicit_casts.clear();
+    dtypes_seen.clear();
   }
 };
 thread_local ThreadState t_state;
@@ -134,10 +138,9 @@ bool not_covered_by_autocast(ThreadState& s, const c10::OperatorName& name, cons
   return !builtin_namespace(op);
 }
 
-void emit(const at::RecordFunction& fn, ProbeReason reason, const AutocastDevice& device,
+void emit(const at::RecordFunction& fn, ProbeReason reason, const AutocastDevice& device, const OpContext& context,
           const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
-  Runtime& runtime = process_runtime();
-  EventLog& log = runtime.events;
+  EventLog& log = process_runtime().events;
   Record r = log.new_record(RecordKind::kOp);
   const auto name = fn.operator_name();
   r.op_id = log.intern_op(name ? full_name(*name) : std::string(fn.name()));
@@ -149,9 +152,31 @@ void emit(const at::RecordFunction& fn, ProbeReason reason, const AutocastDevice
   }
   r.op.output = outputs.empty() ? DType::kUnspecified : to_dtype(outputs.front().scalar_type());
   r.op.ok = true;
-  describe_op_context(r.op, device.device, runtime.locations);
+  describe_op_context(r.op, device.device, context);
   r.op.probe = reason;
   log.record(r);
+}
+
+// mode-mismatch compares what a line computed in across eager, scripted and
+// traced execution, and ops outside the autocast lists make no cast event: so
+// each outermost op's dtypes are recorded once per window, thread, line, op,
+// mode and dtypes. The key is a 64-bit hash (the name pointer is the
+// overload's own schema string); a collision only skips a record.
+void note_dtypes(const at::RecordFunction& fn, ThreadState& s, const AutocastDevice& device, const OpContext& context,
+                 const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+  // JIT autocast's own casts are the mechanism: their consumers show the result.
+  if (std::strncmp(fn.name(), "aten::_autocast_to_", 19) == 0) return;
+  uint64_t key = 1469598103934665603ull;
+  auto mix = [&key](uint64_t value) { key = (key ^ value) * 1099511628211ull; };
+  mix(reinterpret_cast<uintptr_t>(fn.name()));
+  mix(context.location);
+  mix(static_cast<uint64_t>(context.mode));
+  mix(at::autocast::is_autocast_enabled(device.device) ? 1 : 0);
+  for (const at::Tensor& t : inputs) mix(static_cast<uint64_t>(t.scalar_type()) + 1);
+  mix(0xff);
+  for (const at::Tensor& t : outputs) mix(static_cast<uint64_t>(t.scalar_type()) + 1);
+  if (s.dtypes_seen.size() >= kMaxTracked) s.dtypes_seen.clear();
+  if (s.dtypes_seen.insert(key).second) emit(fn, ProbeReason::kDtypes, device, context, inputs, outputs);
 }
 
 // The outermost op's tensor inputs, taken when it starts: the dispatcher
@@ -175,6 +200,8 @@ void inspect(const at::RecordFunction& fn, ThreadState& s, const std::vector<at:
   for (const auto& d : kAutocastDevices)
     if (d.device == floating->device().type()) device = &d;
   if (device == nullptr) return;
+  const OpContext context = current_op_context(process_runtime().locations);
+  note_dtypes(fn, s, *device, context, inputs, outputs);
 
   if (std::strcmp(fn.name(), "aten::to") == 0 || std::strcmp(fn.name(), "aten::_to_copy") == 0) {
     const c10::ScalarType from = floating->scalar_type();
@@ -190,7 +217,7 @@ void inspect(const at::RecordFunction& fn, ThreadState& s, const std::vector<at:
       fp32_input |= t.scalar_type() == at::kFloat && at::autocast::is_eligible(t, device->device);
     const auto name = fn.operator_name();
     if (fp32_input && name && not_covered_by_autocast(s, *name, *device))
-      emit(fn, ProbeReason::kFullPrecisionUnderAutocast, *device, inputs, outputs);
+      emit(fn, ProbeReason::kFullPrecisionUnderAutocast, *device, context, inputs, outputs);
     return;
   }
 
@@ -202,7 +229,7 @@ void inspect(const at::RecordFunction& fn, ThreadState& s, const std::vector<at:
   }
   if (!from_region) return;
   if (meets_fp32) {
-    emit(fn, ProbeReason::kLowPrecisionMeetsFp32, *device, inputs, outputs);
+    emit(fn, ProbeReason::kLowPrecisionMeetsFp32, *device, context, inputs, outputs);
     return;
   }
   for (const at::Tensor& out : outputs)  // still the region's data (a view, a sum)

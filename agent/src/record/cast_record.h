@@ -79,7 +79,12 @@ enum class Phase : uint8_t { kUnspecified = 0, kForward = 1, kBackward = 2 };
 enum class SampleTrigger : uint8_t { kUnspecified = 0, kIteration = 1, kInterval = 2, kStop = 3 };
 
 // Values equal castscope.v1.ProbeReason.
-enum class ProbeReason : uint8_t { kUnspecified = 0, kFullPrecisionUnderAutocast = 1, kLowPrecisionMeetsFp32 = 2 };
+enum class ProbeReason : uint8_t {
+  kUnspecified = 0,
+  kFullPrecisionUnderAutocast = 1,
+  kLowPrecisionMeetsFp32 = 2,
+  kDtypes = 3,
+};
 
 // Values equal castscope.v1.GpuActivity.
 enum class GpuActivity : uint8_t { kUnspecified = 0, kKernel = 1, kMemcpy = 2, kMemset = 3 };

@@ -195,54 +195,119 @@ void backward_under_autocast(const RunData& run, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
-void mode_mismatches(const RunData& run, std::vector<Finding>& out) {
-  using Behaviour = std::tuple<std::string, std::string, std::string, std::string>;  // policy, src, dst, outcome
-  LineSites lines;
-  std::map<std::tuple<std::string, uint32_t, std::string>, std::map<std::string, std::set<Behaviour>>> by_mode;
-  for (const auto& row : run.sites) {
-    if (row.site.file.empty()) continue;  // no location: nothing to compare by
-    if (jit_autocast_cast(row.site.op)) continue;
-    gather(lines, row);
-    by_mode[{row.site.file, row.site.line, row.site.op}][mode_name(row.mode)].insert(
-        {policy_name(row.policy), dtype_name(row.src), dtype_name(row.dst), outcome_name(row.outcome)});
+// What one mode computed in at a line and op: from cast decisions (the
+// dtype each argument was computed in) and from op events (the dtypes the op
+// returned), with the first sequence number that saw it.
+struct ModeDtypes {
+  std::set<std::string> computed;  // from casts
+  std::set<std::string> outputs;   // from op events
+  std::set<std::tuple<std::string, std::string, std::string, std::string>> casts;  // policy, src, dst, outcome
+  bool outputs_probe_only = true;
+  uint64_t first_seq = UINT64_MAX;
+};
+
+// Whether two modes' dtypes part: compared on what both saw (a mode the
+// probe's windows missed has no outputs to compare).
+bool dtypes_part(const std::vector<const std::set<std::string>*>& seen) {
+  const std::set<std::string>* first = nullptr;
+  for (const auto* dtypes : seen) {
+    if (dtypes->empty()) continue;
+    if (first == nullptr) first = dtypes;
+    else if (*dtypes != *first) return true;
   }
+  return false;
+}
+
+std::string dtype_list(const std::set<std::string>& dtypes) {
+  std::string out;
+  for (const auto& d : dtypes) out += (out.empty() ? "" : "/") + d;
+  return out;
+}
+
+void mode_mismatches(const RunData& run, std::vector<Finding>& out) {
+  // Per line, op and autocast state (on or off for the op's device): cast
+  // rows are all made with autocast on. Script-while-tracing has its own
+  // finding (script-under-trace) and JIT autocast's cast ops are the
+  // mechanism, not the user's computation.
+  using Key = std::tuple<std::string, uint32_t, std::string, bool>;
+  std::map<Key, SiteRef> sites;
+  std::map<Key, std::map<std::string, ModeDtypes>> by_mode;
+  auto skip = [](const SiteRef& site, v1::ExecutionMode mode) {
+    return site.file.empty() || jit_autocast_cast(site.op) || mode == v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING;
+  };
+  for (const auto& row : run.sites) {
+    if (skip(row.site, row.mode)) continue;
+    const Key key{row.site.file, row.site.line, row.site.op, true};
+    merge_site(sites[key], row.site);
+    ModeDtypes& m = by_mode[key][mode_name(row.mode)];
+    const std::string outcome = outcome_name(row.outcome);
+    // The dtype this argument was computed in: a cast's target, an input
+    // already in it, else the source (a traced graph that recorded its casts
+    // and then sees already-cast inputs computes the same way).
+    m.computed.insert(outcome == "cast" || outcome == "already_target" || outcome == "dtype_arg_set" ? dtype_name(row.dst)
+                                                                                                     : dtype_name(row.src));
+    m.casts.insert({policy_name(row.policy), dtype_name(row.src), dtype_name(row.dst), outcome});
+    m.first_seq = std::min(m.first_seq, row.first_seq);
+  }
+  for (const auto& row : run.site_dtypes) {
+    if (skip(row.site, row.mode)) continue;
+    const Key key{row.site.file, row.site.line, row.site.op, row.autocast};
+    merge_site(sites[key], row.site);
+    ModeDtypes& m = by_mode[key][mode_name(row.mode)];
+    for (auto dtype : row.output_dtypes) m.outputs.insert(dtype_name(dtype));
+    m.outputs_probe_only &= row.probe_only;
+    m.first_seq = std::min(m.first_seq, row.first_seq);
+  }
+  std::vector<std::pair<uint64_t, Finding>> found;
   for (const auto& [key, modes_seen] : by_mode) {
     if (modes_seen.size() < 2) continue;
-    // Compare the dtype each mode computed in at this argument (its effective
-    // dtype), not the casts that got it there: a traced graph that recorded
-    // the casts and then sees already-cast inputs computes the same way.
-    std::set<std::set<std::string>> computed;
-    for (const auto& [mode, behaviours] : modes_seen) {
-      std::set<std::string> dtypes;
-      for (const auto& [policy, src, dst, outcome] : behaviours)
-        dtypes.insert(outcome == "cast" || outcome == "already_target" || outcome == "dtype_arg_set" ? dst : src);
-      computed.insert(dtypes);
+    std::vector<const std::set<std::string>*> computed, outputs;
+    uint64_t first_seq = UINT64_MAX;
+    bool probe_only = false;
+    for (const auto& [mode, m] : modes_seen) {
+      computed.push_back(&m.computed);
+      outputs.push_back(&m.outputs);
+      first_seq = std::min(first_seq, m.first_seq);
+      probe_only |= !m.outputs.empty() && m.outputs_probe_only;
     }
-    if (computed.size() < 2) continue;
-    Finding f = make("mode-mismatch", "warning", {lines[key].site});
-    json modes = json::object();
+    const bool by_casts = dtypes_part(computed);
+    if (!by_casts && !dtypes_part(outputs)) continue;
+    Finding f = make("mode-mismatch", "warning", {sites[key]});
+    json casts = json::object(), returned = json::object();
     std::string described;
-    for (const auto& [mode, behaviours] : modes_seen) {
-      json list = json::array();
-      for (const auto& [policy, src, dst, outcome] : behaviours)
-        list.push_back({{"policy", policy}, {"src_dtype", src}, {"dst_dtype", dst}, {"outcome", outcome}});
-      modes[mode] = list;
-      described += (described.empty() ? "" : "; ") + mode + ": " + std::get<2>(*behaviours.begin());
+    for (const auto& [mode, m] : modes_seen) {
+      if (!m.casts.empty()) {
+        json list = json::array();
+        for (const auto& [policy, src, dst, outcome] : m.casts)
+          list.push_back({{"policy", policy}, {"src_dtype", src}, {"dst_dtype", dst}, {"outcome", outcome}});
+        casts[mode] = list;
+      }
+      if (!m.outputs.empty()) returned[mode] = m.outputs;
+      const auto& shown = by_casts ? m.computed : m.outputs;
+      if (!shown.empty()) described += (described.empty() ? "" : "; ") + mode + ": " + dtype_list(shown);
     }
-    f.summary = "the same line computes in different dtypes by mode (" + described + ")";
+    f.summary = std::string("the same line ") + (by_casts ? "computes in" : "returns") +
+                " different dtypes by mode (" + described + ")";
     f.explanation =
         "This line ran in more than one execution mode (eager, scripted, traced) and computed in a different dtype "
-        "in each, so what was tested in one mode is not what runs in the other. Typical causes: an autocast context "
-        "inside scripted code (JIT autocast applies it with its own casts, and eager autocast around the call then "
-        "casts again), a traced graph that fixed the dtypes it saw while tracing, or autocast state that differs "
-        "between the calls.";
+        "in each, so what was tested in one mode is not what runs in the other. Typical causes: JIT autocast casts "
+        "the operands of ops outside the autocast lists (add, mul, cat...) to the widest dtype where eager code "
+        "keeps the lower precision; an autocast context inside scripted code (JIT autocast applies it with its own "
+        "casts, and eager autocast around the call then casts again); a traced graph that fixed the dtypes it saw "
+        "while tracing; or autocast state that differs between the calls.";
     f.fix =
-        "Run and test the model in the mode it ships in; make the autocast state explicit in that mode (trace or "
-        "script under the same torch.autocast settings it will run with, or cast explicitly with .to(dtype) at this "
-        "line).";
-    f.evidence = {{"behaviour_by_mode", modes}};
-    out.push_back(std::move(f));
+        "Run and test the model in the mode it ships in; make the dtype explicit at this line in every mode (cast "
+        "with .to(dtype) before the op), or trace or script under the same torch.autocast settings it will run "
+        "with.";
+    f.evidence = {{"autocast", std::get<3>(key)}, {"first_event_seq", first_seq}};
+    if (!casts.empty()) f.evidence["behaviour_by_mode"] = casts;
+    if (!returned.empty()) f.evidence["outputs_by_mode"] = returned;
+    if (probe_only) f.evidence["observed"] = "op probe windows only";
+    found.emplace_back(first_seq, std::move(f));
   }
+  // Ordered by first execution: the first place the modes part leads.
+  std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [seq, f] : found) out.push_back(std::move(f));
 }
 
 void script_disable_ignored(const RunData& run, std::vector<Finding>& out) {
@@ -305,17 +370,44 @@ std::string joined(const std::set<std::string>& items) {
 }
 
 void script_under_trace(const RunData& run, std::vector<Finding>& out) {
-  LineSites sites;
+  // One finding per traced line that called into TorchScript (where the user
+  // combined the two), naming it first and then the scripted lines; per
+  // scripted line when the calling line is unknown (no Python frame reader).
+  struct Call {
+    LineSites scripted;
+    SiteRef caller;
+  };
+  std::map<std::tuple<std::string, uint32_t, std::string, uint32_t>, Call> calls;
   for (const auto& row : run.sites) {
     if (row.mode != v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING || jit_autocast_cast(row.site.op)) continue;
     const bool cast = row.outcome == v1::CAST_OUTCOME_CAST || row.outcome == v1::CAST_OUTCOME_ALREADY_TARGET;
-    gather(sites, row).dtypes.insert(dtype_name(cast ? row.dst : row.src));
+    const bool known = !row.site.called_from_file.empty();
+    Call& call = calls[{known ? row.site.called_from_file : row.site.file,
+                        known ? row.site.called_from_line : row.site.line, known ? "" : row.site.op, known ? 1u : 0u}];
+    if (known) {
+      call.caller.file = row.site.called_from_file;
+      call.caller.line = row.site.called_from_line;
+      call.caller.function = row.site.called_from_function;
+      call.caller.op = "call into TorchScript";
+    }
+    gather(call.scripted, row).dtypes.insert(dtype_name(cast ? row.dst : row.src));
   }
-  for (const auto& [key, s] : sites) {
-    const std::string computed = joined(s.dtypes);
-    Finding f = make("script-under-trace", "error", {s.site});
-    f.summary = "torch.jit.trace recorded a call into scripted code that ran " + s.site.op + " under autocast (in " +
-                computed + ")";
+  for (const auto& [key, call] : calls) {
+    std::vector<SiteRef> named;
+    if (!call.caller.file.empty()) named.push_back(call.caller);
+    std::set<std::string> dtypes;
+    uint64_t decisions = 0;
+    for (const auto& [line, s] : call.scripted) {
+      named.push_back(s.site);
+      dtypes.insert(s.dtypes.begin(), s.dtypes.end());
+      decisions += s.decisions;
+    }
+    const std::string computed = joined(dtypes);
+    const SiteRef& first_scripted = call.caller.file.empty() ? named.front() : named[1];
+    Finding f = make("script-under-trace", "error", named);
+    f.summary = "torch.jit.trace recorded a call into scripted code that ran " + first_scripted.op +
+                " under autocast (in " + computed + ")" +
+                (call.caller.file.empty() ? "" : ", called from " + call.caller.file + ":" + std::to_string(call.caller.line));
     f.explanation =
         "The code being traced called a scripted (TorchScript) function while autocast was on. The tracer does not "
         "look inside the scripted call: it records the call, not the casts eager autocast made in it, and the "
@@ -325,7 +417,7 @@ void script_under_trace(const RunData& run, std::vector<Finding>& out) {
     f.fix =
         "Trace the function without scripting the part it calls (or script the whole model instead of tracing "
         "it); or cast explicitly inside the scripted function so its dtypes do not depend on autocast.";
-    f.evidence = {{"decisions_while_tracing", s.decisions}, {"computed_dtypes", s.dtypes}};
+    f.evidence = {{"decisions_while_tracing", decisions}, {"computed_dtypes", dtypes}};
     out.push_back(std::move(f));
   }
 }

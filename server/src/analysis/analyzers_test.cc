@@ -96,6 +96,64 @@ TEST(Analyzers, ModeMismatchComparesComputedDtypes) {
   EXPECT_TRUE(analyze_run(traced).empty());
 }
 
+SiteDtypeRow returned(uint32_t line, const char* op, v1::ExecutionMode mode, v1::DType output, uint64_t first_seq,
+                      bool autocast = true) {
+  SiteDtypeRow row;
+  row.site = SiteRef{"m.py", line, "f", op, ""};
+  row.mode = mode;
+  row.autocast = autocast;
+  row.output_dtypes = {output};
+  row.calls = 1;
+  row.first_seq = first_seq;
+  return row;
+}
+
+TEST(Analyzers, ModeMismatchComparesWhatOpsReturnedInOrderOfFirstExecution) {
+  RunData run;  // JIT autocast promoted two ops outside the autocast lists
+  run.site_dtypes.push_back(returned(9, "aten::mul.Tensor", v1::EXECUTION_MODE_EAGER, v1::DTYPE_BFLOAT16, 20));
+  run.site_dtypes.push_back(returned(9, "aten::mul.Tensor", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT32, 40));
+  run.site_dtypes.push_back(returned(8, "aten::add.Tensor", v1::EXECUTION_MODE_EAGER, v1::DTYPE_BFLOAT16, 10));
+  run.site_dtypes.push_back(returned(8, "aten::add.Tensor", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT32, 30));
+  run.site_dtypes.push_back(returned(7, "aten::mm", v1::EXECUTION_MODE_EAGER, v1::DTYPE_BFLOAT16, 5));
+  run.site_dtypes.push_back(returned(7, "aten::mm", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_BFLOAT16, 25));
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), (std::vector<std::string>{"mode-mismatch", "mode-mismatch"}));
+  EXPECT_EQ(findings[0].sites[0].line, 8u);  // first executed first
+  EXPECT_EQ(findings[1].sites[0].line, 9u);
+  EXPECT_EQ(findings[0].evidence["outputs_by_mode"]["script"], nlohmann::json::array({"float32"}));
+  EXPECT_EQ(findings[0].evidence["observed"], "op probe windows only");
+
+  RunData states;  // eager outside autocast, scripted under it: not the same situation
+  states.site_dtypes.push_back(returned(8, "aten::add.Tensor", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32, 1, false));
+  states.site_dtypes.push_back(returned(8, "aten::add.Tensor", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_BFLOAT16, 2));
+  EXPECT_TRUE(analyze_run(states).empty());
+
+  RunData while_tracing;  // script-under-trace has its own finding
+  while_tracing.site_dtypes.push_back(returned(8, "aten::mm", v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING, v1::DTYPE_BFLOAT16, 1));
+  while_tracing.site_dtypes.push_back(returned(8, "aten::mm", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT32, 2));
+  EXPECT_TRUE(analyze_run(while_tracing).empty());
+}
+
+TEST(Analyzers, ScriptUnderTraceNamesTheCallingLineFirst) {
+  RunData run;
+  for (uint32_t line : {12u, 13u}) {
+    auto row = site("s.py", line, "aten::mm", "self", v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING, v1::DTYPE_FLOAT32,
+                    v1::DTYPE_BFLOAT16);
+    row.site.called_from_file = "s.py";
+    row.site.called_from_line = 16;
+    row.site.called_from_function = "model";
+    run.sites.push_back(row);
+  }
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"script-under-trace"});
+  ASSERT_EQ(findings[0].sites.size(), 3u);
+  EXPECT_EQ(findings[0].sites[0].line, 16u);
+  EXPECT_EQ(findings[0].sites[0].function, "model");
+  EXPECT_EQ(findings[0].sites[1].line, 12u);
+  EXPECT_EQ(findings[0].sites[2].line, 13u);
+  EXPECT_NE(findings[0].summary.find("called from s.py:16"), std::string::npos);
+}
+
 TEST(Analyzers, ScriptDisableIgnoredOnlyForScriptedLinesInADisabledBlock) {
   RunData run;
   auto inside = site("m.py", 9, "aten::mm", "self", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16);

@@ -17,6 +17,25 @@ enum CastCode {
 };
 enum OpCode { kOpPolicy = 0, kOpDevice, kOpOutput, kOpOutcome, kOpAutocastDtype, kOpMode, kOpPhase, kOpProbeReason };
 
+// A location's stack (a JSON array of "file:line function", innermost first)
+// whose second frame is the traced Python line that called into TorchScript
+// (agent: dispatch.cc with_calling_line). Only TorchScript locations made
+// while a trace recorded have a stack; any other shape leaves `site` as is.
+void called_from(const std::string& stack, SiteRef& site) {
+  if (stack.empty()) return;
+  const auto frames = nlohmann::json::parse(stack, nullptr, false);
+  if (!frames.is_array() || frames.size() != 2 || !frames[1].is_string()) return;
+  const std::string frame = frames[1].get<std::string>();
+  const size_t space = frame.rfind(' ');
+  const size_t colon = space == std::string::npos ? std::string::npos : frame.rfind(':', space);
+  if (colon == std::string::npos || colon + 1 >= space) return;
+  const std::string line = frame.substr(colon + 1, space - colon - 1);
+  if (line.find_first_not_of("0123456789") != std::string::npos || line.size() > 9) return;
+  site.called_from_file = frame.substr(0, colon);
+  site.called_from_line = static_cast<uint32_t>(std::stoul(line));
+  site.called_from_function = frame.substr(space + 1);
+}
+
 // Column lists of the loader's statements (store_schema.h): reads below take
 // their ordinals from these.
 constexpr auto kRunRow = schema::columns(schema::kRuns, {"id", "first_seen_unix_ns", "last_seen_unix_ns"});
@@ -31,7 +50,7 @@ constexpr auto kOpRow = schema::columns(
     schema::kOps, {"id", "codes", "op", "location", "cpu_duration_ns", "autocast_enabled", "input_dtypes", "gemm"});
 constexpr auto kSampleRow = schema::columns(schema::kCacheSamples, {"trigger", "iteration", "live_casts", "live_bytes"});
 constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
-constexpr auto kLocationRow = schema::columns(schema::kLocations, {"file", "line", "function", "flags"});
+constexpr auto kLocationRow = schema::columns(schema::kLocations, {"kind", "file", "line", "function", "flags", "stack"});
 
 // What tells two site rows apart: everything but the cache outcome and phase.
 int64_t site_codes(int64_t codes) {
@@ -129,6 +148,7 @@ class Loader {
     for (auto& [key, row] : ops_) out_.ops.push_back(std::move(row));
     for (auto& [key, row] : backward_) out_.backward_ops.push_back(std::move(row));
     for (auto& [key, row] : probes_) out_.probe_ops.push_back(std::move(row));
+    for (auto& [key, row] : site_dtypes_) out_.site_dtypes.push_back(std::move(row));
     return Status();
   }
 
@@ -370,7 +390,29 @@ class Loader {
         row.matmuls += static_cast<uint64_t>(gemm_field(gemm, 4));
         row.mixed += gemm_field(gemm, 5) != 0 ? 1 : 0;
       }
-      if (const int reason = code_at(codes, kOpProbeReason); reason != v1::PROBE_REASON_UNSPECIFIED) {
+      const int reason = code_at(codes, kOpProbeReason);
+      if (location != 0 && code_at(codes, kOpPhase) != v1::PHASE_BACKWARD &&
+          (reason == v1::PROBE_REASON_DTYPES || (reason == v1::PROBE_REASON_UNSPECIFIED && policy != v1::CAST_POLICY_UNSPECIFIED))) {
+        const int device = code_at(codes, kOpDevice);
+        const bool autocast = (ops.column_int(kOpRow["autocast_enabled"]) >> device) & 1;
+        auto [d, first] = site_dtypes_.try_emplace(std::make_tuple(location, op, code_at(codes, kOpMode), autocast));
+        SiteDtypeRow& row = d->second;
+        if (first) {
+          if (Status s = site_ref(location, op, 0, row.site); !s.ok()) return s;
+          row.mode = static_cast<v1::ExecutionMode>(code_at(codes, kOpMode));
+          row.autocast = autocast;
+          row.first_seq = seq_of_row(ops.column_int(kOpRow["id"]));
+        }
+        ++row.calls;
+        row.probe_only &= reason == v1::PROBE_REASON_DTYPES;
+        note_rank(row);
+        v1::OpEvent unpacked;
+        unpack_input_dtypes(ops.column_int(kOpRow["input_dtypes"]), unpacked);
+        for (int dtype : unpacked.input_dtypes()) row.input_dtypes.insert(static_cast<v1::DType>(dtype));
+        row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutput)));
+      }
+      if (reason == v1::PROBE_REASON_DTYPES) continue;  // the probe's, not an autocast op
+      if (reason != v1::PROBE_REASON_UNSPECIFIED) {
         auto [p, first] = probes_.try_emplace(std::make_tuple(location, op, reason));
         ProbeOpRow& row = p->second;
         if (first) {
@@ -469,6 +511,8 @@ class Loader {
       out.line = static_cast<uint32_t>(lookup.column_int(kLocationRow["line"]));
       out.function = lookup.column_text(kLocationRow["function"]);
       out.inside_disabled_autocast = (lookup.column_int(kLocationRow["flags"]) & 1) != 0;
+      if (lookup.column_int(kLocationRow["kind"]) == v1::SourceLocation::KIND_TORCHSCRIPT)
+        called_from(lookup.column_text(kLocationRow["stack"]), out);
     }
     return error;
   }
@@ -485,6 +529,7 @@ class Loader {
   std::map<std::pair<int64_t, int>, OpRow> ops_;
   std::map<std::pair<int64_t, int64_t>, BackwardOpRow> backward_;  // location, op
   std::map<std::tuple<int64_t, int64_t, int>, ProbeOpRow> probes_;  // location, op, reason
+  std::map<std::tuple<int64_t, int64_t, int, bool>, SiteDtypeRow> site_dtypes_;  // location, op, mode, autocast
   std::map<std::tuple<int64_t, int64_t>, GpuSiteRow> gpu_sites_;     // location, op
   // location, op, the description's compute and types (calls and mixed are counted)
   std::map<std::tuple<int64_t, int64_t, int64_t>, GemmExactRow> gemm_exact_;

@@ -25,6 +25,11 @@ struct SiteRef {
   std::string op;
   std::string arg;
   bool inside_disabled_autocast = false;  // scripted code inside `autocast(enabled=False)`
+  // A scripted line run while torch.jit.trace recorded: the traced Python
+  // line that called into TorchScript (its location's second stack frame).
+  std::string called_from_file = {};
+  uint32_t called_from_line = 0;
+  std::string called_from_function = {};
   auto key() const { return std::tie(file, line, op, arg); }
 };
 
@@ -80,6 +85,23 @@ struct ProbeOpRow {
   std::set<v1::DType> output_dtypes;
   uint64_t calls = 0;
   uint64_t first_seq = 0;
+  std::set<int32_t> ranks;
+  size_t last_agent = SIZE_MAX;
+};
+
+// What one line and op computed in under one execution mode, from op
+// events: castscope's kernels (autocast ops, every call) and the op probe's
+// PROBE_REASON_DTYPES records (every outermost op, in probe windows only).
+// mode-mismatch compares them. `autocast`: autocast was on for the op's device.
+struct SiteDtypeRow {
+  SiteRef site;  // arg empty
+  v1::ExecutionMode mode = v1::EXECUTION_MODE_UNSPECIFIED;
+  bool autocast = false;
+  std::set<v1::DType> input_dtypes;
+  std::set<v1::DType> output_dtypes;
+  uint64_t calls = 0;  // op events (probe records stand for one call or more)
+  uint64_t first_seq = 0;
+  bool probe_only = true;  // seen only by the op probe
   std::set<int32_t> ranks;
   size_t last_agent = SIZE_MAX;
 };
@@ -147,6 +169,7 @@ struct RunData {
   std::vector<OpRow> ops;
   std::vector<BackwardOpRow> backward_ops;
   std::vector<ProbeOpRow> probe_ops;
+  std::vector<SiteDtypeRow> site_dtypes;
   // Ops seen with autocast off while torch.jit.trace recorded (the agent's
   // trace observer): file, line, op.
   std::set<std::tuple<std::string, uint32_t, std::string>> traced_with_autocast_off;
