@@ -61,6 +61,7 @@ def test_inserted_casts_at_their_consumer_line(tmp_path, mode):
     for call in calls[-1:]:
         assert [where(c) for c in call] == [matmul, matmul, add], call
         assert [c["dst_dtype"] for c in call] == ["DTYPE_BFLOAT16", "DTYPE_BFLOAT16", "DTYPE_FLOAT32"]
+        assert [c["shape"] for c in call] == [["2", "3"], ["3", "4"], ["2", "4"]]  # a, b, then h
     # torch's own symbolic_script source is never reported as a user line.
     assert not [c for c in casts if "<string>" in c["location"].get("file", "")]
 

@@ -64,6 +64,9 @@ bool is_user_range(const torch::jit::SourceRange& range) {
 
 size_t attribute_jit_casts(torch::jit::Graph& graph) { return attribute_block(graph.block()); }
 
+// torch's list of post passes has no lock of its own: like the kernels the
+// agent registers, the pass is added and removed at attach and detach, not
+// while another thread optimizes a graph.
 void register_jit_cast_lines() {
   std::lock_guard<std::mutex> lock(g_registration_mutex);
   if (g_registered) return;
