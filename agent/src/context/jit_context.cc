@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "agent/src/context/jit_cast_lines.h"
 #include "agent/src/record/location_table.h"
 
 namespace castscope {
@@ -76,16 +77,17 @@ bool inside_disabled_autocast(std::string_view text, size_t offset) {
   return false;
 }
 
-// Ops the JIT inserts itself (autocast casts, differentiable-graph
-// plumbing) have no range: the nearest enclosing frame with one stands in.
+// Ops the JIT inserts itself (differentiable-graph plumbing, and autocast
+// casts in graphs optimized without jit_cast_lines.h's pass) have no range:
+// the nearest enclosing frame with one stands in.
 JitContext resolve(const std::vector<torch::jit::StackEntry>& callstack, LocationTable& locations) {
   JitContext context;
   context.mode = ExecutionMode::kScript;
   Location location;
   location.kind = LocationKind::kTorchScript;
   for (const auto& entry : callstack) {
+    if (!is_user_range(entry.range)) continue;  // torch's own "<string>" formulas are no user line
     const auto source = entry.range.source();
-    if (!source) continue;
     location.function = entry.filename;  // the interpreter stores the function name here
     if (parse_traced_stack(source->text_str().str(), location)) {
       context.mode = ExecutionMode::kTraced;
@@ -119,7 +121,7 @@ bool current_jit_context(LocationTable& locations, JitContext& out) {
   // Cache by the innermost frame that has a source range.
   const torch::jit::StackEntry* sourced = nullptr;
   for (const auto& entry : callstack) {
-    if (entry.range.source()) {
+    if (is_user_range(entry.range)) {
       sourced = &entry;
       break;
     }

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "agent/src/config/agent_config.h"
+#include "agent/src/context/jit_cast_lines.h"
 #include "agent/src/context/jit_context.h"
 #include "agent/src/context/runtime.h"
 #include "agent/src/dispatch/callable_overlay_casts.h"
@@ -255,6 +256,7 @@ class Agent {
       return 1;
     }
     registry_ = std::move(registry);
+    register_jit_cast_lines();  // graphs optimized from now on name the line of each JIT-inserted cast
     attached_.store(true, std::memory_order_release);
     iteration_.store(0);
     config_ = config;
@@ -277,6 +279,7 @@ class Agent {
     if (registry_ == nullptr) return 1;
     attached_.store(false, std::memory_order_release);
     probe_stop();
+    unregister_jit_cast_lines();
     registry_.reset();  // native kernels are back from here on
     if (!finished_) write_out_and_close();
     finished_ = false;

@@ -80,9 +80,11 @@ LineSite& gather(LineSites& sites, const SiteRow& row) {
   return s;
 }
 
-// JIT autocast's own cast ops (inserted into scripted and traced graphs):
-// the mechanism, not a line of the user's computation. Having no source
-// range, they are reported at the Python line that called the graph.
+// JIT autocast's own cast ops (inserted into scripted graphs): the
+// mechanism, not a line of the user's computation. The agent's graph pass
+// gives each the line of the op that consumes it (jit_cast_lines.h); casts
+// run before that pass saw their graph (an executor's first, profiling call,
+// graphs optimized before attach) are at the Python line that called it.
 bool jit_autocast_cast(const std::string& op) { return op.starts_with("aten::_autocast_to_"); }
 
 void stale_cache_hits(const RunData& run, std::vector<Finding>& out) {
