@@ -47,6 +47,7 @@ CASES = [
     ("stale-cache-hit", ["stale_cache.py"], "the stale line", ["recommended_loop.py"]),
     ("backward-under-autocast", ["backward_in_region.py"], "the backward line", ["recommended_loop.py"]),
     ("cache-growth", ["cache_growth.py"], "torch.mm(x, w)", ["cache_per_iteration.py"]),
+    ("cache-growth", ["saliency_loop.py", "one-region"], "the saliency line", ["saliency_loop.py", "per-pass"]),
     ("mode-mismatch", ["mode_mismatch.py"], "the mismatching line", ["one_mode.py"]),
     ("mode-mismatch", ["jit_promote.py", "mixed"], "the promoting line", ["jit_promote.py", "explicit"]),
     ("script-disable-ignored", ["disable_in_script.py", "script"], "fp32 by intent", ["disable_in_script.py", "eager"]),
@@ -64,11 +65,24 @@ CASES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def scenario_report(tmp_path_factory):
+    """The report of a scenario run, run once per module: several cases share
+    a twin, and a scenario's report does not depend on who reads it."""
+    reports: dict[tuple[str, ...], dict] = {}
+
+    def report(script: str, *args: str) -> dict:
+        if (script, *args) not in reports:
+            reports[(script, *args)] = run_scenario(tmp_path_factory.mktemp("scenario"), script, *args)
+        return reports[(script, *args)]
+    return report
+
+
 @pytest.mark.parametrize("kind,positive,marker,negative", CASES,
                          ids=[f"{c[0]}-vs-{'-'.join(c[3])}" for c in CASES])
-def test_finding_raised_at_its_line_and_not_by_its_twin(tmp_path, kind, positive, marker, negative):
+def test_finding_raised_at_its_line_and_not_by_its_twin(scenario_report, kind, positive, marker, negative):
     positive, *positive_args = positive
-    report = run_scenario(tmp_path / "positive", positive, *positive_args)
+    report = scenario_report(positive, *positive_args)
     raised = findings(report, kind)
     assert raised, f"{kind} not raised: {[f['kind'] for f in report['findings']]}"
     expected = (str(SCENARIOS / positive), line_of(positive, marker))
@@ -76,7 +90,7 @@ def test_finding_raised_at_its_line_and_not_by_its_twin(tmp_path, kind, positive
     for finding in raised:
         assert finding["summary"] and finding["explanation"] and finding["fix"]
         assert finding["id"].startswith(kind + "/")
-    twin = run_scenario(tmp_path / "negative", *negative)
+    twin = scenario_report(*negative)
     assert not findings(twin, kind), findings(twin, kind)
 
 
@@ -87,6 +101,23 @@ def test_stale_cache_hit_evidence(tmp_path):
     assert weight["evidence"]["stale_hits"] == 3  # steps 2-4 reuse step 1's copy
     assert weight["evidence"]["max_version_gap"] >= 1
     assert report["totals"]["cache"]["stale_hits"] == 6  # weight and bias
+
+
+def test_saliency_loop_growth_is_seen_without_steps_and_its_twin_is_silent(scenario_report):
+    report = scenario_report("saliency_loop.py", "one-region")
+    assert [f["kind"] for f in report["findings"] if f["severity"] != "info"] == ["cache-growth"]
+    [growth] = findings(report, "cache-growth")
+    evidence = growth["evidence"]
+    assert evidence["detected_by"] == "samples inside one region"
+    assert "misses" in evidence["triggers"] and evidence["iterations"] == [0, 0]  # no optimizer step
+    first, last = evidence["live_casts"]
+    assert evidence["samples"] >= 4 and last > first >= 64
+    assert evidence["cache_hits_between"] > 0 and evidence["released_between"] == 0
+    assert evidence["orphaned_casts"] == [0, 0]  # each input's graph keeps it alive while its cast is cached
+    assert growth["sites"][0]["line"] == line_of("saliency_loop.py", "the saliency line")
+    assert growth["sites"][0]["arg"] == "input"  # the new leaf, not the weights
+    twin = scenario_report("saliency_loop.py", "per-pass")
+    assert [f for f in twin["findings"] if f["severity"] != "info"] == []
 
 
 def test_recommended_resnet_training_raises_nothing_above_info(tmp_path):
@@ -112,10 +143,10 @@ def test_lightning_bf16_mixed_training_raises_nothing_above_info(tmp_path):
     assert report["totals"]["casts_by_dtype_pair"].get("float32->bfloat16", 0) > 0  # Lightning's autocast was seen
 
 
-def test_mode_mismatch_compares_what_each_line_returned_in_order_of_execution(tmp_path):
+def test_mode_mismatch_compares_what_each_line_returned_in_order_of_execution(scenario_report):
     # Eager code outside the autocast lists makes no cast event: only the
     # dtypes the ops returned show that JIT autocast promoted them.
-    report = run_scenario(tmp_path, "jit_promote.py", "mixed")
+    report = scenario_report("jit_promote.py", "mixed")
     raised = findings(report, "mode-mismatch")
     script = str(SCENARIOS / "jit_promote.py")
     assert [(f["sites"][0]["file"], f["sites"][0]["line"], f["sites"][0]["op"]) for f in raised] == [
@@ -128,8 +159,8 @@ def test_mode_mismatch_compares_what_each_line_returned_in_order_of_execution(tm
     assert [f for f in report["findings"] if f["severity"] not in ("info",) and f["kind"] != "mode-mismatch"] == []
 
 
-def test_script_under_trace_names_the_traced_line_that_calls_into_torchscript(tmp_path):
-    report = run_scenario(tmp_path, "script_under_trace.py", "autocast")
+def test_script_under_trace_names_the_traced_line_that_calls_into_torchscript(scenario_report):
+    report = scenario_report("script_under_trace.py", "autocast")
     [finding] = findings(report, "script-under-trace")
     script = str(SCENARIOS / "script_under_trace.py")
     calling, scripted = finding["sites"]

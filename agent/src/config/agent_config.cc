@@ -123,6 +123,11 @@ const Field kFields[] = {
        return read_count<int, &AgentConfig::cache_sample_interval_ms, 1, kIntMax>(
            key, value, config, "cache_sample_interval_ms must be positive (at most " + std::to_string(kIntMax) + ")");
      }},
+    {"cache_sample_every_misses",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_count<int, &AgentConfig::cache_sample_every_misses, 0, kIntMax>(
+           key, value, config, "cache_sample_every_misses must be between 0 (off) and " + std::to_string(kIntMax));
+     }},
     {"torch_version", read_string<&AgentConfig::torch_version>},
     {"internal_path_prefix", read_string<&AgentConfig::internal_path_prefix>},
     {"collector", read_string<&AgentConfig::collector, true>},

@@ -61,6 +61,7 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
                     {"max_threads", 8},
                     {"flush_interval_ms", 20},
                     {"cache_sample_interval_ms", 500},
+                    {"cache_sample_every_misses", 16},
                     {"torch_version", "2.14.1"},
                     {"internal_path_prefix", "/venv/torch/"},
                     {"collector", "127.0.0.1:7070"},
@@ -110,6 +111,7 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config.max_threads, 8u);
   EXPECT_EQ(config.flush_interval_ms, 20);
   EXPECT_EQ(config.cache_sample_interval_ms, 500);
+  EXPECT_EQ(config.cache_sample_every_misses, 16);
   EXPECT_EQ(config.torch_version, "2.14.1");
   EXPECT_EQ(config.internal_path_prefix, "/venv/torch/");
   EXPECT_EQ(config.collector, "127.0.0.1:7070");
@@ -181,6 +183,7 @@ TEST(AgentConfigTest, ValuesOutOfRangeAreRefused) {
   expect_refused(with("flush_interval_ms", 0), {"flush_interval_ms must be positive"});
   expect_refused(with("flush_interval_ms", int64_t{1} << 31), {"flush_interval_ms must be positive"});
   expect_refused(with("cache_sample_interval_ms", -5), {"cache_sample_interval_ms must be positive"});
+  expect_refused(with("cache_sample_every_misses", -1), {"cache_sample_every_misses must be between 0 (off) and"});
   expect_refused(with("batch_events", 65537), {"batch_events must be between 1 and 65536"});
   expect_refused(with("spool_segment_bytes", 100), {"spool_segment_bytes must be at least 4096"});
   expect_refused(with("spool_max_bytes", 1 << 20), {"spool_max_bytes must be at least spool_segment_bytes"});

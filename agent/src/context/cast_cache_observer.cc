@@ -3,6 +3,8 @@
 #include <ATen/CachedTensorUtils.h>
 #include <ATen/autocast_mode.h>
 
+#include <algorithm>
+
 namespace castscope {
 
 bool CastCacheObserver::cacheable(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device) {
@@ -10,6 +12,13 @@ bool CastCacheObserver::cacheable(const at::Tensor& source, c10::ScalarType targ
          target == at::autocast::get_lower_precision_fp_from_device_type(device) &&
          source.scalar_type() == at::kFloat && source.requires_grad() && source.is_leaf() && !source.is_view() &&
          at::autocast::is_autocast_cache_enabled() && !at::caching::is_cached_tensor(source);
+}
+
+void CastCacheObserver::set_sample_every_misses(uint64_t misses) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  every_misses_ = misses;
+  next_sample_after_ = misses;
+  misses_since_sample_ = 0;
 }
 
 CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& source, const at::Tensor& result) {
@@ -25,14 +34,17 @@ CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& sour
     if (same_source.get() == key && same_cast.get() == result.unsafeGetTensorImpl()) {
       out.cached_version = entry.version_at_cast;
       out.outcome = entry.version_at_cast == out.source_version ? CacheOutcome::kHit : CacheOutcome::kStaleHit;
+      ++hits_;
       return out;
     }
+    if (!same_cast) ++released_;  // a region exit let go of it before this source came back
   }
   // A new cast: the cache stored it (or replaced one the region exit cleared).
   out.outcome = CacheOutcome::kMiss;
   out.cached_version = out.source_version;
   entries_.insert_or_assign(key, Entry{WeakImpl(source.getIntrusivePtr()), WeakImpl(result.getIntrusivePtr()),
                                         out.source_version, static_cast<uint64_t>(result.numel()) * result.element_size()});
+  out.sample_due = next_sample_after_ > 0 && ++misses_since_sample_ >= next_sample_after_;
   return out;
 }
 
@@ -40,20 +52,33 @@ CastCacheObserver::Sample CastCacheObserver::sample() {
   Sample out;
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = entries_.begin(); it != entries_.end();) {
-    if (it->second.source.expired() || it->second.cast.expired()) {
-      it = entries_.erase(it);  // source freed, or the cache let go of the cast
+    if (it->second.cast.expired()) {
+      it = entries_.erase(it);  // the cache let go of the cast
+      ++released_;
       continue;
     }
     ++out.live_casts;
     out.live_bytes += it->second.cast_bytes;
+    if (it->second.source.expired()) {
+      ++out.orphaned_casts;
+      out.orphaned_bytes += it->second.cast_bytes;
+    }
     ++it;
   }
+  out.cache_hits = hits_;
+  out.released_casts = released_;
+  // The next scan waits for as many misses as this one visited entries.
+  misses_since_sample_ = 0;
+  if (every_misses_ > 0) next_sample_after_ = std::max<uint64_t>(every_misses_, out.live_casts);
   return out;
 }
 
 void CastCacheObserver::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   entries_.clear();
+  misses_since_sample_ = 0;
+  hits_ = 0;
+  released_ = 0;
 }
 
 }  // namespace castscope

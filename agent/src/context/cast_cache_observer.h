@@ -7,8 +7,20 @@
 // stale hit (the forward pass uses an old copy of the weight). Weak
 // references never keep a tensor's storage alive.
 //
-// Concurrency: one mutex around the map; taken once per cacheable cast and
-// by sample(). Cacheable casts are the weight casts, a small share of all.
+// An entry lives as long as its cast does, which is as long as the cache
+// holds it (until the outermost region exits or torch.clear_autocast_cache).
+// One whose source is gone while its cast lives is orphaned: memory only the
+// region's exit gives back. Samples count both, so growth inside one long
+// region shows whatever the sources do.
+//
+// Step-free sampling: observe() counts misses and says when a sample is due
+// (every `every_misses` misses, or every `held` misses once the cache holds
+// more than that), so the O(held) scan of sample() costs O(1) per miss
+// amortised, and samples thin out geometrically while the cache grows.
+//
+// Concurrency: one mutex around the map and counters; taken once per
+// cacheable cast and by sample(). Cacheable casts are the weight casts, a
+// small share of all. observe() never scans.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -30,19 +42,27 @@ class CastCacheObserver {
     CacheOutcome outcome = CacheOutcome::kNotCacheable;
     int64_t source_version = 0;
     int64_t cached_version = 0;
+    bool sample_due = false;  // enough misses since the last sample: take one now
   };
   struct Sample {
-    uint64_t live_casts = 0;
+    uint64_t live_casts = 0;  // casts the cache holds, orphaned ones included
     uint64_t live_bytes = 0;
+    uint64_t orphaned_casts = 0;  // of those, the ones whose source is gone
+    uint64_t orphaned_bytes = 0;
+    uint64_t cache_hits = 0;      // since the start (or the last clear())
+    uint64_t released_casts = 0;  // cached casts the cache let go of, since the start
   };
 
   // The condition under which at::autocast::cached_cast consults its cache.
   static bool cacheable(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device);
 
+  // Misses between step-free samples (at least; see the file comment); 0: none.
+  void set_sample_every_misses(uint64_t misses);
+
   // After cached_cast returned `result` for a cacheable `source`.
   Observation observe(const at::Tensor& source, const at::Tensor& result);
 
-  // Live casts castscope has seen the cache hold; prunes dead entries.
+  // Casts castscope has seen the cache hold; forgets those it let go of.
   Sample sample();
   void clear();
 
@@ -56,6 +76,11 @@ class CastCacheObserver {
   };
   std::mutex mutex_;
   std::unordered_map<const c10::TensorImpl*, Entry> entries_;
+  uint64_t every_misses_ = 0;
+  uint64_t misses_since_sample_ = 0;
+  uint64_t next_sample_after_ = 0;  // misses; 0: no step-free samples
+  uint64_t hits_ = 0;
+  uint64_t released_ = 0;
 };
 
 }  // namespace castscope

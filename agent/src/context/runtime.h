@@ -5,6 +5,9 @@
 // the records its ops made.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+
 #include "agent/src/context/cast_cache_observer.h"
 #include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"
@@ -15,7 +18,12 @@ struct Runtime {
   EventLog events;
   LocationTable locations;
   CastCacheObserver cast_cache;
+  std::atomic<uint64_t> steps{0};  // optimizer steps seen (the agent's iteration count)
 };
+
+// A cache sample taken now, for the calling thread's ring (so it stays in
+// order with that thread's casts).
+Record cache_sample_record(Runtime& runtime, SampleTrigger trigger);
 
 // The process's runtime, made on first use and never destroyed: threads that
 // exit after static destruction, and kernels still in flight at detach, reach it.

@@ -434,8 +434,10 @@ class AutocastKernel final : public c10::OperatorKernel {
       r.cast.src = to_dtype(t.scalar_type());
       r.cast.dst = to_dtype(target);
       r.cast.outcome = forced.value_or(classify_tensor(t, target, device_.device));
+      bool sample_due = false;
       if (cached_result != nullptr) {
         const auto seen = runtime_.cast_cache.observe(t, *cached_result);
+        sample_due = seen.sample_due;
         r.cast.cache = seen.outcome;
         r.cast.source_version = static_cast<uint32_t>(seen.source_version);
         r.cast.cached_version = static_cast<uint32_t>(seen.cached_version);
@@ -443,6 +445,8 @@ class AutocastKernel final : public c10::OperatorKernel {
       describe_source(r.cast, t);
       r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
       runtime_.events.record(r);
+      // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
+      if (sample_due) runtime_.events.record(cache_sample_record(runtime_, SampleTrigger::kMisses));
     } catch (...) {
       runtime_.events.count_internal_error();
     }

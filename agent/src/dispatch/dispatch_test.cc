@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "agent/src/context/cast_cache_observer.h"
 #include "agent/src/policy/policy.h"
 
 namespace castscope {
@@ -118,6 +119,96 @@ TEST_F(AutocastKernelTest, CastCacheServesTheWeightOnTheSecondCall) {
   for (const Record& cast : drain(runtime_).casts)
     if (cast.cast.role == Role::kWeight) weight_outcomes.push_back(cast.cast.cache);
   EXPECT_EQ(weight_outcomes, (std::vector<CacheOutcome>{CacheOutcome::kMiss, CacheOutcome::kHit}));
+}
+
+std::vector<Record> cache_samples(Runtime& runtime) {
+  std::vector<Record> out;
+  runtime.events.drain([&](const Record& r) {
+    if (r.kind == RecordKind::kCacheSample) out.push_back(r);
+  });
+  return out;
+}
+
+// A loop inside one region with a new leaf each pass (input-gradient
+// saliency): the observer says when misses make a sample due, and the
+// samples show the cache holding more while it serves the weight again.
+TEST_F(AutocastKernelTest, MissesTriggerCacheSamplesThatShowGrowthInOneRegion) {
+  DispatchRegistry registry(runtime_);
+  ASSERT_TRUE(registry.register_policies(policies_).empty());
+  runtime_.cast_cache.set_sample_every_misses(4);
+  const at::Tensor weight = at::randn({8, 8}).requires_grad_(true);
+  {
+    CpuAutocast region;
+    for (int pass = 0; pass < 24; ++pass) {
+      at::Tensor x = at::randn({2, 8}).requires_grad_(true);  // dropped at the end of the pass
+      (void)at::mm(x, weight);
+    }
+    const auto samples = cache_samples(runtime_);
+    // 25 misses (the weight once, an input each pass): samples at 4, 8, 16.
+    ASSERT_EQ(samples.size(), 3u);
+    uint64_t previous = 0;
+    for (const Record& r : samples) {
+      EXPECT_EQ(r.sample.trigger, SampleTrigger::kMisses);
+      EXPECT_GT(r.sample.live_casts, previous);
+      EXPECT_EQ(r.sample.released_casts, 0u);
+      // Each input's cast keeps, through its autograd graph, the input alive.
+      EXPECT_EQ(r.sample.orphaned_casts, 0u);
+      previous = r.sample.live_casts;
+    }
+    EXPECT_EQ(samples.back().sample.live_casts, 16u);
+    // The weight, passes 1 to 13: the sample due at pass 14's input comes before that pass's weight cast.
+    EXPECT_EQ(samples.back().sample.cache_hits, 13u);
+  }
+  // The region's exit let go of every cast.
+  const Record after = cache_sample_record(runtime_, SampleTrigger::kStop);
+  EXPECT_EQ(after.sample.live_casts, 0u);
+  EXPECT_EQ(after.sample.released_casts, 25u);
+}
+
+// A cast that outlives its source (the cache still holds it) is counted as
+// orphaned until the cast goes. Driven through the observer directly: on
+// torch 2.14.1 the cached casts of these loops keep their sources alive,
+// with grad (through the cast's autograd graph) and, as observed, without.
+TEST(CastCacheObserverTest, CastsOfFreedSourcesCountAsOrphanedUntilTheCastGoes) {
+  CastCacheObserver observer;
+  const at::Tensor kept_source = at::randn({8, 8}).requires_grad_(true);
+  const at::Tensor kept_cast = kept_source.to(at::kBFloat16);
+  (void)observer.observe(kept_source, kept_cast);
+  at::Tensor orphan_cast;
+  {
+    const at::Tensor source = at::randn({2, 8}).requires_grad_(true);
+    orphan_cast = source.detach().to(at::kBFloat16);  // no graph back to the source
+    EXPECT_EQ(observer.observe(source, orphan_cast).outcome, CacheOutcome::kMiss);
+  }
+  auto sample = observer.sample();
+  EXPECT_EQ(sample.live_casts, 2u);
+  EXPECT_EQ(sample.orphaned_casts, 1u);
+  EXPECT_EQ(sample.orphaned_bytes, 2u * 8u * 2u);
+  EXPECT_EQ(sample.released_casts, 0u);
+  orphan_cast.reset();  // the region's exit: the cache lets go
+  sample = observer.sample();
+  EXPECT_EQ(sample.live_casts, 1u);
+  EXPECT_EQ(sample.orphaned_casts, 0u);
+  EXPECT_EQ(sample.released_casts, 1u);
+}
+
+// Samples are due every N misses, then every `held` misses once the cache
+// holds more: observe() only counts.
+TEST(CastCacheObserverTest, SamplesAreDueAfterNMissesThenAfterAsManyAsHeld) {
+  CastCacheObserver observer;
+  observer.set_sample_every_misses(2);
+  std::vector<at::Tensor> sources, casts;
+  std::vector<int> due_at;
+  for (int miss = 1; miss <= 12; ++miss) {
+    sources.push_back(at::randn({2}).requires_grad_(true));
+    casts.push_back(sources.back().to(at::kBFloat16));
+    if (observer.observe(sources.back(), casts.back()).sample_due) {
+      due_at.push_back(miss);
+      (void)observer.sample();
+    }
+  }
+  EXPECT_EQ(due_at, (std::vector<int>{2, 4, 8}));
+  EXPECT_FALSE(observer.observe(sources[0], casts[0]).sample_due);  // a hit is not a miss
 }
 
 TEST_F(AutocastKernelTest, Fp32OpCastsLowerPrecisionInputsUp) {

@@ -126,6 +126,10 @@ void encode_cache_sample(const Record& record, wire::Writer& out) {
   out.u64(F::kIteration, record.sample.iteration);
   out.u64(F::kLiveCasts, record.sample.live_casts);
   out.u64(F::kLiveBytes, record.sample.live_bytes);
+  out.u64(F::kOrphanedCasts, record.sample.orphaned_casts);
+  out.u64(F::kOrphanedBytes, record.sample.orphaned_bytes);
+  out.u64(F::kCacheHits, record.sample.cache_hits);
+  out.u64(F::kReleasedCasts, record.sample.released_casts);
 }
 
 }  // namespace

@@ -188,6 +188,10 @@ Record cache_sample_record() {
   r.sample.iteration = 7;
   r.sample.live_casts = 8;
   r.sample.live_bytes = 9000;
+  r.sample.orphaned_casts = 3;
+  r.sample.orphaned_bytes = 3000;
+  r.sample.cache_hits = 40;
+  r.sample.released_casts = 12;
   return r;
 }
 
@@ -319,6 +323,10 @@ v1::Event expected_cache_sample() {
   sample.set_iteration(7);
   sample.set_live_casts(8);
   sample.set_live_bytes(9000);
+  sample.set_orphaned_casts(3);
+  sample.set_orphaned_bytes(3000);
+  sample.set_cache_hits(40);
+  sample.set_released_casts(12);
   return event;
 }
 

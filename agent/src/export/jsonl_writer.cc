@@ -166,6 +166,10 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
         .u64("iteration", record.sample.iteration)
         .u64("live_casts", record.sample.live_casts)
         .u64("live_bytes", record.sample.live_bytes)
+        .u64("orphaned_casts", record.sample.orphaned_casts)
+        .u64("orphaned_bytes", record.sample.orphaned_bytes)
+        .u64("cache_hits", record.sample.cache_hits)
+        .u64("released_casts", record.sample.released_casts)
         .done();
   }
   if (record.kind == RecordKind::kKernel) {

@@ -110,7 +110,8 @@ static_assert(same(SampleTrigger::kUnspecified, pb::CacheSample::TRIGGER_UNSPECI
 static_assert(same(SampleTrigger::kIteration, pb::CacheSample::TRIGGER_ITERATION));
 static_assert(same(SampleTrigger::kInterval, pb::CacheSample::TRIGGER_INTERVAL));
 static_assert(same(SampleTrigger::kStop, pb::CacheSample::TRIGGER_STOP));
-static_assert(same(SampleTrigger::kStop, pb::CacheSample::Trigger_MAX));
+static_assert(same(SampleTrigger::kMisses, pb::CacheSample::TRIGGER_MISSES));
+static_assert(same(SampleTrigger::kMisses, pb::CacheSample::Trigger_MAX));
 
 static_assert(same(ProbeReason::kUnspecified, pb::PROBE_REASON_UNSPECIFIED));
 static_assert(same(ProbeReason::kFullPrecisionUnderAutocast, pb::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST));

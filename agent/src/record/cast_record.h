@@ -76,7 +76,7 @@ enum class ExecutionMode : uint8_t {
 enum class Phase : uint8_t { kUnspecified = 0, kForward = 1, kBackward = 2 };
 
 // Values equal castscope.v1.CacheSample.Trigger.
-enum class SampleTrigger : uint8_t { kUnspecified = 0, kIteration = 1, kInterval = 2, kStop = 3 };
+enum class SampleTrigger : uint8_t { kUnspecified = 0, kIteration = 1, kInterval = 2, kStop = 3, kMisses = 4 };
 
 // Values equal castscope.v1.ProbeReason.
 enum class ProbeReason : uint8_t {
@@ -155,6 +155,10 @@ struct CacheSampleFields {
   uint64_t iteration;
   uint64_t live_casts;
   uint64_t live_bytes;
+  uint64_t orphaned_casts;  // of the live ones, those whose source is gone
+  uint64_t orphaned_bytes;
+  uint64_t cache_hits;      // since the start
+  uint64_t released_casts;  // since the start
   SampleTrigger trigger;
 };
 

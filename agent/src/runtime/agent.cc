@@ -112,17 +112,6 @@ ProcessIdentity current_identity() {
   return ProcessIdentity{static_cast<uint32_t>(getpid()), env_int("RANK"), env_int("LOCAL_RANK"), env_int("WORLD_SIZE")};
 }
 
-Record cache_sample_record(SampleTrigger trigger, uint64_t iteration) {
-  Runtime& runtime = process_runtime();
-  const auto sample = runtime.cast_cache.sample();
-  Record r = runtime.events.new_record(RecordKind::kCacheSample);
-  r.sample.trigger = trigger;
-  r.sample.iteration = iteration;
-  r.sample.live_casts = sample.live_casts;
-  r.sample.live_bytes = sample.live_bytes;
-  return r;
-}
-
 size_t copy_out(const std::string& text, char* buf, size_t len) {
   if (buf != nullptr && len > 0) {
     const size_t n = std::min(text.size(), len - 1);
@@ -259,6 +248,8 @@ class Agent {
     register_jit_cast_lines();  // graphs optimized from now on name the line of each JIT-inserted cast
     attached_.store(true, std::memory_order_release);
     iteration_.store(0);
+    process_runtime().steps.store(0);
+    process_runtime().cast_cache.set_sample_every_misses(config.record_events ? config.cache_sample_every_misses : 0);
     config_ = config;
     findings_ = std::move(findings);
     stop_exporter_ = false;
@@ -329,8 +320,9 @@ class Agent {
   void mark_iteration() {
     if (!attached() || !g_record_events.load(std::memory_order_relaxed)) return;
     const uint64_t iteration = iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
+    process_runtime().steps.store(iteration, std::memory_order_relaxed);
     // Through the thread's ring, so the sample stays in order with its casts.
-    process_runtime().events.record(cache_sample_record(SampleTrigger::kIteration, iteration));
+    process_runtime().events.record(cache_sample_record(process_runtime(), SampleTrigger::kIteration));
     probe_on_iteration(iteration);
     gpu_timing_on_step(iteration);
   }
@@ -421,7 +413,7 @@ class Agent {
       last_drain = std::chrono::steady_clock::now();
       lock.unlock();
       if (std::chrono::steady_clock::now() >= next_sample) {
-        process_runtime().events.record(cache_sample_record(SampleTrigger::kInterval, iteration_.load()));
+        process_runtime().events.record(cache_sample_record(process_runtime(), SampleTrigger::kInterval));
         next_sample += std::chrono::milliseconds(config_.cache_sample_interval_ms);
       }
       // GPU activity: after each step, and at least every second.
@@ -452,7 +444,7 @@ class Agent {
     }
     exporter_cv_.notify_all();
     if (exporter_.joinable()) exporter_.join();
-    process_runtime().events.record(cache_sample_record(SampleTrigger::kStop, iteration_.load()));
+    process_runtime().events.record(cache_sample_record(process_runtime(), SampleTrigger::kStop));
     drain_to_writer();
     write_stats(/*final=*/true);
     {

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace castscope::collector {
@@ -126,43 +127,125 @@ void stale_cache_hits(const RunData& run, std::vector<Finding>& out) {
   }
 }
 
+// The sites whose cacheable misses made the growth: the busiest three.
+std::vector<SiteRef> missing_sites(const RunData& run) {
+  std::vector<const SiteRow*> missing;
+  for (const auto& row : run.sites)
+    if (row.misses > 0) missing.push_back(&row);
+  std::sort(missing.begin(), missing.end(), [](const SiteRow* a, const SiteRow* b) { return a->misses > b->misses; });
+  std::vector<SiteRef> sites;
+  for (size_t i = 0; i < missing.size() && i < 3; ++i) sites.push_back(missing[i]->site);
+  return sites;
+}
+
+// Step rule: the samples taken at optimizer steps grow in most steps, not a
+// one-off warm-up: new cached casts every iteration.
+std::optional<Finding> growth_across_steps(const RunData& run, const std::string& agent,
+                                           const std::vector<const CacheSampleRow*>& all) {
+  std::vector<const CacheSampleRow*> samples;
+  for (const auto* sample : all)
+    if (sample->trigger == v1::CacheSample::TRIGGER_ITERATION) samples.push_back(sample);
+  if (samples.size() < 3) return std::nullopt;
+  size_t grew = 0;
+  for (size_t i = 1; i < samples.size(); ++i) grew += samples[i]->live_casts > samples[i - 1]->live_casts ? 1 : 0;
+  const auto* first = samples.front();
+  const auto* last = samples.back();
+  if (last->live_casts <= first->live_casts || grew * 2 < samples.size() - 1) return std::nullopt;
+  Finding f = make("cache-growth", "warning", missing_sites(run));
+  f.summary = "the autocast cast cache grew from " + std::to_string(first->live_casts) + " to " +
+              std::to_string(last->live_casts) + " live casts (" + std::to_string(first->live_bytes) + " to " +
+              std::to_string(last->live_bytes) + " bytes) over " + std::to_string(samples.size()) + " iterations";
+  f.explanation =
+      "Cached low-precision casts stay alive until the outermost autocast region exits. This region stays open "
+      "across iterations, and every iteration casts new leaf tensors that require grad (new parameters, or tensors "
+      "re-created with requires_grad=True), so each adds an entry that is never reused or freed: memory grows "
+      "with the length of the run.";
+  f.evidence = {{"agent_id", agent},
+                {"detected_by", "iteration samples"},
+                {"iterations", {first->iteration, last->iteration}},
+                {"live_casts", {first->live_casts, last->live_casts}},
+                {"live_bytes", {first->live_bytes, last->live_bytes}},
+                {"iterations_that_grew", grew}};
+  return f;
+}
+
+// Step-free rule, from any samples in seq order: between each pair of a run,
+// the cache let go of nothing (the region stayed open), and either it served
+// cached casts again (a loop inside the region) while holding more, or it
+// holds more casts of sources already gone. Several such intervals in a row
+// are a loop that adds entries each pass. Hits are what set a loop apart
+// from a big model's first forward, which fills the cache over several
+// samples too but reuses nothing.
+constexpr size_t kGrowingIntervals = 3;
+
+bool grew_within_region(const CacheSampleRow& a, const CacheSampleRow& b) {
+  if (b.released_casts != a.released_casts) return false;
+  const bool reused_and_grew = b.cache_hits > a.cache_hits && b.live_casts > a.live_casts;
+  const bool orphans_grew = b.orphaned_casts > a.orphaned_casts;
+  return reused_and_grew || orphans_grew;
+}
+
+std::optional<Finding> growth_within_region(const RunData& run, const std::string& agent,
+                                            const std::vector<const CacheSampleRow*>& samples) {
+  size_t best_begin = 0, best_end = 0;  // the longest run [begin, end] of growing intervals
+  for (size_t begin = 0, i = 1; i < samples.size(); ++i) {
+    if (!grew_within_region(*samples[i - 1], *samples[i])) {
+      begin = i;
+      continue;
+    }
+    if (i - begin > best_end - best_begin) {
+      best_begin = begin;
+      best_end = i;
+    }
+  }
+  if (best_end - best_begin < kGrowingIntervals) return std::nullopt;
+  const CacheSampleRow& first = *samples[best_begin];
+  const CacheSampleRow& last = *samples[best_end];
+  std::set<std::string> triggers;
+  for (size_t i = best_begin; i <= best_end; ++i)
+    triggers.insert(lower_without_prefix(v1::CacheSample::Trigger_Name(samples[i]->trigger), "TRIGGER_"));
+  Finding f = make("cache-growth", "warning", missing_sites(run));
+  f.summary = "the autocast cast cache grew from " + std::to_string(first.live_casts) + " to " +
+              std::to_string(last.live_casts) + " live casts (" + std::to_string(first.live_bytes) + " to " +
+              std::to_string(last.live_bytes) + " bytes) over " + std::to_string(best_end - best_begin + 1) +
+              " samples inside one autocast region";
+  if (last.orphaned_casts > 0)
+    f.summary += ", " + std::to_string(last.orphaned_casts) + " of them for tensors already freed";
+  f.explanation =
+      "Cached low-precision casts stay alive until the outermost autocast region exits. This region stays open "
+      "around a loop: the cache kept serving the same cached casts pass after pass while new leaf tensors that "
+      "require grad (inputs re-created with requires_grad=True, as in input-gradient saliency or adversarial "
+      "examples) added an entry each pass, and nothing was let go. Each entry keeps its cast, and the autograd graph "
+      "behind it, alive until the region exits: memory grows with the number of passes.";
+  f.evidence = {{"agent_id", agent},
+                {"detected_by", "samples inside one region"},
+                {"sample_seqs", {first.seq, last.seq}},
+                {"samples", best_end - best_begin + 1},
+                {"triggers", triggers},
+                {"iterations", {first.iteration, last.iteration}},
+                {"live_casts", {first.live_casts, last.live_casts}},
+                {"live_bytes", {first.live_bytes, last.live_bytes}},
+                {"orphaned_casts", {first.orphaned_casts, last.orphaned_casts}},
+                {"orphaned_bytes", {first.orphaned_bytes, last.orphaned_bytes}},
+                {"cache_hits_between", last.cache_hits - first.cache_hits},
+                {"released_between", 0}};
+  return f;
+}
+
 void cache_growth(const RunData& run, std::vector<Finding>& out) {
-  std::map<std::string, std::vector<const CacheSampleRow*>> by_agent;
-  for (const auto& sample : run.iteration_samples) by_agent[sample.agent_id].push_back(&sample);
-  for (const auto& [agent, samples] : by_agent) {
-    if (samples.size() < 3) continue;
-    size_t grew = 0;
-    for (size_t i = 1; i < samples.size(); ++i) grew += samples[i]->live_casts > samples[i - 1]->live_casts ? 1 : 0;
-    const auto* first = samples.front();
-    const auto* last = samples.back();
-    // Growing in most steps, not a one-off warm-up: new cached casts every iteration.
-    if (last->live_casts <= first->live_casts || grew * 2 < samples.size() - 1) continue;
-    std::vector<const SiteRow*> missing;
-    for (const auto& row : run.sites)
-      if (row.misses > 0) missing.push_back(&row);
-    std::sort(missing.begin(), missing.end(), [](const SiteRow* a, const SiteRow* b) { return a->misses > b->misses; });
-    std::vector<SiteRef> sites;
-    for (size_t i = 0; i < missing.size() && i < 3; ++i) sites.push_back(missing[i]->site);
-    Finding f = make("cache-growth", "warning", sites);
-    f.summary = "the autocast cast cache grew from " + std::to_string(first->live_casts) + " to " +
-                std::to_string(last->live_casts) + " live casts (" + std::to_string(first->live_bytes) + " to " +
-                std::to_string(last->live_bytes) + " bytes) over " + std::to_string(samples.size()) +
-                " iterations";
-    f.explanation =
-        "Cached low-precision casts stay alive until the outermost autocast region exits. This region stays open "
-        "across iterations, and every iteration casts new leaf tensors that require grad (new parameters, or tensors "
-        "re-created with requires_grad=True), so each adds an entry that is never reused or freed: memory grows "
-        "with the length of the run.";
-    f.fix =
+  std::map<std::string, std::vector<const CacheSampleRow*>> by_agent;  // each in seq order
+  for (const auto& sample : run.cache_samples) by_agent[sample.agent_id].push_back(&sample);
+  for (auto& [agent, samples] : by_agent) {
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const CacheSampleRow* a, const CacheSampleRow* b) { return a->seq < b->seq; });
+    std::optional<Finding> f = growth_across_steps(run, agent, samples);
+    if (!f) f = growth_within_region(run, agent, samples);
+    if (!f) continue;
+    f->fix =
         "Enter torch.autocast inside the loop, around the forward pass and the loss; or call "
         "torch.clear_autocast_cache() every iteration; or use torch.autocast(..., cache_enabled=False) for this "
         "region.";
-    f.evidence = {{"agent_id", agent},
-                  {"iterations", {first->iteration, last->iteration}},
-                  {"live_casts", {first->live_casts, last->live_casts}},
-                  {"live_bytes", {first->live_bytes, last->live_bytes}},
-                  {"iterations_that_grew", grew}};
-    out.push_back(std::move(f));
+    out.push_back(std::move(*f));
   }
 }
 

@@ -30,11 +30,32 @@ std::vector<std::string> kinds(const std::vector<Finding>& findings) {
   return out;
 }
 
+// A cache sample taken at optimizer step `i`, the seq following the step.
+CacheSampleRow step_sample(uint64_t i, uint64_t live_casts, uint64_t live_bytes) {
+  CacheSampleRow row{"a", i, live_casts, live_bytes};
+  row.trigger = v1::CacheSample::TRIGGER_ITERATION;
+  row.seq = i * 100;
+  return row;
+}
+
+// A step-free sample: `seq`, what the cache held, and the running totals.
+CacheSampleRow miss_sample(uint64_t seq, uint64_t live_casts, uint64_t hits, uint64_t released,
+                           uint64_t orphaned_casts = 0) {
+  CacheSampleRow row{"a", 0, live_casts, live_casts * 512};
+  row.trigger = v1::CacheSample::TRIGGER_MISSES;
+  row.seq = seq;
+  row.cache_hits = hits;
+  row.released_casts = released;
+  row.orphaned_casts = orphaned_casts;
+  row.orphaned_bytes = orphaned_casts * 512;
+  return row;
+}
+
 TEST(Analyzers, CleanRunHasNoFindings) {
   RunData run;
   run.sites.push_back(site("train.py", 10, "aten::linear", "weight", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32,
                            v1::DTYPE_BFLOAT16));
-  for (uint64_t i = 1; i <= 5; ++i) run.iteration_samples.push_back({"a", i, 0, 0});
+  for (uint64_t i = 1; i <= 5; ++i) run.cache_samples.push_back(step_sample(i, 0, 0));
   EXPECT_TRUE(analyze_run(run).empty());
 }
 
@@ -57,14 +78,59 @@ TEST(Analyzers, StaleHitsAreCriticalAtTheirSite) {
 
 TEST(Analyzers, CacheGrowthNeedsGrowthInMostIterations) {
   RunData steady;
-  for (uint64_t i = 1; i <= 6; ++i) steady.iteration_samples.push_back({"a", i, 10, 1000});  // a warm cache
+  for (uint64_t i = 1; i <= 6; ++i) steady.cache_samples.push_back(step_sample(i, 10, 1000));  // a warm cache
   EXPECT_TRUE(analyze_run(steady).empty());
   RunData warm_up;  // grows once, then flat
-  for (uint64_t i = 1; i <= 6; ++i) warm_up.iteration_samples.push_back({"a", i, i == 1 ? 5u : 10u, 1000});
+  for (uint64_t i = 1; i <= 6; ++i) warm_up.cache_samples.push_back(step_sample(i, i == 1 ? 5u : 10u, 1000));
   EXPECT_TRUE(analyze_run(warm_up).empty());
   RunData growing;
-  for (uint64_t i = 1; i <= 6; ++i) growing.iteration_samples.push_back({"a", i, i, i * 100});
-  EXPECT_EQ(kinds(analyze_run(growing)), std::vector<std::string>{"cache-growth"});
+  for (uint64_t i = 1; i <= 6; ++i) growing.cache_samples.push_back(step_sample(i, i, i * 100));
+  const auto findings = analyze_run(growing);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"cache-growth"});
+  EXPECT_EQ(findings[0].evidence["detected_by"], "iteration samples");
+  EXPECT_EQ(findings[0].evidence["live_casts"], nlohmann::json({1, 6}));
+}
+
+TEST(Analyzers, CacheGrowthWithoutStepsNeedsReuseAndNoReleaseBetweenSamples) {
+  // A saliency loop in one region: the weights' casts are served every pass,
+  // each pass caches one more input, nothing is let go.
+  RunData loop;
+  for (uint64_t k = 0; k < 5; ++k) loop.cache_samples.push_back(miss_sample(100 + k, 64u << k, 60 * k, 0));
+  auto findings = analyze_run(loop);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"cache-growth"});
+  EXPECT_EQ(findings[0].evidence["detected_by"], "samples inside one region");
+  EXPECT_EQ(findings[0].evidence["samples"], 5);
+  EXPECT_EQ(findings[0].evidence["sample_seqs"], nlohmann::json({100, 104}));
+  EXPECT_EQ(findings[0].evidence["live_casts"], nlohmann::json({64, 1024}));
+  EXPECT_EQ(findings[0].evidence["triggers"], nlohmann::json::array({"misses"}));
+
+  // A big model's first forward in one region: the cache fills over several
+  // samples, but nothing is served again.
+  RunData first_forward;
+  for (uint64_t k = 0; k < 5; ++k) first_forward.cache_samples.push_back(miss_sample(100 + k, 64u << k, 0, 0));
+  EXPECT_TRUE(analyze_run(first_forward).empty());
+
+  // A region per iteration: every interval lets go of the last pass's casts.
+  RunData per_iteration;
+  for (uint64_t k = 0; k < 5; ++k)
+    per_iteration.cache_samples.push_back(miss_sample(100 + k, 10 + k, 60 * k, 50 * k));
+  EXPECT_TRUE(analyze_run(per_iteration).empty());
+
+  // Two growing intervals are not enough; in seq order, whatever the row order.
+  RunData short_run;
+  for (uint64_t k : {2, 0, 1}) short_run.cache_samples.push_back(miss_sample(100 + k, 64u << k, 60 * k, 0));
+  EXPECT_TRUE(analyze_run(short_run).empty());
+}
+
+TEST(Analyzers, CacheGrowthFromOrphanedCasts) {
+  // Casts of sources already freed pile up while the region stays open, even
+  // with no hits (nothing else in the loop is cacheable).
+  RunData orphans;
+  for (uint64_t k = 0; k < 4; ++k) orphans.cache_samples.push_back(miss_sample(10 + k, 64 * (k + 1), 0, 0, 64 * k));
+  const auto findings = analyze_run(orphans);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"cache-growth"});
+  EXPECT_EQ(findings[0].evidence["orphaned_casts"], nlohmann::json({0, 192}));
+  EXPECT_NE(findings[0].summary.find("192 of them for tensors already freed"), std::string::npos) << findings[0].summary;
 }
 
 TEST(Analyzers, BackwardOpsPointAtTheBackwardLine) {

@@ -48,7 +48,9 @@ constexpr auto kCastRow = schema::columns(
     schema::kCasts, {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version"});
 constexpr auto kOpRow = schema::columns(
     schema::kOps, {"id", "codes", "op", "location", "cpu_duration_ns", "autocast_enabled", "input_dtypes", "gemm"});
-constexpr auto kSampleRow = schema::columns(schema::kCacheSamples, {"trigger", "iteration", "live_casts", "live_bytes"});
+constexpr auto kSampleRow =
+    schema::columns(schema::kCacheSamples, {"id", "trigger", "iteration", "live_casts", "live_bytes", "orphaned_casts",
+                                            "orphaned_bytes", "cache_hits", "released_casts"});
 constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
 constexpr auto kLocationRow = schema::columns(schema::kLocations, {"kind", "file", "line", "function", "flags", "stack"});
 
@@ -474,9 +476,17 @@ class Loader {
       const auto live_bytes = static_cast<uint64_t>(samples.column_int(kSampleRow["live_bytes"]));
       out_.max_live_casts = std::max(out_.max_live_casts, live_casts);
       out_.max_live_bytes = std::max(out_.max_live_bytes, live_bytes);
-      if (samples.column_int(kSampleRow["trigger"]) == v1::CacheSample::TRIGGER_ITERATION)
-        out_.iteration_samples.push_back(
-            {agent_id, static_cast<uint64_t>(samples.column_int(kSampleRow["iteration"])), live_casts, live_bytes});
+      CacheSampleRow& row = out_.cache_samples.emplace_back();
+      row.agent_id = agent_id;
+      row.iteration = static_cast<uint64_t>(samples.column_int(kSampleRow["iteration"]));
+      row.live_casts = live_casts;
+      row.live_bytes = live_bytes;
+      row.trigger = static_cast<v1::CacheSample::Trigger>(samples.column_int(kSampleRow["trigger"]));
+      row.seq = seq_of_row(samples.column_int(kSampleRow["id"]));
+      row.orphaned_casts = static_cast<uint64_t>(samples.column_int(kSampleRow["orphaned_casts"]));
+      row.orphaned_bytes = static_cast<uint64_t>(samples.column_int(kSampleRow["orphaned_bytes"]));
+      row.cache_hits = static_cast<uint64_t>(samples.column_int(kSampleRow["cache_hits"]));
+      row.released_casts = static_cast<uint64_t>(samples.column_int(kSampleRow["released_casts"]));
     }
     return error;
   }

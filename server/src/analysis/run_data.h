@@ -106,11 +106,16 @@ struct SiteDtypeRow {
   size_t last_agent = SIZE_MAX;
 };
 
+// One CacheSample (events.proto), whatever its trigger.
 struct CacheSampleRow {
   std::string agent_id;
-  uint64_t iteration = 0;
+  uint64_t iteration = 0;  // optimizer steps seen when it was taken
   uint64_t live_casts = 0;
   uint64_t live_bytes = 0;
+  v1::CacheSample::Trigger trigger = v1::CacheSample::TRIGGER_UNSPECIFIED;
+  uint64_t seq = 0;
+  uint64_t orphaned_casts = 0, orphaned_bytes = 0;
+  uint64_t cache_hits = 0, released_casts = 0;  // running totals
 };
 
 // GPU time (docs/gpu.md) at one source line and op: the kernels launched by
@@ -173,7 +178,7 @@ struct RunData {
   // Ops seen with autocast off while torch.jit.trace recorded (the agent's
   // trace observer): file, line, op.
   std::set<std::tuple<std::string, uint32_t, std::string>> traced_with_autocast_off;
-  std::vector<CacheSampleRow> iteration_samples;  // per agent, in iteration order
+  std::vector<CacheSampleRow> cache_samples;  // every trigger; agent by agent, each in seq (time) order
   uint64_t max_live_casts = 0, max_live_bytes = 0;
   std::vector<GpuSiteRow> gpu_sites;
   uint64_t gpu_cast_ns = 0, gpu_compute_ns = 0, gpu_unattributed_ns = 0;

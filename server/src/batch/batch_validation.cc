@@ -185,6 +185,18 @@ Status check_cache_sample(const v1::CacheSample& sample, int index) {
   if (sample.live_bytes() >= kMaxBytes)
     return Status::invalid_argument(event_name(index, "cache_sample", sample.seq()) + ": live_bytes " +
                                     std::to_string(sample.live_bytes()) + " out of range (live_bytes < 2^56)");
+  // Orphaned casts are some of the live ones (the store keeps signed 64-bit integers).
+  if (sample.orphaned_bytes() > sample.live_bytes() || sample.orphaned_casts() > sample.live_casts())
+    return Status::invalid_argument(event_name(index, "cache_sample", sample.seq()) + ": orphaned " +
+                                    std::to_string(sample.orphaned_casts()) + " casts, " +
+                                    std::to_string(sample.orphaned_bytes()) + " bytes exceed the live " +
+                                    std::to_string(sample.live_casts()) + " casts, " +
+                                    std::to_string(sample.live_bytes()) + " bytes");
+  for (const auto& [name, count] : {std::pair{"live_casts", sample.live_casts()}, std::pair{"cache_hits", sample.cache_hits()},
+                                    std::pair{"released_casts", sample.released_casts()}})
+    if (count >= kMaxBytes)
+      return Status::invalid_argument(event_name(index, "cache_sample", sample.seq()) + ": " + name + " " +
+                                      std::to_string(count) + " out of range (< 2^56)");
   return {};
 }
 

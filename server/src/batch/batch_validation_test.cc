@@ -146,6 +146,18 @@ TEST(BatchValidation, RejectsShapesAndByteCountsNoTensorHas) {
   batch.mutable_events(4)->mutable_cache_sample()->set_live_bytes(uint64_t{1} << 63);
   EXPECT_EQ(validate(batch).message(),
             "events[4] (cache_sample seq 5): live_bytes 9223372036854775808 out of range (live_bytes < 2^56)");
+  batch = make_batch("run", "agent", 1);
+  v1::CacheSample& sample = *batch.mutable_events(4)->mutable_cache_sample();
+  sample.set_live_casts(2);
+  sample.set_live_bytes(100);
+  sample.set_orphaned_casts(3);
+  sample.set_orphaned_bytes(100);
+  EXPECT_EQ(validate(batch).message(),
+            "events[4] (cache_sample seq 5): orphaned 3 casts, 100 bytes exceed the live 2 casts, 100 bytes");
+  sample.set_orphaned_casts(2);
+  sample.set_cache_hits(uint64_t{1} << 60);
+  EXPECT_EQ(validate(batch).message(),
+            "events[4] (cache_sample seq 5): cache_hits 1152921504606846976 out of range (< 2^56)");
 }
 
 TEST(BatchValidation, AcceptsShapesRealTensorsHave) {

@@ -27,7 +27,9 @@ namespace {
 // op's matmuls as cuBLASLt's logger described them; docs/gpu.md), unpacked
 // in the op_rows view; version 9 added agents.overlay_errors (module and
 // function overlay entries an agent skipped; docs/overlays.md); version 10
-// added agents.castscope_version (the agent's release, from its identity).
+// added agents.castscope_version (the agent's release, from its identity);
+// version 11 added cache_samples' orphaned counts and running hit and
+// release totals (step-free cache-growth; docs/diagnostics.md).
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -71,14 +73,19 @@ const Migration kMigrations[] = {
     {8, "ALTER TABLE agents ADD COLUMN overlay_errors TEXT NOT NULL DEFAULT '[]'"},
     // Agents stored before version 10 did not say their release: ''.
     {9, "ALTER TABLE agents ADD COLUMN castscope_version TEXT NOT NULL DEFAULT ''"},
+    // Older samples counted no orphans nor totals: 0, as an older agent's do.
+    {10, "ALTER TABLE cache_samples ADD COLUMN orphaned_casts INTEGER NOT NULL DEFAULT 0;"
+         "ALTER TABLE cache_samples ADD COLUMN orphaned_bytes INTEGER NOT NULL DEFAULT 0;"
+         "ALTER TABLE cache_samples ADD COLUMN cache_hits INTEGER NOT NULL DEFAULT 0;"
+         "ALTER TABLE cache_samples ADD COLUMN released_casts INTEGER NOT NULL DEFAULT 0"},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 9;
+constexpr int kNewestMigrationFrom = 10;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version
-// (version 9 lacks agents.castscope_version, which the readers select).
-constexpr int kOldestReadableVersion = 10;
+// (version 10 lacks the cache_samples columns of version 11, which the readers select).
+constexpr int kOldestReadableVersion = 11;
 
 }  // namespace
 

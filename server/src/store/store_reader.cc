@@ -274,6 +274,10 @@ Status StoreReader::read_kind(v1::EventFilter::Kind kind, const AgentRef& agent,
       sample.set_iteration(static_cast<uint64_t>(r.column_int(kSampleRow["iteration"])));
       sample.set_live_casts(static_cast<uint64_t>(r.column_int(kSampleRow["live_casts"])));
       sample.set_live_bytes(static_cast<uint64_t>(r.column_int(kSampleRow["live_bytes"])));
+      sample.set_orphaned_casts(static_cast<uint64_t>(r.column_int(kSampleRow["orphaned_casts"])));
+      sample.set_orphaned_bytes(static_cast<uint64_t>(r.column_int(kSampleRow["orphaned_bytes"])));
+      sample.set_cache_hits(static_cast<uint64_t>(r.column_int(kSampleRow["cache_hits"])));
+      sample.set_released_casts(static_cast<uint64_t>(r.column_int(kSampleRow["released_casts"])));
     }
     if (!resolved.ok()) return resolved;
   }

@@ -228,6 +228,11 @@ inline constexpr Column kCacheSamplesColumns[] = {
     {"iteration", "INTEGER"},
     {"live_casts", "INTEGER"},
     {"live_bytes", "INTEGER"},
+    // Version 11 (CacheSample's orphaned counts and running totals; 0 in older rows):
+    {"orphaned_casts", "INTEGER NOT NULL DEFAULT 0"},
+    {"orphaned_bytes", "INTEGER NOT NULL DEFAULT 0"},
+    {"cache_hits", "INTEGER NOT NULL DEFAULT 0"},
+    {"released_casts", "INTEGER NOT NULL DEFAULT 0"},
 };
 inline constexpr Table kCacheSamples{"cache_samples", kCacheSamplesColumns};
 

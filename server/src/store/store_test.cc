@@ -267,14 +267,24 @@ void exec_sql(const std::string& db, const char* sql) {
   sqlite3_close(handle);
 }
 
-// A store as version 9 wrote it: today's tables less agents.castscope_version.
-void make_version_9_store(const std::string& db) {
+// A store as version 10 wrote it: today's tables less cache_samples' orphaned
+// counts and running totals.
+void make_version_10_store(const std::string& db) {
   {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(db, writer).ok());
     bool duplicate = false;
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
   }
+  exec_sql(db,
+           "ALTER TABLE cache_samples DROP COLUMN orphaned_casts; ALTER TABLE cache_samples DROP COLUMN orphaned_bytes;"
+           "ALTER TABLE cache_samples DROP COLUMN cache_hits; ALTER TABLE cache_samples DROP COLUMN released_casts;"
+           "PRAGMA user_version=10");
+}
+
+// Version 9: version 10 less agents.castscope_version.
+void make_version_9_store(const std::string& db) {
+  make_version_10_store(db);
   exec_sql(db, "ALTER TABLE agents DROP COLUMN castscope_version; PRAGMA user_version=9");
 }
 
@@ -356,8 +366,8 @@ std::string tile_rows(const std::string& db) {
   return out;
 }
 
-TEST(SqliteStore, UpgradesVersion4To9StoresToTheDeclaredSchema) {
-  static_assert(kSchemaVersion == 10, "a new schema version: add its old-file test beside this one");
+TEST(SqliteStore, UpgradesVersion4To10StoresToTheDeclaredSchema) {
+  static_assert(kSchemaVersion == 11, "a new schema version: add its old-file test beside this one");
   const std::string fresh = (temp_dir("fresh") / "store.db").string();
   {
     std::unique_ptr<StoreWriter> writer;
@@ -370,7 +380,7 @@ TEST(SqliteStore, UpgradesVersion4To9StoresToTheDeclaredSchema) {
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10), duplicate).ok());
   }
-  for (int version : {4, 5, 6, 7, 8, 9}) {
+  for (int version : {4, 5, 6, 7, 8, 9, 10}) {
     const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
     switch (version) {
       case 4: make_version_4_store(db); break;
@@ -378,7 +388,8 @@ TEST(SqliteStore, UpgradesVersion4To9StoresToTheDeclaredSchema) {
       case 6: make_version_6_store(db); break;
       case 7: make_version_7_store(db); break;
       case 8: make_version_8_store(db); break;
-      default: make_version_9_store(db); break;
+      case 9: make_version_9_store(db); break;
+      default: make_version_10_store(db); break;
     }
 
     // A reader cannot migrate, and these versions lack columns it reads.
@@ -400,10 +411,14 @@ TEST(SqliteStore, UpgradesVersion4To9StoresToTheDeclaredSchema) {
       EXPECT_FALSE(duplicate);
     }
     EXPECT_EQ(pragma(db, "PRAGMA user_version"), kSchemaVersion);
-    for (const char* table : {"kernels", "agents", "locations", "timeline_tiles", "ops", "op_rows", "cast_rows"})
+    for (const char* table :
+         {"kernels", "agents", "locations", "timeline_tiles", "ops", "op_rows", "cast_rows", "cache_samples"})
       EXPECT_EQ(table_columns(db, table), table_columns(fresh, table)) << table;
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM ops WHERE gemm <> 0"), 0);  // older ops had no description
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM agents WHERE castscope_version <> ''"), 0);  // nor agents a release
+    EXPECT_EQ(pragma(db, "SELECT count(*) FROM cache_samples WHERE orphaned_casts + orphaned_bytes + cache_hits + "
+                         "released_casts <> 0"),
+              0);  // nor samples orphans or totals
     // The tiles of the events stored before the upgrade are built from them:
     // the same rows as a store that wrote them all itself.
     EXPECT_EQ(tile_rows(db), tile_rows(fresh));

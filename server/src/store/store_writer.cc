@@ -488,6 +488,10 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
           s.bind(p + kSampleRow["iteration"], static_cast<int64_t>(sample.iteration()));
           s.bind(p + kSampleRow["live_casts"], static_cast<int64_t>(sample.live_casts()));
           s.bind(p + kSampleRow["live_bytes"], static_cast<int64_t>(sample.live_bytes()));
+          s.bind(p + kSampleRow["orphaned_casts"], static_cast<int64_t>(sample.orphaned_casts()));
+          s.bind(p + kSampleRow["orphaned_bytes"], static_cast<int64_t>(sample.orphaned_bytes()));
+          s.bind(p + kSampleRow["cache_hits"], static_cast<int64_t>(sample.cache_hits()));
+          s.bind(p + kSampleRow["released_casts"], static_cast<int64_t>(sample.released_casts()));
         },
         agent.cache_samples);
   if (status.ok())
