@@ -45,6 +45,7 @@ inline v1::Batch make_batch(const std::string& run_id, const std::string& agent_
   location->mutable_location()->set_function("forward");
   location->mutable_location()->add_stack("/src/model.py:42 forward");
   location->mutable_location()->add_stack("/src/train.py:7 <module>");
+  location->mutable_location()->add_also_consumed_at("/src/model.py:44");
   uint64_t seq = first_seq;
   v1::OpEvent& op = *batch.add_events()->mutable_op();
   op.set_seq(seq++);

@@ -157,6 +157,8 @@ def test_mode_mismatch_compares_what_each_line_returned_in_order_of_execution(sc
         assert finding["evidence"]["observed"] == "op probe windows only"
         assert "eager: bfloat16; script: float32" in finding["summary"]
     assert [f for f in report["findings"] if f["severity"] not in ("info",) and f["kind"] != "mode-mismatch"] == []
+    twin = scenario_report("jit_promote.py", "explicit")  # casts to float32 itself: both modes agree
+    assert [f for f in twin["findings"] if f["severity"] != "info"] == []
 
 
 def test_script_under_trace_names_the_traced_line_that_calls_into_torchscript(scenario_report):
@@ -169,6 +171,8 @@ def test_script_under_trace_names_the_traced_line_that_calls_into_torchscript(sc
     assert (scripted["file"], scripted["line"], scripted["op"]) == (
         script, line_of("script_under_trace.py", "the scripted line"), "aten::mm")
     assert f"called from {script}:{calling['line']}" in finding["summary"]
+    twin = scenario_report("script_under_trace.py", "plain")  # traced and run with autocast off
+    assert [f for f in twin["findings"] if f["severity"] != "info"] == []
 
 
 def test_diff_of_eager_and_scripted_runs_points_at_the_line(tmp_path):

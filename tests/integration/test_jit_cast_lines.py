@@ -1,7 +1,7 @@
 """Casts inserted by JIT autocast are reported at the line of the op that
 consumes them: real torch under `castscope run`, the scenario's scripted
-`h = torch.mm(a, b); return h + h` under eager bf16 autocast, with and
-without grad (a DifferentiableGraph in the grad case)."""
+`h = torch.mm(a, b); g = h + h; return g * h` under eager bf16 autocast,
+with and without grad (a DifferentiableGraph in the grad case)."""
 from __future__ import annotations
 
 import json
@@ -47,21 +47,24 @@ def test_inserted_casts_at_their_consumer_line(tmp_path, mode):
     scenario = str(SCENARIO)
     matmul = ("KIND_TORCHSCRIPT", scenario, line_of("the matmul line"))
     add = ("KIND_TORCHSCRIPT", scenario, line_of("the add line"))
+    mul = ("KIND_TORCHSCRIPT", scenario, line_of("the mul line"))
     caller = ("KIND_PYTHON", scenario, line_of("the caller line"))
 
     jit = [c for c in casts if c["op"] in (REDUCED, FULL)]
     assert all(c["mode"] == "EXECUTION_MODE_SCRIPT" for c in jit)
-    # Every call casts a and b down and h up, in that order.
+    # Every call casts a and b down and h and g up, in that order.
     forward = [c for c in jit if c.get("phase", "PHASE_FORWARD") == "PHASE_FORWARD"]
-    assert [c["op"] for c in forward] == [REDUCED, REDUCED, FULL] * CALLS
-    calls = [forward[i:i + 3] for i in range(0, len(forward), 3)]
+    assert [c["op"] for c in forward] == [REDUCED, REDUCED, FULL, FULL] * CALLS
+    calls = [forward[i:i + 4] for i in range(0, len(forward), 4)]
     # The first call profiles the graph before any pass runs: the caller's line.
     assert {where(c) for c in calls[0]} == {caller}
     # Once the executor has optimized the graph, each cast is at its consumer.
     for call in calls[-1:]:
-        assert [where(c) for c in call] == [matmul, matmul, add], call
-        assert [c["dst_dtype"] for c in call] == ["DTYPE_BFLOAT16", "DTYPE_BFLOAT16", "DTYPE_FLOAT32"]
-        assert [c["shape"] for c in call] == [["2", "3"], ["3", "4"], ["2", "4"]]  # a, b, then h
+        assert [where(c) for c in call] == [matmul, matmul, add, mul], call
+        assert [c["dst_dtype"] for c in call] == ["DTYPE_BFLOAT16", "DTYPE_BFLOAT16", "DTYPE_FLOAT32", "DTYPE_FLOAT32"]
+        assert [c["shape"] for c in call] == [["2", "3"], ["3", "4"], ["2", "4"], ["2", "4"]]  # a, b, h, g
+        # The one cast of h feeds the add and the mul: the mul's line is listed.
+        assert [c["location"].get("also_consumed_at", []) for c in call] == [[], [], [f"{scenario}:{mul[2]}"], []]
     # torch's own symbolic_script source is never reported as a user line.
     assert not [c for c in casts if "<string>" in c["location"].get("file", "")]
 

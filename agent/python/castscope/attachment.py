@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 from . import callable_overlays
 from ._native import AttachError, _library, _location_reader_pointer, _read_json, _torch_dir, agent_torch_version
 from .config import _config, _gpu_config, _probe_config
-from .events import read_events, summarize
+from .events import is_probe_record, read_events, summarize
 from .module_paths import missing_module_errors
 
 
@@ -41,7 +41,12 @@ class Agent:
         return [e["cast"] for e in self.events() if "cast" in e]
 
     def ops(self) -> list[dict]:
-        return [e["op"] for e in self.events() if "op" in e]
+        """The op events of castscope's autocast kernels (op probe records left out)."""
+        return [e["op"] for e in self.events() if "op" in e and not is_probe_record(e["op"])]
+
+    def probe_ops(self) -> list[dict]:
+        """The op probe's records (docs/diagnostics.md, "The op probe")."""
+        return [e["op"] for e in self.events() if "op" in e and is_probe_record(e["op"])]
 
     def cache_samples(self) -> list[dict]:
         return [e["cache_sample"] for e in self.events() if "cache_sample" in e]

@@ -35,6 +35,11 @@ def read_events(path) -> list[dict]:
     return list(iter_events(path))
 
 
+def is_probe_record(op: dict) -> bool:
+    """An OpEvent the op probe recorded, not an autocast kernel's op."""
+    return op.get("probe_reason", "PROBE_REASON_UNSPECIFIED") != "PROBE_REASON_UNSPECIFIED"
+
+
 def summarize(events, skipped=()) -> str:
     """A terminal summary of events (an iterable, from one or several processes), in one pass."""
     casts, cache = Counter(), Counter()
@@ -48,7 +53,7 @@ def summarize(events, skipped=()) -> str:
             if c["outcome"] == "CAST_OUTCOME_CAST":
                 casts[(c["op"], c["arg_name"], c["src_dtype"][6:].lower(), c["dst_dtype"][6:].lower())] += 1
         elif "op" in e:
-            ops += 1
+            ops += 0 if is_probe_record(e["op"]) else 1
         elif "stats" in e:
             last_stats[e["stats"].get("pid")] = e["stats"]
         elif "kernel" in e:

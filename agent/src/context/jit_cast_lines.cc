@@ -2,8 +2,14 @@
 
 #include <torch/csrc/jit/passes/pass_manager.h>
 
+#include <algorithm>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 namespace castscope {
 namespace {
@@ -17,15 +23,51 @@ bool is_jit_cast(const torch::jit::Node* node) {
   return node->kind() == reduced || node->kind() == full;
 }
 
-// The consumer earliest in graph order whose range is the user's; nullptr
-// when none has one (a cast only returned, or only fed to JIT plumbing).
-torch::jit::Node* first_user_consumer(const torch::jit::Node* cast) {
-  torch::jit::Node* first = nullptr;
-  for (const auto& use : cast->output()->uses()) {
-    if (!is_user_range(use.user->sourceRange())) continue;
-    if (first == nullptr || use.user->isBefore(first)) first = use.user;
+// The consumers whose range is the user's, in graph order; empty when none
+// has one (a cast only returned, or only fed to JIT plumbing).
+std::vector<torch::jit::Node*> user_consumers(const torch::jit::Node* cast) {
+  std::vector<torch::jit::Node*> consumers;
+  for (const auto& use : cast->output()->uses())
+    if (is_user_range(use.user->sourceRange()) &&
+        std::find(consumers.begin(), consumers.end(), use.user) == consumers.end())
+      consumers.push_back(use.user);
+  std::sort(consumers.begin(), consumers.end(),
+            [](const torch::jit::Node* a, const torch::jit::Node* b) { return a->isBefore(b); });
+  return consumers;
+}
+
+std::string line_of(const torch::jit::SourceRange& range) {
+  const auto file_line = range.file_line_col();
+  return file_line ? std::get<0>(*file_line) + ":" + std::to_string(std::get<1>(*file_line)) : std::string();
+}
+
+// Sources made for shared casts, with their other consumers' lines; one per
+// (first consumer's Source, lines), kept for the process: graphs may run
+// until it ends. Bounded: past the cap a shared cast names its first
+// consumer only.
+constexpr size_t kMaxSharedSources = 4096;
+struct SharedSource {
+  std::shared_ptr<torch::jit::Source> source;
+  std::string others;
+};
+std::mutex g_shared_mutex;
+std::map<std::pair<const torch::jit::Source*, std::string>, SharedSource> g_shared_by_origin;  // guarded
+std::unordered_map<const torch::jit::Source*, const SharedSource*> g_shared_by_copy;           // guarded
+
+// `cast` (already given its first consumer's range) points into a copy of
+// that Source registered with `others`.
+void name_other_consumers(torch::jit::Node* cast, const std::string& others) {
+  const torch::jit::SourceRange range = cast->sourceRange();
+  const auto origin = range.source();
+  std::lock_guard<std::mutex> lock(g_shared_mutex);
+  auto found = g_shared_by_origin.find({origin.get(), others});
+  if (found == g_shared_by_origin.end()) {
+    if (g_shared_by_origin.size() >= kMaxSharedSources) return;
+    auto copy = std::make_shared<torch::jit::Source>(origin->text_str(), origin->filename(), origin->starting_line_no());
+    found = g_shared_by_origin.emplace(std::make_pair(origin.get(), others), SharedSource{copy, others}).first;
+    g_shared_by_copy.emplace(copy.get(), &found->second);
   }
-  return first;
+  cast->setSourceRange(torch::jit::SourceRange(found->second.source, range.start(), range.end()));
 }
 
 size_t attribute_block(torch::jit::Block* block) {
@@ -41,10 +83,18 @@ size_t attribute_block(torch::jit::Block* block) {
       }
     }
     if (!is_jit_cast(node) || is_user_range(node->sourceRange())) continue;
-    if (torch::jit::Node* consumer = first_user_consumer(node)) {
-      node->copyMetadata(consumer);
-      ++attributed;
+    const auto consumers = user_consumers(node);
+    if (consumers.empty()) continue;
+    node->copyMetadata(consumers.front());
+    ++attributed;
+    std::vector<std::string> lines;  // distinct, the first consumer's first
+    for (const torch::jit::Node* consumer : consumers) {
+      std::string line = line_of(consumer->sourceRange());
+      if (!line.empty() && std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(std::move(line));
     }
+    std::string others;
+    for (size_t i = 1; i < lines.size(); ++i) others += (i > 1 ? "\n" : "") + lines[i];
+    if (!others.empty()) name_other_consumers(node, others);
   }
   return attributed;
 }
@@ -63,6 +113,12 @@ bool is_user_range(const torch::jit::SourceRange& range) {
 }
 
 size_t attribute_jit_casts(torch::jit::Graph& graph) { return attribute_block(graph.block()); }
+
+std::string other_consumer_lines(const torch::jit::Source* source) {
+  std::lock_guard<std::mutex> lock(g_shared_mutex);
+  const auto found = g_shared_by_copy.find(source);
+  return found == g_shared_by_copy.end() ? std::string() : found->second->others;
+}
 
 // torch's list of post passes has no lock of its own: like the kernels the
 // agent registers, the pass is added and removed at attach and detach, not

@@ -7,10 +7,17 @@
 // graph executors after their optimizations, gives each such cast the source
 // range of its first consumer in graph order: the line whose op asked for the
 // cast. It rewrites metadata only, never computation.
+//
+// A cast CSE shared between several ops (`h` cast once for `h + h` and for
+// `g * h`) gets a copy of its first consumer's Source (sharing the text), and
+// that copy is registered with the other consumers' lines: the resolver
+// finds them by the Source its range points to.
 #pragma once
 
 #include <torch/csrc/jit/frontend/source_range.h>
 #include <torch/csrc/jit/ir/ir.h>
+
+#include <string>
 
 namespace castscope {
 
@@ -22,6 +29,10 @@ bool is_user_range(const torch::jit::SourceRange& range);
 // The pass itself, on every node of `graph` (blocks and subgraphs included).
 // Returns how many casts it gave a range to.
 size_t attribute_jit_casts(torch::jit::Graph& graph);
+
+// The lines ("file:line", newline-separated) of the other consumers of a
+// shared cast whose range points into `source`; empty for any other source.
+std::string other_consumer_lines(const torch::jit::Source* source);
 
 // Registers the pass with torch's post passes (at agent start) and removes
 // it again (at agent stop). Graphs optimized while it was registered keep

@@ -98,6 +98,7 @@ JitContext resolve(const std::vector<torch::jit::StackEntry>& callstack, Locatio
       location.file = std::get<0>(*file_line);
       location.line = static_cast<uint32_t>(std::get<1>(*file_line));
       location.inside_disabled_autocast = inside_disabled_autocast(source->text_str().str(), entry.range.start());
+      location.also_consumed_at = other_consumer_lines(source.get());
       context.has_source = true;
       break;
     }

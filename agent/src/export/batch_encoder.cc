@@ -160,6 +160,12 @@ void BatchEncoder::define_location(uint32_t id, const Location& location) {
     start = end + 1;
   }
   source.boolean(F::kInsideDisabledAutocast, location.inside_disabled_autocast);
+  for (size_t start = 0; start < location.also_consumed_at.size();) {
+    size_t end = location.also_consumed_at.find('\n', start);
+    if (end == std::string::npos) end = location.also_consumed_at.size();
+    source.bytes(F::kAlsoConsumedAt, std::string_view(location.also_consumed_at).substr(start, end - start));
+    start = end + 1;
+  }
   if (!location.source_text.empty()) source.bytes(F::kSourceText, location.source_text);
   nested_.clear();
   nested_.u64(pb::InternedLocation::kId, id);

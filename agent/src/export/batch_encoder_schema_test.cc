@@ -114,7 +114,8 @@ Location location() {
                   12,  // line
                   "Net.forward", "model.py:12 Net.forward\ntrain.py:3 <module>",
                   true,  // inside_disabled_autocast
-                  "h = torch.mm(a, b)"};
+                  "h = torch.mm(a, b)",
+                  "model.py:14\nmodel.py:15"};  // also_consumed_at
 }
 
 Record op_record() {
@@ -247,6 +248,8 @@ v1::SourceLocation expected_location() {
   where.add_stack("train.py:3 <module>");
   where.set_inside_disabled_autocast(true);
   where.set_source_text("h = torch.mm(a, b)");
+  where.add_also_consumed_at("model.py:14");
+  where.add_also_consumed_at("model.py:15");
   return where;
 }
 

@@ -67,18 +67,25 @@ class ArrayBuilder {
   std::string out_ = "[";
 };
 
-std::string location_json(const Location& location) {
-  ArrayBuilder stack;
-  for (size_t start = 0; start < location.stack.size();) {
-    size_t end = location.stack.find('\n', start);
-    if (end == std::string::npos) end = location.stack.size();
-    stack.add(nlohmann::json(location.stack.substr(start, end - start)).dump());
+// Newline-separated lines as a JSON array of strings.
+std::string lines_json(const std::string& lines) {
+  ArrayBuilder array;
+  for (size_t start = 0; start < lines.size();) {
+    size_t end = lines.find('\n', start);
+    if (end == std::string::npos) end = lines.size();
+    array.add(nlohmann::json(lines.substr(start, end - start)).dump());
     start = end + 1;
   }
+  return array.done();
+}
+
+std::string location_json(const Location& location) {
   return "{\"kind\":" + json_quoted(location_kind_enum(location.kind)) +
          ",\"file\":" + nlohmann::json(location.file).dump() + ",\"line\":" + std::to_string(location.line) +
          ",\"function\":" + nlohmann::json(location.function).dump() +
-         ",\"stack\":" + stack.done() + (location.inside_disabled_autocast ? ",\"inside_disabled_autocast\":true" : "") +
+         ",\"stack\":" + lines_json(location.stack) +
+         (location.inside_disabled_autocast ? ",\"inside_disabled_autocast\":true" : "") +
+         (location.also_consumed_at.empty() ? "" : ",\"also_consumed_at\":" + lines_json(location.also_consumed_at)) +
          (location.source_text.empty() ? "" : ",\"source_text\":" + nlohmann::json(location.source_text).dump()) +
          "}";
 }

@@ -6,10 +6,12 @@ LocationTable::LocationTable() { locations_.push_back(Location{}); }
 
 uint32_t LocationTable::intern(const Location& location) {
   std::string key;
-  key.reserve(location.file.size() + location.function.size() + location.stack.size() + 16);
+  key.reserve(location.file.size() + location.function.size() + location.stack.size() +
+              location.also_consumed_at.size() + 16);
   key += static_cast<char>('0' + static_cast<int>(location.kind));
   key += location.inside_disabled_autocast ? 'd' : '-';
-  key += location.file + '\0' + std::to_string(location.line) + '\0' + location.function + '\0' + location.stack;
+  key += location.file + '\0' + std::to_string(location.line) + '\0' + location.function + '\0' + location.stack + '\0' +
+         location.also_consumed_at;
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = ids_.find(key);
   if (found != ids_.end()) return found->second;

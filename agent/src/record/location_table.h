@@ -29,6 +29,9 @@ struct Location {
   bool inside_disabled_autocast = false;
   // Filled by the exporter (source_lines.h), never on the hot path; not part of the key.
   std::string source_text = {};
+  // TorchScript only: a JIT-inserted cast shared by several ops is at its
+  // first consumer's line; the others' "file:line", newline-separated.
+  std::string also_consumed_at = {};
 };
 
 class LocationTable {

@@ -269,10 +269,11 @@ Status validate_batch(const v1::Batch& batch, const BatchLimits& limits) {
     const v1::SourceLocation& location = batch.locations(i).location();
     if (location.file().size() > limits.max_string_bytes || location.function().size() > limits.max_string_bytes ||
         location.source_text().size() > limits.max_string_bytes ||
-        static_cast<uint32_t>(location.stack_size()) > limits.max_stack_frames)
+        static_cast<uint32_t>(location.stack_size()) > limits.max_stack_frames ||
+        static_cast<uint32_t>(location.also_consumed_at_size()) > limits.max_stack_frames)
       return Status::invalid_argument("locations[" + std::to_string(i) + "] is over the size limits (" +
                                       std::to_string(limits.max_string_bytes) + " bytes per name, " +
-                                      std::to_string(limits.max_stack_frames) + " stack frames)");
+                                      std::to_string(limits.max_stack_frames) + " stack frames or consumer lines)");
   }
 
   LocalIdIndex strings;

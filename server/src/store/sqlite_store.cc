@@ -29,7 +29,10 @@ namespace {
 // function overlay entries an agent skipped; docs/overlays.md); version 10
 // added agents.castscope_version (the agent's release, from its identity);
 // version 11 added cache_samples' orphaned counts and running hit and
-// release totals (step-free cache-growth; docs/diagnostics.md).
+// release totals (step-free cache-growth; docs/diagnostics.md); version 12
+// added locations.also_consumed_at (the other consumers of a JIT-inserted
+// cast CSE shared; part of the location's identity, so the table is made
+// again with the new UNIQUE constraint).
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -42,6 +45,9 @@ struct Migration {
 // Version 7's tiles table is the one declared in store_schema.h (the same text
 // as a new store's) and is filled from the events the store holds.
 const std::string kTilesTableSql = schema::kTimelineTiles.create_sql();
+// Version 12's locations table (a new UNIQUE constraint): made as a new
+// store's, the rows copied from the old one.
+const std::string kLocationsTableSql = schema::kLocations.create_sql();
 // Version 8's op_rows view reads ops.gemm: the view is made again after the column.
 const std::string kOpRowsViewSql = schema::op_rows_view_sql();
 const Migration kMigrations[] = {
@@ -78,14 +84,27 @@ const Migration kMigrations[] = {
          "ALTER TABLE cache_samples ADD COLUMN orphaned_bytes INTEGER NOT NULL DEFAULT 0;"
          "ALTER TABLE cache_samples ADD COLUMN cache_hits INTEGER NOT NULL DEFAULT 0;"
          "ALTER TABLE cache_samples ADD COLUMN released_casts INTEGER NOT NULL DEFAULT 0"},
+    {11, "ALTER TABLE locations RENAME TO locations_v11", [](sqlite3* db) -> Status {
+       const std::string sql = kLocationsTableSql +
+                               "INSERT INTO locations(id, kind, file, line, function, stack, flags, source) "
+                               "SELECT id, kind, file, line, function, stack, flags, source FROM locations_v11;"
+                               "DROP TABLE locations_v11";
+       char* message = nullptr;
+       if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
+         Status s = Status::internal(message ? message : "cannot make the locations table again");
+         sqlite3_free(message);
+         return s;
+       }
+       return Status();
+     }},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 10;
+constexpr int kNewestMigrationFrom = 11;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version
-// (version 10 lacks the cache_samples columns of version 11, which the readers select).
-constexpr int kOldestReadableVersion = 11;
+// (version 11 lacks locations.also_consumed_at, which the readers select).
+constexpr int kOldestReadableVersion = 12;
 
 }  // namespace
 

@@ -46,10 +46,21 @@ constexpr auto kAgentRef = schema::columns(schema::kAgents, {"id", "agent_id"});
 constexpr auto kStringId = schema::columns(schema::kStrings, {"id"});
 constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
 constexpr auto kLocationRow =
-    schema::columns(schema::kLocations, {"kind", "file", "line", "function", "stack", "flags", "source"});
+    schema::columns(schema::kLocations, {"kind", "file", "line", "function", "stack", "flags", "source", "also_consumed_at"});
 constexpr auto kBatchSequence = schema::columns(schema::kBatches, {"sequence"});
 constexpr auto kFindingRow =
     schema::columns(schema::kFindings, {"id", "run", "kind", "severity", "summary", "details_json"});
+
+// A JSON array of strings as stored (stacks, consumer lines); '' is none.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  if (text.empty()) return lines;
+  const auto array = nlohmann::json::parse(text, nullptr, false);
+  if (array.is_array())
+    for (const auto& line : array)
+      if (line.is_string()) lines.push_back(line.get<std::string>());
+  return lines;
+}
 
 uint64_t seq_of(const v1::Event& event) {
   switch (event.kind_case()) {
@@ -190,13 +201,9 @@ Status StoreReader::resolve_location(int64_t id, v1::SourceLocation& out) {
     out.set_function(statement.column_text(kLocationRow["function"]));
     out.set_inside_disabled_autocast((statement.column_int(kLocationRow["flags"]) & 1) != 0);
     out.set_source_text(statement.column_text(kLocationRow["source"]));
-    const std::string stack = statement.column_text(kLocationRow["stack"]);
-    if (!stack.empty()) {
-      const auto frames = nlohmann::json::parse(stack, nullptr, false);
-      if (frames.is_array())
-        for (const auto& frame : frames)
-          if (frame.is_string()) out.add_stack(frame.get<std::string>());
-    }
+    for (const auto& frame : lines_of(statement.column_text(kLocationRow["stack"]))) out.add_stack(frame);
+    for (const auto& line : lines_of(statement.column_text(kLocationRow["also_consumed_at"])))
+      out.add_also_consumed_at(line);
   }
   if (!error.ok()) return db_.error(error.message());
   locations_.emplace(id, out);

@@ -186,8 +186,11 @@ inline constexpr Column kLocationsColumns[] = {
     {"flags", "INTEGER NOT NULL DEFAULT 0"},  // bit 0: inside a scripted autocast(enabled=False) block
     // Version 7: the text of the line as the agent read it (capped; empty: none). Not part of the key.
     {"source", "TEXT NOT NULL DEFAULT ''"},
+    // Version 12: a JIT-inserted cast CSE shared between ops: the other consumers' lines (JSON array; empty: none).
+    {"also_consumed_at", "TEXT NOT NULL DEFAULT ''"},
 };
-inline constexpr Table kLocations{"locations", kLocationsColumns, "UNIQUE(kind, file, line, function, stack, flags)"};
+inline constexpr Table kLocations{"locations", kLocationsColumns,
+                                  "UNIQUE(kind, file, line, function, stack, flags, also_consumed_at)"};
 
 inline constexpr Column kCastsColumns[] = {
     {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)

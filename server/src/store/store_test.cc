@@ -73,6 +73,8 @@ TEST(SqliteStore, RoundTripResolvesStringsAndLocations) {
   EXPECT_EQ(cast.location().file(), "/src/model.py");
   ASSERT_EQ(cast.location().stack_size(), 2);
   EXPECT_EQ(cast.location().stack(1), "/src/train.py:7 <module>");
+  ASSERT_EQ(cast.location().also_consumed_at_size(), 1);
+  EXPECT_EQ(cast.location().also_consumed_at(0), "/src/model.py:44");
   EXPECT_EQ(cast.shape(2), 16);
 }
 
@@ -267,15 +269,27 @@ void exec_sql(const std::string& db, const char* sql) {
   sqlite3_close(handle);
 }
 
-// A store as version 10 wrote it: today's tables less cache_samples' orphaned
-// counts and running totals.
-void make_version_10_store(const std::string& db) {
+// A store as version 11 wrote it: today's tables less
+// locations.also_consumed_at, whose UNIQUE constraint did not name it.
+void make_version_11_store(const std::string& db) {
   {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(db, writer).ok());
     bool duplicate = false;
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
   }
+  exec_sql(db,
+           "ALTER TABLE locations RENAME TO locations_v12;"
+           "CREATE TABLE locations(id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, file TEXT NOT NULL, "
+           "line INTEGER NOT NULL, function TEXT NOT NULL, stack TEXT NOT NULL, flags INTEGER NOT NULL DEFAULT 0, "
+           "source TEXT NOT NULL DEFAULT '', UNIQUE(kind, file, line, function, stack, flags));"
+           "INSERT INTO locations SELECT id, kind, file, line, function, stack, flags, source FROM locations_v12;"
+           "DROP TABLE locations_v12; PRAGMA user_version=11");
+}
+
+// Version 10: version 11 less cache_samples' orphaned counts and running totals.
+void make_version_10_store(const std::string& db) {
+  make_version_11_store(db);
   exec_sql(db,
            "ALTER TABLE cache_samples DROP COLUMN orphaned_casts; ALTER TABLE cache_samples DROP COLUMN orphaned_bytes;"
            "ALTER TABLE cache_samples DROP COLUMN cache_hits; ALTER TABLE cache_samples DROP COLUMN released_casts;"
@@ -366,8 +380,22 @@ std::string tile_rows(const std::string& db) {
   return out;
 }
 
-TEST(SqliteStore, UpgradesVersion4To10StoresToTheDeclaredSchema) {
-  static_assert(kSchemaVersion == 11, "a new schema version: add its old-file test beside this one");
+// The statement SQLite keeps for `table` (its columns and constraints).
+std::string table_sql(const std::string& db, const std::string& table) {
+  sqlite3* handle = nullptr;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(handle, "SELECT sql FROM sqlite_master WHERE name = ?", -1, &stmt, nullptr), SQLITE_OK);
+  sqlite3_bind_text(stmt, 1, table.c_str(), -1, SQLITE_TRANSIENT);
+  std::string out;
+  if (sqlite3_step(stmt) == SQLITE_ROW) out = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+  sqlite3_finalize(stmt);
+  sqlite3_close(handle);
+  return out;
+}
+
+TEST(SqliteStore, UpgradesVersion4To11StoresToTheDeclaredSchema) {
+  static_assert(kSchemaVersion == 12, "a new schema version: add its old-file test beside this one");
   const std::string fresh = (temp_dir("fresh") / "store.db").string();
   {
     std::unique_ptr<StoreWriter> writer;
@@ -380,7 +408,7 @@ TEST(SqliteStore, UpgradesVersion4To10StoresToTheDeclaredSchema) {
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10), duplicate).ok());
   }
-  for (int version : {4, 5, 6, 7, 8, 9, 10}) {
+  for (int version : {4, 5, 6, 7, 8, 9, 10, 11}) {
     const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
     switch (version) {
       case 4: make_version_4_store(db); break;
@@ -389,7 +417,8 @@ TEST(SqliteStore, UpgradesVersion4To10StoresToTheDeclaredSchema) {
       case 7: make_version_7_store(db); break;
       case 8: make_version_8_store(db); break;
       case 9: make_version_9_store(db); break;
-      default: make_version_10_store(db); break;
+      case 10: make_version_10_store(db); break;
+      default: make_version_11_store(db); break;
     }
 
     // A reader cannot migrate, and these versions lack columns it reads.
@@ -414,6 +443,7 @@ TEST(SqliteStore, UpgradesVersion4To10StoresToTheDeclaredSchema) {
     for (const char* table :
          {"kernels", "agents", "locations", "timeline_tiles", "ops", "op_rows", "cast_rows", "cache_samples"})
       EXPECT_EQ(table_columns(db, table), table_columns(fresh, table)) << table;
+    EXPECT_EQ(table_sql(db, "locations"), table_sql(fresh, "locations"));  // the new UNIQUE constraint too
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM ops WHERE gemm <> 0"), 0);  // older ops had no description
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM agents WHERE castscope_version <> ''"), 0);  // nor agents a release
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM cache_samples WHERE orphaned_casts + orphaned_bytes + cache_hits + "

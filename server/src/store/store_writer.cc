@@ -14,19 +14,20 @@ namespace v1 = castscope::v1;
 
 namespace {
 
-// Stacks are stored as a JSON array of frames; empty when the agent sent none.
-std::string stack_text(const v1::SourceLocation& location) {
-  if (location.stack_size() == 0) return {};
-  return nlohmann::json(std::vector<std::string>(location.stack().begin(), location.stack().end())).dump();
+// Stacks (and a shared cast's other consumer lines) are stored as a JSON
+// array of strings; empty when the agent sent none.
+std::string lines_text(const google::protobuf::RepeatedPtrField<std::string>& lines) {
+  if (lines.empty()) return {};
+  return nlohmann::json(std::vector<std::string>(lines.begin(), lines.end())).dump();
 }
 
 // locations.flags
 int64_t location_flags(const v1::SourceLocation& location) { return location.inside_disabled_autocast() ? 1 : 0; }
 
-std::string location_key(const v1::SourceLocation& location, const std::string& stack) {
+std::string location_key(const v1::SourceLocation& location, const std::string& stack, const std::string& also) {
   std::string key = std::to_string(location.kind()) + '\x1f' + location.file() + '\x1f' +
                     std::to_string(location.line()) + '\x1f' + location.function() + '\x1f' + stack + '\x1f' +
-                    std::to_string(location_flags(location));
+                    std::to_string(location_flags(location)) + '\x1f' + also;
   return key;
 }
 
@@ -64,10 +65,10 @@ constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
 constexpr auto kLocationId = schema::columns(schema::kLocations, {"id"});
 // What makes a location distinct (its UNIQUE constraint): lookup and insert bind the same.
 constexpr auto kLocationKey =
-    schema::columns(schema::kLocations, {"kind", "file", "line", "function", "stack", "flags"});
+    schema::columns(schema::kLocations, {"kind", "file", "line", "function", "stack", "flags", "also_consumed_at"});
 // A new location row: its key and the text of its line.
-constexpr auto kLocationInsert =
-    schema::columns(schema::kLocations, {"kind", "file", "line", "function", "stack", "flags", "source"});
+constexpr auto kLocationInsert = schema::columns(
+    schema::kLocations, {"kind", "file", "line", "function", "stack", "flags", "also_consumed_at", "source"});
 constexpr auto kFindingRow =
     schema::columns(schema::kFindings, {"run", "kind", "severity", "summary", "details_json"});
 
@@ -310,14 +311,15 @@ Status StoreWriter::intern_string(const std::string& text, int64_t& id) {
 }
 
 Status StoreWriter::intern_location(const v1::SourceLocation& location, int64_t& id) {
-  const std::string stack = stack_text(location);
-  std::string key = location_key(location, stack);
+  const std::string stack = lines_text(location.stack());
+  const std::string also = lines_text(location.also_consumed_at());
+  std::string key = location_key(location, stack, also);
   if (auto it = location_ids_.find(key); it != location_ids_.end()) {
     id = it->second;
     return {};
   }
   // The lookup binds the key; the insert the key (same ordinals) and the source text.
-  static_assert(kLocationInsert.param("flags") == kLocationKey.param("flags"));
+  static_assert(kLocationInsert.param("also_consumed_at") == kLocationKey.param("also_consumed_at"));
   Statement* statements[] = {&find_location_, &insert_location_};
   for (Statement* statement : statements) {
     statement->bind(kLocationKey.param("kind"), location.kind());
@@ -326,6 +328,7 @@ Status StoreWriter::intern_location(const v1::SourceLocation& location, int64_t&
     statement->bind_text(kLocationKey.param("function"), location.function());
     statement->bind_text(kLocationKey.param("stack"), stack);
     statement->bind(kLocationKey.param("flags"), location_flags(location));
+    statement->bind_text(kLocationKey.param("also_consumed_at"), also);
   }
   insert_location_.bind_text(kLocationInsert.param("source"), location.source_text());
   Status error;

@@ -110,6 +110,8 @@ json location_json(const v1::SourceLocation& location, bool with_source) {
     out["source"] = location.source_text().empty() ? json(nullptr) : json(location.source_text());
     out["stack"] = json(std::vector<std::string>(location.stack().begin(), location.stack().end()));
     out["inside_disabled_autocast"] = location.inside_disabled_autocast();
+    out["also_consumed_at"] = json(std::vector<std::string>(location.also_consumed_at().begin(),
+                                                            location.also_consumed_at().end()));
   }
   return out;
 }

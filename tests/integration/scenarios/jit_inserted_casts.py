@@ -1,7 +1,8 @@
 """A scripted function whose casts the JIT autocast pass inserts, run under
 eager bf16 CPU autocast: `a` and `b` are cast down for the matmul, `h` back
-up for the add (JIT autocast widens add operands), so the scripted function
-returns float32 where the same code run eagerly returns bfloat16.
+up for the add (JIT autocast widens add and mul operands; the one cast of
+`h` also feeds the mul) and `g` for the mul, so the scripted function returns
+float32 where the same code run eagerly returns bfloat16.
 
 Argument "no-grad" runs it under torch.no_grad(); "grad" with inputs that
 require grad (the graph executor wraps the ops in a DifferentiableGraph) and
@@ -14,7 +15,8 @@ import torch
 
 def double_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     h = torch.mm(a, b)  # the matmul line
-    return h + h  # the add line
+    g = h + h  # the add line
+    return g * h  # the mul line
 
 
 scripted = torch.jit.script(double_product)
