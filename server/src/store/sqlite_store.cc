@@ -42,6 +42,14 @@ struct Migration {
   const char* sql;
   Status (*after)(sqlite3*) = nullptr;  // more work in C++, in the same transaction
 };
+// A migration's further SQL; `what` names it when SQLite gives no message.
+Status run_sql(sqlite3* db, const std::string& sql, const char* what) {
+  char* message = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message) == SQLITE_OK) return Status();
+  Status s = Status::internal(message ? message : what);
+  sqlite3_free(message);
+  return s;
+}
 // Version 7's tiles table is the one declared in store_schema.h (the same text
 // as a new store's) and is filled from the events the store holds.
 const std::string kTilesTableSql = schema::kTimelineTiles.create_sql();
@@ -58,23 +66,12 @@ const Migration kMigrations[] = {
         "ALTER TABLE agents ADD COLUMN gpu_timing TEXT NOT NULL DEFAULT '';"
         "ALTER TABLE agents ADD COLUMN gpu_records_dropped INTEGER NOT NULL DEFAULT 0"},
     {6, "ALTER TABLE locations ADD COLUMN source TEXT NOT NULL DEFAULT ''", [](sqlite3* db) -> Status {
-       char* message = nullptr;
-       if (sqlite3_exec(db, kTilesTableSql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
-         Status s = Status::internal(message ? message : "cannot create timeline_tiles");
-         sqlite3_free(message);
-         return s;
-       }
+       if (Status s = run_sql(db, kTilesTableSql, "cannot create timeline_tiles"); !s.ok()) return s;
        return tiles::rebuild(db);
      }},
     // Older ops rows have no description: 0, as a new row without one.
     {7, "DROP VIEW op_rows; ALTER TABLE ops ADD COLUMN gemm INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
-       char* message = nullptr;
-       if (sqlite3_exec(db, kOpRowsViewSql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
-         Status s = Status::internal(message ? message : "cannot create the op_rows view");
-         sqlite3_free(message);
-         return s;
-       }
-       return Status();
+       return run_sql(db, kOpRowsViewSql, "cannot create the op_rows view");
      }},
     {8, "ALTER TABLE agents ADD COLUMN overlay_errors TEXT NOT NULL DEFAULT '[]'"},
     // Agents stored before version 10 did not say their release: ''.
@@ -85,17 +82,12 @@ const Migration kMigrations[] = {
          "ALTER TABLE cache_samples ADD COLUMN cache_hits INTEGER NOT NULL DEFAULT 0;"
          "ALTER TABLE cache_samples ADD COLUMN released_casts INTEGER NOT NULL DEFAULT 0"},
     {11, "ALTER TABLE locations RENAME TO locations_v11", [](sqlite3* db) -> Status {
-       const std::string sql = kLocationsTableSql +
-                               "INSERT INTO locations(id, kind, file, line, function, stack, flags, source) "
-                               "SELECT id, kind, file, line, function, stack, flags, source FROM locations_v11;"
-                               "DROP TABLE locations_v11";
-       char* message = nullptr;
-       if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
-         Status s = Status::internal(message ? message : "cannot make the locations table again");
-         sqlite3_free(message);
-         return s;
-       }
-       return Status();
+       return run_sql(db,
+                      kLocationsTableSql +
+                          "INSERT INTO locations(id, kind, file, line, function, stack, flags, source) "
+                          "SELECT id, kind, file, line, function, stack, flags, source FROM locations_v11;"
+                          "DROP TABLE locations_v11",
+                      "cannot make the locations table again");
      }},
 };
 constexpr int kOldestMigratedVersion = 4;
