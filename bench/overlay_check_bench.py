@@ -63,7 +63,8 @@ def write_callables(folder: pathlib.Path, package: str, entries: int, attach_fir
         lines = ["import time", "import torch"]
         if attach_first:
             lines += ["import castscope", "_start = time.perf_counter()",
-                      f"castscope.attach(overlays=[{attach_first!r}], probe=False)",
+                      f"castscope.attach(overlays=[{attach_first!r}], probe=False, "
+                      f"events_path={str(folder / f'events-{package}.jsonl')!r})",
                       "attach_s = time.perf_counter() - _start"]
         for i in range(count):
             if i % 2:
