@@ -369,3 +369,30 @@ def test_castscope_run_wraps_a_module_that_imports_torch_beside_the_script(tmp_p
                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO / "agent/python")})
     assert run.returncode == 0, run.stderr
     assert "dtype torch.float32" in run.stdout, run.stderr
+
+
+def test_castscope_run_wraps_every_entry_of_a_big_overlay(tmp_path):
+    """3000 functions of a module that imports torch beside the script: the
+    entries (with their file and line, far over Linux's 128 KiB for one
+    argument) reach the job's interpreter for the module look-up, and all of
+    them wait for the import and are wrapped after it."""
+    job_dir = tmp_path / "job"
+    (job_dir / "biglib").mkdir(parents=True)
+    (job_dir / "biglib" / "__init__.py").write_text("")
+    count = 3000
+    (job_dir / "biglib" / "ops.py").write_text(
+        "import torch\n" + "".join(f"def f{i}(a):\n    return torch.mm(a, a)\n" for i in range(count)))
+    (job_dir / "train.py").write_text(textwrap.dedent(f"""\
+        import biglib.ops
+        import torch
+        wrapped = [i for i in range({count}) if hasattr(getattr(biglib.ops, f"f{{i}}"), "_castscope_overlay")]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = biglib.ops.f{count - 1}(torch.randn(4, 4))
+        print("wrapped", len(wrapped), "dtype", out.dtype)
+        """))
+    overlay = _overlay(tmp_path, functions={f"biglib.ops.f{i}": "fp32" for i in range(count)})
+    run = subprocess.run([str(REPO / ".venv/bin/castscope"), "run", "--no-probe", "--overlay", overlay, "--out",
+                          str(tmp_path / "out"), "--", sys.executable, str(job_dir / "train.py")], capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO / "agent/python")})
+    assert run.returncode == 0, run.stderr
+    assert f"wrapped {count} dtype torch.float32" in run.stdout, run.stderr

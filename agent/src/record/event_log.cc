@@ -64,10 +64,9 @@ void EventLog::configure(size_t ring_records, size_t max_rings) {
 
 uint32_t EventLog::intern_op(const std::string& name) {
   std::lock_guard<std::mutex> lock(ops_mutex_);
-  for (size_t i = 0; i < ops_.size(); ++i)
-    if (ops_[i].name == name) return static_cast<uint32_t>(i);
-  ops_.push_back(OpMeta{name, {}});
-  return static_cast<uint32_t>(ops_.size() - 1);
+  const auto [at, inserted] = op_ids_.try_emplace(name, static_cast<uint32_t>(ops_.size()));
+  if (inserted) ops_.push_back(OpMeta{name, {}});
+  return at->second;
 }
 
 void EventLog::set_arg_names(uint32_t op_id, std::vector<std::string> names) {

@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "agent/src/record/cast_record.h"
@@ -145,6 +146,9 @@ class EventLog {
   const uint64_t id_;  // tags the rings threads hold (see the design note)
   mutable std::mutex ops_mutex_;
   std::deque<OpMeta> ops_;
+  // name -> index in ops_: a policy or overlay of 20 000 entries interns
+  // 20 000 names at attach, and a scan per name made that quadratic.
+  std::unordered_map<std::string, uint32_t> op_ids_;
 
   std::mutex rings_mutex_;
   std::vector<std::unique_ptr<Slot>> slots_;

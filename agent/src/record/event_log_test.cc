@@ -25,6 +25,18 @@ TEST(EventLog, InternsOpsOnce) {
   EXPECT_EQ(log.op_meta(a).arg_names.size(), 2u);
 }
 
+TEST(EventLog, ManyOpsKeepDenseIdsInOrderAndTheirNames) {
+  EventLog log;
+  std::vector<uint32_t> ids;
+  for (int i = 0; i < 5000; ++i) ids.push_back(log.intern_op("benchlib::op" + std::to_string(i)));
+  for (int i = 0; i < 5000; ++i) {
+    EXPECT_EQ(ids[i], static_cast<uint32_t>(i));  // the index of its metadata, as before the name index
+    EXPECT_EQ(log.intern_op("benchlib::op" + std::to_string(i)), ids[i]);
+    EXPECT_EQ(log.op_meta(ids[i]).name, "benchlib::op" + std::to_string(i));
+  }
+  EXPECT_EQ(log.op_meta(5000).name, "<unknown op>");
+}
+
 TEST(EventLog, ThreadsGetTheirOwnRingsAndEveryRecordIsDrained) {
   EventLog log;
   log.drain([](const Record&) {});

@@ -85,11 +85,13 @@ def _probe_job(command: list[str], overlays: list[dict]) -> tuple[str | None, li
         return None, module_paths.missing_module_errors(overlays), False
     code = pathlib.Path(module_paths.__file__).read_text() + (
         "\nimport json as _json\n"
-        "sys.path.insert(0, sys.argv[2])\n"
+        "sys.path.insert(0, sys.argv[1])\n"
         "try:\n    import torch\n    _version = torch.__version__\nexcept Exception:\n    _version = None\n"
-        "print(_json.dumps({'torch': _version, 'missing': missing_module_errors(_json.loads(sys.argv[1]))}))\n")
-    probe = subprocess.run([executable, "-c", code, json.dumps(overlays), _job_path0(command)], capture_output=True,
-                           text=True, timeout=300)
+        "print(_json.dumps({'torch': _version, 'missing': missing_module_errors(_json.load(sys.stdin))}))\n")
+    # The entries go through stdin: as an argument, a few thousand of them
+    # passed Linux's 128 KiB limit for one argument (OSError: E2BIG).
+    probe = subprocess.run([executable, "-c", code, _job_path0(command)], input=json.dumps(overlays),
+                           capture_output=True, text=True, timeout=300)
     try:
         answer = json.loads(probe.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
