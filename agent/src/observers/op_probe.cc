@@ -45,7 +45,7 @@ struct ThreadState {
   std::unordered_map<const c10::TensorImpl*, ExplicitCast> explicit_casts;
   // Whether an op has an autocast kernel of its own, per "name.overload" and key.
   std::unordered_map<std::string, bool> has_autocast_kernel;
-  // The (line, op, mode, dtypes) signatures already recorded (dtype_signature).
+  // The (line, op, mode, dtypes) signatures already recorded (note_dtypes).
   std::unordered_set<uint64_t> dtypes_seen;
 
   void sync(uint64_t current) {

@@ -462,13 +462,14 @@ void script_under_trace(const RunData& run, std::vector<Finding>& out) {
     LineSites scripted;
     SiteRef caller;
   };
-  std::map<std::tuple<std::string, uint32_t, std::string, uint32_t>, Call> calls;
+  // Keyed by the calling line (op "") or, when unknown, the scripted line and op.
+  std::map<std::tuple<std::string, uint32_t, std::string>, Call> calls;
   for (const auto& row : run.sites) {
     if (row.mode != v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING || jit_autocast_cast(row.site.op)) continue;
     const bool cast = row.outcome == v1::CAST_OUTCOME_CAST || row.outcome == v1::CAST_OUTCOME_ALREADY_TARGET;
     const bool known = !row.site.called_from_file.empty();
     Call& call = calls[{known ? row.site.called_from_file : row.site.file,
-                        known ? row.site.called_from_line : row.site.line, known ? "" : row.site.op, known ? 1u : 0u}];
+                        known ? row.site.called_from_line : row.site.line, known ? "" : row.site.op}];
     if (known) {
       call.caller.file = row.site.called_from_file;
       call.caller.line = row.site.called_from_line;

@@ -169,7 +169,6 @@ SiteDtypeRow returned(uint32_t line, const char* op, v1::ExecutionMode mode, v1:
   row.mode = mode;
   row.autocast = autocast;
   row.output_dtypes = {output};
-  row.calls = 1;
   row.first_seq = first_seq;
   return row;
 }

@@ -405,12 +405,8 @@ class Loader {
           row.autocast = autocast;
           row.first_seq = seq_of_row(ops.column_int(kOpRow["id"]));
         }
-        ++row.calls;
         row.probe_only &= reason == v1::PROBE_REASON_DTYPES;
         note_rank(row);
-        v1::OpEvent unpacked;
-        unpack_input_dtypes(ops.column_int(kOpRow["input_dtypes"]), unpacked);
-        for (int dtype : unpacked.input_dtypes()) row.input_dtypes.insert(static_cast<v1::DType>(dtype));
         row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutput)));
       }
       if (reason == v1::PROBE_REASON_DTYPES) continue;  // the probe's, not an autocast op

@@ -97,9 +97,7 @@ struct SiteDtypeRow {
   SiteRef site;  // arg empty
   v1::ExecutionMode mode = v1::EXECUTION_MODE_UNSPECIFIED;
   bool autocast = false;
-  std::set<v1::DType> input_dtypes;
   std::set<v1::DType> output_dtypes;
-  uint64_t calls = 0;  // op events (probe records stand for one call or more)
   uint64_t first_seq = 0;
   bool probe_only = true;  // seen only by the op probe
   std::set<int32_t> ranks;
