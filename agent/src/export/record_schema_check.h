@@ -99,7 +99,9 @@ static_assert(same(ExecutionMode::kScript, pb::EXECUTION_MODE_SCRIPT));
 static_assert(same(ExecutionMode::kTraceRecording, pb::EXECUTION_MODE_TRACE_RECORDING));
 static_assert(same(ExecutionMode::kTraced, pb::EXECUTION_MODE_TRACED));
 static_assert(same(ExecutionMode::kScriptWhileTracing, pb::EXECUTION_MODE_SCRIPT_WHILE_TRACING));
-static_assert(same(ExecutionMode::kScriptWhileTracing, pb::ExecutionMode_MAX));
+static_assert(same(ExecutionMode::kCompiling, pb::EXECUTION_MODE_COMPILING));
+static_assert(same(ExecutionMode::kCompiled, pb::EXECUTION_MODE_COMPILED));
+static_assert(same(ExecutionMode::kCompiled, pb::ExecutionMode_MAX));
 
 static_assert(same(Phase::kUnspecified, pb::PHASE_UNSPECIFIED));
 static_assert(same(Phase::kForward, pb::PHASE_FORWARD));

@@ -70,6 +70,8 @@ enum class ExecutionMode : uint8_t {
   kTraceRecording = 3,
   kTraced = 4,
   kScriptWhileTracing = 5,
+  kCompiling = 6,
+  kCompiled = 7,
 };
 
 // Values equal castscope.v1.Phase.
