@@ -91,9 +91,23 @@ def _library():
         lib.castscope_overlay_cast.restype = None
         lib.castscope_overlay_error.argtypes = [ctypes.c_char_p]
         lib.castscope_overlay_error.restype = None
+        _declare_compile_capture(lib)
         _install_location_reader(lib)
         _lib = lib
     return _lib
+
+
+def _declare_compile_capture(lib) -> None:
+    """torch.compile capture (compile_capture.py); an agent built before it lacks these."""
+    signatures = {"castscope_compile_collect": ([ctypes.c_int], None),
+                  "castscope_compile_decisions": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_size_t),
+                  "castscope_compiled_graph": ([ctypes.c_char_p], ctypes.c_uint),
+                  "castscope_compiled_graph_ran": ([ctypes.c_uint, ctypes.c_uint], ctypes.c_uint),
+                  "castscope_compile_epoch": ([], None)}
+    for name, (argtypes, restype) in signatures.items():
+        if hasattr(lib, name):
+            function = getattr(lib, name)
+            function.argtypes, function.restype = argtypes, restype
 
 
 def _install_location_reader(lib) -> None:

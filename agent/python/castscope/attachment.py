@@ -11,7 +11,7 @@ import pathlib
 import tempfile
 from typing import Iterator, Sequence
 
-from . import callable_overlays
+from . import callable_overlays, compile_capture
 from ._native import AttachError, _library, _location_reader_pointer, _read_json, _torch_dir, agent_torch_version
 from .config import _config, _gpu_config, _probe_config
 from .events import is_probe_record, read_events, summarize
@@ -153,6 +153,7 @@ def _start(config: dict, locations: bool, check_modules: bool = True) -> None:
             from e
     _bracket_tracing(lib)
     _bracket_profiler(lib)
+    compile_capture.install(lib)
     import torch
 
     if torch.autograd.profiler._is_profiler_enabled:
@@ -251,6 +252,7 @@ def detach() -> None:
         _current._step_hook.remove()
     if not _current._external:
         callable_overlays.uninstall()
+        compile_capture.uninstall()
         _library().castscope_agent_stop()  # an outside attachment lives as long as its process
     _current = None
 

@@ -1,0 +1,231 @@
+"""torch.compile capture (docs/compile.md): tells the agent about compiled
+graphs and their runs, which no autocast kernel sees.
+
+AOTAutograd traces autocast's casts into explicit graph nodes and runs the
+compiled graphs with autocast off. So castscope wraps the two stages of
+`aot_module_simplified` (looked up as module globals at call time):
+  stage 1 (the trace): the agent keeps the autocast decisions it makes;
+  stage 2 (the compilers): each graph handed to a compiler has its autocast
+    casts read (compiled_graph_casts.py) and registered, before the original
+    compiler runs; its result goes back untouched;
+  the compiled function: each call records a run of the forward (or
+    inference) graph, and one hook on the output's CompiledFunctionBackward
+    node records the backward graph's run, at the forward's calling line.
+A Dynamo start callback opens a new compile epoch (the agent records
+compile-time decisions once per compile).
+
+The training job comes first: everything castscope does here is guarded, an
+exception in it is counted as an internal error and the original behaviour
+goes on unchanged."""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+
+from ._native import _read_json
+from .compiled_graph_casts import PHASE_BACKWARD, PHASE_FORWARD, autocast_casts
+
+_log = logging.getLogger("castscope.compile")
+_BACKWARD_NODE = "CompiledFunctionBackward"
+
+
+class _Capture:
+    """What install() changed, to undo it."""
+
+    def __init__(self, lib, aot, functorch_config, callbacks):
+        self.lib = lib
+        self.aot = aot
+        self.functorch_config = functorch_config
+        self.callbacks = callbacks
+        self.stage1 = aot.aot_stage1_graph_capture
+        self.stage2 = aot.aot_stage2_compile
+        self.autograd_cache = functorch_config.enable_autograd_cache
+        self.local = threading.local()  # the decisions of this thread's last stage 1, until its stage 2
+
+    def count_internal_error(self) -> None:
+        try:
+            self.lib.castscope_compiled_graph(b"")  # rejected, and counted as an internal error (agent.h)
+        except Exception:  # noqa: BLE001 - nothing may reach the job
+            pass
+
+    def keep_epoch_callback(self) -> None:
+        # torch._dynamo.reset() clears every start callback: back for the next compile.
+        if self.new_epoch not in self.callbacks.start_callbacks:
+            _guarded(self, self.callbacks.register_start_callback, self.new_epoch)
+
+    def new_epoch(self, *_):
+        try:
+            self.lib.castscope_compile_epoch()
+        except Exception:  # noqa: BLE001
+            self.count_internal_error()
+
+
+_current: _Capture | None = None
+
+
+def install(lib) -> None:
+    """Wraps AOTAutograd's stages; does nothing (one info line) when this torch lacks them."""
+    global _current
+    if _current is not None:
+        return
+    try:
+        import torch._dynamo.callback as dynamo_callback
+        import torch._functorch.aot_autograd as aot
+        import torch._functorch.config as functorch_config
+
+        handler = dynamo_callback.callback_handler
+        for owner, name in ((aot, "aot_stage1_graph_capture"), (aot, "aot_stage2_compile"),
+                            (functorch_config, "enable_autograd_cache"), (handler, "register_start_callback"),
+                            (handler, "remove_start_callback"), (lib, "castscope_compile_collect")):
+            if not hasattr(owner, name):
+                raise AttributeError(f"{getattr(owner, '__name__', type(owner).__name__)} has no {name}")
+    except Exception as e:  # noqa: BLE001 - an older torch (or agent): eager capture still works
+        _log.info("torch.compile capture unavailable: %s", e)
+        return
+    capture = _Capture(lib, aot, functorch_config, handler)
+    aot.aot_stage1_graph_capture = _stage1(capture)
+    aot.aot_stage2_compile = _stage2(capture)
+    # An AOTAutogradCache hit would skip the compilers: castscope would see no graph.
+    functorch_config.enable_autograd_cache = False
+    handler.register_start_callback(capture.new_epoch)
+    _current = capture
+
+
+def uninstall() -> None:
+    global _current
+    capture, _current = _current, None
+    if capture is None:
+        return
+    capture.aot.aot_stage1_graph_capture = capture.stage1
+    capture.aot.aot_stage2_compile = capture.stage2
+    capture.functorch_config.enable_autograd_cache = capture.autograd_cache
+    try:
+        capture.callbacks.remove_start_callback(capture.new_epoch)
+    except ValueError:
+        pass  # already cleared by torch._dynamo.reset()
+
+
+def _stage1(capture: _Capture):
+    original = capture.stage1
+
+    @functools.wraps(original)
+    def aot_stage1_graph_capture(*args, **kwargs):
+        depth = getattr(capture.local, "depth", 0)
+        if depth == 0:
+            capture.keep_epoch_callback()
+            _guarded(capture, capture.lib.castscope_compile_collect, 1)
+        capture.local.depth = depth + 1
+        try:
+            graph_capture = original(*args, **kwargs)
+        finally:
+            capture.local.depth = depth
+            if depth == 0:
+                _guarded(capture, capture.lib.castscope_compile_collect, 0)
+        # A stage 1 nested in another (a region traced inside a trace) takes
+        # every decision kept so far; the outer graph's casts then go unmatched.
+        decisions = _guarded(capture, _read_json, capture.lib.castscope_compile_decisions, default=[])
+        capture.local.pending = (graph_capture, decisions if isinstance(decisions, list) else [])
+        return graph_capture
+    return aot_stage1_graph_capture
+
+
+def _stage2(capture: _Capture):
+    original = capture.stage2
+
+    @functools.wraps(original)
+    def aot_stage2_compile(aot_state, aot_graph_capture, partition_fn, fw_compiler, bw_compiler=None,
+                           inference_compiler=None, *args, **kwargs):
+        pending = getattr(capture.local, "pending", None)
+        capture.local.pending = None
+        graph = _CompiledGraph(capture, pending[1] if pending and pending[0] is aot_graph_capture else [])
+        if bw_compiler is None:
+            bw_compiler = fw_compiler
+        if inference_compiler is None:
+            inference_compiler = fw_compiler
+        result = original(aot_state, aot_graph_capture, partition_fn, graph.compiler(fw_compiler, "forward"),
+                          graph.compiler(bw_compiler, "backward"), graph.compiler(inference_compiler, "inference"),
+                          *args, **kwargs)
+        try:
+            compiled_fn, *rest = result
+            return (graph.runner(compiled_fn), *rest)
+        except Exception:  # noqa: BLE001 - not the (compiled_fn, ...) this torch returns: leave it be
+            capture.count_internal_error()
+            return result
+    return aot_stage2_compile
+
+
+class _CompiledGraph:
+    """The graphs of one stage 2: their ids in the agent, and the stage-1
+    decisions not yet matched (the backward graph is compiled lazily, at
+    the first backward)."""
+
+    def __init__(self, capture: _Capture, decisions: list[dict]):
+        self.capture = capture
+        self.decisions = decisions
+        self.ids = {"forward": 0, "backward": 0, "inference": 0}
+
+    def register(self, gm, kind: str) -> None:
+        phase = PHASE_BACKWARD if kind == "backward" else PHASE_FORWARD
+        casts = autocast_casts(gm, self.decisions, phase)
+        self.ids[kind] = self.capture.lib.castscope_compiled_graph(json.dumps({"kind": kind, "casts": casts}).encode())
+
+    def compiler(self, original, kind: str):
+        """`original` with the graph registered first; its result is returned
+        unchanged (inductor's OutputCode too). A SerializableAOTDispatchCompiler
+        stays one, for AOT's isinstance checks."""
+        def compile_registered(gm, example_inputs, *args, **kwargs):
+            _guarded(self.capture, self.register, gm, kind)
+            return original(gm, example_inputs, *args, **kwargs)
+
+        try:
+            from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
+
+            if isinstance(original, SerializableAOTDispatchCompiler):
+                return SerializableAOTDispatchCompiler(original.output_code_ty, compile_registered)
+        except Exception:  # noqa: BLE001
+            self.capture.count_internal_error()
+        return functools.wraps(original)(compile_registered) if callable(original) else original
+
+    def runner(self, compiled_fn):
+        """`compiled_fn` recording each run of the forward (or inference) graph, and of its backward."""
+        capture = self.capture
+
+        @functools.wraps(compiled_fn)
+        def run_recorded(*args, **kwargs):
+            location = _guarded(capture, self.ran_forward, default=0)
+            outputs = compiled_fn(*args, **kwargs)
+            if location:
+                _guarded(capture, self.hook_backward, outputs, location)
+            return outputs
+        return run_recorded
+
+    def ran_forward(self) -> int:
+        graph = self.ids["forward"] or self.ids["inference"]
+        return self.capture.lib.castscope_compiled_graph_ran(graph, 0) if graph else 0
+
+    def hook_backward(self, outputs, location: int) -> None:
+        """One hook on the outputs' CompiledFunctionBackward node; it returns
+        None, so grads are untouched."""
+        if not self.ids["forward"]:
+            return
+        for output in outputs if isinstance(outputs, (list, tuple)) else (outputs,):
+            node = getattr(output, "grad_fn", None)
+            if node is not None and type(node).__name__ == _BACKWARD_NODE:
+                node.register_hook(functools.partial(self.ran_backward, location))
+                return
+
+    def ran_backward(self, location: int, *_grads):
+        if self.ids["backward"]:
+            _guarded(self.capture, self.capture.lib.castscope_compiled_graph_ran, self.ids["backward"], location)
+        return None
+
+
+def _guarded(capture: _Capture, call, *args, default=None):
+    """call(*args), or `default` with an internal error counted when castscope's own code fails."""
+    try:
+        return call(*args)
+    except Exception:  # noqa: BLE001 - never into the job
+        capture.count_internal_error()
+        return default

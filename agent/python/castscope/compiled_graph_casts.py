@@ -1,0 +1,102 @@
+"""Which conversions of an AOTAutograd graph are autocast's casts.
+
+AOTAutograd traces autocast's casts into its graphs as explicit conversion
+nodes (`aten._to_copy`, or `prims.convert_element_type` after inductor's
+decompositions) and runs the compiled graphs with autocast off, so no
+autocast kernel sees them at run time. The graphs also hold conversions that
+are not autocast's: the user's own `.float()`, and autograd's backward of a
+cast (grads converted back to float32). What tells them apart is the list of
+decisions autocast made while the graph was traced (castscope's kernel keeps
+them during AOT's stage 1): a conversion is autocast's when one decision of
+the graph's phase was made at the same user line with the same dtypes and
+shape. Each decision explains one conversion (a multiset), and gives the cast
+its op, argument, policy and role; the node gives its shape, bytes and dtypes."""
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from ._native import _PACKAGE_DIR, _torch_dir
+from .callable_overlays import _dtype_code
+
+PHASE_FORWARD, PHASE_BACKWARD = 1, 2
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.*)$')
+_CONVERSION_OPS = ("aten._to_copy.", "prims.convert_element_type.", "aten.to.", "aten._autocast_to_")
+
+
+def user_frame(stack_trace: str | None) -> tuple[str, int, str]:
+    """(file, line, function) of the innermost frame of an FX node's stack
+    trace outside torch and castscope (the agent's rule for Python frames);
+    ("", 0, "") when there is none."""
+    if not stack_trace:
+        return "", 0, ""
+    internal = (_torch_dir(), str(_PACKAGE_DIR) + "/")
+    found = ("", 0, "")
+    for text in stack_trace.splitlines():
+        frame = _FRAME.match(text)
+        if frame and not frame["file"].startswith(internal):
+            found = (frame["file"], int(frame["line"]), frame["function"])
+    return found  # the traceback lists the innermost frame last
+
+
+def _static_sizes(shape) -> list[int]:
+    """Sizes as ints; a symbolic size gives its hint without adding a guard, -1 when it has none."""
+    from torch.fx.experimental.symbolic_shapes import optimization_hint
+
+    return [int(s) if isinstance(s, int) else optimization_hint(s, fallback=-1) for s in shape]
+
+
+def conversions(gm) -> list[dict]:
+    """The graph's floating-point conversions: op name, user frame, dtype codes, shape, bytes of the source."""
+    import torch
+
+    found = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not str(node.target).startswith(_CONVERSION_OPS):
+            continue
+        source = node.args[0] if node.args else None
+        before = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+        after = node.meta.get("val")
+        if not (isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor)):
+            continue
+        if before.dtype == after.dtype or not (before.is_floating_point() and after.is_floating_point()):
+            continue
+        file, line, function = user_frame(node.meta.get("stack_trace"))
+        shape = _static_sizes(before.shape)
+        numel = 1
+        for size in shape:
+            numel *= max(size, 0)
+        found.append({"file": file, "line": line, "function": function, "src": _dtype_code(before.dtype),
+                      "dst": _dtype_code(after.dtype), "shape": shape, "bytes": numel * before.element_size()})
+    return found
+
+
+def _key(file: str, line: int, src: int, dst: int, shape: Iterable[int]) -> tuple:
+    return file, int(line), int(src), int(dst), tuple(int(s) for s in shape)
+
+
+def autocast_casts(gm, decisions: list[dict], phase: int) -> list[dict]:
+    """The casts of `gm` that autocast decided, in graph order, each matched to
+    (and consuming) one decision of `phase` from `decisions`; in the form
+    castscope_compiled_graph takes (a cast without a user line has no "file")."""
+    pool: dict[tuple, list[dict]] = {}
+    for decision in decisions:
+        if int(decision.get("phase", 0)) == phase:
+            key = _key(decision.get("file", ""), decision.get("line", 0), decision["src"], decision["dst"],
+                       decision.get("shape", ()))
+            pool.setdefault(key, []).append(decision)
+    casts = []
+    for conversion in conversions(gm):
+        matching = pool.get(_key(conversion["file"], conversion["line"], conversion["src"], conversion["dst"],
+                                 conversion["shape"]))
+        if not matching:
+            continue  # not autocast's: the user's own conversion, or a grad converted back
+        decision = matching.pop(0)
+        cast = {name: decision[name] for name in ("op", "arg_index", "list_index", "policy", "device", "role")}
+        cast.update(src=conversion["src"], dst=conversion["dst"], shape=conversion["shape"], bytes=conversion["bytes"])
+        if conversion["file"]:
+            cast.update(file=conversion["file"], line=conversion["line"], function=conversion["function"])
+        casts.append(cast)
+    return casts
+
