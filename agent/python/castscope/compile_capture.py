@@ -25,7 +25,7 @@ import logging
 import threading
 
 from ._native import _read_json
-from .compiled_graph_casts import PHASE_BACKWARD, PHASE_FORWARD, autocast_casts
+from .compiled_graph_casts import DecisionPool, autocast_casts
 
 _log = logging.getLogger("castscope.compile")
 _BACKWARD_NODE = "CompiledFunctionBackward"
@@ -139,7 +139,11 @@ def _stage2(capture: _Capture):
                            inference_compiler=None, *args, **kwargs):
         pending = getattr(capture.local, "pending", None)
         capture.local.pending = None
-        graph = _CompiledGraph(capture, pending[1] if pending and pending[0] is aot_graph_capture else [])
+        graph = _guarded(capture, _CompiledGraph, capture,
+                         pending[1] if pending and pending[0] is aot_graph_capture else [], default=None)
+        if graph is None:
+            return original(aot_state, aot_graph_capture, partition_fn, fw_compiler, bw_compiler, inference_compiler,
+                            *args, **kwargs)
         if bw_compiler is None:
             bw_compiler = fw_compiler
         if inference_compiler is None:
@@ -163,12 +167,11 @@ class _CompiledGraph:
 
     def __init__(self, capture: _Capture, decisions: list[dict]):
         self.capture = capture
-        self.decisions = decisions
+        self.pool = DecisionPool(decisions)
         self.ids = {"forward": 0, "backward": 0, "inference": 0}
 
     def register(self, gm, kind: str) -> None:
-        phase = PHASE_BACKWARD if kind == "backward" else PHASE_FORWARD
-        casts = autocast_casts(gm, self.decisions, phase)
+        casts = autocast_casts(gm, self.pool)
         self.ids[kind] = self.capture.lib.castscope_compiled_graph(json.dumps({"kind": kind, "casts": casts}).encode())
 
     def compiler(self, original, kind: str):

@@ -7,14 +7,16 @@ autocast kernel sees them at run time. The graphs also hold conversions that
 are not autocast's: the user's own `.float()`, and autograd's backward of a
 cast (grads converted back to float32). What tells them apart is the list of
 decisions autocast made while the graph was traced (castscope's kernel keeps
-them during AOT's stage 1): a conversion is autocast's when one decision of
-the graph's phase was made at the same user line with the same dtypes and
-shape. Each decision explains one conversion (a multiset), and gives the cast
-its op, argument, policy and role; the node gives its shape, bytes and dtypes."""
+them during AOT's stage 1): a conversion is autocast's when one decision was
+made at the same user line, in the same phase, with the same dtypes and
+shape. Each decision explains one conversion (a multiset shared by the
+forward and backward graphs of one compile: the partitioner may move a
+backward cast into the forward graph, or recompute a forward cast in the
+backward one, which then finds its decision taken), and gives the cast its
+op, argument, policy and role; the node gives its shape, bytes and dtypes."""
 from __future__ import annotations
 
 import re
-from typing import Iterable
 
 from ._native import _PACKAGE_DIR, _torch_dir
 from .callable_overlays import _dtype_code
@@ -48,7 +50,7 @@ def _static_sizes(shape) -> list[int]:
 
 
 def conversions(gm) -> list[dict]:
-    """The graph's floating-point conversions: op name, user frame, dtype codes, shape, bytes of the source."""
+    """The graph's floating-point conversions: user frame, phase traced in, dtype codes, shape, bytes of the source."""
     import torch
 
     found = []
@@ -67,36 +69,44 @@ def conversions(gm) -> list[dict]:
         numel = 1
         for size in shape:
             numel *= max(size, 0)
-        found.append({"file": file, "line": line, "function": function, "src": _dtype_code(before.dtype),
-                      "dst": _dtype_code(after.dtype), "shape": shape, "bytes": numel * before.element_size()})
+        # AOT marks the nodes it traced from the backward; the partitioner keeps the mark.
+        phase = PHASE_BACKWARD if node.meta.get("autograd_backward", False) else PHASE_FORWARD
+        found.append({"file": file, "line": line, "function": function, "phase": phase,
+                      "src": _dtype_code(before.dtype), "dst": _dtype_code(after.dtype), "shape": shape,
+                      "bytes": numel * before.element_size()})
     return found
 
 
-def _key(file: str, line: int, src: int, dst: int, shape: Iterable[int]) -> tuple:
-    return file, int(line), int(src), int(dst), tuple(int(s) for s in shape)
+def _key(item: dict) -> tuple:
+    return (item.get("file", ""), int(item.get("line", 0)), int(item.get("phase", 0)), int(item["src"]),
+            int(item["dst"]), tuple(int(s) for s in item.get("shape", ())))
 
 
-def autocast_casts(gm, decisions: list[dict], phase: int) -> list[dict]:
-    """The casts of `gm` that autocast decided, in graph order, each matched to
-    (and consuming) one decision of `phase` from `decisions`; in the form
-    castscope_compiled_graph takes (a cast without a user line has no "file")."""
-    pool: dict[tuple, list[dict]] = {}
-    for decision in decisions:
-        if int(decision.get("phase", 0)) == phase:
-            key = _key(decision.get("file", ""), decision.get("line", 0), decision["src"], decision["dst"],
-                       decision.get("shape", ()))
-            pool.setdefault(key, []).append(decision)
+class DecisionPool:
+    """The autocast decisions of one compile's stage 1, each to be taken once."""
+
+    def __init__(self, decisions: list[dict]):
+        self._by_key: dict[tuple, list[dict]] = {}
+        for decision in decisions:
+            self._by_key.setdefault(_key(decision), []).append(decision)
+
+    def take(self, conversion: dict) -> dict | None:
+        matching = self._by_key.get(_key(conversion))
+        return matching.pop(0) if matching else None
+
+
+def autocast_casts(gm, pool: DecisionPool) -> list[dict]:
+    """The casts of `gm` that autocast decided, in graph order, each taking its
+    decision from `pool`; in the form castscope_compiled_graph takes (a cast
+    without a user line has no "file")."""
     casts = []
     for conversion in conversions(gm):
-        matching = pool.get(_key(conversion["file"], conversion["line"], conversion["src"], conversion["dst"],
-                                 conversion["shape"]))
-        if not matching:
+        decision = pool.take(conversion)
+        if decision is None:
             continue  # not autocast's: the user's own conversion, or a grad converted back
-        decision = matching.pop(0)
         cast = {name: decision[name] for name in ("op", "arg_index", "list_index", "policy", "device", "role")}
         cast.update(src=conversion["src"], dst=conversion["dst"], shape=conversion["shape"], bytes=conversion["bytes"])
         if conversion["file"]:
             cast.update(file=conversion["file"], line=conversion["line"], function=conversion["function"])
         casts.append(cast)
     return casts
-
