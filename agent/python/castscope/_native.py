@@ -103,7 +103,9 @@ def _declare_compile_capture(lib) -> None:
                   "castscope_compile_decisions": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_size_t),
                   "castscope_compiled_graph": ([ctypes.c_char_p], ctypes.c_uint),
                   "castscope_compiled_graph_ran": ([ctypes.c_uint, ctypes.c_uint], ctypes.c_uint),
-                  "castscope_compile_epoch": ([], None)}
+                  "castscope_compile_epoch": ([], None),
+                  "castscope_intern_location": ([ctypes.c_int, ctypes.c_char_p, ctypes.c_uint, ctypes.c_char_p,
+                                                 ctypes.c_char_p], ctypes.c_uint)}
     for name, (argtypes, restype) in signatures.items():
         if hasattr(lib, name):
             function = getattr(lib, name)

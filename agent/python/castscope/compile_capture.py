@@ -22,9 +22,11 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
+import sys
 import threading
 
-from ._native import _read_json
+from ._native import _PACKAGE_DIR, _read_json, _torch_dir
 from .compiled_graph_casts import DecisionPool, autocast_casts
 
 _log = logging.getLogger("castscope.compile")
@@ -43,6 +45,30 @@ class _Capture:
         self.stage2 = aot.aot_stage2_compile
         self.autograd_cache = functorch_config.enable_autograd_cache
         self.local = threading.local()  # the decisions of this thread's last stage 1, until its stage 2
+        self.internal_prefixes = (_torch_dir(), str(_PACKAGE_DIR) + os.sep, "<eval_with_key>")
+        self.locations: dict[tuple, int] = {}  # (code, instruction offset) -> interned location id
+        from torch._dynamo.utils import orig_code_map
+
+        self.dynamo_codes = orig_code_map  # the code Dynamo made of the user's functions
+
+    def calling_location(self) -> int:
+        """The line that called the compiled code, as a location id (0: none).
+        The agent's own frame reader would stop at the code Dynamo made of the
+        user's function, whose current line is its `def`."""
+        frame = sys._getframe(1)
+        while frame is not None and (frame.f_code.co_filename.startswith(self.internal_prefixes)
+                                     or frame.f_code in self.dynamo_codes):
+            frame = frame.f_back
+        if frame is None:
+            return 0
+        key = (frame.f_code, frame.f_lasti)
+        location = self.locations.get(key)
+        if location is None:
+            code = frame.f_code
+            location = self.lib.castscope_intern_location(1, code.co_filename.encode(), frame.f_lineno or 0,
+                                                          getattr(code, "co_qualname", code.co_name).encode(), b"")
+            self.locations[key] = location
+        return location
 
     def count_internal_error(self) -> None:
         try:
@@ -81,10 +107,10 @@ def install(lib) -> None:
                             (handler, "remove_start_callback"), (lib, "castscope_compile_collect")):
             if not hasattr(owner, name):
                 raise AttributeError(f"{getattr(owner, '__name__', type(owner).__name__)} has no {name}")
+        capture = _Capture(lib, aot, functorch_config, handler)
     except Exception as e:  # noqa: BLE001 - an older torch (or agent): eager capture still works
         _log.info("torch.compile capture unavailable: %s", e)
         return
-    capture = _Capture(lib, aot, functorch_config, handler)
     aot.aot_stage1_graph_capture = _stage1(capture)
     aot.aot_stage2_compile = _stage2(capture)
     # An AOTAutogradCache hit would skip the compilers: castscope would see no graph.
@@ -206,7 +232,7 @@ class _CompiledGraph:
 
     def ran_forward(self) -> int:
         graph = self.ids["forward"] or self.ids["inference"]
-        return self.capture.lib.castscope_compiled_graph_ran(graph, 0) if graph else 0
+        return self.capture.lib.castscope_compiled_graph_ran(graph, self.capture.calling_location()) if graph else 0
 
     def hook_backward(self, outputs, location: int) -> None:
         """One hook on the outputs' CompiledFunctionBackward node; it returns

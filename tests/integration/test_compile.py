@@ -1,0 +1,145 @@
+"""torch.compile capture (docs/compile.md), through the whole pipeline: real
+torch jobs compiled with inductor, aot_eager and eager, run under
+`castscope run` (agent, forwarder, collector); events and reports read back.
+Each scenario process runs once per module (an inductor compile takes ~12 s)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import jsonschema
+import pytest
+import torch
+
+import aot_graph_log
+from castscope.events import is_probe_record, read_events
+from parity import bits_equal
+from test_findings import CASTSCOPE, SCENARIOS, SCHEMA, findings, line_of
+
+STEPS = 3  # compiled_loop.py's training steps
+TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+class ScenarioRun:
+    """One `castscope run` of a scenario: its report, its events and torch's
+    log of the AOT graphs (TORCH_LOGS=aot_graphs). "{out}" in an argument is
+    the run's own folder."""
+
+    def __init__(self, out, script: str, args: tuple[str, ...]):
+        self.script = str(SCENARIOS / script)
+        self.out = out
+        args = tuple(arg.format(out=out) for arg in args)
+        log = out / "aot_graphs.log"
+        env = dict(os.environ, TORCH_LOGS="aot_graphs", TORCH_LOGS_OUT=str(log))
+        result = subprocess.run([*CASTSCOPE, "run", "--out", str(out / "castscope"), "--run-id", "compile", "--",
+                                 sys.executable, self.script, *args], capture_output=True, text=True, timeout=600,
+                                env=env)
+        assert result.returncode == 0, result.stderr
+        self.stderr = result.stderr
+        self.report = json.loads((out / "castscope" / "report.json").read_text())
+        jsonschema.validate(self.report, SCHEMA)
+        self.events = [e for path in sorted((out / "castscope").glob("events-*.jsonl")) for e in read_events(path)]
+        self.aot_log = log.read_text() if log.exists() else ""
+
+    def casts(self, mode: str) -> list[dict]:
+        return [e["cast"] for e in self.events if "cast" in e and e["cast"].get("mode") == f"EXECUTION_MODE_{mode}"]
+
+    def ops(self, name: str) -> list[dict]:
+        return [e["op"] for e in self.events if "op" in e and e["op"].get("op") == name]
+
+    def line(self, marker: str) -> tuple[str, int]:
+        return self.script, line_of(os.path.basename(self.script), marker)
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    runs: dict[tuple[str, ...], ScenarioRun] = {}
+
+    def run(script: str, *args: str) -> ScenarioRun:
+        if (script, *args) not in runs:
+            runs[(script, *args)] = ScenarioRun(tmp_path_factory.mktemp("compile"), script, args)
+        return runs[(script, *args)]
+    return run
+
+
+def at(cast: dict) -> tuple[str, int]:
+    location = cast.get("location") or {}
+    return location.get("file", ""), int(location.get("line", 0))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_compiled_loop_is_bit_identical_with_castscope_attached_and_raises_nothing(scenario, tmp_path, backend):
+    attached = scenario("compiled_loop.py", backend, "--save", "{out}/saved.pt")
+    plain = subprocess.run([sys.executable, str(SCENARIOS / "compiled_loop.py"), backend, "--save",
+                            str(tmp_path / "plain.pt")], capture_output=True, text=True, timeout=600)
+    assert plain.returncode == 0, plain.stderr
+    expected, got = torch.load(tmp_path / "plain.pt"), torch.load(attached.out / "saved.pt")
+    assert len(expected) == len(got) == STEPS * 5  # loss and 4 grads per step
+    assert all(bits_equal(a, b) for a, b in zip(expected, got))
+    assert [f for f in attached.report["findings"] if f["severity"] != "info"] == []
+    assert attached.casts("COMPILED"), "no compiled cast recorded"
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_compiled_casts_per_step_are_the_aot_graphs_autocast_casts(scenario, backend):
+    run = scenario("compiled_loop.py", backend, "--save", "{out}/saved.pt")
+    in_graphs = aot_graph_log.conversions(run.aot_log)  # torch's own print of the graphs castscope read
+    assert "(from cache)" not in run.aot_log  # the autograd cache is off while castscope is attached
+    inner, outer = run.line("the inner line"), run.line("the outer line")
+    # Linear(x, weight, bias), then Linear(weight, bias) on a bf16 activation.
+    assert in_graphs == Counter({("forward", *inner): 3, ("forward", *outer): 2}), in_graphs
+    compiled = run.casts("COMPILED")
+    by_line = Counter((c["phase"], *at(c)) for c in compiled)
+    assert by_line == Counter({("PHASE_FORWARD", *inner): 3 * STEPS, ("PHASE_FORWARD", *outer): 2 * STEPS}), by_line
+    assert {(c["src_dtype"], c["dst_dtype"], c["op"]) for c in compiled} == {
+        ("DTYPE_FLOAT32", "DTYPE_BFLOAT16", "aten::linear")}
+    assert Counter(c["arg_name"] for c in compiled if at(c) == outer) == {"weight": STEPS, "bias": STEPS}
+    # Each run of a graph is one op, at the line that called the compiled module.
+    forward_runs, backward_runs = run.ops("compiled::forward"), run.ops("compiled::backward")
+    assert len(forward_runs) == len(backward_runs) == STEPS
+    assert {at(op) for op in forward_runs} == {run.line("the calling line")}
+    assert {op["phase"] for op in backward_runs} == {"PHASE_BACKWARD"}
+    forward_seqs = {op["seq"] for op in forward_runs}
+    assert {c["op_seq"] for c in compiled} <= forward_seqs
+    # Decisions made while compiling (one compile): once, not per step.
+    compiling = Counter((c["op"], c.get("arg_name"), c["phase"], *at(c)) for c in run.casts("COMPILING"))
+    assert compiling and set(compiling.values()) == {1}, compiling
+    assert ("aten::linear", "PHASE_FORWARD", *inner) in {(op, phase, *where) for op, _, phase, *where in compiling}
+
+
+@pytest.mark.parametrize("script, marker, kind", [
+    ("compiled_stale_cache.py", "the stale line", "stale-cache-hit"),
+    ("compiled_backward_in_region.py", "the backward line", "backward-under-autocast"),
+])
+def test_eager_backend_findings_point_at_the_users_line(scenario, script, marker, kind):
+    run = scenario(script)
+    raised = findings(run.report, kind)
+    assert raised, [f["kind"] for f in run.report["findings"]]
+    assert run.line(marker) in {(s["file"], s["line"]) for f in raised for s in f["sites"]}, raised
+    # backend="eager" runs eager kernels from Dynamo's generated code: the
+    # agent maps them to the user's lines, never to the generated code or torch.
+    for event in run.events:
+        body = event.get("cast") or (event.get("op") if "op" in event and not is_probe_record(event["op"]) else None)
+        if body and (body.get("location") or {}).get("file"):
+            file = body["location"]["file"]
+            assert not file.startswith(("<eval_with_key>", TORCH_DIR)), body
+    twin = scenario("compiled_loop.py", "eager")
+    assert not findings(twin.report, kind), findings(twin.report, kind)
+
+
+def test_compiled_backward_casting_what_eager_keeps_in_float32_is_a_compile_mismatch(scenario):
+    """pytorch#179804: the compiled backward casts an mm that autocast(enabled=False) keeps in float32."""
+    run = scenario("compiled_backward_mismatch.py", "mismatch")
+    fp32_line = run.line("the fp32 line")
+    in_graphs = aot_graph_log.conversions(run.aot_log)
+    assert sum(n for (kind, *where), n in in_graphs.items() if tuple(where) == fp32_line) == 2, in_graphs
+    compiled_at_line = [c for c in run.casts("COMPILED") if at(c) == fp32_line]
+    assert len(compiled_at_line) == 2 * 2 and {c["op"] for c in compiled_at_line} == {"aten::mm"}  # 2 steps
+    raised = findings(run.report, "compile-mismatch")
+    assert fp32_line in {(s["file"], s["line"]) for f in raised for s in f["sites"]}, run.report["findings"]
+    twin = scenario("compiled_backward_mismatch.py", "off")
+    assert not [c for c in twin.casts("COMPILED") if at(c) == fp32_line]
+    assert not findings(twin.report, "compile-mismatch"), findings(twin.report, "compile-mismatch")
