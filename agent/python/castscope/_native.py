@@ -91,6 +91,17 @@ def _library():
         lib.castscope_overlay_cast.restype = None
         lib.castscope_overlay_error.argtypes = [ctypes.c_char_p]
         lib.castscope_overlay_error.restype = None
+        lib.castscope_compile_epoch.restype = None
+        lib.castscope_compile_collect.argtypes = [ctypes.c_int]
+        lib.castscope_compile_collect.restype = None
+        lib.castscope_compile_decisions.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.castscope_compile_decisions.restype = ctypes.c_size_t
+        lib.castscope_compiled_graph.argtypes = [ctypes.c_char_p]
+        lib.castscope_compiled_graph.restype = ctypes.c_uint
+        lib.castscope_compiled_graph_ran.argtypes = [ctypes.c_uint, ctypes.c_uint]
+        lib.castscope_compiled_graph_ran.restype = ctypes.c_uint
+        lib.castscope_agent_set_tracing_location_reader.argtypes = [ctypes.c_void_p]
+        lib.castscope_agent_set_tracing_location_reader.restype = None
         _install_location_reader(lib)
         _lib = lib
     return _lib
@@ -110,6 +121,7 @@ def _install_location_reader(lib) -> None:
     reader.castscope_python_init(ctypes.cast(lib.castscope_intern_location, ctypes.c_void_p), _torch_dir().encode(),
                                  (str(_PACKAGE_DIR) + os.sep).encode(), int(stacks))
     lib.castscope_agent_set_location_reader(ctypes.cast(reader.castscope_python_location, ctypes.c_void_p))
+    lib.castscope_agent_set_tracing_location_reader(ctypes.cast(reader.castscope_python_tracing_location, ctypes.c_void_p))
     _reader = reader  # keep loaded
 
 
