@@ -10,6 +10,10 @@
 // user frame. Cached code objects are kept alive (a reference each), so an
 // address is never reused for another function while cached. All caches are
 // touched only with the GIL held.
+//
+// torch.compile (docs/compile.md): frames of FX-generated code
+// (`<eval_with_key>.N`) and the lines torch.compile traces are mapped to the
+// user's line by castscope._fx_lines, imported on first need.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
@@ -26,7 +30,8 @@ using InternFn = unsigned (*)(int kind, const char* file, unsigned line, const c
 InternFn g_intern = nullptr;
 std::string g_internal_prefixes[2];  // torch's package dir, castscope's
 bool g_stacks = false;
-std::unordered_map<PyCodeObject*, bool> g_internal_code;
+enum class CodeKind { kUser, kInternal, kGenerated };
+std::unordered_map<PyCodeObject*, CodeKind> g_code_kinds;
 struct SiteKey {
   PyCodeObject* code;
   int lasti;
@@ -46,16 +51,57 @@ std::string utf8(PyObject* text) {
   return s;
 }
 
-bool internal(PyCodeObject* code) {
-  auto found = g_internal_code.find(code);
-  if (found != g_internal_code.end()) return found->second;
+CodeKind code_kind(PyCodeObject* code) {
+  auto found = g_code_kinds.find(code);
+  if (found != g_code_kinds.end()) return found->second;
   const std::string file = utf8(code->co_filename);
   bool is_internal = file.empty() || file.rfind("<frozen", 0) == 0;  // "<string>", "<stdin>" are user code
   for (const auto& prefix : g_internal_prefixes)
     if (!prefix.empty() && file.rfind(prefix, 0) == 0) is_internal = true;
+  CodeKind kind = is_internal ? CodeKind::kInternal : CodeKind::kUser;
+  if (file.rfind("<eval_with_key>", 0) == 0) kind = CodeKind::kGenerated;
   Py_INCREF(code);
-  g_internal_code.emplace(code, is_internal);
-  return is_internal;
+  g_code_kinds.emplace(code, kind);
+  return kind;
+}
+
+// castscope._fx_lines's function `name`, or nullptr (then never asked again).
+PyObject* fx_lines_function(const char* name) {
+  static PyObject* module = nullptr;
+  static bool failed = false;
+  if (module == nullptr && !failed) {
+    module = PyImport_ImportModule("castscope._fx_lines");
+    if (module == nullptr) {
+      PyErr_Clear();
+      failed = true;
+    }
+  }
+  if (module == nullptr) return nullptr;
+  PyObject* function = PyObject_GetAttrString(module, name);
+  if (function == nullptr) PyErr_Clear();
+  return function;
+}
+
+// Interns a (file, line, function) tuple from castscope._fx_lines; 0 for None.
+unsigned intern_user_line(PyObject* result) {
+  if (result == nullptr || !PyTuple_Check(result) || PyTuple_Size(result) != 3) return 0;
+  const std::string file = utf8(PyTuple_GetItem(result, 0));
+  const long line = PyLong_AsLong(PyTuple_GetItem(result, 1));
+  const std::string function = utf8(PyTuple_GetItem(result, 2));
+  if (PyErr_Occurred()) PyErr_Clear();
+  if (file.empty() || line <= 0) return 0;
+  return g_intern(1, file.c_str(), static_cast<unsigned>(line), function.c_str(), "");
+}
+
+// A generated-code frame's user line (0: none, skip the frame).
+unsigned generated_frame_line(PyFrameObject* frame) {
+  static PyObject* graph_code_line = fx_lines_function("graph_code_line");
+  if (graph_code_line == nullptr) return 0;
+  PyObject* result = PyObject_CallOneArg(graph_code_line, reinterpret_cast<PyObject*>(frame));
+  if (result == nullptr) PyErr_Clear();
+  const unsigned id = intern_user_line(result);
+  Py_XDECREF(result);
+  return id;
 }
 
 std::string frame_line(PyFrameObject* frame, PyCodeObject* code) {
@@ -107,22 +153,26 @@ __attribute__((visibility("default"))) unsigned castscope_python_location(void) 
   if (frame != nullptr) Py_INCREF(frame);
   while (frame != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);
-    if (!internal(code)) {
-      const SiteKey key{code, g_stacks ? -1 : PyFrame_GetLasti(frame)};
-      auto found = g_stacks ? g_sites.end() : g_sites.find(key);
+    const CodeKind kind = code_kind(code);
+    if (kind != CodeKind::kInternal) {
+      const SiteKey key{code, g_stacks && kind == CodeKind::kUser ? -1 : PyFrame_GetLasti(frame)};
+      auto found = g_stacks && kind == CodeKind::kUser ? g_sites.end() : g_sites.find(key);
       if (found != g_sites.end()) {
         id = found->second;
       } else {
-        id = resolve(frame, code, innermost);
-        if (!g_stacks) {
+        id = kind == CodeKind::kGenerated ? generated_frame_line(frame) : resolve(frame, code, innermost);
+        if (!g_stacks || kind == CodeKind::kGenerated) {
           Py_INCREF(code);  // keep the key's address ours while cached
           g_sites.emplace(key, id);
         }
       }
-      Py_DECREF(code);
-      Py_DECREF(frame);
-      frame = nullptr;
-      break;
+      // A generated line with no user frame behind it: go on to its caller.
+      if (id != 0 || kind == CodeKind::kUser) {
+        Py_DECREF(code);
+        Py_DECREF(frame);
+        frame = nullptr;
+        break;
+      }
     }
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(code);
@@ -130,6 +180,26 @@ __attribute__((visibility("default"))) unsigned castscope_python_location(void) 
     frame = back;
   }
   Py_XDECREF(innermost);
+  PyErr_Restore(error_type, error_value, error_traceback);
+  PyGILState_Release(gil);
+  return id;
+}
+
+// While torch.compile traces: the user's line of the FX node being traced,
+// or 0 (the caller then reads the calling Python line).
+__attribute__((visibility("default"))) unsigned castscope_python_tracing_location(void) {
+  if (g_intern == nullptr || !Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return 0;
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *error_type = nullptr, *error_value = nullptr, *error_traceback = nullptr;
+  PyErr_Fetch(&error_type, &error_value, &error_traceback);
+  unsigned id = 0;
+  static PyObject* tracing_line = fx_lines_function("tracing_line");
+  if (tracing_line != nullptr) {
+    PyObject* result = PyObject_CallNoArgs(tracing_line);
+    if (result == nullptr) PyErr_Clear();
+    id = intern_user_line(result);
+    Py_XDECREF(result);
+  }
   PyErr_Restore(error_type, error_value, error_traceback);
   PyGILState_Release(gil);
   return id;

@@ -83,6 +83,28 @@ CASTSCOPE_EXPORT void castscope_overlay_cast(unsigned op_id, int policy, int dev
  * imported...): logged as a warning, counted and sent with the agent's stats. */
 CASTSCOPE_EXPORT void castscope_overlay_error(const char* message);
 
+/* torch.compile capture (docs/compile.md), for castscope/compile_capture.py.
+ * castscope_compile_epoch: Dynamo began a compile; records made while tracing
+ * are deduplicated per epoch.
+ * castscope_compile_collect: on the calling thread, keep (on=1) or stop
+ * keeping every cast decision made while tracing, duplicates included.
+ * castscope_compile_decisions: the kept decisions as a JSON array, written
+ * into buf like status, then forgotten.
+ * castscope_compiled_graph: registers one compiled graph's autocast casts
+ * (JSON: {"kind", "casts": [...]}); returns its id, 0 when rejected (logged,
+ * counted as an internal error).
+ * castscope_compiled_graph_ran: records one run of a graph; calling_location
+ * 0 reads the calling Python line, else a location id an earlier run
+ * returned. Returns the location id the run used. */
+CASTSCOPE_EXPORT void castscope_compile_epoch(void);
+CASTSCOPE_EXPORT void castscope_compile_collect(int on);
+CASTSCOPE_EXPORT size_t castscope_compile_decisions(char* buf, size_t len);
+CASTSCOPE_EXPORT unsigned castscope_compiled_graph(const char* json);
+CASTSCOPE_EXPORT unsigned castscope_compiled_graph_ran(unsigned graph, unsigned calling_location);
+/* Installs the function that returns, while torch.compile traces, the user's
+ * line of the FX node being traced (0: none). Set with the location reader. */
+CASTSCOPE_EXPORT void castscope_agent_set_tracing_location_reader(unsigned (*reader)(void));
+
 /* At process exit: stops the exporter, writes every buffered event and the
  * final stats; castscope's kernels stay registered (recording off), since
  * other exit handlers may still run ops. */

@@ -91,25 +91,23 @@ def _library():
         lib.castscope_overlay_cast.restype = None
         lib.castscope_overlay_error.argtypes = [ctypes.c_char_p]
         lib.castscope_overlay_error.restype = None
-        _declare_compile_capture(lib)
+        lib.castscope_compile_epoch.restype = None
+        lib.castscope_compile_collect.argtypes = [ctypes.c_int]
+        lib.castscope_compile_collect.restype = None
+        lib.castscope_compile_decisions.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.castscope_compile_decisions.restype = ctypes.c_size_t
+        lib.castscope_compiled_graph.argtypes = [ctypes.c_char_p]
+        lib.castscope_compiled_graph.restype = ctypes.c_uint
+        lib.castscope_compiled_graph_ran.argtypes = [ctypes.c_uint, ctypes.c_uint]
+        lib.castscope_compiled_graph_ran.restype = ctypes.c_uint
+        lib.castscope_agent_set_tracing_location_reader.argtypes = [ctypes.c_void_p]
+        lib.castscope_agent_set_tracing_location_reader.restype = None
+        lib.castscope_intern_location.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint, ctypes.c_char_p,
+                                                  ctypes.c_char_p]
+        lib.castscope_intern_location.restype = ctypes.c_uint
         _install_location_reader(lib)
         _lib = lib
     return _lib
-
-
-def _declare_compile_capture(lib) -> None:
-    """torch.compile capture (compile_capture.py); an agent built before it lacks these."""
-    signatures = {"castscope_compile_collect": ([ctypes.c_int], None),
-                  "castscope_compile_decisions": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_size_t),
-                  "castscope_compiled_graph": ([ctypes.c_char_p], ctypes.c_uint),
-                  "castscope_compiled_graph_ran": ([ctypes.c_uint, ctypes.c_uint], ctypes.c_uint),
-                  "castscope_compile_epoch": ([], None),
-                  "castscope_intern_location": ([ctypes.c_int, ctypes.c_char_p, ctypes.c_uint, ctypes.c_char_p,
-                                                 ctypes.c_char_p], ctypes.c_uint)}
-    for name, (argtypes, restype) in signatures.items():
-        if hasattr(lib, name):
-            function = getattr(lib, name)
-            function.argtypes, function.restype = argtypes, restype
 
 
 def _install_location_reader(lib) -> None:
@@ -126,6 +124,7 @@ def _install_location_reader(lib) -> None:
     reader.castscope_python_init(ctypes.cast(lib.castscope_intern_location, ctypes.c_void_p), _torch_dir().encode(),
                                  (str(_PACKAGE_DIR) + os.sep).encode(), int(stacks))
     lib.castscope_agent_set_location_reader(ctypes.cast(reader.castscope_python_location, ctypes.c_void_p))
+    lib.castscope_agent_set_tracing_location_reader(ctypes.cast(reader.castscope_python_tracing_location, ctypes.c_void_p))
     _reader = reader  # keep loaded
 
 

@@ -16,30 +16,12 @@ backward one, which then finds its decision taken), and gives the cast its
 op, argument, policy and role; the node gives its shape, bytes and dtypes."""
 from __future__ import annotations
 
-import re
-
-from ._native import _PACKAGE_DIR, _torch_dir
+from ._fx_lines import user_frame
 from .callable_overlays import _dtype_code
 
 PHASE_FORWARD, PHASE_BACKWARD = 1, 2
 
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.*)$')
 _CONVERSION_OPS = ("aten._to_copy.", "prims.convert_element_type.", "aten.to.", "aten._autocast_to_")
-
-
-def user_frame(stack_trace: str | None) -> tuple[str, int, str]:
-    """(file, line, function) of the innermost frame of an FX node's stack
-    trace outside torch and castscope (the agent's rule for Python frames);
-    ("", 0, "") when there is none."""
-    if not stack_trace:
-        return "", 0, ""
-    internal = (_torch_dir(), str(_PACKAGE_DIR) + "/")
-    found = ("", 0, "")
-    for text in stack_trace.splitlines():
-        frame = _FRAME.match(text)
-        if frame and not frame["file"].startswith(internal):
-            found = (frame["file"], int(frame["line"]), frame["function"])
-    return found  # the traceback lists the innermost frame last
 
 
 def _static_sizes(shape) -> list[int]:
@@ -64,7 +46,9 @@ def conversions(gm) -> list[dict]:
             continue
         if before.dtype == after.dtype or not (before.is_floating_point() and after.is_floating_point()):
             continue
-        file, line, function = user_frame(node.meta.get("stack_trace"))
+        stack_trace = node.meta.get("stack_trace")
+        # The agent's rule for the user's line (innermost frame outside torch and castscope).
+        file, line, function = (user_frame(stack_trace) if stack_trace else None) or ("", 0, "")
         shape = _static_sizes(before.shape)
         numel = 1
         for size in shape:

@@ -1,5 +1,6 @@
 // What castscope's kernels and observers record into: the event log (rings
-// and op names), the location table and the cast-cache observer, owned by one
+// and op names), the location table, the cast-cache observer and the
+// torch.compile capture state, owned by one
 // object. The agent uses the process's runtime; a C++ test makes its own and
 // registers kernels against it (DispatchRegistry), so it reads back exactly
 // the records its ops made.
@@ -9,6 +10,7 @@
 #include <cstdint>
 
 #include "agent/src/context/cast_cache_observer.h"
+#include "agent/src/context/compile_capture.h"
 #include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"
 
@@ -18,6 +20,7 @@ struct Runtime {
   EventLog events;
   LocationTable locations;
   CastCacheObserver cast_cache;
+  CompileCapture compile;  // torch.compile tracing (compile_capture.h)
   std::atomic<uint64_t> steps{0};  // optimizer steps seen (the agent's iteration count)
 };
 

@@ -37,6 +37,7 @@ namespace castscope {
 std::atomic<bool> g_record_events{true};
 thread_local int t_autocast_kernel_depth = 0;
 std::atomic<LocationReader> g_python_location_reader{nullptr};
+std::atomic<LocationReader> g_tracing_location_reader{nullptr};
 
 DType to_dtype(c10::ScalarType type) {
   switch (type) {
@@ -117,6 +118,14 @@ uint32_t with_calling_line(uint32_t scripted, uint32_t python, LocationTable& lo
 OpContext current_op_context(LocationTable& locations) {
   OpContext context;
   if (torch::autograd::get_current_graph_task_id() != -1) context.phase = Phase::kBackward;
+  // torch.compile tracing: the line is the FX node's, not a frame on the stack.
+  if (compile_tracing_now()) [[unlikely]] {
+    context.mode = ExecutionMode::kCompiling;
+    if (LocationReader tracing = g_tracing_location_reader.load(std::memory_order_acquire)) context.location = tracing();
+    if (LocationReader reader = g_python_location_reader.load(std::memory_order_acquire); context.location == 0 && reader)
+      context.location = reader();
+    return context;
+  }
   if (torch::jit::tracer::isTracing()) context.mode = ExecutionMode::kTraceRecording;
   JitContext jit;
   if (context.mode == ExecutionMode::kEager && current_jit_context(locations, jit)) {
@@ -169,6 +178,30 @@ Record new_cast_record(EventLog& log, uint32_t op_id, uint32_t thread, CastPolic
 
 namespace {
 
+// Records made while this is set are built (decisions kept for the compile
+// capture) but not logged: a compile-time duplicate (compile_capture.h).
+thread_local bool t_unlogged = false;
+struct UnloggedRecords {
+  explicit UnloggedRecords(bool on) : previous_(t_unlogged) { t_unlogged = on; }
+  ~UnloggedRecords() { t_unlogged = previous_; }
+  UnloggedRecords(const UnloggedRecords&) = delete;
+  UnloggedRecords& operator=(const UnloggedRecords&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// What makes a compile-time op record the same as another: line, op, phase,
+// input dtypes and the region's dtype.
+uint64_t compile_record_key(const Record& op) {
+  uint64_t key = (uint64_t{op.op.location} << 32) ^ op.op_id;
+  auto mix = [&key](uint64_t v) { key = (key ^ v) * 0x100000001b3ULL; };
+  mix(static_cast<uint64_t>(op.op.phase));
+  mix(static_cast<uint64_t>(op.op.autocast_dtype));
+  for (uint8_t i = 0; i < op.op.num_inputs; ++i) mix(static_cast<uint64_t>(op.op.input_dtypes[i]) + 16 * (i + 1));
+  return key;
+}
+
 // Role, shape and size of a cast's source tensor. Symbolic shapes (tracing
 // for export) have no concrete sizes: left at zero dims.
 void describe_source(CastFields& cast, const at::Tensor& t) {
@@ -204,14 +237,22 @@ class AutocastKernel final : public c10::OperatorKernel {
     std::call_once(schema_once_, [&] { read_schema(op); });
     bool record = g_record_events.load(std::memory_order_relaxed);
     Record op_record{};
+    bool compile_duplicate = false;
     if (record) [[likely]] {
       try {
         op_record = begin_op_record(stack);
+        // torch.compile traces the same code several times: its records once
+        // per compile, its decisions kept every time while collecting.
+        if (op_record.op.mode == ExecutionMode::kCompiling) [[unlikely]] {
+          compile_duplicate = !runtime_.compile.first_in_epoch(compile_record_key(op_record));
+          if (compile_duplicate && !CompileCapture::collecting()) record = false;
+        }
       } catch (...) {
         runtime_.events.count_internal_error();
         record = false;
       }
     }
+    const UnloggedRecords unlogged(compile_duplicate);
     c10::impl::ExcludeDispatchKeyGuard no_autocast(device_.key);
     const InsideAutocastKernel inside;  // autocast reads as off in here, but the user did not turn it off
     // GPU timing: the op's kernels (and, nested, each cast's) carry its seq.
@@ -301,7 +342,9 @@ class AutocastKernel final : public c10::OperatorKernel {
   at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record) {
     if (!t.defined()) return t;
     // Decided before the cast: cached_cast consults the cache only then.
-    const bool cacheable = op_record != nullptr && CastCacheObserver::cacheable(t, target, device_.device);
+    // Compile-time decisions see fake tensors: nothing for the cache observer.
+    const bool cacheable = op_record != nullptr && op_record->op.mode != ExecutionMode::kCompiling &&
+                           CastCacheObserver::cacheable(t, target, device_.device);
     // GPU timing: the cast's kernels carry the cast's own seq, taken now.
     const bool correlate = op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda);
     const uint64_t seq = correlate ? runtime_.events.next_seq() : 0;
@@ -414,7 +457,7 @@ class AutocastKernel final : public c10::OperatorKernel {
           }
         }
       }
-      runtime_.events.record(r);
+      if (!t_unlogged) runtime_.events.record(r);
     } catch (...) {
       runtime_.events.count_internal_error();
     }
@@ -443,7 +486,13 @@ class AutocastKernel final : public c10::OperatorKernel {
         r.cast.cached_version = static_cast<uint32_t>(seen.cached_version);
       }
       describe_source(r.cast, t);
-      r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
+      if (r.cast.mode == ExecutionMode::kCompiling) [[unlikely]] {
+        if (r.cast.outcome == CastOutcome::kCast && CompileCapture::collecting())
+          runtime_.compile.keep(CompileDecision{op_id_, policy_, device_.kind, r.cast});
+        if (t_unlogged) return;
+      } else {
+        r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
+      }
       runtime_.events.record(r);
       // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
       if (sample_due) runtime_.events.record(cache_sample_record(runtime_, SampleTrigger::kMisses));

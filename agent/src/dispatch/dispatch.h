@@ -42,6 +42,9 @@ struct InsideAutocastKernel {
 // by the separate frame-reader library, so the agent never links CPython.
 using LocationReader = uint32_t (*)();
 extern std::atomic<LocationReader> g_python_location_reader;
+// While torch.compile traces: the user's line of the FX node being traced
+// (0 when none). Installed with the Python reader.
+extern std::atomic<LocationReader> g_tracing_location_reader;
 
 // Where and in which mode the current op runs. TorchScript (scripted or
 // traced graphs) gives its own source range; otherwise the innermost user

@@ -245,6 +245,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   // The autograd engine's own dtype handling (saved lower-precision tensors
   // meeting fp32 gradients) is not the user's.
   if (torch::autograd::get_current_graph_task_id() != -1) return nullptr;
+  // torch.compile tracing runs fake tensors through torch's own code: what a
+  // compiled line computes in is its graph's business (compile_capture.h).
+  if (compile_tracing_now()) return nullptr;
   try {
     auto inputs = std::make_unique<Inputs>();
     for (const c10::IValue& value : fn.inputs()) add_tensors(value, inputs->tensors);

@@ -23,6 +23,8 @@
 #include "agent/src/context/jit_context.h"
 #include "agent/src/context/runtime.h"
 #include "agent/src/dispatch/callable_overlay_casts.h"
+#include "agent/src/dispatch/compiled_graph_json.h"
+#include "agent/src/dispatch/compiled_graph_runs.h"
 #include "agent/src/dispatch/dispatch.h"
 #include "agent/src/dispatch/policy_check.h"
 #include "agent/src/export/batch_encoder.h"
@@ -735,6 +737,71 @@ void castscope_agent_mark_iteration(void) {
 
 void castscope_agent_set_location_reader(unsigned (*reader)(void)) {
   castscope::g_python_location_reader.store(reader, std::memory_order_release);
+}
+
+void castscope_agent_set_tracing_location_reader(unsigned (*reader)(void)) {
+  castscope::g_tracing_location_reader.store(reader, std::memory_order_release);
+}
+
+namespace {
+// The process's compiled graphs (never removed: runs may come until exit).
+castscope::CompiledGraphs& compiled_graphs() {
+  static auto* graphs = new castscope::CompiledGraphs();
+  return *graphs;
+}
+}  // namespace
+
+void castscope_compile_epoch(void) {
+  try {
+    castscope::process_runtime().compile.new_epoch();
+  } catch (...) {
+    castscope::process_runtime().events.count_internal_error();
+  }
+}
+
+void castscope_compile_collect(int on) { castscope::CompileCapture::set_collecting(on != 0); }
+
+size_t castscope_compile_decisions(char* buf, size_t len) {
+  auto& runtime = castscope::process_runtime();
+  try {
+    // Taken once: a caller growing its buffer gets the same text again.
+    static thread_local std::string pending;
+    if (pending.empty())
+      pending = castscope::compile_decisions_json(runtime.compile.take(), runtime.events, runtime.locations);
+    const size_t needed = castscope::copy_out(pending, buf, len);
+    if (needed < len) pending.clear();
+    return needed;
+  } catch (...) {
+    runtime.events.count_internal_error();
+    return castscope::copy_out("[]", buf, len);
+  }
+}
+
+unsigned castscope_compiled_graph(const char* json) {
+  auto& runtime = castscope::process_runtime();
+  try {
+    std::string error;
+    auto graph = castscope::parse_compiled_graph(json != nullptr ? json : "", runtime.events, runtime.locations, error);
+    if (!graph) {
+      castscope::log::warn(error);
+      runtime.events.count_internal_error();
+      return 0;
+    }
+    return compiled_graphs().add(std::move(*graph));
+  } catch (...) {
+    runtime.events.count_internal_error();
+    return 0;
+  }
+}
+
+unsigned castscope_compiled_graph_ran(unsigned graph, unsigned calling_location) {
+  auto& runtime = castscope::process_runtime();
+  const castscope::CompiledGraph* found = compiled_graphs().find(graph);
+  if (found == nullptr) {
+    runtime.events.count_internal_error();
+    return calling_location;
+  }
+  return castscope::record_compiled_graph_run(runtime, *found, calling_location);
 }
 
 unsigned castscope_intern_location(int kind, const char* file, unsigned line, const char* function, const char* stack) {

@@ -1,0 +1,44 @@
+#include "agent/src/context/compile_capture.h"
+
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+
+#include <utility>
+
+namespace castscope {
+
+bool compile_tracing_now() noexcept {
+  using c10::impl::TorchDispatchModeTLS;
+  if (!TorchDispatchModeTLS::any_modes_set()) return false;  // the common case: one TLS read
+  return TorchDispatchModeTLS::get_mode(c10::impl::TorchDispatchModeKey::FAKE).has_value();
+}
+
+namespace {
+thread_local bool t_collecting = false;
+}
+
+void CompileCapture::new_epoch() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  keys_.clear();
+}
+
+bool CompileCapture::first_in_epoch(uint64_t key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (keys_.size() >= kMaxKeys) return !keys_.count(key);
+  return keys_.insert(key).second;
+}
+
+void CompileCapture::set_collecting(bool on) noexcept { t_collecting = on; }
+
+bool CompileCapture::collecting() noexcept { return t_collecting; }
+
+void CompileCapture::keep(const CompileDecision& decision) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (decisions_.size() < kMaxDecisions) decisions_.push_back(decision);
+}
+
+std::vector<CompileDecision> CompileCapture::take() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::exchange(decisions_, {});
+}
+
+}  // namespace castscope

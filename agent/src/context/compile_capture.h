@@ -1,0 +1,62 @@
+// torch.compile (docs/compile.md): what the autocast kernel needs to know
+// while torch.compile traces a graph, and what it keeps for the Python side.
+//
+// - Tracing is told by a FakeTensor mode on the calling thread (Dynamo's fake
+//   propagation, AOTAutograd's metadata pass and joint trace all run under
+//   one): the kernel's decisions then are COMPILING records, made on fake
+//   tensors, converting nothing.
+// - Those records are deduplicated per compile (an epoch the Python side
+//   starts when Dynamo begins a compile): Dynamo and AOTAutograd trace the
+//   same code several times.
+// - While the Python side collects (around AOTAutograd's graph capture, on
+//   its thread), every cast decision is also kept, duplicates included, so
+//   the compiled graphs' cast nodes can be matched to the op and argument
+//   autocast decided them for.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "agent/src/record/cast_record.h"
+
+namespace castscope {
+
+// A FakeTensor mode is active on this thread (torch.compile or export tracing).
+bool compile_tracing_now() noexcept;
+
+// One cast decision made while collecting: the cast record's fields.
+struct CompileDecision {
+  uint32_t op_id = 0;
+  CastPolicy policy = CastPolicy::kUnspecified;
+  DeviceKind device = DeviceKind::kUnspecified;
+  CastFields cast{};
+};
+
+class CompileCapture {
+ public:
+  // A new compile began: every record key is new again.
+  void new_epoch();
+  // True the first time `key` is seen in this epoch.
+  bool first_in_epoch(uint64_t key);
+
+  // Per thread: keep decisions while on.
+  static void set_collecting(bool on) noexcept;
+  static bool collecting() noexcept;
+  void keep(const CompileDecision& decision);
+  // The decisions kept so far (all threads), forgotten here.
+  std::vector<CompileDecision> take();
+
+ private:
+  // At most this many of each: a runaway trace must not grow without bound
+  // (past it, keys dedupe nothing and decisions are dropped, both counted).
+  static constexpr size_t kMaxKeys = 1 << 16;
+  static constexpr size_t kMaxDecisions = 1 << 18;
+  std::mutex mutex_;
+  std::unordered_set<uint64_t> keys_;
+  std::vector<CompileDecision> decisions_;
+};
+
+}  // namespace castscope

@@ -1,0 +1,76 @@
+#include "agent/src/dispatch/compiled_graph_runs.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "agent/src/dispatch/dispatch.h"
+
+namespace castscope {
+
+uint32_t CompiledGraphs::add(CompiledGraph graph) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  graphs_.push_back(std::move(graph));
+  return static_cast<uint32_t>(graphs_.size());
+}
+
+const CompiledGraph* CompiledGraphs::find(uint32_t id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return id >= 1 && id <= graphs_.size() ? &graphs_[id - 1] : nullptr;
+}
+
+namespace {
+
+c10::DeviceType torch_device(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::kCuda:
+      return c10::DeviceType::CUDA;
+    case DeviceKind::kXpu:
+      return c10::DeviceType::XPU;
+    case DeviceKind::kMps:
+      return c10::DeviceType::MPS;
+    default:
+      return c10::DeviceType::CPU;
+  }
+}
+
+}  // namespace
+
+uint32_t record_compiled_graph_run(Runtime& runtime, const CompiledGraph& graph, uint32_t calling_location) noexcept {
+  if (!g_record_events.load(std::memory_order_relaxed)) return calling_location;
+  EventLog& log = runtime.events;
+  try {
+    OpContext context = current_op_context(runtime.locations);
+    context.mode = ExecutionMode::kCompiled;
+    context.phase = graph.phase;
+    if (calling_location != 0) context.location = calling_location;
+    const DeviceKind device = graph.casts.empty() ? DeviceKind::kCpu : graph.casts.front().device;
+    Record op = log.new_record(RecordKind::kOp);
+    op.op_id = graph.op_id;
+    op.device = device;
+    describe_op_context(op.op, torch_device(device), context);
+    op.op.ok = true;
+    log.record(op);
+    for (const CompiledCast& cast : graph.casts) {
+      OpContext at = context;
+      if (cast.location != 0) at.location = cast.location;
+      Record r = new_cast_record(log, cast.op_id, op.thread, cast.policy, cast.device, at);
+      r.cast.op_seq = op.seq;
+      r.cast.src = cast.src;
+      r.cast.dst = cast.dst;
+      r.cast.outcome = CastOutcome::kCast;
+      r.cast.role = cast.role;
+      r.cast.arg_index = cast.arg_index;
+      r.cast.list_index = cast.list_index;
+      r.cast.ndim = static_cast<uint8_t>(std::min<size_t>(cast.shape.size(), 255));
+      for (size_t d = 0; d < cast.shape.size() && d < static_cast<size_t>(kMaxShapeDims); ++d) r.cast.shape[d] = cast.shape[d];
+      r.cast.bytes = cast.bytes;
+      log.record(r);
+    }
+    return context.location;
+  } catch (...) {
+    log.count_internal_error();
+    return calling_location;
+  }
+}
+
+}  // namespace castscope
