@@ -149,9 +149,10 @@ def _stage1(capture: _Capture):
             capture.local.depth = depth
             if depth == 0:
                 _guarded(capture, capture.lib.castscope_compile_collect, 0)
-        # A stage 1 nested in another (a region traced inside a trace) takes
-        # every decision kept so far; the outer graph's casts then go unmatched.
-        decisions = _guarded(capture, _read_json, capture.lib.castscope_compile_decisions, default=[])
+            # Taken even when the trace failed, so they never reach the next graph.
+            # A stage 1 nested in another (a region traced inside a trace) takes
+            # every decision kept so far; the outer graph's casts then go unmatched.
+            decisions = _guarded(capture, _read_json, capture.lib.castscope_compile_decisions, default=[])
         capture.local.pending = (graph_capture, decisions if isinstance(decisions, list) else [])
         return graph_capture
     return aot_stage1_graph_capture
