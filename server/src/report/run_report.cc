@@ -222,6 +222,10 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
                        {"errors", row.errors}, {"cpu_time_ns", row.cpu_time_ns}, {"output_dtypes", outputs}});
   }
   for (const auto& a : run.agents) dropped += a.events_dropped;
+  // torch.compile's compile-time decisions are apart from the totals above
+  // (nothing was converted); runs of its graphs are not autocast ops.
+  uint64_t compile_decisions = 0;
+  for (const auto& row : run.compile_decisions) compile_decisions += row.count;
 
   json findings = json::array();
   for (const auto& f : analyze_run(run)) findings.push_back(finding_json(f));
@@ -242,6 +246,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
            {"casts_by_policy", by_policy},
            {"casts_by_dtype_pair", by_pair},
            {"casts_by_mode", by_mode},
+           {"compile", {{"decisions", compile_decisions}, {"graph_runs", run.compiled_graph_runs}}},
            {"cache",
             {{"hits", hits}, {"misses", misses}, {"stale_hits", stale}, {"served_casts", served},
              {"bytes_served", served_bytes}, {"max_live_casts", run.max_live_casts},
