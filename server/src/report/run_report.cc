@@ -210,7 +210,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
                      {"count", row.count}, {"bytes", row.bytes}, {"conversions", row_conversions},
                      {"bytes_converted", converts ? row.bytes - row.served_bytes : 0},
                      {"bytes_served_from_cache", row.served_bytes}, {"cache_hits", row.hits},
-                     {"stale_hits", row.stale_hits}});
+                     {"stale_hits", row.stale_hits}, {"backward", row.backward}});
   }
   json op_rows = json::array();
   for (const auto& row : run.ops) {
