@@ -252,10 +252,10 @@ void cache_growth(const RunData& run, std::vector<Finding>& out) {
 void backward_under_autocast(const RunData& run, std::vector<Finding>& out) {
   if (run.backward_ops.empty()) return;
   std::vector<const BackwardOpRow*> rows;
-  uint64_t calls = 0;
+  uint64_t calls = 0, graph_runs = 0;  // autocast ops; runs of compiled backward graphs (compiled::backward)
   for (const auto& row : run.backward_ops) {
     rows.push_back(&row);
-    calls += row.calls;
+    (row.site.op.starts_with("compiled::") ? graph_runs : calls) += row.calls;
   }
   std::sort(rows.begin(), rows.end(), [](const BackwardOpRow* a, const BackwardOpRow* b) { return a->calls > b->calls; });
   std::map<std::tuple<std::string, uint32_t>, SiteRef> lines;  // the backward() calls, by line
@@ -269,14 +269,18 @@ void backward_under_autocast(const RunData& run, std::vector<Finding>& out) {
   std::vector<SiteRef> sites;
   for (const auto& [key, site] : lines) sites.push_back(site);
   Finding f = make("backward-under-autocast", "warning", sites);
-  f.summary = std::to_string(calls) + " autocast ops ran in the backward pass with autocast enabled, from " +
-              where(sites.front());
+  std::string what;
+  if (calls > 0) what = std::to_string(calls) + " autocast ops";
+  if (graph_runs > 0)
+    what += (what.empty() ? "" : " and ") + std::to_string(graph_runs) +
+            (graph_runs == 1 ? " run" : " runs") + " of a compiled backward graph";
+  f.summary = what + " ran in the backward pass with autocast enabled, from " + where(sites.front());
   f.explanation =
       "backward() was called inside a torch.autocast region. Backward ops already run in the dtypes autocast chose "
       "for the forward pass; with autocast still on, the backward ops it covers are cast again by their own "
       "policies, so gradient dtypes can differ from what the forward pass implies. PyTorch recommends against it.";
   f.fix = "Leave the torch.autocast block before calling loss.backward() (keep only forward and loss inside).";
-  f.evidence = {{"backward_autocast_ops", calls}, {"ops", ops}};
+  f.evidence = {{"backward_autocast_ops", calls + graph_runs}, {"ops", ops}};
   out.push_back(std::move(f));
 }
 

@@ -400,6 +400,9 @@ TEST(RunReport, CompileTimeDecisionsStayOutOfTotalsAndFindingsAndGraphRunsAreCou
   EXPECT_EQ(findings[0]["sites"][0]["file"], "/src/train.py");
   EXPECT_EQ(findings[0]["sites"][0]["line"], 9);
   EXPECT_EQ(findings[0]["evidence"]["ops"], (json{{"compiled::backward", 1}}));
+  EXPECT_EQ(findings[0]["summary"],
+            "1 run of a compiled backward graph ran in the backward pass with autocast enabled, from "
+            "/src/train.py:9 backward");
 }
 
 }  // namespace
