@@ -76,6 +76,14 @@ def _batch(sequence: int, first_seq: int, ts_ns: int, final: bool) -> bytes:
 
 
 def write(db: pathlib.Path, batches: int = 6) -> None:
+    hello = _field(1, _field(1, 1) + _field(2, AGENT_ID))
+    ingest(db, [[hello] + [_batch(n, 1 + 4 * (n - 1), 1_000_000_000 + n * 1_000_000, n == batches)
+                           for n in range(1, batches + 1)]])
+
+
+def ingest(db: pathlib.Path, streams: list[list[bytes]]) -> None:
+    """Sends each stream (a Hello message, then Batch messages) to a collector
+    storing into `db`, one stream after the other; every batch must be acknowledged."""
     ready = db.with_suffix(".addr")
     ready.unlink(missing_ok=True)
     collector = subprocess.Popen([str(COLLECTOR), "serve", "--db", str(db), "--listen", "127.0.0.1:0",
@@ -87,14 +95,12 @@ def write(db: pathlib.Path, batches: int = 6) -> None:
             if collector.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"collector did not start: {collector.stderr.read().decode(errors='replace')}")
             time.sleep(0.02)
-        hello = _field(1, _field(1, 1) + _field(2, AGENT_ID))
-        messages = [hello] + [_batch(n, 1 + 4 * (n - 1), 1_000_000_000 + n * 1_000_000, n == batches)
-                              for n in range(1, batches + 1)]
         with grpc.insecure_channel(ready.read_text().strip()) as channel:
             call = channel.stream_stream("/castscope.v1.Ingest/Stream")
-            acks = list(call(iter(messages), timeout=30))
-        if len(acks) < batches:
-            raise RuntimeError(f"only {len(acks)} of {batches} batches acknowledged")
+            for messages in streams:
+                acks = list(call(iter(messages), timeout=30))
+                if len(acks) < len(messages) - 1:
+                    raise RuntimeError(f"only {len(acks)} of {len(messages) - 1} batches acknowledged")
     finally:
         collector.send_signal(signal.SIGTERM)
         collector.wait(timeout=60)

@@ -41,7 +41,10 @@ export const MODE_BADGE: Record<string, { text: string; color: string }> = {
   traced: { text: "T", color: "#9333ea" },
   trace_recording: { text: "TR", color: "#be185d" },
   script_while_tracing: { text: "ST", color: "#b45309" },
-  compile: { text: "C", color: "#1d4ed8" },
+  // torch.compile: decisions made while a graph was traced (compile time),
+  // and runs of the compiled graphs.
+  compiling: { text: "CT", color: "#1e3a8a" },
+  compiled: { text: "C", color: "#2563eb" },
 };
 
 export function kernelColor(activity: string, launchedBy: string): string {

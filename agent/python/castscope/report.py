@@ -53,6 +53,10 @@ def format_report(report: dict, top: int = 15) -> str:
              f"  cast cache: {cache['misses']} misses, {cache['hits']} hits, {cache['stale_hits']} stale hits "
              f"({cache.get('served_casts', 0)} casts served, {cache.get('bytes_served', 0)} bytes not converted again); "
              f"dropped events: {totals['events_dropped']}"]
+    compiled = totals.get("compile") or {}
+    if compiled.get("decisions") or compiled.get("graph_runs"):
+        lines.append(f"  torch.compile: {compiled.get('decisions', 0)} decisions while compiling (not counted), "
+                     f"{compiled.get('graph_runs', 0)} compiled graph runs")
     accounting = totals.get("accounting")
     if accounting and not accounting["complete"]:
         why = []
@@ -128,8 +132,53 @@ def diff_reports(a: dict, b: dict) -> list[dict]:
     return differences
 
 
-def format_diff(run_a: str, run_b: str, differences: list[dict]) -> str:
-    if not differences:
+def _compiled(report: dict) -> bool:
+    """Whether a run ran torch.compile'd graphs (docs/events.md)."""
+    return (any(row["mode"] == "compiled" for row in report["sites"]) or
+            bool((report["totals"].get("compile") or {}).get("graph_runs")))
+
+
+def _phases(row: dict) -> list[str]:
+    backward = row.get("backward", 0)
+    return (["backward"] if backward >= row["count"] else ["forward", "backward"]) if backward else ["forward"]
+
+
+def _conversions_by_phase(report: dict) -> dict:
+    """(file, line, op, arg, phase) -> sorted "src->dst" pairs cast there, whatever the mode."""
+    out: dict = {}
+    for row in report["sites"]:
+        if row["outcome"] != "cast":
+            continue
+        site = row["site"]
+        for phase in _phases(row):
+            out.setdefault((site["file"], site["line"], site["op"], site["arg"], phase), set()).add(
+                f"{row['src_dtype']}->{row['dst_dtype']}")
+    return {key: sorted(value) for key, value in out.items()}
+
+
+def diff_eager_compiled(a: dict, b: dict) -> dict | None:
+    """Between an eager run and a torch.compile'd run of the same code: the
+    sites (file, line, op, arg, phase) whose cast dtype pairs differ, or that
+    cast in one run only. The mode itself (eager, compiled) is no difference:
+    the same cast at the same line in both runs is the same site. None unless
+    exactly one of the runs ran compiled graphs."""
+    if _compiled(a) == _compiled(b):
+        return None
+    eager, compiled = (a, b) if _compiled(b) else (b, a)
+    in_eager, in_compiled = _conversions_by_phase(eager), _conversions_by_phase(compiled)
+    sites = []
+    for key in sorted(set(in_eager) | set(in_compiled)):
+        if in_eager.get(key, []) == in_compiled.get(key, []):
+            continue
+        file, line, op, arg, phase = key
+        sites.append({"site": {"file": file, "line": line, "op": op, "arg": arg, "phase": phase},
+                      "eager": in_eager.get(key, []), "compiled": in_compiled.get(key, [])})
+    return {"eager_run": "a" if eager is a else "b", "sites": sites}
+
+
+def format_diff(run_a: str, run_b: str, differences: list[dict], eager_compiled: dict | None = None) -> str:
+    differs = bool(eager_compiled and eager_compiled["sites"])
+    if not differences and not differs:
         return f"castscope diff: runs {run_a} and {run_b} cast the same way at every site"
 
     def describe(behaviour: list[dict]) -> str:
@@ -143,4 +192,13 @@ def format_diff(run_a: str, run_b: str, differences: list[dict]) -> str:
         lines.append(f"  {site['file']}:{site['line']} {site['op']}({site['arg']})")
         lines.append(f"    A: {describe(d['a'])}")
         lines.append(f"    B: {describe(d['b'])}")
+    if differs:
+        eager, compiled = (run_a, run_b) if eager_compiled["eager_run"] == "a" else (run_b, run_a)
+        lines.append(f"  eager vs compiled: {len(eager_compiled['sites'])} site(s) whose casts differ between "
+                     f"{eager} (eager) and {compiled} (torch.compile)")
+        for d in eager_compiled["sites"]:
+            site = d["site"]
+            lines.append(f"    {site['file']}:{site['line']} {site['op']}({site['arg']}) [{site['phase']}]")
+            lines.append(f"      eager:    {', '.join(d['eager']) or 'no cast'}")
+            lines.append(f"      compiled: {', '.join(d['compiled']) or 'no cast'}")
     return "\n".join(lines)

@@ -38,6 +38,8 @@ RULES = {
                    "Wasted memory bandwidth and kernel time."),
     "not-autocast": ("warning", "In-place, out=, float64 or unlisted custom ops ran without autocast.",
                      "The op computed in the dtype it was handed, uncast, inside a region where the code around it is cast."),
+    "compile-mismatch": ("warning", "A line computes in different dtypes compiled with torch.compile and eagerly.",
+                         "What was debugged eagerly is not numerically what runs compiled."),
     "cast-share": ("warning", "Cast kernels take a large share of a site's GPU time.",
                    "The casts may cost more than the lower precision saves."),
     "tf32-matmul": ("info", "float32 matmuls ran on tensor cores as TF32.",

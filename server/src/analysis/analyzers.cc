@@ -252,10 +252,10 @@ void cache_growth(const RunData& run, std::vector<Finding>& out) {
 void backward_under_autocast(const RunData& run, std::vector<Finding>& out) {
   if (run.backward_ops.empty()) return;
   std::vector<const BackwardOpRow*> rows;
-  uint64_t calls = 0;
+  uint64_t calls = 0, graph_runs = 0;  // autocast ops; runs of compiled backward graphs (compiled::backward)
   for (const auto& row : run.backward_ops) {
     rows.push_back(&row);
-    calls += row.calls;
+    (row.site.op.starts_with("compiled::") ? graph_runs : calls) += row.calls;
   }
   std::sort(rows.begin(), rows.end(), [](const BackwardOpRow* a, const BackwardOpRow* b) { return a->calls > b->calls; });
   std::map<std::tuple<std::string, uint32_t>, SiteRef> lines;  // the backward() calls, by line
@@ -269,14 +269,18 @@ void backward_under_autocast(const RunData& run, std::vector<Finding>& out) {
   std::vector<SiteRef> sites;
   for (const auto& [key, site] : lines) sites.push_back(site);
   Finding f = make("backward-under-autocast", "warning", sites);
-  f.summary = std::to_string(calls) + " autocast ops ran in the backward pass with autocast enabled, from " +
-              where(sites.front());
+  std::string what;
+  if (calls > 0) what = std::to_string(calls) + " autocast ops";
+  if (graph_runs > 0)
+    what += (what.empty() ? "" : " and ") + std::to_string(graph_runs) +
+            (graph_runs == 1 ? " run" : " runs") + " of a compiled backward graph";
+  f.summary = what + " ran in the backward pass with autocast enabled, from " + where(sites.front());
   f.explanation =
       "backward() was called inside a torch.autocast region. Backward ops already run in the dtypes autocast chose "
       "for the forward pass; with autocast still on, the backward ops it covers are cast again by their own "
       "policies, so gradient dtypes can differ from what the forward pass implies. PyTorch recommends against it.";
   f.fix = "Leave the torch.autocast block before calling loss.backward() (keep only forward and loss inside).";
-  f.evidence = {{"backward_autocast_ops", calls}, {"ops", ops}};
+  f.evidence = {{"backward_autocast_ops", calls + graph_runs}, {"ops", ops}};
   out.push_back(std::move(f));
 }
 
@@ -312,13 +316,15 @@ std::string dtype_list(const std::set<std::string>& dtypes) {
 void mode_mismatches(const RunData& run, std::vector<Finding>& out) {
   // Per line, op and autocast state (on or off for the op's device): cast
   // rows are all made with autocast on. Script-while-tracing has its own
-  // finding (script-under-trace) and JIT autocast's cast ops are the
-  // mechanism, not the user's computation.
+  // finding (script-under-trace), and so has torch.compile
+  // (compile-mismatch); JIT autocast's cast ops are the mechanism, not the
+  // user's computation.
   using Key = std::tuple<std::string, uint32_t, std::string, bool>;
   std::map<Key, SiteRef> sites;
   std::map<Key, std::map<std::string, ModeDtypes>> by_mode;
   auto skip = [](const SiteRef& site, v1::ExecutionMode mode) {
-    return site.file.empty() || jit_autocast_cast(site.op) || mode == v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING;
+    return site.file.empty() || jit_autocast_cast(site.op) || mode == v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING ||
+           mode == v1::EXECUTION_MODE_COMPILING || mode == v1::EXECUTION_MODE_COMPILED;
   };
   for (const auto& row : run.sites) {
     if (skip(row.site, row.mode)) continue;
@@ -733,6 +739,122 @@ void tf32_matmul(const RunData& run, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+bool lower_precision(v1::DType dtype) { return dtype == v1::DTYPE_BFLOAT16 || dtype == v1::DTYPE_FLOAT16; }
+
+const char* kCompileMismatchFix =
+    "set torch._functorch.config.backward_pass_autocast = \"off\" (or leave this computation out of the compiled "
+    "region); see pytorch#179804";
+
+// torch.compile's backward graph is traced under the forward's autocast state
+// (backward_pass_autocast = "same_as_forward"), so a line whose forward ran
+// with autocast off inside an autocast region gets a backward cast to lower
+// precision that eager backward never makes. Seen at compile time: COMPILING
+// casts in the backward at a line where no COMPILING forward op had autocast on.
+void compile_backward_mismatches(const RunData& run, std::vector<std::pair<uint64_t, Finding>>& found) {
+  std::set<std::pair<std::string, uint32_t>> forward_under_autocast;
+  for (const auto& row : run.site_dtypes)
+    if (row.mode == v1::EXECUTION_MODE_COMPILING && row.autocast) forward_under_autocast.insert({row.site.file, row.site.line});
+  struct Line {
+    std::map<std::tuple<std::string, std::string>, SiteRef> sites;  // op, arg
+    std::set<std::string> ops, compiled, eager;
+    uint64_t casts = 0, first_seq = UINT64_MAX;
+  };
+  std::map<std::pair<std::string, uint32_t>, Line> lines;
+  for (const auto& row : run.compile_decisions) {
+    if (row.backward == 0 || row.outcome != v1::CAST_OUTCOME_CAST || !lower_precision(row.dst)) continue;
+    if (row.site.file.empty() || forward_under_autocast.contains({row.site.file, row.site.line})) continue;
+    Line& line = lines[{row.site.file, row.site.line}];
+    line.sites.try_emplace({row.site.op, row.site.arg}, row.site);
+    line.ops.insert(row.site.op);
+    line.compiled.insert(dtype_name(row.dst));
+    line.eager.insert(dtype_name(row.src));
+    line.casts += row.count;
+    line.first_seq = std::min(line.first_seq, row.first_seq);
+  }
+  for (const auto& [key, line] : lines) {
+    std::vector<SiteRef> sites;
+    for (const auto& [op_arg, site] : line.sites) sites.push_back(site);
+    Finding f = make("compile-mismatch", "warning", sites);
+    f.id = finding_id(f.kind, {SiteRef{key.first, key.second, "", "backward", ""}});  // the line: new args keep it
+    const std::string compiled = joined(line.compiled), eager = joined(line.eager), ops = joined(line.ops);
+    f.summary = "the compiled backward computes " + ops + " at this line in " + compiled + "; eager backward computes it in " +
+                eager + ", as the forward did (autocast off here)";
+    f.explanation =
+        "torch.compile traces the backward graph under the autocast state of the forward pass "
+        "(torch._functorch.config.backward_pass_autocast = \"same_as_forward\"), that is the state of the autocast "
+        "region around the compiled call. This line's forward ran with autocast off (inside `torch.autocast(..., "
+        "enabled=False)`), so it computed in full precision, yet the compiled backward casts its inputs to lower "
+        "precision: its gradients differ from eager's, silently (pytorch#179804).";
+    f.fix = kCompileMismatchFix;
+    f.evidence = {{"phase", "backward"}, {"compiled_dtype", compiled}, {"eager_dtype", eager},
+                  {"ops", line.ops},     {"casts", line.casts},       {"first_event_seq", line.first_seq}};
+    found.emplace_back(line.first_seq, std::move(f));
+  }
+}
+
+// The same line, op and autocast dtype computed eagerly and traced by
+// torch.compile (COMPILING) in one run, returning different dtypes.
+void compile_forward_mismatches(const RunData& run, std::vector<std::pair<uint64_t, Finding>>& found) {
+  struct Modes {
+    SiteRef site;
+    std::set<std::string> eager, compiling;
+    uint64_t first_seq = UINT64_MAX;
+  };
+  std::map<std::tuple<std::string, uint32_t, std::string, v1::DType>, Modes> by_site;
+  for (const auto& row : run.site_dtypes) {
+    const bool eager = row.mode == v1::EXECUTION_MODE_EAGER;
+    if (!row.autocast || row.probe_only || row.site.file.empty() || (!eager && row.mode != v1::EXECUTION_MODE_COMPILING))
+      continue;
+    Modes& m = by_site[{row.site.file, row.site.line, row.site.op, row.autocast_dtype}];
+    m.site = row.site;
+    for (auto dtype : row.output_dtypes) (eager ? m.eager : m.compiling).insert(dtype_name(dtype));
+    m.first_seq = std::min(m.first_seq, row.first_seq);
+  }
+  // One finding per line, its ops together.
+  std::map<std::pair<std::string, uint32_t>, std::vector<const Modes*>> lines;
+  for (const auto& [key, m] : by_site)
+    if (!m.eager.empty() && !m.compiling.empty() && m.eager != m.compiling)
+      lines[{std::get<0>(key), std::get<1>(key)}].push_back(&m);
+  for (const auto& [key, parted] : lines) {
+    std::vector<SiteRef> sites;
+    std::set<std::string> ops, eager, compiling;
+    uint64_t first_seq = UINT64_MAX;
+    for (const Modes* m : parted) {
+      if (!ops.contains(m->site.op)) sites.push_back(m->site);
+      ops.insert(m->site.op);
+      eager.insert(m->eager.begin(), m->eager.end());
+      compiling.insert(m->compiling.begin(), m->compiling.end());
+      first_seq = std::min(first_seq, m->first_seq);
+    }
+    Finding f = make("compile-mismatch", "warning", sites);
+    f.id = finding_id(f.kind, {SiteRef{key.first, key.second, "", "forward", ""}});
+    f.summary = "the same line returns different dtypes eagerly and compiled under the same autocast dtype (" +
+                joined(ops) + "; eager: " + dtype_list(eager) + "; compiling: " + dtype_list(compiling) + ")";
+    f.explanation =
+        "This line ran eagerly and was traced by torch.compile in the same run, under the same autocast dtype, and "
+        "its autocast ops returned different dtypes: the compiled graph does not compute what the eager code did. "
+        "Typical causes: autocast state that differs between the eager call and the compile (a graph compiled "
+        "under one region and reused under another), or code whose dtypes depend on something torch.compile "
+        "fixed at trace time.";
+    f.fix =
+        "Make the dtype explicit at this line (cast with .to(dtype) before the op), compile under the same "
+        "torch.autocast settings the code runs with, or leave this computation out of the compiled region.";
+    f.evidence = {{"phase", "forward"},
+                  {"ops", ops},
+                  {"outputs_by_mode", {{"eager", eager}, {"compiling", compiling}}},
+                  {"first_event_seq", first_seq}};
+    found.emplace_back(first_seq, std::move(f));
+  }
+}
+
+void compile_mismatches(const RunData& run, std::vector<Finding>& out) {
+  std::vector<std::pair<uint64_t, Finding>> found;
+  compile_backward_mismatches(run, found);
+  compile_forward_mismatches(run, found);
+  std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [seq, f] : found) out.push_back(std::move(f));
+}
+
 void not_autocast(const RunData& run, std::vector<Finding>& out) {
   struct Site {
     SiteRef site;
@@ -860,6 +982,7 @@ void attribute_ranks(const RunData& run, std::vector<Finding>& findings) {
   for (const auto& row : run.sites) add(row.site, row.ranks);
   for (const auto& row : run.probe_ops) add(row.site, row.ranks);
   for (const auto& row : run.backward_ops) add(row.site, row.ranks);
+  for (const auto& row : run.compile_decisions) add(row.site, row.ranks);
   std::set<int32_t> every;
   for (const auto& agent : run.agents) every.insert(agent.rank);
   for (Finding& f : findings) {
@@ -885,6 +1008,7 @@ std::vector<Finding> analyze_run(const RunData& run) {
   script_under_trace(run, out);
   low_precision_escape(run, out);
   cast_churn(run, out);
+  compile_mismatches(run, out);
   not_autocast(run, out);
   cast_share(run, out);
   tf32_matmul(run, out);

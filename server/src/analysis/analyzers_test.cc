@@ -454,5 +454,116 @@ TEST(Analyzers, GemmWordsReadCublasLtComputeTypes) {
   EXPECT_EQ(gemm_compute_name(v1::GEMM_COMPUTE_32F_FAST_TF32), "32f_fast_tf32");
 }
 
+// torch.compile (issue 15): the scenario of pytorch#179804. Line 30 runs
+// `torch.mm(x.float(), w)` inside `autocast(enabled=False)` in a function
+// compiled and called under a bfloat16 region; line 31 is a linear under
+// autocast. The backward graph is traced under the forward's autocast state.
+SiteRow compiling(uint32_t line, const char* op, const char* arg, v1::Phase phase, v1::DType src, v1::DType dst,
+                  uint64_t first_seq, v1::CastOutcome outcome = v1::CAST_OUTCOME_CAST) {
+  SiteRow row = site("m.py", line, op, arg, v1::EXECUTION_MODE_COMPILING, src, dst, outcome);
+  row.count = 1;
+  row.backward = phase == v1::PHASE_BACKWARD ? row.count : 0;
+  row.first_seq = first_seq;
+  return row;
+}
+
+SiteDtypeRow compiled_forward_op(uint32_t line, const char* op, v1::ExecutionMode mode, v1::DType output,
+                                 uint64_t first_seq) {
+  SiteDtypeRow row = returned(line, op, mode, output, first_seq);
+  row.autocast_dtype = v1::DTYPE_BFLOAT16;
+  row.probe_only = false;  // castscope's autocast kernels, not the op probe
+  return row;
+}
+
+RunData compiled_with_disabled_block(bool backward_casts_at_disabled_line) {
+  RunData run;
+  // Line 31, under autocast: forward op and casts, and the backward's casts.
+  run.site_dtypes.push_back(compiled_forward_op(31, "aten::linear", v1::EXECUTION_MODE_COMPILING, v1::DTYPE_BFLOAT16, 3));
+  run.compile_decisions.push_back(
+      compiling(31, "aten::linear", "weight", v1::PHASE_FORWARD, v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16, 4));
+  run.compile_decisions.push_back(
+      compiling(31, "aten::mm", "self", v1::PHASE_BACKWARD, v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16, 20));
+  if (backward_casts_at_disabled_line) {  // line 30: no forward autocast op, backward casts
+    run.compile_decisions.push_back(
+        compiling(30, "aten::mm", "self", v1::PHASE_BACKWARD, v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16, 12));
+    run.compile_decisions.push_back(
+        compiling(30, "aten::mm", "mat2", v1::PHASE_BACKWARD, v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16, 11));
+  }
+  // The compiled graphs' runs: linear's weight cast, every step, in mode compiled.
+  SiteRow run_time = site("m.py", 31, "aten::linear", "weight", v1::EXECUTION_MODE_COMPILED, v1::DTYPE_FLOAT32,
+                          v1::DTYPE_BFLOAT16);
+  run_time.role = v1::ROLE_WEIGHT;
+  run.sites.push_back(run_time);
+  return run;
+}
+
+TEST(Analyzers, CompiledBackwardCastingWhereTheForwardHadAutocastOffIsACompileMismatch) {
+  const auto findings = analyze_run(compiled_with_disabled_block(true));
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"compile-mismatch"});
+  const Finding& f = findings[0];
+  EXPECT_EQ(f.severity, "warning");
+  ASSERT_EQ(f.sites.size(), 2u);  // (line, op, arg) of each backward cast
+  EXPECT_EQ(f.sites[0].line, 30u);
+  EXPECT_EQ(f.sites[0].arg, "mat2");
+  EXPECT_EQ(f.sites[1].arg, "self");
+  EXPECT_EQ(f.evidence["phase"], "backward");
+  EXPECT_EQ(f.evidence["compiled_dtype"], "bfloat16");
+  EXPECT_EQ(f.evidence["eager_dtype"], "float32");
+  EXPECT_EQ(f.evidence["ops"], nlohmann::json::array({"aten::mm"}));
+  EXPECT_EQ(f.evidence["casts"], 2);
+  EXPECT_EQ(f.evidence["first_event_seq"], 11);
+  EXPECT_NE(f.summary.find("compiled backward computes aten::mm at this line in bfloat16"), std::string::npos)
+      << f.summary;
+  EXPECT_NE(f.fix.find("backward_pass_autocast = \"off\""), std::string::npos) << f.fix;
+}
+
+TEST(Analyzers, CompiledBackwardFollowingAForwardUnderAutocastIsNoMismatch) {
+  // backward_pass_autocast = "off": no backward casts at the disabled line.
+  EXPECT_TRUE(analyze_run(compiled_with_disabled_block(false)).empty());
+  // A forward autocast op at the line (any op): the backward's casts follow it by design.
+  RunData run = compiled_with_disabled_block(true);
+  run.site_dtypes.push_back(compiled_forward_op(30, "aten::add", v1::EXECUTION_MODE_COMPILING, v1::DTYPE_BFLOAT16, 2));
+  EXPECT_TRUE(analyze_run(run).empty());
+  // Backward decisions that keep float32 are no lowering.
+  RunData full = compiled_with_disabled_block(false);
+  full.compile_decisions.push_back(
+      compiling(30, "aten::mm", "self", v1::PHASE_BACKWARD, v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT32, 12,
+                v1::CAST_OUTCOME_ALREADY_TARGET));
+  EXPECT_TRUE(analyze_run(full).empty());
+}
+
+TEST(Analyzers, EagerAndCompilingOutputsThatPartAreACompileMismatchPerLine) {
+  RunData run;
+  run.site_dtypes.push_back(compiled_forward_op(40, "aten::mm", v1::EXECUTION_MODE_EAGER, v1::DTYPE_BFLOAT16, 50));
+  run.site_dtypes.push_back(compiled_forward_op(40, "aten::mm", v1::EXECUTION_MODE_COMPILING, v1::DTYPE_FLOAT32, 60));
+  run.site_dtypes.push_back(compiled_forward_op(40, "aten::bmm", v1::EXECUTION_MODE_EAGER, v1::DTYPE_BFLOAT16, 51));
+  run.site_dtypes.push_back(compiled_forward_op(40, "aten::bmm", v1::EXECUTION_MODE_COMPILING, v1::DTYPE_FLOAT32, 61));
+  run.site_dtypes.push_back(compiled_forward_op(41, "aten::mm", v1::EXECUTION_MODE_EAGER, v1::DTYPE_BFLOAT16, 5));
+  run.site_dtypes.push_back(compiled_forward_op(41, "aten::mm", v1::EXECUTION_MODE_COMPILING, v1::DTYPE_BFLOAT16, 6));
+  const auto findings = analyze_run(run);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"compile-mismatch"});
+  EXPECT_EQ(findings[0].sites.size(), 2u);
+  EXPECT_EQ(findings[0].sites[0].line, 40u);
+  EXPECT_EQ(findings[0].evidence["outputs_by_mode"]["eager"], nlohmann::json::array({"bfloat16"}));
+  EXPECT_EQ(findings[0].evidence["outputs_by_mode"]["compiling"], nlohmann::json::array({"float32"}));
+  EXPECT_EQ(findings[0].evidence["first_event_seq"], 50);
+
+  RunData other_dtype = run;  // eager under float16, compiled under bfloat16: not the same situation
+  for (auto& row : other_dtype.site_dtypes)
+    if (row.mode == v1::EXECUTION_MODE_EAGER) row.autocast_dtype = v1::DTYPE_FLOAT16;
+  EXPECT_TRUE(analyze_run(other_dtype).empty());
+}
+
+TEST(Analyzers, ModeMismatchLeavesCompileModesToCompileMismatch) {
+  RunData run;
+  run.sites.push_back(
+      site("m.py", 5, "aten::mm", "self", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16));
+  run.sites.push_back(
+      site("m.py", 5, "aten::mm", "self", v1::EXECUTION_MODE_COMPILED, v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16));
+  run.site_dtypes.push_back(returned(5, "aten::mm", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT16, 1));
+  run.site_dtypes.push_back(returned(5, "aten::mm", v1::EXECUTION_MODE_COMPILING, v1::DTYPE_FLOAT32, 2));
+  EXPECT_TRUE(analyze_run(run).empty());
+}
+
 }  // namespace
 }  // namespace castscope::collector

@@ -54,11 +54,20 @@ constexpr auto kSampleRow =
 constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
 constexpr auto kLocationRow = schema::columns(schema::kLocations, {"kind", "file", "line", "function", "flags", "stack"});
 
-// What tells two site rows apart: everything but the cache outcome and phase.
+// What tells two site rows apart: everything but the cache outcome and phase
+// (and for compile-time decisions, the phase too: compile-mismatch reads it).
 int64_t site_codes(int64_t codes) {
   const int64_t cache_and_after = ~((int64_t{1} << (kCastCache * kCodeBits)) - 1);
   const int64_t mode_bits = int64_t{kCodeLimit - 1} << (kCastMode * kCodeBits);
-  return codes & (~cache_and_after | mode_bits);
+  const int64_t phase_bits = int64_t{kCodeLimit - 1} << (kCastPhase * kCodeBits);
+  const bool compiling = code_at(codes, kCastMode) == v1::EXECUTION_MODE_COMPILING;
+  return codes & (~cache_and_after | mode_bits | (compiling ? phase_bits : 0));
+}
+
+// Whether autocast was on for an op: for its device, or for any device when
+// the op names none (a compiled graph's run).
+bool autocast_on(int64_t enabled_devices, int device) {
+  return device == v1::DEVICE_TYPE_UNSPECIFIED ? enabled_devices != 0 : ((enabled_devices >> device) & 1) != 0;
 }
 
 class Loader {
@@ -146,7 +155,8 @@ class Loader {
     for (auto& [key, row] : gpu_sites_) out_.gpu_sites.push_back(std::move(row));
     for (auto& [key, row] : gemm_exact_) out_.gemm_exact.push_back(std::move(row));
     for (auto& [key, row] : gemm_kernels_) (key.launched ? out_.gemm_kernels : out_.gemm_unattributed).push_back(row.row);
-    for (auto& [key, row] : sites_) out_.sites.push_back(std::move(row));
+    for (auto& [key, row] : sites_)
+      (row.mode == v1::EXECUTION_MODE_COMPILING ? out_.compile_decisions : out_.sites).push_back(std::move(row));
     for (auto& [key, row] : ops_) out_.ops.push_back(std::move(row));
     for (auto& [key, row] : backward_) out_.backward_ops.push_back(std::move(row));
     for (auto& [key, row] : probes_) out_.probe_ops.push_back(std::move(row));
@@ -393,16 +403,27 @@ class Loader {
         row.mixed += gemm_field(gemm, 5) != 0 ? 1 : 0;
       }
       const int reason = code_at(codes, kOpProbeReason);
+      const int mode = code_at(codes, kOpMode);
+      const int device = code_at(codes, kOpDevice);
+      const bool autocast = autocast_on(ops.column_int(kOpRow["autocast_enabled"]), device);
+      if (mode == v1::EXECUTION_MODE_COMPILED) {
+        // A run of a compiled graph: not an autocast op. Run in backward with
+        // autocast on, it is what backward-under-autocast looks for.
+        ++out_.compiled_graph_runs;
+        if (code_at(codes, kOpPhase) == v1::PHASE_BACKWARD && autocast)
+          if (Status s = add_backward(location, op, ops.column_int(kOpRow["id"])); !s.ok()) return s;
+        continue;
+      }
       if (location != 0 && code_at(codes, kOpPhase) != v1::PHASE_BACKWARD &&
           (reason == v1::PROBE_REASON_DTYPES || (reason == v1::PROBE_REASON_UNSPECIFIED && policy != v1::CAST_POLICY_UNSPECIFIED))) {
-        const int device = code_at(codes, kOpDevice);
-        const bool autocast = (ops.column_int(kOpRow["autocast_enabled"]) >> device) & 1;
-        auto [d, first] = site_dtypes_.try_emplace(std::make_tuple(location, op, code_at(codes, kOpMode), autocast));
+        const int autocast_dtype = code_at(codes, kOpAutocastDtype);
+        auto [d, first] = site_dtypes_.try_emplace(std::make_tuple(location, op, mode, autocast, autocast_dtype));
         SiteDtypeRow& row = d->second;
         if (first) {
           if (Status s = site_ref(location, op, 0, row.site); !s.ok()) return s;
-          row.mode = static_cast<v1::ExecutionMode>(code_at(codes, kOpMode));
+          row.mode = static_cast<v1::ExecutionMode>(mode);
           row.autocast = autocast;
+          row.autocast_dtype = static_cast<v1::DType>(autocast_dtype);
           row.first_seq = seq_of_row(ops.column_int(kOpRow["id"]));
         }
         row.probe_only &= reason == v1::PROBE_REASON_DTYPES;
@@ -410,6 +431,8 @@ class Loader {
         row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutput)));
       }
       if (reason == v1::PROBE_REASON_DTYPES) continue;  // the probe's, not an autocast op
+      // Compile-time records (FakeTensor arguments) feed no run-time table.
+      if (mode == v1::EXECUTION_MODE_COMPILING) continue;
       if (reason != v1::PROBE_REASON_UNSPECIFIED) {
         auto [p, first] = probes_.try_emplace(std::make_tuple(location, op, reason));
         ProbeOpRow& row = p->second;
@@ -445,17 +468,21 @@ class Loader {
       if (code_at(codes, kOpOutcome) == v1::OP_OUTCOME_ERROR) ++row.errors;
       row.cpu_time_ns += static_cast<uint64_t>(ops.column_int(kOpRow["cpu_duration_ns"]));
       ++row.output_dtypes[static_cast<v1::DType>(code_at(codes, kOpOutput))];
-      if (code_at(codes, kOpPhase) == v1::PHASE_BACKWARD) {
-        auto [b, first] = backward_.try_emplace(std::make_pair(location, op));
-        if (first) {
-          if (Status s = site_ref(location, op, 0, b->second.site); !s.ok()) return s;
-          b->second.first_seq = seq_of_row(ops.column_int(kOpRow["id"]));
-        }
-        ++b->second.calls;
-        note_rank(b->second);
-      }
+      if (code_at(codes, kOpPhase) == v1::PHASE_BACKWARD)
+        if (Status s = add_backward(location, op, ops.column_int(kOpRow["id"])); !s.ok()) return s;
     }
     return error;
+  }
+
+  Status add_backward(int64_t location, int64_t op, int64_t row_id) {
+    auto [b, first] = backward_.try_emplace(std::make_pair(location, op));
+    if (first) {
+      if (Status s = site_ref(location, op, 0, b->second.site); !s.ok()) return s;
+      b->second.first_seq = seq_of_row(row_id);
+    }
+    ++b->second.calls;
+    note_rank(b->second);
+    return Status();
   }
 
   Status read_samples(int64_t lo, int64_t hi, const std::string& agent_id) {
@@ -535,7 +562,8 @@ class Loader {
   std::map<std::pair<int64_t, int>, OpRow> ops_;
   std::map<std::pair<int64_t, int64_t>, BackwardOpRow> backward_;  // location, op
   std::map<std::tuple<int64_t, int64_t, int>, ProbeOpRow> probes_;  // location, op, reason
-  std::map<std::tuple<int64_t, int64_t, int, bool>, SiteDtypeRow> site_dtypes_;  // location, op, mode, autocast
+  // location, op, mode, autocast on, autocast dtype
+  std::map<std::tuple<int64_t, int64_t, int, bool, int>, SiteDtypeRow> site_dtypes_;
   std::map<std::tuple<int64_t, int64_t>, GpuSiteRow> gpu_sites_;     // location, op
   // location, op, the description's compute and types (calls and mixed are counted)
   std::map<std::tuple<int64_t, int64_t, int64_t>, GemmExactRow> gemm_exact_;

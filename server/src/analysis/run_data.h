@@ -67,7 +67,8 @@ struct OpRow {
   std::map<v1::DType, uint64_t> output_dtypes;
 };
 
-// Ops that ran through an autocast kernel while the autograd engine ran.
+// Ops that ran through an autocast kernel while the autograd engine ran, and
+// compiled backward graphs (compiled::backward) run with autocast on.
 struct BackwardOpRow {
   SiteRef site;  // arg empty
   uint64_t calls = 0;
@@ -92,11 +93,14 @@ struct ProbeOpRow {
 // What one line and op computed in under one execution mode, from op
 // events: castscope's kernels (autocast ops, every call) and the op probe's
 // PROBE_REASON_DTYPES records (every outermost op, in probe windows only).
-// mode-mismatch compares them. `autocast`: autocast was on for the op's device.
+// Forward ops only. mode-mismatch and compile-mismatch compare them.
+// `autocast`: autocast was on for the op's device; `autocast_dtype`: the
+// region's lower-precision dtype.
 struct SiteDtypeRow {
   SiteRef site;  // arg empty
   v1::ExecutionMode mode = v1::EXECUTION_MODE_UNSPECIFIED;
   bool autocast = false;
+  v1::DType autocast_dtype = v1::DTYPE_UNSPECIFIED;
   std::set<v1::DType> output_dtypes;
   uint64_t first_seq = 0;
   bool probe_only = true;  // seen only by the op probe
@@ -168,8 +172,14 @@ struct RunData {
   std::string run_id;
   uint64_t first_seen_unix_ns = 0, last_seen_unix_ns = 0;
   std::vector<AgentRow> agents;
-  std::vector<SiteRow> sites;
-  std::vector<OpRow> ops;
+  std::vector<SiteRow> sites;  // run-time cast decisions: every mode but COMPILING
+  std::vector<OpRow> ops;      // autocast ops run: neither COMPILING nor COMPILED records
+  // torch.compile (docs/events.md): the decisions autocast made while a graph
+  // was traced (COMPILING casts, FakeTensor arguments, nothing converted),
+  // kept apart so that they never count as casts or feed run-time findings;
+  // one row per site, kind and phase (`backward` is 0 or `count`).
+  std::vector<SiteRow> compile_decisions;
+  uint64_t compiled_graph_runs = 0;  // COMPILED op events: runs of compiled::* graphs
   std::vector<BackwardOpRow> backward_ops;
   std::vector<ProbeOpRow> probe_ops;
   std::vector<SiteDtypeRow> site_dtypes;

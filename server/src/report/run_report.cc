@@ -210,7 +210,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
                      {"count", row.count}, {"bytes", row.bytes}, {"conversions", row_conversions},
                      {"bytes_converted", converts ? row.bytes - row.served_bytes : 0},
                      {"bytes_served_from_cache", row.served_bytes}, {"cache_hits", row.hits},
-                     {"stale_hits", row.stale_hits}});
+                     {"stale_hits", row.stale_hits}, {"backward", row.backward}});
   }
   json op_rows = json::array();
   for (const auto& row : run.ops) {
@@ -222,6 +222,10 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
                        {"errors", row.errors}, {"cpu_time_ns", row.cpu_time_ns}, {"output_dtypes", outputs}});
   }
   for (const auto& a : run.agents) dropped += a.events_dropped;
+  // torch.compile's compile-time decisions are apart from the totals above
+  // (nothing was converted); runs of its graphs are not autocast ops.
+  uint64_t compile_decisions = 0;
+  for (const auto& row : run.compile_decisions) compile_decisions += row.count;
 
   json findings = json::array();
   for (const auto& f : analyze_run(run)) findings.push_back(finding_json(f));
@@ -242,6 +246,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
            {"casts_by_policy", by_policy},
            {"casts_by_dtype_pair", by_pair},
            {"casts_by_mode", by_mode},
+           {"compile", {{"decisions", compile_decisions}, {"graph_runs", run.compiled_graph_runs}}},
            {"cache",
             {{"hits", hits}, {"misses", misses}, {"stale_hits", stale}, {"served_casts", served},
              {"bytes_served", served_bytes}, {"max_live_casts", run.max_live_casts},

@@ -299,5 +299,111 @@ TEST(RunReport, GemmPrecisionPerSiteExactAndFromKernelNamesWithTheTf32Findings) 
                                             "run: kernel_name"}));
 }
 
+// torch.compile (docs/events.md): compile-time decisions (COMPILING) are kept
+// out of every total and every run-time finding; the compiled graphs' runs
+// (COMPILED ops) are counted apart, and their casts like any run-time cast.
+TEST(RunReport, CompileTimeDecisionsStayOutOfTotalsAndFindingsAndGraphRunsAreCountedApart) {
+  const std::string db = (temp_dir("report-compile") / "store.db").string();
+  std::unique_ptr<StoreWriter> writer;
+  ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+  ASSERT_TRUE(writer->begin().ok());
+  // make_batch's three casts (stale hits, one a round trip, in backward) and
+  // its probe op, all made while torch.compile traced the graph.
+  v1::Batch batch = make_batch("run", "agent", 1, 1, 3);
+  for (auto& event : *batch.mutable_events()) {
+    if (event.has_cast()) event.mutable_cast()->set_mode(v1::EXECUTION_MODE_COMPILING);
+    if (event.has_op()) event.mutable_op()->set_mode(v1::EXECUTION_MODE_COMPILING);
+  }
+  for (const auto& [id, text] : {std::pair<uint32_t, const char*>{10, "compiled::forward"}, {11, "compiled::backward"},
+                                 {12, "aten::mm"}}) {
+    auto* name = batch.add_strings();
+    name->set_id(id);
+    name->set_text(text);
+  }
+  auto* backward_line = batch.add_locations();
+  backward_line->set_id(2);
+  backward_line->mutable_location()->set_kind(v1::SourceLocation::KIND_PYTHON);
+  backward_line->mutable_location()->set_file("/src/train.py");
+  backward_line->mutable_location()->set_line(9);
+  struct Op {
+    uint64_t seq;
+    uint32_t op_id, location_id;
+    v1::ExecutionMode mode;
+    v1::Phase phase;
+    bool autocast;
+  };
+  for (const Op& o : {Op{10, 1, 1, v1::EXECUTION_MODE_COMPILING, v1::PHASE_FORWARD, true},  // traced forward
+                      Op{20, 12, 1, v1::EXECUTION_MODE_COMPILING, v1::PHASE_BACKWARD, true},  // traced backward
+                      Op{30, 10, 1, v1::EXECUTION_MODE_COMPILED, v1::PHASE_FORWARD, true},
+                      Op{33, 11, 2, v1::EXECUTION_MODE_COMPILED, v1::PHASE_BACKWARD, true},  // backward() in the region
+                      Op{40, 10, 1, v1::EXECUTION_MODE_COMPILED, v1::PHASE_FORWARD, true},
+                      Op{43, 11, 2, v1::EXECUTION_MODE_COMPILED, v1::PHASE_BACKWARD, false}}) {
+    v1::OpEvent& op = *batch.add_events()->mutable_op();
+    op.set_seq(o.seq);
+    op.set_op_id(o.op_id);
+    op.set_location_id(o.location_id);
+    op.set_mode(o.mode);
+    op.set_phase(o.phase);
+    op.set_device_type(v1::DEVICE_TYPE_CUDA);
+    op.set_outcome(v1::OP_OUTCOME_OK);
+    op.set_output_dtype(v1::DTYPE_FLOAT32);
+    if (o.mode == v1::EXECUTION_MODE_COMPILING) op.set_policy(v1::CAST_POLICY_LOWER_PRECISION_FP);
+    if (o.autocast) op.add_autocast_enabled(v1::DEVICE_TYPE_CUDA);
+    if (o.phase == v1::PHASE_FORWARD && o.mode == v1::EXECUTION_MODE_COMPILED) {  // the graph's weight cast
+      v1::CastEvent& cast = *batch.add_events()->mutable_cast();
+      cast.set_seq(o.seq + 1);
+      cast.set_op_seq(o.seq);
+      cast.set_op_id(1);
+      cast.set_arg_name_id(2);
+      cast.set_location_id(1);
+      cast.set_policy(v1::CAST_POLICY_LOWER_PRECISION_FP);
+      cast.set_src_dtype(v1::DTYPE_FLOAT32);
+      cast.set_dst_dtype(v1::DTYPE_BFLOAT16);
+      cast.set_outcome(v1::CAST_OUTCOME_CAST);
+      cast.set_bytes(4096);
+      cast.set_device_type(v1::DEVICE_TYPE_CUDA);
+      cast.set_role(v1::ROLE_WEIGHT);
+      cast.set_cache(v1::CACHE_OUTCOME_NOT_CACHEABLE);
+      cast.set_mode(v1::EXECUTION_MODE_COMPILED);
+      cast.set_phase(v1::PHASE_FORWARD);
+    }
+  }
+  bool duplicate = true;
+  const Status stored = writer->store_batch(batch, 1000, duplicate);
+  ASSERT_TRUE(stored.ok()) << stored.message();
+  ASSERT_TRUE(writer->commit().ok());
+  writer.reset();
+
+  json report;
+  const Status status = build_run_report(db, "run", report);
+  ASSERT_TRUE(status.ok()) << status.message();
+  const json& totals = report["totals"];
+  EXPECT_EQ(totals["casts"], 2);  // the compiled graph's two runs, not the compile's decisions
+  EXPECT_EQ(totals["conversions"], 2);
+  EXPECT_EQ(totals["bytes_cast"], 2 * 4096);
+  EXPECT_EQ(totals["casts_by_mode"], (json{{"compiled", 2}}));
+  EXPECT_EQ(totals["cache"]["stale_hits"], 0);
+  EXPECT_EQ(totals["cache"]["served_casts"], 0);
+  EXPECT_EQ(totals["ops"], 0);  // neither traced autocast ops nor graph runs are autocast ops run
+  EXPECT_EQ(totals["compile"], (json{{"decisions", 3}, {"graph_runs", 4}}));
+  ASSERT_EQ(report["sites"].size(), 1u) << report["sites"].dump(2);
+  EXPECT_EQ(report["sites"][0]["mode"], "compiled");
+  EXPECT_EQ(report["sites"][0]["site"]["arg"], "weight");
+
+  // The one finding: backward() inside the autocast region, from the
+  // compiled backward run with autocast on; the traced backward op, the
+  // compile's stale hits and its probe op raise nothing, and its backward
+  // casts follow a forward traced under autocast (no compile-mismatch).
+  const json& findings = report["findings"];
+  ASSERT_EQ(findings.size(), 1u) << findings.dump(2);
+  EXPECT_EQ(findings[0]["kind"], "backward-under-autocast");
+  EXPECT_EQ(findings[0]["sites"][0]["file"], "/src/train.py");
+  EXPECT_EQ(findings[0]["sites"][0]["line"], 9);
+  EXPECT_EQ(findings[0]["evidence"]["ops"], (json{{"compiled::backward", 1}}));
+  EXPECT_EQ(findings[0]["summary"],
+            "1 run of a compiled backward graph ran in the backward pass with autocast enabled, from "
+            "/src/train.py:9 backward");
+}
+
 }  // namespace
 }  // namespace castscope::collector

@@ -631,14 +631,22 @@ Status ViewerQueries::sites(const std::string& run_id, json& out) {
     std::map<std::string, std::map<std::string, uint64_t>> by_mode;
   };
   std::map<std::tuple<std::string, uint32_t, std::string, std::string>, Site> sites;
-  for (const SiteRow& row : data.sites) {
+  // torch.compile's compile-time decisions get their column ("compiling")
+  // beside the run-time modes, but no part in the site's counts.
+  std::vector<const SiteRow*> rows;
+  for (const SiteRow& row : data.sites) rows.push_back(&row);
+  for (const SiteRow& row : data.compile_decisions) rows.push_back(&row);
+  for (const SiteRow* each : rows) {
+    const SiteRow& row = *each;
     Site& site = sites[row.site.key()];
     site.ref = row.site;
     site.first_seq = std::min(site.first_seq, row.first_seq);
-    site.total += row.count;
-    if (row.outcome == v1::CAST_OUTCOME_CAST) site.bytes += row.bytes;
-    site.hits += row.hits;
-    site.stale_hits += row.stale_hits;
+    if (row.mode != v1::EXECUTION_MODE_COMPILING) {
+      site.total += row.count;
+      if (row.outcome == v1::CAST_OUTCOME_CAST) site.bytes += row.bytes;
+      site.hits += row.hits;
+      site.stale_hits += row.stale_hits;
+    }
     const std::string pair = row.outcome == v1::CAST_OUTCOME_CAST
                                  ? dtype_name(row.src) + "->" + dtype_name(row.dst)
                                  : dtype_name(row.src) + " (" + enum_name(v1::CastOutcome_Name(row.outcome), 13) + ")";

@@ -89,5 +89,37 @@ TEST(ViewerQueries, OneEventInFull) {
   EXPECT_EQ(q->event("run", "agent", 999999, none).code(), StatusCode::kNotFound);
 }
 
+// torch.compile: a site's compile-time decisions (mode compiling) get their
+// own column, beside the compiled graph's run-time casts, and no part in the
+// site's counts.
+TEST(ViewerQueries, SitesShowCompileTimeDecisionsApartFromTheCounts) {
+  const std::string db = (temp_dir("viewer-compile") / "store.db").string();
+  std::unique_ptr<StoreWriter> writer;
+  ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+  v1::Batch batch = make_batch("run", "agent", 1, 1, 3);  // three casts at /src/model.py:42 and an unlocated one
+  int cast = 0;
+  for (auto& event : *batch.mutable_events())
+    if (event.has_cast())
+      event.mutable_cast()->set_mode(cast++ == 0 ? v1::EXECUTION_MODE_COMPILING : v1::EXECUTION_MODE_COMPILED);
+  bool duplicate = false;
+  ASSERT_TRUE(writer->begin().ok());
+  ASSERT_TRUE(writer->store_batch(batch, 1, duplicate).ok());
+  ASSERT_TRUE(writer->commit().ok());
+  writer.reset();
+
+  std::unique_ptr<ViewerQueries> q;
+  ASSERT_TRUE(ViewerQueries::open(db, q).ok());
+  json sites;
+  ASSERT_TRUE(q->sites("run", sites).ok());
+  const json* model = nullptr;
+  for (const json& site : sites["sites"])
+    if (site["line"] == 42) model = &site;
+  ASSERT_NE(model, nullptr) << sites.dump(2);
+  EXPECT_EQ((*model)["by_mode"], (json{{"compiling", {{"float32->float16", 1}}}, {"compiled", {{"float32->float16", 1}}}}))
+      << model->dump(2);
+  EXPECT_EQ((*model)["total"], 1);  // the compiled run's cast only
+  EXPECT_EQ((*model)["mismatch"], false);
+}
+
 }  // namespace
 }  // namespace castscope::collector::viewer

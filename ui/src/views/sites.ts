@@ -8,7 +8,7 @@ import { fmtBytes, fmtCount } from "../format";
 import { errorText } from "../notice";
 import { hashFor, replaceHash } from "../router";
 
-const MODE_ORDER = ["eager", "script", "trace_recording", "traced", "script_while_tracing", "compile"];
+const MODE_ORDER = ["eager", "script", "trace_recording", "traced", "script_while_tracing", "compiling", "compiled"];
 
 type SortKey = "site" | "function" | "op" | "arg" | "total" | "bytes" | "hits" | "stale_hits" | "mismatch" | `mode:${string}`;
 

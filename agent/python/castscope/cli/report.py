@@ -8,7 +8,7 @@ import pathlib
 import sys
 
 from ..files import write_private_text
-from ..report import ReportError, diff_reports, format_diff, format_report, load_report
+from ..report import ReportError, diff_eager_compiled, diff_reports, format_diff, format_report, load_report
 from ..sarif import to_sarif
 
 _DEFAULT_DB = "castscope-out/castscope.db"
@@ -85,8 +85,12 @@ def diff_command(args) -> int:
         print(f"castscope diff: {e}", file=sys.stderr)
         return 2
     differences = diff_reports(a, b)
+    eager_compiled = diff_eager_compiled(a, b)
     if args.json:
-        print(json.dumps({"run_a": args.run_a, "run_b": args.run_b, "differences": differences}, indent=2))
+        out = {"run_a": args.run_a, "run_b": args.run_b, "differences": differences}
+        if eager_compiled is not None:
+            out["eager_vs_compiled"] = eager_compiled
+        print(json.dumps(out, indent=2))
     else:
-        print(format_diff(args.run_a, args.run_b, differences))
-    return 1 if differences else 0
+        print(format_diff(args.run_a, args.run_b, differences, eager_compiled))
+    return 1 if differences or (eager_compiled and eager_compiled["sites"]) else 0
