@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from collections import Counter
 
 import jsonschema
@@ -162,3 +163,31 @@ def test_compiled_backward_casting_what_eager_keeps_in_float32_is_a_compile_mism
         run.report["findings"]
     twin = scenario("compiled_backward_mismatch.py", "off")
     assert not findings(twin.report, "compile-mismatch"), findings(twin.report, "compile-mismatch")
+
+
+def test_attach_imports_no_dynamo_and_detach_restores_torch(tmp_path):
+    """A job that never compiles does not pay for importing Dynamo; the first
+    torch.compile installs the capture; detach puts torch back as it was."""
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent(f"""
+        import sys
+        import torch
+        import torch._functorch.config
+        import castscope
+        from castscope import compile_capture
+
+        original_compile, cache = torch.compile, torch._functorch.config.enable_autograd_cache
+        castscope.attach(events_path={str(tmp_path / "events.jsonl")!r})
+        assert "torch._dynamo" not in sys.modules
+        compiled = torch.compile(torch.nn.Linear(4, 4), backend="eager")
+        assert compile_capture._current is not None and torch._functorch.config.enable_autograd_cache is False
+        assert torch.compile is original_compile  # the wrapper served its one call
+        castscope.detach()
+        assert compile_capture._current is None and torch._functorch.config.enable_autograd_cache is cache
+        import torch._functorch.aot_autograd as aot
+        assert not aot.aot_stage1_graph_capture.__module__.startswith("castscope")
+        assert not aot.aot_stage2_compile.__module__.startswith("castscope")
+        print("ok")
+    """))
+    result = subprocess.run([sys.executable, str(job)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr

@@ -92,10 +92,48 @@ _current: _Capture | None = None
 
 
 def install(lib) -> None:
-    """Wraps AOTAutograd's stages; does nothing (one info line) when this torch lacks them."""
-    global _current
-    if _current is not None:
+    """Wraps AOTAutograd's stages at the first torch.compile call (now, when
+    torch._dynamo is already imported): importing Dynamo costs about a second,
+    which a job that never compiles must not pay, and at attach time (inside
+    `import torch`) or inside Dynamo's own import chain AOTAutograd cannot be
+    imported yet. Does nothing (one info line) when this torch lacks them."""
+    global _uncaptured_compile
+    if _current is not None or _uncaptured_compile is not None:
         return
+    if "torch._dynamo" in sys.modules:
+        _install_now(lib)
+        return
+    import torch
+
+    original = torch.compile
+
+    @functools.wraps(original)
+    def compile(*args, **kwargs):  # noqa: A001 - stands in for torch.compile
+        if _restore_torch_compile():
+            _install_now(lib)
+        return original(*args, **kwargs)
+
+    _uncaptured_compile = original
+    torch.compile = compile
+
+
+_uncaptured_compile = None  # torch.compile before install() wrapped it, until its first call
+
+
+def _restore_torch_compile() -> bool:
+    """Puts torch.compile back; False when it was not wrapped."""
+    global _uncaptured_compile
+    original, _uncaptured_compile = _uncaptured_compile, None
+    if original is None:
+        return False
+    import torch
+
+    torch.compile = original
+    return True
+
+
+def _install_now(lib) -> None:
+    global _current
     try:
         import torch._dynamo.callback as dynamo_callback
         import torch._functorch.aot_autograd as aot
@@ -121,6 +159,7 @@ def install(lib) -> None:
 
 def uninstall() -> None:
     global _current
+    _restore_torch_compile()
     capture, _current = _current, None
     if capture is None:
         return
