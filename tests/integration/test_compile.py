@@ -105,6 +105,9 @@ def test_compiled_casts_per_step_are_the_aot_graphs_autocast_casts(scenario, bac
     assert {(c["src_dtype"], c["dst_dtype"], c["op"]) for c in compiled} == {
         ("DTYPE_FLOAT32", "DTYPE_BFLOAT16", "aten::linear")}
     assert Counter(c["arg_name"] for c in compiled if at(c) == outer) == {"weight": STEPS, "bias": STEPS}
+    # Who each cast is for, by eager's rule: parameters are weights, the batch an input.
+    assert {(c["arg_name"], c["role"]) for c in compiled} == {
+        ("input", "ROLE_INPUT"), ("weight", "ROLE_WEIGHT"), ("bias", "ROLE_WEIGHT")}
     # Each run of a graph is one op, at the line that called the compiled module.
     forward_runs, backward_runs = run.ops("compiled::forward"), run.ops("compiled::backward")
     assert len(forward_runs) == len(backward_runs) == STEPS

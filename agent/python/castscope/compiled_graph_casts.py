@@ -13,13 +13,14 @@ shape. Each decision explains one conversion (a multiset shared by the
 forward and backward graphs of one compile: the partitioner may move a
 backward cast into the forward graph, or recompute a forward cast in the
 backward one, which then finds its decision taken), and gives the cast its
-op, argument, policy and role; the node gives its shape, bytes and dtypes."""
+op, argument and policy; the node gives its role, shape, bytes and dtypes."""
 from __future__ import annotations
 
 from ._fx_lines import user_frame
 from .callable_overlays import _dtype_code
 
 PHASE_FORWARD, PHASE_BACKWARD = 1, 2
+ROLE_WEIGHT, ROLE_INPUT, ROLE_ACTIVATION = 1, 2, 3
 
 _CONVERSION_OPS = ("aten._to_copy.", "prims.convert_element_type.", "aten.to.", "aten._autocast_to_")
 
@@ -29,6 +30,18 @@ def _static_sizes(shape) -> list[int]:
     from torch.fx.experimental.symbolic_shapes import optimization_hint
 
     return [int(s) if isinstance(s, int) else optimization_hint(s, fallback=-1) for s in shape]
+
+
+def _role(source) -> int:
+    """The eager rule (a leaf requiring grad is a weight, another leaf an
+    input, anything computed an activation) on the graph: the compiled
+    function's own inputs (`primals_N`, `argN_1`; a saved one keeps its
+    name in the backward graph) are the leaves. The trace's fake tensors
+    cannot tell: there every argument is a functional wrapper."""
+    if source.op != "placeholder" or not source.name.startswith(("primals_", "arg")):
+        return ROLE_ACTIVATION
+    meta = source.meta.get("tensor_meta")
+    return ROLE_WEIGHT if getattr(meta, "requires_grad", False) else ROLE_INPUT
 
 
 def conversions(gm) -> list[dict]:
@@ -57,7 +70,7 @@ def conversions(gm) -> list[dict]:
         phase = PHASE_BACKWARD if node.meta.get("autograd_backward", False) else PHASE_FORWARD
         found.append({"file": file, "line": line, "function": function, "phase": phase,
                       "src": _dtype_code(before.dtype), "dst": _dtype_code(after.dtype), "shape": shape,
-                      "bytes": numel * before.element_size()})
+                      "bytes": numel * before.element_size(), "role": _role(source)})
     return found
 
 
@@ -88,8 +101,9 @@ def autocast_casts(gm, pool: DecisionPool) -> list[dict]:
         decision = pool.take(conversion)
         if decision is None:
             continue  # not autocast's: the user's own conversion, or a grad converted back
-        cast = {name: decision[name] for name in ("op", "arg_index", "list_index", "policy", "device", "role")}
-        cast.update(src=conversion["src"], dst=conversion["dst"], shape=conversion["shape"], bytes=conversion["bytes"])
+        cast = {name: decision[name] for name in ("op", "arg_index", "list_index", "policy", "device")}
+        cast.update(src=conversion["src"], dst=conversion["dst"], shape=conversion["shape"], bytes=conversion["bytes"],
+                    role=conversion["role"])
         if conversion["file"]:
             cast.update(file=conversion["file"], line=conversion["line"], function=conversion["function"])
         casts.append(cast)
