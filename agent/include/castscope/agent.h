@@ -91,7 +91,7 @@ CASTSCOPE_EXPORT void castscope_overlay_error(const char* message);
  * castscope_compile_decisions: the kept decisions as a JSON array, written
  * into buf like status, then forgotten.
  * castscope_compiled_graph: registers one compiled graph's autocast casts
- * (JSON: {"kind", "casts": [...]}); returns its id, 0 when rejected (logged,
+ * (JSON: {"kind", "casts": [...]}, compiled_graph_json.h); returns its id, 0 when rejected (logged,
  * counted as an internal error).
  * castscope_compiled_graph_ran: records one run of a graph; calling_location
  * 0 reads the calling Python line, else a location id an earlier run

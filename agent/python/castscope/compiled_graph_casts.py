@@ -103,7 +103,7 @@ def autocast_casts(gm, pool: DecisionPool) -> list[dict]:
             continue  # not autocast's: the user's own conversion, or a grad converted back
         cast = {name: decision[name] for name in ("op", "arg_index", "list_index", "policy", "device")}
         cast.update(src=conversion["src"], dst=conversion["dst"], shape=conversion["shape"], bytes=conversion["bytes"],
-                    role=conversion["role"])
+                    role=conversion["role"], phase=conversion["phase"])
         if conversion["file"]:
             cast.update(file=conversion["file"], line=conversion["line"], function=conversion["function"])
         casts.append(cast)

@@ -50,7 +50,7 @@ std::string string_field(const nlohmann::json& object, const char* name) {
   return found->get<std::string>();
 }
 
-CompiledCast parse_cast(const nlohmann::json& c, EventLog& events, LocationTable& locations) {
+CompiledCast parse_cast(const nlohmann::json& c, Phase graph_phase, EventLog& events, LocationTable& locations) {
   if (!c.is_object()) throw std::runtime_error("not an object");
   CompiledCast cast;
   const std::string op = string_field(c, "op");
@@ -70,6 +70,7 @@ CompiledCast parse_cast(const nlohmann::json& c, EventLog& events, LocationTable
     cast.shape.push_back(size.get<int64_t>());
   }
   cast.bytes = static_cast<uint64_t>(int_field(c, "bytes", 0, INT64_MAX));
+  cast.phase = c.contains("phase") ? static_cast<Phase>(int_field(c, "phase", 1, 2)) : graph_phase;
   if (c.contains("file")) {
     Location where;
     where.kind = LocationKind::kPython;
@@ -106,7 +107,7 @@ std::optional<CompiledGraph> parse_compiled_graph(const std::string& json, Event
   }
   size_t index = 0;
   try {
-    for (; index < casts->size(); ++index) out.casts.push_back(parse_cast((*casts)[index], events, locations));
+    for (; index < casts->size(); ++index) out.casts.push_back(parse_cast((*casts)[index], out.phase, events, locations));
   } catch (const std::exception& e) {
     error = "compiled graph: casts[" + std::to_string(index) + "]: " + e.what();
     return std::nullopt;

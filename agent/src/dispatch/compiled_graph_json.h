@@ -23,7 +23,8 @@ std::string compile_decisions_json(const std::vector<CompileDecision>& decisions
 
 // {"kind": "forward" | "backward" | "inference", "casts": [{"op", "arg_index",
 //  "list_index", "policy", "device", "role", "src", "dst", "shape", "bytes",
-//  and optionally "file", "line", "function"}]}. Interns the ops and lines.
+//  and optionally "file", "line", "function", and "phase" (the pass autocast
+//  decided the cast in; the graph's by default)}]}. Interns ops and lines.
 // nullopt with `error` set when anything is missing or out of range.
 std::optional<CompiledGraph> parse_compiled_graph(const std::string& json, EventLog& events, LocationTable& locations,
                                                   std::string& error);

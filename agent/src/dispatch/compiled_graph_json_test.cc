@@ -16,7 +16,7 @@ TEST(CompiledGraphJson, ParsesAGraphAndInternsItsLines) {
   std::string error;
   const std::string json = std::string(R"({"kind": "backward", "casts": [)") + kLinearWeight +
                            R"(, {"op": "aten::linear", "arg_index": 0, "list_index": -1, "policy": 1, "device": 1,
-                                 "role": 2, "src": 1, "dst": 3, "shape": [8, 16], "bytes": 512}]})";
+                                 "role": 2, "src": 1, "dst": 3, "shape": [8, 16], "bytes": 512, "phase": 1}]})";
   const auto graph = parse_compiled_graph(json, events, locations, error);
   ASSERT_TRUE(graph) << error;
   EXPECT_EQ(graph->phase, Phase::kBackward);
@@ -30,6 +30,8 @@ TEST(CompiledGraphJson, ParsesAGraphAndInternsItsLines) {
   EXPECT_EQ(locations.get(weight.location).file, "/job/model.py");
   EXPECT_EQ(locations.get(weight.location).line, 8u);
   EXPECT_EQ(graph->casts[1].location, 0u);  // no line: the run's calling line
+  EXPECT_EQ(weight.phase, Phase::kBackward);  // the graph's
+  EXPECT_EQ(graph->casts[1].phase, Phase::kForward);  // its own
 }
 
 TEST(CompiledGraphJson, NamesWhatIsWrong) {

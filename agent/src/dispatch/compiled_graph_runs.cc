@@ -52,6 +52,7 @@ uint32_t record_compiled_graph_run(Runtime& runtime, const CompiledGraph& graph,
     log.record(op);
     for (const CompiledCast& cast : graph.casts) {
       OpContext at = context;
+      at.phase = cast.phase;
       if (cast.location != 0) at.location = cast.location;
       Record r = new_cast_record(log, cast.op_id, op.thread, cast.policy, cast.device, at);
       r.cast.op_seq = op.seq;

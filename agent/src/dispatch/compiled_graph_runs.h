@@ -29,6 +29,9 @@ struct CompiledCast {
   std::vector<int64_t> shape;
   uint64_t bytes = 0;
   uint32_t location = 0;  // the user's line; 0: the run's calling line
+  // The pass autocast decided it in: a backward cast the partitioner moved
+  // into the forward graph stays a backward cast.
+  Phase phase = Phase::kForward;
 };
 
 struct CompiledGraph {

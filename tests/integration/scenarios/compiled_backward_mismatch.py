@@ -4,7 +4,8 @@ the compiled backward still casts the mm's inputs to bfloat16 (the backward
 is traced under the forward's autocast state), while eager's backward runs
 in float32. Positive with "mismatch"; its negative twin, "off", sets
 torch._functorch.config.backward_pass_autocast = "off" (the compiled
-backward then matches eager). Each step runs eager, then compiled."""
+backward then matches eager). Each step runs eager, then compiled; a second
+argument, "eager" or "compiled", runs only that one (castscope diff)."""
 import sys
 
 import torch
@@ -12,6 +13,8 @@ import torch._functorch.config
 
 variant = sys.argv[1]
 assert variant in ("mismatch", "off"), variant
+only = sys.argv[2] if len(sys.argv) > 2 else None
+assert only in (None, "eager", "compiled"), only
 if variant == "off":
     torch._functorch.config.backward_pass_autocast = "off"
 
@@ -27,7 +30,7 @@ torch.manual_seed(0)
 w = torch.randn(16, 16, requires_grad=True)
 for _ in range(2):
     x = torch.randn(8, 16)
-    for function in (project, compiled):
+    for function in [f for f, name in ((project, "eager"), (compiled, "compiled")) if only in (None, name)]:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = function(x, w)
         loss.backward()
