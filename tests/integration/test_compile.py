@@ -83,7 +83,7 @@ def test_compiled_loop_is_bit_identical_with_castscope_attached(scenario, tmp_pa
     assert attached.casts("COMPILED"), "castscope saw no compiled graph: the parity above proves nothing"
 
 
-@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager", "eager"])
 def test_compiled_amp_recipe_raises_nothing_above_info(scenario, backend):
     """Compiled runs and compile-time decisions are no run-time casts: the
     backward graph running outside autocast is no backward-under-autocast."""
@@ -124,6 +124,7 @@ def test_compiled_casts_per_step_are_the_aot_graphs_autocast_casts(scenario, bac
 @pytest.mark.parametrize("script, marker, kind", [
     ("compiled_stale_cache.py", "the stale line", "stale-cache-hit"),
     ("compiled_backward_in_region.py", "the backward line", "backward-under-autocast"),
+    ("compiled_cast_churn.py", "the block line", "cast-churn"),
 ])
 def test_eager_backend_findings_point_at_the_users_line(scenario, script, marker, kind):
     run = scenario(script)

@@ -236,7 +236,13 @@ void inspect(const at::RecordFunction& fn, ThreadState& s, const std::vector<at:
     if (lower_precision(out.scalar_type())) track(s.made_in_region, out, WeakImpl(out.getIntrusivePtr()));
 }
 
+// A FUNCTION-scope record with no operator behind it: torch.compile's
+// "Torch-Compiled Region: 0/0" around every run of a compiled frame. It is
+// no op: the ops it wraps are still the outermost ones.
+bool is_annotation(const at::RecordFunction& fn) { return std::strstr(fn.name(), "::") == nullptr; }
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (is_annotation(fn)) return nullptr;
   ThreadState& s = t_state;
   s.sync(g_generation.load(std::memory_order_relaxed));
   if (++s.depth != 1 || !g_open.load(std::memory_order_relaxed) || !g_record_events.load(std::memory_order_relaxed) ||
@@ -259,6 +265,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
+  if (is_annotation(fn)) return;
   ThreadState& s = t_state;
   s.depth = s.depth > 0 ? s.depth - 1 : 0;
   // RecordFunction keeps its own copy of the callbacks: an op in flight ends
