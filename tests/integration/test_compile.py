@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import aot_graph_log
-from castscope.events import is_probe_record, read_events
+from castscope.events import is_probe_record, read_events, summarize
 from parity import bits_equal
 from test_findings import CASTSCOPE, SCENARIOS, SCHEMA, findings, line_of
 
@@ -119,6 +119,11 @@ def test_compiled_casts_per_step_are_the_aot_graphs_autocast_casts(scenario, bac
     compiling = Counter((c["op"], c.get("arg_name"), c["phase"], *at(c)) for c in run.casts("COMPILING"))
     assert compiling and set(compiling.values()) == {1}, compiling
     assert ("aten::linear", "PHASE_FORWARD", *inner) in {(op, phase, *where) for op, _, phase, *where in compiling}
+    # The events' own summary (castscope run with a remote collector prints it) counts them as the report does.
+    summary = summarize(run.events).splitlines()
+    assert summary[0] == f"castscope: 0 autocast ops, {5 * STEPS} casts", summary
+    assert (f"  torch.compile: {sum(compiling.values())} decisions while compiling (not counted), {2 * STEPS} "
+            f"compiled graph runs") in summary, summary
 
 
 @pytest.mark.parametrize("script, marker, kind", [

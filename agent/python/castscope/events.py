@@ -43,17 +43,23 @@ def is_probe_record(op: dict) -> bool:
 def summarize(events, skipped=()) -> str:
     """A terminal summary of events (an iterable, from one or several processes), in one pass."""
     casts, cache = Counter(), Counter()
-    ops = 0
+    ops = compiling = graph_runs = 0  # torch.compile (docs/compile.md): apart, as the collector's report has them
     gpu_ns = Counter()  # GPU time by what launched it (docs/gpu.md)
     last_stats = {}  # per process: its final counters
     for e in events:
         c = e.get("cast")
-        if c is not None:
+        if c is not None and c.get("mode") == "EXECUTION_MODE_COMPILING":
+            compiling += 1
+        elif c is not None:
             cache[c.get("cache")] += 1
             if c["outcome"] == "CAST_OUTCOME_CAST":
                 casts[(c["op"], c["arg_name"], c["src_dtype"][6:].lower(), c["dst_dtype"][6:].lower())] += 1
         elif "op" in e:
-            ops += 0 if is_probe_record(e["op"]) else 1
+            mode = e["op"].get("mode")
+            if mode == "EXECUTION_MODE_COMPILED":
+                graph_runs += 1
+            elif mode != "EXECUTION_MODE_COMPILING" and not is_probe_record(e["op"]):
+                ops += 1
         elif "stats" in e:
             last_stats[e["stats"].get("pid")] = e["stats"]
         elif "kernel" in e:
@@ -62,6 +68,9 @@ def summarize(events, skipped=()) -> str:
              + (f" in {len(last_stats)} processes" if len(last_stats) > 1 else "")]
     for (op, arg, src, dst), n in casts.most_common(15):
         lines.append(f"  {n:6d}  {op:36s} {arg:12s} {src} -> {dst}")
+    if compiling or graph_runs:
+        lines.append(f"  torch.compile: {compiling} decisions while compiling (not counted), {graph_runs} compiled "
+                     f"graph runs")
     if cache.get("CACHE_OUTCOME_MISS") or cache.get("CACHE_OUTCOME_HIT") or cache.get("CACHE_OUTCOME_STALE_HIT"):
         lines.append(f"  cast cache: {cache.get('CACHE_OUTCOME_MISS', 0)} misses, {cache.get('CACHE_OUTCOME_HIT', 0)} hits, "
                      f"{cache.get('CACHE_OUTCOME_STALE_HIT', 0)} stale hits")
