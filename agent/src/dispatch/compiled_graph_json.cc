@@ -52,7 +52,9 @@ std::string string_field(const nlohmann::json& object, const char* name) {
 
 CompiledCast parse_cast(const nlohmann::json& c, Phase graph_phase, EventLog& events, LocationTable& locations) {
   if (!c.is_object()) throw std::runtime_error("not an object");
-  CompiledCast cast;
+  CompiledCast compiled;
+  CastDescription& cast = compiled.cast;
+  cast.outcome = CastOutcome::kCast;
   const std::string op = string_field(c, "op");
   if (op.empty()) throw std::runtime_error("\"op\" is empty");
   cast.op_id = events.intern_op(op);
@@ -70,7 +72,7 @@ CompiledCast parse_cast(const nlohmann::json& c, Phase graph_phase, EventLog& ev
     cast.shape.push_back(size.get<int64_t>());
   }
   cast.bytes = static_cast<uint64_t>(int_field(c, "bytes", 0, INT64_MAX));
-  cast.phase = c.contains("phase") ? static_cast<Phase>(int_field(c, "phase", 1, 2)) : graph_phase;
+  compiled.phase = c.contains("phase") ? static_cast<Phase>(int_field(c, "phase", 1, 2)) : graph_phase;
   if (c.contains("file")) {
     Location where;
     where.kind = LocationKind::kPython;
@@ -78,9 +80,9 @@ CompiledCast parse_cast(const nlohmann::json& c, Phase graph_phase, EventLog& ev
     where.line = static_cast<uint32_t>(int_field(c, "line", 1, UINT32_MAX));
     where.function = c.contains("function") ? string_field(c, "function") : "";
     if (where.file.empty()) throw std::runtime_error("\"file\" is empty");
-    cast.location = locations.intern(where);
+    compiled.location = locations.intern(where);
   }
-  return cast;
+  return compiled;
 }
 
 }  // namespace

@@ -23,10 +23,10 @@ TEST(CompiledGraphJson, ParsesAGraphAndInternsItsLines) {
   EXPECT_EQ(events.op_meta(graph->op_id).name, "compiled::backward");
   ASSERT_EQ(graph->casts.size(), 2u);
   const CompiledCast& weight = graph->casts[0];
-  EXPECT_EQ(events.op_meta(weight.op_id).name, "aten::linear");
-  EXPECT_EQ(weight.role, Role::kWeight);
-  EXPECT_EQ(weight.dst, DType::kBFloat16);
-  EXPECT_EQ(weight.shape, (std::vector<int64_t>{16, 16}));
+  EXPECT_EQ(events.op_meta(weight.cast.op_id).name, "aten::linear");
+  EXPECT_EQ(weight.cast.role, Role::kWeight);
+  EXPECT_EQ(weight.cast.dst, DType::kBFloat16);
+  EXPECT_EQ(weight.cast.shape, (std::vector<int64_t>{16, 16}));
   EXPECT_EQ(locations.get(weight.location).file, "/job/model.py");
   EXPECT_EQ(locations.get(weight.location).line, 8u);
   EXPECT_EQ(graph->casts[1].location, 0u);  // no line: the run's calling line

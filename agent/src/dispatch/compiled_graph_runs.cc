@@ -1,6 +1,5 @@
 #include "agent/src/dispatch/compiled_graph_runs.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "agent/src/dispatch/dispatch.h"
@@ -43,28 +42,19 @@ uint32_t record_compiled_graph_run(Runtime& runtime, const CompiledGraph& graph,
     context.mode = ExecutionMode::kCompiled;
     context.phase = graph.phase;
     if (calling_location != 0) context.location = calling_location;
-    const DeviceKind device = graph.casts.empty() ? DeviceKind::kCpu : graph.casts.front().device;
+    const DeviceKind device = graph.casts.empty() ? DeviceKind::kCpu : graph.casts.front().cast.device;
     Record op = log.new_record(RecordKind::kOp);
     op.op_id = graph.op_id;
     op.device = device;
     describe_op_context(op.op, torch_device(device), context);
     op.op.ok = true;
     log.record(op);
-    for (const CompiledCast& cast : graph.casts) {
+    for (const CompiledCast& compiled : graph.casts) {
       OpContext at = context;
-      at.phase = cast.phase;
-      if (cast.location != 0) at.location = cast.location;
-      Record r = new_cast_record(log, cast.op_id, op.thread, cast.policy, cast.device, at);
+      at.phase = compiled.phase;
+      if (compiled.location != 0) at.location = compiled.location;
+      Record r = described_cast_record(log, op.thread, compiled.cast, at);
       r.cast.op_seq = op.seq;
-      r.cast.src = cast.src;
-      r.cast.dst = cast.dst;
-      r.cast.outcome = CastOutcome::kCast;
-      r.cast.role = cast.role;
-      r.cast.arg_index = cast.arg_index;
-      r.cast.list_index = cast.list_index;
-      r.cast.ndim = static_cast<uint8_t>(std::min<size_t>(cast.shape.size(), 255));
-      for (size_t d = 0; d < cast.shape.size() && d < static_cast<size_t>(kMaxShapeDims); ++d) r.cast.shape[d] = cast.shape[d];
-      r.cast.bytes = cast.bytes;
       log.record(r);
     }
     return context.location;

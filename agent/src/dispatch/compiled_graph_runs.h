@@ -13,21 +13,13 @@
 #include <vector>
 
 #include "agent/src/context/runtime.h"
+#include "agent/src/dispatch/cast_description.h"
 #include "agent/src/record/cast_record.h"
 
 namespace castscope {
 
 struct CompiledCast {
-  uint32_t op_id = 0;  // the autocast op that decided it ("aten::linear")
-  CastPolicy policy = CastPolicy::kUnspecified;
-  DeviceKind device = DeviceKind::kUnspecified;
-  Role role = Role::kUnspecified;
-  DType src = DType::kUnspecified;
-  DType dst = DType::kUnspecified;
-  uint16_t arg_index = 0;
-  int16_t list_index = -1;
-  std::vector<int64_t> shape;
-  uint64_t bytes = 0;
+  CastDescription cast;  // op_id: the autocast op that decided it ("aten::linear"); outcome CAST
   uint32_t location = 0;  // the user's line; 0: the run's calling line
   // The pass autocast decided it in: a backward cast the partitioner moved
   // into the forward graph stays a backward cast.

@@ -876,7 +876,7 @@ void castscope_overlay_cast(unsigned op_id, int policy, int device, int src, int
     return;
   }
   try {
-    CallableOverlayCast cast;
+    CastDescription cast;
     cast.op_id = op_id;
     cast.policy = static_cast<CastPolicy>(policy);
     cast.device = static_cast<DeviceKind>(device);

@@ -48,6 +48,24 @@ std::string store_run() {
   return db;
 }
 
+// Stores `batch`, the run's only batch, in a new store and returns the
+// run's report.
+json stored_report(const std::string& name, const v1::Batch& batch) {
+  const std::string db = (temp_dir(name) / "store.db").string();
+  std::unique_ptr<StoreWriter> writer;
+  EXPECT_TRUE(StoreWriter::open(db, writer).ok());
+  EXPECT_TRUE(writer->begin().ok());
+  bool duplicate = true;
+  const Status stored = writer->store_batch(batch, 1000, duplicate);
+  EXPECT_TRUE(stored.ok()) << stored.message();
+  EXPECT_TRUE(writer->commit().ok());
+  writer.reset();
+  json report;
+  const Status status = build_run_report(db, "run", report);
+  EXPECT_TRUE(status.ok()) << status.message();
+  return report;
+}
+
 const json* site_at(const json& report, const std::string& file, uint32_t line) {
   for (const json& row : report["sites"])
     if (row["site"]["file"] == file && row["site"]["line"] == line) return &row;
@@ -131,10 +149,6 @@ TEST(RunReport, UnknownRunIsNotFound) {
 // One batch of make_batch's events plus GPU kernels: one launched by the op
 // (seq 50), one by a cast that is not in the store (seq 99), one by nothing.
 TEST(RunReport, GpuTimeJoinsKernelsToTheirLaunchesAndCountsWhatItCannotJoin) {
-  const std::string db = (temp_dir("report-gpu") / "store.db").string();
-  std::unique_ptr<StoreWriter> writer;
-  ASSERT_TRUE(StoreWriter::open(db, writer).ok());
-  ASSERT_TRUE(writer->begin().ok());
   v1::Batch batch = make_batch("run", "agent", 1);
   v1::OpEvent& op = *batch.add_events()->mutable_op();
   op.set_seq(50);
@@ -157,15 +171,7 @@ TEST(RunReport, GpuTimeJoinsKernelsToTheirLaunchesAndCountsWhatItCannotJoin) {
     k.set_launch_seq(l.launch_seq);
     k.set_name_id(1);
   }
-  bool duplicate = true;
-  const Status stored = writer->store_batch(batch, 1000, duplicate);
-  ASSERT_TRUE(stored.ok()) << stored.message();
-  ASSERT_TRUE(writer->commit().ok());
-  writer.reset();
-
-  json report;
-  const Status status = build_run_report(db, "run", report);
-  ASSERT_TRUE(status.ok()) << status.message();
+  const json report = stored_report("report-gpu", batch);
   const json& gpu = report["gpu"];
   EXPECT_EQ(gpu["compute_ns"], 7000);
   EXPECT_EQ(gpu["cast_ns"], 0);
@@ -180,10 +186,6 @@ TEST(RunReport, GpuTimeJoinsKernelsToTheirLaunchesAndCountsWhatItCannotJoin) {
 // (common/gpu/kernel_precision_test.cc): ops with and without cuBLASLt's
 // description, their kernels, and GEMM kernels launched outside autocast ops.
 TEST(RunReport, GemmPrecisionPerSiteExactAndFromKernelNamesWithTheTf32Findings) {
-  const std::string db = (temp_dir("report-gemm") / "store.db").string();
-  std::unique_ptr<StoreWriter> writer;
-  ASSERT_TRUE(StoreWriter::open(db, writer).ok());
-  ASSERT_TRUE(writer->begin().ok());
   v1::Batch batch = make_batch("run", "agent", 1);
   const char* const kNames[] = {
       "aten::mm",
@@ -248,15 +250,7 @@ TEST(RunReport, GemmPrecisionPerSiteExactAndFromKernelNamesWithTheTf32Findings) 
     k.set_launch_seq(l.launch_seq);
     k.set_name_id(l.name);
   }
-  bool duplicate = true;
-  const Status stored = writer->store_batch(batch, 1000, duplicate);
-  ASSERT_TRUE(stored.ok()) << stored.message();
-  ASSERT_TRUE(writer->commit().ok());
-  writer.reset();
-
-  json report;
-  const Status status = build_run_report(db, "run", report);
-  ASSERT_TRUE(status.ok()) << status.message();
+  const json report = stored_report("report-gemm", batch);
   const json& gemm = report["gpu"]["gemm_precision"];
   // Busiest site first (aten::mm, 10 us of GEMM kernels), its exact row before the kernels' reading.
   std::vector<std::string> rows;
@@ -303,10 +297,6 @@ TEST(RunReport, GemmPrecisionPerSiteExactAndFromKernelNamesWithTheTf32Findings) 
 // out of every total and every run-time finding; the compiled graphs' runs
 // (COMPILED ops) are counted apart, and their casts like any run-time cast.
 TEST(RunReport, CompileTimeDecisionsStayOutOfTotalsAndFindingsAndGraphRunsAreCountedApart) {
-  const std::string db = (temp_dir("report-compile") / "store.db").string();
-  std::unique_ptr<StoreWriter> writer;
-  ASSERT_TRUE(StoreWriter::open(db, writer).ok());
-  ASSERT_TRUE(writer->begin().ok());
   // make_batch's three casts (stale hits, one a round trip, in backward) and
   // its probe op, all made while torch.compile traced the graph.
   v1::Batch batch = make_batch("run", "agent", 1, 1, 3);
@@ -368,15 +358,7 @@ TEST(RunReport, CompileTimeDecisionsStayOutOfTotalsAndFindingsAndGraphRunsAreCou
       cast.set_phase(v1::PHASE_FORWARD);
     }
   }
-  bool duplicate = true;
-  const Status stored = writer->store_batch(batch, 1000, duplicate);
-  ASSERT_TRUE(stored.ok()) << stored.message();
-  ASSERT_TRUE(writer->commit().ok());
-  writer.reset();
-
-  json report;
-  const Status status = build_run_report(db, "run", report);
-  ASSERT_TRUE(status.ok()) << status.message();
+  const json report = stored_report("report-compile", batch);
   const json& totals = report["totals"];
   EXPECT_EQ(totals["casts"], 2);  // the compiled graph's two runs, not the compile's decisions
   EXPECT_EQ(totals["conversions"], 2);
