@@ -65,21 +65,26 @@ CodeKind code_kind(PyCodeObject* code) {
   return kind;
 }
 
-// castscope._fx_lines's function `name`, or nullptr (then never asked again).
-PyObject* fx_lines_function(const char* name) {
-  static PyObject* module = nullptr;
-  static bool failed = false;
-  if (module == nullptr && !failed) {
-    module = PyImport_ImportModule("castscope._fx_lines");
-    if (module == nullptr) {
-      PyErr_Clear();
-      failed = true;
-    }
+// castscope._fx_lines's functions, looked up once (with the GIL held; plain
+// globals, not function-local statics: the import may release the GIL, and
+// another thread blocking on a static's guard while holding it would never
+// let go).
+PyObject* g_graph_code_line = nullptr;
+PyObject* g_tracing_line = nullptr;
+bool g_fx_lines_looked_up = false;
+
+void look_up_fx_lines() {
+  if (g_fx_lines_looked_up) return;
+  g_fx_lines_looked_up = true;
+  PyObject* module = PyImport_ImportModule("castscope._fx_lines");
+  if (module == nullptr) {
+    PyErr_Clear();
+    return;
   }
-  if (module == nullptr) return nullptr;
-  PyObject* function = PyObject_GetAttrString(module, name);
-  if (function == nullptr) PyErr_Clear();
-  return function;
+  g_graph_code_line = PyObject_GetAttrString(module, "graph_code_line");
+  g_tracing_line = PyObject_GetAttrString(module, "tracing_line");
+  if (PyErr_Occurred()) PyErr_Clear();
+  Py_DECREF(module);
 }
 
 // Interns a (file, line, function) tuple from castscope._fx_lines; 0 for None.
@@ -95,9 +100,9 @@ unsigned intern_user_line(PyObject* result) {
 
 // A generated-code frame's user line (0: none, skip the frame).
 unsigned generated_frame_line(PyFrameObject* frame) {
-  static PyObject* graph_code_line = fx_lines_function("graph_code_line");
-  if (graph_code_line == nullptr) return 0;
-  PyObject* result = PyObject_CallOneArg(graph_code_line, reinterpret_cast<PyObject*>(frame));
+  look_up_fx_lines();
+  if (g_graph_code_line == nullptr) return 0;
+  PyObject* result = PyObject_CallOneArg(g_graph_code_line, reinterpret_cast<PyObject*>(frame));
   if (result == nullptr) PyErr_Clear();
   const unsigned id = intern_user_line(result);
   Py_XDECREF(result);
@@ -193,9 +198,9 @@ __attribute__((visibility("default"))) unsigned castscope_python_tracing_locatio
   PyObject *error_type = nullptr, *error_value = nullptr, *error_traceback = nullptr;
   PyErr_Fetch(&error_type, &error_value, &error_traceback);
   unsigned id = 0;
-  static PyObject* tracing_line = fx_lines_function("tracing_line");
-  if (tracing_line != nullptr) {
-    PyObject* result = PyObject_CallNoArgs(tracing_line);
+  look_up_fx_lines();
+  if (g_tracing_line != nullptr) {
+    PyObject* result = PyObject_CallNoArgs(g_tracing_line);
     if (result == nullptr) PyErr_Clear();
     id = intern_user_line(result);
     Py_XDECREF(result);

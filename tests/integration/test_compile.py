@@ -126,13 +126,16 @@ def test_compiled_casts_per_step_are_the_aot_graphs_autocast_casts(scenario, bac
             f"compiled graph runs") in summary, summary
 
 
-@pytest.mark.parametrize("script, marker, kind", [
-    ("compiled_stale_cache.py", "the stale line", "stale-cache-hit"),
-    ("compiled_backward_in_region.py", "the backward line", "backward-under-autocast"),
-    ("compiled_cast_churn.py", "the block line", "cast-churn"),
+@pytest.mark.parametrize("script, marker, kind, args", [
+    ("compiled_stale_cache.py", "the stale line", "stale-cache-hit", ()),
+    ("compiled_backward_in_region.py", "the backward line", "backward-under-autocast", ()),
+    ("compiled_backward_in_region.py", "the backward line", "backward-under-autocast", ("aot_eager",)),
+    ("compiled_cast_churn.py", "the block line", "cast-churn", ()),
 ])
-def test_eager_backend_findings_point_at_the_users_line(scenario, script, marker, kind):
-    run = scenario(script)
+def test_eager_backend_findings_point_at_the_users_line(scenario, script, marker, kind, args):
+    """backend="eager" (and, for backward() in the region, aot_eager: the
+    compiled backward's run is at the line that called backward())."""
+    run = scenario(script, *args)
     raised = findings(run.report, kind)
     assert raised, [f["kind"] for f in run.report["findings"]]
     assert run.line(marker) in {(s["file"], s["line"]) for f in raised for s in f["sites"]}, raised
@@ -147,6 +150,17 @@ def test_eager_backend_findings_point_at_the_users_line(scenario, script, marker
     assert not findings(twin.report, kind), findings(twin.report, kind)
 
 
+def test_dynamic_shapes_keep_the_casts_per_step(scenario):
+    """With dynamic=True the trace's sizes are symbolic (its decisions carry
+    no shape); each graph cast is still matched to its decision."""
+    run = scenario("compiled_loop.py", "aot_eager", "--dynamic")
+    inner, outer = run.line("the inner line"), run.line("the outer line")
+    by_line = Counter((c["arg_name"], *at(c)) for c in run.casts("COMPILED"))
+    assert by_line == Counter({("input", *inner): STEPS, ("weight", *inner): STEPS, ("bias", *inner): STEPS,
+                               ("weight", *outer): STEPS, ("bias", *outer): STEPS}), by_line
+    assert [f for f in run.report["findings"] if f["severity"] != "info"] == []
+
+
 def test_compiled_backward_casts_what_eager_keeps_in_float32(scenario):
     """pytorch#179804: the compiled backward casts an mm that autocast(enabled=False)
     keeps in float32; with backward_pass_autocast="off" it does not."""
@@ -159,7 +173,6 @@ def test_compiled_backward_casts_what_eager_keeps_in_float32(scenario):
     assert len(compiled_at_line) == 2 * 2, compiled_at_line  # 2 steps
     assert {(c["op"], c["src_dtype"], c["dst_dtype"]) for c in compiled_at_line} == {
         ("aten::mm", "DTYPE_FLOAT32", "DTYPE_BFLOAT16")}
-    assert not [c for c in run.casts("EAGER") if at(c) == fp32_line]  # eager keeps it in float32
     twin = scenario("compiled_backward_mismatch.py", "off")
     assert not aot_graph_log.conversions(twin.aot_log)
     assert not [c for c in twin.casts("COMPILED") if at(c) == fp32_line]
@@ -217,3 +230,18 @@ def test_attach_imports_no_dynamo_and_detach_restores_torch(tmp_path):
     """))
     result = subprocess.run([sys.executable, str(job)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_diff_of_the_clean_loop_eager_and_compiled_finds_nothing(tmp_path):
+    """The AMP recipe eagerly and compiled: the same casts at the same lines.
+    The decisions that kept a dtype (eager's already_target rows, which a
+    compiled graph has no node for) are no difference."""
+    script = SCENARIOS / "compiled_loop.py"
+    for backend in ("none", "aot_eager"):
+        result = subprocess.run([*CASTSCOPE, "run", "--out", str(tmp_path), "--run-id", backend, "--", sys.executable,
+                                 str(script), backend], capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+    diff = subprocess.run([*CASTSCOPE, "diff", "none", "aot_eager", "--db", str(tmp_path / "castscope.db"), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    out = json.loads(diff.stdout)
+    assert diff.returncode == 0 and out["differences"] == [] and out["eager_vs_compiled"]["sites"] == [], out

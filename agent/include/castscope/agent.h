@@ -97,6 +97,9 @@ CASTSCOPE_EXPORT void castscope_overlay_error(const char* message);
  * 0 reads the calling Python line, else a location id an earlier run
  * returned. Returns the location id the run used. */
 CASTSCOPE_EXPORT void castscope_compile_epoch(void);
+/* castscope's own Python code failed (compile capture): logs `what` as a
+ * warning and counts an internal error; the job goes on. */
+CASTSCOPE_EXPORT void castscope_internal_error(const char* what);
 CASTSCOPE_EXPORT void castscope_compile_collect(int on);
 CASTSCOPE_EXPORT size_t castscope_compile_decisions(char* buf, size_t len);
 CASTSCOPE_EXPORT unsigned castscope_compiled_graph(const char* json);

@@ -27,8 +27,10 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)')
 GENERATED_PREFIX = "<eval_with_key>"
 
 
-def _internal(file: str) -> bool:
-    return file.startswith(_INTERNAL_DIRS) or file.startswith((GENERATED_PREFIX, "<frozen"))
+def is_internal(file: str) -> bool:
+    """torch's, castscope's or generated code: never the user's line (the
+    frame reader's rule; compile_capture.py uses this one too)."""
+    return not file or file.startswith(_INTERNAL_DIRS) or file.startswith((GENERATED_PREFIX, "<frozen"))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -37,7 +39,7 @@ def user_frame(stack_trace: str) -> tuple[str, int, str] | None:
     traceback prints it) that is neither torch's nor castscope's."""
     found = None
     for match in _FRAME.finditer(stack_trace):
-        if not _internal(match.group(1)):
+        if not is_internal(match.group(1)):
             found = (match.group(1), int(match.group(2)), match.group(3).strip())
     return found
 

@@ -92,6 +92,8 @@ def _library():
         lib.castscope_overlay_error.argtypes = [ctypes.c_char_p]
         lib.castscope_overlay_error.restype = None
         lib.castscope_compile_epoch.restype = None
+        lib.castscope_internal_error.argtypes = [ctypes.c_char_p]
+        lib.castscope_internal_error.restype = None
         lib.castscope_compile_collect.argtypes = [ctypes.c_int]
         lib.castscope_compile_collect.restype = None
         lib.castscope_compile_decisions.argtypes = [ctypes.c_char_p, ctypes.c_size_t]

@@ -26,7 +26,8 @@ import os
 import sys
 import threading
 
-from ._native import _PACKAGE_DIR, _read_json, _torch_dir
+from ._fx_lines import is_internal
+from ._native import _read_json
 from .compiled_graph_casts import DecisionPool, autocast_casts
 
 _log = logging.getLogger("castscope.compile")
@@ -44,8 +45,8 @@ class _Capture:
         self.stage1 = aot.aot_stage1_graph_capture
         self.stage2 = aot.aot_stage2_compile
         self.autograd_cache = functorch_config.enable_autograd_cache
+        self.remote_autograd_cache = getattr(functorch_config, "enable_remote_autograd_cache", None)
         self.local = threading.local()  # the decisions of this thread's last stage 1, until its stage 2
-        self.internal_prefixes = (_torch_dir(), str(_PACKAGE_DIR) + os.sep, "<eval_with_key>")
         self.locations: dict[tuple, int] = {}  # (code, instruction offset) -> interned location id
         from torch._dynamo.utils import orig_code_map
 
@@ -56,8 +57,7 @@ class _Capture:
         The agent's own frame reader would stop at the code Dynamo made of the
         user's function, whose current line is its `def`."""
         frame = sys._getframe(1)
-        while frame is not None and (frame.f_code.co_filename.startswith(self.internal_prefixes)
-                                     or frame.f_code in self.dynamo_codes):
+        while frame is not None and (is_internal(frame.f_code.co_filename) or frame.f_code in self.dynamo_codes):
             frame = frame.f_back
         if frame is None:
             return 0
@@ -70,9 +70,10 @@ class _Capture:
             self.locations[key] = location
         return location
 
-    def count_internal_error(self) -> None:
+    def count_internal_error(self, what: str = "compile capture failed") -> None:
+        """Logged as a warning by the agent and counted in its stats."""
         try:
-            self.lib.castscope_compiled_graph(b"")  # rejected, and counted as an internal error (agent.h)
+            self.lib.castscope_internal_error(f"compile capture: {what}".encode(errors="replace"))
         except Exception:  # noqa: BLE001 - nothing may reach the job
             pass
 
@@ -80,6 +81,7 @@ class _Capture:
         # torch._dynamo.reset() clears every start callback: back for the next compile.
         if self.new_epoch not in self.callbacks.start_callbacks:
             _guarded(self, self.callbacks.register_start_callback, self.new_epoch)
+            self.new_epoch()  # this compile's start went by unseen: it is a new compile all the same
 
     def new_epoch(self, *_):
         try:
@@ -153,6 +155,8 @@ def _install_now(lib) -> None:
     aot.aot_stage2_compile = _stage2(capture)
     # An AOTAutogradCache hit would skip the compilers: castscope would see no graph.
     functorch_config.enable_autograd_cache = False
+    if hasattr(functorch_config, "enable_remote_autograd_cache"):  # a remote hit skips the compilers too
+        functorch_config.enable_remote_autograd_cache = False
     handler.register_start_callback(capture.new_epoch)
     _current = capture
 
@@ -166,6 +170,8 @@ def uninstall() -> None:
     capture.aot.aot_stage1_graph_capture = capture.stage1
     capture.aot.aot_stage2_compile = capture.stage2
     capture.functorch_config.enable_autograd_cache = capture.autograd_cache
+    if hasattr(capture.functorch_config, "enable_remote_autograd_cache"):
+        capture.functorch_config.enable_remote_autograd_cache = capture.remote_autograd_cache
     try:
         capture.callbacks.remove_start_callback(capture.new_epoch)
     except ValueError:
@@ -285,8 +291,12 @@ class _CompiledGraph:
                 node.register_hook(functools.partial(self.ran_backward, location))
                 return
 
-    def ran_backward(self, location: int, *_grads):
+    def ran_backward(self, forward_location: int, *_grads):
+        """At the line that called backward() (the autograd engine runs a CPU
+        backward on that thread); the forward's calling line when no Python
+        frame is there (a worker thread)."""
         if self.ids["backward"]:
+            location = _guarded(self.capture, self.capture.calling_location, default=0) or forward_location
             _guarded(self.capture, self.capture.lib.castscope_compiled_graph_ran, self.ids["backward"], location)
         return None
 
@@ -295,6 +305,6 @@ def _guarded(capture: _Capture, call, *args, default=None):
     """call(*args), or `default` with an internal error counted when castscope's own code fails."""
     try:
         return call(*args)
-    except Exception:  # noqa: BLE001 - never into the job
-        capture.count_internal_error()
+    except Exception as e:  # noqa: BLE001 - never into the job
+        capture.count_internal_error(f"{getattr(call, '__name__', call)}: {e!r}")
         return default

@@ -80,16 +80,23 @@ def _key(item: dict) -> tuple:
 
 
 class DecisionPool:
-    """The autocast decisions of one compile's stage 1, each to be taken once."""
+    """The autocast decisions of one compile's stage 1, each to be taken once.
+    A decision on symbolic sizes (dynamic shapes) carries no shape: it
+    matches a conversion of any shape, after the exact ones."""
 
     def __init__(self, decisions: list[dict]):
         self._by_key: dict[tuple, list[dict]] = {}
         for decision in decisions:
-            self._by_key.setdefault(_key(decision), []).append(decision)
+            self._by_key.setdefault(_key(decision)[:-1], []).append(decision)
 
     def take(self, conversion: dict) -> dict | None:
-        matching = self._by_key.get(_key(conversion))
-        return matching.pop(0) if matching else None
+        matching = self._by_key.get(_key(conversion)[:-1], [])
+        shape = _key(conversion)[-1]
+        for wanted in (shape, ()):
+            for index, decision in enumerate(matching):
+                if _key(decision)[-1] == wanted:
+                    return matching.pop(index)
+        return None
 
 
 def autocast_casts(gm, pool: DecisionPool) -> list[dict]:

@@ -107,19 +107,23 @@ def format_report(report: dict, top: int = 15) -> str:
     return "\n".join(lines)
 
 
-def _behaviour_by_site(report: dict) -> dict:
+def _behaviour_by_site(report: dict, casts_only: bool) -> dict:
     """(file, line, op, arg) -> sorted list of what happened there."""
     out: dict = {}
     for row in report["sites"]:
+        if casts_only and row["outcome"] != "cast":
+            continue
         site = row["site"]
         key = (site["file"], site["line"], site["op"], site["arg"])
         out.setdefault(key, set()).add((row["policy"], row["src_dtype"], row["dst_dtype"], row["outcome"]))
     return {key: sorted(value) for key, value in out.items()}
 
 
-def diff_reports(a: dict, b: dict) -> list[dict]:
-    """Sites where run A and run B cast differently, or only one of them cast."""
-    behaviour_a, behaviour_b = _behaviour_by_site(a), _behaviour_by_site(b)
+def diff_reports(a: dict, b: dict, casts_only: bool = False) -> list[dict]:
+    """Sites where run A and run B cast differently, or only one of them cast.
+    `casts_only`: compare conversions alone (an eager run against a compiled
+    one, whose graphs hold only the casts, not the decisions that kept a dtype)."""
+    behaviour_a, behaviour_b = _behaviour_by_site(a, casts_only), _behaviour_by_site(b, casts_only)
     differences = []
     for key in sorted(set(behaviour_a) | set(behaviour_b), key=lambda k: (k[0], k[1], k[2], k[3])):
         in_a, in_b = behaviour_a.get(key, []), behaviour_b.get(key, [])

@@ -31,9 +31,11 @@ void CompileCapture::set_collecting(bool on) noexcept { t_collecting = on; }
 
 bool CompileCapture::collecting() noexcept { return t_collecting; }
 
-void CompileCapture::keep(const CompileDecision& decision) {
+bool CompileCapture::keep(const CompileDecision& decision) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (decisions_.size() < kMaxDecisions) decisions_.push_back(decision);
+  if (decisions_.size() >= kMaxDecisions) return false;
+  decisions_.push_back(decision);
+  return true;
 }
 
 std::vector<CompileDecision> CompileCapture::take() {

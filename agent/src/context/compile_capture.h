@@ -45,13 +45,16 @@ class CompileCapture {
   // Per thread: keep decisions while on.
   static void set_collecting(bool on) noexcept;
   static bool collecting() noexcept;
-  void keep(const CompileDecision& decision);
+  // False when the decision was dropped (kMaxDecisions reached): the caller counts it.
+  bool keep(const CompileDecision& decision);
   // The decisions kept so far (all threads), forgotten here.
   std::vector<CompileDecision> take();
 
  private:
-  // At most this many of each: a runaway trace must not grow without bound
-  // (past it, keys dedupe nothing and decisions are dropped, both counted).
+  // At most this many of each: a runaway trace must not grow without bound.
+  // Past kMaxKeys new keys are no longer remembered (their records are kept,
+  // not deduplicated); past kMaxDecisions decisions are dropped and counted
+  // as internal errors by the kernel (their casts then go unmatched).
   static constexpr size_t kMaxKeys = 1 << 16;
   static constexpr size_t kMaxDecisions = 1 << 18;
   std::mutex mutex_;

@@ -38,11 +38,15 @@ uint32_t record_compiled_graph_run(Runtime& runtime, const CompiledGraph& graph,
   if (!g_record_events.load(std::memory_order_relaxed)) return calling_location;
   EventLog& log = runtime.events;
   try {
-    OpContext context = current_op_context(runtime.locations);
+    OpContext context;
     context.mode = ExecutionMode::kCompiled;
     context.phase = graph.phase;
-    if (calling_location != 0) context.location = calling_location;
-    const DeviceKind device = graph.casts.empty() ? DeviceKind::kCpu : graph.casts.front().cast.device;
+    context.location = calling_location;
+    if (LocationReader reader = g_python_location_reader.load(std::memory_order_acquire); context.location == 0 && reader)
+      context.location = reader();
+    // A graph without casts names no device: the run's op says none (the
+    // report then reads autocast as on when any device has it on).
+    const DeviceKind device = graph.casts.empty() ? DeviceKind::kUnspecified : graph.casts.front().cast.device;
     Record op = log.new_record(RecordKind::kOp);
     op.op_id = graph.op_id;
     op.device = device;

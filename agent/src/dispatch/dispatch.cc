@@ -487,8 +487,9 @@ class AutocastKernel final : public c10::OperatorKernel {
       }
       describe_source(r.cast, t);
       if (r.cast.mode == ExecutionMode::kCompiling) [[unlikely]] {
-        if (r.cast.outcome == CastOutcome::kCast && CompileCapture::collecting())
-          runtime_.compile.keep(CompileDecision{op_id_, policy_, device_.kind, r.cast});
+        if (r.cast.outcome == CastOutcome::kCast && CompileCapture::collecting() &&
+            !runtime_.compile.keep(CompileDecision{op_id_, policy_, device_.kind, r.cast}))
+          runtime_.events.count_internal_error();
         if (t_unlogged) return;
       } else {
         r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);

@@ -759,13 +759,29 @@ void castscope_compile_epoch(void) {
   }
 }
 
-void castscope_compile_collect(int on) { castscope::CompileCapture::set_collecting(on != 0); }
+namespace {
+// castscope_compile_decisions's text, taken once: a caller growing its buffer
+// gets the same text again. A new collection forgets what was not picked up.
+thread_local std::string t_pending_decisions;
+}  // namespace
+
+void castscope_compile_collect(int on) {
+  if (on != 0) t_pending_decisions.clear();
+  castscope::CompileCapture::set_collecting(on != 0);
+}
+
+void castscope_internal_error(const char* what) {
+  try {
+    castscope::log::warn(what != nullptr ? what : "internal error");
+  } catch (...) {
+  }
+  castscope::process_runtime().events.count_internal_error();
+}
 
 size_t castscope_compile_decisions(char* buf, size_t len) {
   auto& runtime = castscope::process_runtime();
   try {
-    // Taken once: a caller growing its buffer gets the same text again.
-    static thread_local std::string pending;
+    std::string& pending = t_pending_decisions;
     if (pending.empty())
       pending = castscope::compile_decisions_json(runtime.compile.take(), runtime.events, runtime.locations);
     const size_t needed = castscope::copy_out(pending, buf, len);

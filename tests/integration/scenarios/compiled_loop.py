@@ -1,6 +1,7 @@
 """Negative (clean): the AMP recipe on a compiled model. A user-defined
 module (so the compiled graphs' stack traces name user lines) trained 3
-steps, compiled with the backend given (inductor, aot_eager or eager);
+steps, compiled with the backend given (inductor, aot_eager or eager; none:
+not compiled);
 forward and loss under bf16 autocast, backward and step outside. With
 --save FILE, the losses and grads are saved (the parity test)."""
 import argparse
@@ -22,11 +23,14 @@ class Block(torch.nn.Module):
 parser = argparse.ArgumentParser()
 parser.add_argument("backend")
 parser.add_argument("--save")
+parser.add_argument("--dynamic", action="store_true", help="compile with dynamic shapes (symbolic sizes)")
 args = parser.parse_args()
 
 torch.manual_seed(0)
 model = Block()
-compiled = torch.compile(model, backend=args.backend)
+# "none": the same loop eagerly (castscope diff of an eager and a compiled run).
+compiled = model if args.backend == "none" else torch.compile(model, backend=args.backend,
+                                                             dynamic=True if args.dynamic else None)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 saved = []
 for _ in range(3):

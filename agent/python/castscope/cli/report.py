@@ -84,8 +84,8 @@ def diff_command(args) -> int:
     except (ReportError, FileNotFoundError) as e:
         print(f"castscope diff: {e}", file=sys.stderr)
         return 2
-    differences = diff_reports(a, b)
     eager_compiled = diff_eager_compiled(a, b)
+    differences = diff_reports(a, b, casts_only=eager_compiled is not None)
     if args.json:
         out = {"run_a": args.run_a, "run_b": args.run_b, "differences": differences}
         if eager_compiled is not None:
