@@ -20,17 +20,23 @@ import os
 import re
 import sys
 
-import torch
-
-_INTERNAL_DIRS = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep)
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)')
 GENERATED_PREFIX = "<eval_with_key>"
+
+
+@functools.lru_cache(maxsize=1)
+def _internal_dirs() -> tuple[str, str]:
+    # Asked only once torch runs: importing this module must not import torch
+    # (castscope's package is imported at start-up of every `castscope run` job).
+    import torch
+
+    return os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def is_internal(file: str) -> bool:
     """torch's, castscope's or generated code: never the user's line (the
     frame reader's rule; compile_capture.py uses this one too)."""
-    return not file or file.startswith(_INTERNAL_DIRS) or file.startswith((GENERATED_PREFIX, "<frozen"))
+    return not file or file.startswith(_internal_dirs()) or file.startswith((GENERATED_PREFIX, "<frozen"))
 
 
 @functools.lru_cache(maxsize=4096)
