@@ -105,6 +105,50 @@ def test_invalid_policy_refuses_to_start(tmp_path):
     assert not marker.exists()
 
 
+def test_the_cli_checks_the_policy_without_importing_torch(tmp_path):
+    """`castscope run` reads policies with the torch-free lint library: its own
+    interpreter never imports torch (importing it costs seconds)."""
+    overlay = tmp_path / "bad.json"
+    overlay.write_text('{"castscope_policy": 1, "device": "cpu", "ops": {"aten::mm": "fp7"}}')
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "castscope", "run", "--overlay", str(overlay),
+                             "--out", str(tmp_path / "out"), "--", sys.executable, "-c", "pass"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2 and 'unknown policy "fp7"' in result.stderr, result.stderr
+    imported = [line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")]
+    assert "castscope._policy_lint" in imported
+    assert "torch" not in imported
+
+
+def test_a_refusal_that_needs_the_dispatcher_stops_the_job_at_import_torch(tmp_path):
+    overlay = tmp_path / "redispatch.json"
+    overlay.write_text('{"castscope_policy": 1, "device": "cpu", "ops": {\n'
+                       '  "aten::norm.Scalar": {"policy": "fp32_append_dtype", "redispatch": "aten::norm.NoSuchOne"}\n}}\n')
+    marker = tmp_path / "ran"
+    job = script(tmp_path, f"""
+        import torch
+        open({str(marker)!r}, "w").close()
+    """)
+    result = subprocess.run([*CASTSCOPE, "run", "--overlay", str(overlay), "--out", str(tmp_path / "out"), "--",
+                             sys.executable, job], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2, result.stderr
+    assert "the job was not started" in result.stderr and "aten::norm.NoSuchOne does not exist" in result.stderr
+    assert not marker.exists()
+
+
+def test_a_launchers_python_children_only_warn_about_a_missing_overlay_module(tmp_path):
+    overlay = tmp_path / "overlay.json"
+    overlay.write_text('{"castscope_policy": 1, "device": "cpu", "functions": {"mylib_not_here.fru": "fp32"}}')
+    job = script(tmp_path, """
+        import torch
+        print("job ran")
+    """)
+    result = subprocess.run([*CASTSCOPE, "run", "--overlay", str(overlay), "--out", str(tmp_path / "out"), "--",
+                             "sh", "-c", f"{sys.executable} {job}"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "job ran" in result.stdout
+    assert 'warning in pid' in result.stderr and 'no module "mylib_not_here"' in result.stderr
+
+
 def test_agent_built_for_another_torch_refuses_to_start(tmp_path):
     fake = tmp_path / "fake" / "torch"
     fake.mkdir(parents=True)

@@ -1,12 +1,17 @@
 """Attach castscope right after `import torch` finishes (used by castscope run).
 
-A meta-path finder sees the import of `torch`, lets the normal loader run the
-module, then attaches with the configuration in CASTSCOPE_CONFIG. Failures
-are reported on stderr and in CASTSCOPE_STATUS_DIR/refused-<pid>.txt; the
-job always keeps running, with native autocast.
+At start-up (sitecustomize), before the job's own code runs, the process
+checks what it can without torch (_job_preflight.py): a failed check stops it
+with exit status 2. Then a meta-path finder sees the import of `torch`, lets
+the normal loader run the module, and attaches with the configuration in
+CASTSCOPE_CONFIG. A policy refusal at attach (a check that needs torch's
+dispatcher) stops the process the same way. Other failures are reported on
+stderr and in CASTSCOPE_STATUS_DIR/refused-<pid>.txt; the job keeps running,
+with native autocast.
 """
 import importlib.abc
 import importlib.machinery
+import json
 import os
 import sys
 
@@ -30,10 +35,16 @@ class _TorchImportWatcher(importlib.abc.MetaPathFinder):
 
 
 def _attach():
+    from ._native import PolicyRefused
+
     try:
         from .attachment import _attach_from_environment
 
         _attach_from_environment()
+    except PolicyRefused as e:
+        from ._job_preflight import stop_the_job
+
+        stop_the_job([str(e)])
     except Exception as e:  # noqa: BLE001 - the job must not fail because of castscope
         message = f"castscope: not attached in pid {os.getpid()}: {e}"
         print(f"[castscope] {message}", file=sys.stderr)
@@ -44,7 +55,18 @@ def _attach():
             write_private_text(os.path.join(status_dir, f"refused-{os.getpid()}.txt"), message + "\n")
 
 
+def _is_the_job() -> bool:
+    """This process is the Python command `castscope run` started itself."""
+    parent = os.environ.get("CASTSCOPE_RUN_PYTHON_JOB_OF")
+    return parent is not None and parent == str(os.getppid())
+
+
 def install():
+    from ._job_preflight import preflight_errors, stop_the_job
+
+    errors = preflight_errors(json.loads(os.environ["CASTSCOPE_CONFIG"]), _is_the_job())
+    if errors:
+        stop_the_job(errors)
     if "torch" in sys.modules:
         _attach()
     else:

@@ -15,6 +15,11 @@ class AttachError(RuntimeError):
     """castscope could not take over autocast; native autocast is untouched."""
 
 
+class PolicyRefused(AttachError):
+    """The policy cannot run here (a policy error, an overlay's module not
+    found, an agent built for another torch): `castscope run` stops the job."""
+
+
 def _find_built(name: str, build_subdir: str, variable: str) -> pathlib.Path:
     """A built file: $variable, next to this package, or in build/; the
     candidates looked at go in the error when none exists."""

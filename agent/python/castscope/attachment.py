@@ -12,7 +12,8 @@ import tempfile
 from typing import Iterator, Sequence
 
 from . import callable_overlays, compile_capture
-from ._native import AttachError, _library, _location_reader_pointer, _read_json, _torch_dir, agent_torch_version
+from ._native import (AttachError, PolicyRefused, _library, _location_reader_pointer, _read_json, _torch_dir,
+                      agent_torch_version)
 from .config import _config, _gpu_config, _probe_config
 from .events import is_probe_record, read_events, summarize
 from .module_paths import missing_module_errors
@@ -134,7 +135,8 @@ def _start(config: dict, locations: bool, check_modules: bool = True) -> None:
     lib.castscope_agent_set_location_reader(_location_reader_pointer() if locations else None)
     err = ctypes.create_string_buffer(1 << 16)
     if lib.castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
-        raise AttachError(err.value.decode())
+        message = err.value.decode()
+        raise (PolicyRefused if message.startswith("castscope: policy refused") else AttachError)(message)
     entries = _read_json(lib.castscope_agent_status).get("callable_overlays", [])
     # `castscope run` looked the modules up in the job's interpreter before it
     # started; in the job a module may become importable later (sys.path
@@ -142,7 +144,7 @@ def _start(config: dict, locations: bool, check_modules: bool = True) -> None:
     missing = missing_module_errors(entries) if check_modules else []
     if missing:
         lib.castscope_agent_stop()
-        raise AttachError("castscope: policy refused, castscope does not take over autocast (native autocast keeps "
+        raise PolicyRefused("castscope: policy refused, castscope does not take over autocast (native autocast keeps "
                           "working):\n  " + "\n  ".join(missing))
     try:
         callable_overlays.install(entries, lib)
@@ -232,7 +234,7 @@ def _attach_from_environment() -> None:
     lib = _library()
     built_for = agent_torch_version()
     if built_for.split("+")[0] != torch.__version__.split("+")[0]:
-        raise AttachError(f"the agent was built against torch {built_for} but this process imports torch "
+        raise PolicyRefused(f"the agent was built against torch {built_for} but this process imports torch "
                           f"{torch.__version__}; rebuild castscope against this torch")
     config = json.loads(os.environ["CASTSCOPE_CONFIG"])
     config.setdefault("internal_path_prefix", _torch_dir())

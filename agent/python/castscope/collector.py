@@ -191,7 +191,7 @@ class Delivery:
                 self.say(f"castscope: waiting {now - started:.0f} s for {len(waiting)} forwarder(s) to deliver: "
                          + "; ".join(_describe(agent_dir, status) for agent_dir, status in waiting))
                 next_word = now + 5.0
-            time.sleep(0.05)
+            time.sleep(0.01 if now - started < 1.0 else 0.05)  # most jobs' last batches land within a second
 
 
 def pending_spool_of(agent_dir: pathlib.Path) -> list[pathlib.Path]:

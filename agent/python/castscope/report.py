@@ -19,15 +19,34 @@ def load_report(db: str | pathlib.Path, run_id: str, rank: int | None = None, sh
     rank's processes alone. `show_progress`: the collector writes to this
     process's stderr (a terminal: its progress line, and its own error
     message, which the ReportError then refers to)."""
-    command = [str(collector_binary()), "report", "--db", str(db), "--run", run_id]
-    if rank is not None:
-        command += ["--rank", str(rank)]
-    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=None if show_progress else subprocess.PIPE, text=True,
-                            timeout=600)
-    if result.returncode != 0:
-        raise ReportError((result.stderr or "").strip() or
-                          f"castscope-collector report exited with {result.returncode} (its message is above)")
-    return json.loads(result.stdout)
+    return PendingReport(db, run_id, rank, show_progress).result()
+
+
+class PendingReport:
+    """A report being built by `castscope-collector report` in the
+    background (the database may still be open in a running collector: it
+    reads what is committed)."""
+
+    def __init__(self, db: str | pathlib.Path, run_id: str, rank: int | None = None, show_progress: bool = False):
+        command = [str(collector_binary()), "report", "--db", str(db), "--run", run_id]
+        if rank is not None:
+            command += ["--rank", str(rank)]
+        self._process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                         stderr=None if show_progress else subprocess.PIPE, text=True)
+
+    def result(self) -> dict:
+        """The report; raises ReportError with the collector's message."""
+        try:
+            stdout, stderr = self._process.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.communicate()
+            raise ReportError("castscope-collector report took more than 600 s") from None
+        if self._process.returncode != 0:
+            raise ReportError((stderr or "").strip() or
+                              f"castscope-collector report exited with {self._process.returncode} (its message is "
+                              f"above)")
+        return json.loads(stdout)
 
 
 def _site_text(site: dict) -> str:

@@ -31,6 +31,7 @@
 #include "agent/src/export/jsonl_writer.h"
 #include "agent/src/observers/op_probe.h"
 #include "agent/src/observers/trace_observer.h"
+#include "agent/src/policy/callables_json.h"
 #include "agent/src/policy/policy.h"
 #include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"
@@ -121,23 +122,6 @@ size_t copy_out(const std::string& text, char* buf, size_t len) {
     buf[n] = '\0';
   }
   return text.size();
-}
-
-// Module and function overlays, for the Python side to wrap (and to check
-// that their modules exist before a job starts).
-json callables_json(const PolicySet& policies) {
-  json out = json::array();
-  for (const auto& [key, c] : policies.callables) {
-    out.push_back({{"kind", callable_kind_name(c.kind)},
-                   {"target", c.target},
-                   {"policy", policy_name(c.policy)},
-                   {"dtype", c.dtype == DType::kUnspecified ? "" : dtype_name(c.dtype)},
-                   {"output", output_cast_name(c.output)},
-                   {"device", c.device},
-                   {"file", c.file},
-                   {"line", c.line}});
-  }
-  return out;
 }
 
 json findings_json(const std::vector<PolicyFinding>& findings) {

@@ -57,54 +57,17 @@ def _seconds(text: str) -> int:
     return value
 
 
-def _job_path0(command: list[str]) -> str:
-    """sys.path[0] of a Python command: the script's folder, or the current
-    directory for -m, -c and an interactive interpreter."""
-    arguments = iter(command[1:])
-    for argument in arguments:
-        if argument.startswith(("-m", "-c")):
-            return os.getcwd()
-        if argument in ("-W", "-X", "--check-hash-based-pycs"):
-            next(arguments, None)  # the option's value
-        elif not argument.startswith("-"):
-            return os.path.dirname(os.path.abspath(argument))
-    return os.getcwd()
-
-
-def _probe_job(command: list[str], overlays: list[dict]) -> tuple[str | None, list[str], bool]:
-    """The torch a Python job will import, and the module overlays whose
-    module it cannot find, both asked of the job's own interpreter with the
-    job's sys.path[0] (without importing the overlays' modules). The last
-    value says whether the job's interpreter answered: for a command that is
-    not Python (torchrun, pytest, a shell script), this interpreter looks the
-    modules up, and what it misses is only a warning."""
-    from .. import module_paths
-
+def _is_python(command: list[str]) -> bool:
     executable = shutil.which(command[0]) or command[0]
-    if not os.path.basename(executable).startswith("python"):
-        return None, module_paths.missing_module_errors(overlays), False
-    code = pathlib.Path(module_paths.__file__).read_text() + (
-        "\nimport json as _json\n"
-        "sys.path.insert(0, sys.argv[1])\n"
-        "try:\n    import torch\n    _version = torch.__version__\nexcept Exception:\n    _version = None\n"
-        "print(_json.dumps({'torch': _version, 'missing': missing_module_errors(_json.load(sys.stdin))}))\n")
-    # The entries go through stdin: as an argument, a few thousand of them
-    # passed Linux's 128 KiB limit for one argument (OSError: E2BIG).
-    probe = subprocess.run([executable, "-c", code, _job_path0(command)], input=json.dumps(overlays),
-                           capture_output=True, text=True, timeout=300)
-    try:
-        answer = json.loads(probe.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return None, module_paths.missing_module_errors(overlays), False
-    return answer["torch"], answer["missing"], True
+    return os.path.basename(executable).startswith("python")
 
 
 def run_command(args) -> int:
-    from .._native import _PACKAGE_DIR, agent_library_path, agent_torch_version
+    from .._native import _PACKAGE_DIR, agent_library_path
+    from .._policy_lint import lint_policy_files
     from ..collector import CollectorError, EmbeddedCollector, pending_spool
     from ..config import default_policy_files
     from ..events import iter_events, summarize
-    from ..policy import policy_check
 
     command = args.command
     if command and command[0] == "--":
@@ -116,33 +79,25 @@ def run_command(args) -> int:
         print(f"castscope run: --ui-dir {args.ui_dir}: no index.html there (give the built viewer, ui/dist: "
               f"cd ui && npm run build)", file=sys.stderr)
         return 2
-    # The overlays' modules are looked up by the job's own interpreter below.
-    report = policy_check(policy_files=args.policies or None, overlays=args.overlays, check_modules=False)
+    files = list(args.policies or default_policy_files()) + list(args.overlays)
+    # Without torch (importing it costs seconds): what needs the job's torch
+    # and its path is checked in the job at start-up and at attach, which
+    # stop it before its code runs (_job_preflight.py).
+    try:
+        agent = agent_library_path()
+        report = lint_policy_files(files)
+    except (OSError, RuntimeError) as e:
+        print(f"castscope run: cannot check the policy: {e}. The job was not started.", file=sys.stderr)
+        return 2
     if not report["ok"]:
         print("castscope run: policy refused, the job was not started:", file=sys.stderr)
-        for error in report["errors"] + [f["message"] for f in report["findings"] if f["severity"] == "error"]:
+        for error in report["errors"]:
             print(f"  {error}", file=sys.stderr)
-        return 2
-    agent = agent_library_path()
-    built_for = agent_torch_version()
-    job_torch, missing_modules, asked_the_job = _probe_job(command, report.get("callable_overlays", []))
-    if missing_modules and asked_the_job:
-        print("castscope run: policy refused, the job was not started:", file=sys.stderr)
-        for error in missing_modules:
-            print(f"  {error}", file=sys.stderr)
-        return 2
-    for error in missing_modules:  # another launcher: its processes may see other modules
-        print(f"castscope run: warning: {error} (asked of {sys.executable}, not of {command[0]}; the overlay "
-              f"applies if the job imports it)", file=sys.stderr)
-    if job_torch is not None and job_torch.split("+")[0] != built_for.split("+")[0]:
-        print(f"castscope run: the agent was built against torch {built_for}, but {command[0]} imports torch "
-              f"{job_torch}; rebuild castscope against that torch (scripts/setup.sh). The job was not started.",
-              file=sys.stderr)
         return 2
     preload = agent.parent / "libcastscope_preload.so"
     out = pathlib.Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    for stale in list(out.glob("events-*.jsonl")) + list(out.glob("refused-*.txt")):
+    for stale in list(out.glob("events-*.jsonl")) + list(out.glob("refused-*.txt")) + list(out.glob("stopped-*.txt")):
         stale.unlink()
     spool_dir = out / "spool"
     spool_dir.mkdir(mode=0o700, exist_ok=True)
@@ -169,7 +124,6 @@ def run_command(args) -> int:
               f"--collector serves its own viewer)", file=sys.stderr)
         return 2
     run_id = args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
-    files = list(args.policies or default_policy_files()) + list(args.overlays)
     env = dict(os.environ)
     env["LD_PRELOAD"] = " ".join(filter(None, [str(preload), env.get("LD_PRELOAD", "")]))
     config = {"policy_files": [str(pathlib.Path(f).resolve()) for f in files],
@@ -192,6 +146,10 @@ def run_command(args) -> int:
                                                       env.get("PYTHONPATH", "")]))
     if args.stacks:
         env["CASTSCOPE_STACKS"] = "1"
+    if _is_python(command):  # its start-up refuses a missing module; a launcher's children only warn
+        env["CASTSCOPE_RUN_PYTHON_JOB_OF"] = str(os.getpid())
+    else:
+        env.pop("CASTSCOPE_RUN_PYTHON_JOB_OF", None)
     try:
         job = subprocess.Popen(command, env=env)
     except OSError as e:
@@ -207,9 +165,18 @@ def run_command(args) -> int:
             job.send_signal(signal.SIGINT)  # the job decides; we wait for it
     exit_code = code if code >= 0 else 128 - code
     tls_ca = str(pathlib.Path(args.tls_ca).resolve()) if args.tls_ca else None
-    _finish_delivery(spool_dir, embedded, run_id, collector, args.give_up_after_s, tls_ca, keep_serving=args.serve)
-    if embedded is not None:
-        _write_report(embedded.db, run_id, out / "report.json")
+    stopped = sorted(out.glob("stopped-*.txt"))
+    report = _finish_delivery(spool_dir, embedded, run_id, collector, args.give_up_after_s, tls_ca,
+                              keep_serving=args.serve and not stopped, quiet=bool(stopped))
+    if stopped:
+        for path in stopped:
+            pid = path.stem.split("-", 1)[1]
+            print(f"castscope run: policy refused in pid {pid}, the job was not started:", file=sys.stderr)
+            for line in path.read_text(errors="replace").splitlines():
+                print(f"  {line}", file=sys.stderr)
+        return 2
+    if report is not None:
+        _write_report(report, run_id, out / "report.json")
     else:
         skipped: list = []
         paths = sorted(glob.glob(str(out / "events-*.jsonl")))
@@ -230,20 +197,34 @@ def run_command(args) -> int:
 
 
 def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: str, give_up_after_s: int,
-                     tls_ca: str | None, keep_serving: bool = False) -> None:
-    """Waits for the job's forwarders, stops an embedded collector, says where the events are."""
+                     tls_ca: str | None, keep_serving: bool = False, quiet: bool = False):
+    """Waits for the job's forwarders, stops an embedded collector, says where
+    the events are (`quiet`: only what went wrong). With the embedded
+    collector, returns its report of the run, being built meanwhile."""
     from ..collector import Delivery
+    from ..report import PendingReport
 
     left = Delivery(spool_dir, collector, give_up_after_s, tls_ca).wait()
     for log in sorted(spool_dir.glob("*.forwarder.log")):
         for line in log.read_text(errors="replace").splitlines():
             if " error: " in line:
                 print(f"castscope: {line}", file=sys.stderr)
-    if embedded is not None:
-        if not keep_serving:
-            embedded.stop()
+    report = stored = None
+    if embedded is not None and not quiet:
+        # Every delivered batch is committed (acknowledged after the commit): the report and the
+        # stored counts are read from the database while the collector shuts down.
+        try:
+            report = PendingReport(embedded.db, run_id)
+        except OSError as e:
+            print(f"castscope: no report for run {run_id}: {e}", file=sys.stderr)
+        stored = _start_stored_query(embedded.db)
+    if embedded is not None and not keep_serving:
+        embedded.stop()
+    if quiet:
+        pass
+    elif embedded is not None:
         print(f"castscope: run {run_id} stored in {embedded.db}", file=sys.stderr)
-        _print_stored(embedded.db, run_id)
+        _print_stored(stored, embedded.db, run_id)
     else:
         print(f"castscope: run {run_id} sent to the collector at {collector}", file=sys.stderr)
     if left:
@@ -251,6 +232,7 @@ def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: 
         where = "" if embedded is not None else " (DB: the collector's database)"
         print(f"castscope: {len(left)} spool file(s) were not delivered and stay in {spool_dir}; load them with: "
               f"castscope load --db {db} {spool_dir}{where}", file=sys.stderr)
+    return report
 
 
 def _print_stored_remote(collector: str, run_id: str, tls_ca: str | None) -> None:
@@ -268,14 +250,14 @@ def _print_stored_remote(collector: str, run_id: str, tls_ca: str | None) -> Non
     _print_agents(json.loads(result.stdout), run_id)
 
 
-def _write_report(db: pathlib.Path, run_id: str, path: pathlib.Path) -> None:
+def _write_report(pending, run_id: str, path: pathlib.Path) -> None:
     """The run's audit report: JSON in `path`, a summary on the terminal."""
     from ..files import write_private_text
-    from ..report import ReportError, format_report, load_report
+    from ..report import ReportError, format_report
 
     try:
-        report = load_report(db, run_id)
-    except (ReportError, FileNotFoundError) as e:
+        report = pending.result()
+    except ReportError as e:
         print(f"castscope: no report for run {run_id}: {e}", file=sys.stderr)
         return
     write_private_text(path, json.dumps(report, indent=2) + "\n")
@@ -283,16 +265,20 @@ def _write_report(db: pathlib.Path, run_id: str, path: pathlib.Path) -> None:
     print(f"castscope: report in {path}", file=sys.stderr)
 
 
-def _print_stored(db: pathlib.Path, run_id: str) -> None:
-    """Per process: what the collector stored, and what the agent dropped."""
+def _start_stored_query(db: pathlib.Path) -> subprocess.Popen:
     from .._native import collector_binary
 
-    result = subprocess.run([str(collector_binary()), "query", "--db", str(db), "runs"],
-                            capture_output=True, text=True, timeout=300)
-    if result.returncode != 0:
-        print(f"castscope: cannot read {db}: {result.stderr.strip()}", file=sys.stderr)
+    return subprocess.Popen([str(collector_binary()), "query", "--db", str(db), "runs"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _print_stored(query: subprocess.Popen, db: pathlib.Path, run_id: str) -> None:
+    """Per process: what the collector stored, and what the agent dropped."""
+    stdout, stderr = query.communicate(timeout=300)
+    if query.returncode != 0:
+        print(f"castscope: cannot read {db}: {stderr.strip()}", file=sys.stderr)
         return
-    _print_agents(json.loads(result.stdout), run_id)
+    _print_agents(json.loads(stdout), run_id)
 
 
 def _print_agents(runs: list, run_id: str) -> None:
