@@ -32,6 +32,7 @@
 #include "agent/src/observers/op_probe.h"
 #include "agent/src/observers/trace_observer.h"
 #include "agent/src/policy/callables_json.h"
+#include "agent/src/runtime/copy_out.h"
 #include "agent/src/policy/policy.h"
 #include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"
@@ -113,15 +114,6 @@ int32_t env_int(const char* name) {
 
 ProcessIdentity current_identity() {
   return ProcessIdentity{static_cast<uint32_t>(getpid()), env_int("RANK"), env_int("LOCAL_RANK"), env_int("WORLD_SIZE")};
-}
-
-size_t copy_out(const std::string& text, char* buf, size_t len) {
-  if (buf != nullptr && len > 0) {
-    const size_t n = std::min(text.size(), len - 1);
-    std::memcpy(buf, text.data(), n);
-    buf[n] = '\0';
-  }
-  return text.size();
 }
 
 json findings_json(const std::vector<PolicyFinding>& findings) {

@@ -4,8 +4,6 @@
 
 #include <torch/version.h>  // TORCH_VERSION only: this library does not link libtorch
 
-#include <algorithm>
-#include <cstring>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,19 +11,12 @@
 
 #include "agent/src/policy/callables_json.h"
 #include "agent/src/policy/policy.h"
+#include "agent/src/runtime/copy_out.h"
 
 namespace {
 
+using castscope::copy_out;
 using nlohmann::json;
-
-size_t copy_out(const std::string& text, char* buf, size_t len) {
-  if (buf != nullptr && len > 0) {
-    const size_t n = std::min(text.size(), len - 1);
-    std::memcpy(buf, text.data(), n);
-    buf[n] = '\0';
-  }
-  return text.size();
-}
 
 // The request's file list, or an error that says what is wrong with it.
 std::string policy_files_of(const char* request_json, std::vector<std::string>& files) {
