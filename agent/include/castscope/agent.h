@@ -18,7 +18,7 @@ extern "C" {
 /* Starts the agent. `config_json` is an object:
  *   {"policy_files": ["policies/cpu.json", "my_overlay.json"],  (required; later files override)
  *    "events_path": "events.jsonl",  (optional JSON-lines dump of castscope.v1.Event)
- *    "record_events": true, "ring_records": 16384, "max_threads": 16,
+ *    "record_events": true, "ring_records": 16384, "max_threads": 12,
  *    "flush_interval_ms": 50, "torch_version": "2.14.1",
  *    "collector": "127.0.0.1:7070", "spool_dir": "/path", "run_id": "...",  (optional transport, see
  *    "batch_events": 4096, "spool_max_bytes": ..., "token_env": "CASTSCOPE_TOKEN", "tls_ca": "ca.pem"}  docs/operations.md)
