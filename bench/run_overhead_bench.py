@@ -3,12 +3,13 @@ job ends it prints the summary (budgets: <= 0.5 s each; issue 13).
 
   tiny    bench/jobs/tiny_autocast.py natively and under `castscope run`,
           paired whole-process runs (order alternated): added seconds.
-  summary tests/integration/jobs/mm_loop.py making --events cast and op events
+  summary bench/jobs/counted_mm.py making --events cast and op events at --rate
+          events/s (a rate the exporter keeps up with, so they are all stored)
           under `castscope run`, wrapped in a shell that stamps the moment the
-          job's process exits (`date`): seconds from there to the summary's first line
-          ("castscope report: ...") and to `castscope run`'s own exit.
+          job's process exits (`date`): seconds from there to the summary's
+          first line ("castscope report: ...") and to `castscope run`'s exit.
 
-    .venv/bin/python bench/run_overhead_bench.py [--pairs 5] [--repeats 3] [--events 1000000]
+    .venv/bin/python bench/run_overhead_bench.py [--pairs 5] [--repeats 3] [--events 1000000] [--rate 100000]
 """
 import argparse
 import pathlib
@@ -22,7 +23,7 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 CASTSCOPE = [str(REPO / ".venv/bin/castscope"), "run"]
 TINY = str(REPO / "bench/jobs/tiny_autocast.py")
-MM_LOOP = str(REPO / "tests/integration/jobs/mm_loop.py")
+COUNTED_MM = str(REPO / "bench/jobs/counted_mm.py")
 
 
 def wall(command: list[str]) -> float:
@@ -45,9 +46,8 @@ def tiny_repeat(pairs: int, out: str) -> tuple[float, float, float]:
     return statistics.median(native_runs), statistics.median(castscope_runs), statistics.median(added)
 
 
-def summary_run(events: int, out: str, marker: pathlib.Path) -> tuple[float, float, str]:
-    iterations = events // 3  # one op and two casts per mm
-    job = f"{shlex.quote(sys.executable)} {shlex.quote(MM_LOOP)} {iterations}; " \
+def summary_run(events: int, rate: int, out: str, marker: pathlib.Path) -> tuple[float, float, str]:
+    job = f"{shlex.quote(sys.executable)} {shlex.quote(COUNTED_MM)} {events} {rate}; " \
           f"date +%s.%N > {shlex.quote(str(marker))}"
     run = subprocess.Popen([*CASTSCOPE, "--out", out, "--", "sh", "-c", job], stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True)
@@ -70,6 +70,7 @@ def main():
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--rate", type=int, default=100_000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = f"{tmp}/out"
@@ -83,7 +84,7 @@ def main():
         for repeat in range(args.repeats):
             to_summary, to_exit, stored = [], [], ""
             for _ in range(args.pairs):
-                summary, done, stored = summary_run(args.events, out, pathlib.Path(tmp) / "ended")
+                summary, done, stored = summary_run(args.events, args.rate, out, pathlib.Path(tmp) / "ended")
                 to_summary.append(summary)
                 to_exit.append(done)
             print(f"  repeat {repeat + 1}: summary {statistics.median(to_summary):.3f} s after the job ended "
