@@ -19,8 +19,13 @@
 namespace torch {
 class Library;
 }
+namespace c10 {
+class RegistrationHandleRAII;
+}
 
 namespace castscope {
+
+struct AutocastDevice;
 
 // Whether kernels record events. Kernels keep casting (they own autocast
 // while registered) when this is false.
@@ -83,11 +88,17 @@ class DispatchRegistry {
   // could not be registered); those ops keep their native kernel.
   std::vector<std::string> register_policies(const PolicySet& policies);
   size_t registered_ops() const { return registered_; }
+  // Of those, the ops whose kernel is called unboxed (dispatch.cc, unboxed_kernel).
+  size_t registered_unboxed_ops() const { return registered_unboxed_; }
 
  private:
+  bool register_unboxed(const std::string& op, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id);
+
   Runtime& runtime_;
   std::vector<std::unique_ptr<torch::Library>> libraries_;
+  std::vector<std::unique_ptr<c10::RegistrationHandleRAII>> unboxed_;
   size_t registered_ = 0;
+  size_t registered_unboxed_ = 0;
 };
 
 }  // namespace castscope
