@@ -15,6 +15,7 @@
 #include <ATen/ops/_autocast_to_reduced_precision_native.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/op_registration/infer_schema.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/jit/frontend/tracer.h>
@@ -159,14 +160,17 @@ void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& 
   op.mode = context.mode;
   op.phase = context.phase;
   op.location = context.location;
+  // What at::autocast::is_autocast_enabled reads per device (its key not
+  // excluded), from one read of the thread's key set for all of them.
+  const c10::DispatchKeySet excluded = c10::impl::tls_local_dispatch_key_set().excluded_;
   for (const auto& d : kAutocastDevices)
-    if (at::autocast::is_autocast_enabled(d.device)) op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(d.kind));
+    if (!excluded.has(d.key)) op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(d.kind));
 }
 
 Record new_cast_record(EventLog& log, uint32_t op_id, uint32_t thread, CastPolicy policy, DeviceKind device,
-                       const OpContext& context, uint64_t reserved_seq) {
-  Record r = reserved_seq != 0 ? log.new_record(RecordKind::kCast, thread, reserved_seq)
-                               : log.new_record(RecordKind::kCast, thread);
+                       const OpContext& context, uint64_t reserved_seq, uint64_t ts_ns) {
+  Record r = log.new_record(RecordKind::kCast, thread, reserved_seq != 0 ? reserved_seq : log.next_seq(),
+                            ts_ns != 0 ? ts_ns : now_ns());
   r.op_id = op_id;
   r.policy = policy;
   r.device = device;
@@ -332,7 +336,8 @@ class KernelCore {
                    uint64_t reserved_seq = 0) noexcept {
     try {
       const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
-      Record r = new_cast_record(runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq);
+      Record r = new_cast_record(runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq,
+                                 op_record.ts_ns);
       r.cast.op_seq = op_record.seq;
       r.cast.arg_index = static_cast<uint16_t>(arg_index);
       r.cast.list_index = static_cast<int16_t>(list_index);

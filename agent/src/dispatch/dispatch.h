@@ -71,9 +71,10 @@ DType to_dtype(c10::ScalarType type);
 
 // A cast record with its identity and context filled in (not cacheable, no
 // list element); the caller adds the decision. `reserved_seq`: a sequence
-// number taken earlier from next_seq(), 0 for a new one.
+// number taken earlier from next_seq(), 0 for a new one. `ts_ns`: the time
+// of the op the cast belongs to, 0 to read the clock.
 Record new_cast_record(EventLog& log, uint32_t op_id, uint32_t thread, CastPolicy policy, DeviceKind device,
-                       const OpContext& context, uint64_t reserved_seq = 0);
+                       const OpContext& context, uint64_t reserved_seq = 0, uint64_t ts_ns = 0);
 
 // The kernels record into `runtime`, which must outlive the registry and
 // every call of its kernels (the agent's is the process runtime).

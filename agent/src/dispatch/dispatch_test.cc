@@ -287,6 +287,7 @@ TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
       const Record& cast = records.casts[next_cast];
       EXPECT_EQ(cast.cast.op_seq, op.seq);
       EXPECT_GT(cast.seq, op.seq);
+      EXPECT_EQ(cast.ts_ns, op.ts_ns);  // a cast carries its op's start
       EXPECT_EQ(cast.cast.arg_index, c);  // left to right, schema positions
       EXPECT_EQ(cast.cast.dst, DType::kBFloat16);
       EXPECT_EQ(cast.cast.outcome, CastOutcome::kCast);
