@@ -1,9 +1,11 @@
-// castscope's generic autocast kernel.
+// castscope's autocast kernels.
 //
-// One boxed kernel serves every op: it applies the op's policy exactly as
+// One boxed kernel serves any op, and an unboxed one the common signatures
+// (mm, linear, conv, addmm) so the dispatcher need not box their arguments;
+// both share KernelCore. They apply the op's policy exactly as
 // ATen's WrapFunction_ templates do (aten/src/ATen/autocast_mode.h), using the
 // same helpers (is_eligible, prioritize, cached_cast) so the cast cache and
-// eligibility rules stay native, then calls the op again from the top with
+// eligibility rules stay native, then call the op again from the top with
 // the autocast key excluded, as the native wrappers do.
 //
 // Logging never changes what runs: every decision is made first; recording
@@ -770,11 +772,15 @@ bool DispatchRegistry::register_unboxed(const std::string& op, const PolicyEntry
                                         uint32_t op_id) {
   const auto handle = c10::Dispatcher::singleton().findSchema(parse_operator_name(op));
   if (!handle) return false;  // not loaded yet: the boxed kernel reads its schema on the first call
-  auto unboxed = unboxed_kernel(*handle, runtime_, entry, device, op_id);
-  if (!unboxed) return false;
-  unboxed_.push_back(std::make_unique<c10::RegistrationHandleRAII>(c10::Dispatcher::singleton().registerImpl(
-      handle->operator_name(), device.key, std::move(unboxed->kernel), unboxed->signature, std::move(unboxed->schema),
-      "castscope unboxed autocast kernel (" + entry.origin + ")")));
+  try {
+    auto unboxed = unboxed_kernel(*handle, runtime_, entry, device, op_id);
+    if (!unboxed) return false;
+    unboxed_.push_back(std::make_unique<c10::RegistrationHandleRAII>(c10::Dispatcher::singleton().registerImpl(
+        handle->operator_name(), device.key, std::move(unboxed->kernel), unboxed->signature, std::move(unboxed->schema),
+        "castscope unboxed autocast kernel (" + entry.origin + ")")));
+  } catch (const std::exception&) {
+    return false;  // the dispatcher disagrees with the signature (another C++ type): the boxed kernel serves it
+  }
   ++registered_;
   ++registered_unboxed_;
   return true;
