@@ -11,7 +11,7 @@ Rows, each timed on the same tensors in the same process:
   profiler       native autocast inside torch.profiler (record_shapes, with_stack)
   dispatch-mode  native autocast under a Python TorchDispatchMode dtype logger
 
-    .venv/bin/python bench/dispatch_overhead_bench.py [--iters 20000] [--repeats 7]
+    .venv/bin/python bench/dispatch_overhead_bench.py [--iters 20000] [--repeats 7] [--rows native,castscope]
 Prints CPU microseconds per op of the calling thread (time.thread_time_ns:
 time the thread was descheduled does not count, which removes most of a
 shared VM's noise), median and minimum of the repeats, and ratios to native.
@@ -57,6 +57,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--iters", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--rows", default="", help="comma-separated rows to time (native is always timed); default: all")
     args = parser.parse_args()
     torch.set_num_threads(1)
     cases = make_cases()
@@ -83,6 +84,12 @@ def main():
             "profiler": (profiler_with_stacks, 10),
             "dispatch-mode": (DtypeLogger, 10),
         }
+        if args.rows:
+            wanted = {"native", *args.rows.split(",")}
+            unknown = wanted - rows.keys()
+            if unknown:
+                parser.error(f"--rows: unknown row(s) {', '.join(sorted(unknown))}; rows: {', '.join(rows)}")
+            rows = {row: spec for row, spec in rows.items() if row in wanted}
         samples = {(name, row): [] for name in cases for row in rows}
         # Rows are interleaved within each repeat so drift (frequency, cache,
         # the other core) hits every row alike; the median absorbs outliers.

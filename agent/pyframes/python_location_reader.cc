@@ -14,10 +14,37 @@
 // torch.compile (docs/compile.md): frames of FX-generated code
 // (`<eval_with_key>.N`) and the lines torch.compile traces are mapped to the
 // user's line by castscope._fx_lines, imported on first need.
+//
+// Known sites without the GIL (CPython 3.11 only, the layout this file is
+// compiled against): what the GIL path learns is also kept per thread (code
+// kinds, site ids), and a later call first walks the calling thread's own
+// interpreter frames without the GIL. Why that is safe:
+// - only the owning thread pushes, pops or advances its frames, and it is
+//   inside the autocast kernel (torch released the GIL around the op), so its
+//   frame chain, each frame's code and its instruction pointer hold still;
+//   other threads (the GC included) never write another thread's executing
+//   frames;
+// - every code object the per-thread caches name is kept alive by the global
+//   caches (a reference each, never dropped), so an address found in a frame
+//   can only match the code object it was cached for;
+// - the one time another thread frees this thread's frames is interpreter
+//   finalization (daemon threads' states are deleted): an atexit hook, which
+//   runs before that, turns the fast path off and waits for readers inside it;
+// - anything unknown (a new site, generated code, stacks on, another Python
+//   version at run time) takes the GIL path as before.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#define CASTSCOPE_FRAMES_WITHOUT_GIL 1
+#define Py_BUILD_CORE 1
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+#endif
+#include <pthread.h>
+#include <sched.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -42,6 +69,21 @@ struct SiteHash {
 };
 std::unordered_map<SiteKey, unsigned, SiteHash> g_sites;
 
+// The calling thread's copy of what the GIL path learned (see the top of the
+// file); written by this thread only, under the GIL, read by it without.
+struct ThreadSites {
+  std::unordered_map<PyCodeObject*, CodeKind> kinds;
+  std::unordered_map<SiteKey, unsigned, SiteHash> sites;
+};
+thread_local ThreadSites t_known;
+
+// The fast path runs only while on; readers counts threads inside it (the
+// atexit hook waits for them). Both sequentially consistent: a reader raises
+// the count, then reads the flag; the hook clears the flag, then reads the count.
+std::atomic<bool> g_without_gil{false};
+std::atomic<int> g_readers{0};
+bool g_at_fork_registered = false;  // with the GIL held
+
 std::string utf8(PyObject* text) {
   const char* s = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
   if (s == nullptr) {
@@ -64,6 +106,76 @@ CodeKind code_kind(PyCodeObject* code) {
   g_code_kinds.emplace(code, kind);
   return kind;
 }
+
+// code_kind, remembered for this thread's reads without the GIL.
+CodeKind known_code_kind(PyCodeObject* code) {
+  const CodeKind kind = code_kind(code);
+  t_known.kinds.emplace(code, kind);
+  return kind;
+}
+
+#ifdef CASTSCOPE_FRAMES_WITHOUT_GIL
+// PyFrame_GetLasti's value, from the interpreter frame.
+int frame_lasti(_PyInterpreterFrame* frame) {
+  const int lasti = _PyInterpreterFrame_LASTI(frame);
+  return lasti < 0 ? -1 : lasti * static_cast<int>(sizeof(_Py_CODEUNIT));
+}
+
+// The calling thread's innermost user frame's site id when this thread has
+// seen it before; false when the GIL path must decide. Walks the frames the
+// way PyThreadState_GetFrame and PyFrame_GetBack do (incomplete frames skipped).
+bool known_site(PyThreadState* tstate, unsigned& id) {
+  for (_PyInterpreterFrame* frame = tstate->cframe->current_frame; frame != nullptr; frame = frame->previous) {
+    if (_PyFrame_IsIncomplete(frame)) continue;
+    PyCodeObject* code = frame->f_code;
+    const auto kind = t_known.kinds.find(code);
+    if (kind == t_known.kinds.end() || kind->second == CodeKind::kGenerated) return false;
+    if (kind->second == CodeKind::kInternal) continue;
+    const auto site = t_known.sites.find(SiteKey{code, frame_lasti(frame)});
+    if (site == t_known.sites.end()) return false;
+    id = site->second;
+    return true;
+  }
+  return false;
+}
+
+bool read_known_site(PyThreadState* tstate, unsigned& id) {
+  g_readers.fetch_add(1);
+  const bool found = g_without_gil.load() && known_site(tstate, id);
+  g_readers.fetch_sub(1);
+  return found;
+}
+
+// atexit: before finalization may free daemon threads' frames.
+PyObject* stop_reading_without_gil(PyObject* /*self*/, PyObject* /*unused*/) {
+  g_without_gil.store(false);
+  while (g_readers.load() != 0) sched_yield();
+  Py_RETURN_NONE;
+}
+
+PyMethodDef g_stop_method = {"castscope_stop_reading_frames_without_gil", stop_reading_without_gil, METH_NOARGS,
+                             nullptr};
+
+// With the GIL held. On only when the running interpreter is the minor
+// version this file was compiled for (the frame layout is not a stable API).
+void start_reading_without_gil() {
+  if (g_without_gil.load() || g_stacks) return;
+  if ((Py_Version >> 16) != (PY_VERSION_HEX >> 16)) return;
+  PyObject* atexit = PyImport_ImportModule("atexit");
+  PyObject* hook = atexit != nullptr ? PyCFunction_New(&g_stop_method, nullptr) : nullptr;
+  PyObject* done = hook != nullptr ? PyObject_CallMethod(atexit, "register", "O", hook) : nullptr;
+  if (done != nullptr) {
+    // A forked child has only the forking thread, which is not reading.
+    if (!g_at_fork_registered) g_at_fork_registered = pthread_atfork(nullptr, nullptr, [] { g_readers.store(0); }) == 0;
+    g_without_gil.store(g_at_fork_registered);
+  } else {
+    PyErr_Clear();
+  }
+  Py_XDECREF(done);
+  Py_XDECREF(hook);
+  Py_XDECREF(atexit);
+}
+#endif
 
 // castscope._fx_lines's functions, looked up once (with the GIL held; plain
 // globals, not function-local statics: the import may release the GIL, and
@@ -142,12 +254,20 @@ __attribute__((visibility("default"))) void castscope_python_init(InternFn inter
   g_internal_prefixes[0] = torch_dir != nullptr ? torch_dir : "";
   g_internal_prefixes[1] = castscope_dir != nullptr ? castscope_dir : "";
   g_stacks = stacks != 0;
+#ifdef CASTSCOPE_FRAMES_WITHOUT_GIL
+  start_reading_without_gil();
+#endif
 }
 
 // Returns 0 when the thread has no Python frame (autograd worker threads, a
 // C++ program) or the reader is not initialized.
 __attribute__((visibility("default"))) unsigned castscope_python_location(void) {
-  if (g_intern == nullptr || !Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return 0;
+  if (g_intern == nullptr || !Py_IsInitialized()) return 0;
+  PyThreadState* const thread = PyGILState_GetThisThreadState();
+  if (thread == nullptr) return 0;
+#ifdef CASTSCOPE_FRAMES_WITHOUT_GIL
+  if (unsigned known = 0; read_known_site(thread, known)) return known;
+#endif
   const PyGILState_STATE gil = PyGILState_Ensure();
   // Leave any exception the thread already carries exactly as it was.
   PyObject *error_type = nullptr, *error_value = nullptr, *error_traceback = nullptr;
@@ -158,7 +278,7 @@ __attribute__((visibility("default"))) unsigned castscope_python_location(void) 
   if (frame != nullptr) Py_INCREF(frame);
   while (frame != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);
-    const CodeKind kind = code_kind(code);
+    const CodeKind kind = known_code_kind(code);
     if (kind != CodeKind::kInternal) {
       const SiteKey key{code, g_stacks && kind == CodeKind::kUser ? -1 : PyFrame_GetLasti(frame)};
       auto found = g_stacks && kind == CodeKind::kUser ? g_sites.end() : g_sites.find(key);
@@ -171,6 +291,7 @@ __attribute__((visibility("default"))) unsigned castscope_python_location(void) 
           g_sites.emplace(key, id);
         }
       }
+      if (!g_stacks && kind == CodeKind::kUser) t_known.sites.emplace(key, id);
       // A generated line with no user frame behind it: go on to its caller.
       if (id != 0 || kind == CodeKind::kUser) {
         Py_DECREF(code);

@@ -1,9 +1,11 @@
-// castscope's generic autocast kernel.
+// castscope's autocast kernels.
 //
-// One boxed kernel serves every op: it applies the op's policy exactly as
+// One boxed kernel serves any op, and an unboxed one the common signatures
+// (mm, linear, conv, addmm) so the dispatcher need not box their arguments;
+// both share KernelCore. They apply the op's policy exactly as
 // ATen's WrapFunction_ templates do (aten/src/ATen/autocast_mode.h), using the
 // same helpers (is_eligible, prioritize, cached_cast) so the cast cache and
-// eligibility rules stay native, then calls the op again from the top with
+// eligibility rules stay native, then call the op again from the top with
 // the autocast key excluded, as the native wrappers do.
 //
 // Logging never changes what runs: every decision is made first; recording
@@ -14,6 +16,8 @@
 #include <ATen/ops/_autocast_to_full_precision_native.h>
 #include <ATen/ops/_autocast_to_reduced_precision_native.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/op_registration/infer_schema.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/jit/frontend/tracer.h>
@@ -24,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "agent/src/context/jit_context.h"
 #include "agent/src/dispatch/autocast_keys.h"
@@ -157,14 +162,17 @@ void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& 
   op.mode = context.mode;
   op.phase = context.phase;
   op.location = context.location;
+  // What at::autocast::is_autocast_enabled reads per device (its key not
+  // excluded), from one read of the thread's key set for all of them.
+  const c10::DispatchKeySet excluded = c10::impl::tls_local_dispatch_key_set().excluded_;
   for (const auto& d : kAutocastDevices)
-    if (at::autocast::is_autocast_enabled(d.device)) op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(d.kind));
+    if (!excluded.has(d.key)) op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(d.kind));
 }
 
 Record new_cast_record(EventLog& log, uint32_t op_id, uint32_t thread, CastPolicy policy, DeviceKind device,
-                       const OpContext& context, uint64_t reserved_seq) {
-  Record r = reserved_seq != 0 ? log.new_record(RecordKind::kCast, thread, reserved_seq)
-                               : log.new_record(RecordKind::kCast, thread);
+                       const OpContext& context, uint64_t reserved_seq, uint64_t ts_ns) {
+  Record r = log.new_record(RecordKind::kCast, thread, reserved_seq != 0 ? reserved_seq : log.next_seq(),
+                            ts_ns != 0 ? ts_ns : now_ns());
   r.op_id = op_id;
   r.policy = policy;
   r.device = device;
@@ -221,51 +229,177 @@ CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::De
   return CastOutcome::kCast;
 }
 
-class AutocastKernel final : public c10::OperatorKernel {
- public:
-  AutocastKernel(Runtime& runtime, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id,
-                 std::optional<c10::OperatorHandle> redispatch)
+// Everything an autocast op runs inside, built and torn down in this order:
+// compile-duplicate records unlogged, the autocast key excluded (as native
+// wrappers do), autocast reading as off without the user having turned it
+// off, GPU launches carrying the op's seq, cuBLASLt's logger writing into
+// the op's record.
+struct OpScope {
+  OpScope(const AutocastDevice& device, bool record, bool compile_duplicate, Record& op_record)
+      : unlogged(compile_duplicate),
+        no_autocast(device.key),
+        launches(record && gpu_correlates(device.kind == DeviceKind::kCuda), op_record.seq),
+        gemms(record ? &op_record.op : nullptr) {}
+  UnloggedRecords unlogged;
+  c10::impl::ExcludeDispatchKeyGuard no_autocast;
+  InsideAutocastKernel inside;
+  LaunchScope launches;
+  GemmScope gemms;
+};
+
+// What the boxed and the unboxed kernel share: the op's policy, its casts and
+// its records. They differ only in how they reach the arguments (the
+// dispatcher's stack of IValues, or C++ arguments), so both make exactly the
+// same decisions and records.
+class KernelCore {
+ protected:
+  KernelCore(Runtime& runtime, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id)
       : runtime_(runtime),
         policy_(entry.policy),
         dtype_override_(entry.dtype),
         message_(entry.message),
         device_(device),
-        op_id_(op_id),
-        redispatch_(std::move(redispatch)) {}
+        op_id_(op_id) {}
+
+  // Fills `op_record` for the op about to run; `input_dtypes(DType*)` writes
+  // the inputs' dtypes and returns how many. False when the op records
+  // nothing: recording is off, it is a compile-time duplicate (then
+  // `compile_duplicate`), or describing it failed (counted).
+  template <class InputDtypes>
+  bool start_op_record(Record& op_record, bool& compile_duplicate, InputDtypes&& input_dtypes) {
+    if (!g_record_events.load(std::memory_order_relaxed)) [[unlikely]] return false;
+    try {
+      op_record = runtime_.events.new_record(RecordKind::kOp);
+      op_record.op_id = op_id_;
+      op_record.policy = policy_;
+      op_record.device = device_.kind;
+      op_record.op.num_inputs = input_dtypes(op_record.op.input_dtypes);
+      describe_op_context(op_record.op, device_.device, runtime_.locations);
+      // ATen has no getter for the nesting depth; this pair of calls reads the
+      // thread-local counter and leaves it as it was.
+      const int nesting = at::autocast::increment_nesting() - 1;
+      at::autocast::decrement_nesting();
+      op_record.op.autocast_nesting = static_cast<uint8_t>(nesting < 0 ? 0 : (nesting > 255 ? 255 : nesting));
+      // torch.compile traces the same code several times: its records once
+      // per compile, its decisions kept every time while collecting.
+      if (op_record.op.mode == ExecutionMode::kCompiling) [[unlikely]] {
+        compile_duplicate = !runtime_.compile.first_in_epoch(compile_record_key(op_record));
+        if (compile_duplicate && !CompileCapture::collecting()) return false;
+      }
+      return true;
+    } catch (...) {
+      runtime_.events.count_internal_error();
+      return false;
+    }
+  }
+
+  // `output()` returns the dtype of the op's first tensor output (or
+  // kUnspecified); not called when the op failed.
+  template <class OutputDtype>
+  void finish_op_record(Record& r, bool ok, OutputDtype&& output) noexcept {
+    try {
+      r.op.ok = ok;
+      r.op.cpu_duration_ns = now_ns() - r.ts_ns;
+      r.op.output = ok ? output() : DType::kUnspecified;
+      if (!t_unlogged) runtime_.events.record(r);
+    } catch (...) {
+      runtime_.events.count_internal_error();
+    }
+  }
+
+  c10::ScalarType lower_precision() const {
+    return dtype_override_ == DType::kUnspecified ? at::autocast::get_lower_precision_fp_from_device_type(device_.device)
+                                                  : to_scalar_type(dtype_override_);
+  }
+
+  at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record) {
+    if (!t.defined()) return t;
+    // Decided before the cast: cached_cast consults the cache only then.
+    // Compile-time decisions see fake tensors: nothing for the cache observer.
+    const bool cacheable = op_record != nullptr && op_record->op.mode != ExecutionMode::kCompiling &&
+                           CastCacheObserver::cacheable(t, target, device_.device);
+    // GPU timing: the cast's kernels carry the cast's own seq, taken now.
+    const bool correlate = op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda);
+    const uint64_t seq = correlate ? runtime_.events.next_seq() : 0;
+    at::Tensor result;
+    {
+      const LaunchScope launches(correlate, seq | kCastLaunchBit);
+      result = at::autocast::cached_cast(target, t, device_.device);
+    }
+    if (op_record != nullptr)
+      record_cast(*op_record, t, target, arg_index, list_index, std::nullopt, cacheable ? &result : nullptr, seq);
+    return result;
+  }
+
+  // Records one decision. `forced` replaces the computed outcome (dtype-arg
+  // policies decide by the first argument, not by a cast).
+  void record_cast(const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index,
+                   std::optional<CastOutcome> forced, const at::Tensor* cached_result = nullptr,
+                   uint64_t reserved_seq = 0) noexcept {
+    try {
+      const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
+      Record r = new_cast_record(runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq,
+                                 op_record.ts_ns);
+      r.cast.op_seq = op_record.seq;
+      r.cast.arg_index = static_cast<uint16_t>(arg_index);
+      r.cast.list_index = static_cast<int16_t>(list_index);
+      r.cast.src = to_dtype(t.scalar_type());
+      r.cast.dst = to_dtype(target);
+      r.cast.outcome = forced.value_or(classify_tensor(t, target, device_.device));
+      bool sample_due = false;
+      if (cached_result != nullptr) {
+        const auto seen = runtime_.cast_cache.observe(t, *cached_result);
+        sample_due = seen.sample_due;
+        r.cast.cache = seen.outcome;
+        r.cast.source_version = static_cast<uint32_t>(seen.source_version);
+        r.cast.cached_version = static_cast<uint32_t>(seen.cached_version);
+      }
+      describe_source(r.cast, t);
+      if (r.cast.mode == ExecutionMode::kCompiling) [[unlikely]] {
+        if (r.cast.outcome == CastOutcome::kCast && CompileCapture::collecting() &&
+            !runtime_.compile.keep(CompileDecision{op_id_, policy_, device_.kind, r.cast}))
+          runtime_.events.count_internal_error();
+        if (t_unlogged) return;
+      } else {
+        r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
+      }
+      runtime_.events.record(r);
+      // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
+      if (sample_due) runtime_.events.record(cache_sample_record(runtime_, SampleTrigger::kMisses));
+    } catch (...) {
+      runtime_.events.count_internal_error();
+    }
+  }
+
+  Runtime& runtime_;
+  const CastPolicy policy_;
+  const DType dtype_override_;
+  const std::string message_;
+  const AutocastDevice& device_;
+  const uint32_t op_id_;
+};
+
+// The kernel for any schema: the dispatcher boxes the arguments into a stack
+// of IValues for it.
+class AutocastKernel final : public c10::OperatorKernel, KernelCore {
+ public:
+  AutocastKernel(Runtime& runtime, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id,
+                 std::optional<c10::OperatorHandle> redispatch)
+      : KernelCore(runtime, entry, device, op_id), redispatch_(std::move(redispatch)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
     std::call_once(schema_once_, [&] { read_schema(op); });
-    bool record = g_record_events.load(std::memory_order_relaxed);
     Record op_record{};
     bool compile_duplicate = false;
-    if (record) [[likely]] {
-      try {
-        op_record = begin_op_record(stack);
-        // torch.compile traces the same code several times: its records once
-        // per compile, its decisions kept every time while collecting.
-        if (op_record.op.mode == ExecutionMode::kCompiling) [[unlikely]] {
-          compile_duplicate = !runtime_.compile.first_in_epoch(compile_record_key(op_record));
-          if (compile_duplicate && !CompileCapture::collecting()) record = false;
-        }
-      } catch (...) {
-        runtime_.events.count_internal_error();
-        record = false;
-      }
-    }
-    const UnloggedRecords unlogged(compile_duplicate);
-    c10::impl::ExcludeDispatchKeyGuard no_autocast(device_.key);
-    const InsideAutocastKernel inside;  // autocast reads as off in here, but the user did not turn it off
-    // GPU timing: the op's kernels (and, nested, each cast's) carry its seq.
-    const LaunchScope launches(record && gpu_correlates(device_.kind == DeviceKind::kCuda), op_record.seq);
-    // GEMM precision: cuBLASLt's logger describes this op's matmuls into its record.
-    const GemmScope gemms(record ? &op_record.op : nullptr);
+    const bool record = start_op_record(op_record, compile_duplicate, [&](DType* out) { return input_dtypes(stack, out); });
+    const OpScope scope(device_, record, compile_duplicate, op_record);
     try {
       apply_policy(op, stack, record ? &op_record : nullptr);
     } catch (...) {
-      if (record) finish_op_record(op_record, nullptr, false);
+      if (record) finish_op_record(op_record, false, [] { return DType::kUnspecified; });
       throw;
     }
-    if (record) finish_op_record(op_record, stack, true);
+    if (record) finish_op_record(op_record, true, [&] { return output_dtype(*stack); });
   }
 
  private:
@@ -283,9 +417,27 @@ class AutocastKernel final : public c10::OperatorKernel {
     kinds_ = std::move(kinds);
   }
 
-  c10::ScalarType lower_precision() const {
-    return dtype_override_ == DType::kUnspecified ? at::autocast::get_lower_precision_fp_from_device_type(device_.device)
-                                                  : to_scalar_type(dtype_override_);
+  uint8_t input_dtypes(const torch::jit::Stack* stack, DType* out) const {
+    const c10::IValue* args = stack->data() + (stack->size() - kinds_.size());
+    uint8_t n = 0;
+    for (size_t i = 0; i < kinds_.size() && n < kMaxOpInputDtypes; ++i) {
+      if (args[i].isTensor() && args[i].toTensor().defined()) {
+        out[n++] = to_dtype(args[i].toTensor().scalar_type());
+      } else if (args[i].isTensorList()) {
+        for (const at::Tensor& t : args[i].toTensorList().vec()) {
+          if (n < kMaxOpInputDtypes && t.defined()) out[n++] = to_dtype(t.scalar_type());
+        }
+      }
+    }
+    return n;
+  }
+
+  static DType output_dtype(const torch::jit::Stack& stack) {
+    for (const c10::IValue& out : stack) {
+      if (out.isTensor() && out.toTensor().defined()) return to_dtype(out.toTensor().scalar_type());
+      if (out.isTensorList() && out.toTensorList().size() > 0) return to_dtype(out.toTensorList().get(0).scalar_type());
+    }
+    return DType::kUnspecified;
   }
 
   void apply_policy(const c10::OperatorHandle& op, torch::jit::Stack* stack, Record* op_record) {
@@ -337,25 +489,6 @@ class AutocastKernel final : public c10::OperatorKernel {
           break;
       }
     }
-  }
-
-  at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record) {
-    if (!t.defined()) return t;
-    // Decided before the cast: cached_cast consults the cache only then.
-    // Compile-time decisions see fake tensors: nothing for the cache observer.
-    const bool cacheable = op_record != nullptr && op_record->op.mode != ExecutionMode::kCompiling &&
-                           CastCacheObserver::cacheable(t, target, device_.device);
-    // GPU timing: the cast's kernels carry the cast's own seq, taken now.
-    const bool correlate = op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda);
-    const uint64_t seq = correlate ? runtime_.events.next_seq() : 0;
-    at::Tensor result;
-    {
-      const LaunchScope launches(correlate, seq | kCastLaunchBit);
-      result = at::autocast::cached_cast(target, t, device_.device);
-    }
-    if (op_record != nullptr)
-      record_cast(*op_record, t, target, arg_index, list_index, std::nullopt, cacheable ? &result : nullptr, seq);
-    return result;
   }
 
   // Native: the widest floating type among eligible Tensor / Tensor[] args,
@@ -414,104 +547,162 @@ class AutocastKernel final : public c10::OperatorKernel {
     redispatch_->callBoxed(stack);
   }
 
-  Record begin_op_record(const torch::jit::Stack* stack) {
-    Record r = runtime_.events.new_record(RecordKind::kOp);
-    r.op_id = op_id_;
-    r.policy = policy_;
-    r.device = device_.kind;
-    const c10::IValue* args = stack->data() + (stack->size() - kinds_.size());
-    uint8_t n = 0;
-    for (size_t i = 0; i < kinds_.size() && n < kMaxOpInputDtypes; ++i) {
-      if (args[i].isTensor() && args[i].toTensor().defined()) {
-        r.op.input_dtypes[n++] = to_dtype(args[i].toTensor().scalar_type());
-      } else if (args[i].isTensorList()) {
-        for (const at::Tensor& t : args[i].toTensorList().vec()) {
-          if (n < kMaxOpInputDtypes && t.defined()) r.op.input_dtypes[n++] = to_dtype(t.scalar_type());
-        }
-      }
-    }
-    r.op.num_inputs = n;
-    describe_op_context(r.op, device_.device, runtime_.locations);
-    // ATen has no getter for the nesting depth; this pair of calls reads the
-    // thread-local counter and leaves it as it was.
-    const int nesting = at::autocast::increment_nesting() - 1;
-    at::autocast::decrement_nesting();
-    r.op.autocast_nesting = static_cast<uint8_t>(nesting < 0 ? 0 : (nesting > 255 ? 255 : nesting));
-    return r;
-  }
-
-  void finish_op_record(Record& r, const torch::jit::Stack* stack, bool ok) noexcept {
-    try {
-      r.op.ok = ok;
-      r.op.cpu_duration_ns = now_ns() - r.ts_ns;
-      r.op.output = DType::kUnspecified;
-      if (stack != nullptr) {
-        for (const c10::IValue& out : *stack) {
-          if (out.isTensor() && out.toTensor().defined()) {
-            r.op.output = to_dtype(out.toTensor().scalar_type());
-            break;
-          }
-          if (out.isTensorList() && out.toTensorList().size() > 0) {
-            r.op.output = to_dtype(out.toTensorList().get(0).scalar_type());
-            break;
-          }
-        }
-      }
-      if (!t_unlogged) runtime_.events.record(r);
-    } catch (...) {
-      runtime_.events.count_internal_error();
-    }
-  }
-
-  // Records one decision. `forced` replaces the computed outcome (dtype-arg
-  // policies decide by the first argument, not by a cast).
-  void record_cast(const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index,
-                   std::optional<CastOutcome> forced, const at::Tensor* cached_result = nullptr,
-                   uint64_t reserved_seq = 0) noexcept {
-    try {
-      const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
-      Record r = new_cast_record(runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq);
-      r.cast.op_seq = op_record.seq;
-      r.cast.arg_index = static_cast<uint16_t>(arg_index);
-      r.cast.list_index = static_cast<int16_t>(list_index);
-      r.cast.src = to_dtype(t.scalar_type());
-      r.cast.dst = to_dtype(target);
-      r.cast.outcome = forced.value_or(classify_tensor(t, target, device_.device));
-      bool sample_due = false;
-      if (cached_result != nullptr) {
-        const auto seen = runtime_.cast_cache.observe(t, *cached_result);
-        sample_due = seen.sample_due;
-        r.cast.cache = seen.outcome;
-        r.cast.source_version = static_cast<uint32_t>(seen.source_version);
-        r.cast.cached_version = static_cast<uint32_t>(seen.cached_version);
-      }
-      describe_source(r.cast, t);
-      if (r.cast.mode == ExecutionMode::kCompiling) [[unlikely]] {
-        if (r.cast.outcome == CastOutcome::kCast && CompileCapture::collecting() &&
-            !runtime_.compile.keep(CompileDecision{op_id_, policy_, device_.kind, r.cast}))
-          runtime_.events.count_internal_error();
-        if (t_unlogged) return;
-      } else {
-        r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
-      }
-      runtime_.events.record(r);
-      // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
-      if (sample_due) runtime_.events.record(cache_sample_record(runtime_, SampleTrigger::kMisses));
-    } catch (...) {
-      runtime_.events.count_internal_error();
-    }
-  }
-
-  Runtime& runtime_;
-  const CastPolicy policy_;
-  const DType dtype_override_;
-  const std::string message_;
-  const AutocastDevice& device_;
-  const uint32_t op_id_;
   const std::optional<c10::OperatorHandle> redispatch_;
   std::once_flag schema_once_;
   std::vector<ArgKind> kinds_;
 };
+
+// The unboxed kernel: the same policy and records as AutocastKernel, for ops
+// whose C++ signature is one of those unboxed_kernel tries (mm, linear,
+// conv2d, addmm and their like) and whose policy casts every tensor argument to one
+// type. The dispatcher calls it with C++ arguments, as it calls native
+// autocast's wrappers, so no IValue stack is built for these ops (about a
+// fifth of the kernel's cost on an 8x8 mm, docs/performance.md).
+template <class Signature>
+class UnboxedAutocastKernel;
+
+template <class Return, class... Args>
+class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel, KernelCore {
+ public:
+  UnboxedAutocastKernel(Runtime& runtime, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id,
+                        const c10::OperatorHandle& op)
+      : KernelCore(runtime, entry, device, op_id), op_(op.typed<Return(Args...)>()) {
+    for (const auto& arg : op.schema().arguments()) arg_names_.push_back(arg.name());
+  }
+
+  Return operator()(Args... args) {
+    // As the boxed kernel does on the op's first call.
+    std::call_once(names_once_, [&] { runtime_.events.set_arg_names(op_id_, arg_names_); });
+    Record op_record{};
+    bool compile_duplicate = false;
+    const bool record = start_op_record(op_record, compile_duplicate, [&](DType* out) {
+      uint8_t n = 0;
+      (add_input_dtype(args, out, n), ...);
+      return n;
+    });
+    const OpScope scope(device_, record, compile_duplicate, op_record);
+    Record* const op_record_or_null = record ? &op_record : nullptr;
+    try {
+      c10::ScalarType target = at::kFloat;
+      if (policy_ == CastPolicy::kLowerPrecisionFp) target = lower_precision();
+      if (policy_ == CastPolicy::kPromote) {
+        target = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
+        (promote(args, target), ...);
+      }
+      Return out = cast_and_call(std::index_sequence_for<Args...>{}, target, op_record_or_null, args...);
+      if (record) finish_op_record(op_record, true, [&] { return out.defined() ? to_dtype(out.scalar_type()) : DType::kUnspecified; });
+      return out;
+    } catch (...) {
+      if (record) finish_op_record(op_record, false, [] { return DType::kUnspecified; });
+      throw;
+    }
+  }
+
+ private:
+  // A braced list runs the casts left to right, as the boxed kernel does
+  // (their records and the cast cache see the same order).
+  template <size_t... Index>
+  Return cast_and_call(std::index_sequence<Index...> /*positions*/, c10::ScalarType target, Record* op_record,
+                       Args&... args) {
+    std::tuple<Casted<Args>...> casted{cast_arg(args, target, Index, op_record)...};
+    return std::apply([this](auto&... a) { return op_.call(a...); }, casted);
+  }
+
+  // A tensor argument becomes its cast (a new tensor); any other argument is
+  // passed on as it came.
+  template <class Arg>
+  using Casted = std::conditional_t<std::is_same_v<std::decay_t<Arg>, at::Tensor> ||
+                                        std::is_same_v<std::decay_t<Arg>, std::optional<at::Tensor>>,
+                                    std::decay_t<Arg>, std::remove_reference_t<Arg>&>;
+
+  at::Tensor cast_arg(const at::Tensor& t, c10::ScalarType target, size_t index, Record* op_record) {
+    return cast_one(t, target, index, -1, op_record);
+  }
+  std::optional<at::Tensor> cast_arg(const std::optional<at::Tensor>& t, c10::ScalarType target, size_t index,
+                                     Record* op_record) {
+    if (!t.has_value()) return t;
+    return cast_one(*t, target, index, -1, op_record);
+  }
+  template <class Other>
+  Other& cast_arg(Other& other, c10::ScalarType /*target*/, size_t /*index*/, Record* /*op_record*/) {
+    return other;
+  }
+
+  static void add_input_dtype(const at::Tensor& t, DType* out, uint8_t& n) {
+    if (n < kMaxOpInputDtypes && t.defined()) out[n++] = to_dtype(t.scalar_type());
+  }
+  static void add_input_dtype(const std::optional<at::Tensor>& t, DType* out, uint8_t& n) {
+    if (t.has_value()) add_input_dtype(*t, out, n);
+  }
+  template <class Other>
+  static void add_input_dtype(const Other& /*other*/, DType* /*out*/, uint8_t& /*n*/) {}
+
+  // As AutocastKernel::promote_type: Tensor arguments only, not Tensor?.
+  void promote(const at::Tensor& t, c10::ScalarType& current) const {
+    if (t.defined()) current = at::autocast::prioritize(current, t, device_.device);
+  }
+  template <class Other>
+  void promote(const Other& /*other*/, c10::ScalarType& /*current*/) const {}
+
+  c10::TypedOperatorHandle<Return(Args...)> op_;
+  std::vector<std::string> arg_names_;
+  std::once_flag names_once_;
+};
+
+// The signatures the unboxed kernel is built for (the ops of the shipped
+// policies that small models call most); any other op gets the boxed kernel.
+using Optional = std::optional<at::Tensor>;
+using MatmulSignature = at::Tensor(const at::Tensor&, const at::Tensor&);                     // mm, bmm, matmul
+using LinearSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const Optional&);    // linear
+using AddmmSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&,
+                                  const at::Scalar&);                                         // addmm, baddbmm
+using ConvSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const Optional&, c10::SymIntArrayRef,
+                                 c10::SymIntArrayRef, c10::SymIntArrayRef, c10::SymInt);      // conv1d/2d/3d
+
+template <class Signature>
+bool schema_matches(const c10::FunctionSchema& schema) {
+  return !c10::findSchemaDifferences(c10::inferFunctionSchemaFlattenedReturns<Signature>(), schema).has_value();
+}
+
+// The dispatcher's kernel for `entry` on `op`: unboxed when the op's schema
+// and policy allow it, boxed otherwise. `kept` receives the kernel object.
+// What the dispatcher needs to register an unboxed kernel (as torch::Library
+// passes it): the kernel, its C++ signature and the schema inferred from it.
+struct UnboxedRegistration {
+  c10::KernelFunction kernel;
+  c10::impl::CppSignature signature;
+  std::unique_ptr<c10::FunctionSchema> schema;
+};
+
+template <class Signature>
+std::optional<UnboxedRegistration> unboxed_if(const c10::OperatorHandle& op, Runtime& runtime, const PolicyEntry& entry,
+                                              const AutocastDevice& device, uint32_t op_id) {
+  if (!schema_matches<Signature>(op.schema())) return std::nullopt;
+  using Kernel = UnboxedAutocastKernel<Signature>;
+  auto kernel = std::make_unique<Kernel>(runtime, entry, device, op_id, op);
+  // The dispatcher calls kernels through a raw pointer: a thread may be
+  // inside this one while detach replaces it. One extra reference that is
+  // never dropped keeps it alive (a few hundred bytes per op).
+  c10::raw::intrusive_ptr::incref(kernel.get());
+  return UnboxedRegistration{c10::KernelFunction::makeFromUnboxedFunctor<false, Kernel>(std::move(kernel)),
+                             c10::impl::CppSignature::make<Signature>(),
+                             c10::detail::inferFunctionSchemaFromFunctor<Kernel>()};
+}
+
+bool unboxed_policy(CastPolicy policy) {
+  return policy == CastPolicy::kLowerPrecisionFp || policy == CastPolicy::kFp32 || policy == CastPolicy::kPromote;
+}
+
+std::optional<UnboxedRegistration> unboxed_kernel(const c10::OperatorHandle& op, Runtime& runtime,
+                                                  const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id) {
+  if (!unboxed_policy(entry.policy)) return std::nullopt;
+  std::optional<UnboxedRegistration> kernel;
+  if (!kernel) kernel = unboxed_if<MatmulSignature>(op, runtime, entry, device, op_id);
+  if (!kernel) kernel = unboxed_if<LinearSignature>(op, runtime, entry, device, op_id);
+  if (!kernel) kernel = unboxed_if<AddmmSignature>(op, runtime, entry, device, op_id);
+  if (!kernel) kernel = unboxed_if<ConvSignature>(op, runtime, entry, device, op_id);
+  return kernel;
+}
 
 // JIT autocast does not go through the autocast keys: it inserts explicit
 // aten::_autocast_to_reduced_precision / _autocast_to_full_precision ops.
@@ -571,9 +762,28 @@ c10::OperatorName parse_operator_name(const std::string& op) {
 
 DispatchRegistry::DispatchRegistry(Runtime& runtime) : runtime_(runtime) {}
 DispatchRegistry::~DispatchRegistry() {
+  unboxed_.clear();    // unregisters
   libraries_.clear();  // unregisters; the JIT cast kernels stop finding this runtime next
   Runtime* expected = &runtime_;
   g_jit_runtime.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+}
+
+bool DispatchRegistry::register_unboxed(const std::string& op, const PolicyEntry& entry, const AutocastDevice& device,
+                                        uint32_t op_id) {
+  const auto handle = c10::Dispatcher::singleton().findSchema(parse_operator_name(op));
+  if (!handle) return false;  // not loaded yet: the boxed kernel reads its schema on the first call
+  try {
+    auto unboxed = unboxed_kernel(*handle, runtime_, entry, device, op_id);
+    if (!unboxed) return false;
+    unboxed_.push_back(std::make_unique<c10::RegistrationHandleRAII>(c10::Dispatcher::singleton().registerImpl(
+        handle->operator_name(), device.key, std::move(unboxed->kernel), unboxed->signature, std::move(unboxed->schema),
+        "castscope unboxed autocast kernel (" + entry.origin + ")")));
+  } catch (const std::exception&) {
+    return false;  // the dispatcher disagrees with the signature (another C++ type): the boxed kernel serves it
+  }
+  ++registered_;
+  ++registered_unboxed_;
+  return true;
 }
 
 std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& policies) {
@@ -614,6 +824,7 @@ std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& po
           library = libraries_.back().get();
         }
         const uint32_t op_id = runtime_.events.intern_op(op);
+        if (register_unboxed(op, entry, *key, op_id)) continue;
         auto kernel = std::make_unique<AutocastKernel>(runtime_, entry, *key, op_id, std::move(redispatch));
         AutocastKernel* kept = kernel.get();
         library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));

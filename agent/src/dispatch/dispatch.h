@@ -19,8 +19,13 @@
 namespace torch {
 class Library;
 }
+namespace c10 {
+class RegistrationHandleRAII;
+}
 
 namespace castscope {
+
+struct AutocastDevice;
 
 // Whether kernels record events. Kernels keep casting (they own autocast
 // while registered) when this is false.
@@ -66,9 +71,10 @@ DType to_dtype(c10::ScalarType type);
 
 // A cast record with its identity and context filled in (not cacheable, no
 // list element); the caller adds the decision. `reserved_seq`: a sequence
-// number taken earlier from next_seq(), 0 for a new one.
+// number taken earlier from next_seq(), 0 for a new one. `ts_ns`: the time
+// of the op the cast belongs to, 0 to read the clock.
 Record new_cast_record(EventLog& log, uint32_t op_id, uint32_t thread, CastPolicy policy, DeviceKind device,
-                       const OpContext& context, uint64_t reserved_seq = 0);
+                       const OpContext& context, uint64_t reserved_seq = 0, uint64_t ts_ns = 0);
 
 // The kernels record into `runtime`, which must outlive the registry and
 // every call of its kernels (the agent's is the process runtime).
@@ -83,11 +89,17 @@ class DispatchRegistry {
   // could not be registered); those ops keep their native kernel.
   std::vector<std::string> register_policies(const PolicySet& policies);
   size_t registered_ops() const { return registered_; }
+  // Of those, the ops whose kernel is called unboxed (dispatch.cc, unboxed_kernel).
+  size_t registered_unboxed_ops() const { return registered_unboxed_; }
 
  private:
+  bool register_unboxed(const std::string& op, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id);
+
   Runtime& runtime_;
   std::vector<std::unique_ptr<torch::Library>> libraries_;
+  std::vector<std::unique_ptr<c10::RegistrationHandleRAII>> unboxed_;
   size_t registered_ = 0;
+  size_t registered_unboxed_ = 0;
 };
 
 }  // namespace castscope

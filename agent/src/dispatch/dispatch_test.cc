@@ -5,8 +5,10 @@
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "agent/src/context/cast_cache_observer.h"
@@ -239,6 +241,66 @@ TEST_F(AutocastKernelTest, PromoteOpCastsToTheWidestType) {
   EXPECT_EQ(records.casts[0].cast.outcome, CastOutcome::kCast);
   EXPECT_EQ(records.casts[1].cast.list_index, 1);
   EXPECT_EQ(records.casts[1].cast.outcome, CastOutcome::kAlreadyTarget);
+}
+
+// mm, linear and conv2d get the unboxed kernel; TorchScript and other boxed
+// callers reach it through the dispatcher's boxing wrapper. Both ways must
+// compute what native autocast computes and make the same records.
+TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
+  const at::Tensor x = at::randn({4, 16});
+  const at::Tensor weight = at::randn({8, 16}).requires_grad_(true);
+  const at::Tensor bias = at::randn({8});
+  const at::Tensor image = at::randn({1, 3, 8, 8});
+  const at::Tensor kernel = at::randn({4, 3, 3, 3});
+  auto boxed_linear = [&](const c10::IValue& b) {
+    torch::jit::Stack stack{x, weight, b};
+    c10::Dispatcher::singleton().findSchemaOrThrow("aten::linear", "").callBoxed(&stack);
+    return stack.at(0).toTensor();
+  };
+  std::vector<at::Tensor> native;
+  {
+    CpuAutocast region;
+    native = {at::linear(x, weight, bias), at::linear(x, weight), at::conv2d(image, kernel), boxed_linear(bias)};
+  }
+  DispatchRegistry registry(runtime_);
+  ASSERT_TRUE(registry.register_policies(policies_).empty());
+  EXPECT_GE(registry.registered_unboxed_ops(), 3u);  // at least mm, linear, conv2d
+  std::vector<at::Tensor> ours;
+  {
+    CpuAutocast region;
+    ours = {at::linear(x, weight, bias), at::linear(x, weight), at::conv2d(image, kernel), boxed_linear(bias)};
+  }
+  for (size_t i = 0; i < native.size(); ++i) expect_identical(native[i], ours[i]);
+
+  const Drained records = drain(runtime_);
+  ASSERT_EQ(records.ops.size(), 4u);
+  // linear with a bias, without one (Tensor? unset: no cast), conv2d, linear boxed.
+  ASSERT_EQ(records.casts.size(), 3u + 2u + 2u + 3u);
+  const std::vector<size_t> casts_per_op = {3, 2, 2, 3};
+  size_t next_cast = 0;
+  for (size_t i = 0; i < records.ops.size(); ++i) {
+    const Record& op = records.ops[i];
+    EXPECT_EQ(op.op.output, DType::kBFloat16);
+    EXPECT_TRUE(op.op.ok);
+    EXPECT_EQ(op.op.num_inputs, casts_per_op[i]);
+    for (size_t c = 0; c < casts_per_op[i]; ++c, ++next_cast) {
+      const Record& cast = records.casts[next_cast];
+      EXPECT_EQ(cast.cast.op_seq, op.seq);
+      EXPECT_GT(cast.seq, op.seq);
+      EXPECT_EQ(cast.ts_ns, op.ts_ns);  // a cast carries its op's start
+      EXPECT_EQ(cast.cast.arg_index, c);  // left to right, schema positions
+      EXPECT_EQ(cast.cast.dst, DType::kBFloat16);
+      EXPECT_EQ(cast.cast.outcome, CastOutcome::kCast);
+    }
+  }
+  EXPECT_EQ(runtime_.events.op_meta(records.ops[0].op_id).name, "aten::linear");
+  EXPECT_EQ(runtime_.events.op_meta(records.ops[0].op_id).arg_names, (std::vector<std::string>{"input", "weight", "bias"}));
+  EXPECT_EQ(runtime_.events.op_meta(records.ops[2].op_id).name, "aten::conv2d");
+  // The weight's cast: a miss, then served from the cache, boxed or not.
+  EXPECT_EQ(records.casts[1].cast.cache, CacheOutcome::kMiss);
+  EXPECT_EQ(records.casts[4].cast.cache, CacheOutcome::kHit);
+  EXPECT_EQ(records.casts[8].cast.cache, CacheOutcome::kHit);
+  for (const size_t weight_cast : {1, 4, 8}) EXPECT_EQ(records.casts[weight_cast].cast.role, Role::kWeight);
 }
 
 TEST_F(AutocastKernelTest, OutsideAutocastTheKernelDoesNotRun) {

@@ -82,10 +82,12 @@ class EventLog {
   Record new_record(RecordKind kind) { return new_record(kind, thread_id()); }
   Record new_record(RecordKind kind, uint32_t thread) { return new_record(kind, thread, next_seq()); }
   // With a seq taken earlier from next_seq() (one that GPU launches carry).
-  Record new_record(RecordKind kind, uint32_t thread, uint64_t seq) {
+  Record new_record(RecordKind kind, uint32_t thread, uint64_t seq) { return new_record(kind, thread, seq, now_ns()); }
+  // With a time read earlier (a cast carries its op's start: one clock read per op, not per record).
+  Record new_record(RecordKind kind, uint32_t thread, uint64_t seq, uint64_t ts_ns) {
     Record r{};
     r.seq = seq;
-    r.ts_ns = now_ns();
+    r.ts_ns = ts_ns;
     r.kind = kind;
     r.thread = thread;
     return r;
