@@ -86,6 +86,7 @@ def attach(
     probe: bool | dict = True,
     give_up_after_s: int | None = None,
     gpu_timing: str | dict | None = None,
+    aggregate: bool = False,
 ) -> Agent:
     """Takes over autocast from the policy files (default: policies/ for all
     devices) plus user overlays. Raises AttachError, with file, line and
@@ -101,7 +102,8 @@ def attach(
     schedule, e.g. {"iterations": 2, "every_iterations": 100, "max_ms": 5000,
     "every_ms": 60000}. `gpu_timing` ("auto" by default: on when torch sees
     a CUDA device, "on", "off", or a dict, docs/gpu.md) times the kernels of
-    each cast and op with CUPTI.
+    each cast and op with CUPTI. `aggregate=True` keeps per-site counters
+    instead of per-event records (docs/aggregate.md).
     When castscope was attached from outside (castscope run), returns a
     handle on that."""
     global _current
@@ -120,7 +122,7 @@ def attach(
     events_path = pathlib.Path(events_path)
     config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads,
                      collector=collector, spool_dir=None if spool_dir is None else str(spool_dir), run_id=run_id,
-                     give_up_after_s=give_up_after_s, **_probe_config(probe), **_gpu_config(gpu_timing))
+                     give_up_after_s=give_up_after_s, aggregate=aggregate or None, **_probe_config(probe), **_gpu_config(gpu_timing))
     _start(config, locations)
     _current = Agent(events_path)
     _current._step_hook = _register_step_hook()

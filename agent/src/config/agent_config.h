@@ -51,6 +51,11 @@ struct AgentConfig {
   std::vector<std::string> policy_files;
   std::string events_path;
   bool record_events = true;
+  // Aggregate mode (docs/aggregate.md): per-site counters instead of
+  // per-event cast and op records; `aggregate_max_keys` distinct keys per
+  // thread between flushes, events past it counted as dropped.
+  bool aggregate = false;
+  size_t aggregate_max_keys = 2048;
   size_t ring_records = 1 << 14;
   size_t max_threads = 16;
   int flush_interval_ms = 50;
