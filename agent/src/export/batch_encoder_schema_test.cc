@@ -265,6 +265,7 @@ AgentIdentity agent_identity() {
   id.command = "python train.py";
   id.policy_hash = "sha1:0123456789abcdef0123456789abcdef01234567";
   id.castscope_version = "0.1.0";
+  id.aggregate = true;
   id.policy_files = {"base.json", "overlay.json"};
   return id;
 }

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -220,7 +221,13 @@ class Agent {
       writer_.close();
       return 1;
     }
-    process_runtime().events.configure(config.ring_records, config.max_threads);
+    // Aggregate mode: rings carry a step's counters, samples and GPU records,
+    // no per-event records, so they are smaller and counter tables fit
+    // beside them in the same budget (docs/aggregate.md, "Memory").
+    const size_t ring_records =
+        config.aggregate ? std::min(config.ring_records, std::max<size_t>(4 * config.aggregate_max_keys, 1024))
+                         : config.ring_records;
+    process_runtime().events.configure(ring_records, config.max_threads);
     process_runtime().events.configure_aggregate(config.aggregate, config.aggregate_max_keys);
     process_runtime().events.begin_session();  // an agent's counts are its own, not the process's
     gpu_timing_ = start_gpu_timing(config, process_runtime().events);
