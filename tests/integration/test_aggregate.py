@@ -19,6 +19,7 @@ import torch
 import castscope
 from castscope.events import read_events
 from castscope.report import format_report
+from collector import runs
 from parity import compare_outcomes, run_captured
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -195,6 +196,11 @@ def test_report_of_an_aggregate_run_matches_a_full_event_run(tmp_path):
     assert unavailable == {"cast-share", "tf32-matmul"}
     text = format_report(aggregate)
     assert "aggregate mode: counters only" in text and "cast-share" in text
+    # The store's run list (what the viewer's /api/runs reads) says so too.
+    [listed] = runs(tmp_path / "out__aggregate" / "castscope.db")
+    assert [a["identity"].get("aggregate") for a in listed["agents"]] == [True]
+    [listed] = runs(tmp_path / "out" / "castscope.db")
+    assert [a["identity"].get("aggregate", False) for a in listed["agents"]] == [False]
 
 
 def test_cache_growth_is_raised_from_an_aggregate_run(tmp_path):
