@@ -8,6 +8,7 @@ Rows, each timed on the same tensors in the same process:
                  RecordFunction observer with inputs and outputs sees every op
   castscope-noloc  the same without source locations
   castscope-off  castscope attached with record_events=False (casts only)
+  castscope-aggregate  aggregate mode (docs/aggregate.md): per-site counters, no per-event records
   profiler       native autocast inside torch.profiler (record_shapes, with_stack)
   dispatch-mode  native autocast under a Python TorchDispatchMode dtype logger
 
@@ -65,11 +66,12 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         @contextlib.contextmanager
-        def agent(record_events, locations=True, probe=False):  # probe: bool or schedule (attach)
+        def agent(record_events, locations=True, probe=False, aggregate=False):  # probe: bool or schedule (attach)
             # Each attach opens a probe window that outlasts one timing:
             # rows choose by turning the probe on or off.
             with castscope.attached(events_path=f"{tmp}/events.jsonl", record_events=record_events,
-                                    ring_records=1 << 20, locations=locations, probe=probe) as a:
+                                    ring_records=1 << 20, locations=locations, probe=probe,
+                                    aggregate=aggregate) as a:
                 yield
                 status = a.status()
             stats["recorded"] = status["events_recorded"]
@@ -81,6 +83,7 @@ def main():
             "castscope+probe": (lambda: agent(True, probe={"max_ms": 600000}), 1),
             "castscope-noloc": (lambda: agent(True, locations=False), 1),
             "castscope-off": (lambda: agent(False), 1),
+            "castscope-aggregate": (lambda: agent(True, aggregate=True), 1),
             "profiler": (profiler_with_stacks, 10),
             "dispatch-mode": (DtypeLogger, 10),
         }

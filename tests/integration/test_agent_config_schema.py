@@ -102,25 +102,27 @@ def test_configs_from_castscope_attach_are_valid(tmp_path, policy_check):
          "ring_records": 1024, "max_threads": 8, "run_id": "schema-run", "probe": False},
         {"events_path": str(tmp_path / "c.jsonl"), "collector": "127.0.0.1:7070", "spool_dir": str(tmp_path / "spool"),
          "probe": {"iterations": 3, "every_iterations": 0, "max_ms": 1000, "every_ms": 0}},
+        {"events_path": str(tmp_path / "d.jsonl"), "aggregate": True},
     ]
     for config in _attach_configs(tmp_path, variants):
         assert _schema_errors(config) == [], config
         assert policy_check(config) == [], config
     # The optional keys attach sets are in the schema.
     assert {"ring_records", "max_threads", "run_id", "collector", "spool_dir", "probe_iterations",
-            "probe_every_iterations", "probe_max_ms", "probe_every_ms"} <= set(SCHEMA["properties"])
+            "probe_every_iterations", "probe_max_ms", "probe_every_ms", "aggregate"} <= set(SCHEMA["properties"])
 
 
 def test_config_from_castscope_run_is_valid(tmp_path, policy_check):
     """castscope run passes the configuration in CASTSCOPE_CONFIG; the job prints it."""
     printer = "import os; print('CONFIG ' + os.environ['CASTSCOPE_CONFIG'])"
     result = subprocess.run([sys.executable, "-m", "castscope", "run", "--out", str(tmp_path / "out"), "--run-id",
-                             "schema-run", "--ring-records", "2048", "--no-probe", "--", sys.executable, "-c", printer],
+                             "schema-run", "--ring-records", "2048", "--no-probe", "--aggregate", "--", sys.executable, "-c", printer],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     [line] = [line for line in result.stdout.splitlines() if line.startswith("CONFIG ")]
     config = json.loads(line[len("CONFIG "):])
     assert config["run_id"] == "schema-run" and config["ring_records"] == 2048 and config["probe"] is False
+    assert config["aggregate"] is True
     # What the preload (C++ programs) or castscope_boot (Python) adds before starting the agent.
     import torch
     config.update({"internal_path_prefix": os.path.dirname(torch.__file__) + os.sep,
@@ -153,6 +155,8 @@ GOOD = [
     {"policy_files": [CPU_POLICY], "ring_records": 1 << 24, "max_threads": 4096, "batch_events": 65536,
      "flush_interval_ms": 2**31 - 1},
     {"policy_files": [CPU_POLICY], "spool_segment_bytes": 4096, "spool_max_bytes": 4096},
+    {"policy_files": [CPU_POLICY], "aggregate": True, "aggregate_max_keys": 16},
+    {"policy_files": [CPU_POLICY], "aggregate": False, "aggregate_max_keys": 1 << 20},
     {"policy_files": [CPU_POLICY], "probe": True, "probe_iterations": 1, "probe_every_iterations": 0,
      "probe_max_ms": 1, "probe_every_ms": 0},
     {"policy_files": [CPU_POLICY], "run_id": _run_id(256), "command": "python train.py", "token_env": "T",
@@ -180,6 +184,9 @@ BAD = [
     {"policy_files": [CPU_POLICY], "spool_segment_bytes": 100},
     {"policy_files": [CPU_POLICY], "spool_max_bytes": 1000},
     {"policy_files": [CPU_POLICY], "record_events": 1},
+    {"policy_files": [CPU_POLICY], "aggregate": "yes"},
+    {"policy_files": [CPU_POLICY], "aggregate_max_keys": 15},
+    {"policy_files": [CPU_POLICY], "aggregate_max_keys": (1 << 20) + 1},
     {"policy_files": [CPU_POLICY], "probe": "yes"},
     {"policy_files": [CPU_POLICY], "probe_iterations": 0},
     {"policy_files": [CPU_POLICY], "probe_every_iterations": -1},

@@ -26,6 +26,7 @@ export interface Agent {
   gpu_timing: unknown;
   gpu_records_dropped: number;
   finished: boolean;
+  aggregate?: boolean; // aggregate mode (docs/aggregate.md): counters only, casts and ops count counter rows
 }
 
 export interface Run {

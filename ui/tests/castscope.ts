@@ -118,9 +118,9 @@ function runServesThisUi(): boolean {
  * the UI's), the same job goes to `castscope serve --ui-dir DIST` through
  * `castscope run --collector`, and a warning says so.
  */
-export async function runJob(job: string, out = tempDir(path.basename(job, ".py"))): Promise<Server & { out: string }> {
+export async function runJob(job: string, out = tempDir(path.basename(job, ".py")), runFlags: string[] = []): Promise<Server & { out: string }> {
   if (runServesThisUi()) {
-    const args = ["run", "--out", out, "--serve", ...uiDirArgs("run"), "--", PYTHON, path.join(JOBS, job)];
+    const args = ["run", "--out", out, "--serve", ...runFlags, ...uiDirArgs("run"), "--", PYTHON, path.join(JOBS, job)];
     return { ...(await startCastscope(args)), out };
   }
   console.warn(`castscope run cannot serve ${UI_DIST} (it has no --ui-dir and ${REPO}/ui/dist is missing or another UI): using castscope serve --ui-dir and run --collector`);
@@ -128,7 +128,7 @@ export async function runJob(job: string, out = tempDir(path.basename(job, ".py"
   const daemon = await startCastscope(["serve", "--db", path.join(out, "castscope.db"), "--listen", "127.0.0.1:0", "--ready-file", ready, "--ui-dir", UI_DIST]);
   for (let i = 0; i < 100 && !fs.existsSync(ready); i++) await new Promise((r) => setTimeout(r, 100));
   const address = fs.readFileSync(ready, "utf8").trim();
-  const job_ = spawn(CASTSCOPE, ["run", "--collector", address, "--out", path.join(out, "job"), "--", PYTHON, path.join(JOBS, job)], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const job_ = spawn(CASTSCOPE, ["run", "--collector", address, "--out", path.join(out, "job"), ...runFlags, "--", PYTHON, path.join(JOBS, job)], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], detached: true });
   let jobOut = "";
   job_.stdout!.on("data", (b: Buffer) => (jobOut += b.toString()));
   job_.stderr!.on("data", (b: Buffer) => (jobOut += b.toString()));

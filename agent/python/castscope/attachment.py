@@ -87,6 +87,7 @@ def attach(
     probe: bool | dict = True,
     give_up_after_s: int | None = None,
     gpu_timing: str | dict | None = None,
+    aggregate: bool | dict = False,
 ) -> Agent:
     """Takes over autocast from the policy files (default: policies/ for all
     devices) plus user overlays. Raises AttachError, with file, line and
@@ -102,7 +103,9 @@ def attach(
     schedule, e.g. {"iterations": 2, "every_iterations": 100, "max_ms": 5000,
     "every_ms": 60000}. `gpu_timing` ("auto" by default: on when torch sees
     a CUDA device, "on", "off", or a dict, docs/gpu.md) times the kernels of
-    each cast and op with CUPTI.
+    each cast and op with CUPTI. `aggregate=True` keeps per-site counters
+    instead of per-event records (docs/aggregate.md); a dict sets its key
+    limit too, e.g. {"max_keys": 2048}.
     When castscope was attached from outside (castscope run), returns a
     handle on that."""
     global _current
@@ -121,11 +124,20 @@ def attach(
     events_path = pathlib.Path(events_path)
     config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads,
                      collector=collector, spool_dir=None if spool_dir is None else str(spool_dir), run_id=run_id,
-                     give_up_after_s=give_up_after_s, **_probe_config(probe), **_gpu_config(gpu_timing))
+                     give_up_after_s=give_up_after_s, **_aggregate_config(aggregate), **_probe_config(probe), **_gpu_config(gpu_timing))
     _start(config, locations)
     _current = Agent(events_path)
     _current._step_hook = _register_step_hook()
     return _current
+
+
+def _aggregate_config(aggregate: bool | dict) -> dict:
+    if isinstance(aggregate, dict):
+        unknown = set(aggregate) - {"max_keys"}
+        if unknown:
+            raise ValueError(f"castscope: unknown aggregate keys {sorted(unknown)}; known: ['max_keys']")
+        return {"aggregate": True, "aggregate_max_keys": aggregate.get("max_keys")}
+    return {"aggregate": True} if aggregate else {}
 
 
 def _start(config: dict, locations: bool, check_modules: bool = True) -> None:

@@ -60,6 +60,20 @@ def summarize(events, skipped=()) -> str:
                 graph_runs += 1
             elif mode != "EXECUTION_MODE_COMPILING" and not is_probe_record(e["op"]):
                 ops += 1
+        elif "cast_counts" in e or "op_counts" in e:  # aggregate mode: one line counts many
+            k = e.get("cast_counts")
+            if k is not None and k.get("mode") == "EXECUTION_MODE_COMPILING":
+                compiling += int(k["count"])
+            elif k is not None:
+                cache[k.get("cache")] += int(k["count"])
+                if k["outcome"] == "CAST_OUTCOME_CAST":
+                    casts[(k["op"], k["arg_name"], k["src_dtype"][6:].lower(), k["dst_dtype"][6:].lower())] += int(k["count"])
+            else:
+                k = e["op_counts"]
+                if k.get("mode") == "EXECUTION_MODE_COMPILED":
+                    graph_runs += int(k["calls"])
+                elif k.get("mode") != "EXECUTION_MODE_COMPILING" and not is_probe_record(k):
+                    ops += int(k["calls"])
         elif "stats" in e:
             last_stats[e["stats"].get("pid")] = e["stats"]
         elif "kernel" in e:

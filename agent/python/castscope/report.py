@@ -72,6 +72,9 @@ def format_report(report: dict, top: int = 15) -> str:
              f"  cast cache: {cache['misses']} misses, {cache['hits']} hits, {cache['stale_hits']} stale hits "
              f"({cache.get('served_casts', 0)} casts served, {cache.get('bytes_served', 0)} bytes not converted again); "
              f"dropped events: {totals['events_dropped']}"]
+    if run.get("aggregate"):
+        lines.append("  aggregate mode: counters only, no per-event records (docs/aggregate.md); not available in "
+                     "aggregate mode: " + (", ".join(f["id"] for f in report.get("findings_not_available", [])) or "none"))
     compiled = totals.get("compile") or {}
     if compiled.get("decisions") or compiled.get("graph_runs"):
         lines.append(f"  torch.compile: {compiled.get('decisions', 0)} decisions while compiling (not counted), "

@@ -103,6 +103,12 @@ const Field kFields[] = {
      }},
     {"events_path", read_string<&AgentConfig::events_path, true>},
     {"record_events", read_bool<&AgentConfig::record_events>},
+    {"aggregate", read_bool<&AgentConfig::aggregate>},
+    {"aggregate_max_keys",
+     [](const std::string& key, const json& value, AgentConfig& config) {
+       return read_count<size_t, &AgentConfig::aggregate_max_keys, 16, kMaxAggregateKeys>(
+           key, value, config, "aggregate_max_keys must be between 16 and " + std::to_string(kMaxAggregateKeys));
+     }},
     {"ring_records",
      [](const std::string& key, const json& value, AgentConfig& config) {
        return read_count<size_t, &AgentConfig::ring_records, 1, kMaxRingRecords>(

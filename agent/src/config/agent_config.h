@@ -51,6 +51,11 @@ struct AgentConfig {
   std::vector<std::string> policy_files;
   std::string events_path;
   bool record_events = true;
+  // Aggregate mode (docs/aggregate.md): per-site counters instead of
+  // per-event cast and op records; `aggregate_max_keys` distinct keys per
+  // thread between flushes, events past it counted as dropped.
+  bool aggregate = false;
+  size_t aggregate_max_keys = 2048;
   size_t ring_records = 1 << 14;
   // 12 rings of 2 MiB plus the agent's fixed ~4.5 MiB stay within the 32 MiB
   // default budget (bench/agent_memory_bench.py); a 13th recording thread's

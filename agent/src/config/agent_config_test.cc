@@ -57,6 +57,8 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   const json doc = {{"policy_files", {"p.json"}},
                     {"events_path", "ev-{pid}.jsonl"},
                     {"record_events", false},
+                    {"aggregate", true},
+                    {"aggregate_max_keys", 64},
                     {"ring_records", 1024},
                     {"max_threads", 8},
                     {"flush_interval_ms", 20},
@@ -107,6 +109,8 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config.gpu.cublaslt_library, "/venv/nvidia/cu13/lib/libcublasLt.so.13");
   EXPECT_EQ(config.events_path, "ev-{pid}.jsonl");
   EXPECT_FALSE(config.record_events);
+  EXPECT_TRUE(config.aggregate);
+  EXPECT_EQ(config.aggregate_max_keys, 64u);
   EXPECT_EQ(config.ring_records, 1024u);
   EXPECT_EQ(config.max_threads, 8u);
   EXPECT_EQ(config.flush_interval_ms, 20);
@@ -178,6 +182,8 @@ TEST(AgentConfigTest, ALongNonAsciiValueGivesAMessageThatIsValidUtf8) {
 TEST(AgentConfigTest, ValuesOutOfRangeAreRefused) {
   expect_refused(with("ring_records", 0), {"ring_records must be between 1 and"});
   expect_refused(with("ring_records", -1), {"ring_records must be between 1 and", "-1"});
+  expect_refused(with("aggregate_max_keys", 15), {"aggregate_max_keys must be between 16 and"});
+  expect_refused(with("aggregate", 1), {"aggregate"});
   expect_refused(with("ring_records", kMaxRingRecords + 1), {"ring_records must be between 1 and"});
   expect_refused(with("max_threads", 4097), {"max_threads must be between 1 and 4096"});
   expect_refused(with("flush_interval_ms", 0), {"flush_interval_ms must be positive"});

@@ -28,6 +28,7 @@ void encode_identity(const AgentIdentity& id, wire::Writer& out) {
   out.bytes(F::kPolicyHash, id.policy_hash);
   for (const auto& file : id.policy_files) out.bytes(F::kPolicyFiles, file);
   out.bytes(F::kCastscopeVersion, id.castscope_version);
+  out.boolean(F::kAggregate, id.aggregate);
 }
 
 void encode_cast(const Record& record, uint32_t op_string, uint32_t arg_string, uint32_t location_id, wire::Writer& out,
@@ -100,6 +101,61 @@ void encode_op(const Record& record, uint32_t op_string, uint32_t location_id, w
     packed.boolean(G::kMixed, op.gemm_mixed);
     out.message(F::kGemm, packed.data());
   }
+}
+
+void encode_cast_counts(const Record& record, uint32_t op_string, uint32_t arg_string, uint32_t location_id,
+                        wire::Writer& out) {
+  using F = pb::CastCounts;
+  const CountFields& c = record.counts;
+  out.u64(F::kSeq, record.seq);
+  out.u64(F::kFirstTsNs, c.first_ts_ns);
+  out.u64(F::kLastTsNs, c.last_ts_ns);
+  out.u64(F::kThread, c.key.thread);
+  out.u64(F::kOpId, op_string);
+  out.u64(F::kArgNameId, arg_string);
+  out.u64(F::kLocationId, location_id);
+  out.u64(F::kArgIndex, c.key.arg_index);
+  out.u64(F::kPolicy, static_cast<uint64_t>(c.key.policy));
+  out.u64(F::kDeviceType, static_cast<uint64_t>(c.key.device));
+  out.u64(F::kSrcDtype, static_cast<uint64_t>(c.key.src));
+  out.u64(F::kDstDtype, static_cast<uint64_t>(c.key.dst));
+  out.u64(F::kOutcome, static_cast<uint64_t>(c.key.outcome));
+  out.u64(F::kRole, static_cast<uint64_t>(c.key.role));
+  out.u64(F::kCache, static_cast<uint64_t>(c.key.cache));
+  out.u64(F::kMode, static_cast<uint64_t>(c.key.mode));
+  out.u64(F::kPhase, static_cast<uint64_t>(c.key.phase));
+  out.u64(F::kCount, c.count);
+  out.u64(F::kBytes, c.sum);
+  out.u64(F::kIteration, c.iteration);
+  out.i64(F::kMaxVersionGap, c.max_version_gap);
+  out.u64(F::kRoundTrips, c.extra);
+}
+
+void encode_op_counts(const Record& record, uint32_t op_string, uint32_t location_id, wire::Writer& out,
+                      wire::Writer& packed) {
+  using F = pb::OpCounts;
+  const CountFields& c = record.counts;
+  out.u64(F::kSeq, record.seq);
+  out.u64(F::kFirstTsNs, c.first_ts_ns);
+  out.u64(F::kLastTsNs, c.last_ts_ns);
+  out.u64(F::kThread, c.key.thread);
+  out.u64(F::kOpId, op_string);
+  out.u64(F::kLocationId, location_id);
+  out.u64(F::kPolicy, static_cast<uint64_t>(c.key.policy));
+  out.u64(F::kDeviceType, static_cast<uint64_t>(c.key.device));
+  out.u64(F::kMode, static_cast<uint64_t>(c.key.mode));
+  out.u64(F::kPhase, static_cast<uint64_t>(c.key.phase));
+  out.u64(F::kOutputDtype, static_cast<uint64_t>(c.key.src));
+  out.u64(F::kAutocastDtype, static_cast<uint64_t>(c.key.dst));
+  packed.clear();
+  for (uint32_t d = 1; d <= static_cast<uint32_t>(pb::DeviceType_MAX); ++d)
+    if (c.key.autocast_enabled & (1u << d)) packed.varint(d);
+  out.packed(F::kAutocastEnabled, packed.data());
+  out.u64(F::kProbeReason, static_cast<uint64_t>(c.key.probe));
+  out.u64(F::kCalls, c.count);
+  out.u64(F::kErrors, c.extra);
+  out.u64(F::kCpuDurationNs, c.sum);
+  out.u64(F::kIteration, c.iteration);
 }
 
 void encode_kernel(const Record& record, uint32_t name_string, wire::Writer& out) {
@@ -194,13 +250,19 @@ void BatchEncoder::add(const Record& record, const OpMeta& op, uint32_t location
   }
   const uint32_t op_string = intern_string(record.op_id, op.name);
   define_location(location_id, location);
-  if (record.kind == RecordKind::kCast) {
-    const uint16_t arg = record.cast.arg_index;
+  const auto arg_string = [&](uint16_t arg) -> uint32_t {
     const std::string& arg_name = arg < op.arg_names.size() ? op.arg_names[arg] : std::string();
-    const uint32_t arg_string =
-        arg_name.empty() ? 0 : intern_string(kArgNameKey | (uint64_t{record.op_id} << 16) | arg, arg_name);
-    encode_cast(record, op_string, arg_string, location_id, scratch_, packed_);
+    return arg_name.empty() ? 0 : intern_string(kArgNameKey | (uint64_t{record.op_id} << 16) | arg, arg_name);
+  };
+  if (record.kind == RecordKind::kCast) {
+    encode_cast(record, op_string, arg_string(record.cast.arg_index), location_id, scratch_, packed_);
     append_event(pb::Event::kCast, scratch_);
+  } else if (record.kind == RecordKind::kCastCounts) {
+    encode_cast_counts(record, op_string, arg_string(record.counts.key.arg_index), location_id, scratch_);
+    append_event(pb::Event::kCastCounts, scratch_);
+  } else if (record.kind == RecordKind::kOpCounts) {
+    encode_op_counts(record, op_string, location_id, scratch_, packed_);
+    append_event(pb::Event::kOpCounts, scratch_);
   } else {
     encode_op(record, op_string, location_id, scratch_, packed_);
     append_event(pb::Event::kOp, scratch_);

@@ -34,6 +34,7 @@ struct AgentIdentity {
   std::string policy_hash;
   std::vector<std::string> policy_files;
   std::string castscope_version;  // the release this agent was built from
+  bool aggregate = false;         // aggregate mode: counters instead of cast and op events
 };
 
 class BatchEncoder {

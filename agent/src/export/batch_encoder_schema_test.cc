@@ -35,6 +35,11 @@ const std::set<std::string> kNotInBatches = {
     "castscope.v1.OpEvent.op",
     "castscope.v1.OpEvent.location",
     "castscope.v1.KernelEvent.name",
+    "castscope.v1.CastCounts.op",
+    "castscope.v1.CastCounts.arg_name",
+    "castscope.v1.CastCounts.location",
+    "castscope.v1.OpCounts.op",
+    "castscope.v1.OpCounts.location",
 };
 
 // Fields of Event (and below) that the JSON-lines writer never writes.
@@ -47,6 +52,11 @@ const std::set<std::string> kNotInJsonLines = {
     "castscope.v1.OpEvent.op_id",
     "castscope.v1.OpEvent.location_id",
     "castscope.v1.KernelEvent.name_id",
+    "castscope.v1.CastCounts.op_id",
+    "castscope.v1.CastCounts.arg_name_id",
+    "castscope.v1.CastCounts.location_id",
+    "castscope.v1.OpCounts.op_id",
+    "castscope.v1.OpCounts.location_id",
 };
 
 // Every field reachable from `root` through message fields, minus `skip`.
@@ -180,6 +190,29 @@ Record cast_record() {
   return r;
 }
 
+// Aggregate mode's counters: what the event log flushes (event_log.cc counts_record).
+Record counts_record(const Record& folded, uint64_t seq) {
+  CountFields c{};
+  c.key = counter_key(folded);
+  c.count = 6;
+  c.sum = folded.kind == RecordKind::kCast ? 24576 : 9000;
+  c.first_ts_ns = 1010;
+  c.last_ts_ns = 1020;
+  c.iteration = 3;
+  c.extra = 2;
+  c.max_version_gap = 5;
+  Record r{};
+  r.seq = seq;
+  r.ts_ns = c.first_ts_ns;
+  r.kind = folded.kind == RecordKind::kCast ? RecordKind::kCastCounts : RecordKind::kOpCounts;
+  r.op_id = folded.op_id;
+  r.thread = folded.thread;
+  r.policy = folded.policy;
+  r.device = folded.device;
+  r.counts = c;
+  return r;
+}
+
 Record cache_sample_record() {
   Record r{};
   r.seq = 102;
@@ -232,6 +265,7 @@ AgentIdentity agent_identity() {
   id.command = "python train.py";
   id.policy_hash = "sha1:0123456789abcdef0123456789abcdef01234567";
   id.castscope_version = "0.1.0";
+  id.aggregate = true;
   id.policy_files = {"base.json", "overlay.json"};
   return id;
 }
@@ -350,6 +384,59 @@ v1::Event expected_kernel() {
   return event;
 }
 
+v1::Event expected_cast_counts() {
+  v1::Event event;
+  v1::CastCounts& c = *event.mutable_cast_counts();
+  c.set_seq(104);
+  c.set_first_ts_ns(1010);
+  c.set_last_ts_ns(1020);
+  c.set_thread(4);
+  c.set_op_id(1);
+  c.set_arg_name_id(2);
+  c.set_location_id(kLocationId);
+  c.set_arg_index(1);
+  c.set_policy(v1::CAST_POLICY_FP32_SET_OPT_DTYPE);
+  c.set_device_type(v1::DEVICE_TYPE_CUDA);
+  c.set_src_dtype(v1::DTYPE_FLOAT32);
+  c.set_dst_dtype(v1::DTYPE_BFLOAT16);
+  c.set_outcome(v1::CAST_OUTCOME_DTYPE_ARG_SET);
+  c.set_role(v1::ROLE_ACTIVATION);
+  c.set_cache(v1::CACHE_OUTCOME_STALE_HIT);
+  c.set_mode(v1::EXECUTION_MODE_TRACED);
+  c.set_phase(v1::PHASE_BACKWARD);
+  c.set_count(6);
+  c.set_bytes(24576);
+  c.set_iteration(3);
+  c.set_max_version_gap(5);
+  c.set_round_trips(2);
+  return event;
+}
+
+v1::Event expected_op_counts() {
+  v1::Event event;
+  v1::OpCounts& o = *event.mutable_op_counts();
+  o.set_seq(105);
+  o.set_first_ts_ns(1010);
+  o.set_last_ts_ns(1020);
+  o.set_thread(4);
+  o.set_op_id(1);
+  o.set_location_id(kLocationId);
+  o.set_policy(v1::CAST_POLICY_PROMOTE);
+  o.set_device_type(v1::DEVICE_TYPE_XPU);
+  o.set_mode(v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING);
+  o.set_phase(v1::PHASE_FORWARD);
+  o.set_output_dtype(v1::DTYPE_COMPLEX64);
+  o.set_autocast_dtype(v1::DTYPE_FLOAT16);
+  o.add_autocast_enabled(v1::DEVICE_TYPE_CPU);
+  o.add_autocast_enabled(v1::DEVICE_TYPE_MPS);
+  o.set_probe_reason(v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST);
+  o.set_calls(6);
+  o.set_errors(2);
+  o.set_cpu_duration_ns(9000);
+  o.set_iteration(3);
+  return event;
+}
+
 v1::Event expected_stats() {
   v1::Event event;
   v1::AgentStats& stats = *event.mutable_stats();
@@ -384,6 +471,7 @@ v1::Batch expected_batch() {
   agent.set_command("python train.py");
   agent.set_policy_hash("sha1:0123456789abcdef0123456789abcdef01234567");
   agent.set_castscope_version("0.1.0");
+  agent.set_aggregate(true);
   agent.add_policy_files("base.json");
   agent.add_policy_files("overlay.json");
   batch.set_sequence(4);
@@ -408,6 +496,8 @@ v1::Batch expected_batch() {
   kernel.mutable_kernel()->clear_name();
   kernel.mutable_kernel()->set_name_id(3);
   *batch.add_events() = kernel;
+  *batch.add_events() = expected_cast_counts();
+  *batch.add_events() = expected_op_counts();
   *batch.add_events() = expected_stats();
   batch.set_final(true);
   return batch;
@@ -429,6 +519,20 @@ v1::Event resolved(v1::Event event) {
     *event.mutable_cast()->mutable_location() = expected_location();
     event.mutable_cast()->clear_location_id();
   }
+  if (event.has_cast_counts()) {
+    event.mutable_cast_counts()->set_op(kConv.name);
+    event.mutable_cast_counts()->clear_op_id();
+    event.mutable_cast_counts()->set_arg_name(kConv.arg_names[1]);
+    event.mutable_cast_counts()->clear_arg_name_id();
+    *event.mutable_cast_counts()->mutable_location() = expected_location();
+    event.mutable_cast_counts()->clear_location_id();
+  }
+  if (event.has_op_counts()) {
+    event.mutable_op_counts()->set_op(kConv.name);
+    event.mutable_op_counts()->clear_op_id();
+    *event.mutable_op_counts()->mutable_location() = expected_location();
+    event.mutable_op_counts()->clear_location_id();
+  }
   return event;
 }
 
@@ -438,6 +542,8 @@ TEST(BatchEncoderSchema, EveryFieldOfEveryEventKindIsWritten) {
   encoder.add(cast_record(), kConv, kLocationId, location());
   encoder.add(cache_sample_record(), OpMeta{}, 0, Location{});
   encoder.add(kernel_record(), kMemcpy, 0, Location{});  // not in batches: skipped
+  encoder.add(counts_record(cast_record(), 104), kConv, kLocationId, location());
+  encoder.add(counts_record(op_record(), 105), kConv, kLocationId, location());
   encoder.add_stats(kStats, kStatsTs, "on");
 
   v1::Batch batch;
@@ -455,10 +561,14 @@ TEST(BatchEncoderSchema, EveryFieldOfEveryJsonLineIsWritten) {
       record_to_json(cast_record(), kConv, location()),
       record_to_json(cache_sample_record(), OpMeta{}, Location{}),
       record_to_json(kernel_record(), kMemcpy, Location{}),
+      record_to_json(counts_record(cast_record(), 104), kConv, location()),
+      record_to_json(counts_record(op_record(), 105), kConv, location()),
       stats_to_json(kStats, ProcessIdentity{42, 3, 1, 8}, "2.14.1", kStatsTs, "on"),
   };
   const std::vector<v1::Event> expected = {resolved(expected_op()), resolved(expected_cast()),
-                                           expected_cache_sample(), expected_kernel(), expected_stats()};
+                                           expected_cache_sample(), expected_kernel(),
+                                           resolved(expected_cast_counts()), resolved(expected_op_counts()),
+                                           expected_stats()};
   std::set<std::string> present;
   for (size_t i = 0; i < lines.size(); ++i) {
     v1::Event event;

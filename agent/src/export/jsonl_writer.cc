@@ -165,6 +165,59 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
         .boolean("round_trip", cast.round_trip)
         .done();
   }
+  if (record.kind == RecordKind::kCastCounts) {
+    const CountFields& c = record.counts;
+    return LineBuilder("cast_counts")
+        .u64("seq", record.seq)
+        .u64("first_ts_ns", c.first_ts_ns)
+        .u64("last_ts_ns", c.last_ts_ns)
+        .num("thread", c.key.thread)
+        .str("op", op.name)
+        .num("arg_index", c.key.arg_index)
+        .str("arg_name", c.key.arg_index < op.arg_names.size() ? op.arg_names[c.key.arg_index] : "")
+        .raw("location", location_json(location))
+        .enm("policy", policy_enum(c.key.policy))
+        .enm("device_type", device_enum(c.key.device))
+        .enm("src_dtype", dtype_enum(c.key.src))
+        .enm("dst_dtype", dtype_enum(c.key.dst))
+        .enm("outcome", outcome_enum(c.key.outcome))
+        .enm("role", role_enum(c.key.role))
+        .enm("cache", cache_enum(c.key.cache))
+        .enm("mode", mode_enum(c.key.mode))
+        .enm("phase", phase_enum(c.key.phase))
+        .u64("count", c.count)
+        .u64("bytes", c.sum)
+        .u64("iteration", c.iteration)
+        .i64("max_version_gap", c.max_version_gap)
+        .u64("round_trips", c.extra)
+        .done();
+  }
+  if (record.kind == RecordKind::kOpCounts) {
+    const CountFields& c = record.counts;
+    ArrayBuilder enabled;
+    for (int d = 1; d <= static_cast<int>(pb::DeviceType_MAX); ++d)
+      if (c.key.autocast_enabled & (1u << d)) enabled.add(json_quoted(device_enum(static_cast<DeviceKind>(d))));
+    return LineBuilder("op_counts")
+        .u64("seq", record.seq)
+        .u64("first_ts_ns", c.first_ts_ns)
+        .u64("last_ts_ns", c.last_ts_ns)
+        .num("thread", c.key.thread)
+        .str("op", op.name)
+        .raw("location", location_json(location))
+        .enm("policy", policy_enum(c.key.policy))
+        .enm("device_type", device_enum(c.key.device))
+        .enm("mode", mode_enum(c.key.mode))
+        .enm("phase", phase_enum(c.key.phase))
+        .enm("output_dtype", dtype_enum(c.key.src))
+        .enm("autocast_dtype", dtype_enum(c.key.dst))
+        .raw("autocast_enabled", enabled.done())
+        .enm("probe_reason", probe_reason_enum(c.key.probe))
+        .u64("calls", c.count)
+        .u64("errors", c.extra)
+        .u64("cpu_duration_ns", c.sum)
+        .u64("iteration", c.iteration)
+        .done();
+  }
   if (record.kind == RecordKind::kCacheSample) {
     return LineBuilder("cache_sample")
         .u64("seq", record.seq)

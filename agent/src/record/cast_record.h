@@ -107,7 +107,9 @@ enum class GemmCompute : uint8_t {
   kOther = 8,
 };
 
-enum class RecordKind : uint8_t { kCast = 1, kOp = 2, kCacheSample = 3, kKernel = 4 };
+// kCastCounts / kOpCounts: aggregate mode's counters (cast_counters.h),
+// flushed as records; never written by the hot path itself.
+enum class RecordKind : uint8_t { kCast = 1, kOp = 2, kCacheSample = 3, kKernel = 4, kCastCounts = 5, kOpCounts = 6 };
 
 inline constexpr int kMaxShapeDims = 6;
 inline constexpr int kMaxOpInputDtypes = 8;
@@ -178,6 +180,44 @@ struct KernelFields {
   LaunchedBy launched_by;
 };
 
+// What makes two events one counter in aggregate mode: every field a report
+// groups sites by. Casts use all of it; ops leave arg_index, outcome, role
+// and cache at 0 and keep their output dtype in `src` and the region's
+// lower-precision dtype in `dst`. No implicit padding, so keys compare
+// bytewise.
+struct CounterKey {
+  uint32_t op_id;
+  uint32_t location;
+  uint32_t thread;
+  uint16_t arg_index;
+  RecordKind kind;  // kCast or kOp: what was folded
+  CastPolicy policy;
+  DeviceKind device;
+  ExecutionMode mode;
+  Phase phase;
+  DType src;
+  DType dst;
+  CastOutcome outcome;
+  Role role;
+  CacheOutcome cache;
+  uint8_t autocast_enabled;  // ops: OpFields::autocast_enabled
+  ProbeReason probe;         // ops
+};
+static_assert(sizeof(CounterKey) == 28, "CounterKey must have no padding: keys compare bytewise");
+
+// One counter: the events of one key between two flushes.
+struct CountFields {
+  CounterKey key;
+  uint32_t reserved;  // keeps the sums 8-byte aligned; 0
+  uint64_t count;     // events folded
+  uint64_t sum;       // casts: source bytes; ops: CPU ns
+  uint64_t first_ts_ns;
+  uint64_t last_ts_ns;
+  uint64_t iteration;       // optimizer steps seen at the first event
+  uint64_t extra;           // casts: round trips; ops: calls that raised
+  int64_t max_version_gap;  // stale hits: source_version - cached_version, the largest
+};
+
 // 128 bytes: two cache lines, no pointers, trivially copyable.
 struct Record {
   uint64_t seq;
@@ -192,6 +232,7 @@ struct Record {
     OpFields op;
     CacheSampleFields sample;
     KernelFields kernel;
+    CountFields counts;
   };
 };
 

@@ -62,6 +62,16 @@ void EventLog::configure(size_t ring_records, size_t max_rings) {
   max_rings_ = max_rings == 0 ? 1 : max_rings;
 }
 
+void EventLog::configure_aggregate(bool on, size_t max_keys) {
+  std::lock_guard<std::mutex> lock(rings_mutex_);
+  aggregate_max_keys_ = max_keys;
+  if (on)
+    for (auto& slot : slots_)
+      if (slot->counters.load(std::memory_order_relaxed) == nullptr)
+        slot->counters.store(new CounterTable(max_keys), std::memory_order_release);
+  aggregate_.store(on, std::memory_order_relaxed);
+}
+
 uint32_t EventLog::intern_op(const std::string& name) {
   std::lock_guard<std::mutex> lock(ops_mutex_);
   const auto [at, inserted] = op_ids_.try_emplace(name, static_cast<uint32_t>(ops_.size()));
@@ -88,6 +98,8 @@ EventLog::Slot* EventLog::acquire_slot() {
   if (slots_.size() >= max_rings_) return nullptr;
   slots_.push_back(std::make_unique<Slot>(ring_records_));
   slots_.back()->in_use.store(true);
+  if (aggregate_.load(std::memory_order_relaxed))
+    slots_.back()->counters.store(new CounterTable(aggregate_max_keys_), std::memory_order_release);
   return slots_.back().get();
 }
 
@@ -104,7 +116,7 @@ uint32_t EventLog::thread_id() {
   return handle.id;
 }
 
-void EventLog::record(const Record& record) {
+EventLog::Slot* EventLog::thread_slot() {
   ThreadHandle& handle = tls_thread;
   if (handle.log != id_ || handle.slot == nullptr) [[unlikely]] {
     if (handle.log != id_ && !handle.exited) {
@@ -116,12 +128,72 @@ void EventLog::record(const Record& record) {
       handle.tried = true;
       handle.slot = acquire_slot();
     }
-    if (handle.slot == nullptr) {
-      dropped_total_.fetch_add(1, std::memory_order_relaxed);
-      return;
+  }
+  return handle.slot;
+}
+
+void EventLog::record(const Record& record) {
+  Slot* slot = thread_slot();
+  if (slot == nullptr) [[unlikely]] {
+    dropped_total_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (aggregate_.load(std::memory_order_relaxed) &&
+      (record.kind == RecordKind::kCast || record.kind == RecordKind::kOp)) {
+    CounterTable* counters = slot->counters.load(std::memory_order_acquire);
+    if (counters == nullptr || !counters->fold(record, iteration_.load(std::memory_order_relaxed)))
+      dropped_total_.fetch_add(1, std::memory_order_relaxed);  // past the key limit: counted, never lost silently
+    return;
+  }
+  slot->ring.try_push(record);
+}
+
+Record EventLog::counts_record(const CountFields& counts) {
+  Record r{};
+  r.seq = next_seq();
+  r.ts_ns = counts.first_ts_ns;
+  r.kind = counts.key.kind == RecordKind::kCast ? RecordKind::kCastCounts : RecordKind::kOpCounts;
+  r.op_id = counts.key.op_id;
+  r.thread = counts.key.thread;
+  r.policy = counts.key.policy;
+  r.device = counts.key.device;
+  r.counts = counts;
+  return r;
+}
+
+size_t EventLog::drain_counters(const std::function<void(const Record&)>& sink) {
+  std::lock_guard<std::mutex> drain_lock(drain_mutex_);
+  std::vector<CounterTable*> tables;
+  {
+    std::lock_guard<std::mutex> lock(rings_mutex_);
+    for (auto& slot : slots_)
+      if (CounterTable* table = slot->counters.load(std::memory_order_acquire)) tables.push_back(table);
+  }
+  size_t drained = 0;
+  for (CounterTable* table : tables) {
+    taken_.clear();
+    taken_.reserve(table->max_keys());  // no allocation while the owner may wait on the table
+    table->take(taken_);
+    for (const CountFields& counts : taken_) {
+      recorded_.fetch_add(1, std::memory_order_relaxed);
+      ++drained;
+      sink(counts_record(counts));
     }
   }
-  handle.slot->ring.try_push(record);
+  return drained;
+}
+
+void EventLog::flush_thread_counters() {
+  Slot* slot = thread_slot();
+  if (slot == nullptr) return;
+  CounterTable* table = slot->counters.load(std::memory_order_acquire);
+  if (table == nullptr) return;
+  // A thread-local buffer: the owner flushes only its own table.
+  thread_local std::vector<CountFields> taken;
+  taken.clear();
+  taken.reserve(table->max_keys());
+  table->take(taken);
+  for (const CountFields& counts : taken) slot->ring.try_push(counts_record(counts));
 }
 
 size_t EventLog::drain(const std::function<void(const Record&)>& sink) {
@@ -148,6 +220,12 @@ size_t EventLog::drain(const std::function<void(const Record&)>& sink) {
 
 void EventLog::begin_session() {
   drain([](const Record&) {});
+  {
+    std::lock_guard<std::mutex> lock(rings_mutex_);
+    for (auto& slot : slots_)
+      if (CounterTable* table = slot->counters.load(std::memory_order_acquire)) table->clear();
+  }
+  iteration_.store(0, std::memory_order_relaxed);
   std::lock_guard<std::mutex> drain_lock(drain_mutex_);
   next_seq_.store(1, std::memory_order_relaxed);
   recorded_.store(0, std::memory_order_relaxed);

@@ -13,6 +13,12 @@
 // - Rings live as long as their log: a thread that exits returns its ring to
 //   the pool, and the next new thread adopts it. This bounds memory by
 //   max_rings * ring_records * sizeof(Record).
+// - Aggregate mode (cast_counters.h): cast and op records fold into a
+//   counter table beside the thread's ring instead of entering it; the
+//   exporter takes the tables (`drain_counters`) and the owner flushes its
+//   own into its ring at an optimizer step (`flush_thread_counters`). A table
+//   is made with its slot (or for every slot at `configure_aggregate`, under
+//   `rings_mutex_`) and published through an atomic pointer.
 // - A thread keeps one ring at a time, tagged with its log's id. The agent has
 //   one log for the whole process (Runtime, never destroyed); a test may make
 //   logs of its own one after the other, and a thread that records into a new
@@ -30,6 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "agent/src/record/cast_counters.h"
 #include "agent/src/record/cast_record.h"
 #include "agent/src/record/ring_buffer.h"
 
@@ -71,6 +78,13 @@ class EventLog {
   // Before any record; later calls only affect rings not yet created.
   void configure(size_t ring_records, size_t max_rings);
 
+  // Aggregate mode on or off, and its key limit per thread; at attach, before
+  // any record of the session.
+  void configure_aggregate(bool on, size_t max_keys);
+  bool aggregating() const { return aggregate_.load(std::memory_order_relaxed); }
+  // Optimizer steps seen: what a new counter remembers as its iteration.
+  void set_iteration(uint64_t iteration) { iteration_.store(iteration, std::memory_order_relaxed); }
+
   uint32_t intern_op(const std::string& name);
   void set_arg_names(uint32_t op_id, std::vector<std::string> names);
   // Copy of an op's metadata; exporter side.
@@ -99,6 +113,14 @@ class EventLog {
   // Calls sink for every buffered record, ring by ring (each ring oldest
   // first). Returns how many were drained.
   size_t drain(const std::function<void(const Record&)>& sink);
+
+  // Aggregate mode, exporter side: every thread's counters as kCastCounts /
+  // kOpCounts records (fresh sequence numbers), tables left empty. Returns
+  // how many were drained.
+  size_t drain_counters(const std::function<void(const Record&)>& sink);
+  // Aggregate mode, owner side (an optimizer step): the calling thread's
+  // counters into its own ring, in order with what it records next.
+  void flush_thread_counters();
 
   // True when some ring is more than a quarter full: the exporter should
   // drain now rather than at its next interval (a burst of small ops).
@@ -139,9 +161,13 @@ class EventLog {
  private:
   struct Slot {
     explicit Slot(size_t records) : ring(records) {}
+    ~Slot() { delete counters.load(std::memory_order_relaxed); }
     RingBuffer<Record> ring;
     std::atomic<bool> in_use{false};
+    std::atomic<CounterTable*> counters{nullptr};  // aggregate mode; made under rings_mutex_, then fixed
   };
+  Slot* thread_slot();
+  Record counts_record(const CountFields& counts);
   Slot* acquire_slot();
   void release_slot(Slot* slot);
 
@@ -156,6 +182,10 @@ class EventLog {
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t ring_records_ = 1 << 14;
   size_t max_rings_ = 16;
+  size_t aggregate_max_keys_ = 2048;  // guarded by rings_mutex_
+  std::atomic<bool> aggregate_{false};
+  std::atomic<uint64_t> iteration_{0};
+  std::vector<CountFields> taken_;  // drain_counters' buffer, guarded by drain_mutex_
 
   std::mutex drain_mutex_;
   std::atomic<uint64_t> next_seq_{1};

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -196,7 +197,14 @@ class Agent {
       writer_.close();
       return 1;
     }
-    process_runtime().events.configure(config.ring_records, config.max_threads);
+    // Aggregate mode: rings carry a step's counters, samples and GPU records,
+    // no per-event records, so they are smaller and counter tables fit
+    // beside them in the same budget (docs/aggregate.md, "Memory").
+    const size_t ring_records =
+        config.aggregate ? std::min(config.ring_records, std::max<size_t>(4 * config.aggregate_max_keys, 1024))
+                         : config.ring_records;
+    process_runtime().events.configure(ring_records, config.max_threads);
+    process_runtime().events.configure_aggregate(config.aggregate, config.aggregate_max_keys);
     process_runtime().events.begin_session();  // an agent's counts are its own, not the process's
     gpu_timing_ = start_gpu_timing(config, process_runtime().events);
     gpu_yields_ = 0;
@@ -299,6 +307,12 @@ class Agent {
     if (!attached() || !g_record_events.load(std::memory_order_relaxed)) return;
     const uint64_t iteration = iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
     process_runtime().steps.store(iteration, std::memory_order_relaxed);
+    // Aggregate mode: this thread's counters of the step go out before its
+    // sample, and later ones remember the new step count.
+    if (process_runtime().events.aggregating()) {
+      process_runtime().events.flush_thread_counters();
+      process_runtime().events.set_iteration(iteration);
+    }
     // Through the thread's ring, so the sample stays in order with its casts.
     process_runtime().events.record(cache_sample_record(process_runtime(), SampleTrigger::kIteration));
     probe_on_iteration(iteration);
@@ -332,7 +346,7 @@ class Agent {
 
   long flush() {
     if (forked_child_) return 0;
-    const long n = static_cast<long>(drain_to_writer());
+    const long n = static_cast<long>(drain_to_writer(/*counters=*/true));
     write_stats();
     return n;
   }
@@ -382,6 +396,7 @@ class Agent {
     const auto interval = std::chrono::milliseconds(config_.flush_interval_ms);
     auto last_drain = std::chrono::steady_clock::now();
     auto next_gpu_flush = last_drain + std::chrono::seconds(1);
+    auto next_counters_flush = last_drain + std::chrono::seconds(1);
     while (!stop_exporter_) {
       // Drain at the interval, or as soon as a ring is filling up (a burst of
       // small ops). The hot path never signals, so it never pays for a wakeup.
@@ -402,7 +417,11 @@ class Agent {
         flush_gpu_timing();
       }
       gpu_timing_on_tick();
-      drain_to_writer();
+      // Aggregate mode: every thread's counters at least every second (the
+      // training thread's also go out at each step, mark_iteration).
+      const bool counters = std::chrono::steady_clock::now() >= next_counters_flush;
+      if (counters) next_counters_flush = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      drain_to_writer(counters);
       supervise_forwarder();
       probe_on_tick();
       lock.lock();
@@ -423,7 +442,7 @@ class Agent {
     exporter_cv_.notify_all();
     if (exporter_.joinable()) exporter_.join();
     process_runtime().events.record(cache_sample_record(process_runtime(), SampleTrigger::kStop));
-    drain_to_writer();
+    drain_to_writer(/*counters=*/true);
     write_stats(/*final=*/true);
     {
       std::lock_guard<std::mutex> io(io_mutex_);
@@ -457,6 +476,7 @@ class Agent {
     identity.world_size = process.world_size;
     identity.torch_version = config.torch_version;
     identity.castscope_version = kCastscopeVersion;
+    identity.aggregate = config.aggregate;
     identity.command = config.command;
     identity.policy_hash = config.policy_hash;
     identity.policy_files = config.policy_files;
@@ -558,15 +578,18 @@ class Agent {
     accounting_.write(encoder_->finish(sequence_ + 1, after.recorded, after.dropped, final));
   }
 
-  size_t drain_to_writer() {
+  // `counters`: aggregate mode's counters too (EventLog::drain_counters).
+  size_t drain_to_writer(bool counters = false) {
     std::lock_guard<std::mutex> io(io_mutex_);
     static const OpMeta no_op;
-    const size_t n = process_runtime().events.drain([this](const Record& record) {
+    const auto sink = [this](const Record& record) {
       try {
         const bool sample = record.kind == RecordKind::kCacheSample;
-        // Only casts and ops have a location; the other kinds' union holds something else there.
+        const bool counts = record.kind == RecordKind::kCastCounts || record.kind == RecordKind::kOpCounts;
+        // Only casts, ops and their counters have a location; the other kinds' union holds something else there.
         const uint32_t location = record.kind == RecordKind::kCast ? record.cast.location
                                   : record.kind == RecordKind::kOp ? record.op.location
+                                  : counts                         ? record.counts.key.location
                                                                    : 0;
         const OpMeta& meta = sample ? no_op : op_meta(record.op_id);
         if (writer_.is_open()) writer_.write_line(record_to_json(record, meta, location_of(location)));
@@ -577,7 +600,9 @@ class Agent {
       } catch (...) {
         process_runtime().events.count_internal_error();
       }
-    });
+    };
+    size_t n = process_runtime().events.drain(sink);
+    if (counters) n += process_runtime().events.drain_counters(sink);
     writer_.flush();
     ship_batch(false);
     return n;

@@ -48,6 +48,8 @@ constexpr auto kCastRow = schema::columns(
     schema::kCasts, {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version"});
 constexpr auto kOpRow = schema::columns(
     schema::kOps, {"id", "codes", "op", "location", "cpu_duration_ns", "autocast_enabled", "input_dtypes", "gemm"});
+constexpr auto kCastCountsRow = schema::all_columns<schema::kCastCounts>();
+constexpr auto kOpCountsRow = schema::all_columns<schema::kOpCounts>();
 constexpr auto kSampleRow =
     schema::columns(schema::kCacheSamples, {"id", "trigger", "iteration", "live_casts", "live_bytes", "orphaned_casts",
                                             "orphaned_bytes", "cache_hits", "released_casts"});
@@ -89,6 +91,17 @@ class Loader {
     out_.last_seen_unix_ns = static_cast<uint64_t>(run.column_int(kRunRow["last_seen_unix_ns"]));
     run.reset();  // an unfinished statement would keep its read transaction (and the WAL) open
 
+    // A store of schema version 12 (read-only, not upgraded) has no counter
+    // tables and no agents.aggregate: no agent of it ran in aggregate mode.
+    {
+      Statement tables;
+      if (Status s = Statement::prepare(
+              db_.handle(), "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'cast_counts'", tables);
+          !s.ok())
+        return s;
+      if (tables.step(error)) has_counters_ = tables.column_int(0) > 0;
+      if (!error.ok()) return error;
+    }
     Statement agents;
     if (Status s = Statement::prepare(db_.handle(), kAgentRow.select_sql() + " WHERE run = ? ORDER BY id", agents);
         !s.ok())
@@ -136,6 +149,19 @@ class Loader {
       out_.agents.push_back(std::move(row));
     }
     if (!error.ok()) return error;
+    agents.reset();
+    if (has_counters_) {
+      Statement mode;
+      if (Status s = Statement::prepare(db_.handle(), "SELECT aggregate FROM agents WHERE id = ?", mode); !s.ok())
+        return s;
+      for (size_t i = 0; i < agent_rows.size(); ++i) {
+        mode.bind(1, agent_rows[i]);
+        if (mode.step(error)) out_.agents[i].aggregate = mode.column_int(0) != 0;
+        if (!error.ok()) return error;
+        mode.reset();
+        out_.aggregate = out_.aggregate || out_.agents[i].aggregate;
+      }
+    }
     if (rank_filter_ && out_.agents.empty()) {
       std::string ranks;
       for (int32_t r : other_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
@@ -148,6 +174,10 @@ class Loader {
       const int64_t lo = event_row_id(agent_rows[i], 0), hi = event_row_id(agent_rows[i] + 1, 0);
       if (Status s = in_chunks(schema::kCasts, lo, hi, &Loader::read_casts); !s.ok()) return s;
       if (Status s = in_chunks(schema::kOps, lo, hi, &Loader::read_ops); !s.ok()) return s;
+      if (has_counters_) {
+        if (Status s = in_chunks(schema::kCastCounts, lo, hi, &Loader::read_cast_counts); !s.ok()) return s;
+        if (Status s = in_chunks(schema::kOpCounts, lo, hi, &Loader::read_op_counts); !s.ok()) return s;
+      }
       if (Status s = read_samples(lo, hi, out_.agents[i].agent_id); !s.ok()) return s;
       if (out_.agents[i].kernels > 0)
         if (Status s = read_gpu_time(lo, hi); !s.ok()) return s;
@@ -178,6 +208,7 @@ class Loader {
   // analyzer re-reading a big run beside a busy collector never pins the WAL
   // long enough to hold up its checkpoints (and with them, ingest).
   static constexpr int64_t kChunkIds = int64_t{1} << 17;
+  bool has_counters_ = false;  // the store has the counter tables (schema version 13)
 
   Status in_chunks(const schema::Table& table, int64_t lo, int64_t hi, Status (Loader::*read)(int64_t, int64_t)) {
     Statement last;
@@ -333,9 +364,57 @@ class Loader {
     while (casts.step(error)) {
       ++rows_read_;
       const int64_t codes = casts.column_int(kCastRow["codes"]);
-      const int64_t bytes = casts.column_int(kCastRow["bytes"]);
-      const auto key = std::make_tuple(casts.column_int(kCastRow["location"]), casts.column_int(kCastRow["op"]),
-                                       casts.column_int(kCastRow["arg_name"]), site_codes(codes));
+      const auto bytes = static_cast<uint64_t>(casts.column_int(kCastRow["bytes"]));
+      const bool round_trip = (code_at(codes, kCastFlags) & kCastFlagRoundTrip) != 0;
+      if (Status s = fold_cast({casts.column_int(kCastRow["location"]), casts.column_int(kCastRow["op"]),
+                                casts.column_int(kCastRow["arg_name"]), codes, casts.column_int(kCastRow["id"])},
+                               1, bytes,
+                               casts.column_int(kCastRow["source_version"]) - casts.column_int(kCastRow["cached_version"]),
+                               round_trip ? 1 : 0, round_trip ? bytes : 0);
+          !s.ok())
+        return s;
+    }
+    return error;
+  }
+
+  // Aggregate mode: each row is `count` decisions of one key (CastCounts).
+  Status read_cast_counts(int64_t lo, int64_t hi) {
+    Statement rows;
+    if (Status s = Statement::prepare(db_.handle(), kCastCountsRow.select_sql() + " WHERE id >= ? AND id < ?", rows);
+        !s.ok())
+      return s;
+    rows.bind(1, lo);
+    rows.bind(2, hi);
+    Status error;
+    while (rows.step(error)) {
+      ++rows_read_;
+      const auto count = static_cast<uint64_t>(rows.column_int(kCastCountsRow["count"]));
+      const auto bytes = static_cast<uint64_t>(rows.column_int(kCastCountsRow["bytes"]));
+      const auto round_trips = static_cast<uint64_t>(rows.column_int(kCastCountsRow["round_trips"]));
+      // Round trips' bytes are not counted apart: an even share of the counter's.
+      const uint64_t round_trip_bytes = count == 0 ? 0 : bytes / count * round_trips;
+      if (Status s = fold_cast({rows.column_int(kCastCountsRow["location"]), rows.column_int(kCastCountsRow["op"]),
+                                rows.column_int(kCastCountsRow["arg_name"]), rows.column_int(kCastCountsRow["codes"]),
+                                rows.column_int(kCastCountsRow["id"])},
+                               count, bytes, rows.column_int(kCastCountsRow["max_version_gap"]), round_trips,
+                               round_trip_bytes);
+          !s.ok())
+        return s;
+    }
+    return error;
+  }
+
+  struct CastKey {
+    int64_t location, op, arg_name, codes, row_id;
+  };
+
+  // `count` decisions of one key with their source bytes summed; `version_gap`
+  // the largest on stale hits.
+  Status fold_cast(const CastKey& cast, uint64_t count, uint64_t bytes, int64_t version_gap, uint64_t round_trips,
+                   uint64_t round_trip_bytes) {
+    const int64_t codes = cast.codes;
+    {
+      const auto key = std::make_tuple(cast.location, cast.op, cast.arg_name, site_codes(codes));
       auto [it, inserted] = sites_.try_emplace(key);
       SiteRow& row = it->second;
       if (inserted) {
@@ -347,32 +426,29 @@ class Loader {
         row.device = static_cast<v1::DeviceType>(code_at(codes, kCastDevice));
         row.role = static_cast<v1::Role>(code_at(codes, kCastRole));
         row.mode = static_cast<v1::ExecutionMode>(code_at(codes, kCastMode));
-        row.first_seq = seq_of_row(casts.column_int(kCastRow["id"]));
+        row.first_seq = seq_of_row(cast.row_id);
       }
-      ++row.count;
+      row.count += count;
       note_rank(row);
-      if (row.outcome == v1::CAST_OUTCOME_CAST) row.bytes += static_cast<uint64_t>(bytes);
+      if (row.outcome == v1::CAST_OUTCOME_CAST) row.bytes += bytes;
       const int cache = code_at(codes, kCastCache);
       if (row.outcome == v1::CAST_OUTCOME_CAST &&
           (cache == v1::CACHE_OUTCOME_HIT || cache == v1::CACHE_OUTCOME_STALE_HIT))
-        row.served_bytes += static_cast<uint64_t>(bytes);
+        row.served_bytes += bytes;
       switch (cache) {
-        case v1::CACHE_OUTCOME_HIT: ++row.hits; break;
-        case v1::CACHE_OUTCOME_MISS: ++row.misses; break;
+        case v1::CACHE_OUTCOME_HIT: row.hits += count; break;
+        case v1::CACHE_OUTCOME_MISS: row.misses += count; break;
         case v1::CACHE_OUTCOME_STALE_HIT:
-          ++row.stale_hits;
-          row.max_version_gap = std::max(row.max_version_gap, casts.column_int(kCastRow["source_version"]) -
-                                                                  casts.column_int(kCastRow["cached_version"]));
+          row.stale_hits += count;
+          row.max_version_gap = std::max(row.max_version_gap, version_gap);
           break;
         default: break;
       }
-      if (code_at(codes, kCastPhase) == v1::PHASE_BACKWARD) ++row.backward;
-      if (code_at(codes, kCastFlags) & kCastFlagRoundTrip) {
-        ++row.round_trips;
-        row.round_trip_bytes += static_cast<uint64_t>(bytes);
-      }
+      if (code_at(codes, kCastPhase) == v1::PHASE_BACKWARD) row.backward += count;
+      row.round_trips += round_trips;
+      row.round_trip_bytes += round_trip_bytes;
     }
-    return error;
+    return Status();
   }
 
   Status read_ops(int64_t lo, int64_t hi) {
@@ -385,102 +461,142 @@ class Loader {
     while (ops.step(error)) {
       ++rows_read_;
       const int64_t codes = ops.column_int(kOpRow["codes"]);
-      const int64_t op = ops.column_int(kOpRow["op"]), location = ops.column_int(kOpRow["location"]);
-      const auto policy = static_cast<v1::CastPolicy>(code_at(codes, kOpPolicy));
-      if (const int64_t gemm = ops.column_int(kOpRow["gemm"]); gemm != 0) {
-        // Probe ops too: an out= matmul under autocast ran its own GEMMs.
-        auto [g, first] = gemm_exact_.try_emplace(std::make_tuple(location, op, gemm & 0xffffffff));
-        GemmExactRow& row = g->second;
-        if (first) {
-          if (Status s = site_ref(location, op, 0, row.site); !s.ok()) return s;
-          row.compute = static_cast<v1::GemmCompute>(gemm_field(gemm, 0));
-          row.a_type = static_cast<v1::DType>(gemm_field(gemm, 1));
-          row.b_type = static_cast<v1::DType>(gemm_field(gemm, 2));
-          row.d_type = static_cast<v1::DType>(gemm_field(gemm, 3));
-        }
-        ++row.ops;
-        row.matmuls += static_cast<uint64_t>(gemm_field(gemm, 4));
-        row.mixed += gemm_field(gemm, 5) != 0 ? 1 : 0;
-      }
-      const int reason = code_at(codes, kOpProbeReason);
-      const int mode = code_at(codes, kOpMode);
-      const int device = code_at(codes, kOpDevice);
-      const bool autocast = autocast_on(ops.column_int(kOpRow["autocast_enabled"]), device);
-      if (mode == v1::EXECUTION_MODE_COMPILED) {
-        // A run of a compiled graph: not an autocast op. Run in backward with
-        // autocast on, it is what backward-under-autocast looks for.
-        ++out_.compiled_graph_runs;
-        if (code_at(codes, kOpPhase) == v1::PHASE_BACKWARD && autocast)
-          if (Status s = add_backward(location, op, ops.column_int(kOpRow["id"])); !s.ok()) return s;
-        continue;
-      }
-      if (location != 0 && code_at(codes, kOpPhase) != v1::PHASE_BACKWARD &&
-          (reason == v1::PROBE_REASON_DTYPES || (reason == v1::PROBE_REASON_UNSPECIFIED && policy != v1::CAST_POLICY_UNSPECIFIED))) {
-        const int autocast_dtype = code_at(codes, kOpAutocastDtype);
-        auto [d, first] = site_dtypes_.try_emplace(std::make_tuple(location, op, mode, autocast, autocast_dtype));
-        SiteDtypeRow& row = d->second;
-        if (first) {
-          if (Status s = site_ref(location, op, 0, row.site); !s.ok()) return s;
-          row.mode = static_cast<v1::ExecutionMode>(mode);
-          row.autocast = autocast;
-          row.autocast_dtype = static_cast<v1::DType>(autocast_dtype);
-          row.first_seq = seq_of_row(ops.column_int(kOpRow["id"]));
-        }
-        row.probe_only &= reason == v1::PROBE_REASON_DTYPES;
-        note_rank(row);
-        row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutput)));
-      }
-      if (reason == v1::PROBE_REASON_DTYPES) continue;  // the probe's, not an autocast op
-      // Compile-time records (FakeTensor arguments) feed no run-time table.
-      if (mode == v1::EXECUTION_MODE_COMPILING) continue;
-      if (reason != v1::PROBE_REASON_UNSPECIFIED) {
-        auto [p, first] = probes_.try_emplace(std::make_tuple(location, op, reason));
-        ProbeOpRow& row = p->second;
-        if (first) {
-          if (Status s = site_ref(location, op, 0, row.site); !s.ok()) return s;
-          row.reason = static_cast<v1::ProbeReason>(reason);
-          row.device = static_cast<v1::DeviceType>(code_at(codes, kOpDevice));
-          row.first_seq = seq_of_row(ops.column_int(kOpRow["id"]));
-        }
-        ++row.calls;
-        note_rank(row);
-        v1::OpEvent unpacked;
-        unpack_input_dtypes(ops.column_int(kOpRow["input_dtypes"]), unpacked);
-        for (int dtype : unpacked.input_dtypes()) row.input_dtypes.insert(static_cast<v1::DType>(dtype));
-        row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutput)));
-        continue;  // not an autocast op: kept out of the per-op table
-      }
-      if (policy == v1::CAST_POLICY_UNSPECIFIED && code_at(codes, kOpMode) == v1::EXECUTION_MODE_TRACE_RECORDING &&
-          ops.column_int(kOpRow["autocast_enabled"]) == 0) {
-        // Not an autocast op: the trace observer saw it run with autocast off.
-        SiteRef site;
-        if (Status s = site_ref(location, op, 0, site); !s.ok()) return s;
-        out_.traced_with_autocast_off.insert({site.file, site.line, site.op});
-        continue;
-      }
-      auto [it, inserted] = ops_.try_emplace(std::make_pair(op, static_cast<int>(policy)));
-      OpRow& row = it->second;
-      if (inserted) {
-        if (Status s = text(op, row.op); !s.ok()) return s;
-        row.policy = policy;
-      }
-      ++row.calls;
-      if (code_at(codes, kOpOutcome) == v1::OP_OUTCOME_ERROR) ++row.errors;
-      row.cpu_time_ns += static_cast<uint64_t>(ops.column_int(kOpRow["cpu_duration_ns"]));
-      ++row.output_dtypes[static_cast<v1::DType>(code_at(codes, kOpOutput))];
-      if (code_at(codes, kOpPhase) == v1::PHASE_BACKWARD)
-        if (Status s = add_backward(location, op, ops.column_int(kOpRow["id"])); !s.ok()) return s;
+      const bool failed = code_at(codes, kOpOutcome) == v1::OP_OUTCOME_ERROR;
+      if (Status s = fold_op({codes, ops.column_int(kOpRow["op"]), ops.column_int(kOpRow["location"]),
+                              ops.column_int(kOpRow["id"]), ops.column_int(kOpRow["autocast_enabled"]),
+                              ops.column_int(kOpRow["input_dtypes"]), ops.column_int(kOpRow["gemm"])},
+                             1, failed ? 1 : 0, static_cast<uint64_t>(ops.column_int(kOpRow["cpu_duration_ns"])));
+          !s.ok())
+        return s;
     }
     return error;
   }
 
-  Status add_backward(int64_t location, int64_t op, int64_t row_id) {
+  // Aggregate mode: each row is `calls` calls of one op at one site (OpCounts).
+  Status read_op_counts(int64_t lo, int64_t hi) {
+    Statement rows;
+    if (Status s = Statement::prepare(db_.handle(), kOpCountsRow.select_sql() + " WHERE id >= ? AND id < ?", rows);
+        !s.ok())
+      return s;
+    rows.bind(1, lo);
+    rows.bind(2, hi);
+    Status error;
+    while (rows.step(error)) {
+      ++rows_read_;
+      if (Status s = fold_op({rows.column_int(kOpCountsRow["codes"]), rows.column_int(kOpCountsRow["op"]),
+                              rows.column_int(kOpCountsRow["location"]), rows.column_int(kOpCountsRow["id"]),
+                              rows.column_int(kOpCountsRow["autocast_enabled"]), 0, 0},
+                             static_cast<uint64_t>(rows.column_int(kOpCountsRow["calls"])),
+                             static_cast<uint64_t>(rows.column_int(kOpCountsRow["errors"])),
+                             static_cast<uint64_t>(rows.column_int(kOpCountsRow["cpu_duration_ns"])));
+          !s.ok())
+        return s;
+    }
+    return error;
+  }
+
+  struct OpKey {
+    int64_t codes, op, location, row_id, autocast_enabled, input_dtypes, gemm;
+  };
+
+  // `calls` calls of one op with one key, `errors` of them raised.
+  Status fold_op(const OpKey& o, uint64_t calls, uint64_t errors, uint64_t cpu_ns) {
+    const int64_t codes = o.codes;
+    const int64_t op = o.op, location = o.location;
+    const auto policy = static_cast<v1::CastPolicy>(code_at(codes, kOpPolicy));
+    if (const int64_t gemm = o.gemm; gemm != 0) {
+      // Probe ops too: an out= matmul under autocast ran its own GEMMs.
+      auto [g, first] = gemm_exact_.try_emplace(std::make_tuple(location, op, gemm & 0xffffffff));
+      GemmExactRow& row = g->second;
+      if (first) {
+        if (Status s = site_ref(location, op, 0, row.site); !s.ok()) return s;
+        row.compute = static_cast<v1::GemmCompute>(gemm_field(gemm, 0));
+        row.a_type = static_cast<v1::DType>(gemm_field(gemm, 1));
+        row.b_type = static_cast<v1::DType>(gemm_field(gemm, 2));
+        row.d_type = static_cast<v1::DType>(gemm_field(gemm, 3));
+      }
+      row.ops += calls;
+      row.matmuls += static_cast<uint64_t>(gemm_field(gemm, 4));
+      row.mixed += gemm_field(gemm, 5) != 0 ? 1 : 0;
+    }
+    const int reason = code_at(codes, kOpProbeReason);
+    const int mode = code_at(codes, kOpMode);
+    const int device = code_at(codes, kOpDevice);
+    const bool autocast = autocast_on(o.autocast_enabled, device);
+    if (mode == v1::EXECUTION_MODE_COMPILED) {
+      // A run of a compiled graph: not an autocast op. Run in backward with
+      // autocast on, it is what backward-under-autocast looks for.
+      out_.compiled_graph_runs += calls;
+      if (code_at(codes, kOpPhase) == v1::PHASE_BACKWARD && autocast)
+        if (Status s = add_backward(location, op, o.row_id, calls); !s.ok()) return s;
+      return Status();
+    }
+    if (location != 0 && code_at(codes, kOpPhase) != v1::PHASE_BACKWARD &&
+        (reason == v1::PROBE_REASON_DTYPES || (reason == v1::PROBE_REASON_UNSPECIFIED && policy != v1::CAST_POLICY_UNSPECIFIED))) {
+      const int autocast_dtype = code_at(codes, kOpAutocastDtype);
+      auto [d, first] = site_dtypes_.try_emplace(std::make_tuple(location, op, mode, autocast, autocast_dtype));
+      SiteDtypeRow& row = d->second;
+      if (first) {
+        if (Status s = site_ref(location, op, 0, row.site); !s.ok()) return s;
+        row.mode = static_cast<v1::ExecutionMode>(mode);
+        row.autocast = autocast;
+        row.autocast_dtype = static_cast<v1::DType>(autocast_dtype);
+        row.first_seq = seq_of_row(o.row_id);
+      }
+      row.probe_only &= reason == v1::PROBE_REASON_DTYPES;
+      note_rank(row);
+      row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutput)));
+    }
+    if (reason == v1::PROBE_REASON_DTYPES) return Status();  // the probe's, not an autocast op
+    // Compile-time records (FakeTensor arguments) feed no run-time table.
+    if (mode == v1::EXECUTION_MODE_COMPILING) return Status();
+    if (reason != v1::PROBE_REASON_UNSPECIFIED) {
+      auto [p, first] = probes_.try_emplace(std::make_tuple(location, op, reason));
+      ProbeOpRow& row = p->second;
+      if (first) {
+        if (Status s = site_ref(location, op, 0, row.site); !s.ok()) return s;
+        row.reason = static_cast<v1::ProbeReason>(reason);
+        row.device = static_cast<v1::DeviceType>(code_at(codes, kOpDevice));
+        row.first_seq = seq_of_row(o.row_id);
+      }
+      row.calls += calls;
+      note_rank(row);
+      v1::OpEvent unpacked;
+      unpack_input_dtypes(o.input_dtypes, unpacked);  // 0 from counters: they keep no input dtypes
+      for (int dtype : unpacked.input_dtypes()) row.input_dtypes.insert(static_cast<v1::DType>(dtype));
+      row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutput)));
+      return Status();  // not an autocast op: kept out of the per-op table
+    }
+    if (policy == v1::CAST_POLICY_UNSPECIFIED && code_at(codes, kOpMode) == v1::EXECUTION_MODE_TRACE_RECORDING &&
+        o.autocast_enabled == 0) {
+      // Not an autocast op: the trace observer saw it run with autocast off.
+      SiteRef site;
+      if (Status s = site_ref(location, op, 0, site); !s.ok()) return s;
+      out_.traced_with_autocast_off.insert({site.file, site.line, site.op});
+      return Status();
+    }
+    auto [it, inserted] = ops_.try_emplace(std::make_pair(op, static_cast<int>(policy)));
+    OpRow& row = it->second;
+    if (inserted) {
+      if (Status s = text(op, row.op); !s.ok()) return s;
+      row.policy = policy;
+    }
+    row.calls += calls;
+    row.errors += errors;
+    row.cpu_time_ns += cpu_ns;
+    row.output_dtypes[static_cast<v1::DType>(code_at(codes, kOpOutput))] += calls;
+    if (code_at(codes, kOpPhase) == v1::PHASE_BACKWARD)
+      if (Status s = add_backward(location, op, o.row_id, calls); !s.ok()) return s;
+    return Status();
+  }
+
+  Status add_backward(int64_t location, int64_t op, int64_t row_id, uint64_t calls) {
     auto [b, first] = backward_.try_emplace(std::make_pair(location, op));
     if (first) {
       if (Status s = site_ref(location, op, 0, b->second.site); !s.ok()) return s;
       b->second.first_seq = seq_of_row(row_id);
     }
-    ++b->second.calls;
+    b->second.calls += calls;
     note_rank(b->second);
     return Status();
   }

@@ -166,12 +166,14 @@ struct AgentRow {
   std::string gpu_timing;  // AgentStats.gpu_timing, the latest
   uint64_t gpu_records_dropped = 0;
   std::vector<std::string> overlay_errors;  // module and function overlay entries skipped, with why
+  bool aggregate = false;  // aggregate mode: counters, no per-event records (docs/aggregate.md)
 };
 
 struct RunData {
   std::string run_id;
   uint64_t first_seen_unix_ns = 0, last_seen_unix_ns = 0;
   std::vector<AgentRow> agents;
+  bool aggregate = false;  // some agent ran in aggregate mode: findings that need event order are not available
   std::vector<SiteRow> sites;  // run-time cast decisions: every mode but COMPILING
   std::vector<OpRow> ops;      // autocast ops run: neither COMPILING nor COMPILED records
   // torch.compile (docs/events.md): the decisions autocast made while a graph

@@ -180,6 +180,63 @@ Status check_op(const v1::OpEvent& op, int index, const LocalIdIndex& strings, c
   return check_gemm(op, index, seq);
 }
 
+// Aggregate mode's counters: the key as a cast's or op's, sums in the
+// store's signed 64-bit range.
+Status check_cast_counts(const v1::CastCounts& c, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
+  const uint64_t seq = c.seq();
+  if (Status s = check_seq(seq, index, "cast_counts"); !s.ok()) return s;
+  if (c.op_id() == 0) return Status::invalid_argument(event_name(index, "cast_counts", seq) + ": op_id is 0 (unset)");
+  if (Status s = check_codes({{"policy", c.policy()},
+                              {"src_dtype", c.src_dtype()},
+                              {"dst_dtype", c.dst_dtype()},
+                              {"outcome", c.outcome()},
+                              {"device_type", c.device_type()},
+                              {"role", c.role()},
+                              {"cache", c.cache()},
+                              {"mode", c.mode()},
+                              {"phase", c.phase()}},
+                             index, "cast_counts", seq);
+      !s.ok())
+    return s;
+  if (c.count() == 0 || c.count() >= kMaxBytes || c.bytes() >= kMaxBytes || c.round_trips() > c.count() ||
+      c.iteration() >= kMaxBytes || c.max_version_gap() < 0 || c.first_ts_ns() > c.last_ts_ns() ||
+      c.last_ts_ns() > static_cast<uint64_t>(INT64_MAX))
+    return Status::invalid_argument(event_name(index, "cast_counts", seq) +
+                                    ": count, bytes, round_trips, iteration, max_version_gap or timestamps out of "
+                                    "range (0 < count < 2^56, round_trips <= count, first_ts_ns <= last_ts_ns)");
+  if (Status s = check_reference(c.op_id(), strings, "op_id", "strings", index, "cast_counts", seq); !s.ok()) return s;
+  if (Status s = check_reference(c.arg_name_id(), strings, "arg_name_id", "strings", index, "cast_counts", seq); !s.ok())
+    return s;
+  return check_reference(c.location_id(), locations, "location_id", "locations", index, "cast_counts", seq);
+}
+
+Status check_op_counts(const v1::OpCounts& o, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
+  const uint64_t seq = o.seq();
+  if (Status s = check_seq(seq, index, "op_counts"); !s.ok()) return s;
+  if (o.op_id() == 0) return Status::invalid_argument(event_name(index, "op_counts", seq) + ": op_id is 0 (unset)");
+  if (Status s = check_codes({{"policy", o.policy()},
+                              {"device_type", o.device_type()},
+                              {"output_dtype", o.output_dtype()},
+                              {"autocast_dtype", o.autocast_dtype()},
+                              {"mode", o.mode()},
+                              {"phase", o.phase()},
+                              {"probe_reason", o.probe_reason()}},
+                             index, "op_counts", seq);
+      !s.ok())
+    return s;
+  if (o.calls() == 0 || o.calls() >= kMaxBytes || o.errors() > o.calls() || o.cpu_duration_ns() >= kMaxBytes ||
+      o.iteration() >= kMaxBytes || o.first_ts_ns() > o.last_ts_ns() || o.last_ts_ns() > static_cast<uint64_t>(INT64_MAX))
+    return Status::invalid_argument(event_name(index, "op_counts", seq) +
+                                    ": calls, errors, cpu_duration_ns, iteration or timestamps out of range "
+                                    "(0 < calls < 2^56, errors <= calls, first_ts_ns <= last_ts_ns)");
+  for (int device : o.autocast_enabled())
+    if (device < 0 || device > 62)
+      return Status::invalid_argument(event_name(index, "op_counts", seq) + ": autocast_enabled device type " +
+                                      std::to_string(device) + " out of range");
+  if (Status s = check_reference(o.op_id(), strings, "op_id", "strings", index, "op_counts", seq); !s.ok()) return s;
+  return check_reference(o.location_id(), locations, "location_id", "locations", index, "op_counts", seq);
+}
+
 Status check_cache_sample(const v1::CacheSample& sample, int index) {
   if (Status s = check_seq(sample.seq(), index, "cache_sample"); !s.ok()) return s;
   if (sample.live_bytes() >= kMaxBytes)
@@ -308,6 +365,12 @@ Status validate_batch(const v1::Batch& batch, const BatchLimits& limits) {
         break;
       case v1::Event::kKernel:
         status = check_kernel(event.kernel(), i, strings);
+        break;
+      case v1::Event::kCastCounts:
+        status = check_cast_counts(event.cast_counts(), i, strings, locations);
+        break;
+      case v1::Event::kOpCounts:
+        status = check_op_counts(event.op_counts(), i, strings, locations);
         break;
       case v1::Event::KIND_NOT_SET:
         status = Status::invalid_argument("events[" + std::to_string(i) + "] has no kind set");

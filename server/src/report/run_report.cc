@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/version/castscope_version.h"
+#include "server/src/analysis/aggregate_findings.h"
 #include "server/src/analysis/analyzers.h"
 #include "server/src/analysis/run_data.h"
 
@@ -255,6 +256,13 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
          {"ops", op_rows},
          {"gpu", gpu_json(run)},
          {"findings", findings}};
+  // Aggregate mode: say so, and which findings could not be looked for.
+  json unavailable = json::array();
+  if (run.aggregate)
+    for (const auto& finding : kNotAvailableInAggregateMode)
+      unavailable.push_back({{"id", finding.id}, {"why", finding.why}});
+  out["run"]["aggregate"] = run.aggregate;
+  out["findings_not_available"] = unavailable;
   if (rank) out["run"]["rank_filter"] = *rank;  // the report covers this rank's processes alone
   return Status();
 }

@@ -5,8 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
+
 #include <algorithm>
 #include <memory>
+#include <set>
+#include <tuple>
 
 #include "common/version/castscope_version.h"
 #include "server/src/store/store_writer.h"
@@ -385,6 +389,110 @@ TEST(RunReport, CompileTimeDecisionsStayOutOfTotalsAndFindingsAndGraphRunsAreCou
   EXPECT_EQ(findings[0]["summary"],
             "1 run of a compiled backward graph ran in the backward pass with autocast enabled, from "
             "/src/train.py:9 backward");
+}
+
+// make_batch's events as aggregate mode sends them: its three stale-hit casts
+// as two counters (two at /src/model.py:42, one of them a round trip; one
+// with no location), its probe op and its sample as they are.
+v1::Batch aggregate_batch() {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  batch.mutable_agent()->set_aggregate(true);
+  v1::Batch out = batch;
+  out.clear_events();
+  for (const v1::Event& event : batch.events()) {
+    if (event.has_op()) {
+      const v1::OpEvent& op = event.op();
+      v1::OpCounts& counts = *out.add_events()->mutable_op_counts();
+      counts.set_seq(op.seq());
+      counts.set_first_ts_ns(op.ts_ns());
+      counts.set_last_ts_ns(op.ts_ns());
+      counts.set_op_id(op.op_id());
+      counts.set_location_id(op.location_id());
+      counts.set_policy(op.policy());
+      counts.set_device_type(op.device_type());
+      counts.set_output_dtype(op.output_dtype());
+      counts.set_autocast_dtype(op.autocast_dtype());
+      counts.set_mode(op.mode());
+      counts.set_phase(op.phase());
+      *counts.mutable_autocast_enabled() = op.autocast_enabled();
+      counts.set_probe_reason(op.probe_reason());
+      counts.set_calls(1);
+      counts.set_cpu_duration_ns(op.cpu_duration_ns());
+    } else if (!event.has_cast()) {
+      *out.add_events() = event;
+    }
+  }
+  for (const auto& [seq, location, count, round_trips] :
+       {std::tuple<uint64_t, uint32_t, uint64_t, uint64_t>{2, 1, 2, 1}, {4, 0, 1, 0}}) {
+    v1::CastCounts& c = *out.add_events()->mutable_cast_counts();
+    c.set_seq(seq);
+    c.set_first_ts_ns(1000);
+    c.set_last_ts_ns(1002);
+    c.set_thread(2);
+    c.set_op_id(1);
+    c.set_arg_name_id(2);
+    c.set_location_id(location);
+    c.set_arg_index(1);
+    c.set_policy(v1::CAST_POLICY_LOWER_PRECISION_FP);
+    c.set_device_type(v1::DEVICE_TYPE_CUDA);
+    c.set_src_dtype(v1::DTYPE_FLOAT32);
+    c.set_dst_dtype(v1::DTYPE_FLOAT16);
+    c.set_outcome(v1::CAST_OUTCOME_CAST);
+    c.set_role(v1::ROLE_WEIGHT);
+    c.set_cache(v1::CACHE_OUTCOME_STALE_HIT);
+    c.set_mode(v1::EXECUTION_MODE_EAGER);
+    c.set_phase(v1::PHASE_BACKWARD);
+    c.set_count(count);
+    c.set_bytes(count * 4096);
+    c.set_max_version_gap(12);
+    c.set_round_trips(round_trips);
+  }
+  return out;
+}
+
+TEST(RunReport, AnAggregateRunReportsWhatTheSameEventsWouldAndSaysWhatItCannotFind) {
+  json full = stored_report("report-full", make_batch("run", "agent", 1));
+  json aggregate = stored_report("report-aggregate", aggregate_batch());
+  EXPECT_EQ(full["run"]["aggregate"], false);
+  EXPECT_EQ(full["findings_not_available"], json::array());
+  EXPECT_EQ(aggregate["run"]["aggregate"], true);
+  std::set<std::string> unavailable;
+  for (const json& f : aggregate["findings_not_available"]) unavailable.insert(f["id"].get<std::string>());
+  EXPECT_EQ(unavailable, (std::set<std::string>{"cast-share", "tf32-matmul"}));
+
+  EXPECT_EQ(aggregate["sites"], full["sites"]);
+  EXPECT_EQ(aggregate["ops"], full["ops"]);
+  // Stored records differ (counters are fewer rows): the rest of the totals are the same.
+  full["totals"].erase("accounting");
+  aggregate["totals"].erase("accounting");
+  EXPECT_EQ(aggregate["totals"], full["totals"]);
+  EXPECT_EQ(aggregate["findings"], full["findings"]);
+  EXPECT_FALSE(aggregate["findings"].empty());  // stale cache hits, from counters
+}
+
+TEST(RunReport, AStoreOfSchemaVersion12ReadsAsItIsWithNoAggregateRun) {
+  const std::string db = (temp_dir("report-v12") / "store.db").string();
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    ASSERT_TRUE(writer->begin().ok());
+    bool duplicate = true;
+    ASSERT_TRUE(writer->store_batch(make_batch("run", "agent", 1), 1000, duplicate).ok());
+    ASSERT_TRUE(writer->commit().ok());
+  }
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(handle,
+                         "DROP TABLE cast_counts; DROP TABLE op_counts; ALTER TABLE agents DROP COLUMN aggregate;"
+                         "PRAGMA user_version=12",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(handle);
+  json report;
+  const Status status = build_run_report(db, "run", report);  // read-only: no upgrade
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(report["run"]["aggregate"], false);
+  EXPECT_EQ(report["totals"]["casts"], 3);
 }
 
 }  // namespace

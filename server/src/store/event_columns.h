@@ -95,6 +95,22 @@ inline void unpack_op_codes(int64_t packed, castscope::v1::OpEvent& o) {
   o.set_probe_reason(static_cast<v1::ProbeReason>(code_at(packed, 7)));
 }
 
+// cast_counts.codes and op_counts.codes: a counter's key packed as casts.codes
+// and ops.codes (no flags; ops' outcome OK: errors are counted apart).
+inline int64_t pack_cast_counts_codes(const castscope::v1::CastCounts& c) {
+  return pack_codes({c.policy(), c.src_dtype(), c.dst_dtype(), c.outcome(), c.device_type(), c.role(), c.cache(),
+                     c.mode(), c.phase(), 0});
+}
+inline int64_t pack_op_counts_codes(const castscope::v1::OpCounts& o) {
+  return pack_codes({o.policy(), o.device_type(), o.output_dtype(), castscope::v1::OP_OUTCOME_OK, o.autocast_dtype(),
+                     o.mode(), o.phase(), o.probe_reason()});
+}
+inline int64_t pack_device_mask(const castscope::v1::OpCounts& op) {
+  uint64_t mask = 0;
+  for (int device : op.autocast_enabled()) mask |= uint64_t{1} << device;
+  return static_cast<int64_t>(mask);
+}
+
 // ops.input_dtypes: (dtype + 1) per byte, first input in the lowest byte; 0 ends the list.
 inline int64_t pack_input_dtypes(const castscope::v1::OpEvent& op) {
   uint64_t packed = 0;

@@ -58,6 +58,8 @@ const std::string kTilesTableSql = schema::kTimelineTiles.create_sql();
 const std::string kLocationsTableSql = schema::kLocations.create_sql();
 // Version 8's op_rows view reads ops.gemm: the view is made again after the column.
 const std::string kOpRowsViewSql = schema::op_rows_view_sql();
+// Version 13's counter tables (aggregate mode), as a new store's.
+const std::string kCountTablesSql = schema::kCastCounts.create_sql() + schema::kOpCounts.create_sql();
 const Migration kMigrations[] = {
     {4, "DROP TABLE IF EXISTS kernels"},
     {5, "CREATE TABLE kernels(id INTEGER PRIMARY KEY, ts_ns INTEGER, duration_ns INTEGER, name INTEGER, "
@@ -89,13 +91,18 @@ const Migration kMigrations[] = {
                           "DROP TABLE locations_v11",
                       "cannot make the locations table again");
      }},
+    // Agents stored before version 13 recorded every event: aggregate 0.
+    {12, "ALTER TABLE agents ADD COLUMN aggregate INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
+       return run_sql(db, kCountTablesSql, "cannot create the counter tables");
+     }},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 11;
+constexpr int kNewestMigrationFrom = 12;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version
-// (version 11 lacks locations.also_consumed_at, which the readers select).
+// (version 11 lacks locations.also_consumed_at, which the readers select);
+// version 12, without the counter tables, reads as a store of no aggregate run.
 constexpr int kOldestReadableVersion = 12;
 
 }  // namespace

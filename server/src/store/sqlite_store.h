@@ -24,7 +24,7 @@ namespace castscope::collector {
 
 // PRAGMA user_version. A change to the schema (store_schema.h) bumps it and
 // adds a migration step (sqlite_store.cc) or raises the oldest version upgraded.
-inline constexpr int kSchemaVersion = 12;
+inline constexpr int kSchemaVersion = 13;
 inline constexpr int kApplicationId = 0x43535354;  // PRAGMA application_id: "CSST"
 
 inline int64_t event_row_id(int64_t agent_row, uint64_t seq) {

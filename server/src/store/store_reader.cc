@@ -93,6 +93,23 @@ Status StoreReader::list_runs(v1::ListRunsResponse& out) {
   if (Status s = Statement::prepare(db_.handle(), kAgentSummary.select_sql() + " WHERE run = ? ORDER BY id", agents);
       !s.ok())
     return db_.error(s.message());
+  // agents.aggregate (schema version 13; a version-12 store, read as it is,
+  // has no aggregate agent): read apart, so older stores list as before.
+  Statement aggregate;
+  {
+    Statement has_column;
+    if (Status s = Statement::prepare(db_.handle(),
+                                      "SELECT COUNT(*) FROM pragma_table_info('agents') WHERE name = 'aggregate'",
+                                      has_column);
+        !s.ok())
+      return db_.error(s.message());
+    Status error;
+    if (has_column.step(error) && has_column.column_int(0) > 0)
+      if (Status s = Statement::prepare(db_.handle(), "SELECT aggregate FROM agents WHERE run = ? ORDER BY id", aggregate);
+          !s.ok())
+        return db_.error(s.message());
+    if (!error.ok()) return db_.error(error.message());
+  }
   Status error;
   while (runs.step(error)) {
     v1::RunSummary& run = *out.add_runs();
@@ -100,6 +117,7 @@ Status StoreReader::list_runs(v1::ListRunsResponse& out) {
     run.set_first_seen_unix_ns(static_cast<uint64_t>(runs.column_int(kRunRow["first_seen_unix_ns"])));
     run.set_last_seen_unix_ns(static_cast<uint64_t>(runs.column_int(kRunRow["last_seen_unix_ns"])));
     agents.bind(1, runs.column_int(kRunRow["id"]));
+    if (aggregate.get() != nullptr) aggregate.bind(1, runs.column_int(kRunRow["id"]));
     while (agents.step(error)) {
       const Statement& a = agents;
       v1::AgentSummary& agent = *run.add_agents();
@@ -133,8 +151,10 @@ Status StoreReader::list_runs(v1::ListRunsResponse& out) {
       agent.set_kernels(static_cast<uint64_t>(a.column_int(kAgentSummary["kernels"])));
       agent.set_gpu_timing(a.column_text(kAgentSummary["gpu_timing"]));
       agent.set_gpu_records_dropped(static_cast<uint64_t>(a.column_int(kAgentSummary["gpu_records_dropped"])));
+      if (aggregate.get() != nullptr && aggregate.step(error)) identity.set_aggregate(aggregate.column_int(0) != 0);
     }
     agents.reset();
+    if (aggregate.get() != nullptr) aggregate.reset();
     if (!error.ok()) break;
   }
   return error.ok() ? Status() : db_.error(error.message());

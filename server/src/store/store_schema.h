@@ -18,7 +18,9 @@
 //   locations
 //   casts, ops,    StoreWriter's multi-row inserts; StoreReader::query_events,
 //   cache_samples, load_run_data
-//   kernels
+//   kernels,
+//   cast_counts,
+//   op_counts
 //   findings       StoreWriter::replace_findings (the live analyzer);
 //                  StoreReader::list_findings
 //
@@ -159,6 +161,8 @@ inline constexpr Column kAgentsColumns[] = {
     {"overlay_errors", "TEXT NOT NULL DEFAULT '[]'"},
     // Version 10: AgentIdentity.castscope_version ('' from older agents).
     {"castscope_version", "TEXT NOT NULL DEFAULT ''"},
+    // Version 13: AgentIdentity.aggregate (docs/aggregate.md); 0 from older agents.
+    {"aggregate", "INTEGER NOT NULL DEFAULT 0"},
 };
 inline constexpr Table kAgents{"agents", kAgentsColumns, "UNIQUE(run, agent_id)"};
 
@@ -253,6 +257,43 @@ inline constexpr Column kKernelsColumns[] = {
 };
 inline constexpr Table kKernels{"kernels", kKernelsColumns};
 
+// Version 13: aggregate mode's counters (events.proto CastCounts, OpCounts).
+// codes: pack_cast_codes / pack_op_codes of the counter's key, as in casts
+// and ops, so readers fold them with the same code. agents.casts and
+// agents.ops count these rows too (each is one record of the agent).
+inline constexpr Column kCastCountsColumns[] = {
+    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"first_ts_ns", "INTEGER"},
+    {"last_ts_ns", "INTEGER"},
+    {"thread", "INTEGER"},
+    {"op", "INTEGER"},
+    {"arg_name", "INTEGER"},
+    {"location", "INTEGER"},
+    {"codes", "INTEGER"},
+    {"count", "INTEGER"},
+    {"bytes", "INTEGER"},
+    {"iteration", "INTEGER"},
+    {"max_version_gap", "INTEGER"},
+    {"round_trips", "INTEGER"},
+};
+inline constexpr Table kCastCounts{"cast_counts", kCastCountsColumns};
+
+inline constexpr Column kOpCountsColumns[] = {
+    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"first_ts_ns", "INTEGER"},
+    {"last_ts_ns", "INTEGER"},
+    {"thread", "INTEGER"},
+    {"op", "INTEGER"},
+    {"location", "INTEGER"},
+    {"codes", "INTEGER"},
+    {"autocast_enabled", "INTEGER"},  // pack_device_mask
+    {"calls", "INTEGER"},
+    {"errors", "INTEGER"},
+    {"cpu_duration_ns", "INTEGER"},
+    {"iteration", "INTEGER"},
+};
+inline constexpr Table kOpCounts{"op_counts", kOpCountsColumns};
+
 inline constexpr Column kFindingsColumns[] = {
     {"id", "INTEGER PRIMARY KEY"},
     {"run", "INTEGER NOT NULL REFERENCES runs(id)"},
@@ -292,7 +333,8 @@ inline constexpr Table kTimelineTiles{"timeline_tiles", kTimelineTilesColumns, "
                                       /*without_rowid=*/true};
 
 inline constexpr const Table* kTables[] = {&kRuns,         &kAgents,  &kBatches,  &kStrings,      &kLocations, &kCasts,
-                                           &kOps,          &kCacheSamples, &kKernels, &kFindings, &kTimelineTiles};
+                                           &kOps,          &kCacheSamples, &kKernels, &kFindings, &kTimelineTiles,
+                                           &kCastCounts,   &kOpCounts};
 
 // The whole schema of a new store: every table, then the views.
 std::string create_schema_sql();

@@ -45,13 +45,16 @@ constexpr auto kCastRow = schema::all_columns<schema::kCasts>();
 constexpr auto kOpRow = schema::all_columns<schema::kOps>();
 constexpr auto kSampleRow = schema::all_columns<schema::kCacheSamples>();
 constexpr auto kKernelRow = schema::all_columns<schema::kKernels>();
+constexpr auto kCastCountsRow = schema::all_columns<schema::kCastCounts>();
+constexpr auto kOpCountsRow = schema::all_columns<schema::kOpCounts>();
 constexpr auto kRunId = schema::columns(schema::kRuns, {"id"});
 constexpr auto kRunState = schema::columns(schema::kRuns, {"id", "last_seen_unix_ns"});
 constexpr auto kRunInsert = schema::columns(schema::kRuns, {"run_id", "first_seen_unix_ns", "last_seen_unix_ns"});
 constexpr auto kRunUpdate = schema::columns(schema::kRuns, {"last_seen_unix_ns"});
 constexpr auto kAgentIdentity =
     schema::columns(schema::kAgents, {"run", "agent_id", "pid", "rank", "local_rank", "world_size", "hostname",
-                                      "torch_version", "command", "policy_hash", "policy_files", "castscope_version"});
+                                      "torch_version", "command", "policy_hash", "policy_files", "castscope_version",
+                                      "aggregate"});
 constexpr auto kAgentCounters = schema::columns(
     schema::kAgents, {"batches", "casts", "ops", "cache_samples", "kernels", "first_sequence", "last_sequence",
                       "events_recorded_total", "events_dropped_total", "internal_errors", "finished", "gpu_timing",
@@ -122,6 +125,8 @@ Status StoreWriter::prepare_statements() {
   if (Status s = casts_.prepare(db, kCastRow); !s.ok()) return s;
   if (Status s = ops_.prepare(db, kOpRow); !s.ok()) return s;
   if (Status s = cache_samples_.prepare(db, kSampleRow); !s.ok()) return s;
+  if (Status s = cast_counts_.prepare(db, kCastCountsRow); !s.ok()) return s;
+  if (Status s = op_counts_.prepare(db, kOpCountsRow); !s.ok()) return s;
   return kernels_.prepare(db, kKernelRow);
 }
 
@@ -279,6 +284,7 @@ Status StoreWriter::find_or_create_agent(const v1::Batch& batch, uint64_t now_un
       const std::string policy_files = nlohmann::json(identity.policy_files()).dump();  // bound, not copied
       a.bind_text(kAgentIdentity.param("policy_files"), policy_files);
       a.bind_text(kAgentIdentity.param("castscope_version"), identity.castscope_version());
+      a.bind(kAgentIdentity.param("aggregate"), identity.aggregate() ? 1 : 0);
       error = insert_agent_.run();
       agent.id = sqlite3_last_insert_rowid(db_.handle());
     }
@@ -393,6 +399,8 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
   ops_pending_.clear();
   samples_pending_.clear();
   kernels_pending_.clear();
+  cast_counts_pending_.clear();
+  op_counts_pending_.clear();
   for (const v1::Event& event : batch.events()) {
     tiles_.add(agent.id, event);
     switch (event.kind_case()) {
@@ -418,6 +426,21 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
         kernels_pending_.push_back({&event, event_row_id(agent.id, event.kernel().seq()),
                                     global_id(event.kernel().name_id(), string_index, batch_string_ids_), 0, 0});
         break;
+      case v1::Event::kCastCounts: {
+        const v1::CastCounts& c = event.cast_counts();
+        cast_counts_pending_.push_back({&event, event_row_id(agent.id, c.seq()),
+                                        global_id(c.op_id(), string_index, batch_string_ids_),
+                                        global_id(c.arg_name_id(), string_index, batch_string_ids_),
+                                        global_id(c.location_id(), location_index, batch_location_ids_)});
+        break;
+      }
+      case v1::Event::kOpCounts: {
+        const v1::OpCounts& o = event.op_counts();
+        op_counts_pending_.push_back({&event, event_row_id(agent.id, o.seq()),
+                                      global_id(o.op_id(), string_index, batch_string_ids_), 0,
+                                      global_id(o.location_id(), location_index, batch_location_ids_)});
+        break;
+      }
       case v1::Event::kStats: {
         const v1::AgentStats& stats = event.stats();
         agent.internal_errors = std::max(agent.internal_errors, static_cast<int64_t>(stats.internal_errors()));
@@ -515,10 +538,54 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
           s.bind(p + kKernelRow["correlation_id"], k.correlation_id());
         },
         agent.kernels);
+  // Counters are records of the agent (AgentStats.events_recorded counts them):
+  // stored, they count as the agent's casts and ops rows.
+  if (status.ok())
+    status = cast_counts_.insert(
+        cast_counts_pending_.size(),
+        [this](Statement& s, int p, size_t row) {
+          const PendingRow& pending = cast_counts_pending_[row];
+          const v1::CastCounts& c = pending.event->cast_counts();
+          s.bind(p + kCastCountsRow["id"], pending.id);
+          s.bind(p + kCastCountsRow["first_ts_ns"], static_cast<int64_t>(c.first_ts_ns()));
+          s.bind(p + kCastCountsRow["last_ts_ns"], static_cast<int64_t>(c.last_ts_ns()));
+          s.bind(p + kCastCountsRow["thread"], c.thread());
+          s.bind(p + kCastCountsRow["op"], pending.op);
+          s.bind(p + kCastCountsRow["arg_name"], pending.arg_name);
+          s.bind(p + kCastCountsRow["location"], pending.location);
+          s.bind(p + kCastCountsRow["codes"], pack_cast_counts_codes(c));
+          s.bind(p + kCastCountsRow["count"], static_cast<int64_t>(c.count()));
+          s.bind(p + kCastCountsRow["bytes"], static_cast<int64_t>(c.bytes()));
+          s.bind(p + kCastCountsRow["iteration"], static_cast<int64_t>(c.iteration()));
+          s.bind(p + kCastCountsRow["max_version_gap"], c.max_version_gap());
+          s.bind(p + kCastCountsRow["round_trips"], static_cast<int64_t>(c.round_trips()));
+        },
+        agent.casts);
+  if (status.ok())
+    status = op_counts_.insert(
+        op_counts_pending_.size(),
+        [this](Statement& s, int p, size_t row) {
+          const PendingRow& pending = op_counts_pending_[row];
+          const v1::OpCounts& o = pending.event->op_counts();
+          s.bind(p + kOpCountsRow["id"], pending.id);
+          s.bind(p + kOpCountsRow["first_ts_ns"], static_cast<int64_t>(o.first_ts_ns()));
+          s.bind(p + kOpCountsRow["last_ts_ns"], static_cast<int64_t>(o.last_ts_ns()));
+          s.bind(p + kOpCountsRow["thread"], o.thread());
+          s.bind(p + kOpCountsRow["op"], pending.op);
+          s.bind(p + kOpCountsRow["location"], pending.location);
+          s.bind(p + kOpCountsRow["codes"], pack_op_counts_codes(o));
+          s.bind(p + kOpCountsRow["autocast_enabled"], pack_device_mask(o));
+          s.bind(p + kOpCountsRow["calls"], static_cast<int64_t>(o.calls()));
+          s.bind(p + kOpCountsRow["errors"], static_cast<int64_t>(o.errors()));
+          s.bind(p + kOpCountsRow["cpu_duration_ns"], static_cast<int64_t>(o.cpu_duration_ns()));
+          s.bind(p + kOpCountsRow["iteration"], static_cast<int64_t>(o.iteration()));
+        },
+        agent.ops);
   if (!status.ok()) return db_.error(status.message());
 
   const auto ignored = static_cast<int64_t>(casts_pending_.size() + ops_pending_.size() + samples_pending_.size() +
-                                            kernels_pending_.size()) -
+                                            kernels_pending_.size() + cast_counts_pending_.size() +
+                                            op_counts_pending_.size()) -
                        (agent.casts - casts_before) - (agent.ops - ops_before) -
                        (agent.cache_samples - samples_before) - (agent.kernels - kernels_before);
   if (ignored > 0)

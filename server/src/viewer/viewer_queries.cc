@@ -166,7 +166,8 @@ Status ViewerQueries::runs(json& out) {
                         {"events_dropped", a.events_dropped_total()},
                         {"gpu_timing", a.gpu_timing()},
                         {"gpu_records_dropped", a.gpu_records_dropped()},
-                        {"finished", a.finished()}});
+                        {"finished", a.finished()},
+                        {"aggregate", id.aggregate()}});  // counters only: no timeline of casts (docs/aggregate.md)
     }
     // Decimal strings, like origin_ns: Unix nanoseconds are past 2^53, where a JavaScript number is not exact.
     runs.push_back({{"run_id", run.run_id()},

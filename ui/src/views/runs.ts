@@ -126,6 +126,9 @@ function runCard(run: Run): HTMLElement {
       h("span", { class: "muted" }, ` ${fmtUnixNs(run.first_seen_unix_ns)} → ${fmtUnixNs(run.last_seen_unix_ns)}`),
       h("span", { class: "muted" }, ` · ${run.agents.length} process${run.agents.length === 1 ? "" : "es"} · ${fmtCount(totals.casts)} casts · ${fmtCount(totals.ops)} ops`),
       totals.dropped ? h("span", { class: "badge bad" }, `${fmtCount(totals.dropped)} lost`) : null,
+      run.agents.some((a) => a.aggregate)
+        ? h("span", { class: "badge aggregate", title: "casts and ops count counter rows; no timeline of casts (docs/aggregate.md)" }, "aggregate mode: counters only")
+        : null,
       h("span", { class: "spacer" }),
       sites,
       open,

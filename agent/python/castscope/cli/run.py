@@ -20,6 +20,8 @@ def add_parsers(commands) -> None:
     run.add_argument("--policy", dest="policies", action="append", default=[], help="base policy file")
     run.add_argument("--overlay", dest="overlays", action="append", default=[], help="user overlay, applied last")
     run.add_argument("--out", default="castscope-out", help="directory for events-<pid>.jsonl (default: castscope-out)")
+    run.add_argument("--aggregate", action="store_true",
+                     help="per-site counters instead of per-event records (docs/aggregate.md)")
     run.add_argument("--stacks", action="store_true", help="record the whole Python stack of every site")
     run.add_argument("--no-probe", action="store_true",
                      help="no op probe windows (low-precision-escape, cast-churn and not-autocast need them)")
@@ -129,6 +131,7 @@ def run_command(args) -> int:
     config = {"policy_files": [str(pathlib.Path(f).resolve()) for f in files],
               "events_path": None if args.no_jsonl else str(out / "events-{pid}.jsonl"),
               "ring_records": args.ring_records,
+              "aggregate": True if args.aggregate else None,
               "collector": collector, "spool_dir": str(spool_dir), "run_id": run_id,
               "give_up_after_s": args.give_up_after_s,
               "tls_ca": str(pathlib.Path(args.tls_ca).resolve()) if args.tls_ca else None,

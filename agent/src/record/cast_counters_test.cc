@@ -1,0 +1,169 @@
+// Aggregate mode's folding: counter keys, sums, the key limit, and the
+// event log's flushes (exporter side and at a step).
+#include "agent/src/record/cast_counters.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "agent/src/record/event_log.h"
+
+namespace castscope {
+namespace {
+
+Record cast(uint32_t op, uint32_t location, uint16_t arg, CacheOutcome cache, uint64_t bytes, uint64_t ts) {
+  Record r{};
+  r.kind = RecordKind::kCast;
+  r.op_id = op;
+  r.ts_ns = ts;
+  r.thread = 1;
+  r.policy = CastPolicy::kLowerPrecisionFp;
+  r.device = DeviceKind::kCpu;
+  r.cast.location = location;
+  r.cast.arg_index = arg;
+  r.cast.src = DType::kFloat32;
+  r.cast.dst = DType::kBFloat16;
+  r.cast.outcome = CastOutcome::kCast;
+  r.cast.role = Role::kWeight;
+  r.cast.cache = cache;
+  r.cast.bytes = bytes;
+  r.cast.shape[0] = static_cast<int64_t>(ts);  // not part of the key
+  r.cast.op_seq = ts;                           // nor this
+  return r;
+}
+
+Record op(uint32_t op_id, uint32_t location, bool ok, uint64_t cpu_ns) {
+  Record r{};
+  r.kind = RecordKind::kOp;
+  r.op_id = op_id;
+  r.thread = 1;
+  r.op.location = location;
+  r.op.ok = ok;
+  r.op.cpu_duration_ns = cpu_ns;
+  r.op.output = DType::kBFloat16;
+  return r;
+}
+
+TEST(CounterTable, FoldsEventsOfOneKeyAndKeepsOtherKeysApart) {
+  CounterTable table(64);
+  for (uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(table.fold(cast(1, 7, 0, CacheOutcome::kMiss, 100, 1000 + i), 3));
+  ASSERT_TRUE(table.fold(cast(1, 7, 1, CacheOutcome::kMiss, 5, 2000), 4));     // another argument
+  ASSERT_TRUE(table.fold(cast(1, 7, 0, CacheOutcome::kHit, 100, 2001), 4));    // another cache outcome
+  ASSERT_TRUE(table.fold(cast(1, 8, 0, CacheOutcome::kMiss, 100, 2002), 4));   // another line
+  ASSERT_TRUE(table.fold(op(1, 7, true, 40), 4));
+  ASSERT_TRUE(table.fold(op(1, 7, false, 60), 4));
+  std::vector<CountFields> taken;
+  table.take(taken);
+  ASSERT_EQ(taken.size(), 5u);
+  std::map<std::tuple<RecordKind, uint32_t, uint16_t, CacheOutcome>, CountFields> by_key;
+  for (const auto& c : taken) by_key[{c.key.kind, c.key.location, c.key.arg_index, c.key.cache}] = c;
+  const CountFields& misses = by_key.at({RecordKind::kCast, 7, 0, CacheOutcome::kMiss});
+  EXPECT_EQ(misses.count, 10u);
+  EXPECT_EQ(misses.sum, 1000u);
+  EXPECT_EQ(misses.first_ts_ns, 1000u);
+  EXPECT_EQ(misses.last_ts_ns, 1009u);
+  EXPECT_EQ(misses.iteration, 3u);  // the steps seen at the first event
+  EXPECT_EQ(by_key.at({RecordKind::kCast, 7, 1, CacheOutcome::kMiss}).count, 1u);
+  EXPECT_EQ(by_key.at({RecordKind::kCast, 7, 0, CacheOutcome::kHit}).count, 1u);
+  const CountFields& ops = by_key.at({RecordKind::kOp, 7, 0, CacheOutcome::kUnspecified});
+  EXPECT_EQ(ops.count, 2u);
+  EXPECT_EQ(ops.sum, 100u);   // CPU ns
+  EXPECT_EQ(ops.extra, 1u);   // one raised
+  taken.clear();
+  table.take(taken);
+  EXPECT_TRUE(taken.empty());  // a take empties the table
+}
+
+TEST(CounterTable, StaleHitsKeepTheLargestVersionGap) {
+  CounterTable table(16);
+  for (uint32_t gap : {2u, 5u, 3u}) {
+    Record r = cast(1, 1, 0, CacheOutcome::kStaleHit, 8, 1);
+    r.cast.source_version = 10 + gap;
+    r.cast.cached_version = 10;
+    ASSERT_TRUE(table.fold(r, 0));
+  }
+  std::vector<CountFields> taken;
+  table.take(taken);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].max_version_gap, 5);
+}
+
+TEST(CounterTable, RefusesKeysPastTheLimitButCountsKnownOnes) {
+  CounterTable table(16);
+  for (uint32_t line = 0; line < 16; ++line) ASSERT_TRUE(table.fold(cast(1, line, 0, CacheOutcome::kMiss, 1, 1), 0));
+  EXPECT_FALSE(table.fold(cast(1, 99, 0, CacheOutcome::kMiss, 1, 1), 0));
+  EXPECT_TRUE(table.fold(cast(1, 3, 0, CacheOutcome::kMiss, 1, 1), 0));  // a known key still counts
+  EXPECT_GE(table.capacity() * 3, table.max_keys() * 4);
+  std::vector<CountFields> taken;
+  table.take(taken);
+  EXPECT_EQ(taken.size(), 16u);
+  EXPECT_TRUE(table.fold(cast(1, 99, 0, CacheOutcome::kMiss, 1, 1), 0));  // room again after a flush
+}
+
+TEST(EventLogAggregate, CastsAndOpsFoldInsteadOfEnteringTheRingAndPastTheLimitAreDropped) {
+  EventLog log;
+  log.configure_aggregate(true, 16);
+  log.begin_session();
+  for (int i = 0; i < 100; ++i) log.record(cast(1, 1, 0, CacheOutcome::kMiss, 4, 10 + i));
+  for (uint32_t line = 100; line < 120; ++line) log.record(cast(1, line, 0, CacheOutcome::kMiss, 4, 1));
+  Record sample = log.new_record(RecordKind::kCacheSample);
+  log.record(sample);  // not a cast or op: through the ring as before
+  std::vector<Record> ring;
+  log.drain([&](const Record& r) { ring.push_back(r); });
+  ASSERT_EQ(ring.size(), 1u);
+  EXPECT_EQ(ring[0].kind, RecordKind::kCacheSample);
+  std::vector<Record> counts;
+  log.drain_counters([&](const Record& r) { counts.push_back(r); });
+  ASSERT_EQ(counts.size(), 16u);  // line 1, then 15 of the 20 new lines
+  uint64_t folded = 0;
+  for (const Record& r : counts) {
+    EXPECT_EQ(r.kind, RecordKind::kCastCounts);
+    EXPECT_EQ(r.ts_ns, r.counts.first_ts_ns);
+    folded += r.counts.count;
+  }
+  EXPECT_EQ(folded, 115u);
+  EXPECT_EQ(log.stats().dropped, 5u);  // the keys past the limit, never silently lost
+  EXPECT_LT(counts[0].seq, counts[1].seq);
+}
+
+TEST(EventLogAggregate, AStepFlushPutsTheThreadsCountersIntoItsRingInOrder) {
+  EventLog log;
+  log.configure_aggregate(true, 64);
+  log.begin_session();
+  std::thread worker([&] {
+    for (uint64_t step = 0; step < 3; ++step) {
+      log.set_iteration(step);
+      for (uint64_t i = 0; i <= step; ++i) log.record(cast(1, 1, 0, CacheOutcome::kMiss, 4, 1));
+      log.flush_thread_counters();
+      log.record(log.new_record(RecordKind::kCacheSample));
+    }
+  });
+  worker.join();
+  std::vector<Record> ring;
+  log.drain([&](const Record& r) { ring.push_back(r); });
+  ASSERT_EQ(ring.size(), 6u);
+  for (uint64_t step = 0; step < 3; ++step) {
+    EXPECT_EQ(ring[2 * step].kind, RecordKind::kCastCounts);
+    EXPECT_EQ(ring[2 * step].counts.count, step + 1);
+    EXPECT_EQ(ring[2 * step].counts.iteration, step);
+    EXPECT_EQ(ring[2 * step + 1].kind, RecordKind::kCacheSample);
+  }
+  size_t left = log.drain_counters([](const Record&) {});
+  EXPECT_EQ(left, 0u);
+}
+
+TEST(EventLogAggregate, OffByDefaultAndANewSessionForgetsCounters) {
+  EventLog log;
+  log.record(cast(1, 1, 0, CacheOutcome::kMiss, 4, 1));
+  size_t ring = log.drain([](const Record&) {});
+  EXPECT_EQ(ring, 1u);
+  log.configure_aggregate(true, 16);  // a slot that existed before aggregate mode gets its table
+  log.record(cast(1, 1, 0, CacheOutcome::kMiss, 4, 1));
+  log.begin_session();
+  EXPECT_EQ(log.drain_counters([](const Record&) {}), 0u);
+}
+
+}  // namespace
+}  // namespace castscope
