@@ -1,15 +1,16 @@
 #include "server/src/batch/arena_block_pool.h"
 
 #include <algorithm>
-#include <bit>
 
 namespace castscope::collector {
 
 namespace {
-constexpr size_t kSmallestBlock = 64u << 10;
-// Enough for the blocks of the batches a busy collector holds between a
-// commit and the next reads (a 4096-event batch takes about a megabyte).
-constexpr size_t kBatchPoolIdleBytes = 16u << 20;
+// Sizes are rounded up to this, so that the blocks of similar batches fit
+// each other, while wasting little of the queue budget.
+constexpr size_t kBlockGranule = 64u << 10;
+// Enough for the batches one commit releases at full ingest (a 4096-event
+// batch takes about a megabyte); small beside the 64 MiB queue budget.
+constexpr size_t kBatchPoolIdleBytes = 8u << 20;
 }  // namespace
 
 ArenaBlockPool::Block ArenaBlockPool::take(size_t bytes) {
@@ -26,7 +27,7 @@ ArenaBlockPool::Block ArenaBlockPool::take(size_t bytes) {
       return Block(this, std::move(memory));
     }
   }
-  const size_t size = std::bit_ceil(std::max(bytes, kSmallestBlock));
+  const size_t size = (std::max<size_t>(bytes, 1) + kBlockGranule - 1) / kBlockGranule * kBlockGranule;
   // Default-initialized: not zeroed, the arena writes before it reads.
   return Block(this, Memory{std::make_unique_for_overwrite<char[]>(size), size});
 }

@@ -31,8 +31,8 @@ class ArenaBlockPool {
   ArenaBlockPool& operator=(const ArenaBlockPool&) = delete;
 
   // A block of at least `bytes`: an idle one no larger than twice that, else
-  // a new one (rounded up to a power of two, so that sizes repeat). Its
-  // contents are whatever its last user left.
+  // a new one (rounded up to 64 KiB). Its contents are whatever its last
+  // user left.
   Block take(size_t bytes);
   void release_idle();
   size_t idle_bytes() const;
