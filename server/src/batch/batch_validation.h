@@ -47,6 +47,17 @@ class BatchArena {
  public:
   BatchArena() = default;
   explicit BatchArena(size_t wire_bytes);
+  BatchArena(BatchArena&&) = default;
+  // The arena first: its bookkeeping lives in its first block, which must
+  // not go back to the pool (and to another batch) before it is gone.
+  BatchArena& operator=(BatchArena&& other) noexcept {
+    if (this != &other) {
+      arena_.reset();
+      first_block_ = std::move(other.first_block_);
+      arena_ = std::move(other.arena_);
+    }
+    return *this;
+  }
 
   google::protobuf::Arena* get() const { return arena_.get(); }
   // Memory held (the first block included), for the collector's queue budget.
