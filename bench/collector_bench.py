@@ -17,7 +17,7 @@ with SQLite persistence, p99 <= 250 ms), on a fresh database per run.
 
 Each throughput and latency row also says where the CPU went: seconds per
 million events of the collector's threads (cs-writer, cs-checkpoint,
-cs-analyzer; gRPC's are unnamed) and of the bench client, so a slow run
+cs-analyzer; gRPC names its own: nexting_thread) and of the bench client, so a slow run
 shows which of them grew or which had to share the cores.
 """
 import argparse
