@@ -14,10 +14,18 @@ with SQLite persistence, p99 <= 250 ms), on a fresh database per run.
               collector all compete for the 2 cores)
 
     .venv/bin/python bench/collector_bench.py [--seconds 8] [--repeats 3]
+
+Each throughput and latency row also says where the CPU went: seconds per
+million events of the collector's threads (cs-writer, cs-checkpoint,
+cs-analyzer; gRPC names its own: nexting_thread) and of the bench client, so a slow run
+shows which of them grew or which had to share the cores.
 """
 import argparse
+import collections
+import os
 import pathlib
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -35,6 +43,34 @@ def bench(address: str, *args: str) -> str:
     if result.returncode != 0:
         raise RuntimeError(result.stdout + result.stderr)
     return result.stdout.strip()
+
+
+def thread_cpu(pid: int) -> collections.Counter:
+    """CPU seconds so far of each thread name of process `pid`."""
+    seconds = collections.Counter()
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        seconds["grpc+other" if name == "castscope-colle" else name] += \
+            (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return seconds
+
+
+def measured(collector, *args: str) -> tuple:
+    """bench(...) and where the CPU went meanwhile: 'cs-writer 0.61 s/M ...'."""
+    before, client_before = thread_cpu(collector.process.pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = bench(collector.address, *args)
+    after, client_after = thread_cpu(collector.process.pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+    events = re.search(r"(\d+) batches x (\d+)", out) or re.search(r"(\d+) events", out)
+    count = int(events.group(1)) * int(events.group(2)) if events.lastindex == 2 else int(events.group(1))
+    used = {name: after[name] - before[name] for name in after}
+    used["client"] = (client_after.ru_utime + client_after.ru_stime) - (client_before.ru_utime + client_before.ru_stime)
+    cpu = " ".join(f"{name} {seconds / count * 1e6:.2f}" for name, seconds in sorted(used.items()) if seconds > 0)
+    return out, f"CPU s per M events: {cpu}"
 
 
 def end_to_end(address: str, run_id: str, job: list) -> str:
@@ -61,8 +97,8 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             collector = Collector(pathlib.Path(tmp) / "bench.db")
             try:
-                throughput = bench(collector.address, "throughput", "--seconds", str(args.seconds))
-                latency = bench(collector.address, "latency", "--seconds", str(args.seconds))
+                throughput, throughput_cpu = measured(collector, "throughput", "--seconds", str(args.seconds))
+                latency, latency_cpu = measured(collector, "latency", "--seconds", str(args.seconds))
                 paced = end_to_end(collector.address, "paced", [str(REPO / "bench" / "jobs" / "paced_mm.py"),
                                                                 str(args.seconds), "30000"])
                 stress = end_to_end(collector.address, "stress", [
@@ -80,9 +116,9 @@ def main():
         paced_p99 = float(re.search(r"p99 ([\d.]+) ms", paced).group(1))
         stress_p99 = float(re.search(r"p99 ([\d.]+) ms", stress).group(1))
         print(f"repeat {repeat + 1}:")
-        print(f"  {throughput}\n    ratio to budget (1M events/s): {rate / 1e6:.2f}x")
+        print(f"  {throughput}\n    ratio to budget (1M events/s): {rate / 1e6:.2f}x\n    {throughput_cpu}")
         print(f"  without live analysis: {throughput_off}\n    live analysis on / off: {rate / rate_off:.2f}x")
-        print(f"  {latency}\n    p99 / budget (250 ms): {p99 / 250:.2f}")
+        print(f"  {latency}\n    p99 / budget (250 ms): {p99 / 250:.2f}\n    {latency_cpu}")
         print(f"  {paced}\n    p99 / budget (250 ms): {paced_p99 / 250:.2f}")
         print(f"  {stress}\n    p99 / budget (250 ms): {stress_p99 / 250:.2f}")
 

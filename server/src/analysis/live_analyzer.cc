@@ -1,5 +1,6 @@
 #include "server/src/analysis/live_analyzer.h"
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -54,6 +55,7 @@ void LiveAnalyzer::stop() {
 }
 
 void LiveAnalyzer::loop() {
+  pthread_setname_np(pthread_self(), "cs-analyzer");  // for perf and top -H
   // Ingest comes first: on a busy machine the analysis waits, not the agents.
   setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
   std::unique_lock lock(mutex_);

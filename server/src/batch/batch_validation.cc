@@ -284,15 +284,18 @@ Status check_kernel(const v1::KernelEvent& kernel, int index, const LocalIdIndex
 
 }  // namespace
 
-std::unique_ptr<google::protobuf::Arena> make_batch_arena(size_t wire_bytes) {
+BatchArena::BatchArena(size_t wire_bytes)
+    : first_block_(ArenaBlockPool::for_batches().take(std::clamp<size_t>(wire_bytes * 4, 4096, 32u << 20))) {
   google::protobuf::ArenaOptions options;
-  options.start_block_size = std::clamp<size_t>(wire_bytes * 4, 4096, 32u << 20);
+  options.initial_block = first_block_.data();
+  options.initial_block_size = first_block_.size();
+  options.start_block_size = first_block_.size();  // for a batch that outgrows it
   options.max_block_size = 32u << 20;
-  return std::make_unique<google::protobuf::Arena>(options);
+  arena_ = std::make_unique<google::protobuf::Arena>(options);
 }
 
 Status decode_batch(std::string_view bytes, const BatchLimits& limits, DecodedBatch& out) {
-  auto arena = make_batch_arena(bytes.size());
+  BatchArena arena(bytes.size());
   auto* batch = google::protobuf::Arena::CreateMessage<v1::Batch>(arena.get());
   if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
       !batch->ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "castscope/v1/transport.pb.h"
+#include "server/src/batch/arena_block_pool.h"
 #include "server/src/status.h"
 
 namespace castscope::collector {
@@ -38,27 +39,50 @@ struct BatchLimits {
   uint32_t max_stack_frames = 512;
 };
 
-// A parsed batch and the arena that owns it: one allocation block per batch
-// instead of one per event.
+// The arena a batch is decoded into, sized for a message of `wire_bytes`
+// (decoded messages are a few times their wire size): one allocation block
+// per batch instead of one per event, the block on loan from
+// ArenaBlockPool::for_batches().
+class BatchArena {
+ public:
+  BatchArena() = default;
+  explicit BatchArena(size_t wire_bytes);
+  BatchArena(BatchArena&&) = default;
+  // The arena first: its bookkeeping lives in its first block, which must
+  // not go back to the pool (and to another batch) before it is gone.
+  BatchArena& operator=(BatchArena&& other) noexcept {
+    if (this != &other) {
+      arena_.reset();
+      first_block_ = std::move(other.first_block_);
+      arena_ = std::move(other.arena_);
+    }
+    return *this;
+  }
+
+  google::protobuf::Arena* get() const { return arena_.get(); }
+  // Memory held (the first block included), for the collector's queue budget.
+  size_t bytes() const { return arena_ ? arena_->SpaceAllocated() : 0; }
+
+ private:
+  ArenaBlockPool::Block first_block_;  // declared before the arena: outlives it
+  std::unique_ptr<google::protobuf::Arena> arena_;
+};
+
+// A parsed batch and the arena that owns it.
 class DecodedBatch {
  public:
   DecodedBatch() = default;
-  DecodedBatch(std::unique_ptr<google::protobuf::Arena> arena, const castscope::v1::Batch* batch)
-      : arena_(std::move(arena)), batch_(batch) {}
+  DecodedBatch(BatchArena arena, const castscope::v1::Batch* batch) : arena_(std::move(arena)), batch_(batch) {}
 
   const castscope::v1::Batch& batch() const { return *batch_; }
   // Memory held, for the collector's queue budget.
-  size_t bytes() const { return arena_ ? arena_->SpaceAllocated() : 0; }
+  size_t bytes() const { return arena_.bytes(); }
   explicit operator bool() const { return batch_ != nullptr; }
 
  private:
-  std::unique_ptr<google::protobuf::Arena> arena_;
+  BatchArena arena_;
   const castscope::v1::Batch* batch_ = nullptr;
 };
-
-// An arena sized for a message of `wire_bytes` (decoded messages are a few
-// times their wire size).
-std::unique_ptr<google::protobuf::Arena> make_batch_arena(size_t wire_bytes);
 
 // Parses one Batch (a spool frame's payload) and validates it.
 Status decode_batch(std::string_view bytes, const BatchLimits& limits, DecodedBatch& out);

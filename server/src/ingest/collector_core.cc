@@ -1,5 +1,7 @@
 #include "server/src/ingest/collector_core.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <map>
 
@@ -182,6 +184,7 @@ CollectorCounters CollectorCore::counters() const {
 }
 
 void CollectorCore::writer_loop() {
+  pthread_setname_np(pthread_self(), "cs-writer");  // for perf and top -H
   std::vector<Submission> group;
   std::vector<char> duplicate;
   for (;;) {

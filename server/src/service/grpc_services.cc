@@ -73,7 +73,7 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
     }
     ++messages_;
     const size_t wire_bytes = read_buffer_.Length();
-    auto arena = make_batch_arena(wire_bytes);
+    BatchArena arena(wire_bytes);
     auto* request = google::protobuf::Arena::CreateMessage<v1::IngestRequest>(arena.get());
     grpc::ProtoBufferReader reader(&read_buffer_);
     const bool parsed = request->ParseFromZeroCopyStream(&reader);
@@ -377,10 +377,14 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
 
  private:
   // The last stream gone: give the memory its batches used back to the system
+  // (the pool's idle arena blocks too)
   // (glibc keeps freed memory in per-thread arenas otherwise).
   void stream_ended() {
     core_.metrics().ingest_streams.fetch_sub(1, std::memory_order_relaxed);
-    if (streams_.fetch_sub(1) == 1) ::malloc_trim(0);
+    if (streams_.fetch_sub(1) == 1) {
+      ArenaBlockPool::for_batches().release_idle();
+      ::malloc_trim(0);
+    }
   }
 
   CollectorCore& core_;

@@ -1,6 +1,7 @@
 #include "server/src/store/sqlite_store.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -366,6 +367,7 @@ uint64_t WalCheckpointer::checkpoints() const {
 }
 
 void WalCheckpointer::loop() {
+  pthread_setname_np(pthread_self(), "cs-checkpoint");  // for perf and top -H
   std::unique_lock lock(mutex_);
   uint64_t attempted = 0;
   for (;;) {
