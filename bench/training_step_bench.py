@@ -7,6 +7,7 @@ CPU autocast. Rows, interleaved within each repeat:
                  (between op probe windows: the steady state)
   castscope+probe  the same with an op probe window open for every step (the first
                  steps of a run, then 2 steps in 100; docs/diagnostics.md)
+  castscope-aggregate  aggregate mode: counters per site instead of events (docs/aggregate.md)
   castscope-noloc  the same without source locations
   castscope-off  castscope attached, recording nothing (the kernel alone)
   profiler       torch.profiler with record_shapes and with_stack
@@ -58,6 +59,8 @@ def main():
             "castscope": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl", probe=False),
             "castscope+probe": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl",
                                                           probe={"iterations": 1000, "max_ms": 600000}),
+            "castscope-aggregate": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl", probe=False,
+                                                              aggregate=True),
             "castscope-noloc": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl", locations=False, probe=False),
             "castscope-off": lambda: castscope.attached(events_path=f"{tmp}/e.jsonl", record_events=False, probe=False),
             "profiler": profiler_with_stacks,

@@ -354,54 +354,47 @@ class Loader {
     return Status();
   }
 
-  Status read_casts(int64_t lo, int64_t hi) {
-    Statement casts;
-    if (Status s = Statement::prepare(db_.handle(), kCastRow.select_sql() + " WHERE id >= ? AND id < ?", casts); !s.ok())
-      return s;
-    casts.bind(1, lo);
-    casts.bind(2, hi);
-    Status error;
-    while (casts.step(error)) {
-      ++rows_read_;
-      const int64_t codes = casts.column_int(kCastRow["codes"]);
-      const auto bytes = static_cast<uint64_t>(casts.column_int(kCastRow["bytes"]));
-      const bool round_trip = (code_at(codes, kCastFlags) & kCastFlagRoundTrip) != 0;
-      if (Status s = fold_cast({casts.column_int(kCastRow["location"]), casts.column_int(kCastRow["op"]),
-                                casts.column_int(kCastRow["arg_name"]), codes, casts.column_int(kCastRow["id"])},
-                               1, bytes,
-                               casts.column_int(kCastRow["source_version"]) - casts.column_int(kCastRow["cached_version"]),
-                               round_trip ? 1 : 0, round_trip ? bytes : 0);
-          !s.ok())
-        return s;
-    }
-    return error;
-  }
-
-  // Aggregate mode: each row is `count` decisions of one key (CastCounts).
-  Status read_cast_counts(int64_t lo, int64_t hi) {
+  // Calls fold(row) for each row of `select_sql` whose id is in [lo, hi);
+  // stops at the first error.
+  template <typename Fold>
+  Status fold_rows(const std::string& select_sql, int64_t lo, int64_t hi, Fold&& fold) {
     Statement rows;
-    if (Status s = Statement::prepare(db_.handle(), kCastCountsRow.select_sql() + " WHERE id >= ? AND id < ?", rows);
-        !s.ok())
-      return s;
+    if (Status s = Statement::prepare(db_.handle(), select_sql + " WHERE id >= ? AND id < ?", rows); !s.ok()) return s;
     rows.bind(1, lo);
     rows.bind(2, hi);
     Status error;
     while (rows.step(error)) {
       ++rows_read_;
+      if (Status s = fold(rows); !s.ok()) return s;
+    }
+    return error;
+  }
+
+  Status read_casts(int64_t lo, int64_t hi) {
+    return fold_rows(kCastRow.select_sql(), lo, hi, [&](Statement& casts) {
+      const int64_t codes = casts.column_int(kCastRow["codes"]);
+      const auto bytes = static_cast<uint64_t>(casts.column_int(kCastRow["bytes"]));
+      const bool round_trip = (code_at(codes, kCastFlags) & kCastFlagRoundTrip) != 0;
+      return fold_cast({casts.column_int(kCastRow["location"]), casts.column_int(kCastRow["op"]),
+                        casts.column_int(kCastRow["arg_name"]), codes, casts.column_int(kCastRow["id"])},
+                       1, bytes, casts.column_int(kCastRow["source_version"]) - casts.column_int(kCastRow["cached_version"]),
+                       round_trip ? 1 : 0, round_trip ? bytes : 0);
+    });
+  }
+
+  // Aggregate mode: each row is `count` decisions of one key (CastCounts).
+  Status read_cast_counts(int64_t lo, int64_t hi) {
+    return fold_rows(kCastCountsRow.select_sql(), lo, hi, [&](Statement& rows) {
       const auto count = static_cast<uint64_t>(rows.column_int(kCastCountsRow["count"]));
       const auto bytes = static_cast<uint64_t>(rows.column_int(kCastCountsRow["bytes"]));
       const auto round_trips = static_cast<uint64_t>(rows.column_int(kCastCountsRow["round_trips"]));
       // Round trips' bytes are not counted apart: an even share of the counter's.
       const uint64_t round_trip_bytes = count == 0 ? 0 : bytes / count * round_trips;
-      if (Status s = fold_cast({rows.column_int(kCastCountsRow["location"]), rows.column_int(kCastCountsRow["op"]),
-                                rows.column_int(kCastCountsRow["arg_name"]), rows.column_int(kCastCountsRow["codes"]),
-                                rows.column_int(kCastCountsRow["id"])},
-                               count, bytes, rows.column_int(kCastCountsRow["max_version_gap"]), round_trips,
-                               round_trip_bytes);
-          !s.ok())
-        return s;
-    }
-    return error;
+      return fold_cast({rows.column_int(kCastCountsRow["location"]), rows.column_int(kCastCountsRow["op"]),
+                        rows.column_int(kCastCountsRow["arg_name"]), rows.column_int(kCastCountsRow["codes"]),
+                        rows.column_int(kCastCountsRow["id"])},
+                       count, bytes, rows.column_int(kCastCountsRow["max_version_gap"]), round_trips, round_trip_bytes);
+    });
   }
 
   struct CastKey {
@@ -452,47 +445,26 @@ class Loader {
   }
 
   Status read_ops(int64_t lo, int64_t hi) {
-    Statement ops;
-    if (Status s = Statement::prepare(db_.handle(), kOpRow.select_sql() + " WHERE id >= ? AND id < ?", ops); !s.ok())
-      return s;
-    ops.bind(1, lo);
-    ops.bind(2, hi);
-    Status error;
-    while (ops.step(error)) {
-      ++rows_read_;
+    return fold_rows(kOpRow.select_sql(), lo, hi, [&](Statement& ops) {
       const int64_t codes = ops.column_int(kOpRow["codes"]);
       const bool failed = code_at(codes, kOpOutcome) == v1::OP_OUTCOME_ERROR;
-      if (Status s = fold_op({codes, ops.column_int(kOpRow["op"]), ops.column_int(kOpRow["location"]),
-                              ops.column_int(kOpRow["id"]), ops.column_int(kOpRow["autocast_enabled"]),
-                              ops.column_int(kOpRow["input_dtypes"]), ops.column_int(kOpRow["gemm"])},
-                             1, failed ? 1 : 0, static_cast<uint64_t>(ops.column_int(kOpRow["cpu_duration_ns"])));
-          !s.ok())
-        return s;
-    }
-    return error;
+      return fold_op({codes, ops.column_int(kOpRow["op"]), ops.column_int(kOpRow["location"]),
+                      ops.column_int(kOpRow["id"]), ops.column_int(kOpRow["autocast_enabled"]),
+                      ops.column_int(kOpRow["input_dtypes"]), ops.column_int(kOpRow["gemm"])},
+                     1, failed ? 1 : 0, static_cast<uint64_t>(ops.column_int(kOpRow["cpu_duration_ns"])));
+    });
   }
 
   // Aggregate mode: each row is `calls` calls of one op at one site (OpCounts).
   Status read_op_counts(int64_t lo, int64_t hi) {
-    Statement rows;
-    if (Status s = Statement::prepare(db_.handle(), kOpCountsRow.select_sql() + " WHERE id >= ? AND id < ?", rows);
-        !s.ok())
-      return s;
-    rows.bind(1, lo);
-    rows.bind(2, hi);
-    Status error;
-    while (rows.step(error)) {
-      ++rows_read_;
-      if (Status s = fold_op({rows.column_int(kOpCountsRow["codes"]), rows.column_int(kOpCountsRow["op"]),
-                              rows.column_int(kOpCountsRow["location"]), rows.column_int(kOpCountsRow["id"]),
-                              rows.column_int(kOpCountsRow["autocast_enabled"]), 0, 0},
-                             static_cast<uint64_t>(rows.column_int(kOpCountsRow["calls"])),
-                             static_cast<uint64_t>(rows.column_int(kOpCountsRow["errors"])),
-                             static_cast<uint64_t>(rows.column_int(kOpCountsRow["cpu_duration_ns"])));
-          !s.ok())
-        return s;
-    }
-    return error;
+    return fold_rows(kOpCountsRow.select_sql(), lo, hi, [&](Statement& rows) {
+      return fold_op({rows.column_int(kOpCountsRow["codes"]), rows.column_int(kOpCountsRow["op"]),
+                      rows.column_int(kOpCountsRow["location"]), rows.column_int(kOpCountsRow["id"]),
+                      rows.column_int(kOpCountsRow["autocast_enabled"]), 0, 0},
+                     static_cast<uint64_t>(rows.column_int(kOpCountsRow["calls"])),
+                     static_cast<uint64_t>(rows.column_int(kOpCountsRow["errors"])),
+                     static_cast<uint64_t>(rows.column_int(kOpCountsRow["cpu_duration_ns"])));
+    });
   }
 
   struct OpKey {
