@@ -1,9 +1,9 @@
 """The module of an overlay target like "torchvision.ops.RoIPool", and
 whether it can be imported, found without importing anything.
 
-Standard library only and self-contained: `castscope run` also runs this
-file's source in the job's own interpreter (which may not have castscope on
-its path) to refuse a module overlay before the job starts.
+Standard library only: each Python process of a `castscope run` job uses it
+at start-up, before torch is imported (_job_preflight.py), to refuse a module
+overlay before the job's own code runs.
 """
 from __future__ import annotations
 
