@@ -23,8 +23,10 @@ extern "C" {
  *    "collector": "127.0.0.1:7070", "spool_dir": "/path", "run_id": "...",  (optional transport, see
  *    "batch_events": 4096, "spool_max_bytes": ..., "token_env": "CASTSCOPE_TOKEN", "tls_ca": "ca.pem"}  docs/operations.md)
  * "{pid}" in events_path is replaced by the process id. 
- * Returns 0 on success. Otherwise returns non-zero, writes a NUL-terminated
- * message (truncated to err_len) and leaves native autocast in place. */
+ * Returns 0 on success. Otherwise returns non-zero (2 when the policy cannot
+ * run here: a policy error, or a check against the dispatcher; 1 for anything
+ * else), writes a NUL-terminated message (truncated to err_len) and leaves
+ * native autocast in place. */
 CASTSCOPE_EXPORT int castscope_agent_start(const char* config_json, char* err, size_t err_len);
 
 /* Unregisters castscope's kernels (native autocast takes over again), drains

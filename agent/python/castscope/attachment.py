@@ -146,9 +146,9 @@ def _start(config: dict, locations: bool, check_modules: bool = True) -> None:
     lib = _library()
     lib.castscope_agent_set_location_reader(_location_reader_pointer() if locations else None)
     err = ctypes.create_string_buffer(1 << 16)
-    if lib.castscope_agent_start(json.dumps(config).encode(), err, len(err)) != 0:
-        message = err.value.decode()
-        raise (PolicyRefused if message.startswith("castscope: policy refused") else AttachError)(message)
+    status = lib.castscope_agent_start(json.dumps(config).encode(), err, len(err))
+    if status != 0:
+        raise (PolicyRefused if status == 2 else AttachError)(err.value.decode())  # 2: agent.h
     entries = _read_json(lib.castscope_agent_status).get("callable_overlays", [])
     # `castscope run` looked the modules up in the job's interpreter before it
     # started; in the job a module may become importable later (sys.path

@@ -149,6 +149,9 @@ class Agent {
     return *agent;
   }
 
+  // castscope_agent_start's status for a policy that cannot run here (agent.h).
+  static constexpr int kPolicyRefused = 2;
+
   int start(const char* config_text, std::string& error) {
     std::lock_guard<std::mutex> lock(lifecycle_mutex_);
     if (registry_ != nullptr) {
@@ -163,7 +166,7 @@ class Agent {
     if (!policies.ok()) {
       error = "castscope: policy refused, castscope does not take over autocast (native autocast keeps working):";
       for (const auto& e : policies.errors) error += "\n  " + e.str();
-      return 1;
+      return kPolicyRefused;
     }
     config.policy_hash = policy_hash(policies);
     callables_ = callables_json(policies);
@@ -177,7 +180,7 @@ class Agent {
         log::info("policy check: " + f.message);
       }
     }
-    if (!error.empty()) return 1;
+    if (!error.empty()) return kPolicyRefused;
 
     if (const auto pid_at = config.events_path.find("{pid}"); pid_at != std::string::npos)
       config.events_path.replace(pid_at, 5, std::to_string(getpid()));
