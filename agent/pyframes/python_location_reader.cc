@@ -74,6 +74,11 @@ std::unordered_map<SiteKey, unsigned, SiteHash> g_sites;
 struct ThreadSites {
   std::unordered_map<PyCodeObject*, CodeKind> kinds;
   std::unordered_map<SiteKey, unsigned, SiteHash> sites;
+  // The last answer whose user frame was the innermost one: a loop calling
+  // one op from one line finds it without a hash lookup. Valid for good, as
+  // the maps above only grow.
+  SiteKey last{nullptr, 0};
+  unsigned last_id = 0;
 };
 thread_local ThreadSites t_known;
 
@@ -125,15 +130,28 @@ int frame_lasti(_PyInterpreterFrame* frame) {
 // seen it before; false when the GIL path must decide. Walks the frames the
 // way PyThreadState_GetFrame and PyFrame_GetBack do (incomplete frames skipped).
 bool known_site(PyThreadState* tstate, unsigned& id) {
+  ThreadSites& known = t_known;
+  bool innermost = true;
   for (_PyInterpreterFrame* frame = tstate->cframe->current_frame; frame != nullptr; frame = frame->previous) {
     if (_PyFrame_IsIncomplete(frame)) continue;
-    PyCodeObject* code = frame->f_code;
-    const auto kind = t_known.kinds.find(code);
-    if (kind == t_known.kinds.end() || kind->second == CodeKind::kGenerated) return false;
-    if (kind->second == CodeKind::kInternal) continue;
-    const auto site = t_known.sites.find(SiteKey{code, frame_lasti(frame)});
-    if (site == t_known.sites.end()) return false;
+    const SiteKey key{frame->f_code, frame_lasti(frame)};
+    if (innermost && key == known.last) {
+      id = known.last_id;
+      return true;
+    }
+    const auto kind = known.kinds.find(key.code);
+    if (kind == known.kinds.end() || kind->second == CodeKind::kGenerated) return false;
+    if (kind->second == CodeKind::kInternal) {
+      innermost = false;
+      continue;
+    }
+    const auto site = known.sites.find(key);
+    if (site == known.sites.end()) return false;
     id = site->second;
+    if (innermost) {
+      known.last = key;
+      known.last_id = id;
+    }
     return true;
   }
   return false;

@@ -29,15 +29,17 @@ CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& sour
   auto found = entries_.find(key);
   if (found != entries_.end()) {
     Entry& entry = found->second;
-    auto same_source = entry.source.lock();
-    auto same_cast = entry.cast.lock();
-    if (same_source.get() == key && same_cast.get() == result.unsafeGetTensorImpl()) {
+    // Addresses compared, no weak lock(): an entry's weak references keep
+    // both TensorImpls' memory, so no other tensor can have either address.
+    // The entry is this source's, and an equal cast address is the same
+    // cast, alive because the caller holds `result`.
+    if (entry.cast._unsafe_get_target() == result.unsafeGetTensorImpl()) {
       out.cached_version = entry.version_at_cast;
       out.outcome = entry.version_at_cast == out.source_version ? CacheOutcome::kHit : CacheOutcome::kStaleHit;
       ++hits_;
       return out;
     }
-    if (!same_cast) ++released_;  // a region exit let go of it before this source came back
+    if (entry.cast.expired()) ++released_;  // a region exit let go of it before this source came back
   }
   // A new cast: the cache stored it (or replaced one the region exit cleared).
   out.outcome = CacheOutcome::kMiss;

@@ -95,8 +95,10 @@ ArgKind classify_arg(const c10::Argument& arg) {
 }
 
 Role role_of(const at::Tensor& t) {
-  if (!t.is_leaf()) return Role::kActivation;
-  return t.requires_grad() ? Role::kWeight : Role::kInput;
+  // A tensor that does not require grad is a leaf by autograd's convention;
+  // asking requires_grad first spares is_leaf's call through autograd's hooks.
+  if (!t.requires_grad()) return Role::kInput;
+  return t.is_leaf() ? Role::kWeight : Role::kActivation;
 }
 
 // A scripted line run while torch.jit.trace records, with the traced Python
@@ -572,7 +574,12 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
 
   Return operator()(Args... args) {
     // As the boxed kernel does on the op's first call.
-    std::call_once(names_once_, [&] { runtime_.events.set_arg_names(op_id_, arg_names_); });
+    // (std::call_once alone costs a library call and TLS writes on every call.)
+    if (!names_set_.load(std::memory_order_acquire)) [[unlikely]]
+      std::call_once(names_once_, [&] {
+        runtime_.events.set_arg_names(op_id_, arg_names_);
+        names_set_.store(true, std::memory_order_release);
+      });
     Record op_record{};
     bool compile_duplicate = false;
     const bool record = start_op_record(op_record, compile_duplicate, [&](DType* out) {
@@ -647,6 +654,7 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
   c10::TypedOperatorHandle<Return(Args...)> op_;
   std::vector<std::string> arg_names_;
   std::once_flag names_once_;
+  std::atomic<bool> names_set_{false};
 };
 
 // The signatures the unboxed kernel is built for (the ops of the shipped

@@ -188,8 +188,10 @@ class EventLog {
   std::vector<CountFields> taken_;  // drain_counters' buffer, guarded by drain_mutex_
 
   std::mutex drain_mutex_;
-  std::atomic<uint64_t> next_seq_{1};
-  std::atomic<uint64_t> recorded_{0};
+  // Lines of their own: the recording threads take sequence numbers while
+  // the exporter counts every record it drains.
+  alignas(64) std::atomic<uint64_t> next_seq_{1};
+  alignas(64) std::atomic<uint64_t> recorded_{0};
   std::atomic<uint64_t> dropped_total_{0};  // drops with no ring to count in
   mutable std::atomic<uint64_t> ring_drops_{0};
   std::atomic<uint64_t> internal_errors_{0};

@@ -5,7 +5,8 @@
 // The writer publishes a slot by storing `head_` with release after copying
 // the record, so a reader that loads `head_` with acquire sees the whole
 // record. The reader frees slots by storing `tail_` with release; the writer
-// loads it with acquire before reusing a slot. Each index is written by one
+// loads it with acquire before reusing a slot (only when its last look
+// said full: it keeps that look in tail_seen_). Each index is written by one
 // side only, so no read-modify-write is needed. A full ring drops the record
 // (training must never wait on logging) and counts the drop.
 #pragma once
@@ -28,9 +29,14 @@ class RingBuffer {
   // Writer only. Returns false (and counts) when full.
   bool try_push(const T& item) {
     const uint64_t head = head_.load(std::memory_order_relaxed);
-    if (head - tail_.load(std::memory_order_acquire) > mask_) {
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      return false;
+    // The reader's tail_ is read only when the tail seen last says full: a
+    // push does not touch the line the reader writes.
+    if (head - tail_seen_ > mask_) {
+      tail_seen_ = tail_.load(std::memory_order_acquire);
+      if (head - tail_seen_ > mask_) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
     }
     slots_[head & mask_] = item;
     head_.store(head + 1, std::memory_order_release);
@@ -63,6 +69,7 @@ class RingBuffer {
   const uint64_t mask_;
   std::unique_ptr<T[]> slots_;
   alignas(64) std::atomic<uint64_t> head_{0};
+  uint64_t tail_seen_ = 0;  // writer only: tail_ when last read, never ahead of it
   alignas(64) std::atomic<uint64_t> tail_{0};
   alignas(64) std::atomic<uint64_t> dropped_{0};
 };
