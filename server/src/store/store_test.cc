@@ -663,7 +663,7 @@ TEST(SqliteStore, PackedSlotRoundTripsAtItsLimits) {
 }
 
 // Checkpoints run off the writer's thread, and a writer that never pauses
-// still keeps the WAL bounded (it waits past max_frames for a rewind).
+// still keeps the WAL bounded (it waits past max_bytes for a rewind).
 TEST(WalCheckpointer, KeepsTheWalBoundedUnderContinuousWrites) {
   const std::string db = (temp_dir("checkpointer") / "store.db").string();
   sqlite3* handle = nullptr;
@@ -674,8 +674,8 @@ TEST(WalCheckpointer, KeepsTheWalBoundedUnderContinuousWrites) {
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   WalCheckpointer::Options options;
-  options.start_frames = 20;
-  options.max_frames = 100;
+  options.start_bytes = 20 * 4096;  // 20 pages
+  options.max_bytes = 100 * 4096;
   WalCheckpointer checkpointer;
   ASSERT_TRUE(checkpointer.start(handle, db, options).ok());
   sqlite3_stmt* insert = nullptr;
@@ -696,7 +696,7 @@ TEST(WalCheckpointer, KeepsTheWalBoundedUnderContinuousWrites) {
   sqlite3_finalize(insert);
   checkpointer.stop();
   EXPECT_GT(checkpointer.checkpoints(), 0u);
-  // max_frames plus one transaction, with the WAL's frame headers.
+  // max_bytes plus one transaction, with the WAL's frame headers.
   EXPECT_LE(largest_wal, uintmax_t{32} + (100 + 2 * 12) * (4096 + 24));
   sqlite3_stmt* count = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT count(*) FROM t", -1, &count, nullptr), SQLITE_OK);
