@@ -476,6 +476,34 @@ TEST(SqliteStore, UpgradesVersion4To12StoresToTheDeclaredSchema) {
   }
 }
 
+// New stores get 64 KiB pages (fewer b-tree levels per row for the
+// writer); a store made with 16 KiB pages, as all were before, keeps them.
+TEST(SqliteStore, NewStoresGet64KiBPagesAndOlderOnesKeepTheirs) {
+  const std::string fresh = (temp_dir("pages-new") / "store.db").string();
+  const std::string older = (temp_dir("pages-16k") / "store.db").string();
+  for (const std::string& db : {fresh, older}) {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  }
+  EXPECT_EQ(pragma(fresh, "PRAGMA page_size"), 65536);
+  exec_sql(older, "PRAGMA journal_mode=DELETE; PRAGMA page_size=16384; VACUUM; PRAGMA journal_mode=WAL");
+  ASSERT_EQ(pragma(older, "PRAGMA page_size"), 16384);
+  {
+    std::unique_ptr<StoreWriter> writer;
+    const Status status = StoreWriter::open(older, writer);
+    ASSERT_TRUE(status.ok()) << status.message();
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10), duplicate).ok());
+    EXPECT_FALSE(duplicate);
+  }
+  EXPECT_EQ(pragma(older, "PRAGMA page_size"), 16384);
+  v1::EventFilter filter;
+  filter.set_run_id("run");
+  EXPECT_EQ(query(older, filter).events_size(), 10);  // both batches: an op, three casts, a sample each
+}
+
 TEST(SqliteStore, RefusesAStoreTooOldToUpgrade) {
   const std::string db = (temp_dir("version3") / "store.db").string();
   make_version_4_store(db);
