@@ -225,7 +225,9 @@ Status Database::check_or_create_schema(Mode mode) {
 
   if (application_id == 0 && user_version == 0 && tables == 0) {
     if (mode == Mode::kReadOnly) return Status::failed_precondition(path_ + ": empty database, not a castscope store");
-    if (Status s = exec("PRAGMA page_size=16384; PRAGMA journal_mode=WAL"); !s.ok()) return s;
+    // 64 KiB pages: a row's b-tree descent crosses fewer levels, and a
+    // commit writes fewer page headers (docs/performance.md, "Writer, second pass").
+    if (Status s = exec("PRAGMA page_size=65536; PRAGMA journal_mode=WAL"); !s.ok()) return s;
     const std::string create = "BEGIN;" + schema::create_schema_sql() + "PRAGMA application_id=" +
                                std::to_string(kApplicationId) + ";PRAGMA user_version=" +
                                std::to_string(kSchemaVersion) + ";COMMIT;";
@@ -290,7 +292,6 @@ Status Database::migrate(int version) {
 Status WalCheckpointer::start(sqlite3* writer, const std::string& path, const Options& options) {
   options_ = options;
   path_ = path;
-  wait_frames_ = options.max_frames;
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
     Status status = Status::internal(path + ": cannot open the checkpoint connection: " +
                                      (db_ ? sqlite3_errmsg(db_) : "out of memory"));
@@ -305,6 +306,21 @@ Status WalCheckpointer::start(sqlite3* writer, const std::string& path, const Op
     db_ = nullptr;
     return status;
   }
+  sqlite3_stmt* page_size = nullptr;
+  int64_t page_bytes = 0;
+  if (sqlite3_prepare_v2(writer, "PRAGMA page_size", -1, &page_size, nullptr) == SQLITE_OK &&
+      sqlite3_step(page_size) == SQLITE_ROW)
+    page_bytes = sqlite3_column_int64(page_size, 0);
+  sqlite3_finalize(page_size);
+  if (page_bytes <= 0) {
+    Status status = Status::internal(path + ": cannot read the page size: " + sqlite3_errmsg(writer));
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    return status;
+  }
+  start_frames_ = static_cast<int>(std::max<int64_t>(1, options.start_bytes / page_bytes));
+  max_frames_ = static_cast<int>(std::max<int64_t>(start_frames_, options.max_bytes / page_bytes));
+  wait_frames_ = max_frames_;
   writer_ = writer;
   sqlite3_wal_hook(writer_, &WalCheckpointer::on_wal_commit, this);  // replaces the automatic checkpoint
   thread_ = std::thread([this] { loop(); });
@@ -318,7 +334,7 @@ void WalCheckpointer::stop() {
   }
   wake_checkpointer_.notify_one();
   if (thread_.joinable()) thread_.join();
-  if (writer_ != nullptr) sqlite3_wal_autocheckpoint(writer_, options_.start_frames);
+  if (writer_ != nullptr) sqlite3_wal_autocheckpoint(writer_, start_frames_);
   writer_ = nullptr;
   sqlite3_close_v2(db_);
   db_ = nullptr;
@@ -330,7 +346,7 @@ int WalCheckpointer::on_wal_commit(void* self, sqlite3*, const char*, int frames
 }
 
 void WalCheckpointer::after_commit() {
-  if (wal_frames_ < options_.start_frames) return;
+  if (wal_frames_ < start_frames_) return;
   {
     std::lock_guard lock(mutex_);
     ++requested_;
@@ -345,11 +361,11 @@ void WalCheckpointer::before_begin() {
   wake_checkpointer_.notify_one();
   if (wake_writer_.wait_for(lock, std::chrono::milliseconds(options_.max_wait_ms),
                             [&] { return completed_ >= generation || stopping_; })) {
-    wait_frames_ = options_.max_frames;
+    wait_frames_ = max_frames_;
   } else {
     // Most likely a reader holds an old snapshot; SQLite cannot rewind the
     // WAL until it lets go. Do not wait again before the WAL grows as much.
-    wait_frames_ = wal_frames_ + options_.max_frames;
+    wait_frames_ = wal_frames_ + max_frames_;
     log::logger("collector").warn("{}: the WAL has {} pages and a checkpoint could not complete in {} ms (a long read?)",
                          path_, wal_frames_, options_.max_wait_ms);
   }

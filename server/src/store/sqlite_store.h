@@ -109,17 +109,19 @@ class Database {
 // database file exactly as the automatic one did (synchronous=NORMAL). SQLite
 // rewinds the WAL only when a write transaction starts with every frame
 // copied; under a saturating load that moment never comes by itself, so past
-// `max_frames` the writer waits in `before_begin` for a checkpoint that covers
+// `max_bytes` the writer waits in `before_begin` for a checkpoint that covers
 // all its commits (then its next transaction rewinds the WAL). The WAL is
-// thus bounded by about `max_frames` pages, as it was by wal_autocheckpoint
-// (a reader holding an old snapshot can still delay the rewind, as before).
+// thus bounded by about `max_bytes`, as it was by wal_autocheckpoint (a
+// reader holding an old snapshot can still delay the rewind, as before).
+// The limits are in bytes, turned into frames with the file's page size:
+// stores made before 64 KiB pages keep 16 KiB ones and get the same WAL.
 // All shared state is under `mutex_`.
 class WalCheckpointer {
  public:
   struct Options {
-    int start_frames = 1000;   // ask for a checkpoint at this many frames (SQLite's default)
-    int max_frames = 4096;     // the writer waits for one past this (64 MiB at 16 KiB pages)
-    int max_wait_ms = 2000;    // then goes on anyway (a reader pins the WAL); logged
+    int64_t start_bytes = int64_t{16} << 20;  // ask for a checkpoint at this much WAL
+    int64_t max_bytes = int64_t{64} << 20;    // the writer waits for one past this
+    int max_wait_ms = 2000;                   // then goes on anyway (a reader pins the WAL); logged
   };
 
   WalCheckpointer() = default;
@@ -147,6 +149,7 @@ class WalCheckpointer {
   void loop();
 
   Options options_;
+  int start_frames_ = 0, max_frames_ = 0;  // the options in pages of this file
   std::string path_;
   sqlite3* writer_ = nullptr;
   sqlite3* db_ = nullptr;  // the checkpoint thread's connection

@@ -476,6 +476,34 @@ TEST(SqliteStore, UpgradesVersion4To12StoresToTheDeclaredSchema) {
   }
 }
 
+// New stores get 64 KiB pages (fewer b-tree levels per row for the
+// writer); a store made with 16 KiB pages, as all were before, keeps them.
+TEST(SqliteStore, NewStoresGet64KiBPagesAndOlderOnesKeepTheirs) {
+  const std::string fresh = (temp_dir("pages-new") / "store.db").string();
+  const std::string older = (temp_dir("pages-16k") / "store.db").string();
+  for (const std::string& db : {fresh, older}) {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  }
+  EXPECT_EQ(pragma(fresh, "PRAGMA page_size"), 65536);
+  exec_sql(older, "PRAGMA journal_mode=DELETE; PRAGMA page_size=16384; VACUUM; PRAGMA journal_mode=WAL");
+  ASSERT_EQ(pragma(older, "PRAGMA page_size"), 16384);
+  {
+    std::unique_ptr<StoreWriter> writer;
+    const Status status = StoreWriter::open(older, writer);
+    ASSERT_TRUE(status.ok()) << status.message();
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10), duplicate).ok());
+    EXPECT_FALSE(duplicate);
+  }
+  EXPECT_EQ(pragma(older, "PRAGMA page_size"), 16384);
+  v1::EventFilter filter;
+  filter.set_run_id("run");
+  EXPECT_EQ(query(older, filter).events_size(), 10);  // both batches: an op, three casts, a sample each
+}
+
 TEST(SqliteStore, RefusesAStoreTooOldToUpgrade) {
   const std::string db = (temp_dir("version3") / "store.db").string();
   make_version_4_store(db);
@@ -663,7 +691,7 @@ TEST(SqliteStore, PackedSlotRoundTripsAtItsLimits) {
 }
 
 // Checkpoints run off the writer's thread, and a writer that never pauses
-// still keeps the WAL bounded (it waits past max_frames for a rewind).
+// still keeps the WAL bounded (it waits past max_bytes for a rewind).
 TEST(WalCheckpointer, KeepsTheWalBoundedUnderContinuousWrites) {
   const std::string db = (temp_dir("checkpointer") / "store.db").string();
   sqlite3* handle = nullptr;
@@ -674,8 +702,8 @@ TEST(WalCheckpointer, KeepsTheWalBoundedUnderContinuousWrites) {
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   WalCheckpointer::Options options;
-  options.start_frames = 20;
-  options.max_frames = 100;
+  options.start_bytes = 20 * 4096;  // 20 pages
+  options.max_bytes = 100 * 4096;
   WalCheckpointer checkpointer;
   ASSERT_TRUE(checkpointer.start(handle, db, options).ok());
   sqlite3_stmt* insert = nullptr;
@@ -696,7 +724,7 @@ TEST(WalCheckpointer, KeepsTheWalBoundedUnderContinuousWrites) {
   sqlite3_finalize(insert);
   checkpointer.stop();
   EXPECT_GT(checkpointer.checkpoints(), 0u);
-  // max_frames plus one transaction, with the WAL's frame headers.
+  // max_bytes plus one transaction, with the WAL's frame headers.
   EXPECT_LE(largest_wal, uintmax_t{32} + (100 + 2 * 12) * (4096 + 24));
   sqlite3_stmt* count = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT count(*) FROM t", -1, &count, nullptr), SQLITE_OK);
