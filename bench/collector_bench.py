@@ -1,7 +1,8 @@
 """Collector ingest and cast-to-queryable latency (budgets: >= 1M cast events/s
 with SQLite persistence, p99 <= 250 ms), on a fresh database per run.
 
-  throughput  pre-built batches of 4096 cast events over gRPC as fast as acks allow,
+  throughput  pre-built batches of 4096 cast events over gRPC as fast as acks allow
+              (--window batches in flight, 16 like the agent's forwarder),
               with the live analyzer on (the default: it re-reads the growing run
               every 2 s or ten times its last analysis) and, on a second fresh
               collector, off (--analyze-interval-ms 0)
@@ -13,7 +14,7 @@ with SQLite persistence, p99 <= 250 ms), on a fresh database per run.
               Python can call mm (~250k events/s: job, exporter, forwarder and
               collector all compete for the 2 cores)
 
-    .venv/bin/python bench/collector_bench.py [--seconds 8] [--repeats 3]
+    .venv/bin/python bench/collector_bench.py [--seconds 8] [--repeats 3] [--window 16]
 
 Each throughput and latency row also says where the CPU went: seconds per
 million events of the collector's threads (cs-writer, cs-checkpoint,
@@ -92,12 +93,16 @@ def main():
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--e2e-iterations", type=int, default=100_000)
+    # The agent's forwarder keeps 16 batches in flight (ForwarderConfig::window);
+    # the throughput rows send as it does.
+    parser.add_argument("--window", type=int, default=16)
     args = parser.parse_args()
     for repeat in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
             collector = Collector(pathlib.Path(tmp) / "bench.db")
             try:
-                throughput, throughput_cpu = measured(collector, "throughput", "--seconds", str(args.seconds))
+                throughput, throughput_cpu = measured(collector, "throughput", "--seconds", str(args.seconds),
+                                                      "--window", str(args.window))
                 latency, latency_cpu = measured(collector, "latency", "--seconds", str(args.seconds))
                 paced = end_to_end(collector.address, "paced", [str(REPO / "bench" / "jobs" / "paced_mm.py"),
                                                                 str(args.seconds), "30000"])
@@ -107,7 +112,8 @@ def main():
                 collector.stop()
             unanalyzed = Collector(pathlib.Path(tmp) / "unanalyzed.db", extra=("--analyze-interval-ms", "0"))
             try:
-                throughput_off = bench(unanalyzed.address, "throughput", "--seconds", str(args.seconds))
+                throughput_off = bench(unanalyzed.address, "throughput", "--seconds", str(args.seconds),
+                                       "--window", str(args.window))
             finally:
                 unanalyzed.stop()
         rate_off = float(re.search(r"([\d.]+) events/s \(window", throughput_off).group(1))

@@ -257,7 +257,12 @@ def test_bad_requests_get_precise_statuses_while_an_agent_streams(tmp_path):
     agent = _numbers(agent)
     assert agent["finished"]
     assert agent["casts"] + agent["ops"] + agent["cache_samples"] == agent["events_recorded_total"]
-    assert agent["casts"] == 200_000
+    # 100 000 mm make 200 000 casts. On a loaded machine the exporter can
+    # fall behind and a full ring drops events: counted, never lost silently.
+    dropped = agent["events_dropped_total"]
+    assert agent["casts"] <= 200_000 <= agent["casts"] + dropped, agent
+    if dropped == 0:
+        assert agent["casts"] == 200_000
 
 
 def test_non_loopback_without_token_is_refused(tmp_path):

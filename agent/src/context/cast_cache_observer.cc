@@ -8,9 +8,11 @@
 namespace castscope {
 
 bool CastCacheObserver::cacheable(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device) {
-  return at::autocast::is_eligible(source, device) && source.scalar_type() != target &&
+  // cached_cast's condition, its cheapest and most selective test first:
+  // most casts (inputs, activations) stop at requires_grad.
+  return source.requires_grad() && source.scalar_type() == at::kFloat && source.scalar_type() != target &&
+         source.is_leaf() && !source.is_view() && at::autocast::is_eligible(source, device) &&
          target == at::autocast::get_lower_precision_fp_from_device_type(device) &&
-         source.scalar_type() == at::kFloat && source.requires_grad() && source.is_leaf() && !source.is_view() &&
          at::autocast::is_autocast_cache_enabled() && !at::caching::is_cached_tensor(source);
 }
 
