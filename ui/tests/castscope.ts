@@ -225,6 +225,7 @@ export async function watchPage(page: Page): Promise<{ check(): Promise<void> }>
 
 export interface VisibleCast {
   seq: number;
+  op_seq: number;
   agent_id: number;
   x: number;
   y: number;

@@ -95,10 +95,14 @@ test("hovering a cast shows its file:line; clicking it shows the source line", a
   const detail = page.locator("section.detail");
   await expect(detail).toBeVisible();
   await expect(detail.locator(".source-where")).toContainText(`${JOB}:${cast.line}`);
-  // The casts of one op share its start time (one clock read per op), so their marks lie on one another:
-  // the detail is of one of the casts under the pointer, at the same line.
-  const underPointer = (await visibleCasts(page)).filter((c) => Math.abs(c.x - cast.x) < 1 && Math.abs(c.y - cast.y) < 1);
-  await expect(detail.locator("table.fields")).toContainText(new RegExp(`seq(${underPointer.map((c) => c.seq).join("|")})(?!\\d)`));
+  await expect(detail.locator("table.fields")).toContainText(new RegExp(`seq${cast.seq}(?!\\d)`));
+  // The casts of one op share its start time (one clock read per op): their marks are stacked apart
+  // in the lane, in argument order, so each can be pointed at.
+  const sameOp = (await visibleCasts(page)).filter((c) => c.agent_id === cast.agent_id && c.op_seq === cast.op_seq);
+  expect(sameOp.length).toBeGreaterThan(1);
+  expect(new Set(sameOp.map((c) => c.x)).size).toBe(1);
+  const ys = [...sameOp].sort((a, b) => a.seq - b.seq).map((c) => c.y);
+  for (let i = 1; i < ys.length; ++i) expect(ys[i] - ys[i - 1]).toBeGreaterThanOrEqual(2 * 5);
   await expect(detail.locator("pre.source-line")).toContainText(jobLine(JOB, cast.line!).trim());
   await watch.check();
 });

@@ -100,6 +100,30 @@ class Batches {
 
 const MARK_R = 5;
 
+/**
+ * The casts of one op share its start time, so they would lie on one another:
+ * each gets a vertical offset in its lane, in argument order, centred on the
+ * lane's middle (as far apart as two marks, closer when many must fit).
+ */
+function stackOffsets(casts: Cast[], laneHeight: number): Map<Cast, number> {
+  const byOp = new Map<string, Cast[]>();
+  for (const c of casts) {
+    if (!c.op_seq) continue;
+    const key = `${c.agent_id}/${c.op_seq}`;
+    const group = byOp.get(key);
+    if (group) group.push(c);
+    else byOp.set(key, [c]);
+  }
+  const offsets = new Map<Cast, number>();
+  for (const group of byOp.values()) {
+    if (group.length < 2) continue;
+    group.sort((a, b) => a.seq - b.seq);
+    const step = Math.min(2 * MARK_R + 2, (laneHeight - 2 * MARK_R - 4) / (group.length - 1));
+    group.forEach((c, k) => offsets.set(c, (k - (group.length - 1) / 2) * step));
+  }
+  return offsets;
+}
+
 export function drawLanes(
   ctx: CanvasRenderingContext2D,
   vp: Viewport,
@@ -164,19 +188,19 @@ export function drawLanes(
         body.fill(kernelColor(k.activity, k.launched_by)).rect(x0, y0, x1 - x0, y1 - y0);
         frame.kernels.push({ item: k, x0, x1, y0, y1 });
       }
-      for (const c of data.casts) {
-        seen.add(c.seq);
-        addCast(c, false);
-      }
+      for (const c of data.casts) seen.add(c.seq);
     } else if (data && data.kind === "buckets") {
       drawBuckets(data.bucket_ns, data.buckets, lane);
     }
-    for (const c of live) if (!seen.has(c.seq)) addCast(c, true);
+    const fresh = live.filter((c) => !seen.has(c.seq));
+    const stacked = stackOffsets(data && data.kind === "events" ? [...data.casts, ...fresh] : fresh, lane.h);
+    if (data && data.kind === "events") for (const c of data.casts) addCast(c, false);
+    for (const c of fresh) addCast(c, true);
 
     function addCast(c: Cast, isLive: boolean): void {
       const x = xOf(vp, c.ts);
       if (x < xmin || x > xmax) return;
-      const y = yMid;
+      const y = yMid + (stacked.get(c) ?? 0);
       const color = pairColor(c.src, c.dst, c.outcome);
       const hl = highlight(c);
       if (hl) halos.fill(HIGHLIGHT_COLOR).arc(x, y, MARK_R + 5, 0, Math.PI * 2);

@@ -652,6 +652,7 @@ export class TimelineView {
 
   visibleCasts(): {
     seq: number;
+    op_seq: number;
     agent_id: AgentId;
     x: number;
     y: number;
@@ -670,6 +671,7 @@ export class TimelineView {
       .filter((d) => d.x >= GUTTER && d.x <= this.width)
       .map((d) => ({
         seq: d.cast.seq,
+        op_seq: d.cast.op_seq,
         agent_id: d.cast.agent_id,
         x: r.left + d.x,
         y: r.top + d.y,
