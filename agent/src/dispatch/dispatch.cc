@@ -160,7 +160,11 @@ void describe_op_context(OpFields& op, c10::DeviceType device, LocationTable& lo
 }
 
 void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context) {
-  op.autocast_dtype = to_dtype(at::autocast::get_lower_precision_fp_from_device_type(device));
+  describe_op_context(op, at::autocast::get_lower_precision_fp_from_device_type(device), context);
+}
+
+void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpContext& context) {
+  op.autocast_dtype = to_dtype(region_dtype);
   op.mode = context.mode;
   op.phase = context.phase;
   op.location = context.location;
@@ -266,9 +270,11 @@ class KernelCore {
   // Fills `op_record` for the op about to run; `input_dtypes(DType*)` writes
   // the inputs' dtypes and returns how many. False when the op records
   // nothing: recording is off, it is a compile-time duplicate (then
-  // `compile_duplicate`), or describing it failed (counted).
+  // `compile_duplicate`), or describing it failed (counted). `region_dtype`:
+  // the region's lower-precision dtype, read once by the caller.
   template <class InputDtypes>
-  bool start_op_record(Record& op_record, bool& compile_duplicate, InputDtypes&& input_dtypes) {
+  bool start_op_record(Record& op_record, bool& compile_duplicate, c10::ScalarType region_dtype,
+                       InputDtypes&& input_dtypes) {
     if (!g_record_events.load(std::memory_order_relaxed)) [[unlikely]] return false;
     try {
       op_record = runtime_.events.new_record(RecordKind::kOp);
@@ -276,7 +282,7 @@ class KernelCore {
       op_record.policy = policy_;
       op_record.device = device_.kind;
       op_record.op.num_inputs = input_dtypes(op_record.op.input_dtypes);
-      describe_op_context(op_record.op, device_.device, runtime_.locations);
+      describe_op_context(op_record.op, region_dtype, current_op_context(runtime_.locations));
       // ATen has no getter for the nesting depth; this pair of calls reads the
       // thread-local counter and leaves it as it was.
       const int nesting = at::autocast::increment_nesting() - 1;
@@ -393,7 +399,9 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
     std::call_once(schema_once_, [&] { read_schema(op); });
     Record op_record{};
     bool compile_duplicate = false;
-    const bool record = start_op_record(op_record, compile_duplicate, [&](DType* out) { return input_dtypes(stack, out); });
+    const bool record = start_op_record(op_record, compile_duplicate,
+                                        at::autocast::get_lower_precision_fp_from_device_type(device_.device),
+                                        [&](DType* out) { return input_dtypes(stack, out); });
     const OpScope scope(device_, record, compile_duplicate, op_record);
     try {
       apply_policy(op, stack, record ? &op_record : nullptr);
@@ -582,7 +590,9 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
       });
     Record op_record{};
     bool compile_duplicate = false;
-    const bool record = start_op_record(op_record, compile_duplicate, [&](DType* out) {
+    // Read once (a call into libtorch): the record's autocast dtype and the casts' target.
+    const c10::ScalarType region_dtype = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
+    const bool record = start_op_record(op_record, compile_duplicate, region_dtype, [&](DType* out) {
       uint8_t n = 0;
       (add_input_dtype(args, out, n), ...);
       return n;
@@ -591,9 +601,10 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
     Record* const op_record_or_null = record ? &op_record : nullptr;
     try {
       c10::ScalarType target = at::kFloat;
-      if (policy_ == CastPolicy::kLowerPrecisionFp) target = lower_precision();
+      if (policy_ == CastPolicy::kLowerPrecisionFp)
+        target = dtype_override_ == DType::kUnspecified ? region_dtype : to_scalar_type(dtype_override_);
       if (policy_ == CastPolicy::kPromote) {
-        target = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
+        target = region_dtype;
         (promote(args, target), ...);
       }
       Return out = cast_and_call(std::index_sequence_for<Args...>{}, target, op_record_or_null, args...);

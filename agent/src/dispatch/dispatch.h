@@ -66,6 +66,8 @@ OpContext current_op_context(LocationTable& locations);
 void describe_op_context(OpFields& op, c10::DeviceType device, LocationTable& locations);
 // The same with the context already known.
 void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context);
+// The same with the region's lower-precision dtype already read as well.
+void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpContext& context);
 
 DType to_dtype(c10::ScalarType type);
 
