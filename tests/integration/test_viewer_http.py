@@ -374,6 +374,47 @@ def test_castscope_run_serves_the_ui_dir_it_is_given(tmp_path):
         process.wait(timeout=60)
 
 
+def _processes_with_argument(argument: str) -> list[int]:
+    pids = []
+    for entry in pathlib.Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and argument.encode() in (entry / "cmdline").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:
+            pass  # gone meanwhile
+    return pids
+
+
+def test_a_killed_castscope_run_leaves_no_collector_behind(tmp_path):
+    """kill -9 of `castscope run --serve` while it serves: its collector (its own
+    session, so a terminal's Ctrl-C does not reach it) stops too, and the run it
+    stored stays readable."""
+    job = tmp_path / "job.py"
+    job.write_text(JOB.format(steps=1))
+    db = tmp_path / "out" / "castscope.db"
+    process = subprocess.Popen([str(CASTSCOPE), "run", "--serve", "--out", str(tmp_path / "out"), "--run-id", "killed",
+                                "--", sys.executable, str(job)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(process.stderr.readline, "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 300
+    while not any("still serving the viewer at" in line for line in lines):
+        assert process.poll() is None and time.monotonic() < deadline, "".join(lines)
+        time.sleep(0.1)
+    [collector] = _processes_with_argument(str(db))
+    process.kill()
+    process.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while collector in _processes_with_argument(str(db)):
+        if time.monotonic() > deadline:
+            os.kill(collector, signal.SIGKILL)
+            pytest.fail(f"the collector (pid {collector}) outlived its killed castscope run by 30 s")
+        time.sleep(0.1)
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        assert connection.execute("SELECT count(*) FROM casts").fetchone()[0] > 0
+
+
 @pytest.mark.parametrize("extra", [["--ui-dir", "{tmp}/no-such-ui"], ["--collector", "127.0.0.1:1", "--ui-dir", "{tmp}"]])
 def test_castscope_run_refuses_a_ui_dir_it_cannot_serve(tmp_path, extra):
     (tmp_path / "index.html").write_text("<title>ui</title>")

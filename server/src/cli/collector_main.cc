@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 #include <malloc.h>
+#include <sys/prctl.h>
 #include <algorithm>
 #include <cctype>
 #include <csignal>
@@ -128,6 +129,7 @@ struct ServeOptions {
   std::string ready_file;
   uint64_t analyze_interval_ms = 2000;
   ViewerOptions viewer;
+  int exit_with_parent = 0;  // pid; 0: outlive the parent
 };
 
 struct LoadOptions {
@@ -183,6 +185,10 @@ CLI::App* add_serve(CLI::App& app, ServeOptions& o) {
       ->check(CLI::Range(size_t{0}, size_t{1} << 20))
       ->capture_default_str();
   serve->add_option("--ready-file", o.ready_file, "write the bound HOST:PORT here once listening")->check(non_empty());
+  serve->add_option("--exit-with-parent", o.exit_with_parent,
+                    "the PID of the process that started this collector: stop (committing what is queued, as on "
+                    "SIGTERM) when it is gone, even if it was killed")
+      ->check(CLI::Range(1, 1 << 30));
   o.viewer.add_to(*serve, /*can_turn_off=*/true);
   serve->add_option("--analyze-interval-ms", o.analyze_interval_ms,
                     "re-analyze a run with new events at most this often (0: no live analysis)")
@@ -395,6 +401,13 @@ int serve(const ServeOptions& o) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // An embedded collector (castscope run) must not outlive a killed `castscope
+  // run`: the kernel sends SIGTERM when the parent goes, and it waits below
+  // like any other. A parent gone before this line: the same, now.
+  if (o.exit_with_parent != 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != o.exit_with_parent) kill(getpid(), SIGTERM);
+  }
 
   std::unique_ptr<CollectorCore> core;
   if (Status s = CollectorCore::open(o.db, core_options, core); !s.ok()) {
