@@ -398,19 +398,25 @@ def test_a_killed_castscope_run_leaves_no_collector_behind(tmp_path):
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(process.stderr.readline, "")), daemon=True)
     reader.start()
-    deadline = time.monotonic() + 300
-    while not any("still serving the viewer at" in line for line in lines):
-        assert process.poll() is None and time.monotonic() < deadline, "".join(lines)
-        time.sleep(0.1)
-    [collector] = _processes_with_argument(str(db))
-    process.kill()
-    process.wait(timeout=60)
-    deadline = time.monotonic() + 30
-    while collector in _processes_with_argument(str(db)):
-        if time.monotonic() > deadline:
-            os.kill(collector, signal.SIGKILL)
-            pytest.fail(f"the collector (pid {collector}) outlived its killed castscope run by 30 s")
-        time.sleep(0.1)
+    try:
+        deadline = time.monotonic() + 300
+        while not any("still serving the viewer at" in line for line in lines):
+            assert process.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.1)
+        [collector] = _processes_with_argument(str(db))
+        process.kill()
+        process.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while collector in _processes_with_argument(str(db)):
+            assert time.monotonic() < deadline, f"the collector (pid {collector}) outlived its killed castscope run by 30 s"
+            time.sleep(0.1)
+    finally:  # nothing left running whatever failed
+        for pid in [process.pid, *_processes_with_argument(str(db))]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        process.wait(timeout=60)
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
         assert connection.execute("SELECT count(*) FROM casts").fetchone()[0] > 0
 

@@ -8,6 +8,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from ._native import collector_binary
@@ -32,8 +33,10 @@ class EmbeddedCollector:
         self._process = subprocess.Popen(
             [str(collector_binary()), "serve", "--db", str(db), "--listen", "127.0.0.1:0", "--ready-file", str(ready),
              "--http-listen", http_listen, "--viewer-file", str(viewer),
-             # Stops (committing what it has) if this process dies, even by kill -9.
-             "--exit-with-parent", str(os.getpid()),
+             # Stops (committing what it has) if this process dies, even by kill -9. The kernel
+             # signals when the forking *thread* ends: asked for only from the main thread.
+             *(["--exit-with-parent", str(os.getpid())] if threading.current_thread() is threading.main_thread()
+               else []),
              *(["--ui-dir", str(ui_dir)] if ui_dir is not None else [])],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, start_new_session=True)
         deadline = time.monotonic() + ready_timeout_s
