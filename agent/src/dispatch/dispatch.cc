@@ -155,10 +155,6 @@ OpContext current_op_context(LocationTable& locations) {
   return context;
 }
 
-void describe_op_context(OpFields& op, c10::DeviceType device, LocationTable& locations) {
-  describe_op_context(op, device, current_op_context(locations));
-}
-
 void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context) {
   describe_op_context(op, at::autocast::get_lower_precision_fp_from_device_type(device), context);
 }
@@ -315,9 +311,10 @@ class KernelCore {
     }
   }
 
-  c10::ScalarType lower_precision() const {
-    return dtype_override_ == DType::kUnspecified ? at::autocast::get_lower_precision_fp_from_device_type(device_.device)
-                                                  : to_scalar_type(dtype_override_);
+  // The lower-precision policy's target: the entry's own dtype, else the
+  // region's (`region_dtype`, read once per op by the kernel).
+  c10::ScalarType lower_precision(c10::ScalarType region_dtype) const {
+    return dtype_override_ == DType::kUnspecified ? region_dtype : to_scalar_type(dtype_override_);
   }
 
   at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record) {
@@ -399,12 +396,13 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
     std::call_once(schema_once_, [&] { read_schema(op); });
     Record op_record{};
     bool compile_duplicate = false;
-    const bool record = start_op_record(op_record, compile_duplicate,
-                                        at::autocast::get_lower_precision_fp_from_device_type(device_.device),
+    // Read once (a call into libtorch): the record's autocast dtype and the casts' target.
+    const c10::ScalarType region_dtype = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
+    const bool record = start_op_record(op_record, compile_duplicate, region_dtype,
                                         [&](DType* out) { return input_dtypes(stack, out); });
     const OpScope scope(device_, record, compile_duplicate, op_record);
     try {
-      apply_policy(op, stack, record ? &op_record : nullptr);
+      apply_policy(op, stack, region_dtype, record ? &op_record : nullptr);
     } catch (...) {
       if (record) finish_op_record(op_record, false, [] { return DType::kUnspecified; });
       throw;
@@ -450,17 +448,18 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
     return DType::kUnspecified;
   }
 
-  void apply_policy(const c10::OperatorHandle& op, torch::jit::Stack* stack, Record* op_record) {
+  void apply_policy(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType region_dtype,
+                    Record* op_record) {
     c10::IValue* args = stack->data() + (stack->size() - kinds_.size());
     switch (policy_) {
       case CastPolicy::kLowerPrecisionFp:
-        cast_all(args, lower_precision(), op_record);
+        cast_all(args, lower_precision(region_dtype), op_record);
         break;
       case CastPolicy::kFp32:
         cast_all(args, at::kFloat, op_record);
         break;
       case CastPolicy::kPromote:
-        cast_all(args, promote_type(args), op_record);
+        cast_all(args, promote_type(args, region_dtype), op_record);
         break;
       case CastPolicy::kFp32SetOptDtype:
         set_opt_dtype(args, op_record);
@@ -505,8 +504,8 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
   // starting from the lower-precision type. A `Tensor?` argument does not
   // take part (std::optional<Tensor> falls to prioritize's pass-through
   // template) although cached_cast then casts it to the result.
-  c10::ScalarType promote_type(c10::IValue* args) const {
-    c10::ScalarType current = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
+  c10::ScalarType promote_type(c10::IValue* args, c10::ScalarType region_dtype) const {
+    c10::ScalarType current = region_dtype;
     for (size_t i = 0; i < kinds_.size(); ++i) {
       const c10::IValue& arg = args[i];
       if (kinds_[i] == ArgKind::kTensor && arg.isTensor()) {
@@ -601,8 +600,7 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
     Record* const op_record_or_null = record ? &op_record : nullptr;
     try {
       c10::ScalarType target = at::kFloat;
-      if (policy_ == CastPolicy::kLowerPrecisionFp)
-        target = dtype_override_ == DType::kUnspecified ? region_dtype : to_scalar_type(dtype_override_);
+      if (policy_ == CastPolicy::kLowerPrecisionFp) target = lower_precision(region_dtype);
       if (policy_ == CastPolicy::kPromote) {
         target = region_dtype;
         (promote(args, target), ...);

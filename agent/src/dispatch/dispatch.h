@@ -63,8 +63,6 @@ struct OpContext {
 OpContext current_op_context(LocationTable& locations);
 // An op record's autocast state and context: the region's lower-precision
 // dtype on `device`, mode, phase, location, the devices with autocast on.
-void describe_op_context(OpFields& op, c10::DeviceType device, LocationTable& locations);
-// The same with the context already known.
 void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context);
 // The same with the region's lower-precision dtype already read as well.
 void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpContext& context);
