@@ -92,6 +92,46 @@ def test_fifo_as_overlay_is_refused_without_blocking(tmp_path, entry):
     assert f"{fifo}: is a FIFO, not a policy file" in result.stdout + result.stderr, result.stdout + result.stderr
 
 
+def _limit_memory():
+    """8 GiB of address space (importing torch maps 3.2 GiB here): the old parser grew past it in seconds
+    on the deep file below, where the machine would have let it take everything."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+
+
+# 200 000 nested arrays (400 KB) grew `castscope run` to 7.4 GB in 6 s with
+# no word; under a memory limit it died with "std::bad_alloc" naming no file,
+# and `castscope policy check` with a traceback. Every entry point refuses it
+# at once, naming file, line and why; a file over the size limit likewise.
+@pytest.mark.parametrize("entry", ["policy_check", "attach", "run"])
+@pytest.mark.parametrize("shape", ["deep", "huge"])
+def test_deep_or_huge_overlay_is_refused_naming_file_and_why(tmp_path, entry, shape):
+    overlay = tmp_path / "overlay.json"
+    if shape == "deep":
+        overlay.write_text('{"castscope_policy": 1, "device": "cpu",\n"ops": ' + "[" * 200_000 + "]" * 200_000 + "}")
+        expected = f"{overlay}:2: nested deeper than 32 levels of arrays and objects"
+    else:
+        overlay.write_text('{"castscope_policy": 1, "device": "cpu", "description": "' + "x" * (5 << 20) +
+                           '", "ops": {}}')
+        expected = f"{overlay}: is larger than 4 MiB; castscope reads policy files of at most that size"
+    castscope_cli = [sys.executable, "-m", "castscope"]
+    command = {
+        "policy_check": [*castscope_cli, "policy", "check", "--overlay", str(overlay)],
+        "attach": [sys.executable, "-c", "import sys, torch, castscope\n"
+                   "try:\n    castscope.attach(overlays=[sys.argv[1]])\n"
+                   "except castscope.AttachError as e:\n    print(e)\n    sys.exit(1)\n", str(overlay)],
+        "run": [*castscope_cli, "run", "--out", str(tmp_path / "out"), "--overlay", str(overlay), "--",
+                sys.executable, "-c", "open('started', 'w')"],
+    }[entry]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                            preexec_fn=_limit_memory)
+    assert result.returncode == (2 if entry == "run" else 1), result.stdout + result.stderr
+    assert expected in result.stdout + result.stderr, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and "bad_alloc" not in result.stderr, result.stderr
+    assert not (tmp_path / "started").exists()
+
+
 def test_unreadable_policy_file_is_refused(tmp_path):
     with pytest.raises(castscope.AttachError, match=r"nope\.json: cannot read the policy file"):
         castscope.attach(overlays=[str(tmp_path / "nope.json")])

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/src/record/event_log.h"
+#include "common/cli/host_port.h"
+#include "common/json/json_limits.h"
 
 namespace castscope {
 
@@ -297,6 +299,9 @@ std::vector<std::string> agent_config_keys() {
 
 std::string parse_agent_config(const char* text, AgentConfig& config) {
   if (text == nullptr) return "castscope: no configuration given";
+  // A configuration is one flat object with a list or two: 1 MiB and 8 levels are far beyond any real one.
+  if (std::string error = json_limits_error(text, size_t{1} << 20, 8); !error.empty())
+    return "castscope: configuration " + error;
   json doc;
   try {
     doc = json::parse(text);
@@ -314,8 +319,9 @@ std::string parse_agent_config(const char* text, AgentConfig& config) {
     return "castscope: gpu_buffer_budget_bytes must be at least gpu_buffer_bytes";
   if (config.spool_max_bytes < config.spool_segment_bytes)
     return "castscope: spool_max_bytes must be at least spool_segment_bytes";
-  if (!config.collector.empty() && config.collector.find(':') == std::string::npos)
-    return "castscope: collector must be host:port, got \"" + config.collector + "\"";
+  if (!config.collector.empty())
+    if (std::string error = cli::grpc_address_error(config.collector, /*port_zero_ok=*/false); !error.empty())
+      return "castscope: collector \"" + config.collector + "\": " + error;
   if (config.run_id.size() > 256) return "castscope: run_id is longer than 256 characters";
   return "";
 }

@@ -197,10 +197,27 @@ TEST(AgentConfigTest, ValuesOutOfRangeAreRefused) {
   expect_refused(with("probe_max_ms", 0), {"probe_iterations and probe_max_ms must be positive"});
   expect_refused(with("probe_every_ms", -1), {"probe_every_ms at least 0"});
   expect_refused(with("probe_every_iterations", -1), {"probe_every_iterations must be at least 0"});
-  expect_refused(with("collector", "localhost"), {"collector must be host:port", "localhost"});
+  expect_refused(with("collector", "localhost"), {"collector \"localhost\"", "expected HOST:PORT"});
+  expect_refused(with("collector", "localhost:99999"), {"the port must be a number from 1 to 65535"});
+  expect_refused(with("collector", "127.0.0.1:"), {"the port must be a number from 1 to 65535"});
+  expect_refused(with("collector", "bad:port:x"), {"expected HOST:PORT"});
+  EXPECT_EQ(parse(with("collector", "[::1]:7070")), "");
+  EXPECT_EQ(parse(with("collector", "unix:/tmp/collector.sock")), "");
   expect_refused(with("run_id", std::string(257, 'r')), {"run_id is longer than 256 characters"});
   EXPECT_EQ(parse(with("run_id", std::string(256, 'r'))), "");
   EXPECT_EQ(parse(with("collector", "")), "");
+}
+
+// Deep or huge text is refused before it is parsed, saying why.
+TEST(AgentConfigTest, DeepOrHugeTextIsRefusedUnparsed) {
+  AgentConfig config;
+  const std::string deep = R"({"policy_files": ["p.json"], "x": )" + std::string(100000, '[') + "1" +
+                           std::string(100000, ']') + "}";
+  EXPECT_EQ(parse_agent_config(deep.c_str(), config),
+            "castscope: configuration line 1: nested deeper than 8 levels of arrays and objects; castscope stops "
+            "reading there");
+  const std::string huge = R"({"policy_files": ["p.json"], "run_id": ")" + std::string(2 << 20, 'r') + "\"}";
+  EXPECT_NE(parse_agent_config(huge.c_str(), config).find("castscope reads at most 1048576"), std::string::npos);
 }
 
 // docs/schema/agent-config.schema.json says what this parser does: the same

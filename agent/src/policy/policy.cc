@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string_view>
 
+#include "common/json/json_limits.h"
+
 namespace castscope {
 namespace {
 
@@ -215,6 +217,11 @@ std::string read_policy_file(const std::string& path, std::string& text) {
     char buffer[1 << 16];
     for (;;) {
       const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+      if (n > 0 && text.size() + static_cast<size_t>(n) > kMaxPolicyFileBytes) {  // checked as read: files grow
+        error = "is larger than " + std::to_string(kMaxPolicyFileBytes >> 20) +
+                " MiB; castscope reads policy files of at most that size";
+        break;
+      }
       if (n > 0) {
         text.append(buffer, static_cast<size_t>(n));
       } else if (n == 0) {
@@ -426,6 +433,16 @@ PolicySet parse_policy_text(std::string_view text, const std::string& file) {
   auto fail = [&](int line, const std::string& entry, const std::string& message) {
     result.errors.push_back(PolicyError{file, line, entry, message});
   };
+  if (text.size() > kMaxPolicyFileBytes) {
+    fail(0, "", "is " + std::to_string(text.size()) + " bytes; castscope reads policy files of at most " +
+                    std::to_string(kMaxPolicyFileBytes >> 20) + " MiB");
+    return result;
+  }
+  if (const JsonNesting nesting = scan_json_nesting(text, kMaxPolicyNesting); nesting.line != 0) {
+    fail(nesting.line, "", "nested deeper than " + std::to_string(kMaxPolicyNesting) +
+                               " levels of arrays and objects (a policy file needs 3); not read further");
+    return result;
+  }
   json doc;
   try {
     doc = json::parse(text.begin(), text.end());

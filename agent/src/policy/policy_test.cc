@@ -134,6 +134,21 @@ TEST(PolicyParse, HugeNumberIsAnErrorNotAnException) {
   EXPECT_NE(error.find("not valid JSON"), std::string::npos) << error;
 }
 
+// 200 000 nested arrays (400 KB) used to grow the duplicate-key scan to
+// gigabytes before any error: deep text is refused unparsed, at its line.
+TEST(PolicyParse, DeepNestingIsRefusedAtItsLine) {
+  const std::string deep = "{\"castscope_policy\": 1, \"device\": \"cpu\",\n\"ops\": " + std::string(200000, '[') +
+                           std::string(200000, ']') + "}";
+  EXPECT_EQ(only_error(parse(deep)),
+            "overlay.json:2: nested deeper than 32 levels of arrays and objects (a policy file needs 3); not read "
+            "further");
+  // Brackets in strings are text, and an invalid file still says what JSON finds wrong with it.
+  EXPECT_TRUE(parse(R"({"castscope_policy": 1, "device": "cpu", "description": ")" + std::string(100, '[') +
+                    R"(", "ops": {"aten::mm": "fp32"}})")
+                  .ok());
+  EXPECT_NE(only_error(parse(std::string(32, '[') + "}")).find("not valid JSON"), std::string::npos);
+}
+
 TEST(PolicyParse, UnknownPolicyNamesEntryAndLine) {
   const std::string error = only_error(parse(R"({"castscope_policy": 1, "device": "cpu", "ops": {
   "aten::mm": "lower_precision_fp",
@@ -262,6 +277,19 @@ TEST(PolicyLoad, DirectoriesAndFifosAreRefusedByWhatTheyAre) {
   ASSERT_EQ(from_fifo.errors.size(), 1u);
   EXPECT_EQ(from_fifo.errors[0].str(), fifo + ": is a FIFO, not a policy file; give the path of a JSON policy file");
   std::filesystem::remove(fifo);
+}
+
+TEST(PolicyLoad, FilesOverTheSizeLimitAreRefusedUnread) {
+  const std::string big = ::testing::TempDir() + "/big_policy.json";
+  {
+    std::ofstream out(big);
+    out << R"({"castscope_policy": 1, "device": "cpu", "description": ")" << std::string(kMaxPolicyFileBytes, 'x')
+        << R"(", "ops": {}})";
+  }
+  const PolicySet set = load_policy_files({big});
+  ASSERT_EQ(set.errors.size(), 1u);
+  EXPECT_EQ(set.errors[0].str(), big + ": is larger than 4 MiB; castscope reads policy files of at most that size");
+  std::filesystem::remove(big);
 }
 
 TEST(PolicyLoad, ShippedPoliciesParse) {
