@@ -37,7 +37,9 @@ int main(int argc, char** argv) {
   app.option_defaults()->take_last();
   app.set_version_flag("--version", std::string("castscope-forwarder ") + castscope::kCastscopeVersion);
   app.add_option("--spool", config.agent_dir, "the agent's spool folder")->required();
-  app.add_option("--collector", config.collector, "HOST:PORT of the collector")->required();
+  app.add_option("--collector", config.collector, "HOST:PORT of the collector")
+      ->required()
+      ->check(castscope::cli::address(/*port_zero_ok=*/false, /*unix_ok=*/true));
   app.add_option("--parent-pid", config.parent_pid,
                  "the agent's process: once it is gone, deliver what is left and exit (0 or none: it is gone)")
       ->transform(castscope::cli::decimal_number(10))

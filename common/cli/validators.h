@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "common/cli/host_port.h"
+
 namespace castscope::cli {
 
 // A number of digits only, rewritten without leading zeros before CLI11
@@ -26,6 +28,17 @@ inline CLI::Validator decimal_number(size_t max_digits = 19) {
 inline CLI::Validator non_empty() {
   return CLI::Validator(
       [](std::string& text) -> std::string { return text.empty() ? "must not be empty" : ""; }, "", "NON_EMPTY");
+}
+
+// HOST:PORT, or unix:PATH where `unix_ok` (gRPC); port 0 only where `port_zero_ok`.
+inline CLI::Validator address(bool port_zero_ok, bool unix_ok) {
+  return CLI::Validator(
+      [port_zero_ok, unix_ok](std::string& text) -> std::string {
+        if (!unix_ok && text.starts_with("unix:")) return "expected HOST:PORT";
+        std::string error = grpc_address_error(text, port_zero_ok);
+        return error.empty() ? "" : "\"" + text + "\": " + error;
+      },
+      "", unix_ok ? "HOST:PORT|unix:PATH" : "HOST:PORT");
 }
 
 }  // namespace castscope::cli

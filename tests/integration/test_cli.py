@@ -36,3 +36,47 @@ def test_third_party_ops_resolve_after_import(tmp_path, imports, expect_unknown)
 def test_bad_arguments_exit_2():
     assert _castscope("policy", "frobnicate").returncode == 2
     assert _castscope("policy", "check", "--import", "no_such_module_xyz").returncode == 2
+
+
+# Each used to start the job (or wait a minute on a name lookup first) and
+# then fail, or dial something else: `--collector localhost:99999` wrapped to
+# another port, `127.0.0.1:` dialed port 0, `--out FILE` was a traceback.
+# Now each is a usage error naming the argument, and the job never starts.
+@pytest.mark.parametrize("arguments,says", [
+    (["--out", "{file}"], "argument --out: '{file}': is a file, not a folder"),
+    (["--out", "{file}/sub"], "argument --out: '{file}/sub': {file} is a file, not a folder"),
+    (["--collector", "bad:port:x"], "argument --collector: 'bad:port:x': expected HOST:PORT"),
+    (["--collector", "localhost:99999"], "argument --collector: 'localhost:99999': the port must be a number from 1"),
+    (["--collector", "127.0.0.1:"], "argument --collector: '127.0.0.1:': the port must be a number from 1 to 65535"),
+    (["--collector", "nocolon"], "argument --collector: 'nocolon': expected HOST:PORT"),
+    (["--collector", "unix:"], "argument --collector: 'unix:': unix: needs a path"),
+    (["--collector", "no-such-host.invalid:5000"], "--collector no-such-host.invalid:5000: "),
+    (["--ring-records", "-5"], "argument --ring-records: -5 is out of range for a ring size (1 to 16777216)"),
+    (["--ring-records", "lots"], "argument --ring-records: 'lots' is not a ring size"),
+    (["--give-up-after-s", "-1"], "argument --give-up-after-s: -1 is out of range for seconds"),
+    (["--http-listen", "notanaddr"], "argument --http-listen: 'notanaddr': expected HOST:PORT"),
+    (["--run-id", "r" * 257], "argument --run-id: a run id has 1 to 256 characters, not 257"),
+])
+def test_bad_run_arguments_are_usage_errors_before_the_job_starts(tmp_path, arguments, says):
+    file = tmp_path / "a-file"
+    file.write_text("")
+    arguments = [a.format(file=file) for a in arguments]
+    result = subprocess.run([sys.executable, "-m", "castscope", "run", *arguments, "--", sys.executable, "-c",
+                             "open('started', 'w')"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert says.format(file=file) in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "started").exists()
+    assert not (tmp_path / "castscope-out").exists()  # nothing made either
+
+
+@pytest.mark.parametrize("listen,says", [
+    ("notanaddr", '--listen: "notanaddr": expected HOST:PORT'),
+    ("127.0.0.1:99999", '--listen: "127.0.0.1:99999": the port must be a number from 0 to 65535'),
+    ("unix:", '--listen: "unix:": unix: needs a path'),
+])
+def test_serve_names_a_bad_listen_address(tmp_path, listen, says):
+    result = _castscope("serve", "--db", str(tmp_path / "c.db"), "--listen", listen)
+    assert result.returncode == 2, result.stderr
+    assert says in result.stderr, result.stderr
+    assert "loopback" not in result.stderr, result.stderr

@@ -42,8 +42,11 @@
 
 namespace castscope::collector {
 namespace {
+using cli::address;
 using cli::decimal_number;
+using cli::HostPort;
 using cli::non_empty;
+using cli::parse_host_port;
 
 constexpr const char* kProgram = "castscope-collector";
 constexpr int kExitUsage = 2;
@@ -102,6 +105,7 @@ struct ViewerOptions {
   void add_to(CLI::App& app, bool can_turn_off) {
     app.add_option("--http-listen", listen, "serve the viewer on HOST:PORT (port 0: any free port); other than "
                                             "loopback needs --token")
+        ->check(address(/*port_zero_ok=*/true, /*unix_ok=*/false))
         ->capture_default_str();
     if (can_turn_off) app.add_flag("--no-http", off, "serve no viewer");
     app.add_option("--ui-dir", ui_dir, "the built viewer (ui/dist); default: found beside this program")
@@ -162,6 +166,7 @@ CLI::App* add_serve(CLI::App& app, ServeOptions& o) {
   serve->add_option("--db", o.db, "SQLite store (one writer per file)")->required()->check(non_empty());
   serve->add_option("--listen", o.listen, "HOST:PORT (port 0: any free port) or unix:PATH; other than loopback "
                                           "needs a token")
+      ->check(address(/*port_zero_ok=*/true, /*unix_ok=*/true))
       ->capture_default_str();
   o.token.add_to(*serve);
   CLI::Option* cert =
@@ -221,7 +226,7 @@ CLI::App* add_query(CLI::App& app, QueryOptions& o) {
   o.db_option = query->add_option("--db", c.db, "read this store (read-only; fine while a collector writes it)")
                     ->check(non_empty());
   o.collector_option = query->add_option("--collector", c.collector, "or ask the collector at HOST:PORT")
-                           ->check(non_empty());
+                           ->check(address(/*port_zero_ok=*/false, /*unix_ok=*/true));
   o.db_option->excludes(o.collector_option);
   o.token.add_to(*query);
   query->add_option("--tls-ca", o.tls_ca, "the --collector serves TLS: trust this CA certificate (PEM)")
@@ -315,15 +320,11 @@ std::string find_ui_dir(const std::string& given) {
 std::string start_viewer(const ViewerOptions& o, const std::string& token, const std::string& db, CollectorCore* core,
                          std::unique_ptr<HttpService>& out) {
   HttpOptions options;
-  const size_t colon = o.listen.rfind(':');
-  if (colon == std::string::npos || colon + 1 == o.listen.size()) return "--http-listen " + o.listen + ": expected HOST:PORT";
-  options.host = o.listen.substr(0, colon);
-  if (options.host.size() > 2 && options.host.front() == '[' && options.host.back() == ']')
-    options.host = options.host.substr(1, options.host.size() - 2);
-  const std::string port = o.listen.substr(colon + 1);
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
-    return "--http-listen " + o.listen + ": the port must be a number from 0 to 65535";
-  options.port = std::stoi(port);
+  HostPort bind;
+  if (std::string error = parse_host_port(o.listen, /*port_zero_ok=*/true, bind); !error.empty())
+    return "--http-listen " + o.listen + ": " + error;
+  options.host = bind.host;
+  options.port = bind.port;
   if (!is_loopback(o.listen) && token.empty())
     return "--http-listen " + o.listen + " is not a loopback address: give --token or --token-file";
   options.token = token.empty() ? random_token() : token;

@@ -1,12 +1,12 @@
 """`castscope report` and `castscope diff` (castscope.report does the work)."""
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
 import sys
 
+from . import arguments
 from ..files import write_private_text
 from ..report import ReportError, diff_eager_compiled, diff_reports, format_diff, format_report, load_report
 from ..sarif import to_sarif
@@ -19,8 +19,8 @@ def add_parsers(commands) -> None:
     report.add_argument("run", help="run id (castscope query --db DB runs lists them)")
     report.add_argument("--db", default=_DEFAULT_DB, help=f"collector database (default: {_DEFAULT_DB})")
     report.add_argument("--json", metavar="FILE", help="also write the JSON report to FILE")
-    report.add_argument("--rank", type=_rank, help="only the processes of this rank (RANK): their totals, sites and "
-                                                   "findings")
+    report.add_argument("--rank", type=arguments.whole_number("a rank", 0, (1 << 31) - 1),
+                        help="only the processes of this rank (RANK): their totals, sites and findings")
     report.add_argument("--sarif", metavar="FILE", help="also write the findings as SARIF 2.1.0 to FILE (docs/sarif.md)")
     report.add_argument("--source-root", metavar="DIR",
                         help="SARIF paths are relative to DIR (default: the current directory); files outside it "
@@ -34,16 +34,6 @@ def add_parsers(commands) -> None:
     diff.add_argument("--db-b", help="database of RUN_B")
     diff.add_argument("--json", action="store_true", help="print the differences as JSON")
     diff.set_defaults(handler=diff_command)
-
-
-def _rank(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a rank (a whole number, 0 or more)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is not a rank (0 or more)")
-    return value
 
 
 def report_command(args) -> int:

@@ -9,29 +9,38 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
+
+from . import arguments
+
+MAX_RING_RECORDS = 1 << 24  # kMaxRingRecords, agent/src/record/event_log.h
 
 
 def add_parsers(commands) -> None:
     run = commands.add_parser("run", help="run a command with castscope attached")
     run.add_argument("--policy", dest="policies", action="append", default=[], help="base policy file")
     run.add_argument("--overlay", dest="overlays", action="append", default=[], help="user overlay, applied last")
-    run.add_argument("--out", default="castscope-out", help="directory for events-<pid>.jsonl (default: castscope-out)")
+    run.add_argument("--out", type=arguments.output_folder, default="castscope-out",
+                     help="directory for events-<pid>.jsonl (default: castscope-out)")
     run.add_argument("--aggregate", action="store_true",
                      help="per-site counters instead of per-event records (docs/aggregate.md)")
     run.add_argument("--stacks", action="store_true", help="record the whole Python stack of every site")
     run.add_argument("--no-probe", action="store_true",
                      help="no op probe windows (low-precision-escape, cast-churn and not-autocast need them)")
-    run.add_argument("--collector", help="send events to this collector (HOST:PORT; token in CASTSCOPE_TOKEN) "
-                                         "instead of one started for the job")
+    run.add_argument("--collector", type=arguments.collector_address,
+                     help="send events to this collector (HOST:PORT or unix:PATH; token in CASTSCOPE_TOKEN) instead "
+                          "of one started for the job")
     run.add_argument("--no-jsonl", action="store_true", help="no events-<pid>.jsonl dumps: the collector only")
-    run.add_argument("--ring-records", type=int, default=1 << 14,
+    run.add_argument("--ring-records", type=arguments.whole_number("a ring size", 1, MAX_RING_RECORDS),
+                     default=1 << 14,
                      help="events buffered per thread between exporter passes (128 bytes each; default 16384)")
     run.add_argument("--tls-ca", help="CA certificate (PEM) of a --collector that serves TLS")
-    run.add_argument("--give-up-after-s", type=_seconds, default=60,
+    run.add_argument("--give-up-after-s", type=arguments.whole_number("seconds", 0, 1 << 30), default=60,
                      help="after the job ends, how long the collector may stay unreachable before its batches are "
                           "left in the spool for `castscope load` (default 60)")
     run.add_argument("--gpu-timing", choices=("auto", "on", "off"), default=None,
@@ -40,23 +49,43 @@ def add_parsers(commands) -> None:
                      help="time every step instead of 2 in 100 (costs about 12 %% of a launch-bound step)")
     run.add_argument("--serve", action="store_true",
                      help="keep serving the viewer after the job ends, until Ctrl-C (not with --collector)")
-    run.add_argument("--http-listen", default="127.0.0.1:0",
+    run.add_argument("--http-listen", type=arguments.listen_address, default="127.0.0.1:0",
                      help="where the embedded collector serves the viewer (default: a free loopback port)")
     run.add_argument("--ui-dir", help="the built viewer the embedded collector serves (default: ui/dist beside the "
                                       "collector's build; not with --collector)")
-    run.add_argument("--run-id", help="name of this run in the collector (default: time and a random suffix)")
+    run.add_argument("--run-id", type=_run_id,
+                     help="name of this run in the collector (default: time and a random suffix)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     run.set_defaults(handler=run_command)
 
 
-def _seconds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
-    if not 0 <= value <= 1 << 30:
-        raise argparse.ArgumentTypeError(f"{value} is out of range (0 to {1 << 30})")
-    return value
+def _run_id(text: str) -> str:
+    if not text or len(text) > 256:
+        raise argparse.ArgumentTypeError(f"a run id has 1 to 256 characters, not {len(text)}")
+    return text
+
+
+def _unreachable_name(address: str, wait_s: float = 10.0) -> str | None:
+    """Why the collector's host name cannot be looked up, or None. In a
+    thread with a time limit: a lookup that hangs must not hold the job for
+    the resolver's whole minute."""
+    if address.startswith("unix:"):
+        return None
+    host, _, port = address.rpartition(":")
+    host = host[1:-1] if host.startswith("[") else host
+    answer: list = []
+
+    def look_up() -> None:
+        try:
+            socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+            answer.append(None)
+        except OSError as e:
+            answer.append(f"cannot look up {host}: {e.strerror or e}")
+
+    thread = threading.Thread(target=look_up, name="castscope-lookup", daemon=True)
+    thread.start()
+    thread.join(wait_s)
+    return answer[0] if answer else f"the name lookup of {host} did not answer in {wait_s:.0f} s"
 
 
 def _is_python(command: list[str]) -> bool:
@@ -97,8 +126,16 @@ def run_command(args) -> int:
             print(f"  {error}", file=sys.stderr)
         return 2
     preload = agent.parent / "libcastscope_preload.so"
-    out = pathlib.Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    if args.collector is not None and (problem := _unreachable_name(args.collector)):
+        print(f"castscope run: --collector {args.collector}: {problem}. The job was not started.", file=sys.stderr)
+        return 2
+    out = args.out.resolve()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print(f"castscope run: --out {args.out}: cannot create the folder: {e.strerror}. The job was not started.",
+              file=sys.stderr)
+        return 2
     for stale in list(out.glob("events-*.jsonl")) + list(out.glob("refused-*.txt")) + list(out.glob("stopped-*.txt")):
         stale.unlink()
     spool_dir = out / "spool"
@@ -169,8 +206,8 @@ def run_command(args) -> int:
     exit_code = code if code >= 0 else 128 - code
     tls_ca = str(pathlib.Path(args.tls_ca).resolve()) if args.tls_ca else None
     stopped = sorted(out.glob("stopped-*.txt"))
-    report = _finish_delivery(spool_dir, embedded, run_id, collector, args.give_up_after_s, tls_ca,
-                              keep_serving=args.serve and not stopped, quiet=bool(stopped))
+    report, undelivered = _finish_delivery(spool_dir, embedded, run_id, collector, args.give_up_after_s, tls_ca,
+                                           keep_serving=args.serve and not stopped, quiet=bool(stopped))
     if stopped:
         for path in stopped:
             pid = path.stem.split("-", 1)[1]
@@ -186,7 +223,8 @@ def run_command(args) -> int:
         if paths:
             events = (event for path in paths for event in iter_events(path, skipped))
             print(summarize(events, skipped), file=sys.stderr)
-        _print_stored_remote(collector, run_id, tls_ca)
+        if not undelivered:  # else the collector was not reached: asking it what it stored would wait again
+            _print_stored_remote(collector, run_id, tls_ca)
     print(f"castscope: events in {out}", file=sys.stderr)
     refused = sorted(out.glob("refused-*.txt"))
     for path in refused:
@@ -202,8 +240,9 @@ def run_command(args) -> int:
 def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: str, give_up_after_s: int,
                      tls_ca: str | None, keep_serving: bool = False, quiet: bool = False):
     """Waits for the job's forwarders, stops an embedded collector, says where
-    the events are (`quiet`: only what went wrong). With the embedded
-    collector, returns its report of the run, being built meanwhile."""
+    the events are (`quiet`: only what went wrong). Returns the embedded
+    collector's report of the run (being built meanwhile) or None, and the
+    spool files that were not delivered."""
     from ..collector import Delivery
     from ..report import PendingReport
 
@@ -228,6 +267,9 @@ def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: 
     elif embedded is not None:
         print(f"castscope: run {run_id} stored in {embedded.db}", file=sys.stderr)
         _print_stored(stored, embedded.db, run_id)
+    elif left:
+        print(f"castscope: run {run_id} was NOT fully delivered: the collector at {collector} did not take it",
+              file=sys.stderr)
     else:
         print(f"castscope: run {run_id} sent to the collector at {collector}", file=sys.stderr)
     if left:
@@ -235,7 +277,7 @@ def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: 
         where = "" if embedded is not None else " (DB: the collector's database)"
         print(f"castscope: {len(left)} spool file(s) were not delivered and stay in {spool_dir}; load them with: "
               f"castscope load --db {db} {spool_dir}{where}", file=sys.stderr)
-    return report
+    return report, left
 
 
 def _print_stored_remote(collector: str, run_id: str, tls_ca: str | None) -> None:

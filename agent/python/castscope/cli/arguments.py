@@ -1,0 +1,74 @@
+"""Argument types of the `castscope` commands: a bad value is argparse's
+usage error (exit 2) naming the argument, before anything starts.
+
+The address rule is common/cli/host_port.h's, which the collector and the
+forwarder apply to the same addresses: HOST:PORT, HOST a name or an address
+(IPv6 in brackets), PORT decimal; unix:PATH where gRPC dials."""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import string
+
+_HOST_CHARACTERS = frozenset(string.ascii_letters + string.digits + ".-_")
+_IPV6_CHARACTERS = frozenset(string.hexdigits + ":.")
+
+
+def whole_number(what: str, low: int, high: int):
+    """An int in [low, high]; `what` names it in the error ("a rank", "seconds")."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} (a whole number from {low} to {high})") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range for {what} ({low} to {high})")
+        return value
+    return parse
+
+
+def host_port_error(text: str, port_zero_ok: bool) -> str | None:
+    """What is wrong with HOST:PORT `text`, or None."""
+    host, colon, port = text.rpartition(":")
+    if not colon:
+        return "expected HOST:PORT"
+    if len(host) >= 2 and host[0] == "[" and host[-1] == "]":
+        if len(host) == 2 or not set(host[1:-1]) <= _IPV6_CHARACTERS:
+            return "expected HOST:PORT, with an IPv6 address in brackets ([::1]:PORT)"
+    elif not host or not set(host) <= _HOST_CHARACTERS:
+        return "expected HOST:PORT, HOST a name or an address (an IPv6 address in brackets)"
+    lowest = 0 if port_zero_ok else 1
+    if not (port.isascii() and port.isdigit() and len(port) <= 5 and lowest <= int(port) <= 65535):
+        return f"the port must be a number from {lowest} to 65535"
+    return None
+
+
+def collector_address(text: str) -> str:
+    """Where to send: HOST:PORT (port 1 to 65535) or unix:PATH."""
+    if text.startswith("unix:"):
+        error = None if len(text) > len("unix:") else "unix: needs a path (unix:PATH)"
+    else:
+        error = host_port_error(text, port_zero_ok=False)
+    if error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}")
+    return text
+
+
+def listen_address(text: str) -> str:
+    """Where to listen: HOST:PORT, port 0 for any free one."""
+    error = host_port_error(text, port_zero_ok=True)
+    if error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}")
+    return text
+
+
+def output_folder(text: str) -> pathlib.Path:
+    """A folder castscope may create or write into: not a file, nor under one."""
+    path = pathlib.Path(text)
+    for place in (path, *path.parents):
+        if place.exists():
+            if not place.is_dir():
+                raise argparse.ArgumentTypeError(
+                    f"{text!r}: {'is' if place == path else str(place) + ' is'} a file, not a folder")
+            break
+    return path
