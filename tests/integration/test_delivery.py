@@ -262,6 +262,58 @@ def test_a_disk_full_to_the_end_still_accounts_for_every_event(tmp_path, small_t
         assert report["totals"]["accounting"]["complete"]
 
 
+def _closed_port() -> int:
+    """A loopback port nothing listens on: connections are refused at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# With the spool's disk full and no collector, the job ended in 14 s but
+# `castscope run` returned after 245 s: the forwarders could not write their
+# final state, and each of three replacements waited the full give-up again.
+# The run has one give-up, counted from the job's end.
+def test_a_full_disk_and_no_collector_give_up_once(tmp_path, small_tmpfs):
+    out = tmp_path / "out"
+    give_up_s = 10
+    job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--collector", f"127.0.0.1:{_closed_port()}",
+                            "--give-up-after-s", str(give_up_s), "--run-id", "full-and-alone", "--",
+                            sys.executable, str(JOBS / "mm_loop.py"), "100000"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: any(small_tmpfs.glob("*.forwarder.json")), "the forwarder's status file")
+        [status_file] = small_tmpfs.glob("*.forwarder.json")
+        _wait_for_exit(json.loads(status_file.read_text())["agent_pid"], "the job to end", timeout=300)
+        job_ended = time.monotonic()
+        stdout, stderr = job.communicate(timeout=300)
+        after_job_s = time.monotonic() - job_ended
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, stderr
+    # One give-up (plus start-up and reading slack), not one per replacement forwarder.
+    assert after_job_s < 2 * give_up_s, f"castscope run took {after_job_s:.0f} s after the job ended:\n{stderr}"
+    # The counts as before: the events the job recorded, and the spool left for `castscope load`.
+    assert "mm_loop: 100000 iterations" in stdout
+    assert "casts" in stderr and "spool file(s) were not delivered" in stderr, stderr
+    assert "sent to the collector" not in stderr, stderr
+    assert "run full-and-alone was NOT fully delivered" in stderr, stderr
+
+
+# With no collector reachable for the whole run, the summary said "sent to
+# the collector".
+def test_a_collector_away_for_the_whole_run_is_not_called_sent(tmp_path):
+    out = tmp_path / "out"
+    result = subprocess.run([*CASTSCOPE, "run", "--out", str(out), "--collector", f"127.0.0.1:{_closed_port()}",
+                             "--give-up-after-s", "1", "--run-id", "alone", "--", sys.executable,
+                             str(JOBS / "mm_loop.py"), "100"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "sent to the collector" not in result.stderr, result.stderr
+    assert f"run alone was NOT fully delivered: the collector at 127.0.0.1:" in result.stderr, result.stderr
+    assert "spool file(s) were not delivered and stay in" in result.stderr, result.stderr
+    assert "cannot ask the collector" not in result.stderr, result.stderr  # it was not reached: no second wait
+
+
 def test_attach_in_python_also_restarts_its_forwarder(tmp_path):
     import torch
 

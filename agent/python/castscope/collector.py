@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 import signal
@@ -115,8 +116,14 @@ class Delivery:
     """Waits for a job's forwarders once the job has ended. State comes from
     their status files and from process liveness, never from log text. A
     folder whose agent and forwarder are both gone without a final state (a
-    forwarder killed after its agent ended) gets a new forwarder, which
-    delivers what is left and exits."""
+    forwarder killed after its agent ended, or one whose status file a full
+    disk kept from being written) gets a new forwarder, which delivers what is
+    left and exits.
+
+    The run has one give-up time, counted from the job's end: a replacement
+    gets what is left of it, not the whole of it again (three replacements
+    that each waited the full give-up turned 60 s into 245 s), and one started
+    after it has passed gives up at its first failed attempt."""
 
     def __init__(self, spool_dir: pathlib.Path, collector: str, give_up_after_s: int, tls_ca: str | None = None,
                  say=None):
@@ -128,6 +135,7 @@ class Delivery:
         self.restarted: dict[str, int] = {}
         self.left_running: set[str] = set()
         self._children: list[subprocess.Popen] = []
+        self._give_up_at = time.monotonic() + give_up_after_s
 
     def _restart(self, agent_dir: pathlib.Path, agent_pid: int | None) -> bool:
         from ._native import agent_library_path
@@ -137,8 +145,9 @@ class Delivery:
             return False
         self.restarted[agent_dir.name] = count + 1
         forwarder = agent_library_path().parent / "castscope-forwarder"
+        left_s = max(0, math.ceil(self._give_up_at - time.monotonic()))
         command = [str(forwarder), "--spool", str(agent_dir), "--collector", self.collector,
-                   "--parent-pid", str(agent_pid or 0), "--give-up-after-s", str(self.give_up_after_s),
+                   "--parent-pid", str(agent_pid or 0), "--give-up-after-s", str(left_s),
                    "--token-env", "CASTSCOPE_TOKEN"]
         if self.tls_ca:
             command += ["--tls-ca", self.tls_ca]
@@ -184,6 +193,7 @@ class Delivery:
     def wait(self) -> list[pathlib.Path]:
         """Until every folder is delivered or its forwarder gave up; returns what is left."""
         started = time.monotonic()
+        self._give_up_at = started + self.give_up_after_s
         next_word = started + 2.0
         while True:
             waiting = self.waiting_for()
