@@ -269,6 +269,17 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+def _fill(folder: pathlib.Path) -> None:
+    """Takes every byte left on the file system of `folder`."""
+    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        with contextlib.suppress(OSError):
+            while os.write(fd, b"\0" * 4096):
+                pass
+    finally:
+        os.close(fd)
+
+
 # With the spool's disk full and no collector, the job ended in 14 s but
 # `castscope run` returned after 245 s: the forwarders could not write their
 # final state, and each of three replacements waited the full give-up again.
@@ -285,6 +296,7 @@ def test_a_full_disk_and_no_collector_give_up_once(tmp_path, small_tmpfs):
         [status_file] = small_tmpfs.glob("*.forwarder.json")
         _wait_for_exit(json.loads(status_file.read_text())["agent_pid"], "the job to end", timeout=300)
         job_ended = time.monotonic()
+        _fill(small_tmpfs)  # not a byte left: the forwarder cannot write its final state
         stdout, stderr = job.communicate(timeout=300)
         after_job_s = time.monotonic() - job_ended
     finally:
