@@ -56,6 +56,7 @@ def test_bad_arguments_exit_2():
     (["--give-up-after-s", "-1"], "argument --give-up-after-s: -1 is out of range for seconds"),
     (["--http-listen", "notanaddr"], "argument --http-listen: 'notanaddr': expected HOST:PORT"),
     (["--run-id", "r" * 257], "argument --run-id: a run id has 1 to 256 characters, not 257"),
+    (["--tls-ca", "{file}.pem"], "argument --tls-ca: '{file}.pem': No such file or directory"),
 ])
 def test_bad_run_arguments_are_usage_errors_before_the_job_starts(tmp_path, arguments, says):
     file = tmp_path / "a-file"

@@ -72,3 +72,16 @@ def output_folder(text: str) -> pathlib.Path:
                     f"{text!r}: {'is' if place == path else str(place) + ' is'} a file, not a folder")
             break
     return path
+
+
+def readable_file(text: str) -> pathlib.Path:
+    """A regular file this process can read (a certificate, a key)."""
+    path = pathlib.Path(text)
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e.strerror}") from None
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text!r}: not a file")
+    return path

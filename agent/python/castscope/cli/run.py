@@ -39,7 +39,8 @@ def add_parsers(commands) -> None:
     run.add_argument("--ring-records", type=arguments.whole_number("a ring size", 1, MAX_RING_RECORDS),
                      default=1 << 14,
                      help="events buffered per thread between exporter passes (128 bytes each; default 16384)")
-    run.add_argument("--tls-ca", help="CA certificate (PEM) of a --collector that serves TLS")
+    run.add_argument("--tls-ca", type=arguments.readable_file,
+                     help="CA certificate (PEM) of a --collector that serves TLS")
     run.add_argument("--give-up-after-s", type=arguments.whole_number("seconds", 0, 1 << 30), default=60,
                      help="after the job ends, how long the collector may stay unreachable before its batches are "
                           "left in the spool for `castscope load` (default 60)")
