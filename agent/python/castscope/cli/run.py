@@ -66,7 +66,7 @@ def _run_id(text: str) -> str:
     return text
 
 
-def _unreachable_name(address: str, wait_s: float = 10.0) -> str | None:
+def _name_lookup_problem(address: str, wait_s: float = 10.0) -> str | None:
     """Why the collector's host name cannot be looked up, or None. In a
     thread with a time limit: a lookup that hangs must not hold the job for
     the resolver's whole minute."""
@@ -127,7 +127,7 @@ def run_command(args) -> int:
             print(f"  {error}", file=sys.stderr)
         return 2
     preload = agent.parent / "libcastscope_preload.so"
-    if args.collector is not None and (problem := _unreachable_name(args.collector)):
+    if args.collector is not None and (problem := _name_lookup_problem(args.collector)):
         print(f"castscope run: --collector {args.collector}: {problem}. The job was not started.", file=sys.stderr)
         return 2
     out = args.out.resolve()
