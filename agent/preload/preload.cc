@@ -137,13 +137,23 @@ void probe_global_scope() {
 using MainFn = int (*)(int, char**, char**);
 MainFn g_real_main = nullptr;
 
+// The folder holding castscope/ and castscope_boot/: the one above this
+// shim when installed from the wheel (site-packages/castscope/), else the
+// source tree's agent/python that this build came from.
+std::string python_package_root() {
+  const std::string installed = directory_of(own_directory());
+  if (access((installed + "/castscope_boot/sitecustomize.py").c_str(), R_OK) == 0) return installed;
+  return CASTSCOPE_PYTHON_DIR;
+}
+
 // A Python interpreter reads PYTHONPATH when main starts: putting castscope's
 // boot directory first makes its sitecustomize attach after `import torch`.
 void prepare_python() {
   if (dlsym(RTLD_DEFAULT, "Py_BytesMain") == nullptr || std::getenv("CASTSCOPE_CONFIG") == nullptr) return;
-  std::string path = std::string(CASTSCOPE_PYTHON_DIR) + "/castscope_boot:" + CASTSCOPE_PYTHON_DIR;
+  const std::string root = python_package_root();
+  std::string path = root + "/castscope_boot:" + root;
   if (const char* existing = std::getenv("PYTHONPATH"); existing != nullptr && *existing != '\0') {
-    if (std::string(existing).find(CASTSCOPE_PYTHON_DIR "/castscope_boot") != std::string::npos) return;
+    if (std::string(existing).find(root + "/castscope_boot") != std::string::npos) return;
     path += std::string(":") + existing;
   }
   setenv("PYTHONPATH", path.c_str(), 1);

@@ -6,11 +6,16 @@ import os
 import pathlib
 from typing import Sequence
 
-from ._native import _REPO_ROOT, _torch_dir
+from ._native import _PACKAGE_DIR, _REPO_ROOT, _torch_dir
 
 
 def policies_dir() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("CASTSCOPE_POLICIES", _REPO_ROOT / "policies"))
+    """$CASTSCOPE_POLICIES, else the policies installed with the wheel
+    (castscope/policies), else the source tree's (an editable install)."""
+    if "CASTSCOPE_POLICIES" in os.environ:
+        return pathlib.Path(os.environ["CASTSCOPE_POLICIES"])
+    installed = _PACKAGE_DIR / "policies"
+    return installed if installed.is_dir() else _REPO_ROOT / "policies"
 
 
 def default_policy_files(devices: Sequence[str] = ("cpu", "cuda", "xpu", "mps")) -> list[str]:

@@ -108,7 +108,8 @@ struct ViewerOptions {
         ->check(address(/*port_zero_ok=*/true, /*unix_ok=*/false))
         ->capture_default_str();
     if (can_turn_off) app.add_flag("--no-http", off, "serve no viewer");
-    app.add_option("--ui-dir", ui_dir, "the built viewer (ui/dist); default: found beside this program")
+    app.add_option("--ui-dir", ui_dir,
+                   "the built viewer (ui/dist); default: the one installed beside this program, or the source tree's")
         ->check(CLI::ExistingDirectory);
     app.add_option("--viewer-file", url_file, "write the viewer's URL (with its token) here once listening")
         ->check(non_empty());
@@ -303,14 +304,16 @@ bool write_ready_file(const std::string& path, const std::string& address) {
   return !ec;
 }
 
-// The built UI: --ui-dir, else ui/dist of the source tree this program was
+// The built UI: --ui-dir, else ui/ beside this program (installed from the
+// wheel: site-packages/castscope/ui), else ui/dist of the source tree it was
 // built in (build/server/castscope-collector), else none (API only).
 std::string find_ui_dir(const std::string& given) {
   if (!given.empty()) return given;
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return {};
-  for (const auto& candidate : {exe.parent_path() / ".." / ".." / "ui" / "dist", exe.parent_path() / ".." / "ui" / "dist"})
+  const std::filesystem::path here = exe.parent_path();
+  for (const auto& candidate : {here / "ui", here / ".." / ".." / "ui" / "dist", here / ".." / "ui" / "dist"})
     if (std::filesystem::is_regular_file(candidate / "index.html", ec)) return std::filesystem::weakly_canonical(candidate, ec);
   return {};
 }

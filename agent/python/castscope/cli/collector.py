@@ -16,7 +16,7 @@ def add_parsers(commands) -> None:
     view.add_argument("path", metavar="DIR|DB", help="castscope run's --out folder, or a database")
     view.add_argument("--http-listen", default="127.0.0.1:0", help="HOST:PORT (default: a free loopback port)")
     view.add_argument("--token-file", help="the token every request must carry (default: a random one)")
-    view.add_argument("--ui-dir", help="the built viewer (default: ui/dist beside the collector's build)")
+    view.add_argument("--ui-dir", help="the built viewer (default: the one installed with castscope, or ui/dist of the source tree)")
     view.set_defaults(handler=view_command)
 
 

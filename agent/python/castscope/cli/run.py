@@ -52,8 +52,8 @@ def add_parsers(commands) -> None:
                      help="keep serving the viewer after the job ends, until Ctrl-C (not with --collector)")
     run.add_argument("--http-listen", type=arguments.listen_address, default="127.0.0.1:0",
                      help="where the embedded collector serves the viewer (default: a free loopback port)")
-    run.add_argument("--ui-dir", help="the built viewer the embedded collector serves (default: ui/dist beside the "
-                                      "collector's build; not with --collector)")
+    run.add_argument("--ui-dir", help="the built viewer the embedded collector serves (default: the one installed "
+                                      "with castscope, or ui/dist of the source tree; not with --collector)")
     run.add_argument("--run-id", type=_run_id,
                      help="name of this run in the collector (default: time and a random suffix)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
