@@ -71,6 +71,21 @@ def test_directory_as_overlay_is_named_a_directory(tmp_path):
     assert not report["ok"] and any("is a directory" in e for e in report["errors"]), report["errors"]
 
 
+def _overlay_command(entry: str, overlay, tmp_path) -> list[str]:
+    """The command that reads `overlay` through one entry point: `castscope policy
+    check`, `castscope.attach()` (exit 1 with the error printed), or `castscope run`
+    (whose job, never started if the overlay is refused, would write `started`)."""
+    castscope_cli = [sys.executable, "-m", "castscope"]
+    return {
+        "policy_check": [*castscope_cli, "policy", "check", "--overlay", str(overlay)],
+        "attach": [sys.executable, "-c", "import sys, torch, castscope\n"
+                   "try:\n    castscope.attach(overlays=[sys.argv[1]])\n"
+                   "except castscope.AttachError as e:\n    print(e)\n    sys.exit(1)\n", str(overlay)],
+        "run": [*castscope_cli, "run", "--out", str(tmp_path / "out"), "--overlay", str(overlay), "--",
+                sys.executable, "-c", "open('started', 'w')"],
+    }[entry]
+
+
 # A FIFO has no writer here: opening it for reading would wait forever, so
 # each entry point runs in its own process (the timeout only keeps a
 # regression from hanging the suite).
@@ -78,18 +93,11 @@ def test_directory_as_overlay_is_named_a_directory(tmp_path):
 def test_fifo_as_overlay_is_refused_without_blocking(tmp_path, entry):
     fifo = tmp_path / "overlay.json"
     os.mkfifo(fifo)
-    castscope_cli = [sys.executable, "-m", "castscope"]
-    command = {
-        "policy_check": [*castscope_cli, "policy", "check", "--overlay", str(fifo)],
-        "attach": [sys.executable, "-c", "import sys, torch, castscope\n"
-                   "try:\n    castscope.attach(overlays=[sys.argv[1]])\n"
-                   "except castscope.AttachError as e:\n    print(e)\n    sys.exit(1)\n", str(fifo)],
-        "run": [*castscope_cli, "run", "--out", str(tmp_path / "out"), "--overlay", str(fifo), "--",
-                sys.executable, "-c", "pass"],
-    }[entry]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(_overlay_command(entry, fifo, tmp_path), capture_output=True, text=True, timeout=300,
+                            cwd=tmp_path)
     assert result.returncode == (2 if entry == "run" else 1), result.stdout + result.stderr
     assert f"{fifo}: is a FIFO, not a policy file" in result.stdout + result.stderr, result.stdout + result.stderr
+    assert not (tmp_path / "started").exists()
 
 
 def _limit_memory():
@@ -115,17 +123,8 @@ def test_deep_or_huge_overlay_is_refused_naming_file_and_why(tmp_path, entry, sh
         overlay.write_text('{"castscope_policy": 1, "device": "cpu", "description": "' + "x" * (5 << 20) +
                            '", "ops": {}}')
         expected = f"{overlay}: is larger than 4 MiB; castscope reads policy files of at most that size"
-    castscope_cli = [sys.executable, "-m", "castscope"]
-    command = {
-        "policy_check": [*castscope_cli, "policy", "check", "--overlay", str(overlay)],
-        "attach": [sys.executable, "-c", "import sys, torch, castscope\n"
-                   "try:\n    castscope.attach(overlays=[sys.argv[1]])\n"
-                   "except castscope.AttachError as e:\n    print(e)\n    sys.exit(1)\n", str(overlay)],
-        "run": [*castscope_cli, "run", "--out", str(tmp_path / "out"), "--overlay", str(overlay), "--",
-                sys.executable, "-c", "open('started', 'w')"],
-    }[entry]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                            preexec_fn=_limit_memory)
+    result = subprocess.run(_overlay_command(entry, overlay, tmp_path), capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path, preexec_fn=_limit_memory)
     assert result.returncode == (2 if entry == "run" else 1), result.stdout + result.stderr
     assert expected in result.stdout + result.stderr, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and "bad_alloc" not in result.stderr, result.stderr

@@ -22,21 +22,12 @@ import urllib.parse
 import zipfile
 
 import pytest
+from test_pytest_plugin import STALE as STALE_TEST, line_of
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
-STALE_TRAINING = '''
-import torch
-
-torch.manual_seed(0)
-model = torch.nn.Linear(16, 16)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-with torch.autocast("cpu", dtype=torch.bfloat16):
-    for _ in range(4):
-        loss = model(torch.randn(8, 16)).float().pow(2).mean()  # the stale line
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
+# The stale-cache scenario (tests/integration/scenarios), as a script and as a test.
+STALE_TRAINING = (REPO / "tests" / "integration" / "scenarios" / "stale_cache.py").read_text() + '''
 import sys
 print("attached from", sys.modules["castscope"].__file__)  # imported by castscope_boot, the job never does
 '''
@@ -52,26 +43,6 @@ with castscope.attached(events_path=sys.argv[1]):
         torch.mm(torch.randn(4, 4), torch.randn(4, 4))  # the mm line
 print(pathlib.Path(castscope.__file__).parent, castscope.agent_library_path(), policies_dir())
 '''
-
-STALE_TEST = '''
-import torch
-
-
-def test_whole_loop_in_one_region():
-    torch.manual_seed(0)
-    model = torch.nn.Linear(16, 16)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        for _ in range(4):
-            loss = model(torch.randn(8, 16)).float().pow(2).mean()  # the stale line
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-'''
-
-
-def line_of(text: str, marker: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if marker in line)
 
 
 def _run(*args, timeout=600, **kwargs) -> subprocess.CompletedProcess:
@@ -190,7 +161,7 @@ def test_pytest_castscope_from_the_installed_wheel(tmp_path, venv):
     suite.mkdir()
     (suite / "test_stale.py").write_text(STALE_TEST)
     ran = _run(venv / "bin" / "python", "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", suite, "--castscope",
-               suite, env=env, cwd=suite)
+               "--castscope-out", tmp_path / "out", suite, env=env, cwd=suite)
     output = ran.stdout + ran.stderr
     assert ran.returncode == 1, output  # the stale cache hit is critical: the run fails
     assert "1 passed" in ran.stdout, output
