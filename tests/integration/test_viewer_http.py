@@ -345,6 +345,12 @@ def test_live_pages_get_casts_while_the_job_trains_and_a_stalled_one_slows_nothi
         v.stop()
 
 
+def _interruptible() -> None:
+    """Ctrl-C as at a terminal: a suite started in the background by a shell
+    without job control inherits SIGINT ignored, and so would castscope run."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_castscope_run_serves_the_ui_dir_it_is_given(tmp_path):
     ui = tmp_path / "my-ui"
     ui.mkdir()
@@ -353,7 +359,8 @@ def test_castscope_run_serves_the_ui_dir_it_is_given(tmp_path):
     job.write_text(JOB.format(steps=1))
     process = subprocess.Popen([str(CASTSCOPE), "run", "--serve", "--ui-dir", str(ui), "--out", str(tmp_path / "out"),
                                 "--", sys.executable, str(job)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               preexec_fn=_interruptible)
     try:
         lines: list[str] = []
         reader = threading.Thread(target=lambda: lines.extend(iter(process.stderr.readline, "")), daemon=True)
