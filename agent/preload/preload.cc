@@ -18,6 +18,7 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +26,8 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "common/json/json_limits.h"
 
 namespace {
 
@@ -109,7 +112,15 @@ void start_agent(void* torch_symbol) {
     return;
   }
   const char* given = std::getenv("CASTSCOPE_CONFIG");
-  nlohmann::json config = nlohmann::json::parse(given != nullptr ? given : "{}", nullptr, /*allow_exceptions=*/false);
+  if (given == nullptr) given = "{}";
+  // Bounded before parsing, as the agent bounds it: dump() below recurses per level.
+  if (std::string error = castscope::json_limits_error(given, castscope::kMaxAgentConfigBytes,
+                                                       castscope::kMaxAgentConfigNesting);
+      !error.empty()) {
+    report("CASTSCOPE_CONFIG " + error + "; castscope not attached");
+    return;
+  }
+  nlohmann::json config = nlohmann::json::parse(given, nullptr, /*allow_exceptions=*/false);
   if (!config.is_object()) {
     report(std::string("CASTSCOPE_CONFIG is not ") + (config.is_discarded() ? "valid JSON" : "a JSON object") +
            "; castscope not attached");
@@ -141,8 +152,11 @@ MainFn g_real_main = nullptr;
 // shim when installed from the wheel (site-packages/castscope/), else the
 // source tree's agent/python that this build came from.
 std::string python_package_root() {
-  const std::string installed = directory_of(own_directory());
-  if (access((installed + "/castscope_boot/sitecustomize.py").c_str(), R_OK) == 0) return installed;
+  char resolved[PATH_MAX];
+  if (realpath(own_directory().c_str(), resolved) != nullptr) {  // absolute, whatever LD_PRELOAD said
+    const std::string installed = directory_of(resolved);
+    if (access((installed + "/castscope_boot/sitecustomize.py").c_str(), R_OK) == 0) return installed;
+  }
   return CASTSCOPE_PYTHON_DIR;
 }
 
@@ -150,10 +164,13 @@ std::string python_package_root() {
 // boot directory first makes its sitecustomize attach after `import torch`.
 void prepare_python() {
   if (dlsym(RTLD_DEFAULT, "Py_BytesMain") == nullptr || std::getenv("CASTSCOPE_CONFIG") == nullptr) return;
-  const std::string root = python_package_root();
-  std::string path = root + "/castscope_boot:" + root;
+  // Only castscope_boot: its sitecustomize imports the castscope package
+  // beside it, so the folder above (a whole site-packages, for the wheel) never
+  // comes before the job's own standard library and packages.
+  const std::string boot = python_package_root() + "/castscope_boot";
+  std::string path = boot;
   if (const char* existing = std::getenv("PYTHONPATH"); existing != nullptr && *existing != '\0') {
-    if (std::string(existing).find(root + "/castscope_boot") != std::string::npos) return;
+    if (std::string(existing).find(boot) != std::string::npos) return;
     path += std::string(":") + existing;
   }
   setenv("PYTHONPATH", path.c_str(), 1);

@@ -5,6 +5,8 @@
 // of waiting on a name lookup.
 #pragma once
 
+#include <arpa/inet.h>
+
 #include <string>
 #include <string_view>
 
@@ -44,6 +46,15 @@ inline std::string grpc_address_error(std::string_view text, bool port_zero_ok) 
   if (text.starts_with("unix:")) return text.size() > 5 ? "" : "unix: needs a path (unix:PATH)";
   HostPort ignored;
   return parse_host_port(text, port_zero_ok, ignored);
+}
+
+// Whether binding to `host` (as parse_host_port leaves it) listens on
+// loopback only: localhost, ::1, or an IPv4 address 127.x.y.z. A name that
+// merely starts with "127." (127.evil.example) resolves anywhere: not loopback.
+inline bool is_loopback_host(const std::string& host) {
+  if (host == "localhost" || host == "::1") return true;
+  unsigned char ipv4[4];
+  return inet_pton(AF_INET, host.c_str(), ipv4) == 1 && ipv4[0] == 127;
 }
 
 }  // namespace castscope::cli

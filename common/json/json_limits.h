@@ -29,4 +29,10 @@ JsonNesting scan_json_nesting(std::string_view text, size_t limit);
 // (the caller knows where the text came from), with the line for depth.
 std::string json_limits_error(std::string_view text, size_t max_bytes, size_t max_depth);
 
+// The agent's JSON configuration (CASTSCOPE_CONFIG, castscope_agent_start):
+// one flat object with a list or two, read by the agent and first by the
+// preload shim. 1 MiB and 8 levels are far beyond any real one.
+inline constexpr size_t kMaxAgentConfigBytes = size_t{1} << 20;
+inline constexpr size_t kMaxAgentConfigNesting = 8;
+
 }  // namespace castscope

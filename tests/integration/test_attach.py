@@ -173,6 +173,24 @@ def test_cpp_program_produces_events(tmp_path):
     assert weights == ["CACHE_OUTCOME_MISS", "CACHE_OUTCOME_HIT", "CACHE_OUTCOME_HIT"]
 
 
+# CASTSCOPE_CONFIG is read first by the preload shim (C++ programs) and by
+# castscope_boot (Python): both bound it as the agent does, so a deep text
+# (60 000 levels fit in one variable) is refused by name, not recursed into.
+@pytest.mark.parametrize("program", ["python", "cpp"])
+def test_a_deep_configuration_is_refused_by_name(tmp_path, program):
+    if program == "cpp" and not CPP_EXAMPLE.exists():
+        pytest.skip("examples/cpp not built (scripts/setup.sh builds it)")
+    command = [str(CPP_EXAMPLE)] if program == "cpp" else [
+        sys.executable, "-c", "import torch; print('y BFloat16, loss Float')"]
+    env = {**os.environ, "LD_PRELOAD": str(REPO / "build" / "agent" / "libcastscope_preload.so"),
+           "CASTSCOPE_CONFIG": '{"policy_files": ' + "[" * 60_000 + "]" * 60_000 + "}"}
+    env.pop("PYTHONPATH", None)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0 and "y BFloat16, loss Float" in result.stdout, result.stderr  # the job runs on
+    assert "CASTSCOPE_CONFIG" in result.stderr and "nested deeper than 8 levels" in result.stderr, result.stderr
+    assert "castscope not attached" in result.stderr or "not attached:" in result.stderr, result.stderr
+
+
 def test_stacks_on_request(tmp_path):
     job = script(tmp_path, """
         import torch

@@ -1,4 +1,5 @@
 """`castscope policy check` as a user runs it: a real subprocess."""
+import os
 import subprocess
 import sys
 
@@ -57,15 +58,21 @@ def test_bad_arguments_exit_2():
     (["--http-listen", "notanaddr"], "argument --http-listen: 'notanaddr': expected HOST:PORT"),
     (["--run-id", "r" * 257], "argument --run-id: a run id has 1 to 256 characters, not 257"),
     (["--tls-ca", "{file}.pem"], "argument --tls-ca: '{file}.pem': No such file or directory"),
+    (["--tls-ca", "{fifo}"], "argument --tls-ca: '{fifo}': not a regular file"),  # opening it would wait
+    (["--out", "x" * 300], "argument --out: '" + "x" * 300 + "': File name too long"),
+    (["--collector", "127.0.0.1:5000", "--serve"], "--serve needs the embedded collector"),
 ])
 def test_bad_run_arguments_are_usage_errors_before_the_job_starts(tmp_path, arguments, says):
     file = tmp_path / "a-file"
     file.write_text("")
-    arguments = [a.format(file=file) for a in arguments]
+    fifo = tmp_path / "a-fifo"
+    os.mkfifo(fifo)
+    arguments = [a.format(file=file, fifo=fifo) for a in arguments]
+    says = says.format(file=file, fifo=fifo)
     result = subprocess.run([sys.executable, "-m", "castscope", "run", *arguments, "--", sys.executable, "-c",
                              "open('started', 'w')"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
-    assert says.format(file=file) in result.stderr, result.stderr
+    assert says in result.stderr, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     assert not (tmp_path / "started").exists()
     assert not (tmp_path / "castscope-out").exists()  # nothing made either
@@ -81,3 +88,11 @@ def test_serve_names_a_bad_listen_address(tmp_path, listen, says):
     assert result.returncode == 2, result.stderr
     assert says in result.stderr, result.stderr
     assert "loopback" not in result.stderr, result.stderr
+
+
+# A name is not loopback because it starts with "127.": it resolves wherever its owner wants.
+@pytest.mark.parametrize("listen", ["127.evil.example:5000", "127.0.0.1.example:5000"])
+def test_serve_wants_a_token_on_a_name_that_only_looks_like_loopback(tmp_path, listen):
+    result = _castscope("serve", "--db", str(tmp_path / "c.db"), "--listen", listen)
+    assert result.returncode == 2, result.stderr
+    assert f"--listen {listen} is not a loopback address: give --token" in result.stderr, result.stderr

@@ -11,7 +11,6 @@ with native autocast.
 """
 import importlib.abc
 import importlib.machinery
-import json
 import os
 import sys
 
@@ -63,8 +62,9 @@ def _is_the_job() -> bool:
 
 def install():
     from ._job_preflight import preflight_errors, stop_the_job
+    from .config import environment_config
 
-    errors = preflight_errors(json.loads(os.environ["CASTSCOPE_CONFIG"]), _is_the_job())
+    errors = preflight_errors(environment_config(), _is_the_job())
     if errors:
         stop_the_job(errors)
     if "torch" in sys.modules:

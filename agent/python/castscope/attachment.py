@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 from . import callable_overlays, compile_capture
 from ._native import (AttachError, PolicyRefused, _library, _location_reader_pointer, _read_json, _torch_dir,
                       agent_torch_version)
-from .config import _config, _gpu_config, _probe_config
+from .config import _config, _gpu_config, _probe_config, environment_config
 from .events import is_probe_record, read_events, summarize
 from .module_paths import missing_module_errors
 
@@ -248,7 +248,7 @@ def _attach_from_environment() -> None:
     if built_for.split("+")[0] != torch.__version__.split("+")[0]:
         raise PolicyRefused(f"the agent was built against torch {built_for} but this process imports torch "
                           f"{torch.__version__}; rebuild castscope against this torch")
-    config = json.loads(os.environ["CASTSCOPE_CONFIG"])
+    config = environment_config()
     config.setdefault("internal_path_prefix", _torch_dir())
     config.setdefault("torch_version", torch.__version__)
     _start(config, locations=True, check_modules=False)

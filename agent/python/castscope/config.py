@@ -2,8 +2,10 @@
 castscope_policy_check), and the shipped policy files it names by default."""
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import re
 from typing import Sequence
 
 from ._native import _PACKAGE_DIR, _REPO_ROOT, _torch_dir
@@ -15,7 +17,36 @@ def policies_dir() -> pathlib.Path:
     if "CASTSCOPE_POLICIES" in os.environ:
         return pathlib.Path(os.environ["CASTSCOPE_POLICIES"])
     installed = _PACKAGE_DIR / "policies"
-    return installed if installed.is_dir() else _REPO_ROOT / "policies"
+    return installed if (installed / "cpu.json").is_file() else _REPO_ROOT / "policies"
+
+
+# As the agent and the preload shim bound it (common/json/json_limits.h):
+# Python's json recurses per level, so a deep text would end in a
+# RecursionError that names nothing.
+MAX_ENVIRONMENT_CONFIG_BYTES = 1 << 20
+MAX_ENVIRONMENT_CONFIG_NESTING = 8
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def environment_config() -> dict:
+    """The configuration `castscope run` passes in CASTSCOPE_CONFIG, bounded
+    before it is parsed; ValueError names what is wrong with it."""
+    text = os.environ["CASTSCOPE_CONFIG"]
+    if len(text) > MAX_ENVIRONMENT_CONFIG_BYTES:
+        raise ValueError(f"CASTSCOPE_CONFIG is larger than {MAX_ENVIRONMENT_CONFIG_BYTES >> 20} MiB")
+    depth = 0
+    for bracket in re.sub(r"[^\[\]{}]", "", _JSON_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > MAX_ENVIRONMENT_CONFIG_NESTING:
+            raise ValueError(f"CASTSCOPE_CONFIG is nested deeper than {MAX_ENVIRONMENT_CONFIG_NESTING} levels of "
+                             f"arrays and objects")
+    try:
+        config = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"CASTSCOPE_CONFIG is not valid JSON: {e}") from None
+    if not isinstance(config, dict):
+        raise ValueError("CASTSCOPE_CONFIG is not a JSON object")
+    return config
 
 
 def default_policy_files(devices: Sequence[str] = ("cpu", "cuda", "xpu", "mps")) -> list[str]:

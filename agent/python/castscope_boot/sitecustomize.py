@@ -2,9 +2,16 @@
 
 `castscope run` puts this directory first on PYTHONPATH, so Python imports
 this module at startup (site.py). It does nothing unless CASTSCOPE_CONFIG is
-set; then it waits for `import torch` to finish and attaches castscope with
-that configuration. Finally it runs the sitecustomize module it shadows, if
-there is one further down the path, so the job sees no difference.
+set; then it imports the castscope package that sits beside this folder (the
+one whose agent `castscope run` loads), waits for `import torch` to finish
+and attaches castscope with that configuration. Finally it runs the
+sitecustomize module it shadows, if there is one further down the path, so
+the job sees no difference.
+
+The package is imported from its file, not by putting its parent folder on
+the path: installed from the wheel that folder is a whole site-packages,
+which on PYTHONPATH would come before the job's standard library and
+packages.
 """
 import importlib.machinery
 import importlib.util
@@ -12,9 +19,23 @@ import os
 import sys
 
 
+def _import_castscope_beside_this_folder():
+    package = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "castscope")
+    spec = importlib.util.spec_from_file_location("castscope", os.path.join(package, "__init__.py"),
+                                                  submodule_search_locations=[package])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["castscope"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["castscope"]
+        raise
+
+
 def _watch_for_torch():
     if "CASTSCOPE_CONFIG" not in os.environ:
         return
+    _import_castscope_beside_this_folder()
     import castscope._autoattach
 
     castscope._autoattach.install()

@@ -299,8 +299,7 @@ std::vector<std::string> agent_config_keys() {
 
 std::string parse_agent_config(const char* text, AgentConfig& config) {
   if (text == nullptr) return "castscope: no configuration given";
-  // A configuration is one flat object with a list or two: 1 MiB and 8 levels are far beyond any real one.
-  if (std::string error = json_limits_error(text, size_t{1} << 20, 8); !error.empty())
+  if (std::string error = json_limits_error(text, kMaxAgentConfigBytes, kMaxAgentConfigNesting); !error.empty())
     return "castscope: configuration " + error;
   json doc;
   try {

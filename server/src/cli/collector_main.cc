@@ -45,6 +45,7 @@ namespace {
 using cli::address;
 using cli::decimal_number;
 using cli::HostPort;
+using cli::is_loopback_host;
 using cli::non_empty;
 using cli::parse_host_port;
 
@@ -282,8 +283,8 @@ std::string host_of(const std::string& address) {
 
 bool is_loopback(const std::string& address) {
   if (address.starts_with("unix:")) return true;
-  const std::string host = host_of(address);
-  return host == "localhost" || host.starts_with("127.") || host == "[::1]" || host == "::1";
+  HostPort parsed;
+  return parse_host_port(address, /*port_zero_ok=*/true, parsed).empty() && is_loopback_host(parsed.host);
 }
 
 // Written whole and renamed into place (a reader never sees half an

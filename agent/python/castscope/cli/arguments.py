@@ -7,7 +7,9 @@ forwarder apply to the same addresses: HOST:PORT, HOST a name or an address
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
+import stat
 import string
 
 _HOST_CHARACTERS = frozenset(string.ascii_letters + string.digits + ".-_")
@@ -65,12 +67,15 @@ def listen_address(text: str) -> str:
 def output_folder(text: str) -> pathlib.Path:
     """A folder castscope may create or write into: not a file, nor under one."""
     path = pathlib.Path(text)
-    for place in (path, *path.parents):
-        if place.exists():
-            if not place.is_dir():
-                raise argparse.ArgumentTypeError(
-                    f"{text!r}: {'is' if place == path else str(place) + ' is'} a file, not a folder")
-            break
+    try:
+        for place in (path, *path.parents):
+            if place.exists():
+                if not place.is_dir():
+                    raise argparse.ArgumentTypeError(
+                        f"{text!r}: {'is' if place == path else str(place) + ' is'} a file, not a folder")
+                break
+    except OSError as e:  # a name too long, a folder we may not look into
+        raise argparse.ArgumentTypeError(f"{text!r}: {e.strerror}") from None
     return path
 
 
@@ -78,10 +83,9 @@ def readable_file(text: str) -> pathlib.Path:
     """A regular file this process can read (a certificate, a key)."""
     path = pathlib.Path(text)
     try:
-        with open(path, "rb"):
-            pass
+        if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: opening a FIFO waits for a writer
+            raise argparse.ArgumentTypeError(f"{text!r}: not a regular file")
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
     except OSError as e:
         raise argparse.ArgumentTypeError(f"{text!r}: {e.strerror}") from None
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"{text!r}: not a file")
     return path

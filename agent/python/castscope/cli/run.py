@@ -107,6 +107,10 @@ def run_command(args) -> int:
     if not command:
         print("castscope run: no command given (castscope run [options] -- COMMAND...)", file=sys.stderr)
         return 2
+    if args.collector is not None and (args.serve or args.ui_dir):
+        print(f"castscope run: {'--serve' if args.serve else '--ui-dir'} needs the embedded collector (your "
+              f"--collector serves its own viewer)", file=sys.stderr)
+        return 2
     if args.ui_dir and not (pathlib.Path(args.ui_dir) / "index.html").is_file():
         print(f"castscope run: --ui-dir {args.ui_dir}: no index.html there (give the built viewer, ui/dist: "
               f"cd ui && npm run build)", file=sys.stderr)
@@ -159,10 +163,6 @@ def run_command(args) -> int:
         collector = embedded.address
         if embedded.viewer_url:
             print(f"castscope: viewer at {embedded.viewer_url}", file=sys.stderr, flush=True)
-    elif args.serve or args.ui_dir:
-        print(f"castscope run: {'--serve' if args.serve else '--ui-dir'} needs the embedded collector (your "
-              f"--collector serves its own viewer)", file=sys.stderr)
-        return 2
     run_id = args.run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     env = dict(os.environ)
     env["LD_PRELOAD"] = " ".join(filter(None, [str(preload), env.get("LD_PRELOAD", "")]))
@@ -180,10 +180,9 @@ def run_command(args) -> int:
     env["CASTSCOPE_CONFIG"] = json.dumps({k: v for k, v in config.items() if v is not None})
     env["CASTSCOPE_AGENT_LIB"] = str(agent)
     env["CASTSCOPE_STATUS_DIR"] = str(out)
-    package_root = _PACKAGE_DIR.parent  # holds castscope/ and castscope_boot/
-    # Python processes attach from sitecustomize once torch is imported; C++
-    # programs through the preload, just before main.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root / "castscope_boot"), str(package_root),
+    # Python processes attach from sitecustomize once torch is imported (it
+    # imports the castscope beside it); C++ programs through the preload, just before main.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_DIR.parent / "castscope_boot"),
                                                       env.get("PYTHONPATH", "")]))
     if args.stacks:
         env["CASTSCOPE_STACKS"] = "1"
@@ -247,7 +246,10 @@ def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: 
     from ..collector import Delivery
     from ..report import PendingReport
 
-    left = Delivery(spool_dir, collector, give_up_after_s, tls_ca).wait()
+    delivery = Delivery(spool_dir, collector, give_up_after_s, tls_ca)
+    left = delivery.wait()
+    if embedded is None:  # a collector of one's own goes on taking what processes the job left running send
+        left = [path for path in left if path.parent.name not in delivery.left_running]
     for log in sorted(spool_dir.glob("*.forwarder.log")):
         for line in log.read_text(errors="replace").splitlines():
             if " error: " in line:
