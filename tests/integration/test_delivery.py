@@ -355,3 +355,48 @@ def test_attach_in_python_also_restarts_its_forwarder(tmp_path):
     assert stored["finished"] and stored["events_dropped_total"] == 0
     assert stored_event_seqs(collector.db) == list(range(1, stored["events_recorded_total"] + 1))
     assert stored["ops"] == 4000
+
+
+# A process the job leaves running keeps streaming to a collector of one's
+# own: its spool is not "left undelivered", and the run is not called "NOT
+# fully delivered" because of it (it was, as soon as anything of it was
+# still in the spool when the job ended).
+def test_a_process_the_job_leaves_running_does_not_make_the_run_undelivered(tmp_path):
+    collector = Collector(tmp_path / "store.db")
+    out = tmp_path / "out"
+    pid_file = tmp_path / "lingering.pid"
+    linger = tmp_path / "linger.py"  # mm_loop's autocast ops, then a minute more of life
+    linger.write_text(f"""
+import runpy, sys, time
+sys.argv = [{str(JOBS / "mm_loop.py")!r}, "100"]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit:
+    pass
+open({str(tmp_path / "recorded")!r}, "w").close()
+time.sleep(60)
+""")
+    job = tmp_path / "job.py"  # starts it, waits until it has recorded its ops, ends
+    job.write_text(f"""
+import os, subprocess, sys, time
+lingering = subprocess.Popen([sys.executable, {str(linger)!r}], start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+open({str(pid_file)!r}, "w").write(str(lingering.pid))
+while not os.path.exists({str(tmp_path / "recorded")!r}):
+    time.sleep(0.05)
+""")
+    try:
+        result = subprocess.run([*CASTSCOPE, "run", "--out", str(out), "--collector", collector.address,
+                                 "--run-id", "lingering", "--", sys.executable, str(job)],
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        lingering = int(pid_file.read_text())
+        assert f"process {lingering} of the job is still running" in result.stderr, result.stderr
+        assert "NOT fully delivered" not in result.stderr, result.stderr
+        assert "were not delivered" not in result.stderr, result.stderr
+        assert f"run lingering sent to the collector at {collector.address}" in result.stderr, result.stderr
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        collector.stop()
