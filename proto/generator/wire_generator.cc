@@ -9,60 +9,13 @@
 #include <set>
 #include <vector>
 
+#include "proto/generator/enum_tables.h"
+#include "proto/generator/generated_text.h"
+
 namespace castscope::wiregen {
 namespace {
 
 namespace pb = google::protobuf;
-
-// "events_dropped_total" -> "EventsDroppedTotal".
-std::string camel_case(const std::string& snake) {
-  std::string out;
-  bool upper = true;
-  for (char c : snake) {
-    if (c == '_') {
-      upper = true;
-      continue;
-    }
-    out += upper && c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c;
-    upper = false;
-  }
-  return out;
-}
-
-// "castscope.v1" -> "castscope::v1".
-std::string cpp_namespace(const std::string& package) {
-  std::string out;
-  for (char c : package) out += c == '.' ? std::string("::") : std::string(1, c);
-  return out;
-}
-
-// An int32 as a C++ constant expression (INT32_MIN has no literal).
-std::string int32_literal(int32_t value) {
-  if (value == INT32_MIN) return "-2147483647 - 1";
-  return std::to_string(value);
-}
-
-// Text with the indentation of the enclosing scopes.
-class Out {
- public:
-  void line(const std::string& text = "") {
-    if (!text.empty()) text_ += std::string(2 * depth_, ' ') + text;
-    text_ += '\n';
-  }
-  void open(const std::string& text) {
-    line(text);
-    ++depth_;
-  }
-  void close(const std::string& text = "};") {
-    --depth_;
-    line(text);
-  }
-  const std::string& text() const { return text_; }
-
- private:
-  std::string text_;
-  int depth_ = 0;
-};
 
 // `member` is "static " inside a message struct, "inline " at namespace scope.
 void emit_enum(const pb::EnumDescriptor* e, const std::string& member, Out& out) {
@@ -119,47 +72,23 @@ void emit_message(const pb::Descriptor* m, Out& out) {
   out.close();
 }
 
-// C++ scope of a descriptor inside the file's namespace: "SourceLocation::Kind".
-template <typename Descriptor>
-std::string scoped_name(const Descriptor* d) {
-  std::string out = d->name();
-  for (const pb::Descriptor* parent = d->containing_type(); parent != nullptr; parent = parent->containing_type())
-    out = parent->name() + "::" + out;
-  return out;
-}
-
-void collect(const pb::Descriptor* m, std::vector<const pb::Descriptor*>& messages,
-             std::vector<const pb::EnumDescriptor*>& enums) {
+void collect_messages(const pb::Descriptor* m, std::vector<const pb::Descriptor*>& messages) {
   if (m->options().map_entry()) return;
   messages.push_back(m);
-  for (int i = 0; i < m->enum_type_count(); ++i) enums.push_back(m->enum_type(i));
-  for (int i = 0; i < m->nested_type_count(); ++i) collect(m->nested_type(i), messages, enums);
+  for (int i = 0; i < m->nested_type_count(); ++i) collect_messages(m->nested_type(i), messages);
 }
 
 // Lookups by name over the whole file, for tests that walk the descriptors.
 void emit_lookups(const pb::FileDescriptor* file, Out& out) {
   std::vector<const pb::Descriptor*> messages;
-  std::vector<const pb::EnumDescriptor*> enums;
-  for (int i = 0; i < file->enum_type_count(); ++i) enums.push_back(file->enum_type(i));
-  for (int i = 0; i < file->message_type_count(); ++i) collect(file->message_type(i), messages, enums);
+  for (int i = 0; i < file->message_type_count(); ++i) collect_messages(file->message_type(i), messages);
 
-  std::string stem = file->name();
-  stem = stem.substr(stem.rfind('/') + 1);
-  stem = stem.substr(0, stem.rfind('.'));
+  const std::string stem = file_stem(file);
   out.line("// Lookups by full name, for tests that compare this header with the descriptors.");
   out.line("namespace " + stem + "_proto {");
   out.line();
-  out.line("// Empty when the enum or the value is not in " + file->name() + ".");
-  out.open(
-      "constexpr std::string_view enum_value_name([[maybe_unused]] std::string_view enum_full_name, "
-      "[[maybe_unused]] int32_t value) {");
-  for (const pb::EnumDescriptor* e : enums) {
-    const std::string scope = scoped_name(e);
-    out.line("if (enum_full_name == \"" + e->full_name() + "\") return " + scope + "_Name(static_cast<" + scope +
-             ">(value));");
-  }
-  out.line("return {};");
-  out.close("}");
+  emit_enum_value_lookup(
+      file, all_enums(file), [](const pb::EnumDescriptor* e) { return scoped_name(e) + "_Name"; }, "::", out);
   out.line();
   out.line("// 0 when the message or the field is not in " + file->name() + ".");
   out.open(
@@ -181,24 +110,7 @@ void emit_lookups(const pb::FileDescriptor* file, Out& out) {
   out.line("}  // namespace " + stem + "_proto");
 }
 
-}  // namespace
-
-std::string wire_header_name(const std::string& proto_name) {
-  std::string stem = proto_name;
-  if (stem.size() > 6 && stem.compare(stem.size() - 6, 6, ".proto") == 0) stem.resize(stem.size() - 6);
-  return stem + ".wire.h";
-}
-
-bool WireGenerator::Generate(const pb::FileDescriptor* file, const std::string& parameter,
-                             pb::compiler::GeneratorContext* context, std::string* error) const {
-  if (!parameter.empty()) {
-    *error = "protoc-gen-castscope-wire takes no parameter (got \"" + parameter + "\")";
-    return false;
-  }
-  if (file->package().empty()) {
-    *error = file->name() + ": a package is required (it names the C++ namespace)";
-    return false;
-  }
+std::string wire_header(const pb::FileDescriptor* file) {
   Out out;
   out.line("// Generated by protoc-gen-castscope-wire (proto/generator) from " + file->name() + ". Do not edit.");
   out.line("//");
@@ -223,11 +135,37 @@ bool WireGenerator::Generate(const pb::FileDescriptor* file, const std::string& 
   emit_lookups(file, out);
   out.line();
   out.line("}  // namespace " + ns);
+  return out.text();
+}
 
-  std::unique_ptr<pb::io::ZeroCopyOutputStream> stream(context->Open(wire_header_name(file->name())));
+bool write(pb::compiler::GeneratorContext* context, const std::string& name, const std::string& text) {
+  std::unique_ptr<pb::io::ZeroCopyOutputStream> stream(context->Open(name));
   pb::io::CodedOutputStream coded(stream.get());
-  coded.WriteString(out.text());
+  coded.WriteString(text);
   return !coded.HadError();
+}
+
+}  // namespace
+
+std::string generated_header_name(const std::string& proto_name, const std::string& suffix) {
+  std::string stem = proto_name;
+  if (stem.size() > 6 && stem.compare(stem.size() - 6, 6, ".proto") == 0) stem.resize(stem.size() - 6);
+  return stem + suffix;
+}
+
+bool WireGenerator::Generate(const pb::FileDescriptor* file, const std::string& parameter,
+                             pb::compiler::GeneratorContext* context, std::string* error) const {
+  if (!parameter.empty() && parameter != "names") {
+    *error = "protoc-gen-castscope-wire takes no parameter or \"names\" (got \"" + parameter + "\")";
+    return false;
+  }
+  if (file->package().empty()) {
+    *error = file->name() + ": a package is required (it names the C++ namespace)";
+    return false;
+  }
+  if (parameter == "names") return write(context, generated_header_name(file->name(), ".names.h"), short_names_header(file));
+  return write(context, generated_header_name(file->name(), ".wire.h"), wire_header(file)) &&
+         write(context, generated_header_name(file->name(), ".enums.h"), record_enums_header(file));
 }
 
 }  // namespace castscope::wiregen

@@ -17,6 +17,11 @@
 //   - namespace `<file>_proto` with `enum_value_name(enum full name, value)`
 //     and `field_number(message full name, field name)`, so tests can compare
 //     the whole header with the descriptors by reflection.
+//
+// Beside it, `castscope/v1/events.enums.h`: the same enums as the agent's
+// records hold them. With the parameter `names`
+// (--castscope-wire_out=names:DIR), `castscope/v1/events.names.h` instead:
+// the collector's one table of short value names. See enum_tables.h.
 #pragma once
 
 #include <google/protobuf/compiler/code_generator.h>
@@ -33,7 +38,7 @@ class WireGenerator : public google::protobuf::compiler::CodeGenerator {
   uint64_t GetSupportedFeatures() const override { return FEATURE_PROTO3_OPTIONAL; }
 };
 
-// `castscope/v1/events.proto` -> `castscope/v1/events.wire.h`.
-std::string wire_header_name(const std::string& proto_name);
+// (`castscope/v1/events.proto`, ".wire.h") -> `castscope/v1/events.wire.h`.
+std::string generated_header_name(const std::string& proto_name, const std::string& suffix);
 
 }  // namespace castscope::wiregen

@@ -38,7 +38,7 @@ bool parse_traced_stack(const std::string& text, Location& out) {
   while (std::getline(lines, line)) {
     std::smatch match;
     if (!std::regex_match(line, match, frame)) return false;
-    Location here{LocationKind::kTorchScript, match[1].str(), static_cast<uint32_t>(std::stoul(match[2].str())),
+    Location here{LocationKind::kTorchscript, match[1].str(), static_cast<uint32_t>(std::stoul(match[2].str())),
                   match[3].str(), ""};
     if (!any) first_frame = here;
     any = true;
@@ -84,7 +84,7 @@ JitContext resolve(const std::vector<torch::jit::StackEntry>& callstack, Locatio
   JitContext context;
   context.mode = ExecutionMode::kScript;
   Location location;
-  location.kind = LocationKind::kTorchScript;
+  location.kind = LocationKind::kTorchscript;
   for (const auto& entry : callstack) {
     if (!is_user_range(entry.range)) continue;  // torch's own "<string>" formulas are no user line
     const auto source = entry.range.source();

@@ -25,7 +25,7 @@ TEST(CompiledGraphJson, ParsesAGraphAndInternsItsLines) {
   const CompiledCast& weight = graph->casts[0];
   EXPECT_EQ(events.op_meta(weight.cast.op_id).name, "aten::linear");
   EXPECT_EQ(weight.cast.role, Role::kWeight);
-  EXPECT_EQ(weight.cast.dst, DType::kBFloat16);
+  EXPECT_EQ(weight.cast.dst, DType::kBfloat16);
   EXPECT_EQ(weight.cast.shape, (std::vector<int64_t>{16, 16}));
   EXPECT_EQ(locations.get(weight.location).file, "/job/model.py");
   EXPECT_EQ(locations.get(weight.location).line, 8u);
@@ -67,7 +67,7 @@ TEST(CompiledGraphJson, DecisionsOutCarryOpLineAndDtypes) {
   d.policy = CastPolicy::kLowerPrecisionFp;
   d.device = DeviceKind::kCpu;
   d.cast.src = DType::kFloat32;
-  d.cast.dst = DType::kBFloat16;
+  d.cast.dst = DType::kBfloat16;
   d.cast.phase = Phase::kBackward;
   d.cast.ndim = 2;
   d.cast.shape[0] = 8;

@@ -48,13 +48,13 @@ DType to_dtype(c10::ScalarType type) {
   switch (type) {
     case c10::ScalarType::Float: return DType::kFloat32;
     case c10::ScalarType::Half: return DType::kFloat16;
-    case c10::ScalarType::BFloat16: return DType::kBFloat16;
+    case c10::ScalarType::BFloat16: return DType::kBfloat16;
     case c10::ScalarType::Double: return DType::kFloat64;
     case c10::ScalarType::Long: return DType::kInt64;
     case c10::ScalarType::Int: return DType::kInt32;
     case c10::ScalarType::Short: return DType::kInt16;
     case c10::ScalarType::Char: return DType::kInt8;
-    case c10::ScalarType::Byte: return DType::kUInt8;
+    case c10::ScalarType::Byte: return DType::kUint8;
     case c10::ScalarType::Bool: return DType::kBool;
     case c10::ScalarType::ComplexFloat: return DType::kComplex64;
     case c10::ScalarType::ComplexDouble: return DType::kComplex128;
@@ -824,7 +824,7 @@ std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& po
     // One IMPL library per (namespace, key): torch::Library scopes impls to one namespace.
     std::map<std::string, torch::Library*> by_namespace;
     for (const auto& [op, entry] : device.ops) {
-      if (entry.policy == CastPolicy::kKeepNative) continue;
+      if (entry.policy == kKeepNativePolicy) continue;
       const std::string ns = op.substr(0, op.find("::"));
       try {
         std::optional<c10::OperatorHandle> redispatch;

@@ -91,14 +91,14 @@ TEST_F(AutocastKernelTest, LowerPrecisionOpCastsInputsAndRecordsEachCast) {
   const Record& op = records.ops[0];
   EXPECT_EQ(runtime_.events.op_meta(op.op_id).name, "aten::mm");
   EXPECT_EQ(op.policy, CastPolicy::kLowerPrecisionFp);
-  EXPECT_EQ(op.op.output, DType::kBFloat16);
+  EXPECT_EQ(op.op.output, DType::kBfloat16);
   EXPECT_EQ(op.op.mode, ExecutionMode::kEager);
   ASSERT_EQ(records.casts.size(), 2u);
   for (const Record& cast : records.casts) {
     EXPECT_EQ(cast.cast.op_seq, op.seq);
     EXPECT_EQ(cast.thread, op.thread);
     EXPECT_EQ(cast.cast.src, DType::kFloat32);
-    EXPECT_EQ(cast.cast.dst, DType::kBFloat16);
+    EXPECT_EQ(cast.cast.dst, DType::kBfloat16);
     EXPECT_EQ(cast.cast.outcome, CastOutcome::kCast);
   }
   EXPECT_EQ(records.casts[0].cast.role, Role::kInput);
@@ -224,7 +224,7 @@ TEST_F(AutocastKernelTest, Fp32OpCastsLowerPrecisionInputsUp) {
   ASSERT_EQ(records.casts.size(), 2u);
   for (const Record& cast : records.casts) {
     EXPECT_EQ(cast.policy, CastPolicy::kFp32);
-    EXPECT_EQ(cast.cast.src, DType::kBFloat16);
+    EXPECT_EQ(cast.cast.src, DType::kBfloat16);
     EXPECT_EQ(cast.cast.dst, DType::kFloat32);
   }
 }
@@ -280,7 +280,7 @@ TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
   size_t next_cast = 0;
   for (size_t i = 0; i < records.ops.size(); ++i) {
     const Record& op = records.ops[i];
-    EXPECT_EQ(op.op.output, DType::kBFloat16);
+    EXPECT_EQ(op.op.output, DType::kBfloat16);
     EXPECT_TRUE(op.op.ok);
     EXPECT_EQ(op.op.num_inputs, casts_per_op[i]);
     for (size_t c = 0; c < casts_per_op[i]; ++c, ++next_cast) {
@@ -289,7 +289,7 @@ TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
       EXPECT_GT(cast.seq, op.seq);
       EXPECT_EQ(cast.ts_ns, op.ts_ns);  // a cast carries its op's start
       EXPECT_EQ(cast.cast.arg_index, c);  // left to right, schema positions
-      EXPECT_EQ(cast.cast.dst, DType::kBFloat16);
+      EXPECT_EQ(cast.cast.dst, DType::kBfloat16);
       EXPECT_EQ(cast.cast.outcome, CastOutcome::kCast);
     }
   }

@@ -1,6 +1,5 @@
 #include "agent/src/export/batch_encoder.h"
 
-#include "agent/src/export/record_schema_check.h"
 #include "castscope/v1/events.wire.h"
 #include "castscope/v1/transport.wire.h"
 
@@ -8,8 +7,9 @@ namespace castscope {
 namespace {
 
 // Field numbers and enum values of proto/castscope/v1/{events,transport}.proto,
-// generated (docs/events.md, "The wire header"). Record enums hold the wire
-// values already (record_schema_check.h), so they are written as they are.
+// generated (docs/events.md, "The wire header"). Record enums are generated
+// from the same .proto (castscope/v1/events.enums.h), so they are written as
+// they are.
 namespace pb = v1::wire;
 
 constexpr uint64_t kArgNameKey = uint64_t{1} << 63;

@@ -120,7 +120,7 @@ const OpMeta kConv{"aten::conv2d", {"input", "weight"}};
 constexpr uint32_t kLocationId = 9;
 
 Location location() {
-  return Location{LocationKind::kTorchScript, "model.py",
+  return Location{LocationKind::kTorchscript, "model.py",
                   12,  // line
                   "Net.forward", "model.py:12 Net.forward\ntrain.py:3 <module>",
                   true,  // inside_disabled_autocast
@@ -140,7 +140,7 @@ Record op_record() {
   r.op.cpu_duration_ns = 1500;
   r.op.location = kLocationId;
   r.op.num_inputs = 3;
-  r.op.input_dtypes[0] = DType::kBFloat16;
+  r.op.input_dtypes[0] = DType::kBfloat16;
   r.op.input_dtypes[1] = DType::kFloat64;
   r.op.input_dtypes[2] = DType::kInt8;
   r.op.output = DType::kComplex64;
@@ -151,10 +151,10 @@ Record op_record() {
   r.op.autocast_enabled = (1u << static_cast<int>(DeviceKind::kCpu)) | (1u << static_cast<int>(DeviceKind::kMps));
   r.op.autocast_nesting = 3;
   r.op.probe = ProbeReason::kFullPrecisionUnderAutocast;
-  r.op.gemm_compute = GemmCompute::k32FFastTF32;
+  r.op.gemm_compute = GemmCompute::k32FFastTf32;
   r.op.gemm_a = DType::kFloat32;
   r.op.gemm_b = DType::kFloat32;
-  r.op.gemm_d = DType::kBFloat16;
+  r.op.gemm_d = DType::kBfloat16;
   r.op.gemm_calls = 2;
   r.op.gemm_mixed = true;
   return r;
@@ -180,7 +180,7 @@ Record cast_record() {
   r.cast.arg_index = 1;
   r.cast.list_index = 2;
   r.cast.src = DType::kFloat32;
-  r.cast.dst = DType::kBFloat16;
+  r.cast.dst = DType::kBfloat16;
   r.cast.outcome = CastOutcome::kDtypeArgSet;
   r.cast.role = Role::kActivation;
   r.cast.cache = CacheOutcome::kStaleHit;

@@ -23,7 +23,7 @@ Record cast_record(uint64_t seq) {
   r.cast.arg_index = 1;
   r.cast.list_index = -1;
   r.cast.src = DType::kFloat32;
-  r.cast.dst = DType::kBFloat16;
+  r.cast.dst = DType::kBfloat16;
   r.cast.outcome = CastOutcome::kCast;
   r.cast.ndim = 9;  // more than kept: truncated
   for (int i = 0; i < kMaxShapeDims; ++i) r.cast.shape[i] = i + 2;
@@ -51,9 +51,9 @@ Record op_record(uint64_t seq) {
   r.op.location = 9;
   r.op.num_inputs = 2;
   r.op.input_dtypes[0] = DType::kFloat32;
-  r.op.input_dtypes[1] = DType::kBFloat16;
-  r.op.output = DType::kBFloat16;
-  r.op.autocast_dtype = DType::kBFloat16;
+  r.op.input_dtypes[1] = DType::kBfloat16;
+  r.op.output = DType::kBfloat16;
+  r.op.autocast_dtype = DType::kBfloat16;
   r.op.ok = false;
   r.op.mode = ExecutionMode::kEager;
   r.op.phase = Phase::kForward;

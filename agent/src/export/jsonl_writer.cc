@@ -8,7 +8,6 @@
 #include <string_view>
 #include <nlohmann/json.hpp>
 
-#include "agent/src/export/record_schema_check.h"
 #include "agent/src/export/schema_versions.h"
 #include "agent/src/policy/policy.h"
 #include "castscope/v1/events.wire.h"
@@ -19,29 +18,15 @@ namespace {
 using ordered_json = nlohmann::ordered_json;
 namespace pb = v1::wire;
 
-// Enum value names as proto/castscope/v1/events.proto spells them, from the
-// generated wire header. A value the schema does not define (CastPolicy's
-// kKeepNative) reads as the enum's UNSPECIFIED.
-template <typename WireEnum, typename RecordEnum>
-std::string_view enum_name(std::string_view (*name)(WireEnum), RecordEnum value) {
-  const std::string_view text = name(static_cast<WireEnum>(value));
-  return text.empty() ? name(static_cast<WireEnum>(0)) : text;
+// Enum value names as proto/castscope/v1/events.proto spells them, generated
+// with the record enums. A value the schema does not define
+// (kKeepNativePolicy) reads as the enum's UNSPECIFIED.
+template <typename RecordEnum>
+std::string_view enum_name(RecordEnum value) {
+  const std::string_view text = v1::enums::proto_name(value);
+  return text.empty() ? v1::enums::proto_name(RecordEnum{}) : text;
 }
 
-std::string_view policy_enum(CastPolicy policy) { return enum_name(pb::CastPolicy_Name, policy); }
-std::string_view dtype_enum(DType dtype) { return enum_name(pb::DType_Name, dtype); }
-std::string_view device_enum(DeviceKind device) { return enum_name(pb::DeviceType_Name, device); }
-std::string_view outcome_enum(CastOutcome outcome) { return enum_name(pb::CastOutcome_Name, outcome); }
-std::string_view role_enum(Role role) { return enum_name(pb::Role_Name, role); }
-std::string_view cache_enum(CacheOutcome cache) { return enum_name(pb::CacheOutcome_Name, cache); }
-std::string_view mode_enum(ExecutionMode mode) { return enum_name(pb::ExecutionMode_Name, mode); }
-std::string_view probe_reason_enum(ProbeReason reason) { return enum_name(pb::ProbeReason_Name, reason); }
-std::string_view gemm_compute_enum(GemmCompute compute) { return enum_name(pb::GemmCompute_Name, compute); }
-std::string_view phase_enum(Phase phase) { return enum_name(pb::Phase_Name, phase); }
-std::string_view trigger_enum(SampleTrigger trigger) { return enum_name(pb::CacheSample::Trigger_Name, trigger); }
-std::string_view activity_enum(GpuActivity activity) { return enum_name(pb::GpuActivity_Name, activity); }
-std::string_view launched_by_enum(LaunchedBy by) { return enum_name(pb::LaunchedBy_Name, by); }
-std::string_view location_kind_enum(LocationKind kind) { return enum_name(pb::SourceLocation::Kind_Name, kind); }
 std::string_view op_outcome_enum(bool ok) { return pb::OpOutcome_Name(ok ? pb::OP_OUTCOME_OK : pb::OP_OUTCOME_ERROR); }
 
 std::string json_quoted(std::string_view text) {
@@ -80,7 +65,7 @@ std::string lines_json(const std::string& lines) {
 }
 
 std::string location_json(const Location& location) {
-  return "{\"kind\":" + json_quoted(location_kind_enum(location.kind)) +
+  return "{\"kind\":" + json_quoted(enum_name(location.kind)) +
          ",\"file\":" + nlohmann::json(location.file).dump() + ",\"line\":" + std::to_string(location.line) +
          ",\"function\":" + nlohmann::json(location.function).dump() +
          ",\"stack\":" + lines_json(location.stack) +
@@ -146,22 +131,22 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
         .num("arg_index", cast.arg_index)
         .str("arg_name", cast.arg_index < op.arg_names.size() ? op.arg_names[cast.arg_index] : "")
         .num("list_index", cast.list_index)
-        .enm("policy", policy_enum(record.policy))
-        .enm("src_dtype", dtype_enum(cast.src))
-        .enm("dst_dtype", dtype_enum(cast.dst))
-        .enm("outcome", outcome_enum(cast.outcome))
+        .enm("policy", enum_name(record.policy))
+        .enm("src_dtype", enum_name(cast.src))
+        .enm("dst_dtype", enum_name(cast.dst))
+        .enm("outcome", enum_name(cast.outcome))
         .raw("shape", shape.done())
         .boolean("shape_truncated", cast.ndim > kMaxShapeDims)
         .u64("bytes", cast.bytes)
-        .enm("device_type", device_enum(record.device))
+        .enm("device_type", enum_name(record.device))
         .u64("op_seq", cast.op_seq)
-        .enm("role", role_enum(cast.role))
-        .enm("cache", cache_enum(cast.cache))
+        .enm("role", enum_name(cast.role))
+        .enm("cache", enum_name(cast.cache))
         .i64("source_version", cast.source_version)
         .i64("cached_version", cast.cached_version)
         .raw("location", location_json(location))
-        .enm("mode", mode_enum(cast.mode))
-        .enm("phase", phase_enum(cast.phase))
+        .enm("mode", enum_name(cast.mode))
+        .enm("phase", enum_name(cast.phase))
         .boolean("round_trip", cast.round_trip)
         .done();
   }
@@ -176,15 +161,15 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
         .num("arg_index", c.key.arg_index)
         .str("arg_name", c.key.arg_index < op.arg_names.size() ? op.arg_names[c.key.arg_index] : "")
         .raw("location", location_json(location))
-        .enm("policy", policy_enum(c.key.policy))
-        .enm("device_type", device_enum(c.key.device))
-        .enm("src_dtype", dtype_enum(c.key.src))
-        .enm("dst_dtype", dtype_enum(c.key.dst))
-        .enm("outcome", outcome_enum(c.key.outcome))
-        .enm("role", role_enum(c.key.role))
-        .enm("cache", cache_enum(c.key.cache))
-        .enm("mode", mode_enum(c.key.mode))
-        .enm("phase", phase_enum(c.key.phase))
+        .enm("policy", enum_name(c.key.policy))
+        .enm("device_type", enum_name(c.key.device))
+        .enm("src_dtype", enum_name(c.key.src))
+        .enm("dst_dtype", enum_name(c.key.dst))
+        .enm("outcome", enum_name(c.key.outcome))
+        .enm("role", enum_name(c.key.role))
+        .enm("cache", enum_name(c.key.cache))
+        .enm("mode", enum_name(c.key.mode))
+        .enm("phase", enum_name(c.key.phase))
         .u64("count", c.count)
         .u64("bytes", c.sum)
         .u64("iteration", c.iteration)
@@ -196,7 +181,7 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
     const CountFields& c = record.counts;
     ArrayBuilder enabled;
     for (int d = 1; d <= static_cast<int>(pb::DeviceType_MAX); ++d)
-      if (c.key.autocast_enabled & (1u << d)) enabled.add(json_quoted(device_enum(static_cast<DeviceKind>(d))));
+      if (c.key.autocast_enabled & (1u << d)) enabled.add(json_quoted(enum_name(static_cast<DeviceKind>(d))));
     return LineBuilder("op_counts")
         .u64("seq", record.seq)
         .u64("first_ts_ns", c.first_ts_ns)
@@ -204,14 +189,14 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
         .num("thread", c.key.thread)
         .str("op", op.name)
         .raw("location", location_json(location))
-        .enm("policy", policy_enum(c.key.policy))
-        .enm("device_type", device_enum(c.key.device))
-        .enm("mode", mode_enum(c.key.mode))
-        .enm("phase", phase_enum(c.key.phase))
-        .enm("output_dtype", dtype_enum(c.key.src))
-        .enm("autocast_dtype", dtype_enum(c.key.dst))
+        .enm("policy", enum_name(c.key.policy))
+        .enm("device_type", enum_name(c.key.device))
+        .enm("mode", enum_name(c.key.mode))
+        .enm("phase", enum_name(c.key.phase))
+        .enm("output_dtype", enum_name(c.key.src))
+        .enm("autocast_dtype", enum_name(c.key.dst))
         .raw("autocast_enabled", enabled.done())
-        .enm("probe_reason", probe_reason_enum(c.key.probe))
+        .enm("probe_reason", enum_name(c.key.probe))
         .u64("calls", c.count)
         .u64("errors", c.extra)
         .u64("cpu_duration_ns", c.sum)
@@ -222,7 +207,7 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
     return LineBuilder("cache_sample")
         .u64("seq", record.seq)
         .u64("ts_ns", record.ts_ns)
-        .enm("trigger", trigger_enum(record.sample.trigger))
+        .enm("trigger", enum_name(record.sample.trigger))
         .u64("iteration", record.sample.iteration)
         .u64("live_casts", record.sample.live_casts)
         .u64("live_bytes", record.sample.live_bytes)
@@ -238,11 +223,11 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
         .u64("seq", record.seq)
         .u64("ts_ns", record.ts_ns)
         .u64("duration_ns", kernel.duration_ns)
-        .enm("activity", activity_enum(kernel.activity))
+        .enm("activity", enum_name(kernel.activity))
         .str("name", op.name)
         .num("device", kernel.device)
         .num("stream", kernel.stream)
-        .enm("launched_by", launched_by_enum(kernel.launched_by))
+        .enm("launched_by", enum_name(kernel.launched_by))
         .u64("launch_seq", kernel.launch_seq)
         .u64("bytes", kernel.bytes)
         .num("correlation_id", kernel.correlation_id)
@@ -251,33 +236,33 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
   const OpFields& fields = record.op;
   ArrayBuilder enabled;
   for (int d = 1; d <= static_cast<int>(pb::DeviceType_MAX); ++d)
-    if (fields.autocast_enabled & (1u << d)) enabled.add(json_quoted(device_enum(static_cast<DeviceKind>(d))));
+    if (fields.autocast_enabled & (1u << d)) enabled.add(json_quoted(enum_name(static_cast<DeviceKind>(d))));
   ArrayBuilder inputs;
   for (int i = 0; i < fields.num_inputs && i < kMaxOpInputDtypes; ++i)
-    inputs.add(json_quoted(dtype_enum(fields.input_dtypes[i])));
+    inputs.add(json_quoted(enum_name(fields.input_dtypes[i])));
   LineBuilder line("op");
   line.u64("seq", record.seq)
       .u64("ts_ns", record.ts_ns)
       .num("thread", record.thread)
       .str("op", op.name)
-      .enm("policy", policy_enum(record.policy))
-      .enm("device_type", device_enum(record.device))
+      .enm("policy", enum_name(record.policy))
+      .enm("device_type", enum_name(record.device))
       .raw("input_dtypes", inputs.done())
-      .enm("output_dtype", dtype_enum(fields.output))
+      .enm("output_dtype", enum_name(fields.output))
       .u64("cpu_duration_ns", fields.cpu_duration_ns)
       .enm("outcome", op_outcome_enum(fields.ok))
-      .enm("autocast_dtype", dtype_enum(fields.autocast_dtype))
+      .enm("autocast_dtype", enum_name(fields.autocast_dtype))
       .raw("location", location_json(location))
-      .enm("mode", mode_enum(fields.mode))
-      .enm("phase", phase_enum(fields.phase))
+      .enm("mode", enum_name(fields.mode))
+      .enm("phase", enum_name(fields.phase))
       .raw("autocast_enabled", enabled.done())
       .num("autocast_nesting", fields.autocast_nesting)
-      .enm("probe_reason", probe_reason_enum(fields.probe));
+      .enm("probe_reason", enum_name(fields.probe));
   if (fields.gemm_calls > 0) {
-    const std::string gemm = "{\"compute\":" + json_quoted(gemm_compute_enum(fields.gemm_compute)) +
-                             ",\"a_type\":" + json_quoted(dtype_enum(fields.gemm_a)) +
-                             ",\"b_type\":" + json_quoted(dtype_enum(fields.gemm_b)) +
-                             ",\"d_type\":" + json_quoted(dtype_enum(fields.gemm_d)) +
+    const std::string gemm = "{\"compute\":" + json_quoted(enum_name(fields.gemm_compute)) +
+                             ",\"a_type\":" + json_quoted(enum_name(fields.gemm_a)) +
+                             ",\"b_type\":" + json_quoted(enum_name(fields.gemm_b)) +
+                             ",\"d_type\":" + json_quoted(enum_name(fields.gemm_d)) +
                              ",\"calls\":" + std::to_string(fields.gemm_calls) +
                              ",\"mixed\":" + (fields.gemm_mixed ? "true" : "false") + "}";
     line.raw("gemm", gemm);

@@ -26,7 +26,7 @@ Record cast_record() {
   r.cast.arg_index = 1;
   r.cast.list_index = -1;
   r.cast.src = DType::kFloat32;
-  r.cast.dst = DType::kBFloat16;
+  r.cast.dst = DType::kBfloat16;
   r.cast.outcome = CastOutcome::kCast;
   r.cast.ndim = 2;
   r.cast.shape[0] = 8;
@@ -58,7 +58,7 @@ TEST(JsonlWriter, LinesParseAsProtoEvents) {
   op.policy = CastPolicy::kFp32;
   op.device = DeviceKind::kCpu;
   op.op.num_inputs = 2;
-  op.op.input_dtypes[0] = DType::kBFloat16;
+  op.op.input_dtypes[0] = DType::kBfloat16;
   op.op.input_dtypes[1] = DType::kInt64;
   op.op.output = DType::kFloat32;
   op.op.ok = true;
@@ -67,7 +67,7 @@ TEST(JsonlWriter, LinesParseAsProtoEvents) {
   sample.kind = RecordKind::kCacheSample;
   sample.sample.trigger = SampleTrigger::kIteration;
   sample.sample.live_casts = 3;
-  const Location where{LocationKind::kTorchScript, "model.py", 7, "forward", ""};
+  const Location where{LocationKind::kTorchscript, "model.py", 7, "forward", ""};
   const std::vector<std::string> lines = {
       record_to_json(cast_record(), OpMeta{"aten::mm", {"self", "mat2"}}, where),
       record_to_json(op, OpMeta{"aten::nll_loss", {}}, Location{}),

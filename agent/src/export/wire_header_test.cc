@@ -1,18 +1,25 @@
-// The generated wire headers (proto/generator) against libprotobuf's view of
-// the same .proto files: every field number, every enum value's name, and no
-// protobuf include (the agent compiles them beside libtorch).
+// The generated headers (proto/generator) against libprotobuf's view of the
+// same .proto files: every field number, every enum value's name and number
+// in the wire header and in the agent's record enums, no protobuf include in
+// either (the agent compiles them beside libtorch), and the collector's short
+// names.
 #include <gtest/gtest.h>
 
 #include <google/protobuf/descriptor.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
 
+#include "castscope/v1/events.enums.h"
+#include "castscope/v1/events.names.h"
 #include "castscope/v1/events.pb.h"
 #include "castscope/v1/events.wire.h"
+#include "castscope/v1/transport.enums.h"
+#include "castscope/v1/transport.names.h"
 #include "castscope/v1/transport.pb.h"
 #include "castscope/v1/transport.wire.h"
 
@@ -98,10 +105,90 @@ TEST(WireHeader, VersionsAndBoundsMatchLibprotobuf) {
   static_assert(wire::Batch::kFinal == v1::Batch::kFinalFieldNumber);
 }
 
+// The record enums: each enumerator has the number of the .proto value whose
+// name proto_name gives, and none is missing or extra.
+TEST(RecordEnums, EveryValueMatchesTheDescriptors) {
+  check_file(v1::Event::descriptor()->file(), v1::enums::events_proto::enum_value_name,
+             wire::events_proto::field_number);
+  check_file(v1::Batch::descriptor()->file(), v1::enums::transport_proto::enum_value_name,
+             wire::transport_proto::field_number);
+}
+
+TEST(RecordEnums, SpelledFromTheValueNamesAndAByteWide) {
+  using v1::enums::DType;
+  static_assert(static_cast<int>(DType::kBfloat16) == v1::DTYPE_BFLOAT16);
+  static_assert(static_cast<int>(v1::enums::GemmCompute::k32FFastTf32) == v1::GEMM_COMPUTE_32F_FAST_TF32);
+  static_assert(static_cast<int>(v1::enums::CastPolicy::kFp32SetOptDtype) == v1::CAST_POLICY_FP32_SET_OPT_DTYPE);
+  static_assert(static_cast<int>(v1::enums::SourceLocation_Kind::kTorchscript) == v1::SourceLocation::KIND_TORCHSCRIPT);
+  static_assert(sizeof(DType) == 1 && sizeof(v1::enums::CacheSample_Trigger) == 1);
+  static_assert(v1::enums::DType_MAX == DType::kOther && v1::enums::DType_MIN == DType::kUnspecified);
+  EXPECT_EQ(v1::enums::proto_name(DType::kUint8), "DTYPE_UINT8");
+  EXPECT_EQ(v1::enums::proto_name(static_cast<DType>(200)), "");
+}
+
+// Each short name against the rule the collector's hand-written maps used
+// before the table was generated: the value name without `prefix`, lower
+// case. Undefined values have none (the callers choose what they read).
+template <typename Enum>
+void expect_short_names(const gpb::EnumDescriptor* e, std::string_view prefix) {
+  int32_t max = 0;
+  for (int i = 0; i < e->value_count(); ++i) {
+    const std::string& name = e->value(i)->name();
+    ASSERT_TRUE(name.starts_with(prefix)) << name;
+    std::string expected = name.substr(prefix.size());
+    std::transform(expected.begin(), expected.end(), expected.begin(),
+                   [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); });
+    EXPECT_EQ(v1::names::short_name(static_cast<Enum>(e->value(i)->number())), expected) << name;
+    max = std::max(max, e->value(i)->number());
+  }
+  EXPECT_EQ(v1::names::short_name(static_cast<Enum>(max + 1)), "") << e->full_name();
+  EXPECT_EQ(v1::names::short_name(static_cast<Enum>(-1)), "") << e->full_name();
+}
+
+TEST(ShortNames, AreTheValueNamesWithoutTheEnumsPrefixInLowerCase) {
+  expect_short_names<v1::SchemaVersion>(v1::SchemaVersion_descriptor(), "SCHEMA_VERSION_");
+  expect_short_names<v1::CastPolicy>(v1::CastPolicy_descriptor(), "CAST_POLICY_");
+  expect_short_names<v1::DType>(v1::DType_descriptor(), "DTYPE_");
+  expect_short_names<v1::DeviceType>(v1::DeviceType_descriptor(), "DEVICE_TYPE_");
+  expect_short_names<v1::Role>(v1::Role_descriptor(), "ROLE_");
+  expect_short_names<v1::CacheOutcome>(v1::CacheOutcome_descriptor(), "CACHE_OUTCOME_");
+  expect_short_names<v1::ExecutionMode>(v1::ExecutionMode_descriptor(), "EXECUTION_MODE_");
+  expect_short_names<v1::Phase>(v1::Phase_descriptor(), "PHASE_");
+  expect_short_names<v1::SourceLocation::Kind>(v1::SourceLocation::Kind_descriptor(), "KIND_");
+  expect_short_names<v1::CastOutcome>(v1::CastOutcome_descriptor(), "CAST_OUTCOME_");
+  expect_short_names<v1::OpOutcome>(v1::OpOutcome_descriptor(), "OP_OUTCOME_");
+  expect_short_names<v1::ProbeReason>(v1::ProbeReason_descriptor(), "PROBE_REASON_");
+  expect_short_names<v1::GemmCompute>(v1::GemmCompute_descriptor(), "GEMM_COMPUTE_");
+  expect_short_names<v1::GpuActivity>(v1::GpuActivity_descriptor(), "GPU_ACTIVITY_");
+  expect_short_names<v1::LaunchedBy>(v1::LaunchedBy_descriptor(), "LAUNCHED_BY_");
+  expect_short_names<v1::CacheSample::Trigger>(v1::CacheSample::Trigger_descriptor(), "TRIGGER_");
+  expect_short_names<v1::ProtocolVersion>(v1::ProtocolVersion_descriptor(), "PROTOCOL_VERSION_");
+  expect_short_names<v1::EventFilter::Kind>(v1::EventFilter::Kind_descriptor(), "KIND_");
+  static_assert(v1::names::short_name(v1::DTYPE_BFLOAT16) == "bfloat16");
+  static_assert(v1::names::short_name(v1::CAST_POLICY_LOWER_PRECISION_FP) == "lower_precision_fp");
+  static_assert(v1::names::short_name(v1::EXECUTION_MODE_EAGER) == "eager");
+  static_assert(v1::names::short_name(v1::GEMM_COMPUTE_32F_FAST_TF32) == "32f_fast_tf32");
+}
+
+// Every enum of both files is in the table above (a new one must be added).
+TEST(ShortNames, CoverEveryEnum) {
+  size_t enums = 0;
+  std::function<void(const gpb::Descriptor*)> count = [&](const gpb::Descriptor* m) {
+    enums += static_cast<size_t>(m->enum_type_count());
+    for (int i = 0; i < m->nested_type_count(); ++i) count(m->nested_type(i));
+  };
+  for (const gpb::FileDescriptor* file : {v1::Event::descriptor()->file(), v1::Batch::descriptor()->file()}) {
+    enums += static_cast<size_t>(file->enum_type_count());
+    for (int i = 0; i < file->message_type_count(); ++i) count(file->message_type(i));
+  }
+  EXPECT_EQ(enums, 18u);
+}
+
 // The agent includes these headers beside libtorch's own protobuf: they must
 // stand alone.
 TEST(WireHeader, IncludesNoProtobufHeader) {
-  for (const char* name : {"castscope/v1/events.wire.h", "castscope/v1/transport.wire.h"}) {
+  for (const char* name : {"castscope/v1/events.wire.h", "castscope/v1/transport.wire.h", "castscope/v1/events.enums.h",
+                           "castscope/v1/transport.enums.h"}) {
     std::ifstream in(std::string(CASTSCOPE_WIRE_DIR) + "/" + name);
     ASSERT_TRUE(in) << name;
     std::string line;

@@ -93,7 +93,7 @@ void on_message(int level, const char* function, const char* message) {
     g_in_ops.fetch_add(1, std::memory_order_relaxed);
   } else {
     g_outside_ops.fetch_add(1, std::memory_order_relaxed);
-    if (trace.compute == GemmCompute::k32FFastTF32) g_tf32_outside.fetch_add(1, std::memory_order_relaxed);
+    if (trace.compute == GemmCompute::k32FFastTf32) g_tf32_outside.fetch_add(1, std::memory_order_relaxed);
   }
 }
 

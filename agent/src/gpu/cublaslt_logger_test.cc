@@ -66,8 +66,8 @@ TEST(CublasLtLogger, DescribesTheMatmulsOfTheRunningOpAndCountsTheRest) {
   }
   EXPECT_EQ(op.gemm_calls, 2);
   EXPECT_EQ(op.gemm_compute, GemmCompute::k32F);
-  EXPECT_EQ(op.gemm_a, DType::kBFloat16);
-  EXPECT_EQ(op.gemm_d, DType::kBFloat16);
+  EXPECT_EQ(op.gemm_a, DType::kBfloat16);
+  EXPECT_EQ(op.gemm_d, DType::kBfloat16);
   EXPECT_FALSE(op.gemm_mixed);
 
   standin.log(2, "cublasLtSSSMatmul", kTf32Trace);  // no op running: backward, optimizer, fp32 code
@@ -85,7 +85,7 @@ TEST(CublasLtLogger, DescribesTheMatmulsOfTheRunningOpAndCountsTheRest) {
     standin.log(2, "cublasLtSSSMatmul", kTf32Trace);
   }
   EXPECT_EQ(mixed.gemm_calls, 2);
-  EXPECT_EQ(mixed.gemm_a, DType::kBFloat16);
+  EXPECT_EQ(mixed.gemm_a, DType::kBfloat16);
   EXPECT_TRUE(mixed.gemm_mixed);
 
   cublaslt_logger_stop();

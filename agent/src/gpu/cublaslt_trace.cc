@@ -15,11 +15,11 @@ std::string_view value_after(std::string_view text, std::string_view key) {
 
 DType cuda_data_type(std::string_view name) {
   if (name == "R_16F") return DType::kFloat16;
-  if (name == "R_16BF") return DType::kBFloat16;
+  if (name == "R_16BF") return DType::kBfloat16;
   if (name == "R_32F") return DType::kFloat32;
   if (name == "R_64F") return DType::kFloat64;
   if (name == "R_8I") return DType::kInt8;
-  if (name == "R_8U") return DType::kUInt8;
+  if (name == "R_8U") return DType::kUint8;
   if (name == "R_16I") return DType::kInt16;
   if (name == "R_32I") return DType::kInt32;
   if (name == "R_64I") return DType::kInt64;
@@ -33,8 +33,8 @@ GemmCompute cublas_compute_type(std::string_view name) {
   if (name == "COMPUTE_16F") return GemmCompute::k16F;
   if (name == "COMPUTE_32F") return GemmCompute::k32F;
   if (name == "COMPUTE_32F_FAST_16F") return GemmCompute::k32FFast16F;
-  if (name == "COMPUTE_32F_FAST_16BF") return GemmCompute::k32FFast16BF;
-  if (name == "COMPUTE_32F_FAST_TF32") return GemmCompute::k32FFastTF32;
+  if (name == "COMPUTE_32F_FAST_16BF") return GemmCompute::k32FFast16Bf;
+  if (name == "COMPUTE_32F_FAST_TF32") return GemmCompute::k32FFastTf32;
   if (name == "COMPUTE_64F") return GemmCompute::k64F;
   if (name == "COMPUTE_32I") return GemmCompute::k32I;
   return name.empty() ? GemmCompute::kUnspecified : GemmCompute::kOther;

@@ -21,11 +21,11 @@ TEST(CublasLtTrace, ReadsTheMatricesAndComputeTypeOfAMatmul) {
   MatmulTrace trace;
   ASSERT_TRUE(parse_matmul_trace("cublasLtMatmul", kBf16LinearBias, trace));
   EXPECT_EQ(trace.compute, GemmCompute::k32F);
-  EXPECT_EQ(trace.a, DType::kBFloat16);
-  EXPECT_EQ(trace.b, DType::kBFloat16);
-  EXPECT_EQ(trace.d, DType::kBFloat16);
+  EXPECT_EQ(trace.a, DType::kBfloat16);
+  EXPECT_EQ(trace.b, DType::kBfloat16);
+  EXPECT_EQ(trace.d, DType::kBfloat16);
   ASSERT_TRUE(parse_matmul_trace("cublasLtSSSMatmul", kFp32Tf32, trace));  // cuBLAS's sgemm, through cuBLASLt
-  EXPECT_EQ(trace.compute, GemmCompute::k32FFastTF32);
+  EXPECT_EQ(trace.compute, GemmCompute::k32FFastTf32);
   EXPECT_EQ(trace.a, DType::kFloat32);
   EXPECT_EQ(trace.d, DType::kFloat32);
 }
@@ -43,7 +43,7 @@ TEST(CublasLtTrace, OtherFunctionsAndIncompleteMessagesAreNotMatmuls) {
 TEST(CublasLtTrace, NamesTypesItDoesNotKnowAsOther) {
   EXPECT_EQ(cublas_compute_type("COMPUTE_32F_PEDANTIC"), GemmCompute::kOther);
   EXPECT_EQ(cublas_compute_type("COMPUTE_16F"), GemmCompute::k16F);
-  EXPECT_EQ(cublas_compute_type("COMPUTE_32F_FAST_16BF"), GemmCompute::k32FFast16BF);
+  EXPECT_EQ(cublas_compute_type("COMPUTE_32F_FAST_16BF"), GemmCompute::k32FFast16Bf);
   EXPECT_EQ(cuda_data_type("R_8F_E4M3"), DType::kFloat8);
   EXPECT_EQ(cuda_data_type("R_4F_E2M1"), DType::kOther);
   EXPECT_EQ(cuda_data_type("C_32F"), DType::kComplex64);

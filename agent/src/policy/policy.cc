@@ -32,7 +32,7 @@ constexpr NamedPolicy kPolicies[] = {
     {"fp32_append_dtype", CastPolicy::kFp32AppendDtype},
     {"promote", CastPolicy::kPromote},
     {"banned", CastPolicy::kBanned},
-    {"keep_native", CastPolicy::kKeepNative},
+    {"keep_native", kKeepNativePolicy},
 };
 
 struct NamedDType {
@@ -40,9 +40,9 @@ struct NamedDType {
   DType dtype;
 };
 constexpr NamedDType kDTypes[] = {
-    {"float32", DType::kFloat32},   {"float16", DType::kFloat16},      {"bfloat16", DType::kBFloat16},
+    {"float32", DType::kFloat32},   {"float16", DType::kFloat16},      {"bfloat16", DType::kBfloat16},
     {"float64", DType::kFloat64},   {"int64", DType::kInt64},          {"int32", DType::kInt32},
-    {"int16", DType::kInt16},       {"int8", DType::kInt8},            {"uint8", DType::kUInt8},
+    {"int16", DType::kInt16},       {"int8", DType::kInt8},            {"uint8", DType::kUint8},
     {"bool", DType::kBool},         {"complex64", DType::kComplex64},  {"complex128", DType::kComplex128},
     {"float8", DType::kFloat8},     {"other", DType::kOther},
 };
@@ -277,7 +277,7 @@ std::optional<DType> entry_dtype(const json& spec, CastPolicy policy, const Entr
   if (!spec.is_object() || !spec.contains("dtype")) return DType::kUnspecified;
   const auto name = spec["dtype"].get<std::string>();
   const DType dtype = dtype_from_name(name);
-  if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) {
+  if (dtype != DType::kFloat16 && dtype != DType::kBfloat16) {
     fail("unknown dtype \"" + name + "\" (a lower-precision dtype is float16 or bfloat16)");
     return std::nullopt;
   }

@@ -24,7 +24,7 @@ Record cast(uint32_t op, uint32_t location, uint16_t arg, CacheOutcome cache, ui
   r.cast.location = location;
   r.cast.arg_index = arg;
   r.cast.src = DType::kFloat32;
-  r.cast.dst = DType::kBFloat16;
+  r.cast.dst = DType::kBfloat16;
   r.cast.outcome = CastOutcome::kCast;
   r.cast.role = Role::kWeight;
   r.cast.cache = cache;
@@ -42,7 +42,7 @@ Record op(uint32_t op_id, uint32_t location, bool ok, uint64_t cpu_ns) {
   r.op.location = location;
   r.op.ok = ok;
   r.op.cpu_duration_ns = cpu_ns;
-  r.op.output = DType::kBFloat16;
+  r.op.output = DType::kBfloat16;
   return r;
 }
 

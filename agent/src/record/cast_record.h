@@ -1,111 +1,44 @@
 // Fixed-size records the hot path writes into per-thread rings.
 //
 // Strings never appear here: ops are interned at registration (OpTable), and
-// enums mirror proto/castscope/v1/events.proto with the same values so the
-// exporter maps them without tables.
+// enums are proto/castscope/v1/events.proto's, generated with the same values
+// so the exporter maps them without tables.
 #pragma once
 
 #include <cstdint>
 
+#include "castscope/v1/events.enums.h"
+
 namespace castscope {
 
-// Values equal castscope.v1.CastPolicy.
-enum class CastPolicy : uint8_t {
-  kUnspecified = 0,
-  kLowerPrecisionFp = 1,
-  kFp32 = 2,
-  kFp32SetOptDtype = 3,
-  kFp32AppendDtype = 4,
-  kPromote = 5,
-  kBanned = 6,
-  // Not a wire value: castscope leaves the native kernel in place.
-  kKeepNative = 100,
-};
+// The schema's enums, generated from events.proto (castscope/v1/events.enums.h):
+// a record holds the wire value, so the encoder writes it without a table.
+using CastPolicy = v1::enums::CastPolicy;
+using DType = v1::enums::DType;
+using DeviceKind = v1::enums::DeviceType;  // not DeviceType: c10 has one
+using CastOutcome = v1::enums::CastOutcome;
+using Role = v1::enums::Role;
+using CacheOutcome = v1::enums::CacheOutcome;
+using ExecutionMode = v1::enums::ExecutionMode;
+using Phase = v1::enums::Phase;
+using SampleTrigger = v1::enums::CacheSample_Trigger;
+using ProbeReason = v1::enums::ProbeReason;
+using GpuActivity = v1::enums::GpuActivity;
+using LaunchedBy = v1::enums::LaunchedBy;
+using GemmCompute = v1::enums::GemmCompute;  // cuBLASLt's compute type of a matmul
 
-// Values equal castscope.v1.DType.
-enum class DType : uint8_t {
-  kUnspecified = 0,
-  kFloat32 = 1,
-  kFloat16 = 2,
-  kBFloat16 = 3,
-  kFloat64 = 4,
-  kInt64 = 5,
-  kInt32 = 6,
-  kInt16 = 7,
-  kInt8 = 8,
-  kUInt8 = 9,
-  kBool = 10,
-  kComplex64 = 11,
-  kComplex128 = 12,
-  kFloat8 = 13,
-  kOther = 14,
-};
+// The agent's own policy, no wire value: castscope leaves the native kernel in
+// place, so no record carries it. Far above the schema's values so that a
+// policy added to the .proto cannot alias it.
+inline constexpr CastPolicy kKeepNativePolicy = static_cast<CastPolicy>(100);
+static_assert(kKeepNativePolicy > v1::enums::CastPolicy_MAX && v1::enums::proto_name(kKeepNativePolicy).empty());
 
-// Values equal castscope.v1.DeviceType.
-enum class DeviceKind : uint8_t { kUnspecified = 0, kCpu = 1, kCuda = 2, kXpu = 3, kMps = 4 };
+// OpFields::autocast_enabled holds one bit per device type in a uint8_t.
+static_assert(static_cast<int>(v1::enums::DeviceType_MAX) < 8);
 
-// Values equal castscope.v1.CastOutcome.
-enum class CastOutcome : uint8_t {
-  kUnspecified = 0,
-  kCast = 1,
-  kAlreadyTarget = 2,
-  kFloat64 = 3,
-  kNotFloating = 4,
-  kOtherDevice = 5,
-  kDtypeArgSet = 6,
-  kDtypeArgKept = 7,
-};
-
-// Values equal castscope.v1.Role.
-enum class Role : uint8_t { kUnspecified = 0, kWeight = 1, kInput = 2, kActivation = 3 };
-
-// Values equal castscope.v1.CacheOutcome.
-enum class CacheOutcome : uint8_t { kUnspecified = 0, kNotCacheable = 1, kMiss = 2, kHit = 3, kStaleHit = 4 };
-
-// Values equal castscope.v1.ExecutionMode.
-enum class ExecutionMode : uint8_t {
-  kUnspecified = 0,
-  kEager = 1,
-  kScript = 2,
-  kTraceRecording = 3,
-  kTraced = 4,
-  kScriptWhileTracing = 5,
-  kCompiling = 6,
-  kCompiled = 7,
-};
-
-// Values equal castscope.v1.Phase.
-enum class Phase : uint8_t { kUnspecified = 0, kForward = 1, kBackward = 2 };
-
-// Values equal castscope.v1.CacheSample.Trigger.
-enum class SampleTrigger : uint8_t { kUnspecified = 0, kIteration = 1, kInterval = 2, kStop = 3, kMisses = 4 };
-
-// Values equal castscope.v1.ProbeReason.
-enum class ProbeReason : uint8_t {
-  kUnspecified = 0,
-  kFullPrecisionUnderAutocast = 1,
-  kLowPrecisionMeetsFp32 = 2,
-  kDtypes = 3,
-};
-
-// Values equal castscope.v1.GpuActivity.
-enum class GpuActivity : uint8_t { kUnspecified = 0, kKernel = 1, kMemcpy = 2, kMemset = 3 };
-
-// Values equal castscope.v1.LaunchedBy.
-enum class LaunchedBy : uint8_t { kUnspecified = 0, kCast = 1, kOp = 2, kNone = 3 };
-
-// cuBLASLt's compute type of a matmul (events.proto GemmCompute).
-enum class GemmCompute : uint8_t {
-  kUnspecified = 0,
-  k16F = 1,
-  k32F = 2,
-  k32FFast16F = 3,
-  k32FFast16BF = 4,
-  k32FFastTF32 = 5,
-  k64F = 6,
-  k32I = 7,
-  kOther = 8,
-};
+// OpFields::ok is OP_OUTCOME_OK or OP_OUTCOME_ERROR on the wire; a third
+// outcome would need a record field.
+static_assert(v1::enums::OpOutcome_MAX == v1::enums::OpOutcome::kError);
 
 // kCastCounts / kOpCounts: aggregate mode's counters (cast_counters.h),
 // flushed as records; never written by the hot path itself.

@@ -13,10 +13,11 @@
 #include <string>
 #include <unordered_map>
 
+#include "castscope/v1/events.enums.h"
+
 namespace castscope {
 
-// Values equal castscope.v1.SourceLocation.Kind.
-enum class LocationKind : uint8_t { kUnspecified = 0, kPython = 1, kTorchScript = 2, kNone = 3 };
+using LocationKind = v1::enums::SourceLocation_Kind;  // generated from events.proto
 
 struct Location {
   LocationKind kind = LocationKind::kNone;

@@ -16,7 +16,7 @@ TEST(LocationTable, SameSiteSameIdAndZeroIsNone) {
   EXPECT_NE(id, 0u);
   EXPECT_EQ(table.intern(site), id);
   EXPECT_NE(table.intern(Location{LocationKind::kPython, "train.py", 11, "step", ""}), id);
-  EXPECT_NE(table.intern(Location{LocationKind::kTorchScript, "train.py", 10, "step", ""}), id);
+  EXPECT_NE(table.intern(Location{LocationKind::kTorchscript, "train.py", 10, "step", ""}), id);
   Location shared_cast = site;  // a JIT cast that also feeds another line's op
   shared_cast.also_consumed_at = "train.py:12";
   EXPECT_NE(table.intern(shared_cast), id);

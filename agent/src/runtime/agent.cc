@@ -640,7 +640,7 @@ class Agent {
     if (id != 0 && location_cache_[id].kind == LocationKind::kNone) {
       Location& location = location_cache_[id];
       location = process_runtime().locations.get(id);
-      if (location.kind == LocationKind::kPython || location.kind == LocationKind::kTorchScript)
+      if (location.kind == LocationKind::kPython || location.kind == LocationKind::kTorchscript)
         location.source_text = read_source_line(location.file, location.line);
     }
     return location_cache_[id];

@@ -1,7 +1,6 @@
 #include "server/src/analysis/analyzers.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -11,12 +10,6 @@ namespace castscope::collector {
 namespace {
 
 using json = nlohmann::json;
-
-std::string lower_without_prefix(const std::string& name, const std::string& prefix) {
-  std::string out = name.starts_with(prefix) ? name.substr(prefix.size()) : name;
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out.empty() ? "unspecified" : out;
-}
 
 std::string where(const SiteRef& site) {
   std::string arg = site.arg.empty() ? "" : " (" + site.arg + ")";
@@ -203,7 +196,7 @@ std::optional<Finding> growth_within_region(const RunData& run, const std::strin
   const CacheSampleRow& last = *samples[best_end];
   std::set<std::string> triggers;
   for (size_t i = best_begin; i <= best_end; ++i)
-    triggers.insert(lower_without_prefix(v1::CacheSample::Trigger_Name(samples[i]->trigger), "TRIGGER_"));
+    triggers.insert(std::string(value_name(samples[i]->trigger)));
   Finding f = make("cache-growth", "warning", missing_sites(run));
   f.summary = "the autocast cast cache grew from " + std::to_string(first.live_casts) + " to " +
               std::to_string(last.live_casts) + " live casts (" + std::to_string(first.live_bytes) + " to " +
@@ -914,25 +907,6 @@ void not_autocast(const RunData& run, std::vector<Finding>& out) {
 }
 
 }  // namespace
-
-std::string dtype_name(v1::DType dtype) { return lower_without_prefix(v1::DType_Name(dtype), "DTYPE_"); }
-std::string policy_name(v1::CastPolicy policy) {
-  return lower_without_prefix(v1::CastPolicy_Name(policy), "CAST_POLICY_");
-}
-std::string mode_name(v1::ExecutionMode mode) {
-  return lower_without_prefix(v1::ExecutionMode_Name(mode), "EXECUTION_MODE_");
-}
-std::string role_name(v1::Role role) { return lower_without_prefix(v1::Role_Name(role), "ROLE_"); }
-std::string outcome_name(v1::CastOutcome outcome) {
-  return lower_without_prefix(v1::CastOutcome_Name(outcome), "CAST_OUTCOME_");
-}
-std::string device_name(v1::DeviceType device) {
-  return lower_without_prefix(v1::DeviceType_Name(device), "DEVICE_TYPE_");
-}
-
-std::string gemm_compute_name(v1::GemmCompute compute) {
-  return lower_without_prefix(v1::GemmCompute_Name(compute), "GEMM_COMPUTE_");
-}
 
 GemmWords gemm_words(v1::GemmCompute compute, v1::DType a_type) {
   std::string a;

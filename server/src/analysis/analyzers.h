@@ -5,8 +5,10 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "castscope/v1/events.names.h"
 #include "server/src/analysis/run_data.h"
 
 namespace castscope::collector {
@@ -40,13 +42,23 @@ struct GemmWords {
 };
 GemmWords gemm_words(v1::GemmCompute compute, v1::DType a_type);
 
-// Lower-case names of the schema's enum values ("bfloat16", "weight", "eager").
-std::string dtype_name(v1::DType dtype);
-std::string policy_name(v1::CastPolicy policy);
-std::string mode_name(v1::ExecutionMode mode);
-std::string role_name(v1::Role role);
-std::string outcome_name(v1::CastOutcome outcome);
-std::string device_name(v1::DeviceType device);
-std::string gemm_compute_name(v1::GemmCompute compute);  // "32f_fast_tf32"
+// Lower-case names of the schema's enum values as reports and the viewer
+// write them ("bfloat16", "weight", "eager"): the generated table
+// (castscope/v1/events.names.h); "unspecified" for a value the schema does not
+// define (proto3 enums are open).
+template <typename Enum>
+  requires requires(Enum value) { v1::names::short_name(value); }
+std::string_view value_name(Enum value) {
+  const std::string_view name = v1::names::short_name(value);
+  return name.empty() ? std::string_view("unspecified") : name;
+}
+// As strings, for map keys and joined pairs ("float32->bfloat16").
+inline std::string dtype_name(v1::DType dtype) { return std::string(value_name(dtype)); }
+inline std::string policy_name(v1::CastPolicy policy) { return std::string(value_name(policy)); }
+inline std::string mode_name(v1::ExecutionMode mode) { return std::string(value_name(mode)); }
+inline std::string role_name(v1::Role role) { return std::string(value_name(role)); }
+inline std::string outcome_name(v1::CastOutcome outcome) { return std::string(value_name(outcome)); }
+inline std::string device_name(v1::DeviceType device) { return std::string(value_name(device)); }
+inline std::string gemm_compute_name(v1::GemmCompute compute) { return std::string(value_name(compute)); }
 
 }  // namespace castscope::collector

@@ -1,59 +1,12 @@
 #include "server/src/export/trace_layout.h"
 
-#include <google/protobuf/descriptor.h>
-
-#include <vector>
 
 namespace castscope::collector {
 namespace {
 
 constexpr size_t kMaxCommandChars = 80;
 
-// Short names of one enum, by value, made once from its descriptor.
-class NameTable {
- public:
-  NameTable(const google::protobuf::EnumDescriptor* descriptor, std::string_view prefix) {
-    for (int i = 0; i < descriptor->value_count(); ++i) {
-      const auto* value = descriptor->value(i);
-      if (value->number() < 0) continue;
-      const auto number = static_cast<size_t>(value->number());
-      if (number >= names_.size()) names_.resize(number + 1);
-      std::string name = value->name();
-      if (name.starts_with(prefix)) name.erase(0, prefix.size());
-      for (char& c : name) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-      names_[number] = std::move(name);
-    }
-  }
-  std::string_view operator[](int value) const {
-    if (value < 0 || static_cast<size_t>(value) >= names_.size() || names_[value].empty()) return "unknown";
-    return names_[value];
-  }
-
- private:
-  std::vector<std::string> names_;
-};
-
 }  // namespace
-
-#define CASTSCOPE_SHORT_NAME(Type, prefix)                          \
-  std::string_view short_name(Type value) {                         \
-    static const NameTable table(Type##_descriptor(), prefix);      \
-    return table[static_cast<int>(value)];                          \
-  }
-CASTSCOPE_SHORT_NAME(v1::DType, "DTYPE_")
-CASTSCOPE_SHORT_NAME(v1::CastPolicy, "CAST_POLICY_")
-CASTSCOPE_SHORT_NAME(v1::CastOutcome, "CAST_OUTCOME_")
-CASTSCOPE_SHORT_NAME(v1::Role, "ROLE_")
-CASTSCOPE_SHORT_NAME(v1::CacheOutcome, "CACHE_OUTCOME_")
-CASTSCOPE_SHORT_NAME(v1::ExecutionMode, "EXECUTION_MODE_")
-CASTSCOPE_SHORT_NAME(v1::Phase, "PHASE_")
-CASTSCOPE_SHORT_NAME(v1::DeviceType, "DEVICE_TYPE_")
-CASTSCOPE_SHORT_NAME(v1::OpOutcome, "OP_OUTCOME_")
-CASTSCOPE_SHORT_NAME(v1::ProbeReason, "PROBE_REASON_")
-CASTSCOPE_SHORT_NAME(v1::GpuActivity, "GPU_ACTIVITY_")
-CASTSCOPE_SHORT_NAME(v1::LaunchedBy, "LAUNCHED_BY_")
-CASTSCOPE_SHORT_NAME(v1::CacheSample::Trigger, "TRIGGER_")
-#undef CASTSCOPE_SHORT_NAME
 
 const TraceLayout::Process& TraceLayout::begin_agent(size_t agent_index, const ExportAgent& agent) {
   agent_index_ = agent_index;

@@ -26,6 +26,7 @@
 #include <tuple>
 #include <utility>
 
+#include "castscope/v1/events.names.h"
 #include "castscope/v1/events.pb.h"
 #include "server/src/export/run_events.h"
 
@@ -73,20 +74,15 @@ class TraceLayout {
 };
 
 // Short names of castscope's enums ("bfloat16", "lower_precision_fp",
-// "stale_hit"): the proto name, prefix dropped, lower case. No allocation.
-std::string_view short_name(v1::DType value);
-std::string_view short_name(v1::CastPolicy value);
-std::string_view short_name(v1::CastOutcome value);
-std::string_view short_name(v1::Role value);
-std::string_view short_name(v1::CacheOutcome value);
-std::string_view short_name(v1::ExecutionMode value);
-std::string_view short_name(v1::Phase value);
-std::string_view short_name(v1::DeviceType value);
-std::string_view short_name(v1::OpOutcome value);
-std::string_view short_name(v1::ProbeReason value);
-std::string_view short_name(v1::GpuActivity value);
-std::string_view short_name(v1::LaunchedBy value);
-std::string_view short_name(v1::CacheSample::Trigger value);
+// "stale_hit"), from the generated table (castscope/v1/events.names.h). No
+// allocation. A value the schema does not define reads "unknown" here (the
+// reports and the viewer say "unspecified"): traces have said so from the start.
+template <typename Enum>
+  requires requires(Enum value) { v1::names::short_name(value); }
+std::string_view short_name(Enum value) {
+  const std::string_view name = v1::names::short_name(value);
+  return name.empty() ? std::string_view("unknown") : name;
+}
 
 // "file:line", or "" without a location.
 std::string location_text(const ExportLocation* location);
