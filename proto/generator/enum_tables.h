@@ -17,7 +17,9 @@
 //   - per enum, `constexpr std::string_view short_name(<libprotobuf enum>)`:
 //     the value name without the enum's prefix, lower case (DTYPE_BFLOAT16 ->
 //     "bfloat16"), the spelling of reports, viewer and trace export; empty for
-//     a value the schema does not define.
+//     a value the schema does not define;
+//   - namespace `<file>_proto` with `enum_value_name(enum full name, value)`
+//     giving the short name, for tests.
 //
 // The prefix is the enum's name in upper snake case, letters compared without
 // the underscores (DType: DTYPE_; CacheSample.Trigger: TRIGGER_), as the
