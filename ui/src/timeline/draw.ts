@@ -2,7 +2,7 @@
 // filled or stroked once per frame, so a frame costs a few dozen canvas
 // calls however many events it shows.
 
-import type { AgentId, Bucket, Cast, Kernel, Op, Timeline } from "../api";
+import type { AgentId, Bucket, Cast, Kernel, Op, TimelineAnswer } from "../api";
 import {
   addMark,
   BACKWARD_SHADE,
@@ -63,7 +63,7 @@ export interface Frame {
 
 export interface LaneContent {
   lane: Lane;
-  data: Timeline | null;
+  data: TimelineAnswer | null;
   live: Cast[];
 }
 
