@@ -940,16 +940,12 @@ size_t castscope_policy_check(const char* config_json, char* buf, size_t len) {
       out["errors"].push_back(error);
     } else {
       const castscope::PolicySet policies = castscope::load_policy_files(config.policy_files);
-      for (const auto& e : policies.errors) out["errors"].push_back(e.str());
+      castscope::describe_policy_set(policies, out);
       const auto findings = castscope::check_policy_against_dispatcher(policies);
       out["findings"] = castscope::findings_json(findings);
       bool ok = policies.ok();
       for (const auto& f : findings) ok = ok && f.severity != castscope::PolicyFinding::Severity::kError;
       out["ok"] = ok;
-      json ops = json::object();
-      for (const auto& [device, policy] : policies.devices) ops[device] = policy.ops.size();
-      out["ops_per_device"] = ops;
-      out["callable_overlays"] = castscope::callables_json(policies);
     }
   } catch (const std::exception& e) {
     out["errors"].push_back(std::string("castscope: internal error: ") + e.what());
