@@ -1,4 +1,4 @@
-#include "agent/src/export/batch_encoder.h"
+#include "agent/src/encode/batch_encoder.h"
 
 #include "castscope/v1/events.wire.h"
 #include "castscope/v1/transport.wire.h"
