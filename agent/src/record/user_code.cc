@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <vector>
 
@@ -13,11 +14,14 @@ std::string g_torch_dir;              // guarded by g_mutex
 std::vector<std::string> g_added;     // guarded by g_mutex
 std::atomic<const std::vector<std::string>*> g_dirs{nullptr};
 
-// With g_mutex held. The old copy is never freed: a reader may still hold it.
+// With g_mutex held. Every copy stays (a reader may still hold an old one),
+// in a deque that never moves them and is never destroyed (threads may read
+// past static destruction).
 void publish() {
-  auto* dirs = new std::vector<std::string>{g_torch_dir};
-  dirs->insert(dirs->end(), g_added.begin(), g_added.end());
-  g_dirs.store(dirs, std::memory_order_release);
+  static auto* published = new std::deque<std::vector<std::string>>();
+  std::vector<std::string>& dirs = published->emplace_back(1, g_torch_dir);
+  dirs.insert(dirs.end(), g_added.begin(), g_added.end());
+  g_dirs.store(&dirs, std::memory_order_release);
 }
 
 }  // namespace
