@@ -8,15 +8,13 @@
 #include <initializer_list>
 
 #include "castscope/v1/events.pb.h"
+#include "server/src/batch/event_limits.h"
 
 namespace castscope::collector {
 
 // casts.slot: where in its op a cast happened, and on which thread. thread
 // in bits 0-23, arg_index in bits 24-39, list_index + 1 in bits 40-62 (so
-// -1, "not a list", is 0). validate_batch checks the ranges.
-inline constexpr uint32_t kSlotThreadLimit = 1u << 24;
-inline constexpr uint32_t kSlotArgIndexLimit = 1u << 16;
-inline constexpr int32_t kSlotListIndexLimit = (1 << 23) - 1;  // list_index < this
+// -1, "not a list", is 0). validate_batch checks the ranges (batch/event_limits.h).
 // SQL for the three fields, from the column `slot` (the views use them).
 #define CASTSCOPE_SLOT_THREAD_SQL "(slot & 16777215)"
 #define CASTSCOPE_SLOT_ARG_INDEX_SQL "((slot >> 24) & 65535)"
@@ -35,9 +33,7 @@ inline void unpack_cast_slot(int64_t column, castscope::v1::CastEvent& c) {
 }
 
 // Enum fields of a cast and an op, kCodeBits each, first field lowest. Enum
-// values must be below kCodeLimit (validate_batch checks).
-inline constexpr int kCodeBits = 6;
-inline constexpr int kCodeLimit = 1 << kCodeBits;
+// values must be below kCodeLimit (validate_batch checks; batch/event_limits.h).
 
 inline int64_t pack_codes(std::initializer_list<int> values) {
   uint64_t packed = 0;
@@ -140,8 +136,7 @@ inline void unpack_device_mask(int64_t column, castscope::v1::OpEvent& op) {
 // ops.gemm: OpEvent.gemm (the op's matmuls as cuBLASLt's logger described
 // them), one byte each: compute | a_type << 8 | b_type << 16 | d_type << 24 |
 // calls << 32 | mixed << 40. 0: the op has none (logger off, or no cuBLAS
-// matmul). Each field below kGemmFieldLimit (validate_batch checks).
-inline constexpr int kGemmFieldLimit = 1 << 8;
+// matmul). Each field below kGemmFieldLimit (validate_batch checks; batch/event_limits.h).
 #define CASTSCOPE_GEMM_FIELD_SQL(shift) "((gemm >> " #shift ") & 255)"
 
 inline int64_t pack_gemm(const castscope::v1::OpEvent& op) {
