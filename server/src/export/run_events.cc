@@ -129,6 +129,18 @@ bool RunEventReader::fill_main(Status& error) {
   ExportEvent& e = main_;
   e = ExportEvent();
   e.seq = next;
+  // What casts and ops share: codes, the op, the location, the kernels launched.
+  auto op_site = [&](const auto& event, int64_t op, int64_t location, v1::LaunchedBy by) {
+    e.policy = event.policy();
+    e.device_type = event.device_type();
+    e.mode = event.mode();
+    e.phase = event.phase();
+    if (error = resolver_.text(op, e.name); !error.ok()) return false;
+    if (error = resolver_.location(location, e.location); !error.ok()) return false;
+    if (error = collect_launched(e.seq, by); !error.ok()) return false;
+    e.launched = launched_;
+    return true;
+  };
   // Ties go casts, ops, samples (as the cursors were listed).
   if (c.casts.seq() == next) {
     const StoredCast& r = c.casts.row;
@@ -139,26 +151,19 @@ bool RunEventReader::fill_main(Status& error) {
     unpack_cast_codes(r.codes, cast);
     e.thread = cast.thread();
     e.list_index = cast.list_index();
-    e.policy = cast.policy();
     e.src_dtype = cast.src_dtype();
     e.dst_dtype = cast.dst_dtype();
     e.outcome = cast.outcome();
-    e.device_type = cast.device_type();
     e.role = cast.role();
     e.cache = cast.cache();
-    e.mode = cast.mode();
-    e.phase = cast.phase();
     e.shape_truncated = cast.shape_truncated();
     e.bytes = static_cast<uint64_t>(r.bytes);
     e.op_seq = static_cast<uint64_t>(r.op_seq);
     main_shape_.clear();
     for_each_dim(r.shape, [&](int64_t dim) { main_shape_.push_back(dim); });
     e.shape = main_shape_;
-    if (error = resolver_.text(r.op, e.name); !error.ok()) return false;
     if (error = resolver_.text(r.arg_name, e.arg_name); !error.ok()) return false;
-    if (error = resolver_.location(r.location, e.location); !error.ok()) return false;
-    if (error = collect_launched(e.seq, v1::LAUNCHED_BY_CAST); !error.ok()) return false;
-    e.launched = launched_;
+    if (!op_site(cast, r.op, r.location, v1::LAUNCHED_BY_CAST)) return false;
     error = c.casts.advance(db_);
   } else if (c.ops.seq() == next) {
     const StoredOp& r = c.ops.row;
@@ -167,18 +172,11 @@ bool RunEventReader::fill_main(Status& error) {
     e.thread = static_cast<uint32_t>(r.thread);
     v1::OpEvent op;
     unpack_op_codes(r.codes, op);
-    e.policy = op.policy();
-    e.device_type = op.device_type();
     e.output_dtype = op.output_dtype();
     e.op_outcome = op.outcome();
-    e.mode = op.mode();
-    e.phase = op.phase();
     e.probe_reason = op.probe_reason();
     e.duration_ns = static_cast<uint64_t>(r.cpu_duration_ns);
-    if (error = resolver_.text(r.op, e.name); !error.ok()) return false;
-    if (error = resolver_.location(r.location, e.location); !error.ok()) return false;
-    if (error = collect_launched(e.seq, v1::LAUNCHED_BY_OP); !error.ok()) return false;
-    e.launched = launched_;
+    if (!op_site(op, r.op, r.location, v1::LAUNCHED_BY_OP)) return false;
     error = c.ops.advance(db_);
   } else {
     const StoredCacheSample& r = c.samples.row;

@@ -86,12 +86,18 @@ inline constexpr PackedField kCastCodeFields[] = {
     code_field("cache", kCastCache),     code_field("mode", kCastMode),          code_field("phase", kCastPhase),
     {"shape_truncated", kCastFlags * kCodeBits, 1}, {"round_trip", kCastFlags * kCodeBits + 1, 1}};
 
+// A cast's key: every field but the flags (CastEvent and CastCounts name them alike).
+template <typename CastOrCounts>
+uint64_t pack_cast_key(const CastOrCounts& c) {
+  return pack_code(kCastPolicy, c.policy()) | pack_code(kCastSrcDtype, c.src_dtype()) |
+         pack_code(kCastDstDtype, c.dst_dtype()) | pack_code(kCastOutcome, c.outcome()) |
+         pack_code(kCastDeviceType, c.device_type()) | pack_code(kCastRole, c.role()) | pack_code(kCastCache, c.cache()) |
+         pack_code(kCastMode, c.mode()) | pack_code(kCastPhase, c.phase());
+}
+
 inline int64_t pack_cast_codes(const castscope::v1::CastEvent& c) {
-  return static_cast<int64_t>(
-      pack_code(kCastPolicy, c.policy()) | pack_code(kCastSrcDtype, c.src_dtype()) | pack_code(kCastDstDtype, c.dst_dtype()) |
-      pack_code(kCastOutcome, c.outcome()) | pack_code(kCastDeviceType, c.device_type()) | pack_code(kCastRole, c.role()) |
-      pack_code(kCastCache, c.cache()) | pack_code(kCastMode, c.mode()) | pack_code(kCastPhase, c.phase()) |
-      pack_code(kCastFlags, (c.shape_truncated() ? kCastFlagShapeTruncated : 0) | (c.round_trip() ? kCastFlagRoundTrip : 0)));
+  return static_cast<int64_t>(pack_cast_key(c) | pack_code(kCastFlags, (c.shape_truncated() ? kCastFlagShapeTruncated : 0) |
+                                                                           (c.round_trip() ? kCastFlagRoundTrip : 0)));
 }
 
 inline void unpack_cast_codes(int64_t packed, castscope::v1::CastEvent& c) {
@@ -119,12 +125,16 @@ inline constexpr PackedField kOpCodeFields[] = {
     code_field("autocast_dtype", kOpAutocastDtype), code_field("mode", kOpMode),
     code_field("phase", kOpPhase),         code_field("probe_reason", kOpProbeReason)};
 
-inline int64_t pack_op_codes(const castscope::v1::OpEvent& o) {
+// An op's codes with `outcome` (OpEvent and OpCounts name the other fields alike).
+template <typename OpOrCounts>
+int64_t pack_op_key(const OpOrCounts& o, int outcome) {
   return static_cast<int64_t>(pack_code(kOpPolicy, o.policy()) | pack_code(kOpDeviceType, o.device_type()) |
-                              pack_code(kOpOutputDtype, o.output_dtype()) | pack_code(kOpOutcome, o.outcome()) |
+                              pack_code(kOpOutputDtype, o.output_dtype()) | pack_code(kOpOutcome, outcome) |
                               pack_code(kOpAutocastDtype, o.autocast_dtype()) | pack_code(kOpMode, o.mode()) |
                               pack_code(kOpPhase, o.phase()) | pack_code(kOpProbeReason, o.probe_reason()));
 }
+
+inline int64_t pack_op_codes(const castscope::v1::OpEvent& o) { return pack_op_key(o, o.outcome()); }
 
 inline void unpack_op_codes(int64_t packed, castscope::v1::OpEvent& o) {
   namespace v1 = castscope::v1;
@@ -139,18 +149,11 @@ inline void unpack_op_codes(int64_t packed, castscope::v1::OpEvent& o) {
 }
 
 // cast_counts.codes and op_counts.codes: a counter's key packed as casts.codes
-// and ops.codes, so readers fold them with the same code.
-inline int64_t pack_cast_counts_codes(const castscope::v1::CastCounts& c) {
-  return static_cast<int64_t>(
-      pack_code(kCastPolicy, c.policy()) | pack_code(kCastSrcDtype, c.src_dtype()) | pack_code(kCastDstDtype, c.dst_dtype()) |
-      pack_code(kCastOutcome, c.outcome()) | pack_code(kCastDeviceType, c.device_type()) | pack_code(kCastRole, c.role()) |
-      pack_code(kCastCache, c.cache()) | pack_code(kCastMode, c.mode()) | pack_code(kCastPhase, c.phase()));
-}
+// and ops.codes, so readers fold them with the same code (no flags; ops'
+// outcome OK: errors are counted apart).
+inline int64_t pack_cast_counts_codes(const castscope::v1::CastCounts& c) { return static_cast<int64_t>(pack_cast_key(c)); }
 inline int64_t pack_op_counts_codes(const castscope::v1::OpCounts& o) {
-  return static_cast<int64_t>(pack_code(kOpPolicy, o.policy()) | pack_code(kOpDeviceType, o.device_type()) |
-                              pack_code(kOpOutputDtype, o.output_dtype()) | pack_code(kOpOutcome, castscope::v1::OP_OUTCOME_OK) |
-                              pack_code(kOpAutocastDtype, o.autocast_dtype()) | pack_code(kOpMode, o.mode()) |
-                              pack_code(kOpPhase, o.phase()) | pack_code(kOpProbeReason, o.probe_reason()));
+  return pack_op_key(o, castscope::v1::OP_OUTCOME_OK);
 }
 
 // ops.input_dtypes: (dtype + 1) per byte, first input in the lowest byte; 0 ends the list.

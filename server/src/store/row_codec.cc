@@ -49,6 +49,21 @@ Status lookup(sqlite3* db, Statement& statement, const std::string& select_sql, 
   return error;
 }
 
+// What every event row has: its seq (the key's low bits) and start.
+template <typename Row, typename Event>
+void set_seq_and_ts(const Row& row, Event& out) {
+  out.set_seq(row.seq());
+  out.set_ts_ns(static_cast<uint64_t>(row.ts_ns));
+}
+
+// The op name and, when there is one, the location of a cast or op.
+template <typename Event>
+Status resolve_op_site(StoreResolver& resolver, int64_t op, int64_t location, Event& out) {
+  if (Status s = resolver.text(op, *out.mutable_op()); !s.ok()) return s;
+  if (location != 0) return resolver.location(location, *out.mutable_location());
+  return {};
+}
+
 }  // namespace
 
 void StoredLocation::to_proto(v1::SourceLocation& out) const {
@@ -123,8 +138,7 @@ Status StoreResolver::location(int64_t id, v1::SourceLocation& out) {
 }
 
 Status to_event(const StoredCast& row, StoreResolver& resolver, v1::CastEvent& out) {
-  out.set_seq(row.seq());
-  out.set_ts_ns(static_cast<uint64_t>(row.ts_ns));
+  set_seq_and_ts(row, out);
   unpack_cast_slot(row.slot, out);
   unpack_cast_codes(row.codes, out);
   for_each_dim(row.shape, [&](int64_t dim) { out.add_shape(dim); });
@@ -132,15 +146,12 @@ Status to_event(const StoredCast& row, StoreResolver& resolver, v1::CastEvent& o
   out.set_op_seq(static_cast<uint64_t>(row.op_seq));
   out.set_source_version(row.source_version);
   out.set_cached_version(row.cached_version);
-  if (Status s = resolver.text(row.op, *out.mutable_op()); !s.ok()) return s;
   if (Status s = resolver.text(row.arg_name, *out.mutable_arg_name()); !s.ok()) return s;
-  if (row.location != 0) return resolver.location(row.location, *out.mutable_location());
-  return {};
+  return resolve_op_site(resolver, row.op, row.location, out);
 }
 
 Status to_event(const StoredOp& row, StoreResolver& resolver, v1::OpEvent& out) {
-  out.set_seq(row.seq());
-  out.set_ts_ns(static_cast<uint64_t>(row.ts_ns));
+  set_seq_and_ts(row, out);
   out.set_thread(static_cast<uint32_t>(row.thread));
   unpack_op_codes(row.codes, out);
   unpack_input_dtypes(row.input_dtypes, out);
@@ -148,27 +159,23 @@ Status to_event(const StoredOp& row, StoreResolver& resolver, v1::OpEvent& out) 
   unpack_device_mask(row.autocast_enabled, out);
   out.set_autocast_nesting(static_cast<uint32_t>(row.autocast_nesting));
   unpack_gemm(row.gemm, out);
-  if (Status s = resolver.text(row.op, *out.mutable_op()); !s.ok()) return s;
-  if (row.location != 0) return resolver.location(row.location, *out.mutable_location());
-  return {};
+  return resolve_op_site(resolver, row.op, row.location, out);
 }
 
 Status to_event(const StoredKernel& row, StoreResolver& resolver, v1::KernelEvent& out) {
-  out.set_seq(row.seq());
-  out.set_ts_ns(static_cast<uint64_t>(row.ts_ns));
+  set_seq_and_ts(row, out);
   out.set_duration_ns(static_cast<uint64_t>(row.duration_ns));
   unpack_kernel_codes(row.codes, out);
   out.set_device(static_cast<uint32_t>(row.device));
   out.set_stream(static_cast<uint32_t>(row.stream));
   out.set_launch_seq(static_cast<uint64_t>(row.launch_seq));
-  out.set_bytes(static_cast<uint64_t>(row.bytes));
   out.set_correlation_id(static_cast<uint32_t>(row.correlation_id));
+  out.set_bytes(static_cast<uint64_t>(row.bytes));
   return resolver.text(row.name, *out.mutable_name());
 }
 
 void to_event(const StoredCacheSample& row, v1::CacheSample& out) {
-  out.set_seq(row.seq());
-  out.set_ts_ns(static_cast<uint64_t>(row.ts_ns));
+  set_seq_and_ts(row, out);
   out.set_trigger(static_cast<v1::CacheSample::Trigger>(row.trigger));
   out.set_iteration(static_cast<uint64_t>(row.iteration));
   out.set_live_casts(static_cast<uint64_t>(row.live_casts));

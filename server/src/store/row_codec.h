@@ -104,88 +104,69 @@ struct IntegerColumn {
 template <typename Row>
 struct RowLayout;
 
+// What a layout shares: its table, and its one blob column (casts.shape).
+template <const schema::Table& T, typename Row>
+struct TableLayout {
+  static constexpr const schema::Table& kTable = T;
+  static constexpr std::string_view kBlob = {};
+  using C = IntegerColumn<Row>;
+};
+
 template <>
-struct RowLayout<StoredCast> {
-  static constexpr const schema::Table& kTable = schema::kCasts;
+struct RowLayout<StoredCast> : TableLayout<schema::kCasts, StoredCast> {
   static constexpr std::string_view kBlob = "shape";
-  using C = IntegerColumn<StoredCast>;
+  using R = StoredCast;
   static constexpr C kIntegers[] = {
-      {"id", &StoredCast::id},         {"ts_ns", &StoredCast::ts_ns},     {"op", &StoredCast::op},
-      {"arg_name", &StoredCast::arg_name}, {"slot", &StoredCast::slot},   {"codes", &StoredCast::codes},
-      {"bytes", &StoredCast::bytes},   {"op_seq", &StoredCast::op_seq},   {"source_version", &StoredCast::source_version},
-      {"cached_version", &StoredCast::cached_version}, {"location", &StoredCast::location}};
+      {"id", &R::id}, {"ts_ns", &R::ts_ns}, {"op", &R::op}, {"arg_name", &R::arg_name}, {"slot", &R::slot},
+      {"codes", &R::codes}, {"bytes", &R::bytes}, {"op_seq", &R::op_seq}, {"source_version", &R::source_version},
+      {"cached_version", &R::cached_version}, {"location", &R::location}};
 };
 
 template <>
-struct RowLayout<StoredOp> {
-  static constexpr const schema::Table& kTable = schema::kOps;
-  static constexpr std::string_view kBlob = {};
-  using C = IntegerColumn<StoredOp>;
+struct RowLayout<StoredOp> : TableLayout<schema::kOps, StoredOp> {
+  using R = StoredOp;
   static constexpr C kIntegers[] = {
-      {"id", &StoredOp::id},       {"ts_ns", &StoredOp::ts_ns},   {"thread", &StoredOp::thread},
-      {"op", &StoredOp::op},       {"codes", &StoredOp::codes},   {"input_dtypes", &StoredOp::input_dtypes},
-      {"cpu_duration_ns", &StoredOp::cpu_duration_ns},            {"location", &StoredOp::location},
-      {"autocast_enabled", &StoredOp::autocast_enabled},          {"autocast_nesting", &StoredOp::autocast_nesting},
-      {"gemm", &StoredOp::gemm}};
+      {"id", &R::id}, {"ts_ns", &R::ts_ns}, {"thread", &R::thread}, {"op", &R::op}, {"codes", &R::codes},
+      {"input_dtypes", &R::input_dtypes}, {"cpu_duration_ns", &R::cpu_duration_ns}, {"location", &R::location},
+      {"autocast_enabled", &R::autocast_enabled}, {"autocast_nesting", &R::autocast_nesting}, {"gemm", &R::gemm}};
 };
 
 template <>
-struct RowLayout<StoredCacheSample> {
-  static constexpr const schema::Table& kTable = schema::kCacheSamples;
-  static constexpr std::string_view kBlob = {};
-  using C = IntegerColumn<StoredCacheSample>;
+struct RowLayout<StoredCacheSample> : TableLayout<schema::kCacheSamples, StoredCacheSample> {
+  using R = StoredCacheSample;
   static constexpr C kIntegers[] = {
-      {"id", &StoredCacheSample::id},
-      {"ts_ns", &StoredCacheSample::ts_ns},
-      {"trigger", &StoredCacheSample::trigger},
-      {"iteration", &StoredCacheSample::iteration},
-      {"live_casts", &StoredCacheSample::live_casts},
-      {"live_bytes", &StoredCacheSample::live_bytes},
-      {"orphaned_casts", &StoredCacheSample::orphaned_casts},
-      {"orphaned_bytes", &StoredCacheSample::orphaned_bytes},
-      {"cache_hits", &StoredCacheSample::cache_hits},
-      {"released_casts", &StoredCacheSample::released_casts}};
+      {"id", &R::id}, {"ts_ns", &R::ts_ns}, {"trigger", &R::trigger}, {"iteration", &R::iteration},
+      {"live_casts", &R::live_casts}, {"live_bytes", &R::live_bytes}, {"orphaned_casts", &R::orphaned_casts},
+      {"orphaned_bytes", &R::orphaned_bytes}, {"cache_hits", &R::cache_hits}, {"released_casts", &R::released_casts}};
 };
 
 template <>
-struct RowLayout<StoredKernel> {
-  static constexpr const schema::Table& kTable = schema::kKernels;
-  static constexpr std::string_view kBlob = {};
-  using C = IntegerColumn<StoredKernel>;
+struct RowLayout<StoredKernel> : TableLayout<schema::kKernels, StoredKernel> {
+  using R = StoredKernel;
   static constexpr C kIntegers[] = {
-      {"id", &StoredKernel::id},         {"ts_ns", &StoredKernel::ts_ns},   {"duration_ns", &StoredKernel::duration_ns},
-      {"name", &StoredKernel::name},     {"codes", &StoredKernel::codes},   {"device", &StoredKernel::device},
-      {"stream", &StoredKernel::stream}, {"launch_seq", &StoredKernel::launch_seq}, {"bytes", &StoredKernel::bytes},
-      {"correlation_id", &StoredKernel::correlation_id}};
+      {"id", &R::id}, {"ts_ns", &R::ts_ns}, {"duration_ns", &R::duration_ns}, {"name", &R::name},
+      {"codes", &R::codes}, {"device", &R::device}, {"stream", &R::stream}, {"launch_seq", &R::launch_seq},
+      {"bytes", &R::bytes}, {"correlation_id", &R::correlation_id}};
 };
 
 template <>
-struct RowLayout<StoredCastCounts> {
-  static constexpr const schema::Table& kTable = schema::kCastCounts;
-  static constexpr std::string_view kBlob = {};
-  using C = IntegerColumn<StoredCastCounts>;
+struct RowLayout<StoredCastCounts> : TableLayout<schema::kCastCounts, StoredCastCounts> {
+  using R = StoredCastCounts;
   static constexpr C kIntegers[] = {
-      {"id", &StoredCastCounts::id},           {"first_ts_ns", &StoredCastCounts::first_ts_ns},
-      {"last_ts_ns", &StoredCastCounts::last_ts_ns}, {"thread", &StoredCastCounts::thread},
-      {"op", &StoredCastCounts::op},           {"arg_name", &StoredCastCounts::arg_name},
-      {"location", &StoredCastCounts::location}, {"codes", &StoredCastCounts::codes},
-      {"count", &StoredCastCounts::count},     {"bytes", &StoredCastCounts::bytes},
-      {"iteration", &StoredCastCounts::iteration}, {"max_version_gap", &StoredCastCounts::max_version_gap},
-      {"round_trips", &StoredCastCounts::round_trips}};
+      {"id", &R::id}, {"first_ts_ns", &R::first_ts_ns}, {"last_ts_ns", &R::last_ts_ns}, {"thread", &R::thread},
+      {"op", &R::op}, {"arg_name", &R::arg_name}, {"location", &R::location}, {"codes", &R::codes},
+      {"count", &R::count}, {"bytes", &R::bytes}, {"iteration", &R::iteration},
+      {"max_version_gap", &R::max_version_gap}, {"round_trips", &R::round_trips}};
 };
 
 template <>
-struct RowLayout<StoredOpCounts> {
-  static constexpr const schema::Table& kTable = schema::kOpCounts;
-  static constexpr std::string_view kBlob = {};
-  using C = IntegerColumn<StoredOpCounts>;
+struct RowLayout<StoredOpCounts> : TableLayout<schema::kOpCounts, StoredOpCounts> {
+  using R = StoredOpCounts;
   static constexpr C kIntegers[] = {
-      {"id", &StoredOpCounts::id},             {"first_ts_ns", &StoredOpCounts::first_ts_ns},
-      {"last_ts_ns", &StoredOpCounts::last_ts_ns}, {"thread", &StoredOpCounts::thread},
-      {"op", &StoredOpCounts::op},             {"location", &StoredOpCounts::location},
-      {"codes", &StoredOpCounts::codes},       {"autocast_enabled", &StoredOpCounts::autocast_enabled},
-      {"calls", &StoredOpCounts::calls},       {"errors", &StoredOpCounts::errors},
-      {"cpu_duration_ns", &StoredOpCounts::cpu_duration_ns}, {"iteration", &StoredOpCounts::iteration}};
+      {"id", &R::id}, {"first_ts_ns", &R::first_ts_ns}, {"last_ts_ns", &R::last_ts_ns}, {"thread", &R::thread},
+      {"op", &R::op}, {"location", &R::location}, {"codes", &R::codes}, {"autocast_enabled", &R::autocast_enabled},
+      {"calls", &R::calls}, {"errors", &R::errors}, {"cpu_duration_ns", &R::cpu_duration_ns},
+      {"iteration", &R::iteration}};
 };
 
 namespace detail {
