@@ -1,10 +1,37 @@
 # The library boundaries of docs/architecture.md, checked on the link graph at
 # configure time: a target that reaches a forbidden library through any chain
-# of target_link_libraries fails the configure, naming the chain.
+# of target_link_libraries fails the configure, naming the chain; so does a
+# castscope target that reaches itself (a link cycle). Include rules between
+# folders are checked by CastscopeIncludeBoundaries.cmake (included below).
 #
 # The ASan build (CASTSCOPE_BUILD_AGENT=OFF, no libtorch on the machine's
 # search paths at all) then builds and links every torch-free library and the
 # collector, which proves the same from the other side.
+
+# Sets ${out} to the targets an existing, non-alias `target` names in
+# target_link_libraries (generator expressions other than LINK_ONLY skipped).
+function(_castscope_direct_links target out)
+  set(deps "")
+  get_target_property(type "${target}" TYPE)
+  if(NOT type STREQUAL "INTERFACE_LIBRARY")
+    get_target_property(direct "${target}" LINK_LIBRARIES)
+    if(direct)
+      list(APPEND deps ${direct})
+    endif()
+  endif()
+  get_target_property(iface "${target}" INTERFACE_LINK_LIBRARIES)
+  if(iface)
+    list(APPEND deps ${iface})
+  endif()
+  set(result "")
+  foreach(dep IN LISTS deps)
+    string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" dep "${dep}")
+    if(NOT dep MATCHES "^\\$<")
+      list(APPEND result "${dep}")
+    endif()
+  endforeach()
+  set(${out} "${result}" PARENT_SCOPE)
+endfunction()
 
 # Sets ${out} to the targets `target` links against, directly or transitively,
 # each as "name<-parent<-...<-target" so an error can show the chain.
@@ -29,23 +56,8 @@ function(_castscope_link_closure target out)
       list(APPEND chains "${aliased}<-${chain}")
       continue()
     endif()
-    set(deps "")
-    get_target_property(type "${current}" TYPE)
-    if(NOT type STREQUAL "INTERFACE_LIBRARY")
-      get_target_property(direct "${current}" LINK_LIBRARIES)
-      if(direct)
-        list(APPEND deps ${direct})
-      endif()
-    endif()
-    get_target_property(iface "${current}" INTERFACE_LINK_LIBRARIES)
-    if(iface)
-      list(APPEND deps ${iface})
-    endif()
+    _castscope_direct_links("${current}" deps)
     foreach(dep IN LISTS deps)
-      string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" dep "${dep}")
-      if(dep MATCHES "^\\$<")
-        continue()
-      endif()
       list(APPEND pending "${dep}")
       list(APPEND chains "${dep}<-${chain}")
     endforeach()
@@ -103,3 +115,56 @@ foreach(collector castscope-collector castscope_batch castscope_store castscope_
     FORBIDDEN_FILES ${_castscope_torch_files}
     BECAUSE "the collector and the forwarder build and run without the agent and without libtorch")
 endforeach()
+
+# No castscope target may reach itself: static libraries that link each other
+# build only because the linker repeats them, and hide which one is the lower
+# layer (dispatch and observers once did). Every target the project declares is
+# walked, so a new cycle fails the configure wherever it appears.
+function(_castscope_project_targets dir out)
+  get_directory_property(targets DIRECTORY "${dir}" BUILDSYSTEM_TARGETS)
+  get_directory_property(subdirs DIRECTORY "${dir}" SUBDIRECTORIES)
+  foreach(subdir IN LISTS subdirs)
+    _castscope_project_targets("${subdir}" more)
+    list(APPEND targets ${more})
+  endforeach()
+  set(${out} "${targets}" PARENT_SCOPE)
+endfunction()
+
+function(castscope_forbid_link_cycles)
+  _castscope_project_targets("${PROJECT_SOURCE_DIR}" targets)
+  foreach(target IN LISTS targets)
+    if(NOT target MATCHES "^castscope")
+      continue()
+    endif()
+    _castscope_direct_links("${target}" pending)
+    set(chains ${pending})
+    set(seen "")
+    while(pending)
+      list(POP_FRONT pending current)
+      list(POP_FRONT chains chain)
+      if(current STREQUAL target)
+        string(REPLACE "->" " -> " shown "${target}->${chain}")
+        message(FATAL_ERROR "castscope: link cycle: ${shown} (a library must not reach itself: move what both "
+                            "need into a lower library)")
+      endif()
+      if(current IN_LIST seen OR NOT TARGET "${current}")
+        continue()
+      endif()
+      list(APPEND seen "${current}")
+      get_target_property(aliased "${current}" ALIASED_TARGET)
+      if(aliased)
+        set(next "${aliased}")
+      else()
+        _castscope_direct_links("${current}" next)
+      endif()
+      foreach(dep IN LISTS next)
+        list(APPEND pending "${dep}")
+        list(APPEND chains "${chain}->${dep}")
+      endforeach()
+    endwhile()
+  endforeach()
+endfunction()
+
+castscope_forbid_link_cycles()
+
+include(${PROJECT_SOURCE_DIR}/cmake/CastscopeIncludeBoundaries.cmake)

@@ -5,7 +5,8 @@
 // running interpreter at load time.
 //
 // Cost control: the GIL is taken only when the thread has a Python thread
-// state; "is this code object torch's own" is cached per code object, and
+// state; "is this code object the user's" (the agent's castscope_source_kind,
+// the one rule: agent/src/record/user_code.h) is cached per code object, and
 // the resulting location per (code object, instruction offset) of the first
 // user frame. Cached code objects are kept alive (a reference each), so an
 // address is never reused for another function while cached. All caches are
@@ -50,12 +51,16 @@
 #include <string>
 #include <unordered_map>
 
+#include "castscope/agent.h"
+
 namespace {
 
 using InternFn = unsigned (*)(int kind, const char* file, unsigned line, const char* function, const char* stack);
 
+using SourceKindFn = int (*)(const char* file);
+
 InternFn g_intern = nullptr;
-std::string g_internal_prefixes[2];  // torch's package dir, castscope's
+SourceKindFn g_source_kind = nullptr;
 bool g_stacks = false;
 enum class CodeKind { kUser, kInternal, kGenerated };
 std::unordered_map<PyCodeObject*, CodeKind> g_code_kinds;
@@ -101,12 +106,12 @@ std::string utf8(PyObject* text) {
 CodeKind code_kind(PyCodeObject* code) {
   auto found = g_code_kinds.find(code);
   if (found != g_code_kinds.end()) return found->second;
-  const std::string file = utf8(code->co_filename);
-  bool is_internal = file.empty() || file.rfind("<frozen", 0) == 0;  // "<string>", "<stdin>" are user code
-  for (const auto& prefix : g_internal_prefixes)
-    if (!prefix.empty() && file.rfind(prefix, 0) == 0) is_internal = true;
-  CodeKind kind = is_internal ? CodeKind::kInternal : CodeKind::kUser;
-  if (file.rfind("<eval_with_key>", 0) == 0) kind = CodeKind::kGenerated;
+  CodeKind kind = CodeKind::kInternal;
+  switch (g_source_kind(utf8(code->co_filename).c_str())) {
+    case CASTSCOPE_SOURCE_USER: kind = CodeKind::kUser; break;
+    case CASTSCOPE_SOURCE_GENERATED: kind = CodeKind::kGenerated; break;
+    default: break;
+  }
   Py_INCREF(code);
   g_code_kinds.emplace(code, kind);
   return kind;
@@ -266,11 +271,12 @@ unsigned resolve(PyFrameObject* user_frame, PyCodeObject* code, PyFrameObject* i
 
 extern "C" {
 
-__attribute__((visibility("default"))) void castscope_python_init(InternFn intern, const char* torch_dir,
-                                                                   const char* castscope_dir, int stacks) {
-  g_intern = intern;
-  g_internal_prefixes[0] = torch_dir != nullptr ? torch_dir : "";
-  g_internal_prefixes[1] = castscope_dir != nullptr ? castscope_dir : "";
+// `intern` and `source_kind`: the agent's castscope_intern_location and
+// castscope_source_kind.
+__attribute__((visibility("default"))) void castscope_python_init(InternFn intern, SourceKindFn source_kind,
+                                                                   int stacks) {
+  g_source_kind = source_kind;
+  g_intern = source_kind != nullptr ? intern : nullptr;  // both or the reader stays off
   g_stacks = stacks != 0;
 #ifdef CASTSCOPE_FRAMES_WITHOUT_GIL
   start_reading_without_gil();

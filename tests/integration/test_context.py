@@ -206,6 +206,18 @@ def test_traced_module_while_tracing_and_when_run(tmp_path):
     assert {(c["location"]["kind"], c["location"]["file"], c["location"]["line"]) for c in running} == {("KIND_TORCHSCRIPT", THIS_FILE, want)}
 
 
+def test_one_user_file_rule_for_every_frame_walk(tmp_path):
+    """The frame reader, TorchScript's traced stacks and the compile capture
+    all ask the agent's castscope_source_kind; this is its answer."""
+    from castscope._native import is_user_file
+
+    with castscope.attached(events_path=tmp_path / "e.jsonl"):
+        assert is_user_file(THIS_FILE) and is_user_file(__file__) and is_user_file("<string>")
+        assert not is_user_file(torch.nn.functional.__file__)  # the config's internal_path_prefix
+        assert not is_user_file(castscope.__file__)
+        assert not any(is_user_file(f) for f in ("", "<frozen runpy>", "<eval_with_key>.3"))
+
+
 def _rss_bytes():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096

@@ -59,6 +59,18 @@ CASTSCOPE_EXPORT void castscope_agent_set_location_reader(unsigned (*reader)(voi
 CASTSCOPE_EXPORT unsigned castscope_intern_location(int kind, const char* file, unsigned line, const char* function,
                                                     const char* stack);
 
+/* Whether a Python source file is the user's: the one rule behind every user
+ * line castscope reports (the frame reader, TorchScript's traced stacks,
+ * torch.compile's calling line, FX stack traces). Files under torch's package
+ * (the config's internal_path_prefix) or a directory added below, frozen
+ * modules and code with no file are internal; FX-generated code
+ * ("<eval_with_key>.N") is a kind of its own. No lock; any thread. */
+enum { CASTSCOPE_SOURCE_USER = 0, CASTSCOPE_SOURCE_INTERNAL = 1, CASTSCOPE_SOURCE_GENERATED = 2 };
+CASTSCOPE_EXPORT int castscope_source_kind(const char* file);
+/* Adds a directory (ending in a separator) whose files are never the user's:
+ * castscope's Python package, as its code objects name it. */
+CASTSCOPE_EXPORT void castscope_add_internal_dir(const char* dir);
+
 /* Brackets torch.jit.trace on the calling thread (nests): while recording,
  * ops that run with autocast off are recorded too, so a traced graph that
  * dropped an `autocast(enabled=False)` can be recognised later. */

@@ -16,36 +16,21 @@ Both return (file, line, function) or None; they never raise into the reader.
 from __future__ import annotations
 
 import functools
-import os
 import re
 import sys
 
+from ._native import is_user_file
+
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)')
-GENERATED_PREFIX = "<eval_with_key>"
-
-
-@functools.lru_cache(maxsize=1)
-def _internal_dirs() -> tuple[str, str]:
-    # Asked only once torch runs: importing this module must not import torch
-    # (castscope's package is imported at start-up of every `castscope run` job).
-    import torch
-
-    return os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def is_internal(file: str) -> bool:
-    """torch's, castscope's or generated code: never the user's line (the
-    frame reader's rule; compile_capture.py uses this one too)."""
-    return not file or file.startswith(_internal_dirs()) or file.startswith((GENERATED_PREFIX, "<frozen"))
 
 
 @functools.lru_cache(maxsize=4096)
 def user_frame(stack_trace: str) -> tuple[str, int, str] | None:
     """The innermost frame of an FX stack trace (outermost first, as
-    traceback prints it) that is neither torch's nor castscope's."""
+    traceback prints it) in a user file (the agent's rule, is_user_file)."""
     found = None
     for match in _FRAME.finditer(stack_trace):
-        if not is_internal(match.group(1)):
+        if is_user_file(match.group(1)):
             found = (match.group(1), int(match.group(2)), match.group(3).strip())
     return found
 

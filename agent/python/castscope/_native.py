@@ -60,6 +60,14 @@ def _torch_dir() -> str:
     return os.path.dirname(torch.__file__) + os.sep
 
 
+def _package_dirs() -> list[str]:
+    """castscope's own package as its code objects name it (the path it was
+    imported by), and resolved when a symlink makes that differ."""
+    named = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    resolved = str(_PACKAGE_DIR) + os.sep
+    return [named] if named == resolved else [named, resolved]
+
+
 _lib = None
 _reader = None
 
@@ -112,6 +120,12 @@ def _library():
         lib.castscope_intern_location.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint, ctypes.c_char_p,
                                                   ctypes.c_char_p]
         lib.castscope_intern_location.restype = ctypes.c_uint
+        lib.castscope_source_kind.argtypes = [ctypes.c_char_p]
+        lib.castscope_source_kind.restype = ctypes.c_int
+        lib.castscope_add_internal_dir.argtypes = [ctypes.c_char_p]
+        lib.castscope_add_internal_dir.restype = None
+        for directory in _package_dirs():
+            lib.castscope_add_internal_dir(directory.encode())
         _install_location_reader(lib)
         _lib = lib
     return _lib
@@ -125,14 +139,22 @@ def _install_location_reader(lib) -> None:
     if path is None:
         return
     reader = ctypes.PyDLL(str(path))
-    reader.castscope_python_init.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+    reader.castscope_python_init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     reader.castscope_python_init.restype = None
     stacks = os.environ.get("CASTSCOPE_STACKS", "0") not in ("", "0")
-    reader.castscope_python_init(ctypes.cast(lib.castscope_intern_location, ctypes.c_void_p), _torch_dir().encode(),
-                                 (str(_PACKAGE_DIR) + os.sep).encode(), int(stacks))
+    reader.castscope_python_init(ctypes.cast(lib.castscope_intern_location, ctypes.c_void_p),
+                                 ctypes.cast(lib.castscope_source_kind, ctypes.c_void_p), int(stacks))
     lib.castscope_agent_set_location_reader(ctypes.cast(reader.castscope_python_location, ctypes.c_void_p))
     lib.castscope_agent_set_tracing_location_reader(ctypes.cast(reader.castscope_python_tracing_location, ctypes.c_void_p))
     _reader = reader  # keep loaded
+
+
+def is_user_file(file: str) -> bool:
+    """Whether a Python source file is the user's: the agent's one rule
+    (castscope_source_kind, agent/src/record/user_code.h), which the frame
+    reader applies too. Not torch's or castscope's, not frozen, generated or
+    fileless."""
+    return _library().castscope_source_kind(file.encode(errors="surrogateescape")) == 0
 
 
 def _location_reader_pointer():

@@ -26,8 +26,7 @@ import os
 import sys
 import threading
 
-from ._fx_lines import is_internal
-from ._native import _read_json
+from ._native import _read_json, is_user_file
 from .compiled_graph_casts import DecisionPool, autocast_casts
 
 _log = logging.getLogger("castscope.compile")
@@ -48,16 +47,19 @@ class _Capture:
         self.remote_autograd_cache = getattr(functorch_config, "enable_remote_autograd_cache", None)
         self.local = threading.local()  # the decisions of this thread's last stage 1, until its stage 2
         self.locations: dict[tuple, int] = {}  # (code, instruction offset) -> interned location id
+        self.user_codes: dict = {}  # code -> is_calling_code(code)
         from torch._dynamo.utils import orig_code_map
 
         self.dynamo_codes = orig_code_map  # the code Dynamo made of the user's functions
 
     def calling_location(self) -> int:
         """The line that called the compiled code, as a location id (0: none).
-        The agent's own frame reader would stop at the code Dynamo made of the
-        user's function, whose current line is its `def`."""
+        A walk of its own, on the agent's user-file rule: the agent's frame
+        reader cannot serve, as it would stop at the code Dynamo made of the
+        user's function (a user file, whose current line is its `def`), and
+        only Dynamo's orig_code_map tells those code objects apart."""
         frame = sys._getframe(1)
-        while frame is not None and (is_internal(frame.f_code.co_filename) or frame.f_code in self.dynamo_codes):
+        while frame is not None and not self.is_calling_code(frame.f_code):
             frame = frame.f_back
         if frame is None:
             return 0
@@ -69,6 +71,18 @@ class _Capture:
                                                           getattr(code, "co_qualname", code.co_name).encode(), b"")
             self.locations[key] = location
         return location
+
+    def is_calling_code(self, code) -> bool:
+        """Whether the walk stops at `code`: a user file's, not Dynamo's.
+        Cached per code object, as the frame reader does: the rule is a call
+        into the agent, and this walk runs on every call of compiled code."""
+        stops = self.user_codes.get(code)
+        if stops is None:
+            stops = is_user_file(code.co_filename) and code not in self.dynamo_codes
+            if len(self.user_codes) >= 4096:
+                self.user_codes.clear()
+            self.user_codes[code] = stops
+        return stops
 
     def count_internal_error(self, what: str = "compile capture failed") -> None:
         """Logged as a warning by the agent and counted in its stats."""

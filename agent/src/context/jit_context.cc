@@ -12,20 +12,16 @@
 
 #include "agent/src/context/jit_cast_lines.h"
 #include "agent/src/record/location_table.h"
+#include "agent/src/record/user_code.h"
 
 namespace castscope {
 namespace {
 
 std::mutex g_mutex;
-std::string g_internal_prefix;  // guarded by g_mutex
 // (source, range start) -> (mode, location id). Holding the Source keeps its
 // address from being reused by another source while cached.
 std::map<std::pair<const torch::jit::Source*, size_t>, std::pair<std::shared_ptr<torch::jit::Source>, JitContext>> g_cache;
 const LocationTable* g_cache_table = nullptr;  // the table the cached ids belong to
-
-bool is_internal(const std::string& file) {
-  return !g_internal_prefix.empty() && file.rfind(g_internal_prefix, 0) == 0;
-}
 
 // A traced node's source text is the tracer's Python stack: every line
 // "file(line): function".
@@ -42,12 +38,12 @@ bool parse_traced_stack(const std::string& text, Location& out) {
                   match[3].str(), ""};
     if (!any) first_frame = here;
     any = true;
-    if (!is_internal(here.file)) {
+    if (source_kind(here.file) == SourceKind::kUser) {
       out = here;
       return true;
     }
   }
-  if (any) out = first_frame;  // only torch frames: report the innermost
+  if (any) out = first_frame;  // no user frame: report the innermost
   return any;
 }
 
@@ -110,9 +106,8 @@ JitContext resolve(const std::vector<torch::jit::StackEntry>& callstack, Locatio
 
 }  // namespace
 
-void set_internal_path_prefix(const std::string& prefix) {
+void forget_resolved_jit_sites() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_internal_prefix = prefix;
   g_cache.clear();
 }
 

@@ -3,8 +3,8 @@
 // Scripted code carries its compiled source: the innermost interpreter frame's
 // range gives file:line. Traced graphs carry the tracer's synthetic source:
 // the Python stack at trace time, "file(line): function" per line, innermost
-// first; castscope reports its first frame outside torch (the user's line
-// recorded at trace time). Results are cached per (source, offset), so only
+// first; castscope reports its first user frame (record/user_code.h: the
+// user's line recorded at trace time). Results are cached per (source, offset), so only
 // the first call at a site parses anything.
 #pragma once
 
@@ -16,8 +16,8 @@
 
 namespace castscope {
 
-// Frames whose file starts with this prefix are torch's own (set at start).
-void set_internal_path_prefix(const std::string& prefix);
+// Forgets every resolved site: the user-code rule's directories changed (at start).
+void forget_resolved_jit_sites();
 
 struct JitContext {
   ExecutionMode mode = ExecutionMode::kEager;

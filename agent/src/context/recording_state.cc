@@ -8,16 +8,12 @@ RecordingState& process_recording_state() {
 }
 
 Record cache_sample_record(RecordingState& runtime, SampleTrigger trigger) {
-  const auto sample = runtime.cast_cache.sample();
+  const CastCacheObserver::Sample seen = runtime.cast_cache.sample();
   Record r = runtime.events.new_record(RecordKind::kCacheSample);
-  r.sample.trigger = trigger;
-  r.sample.iteration = runtime.steps.load(std::memory_order_relaxed);
-  r.sample.live_casts = sample.live_casts;
-  r.sample.live_bytes = sample.live_bytes;
-  r.sample.orphaned_casts = sample.orphaned_casts;
-  r.sample.orphaned_bytes = sample.orphaned_bytes;
-  r.sample.cache_hits = sample.cache_hits;
-  r.sample.released_casts = sample.released_casts;
+  r.sample = {.iteration = runtime.steps.load(std::memory_order_relaxed), .live_casts = seen.live_casts,
+              .live_bytes = seen.live_bytes, .orphaned_casts = seen.orphaned_casts,
+              .orphaned_bytes = seen.orphaned_bytes, .cache_hits = seen.cache_hits,
+              .released_casts = seen.released_casts, .trigger = trigger};
   return r;
 }
 

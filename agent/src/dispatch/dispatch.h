@@ -3,15 +3,12 @@
 // registry restores them.
 #pragma once
 
-#include <c10/core/DeviceType.h>
-#include <c10/core/ScalarType.h>
-
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "agent/src/context/op_context.h"
 #include "agent/src/context/recording_state.h"
 #include "agent/src/policy/policy.h"
 #include "agent/src/record/cast_record.h"
@@ -26,48 +23,6 @@ class RegistrationHandleRAII;
 namespace castscope {
 
 struct AutocastDevice;
-
-// Whether kernels record events. Kernels keep casting (they own autocast
-// while registered) when this is false.
-extern std::atomic<bool> g_record_events;
-
-// Depth of castscope autocast kernels on this thread. Inside one, autocast
-// reads as disabled (the kernel excludes its key, as native wrappers do);
-// the trace observer must not take that for the user's own disable.
-extern thread_local int t_autocast_kernel_depth;
-struct InsideAutocastKernel {
-  InsideAutocastKernel() { ++t_autocast_kernel_depth; }
-  ~InsideAutocastKernel() { --t_autocast_kernel_depth; }
-  InsideAutocastKernel(const InsideAutocastKernel&) = delete;
-  InsideAutocastKernel& operator=(const InsideAutocastKernel&) = delete;
-};
-
-// Returns the LocationTable id of the innermost user Python frame of the
-// calling thread (0 when there is none). Installed only in Python processes,
-// by the separate frame-reader library, so the agent never links CPython.
-using LocationReader = uint32_t (*)();
-extern std::atomic<LocationReader> g_python_location_reader;
-// While torch.compile traces: the user's line of the FX node being traced
-// (0 when none). Installed with the Python reader.
-extern std::atomic<LocationReader> g_tracing_location_reader;
-
-// Where and in which mode the current op runs. TorchScript (scripted or
-// traced graphs) gives its own source range; otherwise the innermost user
-// Python frame, when a Python frame reader is installed.
-struct OpContext {
-  ExecutionMode mode = ExecutionMode::kEager;
-  Phase phase = Phase::kForward;
-  uint32_t location = 0;
-};
-// TorchScript locations are interned in `locations`.
-OpContext current_op_context(LocationTable& locations);
-// An op record's autocast state and context: the region's lower-precision
-// dtype on `device`, mode, phase, location, the devices with autocast on.
-void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context);
-// The same with the region's lower-precision dtype already read as well.
-void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpContext& context);
-
-DType to_dtype(c10::ScalarType type);
 
 // A cast record with its identity and context filled in (not cacheable, no
 // list element); the caller adds the decision. `reserved_seq`: a sequence

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "agent/src/dispatch/autocast_keys.h"
+#include "agent/src/context/autocast_keys.h"
 
 namespace castscope {
 namespace {

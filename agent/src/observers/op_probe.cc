@@ -15,8 +15,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "agent/src/dispatch/autocast_keys.h"
-#include "agent/src/dispatch/dispatch.h"
+#include "agent/src/context/autocast_keys.h"
+#include "agent/src/context/compile_capture.h"
+#include "agent/src/context/op_context.h"
+#include "agent/src/context/recording_state.h"
 #include "agent/src/record/event_log.h"
 
 namespace castscope {

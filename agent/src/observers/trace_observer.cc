@@ -3,13 +3,13 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 
-#include "agent/src/dispatch/dispatch.h"
+#include "agent/src/context/op_context.h"
+#include "agent/src/context/recording_state.h"
 #include "agent/src/record/event_log.h"
 
 namespace castscope {
 namespace {
 
-thread_local int t_depth = 0;
 thread_local at::CallbackHandle t_handle = 0;
 
 bool any_autocast_enabled() {
@@ -43,14 +43,12 @@ std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
 }  // namespace
 
 void begin_trace_recording() {
-  if (t_depth++ == 0) t_handle = at::addThreadLocalCallback(at::RecordFunctionCallback(&on_op));
+  if (t_trace_recording_depth++ == 0) t_handle = at::addThreadLocalCallback(at::RecordFunctionCallback(&on_op));
 }
 
-bool trace_recording_on_this_thread() { return t_depth > 0; }
-
 void end_trace_recording() {
-  if (t_depth == 0) return;
-  if (--t_depth == 0 && t_handle != 0) {
+  if (t_trace_recording_depth == 0) return;
+  if (--t_trace_recording_depth == 0 && t_handle != 0) {
     at::removeCallback(t_handle);
     t_handle = 0;
   }

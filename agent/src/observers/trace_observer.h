@@ -10,12 +10,8 @@
 
 namespace castscope {
 
+// They keep the depth trace_recording_on_this_thread() reads (context/op_context.h).
 void begin_trace_recording();  // nests
 void end_trace_recording();
-
-// Whether torch.jit.trace records on this thread (by the bracket above).
-// Inside a scripted function the trace calls, the tracer's own state reads
-// as off; this still says a trace is recording.
-bool trace_recording_on_this_thread();
 
 }  // namespace castscope

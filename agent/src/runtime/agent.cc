@@ -37,6 +37,7 @@
 #include "agent/src/policy/policy.h"
 #include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"
+#include "agent/src/record/user_code.h"
 #include "agent/src/encode/source_lines.h"
 #include "agent/src/runtime/forwarder_launcher.h"
 #include "agent/src/runtime/cublaslt_logger_control.h"
@@ -212,7 +213,8 @@ class Agent {
     gpu_timing_ = start_gpu_timing(config, process_recording_state().events);
     gpu_yields_ = 0;
     start_cublaslt_logger(config);
-    set_internal_path_prefix(config.internal_path_prefix);
+    set_torch_dir(config.internal_path_prefix);
+    forget_resolved_jit_sites();
     g_record_events.store(config.record_events, std::memory_order_relaxed);
 
     auto registry = std::make_unique<DispatchRegistry>(process_recording_state());
@@ -822,6 +824,22 @@ unsigned castscope_compiled_graph_ran(unsigned graph, unsigned calling_location)
     return calling_location;
   }
   return castscope::record_compiled_graph_run(runtime, *found, calling_location);
+}
+
+static_assert(CASTSCOPE_SOURCE_USER == static_cast<int>(castscope::SourceKind::kUser) &&
+              CASTSCOPE_SOURCE_INTERNAL == static_cast<int>(castscope::SourceKind::kInternal) &&
+              CASTSCOPE_SOURCE_GENERATED == static_cast<int>(castscope::SourceKind::kGenerated));
+
+int castscope_source_kind(const char* file) {
+  return static_cast<int>(castscope::source_kind(file != nullptr ? file : ""));
+}
+
+void castscope_add_internal_dir(const char* dir) {
+  try {
+    if (dir != nullptr) castscope::add_internal_dir(dir);
+  } catch (...) {
+    castscope::process_recording_state().events.count_internal_error();
+  }
 }
 
 unsigned castscope_intern_location(int kind, const char* file, unsigned line, const char* function, const char* stack) {

@@ -1,31 +1,24 @@
 #include "server/src/analysis/run_data.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "common/gpu/kernel_precision.h"
 #include "server/src/store/event_columns.h"
+#include "server/src/store/row_codec.h"
+#include "server/src/store/store_queries.h"
 #include "server/src/store/store_schema.h"
 
 namespace castscope::collector {
 namespace {
 
-// Code indices of casts.codes and ops.codes (event_columns.h).
-enum CastCode {
-  kCastPolicy = 0, kCastSrc, kCastDst, kCastOutcome, kCastDevice, kCastRole, kCastCache, kCastMode, kCastPhase, kCastFlags
-};
-enum OpCode { kOpPolicy = 0, kOpDevice, kOpOutput, kOpOutcome, kOpAutocastDtype, kOpMode, kOpPhase, kOpProbeReason };
-
 // A location's stack (a JSON array of "file:line function", innermost first)
 // whose second frame is the traced Python line that called into TorchScript
 // (agent: dispatch.cc with_calling_line). Only TorchScript locations made
 // while a trace recorded have a stack; any other shape leaves `site` as is.
-void called_from(const std::string& stack, SiteRef& site) {
-  if (stack.empty()) return;
-  const auto frames = nlohmann::json::parse(stack, nullptr, false);
-  if (!frames.is_array() || frames.size() != 2 || !frames[1].is_string()) return;
-  const std::string frame = frames[1].get<std::string>();
+void called_from(const std::vector<std::string>& frames, SiteRef& site) {
+  if (frames.size() != 2) return;
+  const std::string& frame = frames[1];
   const size_t space = frame.rfind(' ');
   const size_t colon = space == std::string::npos ? std::string::npos : frame.rfind(':', space);
   if (colon == std::string::npos || colon + 1 >= space) return;
@@ -36,25 +29,16 @@ void called_from(const std::string& stack, SiteRef& site) {
   site.called_from_function = frame.substr(space + 1);
 }
 
-// Column lists of the loader's statements (store_schema.h): reads below take
-// their ordinals from these.
-constexpr auto kRunRow = schema::columns(schema::kRuns, {"id", "first_seen_unix_ns", "last_seen_unix_ns"});
-constexpr auto kAgentRow = schema::columns(
-    schema::kAgents, {"id", "agent_id", "pid", "rank", "local_rank", "world_size", "hostname", "torch_version",
-                      "command", "batches", "first_sequence", "last_sequence", "events_recorded_total",
-                      "events_dropped_total", "finished", "policy_hash", "casts", "ops", "cache_samples", "kernels",
-                      "gpu_timing", "gpu_records_dropped", "overlay_errors", "castscope_version"});
+// Column lists of the loader's scans (row_codec.h): what the folds read.
 constexpr auto kCastRow = schema::columns(
     schema::kCasts, {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version"});
 constexpr auto kOpRow = schema::columns(
     schema::kOps, {"id", "codes", "op", "location", "cpu_duration_ns", "autocast_enabled", "input_dtypes", "gemm"});
-constexpr auto kCastCountsRow = schema::all_columns<schema::kCastCounts>();
-constexpr auto kOpCountsRow = schema::all_columns<schema::kOpCounts>();
+constexpr auto kCastCountsRow = kAllColumns<StoredCastCounts>;
+constexpr auto kOpCountsRow = kAllColumns<StoredOpCounts>;
 constexpr auto kSampleRow =
     schema::columns(schema::kCacheSamples, {"id", "trigger", "iteration", "live_casts", "live_bytes", "orphaned_casts",
                                             "orphaned_bytes", "cache_hits", "released_casts"});
-constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
-constexpr auto kLocationRow = schema::columns(schema::kLocations, {"kind", "file", "line", "function", "flags", "stack"});
 
 // What tells two site rows apart: everything but the cache outcome and phase
 // (and for compile-time decisions, the phase too: compile-mismatch reads it).
@@ -79,88 +63,28 @@ class Loader {
       : db_(db), out_(out), between_reads_(between_reads), rank_filter_(rank), progress_(progress) {}
 
   Status run(const std::string& run_id) {
-    Statement run;
-    if (Status s = Statement::prepare(db_.handle(), kRunRow.select_sql() + " WHERE run_id = ?", run); !s.ok())
-      return s;
-    run.bind_text(1, run_id);
-    Status error;
-    if (!run.step(error)) return error.ok() ? Status::not_found("no run \"" + run_id + "\" in " + db_.path()) : error;
+    StoredRun run;
+    bool found = false;
+    if (Status s = find_run(db_.handle(), run_id, run, found); !s.ok()) return s;
+    if (!found) return Status::not_found("no run \"" + run_id + "\" in " + db_.path());
     out_.run_id = run_id;
-    const int64_t run_row = run.column_int(kRunRow["id"]);
-    out_.first_seen_unix_ns = static_cast<uint64_t>(run.column_int(kRunRow["first_seen_unix_ns"]));
-    out_.last_seen_unix_ns = static_cast<uint64_t>(run.column_int(kRunRow["last_seen_unix_ns"]));
-    run.reset();  // an unfinished statement would keep its read transaction (and the WAL) open
+    out_.first_seen_unix_ns = run.first_seen_unix_ns;
+    out_.last_seen_unix_ns = run.last_seen_unix_ns;
 
     // A store of schema version 12 (read-only, not upgraded) has no counter
     // tables and no agents.aggregate: no agent of it ran in aggregate mode.
-    {
-      Statement tables;
-      if (Status s = Statement::prepare(
-              db_.handle(), "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'cast_counts'", tables);
-          !s.ok())
-        return s;
-      if (tables.step(error)) has_counters_ = tables.column_int(0) > 0;
-      if (!error.ok()) return error;
-    }
-    Statement agents;
-    if (Status s = Statement::prepare(db_.handle(), kAgentRow.select_sql() + " WHERE run = ? ORDER BY id", agents);
-        !s.ok())
-      return s;
-    agents.bind(1, run_row);
-    std::vector<int64_t> agent_rows;
+    if (Status s = table_exists(db_.handle(), schema::kCastCounts, has_counters_); !s.ok()) return s;
+    std::vector<StoredAgent> agents;
+    if (Status s = read_agents(db_.handle(), run.row, "", agents); !s.ok()) return s;
     std::set<int32_t> other_ranks;  // with a rank filter: the ranks left out, for the error
-    while (agents.step(error)) {
-      const Statement& a = agents;
-      AgentRow row;
-      agent_rows.push_back(a.column_int(kAgentRow["id"]));
-      row.agent_id = a.column_text(kAgentRow["agent_id"]);
-      row.pid = static_cast<uint32_t>(a.column_int(kAgentRow["pid"]));
-      row.rank = static_cast<int32_t>(a.column_int(kAgentRow["rank"]));
-      row.local_rank = static_cast<int32_t>(a.column_int(kAgentRow["local_rank"]));
-      row.world_size = static_cast<int32_t>(a.column_int(kAgentRow["world_size"]));
-      row.hostname = a.column_text(kAgentRow["hostname"]);
-      row.torch_version = a.column_text(kAgentRow["torch_version"]);
-      row.command = a.column_text(kAgentRow["command"]);
-      row.policy_hash = a.column_text(kAgentRow["policy_hash"]);
-      row.castscope_version = a.column_text(kAgentRow["castscope_version"]);
-      row.batches = static_cast<uint64_t>(a.column_int(kAgentRow["batches"]));
-      const int64_t first = a.column_int(kAgentRow["first_sequence"]), last = a.column_int(kAgentRow["last_sequence"]);
-      row.missing_batches = row.batches > 0 ? static_cast<uint64_t>(last - first + 1) - row.batches : 0;
-      row.events_recorded = static_cast<uint64_t>(a.column_int(kAgentRow["events_recorded_total"]));
-      row.events_dropped = static_cast<uint64_t>(a.column_int(kAgentRow["events_dropped_total"]));
-      row.finished = a.column_int(kAgentRow["finished"]) != 0;
-      row.kernels = static_cast<uint64_t>(a.column_int(kAgentRow["kernels"]));
-      row.events_stored = static_cast<uint64_t>(a.column_int(kAgentRow["casts"]) + a.column_int(kAgentRow["ops"]) +
-                                                a.column_int(kAgentRow["cache_samples"])) +
-                          row.kernels;
-      row.gpu_timing = a.column_text(kAgentRow["gpu_timing"]);
-      row.gpu_records_dropped = static_cast<uint64_t>(a.column_int(kAgentRow["gpu_records_dropped"]));
-      if (const auto errors = nlohmann::json::parse(a.column_text(kAgentRow["overlay_errors"]), nullptr, false);
-          errors.is_array()) {
-        for (const auto& e : errors)
-          if (e.is_string()) row.overlay_errors.push_back(e.get<std::string>());
-      }
-      if (rank_filter_ && row.rank != *rank_filter_) {
-        agent_rows.pop_back();
-        if (row.rank >= 0) other_ranks.insert(row.rank);
+    for (StoredAgent& agent : agents) {
+      if (rank_filter_ && agent.rank != *rank_filter_) {
+        if (agent.rank >= 0) other_ranks.insert(agent.rank);
         continue;
       }
-      rows_total_ += static_cast<uint64_t>(a.column_int(kAgentRow["casts"]) + a.column_int(kAgentRow["ops"]));
-      out_.agents.push_back(std::move(row));
-    }
-    if (!error.ok()) return error;
-    agents.reset();
-    if (has_counters_) {
-      Statement mode;
-      if (Status s = Statement::prepare(db_.handle(), "SELECT aggregate FROM agents WHERE id = ?", mode); !s.ok())
-        return s;
-      for (size_t i = 0; i < agent_rows.size(); ++i) {
-        mode.bind(1, agent_rows[i]);
-        if (mode.step(error)) out_.agents[i].aggregate = mode.column_int(0) != 0;
-        if (!error.ok()) return error;
-        mode.reset();
-        out_.aggregate = out_.aggregate || out_.agents[i].aggregate;
-      }
+      rows_total_ += agent.casts + agent.ops;
+      out_.aggregate = out_.aggregate || agent.aggregate;
+      out_.agents.push_back(std::move(agent));
     }
     if (rank_filter_ && out_.agents.empty()) {
       std::string ranks;
@@ -168,19 +92,19 @@ class Loader {
       return Status::not_found("run \"" + run_id + "\" has no process of rank " + std::to_string(*rank_filter_) +
                                (ranks.empty() ? " (its processes set no RANK)" : " (its ranks: " + ranks + ")"));
     }
-    for (size_t i = 0; i < agent_rows.size(); ++i) {
+    for (size_t i = 0; i < out_.agents.size(); ++i) {
       agent_index_ = i;
       agent_rank_ = out_.agents[i].rank;
-      const int64_t lo = event_row_id(agent_rows[i], 0), hi = event_row_id(agent_rows[i] + 1, 0);
-      if (Status s = in_chunks(schema::kCasts, lo, hi, &Loader::read_casts); !s.ok()) return s;
-      if (Status s = in_chunks(schema::kOps, lo, hi, &Loader::read_ops); !s.ok()) return s;
+      const int64_t first = first_row_of(out_.agents[i].row), end = end_row_of(out_.agents[i].row);
+      if (Status s = in_chunks(schema::kCasts, first, end, &Loader::read_casts); !s.ok()) return s;
+      if (Status s = in_chunks(schema::kOps, first, end, &Loader::read_ops); !s.ok()) return s;
       if (has_counters_) {
-        if (Status s = in_chunks(schema::kCastCounts, lo, hi, &Loader::read_cast_counts); !s.ok()) return s;
-        if (Status s = in_chunks(schema::kOpCounts, lo, hi, &Loader::read_op_counts); !s.ok()) return s;
+        if (Status s = in_chunks(schema::kCastCounts, first, end, &Loader::read_cast_counts); !s.ok()) return s;
+        if (Status s = in_chunks(schema::kOpCounts, first, end, &Loader::read_op_counts); !s.ok()) return s;
       }
-      if (Status s = read_samples(lo, hi, out_.agents[i].agent_id); !s.ok()) return s;
+      if (Status s = read_samples(first, end, out_.agents[i].agent_id); !s.ok()) return s;
       if (out_.agents[i].kernels > 0)
-        if (Status s = read_gpu_time(lo, hi); !s.ok()) return s;
+        if (Status s = read_gpu_time(first, end); !s.ok()) return s;
     }
     for (auto& [key, row] : gpu_sites_) out_.gpu_sites.push_back(std::move(row));
     for (auto& [key, row] : gemm_exact_) out_.gemm_exact.push_back(std::move(row));
@@ -210,112 +134,53 @@ class Loader {
   static constexpr int64_t kChunkIds = int64_t{1} << 17;
   bool has_counters_ = false;  // the store has the counter tables (schema version 13)
 
-  Status in_chunks(const schema::Table& table, int64_t lo, int64_t hi, Status (Loader::*read)(int64_t, int64_t)) {
-    Statement last;
-    if (Status s = Statement::prepare(db_.handle(),
-                                      "SELECT MAX(id) FROM " + std::string(table.name) + " WHERE id >= ? AND id < ?",
-                                      last);
-        !s.ok())
-      return s;
-    last.bind(1, lo);
-    last.bind(2, hi);
-    Status error;
-    if (!last.step(error)) return error;
-    if (last.column_is_null(0)) return Status();  // nothing in range
-    const int64_t end = last.column_int(0) + 1;
-    last.reset();
-    for (int64_t from = lo; from < end; from += kChunkIds) {
+  Status in_chunks(const schema::Table& table, int64_t first, int64_t end, Status (Loader::*read)(int64_t, int64_t)) {
+    std::optional<int64_t> last;
+    if (Status s = last_row_in(db_.handle(), table, first, end, last); !s.ok()) return s;
+    if (!last) return Status();  // nothing in range
+    const int64_t stop = *last + 1;
+    for (int64_t from = first; from < stop; from += kChunkIds) {
       if (between_reads_) between_reads_();
-      if (Status s = (this->*read)(from, std::min(end, from + kChunkIds)); !s.ok()) return s;
+      if (Status s = (this->*read)(from, std::min(stop, from + kChunkIds)); !s.ok()) return s;
       if (progress_) progress_(rows_read_, rows_total_);
     }
     return Status();
   }
 
-  // GPU time of one agent's kernels (ids lo..hi), by what launched them. A
-  // kernel's launch is a cast or op row of the same agent: its id is the
-  // kernel's agent part with launch_seq as the seq.
-  Status read_gpu_time(int64_t lo, int64_t hi) {
-    static const std::string kLaunchedBy = "((k.codes >> " + std::to_string(kCodeBits) + ") & " +
-                                           std::to_string(kCodeLimit - 1) + ")";
-    static const std::string kLaunch = "(((k.id >> 40) << 40) | k.launch_seq)";
-    struct Join {
-      int launched_by;
-      const char* table;
-    };
-    for (const Join join : {Join{v1::LAUNCHED_BY_CAST, "casts"}, Join{v1::LAUNCHED_BY_OP, "ops"}}) {
-      Statement rows;
-      // An op's kernels by name too, for their GEMM precision.
-      const bool by_name = join.launched_by == v1::LAUNCHED_BY_OP;
-      const std::string sql = "SELECT e.location, e.op, SUM(k.duration_ns), COUNT(*), " +
-                              std::string(by_name ? "k.name, k.codes & " + std::to_string(kCodeLimit - 1) : "0, 0") +
-                              " FROM kernels k JOIN " + std::string(join.table) + " e ON e.id = " + kLaunch +
-                              " WHERE k.id >= ? AND k.id < ? AND " + kLaunchedBy + " = ? GROUP BY e.location, e.op" +
-                              (by_name ? ", k.name, k.codes" : "");
-      if (Status s = Statement::prepare(db_.handle(), sql, rows); !s.ok()) return s;
-      rows.bind(1, lo);
-      rows.bind(2, hi);
-      rows.bind(3, static_cast<int64_t>(join.launched_by));
-      Status error;
-      while (rows.step(error)) {
-        const auto key = std::make_tuple(rows.column_int(0), rows.column_int(1));
+  // GPU time of one agent's kernels (ids first..end), by what launched them
+  // (store_queries.h).
+  Status read_gpu_time(int64_t first, int64_t end) {
+    for (const v1::LaunchedBy by : {v1::LAUNCHED_BY_CAST, v1::LAUNCHED_BY_OP}) {
+      std::vector<LaunchedKernelTime> times;
+      if (Status s = kernel_time_by_launcher(db_.handle(), first, end, by, times); !s.ok()) return s;
+      for (const LaunchedKernelTime& time : times) {
+        const auto key = std::make_tuple(time.location, time.op);
         auto [it, inserted] = gpu_sites_.try_emplace(key);
         GpuSiteRow& row = it->second;
         if (inserted)
-          if (Status s = site_ref(std::get<0>(key), std::get<1>(key), 0, row.site); !s.ok()) return s;
-        const auto ns = static_cast<uint64_t>(rows.column_int(2)), kernels = static_cast<uint64_t>(rows.column_int(3));
-        if (join.launched_by == v1::LAUNCHED_BY_CAST) {
-          row.cast_ns += ns;
-          row.cast_kernels += kernels;
-          out_.gpu_cast_ns += ns;
+          if (Status s = site_ref(time.location, time.op, 0, row.site); !s.ok()) return s;
+        if (by == v1::LAUNCHED_BY_CAST) {
+          row.cast_ns += time.ns;
+          row.cast_kernels += time.kernels;
+          out_.gpu_cast_ns += time.ns;
         } else {
-          row.compute_ns += ns;
-          row.compute_kernels += kernels;
-          out_.gpu_compute_ns += ns;
-          if (rows.column_int(5) == v1::GPU_ACTIVITY_KERNEL)
-            if (Status s = add_gemm_kernels(&row.site, key, rows.column_int(4), ns, kernels); !s.ok()) return s;
+          row.compute_ns += time.ns;
+          row.compute_kernels += time.kernels;
+          out_.gpu_compute_ns += time.ns;
+          if (time.activity == v1::GPU_ACTIVITY_KERNEL)
+            if (Status s = add_gemm_kernels(&row.site, key, time.name, time.ns, time.kernels); !s.ok()) return s;
         }
       }
-      if (!error.ok()) return error;
     }
     // GEMM kernels launched outside autocast ops, by name.
-    {
-      Statement rows;
-      const std::string sql = "SELECT k.name, SUM(k.duration_ns), COUNT(*) FROM kernels k WHERE k.id >= ? AND k.id < ? "
-                              "AND " + kLaunchedBy + " = " + std::to_string(v1::LAUNCHED_BY_NONE) + " AND (k.codes & " +
-                              std::to_string(kCodeLimit - 1) + ") = " + std::to_string(v1::GPU_ACTIVITY_KERNEL) +
-                              " GROUP BY k.name";
-      if (Status s = Statement::prepare(db_.handle(), sql, rows); !s.ok()) return s;
-      rows.bind(1, lo);
-      rows.bind(2, hi);
-      Status error;
-      while (rows.step(error))
-        if (Status s = add_gemm_kernels(nullptr, {0, 0}, rows.column_int(0), static_cast<uint64_t>(rows.column_int(1)),
-                                        static_cast<uint64_t>(rows.column_int(2)));
-            !s.ok())
-          return s;
-      if (!error.ok()) return error;
-    }
-    // Launched outside autocast ops; and launched by a cast or op whose row
-    // is not in the store (lost with its batch, or dropped from a ring).
-    const std::string unattributed = kLaunchedBy + " = " + std::to_string(v1::LAUNCHED_BY_NONE);
-    const std::string unjoined = "((" + kLaunchedBy + " = " + std::to_string(v1::LAUNCHED_BY_CAST) +
-                                 " AND NOT EXISTS (SELECT 1 FROM casts e WHERE e.id = " + kLaunch + ")) OR (" +
-                                 kLaunchedBy + " = " + std::to_string(v1::LAUNCHED_BY_OP) +
-                                 " AND NOT EXISTS (SELECT 1 FROM ops e WHERE e.id = " + kLaunch + ")))";
-    for (const auto& [condition, total] : {std::pair{unattributed, &out_.gpu_unattributed_ns},
-                                           std::pair{unjoined, &out_.gpu_unjoined_ns}}) {
-      Statement rest;
-      if (Status s = Statement::prepare(
-              db_.handle(), "SELECT SUM(k.duration_ns) FROM kernels k WHERE k.id >= ? AND k.id < ? AND " + condition, rest);
-          !s.ok())
-        return s;
-      rest.bind(1, lo);
-      rest.bind(2, hi);
-      Status error;
-      if (rest.step(error) && !rest.column_is_null(0)) *total += static_cast<uint64_t>(rest.column_int(0));
-      if (!error.ok()) return error;
-    }
+    std::vector<LaunchedKernelTime> unlaunched;
+    if (Status s = unlaunched_kernel_time_by_name(db_.handle(), first, end, unlaunched); !s.ok()) return s;
+    for (const LaunchedKernelTime& time : unlaunched)
+      if (Status s = add_gemm_kernels(nullptr, {0, 0}, time.name, time.ns, time.kernels); !s.ok()) return s;
+    KernelTimeTotals totals;
+    if (Status s = kernel_time_totals(db_.handle(), first, end, totals); !s.ok()) return s;
+    out_.gpu_unattributed_ns += totals.unattributed_ns;
+    out_.gpu_unjoined_ns += totals.unjoined_ns;
     return Status();
   }
 
@@ -354,46 +219,40 @@ class Loader {
     return Status();
   }
 
-  // Calls fold(row) for each row of `select_sql` whose id is in [lo, hi);
-  // stops at the first error.
-  template <typename Fold>
-  Status fold_rows(const std::string& select_sql, int64_t lo, int64_t hi, Fold&& fold) {
-    Statement rows;
-    if (Status s = Statement::prepare(db_.handle(), select_sql + " WHERE id >= ? AND id < ?", rows); !s.ok()) return s;
-    rows.bind(1, lo);
-    rows.bind(2, hi);
+  // Calls fold(row) for each row of Row's table (kColumns decoded) whose id
+  // is in [first, end); stops at the first error.
+  template <typename Row, const auto& kColumns, typename Fold>
+  Status fold_rows(int64_t first, int64_t end, Fold&& fold) {
+    RowScan<Row, kColumns> rows;
+    if (Status s = rows.open(db_.handle(), first, end, ""); !s.ok()) return s;
+    Row row;
     Status error;
-    while (rows.step(error)) {
+    while (rows.next(row, error)) {
       ++rows_read_;
-      if (Status s = fold(rows); !s.ok()) return s;
+      if (Status s = fold(row); !s.ok()) return s;
     }
     return error;
   }
 
-  Status read_casts(int64_t lo, int64_t hi) {
-    return fold_rows(kCastRow.select_sql(), lo, hi, [&](Statement& casts) {
-      const int64_t codes = casts.column_int(kCastRow["codes"]);
-      const auto bytes = static_cast<uint64_t>(casts.column_int(kCastRow["bytes"]));
-      const bool round_trip = (code_at(codes, kCastFlags) & kCastFlagRoundTrip) != 0;
-      return fold_cast({casts.column_int(kCastRow["location"]), casts.column_int(kCastRow["op"]),
-                        casts.column_int(kCastRow["arg_name"]), codes, casts.column_int(kCastRow["id"])},
-                       1, bytes, casts.column_int(kCastRow["source_version"]) - casts.column_int(kCastRow["cached_version"]),
-                       round_trip ? 1 : 0, round_trip ? bytes : 0);
+  Status read_casts(int64_t first, int64_t end) {
+    return fold_rows<StoredCast, kCastRow>(first, end, [&](const StoredCast& cast) {
+      const auto bytes = static_cast<uint64_t>(cast.bytes);
+      const bool round_trip = (code_at(cast.codes, kCastFlags) & kCastFlagRoundTrip) != 0;
+      return fold_cast({cast.location, cast.op, cast.arg_name, cast.codes, cast.id}, 1, bytes,
+                       cast.source_version - cast.cached_version, round_trip ? 1 : 0, round_trip ? bytes : 0);
     });
   }
 
   // Aggregate mode: each row is `count` decisions of one key (CastCounts).
-  Status read_cast_counts(int64_t lo, int64_t hi) {
-    return fold_rows(kCastCountsRow.select_sql(), lo, hi, [&](Statement& rows) {
-      const auto count = static_cast<uint64_t>(rows.column_int(kCastCountsRow["count"]));
-      const auto bytes = static_cast<uint64_t>(rows.column_int(kCastCountsRow["bytes"]));
-      const auto round_trips = static_cast<uint64_t>(rows.column_int(kCastCountsRow["round_trips"]));
+  Status read_cast_counts(int64_t first, int64_t end) {
+    return fold_rows<StoredCastCounts, kCastCountsRow>(first, end, [&](const StoredCastCounts& counts) {
+      const auto count = static_cast<uint64_t>(counts.count);
+      const auto bytes = static_cast<uint64_t>(counts.bytes);
+      const auto round_trips = static_cast<uint64_t>(counts.round_trips);
       // Round trips' bytes are not counted apart: an even share of the counter's.
       const uint64_t round_trip_bytes = count == 0 ? 0 : bytes / count * round_trips;
-      return fold_cast({rows.column_int(kCastCountsRow["location"]), rows.column_int(kCastCountsRow["op"]),
-                        rows.column_int(kCastCountsRow["arg_name"]), rows.column_int(kCastCountsRow["codes"]),
-                        rows.column_int(kCastCountsRow["id"])},
-                       count, bytes, rows.column_int(kCastCountsRow["max_version_gap"]), round_trips, round_trip_bytes);
+      return fold_cast({counts.location, counts.op, counts.arg_name, counts.codes, counts.id}, count, bytes,
+                       counts.max_version_gap, round_trips, round_trip_bytes);
     });
   }
 
@@ -413,10 +272,10 @@ class Loader {
       if (inserted) {
         if (Status s = site_ref(std::get<0>(key), std::get<1>(key), std::get<2>(key), row.site); !s.ok()) return s;
         row.policy = static_cast<v1::CastPolicy>(code_at(codes, kCastPolicy));
-        row.src = static_cast<v1::DType>(code_at(codes, kCastSrc));
-        row.dst = static_cast<v1::DType>(code_at(codes, kCastDst));
+        row.src = static_cast<v1::DType>(code_at(codes, kCastSrcDtype));
+        row.dst = static_cast<v1::DType>(code_at(codes, kCastDstDtype));
         row.outcome = static_cast<v1::CastOutcome>(code_at(codes, kCastOutcome));
-        row.device = static_cast<v1::DeviceType>(code_at(codes, kCastDevice));
+        row.device = static_cast<v1::DeviceType>(code_at(codes, kCastDeviceType));
         row.role = static_cast<v1::Role>(code_at(codes, kCastRole));
         row.mode = static_cast<v1::ExecutionMode>(code_at(codes, kCastMode));
         row.first_seq = seq_of_row(cast.row_id);
@@ -444,26 +303,20 @@ class Loader {
     return Status();
   }
 
-  Status read_ops(int64_t lo, int64_t hi) {
-    return fold_rows(kOpRow.select_sql(), lo, hi, [&](Statement& ops) {
-      const int64_t codes = ops.column_int(kOpRow["codes"]);
-      const bool failed = code_at(codes, kOpOutcome) == v1::OP_OUTCOME_ERROR;
-      return fold_op({codes, ops.column_int(kOpRow["op"]), ops.column_int(kOpRow["location"]),
-                      ops.column_int(kOpRow["id"]), ops.column_int(kOpRow["autocast_enabled"]),
-                      ops.column_int(kOpRow["input_dtypes"]), ops.column_int(kOpRow["gemm"])},
-                     1, failed ? 1 : 0, static_cast<uint64_t>(ops.column_int(kOpRow["cpu_duration_ns"])));
+  Status read_ops(int64_t first, int64_t end) {
+    return fold_rows<StoredOp, kOpRow>(first, end, [&](const StoredOp& op) {
+      const bool failed = code_at(op.codes, kOpOutcome) == v1::OP_OUTCOME_ERROR;
+      return fold_op({op.codes, op.op, op.location, op.id, op.autocast_enabled, op.input_dtypes, op.gemm}, 1,
+                     failed ? 1 : 0, static_cast<uint64_t>(op.cpu_duration_ns));
     });
   }
 
   // Aggregate mode: each row is `calls` calls of one op at one site (OpCounts).
-  Status read_op_counts(int64_t lo, int64_t hi) {
-    return fold_rows(kOpCountsRow.select_sql(), lo, hi, [&](Statement& rows) {
-      return fold_op({rows.column_int(kOpCountsRow["codes"]), rows.column_int(kOpCountsRow["op"]),
-                      rows.column_int(kOpCountsRow["location"]), rows.column_int(kOpCountsRow["id"]),
-                      rows.column_int(kOpCountsRow["autocast_enabled"]), 0, 0},
-                     static_cast<uint64_t>(rows.column_int(kOpCountsRow["calls"])),
-                     static_cast<uint64_t>(rows.column_int(kOpCountsRow["errors"])),
-                     static_cast<uint64_t>(rows.column_int(kOpCountsRow["cpu_duration_ns"])));
+  Status read_op_counts(int64_t first, int64_t end) {
+    return fold_rows<StoredOpCounts, kOpCountsRow>(first, end, [&](const StoredOpCounts& counts) {
+      return fold_op({counts.codes, counts.op, counts.location, counts.id, counts.autocast_enabled, 0, 0},
+                     static_cast<uint64_t>(counts.calls), static_cast<uint64_t>(counts.errors),
+                     static_cast<uint64_t>(counts.cpu_duration_ns));
     });
   }
 
@@ -478,7 +331,7 @@ class Loader {
     const auto policy = static_cast<v1::CastPolicy>(code_at(codes, kOpPolicy));
     if (const int64_t gemm = o.gemm; gemm != 0) {
       // Probe ops too: an out= matmul under autocast ran its own GEMMs.
-      auto [g, first] = gemm_exact_.try_emplace(std::make_tuple(location, op, gemm & 0xffffffff));
+      auto [g, first] = gemm_exact_.try_emplace(std::make_tuple(location, op, gemm_kind(gemm)));
       GemmExactRow& row = g->second;
       if (first) {
         if (Status s = site_ref(location, op, 0, row.site); !s.ok()) return s;
@@ -493,7 +346,7 @@ class Loader {
     }
     const int reason = code_at(codes, kOpProbeReason);
     const int mode = code_at(codes, kOpMode);
-    const int device = code_at(codes, kOpDevice);
+    const int device = code_at(codes, kOpDeviceType);
     const bool autocast = autocast_on(o.autocast_enabled, device);
     if (mode == v1::EXECUTION_MODE_COMPILED) {
       // A run of a compiled graph: not an autocast op. Run in backward with
@@ -517,7 +370,7 @@ class Loader {
       }
       row.probe_only &= reason == v1::PROBE_REASON_DTYPES;
       note_rank(row);
-      row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutput)));
+      row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutputDtype)));
     }
     if (reason == v1::PROBE_REASON_DTYPES) return Status();  // the probe's, not an autocast op
     // Compile-time records (FakeTensor arguments) feed no run-time table.
@@ -528,7 +381,7 @@ class Loader {
       if (first) {
         if (Status s = site_ref(location, op, 0, row.site); !s.ok()) return s;
         row.reason = static_cast<v1::ProbeReason>(reason);
-        row.device = static_cast<v1::DeviceType>(code_at(codes, kOpDevice));
+        row.device = static_cast<v1::DeviceType>(code_at(codes, kOpDeviceType));
         row.first_seq = seq_of_row(o.row_id);
       }
       row.calls += calls;
@@ -536,7 +389,7 @@ class Loader {
       v1::OpEvent unpacked;
       unpack_input_dtypes(o.input_dtypes, unpacked);  // 0 from counters: they keep no input dtypes
       for (int dtype : unpacked.input_dtypes()) row.input_dtypes.insert(static_cast<v1::DType>(dtype));
-      row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutput)));
+      row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutputDtype)));
       return Status();  // not an autocast op: kept out of the per-op table
     }
     if (policy == v1::CAST_POLICY_UNSPECIFIED && code_at(codes, kOpMode) == v1::EXECUTION_MODE_TRACE_RECORDING &&
@@ -556,7 +409,7 @@ class Loader {
     row.calls += calls;
     row.errors += errors;
     row.cpu_time_ns += cpu_ns;
-    row.output_dtypes[static_cast<v1::DType>(code_at(codes, kOpOutput))] += calls;
+    row.output_dtypes[static_cast<v1::DType>(code_at(codes, kOpOutputDtype))] += calls;
     if (code_at(codes, kOpPhase) == v1::PHASE_BACKWARD)
       if (Status s = add_backward(location, op, o.row_id, calls); !s.ok()) return s;
     return Status();
@@ -573,69 +426,44 @@ class Loader {
     return Status();
   }
 
-  Status read_samples(int64_t lo, int64_t hi, const std::string& agent_id) {
-    Statement samples;
-    if (Status s = Statement::prepare(db_.handle(), kSampleRow.select_sql() + " WHERE id >= ? AND id < ? ORDER BY id",
-                                      samples);
-        !s.ok())
-      return s;
-    samples.bind(1, lo);
-    samples.bind(2, hi);
+  Status read_samples(int64_t first, int64_t end, const std::string& agent_id) {
+    RowScan<StoredCacheSample, kSampleRow> samples;
+    if (Status s = samples.open(db_.handle(), first, end); !s.ok()) return s;
+    StoredCacheSample sample;
     Status error;
-    while (samples.step(error)) {
-      const auto live_casts = static_cast<uint64_t>(samples.column_int(kSampleRow["live_casts"]));
-      const auto live_bytes = static_cast<uint64_t>(samples.column_int(kSampleRow["live_bytes"]));
+    while (samples.next(sample, error)) {
+      const auto live_casts = static_cast<uint64_t>(sample.live_casts);
+      const auto live_bytes = static_cast<uint64_t>(sample.live_bytes);
       out_.max_live_casts = std::max(out_.max_live_casts, live_casts);
       out_.max_live_bytes = std::max(out_.max_live_bytes, live_bytes);
       CacheSampleRow& row = out_.cache_samples.emplace_back();
       row.agent_id = agent_id;
-      row.iteration = static_cast<uint64_t>(samples.column_int(kSampleRow["iteration"]));
+      row.iteration = static_cast<uint64_t>(sample.iteration);
       row.live_casts = live_casts;
       row.live_bytes = live_bytes;
-      row.trigger = static_cast<v1::CacheSample::Trigger>(samples.column_int(kSampleRow["trigger"]));
-      row.seq = seq_of_row(samples.column_int(kSampleRow["id"]));
-      row.orphaned_casts = static_cast<uint64_t>(samples.column_int(kSampleRow["orphaned_casts"]));
-      row.orphaned_bytes = static_cast<uint64_t>(samples.column_int(kSampleRow["orphaned_bytes"]));
-      row.cache_hits = static_cast<uint64_t>(samples.column_int(kSampleRow["cache_hits"]));
-      row.released_casts = static_cast<uint64_t>(samples.column_int(kSampleRow["released_casts"]));
+      row.trigger = static_cast<v1::CacheSample::Trigger>(sample.trigger);
+      row.seq = sample.seq();
+      row.orphaned_casts = static_cast<uint64_t>(sample.orphaned_casts);
+      row.orphaned_bytes = static_cast<uint64_t>(sample.orphaned_bytes);
+      row.cache_hits = static_cast<uint64_t>(sample.cache_hits);
+      row.released_casts = static_cast<uint64_t>(sample.released_casts);
     }
     return error;
   }
 
-  Status text(int64_t id, std::string& out) {
-    if (id == 0) return Status();
-    if (auto it = strings_.find(id); it != strings_.end()) {
-      out = it->second;
-      return Status();
-    }
-    Statement lookup;
-    if (Status s = Statement::prepare(db_.handle(), kStringText.select_sql() + " WHERE id = ?", lookup); !s.ok())
-      return s;
-    lookup.bind(1, id);
-    Status error;
-    if (lookup.step(error)) out = lookup.column_text(kStringText["text"]);
-    strings_[id] = out;
-    return error;
-  }
+  Status text(int64_t id, std::string& out) { return resolver_.text(id, out); }
 
-  Status site_ref(int64_t location, int64_t op, int64_t arg, SiteRef& out) {
+  Status site_ref(int64_t location_id, int64_t op, int64_t arg, SiteRef& out) {
     if (Status s = text(op, out.op); !s.ok()) return s;
     if (Status s = text(arg, out.arg); !s.ok()) return s;
-    if (location == 0) return Status();
-    Statement lookup;
-    if (Status s = Statement::prepare(db_.handle(), kLocationRow.select_sql() + " WHERE id = ?", lookup); !s.ok())
-      return s;
-    lookup.bind(1, location);
-    Status error;
-    if (lookup.step(error)) {
-      out.file = lookup.column_text(kLocationRow["file"]);
-      out.line = static_cast<uint32_t>(lookup.column_int(kLocationRow["line"]));
-      out.function = lookup.column_text(kLocationRow["function"]);
-      out.inside_disabled_autocast = (lookup.column_int(kLocationRow["flags"]) & 1) != 0;
-      if (lookup.column_int(kLocationRow["kind"]) == v1::SourceLocation::KIND_TORCHSCRIPT)
-        called_from(lookup.column_text(kLocationRow["stack"]), out);
-    }
-    return error;
+    const StoredLocation* location = nullptr;
+    if (Status s = resolver_.location(location_id, location); !s.ok() || location == nullptr) return s;
+    out.file = location->file;
+    out.line = location->line;
+    out.function = location->function;
+    out.inside_disabled_autocast = location->inside_disabled_autocast;
+    if (location->kind == v1::SourceLocation::KIND_TORCHSCRIPT) called_from(location->stack, out);
+    return Status();
   }
 
   Database& db_;
@@ -674,7 +502,7 @@ class Loader {
     uint64_t example_ns = 0;
   };
   std::map<GemmKey, GemmKernelRows> gemm_kernels_;
-  std::unordered_map<int64_t, std::string> strings_;
+  StoreResolver resolver_{db_.handle()};
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "castscope/v1/events.pb.h"
 #include "server/src/status.h"
+#include "server/src/store/row_codec.h"
 #include "server/src/store/sqlite_store.h"
 
 namespace castscope::collector {
@@ -153,21 +154,9 @@ struct GemmKernelRow {
   std::string why;      // classify_kernel's reading of it
 };
 
-struct AgentRow {
-  std::string agent_id;
-  uint32_t pid = 0;
-  int32_t rank = -1, local_rank = -1, world_size = -1;
-  std::string hostname, torch_version, command, policy_hash;
-  std::string castscope_version;  // '' from agents older than the field
-  bool finished = false;
-  uint64_t events_recorded = 0, events_dropped = 0, batches = 0, missing_batches = 0;
-  uint64_t events_stored = 0;  // casts, ops, cache samples and kernels in the store
-  uint64_t kernels = 0;
-  std::string gpu_timing;  // AgentStats.gpu_timing, the latest
-  uint64_t gpu_records_dropped = 0;
-  std::vector<std::string> overlay_errors;  // module and function overlay entries skipped, with why
-  bool aggregate = false;  // aggregate mode: counters, no per-event records (docs/aggregate.md)
-};
+// An agent of the run as the store keeps it (row_codec.h: the one agent row
+// every reader uses).
+using AgentRow = StoredAgent;
 
 struct RunData {
   std::string run_id;

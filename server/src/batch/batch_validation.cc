@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "server/src/store/event_columns.h"
+#include "server/src/batch/event_limits.h"
 
 namespace castscope::collector {
 
@@ -49,7 +49,7 @@ Status check_no_inline_strings(bool has_inline, int event_index, const char* kin
                                   ": inline op/arg_name/location in a batch; send them as interned ids");
 }
 
-// The store packs enum fields into kCodeBits each (event_columns.h).
+// The store packs enum fields into kCodeBits each (event_limits.h).
 Status check_codes(std::initializer_list<std::pair<const char*, int>> fields, int index, const char* kind,
                    uint64_t seq) {
   for (const auto& [name, value] : fields)
@@ -102,7 +102,7 @@ Status check_cast(const v1::CastEvent& cast, int index, const LocalIdIndex& stri
     return s;
   if (cast.op_id() == 0) return Status::invalid_argument(event_name(index, "cast", seq) + ": op_id is 0 (unset)");
   if (Status s = check_size(cast, index, seq); !s.ok()) return s;
-  // The store packs these into one column (event_columns.h: pack_cast_slot).
+  // The store packs these into one column (event_limits.h).
   if (cast.thread() >= kSlotThreadLimit || cast.arg_index() >= kSlotArgIndexLimit || cast.list_index() < -1 ||
       cast.list_index() >= kSlotListIndexLimit)
     return Status::invalid_argument(event_name(index, "cast", seq) + ": thread " + std::to_string(cast.thread()) +
@@ -130,7 +130,7 @@ Status check_cast(const v1::CastEvent& cast, int index, const LocalIdIndex& stri
 }
 
 // The store packs OpEvent.gemm into one integer, a byte per field
-// (event_columns.h: pack_gemm); calls saturates at 255 by the schema.
+// (event_limits.h); calls saturates at 255 by the schema.
 Status check_gemm(const v1::OpEvent& op, int index, uint64_t seq) {
   if (!op.has_gemm()) return {};
   const v1::GemmDescription& g = op.gemm();

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "server/src/store/event_columns.h"
+#include "server/src/batch/event_limits.h"
 #include "server/testing/test_batches.h"
 
 namespace castscope::collector {
@@ -227,7 +227,7 @@ TEST(BatchValidation, RejectsOutOfRangeEnumsAndTooManyEvents) {
   EXPECT_EQ(validate(make_batch("run", "agent", 1), limits).message(), "batch has 6 events, the limit is 2");
 }
 
-// OpEvent.gemm is packed a byte per field (event_columns.h: pack_gemm).
+// OpEvent.gemm is packed a byte per field (event_limits.h).
 TEST(BatchValidation, RejectsGemmFieldsTheStoreCannotPack) {
   v1::Batch batch = make_batch("run", "agent", 1);
   v1::GemmDescription& gemm = *batch.mutable_events(0)->mutable_op()->mutable_gemm();

@@ -1,7 +1,6 @@
 #include "server/src/export/run_events.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "server/src/store/event_columns.h"
 #include "server/src/store/store_schema.h"
@@ -9,11 +8,7 @@
 namespace castscope::collector {
 namespace {
 
-// Column lists of the reader's statements (store_schema.h).
-constexpr auto kRunRow = schema::columns(schema::kRuns, {"id"});
-constexpr auto kAgentRow =
-    schema::columns(schema::kAgents, {"id", "agent_id", "pid", "rank", "local_rank", "world_size", "hostname",
-                                      "command", "casts", "ops", "cache_samples", "kernels"});
+// Column lists of the reader's scans (row_codec.h): what the writers show.
 constexpr auto kCastRow = schema::columns(
     schema::kCasts, {"id", "ts_ns", "op", "arg_name", "slot", "codes", "shape", "bytes", "op_seq", "location"});
 constexpr auto kOpRow =
@@ -24,92 +19,66 @@ constexpr auto kKernelRow =
     schema::columns(schema::kKernels, {"id", "ts_ns", "duration_ns", "name", "codes", "device", "stream",
                                        "launch_seq", "bytes", "correlation_id"});
 constexpr auto kLaunchRow = schema::columns(schema::kKernels, {"id", "launch_seq", "codes"});
-constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
-constexpr auto kLocationRow = schema::columns(schema::kLocations, {"file", "line", "function"});
 
-constexpr size_t kMaxCachedStrings = 1 << 16;
-constexpr size_t kMaxCachedLocations = 1 << 16;
+constexpr size_t kMaxCachedNames = 1 << 17;  // strings and locations kept between agents
 
 }  // namespace
 
-// One statement over one agent's range of a table, a row ahead.
+// One scan over one agent's range of a table, a row ahead.
+template <typename Row, const auto& kColumns>
 struct RunEventReader::Cursor {
-  Statement statement;
+  RowScan<Row, kColumns> scan;
+  Row row;
   bool has_row = false;
 
-  Status open(Database& db, const std::string& sql, int64_t lo, int64_t hi) {
-    if (Status s = Statement::prepare(db.handle(), sql, statement); !s.ok()) return db.error(s.message());
-    statement.bind(1, lo);
-    statement.bind(2, hi);
+  Status open(Database& db, int64_t first, int64_t end, std::string_view rest) {
+    if (Status s = scan.open(db.handle(), first, end, rest); !s.ok()) return db.error(s.message());
     return advance(db);
   }
   Status advance(Database& db) {
     Status error;
-    has_row = statement.step(error);
+    has_row = scan.next(row, error);
     return error.ok() ? Status() : db.error(error.message());
   }
-  // Seq of the row (its id's low bits); the largest when there is none.
-  uint64_t seq() const { return has_row ? seq_of_row(statement.column_int(0)) : UINT64_MAX; }
+  // Seq of the row; the largest when there is none.
+  uint64_t seq() const { return has_row ? row.seq() : UINT64_MAX; }
 };
 
+struct RunEventReader::Cursors {
+  Cursor<StoredCast, kCastRow> casts;
+  Cursor<StoredOp, kOpRow> ops;
+  Cursor<StoredCacheSample, kSampleRow> samples;
+  Cursor<StoredKernel, kKernelRow> kernels;      // by start
+  Cursor<StoredKernel, kLaunchRow> launches;     // by launching seq
+};
+
+RunEventReader::RunEventReader() = default;
 RunEventReader::~RunEventReader() { (void)end_agent(); }
 
 Status RunEventReader::open(const std::string& db_path, const std::string& run_id,
                             std::unique_ptr<RunEventReader>& out) {
   auto reader = std::unique_ptr<RunEventReader>(new RunEventReader());
   if (Status s = reader->db_.open(db_path, Database::Mode::kReadOnly); !s.ok()) return s;
+  reader->resolver_.attach(reader->db_.handle());
   if (Status s = reader->load_agents(run_id); !s.ok()) return s;
-  if (Status s = Statement::prepare(reader->db_.handle(), kStringText.select_sql() + " WHERE id = ?",
-                                    reader->string_lookup_);
-      !s.ok())
-    return reader->db_.error(s.message());
-  if (Status s = Statement::prepare(reader->db_.handle(), kLocationRow.select_sql() + " WHERE id = ?",
-                                    reader->location_lookup_);
-      !s.ok())
-    return reader->db_.error(s.message());
   out = std::move(reader);
   return {};
 }
 
 Status RunEventReader::load_agents(const std::string& run_id) {
   run_id_ = run_id;
-  Statement run;
-  if (Status s = Statement::prepare(db_.handle(), kRunRow.select_sql() + " WHERE run_id = ?", run); !s.ok())
-    return db_.error(s.message());
-  run.bind_text(1, run_id);
-  Status error;
-  if (!run.step(error))
-    return error.ok() ? Status::not_found("no run \"" + run_id + "\" in " + db_.path() +
-                                          " (castscope query --db " + db_.path() + " runs lists them)")
-                      : db_.error(error.message());
-  const int64_t run_row = run.column_int(kRunRow["id"]);
-  run.reset();
-  Statement agents;
-  if (Status s = Statement::prepare(db_.handle(), kAgentRow.select_sql() + " WHERE run = ? ORDER BY id", agents);
-      !s.ok())
-    return db_.error(s.message());
-  agents.bind(1, run_row);
-  while (agents.step(error)) {
-    const Statement& a = agents;
-    ExportAgent& agent = agents_.emplace_back();
-    agent.row = a.column_int(kAgentRow["id"]);
-    agent.agent_id = a.column_text(kAgentRow["agent_id"]);
-    agent.pid = static_cast<uint32_t>(a.column_int(kAgentRow["pid"]));
-    agent.rank = static_cast<int32_t>(a.column_int(kAgentRow["rank"]));
-    agent.local_rank = static_cast<int32_t>(a.column_int(kAgentRow["local_rank"]));
-    agent.world_size = static_cast<int32_t>(a.column_int(kAgentRow["world_size"]));
-    agent.hostname = a.column_text(kAgentRow["hostname"]);
-    agent.command = a.column_text(kAgentRow["command"]);
-    agent.casts = static_cast<uint64_t>(a.column_int(kAgentRow["casts"]));
-    agent.ops = static_cast<uint64_t>(a.column_int(kAgentRow["ops"]));
-    agent.cache_samples = static_cast<uint64_t>(a.column_int(kAgentRow["cache_samples"]));
-    agent.kernels = static_cast<uint64_t>(a.column_int(kAgentRow["kernels"]));
-  }
-  return error.ok() ? Status() : db_.error(error.message());
+  StoredRun run;
+  bool found = false;
+  if (Status s = find_run(db_.handle(), run_id, run, found); !s.ok()) return db_.error(s.message());
+  if (!found)
+    return Status::not_found("no run \"" + run_id + "\" in " + db_.path() + " (castscope query --db " + db_.path() +
+                             " runs lists them)");
+  if (Status s = read_agents(db_.handle(), run.row, "", agents_); !s.ok()) return db_.error(s.message());
+  return {};
 }
 
 Status RunEventReader::end_agent() {
-  for (auto* cursor : {&casts_, &ops_, &samples_, &kernels_, &launches_}) cursor->reset();
+  cursors_.reset();
   main_ready_ = kernel_ready_ = false;
   awaited_kernels_.clear();
   if (!in_transaction_) return {};
@@ -120,65 +89,19 @@ Status RunEventReader::end_agent() {
 Status RunEventReader::start_agent(size_t index) {
   if (Status s = end_agent(); !s.ok()) return s;
   if (index >= agents_.size()) return Status::invalid_argument("no agent " + std::to_string(index));
-  // Views handed out for the last agent are dead now: the caches may go.
-  if (strings_.size() > kMaxCachedStrings) strings_.clear();
-  if (locations_.size() > kMaxCachedLocations) locations_.clear();
+  // Views handed out for the last agent are dead now: the cache may go.
+  if (resolver_.cached() > kMaxCachedNames) resolver_.clear();
   if (Status s = db_.exec("BEGIN"); !s.ok()) return s;
   in_transaction_ = true;
-  const int64_t lo = event_row_id(agents_[index].row, 0), hi = event_row_id(agents_[index].row + 1, 0);
-  const std::string range = " WHERE id >= ? AND id < ?";
-  struct Open {
-    std::unique_ptr<Cursor>& cursor;
-    std::string sql;
-  };
-  for (const Open& o : {Open{casts_, kCastRow.select_sql() + range + " ORDER BY id"},
-                        Open{ops_, kOpRow.select_sql() + range + " ORDER BY id"},
-                        Open{samples_, kSampleRow.select_sql() + range + " ORDER BY id"},
-                        Open{kernels_, kKernelRow.select_sql() + range + " ORDER BY ts_ns, id"},
-                        Open{launches_, kLaunchRow.select_sql() + range + " AND launch_seq > 0 ORDER BY launch_seq, id"}}) {
-    o.cursor = std::make_unique<Cursor>();
-    if (Status s = o.cursor->open(db_, o.sql, lo, hi); !s.ok()) return s;
-  }
-  return {};
-}
-
-Status RunEventReader::text(int64_t id, std::string_view& out) {
-  out = {};
-  if (id == 0) return {};
-  auto it = strings_.find(id);
-  if (it == strings_.end()) {
-    string_lookup_.reset();
-    string_lookup_.bind(1, id);
-    Status error;
-    std::string value;
-    if (string_lookup_.step(error)) value = string_lookup_.column_text(kStringText["text"]);
-    string_lookup_.reset();
-    if (!error.ok()) return db_.error(error.message());
-    it = strings_.emplace(id, std::move(value)).first;
-  }
-  out = it->second;
-  return {};
-}
-
-Status RunEventReader::location(int64_t id, const ExportLocation*& out) {
-  out = nullptr;
-  if (id == 0) return {};
-  auto it = locations_.find(id);
-  if (it == locations_.end()) {
-    location_lookup_.reset();
-    location_lookup_.bind(1, id);
-    Status error;
-    ExportLocation value;
-    if (location_lookup_.step(error)) {
-      value.file = location_lookup_.column_text(kLocationRow["file"]);
-      value.line = static_cast<uint32_t>(location_lookup_.column_int(kLocationRow["line"]));
-      value.function = location_lookup_.column_text(kLocationRow["function"]);
-    }
-    location_lookup_.reset();
-    if (!error.ok()) return db_.error(error.message());
-    it = locations_.emplace(id, std::move(value)).first;
-  }
-  out = &it->second;
+  const int64_t first = first_row_of(agents_[index].row), end = end_row_of(agents_[index].row);
+  auto cursors = std::make_unique<Cursors>();
+  if (Status s = cursors->casts.open(db_, first, end, " ORDER BY id"); !s.ok()) return s;
+  if (Status s = cursors->ops.open(db_, first, end, " ORDER BY id"); !s.ok()) return s;
+  if (Status s = cursors->samples.open(db_, first, end, " ORDER BY id"); !s.ok()) return s;
+  if (Status s = cursors->kernels.open(db_, first, end, " ORDER BY ts_ns, id"); !s.ok()) return s;
+  if (Status s = cursors->launches.open(db_, first, end, " AND launch_seq > 0 ORDER BY launch_seq, id"); !s.ok())
+    return s;
+  cursors_ = std::move(cursors);
   return {};
 }
 
@@ -188,13 +111,11 @@ Status RunEventReader::location(int64_t id, const ExportLocation*& out) {
 // store are passed over.
 Status RunEventReader::collect_launched(uint64_t seq, v1::LaunchedBy by) {
   launched_.clear();
-  Cursor& c = *launches_;
-  while (c.has_row && static_cast<uint64_t>(c.statement.column_int(kLaunchRow["launch_seq"])) <= seq) {
-    const bool mine = static_cast<uint64_t>(c.statement.column_int(kLaunchRow["launch_seq"])) == seq;
-    v1::KernelEvent k;
-    unpack_kernel_codes(c.statement.column_int(kLaunchRow["codes"]), k);
-    if (mine && k.launched_by() == by && launched_.size() < kMaxLaunchedKernels)
-      launched_.push_back(seq_of_row(c.statement.column_int(kLaunchRow["id"])));
+  auto& c = cursors_->launches;
+  while (c.has_row && static_cast<uint64_t>(c.row.launch_seq) <= seq) {
+    const bool mine = static_cast<uint64_t>(c.row.launch_seq) == seq;
+    if (mine && code_at(c.row.codes, kKernelLaunchedBy) == by && launched_.size() < kMaxLaunchedKernels)
+      launched_.push_back(c.row.seq());
     if (Status s = c.advance(db_); !s.ok()) return s;
   }
   return {};
@@ -202,100 +123,95 @@ Status RunEventReader::collect_launched(uint64_t seq, v1::LaunchedBy by) {
 
 bool RunEventReader::fill_main(Status& error) {
   main_ready_ = false;
-  Cursor* next = nullptr;
-  for (Cursor* c : {casts_.get(), ops_.get(), samples_.get()})
-    if (c->has_row && (next == nullptr || c->seq() < next->seq())) next = c;
-  if (next == nullptr) return false;
-  const Statement& r = next->statement;
+  Cursors& c = *cursors_;
+  const uint64_t next = std::min({c.casts.seq(), c.ops.seq(), c.samples.seq()});
+  if (next == UINT64_MAX) return false;
   ExportEvent& e = main_;
   e = ExportEvent();
-  e.seq = next->seq();
-  if (next == ops_.get()) {
-    e.kind = ExportEvent::Kind::kOp;
-    e.ts_ns = static_cast<uint64_t>(r.column_int(kOpRow["ts_ns"]));
-    e.thread = static_cast<uint32_t>(r.column_int(kOpRow["thread"]));
-    v1::OpEvent op;
-    unpack_op_codes(r.column_int(kOpRow["codes"]), op);
-    e.policy = op.policy();
-    e.device_type = op.device_type();
-    e.output_dtype = op.output_dtype();
-    e.op_outcome = op.outcome();
-    e.mode = op.mode();
-    e.phase = op.phase();
-    e.probe_reason = op.probe_reason();
-    e.duration_ns = static_cast<uint64_t>(r.column_int(kOpRow["cpu_duration_ns"]));
-    if (error = text(r.column_int(kOpRow["op"]), e.name); !error.ok()) return false;
-    if (error = location(r.column_int(kOpRow["location"]), e.location); !error.ok()) return false;
-    if (error = collect_launched(e.seq, v1::LAUNCHED_BY_OP); !error.ok()) return false;
+  e.seq = next;
+  // What casts and ops share: codes, the op, the location, the kernels launched.
+  auto op_site = [&](const auto& event, int64_t op, int64_t location, v1::LaunchedBy by) {
+    e.policy = event.policy();
+    e.device_type = event.device_type();
+    e.mode = event.mode();
+    e.phase = event.phase();
+    if (error = resolver_.text(op, e.name); !error.ok()) return false;
+    if (error = resolver_.location(location, e.location); !error.ok()) return false;
+    if (error = collect_launched(e.seq, by); !error.ok()) return false;
     e.launched = launched_;
-  } else if (next == casts_.get()) {
+    return true;
+  };
+  // Ties go casts, ops, samples (as the cursors were listed).
+  if (c.casts.seq() == next) {
+    const StoredCast& r = c.casts.row;
     e.kind = ExportEvent::Kind::kCast;
-    e.ts_ns = static_cast<uint64_t>(r.column_int(kCastRow["ts_ns"]));
+    e.ts_ns = static_cast<uint64_t>(r.ts_ns);
     v1::CastEvent cast;
-    unpack_cast_slot(r.column_int(kCastRow["slot"]), cast);
-    unpack_cast_codes(r.column_int(kCastRow["codes"]), cast);
+    unpack_cast_slot(r.slot, cast);
+    unpack_cast_codes(r.codes, cast);
     e.thread = cast.thread();
     e.list_index = cast.list_index();
-    e.policy = cast.policy();
     e.src_dtype = cast.src_dtype();
     e.dst_dtype = cast.dst_dtype();
     e.outcome = cast.outcome();
-    e.device_type = cast.device_type();
     e.role = cast.role();
     e.cache = cast.cache();
-    e.mode = cast.mode();
-    e.phase = cast.phase();
     e.shape_truncated = cast.shape_truncated();
-    e.bytes = static_cast<uint64_t>(r.column_int(kCastRow["bytes"]));
-    e.op_seq = static_cast<uint64_t>(r.column_int(kCastRow["op_seq"]));
+    e.bytes = static_cast<uint64_t>(r.bytes);
+    e.op_seq = static_cast<uint64_t>(r.op_seq);
     main_shape_.clear();
-    const auto* shape = static_cast<const char*>(sqlite3_column_blob(r.get(), kCastRow["shape"]));
-    const int shape_bytes = sqlite3_column_bytes(r.get(), kCastRow["shape"]);
-    for (int i = 0; shape != nullptr && i + 8 <= shape_bytes; i += 8) {
-      int64_t dim = 0;
-      std::memcpy(&dim, shape + i, 8);
-      main_shape_.push_back(dim);
-    }
+    for_each_dim(r.shape, [&](int64_t dim) { main_shape_.push_back(dim); });
     e.shape = main_shape_;
-    if (error = text(r.column_int(kCastRow["op"]), e.name); !error.ok()) return false;
-    if (error = text(r.column_int(kCastRow["arg_name"]), e.arg_name); !error.ok()) return false;
-    if (error = location(r.column_int(kCastRow["location"]), e.location); !error.ok()) return false;
-    if (error = collect_launched(e.seq, v1::LAUNCHED_BY_CAST); !error.ok()) return false;
-    e.launched = launched_;
+    if (error = resolver_.text(r.arg_name, e.arg_name); !error.ok()) return false;
+    if (!op_site(cast, r.op, r.location, v1::LAUNCHED_BY_CAST)) return false;
+    error = c.casts.advance(db_);
+  } else if (c.ops.seq() == next) {
+    const StoredOp& r = c.ops.row;
+    e.kind = ExportEvent::Kind::kOp;
+    e.ts_ns = static_cast<uint64_t>(r.ts_ns);
+    e.thread = static_cast<uint32_t>(r.thread);
+    v1::OpEvent op;
+    unpack_op_codes(r.codes, op);
+    e.output_dtype = op.output_dtype();
+    e.op_outcome = op.outcome();
+    e.probe_reason = op.probe_reason();
+    e.duration_ns = static_cast<uint64_t>(r.cpu_duration_ns);
+    if (!op_site(op, r.op, r.location, v1::LAUNCHED_BY_OP)) return false;
+    error = c.ops.advance(db_);
   } else {
+    const StoredCacheSample& r = c.samples.row;
     e.kind = ExportEvent::Kind::kCacheSample;
-    e.ts_ns = static_cast<uint64_t>(r.column_int(kSampleRow["ts_ns"]));
-    e.trigger = static_cast<v1::CacheSample::Trigger>(r.column_int(kSampleRow["trigger"]));
-    e.iteration = static_cast<uint64_t>(r.column_int(kSampleRow["iteration"]));
-    e.live_casts = static_cast<uint64_t>(r.column_int(kSampleRow["live_casts"]));
-    e.live_bytes = static_cast<uint64_t>(r.column_int(kSampleRow["live_bytes"]));
+    e.ts_ns = static_cast<uint64_t>(r.ts_ns);
+    e.trigger = static_cast<v1::CacheSample::Trigger>(r.trigger);
+    e.iteration = static_cast<uint64_t>(r.iteration);
+    e.live_casts = static_cast<uint64_t>(r.live_casts);
+    e.live_bytes = static_cast<uint64_t>(r.live_bytes);
+    error = c.samples.advance(db_);
   }
-  if (error = next->advance(db_); !error.ok()) return false;
+  if (!error.ok()) return false;
   main_ready_ = true;
   return true;
 }
 
 bool RunEventReader::fill_kernel(Status& error) {
   kernel_ready_ = false;
-  Cursor& c = *kernels_;
+  auto& c = cursors_->kernels;
   if (!c.has_row) return false;
-  const Statement& r = c.statement;
+  const StoredKernel& r = c.row;
   ExportEvent& e = kernel_;
   e = ExportEvent();
   e.kind = ExportEvent::Kind::kKernel;
-  e.seq = c.seq();
-  e.ts_ns = static_cast<uint64_t>(r.column_int(kKernelRow["ts_ns"]));
-  e.duration_ns = static_cast<uint64_t>(r.column_int(kKernelRow["duration_ns"]));
-  v1::KernelEvent k;
-  unpack_kernel_codes(r.column_int(kKernelRow["codes"]), k);
-  e.activity = k.activity();
-  e.launched_by = k.launched_by();
-  e.gpu_device = static_cast<uint32_t>(r.column_int(kKernelRow["device"]));
-  e.stream = static_cast<uint32_t>(r.column_int(kKernelRow["stream"]));
-  e.launch_seq = static_cast<uint64_t>(r.column_int(kKernelRow["launch_seq"]));
-  e.bytes = static_cast<uint64_t>(r.column_int(kKernelRow["bytes"]));
-  e.correlation_id = static_cast<uint32_t>(r.column_int(kKernelRow["correlation_id"]));
-  if (error = text(r.column_int(kKernelRow["name"]), e.name); !error.ok()) return false;
+  e.seq = r.seq();
+  e.ts_ns = static_cast<uint64_t>(r.ts_ns);
+  e.duration_ns = static_cast<uint64_t>(r.duration_ns);
+  e.activity = static_cast<v1::GpuActivity>(code_at(r.codes, kKernelActivity));
+  e.launched_by = static_cast<v1::LaunchedBy>(code_at(r.codes, kKernelLaunchedBy));
+  e.gpu_device = static_cast<uint32_t>(r.device);
+  e.stream = static_cast<uint32_t>(r.stream);
+  e.launch_seq = static_cast<uint64_t>(r.launch_seq);
+  e.bytes = static_cast<uint64_t>(r.bytes);
+  e.correlation_id = static_cast<uint32_t>(r.correlation_id);
+  if (error = resolver_.text(r.name, e.name); !error.ok()) return false;
   if (error = c.advance(db_); !error.ok()) return false;
   kernel_ready_ = true;
   return true;
@@ -303,7 +219,7 @@ bool RunEventReader::fill_kernel(Status& error) {
 
 bool RunEventReader::next(ExportEvent& event, Status& error) {
   error = Status();
-  if (casts_ == nullptr) {
+  if (cursors_ == nullptr) {
     error = Status::failed_precondition("RunEventReader::next before start_agent");
     return false;
   }

@@ -9,8 +9,9 @@
 // a SQLite cursor that steps one row at a time over the agent's range of the
 // composite key (no secondary index is needed, none exists); kernels are read
 // twice, ordered by start and by launching seq, through SQLite's sorter,
-// which spills to temporary files rather than growing. Strings and source
-// locations are resolved through small caches that are dropped when full.
+// which spills to temporary files rather than growing. Rows are read through
+// the store's row codec (row_codec.h); strings and source locations through
+// its resolver, whose cache is dropped between agents when it grows large.
 // Each agent is read in one read transaction, so its kernels and the casts
 // and ops that launched them come from one snapshot; under WAL this works
 // beside a collector that is still writing.
@@ -21,30 +22,19 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "castscope/v1/events.pb.h"
 #include "server/src/status.h"
+#include "server/src/store/row_codec.h"
 #include "server/src/store/sqlite_store.h"
 
 namespace castscope::collector {
 
-struct ExportAgent {
-  int64_t row = 0;  // agents.id
-  std::string agent_id;
-  uint32_t pid = 0;
-  int32_t rank = -1, local_rank = -1, world_size = -1;
-  std::string hostname, command;
-  uint64_t casts = 0, ops = 0, cache_samples = 0, kernels = 0;
-};
-
-struct ExportLocation {
-  std::string file;
-  uint32_t line = 0;
-  std::string function;
-};
+// The store's agent and location rows (row_codec.h), as the writers see them.
+using ExportAgent = StoredAgent;
+using ExportLocation = StoredLocation;
 
 // One event. Views and spans stay valid until the next call of next().
 struct ExportEvent {
@@ -109,21 +99,21 @@ class RunEventReader {
   bool next(ExportEvent& event, Status& error);
 
  private:
+  template <typename Row, const auto& kColumns>
   struct Cursor;
-  RunEventReader() = default;
+  struct Cursors;
+  RunEventReader();
   Status load_agents(const std::string& run_id);
   Status end_agent();
   bool fill_main(Status& error);  // reads the next op, cast or sample into main_
   bool fill_kernel(Status& error);
   Status collect_launched(uint64_t seq, v1::LaunchedBy by);
-  Status text(int64_t id, std::string_view& out);
-  Status location(int64_t id, const ExportLocation*& out);
 
   Database db_;
   std::string run_id_;
   std::vector<ExportAgent> agents_;
   bool in_transaction_ = false;
-  std::unique_ptr<Cursor> casts_, ops_, samples_, kernels_, launches_;
+  std::unique_ptr<Cursors> cursors_;
   ExportEvent main_, kernel_;
   bool main_ready_ = false, kernel_ready_ = false;
   std::vector<int64_t> main_shape_;
@@ -131,9 +121,7 @@ class RunEventReader {
   // Kernels a yielded cast or op listed, not yet yielded themselves (kernels
   // in flight only).
   std::unordered_set<uint64_t> awaited_kernels_;
-  Statement string_lookup_, location_lookup_;
-  std::unordered_map<int64_t, std::string> strings_;
-  std::unordered_map<int64_t, ExportLocation> locations_;
+  StoreResolver resolver_;
 };
 
 }  // namespace castscope::collector

@@ -29,6 +29,7 @@
 #include "castscope/v1/events.names.h"
 #include "castscope/v1/events.pb.h"
 #include "server/src/export/run_events.h"
+#include "server/src/store/row_id.h"
 
 namespace castscope::collector {
 
@@ -61,7 +62,8 @@ class TraceLayout {
 
  private:
   uint64_t flow_id(uint64_t kind, uint64_t seq) const {
-    return (static_cast<uint64_t>(agent_index_ + 1) << 42) | (kind << 40) | (seq & ((uint64_t{1} << 40) - 1));
+    // The seq in the row id's seq bits (row_id.h), the kind (2 bits) and agent above.
+    return (static_cast<uint64_t>(agent_index_ + 1) << (kRowSeqBits + 2)) | (kind << kRowSeqBits) | (seq & kMaxRowSeq);
   }
   uint32_t allocate_id() { return kSyntheticIdBase + next_synthetic_++; }
 

@@ -29,8 +29,8 @@ json run_json(const RunData& run, const std::set<std::string>& devices) {
                       {"castscope_version", a.castscope_version}, {"torch_version", a.torch_version},
                       {"finished", a.finished},
                       {"events_recorded", a.events_recorded}, {"events_dropped", a.events_dropped},
-                      {"events_stored", a.events_stored}, {"batches", a.batches},
-                      {"missing_batches", a.missing_batches}, {"kernels", a.kernels},
+                      {"events_stored", a.events_stored()}, {"batches", a.batches},
+                      {"missing_batches", a.missing_batches()}, {"kernels", a.kernels},
                       {"gpu_timing", a.gpu_timing}, {"gpu_records_dropped", a.gpu_records_dropped},
                       {"overlay_errors", a.overlay_errors}});
   }
@@ -53,11 +53,11 @@ json accounting_json(const RunData& run) {
   uint64_t recorded = 0, stored = 0, dropped = 0, unaccounted = 0, unfinished = 0, missing = 0;
   for (const auto& a : run.agents) {
     recorded += a.events_recorded;
-    stored += a.events_stored;
+    stored += a.events_stored();
     dropped += a.events_dropped;
-    unaccounted += a.events_recorded > a.events_stored ? a.events_recorded - a.events_stored : 0;
+    unaccounted += a.events_recorded > a.events_stored() ? a.events_recorded - a.events_stored() : 0;
     unfinished += a.finished ? 0 : 1;
-    missing += a.missing_batches;
+    missing += a.missing_batches();
   }
   return {{"complete", unfinished == 0 && missing == 0 && unaccounted == 0},
           {"events_recorded", recorded},

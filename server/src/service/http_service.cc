@@ -23,6 +23,7 @@
 #include "common/log/logger.h"
 #include "server/src/service/metrics_page.h"
 #include "server/src/service/prometheus_text.h"
+#include "server/src/store/row_id.h"
 #include "server/src/viewer/event_json.h"
 
 namespace castscope::collector {
@@ -389,7 +390,7 @@ void HttpService::install_routes() {
     std::string run, agent, error;
     int64_t seq = 0;
     if (!text_param(req, "run", run, error) || !text_param(req, "agent", agent, error) ||
-        !integer_param(req, "seq", 0, (int64_t{1} << 40) - 1, seq, error))
+        !integer_param(req, "seq", 0, static_cast<int64_t>(kMaxRowSeq), seq, error))
       return send_error(res, 400, error);
     answer(req, res, [&](viewer::ViewerQueries& q, json& body) { return q.event(run, agent, static_cast<uint64_t>(seq), body); });
   });

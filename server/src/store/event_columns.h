@@ -1,114 +1,155 @@
 // How the store packs small fields into integer columns (the writer packs,
 // the reader unpacks, validation guarantees the ranges). Fewer columns per
-// row is what lets SQLite take a million rows a second; the views cast_rows
-// and op_rows in the schema (store_schema.cc) unpack them again for SQL users.
+// row is what lets SQLite take a million rows a second. Each packed column's
+// layout is declared once here, as PackedField lists: the C++ pack/unpack
+// below and the SQL of the views cast_rows and op_rows (store_schema.cc
+// generates them) both read these declarations.
 #pragma once
 
 #include <cstdint>
-#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
 
 #include "castscope/v1/events.pb.h"
+#include "server/src/batch/event_limits.h"
 
 namespace castscope::collector {
 
+// One field of a packed column: bits [shift, shift + bits), holding the
+// value minus `offset` (list_index is stored + 1, so that -1 is 0).
+struct PackedField {
+  std::string_view name;  // the view column that unpacks it
+  int shift = 0;
+  int bits = 0;
+  int offset = 0;
+  constexpr uint64_t mask() const { return (uint64_t{1} << bits) - 1; }
+  constexpr int64_t unpack(int64_t column) const {
+    return static_cast<int64_t>((static_cast<uint64_t>(column) >> shift) & mask()) + offset;
+  }
+  constexpr uint64_t pack(int64_t value) const { return (static_cast<uint64_t>(value - offset) & mask()) << shift; }
+};
+
+// The field as SQL over `column` (a column name or qualified name).
+inline std::string packed_field_sql(std::string_view column, const PackedField& field) {
+  std::string sql = "((" + std::string(column) + " >> " + std::to_string(field.shift) + ") & " +
+                    std::to_string(field.mask()) + ")";
+  if (field.offset != 0)
+    sql = "(" + sql + (field.offset < 0 ? " - " : " + ") + std::to_string(field.offset < 0 ? -field.offset : field.offset) + ")";
+  return sql;
+}
+
 // casts.slot: where in its op a cast happened, and on which thread. thread
 // in bits 0-23, arg_index in bits 24-39, list_index + 1 in bits 40-62 (so
-// -1, "not a list", is 0). validate_batch checks the ranges.
-inline constexpr uint32_t kSlotThreadLimit = 1u << 24;
-inline constexpr uint32_t kSlotArgIndexLimit = 1u << 16;
-inline constexpr int32_t kSlotListIndexLimit = (1 << 23) - 1;  // list_index < this
-// SQL for the three fields, from the column `slot` (the views use them).
-#define CASTSCOPE_SLOT_THREAD_SQL "(slot & 16777215)"
-#define CASTSCOPE_SLOT_ARG_INDEX_SQL "((slot >> 24) & 65535)"
-#define CASTSCOPE_SLOT_LIST_INDEX_SQL "((slot >> 40) - 1)"
+// -1, "not a list", is 0). validate_batch checks the ranges (batch/event_limits.h).
+inline constexpr PackedField kSlotThread{"thread", 0, 24};
+inline constexpr PackedField kSlotArgIndex{"arg_index", 24, 16};
+inline constexpr PackedField kSlotListIndex{"list_index", 40, 23, -1};
+inline constexpr PackedField kCastSlotFields[] = {kSlotThread, kSlotArgIndex, kSlotListIndex};
+static_assert(kSlotThreadLimit == kSlotThread.mask() + 1 && kSlotArgIndexLimit == kSlotArgIndex.mask() + 1 &&
+              kSlotListIndexLimit == static_cast<int32_t>(kSlotListIndex.mask()));
 
 inline int64_t pack_cast_slot(const castscope::v1::CastEvent& c) {
-  return static_cast<int64_t>(static_cast<uint64_t>(c.thread()) | static_cast<uint64_t>(c.arg_index()) << 24 |
-                              static_cast<uint64_t>(static_cast<int64_t>(c.list_index()) + 1) << 40);
+  return static_cast<int64_t>(kSlotThread.pack(c.thread()) | kSlotArgIndex.pack(c.arg_index()) |
+                              kSlotListIndex.pack(c.list_index()));
 }
 
 inline void unpack_cast_slot(int64_t column, castscope::v1::CastEvent& c) {
-  const auto slot = static_cast<uint64_t>(column);
-  c.set_thread(static_cast<uint32_t>(slot & (kSlotThreadLimit - 1)));
-  c.set_arg_index(static_cast<uint32_t>((slot >> 24) & (kSlotArgIndexLimit - 1)));
-  c.set_list_index(static_cast<int32_t>(static_cast<int64_t>(slot >> 40) - 1));
+  c.set_thread(static_cast<uint32_t>(kSlotThread.unpack(column)));
+  c.set_arg_index(static_cast<uint32_t>(kSlotArgIndex.unpack(column)));
+  c.set_list_index(static_cast<int32_t>(kSlotListIndex.unpack(column)));
 }
 
 // Enum fields of a cast and an op, kCodeBits each, first field lowest. Enum
-// values must be below kCodeLimit (validate_batch checks).
-inline constexpr int kCodeBits = 6;
-inline constexpr int kCodeLimit = 1 << kCodeBits;
+// values must be below kCodeLimit (validate_batch checks; batch/event_limits.h).
 
-inline int64_t pack_codes(std::initializer_list<int> values) {
-  uint64_t packed = 0;
-  int shift = 0;
-  for (int value : values) {
-    packed |= static_cast<uint64_t>(value & (kCodeLimit - 1)) << shift;
-    shift += kCodeBits;
-  }
-  return static_cast<int64_t>(packed);
-}
+// The enum field at `index` of a codes column.
+inline constexpr PackedField code_field(std::string_view name, int index) { return {name, index * kCodeBits, kCodeBits}; }
 
-inline int code_at(int64_t packed, int index) {
-  return static_cast<int>((static_cast<uint64_t>(packed) >> (index * kCodeBits)) & (kCodeLimit - 1));
-}
+inline constexpr int code_at(int64_t packed, int index) { return static_cast<int>(code_field("", index).unpack(packed)); }
+inline constexpr uint64_t pack_code(int index, int value) { return code_field("", index).pack(value); }
 
-// casts.codes: policy, src_dtype, dst_dtype, outcome, device_type, role, cache, mode, phase, flags
-// (bit 0 shape_truncated, bit 1 round_trip).
+// casts.codes (and cast_counts.codes, without flags): the fields by index.
+// flags: bit 0 shape_truncated, bit 1 round_trip.
+enum CastCode : int {
+  kCastPolicy = 0, kCastSrcDtype, kCastDstDtype, kCastOutcome, kCastDeviceType, kCastRole, kCastCache, kCastMode,
+  kCastPhase, kCastFlags
+};
 inline constexpr int kCastFlagShapeTruncated = 1, kCastFlagRoundTrip = 2;
+inline constexpr PackedField kCastCodeFields[] = {
+    code_field("policy", kCastPolicy),   code_field("src_dtype", kCastSrcDtype), code_field("dst_dtype", kCastDstDtype),
+    code_field("outcome", kCastOutcome), code_field("device_type", kCastDeviceType), code_field("role", kCastRole),
+    code_field("cache", kCastCache),     code_field("mode", kCastMode),          code_field("phase", kCastPhase),
+    {"shape_truncated", kCastFlags * kCodeBits, 1}, {"round_trip", kCastFlags * kCodeBits + 1, 1}};
+
+// A cast's key: every field but the flags (CastEvent and CastCounts name them alike).
+template <typename CastOrCounts>
+uint64_t pack_cast_key(const CastOrCounts& c) {
+  return pack_code(kCastPolicy, c.policy()) | pack_code(kCastSrcDtype, c.src_dtype()) |
+         pack_code(kCastDstDtype, c.dst_dtype()) | pack_code(kCastOutcome, c.outcome()) |
+         pack_code(kCastDeviceType, c.device_type()) | pack_code(kCastRole, c.role()) | pack_code(kCastCache, c.cache()) |
+         pack_code(kCastMode, c.mode()) | pack_code(kCastPhase, c.phase());
+}
+
 inline int64_t pack_cast_codes(const castscope::v1::CastEvent& c) {
-  return pack_codes({c.policy(), c.src_dtype(), c.dst_dtype(), c.outcome(), c.device_type(), c.role(), c.cache(),
-                     c.mode(), c.phase(),
-                     (c.shape_truncated() ? kCastFlagShapeTruncated : 0) | (c.round_trip() ? kCastFlagRoundTrip : 0)});
+  return static_cast<int64_t>(pack_cast_key(c) | pack_code(kCastFlags, (c.shape_truncated() ? kCastFlagShapeTruncated : 0) |
+                                                                           (c.round_trip() ? kCastFlagRoundTrip : 0)));
 }
 
 inline void unpack_cast_codes(int64_t packed, castscope::v1::CastEvent& c) {
   namespace v1 = castscope::v1;
-  c.set_policy(static_cast<v1::CastPolicy>(code_at(packed, 0)));
-  c.set_src_dtype(static_cast<v1::DType>(code_at(packed, 1)));
-  c.set_dst_dtype(static_cast<v1::DType>(code_at(packed, 2)));
-  c.set_outcome(static_cast<v1::CastOutcome>(code_at(packed, 3)));
-  c.set_device_type(static_cast<v1::DeviceType>(code_at(packed, 4)));
-  c.set_role(static_cast<v1::Role>(code_at(packed, 5)));
-  c.set_cache(static_cast<v1::CacheOutcome>(code_at(packed, 6)));
-  c.set_mode(static_cast<v1::ExecutionMode>(code_at(packed, 7)));
-  c.set_phase(static_cast<v1::Phase>(code_at(packed, 8)));
-  c.set_shape_truncated((code_at(packed, 9) & kCastFlagShapeTruncated) != 0);
-  c.set_round_trip((code_at(packed, 9) & kCastFlagRoundTrip) != 0);
+  c.set_policy(static_cast<v1::CastPolicy>(code_at(packed, kCastPolicy)));
+  c.set_src_dtype(static_cast<v1::DType>(code_at(packed, kCastSrcDtype)));
+  c.set_dst_dtype(static_cast<v1::DType>(code_at(packed, kCastDstDtype)));
+  c.set_outcome(static_cast<v1::CastOutcome>(code_at(packed, kCastOutcome)));
+  c.set_device_type(static_cast<v1::DeviceType>(code_at(packed, kCastDeviceType)));
+  c.set_role(static_cast<v1::Role>(code_at(packed, kCastRole)));
+  c.set_cache(static_cast<v1::CacheOutcome>(code_at(packed, kCastCache)));
+  c.set_mode(static_cast<v1::ExecutionMode>(code_at(packed, kCastMode)));
+  c.set_phase(static_cast<v1::Phase>(code_at(packed, kCastPhase)));
+  c.set_shape_truncated((code_at(packed, kCastFlags) & kCastFlagShapeTruncated) != 0);
+  c.set_round_trip((code_at(packed, kCastFlags) & kCastFlagRoundTrip) != 0);
 }
 
-// ops.codes: policy, device_type, output_dtype, outcome, autocast_dtype, mode, phase, probe_reason.
-inline int64_t pack_op_codes(const castscope::v1::OpEvent& o) {
-  return pack_codes({o.policy(), o.device_type(), o.output_dtype(), o.outcome(), o.autocast_dtype(), o.mode(),
-                     o.phase(), o.probe_reason()});
+// ops.codes (and op_counts.codes, outcome OK: errors are counted apart).
+enum OpCode : int {
+  kOpPolicy = 0, kOpDeviceType, kOpOutputDtype, kOpOutcome, kOpAutocastDtype, kOpMode, kOpPhase, kOpProbeReason
+};
+inline constexpr PackedField kOpCodeFields[] = {
+    code_field("policy", kOpPolicy),       code_field("device_type", kOpDeviceType),
+    code_field("output_dtype", kOpOutputDtype), code_field("outcome", kOpOutcome),
+    code_field("autocast_dtype", kOpAutocastDtype), code_field("mode", kOpMode),
+    code_field("phase", kOpPhase),         code_field("probe_reason", kOpProbeReason)};
+
+// An op's codes with `outcome` (OpEvent and OpCounts name the other fields alike).
+template <typename OpOrCounts>
+int64_t pack_op_key(const OpOrCounts& o, int outcome) {
+  return static_cast<int64_t>(pack_code(kOpPolicy, o.policy()) | pack_code(kOpDeviceType, o.device_type()) |
+                              pack_code(kOpOutputDtype, o.output_dtype()) | pack_code(kOpOutcome, outcome) |
+                              pack_code(kOpAutocastDtype, o.autocast_dtype()) | pack_code(kOpMode, o.mode()) |
+                              pack_code(kOpPhase, o.phase()) | pack_code(kOpProbeReason, o.probe_reason()));
 }
+
+inline int64_t pack_op_codes(const castscope::v1::OpEvent& o) { return pack_op_key(o, o.outcome()); }
 
 inline void unpack_op_codes(int64_t packed, castscope::v1::OpEvent& o) {
   namespace v1 = castscope::v1;
-  o.set_policy(static_cast<v1::CastPolicy>(code_at(packed, 0)));
-  o.set_device_type(static_cast<v1::DeviceType>(code_at(packed, 1)));
-  o.set_output_dtype(static_cast<v1::DType>(code_at(packed, 2)));
-  o.set_outcome(static_cast<v1::OpOutcome>(code_at(packed, 3)));
-  o.set_autocast_dtype(static_cast<v1::DType>(code_at(packed, 4)));
-  o.set_mode(static_cast<v1::ExecutionMode>(code_at(packed, 5)));
-  o.set_phase(static_cast<v1::Phase>(code_at(packed, 6)));
-  o.set_probe_reason(static_cast<v1::ProbeReason>(code_at(packed, 7)));
+  o.set_policy(static_cast<v1::CastPolicy>(code_at(packed, kOpPolicy)));
+  o.set_device_type(static_cast<v1::DeviceType>(code_at(packed, kOpDeviceType)));
+  o.set_output_dtype(static_cast<v1::DType>(code_at(packed, kOpOutputDtype)));
+  o.set_outcome(static_cast<v1::OpOutcome>(code_at(packed, kOpOutcome)));
+  o.set_autocast_dtype(static_cast<v1::DType>(code_at(packed, kOpAutocastDtype)));
+  o.set_mode(static_cast<v1::ExecutionMode>(code_at(packed, kOpMode)));
+  o.set_phase(static_cast<v1::Phase>(code_at(packed, kOpPhase)));
+  o.set_probe_reason(static_cast<v1::ProbeReason>(code_at(packed, kOpProbeReason)));
 }
 
 // cast_counts.codes and op_counts.codes: a counter's key packed as casts.codes
-// and ops.codes (no flags; ops' outcome OK: errors are counted apart).
-inline int64_t pack_cast_counts_codes(const castscope::v1::CastCounts& c) {
-  return pack_codes({c.policy(), c.src_dtype(), c.dst_dtype(), c.outcome(), c.device_type(), c.role(), c.cache(),
-                     c.mode(), c.phase(), 0});
-}
+// and ops.codes, so readers fold them with the same code (no flags; ops'
+// outcome OK: errors are counted apart).
+inline int64_t pack_cast_counts_codes(const castscope::v1::CastCounts& c) { return static_cast<int64_t>(pack_cast_key(c)); }
 inline int64_t pack_op_counts_codes(const castscope::v1::OpCounts& o) {
-  return pack_codes({o.policy(), o.device_type(), o.output_dtype(), castscope::v1::OP_OUTCOME_OK, o.autocast_dtype(),
-                     o.mode(), o.phase(), o.probe_reason()});
-}
-inline int64_t pack_device_mask(const castscope::v1::OpCounts& op) {
-  uint64_t mask = 0;
-  for (int device : op.autocast_enabled()) mask |= uint64_t{1} << device;
-  return static_cast<int64_t>(mask);
+  return pack_op_key(o, castscope::v1::OP_OUTCOME_OK);
 }
 
 // ops.input_dtypes: (dtype + 1) per byte, first input in the lowest byte; 0 ends the list.
@@ -124,8 +165,10 @@ inline void unpack_input_dtypes(int64_t column, castscope::v1::OpEvent& op) {
     op.add_input_dtypes(static_cast<castscope::v1::DType>((packed & 0xff) - 1));
 }
 
-// Bit d set: DeviceType d is enabled. Order is not kept (it is a set).
-inline int64_t pack_device_mask(const castscope::v1::OpEvent& op) {
+// ops.autocast_enabled, op_counts.autocast_enabled: bit d set when
+// DeviceType d is enabled. Order is not kept (it is a set).
+template <typename OpOrCounts>
+int64_t pack_device_mask(const OpOrCounts& op) {
   uint64_t mask = 0;
   for (int device : op.autocast_enabled()) mask |= uint64_t{1} << device;
   return static_cast<int64_t>(mask);
@@ -138,42 +181,69 @@ inline void unpack_device_mask(int64_t column, castscope::v1::OpEvent& op) {
 }
 
 // ops.gemm: OpEvent.gemm (the op's matmuls as cuBLASLt's logger described
-// them), one byte each: compute | a_type << 8 | b_type << 16 | d_type << 24 |
-// calls << 32 | mixed << 40. 0: the op has none (logger off, or no cuBLAS
-// matmul). Each field below kGemmFieldLimit (validate_batch checks).
-inline constexpr int kGemmFieldLimit = 1 << 8;
-#define CASTSCOPE_GEMM_FIELD_SQL(shift) "((gemm >> " #shift ") & 255)"
+// them), one byte each: compute, a_type, b_type, d_type, calls, mixed. 0: the
+// op has none (logger off, or no cuBLAS matmul). Each field below
+// kGemmFieldLimit (validate_batch checks; batch/event_limits.h).
+enum GemmField : int { kGemmCompute = 0, kGemmAType, kGemmBType, kGemmDType, kGemmCalls, kGemmMixed };
+inline constexpr PackedField gemm_field_of(std::string_view name, int index) { return {name, 8 * index, 8}; }
+inline constexpr PackedField kGemmFields[] = {
+    gemm_field_of("gemm_compute", kGemmCompute), gemm_field_of("gemm_a_type", kGemmAType),
+    gemm_field_of("gemm_b_type", kGemmBType),    gemm_field_of("gemm_d_type", kGemmDType),
+    gemm_field_of("gemm_calls", kGemmCalls),     gemm_field_of("gemm_mixed", kGemmMixed)};
+static_assert(kGemmFieldLimit == kGemmFields[0].mask() + 1);
+
+inline constexpr int gemm_field(int64_t packed, int index) {
+  return static_cast<int>(kGemmFields[index].unpack(packed));
+}
+// The description without its counts (calls, mixed): what tells two apart.
+inline constexpr int64_t gemm_kind(int64_t packed) {
+  return packed & static_cast<int64_t>((uint64_t{1} << kGemmFields[kGemmCalls].shift) - 1);
+}
 
 inline int64_t pack_gemm(const castscope::v1::OpEvent& op) {
   if (!op.has_gemm()) return 0;
   const castscope::v1::GemmDescription& g = op.gemm();
-  auto byte = [](int64_t value) { return static_cast<uint64_t>(value) & (kGemmFieldLimit - 1); };
-  return static_cast<int64_t>(byte(g.compute()) | byte(g.a_type()) << 8 | byte(g.b_type()) << 16 |
-                              byte(g.d_type()) << 24 | byte(g.calls()) << 32 | uint64_t{g.mixed()} << 40);
-}
-
-inline int gemm_field(int64_t packed, int index) {
-  return static_cast<int>((static_cast<uint64_t>(packed) >> (8 * index)) & (kGemmFieldLimit - 1));
+  return static_cast<int64_t>(kGemmFields[kGemmCompute].pack(g.compute()) | kGemmFields[kGemmAType].pack(g.a_type()) |
+                              kGemmFields[kGemmBType].pack(g.b_type()) | kGemmFields[kGemmDType].pack(g.d_type()) |
+                              kGemmFields[kGemmCalls].pack(g.calls()) | kGemmFields[kGemmMixed].pack(g.mixed()));
 }
 
 inline void unpack_gemm(int64_t packed, castscope::v1::OpEvent& op) {
   namespace v1 = castscope::v1;
   if (packed == 0) return;
   v1::GemmDescription& g = *op.mutable_gemm();
-  g.set_compute(static_cast<v1::GemmCompute>(gemm_field(packed, 0)));
-  g.set_a_type(static_cast<v1::DType>(gemm_field(packed, 1)));
-  g.set_b_type(static_cast<v1::DType>(gemm_field(packed, 2)));
-  g.set_d_type(static_cast<v1::DType>(gemm_field(packed, 3)));
-  g.set_calls(static_cast<uint32_t>(gemm_field(packed, 4)));
-  g.set_mixed(gemm_field(packed, 5) != 0);
+  g.set_compute(static_cast<v1::GemmCompute>(gemm_field(packed, kGemmCompute)));
+  g.set_a_type(static_cast<v1::DType>(gemm_field(packed, kGemmAType)));
+  g.set_b_type(static_cast<v1::DType>(gemm_field(packed, kGemmBType)));
+  g.set_d_type(static_cast<v1::DType>(gemm_field(packed, kGemmDType)));
+  g.set_calls(static_cast<uint32_t>(gemm_field(packed, kGemmCalls)));
+  g.set_mixed(gemm_field(packed, kGemmMixed) != 0);
 }
 
 // kernels.codes: activity, launched_by.
-inline int64_t pack_kernel_codes(const castscope::v1::KernelEvent& k) { return pack_codes({k.activity(), k.launched_by()}); }
+enum KernelCode : int { kKernelActivity = 0, kKernelLaunchedBy };
+inline constexpr PackedField kKernelCodeFields[] = {code_field("activity", kKernelActivity),
+                                                     code_field("launched_by", kKernelLaunchedBy)};
+
+inline int64_t pack_kernel_codes(const castscope::v1::KernelEvent& k) {
+  return static_cast<int64_t>(pack_code(kKernelActivity, k.activity()) | pack_code(kKernelLaunchedBy, k.launched_by()));
+}
 
 inline void unpack_kernel_codes(int64_t packed, castscope::v1::KernelEvent& k) {
-  k.set_activity(static_cast<castscope::v1::GpuActivity>(code_at(packed, 0)));
-  k.set_launched_by(static_cast<castscope::v1::LaunchedBy>(code_at(packed, 1)));
+  k.set_activity(static_cast<castscope::v1::GpuActivity>(code_at(packed, kKernelActivity)));
+  k.set_launched_by(static_cast<castscope::v1::LaunchedBy>(code_at(packed, kKernelLaunchedBy)));
 }
+
+// The packed columns of each table, for the views (store_schema.cc).
+struct PackedColumn {
+  std::string_view table, column;
+  std::span<const PackedField> fields;
+};
+inline constexpr PackedColumn kPackedColumns[] = {
+    {"casts", "slot", kCastSlotFields},
+    {"casts", "codes", kCastCodeFields},
+    {"ops", "codes", kOpCodeFields},
+    {"ops", "gemm", kGemmFields},
+};
 
 }  // namespace castscope::collector

@@ -8,11 +8,11 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "castscope/v1/transport.pb.h"
 #include "server/src/status.h"
+#include "server/src/store/row_codec.h"
 #include "server/src/store/sqlite_store.h"
 
 namespace castscope::collector {
@@ -32,16 +32,11 @@ class StoreReader {
                        castscope::v1::ListFindingsResponse& out);
 
   // Building blocks for other readers of the store (the viewer's queries).
-  struct AgentRef {
-    int64_t id;  // the agents row: event rows of this agent are (id << 40) | seq
-    std::string agent_id;
-  };
   // The agents of a run (one when `agent_id` is given), first seen first;
   // none when the run or agent is not stored.
-  Status find_agents(const std::string& run_id, const std::string& agent_id, std::vector<AgentRef>& out);
-  // Strings and locations by id (0: leaves `out` as it is), cached.
-  Status resolve_string(int64_t id, std::string& out);
-  Status resolve_location(int64_t id, castscope::v1::SourceLocation& out);
+  Status find_agents(const std::string& run_id, const std::string& agent_id, std::vector<StoredAgent>& out);
+  // Strings and locations by id, cached until the next query_events.
+  StoreResolver& resolver() { return resolver_; }
   Database& database() { return db_; }
 
   // Whole-store figures for /metrics: findings stored now by (kind,
@@ -61,13 +56,11 @@ class StoreReader {
     uint32_t line = 0;  // with `file`; 0: any line
   };
   Status find_run(const std::string& run_id, int64_t& run);  // run 0: not stored
-  Status read_kind(castscope::v1::EventFilter::Kind kind, const AgentRef& agent, const SiteFilter& site,
+  Status read_kind(castscope::v1::EventFilter::Kind kind, const StoredAgent& agent, const SiteFilter& site,
                    uint64_t after_seq, uint32_t limit, std::vector<castscope::v1::StoredEvent>& out);
 
   Database db_;
-  // Per query: resolved ids (bounded by the distinct strings of the store).
-  std::unordered_map<int64_t, std::string> strings_;
-  std::unordered_map<int64_t, castscope::v1::SourceLocation> locations_;
+  StoreResolver resolver_;
 };
 
 }  // namespace castscope::collector

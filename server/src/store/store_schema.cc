@@ -1,35 +1,41 @@
 #include "server/src/store/store_schema.h"
 
 #include "server/src/store/event_columns.h"
+#include "server/src/store/row_id.h"
 
 namespace castscope::collector::schema {
 
 namespace {
 
-// The views unpack the packed event columns for SQL users (event_columns.h
-// has the layout; store_test checks the views against what was sent).
-constexpr const char* kCastRowsViewSql = R"sql(
-CREATE VIEW cast_rows AS SELECT
-  id >> 40 AS agent, id & 0xFFFFFFFFFF AS seq, ts_ns, )sql" CASTSCOPE_SLOT_THREAD_SQL R"sql( AS thread, op,
-  )sql" CASTSCOPE_SLOT_ARG_INDEX_SQL R"sql( AS arg_index, arg_name, )sql" CASTSCOPE_SLOT_LIST_INDEX_SQL R"sql( AS list_index,
-  codes & 63 AS policy, (codes >> 6) & 63 AS src_dtype, (codes >> 12) & 63 AS dst_dtype, (codes >> 18) & 63 AS outcome,
-  (codes >> 24) & 63 AS device_type, (codes >> 30) & 63 AS role, (codes >> 36) & 63 AS cache,
-  (codes >> 42) & 63 AS mode, (codes >> 48) & 63 AS phase, (codes >> 54) & 1 AS shape_truncated,
-  (codes >> 55) & 1 AS round_trip,
-  shape, bytes, op_seq, source_version, cached_version, location
-  FROM casts;
-)sql";
-constexpr const char* kOpRowsViewSql = R"sql(
-CREATE VIEW op_rows AS SELECT
-  id >> 40 AS agent, id & 0xFFFFFFFFFF AS seq, ts_ns, thread, op,
-  codes & 63 AS policy, (codes >> 6) & 63 AS device_type, (codes >> 12) & 63 AS output_dtype,
-  (codes >> 18) & 63 AS outcome, (codes >> 24) & 63 AS autocast_dtype, (codes >> 30) & 63 AS mode,
-  (codes >> 36) & 63 AS phase, (codes >> 42) & 63 AS probe_reason, input_dtypes, cpu_duration_ns, location, autocast_enabled, autocast_nesting,
-  )sql" CASTSCOPE_GEMM_FIELD_SQL(0) R"sql( AS gemm_compute, )sql" CASTSCOPE_GEMM_FIELD_SQL(8) R"sql( AS gemm_a_type,
-  )sql" CASTSCOPE_GEMM_FIELD_SQL(16) R"sql( AS gemm_b_type, )sql" CASTSCOPE_GEMM_FIELD_SQL(24) R"sql( AS gemm_d_type,
-  )sql" CASTSCOPE_GEMM_FIELD_SQL(32) R"sql( AS gemm_calls, )sql" CASTSCOPE_GEMM_FIELD_SQL(40) R"sql( AS gemm_mixed
-  FROM ops;
-)sql";
+// A view of an event table with its packed columns unpacked for SQL users:
+// the row id as agent and seq (row_id.h), each packed column as its fields
+// (event_columns.h's declarations), every other column as it is. store_test
+// checks the views against what was sent.
+std::string unpacked_view_sql(std::string_view view, const Table& table) {
+  std::string sql = "CREATE VIEW " + std::string(view) + " AS SELECT\n  ";
+  auto add = [&, first = true](const std::string& expression, std::string_view as = {}) mutable {
+    if (!first) sql += ", ";
+    first = false;
+    sql += expression;
+    if (!as.empty()) sql += " AS " + std::string(as);
+  };
+  for (const Column& column : table.columns) {
+    if (column.name == "id") {
+      add(agent_of_row_sql("id"), "agent");
+      add(seq_of_row_sql("id"), "seq");
+      continue;
+    }
+    const PackedColumn* packed = nullptr;
+    for (const PackedColumn& p : kPackedColumns)
+      if (p.table == table.name && p.column == column.name) packed = &p;
+    if (packed == nullptr) {
+      add(std::string(column.name));
+      continue;
+    }
+    for (const PackedField& field : packed->fields) add(packed_field_sql(column.name, field), field.name);
+  }
+  return sql + "\n  FROM " + std::string(table.name) + ";\n";
+}
 
 std::string names(const Table& table, std::span<const int> indices) {
   std::string out;
@@ -58,10 +64,10 @@ std::string Table::create_sql() const {
 std::string create_schema_sql() {
   std::string sql;
   for (const Table* table : kTables) sql += table->create_sql();
-  return sql + kCastRowsViewSql + kOpRowsViewSql;
+  return sql + unpacked_view_sql("cast_rows", kCasts) + op_rows_view_sql();
 }
 
-std::string op_rows_view_sql() { return kOpRowsViewSql; }
+std::string op_rows_view_sql() { return unpacked_view_sql("op_rows", kOps); }
 
 namespace detail {
 

@@ -24,8 +24,10 @@
 //   findings       StoreWriter::replace_findings (the live analyzer);
 //                  StoreReader::list_findings
 //
-// Event tables use a composite INTEGER PRIMARY KEY, (agent row << 40) | seq,
-// and no secondary index (sqlite_store.h says why); no table has one.
+// Event tables use a composite INTEGER PRIMARY KEY (row_id.h: agent row and
+// seq) and no secondary index (sqlite_store.h says why); no table has one.
+// Readers read event rows through row_codec.h, which derives each table's
+// row from these declarations.
 #pragma once
 
 #include <array>
@@ -85,6 +87,14 @@ struct Columns {
     detail::no_such_column();
     return -1;
   }
+  // Position of a column of the table, or -1 when this list leaves it out
+  // (a column the table does not have still fails to compile).
+  consteval int find(std::string_view column_name) const {
+    const int column = table->column(column_name);
+    for (size_t i = 0; i < N; ++i)
+      if (indices[i] == column) return static_cast<int>(i);
+    return -1;
+  }
   // 1-based: an INSERT's, UPDATE's or lookup's bind ordinal (Statement::bind).
   consteval int param(std::string_view column_name) const { return (*this)[column_name] + 1; }
 
@@ -118,7 +128,8 @@ consteval Columns<T.columns.size()> all_columns() {
 // The tables. Identity columns of agents are kept from their first batch;
 // counters are maintained by the writer (so summaries never scan events).
 // Event tables pack small fields (event_columns.h: slot, codes, input_dtypes,
-// autocast_enabled); the views cast_rows and op_rows unpack them for SQL.
+// autocast_enabled, gemm); the views cast_rows and op_rows, generated from
+// event_columns.h's field declarations, unpack them for SQL.
 // casts.shape is the dims as native-endian int64s. String and location
 // columns of event rows hold ids into strings and locations, 0 meaning none.
 

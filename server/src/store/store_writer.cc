@@ -12,6 +12,9 @@ namespace castscope::collector {
 
 namespace v1 = castscope::v1;
 
+// Validated seqs fit the row id's seq bits (row_id.h).
+static_assert(kMaxEventSeq == kMaxRowSeq);
+
 namespace {
 
 // Stacks (and a shared cast's other consumer lines) are stored as a JSON

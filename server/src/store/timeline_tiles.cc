@@ -5,7 +5,7 @@
 #include <tuple>
 #include <vector>
 
-#include "server/src/store/event_columns.h"
+#include "server/src/store/row_codec.h"
 #include "server/src/store/store_schema.h"
 
 namespace castscope::collector::tiles {
@@ -159,20 +159,30 @@ Status TileAccumulator::flush(sqlite3* db) {
   return status;
 }
 
+namespace {
+
+// What the tiles count of each table: columns an upgrade from version 6 has
+// (rebuild runs before later versions add theirs).
+constexpr auto kOpTileColumns = schema::columns(schema::kOps, {"id", "ts_ns", "thread", "codes", "cpu_duration_ns"});
+constexpr auto kCastTileColumns = schema::columns(schema::kCasts, {"id", "ts_ns", "slot", "codes", "bytes"});
+constexpr auto kKernelTileColumns = schema::columns(schema::kKernels, {"id", "ts_ns", "duration_ns", "device", "stream"});
+
+}  // namespace
+
 Status rebuild(sqlite3* db) {
   // One pass per event table in key order; flushed every million events so
   // that memory stays bounded on a large store.
   TileAccumulator accumulator;
   size_t pending = 0;
-  auto scan = [&](const char* sql, auto&& to_event) -> Status {
-    Statement stmt;
-    if (Status s = Statement::prepare(db, sql, stmt); !s.ok()) return s;
+  StoreResolver no_strings;  // the tiles count no names: the columns read hold none
+  auto scan = [&]<typename Row, const auto& kColumns>(RowScan<Row, kColumns>& rows, auto&& to_event) -> Status {
+    if (Status s = rows.open(db, 0, INT64_MAX, ""); !s.ok()) return s;
     Status error;
+    Row row;
     v1::Event event;
-    while (stmt.step(error)) {
-      const int64_t id = stmt.column_int(0);
-      to_event(stmt, seq_of_row(id), event);
-      accumulator.add(id >> 40, event);
+    while (rows.next(row, error)) {
+      to_event(row, event);
+      accumulator.add(agent_of_row(row.id), event);
       if (++pending == (1u << 20)) {
         if (Status s = accumulator.flush(db); !s.ok()) return s;
         pending = 0;
@@ -180,37 +190,96 @@ Status rebuild(sqlite3* db) {
     }
     return error;
   };
-  Status s = scan("SELECT id, ts_ns, thread, codes, cpu_duration_ns FROM ops", [](Statement& r, uint64_t seq, v1::Event& e) {
-    v1::OpEvent& op = *e.mutable_op();
-    op.Clear();
-    op.set_seq(seq);
-    op.set_ts_ns(static_cast<uint64_t>(r.column_int(1)));
-    op.set_thread(static_cast<uint32_t>(r.column_int(2)));
-    unpack_op_codes(r.column_int(3), op);
-    op.set_cpu_duration_ns(static_cast<uint64_t>(r.column_int(4)));
+  RowScan<StoredOp, kOpTileColumns> ops;
+  Status s = scan(ops, [&](const StoredOp& row, v1::Event& e) {
+    e.mutable_op()->Clear();
+    (void)to_event(row, no_strings, *e.mutable_op());
   });
+  RowScan<StoredCast, kCastTileColumns> casts;
   if (s.ok())
-    s = scan("SELECT id, ts_ns, slot, codes, bytes FROM casts", [](Statement& r, uint64_t seq, v1::Event& e) {
-      v1::CastEvent& cast = *e.mutable_cast();
-      cast.Clear();
-      cast.set_seq(seq);
-      cast.set_ts_ns(static_cast<uint64_t>(r.column_int(1)));
-      unpack_cast_slot(r.column_int(2), cast);
-      unpack_cast_codes(r.column_int(3), cast);
-      cast.set_bytes(static_cast<uint64_t>(r.column_int(4)));
+    s = scan(casts, [&](const StoredCast& row, v1::Event& e) {
+      e.mutable_cast()->Clear();
+      (void)to_event(row, no_strings, *e.mutable_cast());
     });
+  RowScan<StoredKernel, kKernelTileColumns> kernels;
   if (s.ok())
-    s = scan("SELECT id, ts_ns, duration_ns, device, stream FROM kernels", [](Statement& r, uint64_t seq, v1::Event& e) {
-      v1::KernelEvent& k = *e.mutable_kernel();
-      k.Clear();
-      k.set_seq(seq);
-      k.set_ts_ns(static_cast<uint64_t>(r.column_int(1)));
-      k.set_duration_ns(static_cast<uint64_t>(r.column_int(2)));
-      k.set_device(static_cast<uint32_t>(r.column_int(3)));
-      k.set_stream(static_cast<uint32_t>(r.column_int(4)));
+    s = scan(kernels, [&](const StoredKernel& row, v1::Event& e) {
+      e.mutable_kernel()->Clear();
+      (void)to_event(row, no_strings, *e.mutable_kernel());
     });
   if (s.ok()) s = accumulator.flush(db);
   return s;
+}
+
+Status read_track_summaries(sqlite3* db, int64_t agent, std::vector<TrackSummary>& out) {
+  // Every statement seeks on the key (agent, track, level, bucket): one step
+  // per track to find the next track, then its coarsest tiles (a handful) and
+  // its first and last finest tile. A GROUP BY track over level = ? would read
+  // every tile of the agent, all levels (0.07 s per request at 1 M events,
+  // growing with the run).
+  constexpr auto kTrack = schema::columns(schema::kTimelineTiles, {"track"});
+  constexpr auto kBucket = schema::columns(schema::kTimelineTiles, {"bucket"});
+  Statement next, count, first, last;
+  for (auto [statement, sql] : {
+           std::pair{&next, kTrack.select_sql() + " WHERE agent = ? AND track > ? ORDER BY track LIMIT 1"},
+           std::pair{&count, "SELECT sum(ops + decisions + kernels) FROM timeline_tiles WHERE agent = ? AND "
+                             "track = ? AND level = ?" + std::string()},
+           std::pair{&first, kBucket.select_sql() + " WHERE agent = ? AND track = ? AND level = 0 ORDER BY bucket LIMIT 1"},
+           std::pair{&last,
+                     kBucket.select_sql() + " WHERE agent = ? AND track = ? AND level = 0 ORDER BY bucket DESC LIMIT 1"}})
+    if (Status s = Statement::prepare(db, sql, *statement); !s.ok()) return s;
+  Status error;
+  for (int64_t after = INT64_MIN;;) {
+    next.reset();
+    next.bind(1, agent);
+    next.bind(2, after);
+    if (!next.step(error)) break;
+    after = next.column_int(kTrack["track"]);
+    count.reset();
+    count.bind(1, agent);
+    count.bind(2, after);
+    count.bind(3, kTileLevels - 1);
+    if (!count.step(error)) break;
+    out.push_back({after, count.column_int(0), 0, 0});
+  }
+  if (!error.ok()) return error;
+  for (TrackSummary& track : out) {
+    for (auto [statement, field] : {std::pair{&first, &track.first_bucket}, std::pair{&last, &track.last_bucket}}) {
+      statement->reset();
+      statement->bind(1, agent);
+      statement->bind(2, track.track);
+      if (statement->step(error)) *field = statement->column_int(kBucket["bucket"]);
+      if (!error.ok()) return error;
+    }
+  }
+  return {};
+}
+
+Status read_tiles(sqlite3* db, int64_t agent, int64_t track, int level, int64_t first_bucket, int64_t last_bucket,
+                  std::vector<TileRow>& out) {
+  Statement s;
+  if (Status st = Statement::prepare(db,
+                                     kTileRow.select_sql() +
+                                         " WHERE agent = ? AND track = ? AND level = ? AND bucket BETWEEN ? AND ? "
+                                         "ORDER BY bucket",
+                                     s);
+      !st.ok())
+    return st;
+  s.bind(1, agent);
+  s.bind(2, track);
+  s.bind(3, level);
+  s.bind(4, first_bucket);
+  s.bind(5, last_bucket);
+  Status error;
+  while (s.step(error)) {
+    TileRow& row = out.emplace_back();
+    row.bucket = s.column_int(kTileRow["bucket"]);
+    row.counts.min_seq = s.column_int(kTileRow["min_seq"]);
+    row.counts.max_seq = s.column_int(kTileRow["max_seq"]);
+    row.counts.modes = s.column_int(kTileRow["modes"]);
+    for (const CounterColumn& c : kCounters) row.counts.*c.field = s.column_int(c.param - 1);
+  }
+  return error;
 }
 
 }  // namespace castscope::collector::tiles

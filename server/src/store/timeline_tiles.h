@@ -7,7 +7,7 @@
 //   - a range at any zoom is answered from about as many tiles as it has
 //     pixels, however many events it holds, and
 //   - the events of a small range are a range of the event tables' composite
-//     key (agent << 40 | seq), read without a time index.
+//     key (row_id.h), read without a time index.
 //
 // The writer adds every stored event to a TileAccumulator (finest level
 // only, in memory) and writes the touched tiles of every level at commit,
@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "castscope/v1/events.pb.h"
 #include "server/src/status.h"
@@ -93,5 +94,23 @@ class TileAccumulator {
 // Rebuilds the tiles of a whole store from its event tables (an upgrade from
 // a schema that had none).
 Status rebuild(sqlite3* db);
+
+// Reading the tiles (the viewer). A track of an agent: its events (summed
+// over the coarsest level) and its first and last finest bucket.
+struct TrackSummary {
+  int64_t track = 0;
+  int64_t events = 0;
+  int64_t first_bucket = 0, last_bucket = 0;
+};
+// The tracks of agent row `agent`, in track order.
+Status read_track_summaries(sqlite3* db, int64_t agent, std::vector<TrackSummary>& out);
+
+struct TileRow {
+  int64_t bucket = 0;  // at its level
+  TileCounts counts;
+};
+// The tiles of one track and level with buckets in [first_bucket, last_bucket], in bucket order.
+Status read_tiles(sqlite3* db, int64_t agent, int64_t track, int level, int64_t first_bucket, int64_t last_bucket,
+                  std::vector<TileRow>& out);
 
 }  // namespace castscope::collector::tiles

@@ -1,12 +1,13 @@
 #include "server/src/viewer/viewer_queries.h"
 
 #include <algorithm>
-#include <cstring>
+#include <array>
 #include <set>
 #include <tuple>
 
 #include "server/src/analysis/run_data.h"
-#include "server/src/store/event_columns.h"
+#include "server/src/store/row_codec.h"
+#include "server/src/store/store_schema.h"
 #include "server/src/store/timeline_tiles.h"
 #include "server/src/viewer/event_json.h"
 
@@ -17,8 +18,6 @@ using nlohmann::json;
 namespace t = tiles;
 
 namespace {
-
-constexpr int kCoarsest = t::kTileLevels - 1;
 
 int severity_rank(const std::string& severity) {
   if (severity == "critical") return 0;
@@ -43,7 +42,19 @@ bool parse_track(const std::string& text, std::string& agent_id, int64_t& track)
   return true;
 }
 
-Status prepare(sqlite3* db, const std::string& sql, Statement& out) { return Statement::prepare(db, sql, out); }
+// Column lists of the viewer's reads (row_codec.h): what its JSON shows.
+constexpr auto kViewerOpColumns = schema::columns(
+    schema::kOps, {"id", "ts_ns", "thread", "op", "codes", "input_dtypes", "cpu_duration_ns", "location"});
+constexpr auto kViewerCastColumns = schema::columns(
+    schema::kCasts, {"id", "ts_ns", "op", "arg_name", "slot", "codes", "shape", "bytes", "op_seq", "location"});
+constexpr auto kViewerKernelColumns = schema::columns(
+    schema::kKernels, {"id", "ts_ns", "duration_ns", "name", "codes", "device", "stream", "launch_seq", "bytes"});
+// Where one event is: its time, track and location.
+constexpr auto kCastWhere = schema::columns(schema::kCasts, {"ts_ns", "slot", "location"});
+constexpr auto kOpWhere = schema::columns(schema::kOps, {"ts_ns", "thread", "location"});
+constexpr auto kKernelWhere = schema::columns(schema::kKernels, {"ts_ns", "device", "stream"});
+constexpr auto kSampleSeries =
+    schema::columns(schema::kCacheSamples, {"ts_ns", "trigger", "iteration", "live_casts", "live_bytes"});
 
 // The coarsest level whose buckets are no wider than `pixel_ns` (at least the finest).
 int level_no_wider_than(int64_t pixel_ns) {
@@ -68,50 +79,7 @@ Status ViewerQueries::open(const std::string& db_path, std::unique_ptr<ViewerQue
   return {};
 }
 
-Status ViewerQueries::track_summaries(int64_t agent, std::vector<TrackSummary>& out) {
-  // Every statement seeks on the key (agent, track, level, bucket): one step
-  // per track to find the next track, then its coarsest tiles (a handful) and
-  // its first and last finest tile. A GROUP BY track over level = ? would read
-  // every tile of the agent, all levels (0.07 s per request at 1 M events,
-  // growing with the run).
-  Statement next, count, first, last;
-  for (auto [statement, sql] : {
-           std::pair{&next, "SELECT track FROM timeline_tiles WHERE agent = ? AND track > ? ORDER BY track LIMIT 1"},
-           std::pair{&count, "SELECT sum(ops + decisions + kernels) FROM timeline_tiles WHERE agent = ? AND "
-                             "track = ? AND level = ?"},
-           std::pair{&first, "SELECT bucket FROM timeline_tiles WHERE agent = ? AND track = ? AND level = 0 "
-                             "ORDER BY bucket LIMIT 1"},
-           std::pair{&last, "SELECT bucket FROM timeline_tiles WHERE agent = ? AND track = ? AND level = 0 "
-                            "ORDER BY bucket DESC LIMIT 1"}})
-    if (Status s = prepare(store().handle(), sql, *statement); !s.ok()) return store().error(s.message());
-  Status error;
-  for (int64_t after = INT64_MIN;;) {
-    next.reset();
-    next.bind(1, agent);
-    next.bind(2, after);
-    if (!next.step(error)) break;
-    after = next.column_int(0);
-    count.reset();
-    count.bind(1, agent);
-    count.bind(2, after);
-    count.bind(3, kCoarsest);
-    if (!count.step(error)) break;
-    out.push_back({after, count.column_int(0), 0, 0});
-  }
-  if (!error.ok()) return store().error(error.message());
-  for (TrackSummary& track : out) {
-    for (auto [statement, field] : {std::pair{&first, &track.first_bucket}, std::pair{&last, &track.last_bucket}}) {
-      statement->reset();
-      statement->bind(1, agent);
-      statement->bind(2, track.track);
-      if (statement->step(error)) *field = statement->column_int(0);
-      if (!error.ok()) return store().error(error.message());
-    }
-  }
-  return {};
-}
-
-const StoreReader::AgentRef* ViewerQueries::RunTracks::agent(const std::string& agent_id) const {
+const StoredAgent* ViewerQueries::RunTracks::agent(const std::string& agent_id) const {
   for (const Agent& a : agents)
     if (a.agent_id == agent_id) return &a;
   return nullptr;
@@ -123,7 +91,8 @@ Status ViewerQueries::load_run(const std::string& run_id, RunTracks& out) {
   out.tracks.resize(out.agents.size());
   int64_t first = INT64_MAX, last = 0;
   for (size_t i = 0; i < out.agents.size(); ++i) {
-    if (Status s = track_summaries(out.agents[i].id, out.tracks[i]); !s.ok()) return s;
+    if (Status s = t::read_track_summaries(store().handle(), out.agents[i].row, out.tracks[i]); !s.ok())
+      return store().error(s.message());
     for (const TrackSummary& track : out.tracks[i]) {
       first = std::min(first, track.first_bucket);
       last = std::max(last, track.last_bucket + 1);
@@ -192,22 +161,11 @@ Status ViewerQueries::tracks(const std::string& run_id, json& out) {
   if (Status s = load_run(run_id, run); !s.ok()) return s;
   const std::vector<Agent>& agents = run.agents;
   const int64_t origin = run.origin_ns;
-  Statement identity;
-  if (Status s = prepare(store().handle(), "SELECT pid, rank, hostname, command FROM agents WHERE id = ?", identity); !s.ok())
-    return store().error(s.message());
   json processes = json::array();
   for (size_t i = 0; i < agents.size(); ++i) {
-    identity.reset();
-    identity.bind(1, agents[i].id);
-    Status error;
-    int64_t pid = 0, rank = -1;
-    std::string hostname, command;
-    if (identity.step(error)) {
-      pid = identity.column_int(0);
-      rank = identity.column_int(1);
-      hostname = identity.column_text(2);
-      command = identity.column_text(3);
-    }
+    const int64_t pid = agents[i].pid, rank = agents[i].rank;
+    const std::string& hostname = agents[i].hostname;
+    const std::string& command = agents[i].command;
     std::string label = (rank >= 0 ? "rank " + std::to_string(rank) + " · " : std::string()) + hostname + " · pid " +
                         std::to_string(pid);
     json tracks = json::array();
@@ -250,100 +208,56 @@ Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min
   JsonWriter& ops = out.ops.begin_array();
   JsonWriter& casts = out.casts.begin_array();
   JsonWriter& kernels = out.kernels.begin_array();
-  const int64_t low = event_row_id(agent.id, static_cast<uint64_t>(min_seq));
-  const int64_t high = event_row_id(agent.id, static_cast<uint64_t>(max_seq));
+  const int64_t first = event_row_id(agent.row, static_cast<uint64_t>(min_seq));
+  const int64_t end = event_row_id(agent.row, static_cast<uint64_t>(max_seq)) + 1;
   auto in_range = [&](int64_t ts) { return ts >= t0_abs && ts < t1_abs; };
-  Status error;
-  if (!t::is_gpu_track(track)) {
-    Statement s;
-    if (Status st = prepare(store().handle(),
-                            "SELECT id, ts_ns, thread, op, codes, input_dtypes, cpu_duration_ns, location FROM ops "
-                            "WHERE id BETWEEN ? AND ?",
-                            s);
-        !st.ok())
-      return st;
-    s.bind(1, low);
-    s.bind(2, high);
-    v1::OpEvent o;
-    while (s.step(error)) {
-      if (s.column_int(2) != track || !in_range(s.column_int(1))) continue;
-      o.Clear();
-      o.set_seq(seq_of_row(s.column_int(0)));
-      o.set_ts_ns(static_cast<uint64_t>(s.column_int(1)));
-      o.set_thread(static_cast<uint32_t>(s.column_int(2)));
-      if (Status st = reader_->resolve_string(s.column_int(3), *o.mutable_op()); !st.ok()) return st;
-      unpack_op_codes(s.column_int(4), o);
-      unpack_input_dtypes(s.column_int(5), o);
-      o.set_cpu_duration_ns(static_cast<uint64_t>(s.column_int(6)));
-      if (Status st = reader_->resolve_location(s.column_int(7), *o.mutable_location()); !st.ok()) return st;
-      write_op(ops, agent.agent_id, o, origin);
-      ++out.count;
-      if (out.count > limit) return {};  // more than the caller takes: the lists are left unfinished
-    }
-    if (!error.ok()) return error;
-    if (Status st = prepare(store().handle(),
-                            "SELECT id, ts_ns, op, arg_name, slot, codes, shape, bytes, op_seq, location FROM casts "
-                            "WHERE id BETWEEN ? AND ?",
-                            s);
-        !st.ok())
-      return st;
-    s.bind(1, low);
-    s.bind(2, high);
-    v1::CastEvent c;
-    while (s.step(error)) {
-      if ((s.column_int(4) & (kSlotThreadLimit - 1)) != track || !in_range(s.column_int(1))) continue;
-      c.Clear();
-      c.set_seq(seq_of_row(s.column_int(0)));
-      c.set_ts_ns(static_cast<uint64_t>(s.column_int(1)));
-      if (Status st = reader_->resolve_string(s.column_int(2), *c.mutable_op()); !st.ok()) return st;
-      if (Status st = reader_->resolve_string(s.column_int(3), *c.mutable_arg_name()); !st.ok()) return st;
-      unpack_cast_slot(s.column_int(4), c);
-      unpack_cast_codes(s.column_int(5), c);
-      const auto* shape = static_cast<const int64_t*>(sqlite3_column_blob(s.get(), 6));
-      const int shape_bytes = sqlite3_column_bytes(s.get(), 6);
-      for (int i = 0; shape != nullptr && i < shape_bytes / 8; ++i) {
-        int64_t dim;
-        std::memcpy(&dim, reinterpret_cast<const char*>(shape) + 8 * i, 8);
-        c.add_shape(dim);
+  // Each table's rows of the seq range, those of the track and time range
+  // made events (one proto reused) and written; false past `limit`.
+  StoreResolver& resolver = reader_->resolver();
+  auto write_rows = [&]<typename Row, const auto& kColumns, typename Event>(
+                        RowScan<Row, kColumns>& scan, Event& event, auto&& on_track, auto&& write, bool& more) -> Status {
+    if (Status s = scan.open(store().handle(), first, end, ""); !s.ok()) return s;
+    Row row;
+    Status error;
+    while (scan.next(row, error)) {
+      if (!on_track(row) || !in_range(row.ts_ns)) continue;
+      event.Clear();
+      if (Status s = to_event(row, resolver, event); !s.ok()) return s;
+      write(event);
+      if (++out.count > limit) {
+        more = true;  // more than the caller takes: the lists are left unfinished
+        return {};
       }
-      c.set_bytes(static_cast<uint64_t>(s.column_int(7)));
-      c.set_op_seq(static_cast<uint64_t>(s.column_int(8)));
-      if (Status st = reader_->resolve_location(s.column_int(9), *c.mutable_location()); !st.ok()) return st;
-      write_cast(casts, agent.agent_id, c, origin);
-      ++out.count;
-      if (out.count > limit) return {};  // more than the caller takes: the lists are left unfinished
     }
-    if (!error.ok()) return error;
+    return error;
+  };
+  bool more = false;
+  if (!t::is_gpu_track(track)) {
+    RowScan<StoredOp, kViewerOpColumns> op_rows;
+    v1::OpEvent o;
+    if (Status s = write_rows(
+            op_rows, o, [&](const StoredOp& row) { return row.thread == track; },
+            [&](const v1::OpEvent& event) { write_op(ops, agent.agent_id, event, origin); }, more);
+        !s.ok() || more)
+      return s;
+    RowScan<StoredCast, kViewerCastColumns> cast_rows;
+    v1::CastEvent c;
+    if (Status s = write_rows(
+            cast_rows, c, [&](const StoredCast& row) { return row.thread() == track; },
+            [&](const v1::CastEvent& event) { write_cast(casts, agent.agent_id, event, origin); }, more);
+        !s.ok() || more)
+      return s;
   } else {
-    Statement s;
-    if (Status st = prepare(store().handle(),
-                            "SELECT id, ts_ns, duration_ns, name, codes, device, stream, launch_seq, bytes FROM kernels "
-                            "WHERE id BETWEEN ? AND ?",
-                            s);
-        !st.ok())
-      return st;
-    s.bind(1, low);
-    s.bind(2, high);
+    RowScan<StoredKernel, kViewerKernelColumns> kernel_rows;
     v1::KernelEvent k;
-    while (s.step(error)) {
-      if (t::gpu_track(static_cast<uint32_t>(s.column_int(5)), static_cast<uint32_t>(s.column_int(6))) != track ||
-          !in_range(s.column_int(1)))
-        continue;
-      k.Clear();
-      k.set_seq(seq_of_row(s.column_int(0)));
-      k.set_ts_ns(static_cast<uint64_t>(s.column_int(1)));
-      k.set_duration_ns(static_cast<uint64_t>(s.column_int(2)));
-      if (Status st = reader_->resolve_string(s.column_int(3), *k.mutable_name()); !st.ok()) return st;
-      unpack_kernel_codes(s.column_int(4), k);
-      k.set_device(static_cast<uint32_t>(s.column_int(5)));
-      k.set_stream(static_cast<uint32_t>(s.column_int(6)));
-      k.set_launch_seq(static_cast<uint64_t>(s.column_int(7)));
-      k.set_bytes(static_cast<uint64_t>(s.column_int(8)));
-      write_kernel(kernels, agent.agent_id, k, origin);
-      ++out.count;
-      if (out.count > limit) return {};  // more than the caller takes: the lists are left unfinished
-    }
-    if (!error.ok()) return error;
+    if (Status s = write_rows(
+            kernel_rows, k,
+            [&](const StoredKernel& row) {
+              return t::gpu_track(static_cast<uint32_t>(row.device), static_cast<uint32_t>(row.stream)) == track;
+            },
+            [&](const v1::KernelEvent& event) { write_kernel(kernels, agent.agent_id, event, origin); }, more);
+        !s.ok() || more)
+      return s;
   }
   ops.end_array();
   casts.end_array();
@@ -378,44 +292,38 @@ Status ViewerQueries::timeline_text(const RangeRequest& request, std::string& ou
   const int level = level_no_wider_than(std::max<int64_t>(1, 2 * (request.t1 - request.t0) / request.pixels));
   const int shift = t::level_shift(level);
 
-  Statement s;
-  if (Status st = prepare(store().handle(),
-                          "SELECT bucket, min_seq, max_seq, ops, op_ns, decisions, casts, bytes, miss, hit, stale_hit, "
-                          "backward, to_bfloat16, to_float16, to_float32, modes, kernels, kernel_ns FROM timeline_tiles "
-                          "WHERE agent = ? AND track = ? AND level = ? AND bucket BETWEEN ? AND ? ORDER BY bucket",
-                          s);
+  std::vector<t::TileRow> tiles;
+  if (Status st = t::read_tiles(store().handle(), agent->row, track, level, std::max<int64_t>(0, t0) >> shift,
+                                std::max<int64_t>(0, t1 - 1) >> shift, tiles);
       !st.ok())
     return store().error(st.message());
-  s.bind(1, agent->id);
-  s.bind(2, track);
-  s.bind(3, level);
-  s.bind(4, std::max<int64_t>(0, t0) >> shift);
-  s.bind(5, std::max<int64_t>(0, t1 - 1) >> shift);
   JsonWriter buckets;
   buckets.begin_array();
   int64_t events = 0, min_seq = INT64_MAX, max_seq = -1;
-  Status error;
-  while (s.step(error)) {
-    const int64_t n = s.column_int(3) + s.column_int(5) + s.column_int(16);
-    events += n;
-    min_seq = std::min(min_seq, s.column_int(1));
-    max_seq = std::max(max_seq, s.column_int(2));
+  for (const t::TileRow& tile : tiles) {
+    const t::TileCounts& c = tile.counts;
+    events += c.events();
+    min_seq = std::min(min_seq, c.min_seq);
+    max_seq = std::max(max_seq, c.max_seq);
     buckets.begin_object();
-    buckets.key("t").value((s.column_int(0) << shift) - origin);
-    static constexpr std::pair<const char*, int> kCounts[] = {
-        {"ops", 3}, {"op_ns", 4}, {"decisions", 5}, {"casts", 6}, {"bytes", 7}, {"miss", 8}, {"hit", 9},
-        {"stale_hit", 10}, {"backward", 11}, {"to_bfloat16", 12}, {"to_float16", 13}, {"to_float32", 14}};
-    for (const auto& [name, column] : kCounts) buckets.key(name).value(s.column_int(column));
+    buckets.key("t").value((tile.bucket << shift) - origin);
+    static constexpr std::pair<const char*, int64_t t::TileCounts::*> kCounts[] = {
+        {"ops", &t::TileCounts::ops},           {"op_ns", &t::TileCounts::op_ns},
+        {"decisions", &t::TileCounts::decisions}, {"casts", &t::TileCounts::casts},
+        {"bytes", &t::TileCounts::bytes},       {"miss", &t::TileCounts::miss},
+        {"hit", &t::TileCounts::hit},           {"stale_hit", &t::TileCounts::stale_hit},
+        {"backward", &t::TileCounts::backward}, {"to_bfloat16", &t::TileCounts::to_bfloat16},
+        {"to_float16", &t::TileCounts::to_float16}, {"to_float32", &t::TileCounts::to_float32}};
+    for (const auto& [name, field] : kCounts) buckets.key(name).value(c.*field);
     buckets.key("modes").begin_array();
     for (int m = 1; m < 63; ++m)
-      if (s.column_int(15) & (int64_t{1} << m)) buckets.value(mode_name(static_cast<v1::ExecutionMode>(m)));
+      if (c.modes & (int64_t{1} << m)) buckets.value(mode_name(static_cast<v1::ExecutionMode>(m)));
     buckets.end_array();
-    buckets.key("kernels").value(s.column_int(16));
-    buckets.key("kernel_ns").value(s.column_int(17));
+    buckets.key("kernels").value(c.kernels);
+    buckets.key("kernel_ns").value(c.kernel_ns);
     buckets.end_object();
   }
   buckets.end_array();
-  if (!error.ok()) return store().error(error.message());
   // The answer's head, then its lists as written.
   JsonWriter w;
   w.begin_object();
@@ -461,47 +369,50 @@ Status ViewerQueries::timeline_text(const RangeRequest& request, std::string& ou
 }
 
 Status ViewerQueries::event(const std::string& run_id, const std::string& agent_id, uint64_t seq, json& out) {
-  if (seq >= (uint64_t{1} << 40)) return Status::invalid_argument("seq out of range");
+  if (seq > kMaxRowSeq) return Status::invalid_argument("seq out of range");
   RunTracks run;
   if (Status s = load_run(run_id, run); !s.ok()) return s;
   const Agent* agent = run.agent(agent_id);
   if (agent == nullptr) return Status::not_found("no agent " + agent_id + " in run " + run_id);
   const int64_t origin = run.origin_ns;
-  const int64_t id = event_row_id(agent->id, seq);
+  const int64_t id = event_row_id(agent->row, seq);
   // Where the row is (its time and track), then read_events over that one seq.
-  struct Table {
-    const char* kind;
-    const char* sql;
+  struct Where {
+    bool found = false;
+    int64_t ts = 0, track = 0, location = 0;
   };
-  constexpr Table kTables[] = {
-      {"cast", "SELECT ts_ns, slot & 16777215, location FROM casts WHERE id = ?"},
-      {"op", "SELECT ts_ns, thread, location FROM ops WHERE id = ?"},
-      {"kernel", "SELECT ts_ns, device, stream FROM kernels WHERE id = ?"},
-  };
-  for (const Table& table : kTables) {
-    const bool kernel = std::strcmp(table.kind, "kernel") == 0;
-    Statement s;
-    if (Status st = prepare(store().handle(), table.sql, s); !st.ok()) return store().error(st.message());
-    s.bind(1, id);
-    Status error;
-    if (!s.step(error)) {
-      if (!error.ok()) return store().error(error.message());
-      continue;
+  enum Kind { kCast, kOp, kKernel };
+  for (const Kind kind : {kCast, kOp, kKernel}) {
+    Where where;
+    Status st;
+    if (kind == kCast) {
+      StoredCast row;
+      st = read_row<StoredCast, kCastWhere>(store().handle(), id, row, where.found);
+      where = {where.found, row.ts_ns, row.thread(), row.location};
+    } else if (kind == kOp) {
+      StoredOp row;
+      st = read_row<StoredOp, kOpWhere>(store().handle(), id, row, where.found);
+      where = {where.found, row.ts_ns, row.thread, row.location};
+    } else {
+      StoredKernel row;
+      st = read_row<StoredKernel, kKernelWhere>(store().handle(), id, row, where.found);
+      where = {where.found, row.ts_ns,
+               t::gpu_track(static_cast<uint32_t>(row.device), static_cast<uint32_t>(row.stream)), 0};
     }
-    const int64_t ts = s.column_int(0);
-    const int64_t track = kernel ? t::gpu_track(static_cast<uint32_t>(s.column_int(1)), static_cast<uint32_t>(s.column_int(2)))
-                                 : s.column_int(1);
+    if (!st.ok()) return store().error(st.message());
+    if (!where.found) continue;
     EventLists found;
-    if (Status st = read_events(*agent, track, static_cast<int64_t>(seq), static_cast<int64_t>(seq), ts, ts + 1, origin, found);
-        !st.ok())
-      return st;
-    const json list = json::parse(kernel ? found.kernels.text() : table.kind[0] == 'c' ? found.casts.text() : found.ops.text());
+    if (Status s = read_events(*agent, where.track, static_cast<int64_t>(seq), static_cast<int64_t>(seq), where.ts,
+                               where.ts + 1, origin, found);
+        !s.ok())
+      return s;
+    const json list = json::parse(kind == kKernel ? found.kernels.text() : kind == kCast ? found.casts.text() : found.ops.text());
     if (list.empty()) continue;
     out = list[0];
-    out["kind"] = table.kind;
-    if (!kernel) {
+    out["kind"] = kind == kKernel ? "kernel" : kind == kCast ? "cast" : "op";
+    if (kind != kKernel) {
       v1::SourceLocation location;
-      if (Status st = reader_->resolve_location(s.column_int(2), location); !st.ok()) return st;
+      if (Status s = reader_->resolver().location(where.location, location); !s.ok()) return s;
       out["location"] = location_json(location, true);
     }
     return {};
@@ -519,48 +430,31 @@ Status ViewerQueries::counters(const std::string& run_id, int64_t t0, int64_t t1
   const int shift = t::level_shift(level);
   const int64_t a0 = std::max<int64_t>(0, origin + t0), a1 = origin + t1;
   std::map<int64_t, std::pair<int64_t, int64_t>> rates;  // bucket -> casts, bytes
-  Statement s;
-  if (Status st = prepare(store().handle(),
-                          "SELECT bucket, casts, bytes FROM timeline_tiles WHERE agent = ? AND track = ? AND level = ? "
-                          "AND bucket BETWEEN ? AND ?",
-                          s);
-      !st.ok())
-    return store().error(st.message());
   json cache = json::array(), steps = json::array();
-  Statement samples;
-  if (Status st = prepare(store().handle(),
-                          "SELECT ts_ns, trigger, iteration, live_casts, live_bytes FROM cache_samples "
-                          "WHERE id BETWEEN ? AND ? ORDER BY id",
-                          samples);
-      !st.ok())
-    return store().error(st.message());
   for (size_t i = 0; i < run.agents.size(); ++i) {
     const Agent& agent = run.agents[i];
     for (const TrackSummary& track : run.tracks[i]) {
       if (t::is_gpu_track(track.track)) continue;
-      s.reset();
-      s.bind(1, agent.id);
-      s.bind(2, track.track);
-      s.bind(3, level);
-      s.bind(4, a0 >> shift);
-      s.bind(5, std::max<int64_t>(0, a1 - 1) >> shift);
-      Status error;
-      while (s.step(error)) {
-        auto& [casts, bytes] = rates[s.column_int(0)];
-        casts += s.column_int(1);
-        bytes += s.column_int(2);
+      std::vector<t::TileRow> tiles;
+      if (Status st = t::read_tiles(store().handle(), agent.row, track.track, level, a0 >> shift,
+                                    std::max<int64_t>(0, a1 - 1) >> shift, tiles);
+          !st.ok())
+        return store().error(st.message());
+      for (const t::TileRow& tile : tiles) {
+        auto& [casts, bytes] = rates[tile.bucket];
+        casts += tile.counts.casts;
+        bytes += tile.counts.bytes;
       }
-      if (!error.ok()) return store().error(error.message());
     }
-    samples.reset();
-    samples.bind(1, event_row_id(agent.id, 0));
-    samples.bind(2, event_row_id(agent.id + 1, 0) - 1);
+    RowScan<StoredCacheSample, kSampleSeries> samples;
+    if (Status st = samples.open(store().handle(), first_row_of(agent.row), end_row_of(agent.row)); !st.ok())
+      return store().error(st.message());
     std::vector<std::array<int64_t, 5>> rows;
+    StoredCacheSample sample;
     Status error;
-    while (samples.step(error)) {
-      const int64_t ts = samples.column_int(0);
-      if (ts < a0 || ts >= a1) continue;
-      rows.push_back({ts - origin, samples.column_int(1), samples.column_int(2), samples.column_int(3), samples.column_int(4)});
+    while (samples.next(sample, error)) {
+      if (sample.ts_ns < a0 || sample.ts_ns >= a1) continue;
+      rows.push_back({sample.ts_ns - origin, sample.trigger, sample.iteration, sample.live_casts, sample.live_bytes});
     }
     if (!error.ok()) return store().error(error.message());
     json series = {{"agent_id", agent.agent_id}, {"t", json::array()}, {"live_casts", json::array()}, {"live_bytes", json::array()}};
@@ -609,17 +503,11 @@ Status ViewerQueries::findings(const std::string& run_id, json& out) {
 }
 
 Status ViewerQueries::sites(const std::string& run_id, json& out) {
-  Statement count;
-  if (Status s = prepare(store().handle(),
-                         "SELECT sum(agents.casts + agents.ops) FROM agents JOIN runs ON agents.run = runs.id "
-                         "WHERE runs.run_id = ?",
-                         count);
-      !s.ok())
-    return store().error(s.message());
-  count.bind_text(1, run_id);
-  Status error;
-  const int64_t events = count.step(error) ? count.column_int(0) : -1;
-  if (!error.ok()) return store().error(error.message());
+  // The run's cast and op rows: the cached answer holds while they do not move.
+  std::vector<Agent> agents;
+  if (Status s = reader_->find_agents(run_id, "", agents); !s.ok()) return s;
+  int64_t events = 0;
+  for (const Agent& agent : agents) events += static_cast<int64_t>(agent.casts + agent.ops);
   if (auto it = sites_cache_.find(run_id); it != sites_cache_.end() && it->second.events == events) {
     out = it->second.body;
     return {};

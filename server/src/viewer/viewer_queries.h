@@ -26,6 +26,7 @@
 #include "server/src/status.h"
 #include "server/src/store/sqlite_store.h"
 #include "server/src/store/store_reader.h"
+#include "server/src/store/timeline_tiles.h"
 #include "server/src/viewer/json_writer.h"
 
 namespace castscope::collector::viewer {
@@ -62,13 +63,8 @@ class ViewerQueries {
   Status totals(StoreReader::Totals& out) { return reader_->totals(out); }
 
  private:
-  using Agent = StoreReader::AgentRef;
-  // A track of an agent, from the tiles: its events and finest first/last bucket.
-  struct TrackSummary {
-    int64_t track = 0;
-    int64_t events = 0;
-    int64_t first_bucket = 0, last_bucket = 0;
-  };
+  using Agent = StoredAgent;
+  using TrackSummary = tiles::TrackSummary;
   // What most answers start from, read once per request: the run's agents,
   // their tracks, and the origin derived from them.
   struct RunTracks {
@@ -82,7 +78,6 @@ class ViewerQueries {
   explicit ViewerQueries(std::unique_ptr<StoreReader> reader) : reader_(std::move(reader)) {}
   Database& store() { return reader_->database(); }
   Status load_run(const std::string& run_id, RunTracks& out);
-  Status track_summaries(int64_t agent, std::vector<TrackSummary>& out);
   // A range's events as three JSON arrays, and how many they hold; past
   // `limit` events it stops (count is then limit + 1, the lists unfinished).
   struct EventLists {

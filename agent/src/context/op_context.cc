@@ -1,0 +1,119 @@
+#include "agent/src/context/op_context.h"
+
+#include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/graph_task.h>
+#include <torch/csrc/jit/frontend/tracer.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "agent/src/context/autocast_keys.h"
+#include "agent/src/context/compile_capture.h"
+#include "agent/src/context/jit_context.h"
+
+namespace castscope {
+
+std::atomic<bool> g_record_events{true};
+thread_local int t_autocast_kernel_depth = 0;
+std::atomic<LocationReader> g_python_location_reader{nullptr};
+std::atomic<LocationReader> g_tracing_location_reader{nullptr};
+thread_local int t_trace_recording_depth = 0;
+
+DType to_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Float: return DType::kFloat32;
+    case c10::ScalarType::Half: return DType::kFloat16;
+    case c10::ScalarType::BFloat16: return DType::kBfloat16;
+    case c10::ScalarType::Double: return DType::kFloat64;
+    case c10::ScalarType::Long: return DType::kInt64;
+    case c10::ScalarType::Int: return DType::kInt32;
+    case c10::ScalarType::Short: return DType::kInt16;
+    case c10::ScalarType::Char: return DType::kInt8;
+    case c10::ScalarType::Byte: return DType::kUint8;
+    case c10::ScalarType::Bool: return DType::kBool;
+    case c10::ScalarType::ComplexFloat: return DType::kComplex64;
+    case c10::ScalarType::ComplexDouble: return DType::kComplex128;
+    case c10::ScalarType::Float8_e5m2:
+    case c10::ScalarType::Float8_e4m3fn:
+    case c10::ScalarType::Float8_e5m2fnuz:
+    case c10::ScalarType::Float8_e4m3fnuz: return DType::kFloat8;
+    default: return DType::kOther;
+  }
+}
+
+namespace {
+
+// A scripted line run while torch.jit.trace records, with the traced Python
+// line that called into TorchScript as the second frame of its stack: that
+// call is where the user combined the two (script-under-trace names both).
+// Rare (only while a trace records), so one mutex-guarded map suffices.
+uint32_t with_calling_line(uint32_t scripted, uint32_t python, LocationTable& locations) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const LocationTable*, uint32_t, uint32_t>, uint32_t> combined;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(&locations, scripted, python);
+  if (auto found = combined.find(key); found != combined.end()) return found->second;
+  auto frame = [](const Location& l) { return l.file + ":" + std::to_string(l.line) + " " + l.function; };
+  Location location = locations.get(scripted);
+  const Location caller = locations.get(python);
+  location.stack = frame(location) + "\n" + frame(caller);
+  const uint32_t id = locations.intern(location);
+  combined.emplace(key, id);
+  return id;
+}
+
+}  // namespace
+
+OpContext current_op_context(LocationTable& locations) {
+  OpContext context;
+  if (torch::autograd::get_current_graph_task_id() != -1) context.phase = Phase::kBackward;
+  // torch.compile tracing: the line is the FX node's, not a frame on the stack.
+  if (compile_tracing_now()) [[unlikely]] {
+    context.mode = ExecutionMode::kCompiling;
+    if (LocationReader tracing = g_tracing_location_reader.load(std::memory_order_acquire)) context.location = tracing();
+    if (LocationReader reader = g_python_location_reader.load(std::memory_order_acquire); context.location == 0 && reader)
+      context.location = reader();
+    return context;
+  }
+  if (torch::jit::tracer::isTracing()) context.mode = ExecutionMode::kTraceRecording;
+  JitContext jit;
+  if (context.mode == ExecutionMode::kEager && current_jit_context(locations, jit)) {
+    context.mode = jit.mode;
+    context.location = jit.location;
+    // The tracer pauses inside scripted calls: only the bracket knows.
+    if (jit.mode == ExecutionMode::kScript && trace_recording_on_this_thread()) {
+      context.mode = ExecutionMode::kScriptWhileTracing;
+      LocationReader reader = g_python_location_reader.load(std::memory_order_acquire);
+      const uint32_t python = reader != nullptr ? reader() : 0;
+      if (jit.has_source && python != 0) context.location = with_calling_line(jit.location, python, locations);
+    }
+    if (jit.has_source) return context;
+    // JIT-inserted ops (autocast casts inside differentiable graphs) carry no
+    // range: the Python line that called into TorchScript is the best we have.
+  }
+  if (LocationReader reader = g_python_location_reader.load(std::memory_order_acquire)) {
+    if (const uint32_t python = reader(); python != 0 || context.location == 0) context.location = python;
+  }
+  return context;
+}
+
+void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context) {
+  describe_op_context(op, at::autocast::get_lower_precision_fp_from_device_type(device), context);
+}
+
+void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpContext& context) {
+  op.autocast_dtype = to_dtype(region_dtype);
+  op.mode = context.mode;
+  op.phase = context.phase;
+  op.location = context.location;
+  // What at::autocast::is_autocast_enabled reads per device (its key not
+  // excluded), from one read of the thread's key set for all of them.
+  const c10::DispatchKeySet excluded = c10::impl::tls_local_dispatch_key_set().excluded_;
+  for (const auto& d : kAutocastDevices)
+    if (!excluded.has(d.key)) op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(d.kind));
+}
+
+}  // namespace castscope

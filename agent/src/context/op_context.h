@@ -1,0 +1,67 @@
+// What the autocast kernels (dispatch/) and the op observers (observers/)
+// both read about the op running now: whether to record at all, whether a
+// castscope kernel is on the stack, which Python line and execution mode it
+// runs in, and the autocast state an op record carries. Here, below both, so
+// neither library needs the other for it.
+#pragma once
+
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "agent/src/record/cast_record.h"
+#include "agent/src/record/location_table.h"
+
+namespace castscope {
+
+// Whether kernels and observers record events. Kernels keep casting (they
+// own autocast while registered) when this is false.
+extern std::atomic<bool> g_record_events;
+
+// Depth of castscope autocast kernels on this thread. Inside one, autocast
+// reads as disabled (the kernel excludes its key, as native wrappers do);
+// the observers must not take that for the user's own disable.
+extern thread_local int t_autocast_kernel_depth;
+struct InsideAutocastKernel {
+  InsideAutocastKernel() { ++t_autocast_kernel_depth; }
+  ~InsideAutocastKernel() { --t_autocast_kernel_depth; }
+  InsideAutocastKernel(const InsideAutocastKernel&) = delete;
+  InsideAutocastKernel& operator=(const InsideAutocastKernel&) = delete;
+};
+
+// Depth of the Python package's torch.jit.trace bracket on this thread
+// (observers/trace_observer.h keeps it). Inside a scripted function the trace
+// calls, the tracer's own state reads as off; this still says a trace records.
+extern thread_local int t_trace_recording_depth;
+inline bool trace_recording_on_this_thread() { return t_trace_recording_depth > 0; }
+
+// Returns the LocationTable id of the innermost user Python frame of the
+// calling thread (0 when there is none). Installed only in Python processes,
+// by the separate frame-reader library, so the agent never links CPython.
+using LocationReader = uint32_t (*)();
+extern std::atomic<LocationReader> g_python_location_reader;
+// While torch.compile traces: the user's line of the FX node being traced
+// (0 when none). Installed with the Python reader.
+extern std::atomic<LocationReader> g_tracing_location_reader;
+
+// Where and in which mode the current op runs. TorchScript (scripted or
+// traced graphs) gives its own source range; otherwise the innermost user
+// Python frame, when a Python frame reader is installed.
+struct OpContext {
+  ExecutionMode mode = ExecutionMode::kEager;
+  Phase phase = Phase::kForward;
+  uint32_t location = 0;
+};
+// TorchScript locations are interned in `locations`.
+OpContext current_op_context(LocationTable& locations);
+// An op record's autocast state and context: the region's lower-precision
+// dtype on `device`, mode, phase, location, the devices with autocast on.
+void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context);
+// The same with the region's lower-precision dtype already read as well.
+void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpContext& context);
+
+DType to_dtype(c10::ScalarType type);
+
+}  // namespace castscope
