@@ -36,12 +36,7 @@
 #include "server/testing/batch_builder.h"
 
 namespace v1 = castscope::v1;
-using castscope::collector::testing::add_cast;
-using castscope::collector::testing::add_kernel;
-using castscope::collector::testing::add_location;
-using castscope::collector::testing::add_op;
-using castscope::collector::testing::add_strings;
-using castscope::collector::testing::batch_head;
+namespace fixtures = castscope::collector::testing;
 
 namespace {
 
@@ -63,35 +58,37 @@ std::string batch_body(uint64_t first_seq, int events, uint64_t ts_ns) {
                                "aten::scaled_dot_product_attention"};
   v1::Batch body;
   uint32_t next_id = 1;
-  for (const char* op : kOps) next_id = add_strings(body, next_id, {op});
-  add_strings(body, next_id, {"input", "weight", "bias", "self", "mat2"});
+  for (const char* op : kOps) next_id = fixtures::add_strings(body, next_id, {op});
+  fixtures::add_strings(body, next_id, {"input", "weight", "bias", "self", "mat2"});
   for (int site = 0; site < kSites; ++site)
-    add_location(body, static_cast<uint32_t>(site + 1),
-                 {.kind = v1::SourceLocation::KIND_PYTHON,
-                  .file = "/home/user/project/model/layers_" + std::to_string(site % 7) + ".py",
-                  .line = static_cast<uint32_t>(100 + site * 3), .function = "forward"});
+    fixtures::add_location(body, static_cast<uint32_t>(site + 1),
+                           {.kind = v1::SourceLocation::KIND_PYTHON,
+                            .file = "/home/user/project/model/layers_" + std::to_string(site % 7) + ".py",
+                            .line = static_cast<uint32_t>(100 + site * 3), .function = "forward"});
   for (int i = 0; i < events; ++i) {
     const int site = i % kSites;
     const bool weight = i % 3 == 1;
-    add_cast(body, {.seq = first_seq + static_cast<uint64_t>(i), .ts_ns = ts_ns + static_cast<uint64_t>(i),
-                    .thread = static_cast<uint32_t>(i % 4), .arg_index = static_cast<uint32_t>(i % 3),
-                    .list_index = -1, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP, .src_dtype = v1::DTYPE_FLOAT32,
-                    .dst_dtype = v1::DTYPE_FLOAT16, .outcome = v1::CAST_OUTCOME_CAST, .shape = {64, 1024},
-                    .bytes = 64 * 1024 * 4, .device_type = v1::DEVICE_TYPE_CUDA,
-                    .op_seq = first_seq + static_cast<uint64_t>(i) - static_cast<uint64_t>(i % 3),
-                    .role = weight ? v1::ROLE_WEIGHT : v1::ROLE_ACTIVATION,
-                    .cache = weight ? v1::CACHE_OUTCOME_HIT : v1::CACHE_OUTCOME_NOT_CACHEABLE,
-                    .source_version = weight ? 7 : 0, .cached_version = weight ? 7 : 0,
-                    .mode = v1::EXECUTION_MODE_EAGER, .phase = v1::PHASE_FORWARD,
-                    .op_id = static_cast<uint32_t>(1 + site % 10), .arg_name_id = static_cast<uint32_t>(11 + i % 5),
-                    .location_id = static_cast<uint32_t>(site + 1)});
+    fixtures::add_cast(body, {.seq = first_seq + static_cast<uint64_t>(i), .ts_ns = ts_ns + static_cast<uint64_t>(i),
+                              .thread = static_cast<uint32_t>(i % 4), .arg_index = static_cast<uint32_t>(i % 3),
+                              .list_index = -1, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                              .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_FLOAT16,
+                              .outcome = v1::CAST_OUTCOME_CAST, .shape = {64, 1024}, .bytes = 64 * 1024 * 4,
+                              .device_type = v1::DEVICE_TYPE_CUDA,
+                              .op_seq = first_seq + static_cast<uint64_t>(i) - static_cast<uint64_t>(i % 3),
+                              .role = weight ? v1::ROLE_WEIGHT : v1::ROLE_ACTIVATION,
+                              .cache = weight ? v1::CACHE_OUTCOME_HIT : v1::CACHE_OUTCOME_NOT_CACHEABLE,
+                              .source_version = weight ? 7 : 0, .cached_version = weight ? 7 : 0,
+                              .mode = v1::EXECUTION_MODE_EAGER, .phase = v1::PHASE_FORWARD,
+                              .op_id = static_cast<uint32_t>(1 + site % 10),
+                              .arg_name_id = static_cast<uint32_t>(11 + i % 5),
+                              .location_id = static_cast<uint32_t>(site + 1)});
   }
   return body.SerializeAsString();
 }
 
 std::string ingest_request(const std::string& run_id, const std::string& agent_id, uint64_t sequence,
                            const std::string& body) {
-  v1::Batch head = batch_head({.run_id = run_id, .agent_id = agent_id, .pid = 4242}, sequence);
+  v1::Batch head = fixtures::batch_head({.run_id = run_id, .agent_id = agent_id, .pid = 4242}, sequence);
   head.set_events_recorded_total(sequence * kEventsPerBatch);
   const std::string batch = head.SerializeAsString() + body;
   std::string request(1, '\x12');  // IngestRequest.batch: field 2, length-delimited
@@ -283,17 +280,18 @@ class TrainingJob {
 
   static void add_strings(v1::Batch& batch) {
     uint32_t id = 1;
-    for (const char* op : kOps) id = castscope::collector::testing::add_strings(batch, id, {op});
-    castscope::collector::testing::add_strings(batch, id,
-                {"input", "weight", "self", "mat2", "other",
-                 "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
-                 "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>",
-                 "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor>"});
+    for (const char* op : kOps) id = fixtures::add_strings(batch, id, {op});
+    fixtures::add_strings(batch, id,
+                          {"input", "weight", "self", "mat2", "other",
+                           "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
+                           "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>",
+                           "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor>"});
     for (int site = 0; site < kSites; ++site)
-      add_location(batch, static_cast<uint32_t>(site + 1),
-                   {.kind = v1::SourceLocation::KIND_PYTHON,
-                    .file = "/home/user/project/model/block_" + std::to_string(site % 6) + ".py",
-                    .line = static_cast<uint32_t>(40 + site * 7), .function = site % 2 == 0 ? "forward" : "_attention"});
+      fixtures::add_location(batch, static_cast<uint32_t>(site + 1),
+                             {.kind = v1::SourceLocation::KIND_PYTHON,
+                              .file = "/home/user/project/model/block_" + std::to_string(site % 6) + ".py",
+                              .line = static_cast<uint32_t>(40 + site * 7),
+                              .function = site % 2 == 0 ? "forward" : "_attention"});
   }
 
  private:
@@ -320,12 +318,14 @@ class TrainingJob {
     const v1::CastPolicy policy =
         kind < 5 ? v1::CAST_POLICY_LOWER_PRECISION_FP : kind < 7 ? v1::CAST_POLICY_FP32 : v1::CAST_POLICY_PROMOTE;
     const uint32_t op_id = 1 + static_cast<uint32_t>(kind);
-    add_op(batch, {.seq = op_seq, .ts_ns = start, .thread = thread, .policy = policy,
-                   .device_type = v1::DEVICE_TYPE_CUDA, .input_dtypes = {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT32},
-                   .output_dtype = kind < 5 ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32, .cpu_duration_ns = duration,
-                   .outcome = v1::OP_OUTCOME_OK, .autocast_dtype = v1::DTYPE_BFLOAT16,
-                   .mode = v1::EXECUTION_MODE_EAGER, .phase = phase, .autocast_enabled = {v1::DEVICE_TYPE_CUDA},
-                   .autocast_nesting = 1, .op_id = op_id, .location_id = site + 1});
+    fixtures::add_op(batch, {.seq = op_seq, .ts_ns = start, .thread = thread, .policy = policy,
+                             .device_type = v1::DEVICE_TYPE_CUDA,
+                             .input_dtypes = {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT32},
+                             .output_dtype = kind < 5 ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32,
+                             .cpu_duration_ns = duration, .outcome = v1::OP_OUTCOME_OK,
+                             .autocast_dtype = v1::DTYPE_BFLOAT16, .mode = v1::EXECUTION_MODE_EAGER, .phase = phase,
+                             .autocast_enabled = {v1::DEVICE_TYPE_CUDA}, .autocast_nesting = 1, .op_id = op_id,
+                             .location_id = site + 1});
     // Forward lower-precision ops cast their input and weight; fp32 ops their
     // input; in backward a third of the ops cast a gradient.
     int casts = kind < 5 ? 2 : kind < 7 ? 1 : 0;
@@ -334,19 +334,21 @@ class TrainingJob {
       const bool weight = a == 1 && phase == v1::PHASE_FORWARD;
       const uint64_t cast_seq = ++seq;
       const uint64_t cast_ts = start + 1'000 + static_cast<uint64_t>(a) * 4'000 + next(2'000);
-      add_cast(batch,
-               {.seq = cast_seq, .ts_ns = cast_ts, .thread = thread, .arg_index = static_cast<uint32_t>(a),
-                .list_index = -1, .policy = policy, .src_dtype = kind < 5 ? v1::DTYPE_FLOAT32 : v1::DTYPE_BFLOAT16,
-                .dst_dtype = kind < 5 ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32, .outcome = v1::CAST_OUTCOME_CAST,
-                .shape = weight ? std::vector<int64_t>{1024, 1024} : std::vector<int64_t>{32, 512, 1024},
-                .bytes = (weight ? 1024ull * 1024 : 32ull * 512 * 1024) * (kind < 5 ? 4 : 2),
-                .device_type = v1::DEVICE_TYPE_CUDA, .op_seq = op_seq,
-                .role = weight ? v1::ROLE_WEIGHT : v1::ROLE_ACTIVATION,
-                .cache = weight ? (first_step ? v1::CACHE_OUTCOME_MISS : v1::CACHE_OUTCOME_HIT)
-                                : v1::CACHE_OUTCOME_NOT_CACHEABLE,
-                .source_version = weight ? 3 : 0, .cached_version = weight && !first_step ? 3 : 0,
-                .mode = v1::EXECUTION_MODE_EAGER, .phase = phase, .op_id = op_id,
-                .arg_name_id = kArgNames + static_cast<uint32_t>(a), .location_id = site + 1});
+      fixtures::add_cast(batch,
+                         {.seq = cast_seq, .ts_ns = cast_ts, .thread = thread, .arg_index = static_cast<uint32_t>(a),
+                          .list_index = -1, .policy = policy,
+                          .src_dtype = kind < 5 ? v1::DTYPE_FLOAT32 : v1::DTYPE_BFLOAT16,
+                          .dst_dtype = kind < 5 ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32,
+                          .outcome = v1::CAST_OUTCOME_CAST,
+                          .shape = weight ? std::vector<int64_t>{1024, 1024} : std::vector<int64_t>{32, 512, 1024},
+                          .bytes = (weight ? 1024ull * 1024 : 32ull * 512 * 1024) * (kind < 5 ? 4 : 2),
+                          .device_type = v1::DEVICE_TYPE_CUDA, .op_seq = op_seq,
+                          .role = weight ? v1::ROLE_WEIGHT : v1::ROLE_ACTIVATION,
+                          .cache = weight ? (first_step ? v1::CACHE_OUTCOME_MISS : v1::CACHE_OUTCOME_HIT)
+                                          : v1::CACHE_OUTCOME_NOT_CACHEABLE,
+                          .source_version = weight ? 3 : 0, .cached_version = weight && !first_step ? 3 : 0,
+                          .mode = v1::EXECUTION_MODE_EAGER, .phase = phase, .op_id = op_id,
+                          .arg_name_id = kArgNames + static_cast<uint32_t>(a), .location_id = site + 1});
       kernel(batch, cast_ts + 6'000, 3'000 + next(6'000), kKernelCopy, v1::LAUNCHED_BY_CAST, cast_seq, seq);
     }
     kernel(batch, start + duration / 2, duration / 2 + next(duration / 2), kind < 5 ? kKernelGemm : kKernelElementwise,
@@ -356,8 +358,9 @@ class TrainingJob {
 
   void kernel(v1::Batch& batch, uint64_t ts, uint64_t duration, uint32_t name_id, v1::LaunchedBy by,
               uint64_t launch_seq, uint64_t& seq) {
-    add_kernel(batch, {.seq = ++seq, .ts_ns = ts, .duration_ns = duration, .activity = v1::GPU_ACTIVITY_KERNEL,
-                       .device = 0, .stream = 7, .launched_by = by, .launch_seq = launch_seq, .name_id = name_id});
+    fixtures::add_kernel(batch, {.seq = ++seq, .ts_ns = ts, .duration_ns = duration,
+                                 .activity = v1::GPU_ACTIVITY_KERNEL, .device = 0, .stream = 7, .launched_by = by,
+                                 .launch_seq = launch_seq, .name_id = name_id});
   }
 
   uint64_t rng_;
@@ -395,10 +398,11 @@ int fill_run(const std::string& collector, const std::string& token, std::string
       uint64_t seq = 0, sequence = 0, now = origin + static_cast<uint64_t>(a) * 150'000;
       const uint64_t mine = events / static_cast<uint64_t>(agents);
       while (seq < mine) {
-        v1::Batch batch = batch_head({.run_id = run_id, .agent_id = agent_id, .pid = static_cast<uint32_t>(1000 + a),
-                                      .rank = a, .local_rank = a, .world_size = agents, .hostname = "train-host",
-                                      .command = "python train.py --amp bf16 (castscope_ingest_bench fill)"},
-                                     ++sequence);
+        v1::Batch batch = fixtures::batch_head(
+            {.run_id = run_id, .agent_id = agent_id, .pid = static_cast<uint32_t>(1000 + a), .rank = a, .local_rank = a,
+             .world_size = agents, .hostname = "train-host",
+             .command = "python train.py --amp bf16 (castscope_ingest_bench fill)"},
+            ++sequence);
         TrainingJob::add_strings(batch);
         while (batch.events_size() < kEventsPerBatch - 1200 && seq < mine) now = job.step(batch, now, seq);
         batch.set_events_recorded_total(seq);
