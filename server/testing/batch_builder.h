@@ -6,8 +6,8 @@
 //   add_cast(batch, {.seq = 2, .op_id = 1, .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16});
 //
 // Messages are built with the generated setters, so what a spec builds is
-// what a test writing the setters by hand would have built. Every member has a
-// default initializer: designated initializers may then leave any out.
+// what a test writing the setters by hand would have built. Every member is
+// value-initialized ({}): designated initializers may then leave any out.
 #pragma once
 
 #include <cstdint>
@@ -24,160 +24,160 @@ namespace v1 = castscope::v1;
 
 // A batch's head: AgentIdentity, sequence and the agent's cumulative counts.
 struct AgentSpec {
-  std::string run_id = {};
-  std::string agent_id = {};
-  uint32_t pid = 0;
-  int32_t rank = 0;
-  int32_t local_rank = 0;
-  int32_t world_size = 0;
-  std::string hostname = {};
-  std::string torch_version = {};
-  std::string command = {};
-  std::string policy_hash = {};
-  std::vector<std::string> policy_files = {};
-  std::string castscope_version = {};
-  bool aggregate = false;
+  std::string run_id{};
+  std::string agent_id{};
+  uint32_t pid{};
+  int32_t rank{};
+  int32_t local_rank{};
+  int32_t world_size{};
+  std::string hostname{};
+  std::string torch_version{};
+  std::string command{};
+  std::string policy_hash{};
+  std::vector<std::string> policy_files{};
+  std::string castscope_version{};
+  bool aggregate{};
 };
 
 struct LocationSpec {
-  v1::SourceLocation::Kind kind = {};
-  std::string file = {};
-  uint32_t line = 0;
-  std::string function = {};
-  std::vector<std::string> stack = {};
-  bool inside_disabled_autocast = false;
-  std::string source_text = {};
-  std::vector<std::string> also_consumed_at = {};
+  v1::SourceLocation::Kind kind{};
+  std::string file{};
+  uint32_t line{};
+  std::string function{};
+  std::vector<std::string> stack{};
+  bool inside_disabled_autocast{};
+  std::string source_text{};
+  std::vector<std::string> also_consumed_at{};
 };
 
 struct CastSpec {
-  uint64_t seq = 0;
-  uint64_t ts_ns = 0;
-  uint32_t thread = 0;
-  uint32_t arg_index = 0;
-  int32_t list_index = 0;
-  v1::CastPolicy policy = {};
-  v1::DType src_dtype = {};
-  v1::DType dst_dtype = {};
-  v1::CastOutcome outcome = {};
-  std::vector<int64_t> shape = {};
-  bool shape_truncated = false;
-  uint64_t bytes = 0;
-  v1::DeviceType device_type = {};
-  uint64_t op_seq = 0;
-  v1::Role role = {};
-  v1::CacheOutcome cache = {};
-  int64_t source_version = 0;
-  int64_t cached_version = 0;
-  v1::ExecutionMode mode = {};
-  v1::Phase phase = {};
-  uint32_t op_id = 0;
-  uint32_t arg_name_id = 0;
-  uint32_t location_id = 0;
-  bool round_trip = false;
+  uint64_t seq{};
+  uint64_t ts_ns{};
+  uint32_t thread{};
+  uint32_t arg_index{};
+  int32_t list_index{};
+  v1::CastPolicy policy{};
+  v1::DType src_dtype{};
+  v1::DType dst_dtype{};
+  v1::CastOutcome outcome{};
+  std::vector<int64_t> shape{};
+  bool shape_truncated{};
+  uint64_t bytes{};
+  v1::DeviceType device_type{};
+  uint64_t op_seq{};
+  v1::Role role{};
+  v1::CacheOutcome cache{};
+  int64_t source_version{};
+  int64_t cached_version{};
+  v1::ExecutionMode mode{};
+  v1::Phase phase{};
+  uint32_t op_id{};
+  uint32_t arg_name_id{};
+  uint32_t location_id{};
+  bool round_trip{};
 };
 
 struct GemmSpec {
-  v1::GemmCompute compute = {};
-  v1::DType a_type = {};
-  v1::DType b_type = {};
-  v1::DType d_type = {};
-  uint32_t calls = 0;
-  bool mixed = false;
+  v1::GemmCompute compute{};
+  v1::DType a_type{};
+  v1::DType b_type{};
+  v1::DType d_type{};
+  uint32_t calls{};
+  bool mixed{};
 };
 
 struct OpSpec {
-  uint64_t seq = 0;
-  uint64_t ts_ns = 0;
-  uint32_t thread = 0;
-  v1::CastPolicy policy = {};
-  v1::DeviceType device_type = {};
-  std::vector<v1::DType> input_dtypes = {};
-  v1::DType output_dtype = {};
-  uint64_t cpu_duration_ns = 0;
-  v1::OpOutcome outcome = {};
-  v1::DType autocast_dtype = {};
-  v1::ExecutionMode mode = {};
-  v1::Phase phase = {};
-  std::vector<v1::DeviceType> autocast_enabled = {};
-  uint32_t autocast_nesting = 0;
-  uint32_t op_id = 0;
-  uint32_t location_id = 0;
-  v1::ProbeReason probe_reason = {};
-  std::optional<GemmSpec> gemm = {};
+  uint64_t seq{};
+  uint64_t ts_ns{};
+  uint32_t thread{};
+  v1::CastPolicy policy{};
+  v1::DeviceType device_type{};
+  std::vector<v1::DType> input_dtypes{};
+  v1::DType output_dtype{};
+  uint64_t cpu_duration_ns{};
+  v1::OpOutcome outcome{};
+  v1::DType autocast_dtype{};
+  v1::ExecutionMode mode{};
+  v1::Phase phase{};
+  std::vector<v1::DeviceType> autocast_enabled{};
+  uint32_t autocast_nesting{};
+  uint32_t op_id{};
+  uint32_t location_id{};
+  v1::ProbeReason probe_reason{};
+  std::optional<GemmSpec> gemm{};
 };
 
 struct KernelSpec {
-  uint64_t seq = 0;
-  uint64_t ts_ns = 0;
-  uint64_t duration_ns = 0;
-  v1::GpuActivity activity = {};
-  uint32_t device = 0;
-  uint32_t stream = 0;
-  v1::LaunchedBy launched_by = {};
-  uint64_t launch_seq = 0;
-  uint64_t bytes = 0;
-  uint32_t correlation_id = 0;
-  uint32_t name_id = 0;
+  uint64_t seq{};
+  uint64_t ts_ns{};
+  uint64_t duration_ns{};
+  v1::GpuActivity activity{};
+  uint32_t device{};
+  uint32_t stream{};
+  v1::LaunchedBy launched_by{};
+  uint64_t launch_seq{};
+  uint64_t bytes{};
+  uint32_t correlation_id{};
+  uint32_t name_id{};
 };
 
 struct CacheSampleSpec {
-  uint64_t seq = 0;
-  uint64_t ts_ns = 0;
-  v1::CacheSample::Trigger trigger = {};
-  uint64_t iteration = 0;
-  uint64_t live_casts = 0;
-  uint64_t live_bytes = 0;
-  uint64_t orphaned_casts = 0;
-  uint64_t orphaned_bytes = 0;
-  uint64_t cache_hits = 0;
-  uint64_t released_casts = 0;
+  uint64_t seq{};
+  uint64_t ts_ns{};
+  v1::CacheSample::Trigger trigger{};
+  uint64_t iteration{};
+  uint64_t live_casts{};
+  uint64_t live_bytes{};
+  uint64_t orphaned_casts{};
+  uint64_t orphaned_bytes{};
+  uint64_t cache_hits{};
+  uint64_t released_casts{};
 };
 
 struct CastCountsSpec {
-  uint64_t seq = 0;
-  uint64_t first_ts_ns = 0;
-  uint64_t last_ts_ns = 0;
-  uint32_t thread = 0;
-  uint32_t op_id = 0;
-  uint32_t arg_name_id = 0;
-  uint32_t location_id = 0;
-  uint32_t arg_index = 0;
-  v1::CastPolicy policy = {};
-  v1::DeviceType device_type = {};
-  v1::DType src_dtype = {};
-  v1::DType dst_dtype = {};
-  v1::CastOutcome outcome = {};
-  v1::Role role = {};
-  v1::CacheOutcome cache = {};
-  v1::ExecutionMode mode = {};
-  v1::Phase phase = {};
-  uint64_t count = 0;
-  uint64_t bytes = 0;
-  uint64_t iteration = 0;
-  int64_t max_version_gap = 0;
-  uint64_t round_trips = 0;
+  uint64_t seq{};
+  uint64_t first_ts_ns{};
+  uint64_t last_ts_ns{};
+  uint32_t thread{};
+  uint32_t op_id{};
+  uint32_t arg_name_id{};
+  uint32_t location_id{};
+  uint32_t arg_index{};
+  v1::CastPolicy policy{};
+  v1::DeviceType device_type{};
+  v1::DType src_dtype{};
+  v1::DType dst_dtype{};
+  v1::CastOutcome outcome{};
+  v1::Role role{};
+  v1::CacheOutcome cache{};
+  v1::ExecutionMode mode{};
+  v1::Phase phase{};
+  uint64_t count{};
+  uint64_t bytes{};
+  uint64_t iteration{};
+  int64_t max_version_gap{};
+  uint64_t round_trips{};
 };
 
 struct OpCountsSpec {
-  uint64_t seq = 0;
-  uint64_t first_ts_ns = 0;
-  uint64_t last_ts_ns = 0;
-  uint32_t thread = 0;
-  uint32_t op_id = 0;
-  uint32_t location_id = 0;
-  v1::CastPolicy policy = {};
-  v1::DeviceType device_type = {};
-  v1::ExecutionMode mode = {};
-  v1::Phase phase = {};
-  v1::DType output_dtype = {};
-  v1::DType autocast_dtype = {};
-  std::vector<v1::DeviceType> autocast_enabled = {};
-  v1::ProbeReason probe_reason = {};
-  uint64_t calls = 0;
-  uint64_t errors = 0;
-  uint64_t cpu_duration_ns = 0;
-  uint64_t iteration = 0;
+  uint64_t seq{};
+  uint64_t first_ts_ns{};
+  uint64_t last_ts_ns{};
+  uint32_t thread{};
+  uint32_t op_id{};
+  uint32_t location_id{};
+  v1::CastPolicy policy{};
+  v1::DeviceType device_type{};
+  v1::ExecutionMode mode{};
+  v1::Phase phase{};
+  v1::DType output_dtype{};
+  v1::DType autocast_dtype{};
+  std::vector<v1::DeviceType> autocast_enabled{};
+  v1::ProbeReason probe_reason{};
+  uint64_t calls{};
+  uint64_t errors{};
+  uint64_t cpu_duration_ns{};
+  uint64_t iteration{};
 };
 
 // Messages from specs.
