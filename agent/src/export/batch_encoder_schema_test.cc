@@ -402,35 +402,28 @@ v1::Batch expected_batch() {
 }
 
 // The same event as a JSON line carries it: names and the location inline.
+// Ops, casts and their counters name the op and the location alike; casts and
+// cast counters the argument too.
+template <typename Message>
+void inline_op_and_location(Message& message) {
+  message.set_op(kConv.name);
+  message.clear_op_id();
+  *message.mutable_location() = expected_location();
+  message.clear_location_id();
+}
+
+template <typename Message>
+void inline_op_argument_and_location(Message& message) {
+  inline_op_and_location(message);
+  message.set_arg_name(kConv.arg_names[1]);
+  message.clear_arg_name_id();
+}
+
 v1::Event resolved(v1::Event event) {
-  if (event.has_op()) {
-    event.mutable_op()->set_op(kConv.name);
-    event.mutable_op()->clear_op_id();
-    *event.mutable_op()->mutable_location() = expected_location();
-    event.mutable_op()->clear_location_id();
-  }
-  if (event.has_cast()) {
-    event.mutable_cast()->set_op(kConv.name);
-    event.mutable_cast()->clear_op_id();
-    event.mutable_cast()->set_arg_name(kConv.arg_names[1]);
-    event.mutable_cast()->clear_arg_name_id();
-    *event.mutable_cast()->mutable_location() = expected_location();
-    event.mutable_cast()->clear_location_id();
-  }
-  if (event.has_cast_counts()) {
-    event.mutable_cast_counts()->set_op(kConv.name);
-    event.mutable_cast_counts()->clear_op_id();
-    event.mutable_cast_counts()->set_arg_name(kConv.arg_names[1]);
-    event.mutable_cast_counts()->clear_arg_name_id();
-    *event.mutable_cast_counts()->mutable_location() = expected_location();
-    event.mutable_cast_counts()->clear_location_id();
-  }
-  if (event.has_op_counts()) {
-    event.mutable_op_counts()->set_op(kConv.name);
-    event.mutable_op_counts()->clear_op_id();
-    *event.mutable_op_counts()->mutable_location() = expected_location();
-    event.mutable_op_counts()->clear_location_id();
-  }
+  if (event.has_op()) inline_op_and_location(*event.mutable_op());
+  if (event.has_cast()) inline_op_argument_and_location(*event.mutable_cast());
+  if (event.has_cast_counts()) inline_op_argument_and_location(*event.mutable_cast_counts());
+  if (event.has_op_counts()) inline_op_and_location(*event.mutable_op_counts());
   return event;
 }
 
