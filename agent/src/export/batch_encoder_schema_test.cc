@@ -18,6 +18,7 @@
 
 #include "agent/src/export/batch_encoder.h"
 #include "agent/src/export/jsonl_writer.h"
+#include "agent/testing/records.h"
 #include "castscope/v1/transport.pb.h"
 #include "server/testing/batch_builder.h"
 
@@ -132,14 +133,7 @@ Location location() {
 }
 
 Record op_record() {
-  Record r{};
-  r.seq = 100;
-  r.ts_ns = 1001;
-  r.op_id = 5;
-  r.thread = 4;
-  r.kind = RecordKind::kOp;
-  r.policy = CastPolicy::kPromote;
-  r.device = DeviceKind::kXpu;
+  Record r = testing::record_head(RecordKind::kOp, 100, 1001, 4, 5, CastPolicy::kPromote, DeviceKind::kXpu);
   r.op.cpu_duration_ns = 1500;
   r.op.location = kLocationId;
   r.op.num_inputs = 3;
@@ -164,14 +158,8 @@ Record op_record() {
 }
 
 Record cast_record() {
-  Record r{};
-  r.seq = 101;
-  r.ts_ns = 1002;
-  r.op_id = 5;
-  r.thread = 4;
-  r.kind = RecordKind::kCast;
-  r.policy = CastPolicy::kFp32SetOptDtype;
-  r.device = DeviceKind::kCuda;
+  Record r =
+      testing::record_head(RecordKind::kCast, 101, 1002, 4, 5, CastPolicy::kFp32SetOptDtype, DeviceKind::kCuda);
   r.cast.op_seq = 100;
   r.cast.bytes = 4096;
   const int64_t shape[kMaxShapeDims] = {2, 3, 5, 7, 11, 13};
@@ -204,23 +192,14 @@ Record counts_record(const Record& folded, uint64_t seq) {
   c.iteration = 3;
   c.extra = 2;
   c.max_version_gap = 5;
-  Record r{};
-  r.seq = seq;
-  r.ts_ns = c.first_ts_ns;
-  r.kind = folded.kind == RecordKind::kCast ? RecordKind::kCastCounts : RecordKind::kOpCounts;
-  r.op_id = folded.op_id;
-  r.thread = folded.thread;
-  r.policy = folded.policy;
-  r.device = folded.device;
+  Record r = testing::record_head(folded.kind == RecordKind::kCast ? RecordKind::kCastCounts : RecordKind::kOpCounts,
+                                  seq, c.first_ts_ns, folded.thread, folded.op_id, folded.policy, folded.device);
   r.counts = c;
   return r;
 }
 
 Record cache_sample_record() {
-  Record r{};
-  r.seq = 102;
-  r.ts_ns = 1003;
-  r.kind = RecordKind::kCacheSample;
+  Record r = testing::record_head(RecordKind::kCacheSample, 102, 1003);
   r.sample.trigger = SampleTrigger::kInterval;
   r.sample.iteration = 7;
   r.sample.live_casts = 8;
@@ -233,12 +212,8 @@ Record cache_sample_record() {
 }
 
 Record kernel_record() {
-  Record r{};
-  r.seq = 103;
-  r.ts_ns = 1005;
-  r.kind = RecordKind::kKernel;
-  r.op_id = 9;  // the kernel's interned name: ops and kernel names share the event log's table
-  r.device = DeviceKind::kCuda;
+  // op_id 9: the kernel's interned name (ops and kernel names share the event log's table).
+  Record r = testing::record_head(RecordKind::kKernel, 103, 1005, 0, 9, CastPolicy{}, DeviceKind::kCuda);
   r.kernel.duration_ns = 2000;
   r.kernel.launch_seq = 101;
   r.kernel.bytes = 4096;

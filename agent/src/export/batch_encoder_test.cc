@@ -4,20 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/testing/records.h"
 #include "castscope/v1/transport.pb.h"
 
 namespace castscope {
 namespace {
 
 Record cast_record(uint64_t seq) {
-  Record r{};
-  r.seq = seq;
-  r.ts_ns = 123456789;
-  r.thread = 3;
-  r.op_id = 5;
-  r.kind = RecordKind::kCast;
-  r.policy = CastPolicy::kLowerPrecisionFp;
-  r.device = DeviceKind::kCpu;
+  Record r =
+      testing::record_head(RecordKind::kCast, seq, 123456789, 3, 5, CastPolicy::kLowerPrecisionFp, DeviceKind::kCpu);
   r.cast.op_seq = seq - 1;
   r.cast.bytes = 256;
   r.cast.arg_index = 1;
@@ -39,14 +34,7 @@ Record cast_record(uint64_t seq) {
 }
 
 Record op_record(uint64_t seq) {
-  Record r{};
-  r.seq = seq;
-  r.ts_ns = 99;
-  r.thread = 3;
-  r.op_id = 5;
-  r.kind = RecordKind::kOp;
-  r.policy = CastPolicy::kLowerPrecisionFp;
-  r.device = DeviceKind::kCpu;
+  Record r = testing::record_head(RecordKind::kOp, seq, 99, 3, 5, CastPolicy::kLowerPrecisionFp, DeviceKind::kCpu);
   r.op.cpu_duration_ns = 1500;
   r.op.location = 9;
   r.op.num_inputs = 2;

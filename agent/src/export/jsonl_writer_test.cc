@@ -8,19 +8,15 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "agent/testing/records.h"
 #include "castscope/v1/events.pb.h"
 
 namespace castscope {
 namespace {
 
 Record cast_record() {
-  Record r{};
-  r.seq = 7;
-  r.ts_ns = 123456789;
-  r.thread = 1;
-  r.kind = RecordKind::kCast;
-  r.policy = CastPolicy::kLowerPrecisionFp;
-  r.device = DeviceKind::kCpu;
+  Record r = testing::record_head(RecordKind::kCast, 7, 123456789, 1, 0, CastPolicy::kLowerPrecisionFp,
+                                  DeviceKind::kCpu);
   r.cast.op_seq = 6;
   r.cast.bytes = 256;
   r.cast.arg_index = 1;
