@@ -14,7 +14,8 @@ using testing::make_batch;
 
 // A store with one run: batch 1 has 6000 casts (over the events limit), batch 2 has 3.
 std::string make_store() {
-  return testing::stored_run("viewer", {make_batch("run", "agent", 1, 1, 6000), make_batch("run", "agent", 2, 7000, 3)});
+  return testing::stored_run("viewer",
+                             {make_batch("run", "agent", 1, 1, 6000), make_batch("run", "agent", 2, 7000, 3)});
 }
 
 TEST(ViewerQueries, TracksCountEveryEventOfTheirThread) {
