@@ -11,15 +11,7 @@ namespace castscope {
 namespace {
 
 Record cast_record(uint64_t seq) {
-  Record r =
-      testing::record_head(RecordKind::kCast, seq, 123456789, 3, 5, CastPolicy::kLowerPrecisionFp, DeviceKind::kCpu);
-  r.cast.op_seq = seq - 1;
-  r.cast.bytes = 256;
-  r.cast.arg_index = 1;
-  r.cast.list_index = -1;
-  r.cast.src = DType::kFloat32;
-  r.cast.dst = DType::kBFloat16;
-  r.cast.outcome = CastOutcome::kCast;
+  Record r = testing::fp32_to_bf16_cast(seq, 123456789, 3, 5);
   r.cast.ndim = 9;  // more than kept: truncated
   for (int i = 0; i < kMaxShapeDims; ++i) r.cast.shape[i] = i + 2;
   r.cast.role = Role::kWeight;

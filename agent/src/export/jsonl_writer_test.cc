@@ -15,15 +15,7 @@ namespace castscope {
 namespace {
 
 Record cast_record() {
-  Record r = testing::record_head(RecordKind::kCast, 7, 123456789, 1, 0, CastPolicy::kLowerPrecisionFp,
-                                  DeviceKind::kCpu);
-  r.cast.op_seq = 6;
-  r.cast.bytes = 256;
-  r.cast.arg_index = 1;
-  r.cast.list_index = -1;
-  r.cast.src = DType::kFloat32;
-  r.cast.dst = DType::kBFloat16;
-  r.cast.outcome = CastOutcome::kCast;
+  Record r = testing::fp32_to_bf16_cast(7, 123456789, 1, 0);
   r.cast.ndim = 2;
   r.cast.shape[0] = 8;
   r.cast.shape[1] = 8;
