@@ -82,10 +82,10 @@ endfunction()
 set(_castscope_torch castscope_torch castscope::torch)
 set(_castscope_torch_files "libtorch" "libc10")
 set(_castscope_protobuf castscope_proto castscope_grpc protobuf::libprotobuf gRPC::grpc++ gRPC::grpc)
-set(_castscope_agent_libs castscope_record castscope_policy castscope_export castscope_config castscope_context castscope_dispatch
+set(_castscope_agent_libs castscope_record castscope_policy castscope_encode castscope_config castscope_context castscope_dispatch
     castscope_observers castscope_agent castscope_preload castscope_python)
 
-foreach(core castscope_log castscope_spool castscope_record castscope_policy castscope_export castscope_config)
+foreach(core castscope_log castscope_spool castscope_record castscope_policy castscope_encode castscope_config)
   castscope_forbid_links(${core}
     FORBIDDEN ${_castscope_torch} ${_castscope_protobuf}
     FORBIDDEN_FILES ${_castscope_torch_files}

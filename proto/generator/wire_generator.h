@@ -2,7 +2,7 @@
 // and enums that includes no protobuf header (after Perfetto's protozero).
 //
 // The agent runs inside libtorch, which exports protobuf symbols of its own,
-// so it writes the wire format by hand (agent/src/export/proto_wire.h). This
+// so it writes the wire format by hand (agent/src/encode/proto_wire.h). This
 // generator keeps that hand-written encoder on the one schema: field numbers,
 // enum values and enum names come from the .proto, never from literals.
 //

@@ -229,3 +229,14 @@ def test_parser_errors_name_the_key(policy_check):
     assert '"max_threads"' in error and "expected an integer" in error
     [error] = policy_check('{"policy_files": [')
     assert error.startswith("castscope: configuration is not valid JSON")
+
+
+def test_python_names_of_keys_are_the_schema_keys():
+    """attach()'s dict options name configuration keys by shorter names: each
+    is a key of the schema, and gpu_timing's cover every GPU key in it."""
+    from castscope.attachment import _aggregate_config
+    from castscope.config import GPU_TIMING_KEYS
+
+    keys = set(SCHEMA["properties"])
+    assert set(GPU_TIMING_KEYS.values()) == {key for key in keys if key.startswith(("gpu_", "cupti_", "cublaslt_"))}
+    assert set(_aggregate_config({"max_keys": 16})) <= keys

@@ -17,12 +17,29 @@ import threading
 import time
 import urllib.parse
 
+import jsonschema
 import pytest
+import referencing
 
 from crafted_run import COLLECTOR, write as write_crafted_run
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CASTSCOPE = REPO / ".venv" / "bin" / "castscope"
+
+# The viewer API's one declaration (docs/schema/viewer-api.schema.json); its
+# findings are the report's (report.schema.json), found by their $id.
+_SCHEMAS = [json.loads((REPO / "docs" / "schema" / name).read_text())
+            for name in ("viewer-api.schema.json", "report.schema.json")]
+_REGISTRY = referencing.Registry().with_resources(
+    (schema["$id"], referencing.Resource.from_contents(schema)) for schema in _SCHEMAS)
+
+
+def conforms(definition: str, answer) -> None:
+    """`answer` is what the schema's $defs/`definition` declares."""
+    validator = jsonschema.Draft202012Validator({"$ref": f"{_SCHEMAS[0]['$id']}#/$defs/{definition}"},
+                                                registry=_REGISTRY)
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:300]}" for e in validator.iter_errors(answer)]
+    assert not errors, f"{definition}: " + "; ".join(errors[:5])
 
 JOB = """
 import torch
@@ -268,6 +285,124 @@ def test_counters_findings_and_sites(viewer):
     assert not any(s["mismatch"] for s in sites)
 
 
+STANDIN_CUPTI = REPO / "build" / "tests" / "stand_ins" / "cupti" / "libcastscope_standin_cupti.so"
+
+# A few optimizer steps (counters' steps), then more than 5 000 events on one
+# thread, so that the whole range comes as buckets and a narrow one as events;
+# with the stand-in CUPTI (where it is built), a kernel per op on a GPU track.
+SCHEMA_JOB = """
+import json, sys
+import torch
+import castscope
+collector, events_path, gpu = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+castscope.attach(collector=collector, run_id="schema-run", events_path=events_path, gpu_timing=gpu)
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+a, b = torch.randn(8, 8), torch.randn(8, 8)
+for step in range(3):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(a).float().sum()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    for _ in range(3000):
+        torch.mm(a, b)
+castscope.detach()
+"""
+
+
+@pytest.fixture(scope="module")
+def schema_run(tmp_path_factory):
+    """A collector serving a run with casts, ops, steps and (with the stand-in CUPTI) kernels."""
+    tmp = tmp_path_factory.mktemp("schema")
+    ready = tmp / "collector.addr"
+    v = Viewer(tmp, "serve", "--db", str(tmp / "schema.db"), "--listen", "127.0.0.1:0", "--ready-file", str(ready))
+    try:
+        while not ready.exists():
+            time.sleep(0.02)
+        env = dict(os.environ)
+        gpu = None
+        if STANDIN_CUPTI.is_file():
+            (tmp / "standin.json").write_text(json.dumps({"op": [{"name": "gemm_kernel", "duration_ns": 1000}]}))
+            env["CASTSCOPE_STANDIN_CUPTI"] = str(tmp / "standin.json")
+            gpu = {"mode": "on", "cupti_library": str(STANDIN_CUPTI), "correlate": "all_ops", "window_steps": 0}
+        job = tmp / "job.py"
+        job.write_text(SCHEMA_JOB)
+        result = subprocess.run([sys.executable, str(job), ready.read_text().strip(), str(tmp / "events.jsonl"),
+                                 json.dumps(gpu)], capture_output=True, text=True, timeout=600, env=env)
+        assert result.returncode == 0, result.stderr
+        deadline = time.monotonic() + 120
+        while not all(a["finished"] for r in v.api("/api/runs")["runs"] for a in r["agents"]):
+            assert time.monotonic() < deadline, "the job's batches did not all arrive in 120 s"
+            time.sleep(0.2)
+        yield v, gpu is not None
+    finally:
+        v.stop()
+
+
+def test_every_answer_matches_the_viewer_api_schema(schema_run):
+    """Real answers of every JSON route against docs/schema/viewer-api.schema.json
+    (the UI's types are generated from it: ui/api-types.mjs). /api/live's
+    messages are checked in the live test."""
+    viewer, with_kernels = schema_run
+    jsonschema.Draft202012Validator.check_schema(_SCHEMAS[0])
+    runs = viewer.api("/api/runs")
+    conforms("RunsAnswer", runs)
+    rid = urllib.parse.quote("schema-run")
+    tracks = viewer.api(f"/api/tracks?run={rid}")
+    conforms("TracksAnswer", tracks)
+    by_kind = {}
+    for track in tracks["processes"][0]["tracks"]:
+        by_kind.setdefault(track["kind"], track)
+    assert set(by_kind) == ({"thread", "gpu"} if with_kernels else {"thread"}), tracks
+
+    def timeline(track: dict, t0: int, t1: int, px: int) -> dict:
+        answer = viewer.api(f"/api/timeline?run={rid}&track={urllib.parse.quote(track['track'])}&t0={t0}&t1={t1}&px={px}")
+        conforms("TimelineAnswer", answer)
+        return answer
+
+    def zoomed_in(track: dict, answer: dict) -> dict:
+        """Into the first bucket with events, until the events themselves come."""
+        for _ in range(20):
+            if answer["kind"] == "events":
+                return answer
+            bucket = next(b for b in answer["buckets"] if b["decisions"] or b["kernels"])
+            answer = timeline(track, bucket["t"], bucket["t"] + answer["bucket_ns"], 1000)
+        raise AssertionError("no events after 20 zooms")
+
+    thread = by_kind["thread"]
+    whole = timeline(thread, 0, tracks["t_max"], 1)
+    assert whole["kind"] == "buckets" and whole["buckets"], whole["kind"]
+    conforms("TimelineBuckets", whole)
+    near = zoomed_in(thread, whole)
+    assert near["casts"] and near["ops"]
+    conforms("TimelineEvents", near)
+    details = [("cast", near["casts"][0]), ("op", near["ops"][0])]
+    if with_kernels:
+        gpu = by_kind["gpu"]
+        kernels = zoomed_in(gpu, timeline(gpu, 0, tracks["t_max"], 1))
+        assert kernels["kernels"]
+        details.append(("kernel", kernels["kernels"][0]))
+    for kind, event in details:
+        detail = viewer.api(f"/api/event?run={rid}&agent={urllib.parse.quote(event['agent_id'])}&seq={event['seq']}")
+        assert detail["kind"] == kind
+        conforms("EventAnswer", detail)
+        conforms({"cast": "CastDetail", "op": "OpDetail", "kernel": "KernelDetail"}[kind], detail)
+    counters = viewer.api(f"/api/counters?run={rid}&t0=0&t1={tracks['t_max'] + 10**9}&points=50")
+    assert counters["steps"] and counters["cache"]
+    conforms("CountersAnswer", counters)
+    conforms("FindingsAnswer", viewer.api(f"/api/findings?run={rid}"))
+    sites = viewer.api(f"/api/sites?run={rid}")
+    assert sites["sites"]
+    conforms("SitesAnswer", sites)
+    for path, status in [("/api/tracks?run=no-such-run", 404), (f"/api/timeline?run={rid}&track=x&t0=0&t1=1&px=0", 400),
+                         ("/api/runs", 401)]:
+        response, body = viewer.get(path, token=status != 401)
+        assert response.status == status, (path, response.status)
+        conforms("ErrorAnswer", json.loads(body))
+
+
 def test_crafted_strings_come_back_as_data(tmp_path):
     """The API returns agent strings verbatim in JSON (the page renders them
     as text; ui/tests checks that no script runs)."""
@@ -281,6 +416,10 @@ def test_crafted_strings_come_back_as_data(tmp_path):
         assert response.getheader("Content-Type") == "application/json"
         findings = v.api(f"/api/findings?run={urllib.parse.quote(run['run_id'])}")["findings"]
         assert findings and findings[0]["kind"] == "stale-cache-hit"
+        # A finding with sites and evidence: the report's, as the schema says.
+        conforms("FindingsAnswer", {"findings": findings})
+        conforms("RunsAnswer", v.api("/api/runs"))
+        conforms("SitesAnswer", v.api(f"/api/sites?run={urllib.parse.quote(run['run_id'])}"))
     finally:
         v.stop()
 
@@ -333,6 +472,8 @@ def test_live_pages_get_casts_while_the_job_trains_and_a_stalled_one_slows_nothi
         stalled.close()
         batches = [data for event, data in events if event == "batch"]
         assert batches, events[:5]
+        for event, data in events:
+            conforms({"batch": "LiveBatch", "skipped": "LiveSkipped"}[event], data)
         casts = [c for b in batches for c in b["casts"]]
         assert casts and all(c["location"]["file"] == str(job) for c in casts)
         assert all(b["run_id"] == run_id and b["events"] >= len(b["casts"]) for b in batches)

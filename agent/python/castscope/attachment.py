@@ -189,51 +189,50 @@ def _bracket_profiler(lib) -> None:
     def wants_gpu(activities) -> bool:
         return ProfilerActivity.CUDA in (activities or ())
 
-    def starting(start):
-        def start_bracketed(config, activities, *args, **kwargs):
-            if wants_gpu(activities):
-                lib.castscope_agent_gpu_profiler(1)
-            return start(config, activities, *args, **kwargs)
-        start_bracketed._castscope_bracketed = True
-        return start_bracketed
+    def starting(config, activities, *args, **kwargs):
+        if wants_gpu(activities):
+            lib.castscope_agent_gpu_profiler(1)
 
-    def stopping(stop):
-        def stop_bracketed(*args, **kwargs):
-            try:
-                return stop(*args, **kwargs)
-            finally:
-                lib.castscope_agent_gpu_profiler(0)
-        stop_bracketed._castscope_bracketed = True
-        return stop_bracketed
+    autograd_profiler._prepare_profiler = _bracketed(autograd_profiler._prepare_profiler, before=starting)
+    autograd_profiler._enable_profiler = _bracketed(autograd_profiler._enable_profiler, before=starting)
+    autograd_profiler._disable_profiler = _bracketed(autograd_profiler._disable_profiler,
+                                                     after=lambda: lib.castscope_agent_gpu_profiler(0))
 
-    autograd_profiler._prepare_profiler = starting(autograd_profiler._prepare_profiler)
-    autograd_profiler._enable_profiler = starting(autograd_profiler._enable_profiler)
-    autograd_profiler._disable_profiler = stopping(autograd_profiler._disable_profiler)
+
+def _bracketed(function, before=None, after=None):
+    """`function`, with before(its arguments) called first and after() once it
+    returned or raised; marked, so that it is wrapped once per process."""
+    import functools
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        if before is not None:
+            before(*args, **kwargs)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if after is not None:
+                after()
+    call._castscope_bracketed = True
+    return call
 
 
 def _bracket_tracing(lib) -> None:
     """Tells the agent when torch.jit.trace records (once per process): code
     inside autocast(enabled=False) is then observed too (trace_observer.cc)."""
-    import functools
-
     import torch.jit
 
     if getattr(torch.jit.trace, "_castscope_bracketed", False):
         return
 
-    def bracketed(trace):
-        @functools.wraps(trace)
-        def recording(*args, **kwargs):
-            lib.castscope_agent_trace_recording(1)
-            try:
-                return trace(*args, **kwargs)
-            finally:
-                lib.castscope_agent_trace_recording(0)
-        recording._castscope_bracketed = True
-        return recording
+    def recording(*args, **kwargs):
+        lib.castscope_agent_trace_recording(1)
 
-    torch.jit.trace = bracketed(torch.jit.trace)
-    torch.jit.trace_module = bracketed(torch.jit.trace_module)
+    def recorded():
+        lib.castscope_agent_trace_recording(0)
+
+    torch.jit.trace = _bracketed(torch.jit.trace, before=recording, after=recorded)
+    torch.jit.trace_module = _bracketed(torch.jit.trace_module, before=recording, after=recorded)
 
 
 def _attach_from_environment() -> None:

@@ -73,6 +73,16 @@ def _probe_config(probe: bool | dict) -> dict:
     return {"probe": bool(probe)}
 
 
+# attach(gpu_timing={...})'s names of the configuration's GPU keys, which
+# docs/schema/agent-config.schema.json declares (test_agent_config_schema.py
+# checks that this covers exactly its GPU keys).
+GPU_TIMING_KEYS = {"mode": "gpu_timing", "cupti_library": "cupti_library", "correlate": "gpu_correlate",
+                   "buffer_bytes": "gpu_buffer_bytes", "buffer_budget_bytes": "gpu_buffer_budget_bytes",
+                   "correlation_kind": "gpu_correlation_kind", "window_steps": "gpu_window_steps",
+                   "every_steps": "gpu_every_steps", "window_max_ms": "gpu_window_max_ms", "every_ms": "gpu_every_ms",
+                   "cublaslt_logger": "cublaslt_logger", "cublaslt_library": "cublaslt_library"}
+
+
 def _gpu_config(gpu_timing: str | dict | None) -> dict:
     """gpu_timing="auto"|"on"|"off", or a dict with "mode" and the other
     gpu keys without their prefix: {"mode": "on", "cupti_library": PATH,
@@ -85,12 +95,7 @@ def _gpu_config(gpu_timing: str | dict | None) -> dict:
         return {}
     if isinstance(gpu_timing, str):
         return {"gpu_timing": gpu_timing}
-    names = {"mode": "gpu_timing", "cupti_library": "cupti_library", "correlate": "gpu_correlate",
-             "buffer_bytes": "gpu_buffer_bytes", "buffer_budget_bytes": "gpu_buffer_budget_bytes",
-             "correlation_kind": "gpu_correlation_kind", "window_steps": "gpu_window_steps",
-             "every_steps": "gpu_every_steps", "window_max_ms": "gpu_window_max_ms", "every_ms": "gpu_every_ms",
-             "cublaslt_logger": "cublaslt_logger", "cublaslt_library": "cublaslt_library"}
-    unknown = set(gpu_timing) - set(names)
+    unknown = set(gpu_timing) - set(GPU_TIMING_KEYS)
     if unknown:
-        raise ValueError(f"castscope: unknown gpu_timing keys {sorted(unknown)}; known: {sorted(names)}")
-    return {names[key]: value for key, value in gpu_timing.items()}
+        raise ValueError(f"castscope: unknown gpu_timing keys {sorted(unknown)}; known: {sorted(GPU_TIMING_KEYS)}")
+    return {GPU_TIMING_KEYS[key]: value for key, value in gpu_timing.items()}

@@ -13,11 +13,13 @@ using json = nlohmann::json;
 
 namespace {
 
-// Every key of the configuration, what it holds and its range: one table, so
-// that docs/schema/agent-config.schema.json can be checked against it
-// (agent_config_test.cc, tests/integration/test_agent_config_schema.py).
-// JSON types are exact: a count is an integer (not 1.5, not true), a switch
-// a boolean. The checks that involve more than one key come after the table.
+// Every key of the configuration and where it goes: one table. What each key
+// holds, its range and its default are declared in
+// docs/schema/agent-config.schema.json; agent_config_test.cc checks this table
+// against every property there (tests/integration/test_agent_config_schema.py
+// against what Python sends). JSON types are exact: a count is an integer
+// (not 1.5, not true), a switch a boolean. The checks that involve more than
+// one key come after the table.
 
 // ASCII (non-ASCII as \u escapes), so cutting it never splits a character
 // and the message stays valid UTF-8 wherever it is dumped again.
@@ -32,11 +34,25 @@ std::string expected(const std::string& key, const char* what, const json& value
 }
 
 using Reader = std::string (*)(const std::string& key, const json& value, AgentConfig& config);
+using Store = void (*)(AgentConfig& config, uint64_t value);
 
+// A key is read by `read`, or it is an integer in [low, high] that `store`
+// puts in place; `range` is the message when it is out of range.
 struct Field {
+  Field(const char* key, Reader read) : key(key), read(read) {}
+  Field(const char* key, uint64_t low, uint64_t high, std::string range, Store store)
+      : key(key), low(low), high(high), range(std::move(range)), store(store) {}
+
   const char* key;
-  Reader read;
+  Reader read = nullptr;
+  uint64_t low = 0, high = 0;
+  std::string range;
+  Store store = nullptr;
 };
+
+Field integer(const char* key, uint64_t low, uint64_t high, std::string range, Store store) {
+  return Field(key, low, high, std::move(range), store);
+}
 
 // A string (null too where `nullable`: "not set").
 template <std::string AgentConfig::*member, bool nullable = false>
@@ -57,6 +73,16 @@ std::string read_bool(const std::string& key, const json& value, AgentConfig& co
   return "";
 }
 
+// A string that names one of `names`; `store` takes its index.
+template <size_t n>
+std::string read_name(const std::string& key, const json& value, const char* const (&names)[n], const char* what,
+                      size_t& index) {
+  if (value.is_string())
+    for (index = 0; index < n; ++index)
+      if (value.get<std::string>() == names[index]) return "";
+  return expected(key, what, value);
+}
+
 // An integer in [low, high]; `range` says so when it is not.
 bool integer_in(const json& value, uint64_t low, uint64_t high, uint64_t& out) {
   if (value.is_number_unsigned()) {
@@ -71,25 +97,20 @@ bool integer_in(const json& value, uint64_t low, uint64_t high, uint64_t& out) {
   return out >= low && out <= high;
 }
 
-std::string read_integer(const std::string& key, const json& value, uint64_t low, uint64_t high, const std::string& range,
-                         uint64_t& out) {
-  if (!value.is_number_integer()) return expected(key, "an integer", value);  // unsigned ones are integers too
-  if (!integer_in(value, low, high, out)) return "castscope: " + range + " (got " + shown(value) + ")";
-  return "";
-}
-
-template <typename T, T AgentConfig::*member, uint64_t low, uint64_t high>
-std::string read_count(const std::string& key, const json& value, AgentConfig& config, const std::string& range) {
+std::string read_integer(const Field& field, const json& value, AgentConfig& config) {
+  if (!value.is_number_integer()) return expected(field.key, "an integer", value);  // unsigned ones are integers too
   uint64_t number = 0;
-  std::string error = read_integer(key, value, low, high, range, number);
-  if (error.empty()) config.*member = static_cast<T>(number);
-  return error;
+  if (!integer_in(value, field.low, field.high, number)) return "castscope: " + field.range + " (got " + shown(value) + ")";
+  field.store(config, number);
+  return "";
 }
 
 constexpr uint64_t kIntMax = INT_MAX;
 constexpr uint64_t kInt64Max = INT64_MAX;
 constexpr uint64_t kUint64Max = UINT64_MAX;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
 const std::string kProbeRange = "probe_iterations and probe_max_ms must be positive, probe_every_ms at least 0";
+const std::string kIntRange = " (at most " + std::to_string(kIntMax) + ")";
 
 const Field kFields[] = {
     {"policy_files",
@@ -106,36 +127,20 @@ const Field kFields[] = {
     {"events_path", read_string<&AgentConfig::events_path, true>},
     {"record_events", read_bool<&AgentConfig::record_events>},
     {"aggregate", read_bool<&AgentConfig::aggregate>},
-    {"aggregate_max_keys",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_count<size_t, &AgentConfig::aggregate_max_keys, 16, kMaxAggregateKeys>(
-           key, value, config, "aggregate_max_keys must be between 16 and " + std::to_string(kMaxAggregateKeys));
-     }},
-    {"ring_records",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_count<size_t, &AgentConfig::ring_records, 1, kMaxRingRecords>(
-           key, value, config, "ring_records must be between 1 and " + std::to_string(kMaxRingRecords));
-     }},
-    {"max_threads",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_count<size_t, &AgentConfig::max_threads, 1, 4096>(key, value, config,
-                                                                      "max_threads must be between 1 and 4096");
-     }},
-    {"flush_interval_ms",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_count<int, &AgentConfig::flush_interval_ms, 1, kIntMax>(
-           key, value, config, "flush_interval_ms must be positive (at most " + std::to_string(kIntMax) + ")");
-     }},
-    {"cache_sample_interval_ms",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_count<int, &AgentConfig::cache_sample_interval_ms, 1, kIntMax>(
-           key, value, config, "cache_sample_interval_ms must be positive (at most " + std::to_string(kIntMax) + ")");
-     }},
-    {"cache_sample_every_misses",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_count<int, &AgentConfig::cache_sample_every_misses, 0, kIntMax>(
-           key, value, config, "cache_sample_every_misses must be between 0 (off) and " + std::to_string(kIntMax));
-     }},
+    integer("aggregate_max_keys", 16, kMaxAggregateKeys,
+            "aggregate_max_keys must be between 16 and " + std::to_string(kMaxAggregateKeys),
+            [](AgentConfig& c, uint64_t n) { c.aggregate_max_keys = n; }),
+    integer("ring_records", 1, kMaxRingRecords, "ring_records must be between 1 and " + std::to_string(kMaxRingRecords),
+            [](AgentConfig& c, uint64_t n) { c.ring_records = n; }),
+    integer("max_threads", 1, 4096, "max_threads must be between 1 and 4096",
+            [](AgentConfig& c, uint64_t n) { c.max_threads = n; }),
+    integer("flush_interval_ms", 1, kIntMax, "flush_interval_ms must be positive" + kIntRange,
+            [](AgentConfig& c, uint64_t n) { c.flush_interval_ms = static_cast<int>(n); }),
+    integer("cache_sample_interval_ms", 1, kIntMax, "cache_sample_interval_ms must be positive" + kIntRange,
+            [](AgentConfig& c, uint64_t n) { c.cache_sample_interval_ms = static_cast<int>(n); }),
+    integer("cache_sample_every_misses", 0, kIntMax,
+            "cache_sample_every_misses must be between 0 (off) and " + std::to_string(kIntMax),
+            [](AgentConfig& c, uint64_t n) { c.cache_sample_every_misses = static_cast<int>(n); }),
     {"torch_version", read_string<&AgentConfig::torch_version>},
     {"internal_path_prefix", read_string<&AgentConfig::internal_path_prefix>},
     {"collector", read_string<&AgentConfig::collector, true>},
@@ -145,37 +150,22 @@ const Field kFields[] = {
     {"forwarder_path", read_string<&AgentConfig::forwarder_path>},
     {"token_env", read_string<&AgentConfig::token_env>},
     {"tls_ca", read_string<&AgentConfig::tls_ca>},
-    {"give_up_after_s",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_count<int, &AgentConfig::give_up_after_s, 0, 1 << 30>(
-           key, value, config, "give_up_after_s must be between 0 and " + std::to_string(1 << 30));
-     }},
-    {"batch_events",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_count<size_t, &AgentConfig::batch_events, 1, 65536>(key, value, config,
-                                                                        "batch_events must be between 1 and 65536");
-     }},
-    {"spool_max_bytes",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_count<uint64_t, &AgentConfig::spool_max_bytes, 4096, kUint64Max>(
-           key, value, config, "spool_max_bytes must be at least spool_segment_bytes (4096 or more)");
-     }},
-    {"spool_segment_bytes",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_count<uint64_t, &AgentConfig::spool_segment_bytes, 4096, kUint64Max>(
-           key, value, config, "spool_segment_bytes must be at least 4096");
-     }},
+    integer("give_up_after_s", 0, 1 << 30, "give_up_after_s must be between 0 and " + std::to_string(1 << 30),
+            [](AgentConfig& c, uint64_t n) { c.give_up_after_s = static_cast<int>(n); }),
+    integer("batch_events", 1, 65536, "batch_events must be between 1 and 65536",
+            [](AgentConfig& c, uint64_t n) { c.batch_events = n; }),
+    integer("spool_max_bytes", 4096, kUint64Max, "spool_max_bytes must be at least spool_segment_bytes (4096 or more)",
+            [](AgentConfig& c, uint64_t n) { c.spool_max_bytes = n; }),
+    integer("spool_segment_bytes", 4096, kUint64Max, "spool_segment_bytes must be at least 4096",
+            [](AgentConfig& c, uint64_t n) { c.spool_segment_bytes = n; }),
     {"gpu_timing",
      [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
        using Mode = GpuTimingConfig::Mode;
-       static const std::pair<const char*, Mode> kModes[] = {{"auto", Mode::kAuto}, {"on", Mode::kOn}, {"off", Mode::kOff}};
-       if (value.is_string())
-         for (const auto& [name, mode] : kModes)
-           if (value.get<std::string>() == name) {
-             config.gpu.mode = mode;
-             return "";
-           }
-       return expected(key, "\"auto\", \"on\" or \"off\"", value);
+       static const char* const kModes[] = {"auto", "on", "off"};  // Mode's order
+       size_t mode = 0;
+       std::string error = read_name(key, value, kModes, "\"auto\", \"on\" or \"off\"", mode);
+       if (error.empty()) config.gpu.mode = static_cast<Mode>(mode);
+       return error;
      }},
     {"cublaslt_logger",
      [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
@@ -198,89 +188,46 @@ const Field kFields[] = {
     {"gpu_correlation_kind",
      [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
        // CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0..2 are 3..5.
-       static const char* kKinds[] = {"CUSTOM0", "CUSTOM1", "CUSTOM2"};
-       if (value.is_string())
-         for (uint32_t i = 0; i < 3; ++i)
-           if (value.get<std::string>() == kKinds[i]) {
-             config.gpu.correlation_kind = 3 + i;
-             return "";
-           }
-       return expected(key, "\"CUSTOM0\", \"CUSTOM1\" or \"CUSTOM2\" (Kineto uses CUSTOM0 and CUSTOM1)", value);
-     }},
-    {"gpu_buffer_bytes",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       uint64_t bytes = 0;
-       std::string error = read_integer(key, value, 4096, uint64_t{1} << 30, "gpu_buffer_bytes must be between 4096 and 1 GiB", bytes);
-       if (error.empty()) config.gpu.buffer_bytes = static_cast<size_t>(bytes);
+       static const char* const kKinds[] = {"CUSTOM0", "CUSTOM1", "CUSTOM2"};
+       size_t kind = 0;
+       std::string error = read_name(key, value, kKinds,
+                                     "\"CUSTOM0\", \"CUSTOM1\" or \"CUSTOM2\" (Kineto uses CUSTOM0 and CUSTOM1)", kind);
+       if (error.empty()) config.gpu.correlation_kind = 3 + static_cast<uint32_t>(kind);
        return error;
      }},
-    {"gpu_buffer_budget_bytes",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       uint64_t bytes = 0;
-       std::string error = read_integer(key, value, 4096, uint64_t{1} << 30, "gpu_buffer_budget_bytes must be between 4096 and 1 GiB", bytes);
-       if (error.empty()) config.gpu.buffer_budget_bytes = static_cast<size_t>(bytes);
-       return error;
-     }},
+    integer("gpu_buffer_bytes", 4096, kGiB, "gpu_buffer_bytes must be between 4096 and 1 GiB",
+            [](AgentConfig& c, uint64_t n) { c.gpu.buffer_bytes = n; }),
+    integer("gpu_buffer_budget_bytes", 4096, kGiB, "gpu_buffer_budget_bytes must be between 4096 and 1 GiB",
+            [](AgentConfig& c, uint64_t n) { c.gpu.buffer_budget_bytes = n; }),
     {"gpu_correlate",
      [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
-       if (value == "cuda_ops" || value == "all_ops") {
-         config.gpu.correlate_all_ops = value == "all_ops";
-         return "";
-       }
-       return expected(key, "\"cuda_ops\" or \"all_ops\"", value);
-     }},
-    {"gpu_window_steps",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_integer(key, value, 0, kUint64Max, "gpu_window_steps must be at least 0 (0: every step)",
-                           config.gpu.windows.window_steps);
-     }},
-    {"gpu_every_steps",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_integer(key, value, 0, kUint64Max, "gpu_every_steps must be at least 0", config.gpu.windows.every_steps);
-     }},
-    {"gpu_window_max_ms",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       uint64_t ms = 0;
-       std::string error = read_integer(key, value, 1, kInt64Max, "gpu_window_max_ms must be positive", ms);
-       if (error.empty()) config.gpu.windows.window_max_ms = static_cast<int64_t>(ms);
+       static const char* const kWhich[] = {"cuda_ops", "all_ops"};
+       size_t which = 0;
+       std::string error = read_name(key, value, kWhich, "\"cuda_ops\" or \"all_ops\"", which);
+       if (error.empty()) config.gpu.correlate_all_ops = which == 1;
        return error;
      }},
-    {"gpu_every_ms",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       uint64_t ms = 0;
-       std::string error = read_integer(key, value, 0, kInt64Max, "gpu_every_ms must be at least 0", ms);
-       if (error.empty()) config.gpu.windows.every_ms = static_cast<int64_t>(ms);
-       return error;
-     }},
+    integer("gpu_window_steps", 0, kUint64Max, "gpu_window_steps must be at least 0 (0: every step)",
+            [](AgentConfig& c, uint64_t n) { c.gpu.windows.window_steps = n; }),
+    integer("gpu_every_steps", 0, kUint64Max, "gpu_every_steps must be at least 0",
+            [](AgentConfig& c, uint64_t n) { c.gpu.windows.every_steps = n; }),
+    integer("gpu_window_max_ms", 1, kInt64Max, "gpu_window_max_ms must be positive",
+            [](AgentConfig& c, uint64_t n) { c.gpu.windows.window_max_ms = static_cast<int64_t>(n); }),
+    integer("gpu_every_ms", 0, kInt64Max, "gpu_every_ms must be at least 0",
+            [](AgentConfig& c, uint64_t n) { c.gpu.windows.every_ms = static_cast<int64_t>(n); }),
     {"probe",
      [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
        if (!value.is_boolean()) return expected(key, "true or false", value);
        config.probe.enabled = value.get<bool>();
        return "";
      }},
-    {"probe_iterations",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_integer(key, value, 1, kUint64Max, kProbeRange, config.probe.iterations);
-     }},
-    {"probe_every_iterations",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       return read_integer(key, value, 0, kUint64Max, "probe_every_iterations must be at least 0",
-                           config.probe.every_iterations);
-     }},
-    {"probe_max_ms",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       uint64_t ms = 0;
-       std::string error = read_integer(key, value, 1, kInt64Max, kProbeRange, ms);
-       if (error.empty()) config.probe.max_ms = static_cast<int64_t>(ms);
-       return error;
-     }},
-    {"probe_every_ms",
-     [](const std::string& key, const json& value, AgentConfig& config) {
-       uint64_t ms = 0;
-       std::string error = read_integer(key, value, 0, kInt64Max, kProbeRange, ms);
-       if (error.empty()) config.probe.every_ms = static_cast<int64_t>(ms);
-       return error;
-     }},
+    integer("probe_iterations", 1, kUint64Max, kProbeRange, [](AgentConfig& c, uint64_t n) { c.probe.iterations = n; }),
+    integer("probe_every_iterations", 0, kUint64Max, "probe_every_iterations must be at least 0",
+            [](AgentConfig& c, uint64_t n) { c.probe.every_iterations = n; }),
+    integer("probe_max_ms", 1, kInt64Max, kProbeRange,
+            [](AgentConfig& c, uint64_t n) { c.probe.max_ms = static_cast<int64_t>(n); }),
+    integer("probe_every_ms", 0, kInt64Max, kProbeRange,
+            [](AgentConfig& c, uint64_t n) { c.probe.every_ms = static_cast<int64_t>(n); }),
 };
 
 const Field* find_field(const std::string& key) {
@@ -311,7 +258,8 @@ std::string parse_agent_config(const char* text, AgentConfig& config) {
   for (const auto& [key, value] : doc.items()) {
     const Field* field = find_field(key);
     if (field == nullptr) return "castscope: unknown configuration key \"" + key + "\"";
-    if (std::string error = field->read(key, value, config); !error.empty()) return error;
+    std::string error = field->read != nullptr ? field->read(key, value, config) : read_integer(*field, value, config);
+    if (!error.empty()) return error;
   }
   if (config.policy_files.empty()) return "castscope: configuration names no policy_files";
   if (config.gpu.buffer_budget_bytes < config.gpu.buffer_bytes)

@@ -25,6 +25,7 @@ struct ProbeConfig {
   // "ns::name" of the ops a policy casts to lower precision, per device:
   // their in-place and out= variants are what not-autocast looks for.
   std::set<std::pair<DeviceKind, std::string>> lower_precision_ops;
+  bool operator==(const ProbeConfig&) const = default;
 };
 
 // GPU kernel timing with CUPTI (agent/src/gpu, docs/gpu.md).
@@ -45,6 +46,7 @@ struct GpuTimingConfig {
   // the logger is process-wide and experimental; independent of `mode`.
   bool cublaslt_logger = false;
   std::string cublaslt_library;  // a path of the loaded cuBLASLt; empty: search
+  bool operator==(const GpuTimingConfig&) const = default;
 };
 
 struct AgentConfig {
@@ -87,6 +89,8 @@ struct AgentConfig {
   std::string policy_hash;  // computed from the loaded files, not configured
   ProbeConfig probe;        // op probe windows (op_probe.h); its op lists come from the policy
   GpuTimingConfig gpu;
+  // Tests: a key set to its schema default leaves the whole configuration as it was.
+  bool operator==(const AgentConfig&) const = default;
 };
 
 // Parses and checks a configuration: unknown keys, wrong JSON types and values

@@ -232,10 +232,14 @@ TEST(AgentConfigTest, GpuKeysRefuseWhatTheyDoNotKnow) {
   EXPECT_EQ(parse(doc), "castscope: gpu_buffer_budget_bytes must be at least gpu_buffer_bytes");
 }
 
-TEST(AgentConfigTest, SchemaMatchesTheParser) {
+json agent_config_schema() {
   std::ifstream in(std::string(CASTSCOPE_SOURCE_DIR) + "/docs/schema/agent-config.schema.json");
-  ASSERT_TRUE(in) << "docs/schema/agent-config.schema.json";
-  const json schema = json::parse(in);
+  EXPECT_TRUE(in) << "docs/schema/agent-config.schema.json";
+  return in ? json::parse(in) : json::object();
+}
+
+TEST(AgentConfigTest, SchemaMatchesTheParser) {
+  const json schema = agent_config_schema();
   EXPECT_EQ(schema["additionalProperties"], false);
   EXPECT_EQ(schema["required"], json::array({"policy_files"}));
   std::vector<std::string> schema_keys;
@@ -273,6 +277,40 @@ TEST(AgentConfigTest, SchemaMatchesTheParser) {
     EXPECT_NE(parse(doc_with(1.0)), "") << key << " as a float";
     if (property.contains("default")) {
       EXPECT_EQ(parse(doc_with(property["default"])), "") << key << " = default";
+    }
+  }
+}
+
+// The schema declares each key; the parser's table must take what it says:
+// the JSON types (null where allowed), the names of a name, and the default
+// (a key set to its default leaves the configuration as the parser's own).
+TEST(AgentConfigTest, SchemaTypesNamesAndDefaultsMatchTheParser) {
+  const json schema = agent_config_schema();
+  AgentConfig defaults;
+  ASSERT_EQ(parse(minimal().dump(), defaults), "");
+  for (const auto& [key, property] : schema["properties"].items()) {
+    if (key == "policy_files") continue;  // required: checked in SchemaMatchesTheParser
+    const json types = property["type"].is_array() ? property["type"] : json::array({property["type"]});
+    const auto has = [&types](const char* type) { return std::find(types.begin(), types.end(), type) != types.end(); };
+    EXPECT_EQ(parse(with(key, nullptr)).empty(), has("null")) << key << " = null";
+    EXPECT_EQ(parse(with(key, true)).empty(), has("boolean")) << key << " = true";
+    if (has("boolean")) {
+      EXPECT_EQ(parse(with(key, false)), "") << key << " = false";
+    }
+    if (!has("integer")) {
+      EXPECT_NE(parse(with(key, 1)), "") << key << " = 1";
+    }
+    if (property.contains("enum")) {
+      for (const json& name : property["enum"]) EXPECT_EQ(parse(with(key, name)), "") << key << " = " << name;
+      EXPECT_NE(parse(with(key, "no-such-name")), "") << key << " = no-such-name";
+    } else if (!property.contains("pattern")) {
+      EXPECT_EQ(parse(with(key, "text")).empty(), has("string")) << key << " = \"text\"";
+    }
+    if (property.contains("default")) {
+      AgentConfig config;
+      ASSERT_EQ(parse(with(key, property["default"]).dump(), config), "") << key;
+      EXPECT_TRUE(config == defaults) << key << ": the schema's default " << property["default"]
+                                      << " is not the parser's";
     }
   }
 }

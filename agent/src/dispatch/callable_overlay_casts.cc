@@ -4,7 +4,7 @@
 
 namespace castscope {
 
-void record_callable_overlay_cast(Runtime& runtime, const CastDescription& cast) noexcept {
+void record_callable_overlay_cast(RecordingState& runtime, const CastDescription& cast) noexcept {
   if (!g_record_events.load(std::memory_order_relaxed)) return;
   EventLog& log = runtime.events;
   try {

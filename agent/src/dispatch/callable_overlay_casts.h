@@ -5,13 +5,13 @@
 // Python line, mode and phase), the overlay's name standing in for the op.
 #pragma once
 
-#include "agent/src/context/runtime.h"
+#include "agent/src/context/recording_state.h"
 #include "agent/src/dispatch/cast_description.h"
 
 namespace castscope {
 
 // Records one decision, unless recording is off. Never throws: a failure is
 // counted as an internal error.
-void record_callable_overlay_cast(Runtime& runtime, const CastDescription& cast) noexcept;
+void record_callable_overlay_cast(RecordingState& runtime, const CastDescription& cast) noexcept;
 
 }  // namespace castscope

@@ -34,7 +34,7 @@ c10::DeviceType torch_device(DeviceKind kind) {
 
 }  // namespace
 
-uint32_t record_compiled_graph_run(Runtime& runtime, const CompiledGraph& graph, uint32_t calling_location) noexcept {
+uint32_t record_compiled_graph_run(RecordingState& runtime, const CompiledGraph& graph, uint32_t calling_location) noexcept {
   if (!g_record_events.load(std::memory_order_relaxed)) return calling_location;
   EventLog& log = runtime.events;
   try {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/src/context/runtime.h"
+#include "agent/src/context/recording_state.h"
 #include "agent/src/dispatch/cast_description.h"
 #include "agent/src/record/cast_record.h"
 
@@ -47,6 +47,6 @@ class CompiledGraphs {
 // Records one run of `graph`. `calling_location`: the location to give the
 // run and casts without a line of their own; 0 reads the calling Python line.
 // Returns the location used. Never throws: failures count as internal errors.
-uint32_t record_compiled_graph_run(Runtime& runtime, const CompiledGraph& graph, uint32_t calling_location) noexcept;
+uint32_t record_compiled_graph_run(RecordingState& runtime, const CompiledGraph& graph, uint32_t calling_location) noexcept;
 
 }  // namespace castscope

@@ -255,7 +255,7 @@ struct OpScope {
 // same decisions and records.
 class KernelCore {
  protected:
-  KernelCore(Runtime& runtime, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id)
+  KernelCore(RecordingState& runtime, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id)
       : runtime_(runtime),
         policy_(entry.policy),
         dtype_override_(entry.dtype),
@@ -376,7 +376,7 @@ class KernelCore {
     }
   }
 
-  Runtime& runtime_;
+  RecordingState& runtime_;
   const CastPolicy policy_;
   const DType dtype_override_;
   const std::string message_;
@@ -388,7 +388,7 @@ class KernelCore {
 // of IValues for it.
 class AutocastKernel final : public c10::OperatorKernel, KernelCore {
  public:
-  AutocastKernel(Runtime& runtime, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id,
+  AutocastKernel(RecordingState& runtime, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id,
                  std::optional<c10::OperatorHandle> redispatch)
       : KernelCore(runtime, entry, device, op_id), redispatch_(std::move(redispatch)) {}
 
@@ -573,7 +573,7 @@ class UnboxedAutocastKernel;
 template <class Return, class... Args>
 class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel, KernelCore {
  public:
-  UnboxedAutocastKernel(Runtime& runtime, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id,
+  UnboxedAutocastKernel(RecordingState& runtime, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id,
                         const c10::OperatorHandle& op)
       : KernelCore(runtime, entry, device, op_id), op_(op.typed<Return(Args...)>()) {
     for (const auto& arg : op.schema().arguments()) arg_names_.push_back(arg.name());
@@ -692,7 +692,7 @@ struct UnboxedRegistration {
 };
 
 template <class Signature>
-std::optional<UnboxedRegistration> unboxed_if(const c10::OperatorHandle& op, Runtime& runtime, const PolicyEntry& entry,
+std::optional<UnboxedRegistration> unboxed_if(const c10::OperatorHandle& op, RecordingState& runtime, const PolicyEntry& entry,
                                               const AutocastDevice& device, uint32_t op_id) {
   if (!schema_matches<Signature>(op.schema())) return std::nullopt;
   using Kernel = UnboxedAutocastKernel<Signature>;
@@ -710,7 +710,7 @@ bool unboxed_policy(CastPolicy policy) {
   return policy == CastPolicy::kLowerPrecisionFp || policy == CastPolicy::kFp32 || policy == CastPolicy::kPromote;
 }
 
-std::optional<UnboxedRegistration> unboxed_kernel(const c10::OperatorHandle& op, Runtime& runtime,
+std::optional<UnboxedRegistration> unboxed_kernel(const c10::OperatorHandle& op, RecordingState& runtime,
                                                   const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id) {
   if (!unboxed_policy(entry.policy)) return std::nullopt;
   std::optional<UnboxedRegistration> kernel;
@@ -727,10 +727,10 @@ std::optional<UnboxedRegistration> unboxed_kernel(const c10::OperatorHandle& op,
 // that call the very same ATen implementations and record the cast.
 // The runtime of the registry that installed the JIT cast kernels (free
 // functions, so they find it here).
-std::atomic<Runtime*> g_jit_runtime{nullptr};
+std::atomic<RecordingState*> g_jit_runtime{nullptr};
 
 void record_jit_cast(uint32_t op_id, CastPolicy policy, const at::Tensor& self, const at::Tensor& result) noexcept {
-  Runtime* runtime = g_jit_runtime.load(std::memory_order_acquire);
+  RecordingState* runtime = g_jit_runtime.load(std::memory_order_acquire);
   if (runtime == nullptr || !g_record_events.load(std::memory_order_relaxed) || !self.defined()) return;
   EventLog& log = runtime->events;
   try {
@@ -777,11 +777,11 @@ c10::OperatorName parse_operator_name(const std::string& op) {
 
 }  // namespace
 
-DispatchRegistry::DispatchRegistry(Runtime& runtime) : runtime_(runtime) {}
+DispatchRegistry::DispatchRegistry(RecordingState& runtime) : runtime_(runtime) {}
 DispatchRegistry::~DispatchRegistry() {
   unboxed_.clear();    // unregisters
   libraries_.clear();  // unregisters; the JIT cast kernels stop finding this runtime next
-  Runtime* expected = &runtime_;
+  RecordingState* expected = &runtime_;
   g_jit_runtime.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
 }
 

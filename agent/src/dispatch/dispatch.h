@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/src/context/runtime.h"
+#include "agent/src/context/recording_state.h"
 #include "agent/src/policy/policy.h"
 #include "agent/src/record/cast_record.h"
 
@@ -80,7 +80,7 @@ Record new_cast_record(EventLog& log, uint32_t op_id, uint32_t thread, CastPolic
 // every call of its kernels (the agent's is the process runtime).
 class DispatchRegistry {
  public:
-  explicit DispatchRegistry(Runtime& runtime);
+  explicit DispatchRegistry(RecordingState& runtime);
   ~DispatchRegistry();
   DispatchRegistry(const DispatchRegistry&) = delete;
   DispatchRegistry& operator=(const DispatchRegistry&) = delete;
@@ -95,7 +95,7 @@ class DispatchRegistry {
  private:
   bool register_unboxed(const std::string& op, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id);
 
-  Runtime& runtime_;
+  RecordingState& runtime_;
   std::vector<std::unique_ptr<torch::Library>> libraries_;
   std::vector<std::unique_ptr<c10::RegistrationHandleRAII>> unboxed_;
   size_t registered_ = 0;

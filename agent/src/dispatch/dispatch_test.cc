@@ -37,7 +37,7 @@ struct Drained {
   std::vector<Record> casts;
 };
 
-Drained drain(Runtime& runtime) {
+Drained drain(RecordingState& runtime) {
   Drained out;
   runtime.events.drain([&](const Record& r) {
     if (r.kind == RecordKind::kOp) out.ops.push_back(r);
@@ -76,7 +76,7 @@ class AutocastKernelTest : public ::testing::Test {
   }
 
   PolicySet policies_;
-  Runtime runtime_;
+  RecordingState runtime_;
 };
 
 TEST_F(AutocastKernelTest, LowerPrecisionOpCastsInputsAndRecordsEachCast) {
@@ -123,7 +123,7 @@ TEST_F(AutocastKernelTest, CastCacheServesTheWeightOnTheSecondCall) {
   EXPECT_EQ(weight_outcomes, (std::vector<CacheOutcome>{CacheOutcome::kMiss, CacheOutcome::kHit}));
 }
 
-std::vector<Record> cache_samples(Runtime& runtime) {
+std::vector<Record> cache_samples(RecordingState& runtime) {
   std::vector<Record> out;
   runtime.events.drain([&](const Record& r) {
     if (r.kind == RecordKind::kCacheSample) out.push_back(r);

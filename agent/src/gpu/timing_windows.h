@@ -19,6 +19,7 @@ struct TimingWindowConfig {
   uint64_t every_steps = 100;  // 0: only the first window
   int64_t window_max_ms = 5000;
   int64_t every_ms = 60000;    // jobs without steps; 0: only the first window
+  bool operator==(const TimingWindowConfig&) const = default;
 };
 
 class TimingWindows {

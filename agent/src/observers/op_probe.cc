@@ -140,7 +140,7 @@ bool not_covered_by_autocast(ThreadState& s, const c10::OperatorName& name, cons
 
 void emit(const at::RecordFunction& fn, ProbeReason reason, const AutocastDevice& device, const OpContext& context,
           const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
-  EventLog& log = process_runtime().events;
+  EventLog& log = process_recording_state().events;
   Record r = log.new_record(RecordKind::kOp);
   const auto name = fn.operator_name();
   r.op_id = log.intern_op(name ? full_name(*name) : std::string(fn.name()));
@@ -200,7 +200,7 @@ void inspect(const at::RecordFunction& fn, ThreadState& s, const std::vector<at:
   for (const auto& d : kAutocastDevices)
     if (d.device == floating->device().type()) device = &d;
   if (device == nullptr) return;
-  const OpContext context = current_op_context(process_runtime().locations);
+  const OpContext context = current_op_context(process_recording_state().locations);
   note_dtypes(fn, s, *device, context, inputs, outputs);
 
   if (std::strcmp(fn.name(), "aten::to") == 0 || std::strcmp(fn.name(), "aten::_to_copy") == 0) {
@@ -259,7 +259,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     for (const c10::IValue& value : fn.inputs()) add_tensors(value, inputs->tensors);
     return inputs;
   } catch (...) {
-    process_runtime().events.count_internal_error();
+    process_recording_state().events.count_internal_error();
     return nullptr;
   }
 }
@@ -276,7 +276,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
   try {
     inspect(fn, s, static_cast<Inputs*>(context)->tensors);
   } catch (...) {
-    process_runtime().events.count_internal_error();
+    process_recording_state().events.count_internal_error();
   }
 }
 

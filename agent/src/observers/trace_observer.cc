@@ -23,7 +23,7 @@ std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
     if (fn.scope() != at::RecordScope::FUNCTION || !g_record_events.load(std::memory_order_relaxed) ||
         t_autocast_kernel_depth > 0 || any_autocast_enabled())
       return nullptr;
-    EventLog& log = process_runtime().events;
+    EventLog& log = process_recording_state().events;
     Record r = log.new_record(RecordKind::kOp);
     r.op_id = log.intern_op(fn.name());
     r.policy = CastPolicy::kUnspecified;
@@ -35,7 +35,7 @@ std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
     if (LocationReader reader = g_python_location_reader.load(std::memory_order_acquire)) r.op.location = reader();
     log.record(r);
   } catch (...) {
-    process_runtime().events.count_internal_error();
+    process_recording_state().events.count_internal_error();
   }
   return nullptr;
 }

@@ -17,4 +17,12 @@ nlohmann::json callables_json(const PolicySet& policies) {
   return out;
 }
 
+void describe_policy_set(const PolicySet& policies, nlohmann::json& out) {
+  for (const auto& e : policies.errors) out["errors"].push_back(e.str());
+  nlohmann::json ops = nlohmann::json::object();
+  for (const auto& [device, policy] : policies.devices) ops[device] = policy.ops.size();
+  out["ops_per_device"] = ops;
+  out["callable_overlays"] = callables_json(policies);
+}
+
 }  // namespace castscope

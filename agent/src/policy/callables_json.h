@@ -9,4 +9,9 @@ namespace castscope {
 
 nlohmann::json callables_json(const PolicySet& policies);
 
+// What the policy checks (castscope_policy_check, castscope_policy_lint) say
+// of a loaded set: its errors (appended to out["errors"]), its ops per device
+// and its callable overlays.
+void describe_policy_set(const PolicySet& policies, nlohmann::json& out);
+
 }  // namespace castscope

@@ -20,7 +20,7 @@
 //   is made with its slot (or for every slot at `configure_aggregate`, under
 //   `rings_mutex_`) and published through an atomic pointer.
 // - A thread keeps one ring at a time, tagged with its log's id. The agent has
-//   one log for the whole process (Runtime, never destroyed); a test may make
+//   one log for the whole process (RecordingState, never destroyed); a test may make
 //   logs of its own one after the other, and a thread that records into a new
 //   log gives back its ring in the old one first, if that log still lives.
 #pragma once

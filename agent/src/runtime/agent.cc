@@ -22,14 +22,14 @@
 #include "agent/src/config/agent_config.h"
 #include "agent/src/context/jit_cast_lines.h"
 #include "agent/src/context/jit_context.h"
-#include "agent/src/context/runtime.h"
+#include "agent/src/context/recording_state.h"
 #include "agent/src/dispatch/callable_overlay_casts.h"
 #include "agent/src/dispatch/compiled_graph_json.h"
 #include "agent/src/dispatch/compiled_graph_runs.h"
 #include "agent/src/dispatch/dispatch.h"
 #include "agent/src/dispatch/policy_check.h"
-#include "agent/src/export/batch_encoder.h"
-#include "agent/src/export/jsonl_writer.h"
+#include "agent/src/encode/batch_encoder.h"
+#include "agent/src/encode/jsonl_writer.h"
 #include "agent/src/observers/op_probe.h"
 #include "agent/src/observers/trace_observer.h"
 #include "agent/src/policy/callables_json.h"
@@ -37,7 +37,7 @@
 #include "agent/src/policy/policy.h"
 #include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"
-#include "agent/src/export/source_lines.h"
+#include "agent/src/encode/source_lines.h"
 #include "agent/src/runtime/forwarder_launcher.h"
 #include "agent/src/runtime/cublaslt_logger_control.h"
 #include "agent/src/runtime/gpu_timing_control.h"
@@ -206,16 +206,16 @@ class Agent {
     const size_t ring_records =
         config.aggregate ? std::min(config.ring_records, std::max<size_t>(4 * config.aggregate_max_keys, 1024))
                          : config.ring_records;
-    process_runtime().events.configure(ring_records, config.max_threads);
-    process_runtime().events.configure_aggregate(config.aggregate, config.aggregate_max_keys);
-    process_runtime().events.begin_session();  // an agent's counts are its own, not the process's
-    gpu_timing_ = start_gpu_timing(config, process_runtime().events);
+    process_recording_state().events.configure(ring_records, config.max_threads);
+    process_recording_state().events.configure_aggregate(config.aggregate, config.aggregate_max_keys);
+    process_recording_state().events.begin_session();  // an agent's counts are its own, not the process's
+    gpu_timing_ = start_gpu_timing(config, process_recording_state().events);
     gpu_yields_ = 0;
     start_cublaslt_logger(config);
     set_internal_path_prefix(config.internal_path_prefix);
     g_record_events.store(config.record_events, std::memory_order_relaxed);
 
-    auto registry = std::make_unique<DispatchRegistry>(process_runtime());
+    auto registry = std::make_unique<DispatchRegistry>(process_recording_state());
     std::vector<std::string> registration_errors;
     {
       OverrideWarningFilter filter(c10::WarningUtils::get_warning_handler());
@@ -237,8 +237,8 @@ class Agent {
     register_jit_cast_lines();  // graphs optimized from now on name the line of each JIT-inserted cast
     attached_.store(true, std::memory_order_release);
     iteration_.store(0);
-    process_runtime().steps.store(0);
-    process_runtime().cast_cache.set_sample_every_misses(config.record_events ? config.cache_sample_every_misses : 0);
+    process_recording_state().steps.store(0);
+    process_recording_state().cast_cache.set_sample_every_misses(config.record_events ? config.cache_sample_every_misses : 0);
     config_ = config;
     findings_ = std::move(findings);
     stop_exporter_ = false;
@@ -263,7 +263,7 @@ class Agent {
     registry_.reset();  // native kernels are back from here on
     if (!finished_) write_out_and_close();
     finished_ = false;
-    process_runtime().cast_cache.clear();
+    process_recording_state().cast_cache.clear();
     return 0;
   }
 
@@ -309,15 +309,15 @@ class Agent {
   void mark_iteration() {
     if (!attached() || !g_record_events.load(std::memory_order_relaxed)) return;
     const uint64_t iteration = iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
-    process_runtime().steps.store(iteration, std::memory_order_relaxed);
+    process_recording_state().steps.store(iteration, std::memory_order_relaxed);
     // Aggregate mode: this thread's counters of the step go out before its
     // sample, and later ones remember the new step count.
-    if (process_runtime().events.aggregating()) {
-      process_runtime().events.flush_thread_counters();
-      process_runtime().events.set_iteration(iteration);
+    if (process_recording_state().events.aggregating()) {
+      process_recording_state().events.flush_thread_counters();
+      process_recording_state().events.set_iteration(iteration);
     }
     // Through the thread's ring, so the sample stays in order with its casts.
-    process_runtime().events.record(cache_sample_record(process_runtime(), SampleTrigger::kIteration));
+    process_recording_state().events.record(cache_sample_record(process_recording_state(), SampleTrigger::kIteration));
     probe_on_iteration(iteration);
     gpu_timing_on_step(iteration);
   }
@@ -356,7 +356,7 @@ class Agent {
 
   std::string status() {
     std::lock_guard<std::mutex> lock(lifecycle_mutex_);
-    const EventLogStats stats = process_runtime().events.stats();
+    const EventLogStats stats = process_recording_state().events.stats();
     json out = {{"attached", registry_ != nullptr},
                 {"ops_registered", registry_ != nullptr ? registry_->registered_ops() : 0},
                 {"events_recorded", stats.recorded},
@@ -388,7 +388,7 @@ class Agent {
       export_until_stopped();
     } catch (...) {
       // Out of memory or a broken file: stop exporting, never kill the job.
-      process_runtime().events.count_internal_error();
+      process_recording_state().events.count_internal_error();
       log::error("the exporter stopped after an internal error; events stay in memory until the rings fill");
     }
   }
@@ -404,12 +404,12 @@ class Agent {
       // Drain at the interval, or as soon as a ring is filling up (a burst of
       // small ops). The hot path never signals, so it never pays for a wakeup.
       while (!stop_exporter_ && std::chrono::steady_clock::now() - last_drain < interval &&
-             !process_runtime().events.needs_drain())
+             !process_recording_state().events.needs_drain())
         exporter_cv_.wait_for(lock, kRingCheckInterval);
       last_drain = std::chrono::steady_clock::now();
       lock.unlock();
       if (std::chrono::steady_clock::now() >= next_sample) {
-        process_runtime().events.record(cache_sample_record(process_runtime(), SampleTrigger::kInterval));
+        process_recording_state().events.record(cache_sample_record(process_recording_state(), SampleTrigger::kInterval));
         next_sample += std::chrono::milliseconds(config_.cache_sample_interval_ms);
       }
       // GPU activity: after each step, and at least every second.
@@ -444,7 +444,7 @@ class Agent {
     }
     exporter_cv_.notify_all();
     if (exporter_.joinable()) exporter_.join();
-    process_runtime().events.record(cache_sample_record(process_runtime(), SampleTrigger::kStop));
+    process_recording_state().events.record(cache_sample_record(process_recording_state(), SampleTrigger::kStop));
     drain_to_writer(/*counters=*/true);
     write_stats(/*final=*/true);
     {
@@ -564,20 +564,20 @@ class Agent {
   void ship_batch(bool final) {
     if (!encoder_ || (encoder_->events() == 0 && !final)) return;
     const size_t events = encoder_->record_events();
-    const EventLogStats stats = process_runtime().events.stats();
+    const EventLogStats stats = process_recording_state().events.stats();
     const std::string payload = encoder_->finish(++sequence_, stats.recorded, stats.dropped, final);
     if (spool_.append(payload)) {
       ++batches_written_;
       return;
     }
     --sequence_;  // nothing went out under this number
-    process_runtime().events.count_lost(events);
+    process_recording_state().events.count_lost(events);
     losses_.count(spool_.failure(), spool_.error(), events, std::chrono::steady_clock::now());
     spool_error_ = spool_.error();
     // The next batch that gets through carries the new counts; until then,
     // and for good if none does, the accounting file does (an empty batch
     // under the number the lost one would have had).
-    const EventLogStats after = process_runtime().events.stats();
+    const EventLogStats after = process_recording_state().events.stats();
     accounting_.write(encoder_->finish(sequence_ + 1, after.recorded, after.dropped, final));
   }
 
@@ -601,11 +601,11 @@ class Agent {
           if (encoder_->events() >= config_.batch_events) ship_batch(false);
         }
       } catch (...) {
-        process_runtime().events.count_internal_error();
+        process_recording_state().events.count_internal_error();
       }
     };
-    size_t n = process_runtime().events.drain(sink);
-    if (counters) n += process_runtime().events.drain_counters(sink);
+    size_t n = process_recording_state().events.drain(sink);
+    if (counters) n += process_recording_state().events.drain_counters(sink);
     writer_.flush();
     ship_batch(false);
     return n;
@@ -614,7 +614,7 @@ class Agent {
   // The stats event; the final one closes the agent's batch stream.
   void write_stats(bool final = false) {
     std::lock_guard<std::mutex> io(io_mutex_);
-    const EventLogStats stats = process_runtime().events.stats();
+    const EventLogStats stats = process_recording_state().events.stats();
     const std::string gpu_timing = gpu_timing_summary();
     if (encoder_) {
       encoder_->add_stats(stats, now_ns(), gpu_timing);
@@ -629,7 +629,7 @@ class Agent {
   const OpMeta& op_meta(uint32_t op_id) {
     if (op_id >= op_cache_.size() || op_cache_[op_id].name.empty() || op_cache_[op_id].arg_names.empty()) {
       if (op_id >= op_cache_.size()) op_cache_.resize(op_id + 1);
-      op_cache_[op_id] = process_runtime().events.op_meta(op_id);
+      op_cache_[op_id] = process_recording_state().events.op_meta(op_id);
     }
     return op_cache_[op_id];
   }
@@ -639,7 +639,7 @@ class Agent {
     if (id >= location_cache_.size()) location_cache_.resize(id + 1);
     if (id != 0 && location_cache_[id].kind == LocationKind::kNone) {
       Location& location = location_cache_[id];
-      location = process_runtime().locations.get(id);
+      location = process_recording_state().locations.get(id);
       if (location.kind == LocationKind::kPython || location.kind == LocationKind::kTorchScript)
         location.source_text = read_source_line(location.file, location.line);
     }
@@ -735,7 +735,7 @@ void castscope_agent_mark_iteration(void) {
   try {
     Agent::instance().mark_iteration();
   } catch (...) {
-    castscope::process_runtime().events.count_internal_error();
+    castscope::process_recording_state().events.count_internal_error();
   }
 }
 
@@ -757,9 +757,9 @@ castscope::CompiledGraphs& compiled_graphs() {
 
 void castscope_compile_epoch(void) {
   try {
-    castscope::process_runtime().compile.new_epoch();
+    castscope::process_recording_state().compile.new_epoch();
   } catch (...) {
-    castscope::process_runtime().events.count_internal_error();
+    castscope::process_recording_state().events.count_internal_error();
   }
 }
 
@@ -779,11 +779,11 @@ void castscope_internal_error(const char* what) {
     castscope::log::warn(what != nullptr ? what : "internal error");
   } catch (...) {
   }
-  castscope::process_runtime().events.count_internal_error();
+  castscope::process_recording_state().events.count_internal_error();
 }
 
 size_t castscope_compile_decisions(char* buf, size_t len) {
-  auto& runtime = castscope::process_runtime();
+  auto& runtime = castscope::process_recording_state();
   try {
     std::string& pending = t_pending_decisions;
     if (pending.empty())
@@ -798,7 +798,7 @@ size_t castscope_compile_decisions(char* buf, size_t len) {
 }
 
 unsigned castscope_compiled_graph(const char* json) {
-  auto& runtime = castscope::process_runtime();
+  auto& runtime = castscope::process_recording_state();
   try {
     std::string error;
     auto graph = castscope::parse_compiled_graph(json != nullptr ? json : "", runtime.events, runtime.locations, error);
@@ -815,7 +815,7 @@ unsigned castscope_compiled_graph(const char* json) {
 }
 
 unsigned castscope_compiled_graph_ran(unsigned graph, unsigned calling_location) {
-  auto& runtime = castscope::process_runtime();
+  auto& runtime = castscope::process_recording_state();
   const castscope::CompiledGraph* found = compiled_graphs().find(graph);
   if (found == nullptr) {
     runtime.events.count_internal_error();
@@ -832,7 +832,7 @@ unsigned castscope_intern_location(int kind, const char* file, unsigned line, co
     location.line = line;
     location.function = function != nullptr ? function : "";
     location.stack = stack != nullptr ? stack : "";
-    return castscope::process_runtime().locations.intern(location);
+    return castscope::process_recording_state().locations.intern(location);
   } catch (...) {
     return 0;
   }
@@ -855,14 +855,14 @@ void castscope_agent_trace_recording(int begin) {
       castscope::end_trace_recording();
     }
   } catch (...) {
-    castscope::process_runtime().events.count_internal_error();
+    castscope::process_recording_state().events.count_internal_error();
   }
 }
 
 unsigned castscope_overlay_op(const char* name, const char* arg_names) {
   try {
     if (name == nullptr || *name == '\0') return 0;
-    auto& events = castscope::process_runtime().events;
+    auto& events = castscope::process_recording_state().events;
     const uint32_t id = events.intern_op(name);
     std::vector<std::string> names;
     std::string rest = arg_names != nullptr ? arg_names : "";
@@ -874,7 +874,7 @@ unsigned castscope_overlay_op(const char* name, const char* arg_names) {
     events.set_arg_names(id, std::move(names));
     return id;
   } catch (...) {
-    castscope::process_runtime().events.count_internal_error();
+    castscope::process_recording_state().events.count_internal_error();
     return 0;
   }
 }
@@ -882,7 +882,7 @@ unsigned castscope_overlay_op(const char* name, const char* arg_names) {
 void castscope_overlay_cast(unsigned op_id, int policy, int device, int src, int dst, int outcome, int role,
                             int arg_index, int list_index, const long long* shape, int ndim, unsigned long long bytes) {
   using namespace castscope;
-  auto& runtime = process_runtime();
+  auto& runtime = process_recording_state();
   const bool valid = op_id != 0 &&
                      (policy == static_cast<int>(CastPolicy::kLowerPrecisionFp) ||
                       policy == static_cast<int>(CastPolicy::kFp32) || policy == static_cast<int>(CastPolicy::kPromote)) &&
@@ -918,7 +918,7 @@ void castscope_overlay_error(const char* message) {
   try {
     const std::string text = message != nullptr ? message : "";
     castscope::log::warn("overlay skipped: " + text);
-    castscope::process_runtime().events.note_overlay_error(text);
+    castscope::process_recording_state().events.note_overlay_error(text);
   } catch (...) {
   }
 }
@@ -940,16 +940,12 @@ size_t castscope_policy_check(const char* config_json, char* buf, size_t len) {
       out["errors"].push_back(error);
     } else {
       const castscope::PolicySet policies = castscope::load_policy_files(config.policy_files);
-      for (const auto& e : policies.errors) out["errors"].push_back(e.str());
+      castscope::describe_policy_set(policies, out);
       const auto findings = castscope::check_policy_against_dispatcher(policies);
       out["findings"] = castscope::findings_json(findings);
       bool ok = policies.ok();
       for (const auto& f : findings) ok = ok && f.severity != castscope::PolicyFinding::Severity::kError;
       out["ok"] = ok;
-      json ops = json::object();
-      for (const auto& [device, policy] : policies.devices) ops[device] = policy.ops.size();
-      out["ops_per_device"] = ops;
-      out["callable_overlays"] = castscope::callables_json(policies);
     }
   } catch (const std::exception& e) {
     out["errors"].push_back(std::string("castscope: internal error: ") + e.what());

@@ -45,12 +45,8 @@ size_t castscope_policy_lint(const char* request_json, char* buf, size_t len) {
       out["errors"].push_back(error);
     } else {
       const castscope::PolicySet policies = castscope::load_policy_files(files);
-      for (const auto& e : policies.errors) out["errors"].push_back(e.str());
+      castscope::describe_policy_set(policies, out);
       out["ok"] = policies.ok();
-      json ops = json::object();
-      for (const auto& [device, policy] : policies.devices) ops[device] = policy.ops.size();
-      out["ops_per_device"] = ops;
-      out["callable_overlays"] = castscope::callables_json(policies);
     }
   } catch (const std::exception& e) {
     out["errors"].push_back(std::string("castscope policy lint: internal error: ") + e.what());

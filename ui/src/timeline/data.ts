@@ -4,7 +4,7 @@
 // (xprof's rule), or when the live run grew (forced). A newer request aborts
 // the older one.
 
-import { api, isAbort, type Timeline } from "../api";
+import { api, isAbort, type TimelineAnswer } from "../api";
 import { type FetchRecord, logPush } from "../stats";
 import type { Lane } from "./layout";
 
@@ -18,7 +18,7 @@ interface Window {
 
 export interface LaneData {
   window: Window;
-  data: Timeline;
+  data: TimelineAnswer;
   fetchedAt: number; // performance.now() when the request started
 }
 

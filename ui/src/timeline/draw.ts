@@ -2,7 +2,7 @@
 // filled or stroked once per frame, so a frame costs a few dozen canvas
 // calls however many events it shows.
 
-import type { AgentId, Bucket, Cast, Kernel, Op, Timeline } from "../api";
+import type { AgentId, Bucket, Cast, Kernel, Op, TimelineAnswer } from "../api";
 import {
   addMark,
   BACKWARD_SHADE,
@@ -63,7 +63,7 @@ export interface Frame {
 
 export interface LaneContent {
   lane: Lane;
-  data: Timeline | null;
+  data: TimelineAnswer | null;
   live: Cast[];
 }
 
@@ -158,17 +158,21 @@ export function drawLanes(
   const texts: { x: number; y: number; text: string; color: string }[] = [];
   const xmin = GUTTER - 20;
   const xmax = W + 20;
+  // A span's box in its lane, `inset` px in from the lane's top and bottom; null when off screen.
+  const spanBox = (lane: Lane, ts: number, dur: number, inset: number) => {
+    const x0 = xOf(vp, ts);
+    const x1 = Math.max(xOf(vp, ts + dur), x0 + 1);
+    return x1 < xmin || x0 > xmax ? null : { x0, x1, y0: lane.y + inset, y1: lane.y + lane.h - inset };
+  };
 
   for (const { lane, data, live } of contents) {
     const yMid = lane.y + lane.h / 2;
     const seen = new Set<number>();
     if (data && data.kind === "events") {
       for (const op of data.ops) {
-        const x0 = xOf(vp, op.ts);
-        const x1 = Math.max(xOf(vp, op.ts + op.dur), x0 + 1);
-        if (x1 < xmin || x0 > xmax) continue;
-        const y0 = lane.y + 6;
-        const y1 = lane.y + lane.h - 6;
+        const box = spanBox(lane, op.ts, op.dur, 6);
+        if (!box) continue;
+        const { x0, x1, y0, y1 } = box;
         const back = op.phase === "backward";
         if (back) shade.fill(BACKWARD_SHADE).rect(x0, lane.y, x1 - x0, lane.h);
         body.fill(back ? OP_BACKWARD : OP_FORWARD).rect(x0, y0, x1 - x0, y1 - y0);
@@ -177,16 +181,13 @@ export function drawLanes(
           body.fill(badge.color).rect(x0, lane.y + 1, Math.max(x1 - x0, 3), 4);
           if (x1 - x0 >= 18) texts.push({ x: x0 + 2, y: lane.y + 11, text: badge.text, color: badge.color });
         }
-        frame.ops.push({ item: op, x0, x1, y0, y1 });
+        frame.ops.push({ item: op, ...box });
       }
       for (const k of data.kernels) {
-        const x0 = xOf(vp, k.ts);
-        const x1 = Math.max(xOf(vp, k.ts + k.dur), x0 + 1);
-        if (x1 < xmin || x0 > xmax) continue;
-        const y0 = lane.y + 3;
-        const y1 = lane.y + lane.h - 3;
-        body.fill(kernelColor(k.activity, k.launched_by)).rect(x0, y0, x1 - x0, y1 - y0);
-        frame.kernels.push({ item: k, x0, x1, y0, y1 });
+        const box = spanBox(lane, k.ts, k.dur, 3);
+        if (!box) continue;
+        body.fill(kernelColor(k.activity, k.launched_by)).rect(box.x0, box.y0, box.x1 - box.x0, box.y1 - box.y0);
+        frame.kernels.push({ item: k, ...box });
       }
       for (const c of data.casts) seen.add(c.seq);
     } else if (data && data.kind === "buckets") {

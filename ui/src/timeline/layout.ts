@@ -1,7 +1,7 @@
 // Lanes from /api/tracks: per process a header row, then one lane per thread
 // track, then its GPU tracks (one per device and stream).
 
-import type { AgentId, Process, Track, Tracks } from "../api";
+import type { AgentId, Process, Track, TracksAnswer } from "../api";
 
 export const GUTTER = 180; // label column, CSS px
 export const HEADER_H = 20;
@@ -33,7 +33,7 @@ export function trackKey(agentId: AgentId, track: Track): string {
   return `${agentId}/${track.kind}/${String(track.track)}`;
 }
 
-export function computeLayout(tracks: Tracks | null): Layout {
+export function computeLayout(tracks: TracksAnswer | null): Layout {
   const lanes: Lane[] = [];
   const headers: ProcessRow[] = [];
   let y = 0;

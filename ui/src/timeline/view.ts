@@ -3,7 +3,7 @@
 // newest event while the run is live). Painting is coalesced to one frame per
 // animation frame; data comes from TimelineData.
 
-import { type AgentId, api, type Cast, type Tracks } from "../api";
+import { type AgentId, api, type Cast, type TracksAnswer } from "../api";
 import { MODE_BADGE } from "../colors";
 import { h } from "../dom";
 import { fmtBytes, fmtCount, fmtDuration, fmtShape } from "../format";
@@ -148,7 +148,7 @@ export class TimelineView {
     this.resize();
   }
 
-  setTracks(tracks: Tracks, refetch = true): void {
+  setTracks(tracks: TracksAnswer, refetch = true): void {
     const before = JSON.stringify(this.layoutKeys());
     stats.originNs = tracks.origin_ns;
     this.tMax = Math.max(this.tMax, tracks.t_max);

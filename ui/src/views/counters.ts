@@ -4,7 +4,7 @@
 // label column, so their x pixels line up with the lanes above.
 
 import uPlot from "uplot";
-import { type AgentId, api, type Counters, isAbort } from "../api";
+import { type AgentId, api, type CountersAnswer, isAbort } from "../api";
 import { h } from "../dom";
 import { fmtBytes, fmtCount, fmtTick } from "../format";
 import { errorText } from "../notice";
@@ -40,7 +40,7 @@ export class CountersView {
   private charts: uPlot[] = [];
   private t0 = 0;
   private t1 = 1;
-  private steps: Counters["steps"] = [];
+  private steps: CountersAnswer["steps"] = [];
   private ctrl: AbortController | null = null;
   private timer = 0;
   private last = 0;
@@ -109,7 +109,7 @@ export class CountersView {
     }
   }
 
-  private render(c: Counters): void {
+  private render(c: CountersAnswer): void {
     this.steps = c.steps ?? [];
     const agents = (c.cache ?? []).map((x) => x.agent_id);
     const mainData: uPlot.AlignedData = [c.t, c.casts_per_s, c.bytes_per_s];

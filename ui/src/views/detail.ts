@@ -1,7 +1,7 @@
 // The detail panel: one event in full from /api/event, every field, and the
 // text of its source line.
 
-import { type AgentId, api, type EventDetail, isAbort } from "../api";
+import { type AgentId, api, type EventAnswer, isAbort } from "../api";
 import { clear, h } from "../dom";
 import { fmtBytes, fmtDuration } from "../format";
 import { errorText } from "../notice";
@@ -39,9 +39,9 @@ export class DetailPanel {
     }
   }
 
-  private render(ev: EventDetail): void {
+  private render(ev: EventAnswer): void {
     clear(this.body);
-    const loc = ev.location;
+    const loc = "location" in ev ? ev.location : undefined;
     if (loc) {
       this.body.appendChild(
         h(

@@ -2,7 +2,7 @@
 // the run is live. A site jumps the timeline to its casts; a link opens it in
 // the sites view.
 
-import { api, type Finding, isAbort, type Site } from "../api";
+import { api, type Finding, isAbort, type ReportSite } from "../api";
 import { clear, h } from "../dom";
 import { errorText } from "../notice";
 import { hashFor } from "../router";
@@ -19,7 +19,7 @@ export class FindingsPanel {
   private lastJson = "";
   private live = false;
 
-  constructor(private readonly run: string, private readonly onJump: (site: Site) => void) {
+  constructor(private readonly run: string, private readonly onJump: (site: ReportSite) => void) {
     this.head = h("span", { class: "muted" });
     this.list = h("div", { class: "findings-list" });
     this.el = h("section", { class: "findings", "aria-label": "findings" }, h("h2", null, "Findings ", this.head), this.list);
@@ -73,8 +73,10 @@ export class FindingsPanel {
   }
 
   private renderFinding(f: Finding): HTMLElement {
+    // A finding whose details the store could not read comes as its head only.
+    const full = "sites" in f ? f : undefined;
     const sites = h("ul", { class: "sites" });
-    for (const s of f.sites ?? []) {
+    for (const s of full?.sites ?? []) {
       const where = `${s.file}:${s.line}`;
       const jump = h("button", { type: "button", class: "linklike site-jump", title: "show this site's casts on the timeline" }, where);
       jump.addEventListener("click", () => this.onJump(s));
@@ -90,16 +92,16 @@ export class FindingsPanel {
       );
     }
     const details = h("details", null, h("summary", null, "why and how to fix"));
-    if (f.explanation) details.appendChild(h("p", null, f.explanation));
-    if (f.fix) details.appendChild(h("p", null, h("strong", null, "Fix: "), f.fix));
-    if (f.evidence !== undefined) details.appendChild(h("pre", { class: "evidence" }, JSON.stringify(f.evidence, null, 2)));
+    if (full?.explanation) details.appendChild(h("p", null, full.explanation));
+    if (full?.fix) details.appendChild(h("p", null, h("strong", null, "Fix: "), full.fix));
+    if (full?.evidence !== undefined) details.appendChild(h("pre", { class: "evidence" }, JSON.stringify(full.evidence, null, 2)));
     return h(
       "article",
       { class: "finding", "data-kind": f.kind, "data-severity": f.severity },
       h("div", { class: "finding-head" }, h("span", { class: `badge sev-${cssName(f.severity)}` }, f.severity), " ", h("code", null, f.kind)),
       h("p", { class: "summary" }, f.summary),
       sites,
-      f.explanation || f.fix || f.evidence !== undefined ? details : null,
+      full?.explanation || full?.fix || full?.evidence !== undefined ? details : null,
     );
   }
 

@@ -1,7 +1,7 @@
 // The run page: the timeline with its counters below and findings and event
 // details beside it, the live feed while the run is live, and the test hooks.
 
-import { api, type Site, type SiteRow } from "../api";
+import { api, type ReportSite, type SiteRow } from "../api";
 import { h } from "../dom";
 import { fmtDuration } from "../format";
 import { LiveFeed } from "../live";
@@ -150,7 +150,7 @@ export class RunPage {
         for (const agent of agents) {
           try {
             const ev = await api.event(this.run, agent, row.first_seq);
-            if (ev.location && ev.location.file === site.file && ev.location.line === site.line && typeof ev.ts === "number") {
+            if ("location" in ev && ev.location.file === site.file && ev.location.line === site.line && typeof ev.ts === "number") {
               // Show several of the site's casts: an eighth of the run from the first one on.
               const span = Math.max(JUMP_MIN_SPAN, this.timeline.tMax / 8);
               this.timeline.jumpTo(ev.ts, span, 0.1);
@@ -182,7 +182,7 @@ export class RunPage {
       following: () => tl.following,
       setFollow: (on: boolean) => tl.setFollow(on),
       xOfTime: (t: number) => tl.xOfTime(t),
-      jumpToSite: (site: Site) => this.jumpToSite(site),
+      jumpToSite: (site: ReportSite) => this.jumpToSite(site),
       highlight: (sites: { file: string; line: number }[]) => tl.setHighlights(sites),
       stats,
     };

@@ -20,7 +20,7 @@ export class RunsView {
       "section",
       { class: "runs page" },
       h("h1", null, "Runs"),
-      h("p", { class: "note muted" }, "recorded: events a process recorded; stored: events in the store; undelivered = recorded − stored (in flight while a process runs, lost once it finished). Dropped, internal errors, GPU records dropped and missing batches are losses the agents counted."),
+      h("p", { class: "note muted" }, "recorded: events a process recorded; stored: events in the store; undelivered = recorded − stored (in flight while a process runs, lost once it finished). Dropped, GPU records dropped and missing batches are losses the agents counted."),
       this.body,
     );
     void this.refresh();
@@ -64,7 +64,7 @@ function stored(a: Agent): number {
 
 function runCard(run: Run): HTMLElement {
   const totals = run.agents.reduce(
-    (t, a) => ({ casts: t.casts + (a.casts ?? 0), ops: t.ops + (a.ops ?? 0), dropped: t.dropped + (a.events_dropped ?? 0) + (a.internal_errors ?? 0) + (a.gpu_records_dropped ?? 0) }),
+    (t, a) => ({ casts: t.casts + (a.casts ?? 0), ops: t.ops + (a.ops ?? 0), dropped: t.dropped + (a.events_dropped ?? 0) + (a.gpu_records_dropped ?? 0) }),
     { casts: 0, ops: 0, dropped: 0 },
   );
   const open = h("a", { href: hashFor("timeline", run.run_id), class: "run-open" }, "Open timeline →");
@@ -95,7 +95,6 @@ function runCard(run: Run): HTMLElement {
         h("td", { class: "num" }, fmtCount(st)),
         gapCell,
         lost(a.events_dropped),
-        lost(a.internal_errors),
         lost(a.gpu_records_dropped),
         lost(missingBatches),
       ),
@@ -110,7 +109,7 @@ function runCard(run: Run): HTMLElement {
       h(
         "tr",
         null,
-        ...["rank", "host", "pid", "command", "state", "casts", "ops", "kernels", "recorded", "stored", "undelivered", "dropped", "internal errors", "GPU dropped", "missing batches"].map((t) => h("th", null, t)),
+        ...["rank", "host", "pid", "command", "state", "casts", "ops", "kernels", "recorded", "stored", "undelivered", "dropped", "GPU dropped", "missing batches"].map((t) => h("th", null, t)),
       ),
     ),
     rows,

@@ -16,6 +16,15 @@ _HOST_CHARACTERS = frozenset(string.ascii_letters + string.digits + ".-_")
 _IPV6_CHARACTERS = frozenset(string.hexdigits + ":.")
 
 
+DEFAULT_DB = "castscope-out/castscope.db"  # the store castscope run writes by default (--out castscope-out)
+
+
+def stored_run(parser) -> None:
+    """RUN and --db: a run of a collector database (castscope report, export)."""
+    parser.add_argument("run", help="run id (castscope query --db DB runs lists them)")
+    parser.add_argument("--db", default=DEFAULT_DB, help=f"collector database (default: {DEFAULT_DB})")
+
+
 def whole_number(what: str, low: int, high: int):
     """An int in [low, high]; `what` names it in the error ("a rank", "seconds")."""
     def parse(text: str) -> int:

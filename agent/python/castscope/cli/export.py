@@ -8,13 +8,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-_DEFAULT_DB = "castscope-out/castscope.db"
+from . import arguments
 
 
 def add_parsers(commands) -> None:
     export = commands.add_parser("export", help="write a stored run as a Perfetto and/or Chrome trace")
-    export.add_argument("run", help="run id (castscope query --db DB runs lists them)")
-    export.add_argument("--db", default=_DEFAULT_DB, help=f"collector database (default: {_DEFAULT_DB})")
+    arguments.stored_run(export)
     export.add_argument("--perfetto", metavar="FILE", help="Perfetto trace (protobuf) for ui.perfetto.dev")
     export.add_argument("--chrome", metavar="FILE", help="Chrome trace (JSON) for chrome://tracing")
     export.set_defaults(handler=export_command)

@@ -11,13 +11,10 @@ from ..files import write_private_text
 from ..report import ReportError, diff_eager_compiled, diff_reports, format_diff, format_report, load_report
 from ..sarif import to_sarif
 
-_DEFAULT_DB = "castscope-out/castscope.db"
-
 
 def add_parsers(commands) -> None:
     report = commands.add_parser("report", help="the audit report of a stored run")
-    report.add_argument("run", help="run id (castscope query --db DB runs lists them)")
-    report.add_argument("--db", default=_DEFAULT_DB, help=f"collector database (default: {_DEFAULT_DB})")
+    arguments.stored_run(report)
     report.add_argument("--json", metavar="FILE", help="also write the JSON report to FILE")
     report.add_argument("--rank", type=arguments.whole_number("a rank", 0, (1 << 31) - 1),
                         help="only the processes of this rank (RANK): their totals, sites and findings")
@@ -29,7 +26,8 @@ def add_parsers(commands) -> None:
     diff = commands.add_parser("diff", help="site-by-site cast differences between two runs")
     diff.add_argument("run_a")
     diff.add_argument("run_b")
-    diff.add_argument("--db", default=_DEFAULT_DB, help=f"database of both runs (default: {_DEFAULT_DB})")
+    diff.add_argument("--db", default=arguments.DEFAULT_DB,
+                      help=f"database of both runs (default: {arguments.DEFAULT_DB})")
     diff.add_argument("--db-a", help="database of RUN_A, when the runs are in different files")
     diff.add_argument("--db-b", help="database of RUN_B")
     diff.add_argument("--json", action="store_true", help="print the differences as JSON")

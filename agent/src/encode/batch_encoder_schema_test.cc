@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/src/export/batch_encoder.h"
-#include "agent/src/export/jsonl_writer.h"
+#include "agent/src/encode/batch_encoder.h"
+#include "agent/src/encode/jsonl_writer.h"
 #include "agent/testing/records.h"
 #include "castscope/v1/transport.pb.h"
 #include "server/testing/batch_builder.h"

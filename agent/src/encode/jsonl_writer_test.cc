@@ -1,4 +1,4 @@
-#include "agent/src/export/jsonl_writer.h"
+#include "agent/src/encode/jsonl_writer.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -12,8 +12,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "agent/src/export/proto_wire.h"
-#include "agent/src/export/schema_versions.h"
+#include "agent/src/encode/proto_wire.h"
+#include "agent/src/encode/schema_versions.h"
 #include "agent/src/record/cast_record.h"
 #include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"

@@ -1,6 +1,6 @@
 // The agent writes the protobuf wire format by hand (it cannot link
 // libprotobuf); these tests parse its batches with the real generated code.
-#include "agent/src/export/batch_encoder.h"
+#include "agent/src/encode/batch_encoder.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-#include "agent/src/export/batch_encoder.h"
+#include "agent/src/encode/batch_encoder.h"
 
-#include "agent/src/export/record_schema_check.h"
+#include "agent/src/encode/record_schema_check.h"
 #include "castscope/v1/events.wire.h"
 #include "castscope/v1/transport.wire.h"
 

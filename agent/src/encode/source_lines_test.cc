@@ -1,4 +1,4 @@
-#include "agent/src/export/source_lines.h"
+#include "agent/src/encode/source_lines.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

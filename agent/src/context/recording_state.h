@@ -1,7 +1,7 @@
 // What castscope's kernels and observers record into: the event log (rings
 // and op names), the location table, the cast-cache observer and the
 // torch.compile capture state, owned by one
-// object. The agent uses the process's runtime; a C++ test makes its own and
+// object. The agent uses the process's recording state; a C++ test makes its own and
 // registers kernels against it (DispatchRegistry), so it reads back exactly
 // the records its ops made.
 #pragma once
@@ -16,7 +16,7 @@
 
 namespace castscope {
 
-struct Runtime {
+struct RecordingState {
   EventLog events;
   LocationTable locations;
   CastCacheObserver cast_cache;
@@ -26,10 +26,10 @@ struct Runtime {
 
 // A cache sample taken now, for the calling thread's ring (so it stays in
 // order with that thread's casts).
-Record cache_sample_record(Runtime& runtime, SampleTrigger trigger);
+Record cache_sample_record(RecordingState& runtime, SampleTrigger trigger);
 
-// The process's runtime, made on first use and never destroyed: threads that
+// The process's recording state, made on first use and never destroyed: threads that
 // exit after static destruction, and kernels still in flight at detach, reach it.
-Runtime& process_runtime();
+RecordingState& process_recording_state();
 
 }  // namespace castscope

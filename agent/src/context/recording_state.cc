@@ -1,13 +1,13 @@
-#include "agent/src/context/runtime.h"
+#include "agent/src/context/recording_state.h"
 
 namespace castscope {
 
-Runtime& process_runtime() {
-  static Runtime* runtime = new Runtime();
+RecordingState& process_recording_state() {
+  static RecordingState* runtime = new RecordingState();
   return *runtime;
 }
 
-Record cache_sample_record(Runtime& runtime, SampleTrigger trigger) {
+Record cache_sample_record(RecordingState& runtime, SampleTrigger trigger) {
   const auto sample = runtime.cast_cache.sample();
   Record r = runtime.events.new_record(RecordKind::kCacheSample);
   r.sample.trigger = trigger;

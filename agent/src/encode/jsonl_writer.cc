@@ -1,4 +1,4 @@
-#include "agent/src/export/jsonl_writer.h"
+#include "agent/src/encode/jsonl_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,8 +8,8 @@
 #include <string_view>
 #include <nlohmann/json.hpp>
 
-#include "agent/src/export/record_schema_check.h"
-#include "agent/src/export/schema_versions.h"
+#include "agent/src/encode/record_schema_check.h"
+#include "agent/src/encode/schema_versions.h"
 #include "agent/src/policy/policy.h"
 #include "castscope/v1/events.wire.h"
 
