@@ -90,6 +90,21 @@ def test_kernels_join_the_casts_and_ops_they_were_launched_under(tmp_path, monke
     assert f"  GPU time: casts {cast_ms:.3f} ms, autocast ops {op_ms:.3f} ms" in summary, summary
 
 
+def test_memcpy_and_memset_records_become_events_with_their_bytes(tmp_path, monkeypatch):
+    gpu = with_standin(tmp_path, monkeypatch, {
+        "cast": [{"name": "memcpy DtoD", "duration_ns": 700, "activity": "memcpy", "bytes": 4096}],
+        "op": [{"name": "memset", "duration_ns": 300, "activity": "memset", "bytes": 512}]})
+    a, w = torch.randn(8, 8), torch.randn(8, 8)
+    with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False, gpu_timing=gpu):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.mm(a, w)
+    kernels = [e["kernel"] for e in events_of(tmp_path / "e.jsonl") if "kernel" in e]
+    seen = {(k["activity"], k["launched_by"], int(k["bytes"]), int(k["duration_ns"]), int(k["stream"]))
+            for k in kernels}
+    assert seen == {("GPU_ACTIVITY_MEMCPY", "LAUNCHED_BY_CAST", 4096, 700, 7),
+                    ("GPU_ACTIVITY_MEMSET", "LAUNCHED_BY_OP", 512, 300, 7)}, kernels
+
+
 def test_a_tool_holding_cupti_is_left_alone_and_named(tmp_path, monkeypatch):
     gpu = with_standin(tmp_path, monkeypatch, {"held_by": "CUPTI for Nsight Systems"})
     with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False, gpu_timing=gpu) as agent:
