@@ -14,10 +14,11 @@ several times), in one of the modes below; the process reports its peak RSS
 """
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
+
+from harness import interleaved, medians
 
 CHILD = r"""
 import json, sys, threading, torch
@@ -70,14 +71,15 @@ def main():
     mib = 1 << 20
     with tempfile.TemporaryDirectory() as tmp:
         for threads in args.threads:
-            peaks = {mode: [] for mode in modes}
-            for _ in range(args.repeats):
-                for mode in modes:
-                    out = subprocess.run([sys.executable, "-c", CHILD, mode, str(threads), str(args.calls),
-                                          f"{tmp}/events.jsonl"], check=True, capture_output=True, text=True)
-                    peaks[mode].append(json.loads(out.stdout.strip().splitlines()[-1])["peak"])
-            native = statistics.median(peaks["native"])
-            row = ", ".join(f"{mode} +{(statistics.median(peaks[mode]) - native) / mib:.1f} MiB "
+            def peak(mode):
+                out = subprocess.run([sys.executable, "-c", CHILD, mode, str(threads), str(args.calls),
+                                      f"{tmp}/events.jsonl"], check=True, capture_output=True, text=True)
+                return json.loads(out.stdout.strip().splitlines()[-1])["peak"]
+
+            peaks = interleaved(modes, args.repeats, peak)
+            median = medians(peaks)
+            native = median["native"]
+            row = ", ".join(f"{mode} +{(median[mode] - native) / mib:.1f} MiB "
                             f"(repeats {', '.join(f'{(p - native) / mib:+.1f}' for p in peaks[mode])})"
                             for mode in modes[1:])
             print(f"{threads:2d} thread(s): native peak {native / mib:.0f} MiB; {row}", flush=True)

@@ -21,7 +21,6 @@ million events of the collector's threads (cs-writer, cs-checkpoint,
 cs-analyzer; gRPC names its own: nexting_thread) and of the bench client, so a slow run
 shows which of them grew or which had to share the cores.
 """
-import argparse
 import collections
 import os
 import pathlib
@@ -32,9 +31,10 @@ import sys
 import tempfile
 import threading
 
+from harness import repeats_parser
+from collector import Collector  # noqa: E402 (harness puts tests/integration on the path)
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "integration"))
-from collector import Collector  # noqa: E402
 
 BENCH = REPO / "build" / "bench" / "castscope_ingest_bench"
 
@@ -89,13 +89,10 @@ def end_to_end(address: str, run_id: str, job: list) -> str:
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=8)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--e2e-iterations", type=int, default=100_000)
     # The agent's forwarder keeps 16 batches in flight (ForwarderConfig::window);
     # the throughput rows send as it does.
-    parser.add_argument("--window", type=int, default=16)
+    parser = repeats_parser(3, e2e_iterations=100_000, window=16)
+    parser.add_argument("--seconds", type=float, default=8)
     args = parser.parse_args()
     for repeat in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:

@@ -11,21 +11,17 @@ read per step. Needs a CUDA GPU (docs/gpu.md):
 
     python bench/cublaslt_logger_bench.py [--steps 200] [--repeats 5] [--policy FILE]
 """
-import argparse
-import contextlib
-import statistics
 import tempfile
 import time
 
 import torch
 
-import castscope
+from harness import gpu_timing_rows, interleaved, medians, print_against, repeats_parser
+from helpers import autocast_steps  # noqa: E402 (harness puts tests/integration on the path)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = repeats_parser(5, steps=200)
     parser.add_argument("--policy", action="append", help="policy files (default: the shipped ones)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -39,13 +35,7 @@ def main():
     x = torch.randn(64, 1024, device="cuda")
 
     def steps(n):
-        for _ in range(n):
-            optimizer.zero_grad()
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = model(x).float().pow(2).mean()
-            loss.backward()
-            optimizer.step()
-        torch.cuda.synchronize()
+        autocast_steps(model, optimizer, x, None, n, "cuda", loss_of=lambda out: out.float().pow(2).mean())
 
     matmuls = {}
 
@@ -62,25 +52,12 @@ def main():
             return elapsed
 
     with tempfile.TemporaryDirectory() as tmp:
-        def attached(gpu):
-            return castscope.attached(policy_files=args.policy, events_path=f"{tmp}/e.jsonl", probe=False, gpu_timing=gpu)
-
-        rows = {
-            "native": contextlib.nullcontext,
-            "castscope": lambda: attached("off"),
-            "castscope+cublaslt": lambda: attached({"mode": "off", "cublaslt_logger": True}),
-        }
-        times = {name: [] for name in rows}
-        for _ in range(args.repeats):
-            for name, wrap in rows.items():
-                times[name].append(timed(name, wrap))
-    median = {name: statistics.median(values) for name, values in times.items()}
+        rows = gpu_timing_rows(args.policy, tmp, {"castscope+cublaslt": {"mode": "off", "cublaslt_logger": True}})
+        median = medians(interleaved(rows, args.repeats, lambda row: timed(row, rows[row])))
     print(f"16-layer MLP 1024x1024, batch 64, bf16 CUDA autocast, {torch.cuda.get_device_name()}, "
           f"torch {torch.__version__}; median of {args.repeats} x {args.steps} steps; "
           f"logger read {matmuls.get('castscope+cublaslt', 0):.0f} matmuls per step")
-    for name, value in median.items():
-        print(f"  {name:18s} {value:8.3f} ms/step  x{value / median['native']:.3f} of native  "
-              f"x{value / median['castscope']:.3f} of castscope")
+    print_against(median, ("native", "castscope"), "ms/step", digits=3)
 
 
 if __name__ == "__main__":

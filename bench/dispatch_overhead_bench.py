@@ -17,9 +17,7 @@ Prints CPU microseconds per op of the calling thread (time.thread_time_ns:
 time the thread was descheduled does not count, which removes most of a
 shared VM's noise), median and minimum of the repeats, and ratios to native.
 """
-import argparse
 import contextlib
-import statistics
 import tempfile
 import time
 
@@ -27,6 +25,7 @@ import torch
 
 import castscope
 from baselines import DtypeLogger, profiler_with_stacks
+from harness import interleaved, medians, repeats_parser
 
 
 def make_cases():
@@ -55,9 +54,7 @@ def time_once(fn, iters, wrap):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--iters", type=int, default=20000)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser = repeats_parser(7, iters=20000)
     parser.add_argument("--rows", default="", help="comma-separated rows to time (native is always timed); default: all")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -93,15 +90,15 @@ def main():
             if unknown:
                 parser.error(f"--rows: unknown row(s) {', '.join(sorted(unknown))}; rows: {', '.join(rows)}")
             rows = {row: spec for row, spec in rows.items() if row in wanted}
-        samples = {(name, row): [] for name in cases for row in rows}
-        # Rows are interleaved within each repeat so drift (frequency, cache,
-        # the other core) hits every row alike; the median absorbs outliers.
         for fn in cases.values():
             time_once(fn, args.iters, contextlib.nullcontext)  # warm-up
-        for _ in range(args.repeats):
-            for name, fn in cases.items():
-                for row, (wrap, slowdown) in rows.items():
-                    samples[(name, row)].append(time_once(fn, max(args.iters // slowdown, 100), wrap))
+
+        def measure(cell):
+            name, row = cell
+            wrap, slowdown = rows[row]
+            return time_once(cases[name], max(args.iters // slowdown, 100), wrap)
+
+        samples = interleaved([(name, row) for name in cases for row in rows], args.repeats, measure)
 
     print(f"torch {torch.__version__}, 1 intra-op thread, median of {args.repeats} interleaved runs of {args.iters} calls"
           " (profiler and dispatch-mode rows: a tenth)")
@@ -109,10 +106,11 @@ def main():
     header = f"{'op':20s} {'row':16s} {'median us':>9s} {'x native':>9s} {'min us':>8s} {'x native':>9s}"
     print(header)
     print("-" * len(header))
+    median = medians(samples)
     for name in cases:
-        base, base_min = statistics.median(samples[(name, "native")]), min(samples[(name, "native")])
+        base, base_min = median[(name, "native")], min(samples[(name, "native")])
         for row in rows:
-            value, low = statistics.median(samples[(name, row)]), min(samples[(name, row)])
+            value, low = median[(name, row)], min(samples[(name, row)])
             print(f"{name:20s} {row:16s} {value:9.2f} {value / base:8.2f}x {low:8.2f} {low / base_min:8.2f}x")
 
 

@@ -33,8 +33,10 @@
 #include <vector>
 
 #include "castscope/v1/transport.grpc.pb.h"
+#include "server/testing/batch_builder.h"
 
 namespace v1 = castscope::v1;
+namespace fixtures = castscope::collector::testing;
 
 namespace {
 
@@ -56,63 +58,37 @@ std::string batch_body(uint64_t first_seq, int events, uint64_t ts_ns) {
                                "aten::scaled_dot_product_attention"};
   v1::Batch body;
   uint32_t next_id = 1;
-  for (const char* op : kOps) {
-    auto* entry = body.add_strings();
-    entry->set_id(next_id++);
-    entry->set_text(op);
-  }
-  for (const char* name : {"input", "weight", "bias", "self", "mat2"}) {
-    auto* entry = body.add_strings();
-    entry->set_id(next_id++);
-    entry->set_text(name);
-  }
-  for (int site = 0; site < kSites; ++site) {
-    auto* entry = body.add_locations();
-    entry->set_id(static_cast<uint32_t>(site + 1));
-    v1::SourceLocation& location = *entry->mutable_location();
-    location.set_kind(v1::SourceLocation::KIND_PYTHON);
-    location.set_file("/home/user/project/model/layers_" + std::to_string(site % 7) + ".py");
-    location.set_line(static_cast<uint32_t>(100 + site * 3));
-    location.set_function("forward");
-  }
+  for (const char* op : kOps) next_id = fixtures::add_strings(body, next_id, {op});
+  fixtures::add_strings(body, next_id, {"input", "weight", "bias", "self", "mat2"});
+  for (int site = 0; site < kSites; ++site)
+    fixtures::add_location(body, static_cast<uint32_t>(site + 1),
+                           {.kind = v1::SourceLocation::KIND_PYTHON,
+                            .file = "/home/user/project/model/layers_" + std::to_string(site % 7) + ".py",
+                            .line = static_cast<uint32_t>(100 + site * 3), .function = "forward"});
   for (int i = 0; i < events; ++i) {
-    v1::CastEvent& cast = *body.add_events()->mutable_cast();
     const int site = i % kSites;
-    cast.set_seq(first_seq + static_cast<uint64_t>(i));
-    cast.set_ts_ns(ts_ns + static_cast<uint64_t>(i));
-    cast.set_thread(static_cast<uint32_t>(i % 4));
-    cast.set_op_id(static_cast<uint32_t>(1 + site % 10));
-    cast.set_arg_index(static_cast<uint32_t>(i % 3));
-    cast.set_arg_name_id(static_cast<uint32_t>(11 + i % 5));
-    cast.set_list_index(-1);
-    cast.set_policy(v1::CAST_POLICY_LOWER_PRECISION_FP);
-    cast.set_src_dtype(v1::DTYPE_FLOAT32);
-    cast.set_dst_dtype(v1::DTYPE_FLOAT16);
-    cast.set_outcome(v1::CAST_OUTCOME_CAST);
-    cast.add_shape(64);
-    cast.add_shape(1024);
-    cast.set_bytes(64 * 1024 * 4);
-    cast.set_device_type(v1::DEVICE_TYPE_CUDA);
-    cast.set_op_seq(first_seq + static_cast<uint64_t>(i) - static_cast<uint64_t>(i % 3));
-    cast.set_role(i % 3 == 1 ? v1::ROLE_WEIGHT : v1::ROLE_ACTIVATION);
-    cast.set_cache(i % 3 == 1 ? v1::CACHE_OUTCOME_HIT : v1::CACHE_OUTCOME_NOT_CACHEABLE);
-    cast.set_source_version(i % 3 == 1 ? 7 : 0);
-    cast.set_cached_version(i % 3 == 1 ? 7 : 0);
-    cast.set_location_id(static_cast<uint32_t>(site + 1));
-    cast.set_mode(v1::EXECUTION_MODE_EAGER);
-    cast.set_phase(v1::PHASE_FORWARD);
+    const bool weight = i % 3 == 1;
+    fixtures::add_cast(body, {.seq = first_seq + static_cast<uint64_t>(i), .ts_ns = ts_ns + static_cast<uint64_t>(i),
+                              .thread = static_cast<uint32_t>(i % 4), .arg_index = static_cast<uint32_t>(i % 3),
+                              .list_index = -1, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                              .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_FLOAT16,
+                              .outcome = v1::CAST_OUTCOME_CAST, .shape = {64, 1024}, .bytes = 64 * 1024 * 4,
+                              .device_type = v1::DEVICE_TYPE_CUDA,
+                              .op_seq = first_seq + static_cast<uint64_t>(i) - static_cast<uint64_t>(i % 3),
+                              .role = weight ? v1::ROLE_WEIGHT : v1::ROLE_ACTIVATION,
+                              .cache = weight ? v1::CACHE_OUTCOME_HIT : v1::CACHE_OUTCOME_NOT_CACHEABLE,
+                              .source_version = weight ? 7 : 0, .cached_version = weight ? 7 : 0,
+                              .mode = v1::EXECUTION_MODE_EAGER, .phase = v1::PHASE_FORWARD,
+                              .op_id = static_cast<uint32_t>(1 + site % 10),
+                              .arg_name_id = static_cast<uint32_t>(11 + i % 5),
+                              .location_id = static_cast<uint32_t>(site + 1)});
   }
   return body.SerializeAsString();
 }
 
 std::string ingest_request(const std::string& run_id, const std::string& agent_id, uint64_t sequence,
                            const std::string& body) {
-  v1::Batch head;
-  head.set_protocol_version(v1::ProtocolVersion_MAX);
-  head.mutable_agent()->set_run_id(run_id);
-  head.mutable_agent()->set_agent_id(agent_id);
-  head.mutable_agent()->set_pid(4242);
-  head.set_sequence(sequence);
+  v1::Batch head = fixtures::batch_head({.run_id = run_id, .agent_id = agent_id, .pid = 4242}, sequence);
   head.set_events_recorded_total(sequence * kEventsPerBatch);
   const std::string batch = head.SerializeAsString() + body;
   std::string request(1, '\x12');  // IngestRequest.batch: field 2, length-delimited
@@ -304,32 +280,18 @@ class TrainingJob {
 
   static void add_strings(v1::Batch& batch) {
     uint32_t id = 1;
-    for (const char* op : kOps) {
-      auto* entry = batch.add_strings();
-      entry->set_id(id++);
-      entry->set_text(op);
-    }
-    for (const char* name : {"input", "weight", "self", "mat2", "other"}) {
-      auto* entry = batch.add_strings();
-      entry->set_id(id++);
-      entry->set_text(name);
-    }
-    for (const char* kernel : {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
-                               "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>",
-                               "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor>"}) {
-      auto* entry = batch.add_strings();
-      entry->set_id(id++);
-      entry->set_text(kernel);
-    }
-    for (int site = 0; site < kSites; ++site) {
-      auto* entry = batch.add_locations();
-      entry->set_id(static_cast<uint32_t>(site + 1));
-      v1::SourceLocation& location = *entry->mutable_location();
-      location.set_kind(v1::SourceLocation::KIND_PYTHON);
-      location.set_file("/home/user/project/model/block_" + std::to_string(site % 6) + ".py");
-      location.set_line(static_cast<uint32_t>(40 + site * 7));
-      location.set_function(site % 2 == 0 ? "forward" : "_attention");
-    }
+    for (const char* op : kOps) id = fixtures::add_strings(batch, id, {op});
+    fixtures::add_strings(batch, id,
+                          {"input", "weight", "self", "mat2", "other",
+                           "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
+                           "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>",
+                           "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor>"});
+    for (int site = 0; site < kSites; ++site)
+      fixtures::add_location(batch, static_cast<uint32_t>(site + 1),
+                             {.kind = v1::SourceLocation::KIND_PYTHON,
+                              .file = "/home/user/project/model/block_" + std::to_string(site % 6) + ".py",
+                              .line = static_cast<uint32_t>(40 + site * 7),
+                              .function = site % 2 == 0 ? "forward" : "_attention"});
   }
 
  private:
@@ -353,24 +315,17 @@ class TrainingJob {
     const uint64_t start = now + 2'000 + next(15'000);
     const uint64_t duration = (kind < 5 ? 80'000 : 20'000) + next(kind < 5 ? 220'000 : 60'000);
     const uint64_t op_seq = ++seq;
-    v1::OpEvent& o = *batch.add_events()->mutable_op();
-    o.set_seq(op_seq);
-    o.set_ts_ns(start);
-    o.set_thread(thread);
-    o.set_op_id(1 + static_cast<uint32_t>(kind));
-    o.set_policy(kind < 5 ? v1::CAST_POLICY_LOWER_PRECISION_FP : kind < 7 ? v1::CAST_POLICY_FP32 : v1::CAST_POLICY_PROMOTE);
-    o.set_device_type(v1::DEVICE_TYPE_CUDA);
-    o.add_input_dtypes(v1::DTYPE_FLOAT32);
-    o.add_input_dtypes(v1::DTYPE_FLOAT32);
-    o.set_output_dtype(kind < 5 ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32);
-    o.set_cpu_duration_ns(duration);
-    o.set_outcome(v1::OP_OUTCOME_OK);
-    o.set_autocast_dtype(v1::DTYPE_BFLOAT16);
-    o.set_mode(v1::EXECUTION_MODE_EAGER);
-    o.set_phase(phase);
-    o.add_autocast_enabled(v1::DEVICE_TYPE_CUDA);
-    o.set_autocast_nesting(1);
-    o.set_location_id(site + 1);
+    const v1::CastPolicy policy =
+        kind < 5 ? v1::CAST_POLICY_LOWER_PRECISION_FP : kind < 7 ? v1::CAST_POLICY_FP32 : v1::CAST_POLICY_PROMOTE;
+    const uint32_t op_id = 1 + static_cast<uint32_t>(kind);
+    fixtures::add_op(batch, {.seq = op_seq, .ts_ns = start, .thread = thread, .policy = policy,
+                             .device_type = v1::DEVICE_TYPE_CUDA,
+                             .input_dtypes = {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT32},
+                             .output_dtype = kind < 5 ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32,
+                             .cpu_duration_ns = duration, .outcome = v1::OP_OUTCOME_OK,
+                             .autocast_dtype = v1::DTYPE_BFLOAT16, .mode = v1::EXECUTION_MODE_EAGER, .phase = phase,
+                             .autocast_enabled = {v1::DEVICE_TYPE_CUDA}, .autocast_nesting = 1, .op_id = op_id,
+                             .location_id = site + 1});
     // Forward lower-precision ops cast their input and weight; fp32 ops their
     // input; in backward a third of the ops cast a gradient.
     int casts = kind < 5 ? 2 : kind < 7 ? 1 : 0;
@@ -379,31 +334,21 @@ class TrainingJob {
       const bool weight = a == 1 && phase == v1::PHASE_FORWARD;
       const uint64_t cast_seq = ++seq;
       const uint64_t cast_ts = start + 1'000 + static_cast<uint64_t>(a) * 4'000 + next(2'000);
-      v1::CastEvent& c = *batch.add_events()->mutable_cast();
-      c.set_seq(cast_seq);
-      c.set_ts_ns(cast_ts);
-      c.set_thread(thread);
-      c.set_op_id(o.op_id());
-      c.set_arg_index(static_cast<uint32_t>(a));
-      c.set_arg_name_id(kArgNames + static_cast<uint32_t>(a));
-      c.set_list_index(-1);
-      c.set_policy(o.policy());
-      c.set_src_dtype(kind < 5 ? v1::DTYPE_FLOAT32 : v1::DTYPE_BFLOAT16);
-      c.set_dst_dtype(kind < 5 ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32);
-      c.set_outcome(v1::CAST_OUTCOME_CAST);
-      if (!weight) c.add_shape(32);
-      c.add_shape(weight ? 1024 : 512);
-      c.add_shape(1024);
-      c.set_bytes((weight ? 1024ull * 1024 : 32ull * 512 * 1024) * (kind < 5 ? 4 : 2));
-      c.set_device_type(v1::DEVICE_TYPE_CUDA);
-      c.set_op_seq(op_seq);
-      c.set_role(weight ? v1::ROLE_WEIGHT : v1::ROLE_ACTIVATION);
-      c.set_cache(weight ? (first_step ? v1::CACHE_OUTCOME_MISS : v1::CACHE_OUTCOME_HIT) : v1::CACHE_OUTCOME_NOT_CACHEABLE);
-      c.set_source_version(weight ? 3 : 0);
-      c.set_cached_version(weight && !first_step ? 3 : 0);
-      c.set_location_id(site + 1);
-      c.set_mode(v1::EXECUTION_MODE_EAGER);
-      c.set_phase(phase);
+      fixtures::add_cast(batch,
+                         {.seq = cast_seq, .ts_ns = cast_ts, .thread = thread, .arg_index = static_cast<uint32_t>(a),
+                          .list_index = -1, .policy = policy,
+                          .src_dtype = kind < 5 ? v1::DTYPE_FLOAT32 : v1::DTYPE_BFLOAT16,
+                          .dst_dtype = kind < 5 ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32,
+                          .outcome = v1::CAST_OUTCOME_CAST,
+                          .shape = weight ? std::vector<int64_t>{1024, 1024} : std::vector<int64_t>{32, 512, 1024},
+                          .bytes = (weight ? 1024ull * 1024 : 32ull * 512 * 1024) * (kind < 5 ? 4 : 2),
+                          .device_type = v1::DEVICE_TYPE_CUDA, .op_seq = op_seq,
+                          .role = weight ? v1::ROLE_WEIGHT : v1::ROLE_ACTIVATION,
+                          .cache = weight ? (first_step ? v1::CACHE_OUTCOME_MISS : v1::CACHE_OUTCOME_HIT)
+                                          : v1::CACHE_OUTCOME_NOT_CACHEABLE,
+                          .source_version = weight ? 3 : 0, .cached_version = weight && !first_step ? 3 : 0,
+                          .mode = v1::EXECUTION_MODE_EAGER, .phase = phase, .op_id = op_id,
+                          .arg_name_id = kArgNames + static_cast<uint32_t>(a), .location_id = site + 1});
       kernel(batch, cast_ts + 6'000, 3'000 + next(6'000), kKernelCopy, v1::LAUNCHED_BY_CAST, cast_seq, seq);
     }
     kernel(batch, start + duration / 2, duration / 2 + next(duration / 2), kind < 5 ? kKernelGemm : kKernelElementwise,
@@ -413,16 +358,9 @@ class TrainingJob {
 
   void kernel(v1::Batch& batch, uint64_t ts, uint64_t duration, uint32_t name_id, v1::LaunchedBy by,
               uint64_t launch_seq, uint64_t& seq) {
-    v1::KernelEvent& k = *batch.add_events()->mutable_kernel();
-    k.set_seq(++seq);
-    k.set_ts_ns(ts);
-    k.set_duration_ns(duration);
-    k.set_activity(v1::GPU_ACTIVITY_KERNEL);
-    k.set_name_id(name_id);
-    k.set_device(0);
-    k.set_stream(7);
-    k.set_launched_by(by);
-    k.set_launch_seq(launch_seq);
+    fixtures::add_kernel(batch, {.seq = ++seq, .ts_ns = ts, .duration_ns = duration,
+                                 .activity = v1::GPU_ACTIVITY_KERNEL, .device = 0, .stream = 7, .launched_by = by,
+                                 .launch_seq = launch_seq, .name_id = name_id});
   }
 
   uint64_t rng_;
@@ -460,18 +398,11 @@ int fill_run(const std::string& collector, const std::string& token, std::string
       uint64_t seq = 0, sequence = 0, now = origin + static_cast<uint64_t>(a) * 150'000;
       const uint64_t mine = events / static_cast<uint64_t>(agents);
       while (seq < mine) {
-        v1::Batch batch;
-        batch.set_protocol_version(v1::ProtocolVersion_MAX);
-        v1::AgentIdentity& id = *batch.mutable_agent();
-        id.set_run_id(run_id);
-        id.set_agent_id(agent_id);
-        id.set_pid(static_cast<uint32_t>(1000 + a));
-        id.set_rank(a);
-        id.set_local_rank(a);
-        id.set_world_size(agents);
-        id.set_hostname("train-host");
-        id.set_command("python train.py --amp bf16 (castscope_ingest_bench fill)");
-        batch.set_sequence(++sequence);
+        v1::Batch batch = fixtures::batch_head(
+            {.run_id = run_id, .agent_id = agent_id, .pid = static_cast<uint32_t>(1000 + a), .rank = a, .local_rank = a,
+             .world_size = agents, .hostname = "train-host",
+             .command = "python train.py --amp bf16 (castscope_ingest_bench fill)"},
+            ++sequence);
         TrainingJob::add_strings(batch);
         while (batch.events_size() < kEventsPerBatch - 1200 && seq < mine) now = job.step(batch, now, seq);
         batch.set_events_recorded_total(seq);

@@ -36,6 +36,8 @@ import sys
 import tempfile
 import time
 
+from harness import interleaved
+
 ROWS = ("check ops", "check callables", "attach ops", "attach imported", "attach importing")
 PER_MODULE = 1000
 
@@ -160,18 +162,15 @@ def main() -> None:
     for row in rows:
         if row not in ROWS:
             parser.error(f"--rows: unknown row {row!r} (expected some of {', '.join(ROWS)})")
-    times: dict[tuple[str, int], list[float]] = {(row, n): [] for row in rows for n in sizes}
     with tempfile.TemporaryDirectory(prefix="castscope-overlay-bench-") as tmp:
         folder = pathlib.Path(tmp)
         for n in sizes:
             write_ops_overlay(folder / f"ops{n}.json", n)
             write_callables(folder, f"wrapped{n}", n, None)
             write_callables(folder, f"importing{n}", n, str(folder / f"importing{n}.json"))
-        for repeat in range(args.repeats):  # interleaved: a slow spell of the machine hits every size
-            for row in rows:
-                for n in sizes:
-                    times[row, n].append(measure(row, folder, n))
-            print(f"repeat {repeat + 1}/{args.repeats} done", file=sys.stderr, flush=True)
+        # Interleaved: a slow spell of the machine hits every size.
+        times = interleaved([(row, n) for row in rows for n in sizes], args.repeats, lambda cell: measure(cell[0], folder, cell[1]),
+                            lambda repeat: print(f"repeat {repeat}/{args.repeats} done", file=sys.stderr, flush=True))
 
     print(f"median and min of {args.repeats} child processes per cell; per entry = (median - median at 0) / entries")
     print(f"{'row':<18} {'entries':>8} {'median s':>9} {'min s':>8} {'per entry us':>13}")

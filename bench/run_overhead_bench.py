@@ -11,7 +11,6 @@ job ends it prints the summary (budgets: <= 0.5 s each; issue 13).
 
     .venv/bin/python bench/run_overhead_bench.py [--pairs 5] [--repeats 3] [--events 1000000] [--rate 100000]
 """
-import argparse
 import pathlib
 import shlex
 import statistics
@@ -19,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from harness import repeats_parser
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 CASTSCOPE = [str(REPO / ".venv/bin/castscope"), "run"]
@@ -66,12 +67,7 @@ def summary_run(events: int, rate: int, out: str, marker: pathlib.Path) -> tuple
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--pairs", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--rate", type=int, default=100_000)
-    args = parser.parse_args()
+    args = repeats_parser(3, pairs=5, events=1_000_000, rate=100_000).parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = f"{tmp}/out"
         wall([*CASTSCOPE, "--out", out, "--", sys.executable, TINY])  # warm the page cache

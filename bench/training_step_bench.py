@@ -15,43 +15,27 @@ CPU autocast. Rows, interleaved within each repeat:
 
     .venv/bin/python bench/training_step_bench.py [--steps 5] [--repeats 7] 2>/dev/null
 """
-import argparse
 import contextlib
-import statistics
 import tempfile
-import time
 
 import torch
 import torchvision
 
 import castscope
 from baselines import DtypeLogger, profiler_with_stacks
+from harness import interleaved, medians, ms_per_step, repeats_parser
+from helpers import autocast_steps  # noqa: E402 (harness puts tests/integration on the path)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=7)
-    args = parser.parse_args()
+    args = repeats_parser(7, steps=5).parse_args()
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=10)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(8, 3, 64, 64), torch.randint(0, 10, (8,))
 
     def steps(n):
-        for _ in range(n):
-            optimizer.zero_grad()
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = torch.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()
-
-    def timed(wrap):
-        with wrap():
-            steps(1)  # warm-up inside the row's context
-            start = time.perf_counter()
-            steps(args.steps)
-            return (time.perf_counter() - start) / args.steps * 1e3
+        autocast_steps(model, optimizer, x, y, n)
 
     with tempfile.TemporaryDirectory() as tmp:
         rows = {
@@ -67,17 +51,12 @@ def main():
             "dispatch-mode": DtypeLogger,
         }
         steps(2)
-        samples = {row: [] for row in rows}
-        for _ in range(args.repeats):
-            for row, wrap in rows.items():
-                samples[row].append(timed(wrap))
-    base = statistics.median(samples["native"])
+        median = medians(interleaved(rows, args.repeats, lambda row: ms_per_step(rows[row], steps, args.steps, 1)))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, ResNet-18 8x3x64x64 bf16 training step, "
           f"median of {args.repeats} interleaved runs of {args.steps} steps")
     print(f"{'row':16s} {'ms/step':>8s} {'x native':>9s}")
-    for row in rows:
-        value = statistics.median(samples[row])
-        print(f"{row:16s} {value:8.1f} {value / base:8.3f}x")
+    for row, value in median.items():
+        print(f"{row:16s} {value:8.1f} {value / median['native']:8.3f}x")
 
 
 if __name__ == "__main__":

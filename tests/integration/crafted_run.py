@@ -35,7 +35,7 @@ COMMAND = '<iframe src="javascript:window.__xss=\'command\'"></iframe>'
 
 
 def _varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
+    value &= (1 << 64) - 1  # int64 fields: two's complement, ten bytes when negative
     out = bytearray()
     while True:
         low, value = value & 0x7F, value >> 7

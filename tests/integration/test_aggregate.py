@@ -121,13 +121,16 @@ castscope.detach()
 """
 
 
-def test_counters_are_flushed_at_each_optimizer_step(tmp_path):
-    events_path = tmp_path / "events.jsonl"
-    result = subprocess.run([sys.executable, "-c", _STEPS_JOB, str(events_path)], capture_output=True, text=True,
-                            timeout=300)
+def _events_of_job(job: str, events_path) -> list[dict]:
+    """Runs `job` (Python source, argv[1]: its events file) and returns the events it wrote."""
+    result = subprocess.run([sys.executable, "-c", job, str(events_path)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+    return read_events(events_path)
+
+
+def test_counters_are_flushed_at_each_optimizer_step(tmp_path):
     calls_by_step = Counter()
-    for e in read_events(events_path):
+    for e in _events_of_job(_STEPS_JOB, tmp_path / "events.jsonl"):
         if "op_counts" in e and e["op_counts"]["op"].startswith("aten::mm"):
             calls_by_step[int(e["op_counts"]["iteration"])] += int(e["op_counts"]["calls"])
     # Step k's calls carry the k steps seen before them: each step's counters
@@ -147,11 +150,7 @@ castscope.detach()
 
 
 def test_keys_past_the_limit_are_counted_as_dropped_never_lost(tmp_path):
-    events_path = tmp_path / "events.jsonl"
-    result = subprocess.run([sys.executable, "-c", _MANY_SITES_JOB, str(events_path)], capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr
-    events = read_events(events_path)
+    events = _events_of_job(_MANY_SITES_JOB, tmp_path / "events.jsonl")
     counted = sum(int(e["cast_counts"]["count"]) for e in events if "cast_counts" in e and
                   e["cast_counts"]["location"]["file"] == "many_sites.py")
     counted += sum(int(e["op_counts"]["calls"]) for e in events if "op_counts" in e and

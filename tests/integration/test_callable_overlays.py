@@ -14,16 +14,14 @@ import torch
 import torchvision
 
 import castscope
+import helpers
 
 THIS_FILE = str(pathlib.Path(__file__).resolve())
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def line_of(marker: str) -> int:
-    for number, text in enumerate(pathlib.Path(THIS_FILE).read_text().splitlines(), start=1):
-        if text.rstrip().endswith(f"# {marker}"):
-            return number
-    raise AssertionError(marker)
+    return helpers.line_of(pathlib.Path(THIS_FILE), f"# {marker}")
 
 
 def _overlay(tmp_path, name="overlay.json", **sections):

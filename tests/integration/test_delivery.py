@@ -10,7 +10,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,9 @@ import pytest
 
 import castscope
 from collector import Collector, runs
-from test_transport import CASTSCOPE, castscope_run, stored_event_seqs, the_agent
+from helpers import closed_address, closed_port, dumped_events, seqs
+from test_transport import (CASTSCOPE, castscope_run, running_castscope_run, start_castscope_run, stored_event_seqs,
+                            the_agent)
 
 JOBS = pathlib.Path(__file__).parent / "jobs"
 
@@ -31,9 +32,7 @@ def _dead_pid() -> int:
 
 
 def test_empty_segments_and_a_dead_agent_lose_nothing(tmp_path):
-    with socket.socket() as probe:  # a collector nobody runs: the whole spool stays
-        probe.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{probe.getsockname()[1]}"
+    dead = closed_address()  # a collector nobody runs: the whole spool stays
     out = tmp_path / "out"
     result = castscope_run(out, "--collector", dead, "--run-id", "gaps", "--give-up-after-s", "0",
                            job=[str(JOBS / "train_mlp.py")])
@@ -57,11 +56,10 @@ def test_empty_segments_and_a_dead_agent_lose_nothing(tmp_path):
     finally:
         collector.stop()
     assert forwarder.returncode == 0, forwarder.stderr
-    [dump] = out.glob("events-*.jsonl")
-    dumped = [e for e in castscope.iter_events(dump) if "stats" not in e]
+    dumped = dumped_events(out)
     stored = stored_event_seqs(collector.db)
     assert len(stored) == len(dumped), f"{len(stored)} of {len(dumped)} events stored"
-    assert stored == sorted(int(next(iter(e.values()))["seq"]) for e in dumped)
+    assert stored == seqs(dumped)
     # Zero-byte segments hold nothing: they are not reported as damage.
     assert "corrupt" not in forwarder.stderr and "incomplete frame" not in forwarder.stderr, forwarder.stderr
     [run] = runs(collector.db)
@@ -74,9 +72,7 @@ def test_empty_segments_and_a_dead_agent_lose_nothing(tmp_path):
 
 def _spool_of_a_job(tmp_path, iterations: int) -> tuple[pathlib.Path, pathlib.Path]:
     """Runs mm_loop under castscope run with no collector at all: the whole run stays in the spool."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{probe.getsockname()[1]}"
+    dead = closed_address()
     out = tmp_path / "out"
     result = castscope_run(out, "--collector", dead, "--no-jsonl", "--ring-records", str(1 << 20),
                            "--give-up-after-s", "0", "--run-id", "outages",
@@ -118,9 +114,7 @@ def _wait_for(condition, what: str, timeout: float = 120):
 
 def test_a_second_outage_after_the_job_does_not_inherit_the_first_ones_time(tmp_path):
     out, agent_dir = _spool_of_a_job(tmp_path, 400_000)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = closed_port()
     give_up_s = 4
     forwarder = subprocess.Popen(
         [str(castscope.agent_library_path().parent / "castscope-forwarder"), "--spool", str(agent_dir),
@@ -157,10 +151,8 @@ def test_forwarder_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path):
     collector = Collector(tmp_path / "store.db")
     iterations = 400_000
     out = tmp_path / "out"
-    job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--no-jsonl", "--ring-records", str(1 << 20),
-                            "--collector", collector.address, "--run-id", "fwd-kill9", "--",
-                            sys.executable, str(JOBS / "mm_loop.py"), str(iterations)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = start_castscope_run(out, "--no-jsonl", "--ring-records", str(1 << 20), "--collector", collector.address,
+                              "--run-id", "fwd-kill9", job=[str(JOBS / "mm_loop.py"), str(iterations)])
     try:
         def streaming() -> dict:
             for status_file in (out / "spool").glob("*.forwarder.json") if (out / "spool").is_dir() else []:
@@ -187,31 +179,25 @@ def test_forwarder_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path):
 
 def test_forwarder_killed_after_the_job_ended_is_replaced_by_castscope_run(tmp_path):
     out = tmp_path / "out"
-    with paused_collector(tmp_path / "store.db") as collector:  # nothing gets through until we say so
-        job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--collector", collector.address,
-                                "--run-id", "late-kill9", "--", sys.executable, str(JOBS / "train_mlp.py")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            spool = out / "spool"
-            _wait_for(lambda: spool.is_dir() and any(d.is_dir() for d in spool.iterdir()), "the agent's spool folder")
-            [agent_dir] = [d for d in spool.iterdir() if d.is_dir()]
-            _wait_for(lambda: _status(agent_dir).get("pid"), "the forwarder's status file")
-            status = _status(agent_dir)
-            _wait_for_exit(status["agent_pid"], "the job to end")
-            os.kill(status["pid"], signal.SIGKILL)  # nobody left to restart it but castscope run
-            time.sleep(0.5)
-            collector.process.send_signal(signal.SIGCONT)
-            stdout, stderr = job.communicate(timeout=300)
-        finally:
-            if job.poll() is None:
-                job.kill()
+    with paused_collector(tmp_path / "store.db") as collector, \
+            running_castscope_run(out, "--collector", collector.address, "--run-id", "late-kill9",
+                                  job=[str(JOBS / "train_mlp.py")]) as job:  # nothing gets through until we say so
+        spool = out / "spool"
+        _wait_for(lambda: spool.is_dir() and any(d.is_dir() for d in spool.iterdir()), "the agent's spool folder")
+        [agent_dir] = [d for d in spool.iterdir() if d.is_dir()]
+        _wait_for(lambda: _status(agent_dir).get("pid"), "the forwarder's status file")
+        status = _status(agent_dir)
+        _wait_for_exit(status["agent_pid"], "the job to end")
+        os.kill(status["pid"], signal.SIGKILL)  # nobody left to restart it but castscope run
+        time.sleep(0.5)
+        collector.process.send_signal(signal.SIGCONT)
+        stdout, stderr = job.communicate(timeout=300)
     assert job.returncode == 0, stderr
     assert "started another" in stderr, stderr
-    [dump] = out.glob("events-*.jsonl")
-    dumped = [e for e in castscope.iter_events(dump) if "stats" not in e]
+    dumped = dumped_events(out)
     agent = the_agent(collector.db)
     assert agent["finished"]
-    assert stored_event_seqs(collector.db) == sorted(int(next(iter(e.values()))["seq"]) for e in dumped)
+    assert stored_event_seqs(collector.db) == seqs(dumped)
 
 
 # ---- a disk that stays full to the end: the drops still reach the store ----
@@ -232,19 +218,14 @@ def small_tmpfs(tmp_path):
 def test_a_disk_full_to_the_end_still_accounts_for_every_event(tmp_path, small_tmpfs):
     out = tmp_path / "out"
     iterations = 100_000
-    with paused_collector(tmp_path / "store.db") as collector:  # the spool only fills, nothing is deleted
-        job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--no-jsonl", "--collector", collector.address,
-                                "--run-id", "full-disk", "--", sys.executable, str(JOBS / "mm_loop.py"),
-                                str(iterations)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            _wait_for(lambda: any(small_tmpfs.glob("*.forwarder.json")), "the forwarder's status file")
-            [status_file] = small_tmpfs.glob("*.forwarder.json")
-            _wait_for_exit(json.loads(status_file.read_text())["agent_pid"], "the job to end", timeout=300)
-            collector.process.send_signal(signal.SIGCONT)
-            stdout, stderr = job.communicate(timeout=300)
-        finally:
-            if job.poll() is None:
-                job.kill()
+    with paused_collector(tmp_path / "store.db") as collector, \
+            running_castscope_run(out, "--no-jsonl", "--collector", collector.address, "--run-id", "full-disk",
+                                  job=[str(JOBS / "mm_loop.py"), str(iterations)]) as job:  # the spool only fills
+        _wait_for(lambda: any(small_tmpfs.glob("*.forwarder.json")), "the forwarder's status file")
+        [status_file] = small_tmpfs.glob("*.forwarder.json")
+        _wait_for_exit(json.loads(status_file.read_text())["agent_pid"], "the job to end", timeout=300)
+        collector.process.send_signal(signal.SIGCONT)
+        stdout, stderr = job.communicate(timeout=300)
     assert job.returncode == 0, stderr
     agent = the_agent(collector.db)
     stored = agent["casts"] + agent["ops"] + agent["cache_samples"]
@@ -260,13 +241,6 @@ def test_a_disk_full_to_the_end_still_accounts_for_every_event(tmp_path, small_t
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
     if report is not None:
         assert report["totals"]["accounting"]["complete"]
-
-
-def _closed_port() -> int:
-    """A loopback port nothing listens on: connections are refused at once."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _fill(folder: pathlib.Path) -> None:
@@ -287,10 +261,8 @@ def _fill(folder: pathlib.Path) -> None:
 def test_a_full_disk_and_no_collector_give_up_once(tmp_path, small_tmpfs):
     out = tmp_path / "out"
     give_up_s = 10
-    job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--collector", f"127.0.0.1:{_closed_port()}",
-                            "--give-up-after-s", str(give_up_s), "--run-id", "full-and-alone", "--",
-                            sys.executable, str(JOBS / "mm_loop.py"), "100000"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = start_castscope_run(out, "--collector", closed_address(), "--give-up-after-s", str(give_up_s),
+                              "--run-id", "full-and-alone", job=[str(JOBS / "mm_loop.py"), "100000"])
     try:
         _wait_for(lambda: any(small_tmpfs.glob("*.forwarder.json")), "the forwarder's status file")
         [status_file] = small_tmpfs.glob("*.forwarder.json")
@@ -316,7 +288,7 @@ def test_a_full_disk_and_no_collector_give_up_once(tmp_path, small_tmpfs):
 # the collector".
 def test_a_collector_away_for_the_whole_run_is_not_called_sent(tmp_path):
     out = tmp_path / "out"
-    result = subprocess.run([*CASTSCOPE, "run", "--out", str(out), "--collector", f"127.0.0.1:{_closed_port()}",
+    result = subprocess.run([*CASTSCOPE, "run", "--out", str(out), "--collector", closed_address(),
                              "--give-up-after-s", "1", "--run-id", "alone", "--", sys.executable,
                              str(JOBS / "mm_loop.py"), "100"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr

@@ -5,6 +5,7 @@ against that format's rules. Counts must equal what the store holds."""
 from __future__ import annotations
 
 import collections
+import inspect
 import json
 import os
 import pathlib
@@ -18,28 +19,18 @@ import pytest
 import torch
 
 import castscope
+from helpers import line_of, train
 
 perfetto_trace_pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 TrackEvent = perfetto_trace_pb2.TrackEvent
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
-JOB = """
+JOB = f"""
 import threading
 import torch
 
-def train(steps):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    x = torch.randn(16, 32)
-    for _ in range(steps):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = model(x).float().pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-
+{inspect.getsource(train)}
 train(3)
 worker = threading.Thread(target=train, args=(2,))  # a second thread: its own track
 worker.start()
@@ -132,7 +123,7 @@ def test_perfetto_trace_has_the_runs_tracks_slices_casts_flows_and_counters(stor
     assert collections.Counter(name for _, _, name, _ in begins) == stored_names
     linear = next(args for _, _, name, args in begins if name == "aten::linear")
     assert linear["policy"] == "lower_precision_fp" and linear["mode"] == "eager" and linear["phase"] == "forward"
-    line = next(n for n, text in enumerate(JOB.splitlines(), 1) if "loss = model(x)" in text)
+    line = line_of(JOB, "loss = model(x)")
     assert linear["output_dtype"] == "bfloat16" and linear["location"].endswith(f"job.py:{line}")
 
     # Casts as instants on the thread tracks, each flowing into its op's slice.
@@ -268,26 +259,13 @@ def test_errors_exit_2_or_1_and_say_what_and_where(stored_run, tmp_path):
 
 def test_gpu_kernels_get_stream_tracks_and_flows_from_their_launches(tmp_path, monkeypatch):
     """Kernels from the stand-in CUPTI (tests/stand_ins/cupti), as in test_gpu_timing.py."""
-    from collector import Collector, wait_delivered
-    from test_gpu_timing import with_standin
+    from test_gpu_timing import mm_three_times_under_a_collector, with_standin
 
     gpu = with_standin(tmp_path, monkeypatch, {
         "cast": [{"name": "void at::native::elementwise_kernel<copy>", "duration_ns": 4000}],
         "op": [{"name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32", "duration_ns": 6000}],
         "unscoped": [{"name": "void at::native::vectorized_elementwise_kernel<4, add>", "duration_ns": 500}]})
-    collector = Collector(tmp_path / "store.db")
-    try:
-        a, w = torch.randn(8, 8), torch.randn(8, 8)
-        with castscope.attached(collector=collector.address, spool_dir=tmp_path / "spool", run_id="gpu",
-                                probe=False, gpu_timing=gpu):
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                for _ in range(3):
-                    torch.mm(a, w)
-            (a + w).sum()  # outside autocast: an unscoped kernel
-        wait_delivered(tmp_path / "spool")
-    finally:
-        collector.stop()
-    db = collector.db
+    db = mm_three_times_under_a_collector(tmp_path, gpu, unscoped=True)
     perfetto, chrome = tmp_path / "gpu.pftrace", tmp_path / "gpu.json"
     result = _castscope("export", "gpu", "--db", str(db), "--perfetto", str(perfetto), "--chrome", str(chrome))
     assert result.returncode == 0, result.stderr

@@ -16,6 +16,7 @@ import pytest
 import castscope
 from castscope.report import load_report
 from collector import Collector
+import helpers
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SCENARIOS = pathlib.Path(__file__).parent / "scenarios"
@@ -24,8 +25,7 @@ CASTSCOPE = [sys.executable, "-m", "castscope"]
 
 
 def line_of(script: str, marker: str) -> int:
-    lines = (SCENARIOS / script).read_text().splitlines()
-    return next(i for i, text in enumerate(lines, 1) if marker in text)
+    return helpers.line_of(SCENARIOS / script, marker)
 
 
 def run_scenario(tmp_path, script: str, *args: str, run_id: str = "scenario") -> dict:

@@ -14,6 +14,7 @@ import torch
 
 import castscope
 import castscope.events
+from helpers import autocast_steps, train
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 STANDIN = REPO / "build" / "tests" / "stand_ins" / "cupti" / "libcastscope_standin_cupti.so"
@@ -37,20 +38,6 @@ def with_standin(tmp_path, monkeypatch, script: dict) -> dict:
     monkeypatch.setenv("CASTSCOPE_STANDIN_CUPTI", str(path))
     # Every step timed (window_steps 0), unless a test asks for windows.
     return {"mode": "on", "cupti_library": str(STANDIN), "correlate": "all_ops", "window_steps": 0}
-
-
-def train(steps: int = 3) -> list[torch.Tensor]:
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    x = torch.randn(16, 32)
-    for _ in range(steps):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = model(x).float().pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-    return [p.detach().clone() for p in model.parameters()]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only machine's answer")
@@ -101,6 +88,21 @@ def test_kernels_join_the_casts_and_ops_they_were_launched_under(tmp_path, monke
     assert "  GPU timing: on" in summary
     cast_ms, op_ms = len(by_cast) * 2000 / 1e6, len(by_op) * 9000 / 1e6
     assert f"  GPU time: casts {cast_ms:.3f} ms, autocast ops {op_ms:.3f} ms" in summary, summary
+
+
+def test_memcpy_and_memset_records_become_events_with_their_bytes(tmp_path, monkeypatch):
+    gpu = with_standin(tmp_path, monkeypatch, {
+        "cast": [{"name": "memcpy DtoD", "duration_ns": 700, "activity": "memcpy", "bytes": 4096}],
+        "op": [{"name": "memset", "duration_ns": 300, "activity": "memset", "bytes": 512}]})
+    a, w = torch.randn(8, 8), torch.randn(8, 8)
+    with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False, gpu_timing=gpu):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.mm(a, w)
+    kernels = [e["kernel"] for e in events_of(tmp_path / "e.jsonl") if "kernel" in e]
+    seen = {(k["activity"], k["launched_by"], int(k["bytes"]), int(k["duration_ns"]), int(k["stream"]))
+            for k in kernels}
+    assert seen == {("GPU_ACTIVITY_MEMCPY", "LAUNCHED_BY_CAST", 4096, 700, 7),
+                    ("GPU_ACTIVITY_MEMSET", "LAUNCHED_BY_OP", 512, 300, 7)}, kernels
 
 
 def test_a_tool_holding_cupti_is_left_alone_and_named(tmp_path, monkeypatch):
@@ -247,14 +249,8 @@ def test_cuda_resnet18_step_is_bit_identical_attached(tmp_path, gpu):
         context = (castscope.attached(policy_files=policies, events_path=tmp_path / "r.jsonl", probe=False, gpu_timing=gpu)
                    if attached else contextlib.nullcontext())
         with context:
-            for _ in range(2):
-                optimizer.zero_grad()
-                with torch.autocast("cuda", dtype=torch.bfloat16):
-                    loss = torch.nn.functional.cross_entropy(model(x), y)
-                loss.backward()
-                optimizer.step()
-            torch.cuda.synchronize()
-        return [loss.detach()] + [p.detach() for p in model.parameters()]
+            losses = autocast_steps(model, optimizer, x, y, 2, "cuda")
+        return [losses[-1]] + [p.detach() for p in model.parameters()]
 
     deterministic = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False  # same kernels both times
@@ -288,8 +284,9 @@ def test_timing_windows_time_a_few_steps_in_many(tmp_path, monkeypatch):
     assert all(seq in timed for seq in ops if step_of(seq) in (1, 4, 7))
 
 
-def mm_three_times_under_a_collector(tmp_path, gpu: dict) -> pathlib.Path:
-    """Three autocast torch.mm calls at "the casting line", delivered to a collector; its store."""
+def mm_three_times_under_a_collector(tmp_path, gpu: dict, unscoped: bool = False) -> pathlib.Path:
+    """Three autocast torch.mm calls at "the casting line" (and, if `unscoped`, an
+    add outside autocast), delivered to a collector; its store."""
     from collector import Collector, wait_delivered
 
     collector = Collector(tmp_path / "store.db")
@@ -300,6 +297,8 @@ def mm_three_times_under_a_collector(tmp_path, gpu: dict) -> pathlib.Path:
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 for _ in range(3):
                     torch.mm(a, w)  # the casting line
+            if unscoped:
+                (a + w).sum()  # outside autocast: an unscoped kernel
         wait_delivered(tmp_path / "spool")
     finally:
         collector.stop()

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from castscope.events import read_events
+import helpers
 
 SCENARIO = pathlib.Path(__file__).parent / "scenarios" / "jit_inserted_casts.py"
 REDUCED = "aten::_autocast_to_reduced_precision"
@@ -20,8 +21,7 @@ CALLS = 3  # the scenario's calls of the scripted function
 
 
 def line_of(marker: str) -> int:
-    lines = SCENARIO.read_text().splitlines()
-    return next(i for i, text in enumerate(lines, 1) if marker in text)
+    return helpers.line_of(SCENARIO, marker)
 
 
 def run_scenario(tmp_path, mode: str) -> tuple[list[dict], dict]:

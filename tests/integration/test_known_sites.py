@@ -13,15 +13,13 @@ import threading
 import torch
 
 import castscope
+import helpers
 
 THIS_FILE = str(pathlib.Path(__file__).resolve())
 
 
 def line_of(marker: str) -> int:
-    for number, text in enumerate(pathlib.Path(THIS_FILE).read_text().splitlines(), start=1):
-        if text.rstrip().endswith(f"# <{marker}>"):
-            return number
-    raise AssertionError(marker)
+    return helpers.line_of(pathlib.Path(THIS_FILE), f"# <{marker}>")
 
 
 class Small(torch.nn.Module):

@@ -7,6 +7,7 @@ import torch
 import torchvision
 
 import castscope
+from helpers import autocast_steps
 from parity import bits_equal
 
 STEPS = 3
@@ -26,14 +27,7 @@ def _train(make):
     torch.manual_seed(0)
     model, x, y = make()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    losses = []
-    for _ in range(STEPS):
-        optimizer.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.detach())
+    losses = autocast_steps(model, optimizer, x, y, STEPS)
     return losses, [p.detach().clone() for p in model.parameters()]
 
 

@@ -10,6 +10,8 @@ import sys
 
 import torch
 
+from helpers import line_of, scenario_code
+
 CLEAN = '''
 import torch
 
@@ -38,16 +40,7 @@ import torch
 
 
 def test_whole_loop_in_one_region():
-    torch.manual_seed(0)
-    model = torch.nn.Linear(16, 16)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        for _ in range(4):
-            loss = model(torch.randn(8, 16)).float().pow(2).mean()  # the stale line
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-'''
+''' + scenario_code("stale_cache.py", indent="    ")
 
 BACKWARD = '''
 import torch
@@ -59,10 +52,6 @@ def test_backward_in_region():
         loss = model(torch.randn(8, 16)).float().pow(2).mean()
         loss.backward()  # the backward line
 '''
-
-
-def line_of(text: str, marker: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if marker in line)
 
 
 def write_suite(root, files: dict) -> None:

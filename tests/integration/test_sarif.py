@@ -12,6 +12,7 @@ import sys
 import jsonschema
 
 from castscope.sarif import LEVELS, RULES, to_sarif
+from helpers import line_of, scenario_code
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -26,16 +27,7 @@ import torch
 sys.path.insert(0, {lib!r})
 import helper
 
-torch.manual_seed(0)
-model = torch.nn.Linear(16, 16)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-with torch.autocast("cpu", dtype=torch.bfloat16):
-    for _ in range(4):
-        loss = model(torch.randn(8, 16)).float().pow(2).mean()  # the stale line
-        helper.backward(loss)
-        optimizer.step()
-        optimizer.zero_grad()
-'''
+''' + scenario_code("stale_cache.py").replace("loss.backward()", "helper.backward(loss)")  # backward in another file
 HELPER = '''def backward(loss):
     loss.backward()  # the backward line
 '''
@@ -46,10 +38,6 @@ def validate(sarif: dict) -> None:
     assert hashlib.sha256(data).hexdigest() == SCHEMA_SHA256, f"{SCHEMA_FILE} is not the copy sarif/README.md names"
     schema = json.loads(data)
     jsonschema.validators.validator_for(schema)(schema).validate(sarif)  # draft-04
-
-
-def line_of(text: str, marker: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if marker in line)
 
 
 def test_a_real_runs_findings_as_sarif(tmp_path):

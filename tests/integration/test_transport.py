@@ -3,6 +3,7 @@ collector killed with -9 mid-run, a collector that never comes, and bad
 requests beside a well-behaved agent."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -18,14 +19,36 @@ import pytest
 
 import castscope
 from collector import Collector, query, runs
+from crafted_run import _field, _varint
+from helpers import closed_address, dumped_events, seqs
 
 CASTSCOPE = [sys.executable, "-m", "castscope"]
 JOBS = pathlib.Path(__file__).parent / "jobs"
 
 
+def _run_command(out: pathlib.Path, options: tuple, job: list) -> list:
+    return [*CASTSCOPE, "run", "--out", str(out), *options, "--", sys.executable, *job]
+
+
 def castscope_run(out: pathlib.Path, *options: str, job: list, env=None, timeout=600):
-    return subprocess.run([*CASTSCOPE, "run", "--out", str(out), *options, "--", sys.executable, *job],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(_run_command(out, options, job), capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def start_castscope_run(out: pathlib.Path, *options: str, job: list, env=None) -> subprocess.Popen:
+    """castscope_run, left running: its output is read with communicate()."""
+    return subprocess.Popen(_run_command(out, options, job), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+
+
+@contextlib.contextmanager
+def running_castscope_run(out: pathlib.Path, *options: str, job: list, env=None):
+    """start_castscope_run, killed if the test leaves before it ended."""
+    process = start_castscope_run(out, *options, job=job, env=env)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
 
 
 def the_agent(db: pathlib.Path) -> dict:
@@ -74,9 +97,7 @@ def test_training_job_through_embedded_collector(tmp_path):
     assert autocast_ops(db, agent["identity"]["agent_id"]) == 60  # 20 steps x (3 linears + a loss)
     assert agent["missing_sequences"] == 0
     # The JSON-lines dump of the same run agrees event for event.
-    [dump] = (tmp_path / "out").glob("events-*.jsonl")
-    dumped = [e for e in castscope.iter_events(dump) if "stats" not in e]
-    assert sorted(int(next(iter(e.values()))["seq"]) for e in dumped) == stored_event_seqs(db)
+    assert seqs(dumped_events(tmp_path / "out")) == stored_event_seqs(db)
     # Events come back by query with names and locations resolved.
     lines = query(db, "events", "--run", "mlp", "--kind", "cast", "--limit", "5").splitlines()
     assert len(lines) == 5
@@ -93,10 +114,8 @@ def test_collector_killed_twice_mid_run_loses_nothing(tmp_path):
     collector = Collector(tmp_path / "store.db")
     iterations = 400_000  # 3 events each: 1.2 M
     out = tmp_path / "out"
-    job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(out), "--no-jsonl", "--ring-records", str(1 << 20),
-                            "--collector", collector.address, "--run-id", "kill9", "--",
-                            sys.executable, str(JOBS / "mm_loop.py"), str(iterations)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = start_castscope_run(out, "--no-jsonl", "--ring-records", str(1 << 20), "--collector", collector.address,
+                              "--run-id", "kill9", job=[str(JOBS / "mm_loop.py"), str(iterations)])
     try:
         for threshold in (150_000, 450_000):  # of 800k casts: twice, whether the job still runs or not
             deadline = time.monotonic() + 180
@@ -142,9 +161,7 @@ def test_a_killed_process_is_reported_incomplete(tmp_path):
 
 
 def test_collector_absent_whole_run_spool_loads_the_same_events(tmp_path):
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{probe.getsockname()[1]}"
+    dead = closed_address()
     out = tmp_path / "out"
     result = castscope_run(out, "--collector", dead, "--run-id", "absent", "--give-up-after-s", "2",
                            job=[str(JOBS / "train_mlp.py")])
@@ -156,9 +173,8 @@ def test_collector_absent_whole_run_spool_loads_the_same_events(tmp_path):
     db = tmp_path / "loaded.db"
     load = subprocess.run([*CASTSCOPE, "load", "--db", str(db), str(spool)], capture_output=True, text=True)
     assert load.returncode == 0, load.stderr
-    [dump] = out.glob("events-*.jsonl")
-    dumped = [e for e in castscope.iter_events(dump) if "stats" not in e]
-    assert sorted(int(next(iter(e.values()))["seq"]) for e in dumped) == stored_event_seqs(db)
+    dumped = dumped_events(out)
+    assert seqs(dumped) == stored_event_seqs(db)
     agent = the_agent(db)
     assert agent["finished"] and autocast_ops(db, agent["identity"]["agent_id"]) == 60
     # Loading again stores nothing twice.
@@ -174,24 +190,8 @@ def _hello(version: int = 1, agent_id: bytes = b"probe") -> bytes:
     return b"\x0a" + bytes([len(hello)]) + hello  # IngestRequest.hello
 
 
-# Just enough protobuf encoding for one batch of one cast (transport.proto,
-# events.proto), to send what no castscope agent would.
-def _varint(value: int) -> bytes:
-    value &= (1 << 64) - 1  # int64 fields: two's complement, ten bytes when negative
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _field(number: int, value: int | bytes) -> bytes:
-    if isinstance(value, int):
-        return _varint(number << 3) + _varint(value)
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
-
-
+# One batch of one cast, encoded by hand (crafted_run's _field), to send
+# what no castscope agent would.
 def _cast_batch(run_id: bytes, shape: list[int], nbytes: int, agent_id: bytes = b"probe") -> bytes:
     """IngestRequest.batch: sequence 1, one cast of aten::mm with `shape` and `nbytes`."""
     cast = (_field(1, 1) + _field(12, b"".join(_varint(d) for d in shape)) + _field(14, nbytes)  # seq, shape, bytes
@@ -215,9 +215,8 @@ def test_bad_requests_get_precise_statuses_while_an_agent_streams(tmp_path):
     token = "s3cret-token"
     collector = Collector(tmp_path / "store.db", extra=("--token", token, "--max-message-bytes", str(1 << 20)))
     env = dict(os.environ, CASTSCOPE_TOKEN=token)
-    job = subprocess.Popen([*CASTSCOPE, "run", "--out", str(tmp_path / "out"), "--no-jsonl", "--collector",
-                            collector.address, "--run-id", "good", "--", sys.executable, str(JOBS / "mm_loop.py"),
-                            "100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    job = start_castscope_run(tmp_path / "out", "--no-jsonl", "--collector", collector.address, "--run-id", "good",
+                              job=[str(JOBS / "mm_loop.py"), "100000"], env=env)
     auth = [("authorization", f"Bearer {token}")]
     try:
         with grpc.insecure_channel(collector.address) as channel:

@@ -8,6 +8,7 @@ import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { expect, type Page } from "@playwright/test";
+import type { VisibleCast } from "../src/timeline/view";
 
 /** The repository root whose .venv holds castscope (the parent of ui/ by default). */
 export const REPO = path.resolve(process.env.CASTSCOPE_REPO || path.join(__dirname, "..", ".."));
@@ -223,22 +224,8 @@ export async function watchPage(page: Page): Promise<{ check(): Promise<void> }>
   };
 }
 
-export interface VisibleCast {
-  seq: number;
-  op_seq: number;
-  agent_id: number;
-  x: number;
-  y: number;
-  ts: number;
-  file: string | null;
-  line: number | null;
-  op: string;
-  role: string;
-  cache: string;
-  mode: string;
-  live: boolean;
-  highlighted: boolean;
-}
+// The page's own type: the test reads what the timeline draws.
+export type { VisibleCast } from "../src/timeline/view";
 
 export async function visibleCasts(page: Page): Promise<VisibleCast[]> {
   return page.evaluate(() => (window as unknown as { __castscope?: { visibleCasts(): VisibleCast[] } }).__castscope?.visibleCasts() ?? []);

@@ -18,12 +18,16 @@
 
 #include "agent/src/encode/batch_encoder.h"
 #include "agent/src/encode/jsonl_writer.h"
+#include "agent/testing/records.h"
 #include "castscope/v1/transport.pb.h"
+#include "server/testing/batch_builder.h"
 
 namespace castscope {
 namespace {
 
 namespace gpb = google::protobuf;
+// What the agent should produce is written with the collector tests' builders.
+namespace fixtures = castscope::collector::testing;
 
 // Fields of Batch (and below) that BatchEncoder never writes.
 const std::set<std::string> kNotInBatches = {
@@ -129,14 +133,7 @@ Location location() {
 }
 
 Record op_record() {
-  Record r{};
-  r.seq = 100;
-  r.ts_ns = 1001;
-  r.op_id = 5;
-  r.thread = 4;
-  r.kind = RecordKind::kOp;
-  r.policy = CastPolicy::kPromote;
-  r.device = DeviceKind::kXpu;
+  Record r = testing::record_head(RecordKind::kOp, 100, 1001, 4, 5, CastPolicy::kPromote, DeviceKind::kXpu);
   r.op.cpu_duration_ns = 1500;
   r.op.location = kLocationId;
   r.op.num_inputs = 3;
@@ -161,14 +158,8 @@ Record op_record() {
 }
 
 Record cast_record() {
-  Record r{};
-  r.seq = 101;
-  r.ts_ns = 1002;
-  r.op_id = 5;
-  r.thread = 4;
-  r.kind = RecordKind::kCast;
-  r.policy = CastPolicy::kFp32SetOptDtype;
-  r.device = DeviceKind::kCuda;
+  Record r =
+      testing::record_head(RecordKind::kCast, 101, 1002, 4, 5, CastPolicy::kFp32SetOptDtype, DeviceKind::kCuda);
   r.cast.op_seq = 100;
   r.cast.bytes = 4096;
   const int64_t shape[kMaxShapeDims] = {2, 3, 5, 7, 11, 13};
@@ -201,23 +192,14 @@ Record counts_record(const Record& folded, uint64_t seq) {
   c.iteration = 3;
   c.extra = 2;
   c.max_version_gap = 5;
-  Record r{};
-  r.seq = seq;
-  r.ts_ns = c.first_ts_ns;
-  r.kind = folded.kind == RecordKind::kCast ? RecordKind::kCastCounts : RecordKind::kOpCounts;
-  r.op_id = folded.op_id;
-  r.thread = folded.thread;
-  r.policy = folded.policy;
-  r.device = folded.device;
+  Record r = testing::record_head(folded.kind == RecordKind::kCast ? RecordKind::kCastCounts : RecordKind::kOpCounts,
+                                  seq, c.first_ts_ns, folded.thread, folded.op_id, folded.policy, folded.device);
   r.counts = c;
   return r;
 }
 
 Record cache_sample_record() {
-  Record r{};
-  r.seq = 102;
-  r.ts_ns = 1003;
-  r.kind = RecordKind::kCacheSample;
+  Record r = testing::record_head(RecordKind::kCacheSample, 102, 1003);
   r.sample.trigger = SampleTrigger::kInterval;
   r.sample.iteration = 7;
   r.sample.live_casts = 8;
@@ -230,12 +212,8 @@ Record cache_sample_record() {
 }
 
 Record kernel_record() {
-  Record r{};
-  r.seq = 103;
-  r.ts_ns = 1005;
-  r.kind = RecordKind::kKernel;
-  r.op_id = 9;  // the kernel's interned name: ops and kernel names share the event log's table
-  r.device = DeviceKind::kCuda;
+  // op_id 9: the kernel's interned name (ops and kernel names share the event log's table).
+  Record r = testing::record_head(RecordKind::kKernel, 103, 1005, 0, 9, CastPolicy{}, DeviceKind::kCuda);
   r.kernel.duration_ns = 2000;
   r.kernel.launch_seq = 101;
   r.kernel.bytes = 4096;
@@ -273,167 +251,81 @@ AgentIdentity agent_identity() {
 // ---- What the agent should produce, written with libprotobuf's setters.
 
 v1::SourceLocation expected_location() {
-  v1::SourceLocation where;
-  where.set_kind(v1::SourceLocation::KIND_TORCHSCRIPT);
-  where.set_file("model.py");
-  where.set_line(12);
-  where.set_function("Net.forward");
-  where.add_stack("model.py:12 Net.forward");
-  where.add_stack("train.py:3 <module>");
-  where.set_inside_disabled_autocast(true);
-  where.set_source_text("h = torch.mm(a, b)");
-  where.add_also_consumed_at("model.py:14");
-  where.add_also_consumed_at("model.py:15");
-  return where;
+  return fixtures::source_location({.kind = v1::SourceLocation::KIND_TORCHSCRIPT, .file = "model.py", .line = 12,
+                                    .function = "Net.forward",
+                                    .stack = {"model.py:12 Net.forward", "train.py:3 <module>"},
+                                    .inside_disabled_autocast = true, .source_text = "h = torch.mm(a, b)",
+                                    .also_consumed_at = {"model.py:14", "model.py:15"}});
 }
 
 // Events as a batch carries them: names and the location by id.
 v1::Event expected_op() {
   v1::Event event;
-  v1::OpEvent& op = *event.mutable_op();
-  op.set_seq(100);
-  op.set_ts_ns(1001);
-  op.set_thread(4);
-  op.set_policy(v1::CAST_POLICY_PROMOTE);
-  op.set_device_type(v1::DEVICE_TYPE_XPU);
-  op.add_input_dtypes(v1::DTYPE_BFLOAT16);
-  op.add_input_dtypes(v1::DTYPE_FLOAT64);
-  op.add_input_dtypes(v1::DTYPE_INT8);
-  op.set_output_dtype(v1::DTYPE_COMPLEX64);
-  op.set_cpu_duration_ns(1500);
-  op.set_outcome(v1::OP_OUTCOME_ERROR);
-  op.set_autocast_dtype(v1::DTYPE_FLOAT16);
-  op.set_mode(v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING);
-  op.set_phase(v1::PHASE_FORWARD);
-  op.add_autocast_enabled(v1::DEVICE_TYPE_CPU);
-  op.add_autocast_enabled(v1::DEVICE_TYPE_MPS);
-  op.set_autocast_nesting(3);
-  op.set_op_id(1);
-  op.set_location_id(kLocationId);
-  op.set_probe_reason(v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST);
-  v1::GemmDescription& gemm = *op.mutable_gemm();
-  gemm.set_compute(v1::GEMM_COMPUTE_32F_FAST_TF32);
-  gemm.set_a_type(v1::DTYPE_FLOAT32);
-  gemm.set_b_type(v1::DTYPE_FLOAT32);
-  gemm.set_d_type(v1::DTYPE_BFLOAT16);
-  gemm.set_calls(2);
-  gemm.set_mixed(true);
+  *event.mutable_op() = fixtures::op_event(
+      {.seq = 100, .ts_ns = 1001, .thread = 4, .policy = v1::CAST_POLICY_PROMOTE, .device_type = v1::DEVICE_TYPE_XPU,
+       .input_dtypes = {v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT64, v1::DTYPE_INT8}, .output_dtype = v1::DTYPE_COMPLEX64,
+       .cpu_duration_ns = 1500, .outcome = v1::OP_OUTCOME_ERROR, .autocast_dtype = v1::DTYPE_FLOAT16,
+       .mode = v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING, .phase = v1::PHASE_FORWARD,
+       .autocast_enabled = {v1::DEVICE_TYPE_CPU, v1::DEVICE_TYPE_MPS}, .autocast_nesting = 3, .op_id = 1,
+       .location_id = kLocationId, .probe_reason = v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST,
+       .gemm = fixtures::GemmSpec{.compute = v1::GEMM_COMPUTE_32F_FAST_TF32, .a_type = v1::DTYPE_FLOAT32,
+                                  .b_type = v1::DTYPE_FLOAT32, .d_type = v1::DTYPE_BFLOAT16, .calls = 2,
+                                  .mixed = true}});
   return event;
 }
 
 v1::Event expected_cast() {
   v1::Event event;
-  v1::CastEvent& cast = *event.mutable_cast();
-  cast.set_seq(101);
-  cast.set_ts_ns(1002);
-  cast.set_thread(4);
-  cast.set_arg_index(1);
-  cast.set_list_index(2);
-  cast.set_policy(v1::CAST_POLICY_FP32_SET_OPT_DTYPE);
-  cast.set_src_dtype(v1::DTYPE_FLOAT32);
-  cast.set_dst_dtype(v1::DTYPE_BFLOAT16);
-  cast.set_outcome(v1::CAST_OUTCOME_DTYPE_ARG_SET);
-  for (int64_t dim : {2, 3, 5, 7, 11, 13}) cast.add_shape(dim);
-  cast.set_shape_truncated(true);
-  cast.set_bytes(4096);
-  cast.set_device_type(v1::DEVICE_TYPE_CUDA);
-  cast.set_op_seq(100);
-  cast.set_role(v1::ROLE_ACTIVATION);
-  cast.set_cache(v1::CACHE_OUTCOME_STALE_HIT);
-  cast.set_source_version(19);
-  cast.set_cached_version(17);
-  cast.set_mode(v1::EXECUTION_MODE_TRACED);
-  cast.set_phase(v1::PHASE_BACKWARD);
-  cast.set_op_id(1);
-  cast.set_arg_name_id(2);
-  cast.set_location_id(kLocationId);
-  cast.set_round_trip(true);
+  *event.mutable_cast() = fixtures::cast_event(
+      {.seq = 101, .ts_ns = 1002, .thread = 4, .arg_index = 1, .list_index = 2,
+       .policy = v1::CAST_POLICY_FP32_SET_OPT_DTYPE, .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
+       .outcome = v1::CAST_OUTCOME_DTYPE_ARG_SET, .shape = {2, 3, 5, 7, 11, 13}, .shape_truncated = true,
+       .bytes = 4096, .device_type = v1::DEVICE_TYPE_CUDA, .op_seq = 100, .role = v1::ROLE_ACTIVATION,
+       .cache = v1::CACHE_OUTCOME_STALE_HIT, .source_version = 19, .cached_version = 17,
+       .mode = v1::EXECUTION_MODE_TRACED, .phase = v1::PHASE_BACKWARD, .op_id = 1, .arg_name_id = 2,
+       .location_id = kLocationId, .round_trip = true});
   return event;
 }
 
 v1::Event expected_cache_sample() {
   v1::Event event;
-  v1::CacheSample& sample = *event.mutable_cache_sample();
-  sample.set_seq(102);
-  sample.set_ts_ns(1003);
-  sample.set_trigger(v1::CacheSample::TRIGGER_INTERVAL);
-  sample.set_iteration(7);
-  sample.set_live_casts(8);
-  sample.set_live_bytes(9000);
-  sample.set_orphaned_casts(3);
-  sample.set_orphaned_bytes(3000);
-  sample.set_cache_hits(40);
-  sample.set_released_casts(12);
+  *event.mutable_cache_sample() = fixtures::cache_sample(
+      {.seq = 102, .ts_ns = 1003, .trigger = v1::CacheSample::TRIGGER_INTERVAL, .iteration = 7, .live_casts = 8,
+       .live_bytes = 9000, .orphaned_casts = 3, .orphaned_bytes = 3000, .cache_hits = 40, .released_casts = 12});
   return event;
 }
 
 v1::Event expected_kernel() {
   v1::Event event;
-  v1::KernelEvent& kernel = *event.mutable_kernel();
-  kernel.set_seq(103);
-  kernel.set_ts_ns(1005);
-  kernel.set_duration_ns(2000);
-  kernel.set_activity(v1::GPU_ACTIVITY_MEMCPY);
-  kernel.set_name("memcpy DtoD");
-  kernel.set_device(1);
-  kernel.set_stream(7);
-  kernel.set_launched_by(v1::LAUNCHED_BY_CAST);
-  kernel.set_launch_seq(101);
-  kernel.set_bytes(4096);
-  kernel.set_correlation_id(77);
+  *event.mutable_kernel() = fixtures::kernel_event(
+      {.seq = 103, .ts_ns = 1005, .duration_ns = 2000, .activity = v1::GPU_ACTIVITY_MEMCPY, .device = 1,
+       .stream = 7, .launched_by = v1::LAUNCHED_BY_CAST, .launch_seq = 101, .bytes = 4096, .correlation_id = 77});
+  event.mutable_kernel()->set_name("memcpy DtoD");
   return event;
 }
 
 v1::Event expected_cast_counts() {
   v1::Event event;
-  v1::CastCounts& c = *event.mutable_cast_counts();
-  c.set_seq(104);
-  c.set_first_ts_ns(1010);
-  c.set_last_ts_ns(1020);
-  c.set_thread(4);
-  c.set_op_id(1);
-  c.set_arg_name_id(2);
-  c.set_location_id(kLocationId);
-  c.set_arg_index(1);
-  c.set_policy(v1::CAST_POLICY_FP32_SET_OPT_DTYPE);
-  c.set_device_type(v1::DEVICE_TYPE_CUDA);
-  c.set_src_dtype(v1::DTYPE_FLOAT32);
-  c.set_dst_dtype(v1::DTYPE_BFLOAT16);
-  c.set_outcome(v1::CAST_OUTCOME_DTYPE_ARG_SET);
-  c.set_role(v1::ROLE_ACTIVATION);
-  c.set_cache(v1::CACHE_OUTCOME_STALE_HIT);
-  c.set_mode(v1::EXECUTION_MODE_TRACED);
-  c.set_phase(v1::PHASE_BACKWARD);
-  c.set_count(6);
-  c.set_bytes(24576);
-  c.set_iteration(3);
-  c.set_max_version_gap(5);
-  c.set_round_trips(2);
+  *event.mutable_cast_counts() = fixtures::cast_counts(
+      {.seq = 104, .first_ts_ns = 1010, .last_ts_ns = 1020, .thread = 4, .op_id = 1, .arg_name_id = 2,
+       .location_id = kLocationId, .arg_index = 1, .policy = v1::CAST_POLICY_FP32_SET_OPT_DTYPE,
+       .device_type = v1::DEVICE_TYPE_CUDA, .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
+       .outcome = v1::CAST_OUTCOME_DTYPE_ARG_SET, .role = v1::ROLE_ACTIVATION, .cache = v1::CACHE_OUTCOME_STALE_HIT,
+       .mode = v1::EXECUTION_MODE_TRACED, .phase = v1::PHASE_BACKWARD, .count = 6, .bytes = 24576, .iteration = 3,
+       .max_version_gap = 5, .round_trips = 2});
   return event;
 }
 
 v1::Event expected_op_counts() {
   v1::Event event;
-  v1::OpCounts& o = *event.mutable_op_counts();
-  o.set_seq(105);
-  o.set_first_ts_ns(1010);
-  o.set_last_ts_ns(1020);
-  o.set_thread(4);
-  o.set_op_id(1);
-  o.set_location_id(kLocationId);
-  o.set_policy(v1::CAST_POLICY_PROMOTE);
-  o.set_device_type(v1::DEVICE_TYPE_XPU);
-  o.set_mode(v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING);
-  o.set_phase(v1::PHASE_FORWARD);
-  o.set_output_dtype(v1::DTYPE_COMPLEX64);
-  o.set_autocast_dtype(v1::DTYPE_FLOAT16);
-  o.add_autocast_enabled(v1::DEVICE_TYPE_CPU);
-  o.add_autocast_enabled(v1::DEVICE_TYPE_MPS);
-  o.set_probe_reason(v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST);
-  o.set_calls(6);
-  o.set_errors(2);
-  o.set_cpu_duration_ns(9000);
-  o.set_iteration(3);
+  *event.mutable_op_counts() = fixtures::op_counts(
+      {.seq = 105, .first_ts_ns = 1010, .last_ts_ns = 1020, .thread = 4, .op_id = 1, .location_id = kLocationId,
+       .policy = v1::CAST_POLICY_PROMOTE, .device_type = v1::DEVICE_TYPE_XPU,
+       .mode = v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING, .phase = v1::PHASE_FORWARD,
+       .output_dtype = v1::DTYPE_COMPLEX64, .autocast_dtype = v1::DTYPE_FLOAT16,
+       .autocast_enabled = {v1::DEVICE_TYPE_CPU, v1::DEVICE_TYPE_MPS},
+       .probe_reason = v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST, .calls = 6, .errors = 2,
+       .cpu_duration_ns = 9000, .iteration = 3});
   return event;
 }
 
@@ -457,38 +349,19 @@ v1::Event expected_stats() {
 }
 
 v1::Batch expected_batch() {
-  v1::Batch batch;
-  batch.set_protocol_version(v1::ProtocolVersion_MAX);
-  v1::AgentIdentity& agent = *batch.mutable_agent();
-  agent.set_run_id("run-1");
-  agent.set_agent_id("host-42-1000");
-  agent.set_pid(42);
-  agent.set_rank(3);
-  agent.set_local_rank(1);
-  agent.set_world_size(8);
-  agent.set_hostname("host");
-  agent.set_torch_version("2.14.1");
-  agent.set_command("python train.py");
-  agent.set_policy_hash("sha1:0123456789abcdef0123456789abcdef01234567");
-  agent.set_castscope_version("0.1.0");
-  agent.set_aggregate(true);
-  agent.add_policy_files("base.json");
-  agent.add_policy_files("overlay.json");
-  batch.set_sequence(4);
+  v1::Batch batch = fixtures::batch_head(
+      {.run_id = "run-1", .agent_id = "host-42-1000", .pid = 42, .rank = 3, .local_rank = 1, .world_size = 8,
+       .hostname = "host", .torch_version = "2.14.1", .command = "python train.py",
+       .policy_hash = "sha1:0123456789abcdef0123456789abcdef01234567", .policy_files = {"base.json", "overlay.json"},
+       .castscope_version = "0.1.0", .aggregate = true},
+      4);
   batch.set_events_dropped_total(2);
   batch.set_events_recorded_total(13);
-  v1::InternedString* op_name = batch.add_strings();
-  op_name->set_id(1);
-  op_name->set_text("aten::conv2d");
-  v1::InternedString* arg_name = batch.add_strings();
-  arg_name->set_id(2);
-  arg_name->set_text("weight");
+  fixtures::add_strings(batch, 1, {"aten::conv2d", "weight"});
   v1::InternedLocation* where = batch.add_locations();
   where->set_id(kLocationId);
   *where->mutable_location() = expected_location();
-  v1::InternedString* kernel_name = batch.add_strings();
-  kernel_name->set_id(3);
-  kernel_name->set_text("memcpy DtoD");
+  fixtures::add_strings(batch, 3, {"memcpy DtoD"});
   *batch.add_events() = expected_op();
   *batch.add_events() = expected_cast();
   *batch.add_events() = expected_cache_sample();
@@ -504,35 +377,28 @@ v1::Batch expected_batch() {
 }
 
 // The same event as a JSON line carries it: names and the location inline.
+// Ops, casts and their counters name the op and the location alike; casts and
+// cast counters the argument too.
+template <typename Message>
+void inline_op_and_location(Message& message) {
+  message.set_op(kConv.name);
+  message.clear_op_id();
+  *message.mutable_location() = expected_location();
+  message.clear_location_id();
+}
+
+template <typename Message>
+void inline_op_argument_and_location(Message& message) {
+  inline_op_and_location(message);
+  message.set_arg_name(kConv.arg_names[1]);
+  message.clear_arg_name_id();
+}
+
 v1::Event resolved(v1::Event event) {
-  if (event.has_op()) {
-    event.mutable_op()->set_op(kConv.name);
-    event.mutable_op()->clear_op_id();
-    *event.mutable_op()->mutable_location() = expected_location();
-    event.mutable_op()->clear_location_id();
-  }
-  if (event.has_cast()) {
-    event.mutable_cast()->set_op(kConv.name);
-    event.mutable_cast()->clear_op_id();
-    event.mutable_cast()->set_arg_name(kConv.arg_names[1]);
-    event.mutable_cast()->clear_arg_name_id();
-    *event.mutable_cast()->mutable_location() = expected_location();
-    event.mutable_cast()->clear_location_id();
-  }
-  if (event.has_cast_counts()) {
-    event.mutable_cast_counts()->set_op(kConv.name);
-    event.mutable_cast_counts()->clear_op_id();
-    event.mutable_cast_counts()->set_arg_name(kConv.arg_names[1]);
-    event.mutable_cast_counts()->clear_arg_name_id();
-    *event.mutable_cast_counts()->mutable_location() = expected_location();
-    event.mutable_cast_counts()->clear_location_id();
-  }
-  if (event.has_op_counts()) {
-    event.mutable_op_counts()->set_op(kConv.name);
-    event.mutable_op_counts()->clear_op_id();
-    *event.mutable_op_counts()->mutable_location() = expected_location();
-    event.mutable_op_counts()->clear_location_id();
-  }
+  if (event.has_op()) inline_op_and_location(*event.mutable_op());
+  if (event.has_cast()) inline_op_argument_and_location(*event.mutable_cast());
+  if (event.has_cast_counts()) inline_op_argument_and_location(*event.mutable_cast_counts());
+  if (event.has_op_counts()) inline_op_and_location(*event.mutable_op_counts());
   return event;
 }
 

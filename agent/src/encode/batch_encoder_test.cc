@@ -4,27 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/testing/records.h"
 #include "castscope/v1/transport.pb.h"
 
 namespace castscope {
 namespace {
 
 Record cast_record(uint64_t seq) {
-  Record r{};
-  r.seq = seq;
-  r.ts_ns = 123456789;
-  r.thread = 3;
-  r.op_id = 5;
-  r.kind = RecordKind::kCast;
-  r.policy = CastPolicy::kLowerPrecisionFp;
-  r.device = DeviceKind::kCpu;
-  r.cast.op_seq = seq - 1;
-  r.cast.bytes = 256;
-  r.cast.arg_index = 1;
-  r.cast.list_index = -1;
-  r.cast.src = DType::kFloat32;
-  r.cast.dst = DType::kBfloat16;
-  r.cast.outcome = CastOutcome::kCast;
+  Record r = testing::fp32_to_bf16_cast(seq, 123456789, 3, 5);
   r.cast.ndim = 9;  // more than kept: truncated
   for (int i = 0; i < kMaxShapeDims; ++i) r.cast.shape[i] = i + 2;
   r.cast.role = Role::kWeight;
@@ -39,14 +26,7 @@ Record cast_record(uint64_t seq) {
 }
 
 Record op_record(uint64_t seq) {
-  Record r{};
-  r.seq = seq;
-  r.ts_ns = 99;
-  r.thread = 3;
-  r.op_id = 5;
-  r.kind = RecordKind::kOp;
-  r.policy = CastPolicy::kLowerPrecisionFp;
-  r.device = DeviceKind::kCpu;
+  Record r = testing::record_head(RecordKind::kOp, seq, 99, 3, 5, CastPolicy::kLowerPrecisionFp, DeviceKind::kCpu);
   r.op.cpu_duration_ns = 1500;
   r.op.location = 9;
   r.op.num_inputs = 2;

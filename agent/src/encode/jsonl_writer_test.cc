@@ -8,26 +8,14 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "agent/testing/records.h"
 #include "castscope/v1/events.pb.h"
 
 namespace castscope {
 namespace {
 
 Record cast_record() {
-  Record r{};
-  r.seq = 7;
-  r.ts_ns = 123456789;
-  r.thread = 1;
-  r.kind = RecordKind::kCast;
-  r.policy = CastPolicy::kLowerPrecisionFp;
-  r.device = DeviceKind::kCpu;
-  r.cast.op_seq = 6;
-  r.cast.bytes = 256;
-  r.cast.arg_index = 1;
-  r.cast.list_index = -1;
-  r.cast.src = DType::kFloat32;
-  r.cast.dst = DType::kBfloat16;
-  r.cast.outcome = CastOutcome::kCast;
+  Record r = testing::fp32_to_bf16_cast(7, 123456789, 1, 0);
   r.cast.ndim = 2;
   r.cast.shape[0] = 8;
   r.cast.shape[1] = 8;

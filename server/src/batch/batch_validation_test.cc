@@ -45,14 +45,8 @@ TEST(BatchValidation, RejectsSequenceZero) {
 // A kernel launched by the batch's first op (make_batch's seq 1), named by string 1.
 v1::Batch with_kernel(v1::LaunchedBy by, uint64_t launch_seq, uint32_t name_id = 1) {
   v1::Batch batch = make_batch("run", "agent", 1);
-  v1::KernelEvent& k = *batch.add_events()->mutable_kernel();
-  k.set_seq(1000);
-  k.set_ts_ns(5);
-  k.set_duration_ns(2000);
-  k.set_activity(v1::GPU_ACTIVITY_KERNEL);
-  k.set_launched_by(by);
-  k.set_launch_seq(launch_seq);
-  k.set_name_id(name_id);
+  testing::add_kernel(batch, {.seq = 1000, .ts_ns = 5, .duration_ns = 2000, .activity = v1::GPU_ACTIVITY_KERNEL,
+                              .launched_by = by, .launch_seq = launch_seq, .name_id = name_id});
   return batch;
 }
 

@@ -10,7 +10,7 @@
 #include <map>
 
 #include "server/src/export/export_run.h"
-#include "server/src/export/export_test_store.h"
+#include "server/testing/test_batches.h"
 
 namespace castscope::collector {
 namespace {

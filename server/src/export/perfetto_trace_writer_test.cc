@@ -12,7 +12,7 @@
 #include <set>
 
 #include "server/src/export/export_run.h"
-#include "server/src/export/export_test_store.h"
+#include "server/testing/test_batches.h"
 
 namespace castscope::collector {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "server/src/export/export_test_store.h"
+#include "server/testing/test_batches.h"
 
 namespace castscope::collector {
 namespace {

@@ -9,61 +9,49 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include "common/version/castscope_version.h"
-#include "server/src/store/store_writer.h"
 #include "server/testing/test_batches.h"
 
 namespace castscope::collector {
 namespace {
 
 using json = nlohmann::json;
+using testing::add_cast;
+using testing::add_cast_counts;
+using testing::add_kernel;
+using testing::add_op;
+using testing::add_op_counts;
+using testing::add_strings;
 using testing::make_batch;
+using testing::stored_run;
 using testing::temp_dir;
 
 // Two batches of one agent, as make_batch makes them (3 casts each: two at
 // /src/model.py:42, one with no location; every cast a stale cache hit of
 // 4096 bytes, fp32 -> fp16, weight, eager; one probe-window op and one cache
 // sample), plus one autocast op per batch.
+// Each stored as received at 1000 * sequence ns; none a duplicate (stored_run checks).
 std::string store_run() {
-  const std::string db = (temp_dir("report") / "store.db").string();
-  std::unique_ptr<StoreWriter> writer;
-  EXPECT_TRUE(StoreWriter::open(db, writer).ok());
-  EXPECT_TRUE(writer->begin().ok());
+  std::vector<v1::Batch> batches;
   for (uint64_t sequence = 1; sequence <= 2; ++sequence) {
-    v1::Batch batch = make_batch("run", "agent", sequence, sequence * 100);
+    v1::Batch& batch = batches.emplace_back(make_batch("run", "agent", sequence, sequence * 100));
     batch.mutable_agent()->set_castscope_version("9.8.7");
-    v1::OpEvent& op = *batch.add_events()->mutable_op();
-    op.set_seq(sequence * 100 + 50);
-    op.set_op_id(1);
-    op.set_location_id(1);
-    op.set_policy(v1::CAST_POLICY_LOWER_PRECISION_FP);
-    op.set_output_dtype(v1::DTYPE_FLOAT16);
-    op.set_outcome(v1::OP_OUTCOME_OK);
-    op.set_cpu_duration_ns(1000);
-    bool duplicate = true;
-    const Status status = writer->store_batch(batch, 1000 * sequence, duplicate);
-    EXPECT_TRUE(status.ok()) << status.message();
-    EXPECT_FALSE(duplicate);
+    add_op(batch, {.seq = sequence * 100 + 50, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                   .output_dtype = v1::DTYPE_FLOAT16, .cpu_duration_ns = 1000, .outcome = v1::OP_OUTCOME_OK,
+                   .op_id = 1, .location_id = 1});
   }
-  EXPECT_TRUE(writer->commit().ok());
-  return db;
+  return stored_run("report", batches);
 }
 
 // Stores `batch`, the run's only batch, in a new store and returns the
 // run's report.
 json stored_report(const std::string& name, const v1::Batch& batch) {
-  const std::string db = (temp_dir(name) / "store.db").string();
-  std::unique_ptr<StoreWriter> writer;
-  EXPECT_TRUE(StoreWriter::open(db, writer).ok());
-  EXPECT_TRUE(writer->begin().ok());
-  bool duplicate = true;
-  const Status stored = writer->store_batch(batch, 1000, duplicate);
-  EXPECT_TRUE(stored.ok()) << stored.message();
-  EXPECT_TRUE(writer->commit().ok());
-  writer.reset();
+  const std::string db = stored_run(name, {batch});
   json report;
   const Status status = build_run_report(db, "run", report);
   EXPECT_TRUE(status.ok()) << status.message();
@@ -154,27 +142,16 @@ TEST(RunReport, UnknownRunIsNotFound) {
 // (seq 50), one by a cast that is not in the store (seq 99), one by nothing.
 TEST(RunReport, GpuTimeJoinsKernelsToTheirLaunchesAndCountsWhatItCannotJoin) {
   v1::Batch batch = make_batch("run", "agent", 1);
-  v1::OpEvent& op = *batch.add_events()->mutable_op();
-  op.set_seq(50);
-  op.set_op_id(1);
-  op.set_location_id(1);
-  op.set_policy(v1::CAST_POLICY_LOWER_PRECISION_FP);
-  op.set_outcome(v1::OP_OUTCOME_OK);
+  add_op(batch, {.seq = 50, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP, .outcome = v1::OP_OUTCOME_OK, .op_id = 1,
+                 .location_id = 1});
   struct Launch {
     uint64_t seq, launch_seq, ns;
     v1::LaunchedBy by;
   };
   for (const Launch& l : {Launch{60, 50, 7000, v1::LAUNCHED_BY_OP}, Launch{61, 99, 3000, v1::LAUNCHED_BY_CAST},
-                          Launch{62, 0, 500, v1::LAUNCHED_BY_NONE}}) {
-    v1::KernelEvent& k = *batch.add_events()->mutable_kernel();
-    k.set_seq(l.seq);
-    k.set_ts_ns(1);
-    k.set_duration_ns(l.ns);
-    k.set_activity(v1::GPU_ACTIVITY_KERNEL);
-    k.set_launched_by(l.by);
-    k.set_launch_seq(l.launch_seq);
-    k.set_name_id(1);
-  }
+                          Launch{62, 0, 500, v1::LAUNCHED_BY_NONE}})
+    add_kernel(batch, {.seq = l.seq, .ts_ns = 1, .duration_ns = l.ns, .activity = v1::GPU_ACTIVITY_KERNEL,
+                       .launched_by = l.by, .launch_seq = l.launch_seq, .name_id = 1});
   const json report = stored_report("report-gpu", batch);
   const json& gpu = report["gpu"];
   EXPECT_EQ(gpu["compute_ns"], 7000);
@@ -205,11 +182,7 @@ TEST(RunReport, GemmPrecisionPerSiteExactAndFromKernelNamesWithTheTf32Findings) 
       "memcpy DtoD",
   };
   enum : uint32_t { kMm = 10, kConv, kNvjet, kTf32Gemm, kTf32Conv, kElementwise, kFfma, kMemcpy };
-  for (uint32_t id = kMm; id <= kMemcpy; ++id) {
-    auto* text = batch.add_strings();
-    text->set_id(id);
-    text->set_text(kNames[id - kMm]);
-  }
+  for (uint32_t id = kMm; id <= kMemcpy; ++id) add_strings(batch, id, {kNames[id - kMm]});
   struct Op {
     uint64_t seq;
     uint32_t op_id;
@@ -220,19 +193,11 @@ TEST(RunReport, GemmPrecisionPerSiteExactAndFromKernelNamesWithTheTf32Findings) 
                       Op{51, kMm, v1::GEMM_COMPUTE_32F_FAST_TF32, v1::DTYPE_FLOAT32},
                       Op{52, kMm, v1::GEMM_COMPUTE_32F_FAST_TF32, v1::DTYPE_FLOAT32},
                       Op{53, kConv, v1::GEMM_COMPUTE_UNSPECIFIED, v1::DTYPE_UNSPECIFIED}}) {  // cuDNN: no description
-    v1::OpEvent& op = *batch.add_events()->mutable_op();
-    op.set_seq(o.seq);
-    op.set_op_id(o.op_id);
-    op.set_location_id(1);
-    op.set_policy(v1::CAST_POLICY_LOWER_PRECISION_FP);
-    op.set_outcome(v1::OP_OUTCOME_OK);
-    if (o.compute == v1::GEMM_COMPUTE_UNSPECIFIED) continue;
-    v1::GemmDescription& gemm = *op.mutable_gemm();
-    gemm.set_compute(o.compute);
-    gemm.set_a_type(o.type);
-    gemm.set_b_type(o.type);
-    gemm.set_d_type(o.type);
-    gemm.set_calls(1);
+    std::optional<testing::GemmSpec> gemm;
+    if (o.compute != v1::GEMM_COMPUTE_UNSPECIFIED)
+      gemm = {.compute = o.compute, .a_type = o.type, .b_type = o.type, .d_type = o.type, .calls = 1};
+    add_op(batch, {.seq = o.seq, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP, .outcome = v1::OP_OUTCOME_OK,
+                   .op_id = o.op_id, .location_id = 1, .gemm = gemm});
   }
   struct Launch {
     uint64_t seq, launch_seq, ns;
@@ -244,16 +209,9 @@ TEST(RunReport, GemmPrecisionPerSiteExactAndFromKernelNamesWithTheTf32Findings) 
                           Launch{62, 52, 5000, kTf32Gemm, v1::LAUNCHED_BY_OP}, Launch{63, 53, 3000, kTf32Conv, v1::LAUNCHED_BY_OP},
                           Launch{64, 53, 100, kElementwise, v1::LAUNCHED_BY_OP}, Launch{65, 0, 2000, kFfma, v1::LAUNCHED_BY_NONE},
                           Launch{66, 0, 4000, kTf32Gemm, v1::LAUNCHED_BY_NONE},
-                          Launch{67, 0, 900, kMemcpy, v1::LAUNCHED_BY_NONE, v1::GPU_ACTIVITY_MEMCPY}}) {
-    v1::KernelEvent& k = *batch.add_events()->mutable_kernel();
-    k.set_seq(l.seq);
-    k.set_ts_ns(1);
-    k.set_duration_ns(l.ns);
-    k.set_activity(l.activity);
-    k.set_launched_by(l.by);
-    k.set_launch_seq(l.launch_seq);
-    k.set_name_id(l.name);
-  }
+                          Launch{67, 0, 900, kMemcpy, v1::LAUNCHED_BY_NONE, v1::GPU_ACTIVITY_MEMCPY}})
+    add_kernel(batch, {.seq = l.seq, .ts_ns = 1, .duration_ns = l.ns, .activity = l.activity, .launched_by = l.by,
+                       .launch_seq = l.launch_seq, .name_id = l.name});
   const json report = stored_report("report-gemm", batch);
   const json& gemm = report["gpu"]["gemm_precision"];
   // Busiest site first (aten::mm, 10 us of GEMM kernels), its exact row before the kernels' reading.
@@ -308,17 +266,8 @@ TEST(RunReport, CompileTimeDecisionsStayOutOfTotalsAndFindingsAndGraphRunsAreCou
     if (event.has_cast()) event.mutable_cast()->set_mode(v1::EXECUTION_MODE_COMPILING);
     if (event.has_op()) event.mutable_op()->set_mode(v1::EXECUTION_MODE_COMPILING);
   }
-  for (const auto& [id, text] : {std::pair<uint32_t, const char*>{10, "compiled::forward"}, {11, "compiled::backward"},
-                                 {12, "aten::mm"}}) {
-    auto* name = batch.add_strings();
-    name->set_id(id);
-    name->set_text(text);
-  }
-  auto* backward_line = batch.add_locations();
-  backward_line->set_id(2);
-  backward_line->mutable_location()->set_kind(v1::SourceLocation::KIND_PYTHON);
-  backward_line->mutable_location()->set_file("/src/train.py");
-  backward_line->mutable_location()->set_line(9);
+  add_strings(batch, 10, {"compiled::forward", "compiled::backward", "aten::mm"});
+  testing::add_location(batch, 2, {.kind = v1::SourceLocation::KIND_PYTHON, .file = "/src/train.py", .line = 9});
   struct Op {
     uint64_t seq;
     uint32_t op_id, location_id;
@@ -332,35 +281,19 @@ TEST(RunReport, CompileTimeDecisionsStayOutOfTotalsAndFindingsAndGraphRunsAreCou
                       Op{33, 11, 2, v1::EXECUTION_MODE_COMPILED, v1::PHASE_BACKWARD, true},  // backward() in the region
                       Op{40, 10, 1, v1::EXECUTION_MODE_COMPILED, v1::PHASE_FORWARD, true},
                       Op{43, 11, 2, v1::EXECUTION_MODE_COMPILED, v1::PHASE_BACKWARD, false}}) {
-    v1::OpEvent& op = *batch.add_events()->mutable_op();
-    op.set_seq(o.seq);
-    op.set_op_id(o.op_id);
-    op.set_location_id(o.location_id);
-    op.set_mode(o.mode);
-    op.set_phase(o.phase);
-    op.set_device_type(v1::DEVICE_TYPE_CUDA);
-    op.set_outcome(v1::OP_OUTCOME_OK);
-    op.set_output_dtype(v1::DTYPE_FLOAT32);
-    if (o.mode == v1::EXECUTION_MODE_COMPILING) op.set_policy(v1::CAST_POLICY_LOWER_PRECISION_FP);
-    if (o.autocast) op.add_autocast_enabled(v1::DEVICE_TYPE_CUDA);
-    if (o.phase == v1::PHASE_FORWARD && o.mode == v1::EXECUTION_MODE_COMPILED) {  // the graph's weight cast
-      v1::CastEvent& cast = *batch.add_events()->mutable_cast();
-      cast.set_seq(o.seq + 1);
-      cast.set_op_seq(o.seq);
-      cast.set_op_id(1);
-      cast.set_arg_name_id(2);
-      cast.set_location_id(1);
-      cast.set_policy(v1::CAST_POLICY_LOWER_PRECISION_FP);
-      cast.set_src_dtype(v1::DTYPE_FLOAT32);
-      cast.set_dst_dtype(v1::DTYPE_BFLOAT16);
-      cast.set_outcome(v1::CAST_OUTCOME_CAST);
-      cast.set_bytes(4096);
-      cast.set_device_type(v1::DEVICE_TYPE_CUDA);
-      cast.set_role(v1::ROLE_WEIGHT);
-      cast.set_cache(v1::CACHE_OUTCOME_NOT_CACHEABLE);
-      cast.set_mode(v1::EXECUTION_MODE_COMPILED);
-      cast.set_phase(v1::PHASE_FORWARD);
-    }
+    add_op(batch, {.seq = o.seq,
+                   .policy = o.mode == v1::EXECUTION_MODE_COMPILING ? v1::CAST_POLICY_LOWER_PRECISION_FP
+                                                                    : v1::CastPolicy{},
+                   .device_type = v1::DEVICE_TYPE_CUDA, .output_dtype = v1::DTYPE_FLOAT32,
+                   .outcome = v1::OP_OUTCOME_OK, .mode = o.mode, .phase = o.phase,
+                   .autocast_enabled = o.autocast ? std::vector{v1::DEVICE_TYPE_CUDA} : std::vector<v1::DeviceType>{},
+                   .op_id = o.op_id, .location_id = o.location_id});
+    if (o.phase == v1::PHASE_FORWARD && o.mode == v1::EXECUTION_MODE_COMPILED)  // the graph's weight cast
+      add_cast(batch, {.seq = o.seq + 1, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP, .src_dtype = v1::DTYPE_FLOAT32,
+                       .dst_dtype = v1::DTYPE_BFLOAT16, .outcome = v1::CAST_OUTCOME_CAST, .bytes = 4096,
+                       .device_type = v1::DEVICE_TYPE_CUDA, .op_seq = o.seq, .role = v1::ROLE_WEIGHT,
+                       .cache = v1::CACHE_OUTCOME_NOT_CACHEABLE, .mode = v1::EXECUTION_MODE_COMPILED,
+                       .phase = v1::PHASE_FORWARD, .op_id = 1, .arg_name_id = 2, .location_id = 1});
   }
   const json report = stored_report("report-compile", batch);
   const json& totals = report["totals"];
@@ -402,50 +335,27 @@ v1::Batch aggregate_batch() {
   for (const v1::Event& event : batch.events()) {
     if (event.has_op()) {
       const v1::OpEvent& op = event.op();
-      v1::OpCounts& counts = *out.add_events()->mutable_op_counts();
-      counts.set_seq(op.seq());
-      counts.set_first_ts_ns(op.ts_ns());
-      counts.set_last_ts_ns(op.ts_ns());
-      counts.set_op_id(op.op_id());
-      counts.set_location_id(op.location_id());
-      counts.set_policy(op.policy());
-      counts.set_device_type(op.device_type());
-      counts.set_output_dtype(op.output_dtype());
-      counts.set_autocast_dtype(op.autocast_dtype());
-      counts.set_mode(op.mode());
-      counts.set_phase(op.phase());
+      v1::OpCounts& counts =
+          add_op_counts(out, {.seq = op.seq(), .first_ts_ns = op.ts_ns(), .last_ts_ns = op.ts_ns(),
+                              .op_id = op.op_id(), .location_id = op.location_id(), .policy = op.policy(),
+                              .device_type = op.device_type(), .mode = op.mode(), .phase = op.phase(),
+                              .output_dtype = op.output_dtype(), .autocast_dtype = op.autocast_dtype(),
+                              .probe_reason = op.probe_reason(), .calls = 1, .cpu_duration_ns = op.cpu_duration_ns()});
       *counts.mutable_autocast_enabled() = op.autocast_enabled();
-      counts.set_probe_reason(op.probe_reason());
-      counts.set_calls(1);
-      counts.set_cpu_duration_ns(op.cpu_duration_ns());
     } else if (!event.has_cast()) {
       *out.add_events() = event;
     }
   }
   for (const auto& [seq, location, count, round_trips] :
        {std::tuple<uint64_t, uint32_t, uint64_t, uint64_t>{2, 1, 2, 1}, {4, 0, 1, 0}}) {
-    v1::CastCounts& c = *out.add_events()->mutable_cast_counts();
-    c.set_seq(seq);
-    c.set_first_ts_ns(1000);
-    c.set_last_ts_ns(1002);
-    c.set_thread(2);
-    c.set_op_id(1);
-    c.set_arg_name_id(2);
-    c.set_location_id(location);
-    c.set_arg_index(1);
-    c.set_policy(v1::CAST_POLICY_LOWER_PRECISION_FP);
-    c.set_device_type(v1::DEVICE_TYPE_CUDA);
-    c.set_src_dtype(v1::DTYPE_FLOAT32);
-    c.set_dst_dtype(v1::DTYPE_FLOAT16);
-    c.set_outcome(v1::CAST_OUTCOME_CAST);
-    c.set_role(v1::ROLE_WEIGHT);
-    c.set_cache(v1::CACHE_OUTCOME_STALE_HIT);
-    c.set_mode(v1::EXECUTION_MODE_EAGER);
-    c.set_phase(v1::PHASE_BACKWARD);
-    c.set_count(count);
-    c.set_bytes(count * 4096);
-    c.set_max_version_gap(12);
-    c.set_round_trips(round_trips);
+    add_cast_counts(out, {.seq = seq, .first_ts_ns = 1000, .last_ts_ns = 1002, .thread = 2, .op_id = 1,
+                          .arg_name_id = 2, .location_id = location, .arg_index = 1,
+                          .policy = v1::CAST_POLICY_LOWER_PRECISION_FP, .device_type = v1::DEVICE_TYPE_CUDA,
+                          .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_FLOAT16,
+                          .outcome = v1::CAST_OUTCOME_CAST, .role = v1::ROLE_WEIGHT,
+                          .cache = v1::CACHE_OUTCOME_STALE_HIT, .mode = v1::EXECUTION_MODE_EAGER,
+                          .phase = v1::PHASE_BACKWARD, .count = count, .bytes = count * 4096, .max_version_gap = 12,
+                          .round_trips = round_trips});
   }
   return out;
 }
@@ -472,14 +382,7 @@ TEST(RunReport, AnAggregateRunReportsWhatTheSameEventsWouldAndSaysWhatItCannotFi
 
 TEST(RunReport, AStoreOfSchemaVersion12ReadsAsItIsWithNoAggregateRun) {
   const std::string db = (temp_dir("report-v12") / "store.db").string();
-  {
-    std::unique_ptr<StoreWriter> writer;
-    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
-    ASSERT_TRUE(writer->begin().ok());
-    bool duplicate = true;
-    ASSERT_TRUE(writer->store_batch(make_batch("run", "agent", 1), 1000, duplicate).ok());
-    ASSERT_TRUE(writer->commit().ok());
-  }
+  ASSERT_TRUE(testing::store_batches(db, {make_batch("run", "agent", 1)}).ok());
   sqlite3* handle = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(handle,

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include "server/src/store/store_writer.h"
 #include "server/testing/test_batches.h"
 
 namespace castscope::collector::viewer {
@@ -12,20 +11,11 @@ namespace {
 
 using nlohmann::json;
 using testing::make_batch;
-using testing::temp_dir;
 
 // A store with one run: batch 1 has 6000 casts (over the events limit), batch 2 has 3.
 std::string make_store() {
-  const std::string db = (temp_dir("viewer") / "store.db").string();
-  std::unique_ptr<StoreWriter> writer;
-  EXPECT_TRUE(StoreWriter::open(db, writer).ok());
-  bool duplicate = false;
-  for (const auto& batch : {make_batch("run", "agent", 1, 1, 6000), make_batch("run", "agent", 2, 7000, 3)}) {
-    EXPECT_TRUE(writer->begin().ok());
-    EXPECT_TRUE(writer->store_batch(batch, 1, duplicate).ok());
-    EXPECT_TRUE(writer->commit().ok());
-  }
-  return db;
+  return testing::stored_run("viewer",
+                             {make_batch("run", "agent", 1, 1, 6000), make_batch("run", "agent", 2, 7000, 3)});
 }
 
 TEST(ViewerQueries, TracksCountEveryEventOfTheirThread) {
@@ -93,19 +83,12 @@ TEST(ViewerQueries, OneEventInFull) {
 // own column, beside the compiled graph's run-time casts, and no part in the
 // site's counts.
 TEST(ViewerQueries, SitesShowCompileTimeDecisionsApartFromTheCounts) {
-  const std::string db = (temp_dir("viewer-compile") / "store.db").string();
-  std::unique_ptr<StoreWriter> writer;
-  ASSERT_TRUE(StoreWriter::open(db, writer).ok());
   v1::Batch batch = make_batch("run", "agent", 1, 1, 3);  // three casts at /src/model.py:42 and an unlocated one
   int cast = 0;
   for (auto& event : *batch.mutable_events())
     if (event.has_cast())
       event.mutable_cast()->set_mode(cast++ == 0 ? v1::EXECUTION_MODE_COMPILING : v1::EXECUTION_MODE_COMPILED);
-  bool duplicate = false;
-  ASSERT_TRUE(writer->begin().ok());
-  ASSERT_TRUE(writer->store_batch(batch, 1, duplicate).ok());
-  ASSERT_TRUE(writer->commit().ok());
-  writer.reset();
+  const std::string db = testing::stored_run("viewer-compile", {batch});
 
   std::unique_ptr<ViewerQueries> q;
   ASSERT_TRUE(ViewerQueries::open(db, q).ok());

@@ -128,6 +128,19 @@ void append(const T& record, bool correlation = false) {
   g_pending.push_back(std::move(pending));
 }
 
+// A memcpy or memset record of `l` on stream 7 (the two records share these fields).
+template <typename Record>
+Record transfer(CUpti_ActivityKind kind, const Launch& l, uint64_t start, uint32_t correlation) {
+  Record m{};
+  m.kind = kind;
+  m.bytes = l.bytes;
+  m.start = start;
+  m.end = start + l.duration_ns;
+  m.streamId = 7;
+  m.correlationId = correlation;
+  return m;
+}
+
 // Called with g_mutex held: one launch, correlated with `external` when set.
 void launch(const Launch& l, const std::pair<CUpti_ExternalCorrelationKind, uint64_t>* external) {
   const uint32_t correlation = g_next_correlation++;
@@ -158,24 +171,11 @@ void launch(const Launch& l, const std::pair<CUpti_ExternalCorrelationKind, uint
     k.name = g_names.back().c_str();
     append(k);
   } else if (l.activity == CUPTI_ACTIVITY_KIND_MEMCPY) {
-    CUpti_ActivityMemcpy6 m{};
-    m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+    CUpti_ActivityMemcpy6 m = transfer<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY, l, start, correlation);
     m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOD;
-    m.bytes = l.bytes;
-    m.start = start;
-    m.end = start + l.duration_ns;
-    m.streamId = 7;
-    m.correlationId = correlation;
     append(m);
   } else {
-    CUpti_ActivityMemset4 m{};
-    m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-    m.bytes = l.bytes;
-    m.start = start;
-    m.end = start + l.duration_ns;
-    m.streamId = 7;
-    m.correlationId = correlation;
-    append(m);
+    append(transfer<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET, l, start, correlation));
   }
 }
 

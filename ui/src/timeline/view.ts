@@ -39,6 +39,24 @@ interface LiveCast {
   receivedAt: number;
 }
 
+/** A drawn single cast, as the browser tests read it (window.__castscope.visibleCasts()). */
+export interface VisibleCast {
+  seq: number;
+  op_seq: number;
+  agent_id: AgentId;
+  x: number;
+  y: number;
+  ts: number;
+  file: string | null;
+  line: number | null;
+  op: string;
+  role: string;
+  cache: string;
+  mode: string;
+  live: boolean;
+  highlighted: boolean;
+}
+
 export class TimelineView {
   readonly el: HTMLElement;
   private axis: HTMLCanvasElement;
@@ -650,22 +668,7 @@ export class TimelineView {
 
   // ---- test hooks ---------------------------------------------------------------
 
-  visibleCasts(): {
-    seq: number;
-    op_seq: number;
-    agent_id: AgentId;
-    x: number;
-    y: number;
-    ts: number;
-    file: string | null;
-    line: number | null;
-    op: string;
-    role: string;
-    cache: string;
-    mode: string;
-    live: boolean;
-    highlighted: boolean;
-  }[] {
+  visibleCasts(): VisibleCast[] {
     const r = this.canvas.getBoundingClientRect();
     return this.frame.casts
       .filter((d) => d.x >= GUTTER && d.x <= this.width)
