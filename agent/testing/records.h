@@ -33,7 +33,7 @@ inline Record fp32_to_bf16_cast(uint64_t seq, uint64_t ts_ns, uint32_t thread, u
   r.cast.arg_index = 1;
   r.cast.list_index = -1;
   r.cast.src = DType::kFloat32;
-  r.cast.dst = DType::kBFloat16;
+  r.cast.dst = DType::kBfloat16;
   r.cast.outcome = CastOutcome::kCast;
   return r;
 }
