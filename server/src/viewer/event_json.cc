@@ -8,13 +8,6 @@ namespace castscope::collector::viewer {
 namespace v1 = castscope::v1;
 using nlohmann::json;
 
-std::string enum_name(const std::string& proto_name, size_t prefix_length) {
-  if (proto_name.size() <= prefix_length) return "unspecified";
-  std::string out = proto_name.substr(prefix_length);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 namespace {
 
 int64_t relative(uint64_t ts_ns, int64_t origin_ns) { return static_cast<int64_t>(ts_ns) - origin_ns; }

@@ -14,11 +14,6 @@
 
 namespace castscope::collector::viewer {
 
-// "DTYPE_BFLOAT16" -> "bfloat16": the proto enum name without its prefix.
-// New code uses value_name (analyzers.h, from the generated table); this
-// stays for viewer_queries.cc's outcome label until the store read path moves.
-std::string enum_name(const std::string& proto_name, size_t prefix_length);
-
 nlohmann::json location_json(const castscope::v1::SourceLocation& location, bool with_source);
 // `origin_ns` is subtracted from timestamps. The write_ forms append the same
 // object to a JsonWriter (what ranges and the live stream use: no tree built).

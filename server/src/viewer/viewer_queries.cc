@@ -538,7 +538,7 @@ Status ViewerQueries::sites(const std::string& run_id, json& out) {
     }
     const std::string pair = row.outcome == v1::CAST_OUTCOME_CAST
                                  ? dtype_name(row.src) + "->" + dtype_name(row.dst)
-                                 : dtype_name(row.src) + " (" + enum_name(v1::CastOutcome_Name(row.outcome), 13) + ")";
+                                 : dtype_name(row.src) + " (" + std::string(value_name(row.outcome)) + ")";
     site.by_mode[mode_name(row.mode)][pair] += row.count;
   }
   std::vector<const Site*> ordered;
