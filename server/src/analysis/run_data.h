@@ -59,6 +59,15 @@ struct SiteRow {
   size_t last_agent = SIZE_MAX;   // loading: the agent whose rank was added last
 };
 
+// Calls of one op at one line (site.arg empty), and the ranks that made them.
+struct SiteOpCalls {
+  SiteRef site;
+  uint64_t calls = 0;
+  uint64_t first_seq = 0;
+  std::set<int32_t> ranks;
+  size_t last_agent = SIZE_MAX;  // loading: the agent whose rank was added last
+};
+
 struct OpRow {
   std::string op;
   v1::CastPolicy policy = v1::CAST_POLICY_UNSPECIFIED;
@@ -70,25 +79,14 @@ struct OpRow {
 
 // Ops that ran through an autocast kernel while the autograd engine ran, and
 // compiled backward graphs (compiled::backward) run with autocast on.
-struct BackwardOpRow {
-  SiteRef site;  // arg empty
-  uint64_t calls = 0;
-  uint64_t first_seq = 0;
-  std::set<int32_t> ranks;
-  size_t last_agent = SIZE_MAX;
-};
+struct BackwardOpRow : SiteOpCalls {};
 
 // Ops the op probe recorded (OpEvent.probe_reason), by line, op and reason.
-struct ProbeOpRow {
-  SiteRef site;  // arg empty
+struct ProbeOpRow : SiteOpCalls {
   v1::ProbeReason reason = v1::PROBE_REASON_UNSPECIFIED;
   v1::DeviceType device = v1::DEVICE_TYPE_UNSPECIFIED;
   std::set<v1::DType> input_dtypes;
   std::set<v1::DType> output_dtypes;
-  uint64_t calls = 0;
-  uint64_t first_seq = 0;
-  std::set<int32_t> ranks;
-  size_t last_agent = SIZE_MAX;
 };
 
 // What one line and op computed in under one execution mode, from op
