@@ -215,12 +215,35 @@ Status list_runs(sqlite3* db, std::vector<StoredRun>& out) {
   return error;
 }
 
-Status read_agents(sqlite3* db, int64_t run, std::string_view agent_id, std::vector<StoredAgent>& out) {
+namespace {
+// The agents of run row `run` (only `agent_id` when given), `columns` selected, first seen first.
+template <size_t N>
+Status select_agents(sqlite3* db, const schema::Columns<N>& columns, int64_t run, std::string_view agent_id,
+                     Statement& out) {
   const std::string where = agent_id.empty() ? " WHERE run = ? ORDER BY id" : " WHERE run = ? AND agent_id = ? ORDER BY id";
+  if (Status s = Statement::prepare(db, columns.select_sql() + where, out); !s.ok()) return s;
+  out.bind(1, run);
+  if (!agent_id.empty()) out.bind_text(2, agent_id);
+  return {};
+}
+}  // namespace
+
+Status read_agent_keys(sqlite3* db, int64_t run, std::string_view agent_id, std::vector<StoredAgent>& out) {
+  static constexpr auto kKeys = schema::columns(schema::kAgents, {"id", "agent_id"});
   Statement agents;
-  if (Status s = Statement::prepare(db, kAgentRow.select_sql() + where, agents); !s.ok()) return s;
-  agents.bind(1, run);
-  if (!agent_id.empty()) agents.bind_text(2, agent_id);
+  if (Status s = select_agents(db, kKeys, run, agent_id, agents); !s.ok()) return s;
+  Status error;
+  while (agents.step(error)) {
+    StoredAgent& agent = out.emplace_back();
+    agent.row = agents.column_int(kKeys["id"]);
+    agent.agent_id = agents.column_text(kKeys["agent_id"]);
+  }
+  return error;
+}
+
+Status read_agents(sqlite3* db, int64_t run, std::string_view agent_id, std::vector<StoredAgent>& out) {
+  Statement agents;
+  if (Status s = select_agents(db, kAgentRow, run, agent_id, agents); !s.ok()) return s;
   const size_t first = out.size();
   Status error;
   while (agents.step(error)) {

@@ -333,5 +333,8 @@ Status find_run(sqlite3* db, std::string_view run_id, StoredRun& out, bool& foun
 Status list_runs(sqlite3* db, std::vector<StoredRun>& out);
 // The agents of run row `run` (only `agent_id` when given), first seen first.
 Status read_agents(sqlite3* db, int64_t run, std::string_view agent_id, std::vector<StoredAgent>& out);
+// The same agents with `row` and `agent_id` alone (the rest left default):
+// what a reader of one agent's events needs, without the identity and counters.
+Status read_agent_keys(sqlite3* db, int64_t run, std::string_view agent_id, std::vector<StoredAgent>& out);
 
 }  // namespace castscope::collector

@@ -107,10 +107,13 @@ Status StoreReader::find_run(const std::string& run_id, int64_t& run) {
   return {};
 }
 
-Status StoreReader::find_agents(const std::string& run_id, const std::string& agent_id, std::vector<StoredAgent>& out) {
+Status StoreReader::find_agents(const std::string& run_id, const std::string& agent_id, std::vector<StoredAgent>& out,
+                                AgentColumns columns) {
   int64_t run = 0;
   if (Status s = find_run(run_id, run); !s.ok() || run == 0) return s;
-  if (Status s = read_agents(db_.handle(), run, agent_id, out); !s.ok()) return db_.error(s.message());
+  const Status s = columns == AgentColumns::kKeys ? read_agent_keys(db_.handle(), run, agent_id, out)
+                                                  : read_agents(db_.handle(), run, agent_id, out);
+  if (!s.ok()) return db_.error(s.message());
   return {};
 }
 

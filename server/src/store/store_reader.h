@@ -33,8 +33,11 @@ class StoreReader {
 
   // Building blocks for other readers of the store (the viewer's queries).
   // The agents of a run (one when `agent_id` is given), first seen first;
-  // none when the run or agent is not stored.
-  Status find_agents(const std::string& run_id, const std::string& agent_id, std::vector<StoredAgent>& out);
+  // none when the run or agent is not stored. kKeys: `row` and `agent_id`
+  // alone, all a reader of their events needs (read_agent_keys).
+  enum class AgentColumns { kKeys, kWhole };
+  Status find_agents(const std::string& run_id, const std::string& agent_id, std::vector<StoredAgent>& out,
+                     AgentColumns columns = AgentColumns::kKeys);
   // Strings and locations by id, cached until the next query_events.
   StoreResolver& resolver() { return resolver_; }
   Database& database() { return db_; }

@@ -255,21 +255,29 @@ Status read_track_summaries(sqlite3* db, int64_t agent, std::vector<TrackSummary
   return {};
 }
 
+namespace {
+// The tiles of one track and level in a bucket range, `columns` selected.
+template <size_t N>
+Status prepare_tile_range(sqlite3* db, const schema::Columns<N>& columns, int64_t agent, int64_t track, int level,
+                          int64_t first_bucket, int64_t last_bucket, Statement& out) {
+  if (Status st = Statement::prepare(
+          db, columns.select_sql() + " WHERE agent = ? AND track = ? AND level = ? AND bucket BETWEEN ? AND ? ORDER BY bucket",
+          out);
+      !st.ok())
+    return st;
+  out.bind(1, agent);
+  out.bind(2, track);
+  out.bind(3, level);
+  out.bind(4, first_bucket);
+  out.bind(5, last_bucket);
+  return {};
+}
+}  // namespace
+
 Status read_tiles(sqlite3* db, int64_t agent, int64_t track, int level, int64_t first_bucket, int64_t last_bucket,
                   std::vector<TileRow>& out) {
   Statement s;
-  if (Status st = Statement::prepare(db,
-                                     kTileRow.select_sql() +
-                                         " WHERE agent = ? AND track = ? AND level = ? AND bucket BETWEEN ? AND ? "
-                                         "ORDER BY bucket",
-                                     s);
-      !st.ok())
-    return st;
-  s.bind(1, agent);
-  s.bind(2, track);
-  s.bind(3, level);
-  s.bind(4, first_bucket);
-  s.bind(5, last_bucket);
+  if (Status st = prepare_tile_range(db, kTileRow, agent, track, level, first_bucket, last_bucket, s); !st.ok()) return st;
   Status error;
   while (s.step(error)) {
     TileRow& row = out.emplace_back();
@@ -279,6 +287,17 @@ Status read_tiles(sqlite3* db, int64_t agent, int64_t track, int level, int64_t 
     row.counts.modes = s.column_int(kTileRow["modes"]);
     for (const CounterColumn& c : kCounters) row.counts.*c.field = s.column_int(c.param - 1);
   }
+  return error;
+}
+
+Status read_tile_rates(sqlite3* db, int64_t agent, int64_t track, int level, int64_t first_bucket,
+                       int64_t last_bucket, std::vector<TileRate>& out) {
+  static constexpr auto kRate = schema::columns(schema::kTimelineTiles, {"bucket", "casts", "bytes"});
+  Statement s;
+  if (Status st = prepare_tile_range(db, kRate, agent, track, level, first_bucket, last_bucket, s); !st.ok()) return st;
+  Status error;
+  while (s.step(error))
+    out.push_back({s.column_int(kRate["bucket"]), s.column_int(kRate["casts"]), s.column_int(kRate["bytes"])});
   return error;
 }
 

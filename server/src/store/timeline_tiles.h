@@ -113,4 +113,13 @@ struct TileRow {
 Status read_tiles(sqlite3* db, int64_t agent, int64_t track, int level, int64_t first_bucket, int64_t last_bucket,
                   std::vector<TileRow>& out);
 
+// Casts and their bytes alone, for the same range (the counters' rates: a
+// whole tile row is 21 columns, these are 3).
+struct TileRate {
+  int64_t bucket = 0;
+  int64_t casts = 0, bytes = 0;
+};
+Status read_tile_rates(sqlite3* db, int64_t agent, int64_t track, int level, int64_t first_bucket,
+                       int64_t last_bucket, std::vector<TileRate>& out);
+
 }  // namespace castscope::collector::tiles

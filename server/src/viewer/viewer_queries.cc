@@ -85,8 +85,8 @@ const StoredAgent* ViewerQueries::RunTracks::agent(const std::string& agent_id) 
   return nullptr;
 }
 
-Status ViewerQueries::load_run(const std::string& run_id, RunTracks& out) {
-  if (Status s = reader_->find_agents(run_id, "", out.agents); !s.ok()) return s;
+Status ViewerQueries::load_run(const std::string& run_id, RunTracks& out, StoreReader::AgentColumns agents) {
+  if (Status s = reader_->find_agents(run_id, "", out.agents, agents); !s.ok()) return s;
   if (out.agents.empty()) return Status::not_found("no run " + run_id + " in " + store().path());
   out.tracks.resize(out.agents.size());
   int64_t first = INT64_MAX, last = 0;
@@ -158,7 +158,7 @@ Status ViewerQueries::origin(const std::string& run_id, int64_t& origin_ns) {
 
 Status ViewerQueries::tracks(const std::string& run_id, json& out) {
   RunTracks run;
-  if (Status s = load_run(run_id, run); !s.ok()) return s;
+  if (Status s = load_run(run_id, run, StoreReader::AgentColumns::kWhole); !s.ok()) return s;
   const std::vector<Agent>& agents = run.agents;
   const int64_t origin = run.origin_ns;
   json processes = json::array();
@@ -435,15 +435,15 @@ Status ViewerQueries::counters(const std::string& run_id, int64_t t0, int64_t t1
     const Agent& agent = run.agents[i];
     for (const TrackSummary& track : run.tracks[i]) {
       if (t::is_gpu_track(track.track)) continue;
-      std::vector<t::TileRow> tiles;
-      if (Status st = t::read_tiles(store().handle(), agent.row, track.track, level, a0 >> shift,
-                                    std::max<int64_t>(0, a1 - 1) >> shift, tiles);
+      std::vector<t::TileRate> tiles;
+      if (Status st = t::read_tile_rates(store().handle(), agent.row, track.track, level, a0 >> shift,
+                                         std::max<int64_t>(0, a1 - 1) >> shift, tiles);
           !st.ok())
         return store().error(st.message());
-      for (const t::TileRow& tile : tiles) {
+      for (const t::TileRate& tile : tiles) {
         auto& [casts, bytes] = rates[tile.bucket];
-        casts += tile.counts.casts;
-        bytes += tile.counts.bytes;
+        casts += tile.casts;
+        bytes += tile.bytes;
       }
     }
     RowScan<StoredCacheSample, kSampleSeries> samples;
@@ -505,7 +505,7 @@ Status ViewerQueries::findings(const std::string& run_id, json& out) {
 Status ViewerQueries::sites(const std::string& run_id, json& out) {
   // The run's cast and op rows: the cached answer holds while they do not move.
   std::vector<Agent> agents;
-  if (Status s = reader_->find_agents(run_id, "", agents); !s.ok()) return s;
+  if (Status s = reader_->find_agents(run_id, "", agents, StoreReader::AgentColumns::kWhole); !s.ok()) return s;
   int64_t events = 0;
   for (const Agent& agent : agents) events += static_cast<int64_t>(agent.casts + agent.ops);
   if (auto it = sites_cache_.find(run_id); it != sites_cache_.end() && it->second.events == events) {

@@ -77,7 +77,9 @@ class ViewerQueries {
 
   explicit ViewerQueries(std::unique_ptr<StoreReader> reader) : reader_(std::move(reader)) {}
   Database& store() { return reader_->database(); }
-  Status load_run(const std::string& run_id, RunTracks& out);
+  // `agents`: the agents' identities too (the tracks' labels), or their keys alone.
+  Status load_run(const std::string& run_id, RunTracks& out,
+                  StoreReader::AgentColumns agents = StoreReader::AgentColumns::kKeys);
   // A range's events as three JSON arrays, and how many they hold; past
   // `limit` events it stops (count is then limit + 1, the lists unfinished).
   struct EventLists {
