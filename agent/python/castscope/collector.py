@@ -24,7 +24,8 @@ class EmbeddedCollector:
     """A collector on a free loopback port, storing into `db`, for one job."""
 
     def __init__(self, db: pathlib.Path, log_path: pathlib.Path, ready_timeout_s: float = 30.0,
-                 http_listen: str = "127.0.0.1:0", ui_dir: str | os.PathLike | None = None):
+                 http_listen: str = "127.0.0.1:0", ui_dir: str | os.PathLike | None = None,
+                 ship: str | None = None, ship_password_file: str | None = None):
         self.db = db
         ready = db.parent / "collector.addr"
         viewer = db.parent / "viewer.url"  # written before the ready file
@@ -38,7 +39,10 @@ class EmbeddedCollector:
              # signals when the forking *thread* ends: asked for only from the main thread.
              *(["--exit-with-parent", str(os.getpid())] if threading.current_thread() is threading.main_thread()
                else []),
-             *(["--ui-dir", str(ui_dir)] if ui_dir is not None else [])],
+             *(["--ui-dir", str(ui_dir)] if ui_dir is not None else []),
+             # Fleet shipping (docs/fleet.md): the URL holds no password; the file's path is no secret.
+             *(["--ship", ship] if ship else []),
+             *(["--ship-password-file", str(ship_password_file)] if ship and ship_password_file else [])],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, start_new_session=True)
         deadline = time.monotonic() + ready_timeout_s
         while not ready.exists():

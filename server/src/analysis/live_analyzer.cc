@@ -136,8 +136,12 @@ bool LiveAnalyzer::analyze(const std::string& run_id, RunState& state, bool stor
   }
   if (ids == state.ids && !store_anyway) return true;
   state.ids = std::move(ids);
-  core_.run_on_writer([run_id, rows = std::move(rows)](StoreWriter& writer) {
-    return writer.replace_findings(run_id, rows);
+  core_.run_on_writer([this, run_id, rows = std::move(rows), tell = store_anyway](StoreWriter& writer) {
+    Status s = writer.replace_findings(run_id, rows);
+    // Told on the writer thread: a writer task queued by the listener runs
+    // after this one's commit.
+    if (s.ok() && tell && analyzed_listener_) analyzed_listener_(run_id);
+    return s;
   });
   return true;
 }

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -35,6 +36,12 @@ class LiveAnalyzer {
 
   // From the writer thread, after a commit: only marks the runs.
   void committed(const std::vector<CommittedRun>& runs);
+  // Told (on the writer thread, once its findings are stored) that a run was
+  // analyzed after one of its agents finished, or at stop: the fleet shipper
+  // ships a run's end then. Set before batches arrive.
+  void set_analyzed_listener(std::function<void(const std::string& run_id)> listener) {
+    analyzed_listener_ = std::move(listener);
+  }
   // Analyzes every run with unanalyzed events once more, queues their rows
   // for the writer, and stops the thread. Call before CollectorCore::shutdown.
   void stop();
@@ -61,6 +68,7 @@ class LiveAnalyzer {
   bool stopping_ = false;
   uint64_t stored_at_last_tick_ = 0;  // CollectorCounters::events_stored: the ingest rate
   std::chrono::steady_clock::time_point last_tick_ = std::chrono::steady_clock::now();
+  std::function<void(const std::string&)> analyzed_listener_;
   std::thread thread_;
 };
 

@@ -32,7 +32,9 @@
 #include "server/src/analysis/live_analyzer.h"
 #include "server/src/cli/progress_meter.h"
 #include "server/src/cli/query_command.h"
+#include "server/src/cli/fleet_command.h"
 #include "server/src/export/export_run.h"
+#include "server/src/fleet/shipper.h"
 #include "server/src/ingest/collector_core.h"
 #include "server/src/ingest/spool_import.h"
 #include "server/src/report/run_report.h"
@@ -136,6 +138,7 @@ struct ServeOptions {
   uint64_t analyze_interval_ms = 2000;
   ViewerOptions viewer;
   int exit_with_parent = 0;  // pid; 0: outlive the parent
+  ShipOptions ship;
 };
 
 struct LoadOptions {
@@ -197,6 +200,7 @@ CLI::App* add_serve(CLI::App& app, ServeOptions& o) {
                     "SIGTERM) when it is gone, even if it was killed")
       ->check(CLI::Range(1, 1 << 30));
   o.viewer.add_to(*serve, /*can_turn_off=*/true);
+  o.ship.add_to(*serve);
   serve->add_option("--analyze-interval-ms", o.analyze_interval_ms,
                     "re-analyze a run with new events at most this often (0: no live analysis)")
       ->transform(decimal_number())
@@ -399,6 +403,9 @@ int serve(const ServeOptions& o) {
   CollectorOptions core_options;
   core_options.queue_budget_bytes = o.queue_budget_bytes;
   core_options.stream_window_bytes = kStreamWindowBytes;
+  fleet::ShipperOptions ship_options;
+  if (std::string error = o.ship.resolve(ship_options); !error.empty()) return usage_error("serve", error);
+  core_options.ship_rollups = !ship_options.target.url.empty();
 
   // Every thread started from here on inherits the mask; main waits for the signals.
   sigset_t stop_signals;
@@ -423,6 +430,16 @@ int serve(const ServeOptions& o) {
   if (o.analyze_interval_ms > 0) {
     analyzer = std::make_unique<LiveAnalyzer>(*core, std::chrono::milliseconds(o.analyze_interval_ms));
     core->set_commit_listener([&analyzer](const std::vector<CommittedRun>& runs) { analyzer->committed(runs); });
+  }
+  std::unique_ptr<fleet::Shipper> shipper;
+  if (core_options.ship_rollups) {
+    if (Status s = fleet::Shipper::start(*core, ship_options, shipper); !s.ok()) {
+      std::cerr << "castscope-collector serve: --ship: " << s.message() << "\n";
+      if (analyzer) analyzer->stop();
+      core->shutdown();
+      return s.code() == StatusCode::kInvalidArgument ? kExitUsage : 1;
+    }
+    if (analyzer) analyzer->set_analyzed_listener([&shipper](const std::string& run) { shipper->run_analyzed(run); });
   }
   ServiceOptions service_options;
   service_options.token = token;
@@ -456,6 +473,7 @@ int serve(const ServeOptions& o) {
       std::cerr << "castscope-collector serve: " << error << "\n";
       server->Shutdown();
       if (analyzer) analyzer->stop();
+      if (shipper) shipper->stop();
       core->shutdown();
       return 1;
     }
@@ -463,6 +481,7 @@ int serve(const ServeOptions& o) {
     std::cerr << "castscope-collector serve: cannot write --ready-file " << o.ready_file << "\n";
     server->Shutdown();
     if (analyzer) analyzer->stop();
+    if (shipper) shipper->stop();
     core->shutdown();
     return 1;
   }
@@ -475,6 +494,7 @@ int serve(const ServeOptions& o) {
   if (http) http->stop();
   core->drain();                   // everything received is committed...
   if (analyzer) analyzer->stop();  // ...and analyzed once more; shutdown() then stores the findings
+  if (shipper) shipper->stop();    // ...and shipped (what PostgreSQL takes in time; the rest waits in the store)
   core->shutdown();
   const CollectorCounters counters = core->counters();
   std::cerr << "castscope-collector: stopped; " << counters.batches_stored << " batches stored ("
@@ -576,14 +596,16 @@ int main(int argc, char** argv) {
   CLI::App* report_app = add_report(app, report_options);
   CLI::App* view_app = add_view(app, view_options);
   CLI::App* export_app = add_export(app, export_options);
+  FleetCommand fleet_options;
+  CLI::App* fleet_app = add_fleet(app, fleet_options);
 
   const std::string first = argc > 1 ? argv[1] : "";
-  if (argc <= 1) return usage_error("", "no command: give serve, view, load, query, report or export");
+  if (argc <= 1) return usage_error("", "no command: give serve, view, load, query, report, export or fleet");
   if (first == "help") {  // as `--help`
     std::cout << app.help();
     return 0;
   }
-  const auto known = {serve_app, load_app, query_app, report_app, view_app, export_app};
+  const auto known = {serve_app, load_app, query_app, report_app, view_app, export_app, fleet_app};
   if (!first.empty() && !first.starts_with("-") &&
       std::none_of(known.begin(), known.end(), [&](const CLI::App* sub) { return sub->get_name() == first; }))
     return usage_error("", "unknown command " + first);
@@ -608,5 +630,6 @@ int main(int argc, char** argv) {
   if (report_app->parsed()) return report(report_options);
   if (view_app->parsed()) return view(view_options);
   if (export_app->parsed()) return export_command(export_options);
+  if (fleet_app->parsed()) return run_fleet(fleet_options);
   return usage_error("", "no command");
 }

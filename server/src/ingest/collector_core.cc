@@ -63,6 +63,7 @@ Status CollectorCore::open(const std::string& db_path, const CollectorOptions& o
                            std::unique_ptr<CollectorCore>& out) {
   std::unique_ptr<StoreWriter> writer;
   if (Status s = StoreWriter::open(db_path, writer); !s.ok()) return s;
+  if (options.ship_rollups) writer->enable_rollups();
   out.reset(new CollectorCore(std::move(writer), options));
   return {};
 }

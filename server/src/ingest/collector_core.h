@@ -50,6 +50,9 @@ struct CollectorOptions {
   size_t stream_window_bytes = 0;
   std::chrono::milliseconds max_transaction_time{20};
   size_t subscriber_queue_events = 1u << 16;
+  // Fleet shipping (docs/fleet.md): every commit also keeps per-minute
+  // rollups of its casts for the shipper.
+  bool ship_rollups = false;
 };
 
 struct IngestResult {

@@ -80,6 +80,12 @@ struct StoredOpCounts {
           autocast_enabled = 0, calls = 0, errors = 0, cpu_duration_ns = 0, iteration = 0;
 };
 
+// ship_rollups (ship_rollups.h): one key-minute of cast decisions.
+struct StoredRollup {
+  int64_t id = 0, shipment = 0, agent = 0, minute = 0, op = 0, arg_name = 0, location = 0, codes = 0, count = 0,
+          bytes = 0, hits = 0, misses = 0, stale_hits = 0;
+};
+
 // casts.shape: the dims as native-endian int64s.
 template <typename Add>
 void for_each_dim(std::span<const std::byte> shape, Add&& add) {
@@ -167,6 +173,16 @@ struct RowLayout<StoredOpCounts> : TableLayout<schema::kOpCounts, StoredOpCounts
       {"op", &R::op}, {"location", &R::location}, {"codes", &R::codes}, {"autocast_enabled", &R::autocast_enabled},
       {"calls", &R::calls}, {"errors", &R::errors}, {"cpu_duration_ns", &R::cpu_duration_ns},
       {"iteration", &R::iteration}};
+};
+
+template <>
+struct RowLayout<StoredRollup> : TableLayout<schema::kShipRollups, StoredRollup> {
+  using R = StoredRollup;
+  static constexpr C kIntegers[] = {
+      {"id", &R::id},         {"shipment", &R::shipment}, {"agent", &R::agent},   {"minute", &R::minute},
+      {"op", &R::op},         {"arg_name", &R::arg_name}, {"location", &R::location}, {"codes", &R::codes},
+      {"count", &R::count},   {"bytes", &R::bytes},       {"hits", &R::hits},     {"misses", &R::misses},
+      {"stale_hits", &R::stale_hits}};
 };
 
 namespace detail {

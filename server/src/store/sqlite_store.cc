@@ -33,7 +33,8 @@ namespace {
 // release totals (step-free cache-growth; docs/diagnostics.md); version 12
 // added locations.also_consumed_at (the other consumers of a JIT-inserted
 // cast CSE shared; part of the location's identity, so the table is made
-// again with the new UNIQUE constraint).
+// again with the new UNIQUE constraint); version 13 added the aggregate
+// mode's counter tables; version 14 the fleet shipper's tables.
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -61,6 +62,8 @@ const std::string kLocationsTableSql = schema::kLocations.create_sql();
 const std::string kOpRowsViewSql = schema::op_rows_view_sql();
 // Version 13's counter tables (aggregate mode), as a new store's.
 const std::string kCountTablesSql = schema::kCastCounts.create_sql() + schema::kOpCounts.create_sql();
+// Version 14's shipping tables (docs/fleet.md), as a new store's.
+const std::string kShipTablesSql = schema::kShipRollups.create_sql() + schema::kShipState.create_sql();
 const Migration kMigrations[] = {
     {4, "DROP TABLE IF EXISTS kernels"},
     {5, "CREATE TABLE kernels(id INTEGER PRIMARY KEY, ts_ns INTEGER, duration_ns INTEGER, name INTEGER, "
@@ -96,9 +99,12 @@ const Migration kMigrations[] = {
     {12, "ALTER TABLE agents ADD COLUMN aggregate INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
        return run_sql(db, kCountTablesSql, "cannot create the counter tables");
      }},
+    {13, "SELECT 1", [](sqlite3* db) -> Status {
+       return run_sql(db, kShipTablesSql, "cannot create the shipping tables");
+     }},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 12;
+constexpr int kNewestMigrationFrom = 13;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version

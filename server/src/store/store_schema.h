@@ -343,9 +343,42 @@ inline constexpr Column kTimelineTilesColumns[] = {
 inline constexpr Table kTimelineTiles{"timeline_tiles", kTimelineTilesColumns, "PRIMARY KEY(agent, track, level, bucket)",
                                       /*without_rowid=*/true};
 
+// Version 14: fleet shipping (docs/fleet.md), written only by a collector
+// that ships. Per-minute rollups of cast decisions, one row per key and
+// minute while open (shipment 0; the writer adds to it at each commit, in the
+// transaction that stores the events, so a rollup never misses or doubles an
+// event). Sealing gives open rows a shipment number; a shipment's rows leave
+// once PostgreSQL has them. codes: pack_cast_key without the cache field
+// (its outcome is counted in hits, misses, stale_hits); minute: unix minutes.
+inline constexpr Column kShipRollupsColumns[] = {
+    {"id", "INTEGER PRIMARY KEY"},
+    {"shipment", "INTEGER NOT NULL"},  // 0: open
+    {"agent", "INTEGER NOT NULL"},
+    {"minute", "INTEGER NOT NULL"},
+    {"op", "INTEGER NOT NULL"},
+    {"arg_name", "INTEGER NOT NULL"},
+    {"location", "INTEGER NOT NULL"},
+    {"codes", "INTEGER NOT NULL"},
+    {"count", "INTEGER NOT NULL"},
+    {"bytes", "INTEGER NOT NULL"},
+    {"hits", "INTEGER NOT NULL"},
+    {"misses", "INTEGER NOT NULL"},
+    {"stale_hits", "INTEGER NOT NULL"},
+};
+inline constexpr Table kShipRollups{"ship_rollups", kShipRollupsColumns,
+                                    "UNIQUE(shipment, agent, minute, op, arg_name, location, codes)"};
+
+// Version 14: the shipper's state (its collector id, the next shipment
+// number, what was shipped of each run), as key and value.
+inline constexpr Column kShipStateColumns[] = {
+    {"key", "TEXT PRIMARY KEY"},
+    {"value", "TEXT NOT NULL"},
+};
+inline constexpr Table kShipState{"ship_state", kShipStateColumns};
+
 inline constexpr const Table* kTables[] = {&kRuns,         &kAgents,  &kBatches,  &kStrings,      &kLocations, &kCasts,
                                            &kOps,          &kCacheSamples, &kKernels, &kFindings, &kTimelineTiles,
-                                           &kCastCounts,   &kOpCounts};
+                                           &kCastCounts,   &kOpCounts, &kShipRollups, &kShipState};
 
 // The whole schema of a new store: every table, then the views.
 std::string create_schema_sql();

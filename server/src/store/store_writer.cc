@@ -193,6 +193,7 @@ Status StoreWriter::commit() {
   }
   dirty_runs_.clear();
   if (Status s = tiles_.flush(db_.handle()); !s.ok()) return db_.error(s.message());
+  if (Status s = rollups_.flush(db_.handle()); !s.ok()) return db_.error(s.message());
   if (Status s = commit_.run(); !s.ok()) return db_.error(s.message());
   checkpointer_.after_commit();
   return {};
@@ -208,6 +209,7 @@ void StoreWriter::rollback() {
   dirty_agents_.clear();
   dirty_runs_.clear();
   tiles_.clear();
+  rollups_.clear();
 }
 
 Status StoreWriter::find_or_create_run(const std::string& run_id, uint64_t now_unix_ns, RunRow*& out) {
@@ -366,7 +368,7 @@ Status StoreWriter::store_batch(const v1::Batch& batch, uint64_t received_unix_n
   duplicate = sqlite3_changes(db_.handle()) == 0;
   if (duplicate) return {};
 
-  if (Status s = insert_events(batch, *agent); !s.ok()) return s;
+  if (Status s = insert_events(batch, *agent, received_unix_ns); !s.ok()) return s;
 
   const auto sequence = static_cast<int64_t>(batch.sequence());
   if (agent->batches == 0 || sequence < agent->first_sequence) agent->first_sequence = sequence;
@@ -382,7 +384,35 @@ Status StoreWriter::store_batch(const v1::Batch& batch, uint64_t received_unix_n
   return {};
 }
 
-Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
+void StoreWriter::add_rollups(int64_t agent, uint64_t received_unix_ns) {
+  for (const PendingRow& row : casts_pending_) {
+    const v1::CastEvent& cast = row.event->cast();
+    rollups_.add_cast(agent, rollups_.minute_of(cast.ts_ns(), received_unix_ns), row.op, row.arg_name, row.location,
+                      cast);
+  }
+  for (const PendingRow& row : cast_counts_pending_) {
+    const v1::CastCounts& counts = row.event->cast_counts();
+    rollups_.add_counts(agent, rollups_.minute_of(counts.last_ts_ns(), received_unix_ns), row.op, row.arg_name,
+                        row.location, counts);
+  }
+}
+
+Status StoreWriter::seal_shipment(int64_t shipment, int64_t through_minute, int64_t& sealed) {
+  if (Status s = ship::seal(db_.handle(), shipment, through_minute, sealed); !s.ok()) return db_.error(s.message());
+  return {};
+}
+
+Status StoreWriter::forget_shipment(int64_t shipment) {
+  if (Status s = ship::forget(db_.handle(), shipment); !s.ok()) return db_.error(s.message());
+  return {};
+}
+
+Status StoreWriter::write_ship_state(std::string_view key, std::string_view value) {
+  if (Status s = ship::write_state(db_.handle(), key, value); !s.ok()) return db_.error(s.message());
+  return {};
+}
+
+Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint64_t received_unix_ns) {
   LocalIdIndex string_index;
   LocalIdIndex location_index;
   size_t bad = 0;
@@ -464,6 +494,8 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent) {
 
   const int64_t casts_before = agent.casts, ops_before = agent.ops, samples_before = agent.cache_samples,
                 kernels_before = agent.kernels;
+  if (rollups_.enabled()) add_rollups(agent.id, received_unix_ns);
+
   Status status = casts_.insert(
       casts_pending_.size(),
       [this](Statement& s, int p, size_t row) {

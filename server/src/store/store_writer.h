@@ -16,6 +16,7 @@
 #include "server/src/status.h"
 #include "server/src/store/sqlite_store.h"
 #include "server/src/store/store_schema.h"
+#include "server/src/store/ship_rollups.h"
 #include "server/src/store/timeline_tiles.h"
 
 namespace castscope::collector {
@@ -84,6 +85,15 @@ class StoreWriter {
   // Undoes the transaction and forgets the caches (they may hold its ids).
   void rollback();
 
+  // Fleet shipping (ship_rollups.h): from now on, every commit also adds its
+  // casts to the per-minute rollups. Before the first batch.
+  void enable_rollups() { rollups_.enable(ship::monotonic_to_unix_offset_ns()); }
+  // Within a transaction (writer tasks of the shipper): see ship::seal,
+  // ship::forget, ship::write_state.
+  Status seal_shipment(int64_t shipment, int64_t through_minute, int64_t& sealed);
+  Status forget_shipment(int64_t shipment);
+  Status write_ship_state(std::string_view key, std::string_view value);
+
   const std::string& path() const { return db_.path(); }
   // Any thread: see WalCheckpointer::behind.
   bool checkpoint_behind() const { return checkpointer_.behind(); }
@@ -116,7 +126,8 @@ class StoreWriter {
   Status find_or_create_agent(const castscope::v1::Batch& batch, uint64_t now_unix_ns, AgentRow*& out);
   Status intern_string(const std::string& text, int64_t& id);
   Status intern_location(const castscope::v1::SourceLocation& location, int64_t& id);
-  Status insert_events(const castscope::v1::Batch& batch, AgentRow& agent);
+  Status insert_events(const castscope::v1::Batch& batch, AgentRow& agent, uint64_t received_unix_ns);
+  void add_rollups(int64_t agent, uint64_t received_unix_ns);
 
   Database db_;
   WalCheckpointer checkpointer_;  // declared after db_: stops before the writer connection closes
@@ -136,6 +147,7 @@ class StoreWriter {
       op_counts_pending_;
   std::vector<int64_t> batch_string_ids_, batch_location_ids_;
   tiles::TileAccumulator tiles_;  // this transaction's events, written at commit
+  ship::RollupAccumulator rollups_;  // the same, when shipping
 };
 
 }  // namespace castscope::collector

@@ -1,11 +1,12 @@
-"""`castscope serve|load|query ARGS`: castscope-collector SUBCOMMAND ARGS."""
+"""`castscope serve|load|query|fleet ARGS`: castscope-collector SUBCOMMAND ARGS."""
 from __future__ import annotations
 
 import os
 import sys
 
 COMMANDS = {"serve": "run the collector daemon", "load": "import spool folders into a database",
-            "query": "read runs and events from a database or a collector"}
+            "query": "read runs and events from a database or a collector",
+            "fleet": "the fleet's PostgreSQL: init, retain, jobs, sites, findings, compare, job (docs/fleet.md)"}
 
 
 def add_parsers(commands) -> None:

@@ -54,6 +54,12 @@ def add_parsers(commands) -> None:
                      help="where the embedded collector serves the viewer (default: a free loopback port)")
     run.add_argument("--ui-dir", help="the built viewer the embedded collector serves (default: the one installed "
                                       "with castscope, or ui/dist of the source tree; not with --collector)")
+    run.add_argument("--ship", metavar="URL", default=os.environ.get("CASTSCOPE_SHIP"),
+                     help="the embedded collector ships rollups, findings and the job's end to this fleet PostgreSQL "
+                          "(libpq URL without a password; password from --ship-password-file, PGPASSWORD or "
+                          "~/.pgpass; default: CASTSCOPE_SHIP; docs/fleet.md; not with --collector)")
+    run.add_argument("--ship-password-file", default=os.environ.get("CASTSCOPE_SHIP_PASSWORD_FILE"),
+                     help="the fleet PostgreSQL's password, from this file (mode 600)")
     run.add_argument("--run-id", type=_run_id,
                      help="name of this run in the collector (default: time and a random suffix)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -156,7 +162,8 @@ def run_command(args) -> int:
     if collector is None:
         try:
             embedded = EmbeddedCollector(out / "castscope.db", out / "collector.log", http_listen=args.http_listen,
-                                         ui_dir=pathlib.Path(args.ui_dir).resolve() if args.ui_dir else None)
+                                         ui_dir=pathlib.Path(args.ui_dir).resolve() if args.ui_dir else None,
+                                         ship=args.ship, ship_password_file=args.ship_password_file)
         except (CollectorError, FileNotFoundError) as e:
             print(f"castscope run: cannot start the collector: {e}. The job was not started.", file=sys.stderr)
             return 2

@@ -1,0 +1,539 @@
+#include "server/src/fleet/shipper.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <future>
+#include <map>
+#include <random>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log/logger.h"
+#include "server/src/fleet/fleet_schema.h"
+#include "server/src/fleet/pg_copy.h"
+#include "server/src/ingest/collector_core.h"
+#include "server/src/store/event_columns.h"
+#include "server/src/store/row_codec.h"
+#include "server/src/store/ship_rollups.h"
+#include "server/src/store/store_reader.h"
+
+namespace castscope::collector::fleet {
+
+namespace v1 = castscope::v1;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr int64_t kAllMinutes = INT64_MAX / 2;
+constexpr auto kRetryMin = std::chrono::seconds(1);
+constexpr auto kRetryMax = std::chrono::seconds(30);
+constexpr uint64_t kSettleNs = uint64_t{3} * 1000000000;
+
+// Runs `task` on the writer thread and waits for it (bounded: a collector
+// shutting down drops tasks).
+Status on_writer(CollectorCore& core, std::function<Status(StoreWriter&)> task) {
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  core.run_on_writer([task = std::move(task), done](StoreWriter& writer) {
+    Status s = task(writer);
+    done->set_value(s);
+    return s;
+  });
+  if (result.wait_for(std::chrono::seconds(60)) != std::future_status::ready)
+    return Status::unavailable("the store's writer did not run the shipper's task (shutting down?)");
+  return result.get();
+}
+
+int64_t unix_now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Agents of the store, by row, with their run.
+struct AgentInfo {
+  StoredAgent agent;
+  StoredRun run;
+};
+
+}  // namespace
+
+struct Shipper::Impl {
+  CollectorCore& core;
+  ShipperOptions options;
+  std::unique_ptr<StoreReader> reader;
+  PgConnection pg;
+  std::string collector_id;
+  int64_t next_shipment = 1;
+  std::unordered_set<int64_t> known_sites;  // sites this connection has inserted
+  std::unordered_map<int64_t, AgentInfo> agents;  // by agents.id
+
+  mutable std::mutex mutex;
+  std::condition_variable wake;
+  std::set<std::string> analyzed_runs;  // under mutex
+  bool stopping = false;                 // under mutex
+  ShipperStatus status;                  // under mutex
+
+  Impl(CollectorCore& c, ShipperOptions o) : core(c), options(std::move(o)) {}
+
+  void set_error(const Status& s) {
+    std::lock_guard lock(mutex);
+    ++status.failures;
+    if (status.last_error != s.message())
+      log::logger("collector").warn("fleet shipping: {}", s.message());
+    status.last_error = s.message();
+    status.connected = pg.connected();
+  }
+
+  Status read_state(std::string_view key, std::string& value) {
+    return ship::read_state(reader->database().handle(), key, value);
+  }
+
+  Status load_agents() {
+    std::vector<StoredRun> runs;
+    if (Status s = list_runs(reader->database().handle(), runs); !s.ok()) return s;
+    for (const StoredRun& run : runs) {
+      std::vector<StoredAgent> found;
+      if (Status s = read_agents(reader->database().handle(), run.row, {}, found); !s.ok()) return s;
+      for (StoredAgent& a : found) agents[a.row] = AgentInfo{std::move(a), run};
+    }
+    return {};
+  }
+
+  // Runs whose agents here all finished, and whose end was not shipped with
+  // what they have now: at once when the analyzer said so (`analyzed`: their
+  // findings are stored), else once quiet for kSettle (an agent's last batch
+  // may hold no event, and then no analysis follows it).
+  Status runs_to_end(const std::set<std::string>& analyzed, bool all, std::vector<std::string>& out) {
+    struct RunState {
+      bool finished = true;
+      uint64_t events = 0, last_seen_unix_ns = 0;
+    };
+    std::map<std::string, RunState> runs;
+    for (const auto& [row, info] : agents) {
+      RunState& run = runs[info.run.run_id];
+      run.finished = run.finished && info.agent.finished;
+      run.events += info.agent.events_stored() + info.agent.batches;
+      run.last_seen_unix_ns = info.run.last_seen_unix_ns;
+    }
+    const auto now_ns = static_cast<uint64_t>(unix_now_s()) * 1000000000;
+    for (const auto& [run_id, run] : runs) {
+      const bool settled = now_ns >= run.last_seen_unix_ns + kSettleNs;
+      if (!run.finished || !(all || settled || analyzed.contains(run_id))) continue;
+      std::string shipped;
+      if (Status s = read_state("ended:" + run_id, shipped); !s.ok()) return s;
+      if (shipped != std::to_string(run.events)) out.push_back(run_id);
+    }
+    return {};
+  }
+
+  Status connect() {
+    if (pg.connected()) return {};
+    known_sites.clear();
+    if (Status s = pg.connect(options.target); !s.ok()) return s;
+    PgResult version;
+    if (Status s = pg.query("SELECT coalesce(max(version), 0) FROM castscope.schema_version", version); !s.ok())
+      return Status::failed_precondition(s.message() + " (run `castscope fleet init URL` once as the database owner)");
+    const int64_t found = version.integer(0, 0);
+    if (found != kFleetSchemaVersion)
+      return Status::failed_precondition("PostgreSQL " + pg.where() + ": fleet schema version " + std::to_string(found) +
+                                         ", this collector ships version " + std::to_string(kFleetSchemaVersion) +
+                                         " (run `castscope fleet init URL` with this release)");
+    std::lock_guard lock(mutex);
+    status.connected = true;
+    return {};
+  }
+
+  // One cycle: send a sealed shipment, or seal one and send it. `final`:
+  // every minute, and every finished run's end. Returns whether there may be more.
+  Status cycle(bool final, bool& more) {
+    more = false;
+    if (Status s = connect(); !s.ok()) return s;
+    ship::Backlog backlog;
+    if (Status s = ship::read_backlog(reader->database().handle(), backlog); !s.ok()) return s;
+    if (backlog.first_sealed_shipment != 0) {
+      more = true;
+      return send(backlog.first_sealed_shipment);
+    }
+    std::set<std::string> candidates;
+    {
+      std::lock_guard lock(mutex);
+      candidates.swap(analyzed_runs);
+    }
+    std::vector<std::string> ended;
+    agents.clear();
+    if (Status s = load_agents(); !s.ok()) return s;
+    if (Status s = runs_to_end(candidates, final, ended); !s.ok()) return s;
+    const int64_t now_minute = unix_now_s() / 60;
+    const int64_t through = final || options.partial_minutes || !ended.empty() ? kAllMinutes : now_minute - 1;
+    const int64_t shipment = next_shipment;
+    int64_t sealed = 0;
+    const std::string ends = json(ended).dump();
+    if (Status s = on_writer(core,
+                             [&](StoreWriter& writer) -> Status {
+                               if (Status s = writer.seal_shipment(shipment, through, sealed); !s.ok()) return s;
+                               if (sealed == 0 && ended.empty()) return {};
+                               if (Status s = writer.write_ship_state("next_shipment", std::to_string(shipment + 1));
+                                   !s.ok())
+                                 return s;
+                               return writer.write_ship_state("ends:" + std::to_string(shipment), ends);
+                             });
+        !s.ok()) {
+      std::lock_guard lock(mutex);
+      analyzed_runs.insert(candidates.begin(), candidates.end());
+      return s;
+    }
+    if (sealed == 0 && ended.empty()) return {};
+    next_shipment = shipment + 1;
+    more = true;
+    return send(shipment);
+  }
+
+  Status agent_info(int64_t row, const AgentInfo*& out) {
+    auto it = agents.find(row);
+    if (it == agents.end()) {
+      if (Status s = load_agents(); !s.ok()) return s;
+      it = agents.find(row);
+      if (it == agents.end()) return Status::internal("rollup of agent row " + std::to_string(row) + " not stored");
+    }
+    out = &it->second;
+    return {};
+  }
+
+  Status send(int64_t shipment) {
+    sqlite3* db = reader->database().handle();
+    std::string ends_text;
+    if (Status s = read_state("ends:" + std::to_string(shipment), ends_text); !s.ok()) return s;
+    const std::vector<std::string> ended =
+        ends_text.empty() ? std::vector<std::string>{} : json::parse(ends_text, nullptr, false).get<std::vector<std::string>>();
+
+    // The shipment's rows, resolved into sites.
+    agents.clear();
+    if (Status s = load_agents(); !s.ok()) return s;
+    StoreResolver resolver(db);
+    PgCopyBuffer rollups;
+    std::vector<std::string> new_sites;  // parameters: site, file, line, function, op, arg
+    std::unordered_map<int64_t, int64_t> site_of_key;  // (location, op, arg) hash -> site
+    std::set<std::string> runs_touched(ended.begin(), ended.end());
+    int64_t min_minute = INT64_MAX, max_minute = 0;
+    {
+      RowScan<StoredRollup> scan;
+      if (Status s = scan.open(db, 0, INT64_MAX, " AND shipment = ?3 ORDER BY id"); !s.ok()) return s;
+      scan.statement().bind(3, shipment);
+      StoredRollup row;
+      Status error;
+      while (scan.next(row, error)) {
+        const AgentInfo* info = nullptr;
+        if (Status s = agent_info(row.agent, info); !s.ok()) return s;
+        runs_touched.insert(info->run.run_id);
+        std::string_view op, arg;
+        const StoredLocation* location = nullptr;
+        if (Status s = resolver.text(row.op, op); !s.ok()) return s;
+        if (Status s = resolver.text(row.arg_name, arg); !s.ok()) return s;
+        if (Status s = resolver.location(row.location, location); !s.ok()) return s;
+        const std::string file = location ? location->file : "";
+        const uint32_t line = location ? location->line : 0;
+        const std::string function = location ? location->function : "";
+        const int64_t site = site_id(file, line, function, op, arg);
+        if (known_sites.insert(site).second) {
+          for (std::string value : {std::to_string(site), file, std::to_string(line), function, std::string(op),
+                                    std::string(arg)})
+            new_sites.push_back(std::move(value));
+        }
+        min_minute = std::min(min_minute, row.minute);
+        max_minute = std::max(max_minute, row.minute);
+        rollups.begin_row(19);
+        rollups.timestamp_unix_ns(row.minute * ship::kNsPerMinute);
+        rollups.text(collector_id);
+        rollups.int8(shipment);
+        rollups.text(info->run.run_id);
+        rollups.int4(info->agent.rank);
+        rollups.int8(site);
+        for (int code : {kCastPolicy, kCastSrcDtype, kCastDstDtype, kCastOutcome, kCastDeviceType, kCastRole, kCastMode,
+                         kCastPhase})
+          rollups.int2(static_cast<int16_t>(code_at(row.codes, code)));
+        rollups.int8(row.count);
+        rollups.int8(row.bytes);
+        rollups.int8(row.hits);
+        rollups.int8(row.misses);
+        rollups.int8(row.stale_hits);
+      }
+      if (!error.ok()) return error;
+    }
+
+    // Agents of the runs touched, and the findings of the runs ended.
+    PgCopyBuffer agent_rows;
+    for (const auto& [row, info] : agents) {
+      if (!runs_touched.contains(info.run.run_id)) continue;
+      const StoredAgent& a = info.agent;
+      agent_rows.begin_row(18);
+      agent_rows.text(collector_id);
+      agent_rows.int8(shipment);
+      agent_rows.text(info.run.run_id);
+      agent_rows.text(a.agent_id);
+      agent_rows.text(options.node);
+      agent_rows.int4(a.rank);
+      agent_rows.int4(a.local_rank);
+      agent_rows.int4(a.world_size);
+      agent_rows.int4(static_cast<int32_t>(a.pid));
+      agent_rows.text(a.torch_version);
+      agent_rows.text(a.policy_hash);
+      agent_rows.int8(static_cast<int64_t>(a.casts));
+      agent_rows.int8(static_cast<int64_t>(a.ops));
+      agent_rows.int8(static_cast<int64_t>(a.events_dropped));
+      agent_rows.boolean(a.finished);
+      agent_rows.timestamp_unix_ns(static_cast<int64_t>(info.run.first_seen_unix_ns));
+      agent_rows.timestamp_unix_ns(static_cast<int64_t>(info.run.last_seen_unix_ns));
+      agent_rows.text(options.viewer_url);
+    }
+    PgCopyBuffer finding_rows;
+    std::map<std::string, int> finding_counts;
+    std::map<std::string, std::string> end_signature;  // what "ended:RUN" records once landed
+    for (const std::string& run_id : ended) {
+      v1::ListFindingsRequest request;
+      request.set_run_id(run_id);
+      v1::ListFindingsResponse response;
+      if (Status s = reader->list_findings(request, response); !s.ok()) return s;
+      for (const v1::Finding& f : response.findings()) {
+        const json details = json::parse(f.details_json(), nullptr, false);
+        std::string file;
+        int32_t line = 0;
+        json ranks = json::array();
+        if (details.is_object()) {
+          if (details.contains("sites") && details["sites"].is_array() && !details["sites"].empty()) {
+            const json& site = details["sites"][0];
+            file = site.value("file", "");
+            line = site.value("line", 0);
+          }
+          if (details.contains("ranks")) ranks = details["ranks"];
+        }
+        finding_rows.begin_row(10);
+        finding_rows.text(collector_id);
+        finding_rows.int8(shipment);
+        finding_rows.text(run_id);
+        finding_rows.text(f.kind());
+        finding_rows.text(f.severity());
+        finding_rows.text(f.summary());
+        finding_rows.text(file);
+        finding_rows.int4(line);
+        finding_rows.jsonb(ranks.dump());
+        finding_rows.jsonb(details.is_discarded() ? "{}" : f.details_json());
+        ++finding_counts[run_id];
+      }
+      uint64_t events = 0;
+      for (const auto& [row, info] : agents)
+        if (info.run.run_id == run_id) events += info.agent.events_stored() + info.agent.batches;
+      end_signature[run_id] = std::to_string(events);
+    }
+
+    // PostgreSQL: partitions first (their own transaction), then the shipment.
+    const int64_t now_ns = unix_now_s() * 1000000000;
+    const int64_t first_ns = min_minute == INT64_MAX ? now_ns : min_minute * ship::kNsPerMinute;
+    const int64_t last_ns = std::max(now_ns, max_minute * ship::kNsPerMinute);
+    const auto to_text = [](int64_t unix_ns) { return std::to_string(unix_ns / 1000000000); };
+    PgResult ignored;
+    const std::string days[] = {to_text(first_ns), to_text(last_ns)};
+    if (Status s = pg.query("SELECT castscope.ensure_days(to_timestamp($1), to_timestamp($2))", days, ignored); !s.ok())
+      return s;
+    if (Status s = pg.exec("BEGIN"); !s.ok()) return s;
+    Status result = transmit(shipment, max_minute, rollups, new_sites, agent_rows, finding_rows, ended, finding_counts);
+    if (!result.ok() && result.code() == StatusCode::kNotFound) {
+      // Landed before: only forget it here.
+      (void)pg.exec("ROLLBACK");
+      {
+        std::lock_guard lock(mutex);
+        ++status.resent;
+      }
+      return forget(shipment, end_signature);
+    }
+    if (result.ok()) result = pg.exec("COMMIT");
+    if (!result.ok()) {
+      if (pg.connected()) (void)pg.exec("ROLLBACK");
+      known_sites.clear();  // inserted sites may have been rolled back
+      return result;
+    }
+    {
+      std::lock_guard lock(mutex);
+      ++status.shipments;
+      status.rollup_rows += rollups.rows();
+      status.last_error.clear();
+      status.last_success_unix_s = unix_now_s();
+    }
+    return forget(shipment, end_signature);
+  }
+
+  // Within the transaction. NOT_FOUND: the shipment landed before.
+  Status transmit(int64_t shipment, int64_t through_minute, PgCopyBuffer& rollups, const std::vector<std::string>& new_sites,
+                  PgCopyBuffer& agent_rows, PgCopyBuffer& finding_rows, const std::vector<std::string>& ended,
+                  const std::map<std::string, int>& finding_counts) {
+    PgResult began;
+    const std::string begin_params[] = {collector_id, std::to_string(shipment), std::to_string(through_minute),
+                                        std::to_string(rollups.rows())};
+    if (Status s = pg.query("SELECT castscope.begin_shipment($1, $2::bigint, $3::bigint, $4::bigint)", begin_params,
+                            began);
+        !s.ok())
+      return s;
+    if (began.text(0, 0) != "t") return Status::not_found("landed");
+    for (size_t at = 0; at < new_sites.size(); at += 6 * 1000) {
+      const size_t n = std::min<size_t>(new_sites.size() - at, 6 * 1000);
+      std::string sql = "INSERT INTO castscope.sites(site, file, line, function, op, arg) VALUES ";
+      for (size_t i = 0; i < n; i += 6) {
+        if (i > 0) sql += ", ";
+        const size_t p = i + 1;
+        sql += "($" + std::to_string(p) + "::bigint, $" + std::to_string(p + 1) + ", $" + std::to_string(p + 2) +
+               "::integer, $" + std::to_string(p + 3) + ", $" + std::to_string(p + 4) + ", $" + std::to_string(p + 5) + ")";
+      }
+      sql += " ON CONFLICT DO NOTHING";
+      PgResult inserted;
+      if (Status s = pg.query(sql, std::span<const std::string>(new_sites).subspan(at, n), inserted); !s.ok()) return s;
+    }
+    if (rollups.rows() > 0)
+      if (Status s = pg.copy_in("COPY castscope.rollups FROM STDIN (FORMAT binary)", rollups.finish()); !s.ok())
+        return s;
+    if (agent_rows.rows() > 0)
+      if (Status s = pg.copy_in("COPY castscope.agents FROM STDIN (FORMAT binary)", agent_rows.finish()); !s.ok())
+        return s;
+    if (finding_rows.rows() > 0)
+      if (Status s = pg.copy_in("COPY castscope.findings FROM STDIN (FORMAT binary)", finding_rows.finish()); !s.ok())
+        return s;
+    for (const std::string& run_id : ended) {
+      int64_t first_seen_ns = 0;
+      for (const auto& [row, info] : agents)
+        if (info.run.run_id == run_id) first_seen_ns = static_cast<int64_t>(info.run.first_seen_unix_ns);
+      const auto count = finding_counts.find(run_id);
+      const std::string params[] = {collector_id, std::to_string(shipment), run_id,
+                                    std::to_string(first_seen_ns / 1000000000),
+                                    std::to_string(count == finding_counts.end() ? 0 : count->second)};
+      PgResult done;
+      if (Status s = pg.query("INSERT INTO castscope.job_ends(collector, shipment, job, first_seen, ended_at, findings) "
+                              "VALUES ($1, $2::bigint, $3, to_timestamp($4::bigint), now(), $5::integer)",
+                              params, done);
+          !s.ok())
+        return s;
+      const std::string job[] = {run_id};
+      if (Status s = pg.query("SELECT castscope.job_ended($1)", job, done); !s.ok()) return s;
+    }
+    return {};
+  }
+
+  Status forget(int64_t shipment, const std::map<std::string, std::string>& end_signature) {
+    return on_writer(core, [&](StoreWriter& writer) -> Status {
+      if (Status s = writer.forget_shipment(shipment); !s.ok()) return s;
+      for (const auto& [run_id, signature] : end_signature)
+        if (Status s = writer.write_ship_state("ended:" + run_id, signature); !s.ok()) return s;
+      return writer.write_ship_state("ends:" + std::to_string(shipment), "[]");
+    });
+  }
+
+  void update_backlog() {
+    ship::Backlog backlog;
+    if (!ship::read_backlog(reader->database().handle(), backlog).ok()) return;
+    std::lock_guard lock(mutex);
+    status.backlog_rows = backlog.rows;
+    status.lag_seconds =
+        backlog.rows == 0 ? 0.0 : std::max<double>(0.0, static_cast<double>(unix_now_s() - backlog.oldest_minute * 60));
+  }
+};
+
+Shipper::Shipper(CollectorCore& core, ShipperOptions options)
+    : impl_(std::make_unique<Impl>(core, std::move(options))) {}
+
+Shipper::~Shipper() { stop(); }
+
+Status Shipper::start(CollectorCore& core, const ShipperOptions& options, std::unique_ptr<Shipper>& out) {
+  std::string where;
+  if (Status s = check_url(options.target.url, where); !s.ok()) return s;
+  if (!options.target.password_file.empty()) {
+    std::string password;
+    if (Status s = read_password_file(options.target.password_file, password); !s.ok()) return s;
+  }
+  std::unique_ptr<Shipper> shipper(new Shipper(core, options));
+  Impl& impl = *shipper->impl_;
+  if (impl.options.node.empty()) impl.options.node = host_name();
+  if (Status s = StoreReader::open(core.db_path(), impl.reader); !s.ok()) return s;
+  // The collector's id, made once per store: shipments are numbered per store.
+  if (Status s = impl.read_state("collector_id", impl.collector_id); !s.ok()) return s;
+  if (impl.collector_id.empty()) {
+    std::random_device random;
+    char suffix[17];
+    snprintf(suffix, sizeof(suffix), "%08x%08x", random(), random());
+    impl.collector_id = impl.options.node + "-" + suffix;
+    const std::string id = impl.collector_id;
+    if (Status s = on_writer(core, [&](StoreWriter& w) { return w.write_ship_state("collector_id", id); }); !s.ok())
+      return s;
+  }
+  std::string next;
+  if (Status s = impl.read_state("next_shipment", next); !s.ok()) return s;
+  impl.next_shipment = next.empty() ? 1 : std::stoll(next);
+  impl.status.collector_id = impl.collector_id;
+  shipper->thread_ = std::thread([s = shipper.get()] { s->loop(); });
+  out = std::move(shipper);
+  return {};
+}
+
+void Shipper::run_analyzed(const std::string& run_id) {
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->analyzed_runs.insert(run_id);
+  }
+  impl_->wake.notify_all();
+}
+
+void Shipper::loop() {
+  Impl& impl = *impl_;
+  auto retry = std::chrono::milliseconds(kRetryMin);
+  bool first = true;
+  for (;;) {
+    bool final = false;
+    {
+      std::unique_lock lock(impl.mutex);
+      final = impl.stopping;
+    }
+    bool more = false;
+    // At start, every finished run is a candidate: runs that ended while no
+    // shipper ran, or before their end landed.
+    Status s = impl.cycle(final || first, more);
+    impl.update_backlog();
+    if (!s.ok()) {
+      impl.set_error(s);
+      if (final) return;
+      std::unique_lock lock(impl.mutex);
+      impl.wake.wait_for(lock, retry, [&] { return impl.stopping; });
+      retry = std::min<std::chrono::milliseconds>(retry * 2, kRetryMax);
+      continue;
+    }
+    first = false;
+    retry = kRetryMin;
+    if (more) continue;
+    if (final) return;
+    std::unique_lock lock(impl.mutex);
+    impl.wake.wait_for(lock, impl.options.interval, [&] { return impl.stopping || !impl.analyzed_runs.empty(); });
+  }
+}
+
+void Shipper::stop(std::chrono::milliseconds deadline) {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  (void)deadline;
+  thread_.join();
+  impl_->pg.close();
+}
+
+ShipperStatus Shipper::status() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->status;
+}
+
+}  // namespace castscope::collector::fleet

@@ -1,0 +1,81 @@
+// The node collector's shipper (docs/fleet.md): sends the store's
+// per-minute rollups, agents, job ends and findings to the fleet's
+// PostgreSQL, each shipment exactly once.
+//
+// Design. One thread of its own (never the writer's). Each cycle it asks
+// the writer (a writer task) to seal the open rollups of closed minutes into
+// shipment S, recording S's job ends beside it, then reads S from its own
+// read-only connection and sends it in one PostgreSQL transaction that
+// starts with castscope.begin_shipment(collector, S): false means S landed
+// before (the shipper died after PostgreSQL's commit), so it is only
+// forgotten here. After the commit, a writer task forgets S locally. So a
+// kill -9 of either side at any point leaves S sealed in the store and sent
+// again, landing once. The backlog is the store's rows, never memory.
+// status() is safe from any thread (mutex); everything else is the thread's.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "server/src/fleet/pg_connection.h"
+#include "server/src/status.h"
+
+namespace castscope::collector {
+class CollectorCore;
+}
+
+namespace castscope::collector::fleet {
+
+struct ShipperOptions {
+  PgTarget target;
+  std::chrono::milliseconds interval{10000};
+  // Seal the open minute too (more rows in PostgreSQL, less lag): for
+  // dashboards that must see a running job within seconds, and for tests.
+  bool partial_minutes = false;
+  std::string node;        // this node's name in the fleet (default: the host name)
+  std::string viewer_url;  // this collector's viewer, linked from the fleet page ('' none)
+};
+
+struct ShipperStatus {
+  std::string collector_id;
+  bool connected = false;
+  uint64_t shipments = 0;        // landed by this process
+  uint64_t rollup_rows = 0;      // rows those shipments carried
+  uint64_t resent = 0;           // shipments found landed already (sent before a restart)
+  uint64_t failures = 0;         // failed attempts
+  int64_t backlog_rows = 0;      // rollup rows waiting in the store
+  double lag_seconds = 0;        // age of the oldest waiting row's minute (0: none waiting)
+  std::string last_error;        // '' once a shipment lands again
+  int64_t last_success_unix_s = 0;
+};
+
+class Shipper {
+ public:
+  static Status start(CollectorCore& core, const ShipperOptions& options, std::unique_ptr<Shipper>& out);
+  ~Shipper();  // stop()
+  Shipper(const Shipper&) = delete;
+  Shipper& operator=(const Shipper&) = delete;
+
+  // A run was analyzed after an agent of it finished, its findings stored
+  // (the live analyzer, on the writer thread): its end may be due.
+  void run_analyzed(const std::string& run_id);
+  // Ships what is left (every minute sealed), bounded by `deadline`, then
+  // stops the thread. Call before CollectorCore::shutdown.
+  void stop(std::chrono::milliseconds deadline = std::chrono::seconds(10));
+  ShipperStatus status() const;
+
+ private:
+  Shipper(CollectorCore& core, ShipperOptions options);
+  void loop();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::thread thread_;
+};
+
+}  // namespace castscope::collector::fleet

@@ -1,0 +1,152 @@
+#include "server/src/store/ship_rollups.h"
+
+#include <time.h>
+
+#include <cstdlib>
+
+#include "server/src/store/event_columns.h"
+#include "server/src/store/store_schema.h"
+
+namespace castscope::collector::ship {
+
+namespace v1 = castscope::v1;
+
+namespace {
+
+constexpr auto kRollupRow =
+    schema::columns(schema::kShipRollups, {"shipment", "agent", "minute", "op", "arg_name", "location", "codes", "count",
+                                           "bytes", "hits", "misses", "stale_hits"});
+constexpr int64_t kNsPerDay = kNsPerMinute * 60 * 24;
+
+// The cast key of a rollup: every field but the cache outcome (counted apart).
+constexpr int64_t kCacheFieldMask = static_cast<int64_t>(code_field("", kCastCache).mask() << code_field("", kCastCache).shift);
+
+std::string upsert_sql() {
+  return kRollupRow.insert_sql() +
+         " ON CONFLICT(shipment, agent, minute, op, arg_name, location, codes) DO UPDATE SET "
+         "count = count + excluded.count, bytes = bytes + excluded.bytes, hits = hits + excluded.hits, "
+         "misses = misses + excluded.misses, stale_hits = stale_hits + excluded.stale_hits";
+}
+
+Status run(sqlite3* db, const std::string& sql, std::initializer_list<int64_t> values) {
+  Statement statement;
+  if (Status s = Statement::prepare(db, sql, statement); !s.ok()) return s;
+  int i = 1;
+  for (int64_t v : values) statement.bind(i++, v);
+  return statement.run();
+}
+
+}  // namespace
+
+void RollupCounts::add(int64_t n, int64_t source_bytes, int cache_outcome) {
+  count += n;
+  bytes += source_bytes;
+  switch (cache_outcome) {
+    case v1::CACHE_OUTCOME_HIT: hits += n; break;
+    case v1::CACHE_OUTCOME_MISS: misses += n; break;
+    case v1::CACHE_OUTCOME_STALE_HIT: stale_hits += n; break;
+    default: break;
+  }
+}
+
+int64_t monotonic_to_unix_offset_ns() {
+  timespec real{}, mono{};
+  clock_gettime(CLOCK_REALTIME, &real);
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  return (int64_t{real.tv_sec} - mono.tv_sec) * 1000000000 + (real.tv_nsec - mono.tv_nsec);
+}
+
+int64_t RollupAccumulator::minute_of(uint64_t ts_ns, uint64_t received_unix_ns) const {
+  int64_t unix_ns = static_cast<int64_t>(ts_ns) + clock_offset_ns_;
+  if (std::llabs(unix_ns - static_cast<int64_t>(received_unix_ns)) > kNsPerDay)
+    unix_ns = static_cast<int64_t>(received_unix_ns);
+  return unix_ns / kNsPerMinute;
+}
+
+void RollupAccumulator::add_cast(int64_t agent, int64_t minute, int64_t op, int64_t arg_name, int64_t location,
+                                 const v1::CastEvent& cast) {
+  const auto codes = static_cast<int64_t>(pack_cast_key(cast)) & ~kCacheFieldMask;
+  rows_[RollupKey{agent, minute, op, arg_name, location, codes}].add(1, static_cast<int64_t>(cast.bytes()),
+                                                                     cast.cache());
+}
+
+void RollupAccumulator::add_counts(int64_t agent, int64_t minute, int64_t op, int64_t arg_name, int64_t location,
+                                   const v1::CastCounts& counts) {
+  const auto codes = static_cast<int64_t>(pack_cast_key(counts)) & ~kCacheFieldMask;
+  rows_[RollupKey{agent, minute, op, arg_name, location, codes}].add(
+      static_cast<int64_t>(counts.count()), static_cast<int64_t>(counts.bytes()), counts.cache());
+}
+
+Status RollupAccumulator::flush(sqlite3* db) {
+  if (rows_.empty()) return {};
+  if (upsert_.get() == nullptr)
+    if (Status s = Statement::prepare(db, upsert_sql(), upsert_); !s.ok()) return s;
+  for (const auto& [key, counts] : rows_) {
+    upsert_.bind(kRollupRow.param("shipment"), 0);
+    upsert_.bind(kRollupRow.param("agent"), key.agent);
+    upsert_.bind(kRollupRow.param("minute"), key.minute);
+    upsert_.bind(kRollupRow.param("op"), key.op);
+    upsert_.bind(kRollupRow.param("arg_name"), key.arg_name);
+    upsert_.bind(kRollupRow.param("location"), key.location);
+    upsert_.bind(kRollupRow.param("codes"), key.codes);
+    upsert_.bind(kRollupRow.param("count"), counts.count);
+    upsert_.bind(kRollupRow.param("bytes"), counts.bytes);
+    upsert_.bind(kRollupRow.param("hits"), counts.hits);
+    upsert_.bind(kRollupRow.param("misses"), counts.misses);
+    upsert_.bind(kRollupRow.param("stale_hits"), counts.stale_hits);
+    const Status s = upsert_.run();
+    if (!s.ok()) return s;
+  }
+  rows_.clear();
+  return {};
+}
+
+Status seal(sqlite3* db, int64_t shipment, int64_t through_minute, int64_t& sealed) {
+  if (Status s = run(db, "UPDATE ship_rollups SET shipment = ? WHERE shipment = 0 AND minute <= ?",
+                     {shipment, through_minute});
+      !s.ok())
+    return s;
+  sealed = sqlite3_changes(db);
+  return {};
+}
+
+Status forget(sqlite3* db, int64_t shipment) {
+  return run(db, "DELETE FROM ship_rollups WHERE shipment = ?", {shipment});
+}
+
+Status read_state(sqlite3* db, std::string_view key, std::string& value) {
+  Statement statement;
+  if (Status s = Statement::prepare(db, "SELECT value FROM ship_state WHERE key = ?", statement); !s.ok()) return s;
+  statement.bind_text(1, key);
+  Status error;
+  value = statement.step(error) ? statement.column_text(0) : std::string();
+  return error;
+}
+
+Status write_state(sqlite3* db, std::string_view key, std::string_view value) {
+  Statement statement;
+  if (Status s = Statement::prepare(db, "INSERT OR REPLACE INTO ship_state(key, value) VALUES (?, ?)", statement);
+      !s.ok())
+    return s;
+  statement.bind_text(1, key);
+  statement.bind_text(2, value);
+  return statement.run();
+}
+
+Status read_backlog(sqlite3* db, Backlog& out) {
+  Statement statement;
+  if (Status s = Statement::prepare(
+          db, "SELECT count(*), coalesce(min(minute), 0), coalesce(min(nullif(shipment, 0)), 0) FROM ship_rollups",
+          statement);
+      !s.ok())
+    return s;
+  Status error;
+  if (statement.step(error)) {
+    out.rows = statement.column_int(0);
+    out.oldest_minute = statement.column_int(1);
+    out.first_sealed_shipment = statement.column_int(2);
+  }
+  return error;
+}
+
+}  // namespace castscope::collector::ship

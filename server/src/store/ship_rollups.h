@@ -1,0 +1,97 @@
+// The local half of fleet shipping (docs/fleet.md): per-minute rollups of
+// cast decisions kept in the store until PostgreSQL has them.
+//
+// Who writes and who reads. The writer thread adds every stored cast and
+// cast counter to a RollupAccumulator and writes it at commit, in the
+// transaction that stores the events (so a rollup never misses or doubles an
+// event, whatever is killed when). The shipper thread asks the writer (a
+// writer task) to seal the open rows into a numbered shipment, reads the
+// sealed rows from its own connection, sends them, and once PostgreSQL has
+// committed them asks the writer to forget the shipment. Sealing and
+// forgetting run on the writer thread, between commits, so no upsert can
+// touch a row while it is sealed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "castscope/v1/events.pb.h"
+#include "server/src/status.h"
+#include "server/src/store/sqlite_store.h"
+
+namespace castscope::collector::ship {
+
+inline constexpr int64_t kNsPerMinute = int64_t{60} * 1000 * 1000 * 1000;
+
+// What a key-minute counts. count: decisions (or counter counts); bytes: their
+// source bytes; hits, misses, stale_hits: the cast cache's outcomes.
+struct RollupCounts {
+  int64_t count = 0, bytes = 0, hits = 0, misses = 0, stale_hits = 0;
+  void add(int64_t n, int64_t source_bytes, int cache_outcome);
+};
+
+struct RollupKey {
+  int64_t agent, minute, op, arg_name, location, codes;
+  bool operator==(const RollupKey&) const = default;
+};
+struct RollupKeyHash {
+  size_t operator()(const RollupKey& k) const {
+    uint64_t h = static_cast<uint64_t>(k.agent) * 0x9E3779B97F4A7C15ull;
+    for (int64_t v : {k.minute, k.op, k.arg_name, k.location, k.codes}) h = (h ^ static_cast<uint64_t>(v)) * 0xBF58476D1CE4E5B9ull;
+    return static_cast<size_t>(h ^ (h >> 31));
+  }
+};
+
+// This transaction's rollups. Writer thread only. Timestamps are the agents'
+// CLOCK_MONOTONIC; a node collector shares that clock with its agents, so
+// `clock_offset_ns` (CLOCK_REALTIME - CLOCK_MONOTONIC, read at open) makes
+// them wall time. A batch whose times land more than a day from when it was
+// received (an agent on another host) is put at its receipt time instead.
+class RollupAccumulator {
+ public:
+  void enable(int64_t clock_offset_ns) {
+    enabled_ = true;
+    clock_offset_ns_ = clock_offset_ns;
+  }
+  bool enabled() const { return enabled_; }
+  // The minute of an event of a batch received at `received_unix_ns`.
+  int64_t minute_of(uint64_t ts_ns, uint64_t received_unix_ns) const;
+  // ids: the store's string and location ids of the event.
+  void add_cast(int64_t agent, int64_t minute, int64_t op, int64_t arg_name, int64_t location,
+                const castscope::v1::CastEvent& cast);
+  void add_counts(int64_t agent, int64_t minute, int64_t op, int64_t arg_name, int64_t location,
+                  const castscope::v1::CastCounts& counts);
+  void clear() { rows_.clear(); }
+  // Adds the rows to the open ones (within the caller's transaction), then clears.
+  Status flush(sqlite3* db);
+
+ private:
+  bool enabled_ = false;
+  int64_t clock_offset_ns_ = 0;
+  std::unordered_map<RollupKey, RollupCounts, RollupKeyHash> rows_;
+  Statement upsert_;
+};
+
+// CLOCK_REALTIME - CLOCK_MONOTONIC now.
+int64_t monotonic_to_unix_offset_ns();
+
+// Writer thread: gives every open row of a minute up to `through_minute` the
+// number `shipment`; `sealed`: how many.
+Status seal(sqlite3* db, int64_t shipment, int64_t through_minute, int64_t& sealed);
+// Writer thread: removes the rows of `shipment` (PostgreSQL has them).
+Status forget(sqlite3* db, int64_t shipment);
+
+// The shipper's state: a key and its text (empty when unset). Setting runs
+// on the writer thread.
+Status read_state(sqlite3* db, std::string_view key, std::string& value);
+Status write_state(sqlite3* db, std::string_view key, std::string_view value);
+
+// The backlog: rows waiting (open or sealed), the oldest minute among them
+// (0: none) and the lowest sealed shipment (0: none).
+struct Backlog {
+  int64_t rows = 0, oldest_minute = 0, first_sealed_shipment = 0;
+};
+Status read_backlog(sqlite3* db, Backlog& out);
+
+}  // namespace castscope::collector::ship
