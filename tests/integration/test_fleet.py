@@ -1,9 +1,15 @@
-"""Fleet shipping (docs/fleet.md) against a real PostgreSQL: the schema and
-its roles, and what is refused (a wrong password, the reader role writing, a
-certificate from another CA, a password on the command line)."""
+"""Fleet shipping (docs/fleet.md) against a real PostgreSQL: two node
+collectors, each with its own store, ship to one database; the fleet's
+answers equal the sum of the local reports, rank-divergence is raised where
+a rank took another autocast path, and what must be refused is (a wrong
+password, the reader role writing, a certificate from another CA, a password
+on the command line)."""
 from __future__ import annotations
 
+import collections
 import json
+import os
+import time
 import pathlib
 import subprocess
 import sys
@@ -11,12 +17,14 @@ import sys
 import pytest
 
 import castscope
+import helpers
 from collector import Collector
 from postgres_server import BIN, PostgresServer
 
 if not (BIN / "initdb").exists():
     pytest.skip(f"PostgreSQL 15 is not installed ({BIN}/initdb); scripts/setup.sh installs it", allow_module_level=True)
 
+SCENARIOS = pathlib.Path(__file__).parent / "scenarios"
 CASTSCOPE = [sys.executable, "-m", "castscope"]
 
 
@@ -53,6 +61,93 @@ def ask(pg, what: str, *args: str):
                             "--limit", "100000", *args).stdout)
 
 
+def torchrun_job(collector: Collector, out: pathlib.Path, run_id: str, script: str, env: dict | None = None) -> None:
+    result = subprocess.run([*CASTSCOPE, "run", "--collector", collector.address, "--out", str(out), "--run-id",
+                             run_id, "--no-jsonl", "--", sys.executable, "-m", "torch.distributed.run",
+                             "--nproc_per_node=2", "--master_port=0", str(SCENARIOS / script)],
+                            capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+    assert result.returncode == 0, result.stderr
+
+
+def local_report(db: pathlib.Path, run_id: str) -> dict:
+    result = subprocess.run([str(castscope.collector_binary()), "report", "--db", str(db), "--run", run_id],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def wait_for_ends(pg, jobs: set[str], timeout_s: float = 120) -> None:
+    """Until PostgreSQL has every job's end (its agents all finished there)."""
+    deadline = time.monotonic() + timeout_s
+    while not jobs <= {j["job"] for j in ask(pg, "jobs") if not j["running"]}:
+        assert time.monotonic() < deadline, f"jobs not shipped in {timeout_s:.0f} s"
+        time.sleep(0.3)
+
+
+def test_two_nodes_four_jobs_sum_exactly_and_rank_divergence_is_found(pg, tmp_path):
+    nodes = {"node-a": Collector(tmp_path / "a.db", extra=ship_args(pg, "node-a")),
+             "node-b": Collector(tmp_path / "b.db", extra=ship_args(pg, "node-b"))}
+    jobs = [("node-a", "stale-ranks", "two_ranks.py", None), ("node-a", "diverging", "rank_divergence.py", None),
+            ("node-b", "clean", "rank_divergence.py", {"DIVERGE": "0"}), ("node-b", "stale-again", "two_ranks.py", None)]
+    try:
+        for node, run_id, script, env in jobs:
+            torchrun_job(nodes[node], tmp_path / run_id, run_id, script, env)
+        wait_for_ends(pg, {run_id for _, run_id, _, _ in jobs})
+    finally:
+        for collector in nodes.values():
+            assert collector.stop() == 0, collector.log_text()
+
+    # fleet sites == the sum of the four local reports, site by site.
+    local = collections.Counter()
+    local_findings = set()
+    for node, run_id, _, _ in jobs:
+        report = local_report(tmp_path / ("a.db" if node == "node-a" else "b.db"), run_id)
+        for row in report["sites"]:
+            s = row["site"]
+            local[(s["file"], s["line"], s["op"], s["arg"], row["src_dtype"], row["dst_dtype"], row["mode"],
+                   row["outcome"])] += row["count"]
+        for f in report["findings"]:
+            site = f["sites"][0] if f["sites"] else {"file": "", "line": 0}
+            local_findings.add((run_id, f["kind"], site["file"], site["line"], tuple(f["ranks"])))
+    shipped = collections.Counter()
+    for row in ask(pg, "sites"):
+        shipped[(row["file"], row["line"], row["op"], row["arg"], row["src"], row["dst"], row["mode"],
+                 row["outcome"])] += row["count"]
+    assert shipped == local
+
+    # fleet findings == the union of the local ones, with their ranks.
+    findings = ask(pg, "findings")
+    assert local_findings, "the scenarios raise findings"
+    assert {(f["job"], f["kind"], f["file"], f["line"], tuple(f["ranks"])) for f in findings
+            if f["kind"] != "rank-divergence"} == local_findings
+
+    # rank-divergence: at the head line of the diverging job (one per argument
+    # of the head's linear), ranks [1] vs [0]; the clean twin has none.
+    head_line = helpers.line_of(SCENARIOS / "rank_divergence.py", "the head line")
+    divergent = [f for f in findings if f["kind"] == "rank-divergence" and f["job"] in ("diverging", "clean")]
+    assert {(f["job"], f["file"], f["line"]) for f in divergent} == {
+        ("diverging", str(SCENARIOS / "rank_divergence.py"), head_line)}, divergent
+    for head in divergent:
+        assert [side["ranks"] for side in head["sides"]] == [[0], [1]]
+        assert "ranks [1] cast differently from ranks [0]" in head["summary"]
+        assert {c["dst"] for c in head["sides"][0]["casts"]} == {"bfloat16"}
+        assert {c["dst"] for c in head["sides"][1]["casts"]} == {"float16"}
+
+    # The jobs, with their nodes and ranks; compare, the fleet form of diff.
+    by_job = {j["job"]: j for j in ask(pg, "jobs")}
+    assert by_job["diverging"]["ranks"] == [-1, 0, 1]  # -1: torchrun's launcher, attached too
+    assert [n["node"] for n in by_job["diverging"]["nodes"]] == ["node-a"]
+    assert [n["node"] for n in by_job["clean"]["nodes"]] == ["node-b"]
+    def compare(a: str, b: str) -> list:
+        return json.loads(fleet("compare", pg.url("fleet_reader"), "--password-file", str(pg.reader_password),
+                                "--json", a, b).stdout)
+
+    assert compare("stale-ranks", "stale-again") == []  # the same code on two nodes casts alike
+    differences = compare("diverging", "clean")
+    assert {(d["line"], d["dst"], d["a"], d["b"]) for d in differences if d["arg"] == "weight"} == {
+        (head_line, "float16", 3, 0), (head_line, "bfloat16", 3, 6)}
+
+
 def test_the_reader_cannot_write_and_a_wrong_password_or_certificate_is_refused(pg, tmp_path):
     wrong = tmp_path / "wrong.password"
     wrong.write_text("not-it\n")
@@ -68,9 +163,8 @@ def test_the_reader_cannot_write_and_a_wrong_password_or_certificate_is_refused(
                                       str(tmp_path / "out"), "--run-id", "reader-writes", "--no-jsonl", "--",
                                       sys.executable, "-c", "import helpers; helpers.train(2)"],
                                      capture_output=True, text=True, timeout=300,
-                                     env={**__import__("os").environ, "PYTHONPATH": str(pathlib.Path(__file__).parent)})
+                                     env={**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).parent)})
         assert helpers_job.returncode == 0, helpers_job.stderr
-        import time
         deadline = time.monotonic() + 30
         while "permission denied" not in collector.log_text():
             assert time.monotonic() < deadline, collector.log_text()

@@ -192,6 +192,10 @@ std::string ShipOptions::resolve(fleet::ShipperOptions& out) const {
   if (out.target.url.empty()) return "";
   std::string where;
   if (Status s = fleet::check_url(out.target.url, where); !s.ok()) return "--ship: " + s.message();
+  std::string password;
+  if (!out.target.password_file.empty())
+    if (Status s = fleet::read_password_file(out.target.password_file, password); !s.ok())
+      return "--ship-password-file: " + s.message();
   return "";
 }
 

@@ -33,18 +33,15 @@ constexpr auto kRetryMin = std::chrono::seconds(1);
 constexpr auto kRetryMax = std::chrono::seconds(30);
 constexpr uint64_t kSettleNs = uint64_t{3} * 1000000000;
 
-// Runs `task` on the writer thread and waits for it (bounded: a collector
-// shutting down drops tasks).
+// Runs `task` on the writer thread and waits for its commit, after which
+// this shipper's own connection sees what it wrote (bounded: a collector
+// shutting down drops tasks, and says so).
 Status on_writer(CollectorCore& core, std::function<Status(StoreWriter&)> task) {
-  auto done = std::make_shared<std::promise<Status>>();
-  std::future<Status> result = done->get_future();
-  core.run_on_writer([task = std::move(task), done](StoreWriter& writer) {
-    Status s = task(writer);
-    done->set_value(s);
-    return s;
-  });
+  auto committed = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = committed->get_future();
+  core.run_on_writer(std::move(task), [committed](const Status& s) { committed->set_value(s); });
   if (result.wait_for(std::chrono::seconds(60)) != std::future_status::ready)
-    return Status::unavailable("the store's writer did not run the shipper's task (shutting down?)");
+    return Status::unavailable("the store's writer did not run the shipper's task in 60 s");
   return result.get();
 }
 
@@ -74,7 +71,8 @@ struct Shipper::Impl {
   std::string collector_id;
   int64_t next_shipment = 1;
   std::unordered_set<int64_t> known_sites;  // sites this connection has inserted
-  std::unordered_map<int64_t, AgentInfo> agents;  // by agents.id
+  std::unordered_map<int64_t, AgentInfo> agents;  // by agents.id, read each cycle
+  std::map<std::string, std::string> shipped_ends;  // run -> the signature its shipped end covered
 
   mutable std::mutex mutex;
   std::condition_variable wake;
@@ -108,11 +106,15 @@ struct Shipper::Impl {
     return {};
   }
 
+  // What a run's shipped end covered: its agents' stored events and batches.
+  // A run whose agents have more now ends again.
+  static std::string end_signature(uint64_t events) { return std::to_string(events); }
+
   // Runs whose agents here all finished, and whose end was not shipped with
-  // what they have now: at once when the analyzer said so (`analyzed`: their
-  // findings are stored), else once quiet for kSettle (an agent's last batch
-  // may hold no event, and then no analysis follows it).
-  Status runs_to_end(const std::set<std::string>& analyzed, bool all, std::vector<std::string>& out) {
+  // what they have now (run -> signature): at once when the analyzer said so
+  // (`analyzed`: their findings are stored), else once quiet for kSettleNs
+  // (an agent's last batch may hold no event, and then no analysis follows).
+  void runs_to_end(const std::set<std::string>& analyzed, bool all, std::map<std::string, std::string>& out) const {
     struct RunState {
       bool finished = true;
       uint64_t events = 0, last_seen_unix_ns = 0;
@@ -128,11 +130,10 @@ struct Shipper::Impl {
     for (const auto& [run_id, run] : runs) {
       const bool settled = now_ns >= run.last_seen_unix_ns + kSettleNs;
       if (!run.finished || !(all || settled || analyzed.contains(run_id))) continue;
-      std::string shipped;
-      if (Status s = read_state("ended:" + run_id, shipped); !s.ok()) return s;
-      if (shipped != std::to_string(run.events)) out.push_back(run_id);
+      const std::string signature = end_signature(run.events);
+      const auto shipped = shipped_ends.find(run_id);
+      if (shipped == shipped_ends.end() || shipped->second != signature) out[run_id] = signature;
     }
-    return {};
   }
 
   Status connect() {
@@ -157,6 +158,8 @@ struct Shipper::Impl {
   Status cycle(bool final, bool& more) {
     more = false;
     if (Status s = connect(); !s.ok()) return s;
+    agents.clear();
+    if (Status s = load_agents(); !s.ok()) return s;
     ship::Backlog backlog;
     if (Status s = ship::read_backlog(reader->database().handle(), backlog); !s.ok()) return s;
     if (backlog.first_sealed_shipment != 0) {
@@ -168,10 +171,10 @@ struct Shipper::Impl {
       std::lock_guard lock(mutex);
       candidates.swap(analyzed_runs);
     }
-    std::vector<std::string> ended;
-    agents.clear();
-    if (Status s = load_agents(); !s.ok()) return s;
-    if (Status s = runs_to_end(candidates, final, ended); !s.ok()) return s;
+    // The signatures are taken before sealing: events stored after this
+    // read and sealed with the shipment make the run end again next cycle.
+    std::map<std::string, std::string> ended;
+    runs_to_end(candidates, final, ended);
     const int64_t now_minute = unix_now_s() / 60;
     const int64_t through = final || options.partial_minutes || !ended.empty() ? kAllMinutes : now_minute - 1;
     const int64_t shipment = next_shipment;
@@ -184,7 +187,7 @@ struct Shipper::Impl {
                                if (Status s = writer.write_ship_state("next_shipment", std::to_string(shipment + 1));
                                    !s.ok())
                                  return s;
-                               return writer.write_ship_state("ends:" + std::to_string(shipment), ends);
+                               return writer.write_ship_state(ends_key(shipment), ends);
                              });
         !s.ok()) {
       std::lock_guard lock(mutex);
@@ -196,6 +199,8 @@ struct Shipper::Impl {
     more = true;
     return send(shipment);
   }
+
+  static std::string ends_key(int64_t shipment) { return "ends:" + std::to_string(shipment); }
 
   Status agent_info(int64_t row, const AgentInfo*& out) {
     auto it = agents.find(row);
@@ -210,14 +215,17 @@ struct Shipper::Impl {
 
   Status send(int64_t shipment) {
     sqlite3* db = reader->database().handle();
+    // The runs this shipment ends, with what each end covers (sealed with it).
     std::string ends_text;
-    if (Status s = read_state("ends:" + std::to_string(shipment), ends_text); !s.ok()) return s;
-    const std::vector<std::string> ended =
-        ends_text.empty() ? std::vector<std::string>{} : json::parse(ends_text, nullptr, false).get<std::vector<std::string>>();
+    if (Status s = read_state(ends_key(shipment), ends_text); !s.ok()) return s;
+    const json ends_json = json::parse(ends_text.empty() ? "{}" : ends_text, nullptr, false);
+    if (!ends_json.is_object())
+      return Status::internal("ship_state " + ends_key(shipment) + " is not a JSON object: " + ends_text);
+    const auto end_signature = ends_json.get<std::map<std::string, std::string>>();
+    std::vector<std::string> ended;
+    for (const auto& [run_id, signature] : end_signature) ended.push_back(run_id);
 
     // The shipment's rows, resolved into sites.
-    agents.clear();
-    if (Status s = load_agents(); !s.ok()) return s;
     StoreResolver resolver(db);
     PgCopyBuffer rollups;
     std::vector<std::string> new_sites;  // parameters: site, file, line, function, op, arg
@@ -296,7 +304,6 @@ struct Shipper::Impl {
     }
     PgCopyBuffer finding_rows;
     std::map<std::string, int> finding_counts;
-    std::map<std::string, std::string> end_signature;  // what "ended:RUN" records once landed
     for (const std::string& run_id : ended) {
       v1::ListFindingsRequest request;
       request.set_run_id(run_id);
@@ -328,10 +335,6 @@ struct Shipper::Impl {
         finding_rows.jsonb(details.is_discarded() ? "{}" : f.details_json());
         ++finding_counts[run_id];
       }
-      uint64_t events = 0;
-      for (const auto& [row, info] : agents)
-        if (info.run.run_id == run_id) events += info.agent.events_stored() + info.agent.batches;
-      end_signature[run_id] = std::to_string(events);
     }
 
     // PostgreSQL: partitions first (their own transaction), then the shipment.
@@ -424,14 +427,24 @@ struct Shipper::Impl {
     return {};
   }
 
+  // PostgreSQL has `shipment`: its rows leave the store, and its ends are
+  // recorded as shipped.
   Status forget(int64_t shipment, const std::map<std::string, std::string>& end_signature) {
-    return on_writer(core, [&](StoreWriter& writer) -> Status {
-      if (Status s = writer.forget_shipment(shipment); !s.ok()) return s;
-      for (const auto& [run_id, signature] : end_signature)
-        if (Status s = writer.write_ship_state("ended:" + run_id, signature); !s.ok()) return s;
-      return writer.write_ship_state("ends:" + std::to_string(shipment), "[]");
-    });
+    if (Status s = on_writer(core,
+                             [&](StoreWriter& writer) -> Status {
+                               if (Status s = writer.forget_shipment(shipment); !s.ok()) return s;
+                               for (const auto& [run_id, signature] : end_signature)
+                                 if (Status s = writer.write_ship_state(ended_key(run_id), signature); !s.ok())
+                                   return s;
+                               return writer.write_ship_state(ends_key(shipment), "");
+                             });
+        !s.ok())
+      return s;
+    for (const auto& [run_id, signature] : end_signature) shipped_ends[run_id] = signature;
+    return {};
   }
+
+  static std::string ended_key(const std::string& run_id) { return "ended:" + run_id; }
 
   void update_backlog() {
     ship::Backlog backlog;
@@ -449,12 +462,6 @@ Shipper::Shipper(CollectorCore& core, ShipperOptions options)
 Shipper::~Shipper() { stop(); }
 
 Status Shipper::start(CollectorCore& core, const ShipperOptions& options, std::unique_ptr<Shipper>& out) {
-  std::string where;
-  if (Status s = check_url(options.target.url, where); !s.ok()) return s;
-  if (!options.target.password_file.empty()) {
-    std::string password;
-    if (Status s = read_password_file(options.target.password_file, password); !s.ok()) return s;
-  }
   std::unique_ptr<Shipper> shipper(new Shipper(core, options));
   Impl& impl = *shipper->impl_;
   if (impl.options.node.empty()) impl.options.node = host_name();
@@ -470,6 +477,7 @@ Status Shipper::start(CollectorCore& core, const ShipperOptions& options, std::u
     if (Status s = on_writer(core, [&](StoreWriter& w) { return w.write_ship_state("collector_id", id); }); !s.ok())
       return s;
   }
+  if (Status s = ship::read_states(impl.reader->database().handle(), "ended:", impl.shipped_ends); !s.ok()) return s;
   std::string next;
   if (Status s = impl.read_state("next_shipment", next); !s.ok()) return s;
   impl.next_shipment = next.empty() ? 1 : std::stoll(next);
@@ -519,14 +527,13 @@ void Shipper::loop() {
   }
 }
 
-void Shipper::stop(std::chrono::milliseconds deadline) {
+void Shipper::stop() {
   if (!thread_.joinable()) return;
   {
     std::lock_guard lock(impl_->mutex);
     impl_->stopping = true;
   }
   impl_->wake.notify_all();
-  (void)deadline;
   thread_.join();
   impl_->pg.close();
 }

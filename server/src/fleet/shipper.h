@@ -57,6 +57,8 @@ struct ShipperStatus {
 
 class Shipper {
  public:
+  // The URL and password file are checked when connecting
+  // (ShipOptions::resolve checks them first on the command line).
   static Status start(CollectorCore& core, const ShipperOptions& options, std::unique_ptr<Shipper>& out);
   ~Shipper();  // stop()
   Shipper(const Shipper&) = delete;
@@ -65,9 +67,10 @@ class Shipper {
   // A run was analyzed after an agent of it finished, its findings stored
   // (the live analyzer, on the writer thread): its end may be due.
   void run_analyzed(const std::string& run_id);
-  // Ships what is left (every minute sealed), bounded by `deadline`, then
-  // stops the thread. Call before CollectorCore::shutdown.
-  void stop(std::chrono::milliseconds deadline = std::chrono::seconds(10));
+  // Ships what is left (every minute sealed; one try: what PostgreSQL does
+  // not take now waits in the store), then stops the thread. Call before
+  // CollectorCore::shutdown.
+  void stop();
   ShipperStatus status() const;
 
  private:

@@ -268,19 +268,20 @@ void CollectorCore::writer_loop() {
 }
 
 void CollectorCore::run_tasks() {
-  std::deque<WriterTask> tasks;
+  std::deque<QueuedTask> tasks;
   {
     std::lock_guard lock(mutex_);
     tasks.swap(tasks_);
   }
-  for (auto& task : tasks) {
+  for (QueuedTask& queued : tasks) {
     Status status = writer_->begin();
-    if (status.ok()) status = task(*writer_);
+    if (status.ok()) status = queued.task(*writer_);
     if (status.ok()) status = writer_->commit();
     if (!status.ok()) {
       writer_->rollback();
       log::logger("collector").error("{}: a store task failed: {}", db_path_, status.message());
     }
+    if (queued.done) queued.done(status);
   }
 }
 
@@ -301,14 +302,16 @@ void CollectorCore::drain() {
   drained_.wait(lock, [&] { return (queue_.empty() && !writing_) || stopping_; });
 }
 
-void CollectorCore::run_on_writer(WriterTask task) {
+void CollectorCore::run_on_writer(WriterTask task, WriterTaskDone done) {
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     if (stopping_) {
+      lock.unlock();
       log::logger("collector").warn("{}: shutting down; a store task was dropped", db_path_);
+      if (done) done(Status::unavailable(db_path_ + ": the collector is shutting down; a store task was dropped"));
       return;
     }
-    tasks_.push_back(std::move(task));
+    tasks_.push_back({std::move(task), std::move(done)});
   }
   work_ready_.notify_one();
 }

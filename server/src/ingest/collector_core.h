@@ -75,6 +75,9 @@ struct CollectorCounters {
 // Work for the store's one writer from other threads (the live analyzer's
 // findings): runs on the writer thread in a transaction of its own.
 using WriterTask = std::function<Status(StoreWriter&)>;
+// Told, on the writer thread, how a task ended: after its commit (ok), or
+// why it did not commit (failed, rolled back, or dropped at shutdown).
+using WriterTaskDone = std::function<void(const Status&)>;
 
 // What one commit stored, per run: told to the commit listener.
 struct CommittedRun {
@@ -156,8 +159,10 @@ class CollectorCore {
   // drain, stop the live analyzer, then shutdown().
   void drain();
   // Queues `task` for the writer thread, after the batches queued before it.
-  // Dropped (with a log line) once shutdown has begun.
-  void run_on_writer(WriterTask task);
+  // Dropped (with a log line) once shutdown has begun. `done`, when given,
+  // runs once the task's transaction committed or failed: what the task
+  // wrote is visible to other connections only then.
+  void run_on_writer(WriterTask task, WriterTaskDone done = nullptr);
   // Called on the writer thread after every commit that stored events. Set
   // it before batches arrive; it must return quickly.
   void set_commit_listener(CommitListener listener);
@@ -205,7 +210,11 @@ class CollectorCore {
   size_t bytes_held_ = 0;  // queued and being written, until acknowledged
   std::vector<std::function<void()>> waiting_for_room_;
   ReadAdmission admission_;
-  std::deque<WriterTask> tasks_;
+  struct QueuedTask {
+    WriterTask task;
+    WriterTaskDone done;
+  };
+  std::deque<QueuedTask> tasks_;
   bool writing_ = false;  // the writer holds batches taken from the queue
   std::condition_variable drained_;
   CommitListener commit_listener_;  // set before the writer has work

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <optional>
 
 #include "server/src/ingest/spool_import.h"
+#include "server/src/store/ship_rollups.h"
 #include "server/src/store/store_reader.h"
 #include "server/testing/test_batches.h"
 
@@ -119,6 +121,33 @@ TEST(CollectorCore, SubscribersGetCommittedEventsAndCountWhatTheyMiss) {
   EXPECT_FALSE(other_run->take(chunk, skipped));
   core->shutdown();
   EXPECT_TRUE(follower->closed());
+}
+
+TEST(CollectorCore, AWriterTaskIsToldOnceItsTransactionCommitted) {
+  const std::string db = (temp_dir("core_task") / "store.db").string();
+  auto core = open_core(db);
+  std::unique_ptr<StoreReader> reader;
+  ASSERT_TRUE(StoreReader::open(db, reader).ok());
+  std::promise<std::string> seen;  // what another connection reads when `done` runs
+  core->run_on_writer([](StoreWriter& writer) { return writer.write_ship_state("k", "v"); },
+                      [&](const Status& s) {
+                        EXPECT_TRUE(s.ok()) << s.message();
+                        std::string value;
+                        EXPECT_TRUE(ship::read_state(reader->database().handle(), "k", value).ok());
+                        seen.set_value(value);
+                      });
+  EXPECT_EQ(seen.get_future().get(), "v");
+
+  std::promise<Status> failed;  // a failing task: rolled back, and told why
+  core->run_on_writer([](StoreWriter&) { return Status::internal("no"); },
+                      [&](const Status& s) { failed.set_value(s); });
+  EXPECT_EQ(failed.get_future().get().message(), "no");
+
+  core->shutdown();
+  std::optional<Status> dropped;  // after shutdown: dropped, and told so at once
+  core->run_on_writer([](StoreWriter&) { return Status(); }, [&](const Status& s) { dropped = s; });
+  ASSERT_TRUE(dropped.has_value());
+  EXPECT_EQ(dropped->code(), StatusCode::kUnavailable);
 }
 
 TEST(CollectorCore, SubmitAfterShutdownIsRefused) {

@@ -125,12 +125,28 @@ Status read_state(sqlite3* db, std::string_view key, std::string& value) {
 
 Status write_state(sqlite3* db, std::string_view key, std::string_view value) {
   Statement statement;
-  if (Status s = Statement::prepare(db, "INSERT OR REPLACE INTO ship_state(key, value) VALUES (?, ?)", statement);
+  if (Status s = Statement::prepare(db,
+                                    value.empty() ? "DELETE FROM ship_state WHERE key = ?"
+                                                  : "INSERT OR REPLACE INTO ship_state(key, value) VALUES (?, ?)",
+                                    statement);
       !s.ok())
     return s;
   statement.bind_text(1, key);
-  statement.bind_text(2, value);
+  if (!value.empty()) statement.bind_text(2, value);
   return statement.run();
+}
+
+Status read_states(sqlite3* db, std::string_view prefix, std::map<std::string, std::string>& out) {
+  Statement statement;
+  // substr: keys are compared as text, with no LIKE wildcards to escape.
+  if (Status s = Statement::prepare(db, "SELECT key, value FROM ship_state WHERE substr(key, 1, ?) = ?", statement);
+      !s.ok())
+    return s;
+  statement.bind(1, static_cast<int64_t>(prefix.size()));
+  statement.bind_text(2, prefix);
+  Status error;
+  while (statement.step(error)) out[statement.column_text(0).substr(prefix.size())] = statement.column_text(1);
+  return error;
 }
 
 Status read_backlog(sqlite3* db, Backlog& out) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 
@@ -83,9 +84,11 @@ Status seal(sqlite3* db, int64_t shipment, int64_t through_minute, int64_t& seal
 Status forget(sqlite3* db, int64_t shipment);
 
 // The shipper's state: a key and its text (empty when unset). Setting runs
-// on the writer thread.
+// on the writer thread; setting '' removes the key.
 Status read_state(sqlite3* db, std::string_view key, std::string& value);
 Status write_state(sqlite3* db, std::string_view key, std::string_view value);
+// Every key starting with `prefix` (without it) and its text.
+Status read_states(sqlite3* db, std::string_view prefix, std::map<std::string, std::string>& out);
 
 // The backlog: rows waiting (open or sealed), the oldest minute among them
 // (0: none) and the lowest sealed shipment (0: none).
