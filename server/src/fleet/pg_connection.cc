@@ -20,7 +20,8 @@ std::string one_line(const char* message) {
 }
 
 bool refused_credentials(std::string_view message) {
-  for (std::string_view needle : {"password authentication failed", "certificate", "SSL", "no password supplied",
+  // Not every "SSL" message: a server killed mid-connection reads "SSL SYSCALL error", and is away, not refusing.
+  for (std::string_view needle : {"password authentication failed", "certificate", "no password supplied",
                                   "pg_hba.conf", "authentication"})
     if (message.find(needle) != std::string_view::npos) return true;
   return false;
