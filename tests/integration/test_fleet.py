@@ -76,6 +76,32 @@ def local_report(db: pathlib.Path, run_id: str) -> dict:
     return json.loads(result.stdout)
 
 
+def report_sites(report: dict) -> collections.Counter:
+    """Decisions per site and cast kind, as `fleet sites` keys them."""
+    out = collections.Counter()
+    for row in report["sites"]:
+        s = row["site"]
+        out[(s["file"], s["line"], s["op"], s["arg"], row["src_dtype"], row["dst_dtype"], row["mode"],
+             row["outcome"])] += row["count"]
+    return out
+
+
+def fleet_sites(pg, jobs: list[str]) -> collections.Counter:
+    out = collections.Counter()
+    for job in jobs:
+        for row in ask(pg, "sites", "--job", job):
+            out[(row["file"], row["line"], row["op"], row["arg"], row["src"], row["dst"], row["mode"],
+                 row["outcome"])] += row["count"]
+    return out
+
+
+def shipping(db: pathlib.Path) -> dict:
+    result = subprocess.run([str(castscope.collector_binary()), "query", "--db", str(db), "shipping"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
 def wait_for_ends(pg, jobs: set[str], timeout_s: float = 120) -> None:
     """Until PostgreSQL has every job's end (its agents all finished there)."""
     deadline = time.monotonic() + timeout_s
@@ -102,21 +128,14 @@ def test_two_nodes_four_jobs_sum_exactly_and_rank_divergence_is_found(pg, tmp_pa
     local_findings = set()
     for node, run_id, _, _ in jobs:
         report = local_report(tmp_path / ("a.db" if node == "node-a" else "b.db"), run_id)
-        for row in report["sites"]:
-            s = row["site"]
-            local[(s["file"], s["line"], s["op"], s["arg"], row["src_dtype"], row["dst_dtype"], row["mode"],
-                   row["outcome"])] += row["count"]
+        local += report_sites(report)
         for f in report["findings"]:
             site = f["sites"][0] if f["sites"] else {"file": "", "line": 0}
             local_findings.add((run_id, f["kind"], site["file"], site["line"], tuple(f["ranks"])))
-    shipped = collections.Counter()
-    for row in ask(pg, "sites"):
-        shipped[(row["file"], row["line"], row["op"], row["arg"], row["src"], row["dst"], row["mode"],
-                 row["outcome"])] += row["count"]
-    assert shipped == local
+    assert fleet_sites(pg, [run_id for _, run_id, _, _ in jobs]) == local
 
     # fleet findings == the union of the local ones, with their ranks.
-    findings = ask(pg, "findings")
+    findings = [f for job in jobs for f in ask(pg, "findings", "--job", job[1])]
     assert local_findings, "the scenarios raise findings"
     assert {(f["job"], f["kind"], f["file"], f["line"], tuple(f["ranks"])) for f in findings
             if f["kind"] != "rank-divergence"} == local_findings
@@ -183,3 +202,84 @@ def test_the_reader_cannot_write_and_a_wrong_password_or_certificate_is_refused(
     for log in [collector.log_path, *tmp_path.glob("*.log")]:
         text = log.read_text(errors="replace")
         assert "reader-secret-2" not in text and "writer-secret-1" not in text
+
+
+def steady_job(collector: Collector, out: pathlib.Path, run_id: str, seconds: float = 8) -> subprocess.Popen:
+    """A one-process job casting steadily for `seconds`, started and not waited for."""
+    return subprocess.Popen([*CASTSCOPE, "run", "--collector", collector.address, "--out", str(out), "--run-id",
+                             run_id, "--no-jsonl", "--", sys.executable, str(SCENARIOS / "steady_training.py")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SECONDS": str(seconds)})
+
+
+def wait_until(what: str, condition, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not in {timeout_s:.0f} s"
+        time.sleep(0.1)
+
+
+def test_postgres_and_a_collector_killed_mid_shipment_lose_and_double_nothing(pg, tmp_path):
+    db = tmp_path / "node.db"
+    collector = Collector(db, extra=ship_args(pg, "node-k"))
+    try:
+        # PostgreSQL killed -9 while a job ships every 0.2 s, back two seconds later.
+        job = steady_job(collector, tmp_path / "pg-killed", "pg-killed")
+        wait_until("a first shipment", lambda: shipping(db)["last_success_unix_s"] > 0)
+        pg.kill9()
+        wait_until("rows waiting in the store while PostgreSQL is away", lambda: shipping(db)["backlog_rows"] > 0)
+        time.sleep(2)
+        assert shipping(db)["last_error"]  # and said why
+        pg.restart()
+        assert job.wait(timeout=300) == 0, job.stderr.read()
+        # The collector killed -9 while the next job ships; restarted on its port.
+        job = steady_job(collector, tmp_path / "collector-killed", "collector-killed")
+        shipped = shipping(db)["last_success_unix_s"]
+        wait_until("a shipment of the second job", lambda: shipping(db)["last_success_unix_s"] > shipped)
+        collector.kill9()
+        time.sleep(0.5)
+        collector.start()
+        assert job.wait(timeout=300) == 0, job.stderr.read()
+        wait_for_ends(pg, {"pg-killed", "collector-killed"})
+        deadline = time.monotonic() + 60
+        while (state := shipping(db))["backlog_rows"] or state["lag_seconds"]:
+            assert time.monotonic() < deadline, state
+            time.sleep(0.3)
+        assert state["last_error"] == "" and state["last_success_unix_s"] > 0
+    finally:
+        assert collector.stop() == 0, collector.log_text()
+    assert "fleet shipping:" in collector.log_text()  # the outage was said, once per message
+    jobs = ["pg-killed", "collector-killed"]
+    local = collections.Counter()
+    for run_id in jobs:
+        local += report_sites(local_report(db, run_id))
+    assert local and fleet_sites(pg, jobs) == local
+    # No shipment twice: the database's own count of rows per shipment agrees with what each one said it carried.
+    assert pg.psql("SELECT count(*) FROM castscope.shipments s WHERE rollup_rows <> (SELECT count(*) FROM "
+                   "castscope.rollups r WHERE r.collector = s.collector AND r.shipment = s.shipment)") == "0"
+
+
+def test_retain_drops_old_day_partitions_and_keeps_the_rest(pg, tmp_path):
+    # An old job, ten days ago, as a collector would have shipped it.
+    pg.psql("SELECT castscope.ensure_days(now() - interval '10 days', now() - interval '10 days');"
+            "INSERT INTO castscope.rollups VALUES (now() - interval '10 days', 'old-node', 1, 'old-job', 0, 42, "
+            "1, 1, 3, 1, 1, 1, 1, 1, 5, 20, 0, 0, 0);"
+            "INSERT INTO castscope.agents VALUES ('old-node', 1, 'old-job', 'old-agent', 'old-node', 0, 0, 1, 1, "
+            "'2.14.1', '', 5, 0, 0, false, now() - interval '10 days', now() - interval '10 days', '')")
+    old_day = pg.psql("SELECT to_char((now() - interval '10 days') AT TIME ZONE 'UTC', 'YYYYMMDD')")
+    before_jobs = {j["job"] for j in ask(pg, "jobs")}
+    recent = sorted(before_jobs - {"old-job"})
+    before_sites = fleet_sites(pg, recent)
+    assert "old-job" in before_jobs
+
+    admin_password = pg.password_file(pg.superuser, pg.superuser_password)
+    refused = fleet("retain", pg.url("fleet_reader"), "--password-file", str(pg.reader_password), "--days", "7",
+                    check=False)
+    assert refused.returncode == 1 and "castscope" in refused.stderr  # readers cannot drop anything
+    retained = fleet("retain", pg.admin_url(), "--password-file", str(admin_password), "--days", "7")
+    assert f"rollups_{old_day}" in retained.stdout and f"job_sites_{old_day}" in retained.stdout
+    assert "1 jobs forgotten" in retained.stdout
+    assert pg.psql(f"SELECT to_regclass('castscope.rollups_{old_day}') IS NULL") == "t"
+    after_jobs = {j["job"] for j in ask(pg, "jobs")}
+    assert after_jobs == before_jobs - {"old-job"}
+    assert fleet_sites(pg, recent) == before_sites  # the rest answers as before

@@ -238,8 +238,8 @@ CLI::App* add_query(CLI::App& app, QueryOptions& o) {
   query->add_option("--tls-ca", o.tls_ca, "the --collector serves TLS: trust this CA certificate (PEM)")
       ->check(non_empty())
       ->needs(o.collector_option);
-  query->add_option("WHAT", c.what, "runs, events, sequences or findings")
-      ->check(CLI::IsMember({"runs", "events", "sequences", "findings"}));
+  query->add_option("WHAT", c.what, "runs, events, sequences, findings or shipping (fleet shipping's state; --db)")
+      ->check(CLI::IsMember({"runs", "events", "sequences", "findings", "shipping"}));
   query->add_option("--run", c.run_id, "run id (events and sequences need it)");
   query->add_option("--agent", c.agent_id, "only this agent's events");
   query->add_option("--kind", c.kind, "only events of this kind")->check(CLI::IsMember({"cast", "op", "cache_sample"}));

@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "castscope/v1/transport.grpc.pb.h"
+#include "server/src/store/ship_rollups.h"
 #include "server/src/store/store_reader.h"
 
 namespace castscope::collector {
@@ -180,11 +182,41 @@ int print_findings(const QueryCommand& command, QuerySource& source, std::ostrea
   return 0;
 }
 
+// Fleet shipping as the store records it (docs/fleet.md): works whether or
+// not the collector runs.
+int print_shipping(const std::string& db, std::ostream& out, std::ostream& err) {
+  std::unique_ptr<StoreReader> reader;
+  if (Status s = StoreReader::open(db, reader); !s.ok()) return fail(err, s);
+  sqlite3* handle = reader->database().handle();
+  std::map<std::string, std::string> state;
+  ship::Backlog backlog;
+  if (Status s = ship::read_states(handle, "", state); !s.ok()) return fail(err, reader->database().error(s.message()));
+  if (Status s = ship::read_backlog(handle, backlog); !s.ok()) return fail(err, reader->database().error(s.message()));
+  const auto value = [&state](const char* key) { return state.contains(key) ? state[key] : std::string(); };
+  const auto now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+  nlohmann::json answer = {
+      {"shipping", !value("collector_id").empty()},
+      {"collector_id", value("collector_id")},
+      {"next_shipment", value("next_shipment").empty() ? 1 : std::stoll(value("next_shipment"))},
+      {"backlog_rows", backlog.rows},
+      {"sealed_shipment", backlog.first_sealed_shipment},
+      {"lag_seconds", ship::lag_seconds(backlog, now_s)},
+      {"last_error", value("last_error")},
+      {"last_success_unix_s", value("last_success_unix_s").empty() ? 0 : std::stoll(value("last_success_unix_s"))}};
+  out << answer.dump() << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int run_query(const QueryCommand& command, std::ostream& out, std::ostream& err) {
   if ((command.what == "events" || command.what == "sequences") && command.run_id.empty())
     return fail(err, Status::invalid_argument(command.what + " needs --run RUN_ID (see `query runs`)"));
+  if (command.what == "shipping") {
+    if (command.db.empty()) return fail(err, Status::invalid_argument("shipping is read from a store: give --db"));
+    return print_shipping(command.db, out, err);
+  }
   std::unique_ptr<QuerySource> source;
   if (!command.collector.empty()) {
     source = std::make_unique<CollectorSource>(command.collector, command.token, command.tls_ca_pem);
@@ -198,7 +230,7 @@ int run_query(const QueryCommand& command, std::ostream& out, std::ostream& err)
   if (command.what == "sequences") return print_sequences(command, *source, out, err);
   if (command.what == "findings") return print_findings(command, *source, out, err);
   return fail(err, Status::invalid_argument("unknown query \"" + command.what +
-                                            "\": expected runs, events, sequences or findings"));
+                                            "\": expected runs, events, sequences, findings or shipping"));
 }
 
 }  // namespace castscope::collector

@@ -78,17 +78,21 @@ struct Shipper::Impl {
   std::condition_variable wake;
   std::set<std::string> analyzed_runs;  // under mutex
   bool stopping = false;                 // under mutex
-  ShipperStatus status;                  // under mutex
+  std::string last_error;                // the thread's: what was last written to ship_state
 
   Impl(CollectorCore& c, ShipperOptions o) : core(c), options(std::move(o)) {}
 
+  CollectorMetrics::Shipping& metrics() { return core.metrics().shipping; }
+
+  // A failed attempt: counted, and its message logged and kept in the store
+  // (once per new message: retries of the same failure say nothing new).
   void set_error(const Status& s) {
-    std::lock_guard lock(mutex);
-    ++status.failures;
-    if (status.last_error != s.message())
-      log::logger("collector").warn("fleet shipping: {}", s.message());
-    status.last_error = s.message();
-    status.connected = pg.connected();
+    metrics().failures.fetch_add(1, std::memory_order_relaxed);
+    metrics().up.store(false, std::memory_order_relaxed);
+    if (last_error == s.message()) return;
+    last_error = s.message();
+    log::logger("collector").warn("fleet shipping: {}", s.message());
+    core.run_on_writer([message = s.message()](StoreWriter& w) { return w.write_ship_state("last_error", message); });
   }
 
   Status read_state(std::string_view key, std::string& value) {
@@ -148,8 +152,6 @@ struct Shipper::Impl {
       return Status::failed_precondition("PostgreSQL " + pg.where() + ": fleet schema version " + std::to_string(found) +
                                          ", this collector ships version " + std::to_string(kFleetSchemaVersion) +
                                          " (run `castscope fleet init URL` with this release)");
-    std::lock_guard lock(mutex);
-    status.connected = true;
     return {};
   }
 
@@ -351,10 +353,7 @@ struct Shipper::Impl {
     if (!result.ok() && result.code() == StatusCode::kNotFound) {
       // Landed before: only forget it here.
       (void)pg.exec("ROLLBACK");
-      {
-        std::lock_guard lock(mutex);
-        ++status.resent;
-      }
+      metrics().resent.fetch_add(1, std::memory_order_relaxed);
       return forget(shipment, end_signature);
     }
     if (result.ok()) result = pg.exec("COMMIT");
@@ -363,13 +362,8 @@ struct Shipper::Impl {
       known_sites.clear();  // inserted sites may have been rolled back
       return result;
     }
-    {
-      std::lock_guard lock(mutex);
-      ++status.shipments;
-      status.rollup_rows += rollups.rows();
-      status.last_error.clear();
-      status.last_success_unix_s = unix_now_s();
-    }
+    metrics().shipments.fetch_add(1, std::memory_order_relaxed);
+    metrics().rollup_rows.fetch_add(rollups.rows(), std::memory_order_relaxed);
     return forget(shipment, end_signature);
   }
 
@@ -436,10 +430,16 @@ struct Shipper::Impl {
                                for (const auto& [run_id, signature] : end_signature)
                                  if (Status s = writer.write_ship_state(ended_key(run_id), signature); !s.ok())
                                    return s;
+                               if (Status s = writer.write_ship_state("last_success_unix_s",
+                                                                      std::to_string(unix_now_s()));
+                                   !s.ok())
+                                 return s;
+                               if (Status s = writer.write_ship_state("last_error", ""); !s.ok()) return s;
                                return writer.write_ship_state(ends_key(shipment), "");
                              });
         !s.ok())
       return s;
+    last_error.clear();
     for (const auto& [run_id, signature] : end_signature) shipped_ends[run_id] = signature;
     return {};
   }
@@ -449,10 +449,8 @@ struct Shipper::Impl {
   void update_backlog() {
     ship::Backlog backlog;
     if (!ship::read_backlog(reader->database().handle(), backlog).ok()) return;
-    std::lock_guard lock(mutex);
-    status.backlog_rows = backlog.rows;
-    status.lag_seconds =
-        backlog.rows == 0 ? 0.0 : std::max<double>(0.0, static_cast<double>(unix_now_s() - backlog.oldest_minute * 60));
+    metrics().backlog_rows.store(backlog.rows, std::memory_order_relaxed);
+    metrics().lag_seconds.store(ship::lag_seconds(backlog, unix_now_s()), std::memory_order_relaxed);
   }
 };
 
@@ -481,7 +479,7 @@ Status Shipper::start(CollectorCore& core, const ShipperOptions& options, std::u
   std::string next;
   if (Status s = impl.read_state("next_shipment", next); !s.ok()) return s;
   impl.next_shipment = next.empty() ? 1 : std::stoll(next);
-  impl.status.collector_id = impl.collector_id;
+  impl.metrics().enabled.store(true, std::memory_order_relaxed);
   shipper->thread_ = std::thread([s = shipper.get()] { s->loop(); });
   out = std::move(shipper);
   return {};
@@ -520,6 +518,7 @@ void Shipper::loop() {
     }
     first = false;
     retry = kRetryMin;
+    impl.metrics().up.store(true, std::memory_order_relaxed);
     if (more) continue;
     if (final) return;
     std::unique_lock lock(impl.mutex);
@@ -538,9 +537,5 @@ void Shipper::stop() {
   impl_->pg.close();
 }
 
-ShipperStatus Shipper::status() const {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->status;
-}
 
 }  // namespace castscope::collector::fleet

@@ -10,8 +10,9 @@
 // before (the shipper died after PostgreSQL's commit), so it is only
 // forgotten here. After the commit, a writer task forgets S locally. So a
 // kill -9 of either side at any point leaves S sealed in the store and sent
-// again, landing once. The backlog is the store's rows, never memory.
-// status() is safe from any thread (mutex); everything else is the thread's.
+// again, landing once. The backlog is the store's rows, never memory. What
+// it did goes to CollectorMetrics::shipping (/metrics) and to the store's
+// ship_state (`castscope query shipping`: last error, last success).
 #pragma once
 
 #include <chrono>
@@ -42,19 +43,6 @@ struct ShipperOptions {
   std::string viewer_url;  // this collector's viewer, linked from the fleet page ('' none)
 };
 
-struct ShipperStatus {
-  std::string collector_id;
-  bool connected = false;
-  uint64_t shipments = 0;        // landed by this process
-  uint64_t rollup_rows = 0;      // rows those shipments carried
-  uint64_t resent = 0;           // shipments found landed already (sent before a restart)
-  uint64_t failures = 0;         // failed attempts
-  int64_t backlog_rows = 0;      // rollup rows waiting in the store
-  double lag_seconds = 0;        // age of the oldest waiting row's minute (0: none waiting)
-  std::string last_error;        // '' once a shipment lands again
-  int64_t last_success_unix_s = 0;
-};
-
 class Shipper {
  public:
   // The URL and password file are checked when connecting
@@ -71,7 +59,6 @@ class Shipper {
   // not take now waits in the store), then stops the thread. Call before
   // CollectorCore::shutdown.
   void stop();
-  ShipperStatus status() const;
 
  private:
   Shipper(CollectorCore& core, ShipperOptions options);

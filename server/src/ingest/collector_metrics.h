@@ -49,6 +49,17 @@ struct CollectorMetrics {
   std::atomic<uint64_t> ingest_streams{0};  // open now
   std::atomic<uint64_t> analyzer_passes{0};
   std::atomic<uint64_t> analyzer_ns{0};
+  // Fleet shipping (docs/fleet.md), written by the shipper thread.
+  struct Shipping {
+    std::atomic<bool> enabled{false};
+    std::atomic<bool> up{false};                // the last attempt landed (or had nothing to send)
+    std::atomic<uint64_t> shipments{0};         // landed by this process
+    std::atomic<uint64_t> rollup_rows{0};       // rows they carried
+    std::atomic<uint64_t> resent{0};            // found landed already (sent before a restart)
+    std::atomic<uint64_t> failures{0};          // failed attempts
+    std::atomic<int64_t> backlog_rows{0};       // rollup rows waiting in the store
+    std::atomic<int64_t> lag_seconds{0};        // age of the oldest waiting row's minute; 0: none waits
+  } shipping;
 
   void reject_stream(RejectReason reason) { add(streams_rejected, reason, 1); }
   // A batch refused (its events with it; 0 when they could not be counted).

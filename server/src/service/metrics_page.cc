@@ -58,6 +58,26 @@ Status metrics_page(CollectorCore* core, viewer::ViewerQueryPool& store, const s
         .sample(m.analyzer_passes.load(std::memory_order_relaxed));
     text.family("castscope_analyzer_seconds_total", "counter", "Time the live analyzer spent reading and analyzing runs.")
         .sample(static_cast<double>(m.analyzer_ns.load(std::memory_order_relaxed)) / 1e9);
+    if (const CollectorMetrics::Shipping& ship = m.shipping; ship.enabled.load(std::memory_order_relaxed)) {
+      const auto load = [](const auto& value) { return value.load(std::memory_order_relaxed); };
+      text.family("castscope_ship_up", "gauge", "Fleet shipping: 1 when the last attempt landed or had nothing to send.")
+          .sample(uint64_t{load(ship.up) ? 1u : 0u});
+      text.family("castscope_ship_shipments_total", "counter", "Fleet shipping: shipments PostgreSQL committed.")
+          .sample(load(ship.shipments));
+      text.family("castscope_ship_rollup_rows_total", "counter", "Fleet shipping: rollup rows those shipments carried.")
+          .sample(load(ship.rollup_rows));
+      text.family("castscope_ship_resent_total", "counter",
+                  "Fleet shipping: shipments found landed already when sent again (after a restart); not stored twice.")
+          .sample(load(ship.resent));
+      text.family("castscope_ship_failures_total", "counter",
+                  "Fleet shipping: failed attempts (the last error is in `castscope query shipping`).")
+          .sample(load(ship.failures));
+      text.family("castscope_ship_backlog_rows", "gauge", "Fleet shipping: rollup rows waiting in the store.")
+          .sample(static_cast<uint64_t>(load(ship.backlog_rows)));
+      text.family("castscope_ship_lag_seconds", "gauge",
+                  "Fleet shipping: age of the oldest waiting row's minute (0 when none waits).")
+          .sample(static_cast<uint64_t>(load(ship.lag_seconds)));
+    }
   } else {
     text.family("castscope_live_streams", "gauge", "Live followers: viewer pages (SSE).").sample(live_viewers);
   }

@@ -12,6 +12,7 @@
 // touch a row while it is sealed.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -96,5 +97,10 @@ struct Backlog {
   int64_t rows = 0, oldest_minute = 0, first_sealed_shipment = 0;
 };
 Status read_backlog(sqlite3* db, Backlog& out);
+// How far shipping is behind at `now_unix_s`: the age of the oldest waiting
+// row's minute (0 when none waits).
+inline int64_t lag_seconds(const Backlog& backlog, int64_t now_unix_s) {
+  return backlog.rows == 0 ? 0 : std::max<int64_t>(0, now_unix_s - backlog.oldest_minute * 60);
+}
 
 }  // namespace castscope::collector::ship
