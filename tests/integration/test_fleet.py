@@ -10,6 +10,8 @@ import collections
 import json
 import os
 import time
+import urllib.error
+import urllib.request
 import pathlib
 import subprocess
 import sys
@@ -283,3 +285,38 @@ def test_retain_drops_old_day_partitions_and_keeps_the_rest(pg, tmp_path):
     after_jobs = {j["job"] for j in ask(pg, "jobs")}
     assert after_jobs == before_jobs - {"old-job"}
     assert fleet_sites(pg, recent) == before_sites  # the rest answers as before
+
+
+def test_fleet_view_serves_the_fleet_to_the_reader_role_only(pg, tmp_path):
+    writer = fleet("view", pg.url("node_writer"), "--password-file", str(pg.writer_password), check=False)
+    assert writer.returncode == 2 and "reads with the reader role" in writer.stderr
+    url_file = tmp_path / "fleet.url"
+    view = subprocess.Popen([str(castscope.collector_binary()), "fleet", "view", pg.url("fleet_reader"),
+                             "--password-file", str(pg.reader_password), "--viewer-file", str(url_file)],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until("the fleet page", url_file.exists, 30)
+        base, token = url_file.read_text().strip().split("/?token=")
+
+        def get(route: str, headers: dict | None = None) -> tuple[int, dict]:
+            request = urllib.request.Request(base + route, headers=headers if headers is not None else {"Authorization": f"Bearer {token}"})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as answer:
+                    return answer.status, json.loads(answer.read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+
+        status, jobs = get("/api/fleet/jobs")
+        assert status == 200 and {"diverging", "clean"} <= {j["job"] for j in jobs["jobs"]}
+        status, findings = get("/api/fleet/findings?kind=rank-divergence&job=diverging")
+        assert status == 200 and findings["findings"] and all(
+            [s["ranks"] for s in f["sides"]] == [[0], [1]] for f in findings["findings"])
+        status, job = get("/api/fleet/job?job=diverging")
+        assert status == 200 and sorted(r["rank"] for r in job["ranks"]) == [-1, 0, 1]
+        assert get("/api/fleet/sites?since=soon")[0] == 400
+        assert get("/api/runs")[0] == 404  # no store behind the fleet page
+        assert get("/api/fleet/jobs", headers={})[0] == 401  # the token, as on every viewer
+        assert get("/api/fleet/jobs", headers={"Authorization": f"Bearer {token}", "Host": "evil.example"})[0] == 403
+    finally:
+        view.terminate()
+        view.wait(timeout=30)

@@ -326,7 +326,7 @@ std::string find_ui_dir(const std::string& given) {
 // Starts the viewer for serve (core set) or view (core null); prints its URL.
 // An error message, empty on success.
 std::string start_viewer(const ViewerOptions& o, const std::string& token, const std::string& db, CollectorCore* core,
-                         std::unique_ptr<HttpService>& out) {
+                         std::unique_ptr<HttpService>& out, FleetAnswer fleet = nullptr) {
   HttpOptions options;
   HostPort bind;
   if (std::string error = parse_host_port(o.listen, /*port_zero_ok=*/true, bind); !error.empty())
@@ -337,6 +337,7 @@ std::string start_viewer(const ViewerOptions& o, const std::string& token, const
     return "--http-listen " + o.listen + " is not a loopback address: give --token or --token-file";
   options.token = token.empty() ? random_token() : token;
   options.ui_dir = find_ui_dir(o.ui_dir);
+  options.fleet = std::move(fleet);
   auto service = std::make_unique<HttpService>(options, db, core);
   if (Status s = service->start(); !s.ok()) return s.message();
   std::cerr << "castscope: viewer at " << service->url() << std::endl;
@@ -367,6 +368,49 @@ int view(const ViewOptions& o) {
   std::unique_ptr<HttpService> http;
   if (std::string error = start_viewer(o.viewer, token, o.db, nullptr, http); !error.empty()) {
     std::cerr << "castscope-collector view: " << error << "\n";
+    return 1;
+  }
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  http->stop();
+  return 0;
+}
+
+struct FleetViewOptions {
+  std::string url;
+  std::string password_file;
+  TokenOptions token;
+  ViewerOptions viewer;
+};
+
+CLI::App* add_fleet_view(CLI::App& fleet, FleetViewOptions& o) {
+  CLI::App* view = fleet.add_subcommand("view", "serve the fleet page (the viewer over the fleet's PostgreSQL, "
+                                                "read with the reader role) until interrupted");
+  view->add_option("url", o.url, "libpq URL of the fleet database (no password in it)")->required();
+  view->add_option("--password-file", o.password_file, "the password, from this file (mode 600; else PGPASSWORD or "
+                                                       "~/.pgpass)");
+  o.token.add_to(*view);
+  o.viewer.add_to(*view, /*can_turn_off=*/false);
+  return view;
+}
+
+// `fleet view`: the viewer's security (token, Host, CSP), the fleet's answers.
+int fleet_view(const FleetViewOptions& o) {
+  std::string token;
+  if (std::string error = o.token.resolve(token); !error.empty()) return usage_error("fleet view", error);
+  FleetAnswer answers;
+  if (Status s = fleet_page_answers(o.url, o.password_file, answers); !s.ok()) {
+    std::cerr << "castscope-collector fleet view: " << s.message() << "\n";
+    return s.code() == StatusCode::kInvalidArgument ? kExitUsage : 1;
+  }
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::unique_ptr<HttpService> http;
+  if (std::string error = start_viewer(o.viewer, token, "", nullptr, http, std::move(answers)); !error.empty()) {
+    std::cerr << "castscope-collector fleet view: " << error << "\n";
     return 1;
   }
   int signal = 0;
@@ -598,6 +642,8 @@ int main(int argc, char** argv) {
   CLI::App* export_app = add_export(app, export_options);
   FleetCommand fleet_options;
   CLI::App* fleet_app = add_fleet(app, fleet_options);
+  FleetViewOptions fleet_view_options;
+  CLI::App* fleet_view_app = add_fleet_view(*fleet_app, fleet_view_options);
 
   const std::string first = argc > 1 ? argv[1] : "";
   if (argc <= 1) return usage_error("", "no command: give serve, view, load, query, report, export or fleet");
@@ -630,6 +676,7 @@ int main(int argc, char** argv) {
   if (report_app->parsed()) return report(report_options);
   if (view_app->parsed()) return view(view_options);
   if (export_app->parsed()) return export_command(export_options);
+  if (fleet_view_app->parsed()) return fleet_view(fleet_view_options);
   if (fleet_app->parsed()) return run_fleet(fleet_options);
   return usage_error("", "no command");
 }

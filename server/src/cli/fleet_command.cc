@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
+#include <memory>
+#include <mutex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -159,7 +161,62 @@ void print_table(const json& rows, const std::vector<std::pair<std::string, std:
   }
 }
 
+// One connection for the page's request threads, in turn.
+struct FleetPageSource {
+  fleet::PgTarget target;
+  std::mutex mutex;
+  fleet::PgConnection pg;
+
+  Status answer(const std::string& what, const std::map<std::string, std::string>& params, json& out) {
+    const auto param = [&params](const char* key) {
+      const auto it = params.find(key);
+      return it == params.end() ? std::string() : it->second;
+    };
+    fleet::FleetFilter filter;
+    if (!parse_since(param("since"), filter.since_unix_s))
+      return Status::invalid_argument("since=" + param("since") + ": expected 7d, 12h, 30m or unix seconds");
+    filter.job = param("job");
+    filter.kind = param("kind");
+    filter.limit = 500;
+    std::lock_guard lock(mutex);
+    if (!pg.connected())
+      if (Status s = pg.connect(target); !s.ok()) return s;
+    json rows;
+    Status s;
+    if (what == "jobs") s = fleet::query_jobs(pg, filter, rows);
+    if (what == "sites") s = fleet::query_sites(pg, filter, rows);
+    if (what == "findings") s = fleet::query_findings(pg, filter, rows);
+    if (what == "job") {
+      if (filter.job.empty()) return Status::invalid_argument("job= is required");
+      s = fleet::query_job(pg, filter.job, out);
+      return s;
+    }
+    if (!s.ok()) return s;
+    out = {{what, std::move(rows)}};
+    return {};
+  }
+};
+
 }  // namespace
+
+Status fleet_page_answers(const std::string& url, const std::string& password_file, FleetAnswer& out) {
+  auto source = std::make_shared<FleetPageSource>();
+  source->target.url = url;
+  source->target.password_file = password_file;
+  source->target.application_name = "castscope fleet view";
+  if (Status s = source->pg.connect(source->target); !s.ok()) return s;
+  fleet::PgResult writes;
+  if (Status s = source->pg.query("SELECT has_table_privilege(current_user, 'castscope.rollups', 'INSERT')", writes);
+      !s.ok())
+    return s;
+  if (writes.text(0, 0) == "t")
+    return Status::invalid_argument("the fleet page reads with the reader role, and " + source->pg.where() +
+                                    " can insert into castscope.rollups: give a role made with `fleet init --reader`");
+  out = [source](const std::string& what, const std::map<std::string, std::string>& params, json& answer) {
+    return source->answer(what, params, answer);
+  };
+  return {};
+}
 
 void ShipOptions::add_to(CLI::App& app) {
   app.add_option("--ship", url,

@@ -355,6 +355,19 @@ void HttpService::install_routes() {
                serve_file(std::filesystem::path("assets") / name, req, res);
              });
 
+  // The fleet page's API: PostgreSQL's answers, through options_.fleet.
+  if (options_.fleet) {
+    server.Get(R"(/api/fleet/(jobs|sites|findings|job))", [this](const httplib::Request& req, httplib::Response& res) {
+      std::map<std::string, std::string> params;
+      for (const auto& [key, value] : req.params) params[key] = value;
+      json body;
+      const Status status = options_.fleet(req.matches[1], params, body);
+      if (!status.ok()) return send_error(res, http_status(status), status.message());
+      send_json(req, res, body);
+    });
+  }
+  if (db_path_.empty()) return;  // no store: the fleet page alone
+
   // The API: each route parses its parameters, asks ViewerQueries, answers JSON.
   auto answer = [this](const httplib::Request& req, httplib::Response& res, auto&& query) {
     json body;

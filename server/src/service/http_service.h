@@ -20,10 +20,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "server/src/ingest/collector_core.h"
 #include "server/src/status.h"
@@ -35,6 +39,12 @@ class Server;
 
 namespace castscope::collector {
 
+// The fleet page's answers (castscope-collector fleet view, docs/fleet.md):
+// `what` is jobs, sites, findings or job; `params` the request's query
+// parameters. Given in HttpOptions, the service serves /api/fleet/WHAT.
+using FleetAnswer =
+    std::function<Status(const std::string& what, const std::map<std::string, std::string>& params, nlohmann::json& out)>;
+
 struct HttpOptions {
   std::string host = "127.0.0.1";  // a loopback address unless a token was chosen by the user
   int port = 0;                    // 0: any free port
@@ -43,11 +53,14 @@ struct HttpOptions {
   size_t max_live_viewers = 16;
   size_t live_sample_casts = 64;   // casts of each batch pushed to a live page
   size_t live_queue_events = 1 << 14;
+  FleetAnswer fleet;               // set: the fleet page's routes
 };
 
 class HttpService {
  public:
   // `core` may be null: a read-only viewer of a stored run (castscope view).
+  // `db_path` empty: no store at all (the fleet page): only the UI and
+  // options.fleet's routes are served.
   HttpService(HttpOptions options, std::string db_path, CollectorCore* core);
   ~HttpService();
   HttpService(const HttpService&) = delete;
