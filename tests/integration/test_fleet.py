@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 import pathlib
+import socket
 import subprocess
 import sys
 
@@ -320,3 +321,28 @@ def test_fleet_view_serves_the_fleet_to_the_reader_role_only(pg, tmp_path):
     finally:
         view.terminate()
         view.wait(timeout=30)
+
+
+def test_a_collector_whose_postgres_never_answers_keeps_a_bounded_backlog_and_counts_the_rest(tmp_path):
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    db = tmp_path / "away.db"
+    collector = Collector(db, extra=("--ship", f"postgresql://nobody@127.0.0.1:{port}/castscope?connect_timeout=1",
+                                     "--ship-interval-s", "0.2", "--ship-partial-minutes",
+                                     "--ship-backlog-max-rows", "2"))
+    try:
+        job = steady_job(collector, tmp_path / "away", "away", seconds=4)
+        assert job.wait(timeout=300) == 0, job.stderr.read()
+        wait_until("casts counted as not shipped", lambda: shipping(db)["events_not_shipped"] > 0)
+        state = shipping(db)
+        assert "cannot connect" in state["last_error"] and state["last_success_unix_s"] == 0
+    finally:
+        assert collector.stop() == 0, collector.log_text()
+    # Bounded: the rows past the bound are the casts of the commits before the pause took effect.
+    stored = subprocess.run([str(castscope.collector_binary()), "report", "--db", str(db), "--run", "away"],
+                            capture_output=True, text=True, timeout=120)
+    decisions = sum(row["count"] for row in json.loads(stored.stdout)["sites"])
+    rolled_up = shipping(db)
+    assert rolled_up["backlog_rows"] >= 2 and rolled_up["events_not_shipped"] < decisions
+    assert "new casts are counted, not shipped" in collector.log_text()

@@ -232,6 +232,11 @@ void ShipOptions::add_to(CLI::App& app) {
                "ship the open minute too (more rows, less lag; by default a minute ships once it is over)");
   app.add_option("--ship-node", node, "this node's name in the fleet (default: the host name)");
   app.add_option("--ship-viewer-url", viewer_url, "this node's viewer as the fleet page should link it");
+  app.add_option("--ship-backlog-max-rows", backlog_max_rows,
+                 "rollup rows that may wait in the store for PostgreSQL; past it, new casts are counted as not "
+                 "shipped (query shipping, /metrics) instead of rolled up")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
 }
 
 std::string ShipOptions::resolve(fleet::ShipperOptions& out) const {
@@ -246,6 +251,7 @@ std::string ShipOptions::resolve(fleet::ShipperOptions& out) const {
   out.partial_minutes = partial_minutes;
   out.node = node;
   out.viewer_url = viewer_url;
+  out.backlog_max_rows = backlog_max_rows;
   if (out.target.url.empty()) return "";
   std::string where;
   if (Status s = fleet::check_url(out.target.url, where); !s.ok()) return "--ship: " + s.message();

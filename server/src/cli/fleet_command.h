@@ -15,7 +15,7 @@ namespace castscope::collector {
 
 // --ship URL (or CASTSCOPE_SHIP), --ship-password-file (or
 // CASTSCOPE_SHIP_PASSWORD_FILE), --ship-interval-s, --ship-partial-minutes,
-// --ship-node, --ship-viewer-url.
+// --ship-node, --ship-viewer-url, --ship-backlog-max-rows.
 struct ShipOptions {
   std::string url;
   std::string password_file;
@@ -23,6 +23,7 @@ struct ShipOptions {
   bool partial_minutes = false;
   std::string node;
   std::string viewer_url;
+  int64_t backlog_max_rows = fleet::ShipperOptions().backlog_max_rows;
 
   void add_to(CLI::App& app);
   // The shipper's options (url empty: no shipping); an error message, or ''.

@@ -203,6 +203,7 @@ int print_shipping(const std::string& db, std::ostream& out, std::ostream& err) 
       {"sealed_shipment", backlog.first_sealed_shipment},
       {"lag_seconds", ship::lag_seconds(backlog, now_s)},
       {"last_error", value("last_error")},
+      {"events_not_shipped", value("events_not_shipped").empty() ? 0 : std::stoll(value("events_not_shipped"))},
       {"last_success_unix_s", value("last_success_unix_s").empty() ? 0 : std::stoll(value("last_success_unix_s"))}};
   out << answer.dump() << "\n";
   return 0;

@@ -79,6 +79,7 @@ struct Shipper::Impl {
   std::set<std::string> analyzed_runs;  // under mutex
   bool stopping = false;                 // under mutex
   std::string last_error;                // the thread's: what was last written to ship_state
+  bool paused = false;                   // the thread's: the writer was told to stop rolling up
 
   Impl(CollectorCore& c, ShipperOptions o) : core(c), options(std::move(o)) {}
 
@@ -181,20 +182,27 @@ struct Shipper::Impl {
     const int64_t through = final || options.partial_minutes || !ended.empty() ? kAllMinutes : now_minute - 1;
     const int64_t shipment = next_shipment;
     int64_t sealed = 0;
-    const std::string ends = json(ended).dump();
     if (Status s = on_writer(core,
                              [&](StoreWriter& writer) -> Status {
-                               if (Status s = writer.seal_shipment(shipment, through, sealed); !s.ok()) return s;
+                               if (Status s = writer.seal_shipment(shipment, through, options.max_shipment_rows, sealed);
+                                   !s.ok())
+                                 return s;
+                               // More rows than a shipment takes: the ends go with the last of them.
+                               if (sealed == options.max_shipment_rows) ended.clear();
                                if (sealed == 0 && ended.empty()) return {};
                                if (Status s = writer.write_ship_state("next_shipment", std::to_string(shipment + 1));
                                    !s.ok())
                                  return s;
-                               return writer.write_ship_state(ends_key(shipment), ends);
+                               return writer.write_ship_state(ends_key(shipment), json(ended).dump());
                              });
         !s.ok()) {
       std::lock_guard lock(mutex);
       analyzed_runs.insert(candidates.begin(), candidates.end());
       return s;
+    }
+    if (sealed == options.max_shipment_rows) {  // the runs end with a later shipment
+      std::lock_guard lock(mutex);
+      analyzed_runs.insert(candidates.begin(), candidates.end());
     }
     if (sealed == 0 && ended.empty()) return {};
     next_shipment = shipment + 1;
@@ -446,11 +454,30 @@ struct Shipper::Impl {
 
   static std::string ended_key(const std::string& run_id) { return "ended:" + run_id; }
 
+  // The backlog's figures, and its bound: past backlog_max_rows the writer
+  // stops rolling up (counting what it leaves out) until below 90 % again.
   void update_backlog() {
     ship::Backlog backlog;
-    if (!ship::read_backlog(reader->database().handle(), backlog).ok()) return;
+    sqlite3* db = reader->database().handle();
+    if (!ship::read_backlog(db, backlog).ok()) return;
     metrics().backlog_rows.store(backlog.rows, std::memory_order_relaxed);
     metrics().lag_seconds.store(ship::lag_seconds(backlog, unix_now_s()), std::memory_order_relaxed);
+    std::string not_shipped;
+    if (read_state("events_not_shipped", not_shipped).ok() && !not_shipped.empty())
+      metrics().events_not_shipped.store(std::stoull(not_shipped), std::memory_order_relaxed);
+    const bool over = backlog.rows >= options.backlog_max_rows;
+    const bool under = backlog.rows < options.backlog_max_rows / 10 * 9;
+    if ((over && !paused) || (under && paused)) {
+      paused = over;
+      if (paused)
+        log::logger("collector").warn("fleet shipping: {} rollup rows wait in the store (--ship-backlog-max-rows {}): "
+                                      "new casts are counted, not shipped, until PostgreSQL takes the backlog",
+                                      backlog.rows, options.backlog_max_rows);
+      core.run_on_writer([pause = paused](StoreWriter& w) {
+        w.pause_rollups(pause);
+        return Status();
+      });
+    }
   }
 };
 

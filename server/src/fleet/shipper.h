@@ -41,6 +41,10 @@ struct ShipperOptions {
   bool partial_minutes = false;
   std::string node;        // this node's name in the fleet (default: the host name)
   std::string viewer_url;  // this collector's viewer, linked from the fleet page ('' none)
+  int64_t max_shipment_rows = 200000;  // rollup rows per shipment (one PostgreSQL transaction)
+  // The backlog's bound: past it, new casts are counted (events_not_shipped)
+  // and not rolled up until the backlog is below 90 % of it again.
+  int64_t backlog_max_rows = 10000000;
 };
 
 class Shipper {

@@ -59,6 +59,7 @@ struct CollectorMetrics {
     std::atomic<uint64_t> failures{0};          // failed attempts
     std::atomic<int64_t> backlog_rows{0};       // rollup rows waiting in the store
     std::atomic<int64_t> lag_seconds{0};        // age of the oldest waiting row's minute; 0: none waits
+    std::atomic<uint64_t> events_not_shipped{0};  // cast decisions left out past the backlog's bound (the store's count)
   } shipping;
 
   void reject_stream(RejectReason reason) { add(streams_rejected, reason, 1); }

@@ -77,6 +77,10 @@ Status metrics_page(CollectorCore* core, viewer::ViewerQueryPool& store, const s
       text.family("castscope_ship_lag_seconds", "gauge",
                   "Fleet shipping: age of the oldest waiting row's minute (0 when none waits).")
           .sample(static_cast<uint64_t>(load(ship.lag_seconds)));
+      text.family("castscope_ship_events_not_shipped_total", "counter",
+                  "Fleet shipping: cast decisions stored here but left out of the rollups while the backlog was past "
+                  "its bound (--ship-backlog-max-rows).")
+          .sample(load(ship.events_not_shipped));
     }
   } else {
     text.family("castscope_live_streams", "gauge", "Live followers: viewer pages (SSE).").sample(live_viewers);

@@ -65,6 +65,10 @@ int64_t RollupAccumulator::minute_of(uint64_t ts_ns, uint64_t received_unix_ns) 
 
 void RollupAccumulator::add_cast(int64_t agent, int64_t minute, int64_t op, int64_t arg_name, int64_t location,
                                  const v1::CastEvent& cast) {
+  if (paused_) {
+    ++not_rolled_up_;
+    return;
+  }
   const auto codes = static_cast<int64_t>(pack_cast_key(cast)) & ~kCacheFieldMask;
   rows_[RollupKey{agent, minute, op, arg_name, location, codes}].add(1, static_cast<int64_t>(cast.bytes()),
                                                                      cast.cache());
@@ -72,12 +76,25 @@ void RollupAccumulator::add_cast(int64_t agent, int64_t minute, int64_t op, int6
 
 void RollupAccumulator::add_counts(int64_t agent, int64_t minute, int64_t op, int64_t arg_name, int64_t location,
                                    const v1::CastCounts& counts) {
+  if (paused_) {
+    not_rolled_up_ += static_cast<int64_t>(counts.count());
+    return;
+  }
   const auto codes = static_cast<int64_t>(pack_cast_key(counts)) & ~kCacheFieldMask;
   rows_[RollupKey{agent, minute, op, arg_name, location, codes}].add(
       static_cast<int64_t>(counts.count()), static_cast<int64_t>(counts.bytes()), counts.cache());
 }
 
 Status RollupAccumulator::flush(sqlite3* db) {
+  if (not_rolled_up_ > 0) {
+    if (Status s = run(db,
+                       "INSERT INTO ship_state(key, value) VALUES ('events_not_shipped', ?) ON CONFLICT(key) DO UPDATE "
+                       "SET value = CAST(value AS INTEGER) + CAST(excluded.value AS INTEGER)",
+                       {not_rolled_up_});
+        !s.ok())
+      return s;
+    not_rolled_up_ = 0;
+  }
   if (rows_.empty()) return {};
   if (upsert_.get() == nullptr)
     if (Status s = Statement::prepare(db, upsert_sql(), upsert_); !s.ok()) return s;
@@ -101,9 +118,11 @@ Status RollupAccumulator::flush(sqlite3* db) {
   return {};
 }
 
-Status seal(sqlite3* db, int64_t shipment, int64_t through_minute, int64_t& sealed) {
-  if (Status s = run(db, "UPDATE ship_rollups SET shipment = ? WHERE shipment = 0 AND minute <= ?",
-                     {shipment, through_minute});
+Status seal(sqlite3* db, int64_t shipment, int64_t through_minute, int64_t max_rows, int64_t& sealed) {
+  if (Status s = run(db,
+                     "UPDATE ship_rollups SET shipment = ? WHERE id IN (SELECT id FROM ship_rollups "
+                     "WHERE shipment = 0 AND minute <= ? ORDER BY id LIMIT ?)",
+                     {shipment, through_minute, max_rows});
       !s.ok())
     return s;
   sealed = sqlite3_changes(db);

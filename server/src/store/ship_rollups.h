@@ -57,6 +57,10 @@ class RollupAccumulator {
     clock_offset_ns_ = clock_offset_ns;
   }
   bool enabled() const { return enabled_; }
+  // Past the backlog's bound (the shipper says so, through a writer task):
+  // events are counted, not rolled up; flush adds the count to ship_state's
+  // events_not_shipped, so the loss is shown.
+  void set_paused(bool paused) { paused_ = paused; }
   // The minute of an event of a batch received at `received_unix_ns`.
   int64_t minute_of(uint64_t ts_ns, uint64_t received_unix_ns) const;
   // ids: the store's string and location ids of the event.
@@ -64,12 +68,17 @@ class RollupAccumulator {
                 const castscope::v1::CastEvent& cast);
   void add_counts(int64_t agent, int64_t minute, int64_t op, int64_t arg_name, int64_t location,
                   const castscope::v1::CastCounts& counts);
-  void clear() { rows_.clear(); }
+  void clear() {
+    rows_.clear();
+    not_rolled_up_ = 0;
+  }
   // Adds the rows to the open ones (within the caller's transaction), then clears.
   Status flush(sqlite3* db);
 
  private:
   bool enabled_ = false;
+  bool paused_ = false;
+  int64_t not_rolled_up_ = 0;  // this transaction's, while paused
   int64_t clock_offset_ns_ = 0;
   std::unordered_map<RollupKey, RollupCounts, RollupKeyHash> rows_;
   Statement upsert_;
@@ -78,9 +87,10 @@ class RollupAccumulator {
 // CLOCK_REALTIME - CLOCK_MONOTONIC now.
 int64_t monotonic_to_unix_offset_ns();
 
-// Writer thread: gives every open row of a minute up to `through_minute` the
-// number `shipment`; `sealed`: how many.
-Status seal(sqlite3* db, int64_t shipment, int64_t through_minute, int64_t& sealed);
+// Writer thread: gives the open rows of minutes up to `through_minute`, the
+// oldest first and at most `max_rows` of them, the number `shipment`;
+// `sealed`: how many.
+Status seal(sqlite3* db, int64_t shipment, int64_t through_minute, int64_t max_rows, int64_t& sealed);
 // Writer thread: removes the rows of `shipment` (PostgreSQL has them).
 Status forget(sqlite3* db, int64_t shipment);
 

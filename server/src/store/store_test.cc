@@ -741,5 +741,46 @@ TEST(WalCheckpointer, KeepsTheWalBoundedUnderContinuousWrites) {
   sqlite3_close(handle);
 }
 
+TEST(ShipRollups, CommitsRollUpTheirCastsSealInBoundedShipmentsAndCountWhatAPauseLeavesOut) {
+  const std::string db = (temp_dir("ship_rollups") / "store.db").string();
+  std::unique_ptr<StoreWriter> writer;
+  ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+  writer->enable_rollups();
+  bool duplicate = false;
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1, 1, 3), duplicate).ok());
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10, 3), duplicate).ok());
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10, 3), duplicate).ok());  // a replay: not again
+  EXPECT_TRUE(duplicate);
+  EXPECT_EQ(pragma(db, "SELECT sum(count) FROM ship_rollups WHERE shipment = 0"), 6);
+  const int64_t keys = pragma(db, "SELECT count(*) FROM ship_rollups");
+  ASSERT_GE(keys, 1);  // one row per key and minute, however many commits
+
+  // Sealing takes at most max_rows, the first stored first.
+  int64_t sealed = 0;
+  ASSERT_TRUE(writer->begin().ok());
+  ASSERT_TRUE(writer->seal_shipment(1, INT64_MAX / 2, 1, sealed).ok());
+  ASSERT_TRUE(writer->commit().ok());
+  EXPECT_EQ(sealed, 1);
+  EXPECT_EQ(pragma(db, "SELECT count(*) FROM ship_rollups WHERE shipment = 1"), 1);
+  // Casts of a sealed key-minute open a new row; forgetting a shipment leaves the rest.
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 3, 20, 3), duplicate).ok());
+  EXPECT_EQ(pragma(db, "SELECT sum(count) FROM ship_rollups"), 9);
+  const int64_t in_first = pragma(db, "SELECT sum(count) FROM ship_rollups WHERE shipment = 1");
+  ASSERT_TRUE(writer->begin().ok());
+  ASSERT_TRUE(writer->forget_shipment(1).ok());
+  ASSERT_TRUE(writer->commit().ok());
+  EXPECT_EQ(pragma(db, "SELECT sum(count) FROM ship_rollups"), 9 - in_first);
+
+  // Paused (the backlog past its bound): counted, not rolled up.
+  writer->pause_rollups(true);
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 4, 30, 3), duplicate).ok());
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 5, 40, 2), duplicate).ok());
+  EXPECT_EQ(pragma(db, "SELECT sum(count) FROM ship_rollups"), 9 - in_first);
+  EXPECT_EQ(pragma(db, "SELECT CAST(value AS INTEGER) FROM ship_state WHERE key = 'events_not_shipped'"), 5);
+  writer->pause_rollups(false);
+  ASSERT_TRUE(store(*writer, make_batch("run", "agent", 6, 50, 3), duplicate).ok());
+  EXPECT_EQ(pragma(db, "SELECT sum(count) FROM ship_rollups"), 12 - in_first);
+}
+
 }  // namespace
 }  // namespace castscope::collector

@@ -397,8 +397,9 @@ void StoreWriter::add_rollups(int64_t agent, uint64_t received_unix_ns) {
   }
 }
 
-Status StoreWriter::seal_shipment(int64_t shipment, int64_t through_minute, int64_t& sealed) {
-  if (Status s = ship::seal(db_.handle(), shipment, through_minute, sealed); !s.ok()) return db_.error(s.message());
+Status StoreWriter::seal_shipment(int64_t shipment, int64_t through_minute, int64_t max_rows, int64_t& sealed) {
+  if (Status s = ship::seal(db_.handle(), shipment, through_minute, max_rows, sealed); !s.ok())
+    return db_.error(s.message());
   return {};
 }
 

@@ -90,7 +90,9 @@ class StoreWriter {
   void enable_rollups() { rollups_.enable(ship::monotonic_to_unix_offset_ns()); }
   // Within a transaction (writer tasks of the shipper): see ship::seal,
   // ship::forget, ship::write_state.
-  Status seal_shipment(int64_t shipment, int64_t through_minute, int64_t& sealed);
+  Status seal_shipment(int64_t shipment, int64_t through_minute, int64_t max_rows, int64_t& sealed);
+  // Past the backlog's bound: see ship::RollupAccumulator::set_paused.
+  void pause_rollups(bool paused) { rollups_.set_paused(paused); }
   Status forget_shipment(int64_t shipment);
   Status write_ship_state(std::string_view key, std::string_view value);
 
