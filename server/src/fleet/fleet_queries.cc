@@ -65,24 +65,46 @@ Status query_jobs(PgConnection& pg, const FleetFilter& filter, json& out) {
   return {};
 }
 
+// Jobs with no end yet (running, or their collector away): a PostgreSQL
+// array literal, '{}' for none.
+Status running_jobs(PgConnection& pg, std::string& out) {
+  PgResult r;
+  if (Status s = pg.query("SELECT coalesce(array_agg(DISTINCT job), '{}') FROM castscope.agents "
+                          "WHERE job NOT IN (SELECT job FROM castscope.job_ends)",
+                          r);
+      !s.ok())
+    return s;
+  out = r.text(0, 0);
+  return {};
+}
+
 Status query_sites(PgConnection& pg, const FleetFilter& filter, json& out) {
-  // Ended jobs from their summaries; jobs with none yet from their rollups.
+  // Ended jobs from their summaries; running jobs (few) from their rollups,
+  // through the (job, site) index: never a scan of every rollup. Summed per
+  // job first (a job counted once per site), named last (sites' text joins
+  // the few rows left, not every summary row).
+  std::string running;
+  if (Status s = running_jobs(pg, running); !s.ok()) return s;
   const std::string sql =
-      "WITH ended AS (SELECT DISTINCT job FROM castscope.job_sites), rows AS ("
+      "WITH rows AS ("
       "  SELECT job, site, src, dst, outcome, mode, phase, count, bytes, hits, misses, stale_hits "
       "    FROM castscope.job_sites WHERE ended_at >= to_timestamp($1::bigint) AND ($2::text = '' OR job = $2) "
       "  UNION ALL "
       "  SELECT job, site, src, dst, outcome, mode, phase, count, bytes, hits, misses, stale_hits "
-      "    FROM castscope.rollups WHERE minute >= to_timestamp($1::bigint) AND ($2::text = '' OR job = $2) "
-      "     AND job NOT IN (SELECT job FROM ended)) "
-      "SELECT s.file, s.line, s.function, s.op, s.arg, r.src, r.dst, r.outcome, r.mode, "
-      "       sum(r.count)::bigint, sum(r.bytes)::bigint, sum(r.hits)::bigint, sum(r.misses)::bigint, "
-      "       sum(r.stale_hits)::bigint, (sum(r.count) FILTER (WHERE r.phase = 2))::bigint, count(DISTINCT r.job) "
-      "  FROM rows r JOIN castscope.sites s USING (site) WHERE r.mode <> " +
+      "    FROM castscope.rollups WHERE job = ANY($4::text[]) AND minute >= to_timestamp($1::bigint) "
+      "     AND ($2::text = '' OR job = $2)), "
+      "per_job AS (SELECT site, src, dst, outcome, mode, job, sum(count) AS n, sum(bytes) AS b, sum(hits) AS h, "
+      "    sum(misses) AS m, sum(stale_hits) AS st, coalesce(sum(count) FILTER (WHERE phase = 2), 0) AS bw "
+      "  FROM rows WHERE mode <> " +
       std::to_string(kCompilingMode) +
-      " GROUP BY s.file, s.line, s.function, s.op, s.arg, r.src, r.dst, r.outcome, r.mode "
-      " ORDER BY sum(r.count) DESC, s.file, s.line, s.op, s.arg LIMIT $3::bigint";
-  const std::string params[] = {std::to_string(filter.since_unix_s), filter.job, std::to_string(filter.limit)};
+      " GROUP BY site, src, dst, outcome, mode, job), "
+      "per_site AS (SELECT site, src, dst, outcome, mode, sum(n) AS n, sum(b) AS b, sum(h) AS h, sum(m) AS m, "
+      "    sum(st) AS st, sum(bw) AS bw, count(*) AS jobs FROM per_job GROUP BY site, src, dst, outcome, mode) "
+      "SELECT s.file, s.line, s.function, s.op, s.arg, p.src, p.dst, p.outcome, p.mode, p.n::bigint, p.b::bigint, "
+      "       p.h::bigint, p.m::bigint, p.st::bigint, p.bw::bigint, p.jobs "
+      "  FROM per_site p JOIN castscope.sites s USING (site) "
+      " ORDER BY p.n DESC, s.file, s.line, s.op, s.arg LIMIT $3::bigint";
+  const std::string params[] = {std::to_string(filter.since_unix_s), filter.job, std::to_string(filter.limit), running};
   PgResult r;
   if (Status s = pg.query(sql, params, r); !s.ok()) return s;
   out = json::array();
@@ -101,7 +123,7 @@ Status query_sites(PgConnection& pg, const FleetFilter& filter, json& out) {
                    {"hits", r.integer(i, 11)},
                    {"misses", r.integer(i, 12)},
                    {"stale_hits", r.integer(i, 13)},
-                   {"backward", r.is_null(i, 14) ? 0 : r.integer(i, 14)},
+                   {"backward", r.integer(i, 14)},
                    {"jobs", r.integer(i, 15)}});
   return {};
 }
@@ -163,7 +185,7 @@ Status query_compare(PgConnection& pg, const std::string& job_a, const std::stri
   const std::string sql =
       "WITH rows AS (SELECT job, site, src, dst, mode, count FROM castscope.job_sites WHERE job IN ($1, $2) "
       "  UNION ALL SELECT job, site, src, dst, mode, count FROM castscope.rollups WHERE job IN ($1, $2) "
-      "   AND job NOT IN (SELECT job FROM castscope.job_sites WHERE job IN ($1, $2))) "
+      "   AND job NOT IN (SELECT job FROM castscope.job_ends WHERE job IN ($1, $2))) "
       "SELECT s.file, s.line, s.op, s.arg, r.src, r.dst, r.mode, "
       "       coalesce(sum(r.count) FILTER (WHERE r.job = $1), 0)::bigint AS a, "
       "       coalesce(sum(r.count) FILTER (WHERE r.job = $2), 0)::bigint AS b "

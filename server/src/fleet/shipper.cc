@@ -32,6 +32,7 @@ constexpr int64_t kAllMinutes = INT64_MAX / 2;
 constexpr auto kRetryMin = std::chrono::seconds(1);
 constexpr auto kRetryMax = std::chrono::seconds(30);
 constexpr uint64_t kSettleNs = uint64_t{3} * 1000000000;
+constexpr int64_t kAgentSnapshotEveryS = 60;
 
 // Runs `task` on the writer thread and waits for its commit, after which
 // this shipper's own connection sees what it wrote (bounded: a collector
@@ -73,6 +74,7 @@ struct Shipper::Impl {
   std::unordered_set<int64_t> known_sites;  // sites this connection has inserted
   std::unordered_map<int64_t, AgentInfo> agents;  // by agents.id, read each cycle
   std::map<std::string, std::string> shipped_ends;  // run -> the signature its shipped end covered
+  std::map<std::string, int64_t> agents_shipped_at;  // run -> when its agents' snapshot last landed (unix s)
 
   mutable std::mutex mutex;
   std::condition_variable wake;
@@ -287,7 +289,14 @@ struct Shipper::Impl {
       if (!error.ok()) return error;
     }
 
-    // Agents of the runs touched, and the findings of the runs ended.
+    // Agents of the runs touched (each run's at most once a minute, and at
+    // its end: snapshots, the latest wins), and the findings of the runs ended.
+    const int64_t now_s = unix_now_s();
+    std::erase_if(runs_touched, [&](const std::string& run_id) {
+      const auto shipped = agents_shipped_at.find(run_id);
+      return shipped != agents_shipped_at.end() && now_s - shipped->second < kAgentSnapshotEveryS &&
+             !end_signature.contains(run_id);
+    });
     PgCopyBuffer agent_rows;
     for (const auto& [row, info] : agents) {
       if (!runs_touched.contains(info.run.run_id)) continue;
@@ -370,6 +379,7 @@ struct Shipper::Impl {
       known_sites.clear();  // inserted sites may have been rolled back
       return result;
     }
+    for (const std::string& run_id : runs_touched) agents_shipped_at[run_id] = now_s;
     metrics().shipments.fetch_add(1, std::memory_order_relaxed);
     metrics().rollup_rows.fetch_add(rollups.rows(), std::memory_order_relaxed);
     return forget(shipment, end_signature);
