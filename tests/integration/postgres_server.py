@@ -265,3 +265,39 @@ max_connections = 50
                 self.kill9()
                 raise RuntimeError(f"postgres not ready after {START_TIMEOUT:.0f} s; its log ends:\n{self.log_tail()}")
             time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    # A fleet database for the browser test (ui/tests/fleet.spec.ts): a server,
+    # `castscope-collector fleet init` with a writer and a reader role, then ONE
+    # line of JSON on stdout (the roles' URLs and password files; admin_psql: a
+    # psql command over the unix socket, as the superuser, SQL on stdin). Runs
+    # until stdin closes (or SIGTERM, SIGINT), then stops the server.
+    import json
+    import sys
+
+    collector = os.environ.get("CASTSCOPE_COLLECTOR_BIN") or str(
+        pathlib.Path(__file__).resolve().parents[2] / "build" / "server" / "castscope-collector")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with PostgresServer() as server:
+        admin_password = server.password_file(server.superuser, server.superuser_password)
+        writer_password = server.password_file("node_writer", secrets.token_urlsafe(18))
+        reader_password = server.password_file("fleet_reader", secrets.token_urlsafe(18))
+        init = subprocess.run([collector, "fleet", "init", server.admin_url(), "--password-file", str(admin_password),
+                               "--writer", "node_writer", "--writer-password-file", str(writer_password),
+                               "--reader", "fleet_reader", "--reader-password-file", str(reader_password)],
+                              capture_output=True, text=True, timeout=120)
+        if init.returncode != 0:
+            sys.exit(f"fleet init exited {init.returncode}: {init.stderr.strip()}")
+        print(json.dumps({
+            "writer_url": server.url("node_writer"),
+            "reader_url": server.url("fleet_reader"),
+            "writer_password_file": str(writer_password),
+            "reader_password_file": str(reader_password),
+            "admin_psql": [str(BIN / "psql"), "-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", str(server.socket_dir),
+                           "-p", str(server.port), "-U", server.superuser, "-d", "castscope"],
+        }), flush=True)
+        try:
+            sys.stdin.read()  # until the test closes it (or exits)
+        except KeyboardInterrupt:
+            pass

@@ -23,6 +23,7 @@ import castscope
 import helpers
 from collector import Collector
 from postgres_server import BIN, PostgresServer
+from test_viewer_http import conforms  # the viewer API's schema (docs/schema/viewer-api.schema.json)
 
 if not (BIN / "initdb").exists():
     pytest.skip(f"PostgreSQL 15 is not installed ({BIN}/initdb); scripts/setup.sh installs it", allow_module_level=True)
@@ -309,11 +310,18 @@ def test_fleet_view_serves_the_fleet_to_the_reader_role_only(pg, tmp_path):
 
         status, jobs = get("/api/fleet/jobs")
         assert status == 200 and {"diverging", "clean"} <= {j["job"] for j in jobs["jobs"]}
+        conforms("FleetJobsAnswer", jobs)
         status, findings = get("/api/fleet/findings?kind=rank-divergence&job=diverging")
         assert status == 200 and findings["findings"] and all(
             [s["ranks"] for s in f["sides"]] == [[0], [1]] for f in findings["findings"])
+        conforms("FleetFindingsAnswer", findings)
+        conforms("FleetFindingsAnswer", get("/api/fleet/findings")[1])
+        status, sites = get("/api/fleet/sites?job=diverging")
+        assert status == 200 and sites["sites"]
+        conforms("FleetSitesAnswer", sites)
         status, job = get("/api/fleet/job?job=diverging")
         assert status == 200 and sorted(r["rank"] for r in job["ranks"]) == [-1, 0, 1]
+        conforms("FleetJobAnswer", job)
         assert get("/api/fleet/sites?since=soon")[0] == 400
         assert get("/api/runs")[0] == 404  # no store behind the fleet page
         assert get("/api/fleet/jobs", headers={})[0] == 401  # the token, as on every viewer

@@ -318,6 +318,121 @@ export interface LiveSkipped {
   events: Count;
 }
 
+/** GET /api/fleet/jobs?since=S (castscope-collector fleet view, docs/fleet.md): the fleet's jobs, newest first. `since`: 7d, 12h, 30m or Unix seconds; absent: all time. */
+export interface FleetJobsAnswer {
+  jobs: FleetJob[];
+}
+
+export interface FleetJob {
+  /** The run id its collectors shipped it under. */
+  job: string;
+  first_seen_unix_s: number;
+  last_seen_unix_s: number;
+  /** Some agent of the job has not finished. */
+  running: boolean;
+  /** Cast decisions of all its agents. */
+  casts: Count;
+  nodes: FleetNode[];
+  /** Its agents' ranks; -1 for a process that set none (torchrun's launcher). */
+  ranks: number[];
+  /** Findings of its collectors' latest ends, rank-divergence included. */
+  findings: Count;
+}
+
+/** A node collector that shipped part of a job. */
+export interface FleetNode {
+  node: string;
+  collector: string;
+  /** The node collector's viewer URL as it was told it (--ship-viewer-url); '' when none. The page links it only when it is an http or https URL. */
+  viewer: string;
+}
+
+/** GET /api/fleet/sites?since=S&job=J: the top casting sites across jobs (or of job J), busiest first; per site and cast kind. torch.compile's compile-time decisions are left out. */
+export interface FleetSitesAnswer {
+  sites: FleetSiteRow[];
+}
+
+export interface FleetSiteRow {
+  file: string;
+  line: number;
+  function: string;
+  op: string;
+  arg: string;
+  src: string;
+  dst: string;
+  outcome: string;
+  mode: string;
+  /** Decisions. */
+  count: Count;
+  bytes: Count;
+  hits: Count;
+  misses: Count;
+  stale_hits: Count;
+  /** Decisions in backward. */
+  backward: Count;
+  /** How many jobs cast here. */
+  jobs: Count;
+}
+
+/** GET /api/fleet/findings?since=S&job=J&kind=K: findings of jobs (each collector's latest end) and rank-divergence, newest first. */
+export interface FleetFindingsAnswer {
+  findings: FleetFinding[];
+}
+
+export interface FleetFinding {
+  job: string;
+  /** The collector that shipped it; '' for rank-divergence (found across collectors). */
+  collector: string;
+  kind: string;
+  severity: string;
+  summary: string;
+  file: string;
+  line: number;
+  /** The ranks it concerns (rank-divergence: every side's). */
+  ranks: number[];
+  /** rank-divergence only: ranks that cast alike at the line, the side holding the job's lowest rank first; the others differ from it. */
+  sides?: FleetSide[];
+}
+
+export interface FleetSide {
+  ranks: number[];
+  /** What these ranks cast at the line (empty: nothing). */
+  casts: FleetSideCast[];
+}
+
+export interface FleetSideCast {
+  src: string;
+  dst: string;
+  mode: string;
+  count: Count;
+}
+
+/** GET /api/fleet/job?job=J: one job's ranks (each agent's latest snapshot) and findings; `ranks` is empty when the database has no such job. */
+export interface FleetJobAnswer {
+  job: string;
+  ranks: FleetRank[];
+  findings: FleetFinding[];
+}
+
+/** One process (agent) of a job, as its node collector last shipped it. */
+export interface FleetRank {
+  agent_id: AgentId;
+  node: string;
+  collector: string;
+  /** RANK; -1 when the process set none. */
+  rank: number;
+  local_rank: number;
+  world_size: number;
+  pid: number;
+  /** Cast decisions. */
+  casts: Count;
+  ops: Count;
+  events_dropped: Count;
+  finished: boolean;
+  /** Its node collector's viewer URL; '' when none. */
+  viewer: string;
+}
+
 export interface ReportFinding {
   id: string;
   kind: "mode-mismatch" | "trace-dropped-autocast" | "script-disable-ignored" | "script-under-trace" | "stale-cache-hit" | "cache-growth" | "backward-under-autocast" | "low-precision-escape" | "cast-churn" | "not-autocast" | "compile-mismatch" | "cast-share" | "tf32-matmul";

@@ -1,12 +1,17 @@
 // The collector's HTTP API as the page sees it: its answers are declared in
 // docs/schema/viewer-api.schema.json. Times are integer nanoseconds since the
-// run's origin; origin_ns stays a string.
+// run's origin; origin_ns stays a string. The fleet page (castscope-collector
+// fleet view) has /api/fleet/* alone.
 
 import type {
   AgentId,
   CountersAnswer,
   EventAnswer,
   FindingsAnswer,
+  FleetFindingsAnswer,
+  FleetJobAnswer,
+  FleetJobsAnswer,
+  FleetSitesAnswer,
   RunsAnswer,
   SitesAnswer,
   TimelineAnswer,
@@ -22,9 +27,9 @@ export class ApiError extends Error {
   }
 }
 
-async function get<T>(path: string, params: Record<string, string | number>, signal?: AbortSignal): Promise<T> {
+async function get<T>(path: string, params: Record<string, string | number | undefined>, signal?: AbortSignal): Promise<T> {
   const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) q.set(k, String(v));
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, String(v));
   const url = q.toString() ? `${path}?${q}` : path;
   const res = await fetch(url, { signal, credentials: "same-origin", headers: { Accept: "application/json" } });
   if (!res.ok) {
@@ -52,6 +57,38 @@ export const api = {
   findings: (run: string, signal?: AbortSignal) => get<FindingsAnswer>("/api/findings", { run }, signal),
   sites: (run: string, signal?: AbortSignal) => get<SitesAnswer>("/api/sites", { run }, signal),
 };
+
+/** What the fleet routes take: `since` is 7d, 12h, 30m or Unix seconds; empty ones are left out. */
+export interface FleetQuery {
+  since?: string;
+  job?: string;
+  kind?: string;
+}
+
+const opt = (v: string | undefined) => v || undefined;
+
+export const fleetApi = {
+  jobs: (q: FleetQuery, signal?: AbortSignal) => get<FleetJobsAnswer>("/api/fleet/jobs", { since: opt(q.since) }, signal),
+  sites: (q: FleetQuery, signal?: AbortSignal) =>
+    get<FleetSitesAnswer>("/api/fleet/sites", { since: opt(q.since), job: opt(q.job) }, signal),
+  findings: (q: FleetQuery, signal?: AbortSignal) =>
+    get<FleetFindingsAnswer>("/api/fleet/findings", { since: opt(q.since), job: opt(q.job), kind: opt(q.kind) }, signal),
+  job: (job: string, signal?: AbortSignal) => get<FleetJobAnswer>("/api/fleet/job", { job }, signal),
+};
+
+/**
+ * Whether this server is the fleet page: its /api/fleet/jobs answers (200, or
+ * 5xx when PostgreSQL failed), where a run's collector has no such route (404).
+ * A request that fails outright leaves the page a run viewer, as before.
+ */
+export async function isFleetServer(): Promise<boolean> {
+  try {
+    const res = await fetch("/api/fleet/jobs", { credentials: "same-origin", headers: { Accept: "application/json" } });
+    return res.ok || res.status >= 500;
+  } catch {
+    return false;
+  }
+}
 
 export function isAbort(e: unknown): boolean {
   return e instanceof DOMException && e.name === "AbortError";

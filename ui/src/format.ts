@@ -68,3 +68,14 @@ export function niceStep(span: number, count: number): number {
   const m = raw / p;
   return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
 }
+
+/** Unix seconds as a UTC time. */
+export function fmtUnixS(s: number): string {
+  if (!Number.isFinite(s) || s <= 0) return "—";
+  return new Date(s * 1000).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+}
+
+/** Ranks as the fleet's summaries write them: [0, 1]. */
+export function fmtRanks(ranks: number[]): string {
+  return `[${ranks.join(", ")}]`;
+}

@@ -1,12 +1,17 @@
 // Entry point: the tabs and the hash router. Each view owns its DOM and its
-// timers and is destroyed when the route leaves it.
+// timers and is destroyed when the route leaves it. A server that answers
+// /api/fleet/jobs is the fleet page (castscope-collector fleet view): it has
+// no runs, so only the fleet's routes are shown there, and only there.
 
 import "uplot/dist/uPlot.min.css";
 import "./styles/app.css";
 import "./stats";
+import { isFleetServer } from "./api";
 import { h } from "./dom";
 import { clearNotice } from "./notice";
-import { hashFor, parseHash, type Route } from "./router";
+import { fleetHash, hashFor, parseHash, replaceHash, type Route } from "./router";
+import { FleetView } from "./views/fleet";
+import { FleetJobView } from "./views/fleet-job";
 import { RunPage } from "./views/run";
 import { RunsView } from "./views/runs";
 import { SitesView } from "./views/sites";
@@ -17,15 +22,25 @@ interface View {
 }
 
 let current: { view: View; key: string } | null = null;
+let fleet = false;
+
+const tab = (label: string, href: string, active: boolean, disabled = false, why = "open a run first") =>
+  disabled
+    ? h("span", { class: "tab disabled", title: why }, label)
+    : h("a", { href, class: active ? "tab active" : "tab", "aria-current": active ? "page" : undefined }, label);
 
 function renderTabs(route: Route): void {
   const tabs = document.getElementById("tabs");
   const title = document.getElementById("run-title");
   if (!tabs || !title) return;
-  const tab = (label: string, href: string, active: boolean, disabled = false) =>
-    disabled
-      ? h("span", { class: "tab disabled", title: "open a run first" }, label)
-      : h("a", { href, class: active ? "tab active" : "tab", "aria-current": active ? "page" : undefined }, label);
+  if (fleet) {
+    tabs.replaceChildren(
+      tab("Fleet", fleetHash(null), route.view === "fleet"),
+      tab("Job", route.job === null ? "" : fleetHash(route.job), route.view === "fleet-job", route.job === null, "open a job first"),
+    );
+    title.textContent = route.job !== null ? `job ${route.job}` : "fleet";
+    return;
+  }
   tabs.replaceChildren(
     tab("Runs", hashFor("runs", null), route.view === "runs"),
     tab("Timeline", hashFor("timeline", route.run), route.view === "timeline", route.run === null),
@@ -34,16 +49,38 @@ function renderTabs(route: Route): void {
   title.textContent = route.run ? `run ${route.run}` : "";
 }
 
-function route(): void {
+/** The route as this server can show it: the fleet page has no runs, a run's collector no fleet. */
+function currentRoute(): Route {
   const r = parseHash(location.hash);
-  renderTabs(r);
+  const fleetRoute = r.view === "fleet" || r.view === "fleet-job";
+  if (fleet && !fleetRoute) {
+    replaceHash(fleetHash(null));
+    return parseHash(fleetHash(null));
+  }
+  if (!fleet && fleetRoute) return { view: "runs", run: null, job: null, params: r.params };
+  return r;
+}
+
+function viewKey(r: Route): string {
   // The timeline keeps its range in the hash; only a change of view or run rebuilds.
-  const key = r.view === "sites" ? `sites/${r.run}/${r.params.get("q") ?? ""}` : `${r.view}/${r.run}`;
+  if (r.view === "sites") return `sites/${r.run}/${r.params.get("q") ?? ""}`;
+  // The fleet's views keep their kind filter (and the fleet page its window) themselves.
+  if (r.view === "fleet") return `fleet/${r.params.get("since") ?? ""}`;
+  if (r.view === "fleet-job") return `fleet-job/${r.job}`;
+  return `${r.view}/${r.run}`;
+}
+
+function route(): void {
+  const r = currentRoute();
+  renderTabs(r);
+  const key = viewKey(r);
   if (current && current.key === key) return;
   current?.view.destroy();
   clearNotice();
   let view: View;
-  if (r.view === "timeline" && r.run) view = new RunPage(r.run, r.params);
+  if (r.view === "fleet") view = new FleetView(r.params);
+  else if (r.view === "fleet-job" && r.job !== null) view = new FleetJobView(r.job, r.params.get("kind") ?? "");
+  else if (r.view === "timeline" && r.run) view = new RunPage(r.run, r.params);
   else if (r.view === "sites" && r.run) view = new SitesView(r.run, r.params.get("q") ?? "");
   else view = new RunsView();
   current = { view, key };
@@ -51,5 +88,9 @@ function route(): void {
   document.body.dataset.view = r.view;
 }
 
-window.addEventListener("hashchange", route);
-route();
+void isFleetServer().then((isFleet) => {
+  fleet = isFleet;
+  if (fleet) document.title = "castscope fleet";
+  window.addEventListener("hashchange", route);
+  route();
+});

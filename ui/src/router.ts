@@ -1,12 +1,24 @@
 // The page's state lives in the URL hash: #/runs, #/run/<id>/timeline?t0=&t1=,
-// #/run/<id>/sites?q=. Views read it and write it back with replaceState.
+// #/run/<id>/sites?q=; on the fleet page (castscope-collector fleet view)
+// #/fleet?since=&kind= and #/fleet/job/<id>. Views read it and write it back
+// with replaceState.
 
-export type ViewName = "runs" | "timeline" | "sites";
+export type ViewName = "runs" | "timeline" | "sites" | "fleet" | "fleet-job";
 
 export interface Route {
   view: ViewName;
   run: string | null;
+  /** The fleet job (#/fleet/job/<id>); null elsewhere. */
+  job: string | null;
   params: URLSearchParams;
+}
+
+function decode(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part;
+  }
 }
 
 export function parseHash(hash: string): Route {
@@ -15,27 +27,31 @@ export function parseHash(hash: string): Route {
   const parts = path.split("/").filter(Boolean);
   const params = new URLSearchParams(query);
   if (parts[0] === "run" && parts.length >= 2) {
-    let run: string;
-    try {
-      run = decodeURIComponent(parts[1]);
-    } catch {
-      run = parts[1];
-    }
     const view = parts[2] === "sites" ? "sites" : "timeline";
-    return { view, run, params };
+    return { view, run: decode(parts[1]), job: null, params };
   }
-  return { view: "runs", run: null, params };
+  if (parts[0] === "fleet") {
+    if (parts[1] === "job" && parts.length >= 3) return { view: "fleet-job", run: null, job: decode(parts[2]), params };
+    return { view: "fleet", run: null, job: null, params };
+  }
+  return { view: "runs", run: null, job: null, params };
 }
 
-export function hashFor(view: ViewName, run: string | null, params?: Record<string, string | number | undefined>): string {
-  let h = view === "runs" || run === null ? "#/runs" : `#/run/${encodeURIComponent(run)}/${view}`;
-  if (params) {
-    const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== "") q.set(k, String(v));
-    const s = q.toString();
-    if (s) h += `?${s}`;
-  }
-  return h;
+function withQuery(h: string, params?: Record<string, string | number | undefined>): string {
+  if (!params) return h;
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== "") q.set(k, String(v));
+  const s = q.toString();
+  return s ? `${h}?${s}` : h;
+}
+
+export function hashFor(view: "runs" | "timeline" | "sites", run: string | null, params?: Record<string, string | number | undefined>): string {
+  return withQuery(view === "runs" || run === null ? "#/runs" : `#/run/${encodeURIComponent(run)}/${view}`, params);
+}
+
+/** The fleet page (job null) or one job's page. */
+export function fleetHash(job: string | null, params?: Record<string, string | number | undefined>): string {
+  return withQuery(job === null ? "#/fleet" : `#/fleet/job/${encodeURIComponent(job)}`, params);
 }
 
 /** Rewrites the hash without a history entry or a hashchange-driven rerender. */

@@ -1,6 +1,7 @@
 // Starting the real castscope processes for the browser tests, and reading
 // what they print. Nothing here fakes the server: the specs drive the
-// collector's HTTP service over a real job's events.
+// collector's HTTP service over a real job's events (or, for the fleet page,
+// `castscope-collector fleet view` over a real PostgreSQL).
 
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
@@ -16,6 +17,7 @@ export const UI_DIST = path.resolve(process.env.CASTSCOPE_UI_DIR || path.join(__
 export const JOBS = path.join(__dirname, "jobs");
 export const CASTSCOPE = path.join(REPO, ".venv", "bin", "castscope");
 export const PYTHON = path.join(REPO, ".venv", "bin", "python");
+export const COLLECTOR = path.resolve(process.env.CASTSCOPE_COLLECTOR_BIN || path.join(REPO, "build", "server", "castscope-collector"));
 const URL_LINE = /castscope: viewer at (http:\/\/[^/\s]+)\/\?token=([^\s]+)/;
 
 export interface Server {
@@ -48,13 +50,34 @@ export function tempDir(prefix: string): string {
 /** Starts `castscope ARGS`, resolves once it prints the viewer's URL. */
 export function startCastscope(args: string[], timeoutMs = 180_000): Promise<Server> {
   if (!fs.existsSync(CASTSCOPE)) throw new Error(`${CASTSCOPE} missing: set CASTSCOPE_REPO to a built checkout`);
+  return startServer(CASTSCOPE, args, timeoutMs);
+}
+
+/** Starts `castscope-collector ARGS` (e.g. `fleet view`), resolves once it prints the viewer's URL. */
+export function startCollector(args: string[], timeoutMs = 60_000): Promise<Server> {
+  if (!fs.existsSync(COLLECTOR)) throw new Error(`${COLLECTOR} missing: build the server or set CASTSCOPE_COLLECTOR_BIN`);
+  return startServer(COLLECTOR, args, timeoutMs);
+}
+
+/** Whether `castscope-collector SUBCOMMAND... --help` names `option` (a command the server may not have yet). */
+export function collectorHas(subcommand: string[], option: string): boolean {
+  if (!fs.existsSync(COLLECTOR)) return false;
+  try {
+    return execFileSync(COLLECTOR, [...subcommand, "--help"], { cwd: REPO, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).includes(option);
+  } catch {
+    return false;
+  }
+}
+
+function startServer(program: string, args: string[], timeoutMs: number): Promise<Server> {
+  const name = path.basename(program);
   // Its own process group, so stopping it reaches the collector it starts too.
-  const proc = spawn(CASTSCOPE, args, { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const proc = spawn(program, args, { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], detached: true });
   let out = "";
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       proc.kill("SIGKILL");
-      reject(new Error(`castscope ${args.join(" ")}: no viewer URL after ${timeoutMs} ms; output:\n${out}`));
+      reject(new Error(`${name} ${args.join(" ")}: no viewer URL after ${timeoutMs} ms; output:\n${out}`));
     }, timeoutMs);
     const onData = (b: Buffer) => {
       out += b.toString();
@@ -76,13 +99,13 @@ export function startCastscope(args: string[], timeoutMs = 180_000): Promise<Ser
     proc.stderr!.on("data", onData);
     proc.on("exit", (code, sig) => {
       clearTimeout(timer);
-      reject(new Error(`castscope ${args.join(" ")} exited (${code ?? sig}) before printing the viewer URL; output:\n${out}`));
+      reject(new Error(`${name} ${args.join(" ")} exited (${code ?? sig}) before printing the viewer URL; output:\n${out}`));
     });
   });
 }
 
 /** SIGINT to the process group we started (castscope and its collector), SIGKILL after 20 s. */
-function stopProcess(proc: ChildProcess): Promise<void> {
+export function stopProcess(proc: ChildProcess): Promise<void> {
   const signalGroup = (sig: NodeJS.Signals) => {
     try {
       if (proc.pid) process.kill(-proc.pid, sig);
