@@ -80,7 +80,7 @@ Status running_jobs(PgConnection& pg, std::string& out) {
 
 Status query_sites(PgConnection& pg, const FleetFilter& filter, json& out) {
   // Ended jobs from their summaries; running jobs (few) from their rollups,
-  // through the (job, site) index: never a scan of every rollup. Summed per
+  // through the job index: never a scan of every rollup. Summed per
   // job first (a job counted once per site), named last (sites' text joins
   // the few rows left, not every summary row).
   std::string running;

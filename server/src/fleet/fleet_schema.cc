@@ -25,7 +25,9 @@ std::string version_1_sql() {
       sql += create_sql(*table);
   }
   sql += R"sql(
-CREATE INDEX IF NOT EXISTS rollups_job_site ON castscope.rollups (job, site);
+-- Rollups are read by job (a job's summary at its end, running jobs' sites):
+-- an index on job alone, as (job, site) costs COPY a third more (measured).
+CREATE INDEX IF NOT EXISTS rollups_job ON castscope.rollups (job);
 CREATE INDEX IF NOT EXISTS job_sites_job ON castscope.job_sites (job);
 CREATE INDEX IF NOT EXISTS agents_job ON castscope.agents (job);
 CREATE INDEX IF NOT EXISTS job_ends_ended ON castscope.job_ends (ended_at);

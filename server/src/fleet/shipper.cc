@@ -6,6 +6,7 @@
 #include <future>
 #include <map>
 #include <random>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -55,6 +56,9 @@ std::string host_name() {
   gethostname(name, sizeof(name) - 1);
   return name;
 }
+
+// A site as the store names it: location, op and argument ids.
+using SiteKey = std::tuple<int64_t, int64_t, int64_t>;
 
 // Agents of the store, by row, with their run.
 struct AgentInfo {
@@ -226,6 +230,7 @@ struct Shipper::Impl {
   }
 
   Status send(int64_t shipment) {
+    const auto started = Clock::now();
     sqlite3* db = reader->database().handle();
     // The runs this shipment ends, with what each end covers (sealed with it).
     std::string ends_text;
@@ -241,7 +246,7 @@ struct Shipper::Impl {
     StoreResolver resolver(db);
     PgCopyBuffer rollups;
     std::vector<std::string> new_sites;  // parameters: site, file, line, function, op, arg
-    std::unordered_map<int64_t, int64_t> site_of_key;  // (location, op, arg) hash -> site
+    std::map<SiteKey, int64_t> site_of_key;  // this shipment's sites
     std::set<std::string> runs_touched(ended.begin(), ended.end());
     int64_t min_minute = INT64_MAX, max_minute = 0;
     {
@@ -254,20 +259,27 @@ struct Shipper::Impl {
         const AgentInfo* info = nullptr;
         if (Status s = agent_info(row.agent, info); !s.ok()) return s;
         runs_touched.insert(info->run.run_id);
-        std::string_view op, arg;
-        const StoredLocation* location = nullptr;
-        if (Status s = resolver.text(row.op, op); !s.ok()) return s;
-        if (Status s = resolver.text(row.arg_name, arg); !s.ok()) return s;
-        if (Status s = resolver.location(row.location, location); !s.ok()) return s;
-        const std::string file = location ? location->file : "";
-        const uint32_t line = location ? location->line : 0;
-        const std::string function = location ? location->function : "";
-        const int64_t site = site_id(file, line, function, op, arg);
-        if (known_sites.insert(site).second) {
-          for (std::string value : {std::to_string(site), file, std::to_string(line), function, std::string(op),
-                                    std::string(arg)})
-            new_sites.push_back(std::move(value));
+        // A site per (location, op, arg) of the store, hashed once.
+        const SiteKey key{row.location, row.op, row.arg_name};
+        auto found = site_of_key.find(key);
+        if (found == site_of_key.end()) {
+          std::string_view op, arg;
+          const StoredLocation* location = nullptr;
+          if (Status s = resolver.text(row.op, op); !s.ok()) return s;
+          if (Status s = resolver.text(row.arg_name, arg); !s.ok()) return s;
+          if (Status s = resolver.location(row.location, location); !s.ok()) return s;
+          const std::string file = location ? location->file : "";
+          const uint32_t line = location ? location->line : 0;
+          const std::string function = location ? location->function : "";
+          const int64_t site = site_id(file, line, function, op, arg);
+          found = site_of_key.emplace(key, site).first;
+          if (known_sites.insert(site).second) {
+            for (std::string value : {std::to_string(site), file, std::to_string(line), function, std::string(op),
+                                      std::string(arg)})
+              new_sites.push_back(std::move(value));
+          }
         }
+        const int64_t site = found->second;
         min_minute = std::min(min_minute, row.minute);
         max_minute = std::max(max_minute, row.minute);
         rollups.begin_row(19);
@@ -356,6 +368,7 @@ struct Shipper::Impl {
       }
     }
 
+    const auto read = Clock::now();
     // PostgreSQL: partitions first (their own transaction), then the shipment.
     const int64_t now_ns = unix_now_s() * 1000000000;
     const int64_t first_ns = min_minute == INT64_MAX ? now_ns : min_minute * ship::kNsPerMinute;
@@ -382,7 +395,14 @@ struct Shipper::Impl {
     for (const std::string& run_id : runs_touched) agents_shipped_at[run_id] = now_s;
     metrics().shipments.fetch_add(1, std::memory_order_relaxed);
     metrics().rollup_rows.fetch_add(rollups.rows(), std::memory_order_relaxed);
-    return forget(shipment, end_signature);
+    const auto landed = Clock::now();
+    const Status forgotten = forget(shipment, end_signature);
+    const auto ms = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+    log::logger("collector").debug("fleet shipping: shipment {}: {} rollup rows, {} run ends: read {} ms, "
+                                   "PostgreSQL {} ms, forgotten {} ms",
+                                   shipment, rollups.rows(), ended.size(), ms(read - started), ms(landed - read),
+                                   ms(Clock::now() - landed));
+    return forgotten;
   }
 
   // Within the transaction. NOT_FOUND: the shipment landed before.
