@@ -61,6 +61,8 @@ def test_bad_arguments_exit_2():
     (["--tls-ca", "{fifo}"], "argument --tls-ca: '{fifo}': not a regular file"),  # opening it would wait
     (["--out", "x" * 300], "argument --out: '" + "x" * 300 + "': File name too long"),
     (["--collector", "127.0.0.1:5000", "--serve"], "--serve needs the embedded collector"),
+    (["--collector", "127.0.0.1:5000", "--ship", "postgresql://w@127.0.0.1/castscope"],
+     "--ship needs the embedded collector"),
 ])
 def test_bad_run_arguments_are_usage_errors_before_the_job_starts(tmp_path, arguments, says):
     file = tmp_path / "a-file"

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <absl/container/flat_hash_map.h>
 #include <nlohmann/json.hpp>
 
 #include "common/log/logger.h"
@@ -188,6 +189,7 @@ struct Shipper::Impl {
     const int64_t through = final || options.partial_minutes || !ended.empty() ? kAllMinutes : now_minute - 1;
     const int64_t shipment = next_shipment;
     int64_t sealed = 0;
+    const auto sealing = Clock::now();
     if (Status s = on_writer(core,
                              [&](StoreWriter& writer) -> Status {
                                if (Status s = writer.seal_shipment(shipment, through, options.max_shipment_rows, sealed);
@@ -211,6 +213,8 @@ struct Shipper::Impl {
       analyzed_runs.insert(candidates.begin(), candidates.end());
     }
     if (sealed == 0 && ended.empty()) return {};
+    log::logger("collector").debug("fleet shipping: shipment {}: {} rollup rows sealed in {} ms", shipment, sealed,
+                                   std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sealing).count());
     next_shipment = shipment + 1;
     more = true;
     return send(shipment);
@@ -250,55 +254,67 @@ struct Shipper::Impl {
     std::set<std::string> runs_touched(ended.begin(), ended.end());
     int64_t min_minute = INT64_MAX, max_minute = 0;
     {
+      int64_t first = 0, end = 0;
+      if (Status s = ship::shipment_ids(db, shipment, first, end); !s.ok()) return s;
+      // Each commit appended its own rows: one row per key and minute here.
+      absl::flat_hash_map<ship::RollupKey, ship::RollupCounts> summed;
       RowScan<StoredRollup> scan;
-      if (Status s = scan.open(db, 0, INT64_MAX, " AND shipment = ?3 ORDER BY id"); !s.ok()) return s;
+      if (Status s = scan.open(db, first, end, " AND shipment = ?3 ORDER BY id"); !s.ok()) return s;
       scan.statement().bind(3, shipment);
       StoredRollup row;
       Status error;
       while (scan.next(row, error)) {
+        ship::RollupCounts& sum =
+            summed[ship::RollupKey{row.agent, row.minute, row.op, row.arg_name, row.location, row.codes}];
+        sum.count += row.count;
+        sum.bytes += row.bytes;
+        sum.hits += row.hits;
+        sum.misses += row.misses;
+        sum.stale_hits += row.stale_hits;
+      }
+      if (!error.ok()) return error;
+      for (const auto& [key, sum] : summed) {
         const AgentInfo* info = nullptr;
-        if (Status s = agent_info(row.agent, info); !s.ok()) return s;
+        if (Status s = agent_info(key.agent, info); !s.ok()) return s;
         runs_touched.insert(info->run.run_id);
         // A site per (location, op, arg) of the store, hashed once.
-        const SiteKey key{row.location, row.op, row.arg_name};
-        auto found = site_of_key.find(key);
+        const SiteKey site_key{key.location, key.op, key.arg_name};
+        auto found = site_of_key.find(site_key);
         if (found == site_of_key.end()) {
           std::string_view op, arg;
           const StoredLocation* location = nullptr;
-          if (Status s = resolver.text(row.op, op); !s.ok()) return s;
-          if (Status s = resolver.text(row.arg_name, arg); !s.ok()) return s;
-          if (Status s = resolver.location(row.location, location); !s.ok()) return s;
+          if (Status s = resolver.text(key.op, op); !s.ok()) return s;
+          if (Status s = resolver.text(key.arg_name, arg); !s.ok()) return s;
+          if (Status s = resolver.location(key.location, location); !s.ok()) return s;
           const std::string file = location ? location->file : "";
           const uint32_t line = location ? location->line : 0;
           const std::string function = location ? location->function : "";
           const int64_t site = site_id(file, line, function, op, arg);
-          found = site_of_key.emplace(key, site).first;
+          found = site_of_key.emplace(site_key, site).first;
           if (known_sites.insert(site).second) {
             for (std::string value : {std::to_string(site), file, std::to_string(line), function, std::string(op),
                                       std::string(arg)})
               new_sites.push_back(std::move(value));
           }
         }
-        const int64_t site = found->second;
-        min_minute = std::min(min_minute, row.minute);
-        max_minute = std::max(max_minute, row.minute);
+        min_minute = std::min(min_minute, key.minute);
+        max_minute = std::max(max_minute, key.minute);
         rollups.begin_row(19);
-        rollups.timestamp_unix_ns(row.minute * ship::kNsPerMinute);
+        rollups.timestamp_unix_ns(key.minute * ship::kNsPerMinute);
         rollups.text(collector_id);
         rollups.int8(shipment);
         rollups.text(info->run.run_id);
         rollups.int4(info->agent.rank);
-        rollups.int8(site);
+        rollups.int8(found->second);
         for (int code : {kCastPolicy, kCastSrcDtype, kCastDstDtype, kCastOutcome, kCastDeviceType, kCastRole, kCastMode,
                          kCastPhase})
-          rollups.int2(static_cast<int16_t>(code_at(row.codes, code)));
-        rollups.int8(row.count);
-        rollups.int8(row.bytes);
-        rollups.int8(row.hits);
-        rollups.int8(row.misses);
-        rollups.int8(row.stale_hits);
+          rollups.int2(static_cast<int16_t>(code_at(key.codes, code)));
+        rollups.int8(sum.count);
+        rollups.int8(sum.bytes);
+        rollups.int8(sum.hits);
+        rollups.int8(sum.misses);
+        rollups.int8(sum.stale_hits);
       }
-      if (!error.ok()) return error;
     }
 
     // Agents of the runs touched (each run's at most once a minute, and at

@@ -2,6 +2,9 @@
 
 #include <time.h>
 
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 
 #include "server/src/store/event_columns.h"
@@ -13,20 +16,10 @@ namespace v1 = castscope::v1;
 
 namespace {
 
-constexpr auto kRollupRow =
-    schema::columns(schema::kShipRollups, {"shipment", "agent", "minute", "op", "arg_name", "location", "codes", "count",
-                                           "bytes", "hits", "misses", "stale_hits"});
 constexpr int64_t kNsPerDay = kNsPerMinute * 60 * 24;
 
 // The cast key of a rollup: every field but the cache outcome (counted apart).
 constexpr int64_t kCacheFieldMask = static_cast<int64_t>(code_field("", kCastCache).mask() << code_field("", kCastCache).shift);
-
-std::string upsert_sql() {
-  return kRollupRow.insert_sql() +
-         " ON CONFLICT(shipment, agent, minute, op, arg_name, location, codes) DO UPDATE SET "
-         "count = count + excluded.count, bytes = bytes + excluded.bytes, hits = hits + excluded.hits, "
-         "misses = misses + excluded.misses, stale_hits = stale_hits + excluded.stale_hits";
-}
 
 Status run(sqlite3* db, const std::string& sql, std::initializer_list<int64_t> values) {
   Statement statement;
@@ -63,6 +56,13 @@ int64_t RollupAccumulator::minute_of(uint64_t ts_ns, uint64_t received_unix_ns) 
   return unix_ns / kNsPerMinute;
 }
 
+RollupCounts& RollupAccumulator::row(const RollupKey& key) {
+  if (last_ != nullptr && key == last_key_) return *last_;  // a batch's casts often come in runs of one key
+  last_key_ = key;
+  last_ = &rows_[key];  // flat: a later insertion may move it, so it is taken again then
+  return *last_;
+}
+
 void RollupAccumulator::add_cast(int64_t agent, int64_t minute, int64_t op, int64_t arg_name, int64_t location,
                                  const v1::CastEvent& cast) {
   if (paused_) {
@@ -70,8 +70,7 @@ void RollupAccumulator::add_cast(int64_t agent, int64_t minute, int64_t op, int6
     return;
   }
   const auto codes = static_cast<int64_t>(pack_cast_key(cast)) & ~kCacheFieldMask;
-  rows_[RollupKey{agent, minute, op, arg_name, location, codes}].add(1, static_cast<int64_t>(cast.bytes()),
-                                                                     cast.cache());
+  row(RollupKey{agent, minute, op, arg_name, location, codes}).add(1, static_cast<int64_t>(cast.bytes()), cast.cache());
 }
 
 void RollupAccumulator::add_counts(int64_t agent, int64_t minute, int64_t op, int64_t arg_name, int64_t location,
@@ -81,56 +80,62 @@ void RollupAccumulator::add_counts(int64_t agent, int64_t minute, int64_t op, in
     return;
   }
   const auto codes = static_cast<int64_t>(pack_cast_key(counts)) & ~kCacheFieldMask;
-  rows_[RollupKey{agent, minute, op, arg_name, location, codes}].add(
-      static_cast<int64_t>(counts.count()), static_cast<int64_t>(counts.bytes()), counts.cache());
+  row(RollupKey{agent, minute, op, arg_name, location, codes})
+      .add(static_cast<int64_t>(counts.count()), static_cast<int64_t>(counts.bytes()), counts.cache());
 }
 
-Status RollupAccumulator::flush(sqlite3* db) {
-  if (not_rolled_up_ > 0) {
-    if (Status s = run(db,
-                       "INSERT INTO ship_state(key, value) VALUES ('events_not_shipped', ?) ON CONFLICT(key) DO UPDATE "
-                       "SET value = CAST(value AS INTEGER) + CAST(excluded.value AS INTEGER)",
-                       {not_rolled_up_});
-        !s.ok())
-      return s;
-    not_rolled_up_ = 0;
-  }
-  if (rows_.empty()) return {};
-  if (upsert_.get() == nullptr)
-    if (Status s = Statement::prepare(db, upsert_sql(), upsert_); !s.ok()) return s;
-  for (const auto& [key, counts] : rows_) {
-    upsert_.bind(kRollupRow.param("shipment"), 0);
-    upsert_.bind(kRollupRow.param("agent"), key.agent);
-    upsert_.bind(kRollupRow.param("minute"), key.minute);
-    upsert_.bind(kRollupRow.param("op"), key.op);
-    upsert_.bind(kRollupRow.param("arg_name"), key.arg_name);
-    upsert_.bind(kRollupRow.param("location"), key.location);
-    upsert_.bind(kRollupRow.param("codes"), key.codes);
-    upsert_.bind(kRollupRow.param("count"), counts.count);
-    upsert_.bind(kRollupRow.param("bytes"), counts.bytes);
-    upsert_.bind(kRollupRow.param("hits"), counts.hits);
-    upsert_.bind(kRollupRow.param("misses"), counts.misses);
-    upsert_.bind(kRollupRow.param("stale_hits"), counts.stale_hits);
-    const Status s = upsert_.run();
-    if (!s.ok()) return s;
-  }
-  rows_.clear();
-  return {};
+Status add_not_shipped(sqlite3* db, int64_t casts) {
+  if (casts == 0) return {};
+  return run(db,
+             "INSERT INTO ship_state(key, value) VALUES ('events_not_shipped', ?) ON CONFLICT(key) DO UPDATE "
+             "SET value = CAST(value AS INTEGER) + CAST(excluded.value AS INTEGER)",
+             {casts});
 }
+
+namespace {
+std::string ids_key(int64_t shipment) { return "ids:" + std::to_string(shipment); }
+}  // namespace
 
 Status seal(sqlite3* db, int64_t shipment, int64_t through_minute, int64_t max_rows, int64_t& sealed) {
-  if (Status s = run(db,
-                     "UPDATE ship_rollups SET shipment = ? WHERE id IN (SELECT id FROM ship_rollups "
-                     "WHERE shipment = 0 AND minute <= ? ORDER BY id LIMIT ?)",
-                     {shipment, through_minute, max_rows});
+  // Open rows sit at the front of the table (sealed ones leave once shipped),
+  // so this scan in id order stops after about max_rows rows.
+  Statement statement;
+  if (Status s = Statement::prepare(db,
+                                    "UPDATE ship_rollups SET shipment = ? WHERE id IN (SELECT id FROM ship_rollups "
+                                    "WHERE shipment = 0 AND minute <= ? ORDER BY id LIMIT ?) RETURNING id",
+                                    statement);
       !s.ok())
     return s;
-  sealed = sqlite3_changes(db);
+  statement.bind(1, shipment);
+  statement.bind(2, through_minute);
+  statement.bind(3, max_rows);
+  int64_t first = INT64_MAX, last = -1;
+  Status error;
+  for (sealed = 0; statement.step(error); ++sealed) {
+    const int64_t id = statement.column_int(0);
+    first = std::min(first, id);
+    last = std::max(last, id);
+  }
+  if (!error.ok() || sealed == 0) return error;
+  return write_state(db, ids_key(shipment), std::to_string(first) + " " + std::to_string(last + 1));
+}
+
+Status shipment_ids(sqlite3* db, int64_t shipment, int64_t& first, int64_t& end) {
+  std::string range;
+  first = end = 0;
+  if (Status s = read_state(db, ids_key(shipment), range); !s.ok()) return s;
+  if (!range.empty() && std::sscanf(range.c_str(), "%" SCNd64 " %" SCNd64, &first, &end) != 2)
+    return Status::internal("ship_state " + ids_key(shipment) + " is not an id range: " + range);
   return {};
 }
 
 Status forget(sqlite3* db, int64_t shipment) {
-  return run(db, "DELETE FROM ship_rollups WHERE shipment = ?", {shipment});
+  int64_t first = 0, end = 0;
+  if (Status s = shipment_ids(db, shipment, first, end); !s.ok()) return s;
+  if (Status s = run(db, "DELETE FROM ship_rollups WHERE id >= ? AND id < ? AND shipment = ?", {first, end, shipment});
+      !s.ok())
+    return s;
+  return write_state(db, ids_key(shipment), "");
 }
 
 Status read_state(sqlite3* db, std::string_view key, std::string& value) {

@@ -2,9 +2,9 @@
 // cast decisions kept in the store until PostgreSQL has them.
 //
 // Who writes and who reads. The writer thread adds every stored cast and
-// cast counter to a RollupAccumulator and writes it at commit, in the
-// transaction that stores the events (so a rollup never misses or doubles an
-// event, whatever is killed when). The shipper thread asks the writer (a
+// cast counter to a RollupAccumulator and appends its rows at commit
+// (StoreWriter), in the transaction that stores the events (so a rollup
+// never misses or doubles an event, whatever is killed when). The shipper thread asks the writer (a
 // writer task) to seal the open rows into a numbered shipment, reads the
 // sealed rows from its own connection, sends them, and once PostgreSQL has
 // committed them asks the writer to forget the shipment. Sealing and
@@ -16,7 +16,9 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <unordered_map>
+#include <utility>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "castscope/v1/events.pb.h"
 #include "server/src/status.h"
@@ -36,12 +38,9 @@ struct RollupCounts {
 struct RollupKey {
   int64_t agent, minute, op, arg_name, location, codes;
   bool operator==(const RollupKey&) const = default;
-};
-struct RollupKeyHash {
-  size_t operator()(const RollupKey& k) const {
-    uint64_t h = static_cast<uint64_t>(k.agent) * 0x9E3779B97F4A7C15ull;
-    for (int64_t v : {k.minute, k.op, k.arg_name, k.location, k.codes}) h = (h ^ static_cast<uint64_t>(v)) * 0xBF58476D1CE4E5B9ull;
-    return static_cast<size_t>(h ^ (h >> 31));
+  template <typename H>
+  friend H AbslHashValue(H h, const RollupKey& k) {
+    return H::combine(std::move(h), k.agent, k.minute, k.op, k.arg_name, k.location, k.codes);
   }
 };
 
@@ -58,7 +57,7 @@ class RollupAccumulator {
   }
   bool enabled() const { return enabled_; }
   // Past the backlog's bound (the shipper says so, through a writer task):
-  // events are counted, not rolled up; flush adds the count to ship_state's
+  // events are counted, not rolled up; the writer adds the count to ship_state's
   // events_not_shipped, so the loss is shown.
   void set_paused(bool paused) { paused_ = paused; }
   // The minute of an event of a batch received at `received_unix_ns`.
@@ -70,27 +69,44 @@ class RollupAccumulator {
                   const castscope::v1::CastCounts& counts);
   void clear() {
     rows_.clear();
+    last_ = nullptr;
     not_rolled_up_ = 0;
   }
-  // Adds the rows to the open ones (within the caller's transaction), then clears.
-  Status flush(sqlite3* db);
+  // This transaction's rows, for the writer to append.
+  template <typename Row>
+  void for_each(Row&& row) const {
+    for (const auto& [key, counts] : rows_) row(key, counts);
+  }
+  size_t size() const { return rows_.size(); }
+  // Casts left out while paused, this transaction.
+  int64_t not_rolled_up() const { return not_rolled_up_; }
 
  private:
   bool enabled_ = false;
   bool paused_ = false;
   int64_t not_rolled_up_ = 0;  // this transaction's, while paused
   int64_t clock_offset_ns_ = 0;
-  std::unordered_map<RollupKey, RollupCounts, RollupKeyHash> rows_;
-  Statement upsert_;
+  RollupCounts& row(const RollupKey& key);
+
+  // A lookup per stored cast (Abseil's open-addressing map).
+  absl::flat_hash_map<RollupKey, RollupCounts> rows_;
+  RollupKey last_key_{};
+  RollupCounts* last_ = nullptr;  // valid until the next insertion
 };
 
 // CLOCK_REALTIME - CLOCK_MONOTONIC now.
 int64_t monotonic_to_unix_offset_ns();
 
+// Writer thread, in the commit's transaction: adds what a paused
+// accumulator left out to ship_state's events_not_shipped.
+Status add_not_shipped(sqlite3* db, int64_t casts);
 // Writer thread: gives the open rows of minutes up to `through_minute`, the
-// oldest first and at most `max_rows` of them, the number `shipment`;
-// `sealed`: how many.
+// first stored first and at most `max_rows` of them, the number `shipment`,
+// and keeps their id range in ship_state; `sealed`: how many.
 Status seal(sqlite3* db, int64_t shipment, int64_t through_minute, int64_t max_rows, int64_t& sealed);
+// The id range [first, end) holding the rows of `shipment` (empty: none):
+// a shipment's reader scans that range, not the whole table.
+Status shipment_ids(sqlite3* db, int64_t shipment, int64_t& first, int64_t& end);
 // Writer thread: removes the rows of `shipment` (PostgreSQL has them).
 Status forget(sqlite3* db, int64_t shipment);
 

@@ -753,7 +753,7 @@ TEST(ShipRollups, CommitsRollUpTheirCastsSealInBoundedShipmentsAndCountWhatAPaus
   EXPECT_TRUE(duplicate);
   EXPECT_EQ(pragma(db, "SELECT sum(count) FROM ship_rollups WHERE shipment = 0"), 6);
   const int64_t keys = pragma(db, "SELECT count(*) FROM ship_rollups");
-  ASSERT_GE(keys, 1);  // one row per key and minute, however many commits
+  ASSERT_GE(keys, 2);  // appended: each commit its own rows (the shipper sums them per key and minute)
 
   // Sealing takes at most max_rows, the first stored first.
   int64_t sealed = 0;

@@ -45,6 +45,9 @@ int64_t global_id(uint32_t local, const LocalIdIndex& index, const std::vector<i
 // below take their ordinals from these.
 constexpr auto kBatchRow = schema::all_columns<schema::kBatches>();
 constexpr auto kCastRow = schema::all_columns<schema::kCasts>();
+constexpr auto kRollupRow =
+    schema::columns(schema::kShipRollups, {"shipment", "agent", "minute", "op", "arg_name", "location", "codes", "count",
+                                           "bytes", "hits", "misses", "stale_hits"});
 constexpr auto kOpRow = schema::all_columns<schema::kOps>();
 constexpr auto kSampleRow = schema::all_columns<schema::kCacheSamples>();
 constexpr auto kKernelRow = schema::all_columns<schema::kKernels>();
@@ -126,6 +129,7 @@ Status StoreWriter::prepare_statements() {
   for (const auto& [statement, sql] : statements)
     if (Status s = Statement::prepare(db, sql, *statement); !s.ok()) return db_.error(s.message());
   if (Status s = casts_.prepare(db, kCastRow); !s.ok()) return s;
+  if (Status s = ship_rollups_.prepare(db, kRollupRow); !s.ok()) return s;
   if (Status s = ops_.prepare(db, kOpRow); !s.ok()) return s;
   if (Status s = cache_samples_.prepare(db, kSampleRow); !s.ok()) return s;
   if (Status s = cast_counts_.prepare(db, kCastCountsRow); !s.ok()) return s;
@@ -193,7 +197,7 @@ Status StoreWriter::commit() {
   }
   dirty_runs_.clear();
   if (Status s = tiles_.flush(db_.handle()); !s.ok()) return db_.error(s.message());
-  if (Status s = rollups_.flush(db_.handle()); !s.ok()) return db_.error(s.message());
+  if (Status s = append_rollups(); !s.ok()) return s;
   if (Status s = commit_.run(); !s.ok()) return db_.error(s.message());
   checkpointer_.after_commit();
   return {};
@@ -382,6 +386,34 @@ Status StoreWriter::store_batch(const v1::Batch& batch, uint64_t received_unix_n
   if (!agent->dirty) dirty_agents_.push_back(agent);
   agent->dirty = true;
   return {};
+}
+
+Status StoreWriter::append_rollups() {
+  if (Status s = ship::add_not_shipped(db_.handle(), rollups_.not_rolled_up()); !s.ok()) return db_.error(s.message());
+  rollup_rows_.clear();
+  rollups_.for_each([this](const ship::RollupKey& key, const ship::RollupCounts& counts) {
+    rollup_rows_.emplace_back(key, counts);
+  });
+  rollups_.clear();
+  int64_t inserted = 0;
+  return ship_rollups_.insert(
+      rollup_rows_.size(),
+      [this](Statement& s, int p, size_t row) {
+        const auto& [key, counts] = rollup_rows_[row];
+        s.bind(p + kRollupRow["shipment"], 0);
+        s.bind(p + kRollupRow["agent"], key.agent);
+        s.bind(p + kRollupRow["minute"], key.minute);
+        s.bind(p + kRollupRow["op"], key.op);
+        s.bind(p + kRollupRow["arg_name"], key.arg_name);
+        s.bind(p + kRollupRow["location"], key.location);
+        s.bind(p + kRollupRow["codes"], key.codes);
+        s.bind(p + kRollupRow["count"], counts.count);
+        s.bind(p + kRollupRow["bytes"], counts.bytes);
+        s.bind(p + kRollupRow["hits"], counts.hits);
+        s.bind(p + kRollupRow["misses"], counts.misses);
+        s.bind(p + kRollupRow["stale_hits"], counts.stale_hits);
+      },
+      inserted);
 }
 
 void StoreWriter::add_rollups(int64_t agent, uint64_t received_unix_ns) {

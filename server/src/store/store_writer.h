@@ -130,13 +130,14 @@ class StoreWriter {
   Status intern_location(const castscope::v1::SourceLocation& location, int64_t& id);
   Status insert_events(const castscope::v1::Batch& batch, AgentRow& agent, uint64_t received_unix_ns);
   void add_rollups(int64_t agent, uint64_t received_unix_ns);
+  Status append_rollups();  // at commit: this transaction's rollups, appended
 
   Database db_;
   WalCheckpointer checkpointer_;  // declared after db_: stops before the writer connection closes
   Statement begin_, commit_, rollback_;
   Statement insert_batch_, find_run_, insert_run_, update_run_, find_agent_, insert_agent_, update_agent_;
   Statement find_string_, insert_string_, find_location_, insert_location_;
-  MultiRowInsert casts_, ops_, cache_samples_, kernels_, cast_counts_, op_counts_;
+  MultiRowInsert casts_, ops_, cache_samples_, kernels_, cast_counts_, op_counts_, ship_rollups_;
 
   std::unordered_map<std::string, int64_t> string_ids_;
   std::unordered_map<std::string, int64_t> location_ids_;  // key: location_key()
@@ -150,6 +151,7 @@ class StoreWriter {
   std::vector<int64_t> batch_string_ids_, batch_location_ids_;
   tiles::TileAccumulator tiles_;  // this transaction's events, written at commit
   ship::RollupAccumulator rollups_;  // the same, when shipping
+  std::vector<std::pair<ship::RollupKey, ship::RollupCounts>> rollup_rows_;  // reused at each commit
 };
 
 }  // namespace castscope::collector

@@ -21,6 +21,8 @@
     castscope view DIR|DB     serve the viewer over a stored run, read-only, until Ctrl-C
     castscope query ARGS...   read a database or a collector (castscope-collector query;
                               --collector HOST:PORT [--token T] [--tls-ca PEM])
+    castscope fleet ARGS...   the fleet's PostgreSQL: init, retain, jobs, sites, findings,
+                              compare, job, view (castscope-collector fleet; docs/fleet.md)
     castscope --version       castscope's release and the torch the agent was built for
 
 One module per command group: `policy`, `run`, `report` (report and diff),

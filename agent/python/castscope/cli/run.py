@@ -54,12 +54,13 @@ def add_parsers(commands) -> None:
                      help="where the embedded collector serves the viewer (default: a free loopback port)")
     run.add_argument("--ui-dir", help="the built viewer the embedded collector serves (default: the one installed "
                                       "with castscope, or ui/dist of the source tree; not with --collector)")
-    run.add_argument("--ship", metavar="URL", default=os.environ.get("CASTSCOPE_SHIP"),
+    run.add_argument("--ship", metavar="URL",
                      help="the embedded collector ships rollups, findings and the job's end to this fleet PostgreSQL "
                           "(libpq URL without a password; password from --ship-password-file, PGPASSWORD or "
-                          "~/.pgpass; default: CASTSCOPE_SHIP; docs/fleet.md; not with --collector)")
-    run.add_argument("--ship-password-file", default=os.environ.get("CASTSCOPE_SHIP_PASSWORD_FILE"),
-                     help="the fleet PostgreSQL's password, from this file (mode 600)")
+                          "~/.pgpass; CASTSCOPE_SHIP, which the collector reads, does the same; docs/fleet.md; "
+                          "not with --collector)")
+    run.add_argument("--ship-password-file",
+                     help="the fleet PostgreSQL's password, from this file (mode 600; or CASTSCOPE_SHIP_PASSWORD_FILE)")
     run.add_argument("--run-id", type=_run_id,
                      help="name of this run in the collector (default: time and a random suffix)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -116,6 +117,10 @@ def run_command(args) -> int:
     if args.collector is not None and (args.serve or args.ui_dir):
         print(f"castscope run: {'--serve' if args.serve else '--ui-dir'} needs the embedded collector (your "
               f"--collector serves its own viewer)", file=sys.stderr)
+        return 2
+    if args.collector is not None and (args.ship or args.ship_password_file):
+        print("castscope run: --ship needs the embedded collector (your --collector ships when started with "
+              "castscope serve --ship URL)", file=sys.stderr)
         return 2
     if args.ui_dir and not (pathlib.Path(args.ui_dir) / "index.html").is_file():
         print(f"castscope run: --ui-dir {args.ui_dir}: no index.html there (give the built viewer, ui/dist: "
