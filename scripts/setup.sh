@@ -13,6 +13,7 @@ APT_PACKAGES=(cmake ninja-build g++ pkg-config libspdlog-dev nlohmann-json3-dev 
               clang-14 libclang-rt-14-dev
               libcpp-httplib-dev  # the collector's HTTP side (the viewer)
               libpq-dev           # the collector's fleet shipping and queries (PostgreSQL's client, libpq)
+              libabsl-dev         # Abseil (gRPC's own): the fleet rollups' hash map
               postgresql-15 openssl  # the fleet tests start their own PostgreSQL server (docs/fleet.md)
               chromium)           # the viewer's browser tests (Playwright drives it; browsers are never downloaded)
 # node and npm build the viewer (ui/): Debian's unless a node is already installed.

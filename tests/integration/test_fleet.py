@@ -182,6 +182,9 @@ def test_the_reader_cannot_write_and_a_wrong_password_or_certificate_is_refused(
                    "--ship-interval-s", "0.2", "--ship-partial-minutes")
     collector = Collector(tmp_path / "reader.db", extra=reader_ship)
     try:
+        # What every user of the machine can read names the file, never the password.
+        command_line = pathlib.Path(f"/proc/{collector.process.pid}/cmdline").read_bytes()
+        assert str(pg.reader_password).encode() in command_line and b"reader-secret-2" not in command_line
         helpers_job = subprocess.run([*CASTSCOPE, "run", "--collector", collector.address, "--out",
                                       str(tmp_path / "out"), "--run-id", "reader-writes", "--no-jsonl", "--",
                                       sys.executable, "-c", "import helpers; helpers.train(2)"],
