@@ -293,6 +293,7 @@ def test_retain_drops_old_day_partitions_and_keeps_the_rest(pg, tmp_path):
 
 
 def test_fleet_view_serves_the_fleet_to_the_reader_role_only(pg, tmp_path):
+    # Reads the jobs the two-node test above shipped into this module's database.
     writer = fleet("view", pg.url("node_writer"), "--password-file", str(pg.writer_password), check=False)
     assert writer.returncode == 2 and "reads with the reader role" in writer.stderr
     url_file = tmp_path / "fleet.url"
