@@ -81,7 +81,7 @@ struct Shipper::Impl {
   std::map<std::string, std::string> shipped_ends;  // run -> the signature its shipped end covered
   std::map<std::string, int64_t> agents_shipped_at;  // run -> when its agents' snapshot last landed (unix s)
 
-  mutable std::mutex mutex;
+  std::mutex mutex;
   std::condition_variable wake;
   std::set<std::string> analyzed_runs;  // under mutex
   bool stopping = false;                 // under mutex
