@@ -49,6 +49,12 @@ CASTSCOPE_EXPORT size_t castscope_policy_check(const char* config_json, char* bu
  * live casts of the native cast cache into the event stream. */
 CASTSCOPE_EXPORT void castscope_agent_mark_iteration(void);
 
+/* GradScaler.update() ran (the Python package calls it): the scale after
+ * the update, whether the step before it was skipped (found inf/NaN) and the
+ * scaler's updates so far. Recorded at the calling Python line; a skip may
+ * open a numerics window (docs/numerics.md). */
+CASTSCOPE_EXPORT void castscope_agent_scaler_update(double scale, int found_inf, unsigned long long updates);
+
 /* Installs the function that returns the calling thread's innermost user
  * Python frame as a location id (NULL: none). Set by the Python frame
  * reader library, so the agent itself never links CPython. */

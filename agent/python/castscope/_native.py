@@ -89,6 +89,8 @@ def _library():
         lib.castscope_agent_status.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         lib.castscope_policy_check.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
         lib.castscope_agent_mark_iteration.restype = None
+        lib.castscope_agent_scaler_update.argtypes = [ctypes.c_double, ctypes.c_int, ctypes.c_ulonglong]
+        lib.castscope_agent_scaler_update.restype = None
         lib.castscope_agent_set_location_reader.argtypes = [ctypes.c_void_p]
         lib.castscope_agent_set_location_reader.restype = None
         lib.castscope_agent_trace_recording.argtypes = [ctypes.c_int]

@@ -11,10 +11,10 @@ import pathlib
 import tempfile
 from typing import Iterator, Sequence
 
-from . import callable_overlays, compile_capture
+from . import callable_overlays, compile_capture, scaler_hook
 from ._native import (AttachError, PolicyRefused, _library, _location_reader_pointer, _read_json, _torch_dir,
                       agent_torch_version)
-from .config import _config, _gpu_config, _probe_config, environment_config
+from .config import _config, _gpu_config, _numerics_config, _probe_config, environment_config
 from .events import is_probe_record, read_events, summarize
 from .module_paths import missing_module_errors
 
@@ -88,6 +88,7 @@ def attach(
     give_up_after_s: int | None = None,
     gpu_timing: str | dict | None = None,
     aggregate: bool | dict = False,
+    numerics: bool | dict = True,
 ) -> Agent:
     """Takes over autocast from the policy files (default: policies/ for all
     devices) plus user overlays. Raises AttachError, with file, line and
@@ -105,7 +106,10 @@ def attach(
     a CUDA device, "on", "off", or a dict, docs/gpu.md) times the kernels of
     each cast and op with CUPTI. `aggregate=True` keeps per-site counters
     instead of per-event records (docs/aggregate.md); a dict sets its key
-    limit too, e.g. {"max_keys": 2048}.
+    limit too, e.g. {"max_keys": 2048}. `numerics=False` opens no numerics
+    windows (overflow, underflow and non-finite values at casts and autocast
+    ops, docs/numerics.md); a dict sets their schedule as `probe` does, plus
+    "skip_capture_iterations".
     When castscope was attached from outside (castscope run), returns a
     handle on that."""
     global _current
@@ -124,7 +128,8 @@ def attach(
     events_path = pathlib.Path(events_path)
     config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads,
                      collector=collector, spool_dir=None if spool_dir is None else str(spool_dir), run_id=run_id,
-                     give_up_after_s=give_up_after_s, **_aggregate_config(aggregate), **_probe_config(probe), **_gpu_config(gpu_timing))
+                     give_up_after_s=give_up_after_s, **_aggregate_config(aggregate), **_probe_config(probe), **_numerics_config(numerics),
+                     **_gpu_config(gpu_timing))
     _start(config, locations)
     _current = Agent(events_path)
     _current._step_hook = _register_step_hook()
@@ -167,6 +172,7 @@ def _start(config: dict, locations: bool, check_modules: bool = True) -> None:
             from e
     _bracket_tracing(lib)
     _bracket_profiler(lib)
+    scaler_hook.install(lib)
     compile_capture.install(lib)
     import torch
 
@@ -253,7 +259,13 @@ def _attach_from_environment() -> None:
     _start(config, locations=True, check_modules=False)
     _attached_from_environment = True
     _environment_step_hook = _register_step_hook()
-    atexit.register(lib.castscope_agent_finish)  # write what is buffered at exit
+    def finish():  # write what is buffered at exit, GradScaler updates still on their way too
+        try:
+            scaler_hook.drain(lib, wait=True)
+        finally:
+            lib.castscope_agent_finish()
+
+    atexit.register(finish)
 
 
 def detach() -> None:

@@ -67,6 +67,12 @@ def _config(policy_files, overlays, events_path, record_events, **extra) -> dict
     return config
 
 
+def _numerics_config(numerics: bool | dict) -> dict:
+    if isinstance(numerics, dict):
+        return {"numerics": True, **{f"numerics_{key}": value for key, value in numerics.items()}}
+    return {"numerics": bool(numerics)}
+
+
 def _probe_config(probe: bool | dict) -> dict:
     if isinstance(probe, dict):
         return {"probe": True, **{f"probe_{key}": value for key, value in probe.items()}}

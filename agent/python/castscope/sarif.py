@@ -44,6 +44,14 @@ RULES = {
                    "The casts may cost more than the lower precision saves."),
     "tf32-matmul": ("info", "float32 matmuls ran on tensor cores as TF32.",
                     "A precision the code did not ask for."),
+    "cast-overflow": ("error", "Casting to a lower precision turned finite values into inf.",
+                      "The op computes on inf: its result, the loss and the gradients go non-finite."),
+    "cast-underflow": ("warning", "Casting to a lower precision turned nonzero values into 0.",
+                       "Epsilons and small gradients vanish silently."),
+    "nonfinite-output": ("error", "An autocast op produced inf or NaN from finite inputs.",
+                         "Its lower-precision output overflowed; the loss and gradients follow."),
+    "scaler-skips": ("warning", "GradScaler skipped optimizer steps after its scale had settled.",
+                     "Each skip throws a training step away; something overflows again and again."),
 }
 
 

@@ -110,6 +110,8 @@ constexpr uint64_t kInt64Max = INT64_MAX;
 constexpr uint64_t kUint64Max = UINT64_MAX;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 const std::string kProbeRange = "probe_iterations and probe_max_ms must be positive, probe_every_ms at least 0";
+const std::string kNumericsRange =
+    "numerics_iterations and numerics_max_ms must be positive, numerics_every_ms at least 0";
 const std::string kIntRange = " (at most " + std::to_string(kIntMax) + ")";
 
 const Field kFields[] = {
@@ -228,6 +230,23 @@ const Field kFields[] = {
             [](AgentConfig& c, uint64_t n) { c.probe.max_ms = static_cast<int64_t>(n); }),
     integer("probe_every_ms", 0, kInt64Max, kProbeRange,
             [](AgentConfig& c, uint64_t n) { c.probe.every_ms = static_cast<int64_t>(n); }),
+    {"numerics",
+     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+       if (!value.is_boolean()) return expected(key, "true or false", value);
+       config.numerics.enabled = value.get<bool>();
+       return "";
+     }},
+    integer("numerics_iterations", 1, kUint64Max, kNumericsRange,
+            [](AgentConfig& c, uint64_t n) { c.numerics.iterations = n; }),
+    integer("numerics_every_iterations", 0, kUint64Max, "numerics_every_iterations must be at least 0",
+            [](AgentConfig& c, uint64_t n) { c.numerics.every_iterations = n; }),
+    integer("numerics_max_ms", 1, kInt64Max, kNumericsRange,
+            [](AgentConfig& c, uint64_t n) { c.numerics.max_ms = static_cast<int64_t>(n); }),
+    integer("numerics_every_ms", 0, kInt64Max, kNumericsRange,
+            [](AgentConfig& c, uint64_t n) { c.numerics.every_ms = static_cast<int64_t>(n); }),
+    integer("numerics_skip_capture_iterations", 0, kUint64Max,
+            "numerics_skip_capture_iterations must be at least 0 (0: no capture after a skip)",
+            [](AgentConfig& c, uint64_t n) { c.numerics.skip_capture_iterations = n; }),
 };
 
 const Field* find_field(const std::string& key) {

@@ -65,10 +65,10 @@ struct AgentConfig {
   size_t max_threads = 12;
   int flush_interval_ms = 50;
   int cache_sample_interval_ms = 1000;
-  // Step-free cache samples: one after this many cacheable misses (or, once
-  // the cache holds more casts than that, after as many misses as it holds);
-  // 0: none. docs/diagnostics.md, cache-growth.
-  int cache_sample_every_misses = 64;
+  // Step-free cache samples: one at a miss after this many cacheable casts,
+  // hits included (or, once the cache holds more casts than that, after as
+  // many as it holds); 0: none. docs/diagnostics.md, cache-growth.
+  int cache_sample_every_misses = 16;
   std::string torch_version;  // default: the torch the agent was built against
   std::string internal_path_prefix;  // the torch package dir: frames there are not user code
   // Transport (docs/operations.md): batches go to a spool folder; with a

@@ -82,6 +82,12 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
                     {"probe_every_iterations", 0},
                     {"probe_max_ms", 100},
                     {"probe_every_ms", 0},
+                    {"numerics", false},
+                    {"numerics_iterations", 4},
+                    {"numerics_every_iterations", 0},
+                    {"numerics_max_ms", 200},
+                    {"numerics_every_ms", 0},
+                    {"numerics_skip_capture_iterations", 7},
                     {"gpu_timing", "on"},
                     {"cupti_library", "/opt/cuda/libcupti.so"},
                     {"gpu_correlation_kind", "CUSTOM1"},
@@ -134,6 +140,12 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config.probe.every_iterations, 0u);
   EXPECT_EQ(config.probe.max_ms, 100);
   EXPECT_EQ(config.probe.every_ms, 0);
+  EXPECT_FALSE(config.numerics.enabled);
+  EXPECT_EQ(config.numerics.iterations, 4u);
+  EXPECT_EQ(config.numerics.every_iterations, 0u);
+  EXPECT_EQ(config.numerics.max_ms, 200);
+  EXPECT_EQ(config.numerics.every_ms, 0);
+  EXPECT_EQ(config.numerics.skip_capture_iterations, 7u);
   EXPECT_EQ(agent_config_keys().size(), doc.size());
 }
 

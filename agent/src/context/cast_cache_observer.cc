@@ -20,7 +20,7 @@ void CastCacheObserver::set_sample_every_misses(uint64_t misses) {
   std::lock_guard<std::mutex> lock(mutex_);
   every_misses_ = misses;
   next_sample_after_ = misses;
-  misses_since_sample_ = 0;
+  casts_since_sample_ = 0;
 }
 
 CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& source, const at::Tensor& result) {
@@ -28,6 +28,7 @@ CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& sour
   out.source_version = source._version();
   const c10::TensorImpl* key = source.unsafeGetTensorImpl();
   std::lock_guard<std::mutex> lock(mutex_);
+  ++casts_since_sample_;
   auto found = entries_.find(key);
   if (found != entries_.end()) {
     Entry& entry = found->second;
@@ -48,7 +49,7 @@ CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& sour
   out.cached_version = out.source_version;
   entries_.insert_or_assign(key, Entry{WeakImpl(source.getIntrusivePtr()), WeakImpl(result.getIntrusivePtr()),
                                         out.source_version, static_cast<uint64_t>(result.numel()) * result.element_size()});
-  out.sample_due = next_sample_after_ > 0 && ++misses_since_sample_ >= next_sample_after_;
+  out.sample_due = next_sample_after_ > 0 && casts_since_sample_ >= next_sample_after_;
   return out;
 }
 
@@ -71,8 +72,8 @@ CastCacheObserver::Sample CastCacheObserver::sample() {
   }
   out.cache_hits = hits_;
   out.released_casts = released_;
-  // The next scan waits for as many misses as this one visited entries.
-  misses_since_sample_ = 0;
+  // The next scan waits for as many casts as this one visited entries.
+  casts_since_sample_ = 0;
   if (every_misses_ > 0) next_sample_after_ = std::max<uint64_t>(every_misses_, out.live_casts);
   return out;
 }
@@ -80,7 +81,7 @@ CastCacheObserver::Sample CastCacheObserver::sample() {
 void CastCacheObserver::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   entries_.clear();
-  misses_since_sample_ = 0;
+  casts_since_sample_ = 0;
   hits_ = 0;
   released_ = 0;
 }

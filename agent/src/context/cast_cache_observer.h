@@ -13,10 +13,16 @@
 // region's exit gives back. Samples count both, so growth inside one long
 // region shows whatever the sources do.
 //
-// Step-free sampling: observe() counts misses and says when a sample is due
-// (every `every_misses` misses, or every `held` misses once the cache holds
-// more than that), so the O(held) scan of sample() costs O(1) per miss
-// amortised, and samples thin out geometrically while the cache grows.
+// Step-free sampling: observe() counts the cacheable casts it sees, hits and
+// misses alike, and says a sample is due at a miss once as many have passed
+// since the last sample as the cache held then (at least `every_misses`), so
+// the O(held) scan of sample() costs O(1) per cacheable cast amortised. Hits
+// count because a loop that leaks shows it in misses rarer than hits (one new
+// input per pass against every weight served again): spaced by casts, the
+// samples of such a loop come about once per pass whatever the model's size,
+// where spacing by misses alone waited for the cache to double. Only a miss
+// can add an entry, so none is taken while the cache only serves hits, and a
+// first forward pass, all misses, still thins out geometrically.
 //
 // Concurrency: one mutex around the map and counters; taken once per
 // cacheable cast and by sample(). Cacheable casts are the weight casts, a
@@ -42,7 +48,7 @@ class CastCacheObserver {
     CacheOutcome outcome = CacheOutcome::kNotCacheable;
     int64_t source_version = 0;
     int64_t cached_version = 0;
-    bool sample_due = false;  // enough misses since the last sample: take one now
+    bool sample_due = false;  // a miss after enough casts since the last sample: take one now
   };
   struct Sample {
     uint64_t live_casts = 0;  // casts the cache holds, orphaned ones included
@@ -56,7 +62,8 @@ class CastCacheObserver {
   // The condition under which at::autocast::cached_cast consults its cache.
   static bool cacheable(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device);
 
-  // Misses between step-free samples (at least; see the file comment); 0: none.
+  // The fewest cacheable casts, a miss last, between step-free samples (see
+  // the file comment); 0: none.
   void set_sample_every_misses(uint64_t misses);
 
   // After cached_cast returned `result` for a cacheable `source`.
@@ -77,8 +84,8 @@ class CastCacheObserver {
   std::mutex mutex_;
   std::unordered_map<const c10::TensorImpl*, Entry> entries_;
   uint64_t every_misses_ = 0;
-  uint64_t misses_since_sample_ = 0;
-  uint64_t next_sample_after_ = 0;  // misses; 0: no step-free samples
+  uint64_t casts_since_sample_ = 0;  // cacheable: hits and misses
+  uint64_t next_sample_after_ = 0;   // casts; 0: no step-free samples
   uint64_t hits_ = 0;
   uint64_t released_ = 0;
 };

@@ -31,6 +31,7 @@
 #include "agent/src/context/autocast_keys.h"
 #include "agent/src/gpu/gemm_scope.h"
 #include "agent/src/gpu/launch_scope.h"
+#include "agent/src/numerics/numerics_windows.h"
 #include "agent/src/observers/op_probe.h"
 
 namespace castscope {
@@ -231,16 +232,30 @@ class KernelCore {
       const LaunchScope launches(correlate, seq | kCastLaunchBit);
       result = at::autocast::cached_cast(target, t, device_.device);
     }
-    if (op_record != nullptr)
-      record_cast(*op_record, t, target, arg_index, list_index, std::nullopt, cacheable ? &result : nullptr, seq);
+    if (op_record != nullptr) {
+      const CacheOutcome cache =
+          record_cast(*op_record, t, target, arg_index, list_index, std::nullopt, cacheable ? &result : nullptr, seq);
+      // Numerics windows: a cast the cache served was checked when it was made.
+      if (numerics_window_open() && result.unsafeGetTensorImpl() != t.unsafeGetTensorImpl() &&
+          cache != CacheOutcome::kHit && cache != CacheOutcome::kStaleHit &&
+          op_record->op.mode != ExecutionMode::kCompiling) [[unlikely]]
+        numerics_check_cast(*op_record, static_cast<uint16_t>(arg_index), t, result);
+    }
     return result;
   }
 
+  // Numerics windows: the op's inputs as it received them and its outputs.
+  static bool checks_numerics(const Record* op_record) {
+    return op_record != nullptr && numerics_window_open() && op_record->op.mode != ExecutionMode::kCompiling;
+  }
+
   // Records one decision. `forced` replaces the computed outcome (dtype-arg
-  // policies decide by the first argument, not by a cast).
-  void record_cast(const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index,
+  // policies decide by the first argument, not by a cast). Returns what the
+  // cast cache did (kNotCacheable when not observed).
+  CacheOutcome record_cast(const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index,
                    std::optional<CastOutcome> forced, const at::Tensor* cached_result = nullptr,
                    uint64_t reserved_seq = 0) noexcept {
+    CacheOutcome cache = CacheOutcome::kNotCacheable;
     try {
       const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
       Record r = new_cast_record(runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq,
@@ -255,7 +270,7 @@ class KernelCore {
       if (cached_result != nullptr) {
         const auto seen = runtime_.cast_cache.observe(t, *cached_result);
         sample_due = seen.sample_due;
-        r.cast.cache = seen.outcome;
+        r.cast.cache = cache = seen.outcome;
         r.cast.source_version = static_cast<uint32_t>(seen.source_version);
         r.cast.cached_version = static_cast<uint32_t>(seen.cached_version);
       }
@@ -264,7 +279,7 @@ class KernelCore {
         if (r.cast.outcome == CastOutcome::kCast && CompileCapture::collecting() &&
             !runtime_.compile.keep(CompileDecision{op_id_, policy_, device_.kind, r.cast}))
           runtime_.events.count_internal_error();
-        if (t_unlogged) return;
+        if (t_unlogged) return cache;
       } else {
         r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
       }
@@ -274,6 +289,7 @@ class KernelCore {
     } catch (...) {
       runtime_.events.count_internal_error();
     }
+    return cache;
   }
 
   RecordingState& runtime_;
@@ -301,13 +317,21 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
     const bool record = start_op_record(op_record, compile_duplicate, region_dtype,
                                         [&](DType* out) { return input_dtypes(stack, out); });
     const OpScope scope(device_, record, compile_duplicate, op_record);
+    std::vector<at::Tensor> checked_inputs;
     try {
-      apply_policy(op, stack, region_dtype, record ? &op_record : nullptr);
+      apply_policy(op, stack, region_dtype, record ? &op_record : nullptr, checked_inputs);
     } catch (...) {
       if (record) finish_op_record(op_record, false, [] { return DType::kUnspecified; });
       throw;
     }
-    if (record) finish_op_record(op_record, true, [&] { return output_dtype(*stack); });
+    if (record) {
+      if (checks_numerics(&op_record)) [[unlikely]] {
+        std::vector<at::Tensor> outputs;
+        for (const c10::IValue& out : *stack) add_tensors(out, outputs);
+        numerics_check_op(op_record, checked_inputs, outputs);
+      }
+      finish_op_record(op_record, true, [&] { return output_dtype(*stack); });
+    }
   }
 
  private:
@@ -348,9 +372,23 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
     return DType::kUnspecified;
   }
 
+  static void add_tensors(const c10::IValue& value, std::vector<at::Tensor>& out) {
+    if (value.isTensor()) {
+      out.push_back(value.toTensor());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorList().vec()) out.push_back(t);
+    }
+  }
+
+  // `checked_inputs` receives the op's tensor arguments as it gets them (after
+  // the casts) when numerics windows check this call.
   void apply_policy(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType region_dtype,
-                    Record* op_record) {
+                    Record* op_record, std::vector<at::Tensor>& checked_inputs) {
     c10::IValue* args = stack->data() + (stack->size() - kinds_.size());
+    const auto keep_inputs = [&] {
+      if (!checks_numerics(op_record)) [[likely]] return;
+      for (size_t i = 0; i < kinds_.size(); ++i) add_tensors(args[i], checked_inputs);
+    };
     switch (policy_) {
       case CastPolicy::kLowerPrecisionFp:
         cast_all(args, lower_precision(region_dtype), op_record);
@@ -365,6 +403,7 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
         set_opt_dtype(args, op_record);
         break;
       case CastPolicy::kFp32AppendDtype:
+        keep_inputs();
         append_dtype_and_call(args, stack, op_record);
         return;
       case CastPolicy::kBanned:
@@ -372,6 +411,7 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
       default:
         break;
     }
+    keep_inputs();
     op.callBoxed(stack);
   }
 
@@ -521,8 +561,22 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
   Return cast_and_call(std::index_sequence<Index...> /*positions*/, c10::ScalarType target, Record* op_record,
                        Args&... args) {
     std::tuple<Casted<Args>...> casted{cast_arg(args, target, Index, op_record)...};
-    return std::apply([this](auto&... a) { return op_.call(a...); }, casted);
+    Return out = std::apply([this](auto&... a) { return op_.call(a...); }, casted);
+    if (checks_numerics(op_record)) [[unlikely]] {
+      std::vector<at::Tensor> inputs;
+      std::apply([&inputs](const auto&... a) { (add_checked_input(a, inputs), ...); }, casted);
+      const at::Tensor outputs[] = {out};
+      numerics_check_op(*op_record, inputs, outputs);
+    }
+    return out;
   }
+
+  static void add_checked_input(const at::Tensor& t, std::vector<at::Tensor>& out) { out.push_back(t); }
+  static void add_checked_input(const std::optional<at::Tensor>& t, std::vector<at::Tensor>& out) {
+    if (t.has_value()) out.push_back(*t);
+  }
+  template <class Other>
+  static void add_checked_input(const Other& /*other*/, std::vector<at::Tensor>& /*out*/) {}
 
   // A tensor argument becomes its cast (a new tensor); any other argument is
   // passed on as it came.

@@ -188,6 +188,37 @@ void encode_cache_sample(const Record& record, wire::Writer& out) {
   out.u64(F::kReleasedCasts, record.sample.released_casts);
 }
 
+void encode_numerics(const Record& record, uint32_t op_string, uint32_t arg_string, uint32_t location_id,
+                     wire::Writer& out) {
+  using F = pb::NumericsSummary;
+  const NumericsFields& n = record.numerics;
+  out.u64(F::kSeq, record.seq);
+  out.u64(F::kFirstTsNs, record.ts_ns);
+  out.u64(F::kLastTsNs, n.last_ts_ns);
+  out.u64(F::kKind, static_cast<uint64_t>(n.kind));
+  out.u64(F::kThread, record.thread);
+  out.u64(F::kOpId, op_string);
+  out.u64(F::kArgNameId, arg_string);
+  out.u64(F::kLocationId, location_id);
+  out.u64(F::kArgIndex, n.arg_index);
+  out.u64(F::kDeviceType, static_cast<uint64_t>(record.device));
+  out.u64(F::kSrcDtype, static_cast<uint64_t>(n.src));
+  out.u64(F::kDstDtype, static_cast<uint64_t>(n.dst));
+  out.u64(F::kMode, static_cast<uint64_t>(n.mode));
+  out.u64(F::kPhase, static_cast<uint64_t>(n.phase));
+  out.u64(F::kIteration, n.iteration);
+  out.u64(F::kTensors, n.tensors);
+  out.u64(F::kValues, n.values);
+  out.u64(F::kOverflowed, n.overflowed);
+  out.u64(F::kUnderflowed, n.underflowed);
+  out.u64(F::kNonfinite, n.nonfinite);
+  out.u64(F::kNan, n.nan);
+  out.s32(F::kMaxAbsLog2, n.max_abs_log2);
+  out.u64(F::kFirstNonfiniteSeq, n.first_nonfinite_seq);
+  out.f64(F::kScale, n.scale);
+  out.boolean(F::kFoundInf, n.found_inf);
+}
+
 }  // namespace
 
 uint32_t BatchEncoder::intern_string(uint64_t key, const std::string& text) {
@@ -248,12 +279,20 @@ void BatchEncoder::add(const Record& record, const OpMeta& op, uint32_t location
     append_event(pb::Event::kCacheSample, scratch_);
     return;
   }
-  const uint32_t op_string = intern_string(record.op_id, op.name);
+  // A GradScaler update names no op.
+  const bool no_op = record.kind == RecordKind::kNumerics && record.numerics.kind == NumericsKind::kScalerUpdate;
+  const uint32_t op_string = no_op ? 0 : intern_string(record.op_id, op.name);
   define_location(location_id, location);
   const auto arg_string = [&](uint16_t arg) -> uint32_t {
     const std::string& arg_name = arg < op.arg_names.size() ? op.arg_names[arg] : std::string();
     return arg_name.empty() ? 0 : intern_string(kArgNameKey | (uint64_t{record.op_id} << 16) | arg, arg_name);
   };
+  if (record.kind == RecordKind::kNumerics) {
+    const bool cast = record.numerics.kind == NumericsKind::kCast;
+    encode_numerics(record, op_string, cast ? arg_string(record.numerics.arg_index) : 0, location_id, scratch_);
+    append_event(pb::Event::kNumerics, scratch_);
+    return;
+  }
   if (record.kind == RecordKind::kCast) {
     encode_cast(record, op_string, arg_string(record.cast.arg_index), location_id, scratch_, packed_);
     append_event(pb::Event::kCast, scratch_);

@@ -44,6 +44,9 @@ const std::set<std::string> kNotInBatches = {
     "castscope.v1.CastCounts.location",
     "castscope.v1.OpCounts.op",
     "castscope.v1.OpCounts.location",
+    "castscope.v1.NumericsSummary.op",
+    "castscope.v1.NumericsSummary.arg_name",
+    "castscope.v1.NumericsSummary.location",
 };
 
 // Fields of Event (and below) that the JSON-lines writer never writes.
@@ -58,6 +61,9 @@ const std::set<std::string> kNotInJsonLines = {
     "castscope.v1.KernelEvent.name_id",
     "castscope.v1.CastCounts.op_id",
     "castscope.v1.CastCounts.arg_name_id",
+    "castscope.v1.NumericsSummary.op_id",
+    "castscope.v1.NumericsSummary.arg_name_id",
+    "castscope.v1.NumericsSummary.location_id",
     "castscope.v1.CastCounts.location_id",
     "castscope.v1.OpCounts.op_id",
     "castscope.v1.OpCounts.location_id",
@@ -225,6 +231,44 @@ Record kernel_record() {
   return r;
 }
 
+// A numerics window's casts at one site; and a GradScaler update.
+Record numerics_cast_record() {
+  Record r = testing::record_head(RecordKind::kNumerics, 106, 1030, 4, 5, CastPolicy{}, DeviceKind::kCuda);
+  NumericsFields& n = r.numerics;
+  n.kind = NumericsKind::kCast;
+  n.location = kLocationId;
+  n.arg_index = 1;
+  n.src = DType::kFloat32;
+  n.dst = DType::kFloat16;
+  n.mode = ExecutionMode::kTraced;
+  n.phase = Phase::kBackward;
+  n.iteration = 3;
+  n.last_ts_ns = 1040;
+  n.tensors = 4;
+  n.values = 400;
+  n.overflowed = 7;
+  n.underflowed = 9;
+  n.nonfinite = 5;
+  n.nan = 2;
+  n.max_abs_log2 = -3;
+  n.first_nonfinite_seq = 100;
+  return r;
+}
+
+Record scaler_update_record() {
+  Record r = testing::record_head(RecordKind::kNumerics, 107, 1050, 4, 0, CastPolicy{}, DeviceKind::kUnspecified);
+  NumericsFields& n = r.numerics;
+  n.kind = NumericsKind::kScalerUpdate;
+  n.location = kLocationId;
+  n.iteration = 3;
+  n.last_ts_ns = 1050;
+  n.tensors = 12;
+  n.scale = 32768.0;
+  n.found_inf = true;
+  n.max_abs_log2 = kNoMagnitude;
+  return r;
+}
+
 const OpMeta kMemcpy{"memcpy DtoD", {}};
 
 const EventLogStats kStats{13, 2, 1, 5, {"overlay.json:3: entry \"mylib.Pool\": mylib has no attribute Pool"}};
@@ -329,6 +373,52 @@ v1::Event expected_op_counts() {
   return event;
 }
 
+v1::Event expected_numerics_cast() {
+  v1::Event event;
+  v1::NumericsSummary& n = *event.mutable_numerics();
+  n.set_seq(106);
+  n.set_first_ts_ns(1030);
+  n.set_last_ts_ns(1040);
+  n.set_kind(v1::NumericsSummary::KIND_CAST);
+  n.set_thread(4);
+  n.set_op_id(1);
+  n.set_arg_name_id(2);
+  n.set_location_id(kLocationId);
+  n.set_arg_index(1);
+  n.set_device_type(v1::DEVICE_TYPE_CUDA);
+  n.set_src_dtype(v1::DTYPE_FLOAT32);
+  n.set_dst_dtype(v1::DTYPE_FLOAT16);
+  n.set_mode(v1::EXECUTION_MODE_TRACED);
+  n.set_phase(v1::PHASE_BACKWARD);
+  n.set_iteration(3);
+  n.set_tensors(4);
+  n.set_values(400);
+  n.set_overflowed(7);
+  n.set_underflowed(9);
+  n.set_nonfinite(5);
+  n.set_nan(2);
+  n.set_max_abs_log2(-3);
+  n.set_first_nonfinite_seq(100);
+  return event;
+}
+
+v1::Event expected_scaler_update() {
+  v1::Event event;
+  v1::NumericsSummary& n = *event.mutable_numerics();
+  n.set_seq(107);
+  n.set_first_ts_ns(1050);
+  n.set_last_ts_ns(1050);
+  n.set_kind(v1::NumericsSummary::KIND_SCALER_UPDATE);
+  n.set_thread(4);
+  n.set_location_id(kLocationId);
+  n.set_iteration(3);
+  n.set_tensors(12);
+  n.set_max_abs_log2(-32768);
+  n.set_scale(32768.0);
+  n.set_found_inf(true);
+  return event;
+}
+
 v1::Event expected_stats() {
   v1::Event event;
   v1::AgentStats& stats = *event.mutable_stats();
@@ -371,6 +461,8 @@ v1::Batch expected_batch() {
   *batch.add_events() = kernel;
   *batch.add_events() = expected_cast_counts();
   *batch.add_events() = expected_op_counts();
+  *batch.add_events() = expected_numerics_cast();
+  *batch.add_events() = expected_scaler_update();
   *batch.add_events() = expected_stats();
   batch.set_final(true);
   return batch;
@@ -399,6 +491,16 @@ v1::Event resolved(v1::Event event) {
   if (event.has_cast()) inline_op_argument_and_location(*event.mutable_cast());
   if (event.has_cast_counts()) inline_op_argument_and_location(*event.mutable_cast_counts());
   if (event.has_op_counts()) inline_op_and_location(*event.mutable_op_counts());
+  if (event.has_numerics()) {
+    v1::NumericsSummary& n = *event.mutable_numerics();
+    const bool cast = n.kind() == v1::NumericsSummary::KIND_CAST;
+    if (cast) n.set_op(kConv.name);
+    if (cast) n.set_arg_name(kConv.arg_names[1]);
+    n.clear_op_id();
+    n.clear_arg_name_id();
+    *n.mutable_location() = expected_location();
+    n.clear_location_id();
+  }
   return event;
 }
 
@@ -410,6 +512,8 @@ TEST(BatchEncoderSchema, EveryFieldOfEveryEventKindIsWritten) {
   encoder.add(kernel_record(), kMemcpy, 0, Location{});  // not in batches: skipped
   encoder.add(counts_record(cast_record(), 104), kConv, kLocationId, location());
   encoder.add(counts_record(op_record(), 105), kConv, kLocationId, location());
+  encoder.add(numerics_cast_record(), kConv, kLocationId, location());
+  encoder.add(scaler_update_record(), OpMeta{}, kLocationId, location());
   encoder.add_stats(kStats, kStatsTs, "on");
 
   v1::Batch batch;
@@ -429,11 +533,14 @@ TEST(BatchEncoderSchema, EveryFieldOfEveryJsonLineIsWritten) {
       record_to_json(kernel_record(), kMemcpy, Location{}),
       record_to_json(counts_record(cast_record(), 104), kConv, location()),
       record_to_json(counts_record(op_record(), 105), kConv, location()),
+      record_to_json(numerics_cast_record(), kConv, location()),
+      record_to_json(scaler_update_record(), OpMeta{}, location()),
       stats_to_json(kStats, ProcessIdentity{42, 3, 1, 8}, "2.14.1", kStatsTs, "on"),
   };
   const std::vector<v1::Event> expected = {resolved(expected_op()), resolved(expected_cast()),
                                            expected_cache_sample(), expected_kernel(),
                                            resolved(expected_cast_counts()), resolved(expected_op_counts()),
+                                           resolved(expected_numerics_cast()), resolved(expected_scaler_update()),
                                            expected_stats()};
   std::set<std::string> present;
   for (size_t i = 0; i < lines.size(); ++i) {

@@ -1,5 +1,7 @@
 #include "agent/src/encode/jsonl_writer.h"
 
+#include <cmath>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -216,6 +218,37 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
         .u64("cache_hits", record.sample.cache_hits)
         .u64("released_casts", record.sample.released_casts)
         .done();
+  }
+  if (record.kind == RecordKind::kNumerics) {
+    const NumericsFields& n = record.numerics;
+    LineBuilder line("numerics");
+    line.u64("seq", record.seq)
+        .u64("first_ts_ns", record.ts_ns)
+        .u64("last_ts_ns", n.last_ts_ns)
+        .enm("kind", enum_name(n.kind))
+        .num("thread", record.thread)
+        .str("op", n.kind == NumericsKind::kScalerUpdate ? std::string() : op.name)
+        .str("arg_name", n.kind == NumericsKind::kCast && n.arg_index < op.arg_names.size() ? op.arg_names[n.arg_index] : "")
+        .raw("location", location_json(location))
+        .num("arg_index", n.arg_index)
+        .enm("device_type", enum_name(record.device))
+        .enm("src_dtype", enum_name(n.src))
+        .enm("dst_dtype", enum_name(n.dst))
+        .enm("mode", enum_name(n.mode))
+        .enm("phase", enum_name(n.phase))
+        .u64("iteration", n.iteration)
+        .u64("tensors", n.tensors)
+        .u64("values", n.values)
+        .u64("overflowed", n.overflowed)
+        .u64("underflowed", n.underflowed)
+        .u64("nonfinite", n.nonfinite)
+        .u64("nan", n.nan)
+        .num("max_abs_log2", n.max_abs_log2)
+        .u64("first_nonfinite_seq", n.first_nonfinite_seq);
+    // A double as JSON: finite scales only (GradScaler's are).
+    if (n.kind == NumericsKind::kScalerUpdate && std::isfinite(n.scale))
+      line.raw("scale", nlohmann::json(n.scale).dump()).boolean("found_inf", n.found_inf);
+    return line.done();
   }
   if (record.kind == RecordKind::kKernel) {
     const KernelFields& kernel = record.kernel;

@@ -8,13 +8,14 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <utility>
 
 namespace castscope::wire {
 
-enum WireType : uint32_t { kVarint = 0, kLengthDelimited = 2 };
+enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2 };
 
 class Writer {
  public:
@@ -36,6 +37,18 @@ class Writer {
   // int32/int64/enum: negative numbers are ten-byte two's-complement varints.
   void i64(uint32_t field, int64_t value) { u64(field, static_cast<uint64_t>(value)); }
   void boolean(uint32_t field, bool value) { u64(field, value ? 1 : 0); }
+  // sint32: zigzag, so small negative numbers stay short.
+  void s32(uint32_t field, int32_t value) {
+    u64(field, (static_cast<uint32_t>(value) << 1) ^ static_cast<uint32_t>(value >> 31));
+  }
+  // double: fixed64, little-endian (the agent's platforms are).
+  void f64(uint32_t field, double value) {
+    if (value == 0) return;
+    tag(field, kFixed64);
+    uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>(bits >> (8 * i)));
+  }
   void bytes(uint32_t field, std::string_view value) {
     if (value.empty()) return;
     tag(field, kLengthDelimited);

@@ -26,6 +26,7 @@ using ProbeReason = v1::enums::ProbeReason;
 using GpuActivity = v1::enums::GpuActivity;
 using LaunchedBy = v1::enums::LaunchedBy;
 using GemmCompute = v1::enums::GemmCompute;  // cuBLASLt's compute type of a matmul
+using NumericsKind = v1::enums::NumericsSummary_Kind;
 
 // The agent's own policy, no wire value: castscope leaves the native kernel in
 // place, so no record carries it. Far above the schema's values so that a
@@ -42,7 +43,17 @@ static_assert(v1::enums::OpOutcome_MAX == v1::enums::OpOutcome::kError);
 
 // kCastCounts / kOpCounts: aggregate mode's counters (cast_counters.h),
 // flushed as records; never written by the hot path itself.
-enum class RecordKind : uint8_t { kCast = 1, kOp = 2, kCacheSample = 3, kKernel = 4, kCastCounts = 5, kOpCounts = 6 };
+// kNumerics: a numerics window's counts at one site, or a GradScaler update
+// (agent/src/numerics); written at the window's end or at the update.
+enum class RecordKind : uint8_t {
+  kCast = 1,
+  kOp = 2,
+  kCacheSample = 3,
+  kKernel = 4,
+  kCastCounts = 5,
+  kOpCounts = 6,
+  kNumerics = 7
+};
 
 inline constexpr int kMaxShapeDims = 6;
 inline constexpr int kMaxOpInputDtypes = 8;
@@ -138,6 +149,33 @@ struct CounterKey {
 };
 static_assert(sizeof(CounterKey) == 28, "CounterKey must have no padding: keys compare bytewise");
 
+// No finite value seen, or all were 0: NumericsFields::max_abs_log2.
+inline constexpr int16_t kNoMagnitude = -32768;
+
+// A numerics window's counts at one site (events.proto NumericsSummary).
+// The record's op_id, device and thread are the site's; ts_ns its first check.
+struct NumericsFields {
+  uint64_t tensors;
+  uint64_t values;
+  uint64_t overflowed;
+  uint64_t underflowed;
+  uint64_t nonfinite;
+  uint64_t nan;
+  uint64_t first_nonfinite_seq;
+  uint64_t iteration;
+  uint64_t last_ts_ns;
+  double scale;  // scaler updates
+  uint32_t location;
+  uint16_t arg_index;
+  int16_t max_abs_log2;  // kNoMagnitude: none
+  NumericsKind kind;
+  DType src;
+  DType dst;
+  ExecutionMode mode;
+  Phase phase;
+  bool found_inf;  // scaler updates
+};
+
 // One counter: the events of one key between two flushes.
 struct CountFields {
   CounterKey key;
@@ -166,6 +204,7 @@ struct Record {
     CacheSampleFields sample;
     KernelFields kernel;
     CountFields counts;
+    NumericsFields numerics;
   };
 };
 

@@ -30,6 +30,7 @@
 #include "agent/src/dispatch/policy_check.h"
 #include "agent/src/encode/batch_encoder.h"
 #include "agent/src/encode/jsonl_writer.h"
+#include "agent/src/numerics/numerics_windows.h"
 #include "agent/src/observers/op_probe.h"
 #include "agent/src/observers/trace_observer.h"
 #include "agent/src/policy/callables_json.h"
@@ -245,7 +246,10 @@ class Agent {
     findings_ = std::move(findings);
     stop_exporter_ = false;
     exporter_ = std::thread([this] { export_loop(); });
-    if (config_.record_events) probe_start(config_.probe);
+    if (config_.record_events) {
+      probe_start(config_.probe);
+      numerics_start(config_.numerics);
+    }
     static std::once_flag fork_handler;
     std::call_once(fork_handler, [] {
       pthread_atfork([] { Agent::instance().before_fork(); }, [] { Agent::instance().after_fork_in_parent(); },
@@ -261,6 +265,7 @@ class Agent {
     if (registry_ == nullptr) return 1;
     attached_.store(false, std::memory_order_release);
     probe_stop();
+    numerics_stop();
     unregister_jit_cast_lines();
     registry_.reset();  // native kernels are back from here on
     if (!finished_) write_out_and_close();
@@ -291,6 +296,7 @@ class Agent {
     EventLog::after_fork();
     io_mutex_.unlock();
     probe_after_fork_in_child();
+    numerics_after_fork_in_child();
     g_record_events.store(false, std::memory_order_relaxed);
     attached_.store(false, std::memory_order_relaxed);  // no samples either: their locks may be held
     forget_gpu_timing_in_child();
@@ -303,6 +309,8 @@ class Agent {
     std::lock_guard<std::mutex> lock(lifecycle_mutex_);
     if (registry_ == nullptr || finished_) return;
     finished_ = true;
+    // The last window's counts go out before the final drain.
+    numerics_stop();
     g_record_events.store(false, std::memory_order_relaxed);
     probe_stop();
     write_out_and_close();
@@ -321,6 +329,7 @@ class Agent {
     // Through the thread's ring, so the sample stays in order with its casts.
     process_recording_state().events.record(cache_sample_record(process_recording_state(), SampleTrigger::kIteration));
     probe_on_iteration(iteration);
+    numerics_on_iteration(iteration);
     gpu_timing_on_step(iteration);
   }
 
@@ -429,6 +438,7 @@ class Agent {
       drain_to_writer(counters);
       supervise_forwarder();
       probe_on_tick();
+      numerics_on_tick();
       lock.lock();
     }
   }
@@ -591,10 +601,11 @@ class Agent {
       try {
         const bool sample = record.kind == RecordKind::kCacheSample;
         const bool counts = record.kind == RecordKind::kCastCounts || record.kind == RecordKind::kOpCounts;
-        // Only casts, ops and their counters have a location; the other kinds' union holds something else there.
+        // Only casts, ops, their counters and numerics have a location; the other kinds' union holds something else there.
         const uint32_t location = record.kind == RecordKind::kCast ? record.cast.location
                                   : record.kind == RecordKind::kOp ? record.op.location
                                   : counts                         ? record.counts.key.location
+                                  : record.kind == RecordKind::kNumerics ? record.numerics.location
                                                                    : 0;
         const OpMeta& meta = sample ? no_op : op_meta(record.op_id);
         if (writer_.is_open()) writer_.write_line(record_to_json(record, meta, location_of(location)));
@@ -739,6 +750,11 @@ void castscope_agent_mark_iteration(void) {
   } catch (...) {
     castscope::process_recording_state().events.count_internal_error();
   }
+}
+
+void castscope_agent_scaler_update(double scale, int found_inf, unsigned long long updates) {
+  if (!Agent::instance().attached()) return;
+  castscope::numerics_on_scaler_update(scale, found_inf != 0, updates);  // noexcept
 }
 
 void castscope_agent_set_location_reader(unsigned (*reader)(void)) {

@@ -162,36 +162,69 @@ std::optional<Finding> growth_across_steps(const RunData& run, const std::string
   return f;
 }
 
-// Step-free rule, from any samples in seq order: between each pair of a run,
-// the cache let go of nothing (the region stayed open), and either it served
-// cached casts again (a loop inside the region) while holding more, or it
-// holds more casts of sources already gone. Several such intervals in a row
-// are a loop that adds entries each pass. Hits are what set a loop apart
-// from a big model's first forward, which fills the cache over several
-// samples too but reuses nothing.
+// Step-free rule, from any samples in seq order. Between two samples of one
+// region (the cache let go of nothing: its `released_casts` total did not
+// move, so the region stayed open) the cache
+// - grew in use: it served cached casts again (a loop inside the region)
+//   while holding more, or holds more casts of sources already gone;
+// - filled: holds more but served nothing again, as a big model's first
+//   forward pass does over several samples;
+// - or held as many: nothing cast, or part of a pass (a timed sample inside a
+//   slow pass), which neither extends nor ends a run.
+// A run of growing intervals, held-as-many ones allowed between them, of at
+// least kGrowingIntervals is a loop that adds entries each pass, unless the
+// cache then, in the same region, served twice as many casts as it holds
+// without holding one more: a loop that leaks adds an entry every pass, so
+// that was a cache that filled over several passes (branches first taken
+// later) and stopped. Step-free samples come about once a pass (at a miss,
+// after as many cacheable casts as the cache holds: cast_cache_observer.h),
+// so three intervals are a few passes once the weights are cached.
 constexpr size_t kGrowingIntervals = 3;
 
-bool grew_within_region(const CacheSampleRow& a, const CacheSampleRow& b) {
-  if (b.released_casts != a.released_casts) return false;
-  const bool reused_and_grew = b.cache_hits > a.cache_hits && b.live_casts > a.live_casts;
-  const bool orphans_grew = b.orphaned_casts > a.orphaned_casts;
-  return reused_and_grew || orphans_grew;
+enum class CacheInterval { kGrew, kHeld, kFilled, kLetGo };
+
+CacheInterval cache_interval(const CacheSampleRow& a, const CacheSampleRow& b) {
+  // Totals that went back: the observer was cleared, a new count.
+  if (b.released_casts != a.released_casts || b.cache_hits < a.cache_hits) return CacheInterval::kLetGo;
+  const bool reused = b.cache_hits > a.cache_hits;
+  if ((reused && b.live_casts > a.live_casts) || b.orphaned_casts > a.orphaned_casts) return CacheInterval::kGrew;
+  return b.live_casts > a.live_casts ? CacheInterval::kFilled : CacheInterval::kHeld;
 }
 
 std::optional<Finding> growth_within_region(const RunData& run, const std::string& agent,
                                             const std::vector<const CacheSampleRow*>& samples) {
-  size_t best_begin = 0, best_end = 0;  // the longest run [begin, end] of growing intervals
-  for (size_t begin = 0, i = 1; i < samples.size(); ++i) {
-    if (!grew_within_region(*samples[i - 1], *samples[i])) {
-      begin = i;
-      continue;
-    }
-    if (i - begin > best_end - best_begin) {
+  // The run [begin, end] with the most growing intervals; `end` its last growing sample.
+  size_t best_begin = 0, best_end = 0, best_grew = 0;
+  size_t begin = 0, end = 0, grew = 0;
+  uint64_t hits_at_end = 0;  // cache_hits at `end`: what it served since without growing
+  auto close_run = [&](bool stopped_growing) {
+    if (!stopped_growing && grew > best_grew) {
       best_begin = begin;
-      best_end = i;
+      best_end = end;
+      best_grew = grew;
+    }
+    grew = 0;
+  };
+  for (size_t i = 1; i < samples.size(); ++i) {
+    const CacheSampleRow& b = *samples[i];
+    switch (cache_interval(*samples[i - 1], b)) {
+      case CacheInterval::kGrew:
+        if (grew == 0) begin = i - 1;
+        ++grew;
+        end = i;
+        hits_at_end = b.cache_hits;
+        break;
+      case CacheInterval::kHeld:
+        if (grew > 0 && b.cache_hits - hits_at_end >= 2 * std::max<uint64_t>(b.live_casts, 1)) close_run(true);
+        break;
+      case CacheInterval::kFilled:
+      case CacheInterval::kLetGo:
+        close_run(false);
+        break;
     }
   }
-  if (best_end - best_begin < kGrowingIntervals) return std::nullopt;
+  close_run(false);
+  if (best_grew < kGrowingIntervals) return std::nullopt;
   const CacheSampleRow& first = *samples[best_begin];
   const CacheSampleRow& last = *samples[best_end];
   std::set<std::string> triggers;
@@ -214,6 +247,7 @@ std::optional<Finding> growth_within_region(const RunData& run, const std::strin
                 {"detected_by", "samples inside one region"},
                 {"sample_seqs", {first.seq, last.seq}},
                 {"samples", best_end - best_begin + 1},
+                {"intervals_that_grew", best_grew},
                 {"triggers", triggers},
                 {"iterations", {first.iteration, last.iteration}},
                 {"live_casts", {first.live_casts, last.live_casts}},

@@ -29,6 +29,9 @@ struct Finding {
 
 std::vector<Finding> analyze_run(const RunData& run);
 
+// A finding of `kind` at `sites` with its stable id; the caller fills in the rest.
+Finding make_finding(const std::string& kind, const std::string& severity, std::vector<SiteRef> sites);
+
 // A finding as the report and the findings table have it (report schema).
 nlohmann::json finding_json(const Finding& finding);
 nlohmann::json site_json(const SiteRef& site);

@@ -122,6 +122,36 @@ TEST(Analyzers, CacheGrowthWithoutStepsNeedsReuseAndNoReleaseBetweenSamples) {
   EXPECT_TRUE(analyze_run(short_run).empty());
 }
 
+TEST(Analyzers, CacheGrowthWithoutStepsAllowsQuietIntervalsButNotACacheThatStoppedGrowing) {
+  // A loop sampled about once a pass from a small cache: 8, 12, 16, 20 live
+  // casts, four weights served each pass; a timed sample inside a slow pass
+  // (seq 103: hits, nothing new) neither extends nor ends the run.
+  RunData loop;
+  loop.cache_samples = {miss_sample(100, 8, 12, 0), miss_sample(101, 12, 28, 0), miss_sample(102, 16, 44, 0),
+                        miss_sample(103, 16, 46, 0), miss_sample(104, 20, 60, 0)};
+  loop.cache_samples[3].trigger = v1::CacheSample::TRIGGER_INTERVAL;
+  auto findings = analyze_run(loop);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"cache-growth"});
+  EXPECT_EQ(findings[0].evidence["intervals_that_grew"], 3);
+  EXPECT_EQ(findings[0].evidence["samples"], 5);
+  EXPECT_EQ(findings[0].evidence["live_casts"], nlohmann::json({8, 20}));
+  EXPECT_EQ(findings[0].evidence["triggers"], nlohmann::json::array({"interval", "misses"}));
+
+  // A cache that filled over a few passes (branches first taken later) and
+  // then, in the same region, served twice what it holds without growing.
+  RunData filled = loop;
+  filled.cache_samples.push_back(miss_sample(105, 20, 80, 0));
+  filled.cache_samples.push_back(miss_sample(106, 20, 100, 0));
+  filled.cache_samples[5].trigger = filled.cache_samples[6].trigger = v1::CacheSample::TRIGGER_INTERVAL;
+  EXPECT_TRUE(analyze_run(filled).empty());
+
+  // The same after the region exited: the growth stands.
+  RunData exited = filled;
+  exited.cache_samples[5].released_casts = exited.cache_samples[6].released_casts = 20;
+  exited.cache_samples[5].live_casts = exited.cache_samples[6].live_casts = 0;
+  EXPECT_EQ(kinds(analyze_run(exited)), std::vector<std::string>{"cache-growth"});
+}
+
 TEST(Analyzers, CacheGrowthFromOrphanedCasts) {
   // Casts of sources already freed pile up while the region stays open, even
   // with no hits (nothing else in the loop is cacheable).

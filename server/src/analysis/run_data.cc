@@ -74,6 +74,7 @@ class Loader {
     // A store of schema version 12 (read-only, not upgraded) has no counter
     // tables and no agents.aggregate: no agent of it ran in aggregate mode.
     if (Status s = table_exists(db_.handle(), schema::kCastCounts, has_counters_); !s.ok()) return s;
+    if (Status s = table_exists(db_.handle(), schema::kNumerics, has_numerics_); !s.ok()) return s;
     std::vector<StoredAgent> agents;
     if (Status s = read_agents(db_.handle(), run.row, "", agents); !s.ok()) return s;
     std::set<int32_t> other_ranks;  // with a rank filter: the ranks left out, for the error
@@ -103,6 +104,8 @@ class Loader {
         if (Status s = in_chunks(schema::kOpCounts, first, end, &Loader::read_op_counts); !s.ok()) return s;
       }
       if (Status s = read_samples(first, end, out_.agents[i].agent_id); !s.ok()) return s;
+      if (has_numerics_)
+        if (Status s = read_numerics(first, end, out_.agents[i]); !s.ok()) return s;
       if (out_.agents[i].kernels > 0)
         if (Status s = read_gpu_time(first, end); !s.ok()) return s;
     }
@@ -115,6 +118,7 @@ class Loader {
     for (auto& [key, row] : backward_) out_.backward_ops.push_back(std::move(row));
     for (auto& [key, row] : probes_) out_.probe_ops.push_back(std::move(row));
     for (auto& [key, row] : site_dtypes_) out_.site_dtypes.push_back(std::move(row));
+    for (auto& [key, row] : numerics_) out_.numerics_sites.push_back(std::move(row));
     return Status();
   }
 
@@ -133,6 +137,8 @@ class Loader {
   // long enough to hold up its checkpoints (and with them, ingest).
   static constexpr int64_t kChunkIds = int64_t{1} << 17;
   bool has_counters_ = false;  // the store has the counter tables (schema version 13)
+  bool has_numerics_ = false;  // the store has the numerics table (schema version 15)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, NumericsSiteRow> numerics_;
 
   Status in_chunks(const schema::Table& table, int64_t first, int64_t end, Status (Loader::*read)(int64_t, int64_t)) {
     std::optional<int64_t> last;
@@ -447,6 +453,64 @@ class Loader {
       row.orphaned_bytes = static_cast<uint64_t>(sample.orphaned_bytes);
       row.cache_hits = static_cast<uint64_t>(sample.cache_hits);
       row.released_casts = static_cast<uint64_t>(sample.released_casts);
+    }
+    return error;
+  }
+
+  // Numerics summaries: sites folded across windows and threads, the
+  // process's first non-finite value, its GradScaler updates in order.
+  Status read_numerics(int64_t first, int64_t end, const StoredAgent& agent) {
+    RowScan<StoredNumerics> rows;
+    if (Status s = rows.open(db_.handle(), first, end); !s.ok()) return s;
+    StoredNumerics n;
+    Status error;
+    FirstNonfinite earliest;
+    while (rows.next(n, error)) {
+      if (n.kind == v1::NumericsSummary::KIND_SCALER_UPDATE) {
+        ScalerUpdateRow& update = out_.scaler_updates.emplace_back();
+        update.agent_id = agent.agent_id;
+        update.rank = agent.rank;
+        update.seq = n.seq();
+        update.iteration = static_cast<uint64_t>(n.iteration);
+        update.updates = static_cast<uint64_t>(n.tensors);
+        update.scale = n.scale();
+        update.found_inf = n.found_inf != 0;
+        if (Status s = site_ref(n.location, 0, 0, update.site); !s.ok()) return s;
+        continue;
+      }
+      const auto key = std::make_tuple(n.location, n.op, n.arg_name, n.kind, n.src_dtype, n.dst_dtype, n.phase, n.mode);
+      auto [it, inserted] = numerics_.try_emplace(key);
+      NumericsSiteRow& row = it->second;
+      if (inserted) {
+        if (Status s = site_ref(n.location, n.op, n.arg_name, row.site); !s.ok()) return s;
+        row.kind = static_cast<v1::NumericsSummary::Kind>(n.kind);
+        row.src = static_cast<v1::DType>(n.src_dtype);
+        row.dst = static_cast<v1::DType>(n.dst_dtype);
+        row.mode = static_cast<v1::ExecutionMode>(n.mode);
+        row.phase = static_cast<v1::Phase>(n.phase);
+        row.device = static_cast<v1::DeviceType>(n.device_type);
+      }
+      ++row.windows;
+      row.tensors += static_cast<uint64_t>(n.tensors);
+      row.values += static_cast<uint64_t>(n.value_count);
+      row.overflowed += static_cast<uint64_t>(n.overflowed);
+      row.underflowed += static_cast<uint64_t>(n.underflowed);
+      row.nonfinite += static_cast<uint64_t>(n.nonfinite);
+      row.nan += static_cast<uint64_t>(n.nan);
+      row.max_abs_log2 = std::max(row.max_abs_log2, static_cast<int32_t>(n.max_abs_log2));
+      note_rank(row);
+      const auto seq = static_cast<uint64_t>(n.first_nonfinite_seq);
+      if (seq != 0 && (earliest.seq == 0 || seq < earliest.seq)) {
+        earliest.seq = seq;
+        earliest.iteration = static_cast<uint64_t>(n.iteration);
+        earliest.kind = row.kind;
+        earliest.site = row.site;
+      }
+    }
+    if (earliest.seq != 0) {
+      earliest.agent_id = agent.agent_id;
+      earliest.rank = agent.rank;
+      out_.first_nonfinite.push_back(std::move(earliest));
     }
     return error;
   }

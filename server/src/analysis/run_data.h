@@ -152,6 +152,45 @@ struct GemmKernelRow {
   std::string why;      // classify_kernel's reading of it
 };
 
+// Numerics windows (docs/numerics.md): the counts of one site across the
+// run's windows. Casts: site.arg names the argument; ops: arg empty.
+struct NumericsSiteRow {
+  SiteRef site;
+  v1::NumericsSummary::Kind kind = v1::NumericsSummary::KIND_UNSPECIFIED;
+  v1::DType src = v1::DTYPE_UNSPECIFIED, dst = v1::DTYPE_UNSPECIFIED;
+  v1::ExecutionMode mode = v1::EXECUTION_MODE_UNSPECIFIED;
+  v1::Phase phase = v1::PHASE_UNSPECIFIED;
+  v1::DeviceType device = v1::DEVICE_TYPE_UNSPECIFIED;
+  uint64_t windows = 0;  // summaries folded (one per window and thread)
+  uint64_t tensors = 0, values = 0, overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0;
+  int32_t max_abs_log2 = -32768;  // NUMERICS_NO_MAGNITUDE: none
+  std::set<int32_t> ranks;
+  size_t last_agent = SIZE_MAX;
+};
+
+// The first value castscope saw turn non-finite in one process: the cast
+// (overflow) or op (inf/NaN from finite inputs) with the smallest seq.
+struct FirstNonfinite {
+  std::string agent_id;
+  int32_t rank = -1;
+  uint64_t seq = 0;
+  uint64_t iteration = 0;
+  SiteRef site;
+  v1::NumericsSummary::Kind kind = v1::NumericsSummary::KIND_UNSPECIFIED;
+};
+
+// One GradScaler.update() (NumericsSummary KIND_SCALER_UPDATE).
+struct ScalerUpdateRow {
+  std::string agent_id;
+  int32_t rank = -1;
+  uint64_t seq = 0;
+  uint64_t iteration = 0;  // optimizer steps seen
+  uint64_t updates = 0;    // the scaler's updates so far
+  double scale = 0;
+  bool found_inf = false;
+  SiteRef site;  // the line that called update()
+};
+
 // An agent of the run as the store keeps it (row_codec.h: the one agent row
 // every reader uses).
 using AgentRow = StoredAgent;
@@ -183,6 +222,9 @@ struct RunData {
   std::vector<GemmExactRow> gemm_exact;
   std::vector<GemmKernelRow> gemm_kernels;      // launched by autocast ops
   std::vector<GemmKernelRow> gemm_unattributed; // launched outside autocast ops (site empty)
+  std::vector<NumericsSiteRow> numerics_sites;
+  std::vector<FirstNonfinite> first_nonfinite;  // one per process that saw one
+  std::vector<ScalerUpdateRow> scaler_updates;  // agent by agent, each in seq (time) order
 };
 
 // Reads `run_id` from an open store; NOT_FOUND when no such run. Events are

@@ -1,5 +1,7 @@
 #include "server/src/batch/batch_validation.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <string>
 
@@ -237,6 +239,45 @@ Status check_op_counts(const v1::OpCounts& o, int index, const LocalIdIndex& str
   return check_reference(o.location_id(), locations, "location_id", "locations", index, "op_counts", seq);
 }
 
+// A numerics window's counts at one site, or a GradScaler update: counts in
+// the store's range and consistent with each other, a finite scale.
+Status check_numerics(const v1::NumericsSummary& n, int index, const LocalIdIndex& strings,
+                      const LocalIdIndex& locations) {
+  const uint64_t seq = n.seq();
+  if (Status s = check_seq(seq, index, "numerics"); !s.ok()) return s;
+  if (Status s = check_codes({{"kind", n.kind()},
+                              {"device_type", n.device_type()},
+                              {"src_dtype", n.src_dtype()},
+                              {"dst_dtype", n.dst_dtype()},
+                              {"mode", n.mode()},
+                              {"phase", n.phase()}},
+                             index, "numerics", seq);
+      !s.ok())
+    return s;
+  if (n.kind() == v1::NumericsSummary::KIND_UNSPECIFIED)
+    return Status::invalid_argument(event_name(index, "numerics", seq) + ": kind is unset");
+  const bool update = n.kind() == v1::NumericsSummary::KIND_SCALER_UPDATE;
+  if (!update && n.op_id() == 0)
+    return Status::invalid_argument(event_name(index, "numerics", seq) + ": op_id is 0 (unset)");
+  if (n.tensors() >= kMaxBytes || n.values() >= kMaxBytes || n.overflowed() > n.values() ||
+      n.underflowed() > n.values() || n.nonfinite() > n.values() || n.nan() > n.nonfinite() ||
+      n.overflowed() + n.underflowed() > n.values() || n.iteration() >= kMaxBytes ||
+      n.first_ts_ns() > n.last_ts_ns() || n.last_ts_ns() > static_cast<uint64_t>(INT64_MAX) ||
+      n.first_nonfinite_seq() > static_cast<uint64_t>(INT64_MAX))
+    return Status::invalid_argument(event_name(index, "numerics", seq) +
+                                    ": counts or timestamps out of range (tensors, values < 2^56; overflowed, "
+                                    "underflowed, nonfinite <= values; nan <= nonfinite; first_ts_ns <= last_ts_ns)");
+  if (n.max_abs_log2() < -32768 || n.max_abs_log2() > 32767)
+    return Status::invalid_argument(event_name(index, "numerics", seq) + ": max_abs_log2 " +
+                                    std::to_string(n.max_abs_log2()) + " out of range");
+  if (update && !(std::isfinite(n.scale()) && n.scale() >= 0))
+    return Status::invalid_argument(event_name(index, "numerics", seq) + ": scale is not a finite number >= 0");
+  if (Status s = check_reference(n.op_id(), strings, "op_id", "strings", index, "numerics", seq); !s.ok()) return s;
+  if (Status s = check_reference(n.arg_name_id(), strings, "arg_name_id", "strings", index, "numerics", seq); !s.ok())
+    return s;
+  return check_reference(n.location_id(), locations, "location_id", "locations", index, "numerics", seq);
+}
+
 Status check_cache_sample(const v1::CacheSample& sample, int index) {
   if (Status s = check_seq(sample.seq(), index, "cache_sample"); !s.ok()) return s;
   if (sample.live_bytes() >= kMaxBytes)
@@ -374,6 +415,9 @@ Status validate_batch(const v1::Batch& batch, const BatchLimits& limits) {
         break;
       case v1::Event::kOpCounts:
         status = check_op_counts(event.op_counts(), i, strings, locations);
+        break;
+      case v1::Event::kNumerics:
+        status = check_numerics(event.numerics(), i, strings, locations);
         break;
       case v1::Event::KIND_NOT_SET:
         status = Status::invalid_argument("events[" + std::to_string(i) + "] has no kind set");

@@ -27,9 +27,10 @@ void resolve_batch_events(const v1::Batch& batch, std::vector<v1::StoredEvent>& 
   };
   for (int i = first; i < batch.events_size(); ++i) {
     const v1::Event& event = batch.events(i);
-    // Aggregate mode's counters are no timeline events: the viewer's live stream leaves them out.
+    // Aggregate mode's counters and numerics summaries are no timeline events: the viewer's live stream leaves them out.
     if (event.kind_case() == v1::Event::kStats || event.kind_case() == v1::Event::KIND_NOT_SET ||
-        event.kind_case() == v1::Event::kCastCounts || event.kind_case() == v1::Event::kOpCounts)
+        event.kind_case() == v1::Event::kCastCounts || event.kind_case() == v1::Event::kOpCounts ||
+        event.kind_case() == v1::Event::kNumerics)
       continue;
     if (newest_casts != SIZE_MAX && !event.has_cast()) continue;
     v1::StoredEvent& stored = out.emplace_back();

@@ -80,6 +80,26 @@ struct StoredOpCounts {
           autocast_enabled = 0, calls = 0, errors = 0, cpu_duration_ns = 0, iteration = 0;
 };
 
+// numerics: a numerics window's counts at one site, or a GradScaler update.
+struct StoredNumerics {
+  int64_t id = 0, first_ts_ns = 0, last_ts_ns = 0, thread = 0, op = 0, arg_name = 0, location = 0, kind = 0,
+          device_type = 0, src_dtype = 0, dst_dtype = 0, mode = 0, phase = 0, arg_index = 0, iteration = 0, tensors = 0,
+          value_count = 0, overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0, max_abs_log2 = 0,
+          first_nonfinite_seq = 0, scale_bits = 0, found_inf = 0;
+  uint64_t seq() const { return seq_of_row(id); }
+  double scale() const {
+    double value = 0;
+    std::memcpy(&value, &scale_bits, sizeof value);
+    return value;
+  }
+};
+
+inline int64_t scale_bits_of(double scale) {
+  int64_t bits = 0;
+  std::memcpy(&bits, &scale, sizeof bits);
+  return bits;
+}
+
 // ship_rollups (ship_rollups.h): one key-minute of cast decisions.
 struct StoredRollup {
   int64_t id = 0, shipment = 0, agent = 0, minute = 0, op = 0, arg_name = 0, location = 0, codes = 0, count = 0,
@@ -173,6 +193,20 @@ struct RowLayout<StoredOpCounts> : TableLayout<schema::kOpCounts, StoredOpCounts
       {"op", &R::op}, {"location", &R::location}, {"codes", &R::codes}, {"autocast_enabled", &R::autocast_enabled},
       {"calls", &R::calls}, {"errors", &R::errors}, {"cpu_duration_ns", &R::cpu_duration_ns},
       {"iteration", &R::iteration}};
+};
+
+template <>
+struct RowLayout<StoredNumerics> : TableLayout<schema::kNumerics, StoredNumerics> {
+  using R = StoredNumerics;
+  static constexpr C kIntegers[] = {
+      {"id", &R::id}, {"first_ts_ns", &R::first_ts_ns}, {"last_ts_ns", &R::last_ts_ns}, {"thread", &R::thread},
+      {"op", &R::op}, {"arg_name", &R::arg_name}, {"location", &R::location}, {"kind", &R::kind},
+      {"device_type", &R::device_type}, {"src_dtype", &R::src_dtype}, {"dst_dtype", &R::dst_dtype},
+      {"mode", &R::mode}, {"phase", &R::phase}, {"arg_index", &R::arg_index}, {"iteration", &R::iteration},
+      {"tensors", &R::tensors}, {"value_count", &R::value_count}, {"overflowed", &R::overflowed},
+      {"underflowed", &R::underflowed}, {"nonfinite", &R::nonfinite}, {"nan", &R::nan},
+      {"max_abs_log2", &R::max_abs_log2}, {"first_nonfinite_seq", &R::first_nonfinite_seq},
+      {"scale_bits", &R::scale_bits}, {"found_inf", &R::found_inf}};
 };
 
 template <>

@@ -34,7 +34,8 @@ namespace {
 // added locations.also_consumed_at (the other consumers of a JIT-inserted
 // cast CSE shared; part of the location's identity, so the table is made
 // again with the new UNIQUE constraint); version 13 added the aggregate
-// mode's counter tables; version 14 the fleet shipper's tables.
+// mode's counter tables; version 14 the fleet shipper's tables; version 15
+// the numerics table (docs/numerics.md).
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -64,6 +65,8 @@ const std::string kOpRowsViewSql = schema::op_rows_view_sql();
 const std::string kCountTablesSql = schema::kCastCounts.create_sql() + schema::kOpCounts.create_sql();
 // Version 14's shipping tables (docs/fleet.md), as a new store's.
 const std::string kShipTablesSql = schema::kShipRollups.create_sql() + schema::kShipState.create_sql();
+// Version 15's numerics table, as a new store's.
+const std::string kNumericsTableSql = schema::kNumerics.create_sql();
 const Migration kMigrations[] = {
     {4, "DROP TABLE IF EXISTS kernels"},
     {5, "CREATE TABLE kernels(id INTEGER PRIMARY KEY, ts_ns INTEGER, duration_ns INTEGER, name INTEGER, "
@@ -102,9 +105,12 @@ const Migration kMigrations[] = {
     {13, "SELECT 1", [](sqlite3* db) -> Status {
        return run_sql(db, kShipTablesSql, "cannot create the shipping tables");
      }},
+    {14, "SELECT 1", [](sqlite3* db) -> Status {
+       return run_sql(db, kNumericsTableSql, "cannot create the numerics table");
+     }},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 13;
+constexpr int kNewestMigrationFrom = 14;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version

@@ -20,6 +20,7 @@
 //   cache_samples, load_run_data
 //   kernels,
 //   cast_counts,
+//   numerics,
 //   op_counts
 //   findings       StoreWriter::replace_findings (the live analyzer);
 //                  StoreReader::list_findings
@@ -378,9 +379,42 @@ inline constexpr Column kShipStateColumns[] = {
 };
 inline constexpr Table kShipState{"ship_state", kShipStateColumns};
 
+// Version 15: numerics windows' counts per site and GradScaler updates
+// (events.proto NumericsSummary; docs/numerics.md). Codes as plain columns:
+// a run has few of these rows. scale_bits: the scale's IEEE-754 bits (the
+// row codec reads integers), 0 for sites.
+inline constexpr Column kNumericsColumns[] = {
+    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"first_ts_ns", "INTEGER"},
+    {"last_ts_ns", "INTEGER"},
+    {"thread", "INTEGER"},
+    {"op", "INTEGER"},        // strings id; 0 for an update
+    {"arg_name", "INTEGER"},  // strings id; casts
+    {"location", "INTEGER"},
+    {"kind", "INTEGER"},      // NumericsSummary.Kind
+    {"device_type", "INTEGER"},
+    {"src_dtype", "INTEGER"},
+    {"dst_dtype", "INTEGER"},
+    {"mode", "INTEGER"},
+    {"phase", "INTEGER"},
+    {"arg_index", "INTEGER"},
+    {"iteration", "INTEGER"},
+    {"tensors", "INTEGER"},
+    {"value_count", "INTEGER"},  // NumericsSummary.values
+    {"overflowed", "INTEGER"},
+    {"underflowed", "INTEGER"},
+    {"nonfinite", "INTEGER"},
+    {"nan", "INTEGER"},
+    {"max_abs_log2", "INTEGER"},
+    {"first_nonfinite_seq", "INTEGER"},
+    {"scale_bits", "INTEGER"},
+    {"found_inf", "INTEGER"},
+};
+inline constexpr Table kNumerics{"numerics", kNumericsColumns};
+
 inline constexpr const Table* kTables[] = {&kRuns,         &kAgents,  &kBatches,  &kStrings,      &kLocations, &kCasts,
                                            &kOps,          &kCacheSamples, &kKernels, &kFindings, &kTimelineTiles,
-                                           &kCastCounts,   &kOpCounts, &kShipRollups, &kShipState};
+                                           &kCastCounts,   &kOpCounts, &kShipRollups, &kShipState, &kNumerics};
 
 // The whole schema of a new store: every table, then the views.
 std::string create_schema_sql();

@@ -272,13 +272,18 @@ void exec_sql(const std::string& db, const char* sql) {
 // A store as version 12 wrote it: today's tables less aggregate mode's
 // counter tables and agents.aggregate.
 // Version 13: version 14 less the shipping tables.
-void make_version_13_store(const std::string& db) {
+void make_version_14_store(const std::string& db) {
   {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(db, writer).ok());
     bool duplicate = false;
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
   }
+  exec_sql(db, "DROP TABLE numerics; PRAGMA user_version=14");
+}
+
+void make_version_13_store(const std::string& db) {
+  make_version_14_store(db);
   exec_sql(db, "DROP TABLE ship_rollups; DROP TABLE ship_state; PRAGMA user_version=13");
 }
 
@@ -408,8 +413,8 @@ std::string table_sql(const std::string& db, const std::string& table) {
   return out;
 }
 
-TEST(SqliteStore, UpgradesVersion4To13StoresToTheDeclaredSchema) {
-  static_assert(kSchemaVersion == 14, "a new schema version: add its old-file test beside this one");
+TEST(SqliteStore, UpgradesVersion4To14StoresToTheDeclaredSchema) {
+  static_assert(kSchemaVersion == 15, "a new schema version: add its old-file test beside this one");
   const std::string fresh = (temp_dir("fresh") / "store.db").string();
   {
     std::unique_ptr<StoreWriter> writer;
@@ -422,7 +427,7 @@ TEST(SqliteStore, UpgradesVersion4To13StoresToTheDeclaredSchema) {
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10), duplicate).ok());
   }
-  for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13}) {
+  for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}) {
     const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
     switch (version) {
       case 4: make_version_4_store(db); break;
@@ -434,7 +439,8 @@ TEST(SqliteStore, UpgradesVersion4To13StoresToTheDeclaredSchema) {
       case 10: make_version_10_store(db); break;
       case 11: make_version_11_store(db); break;
       case 12: make_version_12_store(db); break;
-      default: make_version_13_store(db); break;
+      case 13: make_version_13_store(db); break;
+      default: make_version_14_store(db); break;
     }
 
     std::unique_ptr<StoreReader> reader;
@@ -464,7 +470,7 @@ TEST(SqliteStore, UpgradesVersion4To13StoresToTheDeclaredSchema) {
     EXPECT_EQ(pragma(db, "PRAGMA user_version"), kSchemaVersion);
     for (const char* table :
          {"kernels", "agents", "locations", "timeline_tiles", "ops", "op_rows", "cast_rows", "cache_samples",
-          "cast_counts", "op_counts", "ship_rollups", "ship_state"})
+          "cast_counts", "op_counts", "ship_rollups", "ship_state", "numerics"})
       EXPECT_EQ(table_columns(db, table), table_columns(fresh, table)) << table;
     EXPECT_EQ(table_sql(db, "locations"), table_sql(fresh, "locations"));  // the new UNIQUE constraint too
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM ops WHERE gemm <> 0"), 0);  // older ops had no description

@@ -7,6 +7,7 @@
 #include "common/log/logger.h"
 #include "server/src/batch/batch_validation.h"
 #include "server/src/store/event_columns.h"
+#include "server/src/store/row_codec.h"
 
 namespace castscope::collector {
 
@@ -52,6 +53,7 @@ constexpr auto kOpRow = schema::all_columns<schema::kOps>();
 constexpr auto kSampleRow = schema::all_columns<schema::kCacheSamples>();
 constexpr auto kKernelRow = schema::all_columns<schema::kKernels>();
 constexpr auto kCastCountsRow = schema::all_columns<schema::kCastCounts>();
+constexpr auto kNumericsRow = schema::all_columns<schema::kNumerics>();
 constexpr auto kOpCountsRow = schema::all_columns<schema::kOpCounts>();
 constexpr auto kRunId = schema::columns(schema::kRuns, {"id"});
 constexpr auto kRunState = schema::columns(schema::kRuns, {"id", "last_seen_unix_ns"});
@@ -133,6 +135,7 @@ Status StoreWriter::prepare_statements() {
   if (Status s = ops_.prepare(db, kOpRow); !s.ok()) return s;
   if (Status s = cache_samples_.prepare(db, kSampleRow); !s.ok()) return s;
   if (Status s = cast_counts_.prepare(db, kCastCountsRow); !s.ok()) return s;
+  if (Status s = numerics_.prepare(db, kNumericsRow); !s.ok()) return s;
   if (Status s = op_counts_.prepare(db, kOpCountsRow); !s.ok()) return s;
   return kernels_.prepare(db, kKernelRow);
 }
@@ -467,6 +470,7 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
   kernels_pending_.clear();
   cast_counts_pending_.clear();
   op_counts_pending_.clear();
+  numerics_pending_.clear();
   for (const v1::Event& event : batch.events()) {
     tiles_.add(agent.id, event);
     switch (event.kind_case()) {
@@ -505,6 +509,14 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
         op_counts_pending_.push_back({&event, event_row_id(agent.id, o.seq()),
                                       global_id(o.op_id(), string_index, batch_string_ids_), 0,
                                       global_id(o.location_id(), location_index, batch_location_ids_)});
+        break;
+      }
+      case v1::Event::kNumerics: {
+        const v1::NumericsSummary& n = event.numerics();
+        numerics_pending_.push_back({&event, event_row_id(agent.id, n.seq()),
+                                     global_id(n.op_id(), string_index, batch_string_ids_),
+                                     global_id(n.arg_name_id(), string_index, batch_string_ids_),
+                                     global_id(n.location_id(), location_index, batch_location_ids_)});
         break;
       }
       case v1::Event::kStats: {
@@ -649,13 +661,47 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
           s.bind(p + kOpCountsRow["iteration"], static_cast<int64_t>(o.iteration()));
         },
         agent.ops);
+  int64_t numerics_stored = 0;
+  if (status.ok())
+    status = numerics_.insert(
+        numerics_pending_.size(),
+        [this](Statement& s, int p, size_t row) {
+          const PendingRow& pending = numerics_pending_[row];
+          const v1::NumericsSummary& n = pending.event->numerics();
+          s.bind(p + kNumericsRow["id"], pending.id);
+          s.bind(p + kNumericsRow["first_ts_ns"], static_cast<int64_t>(n.first_ts_ns()));
+          s.bind(p + kNumericsRow["last_ts_ns"], static_cast<int64_t>(n.last_ts_ns()));
+          s.bind(p + kNumericsRow["thread"], n.thread());
+          s.bind(p + kNumericsRow["op"], pending.op);
+          s.bind(p + kNumericsRow["arg_name"], pending.arg_name);
+          s.bind(p + kNumericsRow["location"], pending.location);
+          s.bind(p + kNumericsRow["kind"], n.kind());
+          s.bind(p + kNumericsRow["device_type"], n.device_type());
+          s.bind(p + kNumericsRow["src_dtype"], n.src_dtype());
+          s.bind(p + kNumericsRow["dst_dtype"], n.dst_dtype());
+          s.bind(p + kNumericsRow["mode"], n.mode());
+          s.bind(p + kNumericsRow["phase"], n.phase());
+          s.bind(p + kNumericsRow["arg_index"], n.arg_index());
+          s.bind(p + kNumericsRow["iteration"], static_cast<int64_t>(n.iteration()));
+          s.bind(p + kNumericsRow["tensors"], static_cast<int64_t>(n.tensors()));
+          s.bind(p + kNumericsRow["value_count"], static_cast<int64_t>(n.values()));
+          s.bind(p + kNumericsRow["overflowed"], static_cast<int64_t>(n.overflowed()));
+          s.bind(p + kNumericsRow["underflowed"], static_cast<int64_t>(n.underflowed()));
+          s.bind(p + kNumericsRow["nonfinite"], static_cast<int64_t>(n.nonfinite()));
+          s.bind(p + kNumericsRow["nan"], static_cast<int64_t>(n.nan()));
+          s.bind(p + kNumericsRow["max_abs_log2"], n.max_abs_log2());
+          s.bind(p + kNumericsRow["first_nonfinite_seq"], static_cast<int64_t>(n.first_nonfinite_seq()));
+          s.bind(p + kNumericsRow["scale_bits"], scale_bits_of(n.scale()));
+          s.bind(p + kNumericsRow["found_inf"], n.found_inf() ? 1 : 0);
+        },
+        numerics_stored);
   if (!status.ok()) return db_.error(status.message());
 
   const auto ignored = static_cast<int64_t>(casts_pending_.size() + ops_pending_.size() + samples_pending_.size() +
                                             kernels_pending_.size() + cast_counts_pending_.size() +
-                                            op_counts_pending_.size()) -
+                                            op_counts_pending_.size() + numerics_pending_.size()) -
                        (agent.casts - casts_before) - (agent.ops - ops_before) -
-                       (agent.cache_samples - samples_before) - (agent.kernels - kernels_before);
+                       (agent.cache_samples - samples_before) - (agent.kernels - kernels_before) - numerics_stored;
   if (ignored > 0)
     log::logger("collector").warn("run {} agent {} batch {}: {} events repeat the seq of events stored earlier; kept the first",
                          batch.agent().run_id(), batch.agent().agent_id(), batch.sequence(), ignored);

@@ -137,7 +137,7 @@ class StoreWriter {
   Statement begin_, commit_, rollback_;
   Statement insert_batch_, find_run_, insert_run_, update_run_, find_agent_, insert_agent_, update_agent_;
   Statement find_string_, insert_string_, find_location_, insert_location_;
-  MultiRowInsert casts_, ops_, cache_samples_, kernels_, cast_counts_, op_counts_, ship_rollups_;
+  MultiRowInsert casts_, ops_, cache_samples_, kernels_, cast_counts_, op_counts_, ship_rollups_, numerics_;
 
   std::unordered_map<std::string, int64_t> string_ids_;
   std::unordered_map<std::string, int64_t> location_ids_;  // key: location_key()
@@ -147,6 +147,7 @@ class StoreWriter {
   std::vector<RunRow*> dirty_runs_;
   // Reused per batch: rows of each kind, global ids of the batch's strings/locations.
   std::vector<PendingRow> casts_pending_, ops_pending_, samples_pending_, kernels_pending_, cast_counts_pending_,
+      numerics_pending_,
       op_counts_pending_;
   std::vector<int64_t> batch_string_ids_, batch_location_ids_;
   tiles::TileAccumulator tiles_;  // this transaction's events, written at commit

@@ -30,6 +30,9 @@ def add_parsers(commands) -> None:
     run.add_argument("--aggregate", action="store_true",
                      help="per-site counters instead of per-event records (docs/aggregate.md)")
     run.add_argument("--stacks", action="store_true", help="record the whole Python stack of every site")
+    run.add_argument("--no-numerics", action="store_true",
+                     help="no numerics windows (cast-overflow, cast-underflow, nonfinite-output and scaler-skips' "
+                          "first non-finite op need them; docs/numerics.md)")
     run.add_argument("--no-probe", action="store_true",
                      help="no op probe windows (low-precision-escape, cast-churn and not-autocast need them)")
     run.add_argument("--collector", type=arguments.collector_address,
@@ -187,6 +190,7 @@ def run_command(args) -> int:
               "tls_ca": str(pathlib.Path(args.tls_ca).resolve()) if args.tls_ca else None,
               "command": " ".join(command),
               "probe": False if args.no_probe else None,
+              "numerics": False if args.no_numerics else None,
               "gpu_timing": args.gpu_timing,
               "gpu_window_steps": 0 if args.gpu_every_step else None}
     env["CASTSCOPE_CONFIG"] = json.dumps({k: v for k, v in config.items() if v is not None})

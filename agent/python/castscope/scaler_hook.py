@@ -1,0 +1,73 @@
+"""GradScaler updates into the agent (docs/numerics.md): after each
+`GradScaler.update()`, the scale it set and whether the step before it was
+skipped (inf or NaN gradients), through castscope_agent_scaler_update.
+
+Wrapped once per process, on the class, so every scaler (torch.amp and
+torch.cuda.amp) reports. No synchronisation is added: on the CPU the values
+are read at once; on CUDA they are copied to the host without blocking and
+read at a later update once the copy has finished (GradScaler.step() itself
+waits for its found-inf values each step, so that is one update later)."""
+from __future__ import annotations
+
+import functools
+
+_pending: list = []  # CUDA: (host tensor [scale, found_inf], event, updates), oldest first
+
+
+def install(lib) -> None:
+    from torch.amp import GradScaler
+
+    if getattr(GradScaler.update, "_castscope_bracketed", False):
+        return
+    original = GradScaler.update
+
+    @functools.wraps(original)
+    def update(self, new_scale=None):
+        reporting = new_scale is None and getattr(self, "_enabled", False) and getattr(self, "_scale", None) is not None
+        found = []
+        if reporting:
+            try:
+                found = [found_inf for state in self._per_optimizer_states.values()
+                         for found_inf in state["found_inf_per_device"].values()]
+            except Exception:  # noqa: BLE001 - a GradScaler that changed shape: report nothing
+                reporting = False
+        result = original(self, new_scale)
+        if reporting and found:
+            try:
+                _report(lib, self, found)
+            except Exception:  # noqa: BLE001 - logging never breaks training
+                pass
+        return result
+
+    update._castscope_bracketed = True
+    GradScaler.update = update
+
+
+def _report(lib, scaler, found) -> None:
+    import torch
+
+    scaler._castscope_updates = getattr(scaler, "_castscope_updates", 0) + 1
+    updates = scaler._castscope_updates
+    scale = scaler._scale
+    if scale.device.type != "cuda":
+        skipped = any(float(f.sum()) > 0 for f in found)
+        lib.castscope_agent_scaler_update(float(scale.reshape(-1)[0]), int(skipped), updates)
+        return
+    values = torch.stack([scale.reshape(-1)[0].float(),
+                          sum(f.to(scale.device).float().sum() for f in found)])
+    host = values.to("cpu", non_blocking=True)
+    event = torch.cuda.Event()
+    event.record()
+    _pending.append((host, event, updates))
+    drain(lib)
+
+
+def drain(lib, wait: bool = False) -> None:
+    """Reports the CUDA updates whose copies have finished (all, with `wait`)."""
+    while _pending:
+        host, event, updates = _pending[0]
+        if not wait and not event.query():
+            return
+        event.synchronize()
+        _pending.pop(0)
+        lib.castscope_agent_scaler_update(float(host[0]), int(float(host[1]) > 0), updates)

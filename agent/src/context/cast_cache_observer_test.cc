@@ -1,0 +1,92 @@
+// When the cast-cache observer asks for a step-free sample, on real tensors:
+// at a miss, after as many cacheable casts (hits included) as the cache held
+// at the last sample, at least the configured minimum.
+#include "agent/src/context/cast_cache_observer.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace castscope {
+namespace {
+
+// A leaf that requires grad and its bf16 copy, kept alive as the cache would.
+struct Cached {
+  at::Tensor source = at::randn({2, 2}).requires_grad_();
+  at::Tensor cast = source.detach().to(at::kBFloat16);
+};
+
+TEST(CastCacheObserver, FillWithMissesOnlyIsSampledGeometrically) {
+  CastCacheObserver observer;
+  observer.set_sample_every_misses(16);
+  std::vector<Cached> weights(200);
+  std::vector<size_t> due;  // 1-based miss numbers
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const auto seen = observer.observe(weights[i].source, weights[i].cast);
+    EXPECT_EQ(seen.outcome, CacheOutcome::kMiss);
+    if (!seen.sample_due) continue;
+    due.push_back(i + 1);
+    observer.sample();
+  }
+  EXPECT_EQ(due, (std::vector<size_t>{16, 32, 64, 128}));  // a first forward pass: few scans
+}
+
+TEST(CastCacheObserver, HitsCountTowardsTheNextSampleButOnlyAMissTakesIt) {
+  CastCacheObserver observer;
+  observer.set_sample_every_misses(16);
+  std::vector<Cached> weights(4);
+  for (auto& w : weights) EXPECT_FALSE(observer.observe(w.source, w.cast).sample_due);
+  for (int i = 0; i < 100; ++i) {  // a warm cache serving hits: nothing new to see
+    const auto seen = observer.observe(weights[i % 4].source, weights[i % 4].cast);
+    EXPECT_EQ(seen.outcome, CacheOutcome::kHit);
+    EXPECT_FALSE(seen.sample_due);
+  }
+  Cached input;
+  EXPECT_TRUE(observer.observe(input.source, input.cast).sample_due);  // the miss after 104 casts
+  const auto sample = observer.sample();
+  EXPECT_EQ(sample.live_casts, 5u);
+  EXPECT_EQ(sample.cache_hits, 100u);
+}
+
+// An input-gradient loop in one region: every pass casts a new input (a miss)
+// and serves the four weights again (hits). Spaced by casts, samples come
+// every held/5 passes (held casts, five a pass; at least 16 casts); spaced by
+// misses alone, they came at 64, 128, 256 and 512 misses.
+TEST(CastCacheObserver, ALeakingLoopIsSampledEveryFewPasses) {
+  CastCacheObserver observer;
+  observer.set_sample_every_misses(16);
+  std::vector<Cached> weights(4);
+  std::vector<Cached> inputs;
+  inputs.reserve(60);
+  std::vector<std::pair<size_t, uint64_t>> samples;  // (pass, live casts)
+  size_t pass = 0;
+  auto observe = [&](const Cached& c) {  // as dispatch does: the sample right after the cast that made it due
+    if (observer.observe(c.source, c.cast).sample_due) samples.emplace_back(pass, observer.sample().live_casts);
+  };
+  for (pass = 1; pass <= 60; ++pass) {
+    inputs.emplace_back();
+    observe(inputs.back());
+    for (const auto& w : weights) observe(w);
+  }
+  ASSERT_GE(samples.size(), 6u);
+  EXPECT_EQ(samples[0], (std::pair<size_t, uint64_t>{4, 8}));  // 16 casts: passes 1-3 and this input
+  for (size_t i = 1; i < samples.size(); ++i) {
+    EXPECT_GT(samples[i].second, samples[i - 1].second);
+    // The next one after as many casts as the cache held (at least 16), five a pass.
+    EXPECT_LE(samples[i].first - samples[i - 1].first, std::max<uint64_t>(16, samples[i - 1].second) / 5 + 1);
+  }
+  EXPECT_LE(samples[3].first, 20u);  // four samples, three growing intervals, by pass 20
+}
+
+TEST(CastCacheObserver, ZeroTakesNoStepFreeSamples) {
+  CastCacheObserver observer;
+  observer.set_sample_every_misses(0);
+  std::vector<Cached> casts(100);
+  for (auto& c : casts) EXPECT_FALSE(observer.observe(c.source, c.cast).sample_due);
+}
+
+}  // namespace
+}  // namespace castscope

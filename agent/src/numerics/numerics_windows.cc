@@ -1,0 +1,409 @@
+#include "agent/src/numerics/numerics_windows.h"
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "agent/src/context/op_context.h"
+#include "agent/src/context/recording_state.h"
+#include "agent/src/numerics/value_checks.h"
+
+namespace castscope {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Per window; a job with more sites than this keeps the first ones and
+// counts the rest (numerics_sites_dropped).
+constexpr size_t kMaxSites = 4096;
+constexpr int64_t kNoSeq = std::numeric_limits<int64_t>::max();
+
+// What makes two checks one site. No padding: hashed and compared bytewise.
+struct SiteKey {
+  uint32_t op_id;
+  uint32_t location;
+  uint32_t thread;
+  uint16_t arg_index;
+  NumericsKind kind;
+  DeviceKind device;
+  DType src;
+  DType dst;
+  ExecutionMode mode;
+  Phase phase;
+  bool operator==(const SiteKey& other) const { return std::memcmp(this, &other, sizeof(SiteKey)) == 0; }
+};
+static_assert(sizeof(SiteKey) == 20, "SiteKey must have no padding");
+
+struct SiteKeyHash {
+  size_t operator()(const SiteKey& key) const {
+    uint64_t h = 1469598103934665603ull;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&key);
+    for (size_t i = 0; i < sizeof(key); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+// One site's counts in the current window: read at once (CPU), or summed on
+// the device and read when the window closes (CUDA).
+struct SiteTotals {
+  uint64_t first_ts_ns = 0, last_ts_ns = 0, iteration = 0, tensors = 0, values = 0;
+  uint64_t overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0, first_seq = 0;
+  double max_abs = 0;
+  at::Tensor device_counts;     // int64 [overflowed, underflowed, nonfinite, nan]
+  at::Tensor device_max_abs;    // float32 scalar
+  at::Tensor device_first_seq;  // int64 scalar; kNoSeq: none yet
+};
+using SiteMap = std::unordered_map<SiteKey, SiteTotals, SiteKeyHash>;
+
+std::mutex g_mutex;  // the schedule below
+std::atomic<const NumericsConfig*> g_config{nullptr};
+std::atomic<bool> g_started{false};
+std::atomic<bool> g_open{false};
+bool g_capture = false;  // the open window waits for a skipped step
+Clock::time_point g_opened_at, g_closed_at;
+uint64_t g_opened_iteration = 0;
+uint64_t g_iteration = 0;
+bool g_stepped = false;
+bool g_covered_a_step = false;
+bool g_captured_once = false;
+uint64_t g_last_capture_iteration = 0;
+
+std::mutex g_sites_mutex;  // g_sites
+SiteMap g_sites;
+std::atomic<uint64_t> g_sites_dropped{0};
+
+RecordingState& state() { return process_recording_state(); }
+
+void add_cpu(SiteTotals& totals, const int64_t* counts, double max_abs, uint64_t seq) {
+  totals.overflowed += static_cast<uint64_t>(counts[0]);
+  totals.underflowed += static_cast<uint64_t>(counts[1]);
+  totals.nonfinite += static_cast<uint64_t>(counts[2]);
+  totals.nan += static_cast<uint64_t>(counts[3]);
+  if (max_abs > totals.max_abs) totals.max_abs = max_abs;
+  if (seq != 0 && totals.first_seq == 0) totals.first_seq = seq;
+}
+
+// `first_candidate`: an int64 scalar on the device, the call's seq when it
+// counts as non-finite, kNoSeq otherwise.
+void add_device(SiteTotals& totals, const at::Tensor& counts, const at::Tensor& max_abs,
+                const at::Tensor& first_candidate) {
+  if (!totals.device_counts.defined()) {
+    totals.device_counts = counts.clone();
+    totals.device_max_abs = max_abs.clone();
+    totals.device_first_seq = first_candidate.clone();
+    return;
+  }
+  totals.device_counts.add_(counts);
+  totals.device_max_abs = at::maximum(totals.device_max_abs, max_abs);
+  totals.device_first_seq = at::minimum(totals.device_first_seq, first_candidate);
+}
+
+// The calling site's totals, made on first use; null when the window is full.
+SiteTotals* site(const SiteKey& key, uint64_t ts_ns) {
+  auto it = g_sites.find(key);
+  if (it == g_sites.end()) {
+    if (g_sites.size() >= kMaxSites) {
+      g_sites_dropped.fetch_add(1, std::memory_order_relaxed);
+      return nullptr;
+    }
+    it = g_sites.emplace(key, SiteTotals{}).first;
+    it->second.first_ts_ns = ts_ns;
+    it->second.iteration = state().steps.load(std::memory_order_relaxed);
+  }
+  it->second.last_ts_ns = ts_ns;
+  return &it->second;
+}
+
+SiteKey key_of(const Record& op, NumericsKind kind, uint16_t arg_index, DType src, DType dst) {
+  SiteKey key{};
+  key.op_id = op.op_id;
+  key.location = op.op.location;
+  key.thread = op.thread;
+  key.arg_index = arg_index;
+  key.kind = kind;
+  key.device = op.device;
+  key.src = src;
+  key.dst = dst;
+  key.mode = op.op.mode;
+  key.phase = op.op.phase;
+  return key;
+}
+
+// The window's sites as records, read from the device where they were summed.
+// Called by whoever closes the window, outside g_mutex.
+void flush_sites() {
+  SiteMap sites;
+  {
+    std::lock_guard<std::mutex> lock(g_sites_mutex);
+    sites.swap(g_sites);
+  }
+  EventLog& log = state().events;
+  for (auto& [key, totals] : sites) {
+    try {
+      if (totals.device_counts.defined()) {
+        const at::Tensor counts = totals.device_counts.cpu();
+        const int64_t first = totals.device_first_seq.cpu().item<int64_t>();
+        add_cpu(totals, counts.data_ptr<int64_t>(), totals.device_max_abs.cpu().item<float>(),
+                first == kNoSeq ? 0 : static_cast<uint64_t>(first));
+      }
+      Record r = log.new_record(RecordKind::kNumerics, key.thread, log.next_seq(), totals.first_ts_ns);
+      r.op_id = key.op_id;
+      r.device = key.device;
+      NumericsFields& n = r.numerics;
+      n.kind = key.kind;
+      n.location = key.location;
+      n.arg_index = key.arg_index;
+      n.src = key.src;
+      n.dst = key.dst;
+      n.mode = key.mode;
+      n.phase = key.phase;
+      n.iteration = totals.iteration;
+      n.last_ts_ns = totals.last_ts_ns;
+      n.tensors = totals.tensors;
+      n.values = totals.values;
+      n.overflowed = totals.overflowed;
+      n.underflowed = totals.underflowed;
+      n.nonfinite = totals.nonfinite;
+      n.nan = totals.nan;
+      n.first_nonfinite_seq = totals.first_seq;
+      n.max_abs_log2 = numerics::magnitude_log2(totals.max_abs);
+      log.record(r);
+    } catch (...) {
+      log.count_internal_error();
+    }
+  }
+}
+
+void open_locked(Clock::time_point now, uint64_t iteration, bool capture) {
+  g_open.store(true, std::memory_order_relaxed);
+  g_capture = capture;
+  g_opened_at = now;
+  g_opened_iteration = iteration;
+}
+
+// Returns whether a window was open: then the caller flushes, after unlocking.
+bool close_locked(Clock::time_point now) {
+  const bool was_open = g_open.exchange(false, std::memory_order_relaxed);
+  g_capture = false;
+  g_closed_at = now;
+  return was_open;
+}
+
+}  // namespace
+
+void numerics_start(const NumericsConfig& config) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_config.store(new NumericsConfig(config), std::memory_order_release);  // leaked on purpose: read without the lock
+  g_stepped = g_covered_a_step = g_captured_once = false;
+  g_iteration = g_last_capture_iteration = 0;
+  if (!config.enabled) return;
+  g_started.store(true);
+  open_locked(Clock::now(), 0, false);
+}
+
+void numerics_stop() {
+  bool flush = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_started.store(false);
+    flush = close_locked(Clock::now());
+  }
+  if (flush) flush_sites();
+}
+
+void numerics_on_iteration(uint64_t iteration) {
+  if (!g_started.load(std::memory_order_relaxed)) return;
+  bool flush = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (!g_started.load(std::memory_order_relaxed)) return;
+    const NumericsConfig& config = *g_config.load(std::memory_order_relaxed);
+    g_stepped = true;
+    g_iteration = iteration;
+    if (g_open.load(std::memory_order_relaxed)) {
+      g_covered_a_step = true;
+      const uint64_t length = g_capture ? config.skip_capture_iterations : config.iterations;
+      if (iteration - g_opened_iteration >= length) flush = close_locked(Clock::now());
+    } else if (!g_covered_a_step || (config.every_iterations > 0 && iteration % config.every_iterations == 0)) {
+      open_locked(Clock::now(), iteration, false);
+    }
+  }
+  if (flush) flush_sites();
+}
+
+void numerics_on_tick() {
+  if (!g_started.load(std::memory_order_relaxed)) return;
+  bool flush = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (!g_started.load(std::memory_order_relaxed)) return;
+    const NumericsConfig& config = *g_config.load(std::memory_order_relaxed);
+    const auto now = Clock::now();
+    if (g_open.load(std::memory_order_relaxed)) {
+      // A capture window ends with a skipped step or its step count, not its age.
+      if (!g_capture && now - g_opened_at >= std::chrono::milliseconds(config.max_ms)) flush = close_locked(now);
+    } else if (!g_stepped && config.every_ms > 0 && now - g_closed_at >= std::chrono::milliseconds(config.every_ms)) {
+      open_locked(now, 0, false);
+    }
+  }
+  if (flush) flush_sites();
+}
+
+bool numerics_window_open() { return g_open.load(std::memory_order_relaxed); }
+
+void numerics_check_cast(const Record& op, uint16_t arg_index, const at::Tensor& source,
+                         const at::Tensor& result) noexcept {
+  try {
+    if (source.scalar_type() != at::kFloat || !(result.scalar_type() == at::kHalf || result.scalar_type() == at::kBFloat16))
+      return;
+    if (!numerics::checkable(source) || !numerics::checkable(result) || source.sizes() != result.sizes()) return;
+    const numerics::CheckScope scope;
+    const numerics::CastCheck check = numerics::check_cast(source, result);
+    const SiteKey key = key_of(op, NumericsKind::kCast, arg_index, to_dtype(source.scalar_type()),
+                               to_dtype(result.scalar_type()));
+    const uint64_t numel = static_cast<uint64_t>(source.numel());
+    if (source.is_cuda()) {
+      const at::Tensor first =
+          at::where(check.counts[0] > 0, at::scalar_tensor(static_cast<int64_t>(op.seq), check.counts.options()),
+                    at::scalar_tensor(kNoSeq, check.counts.options()));
+      std::lock_guard<std::mutex> lock(g_sites_mutex);
+      SiteTotals* totals = site(key, op.ts_ns);
+      if (totals == nullptr) return;
+      ++totals->tensors;
+      totals->values += numel;
+      add_device(*totals, check.counts, check.max_abs, first);
+      return;
+    }
+    const int64_t* counts = check.counts.data_ptr<int64_t>();
+    const double max_abs = check.max_abs.item<float>();
+    std::lock_guard<std::mutex> lock(g_sites_mutex);
+    SiteTotals* totals = site(key, op.ts_ns);
+    if (totals == nullptr) return;
+    ++totals->tensors;
+    totals->values += numel;
+    add_cpu(*totals, counts, max_abs, counts[0] > 0 ? op.seq : 0);
+  } catch (...) {
+    state().events.count_internal_error();
+  }
+}
+
+void numerics_check_op(const Record& op, std::span<const at::Tensor> inputs,
+                       std::span<const at::Tensor> outputs) noexcept {
+  try {
+    const at::Tensor* first_output = nullptr;
+    uint64_t values = 0;
+    for (const at::Tensor& t : outputs) {
+      if (!numerics::checkable(t)) continue;
+      if (first_output == nullptr) first_output = &t;
+      values += static_cast<uint64_t>(t.numel());
+    }
+    if (first_output == nullptr) return;
+    const numerics::CheckScope scope;
+    const SiteKey key = key_of(op, NumericsKind::kOpOutput, 0, to_dtype(first_output->scalar_type()), DType::kUnspecified);
+    if (first_output->is_cuda()) {
+      // Everything on the device: the inputs are checked whatever the outputs hold.
+      at::Tensor out_nonfinite, in_nonfinite, max_abs;
+      for (const at::Tensor& t : outputs) {
+        if (!numerics::checkable(t) || !t.is_cuda()) continue;
+        const numerics::ValueCheck check = numerics::check_values(t);
+        out_nonfinite = out_nonfinite.defined() ? out_nonfinite + check.nonfinite : check.nonfinite;
+        max_abs = max_abs.defined() ? at::maximum(max_abs, check.max_abs) : check.max_abs;
+      }
+      in_nonfinite = at::zeros({}, out_nonfinite.options());
+      for (const at::Tensor& t : inputs)
+        if (numerics::checkable(t) && t.is_cuda()) in_nonfinite = in_nonfinite + numerics::check_values(t).nonfinite;
+      const at::Tensor zero = at::zeros({}, out_nonfinite.options());
+      const at::Tensor produced = at::where(in_nonfinite == 0, out_nonfinite, zero);
+      const at::Tensor counts = at::stack({zero, zero, produced, zero});
+      const at::Tensor first = at::where(produced > 0, at::scalar_tensor(static_cast<int64_t>(op.seq), zero.options()),
+                                         at::scalar_tensor(kNoSeq, zero.options()));
+      std::lock_guard<std::mutex> lock(g_sites_mutex);
+      SiteTotals* totals = site(key, op.ts_ns);
+      if (totals == nullptr) return;
+      ++totals->tensors;
+      totals->values += values;
+      add_device(*totals, counts, max_abs, first);
+      return;
+    }
+    // CPU: the inputs only when an output holds inf or NaN.
+    int64_t out_nonfinite = 0;
+    double max_abs = 0;
+    for (const at::Tensor& t : outputs) {
+      if (!numerics::checkable(t)) continue;
+      const numerics::ValueCheck check = numerics::check_values(t);
+      out_nonfinite += check.nonfinite.item<int64_t>();
+      max_abs = std::max<double>(max_abs, check.max_abs.item<float>());
+    }
+    int64_t produced = 0;
+    if (out_nonfinite > 0) {
+      int64_t in_nonfinite = 0;
+      for (const at::Tensor& t : inputs)
+        if (numerics::checkable(t)) in_nonfinite += numerics::check_values(t).nonfinite.item<int64_t>();
+      if (in_nonfinite == 0) produced = out_nonfinite;
+    }
+    const int64_t counts[4] = {0, 0, produced, 0};
+    std::lock_guard<std::mutex> lock(g_sites_mutex);
+    SiteTotals* totals = site(key, op.ts_ns);
+    if (totals == nullptr) return;
+    ++totals->tensors;
+    totals->values += values;
+    add_cpu(*totals, counts, max_abs, produced > 0 ? op.seq : 0);
+  } catch (...) {
+    state().events.count_internal_error();
+  }
+}
+
+void numerics_on_scaler_update(double scale, bool found_inf, uint64_t updates) noexcept {
+  if (!g_record_events.load(std::memory_order_relaxed)) return;
+  RecordingState& runtime = state();
+  try {
+    Record r = runtime.events.new_record(RecordKind::kNumerics);
+    r.op_id = 0;
+    r.device = DeviceKind::kUnspecified;
+    NumericsFields& n = r.numerics;
+    n.kind = NumericsKind::kScalerUpdate;
+    n.location = current_op_context(runtime.locations).location;
+    n.iteration = runtime.steps.load(std::memory_order_relaxed);
+    n.last_ts_ns = r.ts_ns;
+    n.tensors = updates;
+    n.scale = scale;
+    n.found_inf = found_inf;
+    n.max_abs_log2 = kNoMagnitude;
+    runtime.events.record(r);
+  } catch (...) {
+    runtime.events.count_internal_error();
+  }
+  if (!found_inf || !g_started.load(std::memory_order_relaxed)) return;
+  bool flush = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (!g_started.load(std::memory_order_relaxed)) return;
+    const NumericsConfig& config = *g_config.load(std::memory_order_relaxed);
+    if (g_open.load(std::memory_order_relaxed)) {
+      // The skipped step ran inside this window: what it saw goes out now.
+      if (g_capture) flush = close_locked(Clock::now());
+    } else if (config.skip_capture_iterations > 0 &&
+               (!g_captured_once || (config.every_iterations > 0 &&
+                                     g_iteration - g_last_capture_iteration >= config.every_iterations))) {
+      g_captured_once = true;
+      g_last_capture_iteration = g_iteration;
+      open_locked(Clock::now(), g_iteration, true);
+    }
+  }
+  if (flush) flush_sites();
+}
+
+void numerics_after_fork_in_child() {
+  g_started.store(false);
+  g_open.store(false, std::memory_order_relaxed);
+}
+
+uint64_t numerics_sites_dropped() { return g_sites_dropped.load(std::memory_order_relaxed); }
+
+}  // namespace castscope

@@ -1,0 +1,51 @@
+// What a cast or an op did to values, as small tensors on the values' own
+// device. The checks are ATen ops: they queue on the device like the job's
+// own work and never read a value back, so on CUDA the caller adds them to a
+// device accumulator and reads it once, at the window's end (no host
+// synchronisation inside a window); on the CPU it reads them at once.
+// Only counts and magnitudes come out, never tensor contents.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/GradMode.h>
+
+namespace castscope::numerics {
+
+// Whether castscope looks at a tensor's values: a dense, non-empty floating
+// tensor with real storage on the CPU or a CUDA device. Not meta, fake,
+// functional or batched tensors, nor Python subclasses (their values are not
+// what the op computes on, or reading them runs the user's code).
+bool checkable(const at::Tensor& t);
+
+// Around the checks' own ops: no autograd graph, no autocast, no Python
+// dispatch modes or subclasses (the user's TorchDispatchMode must not see
+// castscope's reads).
+struct CheckScope {
+  CheckScope();
+  c10::AutoGradMode no_grad{false};
+  c10::impl::ExcludeDispatchKeyGuard no_python_or_autocast;
+};
+
+// Casting `source` to a lower precision gave `result` (same shape).
+// counts: int64 [overflowed, underflowed, nonfinite, nan] — finite source
+// values that became +-inf, nonzero ones that became 0, source values already
+// inf or NaN, and of those NaN. max_abs: float32 scalar, the largest |x| over
+// the finite source values (0 when none).
+struct CastCheck {
+  at::Tensor counts;
+  at::Tensor max_abs;
+};
+CastCheck check_cast(const at::Tensor& source, const at::Tensor& result);
+
+// nonfinite: int64 scalar, values of `t` that are inf or NaN; max_abs as above.
+struct ValueCheck {
+  at::Tensor nonfinite;
+  at::Tensor max_abs;
+};
+ValueCheck check_values(const at::Tensor& t);
+
+// floor(log2(x)) for x > 0 and finite; kNoMagnitude (cast_record.h) otherwise.
+int16_t magnitude_log2(double x);
+
+}  // namespace castscope::numerics
