@@ -28,6 +28,21 @@ struct ProbeConfig {
   bool operator==(const ProbeConfig&) const = default;
 };
 
+// Numerics windows (numerics/numerics_windows.h): value checks at casts and
+// autocast ops' outputs. The same schedule as the op probe's; a GradScaler
+// step skipped outside a window opens one until a skipped step is seen in it.
+struct NumericsConfig {
+  bool enabled = true;
+  uint64_t iterations = 2;
+  uint64_t every_iterations = 100;
+  int64_t max_ms = 5000;
+  int64_t every_ms = 60000;
+  // After a skip seen outside a window: how many steps the window waits for
+  // the next skipped step before it closes.
+  uint64_t skip_capture_iterations = 200;
+  bool operator==(const NumericsConfig&) const = default;
+};
+
 // GPU kernel timing with CUPTI (agent/src/gpu, docs/gpu.md).
 struct GpuTimingConfig {
   enum class Mode : uint8_t { kAuto, kOn, kOff };
@@ -89,6 +104,7 @@ struct AgentConfig {
   std::string policy_hash;  // computed from the loaded files, not configured
   ProbeConfig probe;        // op probe windows (op_probe.h); its op lists come from the policy
   GpuTimingConfig gpu;
+  NumericsConfig numerics;
   // Tests: a key set to its schema default leaves the whole configuration as it was.
   bool operator==(const AgentConfig&) const = default;
 };

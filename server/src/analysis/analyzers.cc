@@ -1,5 +1,7 @@
 #include "server/src/analysis/analyzers.h"
 
+#include "server/src/analysis/numerics_findings.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -1005,6 +1007,10 @@ void attribute_ranks(const RunData& run, std::vector<Finding>& findings) {
 
 }  // namespace
 
+Finding make_finding(const std::string& kind, const std::string& severity, std::vector<SiteRef> sites) {
+  return make(kind, severity, std::move(sites));
+}
+
 std::vector<Finding> analyze_run(const RunData& run) {
   std::vector<Finding> out;
   stale_cache_hits(run, out);
@@ -1020,6 +1026,7 @@ std::vector<Finding> analyze_run(const RunData& run) {
   not_autocast(run, out);
   cast_share(run, out);
   tf32_matmul(run, out);
+  numerics_findings(run, out);
   attribute_ranks(run, out);
   return out;
 }
