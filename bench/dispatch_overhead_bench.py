@@ -6,6 +6,8 @@ Rows, each timed on the same tensors in the same process:
                  context, dumped as JSON lines (between op probe windows: the steady state)
   castscope+probe  the same inside an op probe window (docs/diagnostics.md): a global
                  RecordFunction observer with inputs and outputs sees every op
+  castscope+numerics  the same inside a numerics window (docs/numerics.md): each cast the
+                 cache did not serve and each op's output checked for inf, NaN and zeros
   castscope-noloc  the same without source locations
   castscope-off  castscope attached with record_events=False (casts only)
   castscope-aggregate  aggregate mode (docs/aggregate.md): per-site counters, no per-event records
@@ -63,12 +65,12 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         @contextlib.contextmanager
-        def agent(record_events, locations=True, probe=False, aggregate=False):  # probe: bool or schedule (attach)
-            # Each attach opens a probe window that outlasts one timing:
-            # rows choose by turning the probe on or off.
+        def agent(record_events, locations=True, probe=False, aggregate=False, numerics=False):
+            # Each attach opens a probe and a numerics window that outlast one
+            # timing: rows choose by turning them on (a schedule) or off.
             with castscope.attached(events_path=f"{tmp}/events.jsonl", record_events=record_events,
                                     ring_records=1 << 20, locations=locations, probe=probe,
-                                    aggregate=aggregate) as a:
+                                    aggregate=aggregate, numerics=numerics) as a:
                 yield
                 status = a.status()
             stats["recorded"] = status["events_recorded"]
@@ -78,6 +80,7 @@ def main():
             "native": (contextlib.nullcontext, 1),
             "castscope": (lambda: agent(True), 1),
             "castscope+probe": (lambda: agent(True, probe={"max_ms": 600000}), 1),
+            "castscope+numerics": (lambda: agent(True, numerics={"max_ms": 600000}), 1),
             "castscope-noloc": (lambda: agent(True, locations=False), 1),
             "castscope-off": (lambda: agent(False), 1),
             "castscope-aggregate": (lambda: agent(True, aggregate=True), 1),
@@ -103,7 +106,7 @@ def main():
     print(f"torch {torch.__version__}, 1 intra-op thread, median of {args.repeats} interleaved runs of {args.iters} calls"
           " (profiler and dispatch-mode rows: a tenth)")
     print(f"castscope events recorded (cumulative over every attach): {stats['recorded']}, dropped: {stats['dropped']}")
-    header = f"{'op':20s} {'row':16s} {'median us':>9s} {'x native':>9s} {'min us':>8s} {'x native':>9s}"
+    header = f"{'op':20s} {'row':18s} {'median us':>9s} {'x native':>9s} {'min us':>8s} {'x native':>9s}"
     print(header)
     print("-" * len(header))
     median = medians(samples)
@@ -111,7 +114,7 @@ def main():
         base, base_min = median[(name, "native")], min(samples[(name, "native")])
         for row in rows:
             value, low = median[(name, row)], min(samples[(name, row)])
-            print(f"{name:20s} {row:16s} {value:9.2f} {value / base:8.2f}x {low:8.2f} {low / base_min:8.2f}x")
+            print(f"{name:20s} {row:18s} {value:9.2f} {value / base:8.2f}x {low:8.2f} {low / base_min:8.2f}x")
 
 
 if __name__ == "__main__":

@@ -257,41 +257,83 @@ void numerics_on_tick() {
 
 bool numerics_window_open() { return g_open.load(std::memory_order_relaxed); }
 
+namespace {
+
+// Counts read now (the CPU).
+void add_host_counts(const SiteKey& key, const Record& op, uint64_t values, const numerics::HostCounts& counts,
+                     uint64_t first_seq) {
+  const int64_t sums[4] = {counts.overflowed, counts.underflowed, counts.nonfinite, counts.nan};
+  std::lock_guard<std::mutex> lock(g_sites_mutex);
+  SiteTotals* totals = site(key, op.ts_ns);
+  if (totals == nullptr) return;
+  ++totals->tensors;
+  totals->values += values;
+  add_cpu(*totals, sums, counts.max_abs, first_seq);
+}
+
+// Counts as device tensors, summed where they are (CUDA).
+void add_device_counts(const SiteKey& key, const Record& op, uint64_t values, const at::Tensor& counts,
+                       const at::Tensor& max_abs, const at::Tensor& nonfinite_now) {
+  const at::Tensor first = at::where(nonfinite_now, at::scalar_tensor(static_cast<int64_t>(op.seq), counts.options()),
+                                     at::scalar_tensor(kNoSeq, counts.options()));
+  std::lock_guard<std::mutex> lock(g_sites_mutex);
+  SiteTotals* totals = site(key, op.ts_ns);
+  if (totals == nullptr) return;
+  ++totals->tensors;
+  totals->values += values;
+  add_device(*totals, counts, max_abs, first);
+}
+
+numerics::HostCounts read_counts(const at::Tensor& counts, const at::Tensor& max_abs) {
+  const at::Tensor host = counts.cpu();
+  const int64_t* c = host.data_ptr<int64_t>();
+  return {c[0], c[1], c[2], c[3], max_abs.item<double>()};
+}
+
+}  // namespace
+
 void numerics_check_cast(const Record& op, uint16_t arg_index, const at::Tensor& source,
                          const at::Tensor& result) noexcept {
   try {
     if (source.scalar_type() != at::kFloat || !(result.scalar_type() == at::kHalf || result.scalar_type() == at::kBFloat16))
       return;
     if (!numerics::checkable(source) || !numerics::checkable(result) || source.sizes() != result.sizes()) return;
-    const numerics::CheckScope scope;
-    const numerics::CastCheck check = numerics::check_cast(source, result);
-    const SiteKey key = key_of(op, NumericsKind::kCast, arg_index, to_dtype(source.scalar_type()),
-                               to_dtype(result.scalar_type()));
-    const uint64_t numel = static_cast<uint64_t>(source.numel());
-    if (source.is_cuda()) {
-      const at::Tensor first =
-          at::where(check.counts[0] > 0, at::scalar_tensor(static_cast<int64_t>(op.seq), check.counts.options()),
-                    at::scalar_tensor(kNoSeq, check.counts.options()));
-      std::lock_guard<std::mutex> lock(g_sites_mutex);
-      SiteTotals* totals = site(key, op.ts_ns);
-      if (totals == nullptr) return;
-      ++totals->tensors;
-      totals->values += numel;
-      add_device(*totals, check.counts, check.max_abs, first);
+    const SiteKey key =
+        key_of(op, NumericsKind::kCast, arg_index, to_dtype(source.scalar_type()), to_dtype(result.scalar_type()));
+    const auto values = static_cast<uint64_t>(source.numel());
+    // The CPU's usual case: one pass over the data, no ATen op.
+    numerics::HostCounts counts;
+    if (numerics::count_cast_on_host(source, result, counts)) {
+      add_host_counts(key, op, values, counts, counts.overflowed > 0 ? op.seq : 0);
       return;
     }
-    const int64_t* counts = check.counts.data_ptr<int64_t>();
-    const double max_abs = check.max_abs.item<float>();
-    std::lock_guard<std::mutex> lock(g_sites_mutex);
-    SiteTotals* totals = site(key, op.ts_ns);
-    if (totals == nullptr) return;
-    ++totals->tensors;
-    totals->values += numel;
-    add_cpu(*totals, counts, max_abs, counts[0] > 0 ? op.seq : 0);
+    const numerics::CheckScope scope;
+    const numerics::CastCheck check = numerics::check_cast(source, result);
+    if (source.is_cuda()) {
+      add_device_counts(key, op, values, check.counts, check.max_abs, check.counts[0] > 0);
+      return;
+    }
+    counts = read_counts(check.counts, check.max_abs);  // a CPU tensor that is not contiguous
+    add_host_counts(key, op, values, counts, counts.overflowed > 0 ? op.seq : 0);
   } catch (...) {
     state().events.count_internal_error();
   }
 }
+
+namespace {
+
+// inf/NaN values of one tensor read now, by the host loop when it can.
+numerics::HostCounts host_values(const at::Tensor& t) {
+  numerics::HostCounts counts;
+  if (numerics::count_values_on_host(t, counts)) return counts;
+  const numerics::CheckScope scope;
+  const numerics::ValueCheck check = numerics::check_values(t);
+  counts.nonfinite = check.nonfinite.item<int64_t>();
+  counts.max_abs = check.max_abs.item<double>();
+  return counts;
+}
+
+}  // namespace
 
 void numerics_check_op(const Record& op, std::span<const at::Tensor> inputs,
                        std::span<const at::Tensor> outputs) noexcept {
@@ -304,56 +346,42 @@ void numerics_check_op(const Record& op, std::span<const at::Tensor> inputs,
       values += static_cast<uint64_t>(t.numel());
     }
     if (first_output == nullptr) return;
-    const numerics::CheckScope scope;
     const SiteKey key = key_of(op, NumericsKind::kOpOutput, 0, to_dtype(first_output->scalar_type()), DType::kUnspecified);
     if (first_output->is_cuda()) {
       // Everything on the device: the inputs are checked whatever the outputs hold.
-      at::Tensor out_nonfinite, in_nonfinite, max_abs;
+      const numerics::CheckScope scope;
+      at::Tensor out_nonfinite, max_abs;
       for (const at::Tensor& t : outputs) {
         if (!numerics::checkable(t) || !t.is_cuda()) continue;
         const numerics::ValueCheck check = numerics::check_values(t);
         out_nonfinite = out_nonfinite.defined() ? out_nonfinite + check.nonfinite : check.nonfinite;
         max_abs = max_abs.defined() ? at::maximum(max_abs, check.max_abs) : check.max_abs;
       }
-      in_nonfinite = at::zeros({}, out_nonfinite.options());
+      at::Tensor in_nonfinite = at::zeros({}, out_nonfinite.options());
       for (const at::Tensor& t : inputs)
         if (numerics::checkable(t) && t.is_cuda()) in_nonfinite = in_nonfinite + numerics::check_values(t).nonfinite;
       const at::Tensor zero = at::zeros({}, out_nonfinite.options());
       const at::Tensor produced = at::where(in_nonfinite == 0, out_nonfinite, zero);
-      const at::Tensor counts = at::stack({zero, zero, produced, zero});
-      const at::Tensor first = at::where(produced > 0, at::scalar_tensor(static_cast<int64_t>(op.seq), zero.options()),
-                                         at::scalar_tensor(kNoSeq, zero.options()));
-      std::lock_guard<std::mutex> lock(g_sites_mutex);
-      SiteTotals* totals = site(key, op.ts_ns);
-      if (totals == nullptr) return;
-      ++totals->tensors;
-      totals->values += values;
-      add_device(*totals, counts, max_abs, first);
+      add_device_counts(key, op, values, at::stack({zero, zero, produced, zero}), max_abs, produced > 0);
       return;
     }
     // CPU: the inputs only when an output holds inf or NaN.
-    int64_t out_nonfinite = 0;
-    double max_abs = 0;
+    numerics::HostCounts outs;
     for (const at::Tensor& t : outputs) {
       if (!numerics::checkable(t)) continue;
-      const numerics::ValueCheck check = numerics::check_values(t);
-      out_nonfinite += check.nonfinite.item<int64_t>();
-      max_abs = std::max<double>(max_abs, check.max_abs.item<float>());
+      const numerics::HostCounts counts = host_values(t);
+      outs.nonfinite += counts.nonfinite;
+      outs.max_abs = std::max(outs.max_abs, counts.max_abs);
     }
-    int64_t produced = 0;
-    if (out_nonfinite > 0) {
+    numerics::HostCounts produced;
+    produced.max_abs = outs.max_abs;
+    if (outs.nonfinite > 0) {
       int64_t in_nonfinite = 0;
       for (const at::Tensor& t : inputs)
-        if (numerics::checkable(t)) in_nonfinite += numerics::check_values(t).nonfinite.item<int64_t>();
-      if (in_nonfinite == 0) produced = out_nonfinite;
+        if (numerics::checkable(t)) in_nonfinite += host_values(t).nonfinite;
+      if (in_nonfinite == 0) produced.nonfinite = outs.nonfinite;
     }
-    const int64_t counts[4] = {0, 0, produced, 0};
-    std::lock_guard<std::mutex> lock(g_sites_mutex);
-    SiteTotals* totals = site(key, op.ts_ns);
-    if (totals == nullptr) return;
-    ++totals->tensors;
-    totals->values += values;
-    add_cpu(*totals, counts, max_abs, produced > 0 ? op.seq : 0);
+    add_host_counts(key, op, values, produced, produced.nonfinite > 0 ? op.seq : 0);
   } catch (...) {
     state().events.count_internal_error();
   }

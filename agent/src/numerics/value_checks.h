@@ -45,6 +45,18 @@ struct ValueCheck {
 };
 ValueCheck check_values(const at::Tensor& t);
 
+// The same counts read on the host in one pass over contiguous CPU data
+// (float32 -> float16/bfloat16 casts; float32/float16/bfloat16/float64
+// values), with no ATen op: on the CPU the checks cost a loop, not a dozen
+// small ops. False when the tensors are not such (the caller falls back to
+// the ATen checks above).
+struct HostCounts {
+  int64_t overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0;
+  double max_abs = 0;
+};
+bool count_cast_on_host(const at::Tensor& source, const at::Tensor& result, HostCounts& out);
+bool count_values_on_host(const at::Tensor& t, HostCounts& out);
+
 // floor(log2(x)) for x > 0 and finite; kNoMagnitude (cast_record.h) otherwise.
 int16_t magnitude_log2(double x);
 

@@ -192,7 +192,7 @@ void scaler_skips(const RunData& run, std::vector<Finding>& out) {
       f.evidence["first_nonfinite"] = {{"kind", first->kind == v1::NumericsSummary::KIND_CAST ? "cast" : "op_output"},
                                        {"site", site_json(first->site)},
                                        {"event_seq", first->seq},
-                                       {"iteration", first->iteration}};
+                                       {"window_from_step", first->iteration}};
       f.evidence["overlay"] = fp32_overlay(first->site.op, v1::DEVICE_TYPE_UNSPECIFIED);
     }
     out.push_back(std::move(f));

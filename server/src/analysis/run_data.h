@@ -174,7 +174,7 @@ struct FirstNonfinite {
   std::string agent_id;
   int32_t rank = -1;
   uint64_t seq = 0;
-  uint64_t iteration = 0;
+  uint64_t iteration = 0;  // optimizer steps when its window first checked a value
   SiteRef site;
   v1::NumericsSummary::Kind kind = v1::NumericsSummary::KIND_UNSPECIFIED;
 };
