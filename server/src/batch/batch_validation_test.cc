@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "server/src/batch/event_limits.h"
 #include "server/testing/test_batches.h"
 
@@ -240,6 +242,63 @@ TEST(BatchValidation, RejectsGemmFieldsTheStoreCannotPack) {
   gemm.set_d_type(v1::DTYPE_FLOAT32);
   gemm.set_calls(256);  // the agent saturates at 255
   EXPECT_EQ(validate(batch).message(), "events[0] (op seq 1): gemm.calls 256 out of range (0..255)");
+}
+
+// A numerics summary as an agent sends it: counts consistent, names by id.
+v1::NumericsSummary& add_numerics(v1::Batch& batch) {
+  v1::NumericsSummary& n = *batch.add_events()->mutable_numerics();
+  n.set_seq(1000);
+  n.set_first_ts_ns(10);
+  n.set_last_ts_ns(20);
+  n.set_kind(v1::NumericsSummary::KIND_CAST);
+  n.set_op_id(batch.strings(0).id());
+  n.set_tensors(2);
+  n.set_values(64);
+  n.set_overflowed(6);
+  n.set_nonfinite(1);
+  n.set_nan(1);
+  n.set_max_abs_log2(16);
+  return n;
+}
+
+TEST(BatchValidation, NumericsSummariesAreCheckedForConsistentCounts) {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  const int index = batch.events_size();
+  add_numerics(batch);
+  EXPECT_TRUE(validate(batch).ok()) << validate(batch).message();
+  const std::string name = "events[" + std::to_string(index) + "] (numerics seq 1000): ";
+
+  v1::NumericsSummary* n = batch.mutable_events(index)->mutable_numerics();
+  n->set_overflowed(65);  // more than the values checked
+  EXPECT_EQ(validate(batch).message(),
+            name + "counts or timestamps out of range (tensors, values < 2^56; overflowed, underflowed, nonfinite <= "
+                   "values; nan <= nonfinite; first_ts_ns <= last_ts_ns)");
+  n->set_overflowed(6);
+  n->set_nan(2);  // more NaN than non-finite values
+  EXPECT_FALSE(validate(batch).ok());
+  n->set_nan(1);
+  n->set_kind(v1::NumericsSummary::KIND_UNSPECIFIED);
+  EXPECT_EQ(validate(batch).message(), name + "kind is unset");
+  n->set_kind(v1::NumericsSummary::KIND_CAST);
+  n->set_op_id(0);
+  EXPECT_EQ(validate(batch).message(), name + "op_id is 0 (unset)");
+  n->set_op_id(batch.strings(0).id());
+  n->set_max_abs_log2(40000);
+  EXPECT_EQ(validate(batch).message(), name + "max_abs_log2 40000 out of range");
+  n->set_max_abs_log2(16);
+  n->set_location_id(999);
+  EXPECT_EQ(validate(batch).message(), name + "location_id 999 is not defined in this batch's locations");
+  n->set_location_id(0);
+
+  // A GradScaler update names no op, and its scale is a finite number.
+  n->set_kind(v1::NumericsSummary::KIND_SCALER_UPDATE);
+  n->set_op_id(0);
+  n->set_scale(65536.0);
+  EXPECT_TRUE(validate(batch).ok()) << validate(batch).message();
+  n->set_scale(std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(validate(batch).message(), name + "scale is not a finite number >= 0");
+  n->set_scale(-1);
+  EXPECT_FALSE(validate(batch).ok());
 }
 
 TEST(BatchValidation, DecodeRejectsGarbage) {
