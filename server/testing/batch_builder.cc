@@ -174,6 +174,36 @@ v1::OpCounts op_counts(const OpCountsSpec& spec) {
   return counts;
 }
 
+v1::NumericsSummary numerics_summary(const NumericsSpec& spec) {
+  v1::NumericsSummary n;
+  n.set_seq(spec.seq);
+  n.set_first_ts_ns(spec.first_ts_ns);
+  n.set_last_ts_ns(spec.last_ts_ns);
+  n.set_kind(spec.kind);
+  n.set_thread(spec.thread);
+  n.set_op_id(spec.op_id);
+  n.set_arg_name_id(spec.arg_name_id);
+  n.set_location_id(spec.location_id);
+  n.set_arg_index(spec.arg_index);
+  n.set_device_type(spec.device_type);
+  n.set_src_dtype(spec.src_dtype);
+  n.set_dst_dtype(spec.dst_dtype);
+  n.set_mode(spec.mode);
+  n.set_phase(spec.phase);
+  n.set_iteration(spec.iteration);
+  n.set_tensors(spec.tensors);
+  n.set_values(spec.values);
+  n.set_overflowed(spec.overflowed);
+  n.set_underflowed(spec.underflowed);
+  n.set_nonfinite(spec.nonfinite);
+  n.set_nan(spec.nan);
+  n.set_max_abs_log2(spec.max_abs_log2);
+  n.set_first_nonfinite_seq(spec.first_nonfinite_seq);
+  n.set_scale(spec.scale);
+  n.set_found_inf(spec.found_inf);
+  return n;
+}
+
 v1::Batch batch_head(const AgentSpec& agent, uint64_t sequence) {
   v1::Batch batch;
   batch.set_protocol_version(v1::ProtocolVersion_MAX);
@@ -231,6 +261,12 @@ v1::OpCounts& add_op_counts(v1::Batch& batch, const OpCountsSpec& spec) {
   v1::OpCounts& counts = *batch.add_events()->mutable_op_counts();
   counts = op_counts(spec);
   return counts;
+}
+
+v1::NumericsSummary& add_numerics(v1::Batch& batch, const NumericsSpec& spec) {
+  v1::NumericsSummary& n = *batch.add_events()->mutable_numerics();
+  n = numerics_summary(spec);
+  return n;
 }
 
 v1::Batch make_batch(const std::string& run_id, const std::string& agent_id, uint64_t sequence, uint64_t first_seq,
@@ -309,6 +345,41 @@ v1::Batch export_run_batch() {
   kernel(8, 1400, 200, 7, v1::LAUNCHED_BY_OP, 1, 7, v1::GPU_ACTIVITY_KERNEL);
   kernel(9, 900, 10, 7, v1::LAUNCHED_BY_NONE, 0, 8, v1::GPU_ACTIVITY_MEMSET);
   kernel(10, 3000, 20, 9, v1::LAUNCHED_BY_CAST, 99, 6, v1::GPU_ACTIVITY_KERNEL);
+  return batch;
+}
+
+v1::Batch export_numerics_batch() {
+  v1::Batch batch = batch_head({.run_id = "run", .agent_id = "agent-a", .pid = 4321, .rank = 0, .world_size = 1,
+                                .hostname = "node1", .command = "python train.py"},
+                               2);
+  batch.set_events_recorded_total(17);
+  add_strings(batch, 1, {"aten::linear", "aten::mm", "input", "weight"});
+  add_location(batch, 1,
+               {.kind = v1::SourceLocation::KIND_PYTHON, .file = "/src/model.py", .line = 42, .function = "forward"});
+  auto update = [&](uint64_t seq, uint64_t ts, double scale, bool found_inf, uint64_t updates) {
+    add_numerics(batch, {.seq = seq, .first_ts_ns = ts, .last_ts_ns = ts,
+                         .kind = v1::NumericsSummary::KIND_SCALER_UPDATE, .thread = 1, .location_id = 1,
+                         .iteration = updates, .tensors = updates, .scale = scale, .found_inf = found_inf});
+  };
+  auto cast_window = [&](uint64_t seq, uint32_t arg, uint64_t overflowed, int32_t magnitude) {
+    add_numerics(batch, {.seq = seq, .first_ts_ns = 1100, .last_ts_ns = 2900, .kind = v1::NumericsSummary::KIND_CAST,
+                         .thread = 1, .op_id = 1, .arg_name_id = arg, .location_id = 1, .arg_index = 0,
+                         .device_type = v1::DEVICE_TYPE_CPU, .src_dtype = v1::DTYPE_FLOAT32,
+                         .dst_dtype = v1::DTYPE_FLOAT16, .mode = v1::EXECUTION_MODE_EAGER,
+                         .phase = v1::PHASE_FORWARD, .iteration = 1, .tensors = 2, .values = 32,
+                         .overflowed = overflowed, .max_abs_log2 = magnitude});
+  };
+  update(11, 2600, 256, false, 1);
+  update(12, 2700, 256, false, 2);
+  update(13, 2800, 128, true, 3);
+  cast_window(14, 3, 3, 16);
+  add_numerics(batch, {.seq = 15, .first_ts_ns = 1000, .last_ts_ns = 2900, .kind = v1::NumericsSummary::KIND_OP_OUTPUT,
+                       .thread = 1, .op_id = 2, .location_id = 1, .device_type = v1::DEVICE_TYPE_CPU,
+                       .src_dtype = v1::DTYPE_FLOAT16, .mode = v1::EXECUTION_MODE_EAGER, .phase = v1::PHASE_FORWARD,
+                       .iteration = 1, .tensors = 2, .values = 64, .nonfinite = 5, .max_abs_log2 = 15,
+                       .first_nonfinite_seq = 4});
+  cast_window(16, 4, 0, -3);
+  update(17, 2950, 128, false, 4);
   return batch;
 }
 

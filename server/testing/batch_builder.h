@@ -180,6 +180,34 @@ struct OpCountsSpec {
   uint64_t iteration{};
 };
 
+struct NumericsSpec {
+  uint64_t seq{};
+  uint64_t first_ts_ns{};
+  uint64_t last_ts_ns{};
+  v1::NumericsSummary::Kind kind{};
+  uint32_t thread{};
+  uint32_t op_id{};
+  uint32_t arg_name_id{};
+  uint32_t location_id{};
+  uint32_t arg_index{};
+  v1::DeviceType device_type{};
+  v1::DType src_dtype{};
+  v1::DType dst_dtype{};
+  v1::ExecutionMode mode{};
+  v1::Phase phase{};
+  uint64_t iteration{};
+  uint64_t tensors{};
+  uint64_t values{};
+  uint64_t overflowed{};
+  uint64_t underflowed{};
+  uint64_t nonfinite{};
+  uint64_t nan{};
+  int32_t max_abs_log2{-32768};  // NUMERICS_NO_MAGNITUDE
+  uint64_t first_nonfinite_seq{};
+  double scale{};
+  bool found_inf{};
+};
+
 // Messages from specs.
 v1::AgentIdentity agent_identity(const AgentSpec& spec);
 v1::SourceLocation source_location(const LocationSpec& spec);
@@ -189,6 +217,7 @@ v1::KernelEvent kernel_event(const KernelSpec& spec);
 v1::CacheSample cache_sample(const CacheSampleSpec& spec);
 v1::CastCounts cast_counts(const CastCountsSpec& spec);
 v1::OpCounts op_counts(const OpCountsSpec& spec);
+v1::NumericsSummary numerics_summary(const NumericsSpec& spec);
 
 // A new batch of the current protocol with its head set.
 v1::Batch batch_head(const AgentSpec& agent, uint64_t sequence);
@@ -204,6 +233,7 @@ v1::KernelEvent& add_kernel(v1::Batch& batch, const KernelSpec& spec);
 v1::CacheSample& add_cache_sample(v1::Batch& batch, const CacheSampleSpec& spec);
 v1::CastCounts& add_cast_counts(v1::Batch& batch, const CastCountsSpec& spec);
 v1::OpCounts& add_op_counts(v1::Batch& batch, const OpCountsSpec& spec);
+v1::NumericsSummary& add_numerics(v1::Batch& batch, const NumericsSpec& spec);
 
 // The collector tests' batch: `casts` cast events (seq from first_seq after
 // one op), one cache sample and the agent's stats, with two interned strings
@@ -227,5 +257,18 @@ v1::Batch make_batch(const std::string& run_id, const std::string& agent_id, uin
 //   9    900    memset (10 ns, stream 7), launched outside castscope's ops
 //   10   3000   kernel (20 ns, stream 9), launched by cast 99: not stored
 v1::Batch export_run_batch();
+
+// The export run's second batch: numerics windows and GradScaler updates of
+// the same agent (thread 1, /src/model.py:42):
+//
+//   seq  ts          what
+//   11   2600        scaler update: scale 256, 1 update
+//   12   2700        scaler update: scale 256, 2 updates (no change)
+//   13   2800        scaler update: step skipped, scale 128, 3 updates
+//   14   1100-2900   cast window: input of aten::linear fp32→fp16, 3 of 32 values overflowed
+//   15   1000-2900   op window: aten::mm's outputs, 5 of 64 non-finite, first at op 4
+//   16   1100-2900   cast window: weight of aten::linear, nothing wrong
+//   17   2950        scaler update: scale 128, 4 updates
+v1::Batch export_numerics_batch();
 
 }  // namespace castscope::collector::testing

@@ -24,5 +24,9 @@ inline std::string stored_run(const std::string& name, const std::vector<v1::Bat
 
 // The export tests' run (export_run_batch) in a new store.
 inline std::string store_export_run(const std::string& name) { return stored_run(name, {export_run_batch()}); }
+// The same run with its numerics batch (export_numerics_batch).
+inline std::string store_export_run_with_numerics(const std::string& name) {
+  return stored_run(name, {export_run_batch(), export_numerics_batch()});
+}
 
 }  // namespace castscope::collector::testing

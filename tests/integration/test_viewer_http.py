@@ -22,6 +22,7 @@ import pytest
 import referencing
 
 from crafted_run import COLLECTOR, write as write_crafted_run
+from helpers import line_of
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CASTSCOPE = REPO / ".venv" / "bin" / "castscope"
@@ -122,7 +123,7 @@ def viewer(trained):
 
 
 ROUTES = ["/", "/index.html", "/assets/app.js", "/api/runs", "/api/tracks?run=x", "/api/live?run=x",
-          "/api/sites?run=x", "/api/findings?run=x", "/api/event?run=x&agent=y&seq=1"]
+          "/api/sites?run=x", "/api/findings?run=x", "/api/event?run=x&agent=y&seq=1", "/api/numerics?run=x"]
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -191,6 +192,7 @@ def test_only_get(viewer):
     ("/api/timeline?run=R&track=a/1&t0=5&t1=5&px=10", b"t1 must be greater"),
     ("/api/event?run=R&agent=a&seq=-1", b"parameter seq"),
     ("/api/tracks", b"parameter run"),
+    ("/api/numerics", b"parameter run"),
 ])
 def test_bad_parameters_get_clear_errors(viewer, query, needle):
     response, body = viewer.get(query)
@@ -396,11 +398,43 @@ def test_every_answer_matches_the_viewer_api_schema(schema_run):
     sites = viewer.api(f"/api/sites?run={rid}")
     assert sites["sites"]
     conforms("SitesAnswer", sites)
+    conforms("NumericsAnswer", viewer.api(f"/api/numerics?run={rid}"))
     for path, status in [("/api/tracks?run=no-such-run", 404), (f"/api/timeline?run={rid}&track=x&t0=0&t1=1&px=0", 400),
                          ("/api/runs", 401)]:
         response, body = viewer.get(path, token=status != 401)
         assert response.status == status, (path, response.status)
         conforms("ErrorAnswer", json.loads(body))
+
+
+def test_numerics_answer_has_the_scale_its_skipped_steps_and_the_overflowing_line(tmp_path):
+    """A GradScaler loop whose fc1 overflows every 7th batch (scaler_skips.py
+    spikes): /api/numerics has its scale with the 5 skipped steps, halving
+    each time, and a mark at fc1's line over the window that saw it."""
+    scenario = REPO / "tests" / "integration" / "scenarios" / "scaler_skips.py"
+    result = subprocess.run([str(CASTSCOPE), "run", "--out", str(tmp_path / "out"), "--run-id", "spikes", "--",
+                             sys.executable, str(scenario), "spikes"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    v = Viewer(tmp_path, "view", "--db", str(tmp_path / "out" / "castscope.db"))
+    try:
+        answer = v.api("/api/numerics?run=spikes")
+        conforms("NumericsAnswer", answer)
+        assert not answer["truncated"]
+        [scaler] = answer["scalers"]
+        assert scaler["updates_total"] == 40 and scaler["skipped_total"] == 5
+        assert scaler["location"]["line"] == line_of(scenario.read_text(), "scaler.update()")
+        skipped = [p for p in scaler["points"] if p["found_inf"]]
+        assert [p["scale"] for p in skipped] == [128, 64, 32, 16, 8]
+        assert scaler["points"][0]["scale"] == 256 and scaler["points"][-1]["updates"] == 40
+        assert [p["t"] for p in scaler["points"]] == sorted(p["t"] for p in scaler["points"])
+        fc1 = line_of(scenario.read_text(), "h = self.fc1(x)")
+        marks = [m for m in answer["marks"] if m["location"]["line"] == fc1]
+        assert marks and all(m["kind"] == "op_output" and m["nonfinite"] > 0 for m in marks), answer["marks"]
+        assert all(m["op"] == "aten::linear" and m["src"] == "float16" and m["t0"] <= m["t1"] for m in marks)
+        response, body = v.get("/api/numerics?run=no-such-run")
+        assert response.status == 404
+        conforms("ErrorAnswer", json.loads(body))
+    finally:
+        v.stop()
 
 
 def test_crafted_strings_come_back_as_data(tmp_path):

@@ -302,6 +302,86 @@ export interface SiteRow {
   mismatch: boolean;
 }
 
+/** GET /api/numerics?run=R: the run's GradScaler scale per agent and its numerics problems (docs/numerics.md), each problem over the window its values were checked in. At most 10 000 points and 10 000 marks; `truncated` says some were left out. */
+export interface NumericsAnswer {
+  /** Per agent that called GradScaler.update(), first seen first. */
+  scalers: ScalerSeries[];
+  /** Earliest first. */
+  marks: NumericsMark[];
+  truncated: boolean;
+}
+
+export interface ScalerSeries {
+  agent_id: AgentId;
+  /** GradScaler.update() calls stored. */
+  updates_total: Count;
+  /** Updates whose step was skipped (found_inf). */
+  skipped_total: Count;
+  /** The line that called update() (the first update's). */
+  location: Location;
+  /** The first and last update, every skipped step and every change of scale, in order; the scale holds between points. */
+  points: ScalerPoint[];
+}
+
+/** One GradScaler.update(). */
+export interface ScalerPoint {
+  t: number;
+  seq: Count;
+  thread: number;
+  /** The scale after this update. */
+  scale: number;
+  /** The step before it was skipped (inf or NaN gradients): the scale backed off. */
+  found_inf: boolean;
+  /** This scaler's updates so far, this one included. */
+  updates: Count;
+  /** Optimizer steps seen. */
+  iteration: Count;
+}
+
+/** A numerics window's summary at one site with a problem: a cast (`kind` cast) whose values overflowed to inf, underflowed to 0 or were NaN; an autocast op (`kind` op_output) whose outputs went inf or NaN from finite inputs. */
+export interface NumericsMark {
+  agent_id: AgentId;
+  seq: Count;
+  /** The thread track it was checked on. */
+  thread: number;
+  /** The window's first check. */
+  t0: number;
+  /** The window's last check (>= t0). */
+  t1: number;
+  kind: "cast" | "op_output";
+  /** The op (casts: the op the cast was for). */
+  op: string;
+  /** Casts: the argument; ops: empty. */
+  arg: string;
+  arg_index: number;
+  /** Casts: from; ops: the first floating output's dtype. */
+  src: string;
+  /** Casts: to; ops: empty. */
+  dst: string;
+  device: string;
+  mode: string;
+  phase: string;
+  /** Optimizer steps seen at the window's first check. */
+  iteration: Count;
+  /** Casts or calls checked. */
+  tensors: Count;
+  /** Elements checked (casts: sources; ops: outputs). */
+  values: Count;
+  /** Casts: finite values that became inf. */
+  overflowed: Count;
+  /** Casts: nonzero values that became 0. */
+  underflowed: Count;
+  /** Casts: sources already inf or NaN; ops: inf/NaN outputs of calls whose inputs were all finite. */
+  nonfinite: Count;
+  /** Casts: sources that were NaN. */
+  nan: Count;
+  /** floor(log2(max |x|)) over the finite values seen; null when none was finite and nonzero. */
+  max_abs_log2: number | null;
+  /** Ops: the seq of the first call counted in `nonfinite` (its op event); 0: none. */
+  first_nonfinite_seq: Count;
+  location: Location;
+}
+
 /** /api/live, event `batch`: what committed since the last message for that run and agent. */
 export interface LiveBatch {
   run_id: string;

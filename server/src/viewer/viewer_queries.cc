@@ -7,6 +7,7 @@
 
 #include "server/src/analysis/run_data.h"
 #include "server/src/store/row_codec.h"
+#include "server/src/store/store_queries.h"
 #include "server/src/store/store_schema.h"
 #include "server/src/store/timeline_tiles.h"
 #include "server/src/viewer/event_json.h"
@@ -55,6 +56,16 @@ constexpr auto kOpWhere = schema::columns(schema::kOps, {"ts_ns", "thread", "loc
 constexpr auto kKernelWhere = schema::columns(schema::kKernels, {"ts_ns", "device", "stream"});
 constexpr auto kSampleSeries =
     schema::columns(schema::kCacheSamples, {"ts_ns", "trigger", "iteration", "live_casts", "live_bytes"});
+constexpr auto kScalerPoint = schema::columns(
+    schema::kNumerics, {"id", "first_ts_ns", "thread", "location", "iteration", "tensors", "scale_bits", "found_inf"});
+
+// The numerics summaries the viewer marks (kind and counts as stored).
+std::string numerics_problems_sql() {
+  const auto k = [](v1::NumericsSummary::Kind kind) { return std::to_string(static_cast<int>(kind)); };
+  return " AND ((kind = " + k(v1::NumericsSummary::KIND_CAST) +
+         " AND (overflowed > 0 OR underflowed > 0 OR nan > 0)) OR (kind = " + k(v1::NumericsSummary::KIND_OP_OUTPUT) +
+         " AND nonfinite > 0))";
+}
 
 // The coarsest level whose buckets are no wider than `pixel_ns` (at least the finest).
 int level_no_wider_than(int64_t pixel_ns) {
@@ -572,6 +583,131 @@ Status ViewerQueries::sites(const std::string& run_id, json& out) {
   }
   out = {{"sites", list}};
   sites_cache_[run_id] = {events, out};
+  return {};
+}
+
+Status ViewerQueries::numerics(const std::string& run_id, json& out) {
+  RunTracks run;
+  if (Status s = load_run(run_id, run); !s.ok()) return s;
+  const int64_t origin = run.origin_ns;
+  json scalers = json::array(), marks = json::array();
+  bool truncated = false;
+  bool has_table = false;  // a store of schema 14 or older, read as it is, has none
+  if (Status s = table_exists(store().handle(), schema::kNumerics, has_table); !s.ok()) return store().error(s.message());
+  if (!has_table) {
+    out = {{"scalers", scalers}, {"marks", marks}, {"truncated", false}};
+    return {};
+  }
+  StoreResolver& resolver = reader_->resolver();
+  auto location_of = [&](int64_t id, json& into) {
+    const StoredLocation* location = nullptr;
+    if (Status s = resolver.location(id, location); !s.ok()) return s;
+    into = location == nullptr ? json{{"file", ""}, {"line", 0}, {"function", ""}}
+                               : json{{"file", location->file}, {"line", location->line}, {"function", location->function}};
+    return Status();
+  };
+  const std::string update_kind = " AND kind = " + std::to_string(static_cast<int>(v1::NumericsSummary::KIND_SCALER_UPDATE));
+  int64_t points_left = kMaxNumericsRows;
+  for (const Agent& agent : run.agents) {
+    // GradScaler's updates: the first and last, each skipped step and each
+    // change of scale (it grows only every growth_interval updates), so a
+    // long run's scale stays a few points.
+    RowScan<StoredNumerics, kScalerPoint> updates;
+    if (Status s = updates.open(store().handle(), first_row_of(agent.row), end_row_of(agent.row), update_kind + " ORDER BY id");
+        !s.ok())
+      return store().error(s.message());
+    json points = json::array();
+    uint64_t total = 0, skipped = 0;
+    int64_t update_location = 0;
+    StoredNumerics row, last;
+    bool has_last = false, last_kept = false;
+    auto point = [&](const StoredNumerics& r) {
+      if (points_left <= 0) {
+        truncated = true;
+        return;
+      }
+      --points_left;
+      points.push_back({{"t", r.first_ts_ns - origin},
+                        {"seq", r.seq()},
+                        {"thread", r.thread},
+                        {"scale", r.scale()},
+                        {"found_inf", r.found_inf != 0},
+                        {"updates", r.tensors},
+                        {"iteration", r.iteration}});
+    };
+    Status error;
+    while (updates.next(row, error)) {
+      ++total;
+      if (row.found_inf != 0) ++skipped;
+      if (update_location == 0) update_location = row.location;
+      last_kept = !has_last || row.found_inf != 0 || row.scale() != last.scale();
+      if (last_kept) point(row);
+      last = row;
+      has_last = true;
+    }
+    if (!error.ok()) return store().error(error.message());
+    if (total == 0) continue;
+    if (!last_kept) point(last);
+    json where;
+    if (Status s = location_of(update_location, where); !s.ok()) return s;
+    scalers.push_back({{"agent_id", agent.agent_id},
+                       {"updates_total", total},
+                       {"skipped_total", skipped},
+                       {"location", std::move(where)},
+                       {"points", std::move(points)}});
+  }
+  // Problems, in seq order per agent, at most kMaxNumericsRows in all.
+  int64_t marks_left = kMaxNumericsRows;
+  for (const Agent& agent : run.agents) {
+    if (marks_left <= 0) break;
+    RowScan<StoredNumerics> problems;
+    if (Status s = problems.open(store().handle(), first_row_of(agent.row), end_row_of(agent.row),
+                                 numerics_problems_sql() + " ORDER BY id LIMIT " + std::to_string(marks_left + 1));
+        !s.ok())
+      return store().error(s.message());
+    StoredNumerics n;
+    Status error;
+    while (problems.next(n, error)) {
+      if (marks_left-- <= 0) {
+        truncated = true;
+        break;
+      }
+      std::string op, arg;
+      if (Status s = resolver.text(n.op, op); !s.ok()) return s;
+      if (Status s = resolver.text(n.arg_name, arg); !s.ok()) return s;
+      json where;
+      if (Status s = location_of(n.location, where); !s.ok()) return s;
+      const bool cast = n.kind == v1::NumericsSummary::KIND_CAST;
+      marks.push_back({{"agent_id", agent.agent_id},
+                       {"seq", n.seq()},
+                       {"thread", n.thread},
+                       {"t0", n.first_ts_ns - origin},
+                       {"t1", n.last_ts_ns - origin},
+                       {"kind", std::string(value_name(static_cast<v1::NumericsSummary::Kind>(n.kind)))},
+                       {"op", op},
+                       {"arg", arg},
+                       {"arg_index", n.arg_index},
+                       {"src", dtype_name(static_cast<v1::DType>(n.src_dtype))},
+                       {"dst", cast ? dtype_name(static_cast<v1::DType>(n.dst_dtype)) : std::string()},
+                       {"device", device_name(static_cast<v1::DeviceType>(n.device_type))},
+                       {"mode", mode_name(static_cast<v1::ExecutionMode>(n.mode))},
+                       {"phase", std::string(value_name(static_cast<v1::Phase>(n.phase)))},
+                       {"iteration", n.iteration},
+                       {"tensors", n.tensors},
+                       {"values", n.value_count},
+                       {"overflowed", n.overflowed},
+                       {"underflowed", n.underflowed},
+                       {"nonfinite", n.nonfinite},
+                       {"nan", n.nan},
+                       {"max_abs_log2", n.max_abs_log2 == -32768 ? json(nullptr) : json(n.max_abs_log2)},
+                       {"first_nonfinite_seq", n.first_nonfinite_seq},
+                       {"location", std::move(where)}});
+    }
+    if (!error.ok()) return store().error(error.message());
+  }
+  std::stable_sort(marks.begin(), marks.end(),
+                   [](const json& a, const json& b) { return a["t0"].get<int64_t>() < b["t0"].get<int64_t>(); });
+  out = {{"scalers", std::move(scalers)}, {"marks", std::move(marks)}, {"truncated", truncated}};
   return {};
 }
 

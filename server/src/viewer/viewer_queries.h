@@ -33,6 +33,9 @@ namespace castscope::collector::viewer {
 
 // At most this many events are sent one by one; past it, buckets.
 inline constexpr int64_t kMaxRangeEvents = 5000;
+// At most this many numerics marks, and as many GradScaler points, per
+// answer; past it, `truncated`.
+inline constexpr int64_t kMaxNumericsRows = 10000;
 
 struct RangeRequest {
   std::string run_id;
@@ -54,6 +57,10 @@ class ViewerQueries {
   Status counters(const std::string& run_id, int64_t t0, int64_t t1, int points, nlohmann::json& out);
   Status findings(const std::string& run_id, nlohmann::json& out);
   Status sites(const std::string& run_id, nlohmann::json& out);
+  // The run's GradScaler scale per agent (its changes and skipped steps) and
+  // its numerics problems (casts that overflowed, underflowed or met NaN; ops
+  // whose outputs went non-finite from finite inputs), each over its window.
+  Status numerics(const std::string& run_id, nlohmann::json& out);
 
   // The run's origin (ns of the agents' clock): the start of its earliest
   // finest tile; 0 when it has no events yet. Live events are sent relative

@@ -104,5 +104,62 @@ TEST(ViewerQueries, SitesShowCompileTimeDecisionsApartFromTheCounts) {
   EXPECT_EQ((*model)["mismatch"], false);
 }
 
+// GradScaler's scale as its changes and skipped steps; numerics problems
+// (an overflowing cast, an op's non-finite outputs) as marks over their
+// windows, a clean window left out.
+TEST(ViewerQueries, NumericsScaleAndProblemMarks) {
+  const std::string db = testing::store_export_run_with_numerics("viewer-numerics");
+  std::unique_ptr<ViewerQueries> q;
+  ASSERT_TRUE(ViewerQueries::open(db, q).ok());
+  json tracks, numerics;
+  ASSERT_TRUE(q->tracks("run", tracks).ok());
+  const int64_t origin = std::stoll(tracks["origin_ns"].get<std::string>());
+  ASSERT_TRUE(q->numerics("run", numerics).ok());
+  EXPECT_EQ(numerics["truncated"], false);
+
+  ASSERT_EQ(numerics["scalers"].size(), 1u) << numerics.dump(2);
+  const json& scaler = numerics["scalers"][0];
+  EXPECT_EQ(scaler["agent_id"], "agent-a");
+  EXPECT_EQ(scaler["updates_total"], 4);
+  EXPECT_EQ(scaler["skipped_total"], 1);
+  EXPECT_EQ(scaler["location"]["line"], 42);
+  std::vector<uint64_t> seqs;
+  for (const json& p : scaler["points"]) seqs.push_back(p["seq"]);
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{11, 13, 17}));  // 12 changed nothing
+  const json& skipped = scaler["points"][1];
+  EXPECT_EQ(skipped["found_inf"], true);
+  EXPECT_EQ(skipped["scale"], 128.0);
+  EXPECT_EQ(skipped["updates"], 3);
+  EXPECT_EQ(skipped["t"], 2800 - origin);
+
+  ASSERT_EQ(numerics["marks"].size(), 2u) << numerics.dump(2);
+  const json& op = numerics["marks"][0];  // earliest first
+  EXPECT_EQ(op["kind"], "op_output");
+  EXPECT_EQ(op["op"], "aten::mm");
+  EXPECT_EQ(op["arg"], "");
+  EXPECT_EQ(op["nonfinite"], 5);
+  EXPECT_EQ(op["first_nonfinite_seq"], 4);
+  EXPECT_EQ(op["t0"], 1000 - origin);
+  const json& cast = numerics["marks"][1];
+  EXPECT_EQ(cast["kind"], "cast");
+  EXPECT_EQ(cast["op"], "aten::linear");
+  EXPECT_EQ(cast["arg"], "input");
+  EXPECT_EQ(cast["src"], "float32");
+  EXPECT_EQ(cast["dst"], "float16");
+  EXPECT_EQ(cast["overflowed"], 3);
+  EXPECT_EQ(cast["values"], 32);
+  EXPECT_EQ(cast["max_abs_log2"], 16);
+  EXPECT_EQ(cast["thread"], 1);
+  EXPECT_EQ(cast["t1"], 2900 - origin);
+  EXPECT_EQ(cast["location"]["file"], "/src/model.py");
+
+  // A run without numerics answers empty lists; an unknown run is not found.
+  json none;
+  ASSERT_TRUE(ViewerQueries::open(testing::store_export_run("viewer-no-numerics"), q).ok());
+  ASSERT_TRUE(q->numerics("run", none).ok());
+  EXPECT_EQ(none, (json{{"scalers", json::array()}, {"marks", json::array()}, {"truncated", false}}));
+  EXPECT_EQ(q->numerics("no-such-run", none).code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace castscope::collector::viewer
