@@ -6,6 +6,10 @@ window.__xss, which any script that ran would set.
 
     python tests/integration/crafted_run.py --db PATH
 
+The last batch also holds numerics summaries at the crafted location: a
+cast window whose values overflowed (a mark on the timeline) and two
+GradScaler updates, the second a skipped step (the scale track).
+
 The batch is written byte by byte (just enough protobuf for it), as no
 castscope agent would send it, over the collector's real gRPC ingest.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -66,6 +71,8 @@ def _batch(sequence: int, first_seq: int, ts_ns: int, final: bool) -> bytes:
                 + _field(19, sequence * 3 + i) + _field(20, 1) + _field(22, 1) + _field(23, 1)
                 + _field(24, 1) + _field(25, 2) + _field(26, 1))
         events += _field(8, _field(1, cast))
+    if final:
+        events += _numerics(first_seq + 4, ts_ns)
     location = (_field(1, 1) + _field(2, FILE) + _field(3, 3) + _field(4, FUNCTION) + _field(7, SOURCE))
     identity = (_field(1, RUN_ID) + _field(2, AGENT_ID) + _field(3, 4242) + _field(4, 0) + _field(5, 0) + _field(6, 1)
                 + _field(7, HOST) + _field(8, "2.14.1") + _field(9, COMMAND))
@@ -73,6 +80,23 @@ def _batch(sequence: int, first_seq: int, ts_ns: int, final: bool) -> bytes:
              + _field(6, _field(1, 1) + _field(2, OP)) + _field(6, _field(1, 2) + _field(2, ARG))
              + _field(7, _field(1, 1) + _field(2, location)) + events + (_field(9, 1) if final else b""))
     return _field(2, batch)
+
+
+def _numerics(first_seq: int, ts_ns: int) -> bytes:
+    """A cast window of the crafted op and argument that overflowed (3 of 32
+    values, float32 -> float16) over the whole run, and two GradScaler
+    updates at the crafted line, the second a skipped step (256 -> 128)."""
+    scale = lambda value: _varint(24 << 3 | 1) + struct.pack("<d", value)  # double: fixed 64 bits
+    window = (_field(1, first_seq) + _field(2, 1_000_000_000) + _field(3, ts_ns + 300) + _field(4, 1) + _field(5, 1)
+              + _field(6, 1) + _field(7, 2) + _field(8, 1) + _field(10, 1) + _field(11, 1) + _field(12, 2)
+              + _field(13, 1) + _field(14, 1) + _field(16, 2) + _field(17, 32) + _field(18, 3))
+    updates = b""
+    for i, (value, skipped) in enumerate(((256.0, 0), (128.0, 1))):
+        t = ts_ns + 400 + 100 * i
+        updates += _field(8, _field(8, _field(1, first_seq + 1 + i) + _field(2, t) + _field(3, t) + _field(4, 3)
+                                    + _field(5, 1) + _field(8, 1) + _field(15, i + 1) + _field(16, i + 1)
+                                    + scale(value) + _field(25, skipped)))
+    return _field(8, _field(8, window)) + updates
 
 
 def write(db: pathlib.Path, batches: int = 6) -> None:

@@ -12,6 +12,7 @@ import type {
   FleetJobAnswer,
   FleetJobsAnswer,
   FleetSitesAnswer,
+  NumericsAnswer,
   RunsAnswer,
   SitesAnswer,
   TimelineAnswer,
@@ -56,6 +57,7 @@ export const api = {
     get<CountersAnswer>("/api/counters", { run, t0: Math.floor(t0), t1: Math.ceil(t1), points: Math.max(2, Math.round(points)) }, signal),
   findings: (run: string, signal?: AbortSignal) => get<FindingsAnswer>("/api/findings", { run }, signal),
   sites: (run: string, signal?: AbortSignal) => get<SitesAnswer>("/api/sites", { run }, signal),
+  numerics: (run: string, signal?: AbortSignal) => get<NumericsAnswer>("/api/numerics", { run }, signal),
 };
 
 /** What the fleet routes take: `since` is 7d, 12h, 30m or Unix seconds; empty ones are left out. */

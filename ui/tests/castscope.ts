@@ -227,6 +227,26 @@ export function rawGet(origin: string, rawPath: string, headers: Record<string, 
   });
 }
 
+/**
+ * The errors of `answer` against docs/schema/viewer-api.schema.json's
+ * $defs/`definition` (none: it conforms), checked by the same validator as
+ * tests/integration/test_viewer_http.py (Python's jsonschema, from the .venv).
+ */
+export function schemaErrors(definition: string, answer: unknown): string[] {
+  const script = `
+import json, pathlib, sys
+import jsonschema, referencing
+schemas = [json.loads((pathlib.Path(sys.argv[1]) / "docs" / "schema" / n).read_text())
+           for n in ("viewer-api.schema.json", "report.schema.json")]
+registry = referencing.Registry().with_resources((s["$id"], referencing.Resource.from_contents(s)) for s in schemas)
+validator = jsonschema.Draft202012Validator({"$ref": schemas[0]["$id"] + "#/$defs/" + sys.argv[2]}, registry=registry)
+for e in validator.iter_errors(json.load(sys.stdin)):
+    print("/".join(map(str, e.absolute_path)) + ": " + e.message[:300])
+`;
+  const out = execFileSync(PYTHON, ["-c", script, REPO, definition], { input: JSON.stringify(answer), encoding: "utf8", timeout: 60_000 });
+  return out.split("\n").filter(Boolean);
+}
+
 /** Records CSP violations and page errors; `check()` fails the test if any happened. */
 export async function watchPage(page: Page): Promise<{ check(): Promise<void> }> {
   const errors: string[] = [];

@@ -51,6 +51,26 @@ test("markup in file and op names is shown as text and never runs", async ({ pag
   expect(await page.locator("section.detail script").count()).toBe(0);
   expect(await page.locator(".findings script").count()).toBe(0);
 
+  // Numerics: the overflowing cast's mark and the skipped step on the scale
+  // track carry the crafted op, argument and file in their text.
+  type Drawn = { kind: string; x: number; y: number; text: string[] };
+  let drawn: Drawn[] = [];
+  await expect
+    .poll(async () => {
+      drawn = await page.evaluate(() => (window as unknown as { __castscope: { visibleNumerics(): Drawn[] } }).__castscope.visibleNumerics());
+      return drawn.map((d) => d.kind).sort().join();
+    })
+    .toBe("cast,skip");
+  for (const d of drawn) {
+    await page.mouse.move(d.x, d.y);
+    await expect(page.locator(".tooltip")).toBeVisible();
+    await expect(page.locator(".tooltip")).toContainText(d.kind === "cast" ? "<script>" : "step skipped");
+    expect(await page.locator(".tooltip script, .tooltip img, .tooltip svg").count()).toBe(0);
+    await page.mouse.click(d.x, d.y);
+    await expect(page.locator("section.detail .note-title")).toHaveText(d.text[0]);
+    expect(await page.locator("section.detail script, section.detail img, section.detail svg").count()).toBe(0);
+  }
+
   expect(dialogs).toEqual([]);
   expect(await ran()).toBe(false);
   await watch.check();

@@ -2,7 +2,7 @@
 // filled or stroked once per frame, so a frame costs a few dozen canvas
 // calls however many events it shows.
 
-import type { AgentId, Bucket, Cast, Kernel, Op, TimelineAnswer } from "../api";
+import type { AgentId, Bucket, Cast, Kernel, NumericsMark, Op, ScalerPoint, ScalerSeries, TimelineAnswer } from "../api";
 import {
   addMark,
   BACKWARD_SHADE,
@@ -16,7 +16,8 @@ import {
   STALE_COLOR,
 } from "../colors";
 import { fmtDuration, fmtTick, niceStep } from "../format";
-import { GUTTER, HEADER_H, type Layout, laneLabel, type Lane } from "./layout";
+import { GUTTER, HEADER_H, type Layout, laneForCast, laneLabel, type Lane, type ScalerRow } from "./layout";
+import { fmtScale, markColor } from "./numerics";
 
 export interface Viewport {
   t0: number;
@@ -54,11 +55,26 @@ export interface DrawnBucket {
   x1: number;
 }
 
+/** A skipped step on a GradScaler row: `before` is the series' point before it. */
+export interface DrawnSkip {
+  row: ScalerRow;
+  point: ScalerPoint;
+  before: ScalerPoint | undefined;
+  x: number;
+  y: number;
+}
+
 export interface Frame {
   casts: DrawnCast[];
   ops: DrawnSpan<Op>[];
   kernels: DrawnSpan<Kernel>[];
   buckets: DrawnBucket[];
+  numerics: DrawnSpan<NumericsMark>[];
+  skips: DrawnSkip[];
+}
+
+export function emptyFrame(): Frame {
+  return { casts: [], ops: [], kernels: [], buckets: [], numerics: [], skips: [] };
 }
 
 export interface LaneContent {
@@ -99,6 +115,11 @@ class Batches {
 }
 
 const MARK_R = 5;
+const SKIP_R = 5;
+const SCALE_COLOR = "#0f766e";
+const SKIP_COLOR = "#dc2626";
+/** Numerics marks: a bar this tall at the top of their thread's lane. */
+export const NUMERICS_BAR_H = 5;
 
 /**
  * The casts of one op share its start time, so they would lie on one another:
@@ -131,8 +152,9 @@ export function drawLanes(
   contents: LaneContent[],
   highlight: (c: Cast) => boolean,
   selected: { agent: AgentId; seq: number } | null,
+  numerics: NumericsMark[] = [],
 ): Frame {
-  const frame: Frame = { casts: [], ops: [], kernels: [], buckets: [] };
+  const frame = emptyFrame();
   const W = vp.width;
   ctx.clearRect(0, 0, W, layout.height);
   ctx.font = "11px system-ui, sans-serif";
@@ -144,6 +166,7 @@ export function drawLanes(
     bg.fill(i % 2 ? "#f8fafc" : "#ffffff").rect(GUTTER, lane.y, W - GUTTER, lane.h);
   });
   for (const hd of layout.headers) bg.fill("#eef2f7").rect(0, hd.y, W, HEADER_H);
+  for (const row of layout.scalers) bg.fill("#f0fdfa").rect(GUTTER, row.y, W - GUTTER, row.h);
   bg.flush(ctx);
 
   ctx.save();
@@ -249,15 +272,38 @@ export function drawLanes(
     }
   }
 
+  // Numerics problems: a bar over each window at the top of its thread's
+  // lane (the agent's first lane when the thread has none), a small
+  // triangle at its start so that a short window shows at any zoom.
+  const problems = new Batches();
+  for (const m of numerics) {
+    const lane = laneForCast(layout, m.agent_id, m.thread);
+    if (!lane) continue;
+    const box = spanBox(lane, m.t0, m.t1 - m.t0, 0);
+    if (!box) continue;
+    const x1 = Math.max(box.x1, box.x0 + 3);
+    const y0 = lane.y + 1;
+    const color = markColor(m);
+    problems.fill(color).rect(box.x0, y0, x1 - box.x0, NUMERICS_BAR_H);
+    const tri = problems.fill(color);
+    tri.moveTo(box.x0 - 4, y0);
+    tri.lineTo(box.x0 + 4, y0);
+    tri.lineTo(box.x0, y0 + NUMERICS_BAR_H + 4);
+    tri.closePath();
+    frame.numerics.push({ item: m, x0: box.x0 - 4, x1, y0, y1: y0 + NUMERICS_BAR_H + 4 });
+  }
+
   shade.flush(ctx);
   body.flush(ctx);
   halos.flush(ctx);
   marks.flush(ctx);
+  problems.flush(ctx);
   for (const t of texts) {
     ctx.fillStyle = t.color;
     ctx.font = "bold 9px system-ui, sans-serif";
     ctx.fillText(t.text, t.x, t.y);
   }
+  for (const row of layout.scalers) drawScaler(ctx, vp, row, frame);
   ctx.restore();
 
   // gutter labels
@@ -276,12 +322,81 @@ export function drawLanes(
     ctx.font = "bold 11px system-ui, sans-serif";
     ctx.fillText(ellipsize(ctx, hd.process.label, GUTTER - 10), 6, hd.y + HEADER_H / 2);
   }
+  for (const row of layout.scalers) {
+    const { lo, hi } = log2Range(row.series);
+    ctx.fillStyle = SCALE_COLOR;
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.fillText("GradScaler scale", 14, row.y + row.h / 2 - 6);
+    ctx.fillStyle = "#64748b";
+    ctx.font = "10px system-ui, sans-serif";
+    ctx.fillText(`log2: 2^${lo} – 2^${hi}`, 14, row.y + row.h / 2 + 7);
+  }
   ctx.font = "11px system-ui, sans-serif";
   for (const lane of layout.lanes) {
     ctx.fillStyle = lane.track.kind === "gpu" ? "#7c2d12" : "#334155";
     ctx.fillText(ellipsize(ctx, laneLabel(lane.track), GUTTER - 18), 14, lane.y + lane.h / 2);
   }
   return frame;
+}
+
+/** The series' scales as whole powers of two: its row's vertical range. */
+function log2Range(s: ScalerSeries): { lo: number; hi: number } {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const p of s.points) {
+    if (!(p.scale > 0)) continue;
+    lo = Math.min(lo, Math.floor(Math.log2(p.scale)));
+    hi = Math.max(hi, Math.ceil(Math.log2(p.scale)));
+  }
+  if (!Number.isFinite(lo)) return { lo: 0, hi: 1 };
+  return { lo, hi: hi > lo ? hi : lo + 1 };
+}
+
+/**
+ * A GradScaler's scale as a step line on a log2 axis (the scale holds
+ * between points), each skipped step a red triangle pointing down at the
+ * scale it backed off to, with its value beside it when there is room.
+ */
+function drawScaler(ctx: CanvasRenderingContext2D, vp: Viewport, row: ScalerRow, frame: Frame): void {
+  const { lo, hi } = log2Range(row.series);
+  const top = row.y + 6;
+  const bottom = row.y + row.h - 6;
+  const yOf = (scale: number) => bottom - ((Math.log2(Math.max(scale, 2 ** lo)) - lo) / (hi - lo)) * (bottom - top);
+  const pts = row.series.points;
+  const line = new Path2D();
+  const skips = new Path2D();
+  const labels: { x: number; y: number; text: string }[] = [];
+  const xmin = GUTTER - 20;
+  const xmax = vp.width + 20;
+  for (let i = 0; i < pts.length; i++) {
+    const p = pts[i];
+    const x = xOf(vp, p.t);
+    const y = yOf(p.scale);
+    const next = i + 1 < pts.length ? xOf(vp, pts[i + 1].t) : x;
+    if (i === 0) line.moveTo(x, y);
+    else line.lineTo(x, y);
+    line.lineTo(next, y);
+    if (x < xmin || x > xmax) continue;
+    const changed = i === 0 || pts[i - 1].scale !== p.scale;
+    if (changed && next - x >= 34) labels.push({ x: x + 3, y: y - 5, text: fmtScale(p.scale) });
+    if (!p.found_inf) continue;
+    skips.moveTo(x - SKIP_R, y - SKIP_R);
+    skips.lineTo(x + SKIP_R, y - SKIP_R);
+    skips.lineTo(x, y + SKIP_R);
+    skips.closePath();
+    frame.skips.push({ row, point: p, before: i > 0 ? pts[i - 1] : undefined, x, y });
+  }
+  ctx.strokeStyle = SCALE_COLOR;
+  ctx.lineWidth = 1.5;
+  ctx.stroke(line);
+  ctx.fillStyle = SKIP_COLOR;
+  ctx.fill(skips);
+  ctx.strokeStyle = "#7f1d1d";
+  ctx.lineWidth = 1;
+  ctx.stroke(skips);
+  ctx.fillStyle = "#134e4a";
+  ctx.font = "10px system-ui, sans-serif";
+  for (const l of labels) ctx.fillText(l.text, l.x, Math.max(row.y + 5, l.y));
 }
 
 function dominantColor(b: Bucket): string {

@@ -1,12 +1,14 @@
-// Lanes from /api/tracks: per process a header row, then one lane per thread
-// track, then its GPU tracks (one per device and stream).
+// Lanes from /api/tracks: per process a header row, its GradScaler scale
+// (from /api/numerics) when it has one, then one lane per thread track, then
+// its GPU tracks (one per device and stream).
 
-import type { AgentId, Process, Track, TracksAnswer } from "../api";
+import type { AgentId, NumericsAnswer, Process, ScalerSeries, Track, TracksAnswer } from "../api";
 
 export const GUTTER = 180; // label column, CSS px
 export const HEADER_H = 20;
 export const THREAD_H = 36;
 export const GPU_H = 22;
+export const SCALER_H = 34;
 
 export interface Lane {
   key: string; // unique per track within the run
@@ -23,9 +25,18 @@ export interface ProcessRow {
   y: number;
 }
 
+/** A process's GradScaler scale: a counter row under its header, not a track of /api/timeline. */
+export interface ScalerRow {
+  process: Process;
+  series: ScalerSeries;
+  y: number;
+  h: number;
+}
+
 export interface Layout {
   lanes: Lane[];
   headers: ProcessRow[];
+  scalers: ScalerRow[];
   height: number;
 }
 
@@ -33,13 +44,19 @@ export function trackKey(agentId: AgentId, track: Track): string {
   return `${agentId}/${track.kind}/${String(track.track)}`;
 }
 
-export function computeLayout(tracks: TracksAnswer | null): Layout {
+export function computeLayout(tracks: TracksAnswer | null, numerics: NumericsAnswer | null = null): Layout {
   const lanes: Lane[] = [];
   const headers: ProcessRow[] = [];
+  const scalers: ScalerRow[] = [];
   let y = 0;
   for (const p of tracks?.processes ?? []) {
     headers.push({ process: p, y });
     y += HEADER_H;
+    const series = numerics?.scalers.find((s) => String(s.agent_id) === String(p.agent_id) && s.points.length > 0);
+    if (series) {
+      scalers.push({ process: p, series, y, h: SCALER_H });
+      y += SCALER_H;
+    }
     const threads = p.tracks.filter((t) => t.kind !== "gpu");
     const gpus = p.tracks.filter((t) => t.kind === "gpu");
     threads.forEach((t, i) => {
@@ -51,7 +68,7 @@ export function computeLayout(tracks: TracksAnswer | null): Layout {
       y += GPU_H;
     }
   }
-  return { lanes, headers, height: Math.max(y, 40) };
+  return { lanes, headers, scalers, height: Math.max(y, 40) };
 }
 
 export function laneLabel(t: Track): string {

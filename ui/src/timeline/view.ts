@@ -1,9 +1,11 @@
 // The timeline: two canvases (time axis, lanes), a tooltip, and the input
 // handling (wheel and +/- zoom around a point, drag and arrow pan, follow the
 // newest event while the run is live). Painting is coalesced to one frame per
-// animation frame; data comes from TimelineData.
+// animation frame; data comes from TimelineData, numerics (GradScaler's
+// scale, numerics problems) from /api/numerics once per run (again while it
+// is live, at most every NUMERICS_REFETCH_MS).
 
-import { type AgentId, api, type Cast, type TracksAnswer } from "../api";
+import { type AgentId, ApiError, api, type Cast, isAbort, type NumericsAnswer, type NumericsMark, type ScalerPoint, type ScalerSeries, type TracksAnswer } from "../api";
 import { MODE_BADGE } from "../colors";
 import { h } from "../dom";
 import { fmtBytes, fmtCount, fmtDuration, fmtShape } from "../format";
@@ -11,8 +13,9 @@ import type { LiveBatch } from "../live";
 import { errorText, notice } from "../notice";
 import { logPush, recordLivePaint, stats } from "../stats";
 import { TimelineData } from "./data";
-import { drawAxis, drawLanes, type Frame, tOf, type Viewport, xOf } from "./draw";
+import { drawAxis, drawLanes, emptyFrame, type Frame, tOf, type Viewport, xOf } from "./draw";
 import { computeLayout, GUTTER, type Layout, type Lane, laneForCast } from "./layout";
+import { fmtScale, markLines, markProblems, scaleAt, skipLines } from "./numerics";
 
 const AXIS_H = 26;
 const MIN_SPAN = 1_000; // 1 µs
@@ -22,21 +25,47 @@ const MIN_SPAN = 1_000; // 1 µs
 const LIVE_REFETCH_MS = 500;
 const LIVE_SPAN_DEFAULT = 10e9;
 const IMPLAUSIBLE_JUMP_NS = 300e9;
+const NUMERICS_REFETCH_MS = 5000;
 
 export type Hover =
   | { kind: "cast"; cast: Cast }
   | { kind: "op"; agent: AgentId; seq: number }
-  | { kind: "kernel"; agent: AgentId; seq: number };
+  | { kind: "kernel"; agent: AgentId; seq: number }
+  | { kind: "numerics"; marks: NumericsMark[] }
+  | { kind: "skip"; series: ScalerSeries; point: ScalerPoint; before: ScalerPoint | undefined };
+
+/** What the detail panel shows for a numerics mark or a skipped step: text, no request. */
+export interface NoteBlock {
+  title: string;
+  lines: string[];
+  fields: [string, string | number | boolean | null][];
+  /** An event to open from it (an op mark's first non-finite call). */
+  event?: { agent: AgentId; seq: number; label: string };
+}
 
 export interface TimelineCallbacks {
   /** `live`: the view moved because it follows the live run (many times a second). */
   rangeChanged(t0: number, t1: number, live: boolean): void;
   select(agent: AgentId, seq: number, kind: string): void;
+  /** A numerics mark or skipped step was clicked. */
+  note(blocks: NoteBlock[]): void;
 }
 
 interface LiveCast {
   cast: Cast;
   receivedAt: number;
+}
+
+/** A drawn numerics mark or skipped step, as the browser tests read them (window.__castscope.visibleNumerics()). */
+export interface VisibleNumerics {
+  kind: "cast" | "op_output" | "skip";
+  agent_id: AgentId;
+  /** Page coordinates of a point on it to hover or click. */
+  x: number;
+  y: number;
+  file: string;
+  line: number;
+  text: string[];
 }
 
 /** A drawn single cast, as the browser tests read it (window.__castscope.visibleCasts()). */
@@ -69,7 +98,11 @@ export class TimelineView {
   private t0 = 0;
   private t1 = 1e9;
   tMax = 0;
-  private frame: Frame = { casts: [], ops: [], kernels: [], buckets: [] };
+  private frame: Frame = emptyFrame();
+  private tracks: TracksAnswer | null = null;
+  private numerics: NumericsAnswer | null = null;
+  private numericsCtrl: AbortController | null = null;
+  private numericsAt = 0;
   private rafId = 0;
   private follow = false;
   private live = false;
@@ -133,6 +166,7 @@ export class TimelineView {
     // would still answer it).
     this.setTracks(tracks, false);
     this.live = live;
+    void this.loadNumerics();
     if (initial.t0 !== undefined && initial.t1 !== undefined && initial.t1 > initial.t0) {
       this.t0 = initial.t0;
       this.t1 = initial.t1;
@@ -152,10 +186,32 @@ export class TimelineView {
     const before = JSON.stringify(this.layoutKeys());
     stats.originNs = tracks.origin_ns;
     this.tMax = Math.max(this.tMax, tracks.t_max);
-    this.layout = computeLayout(tracks);
+    this.tracks = tracks;
+    this.layout = computeLayout(tracks, this.numerics);
     this.canvasSize();
     if (refetch && JSON.stringify(this.layoutKeys()) !== before) this.refetch(false);
+    if (refetch && this.live && performance.now() - this.numericsAt >= NUMERICS_REFETCH_MS) void this.loadNumerics();
     this.requestPaint();
+  }
+
+  /** GradScaler's scale and the numerics marks; a server without the route (404) leaves the timeline as it was. */
+  private async loadNumerics(): Promise<void> {
+    this.numericsCtrl?.abort();
+    const ctrl = new AbortController();
+    this.numericsCtrl = ctrl;
+    this.numericsAt = performance.now();
+    try {
+      const answer = await api.numerics(this.run, ctrl.signal);
+      if (ctrl.signal.aborted || this.destroyed) return;
+      this.numerics = answer;
+      this.layout = computeLayout(this.tracks, answer);
+      this.canvasSize();
+      this.requestPaint();
+      if (answer.truncated) notice("numerics: more marks or scale points than the viewer shows (10 000 each); the first are drawn", "warn");
+    } catch (e) {
+      if (isAbort(e) || (e instanceof ApiError && e.status === 404)) return;
+      notice(`numerics: ${errorText(e)}`, "error");
+    }
   }
 
   private layoutKeys(): string[] {
@@ -163,6 +219,7 @@ export class TimelineView {
   }
 
   setLive(live: boolean): void {
+    if (this.live && !live) void this.loadNumerics();
     this.live = live;
     if (!live && this.follow) {
       this.refetch(true);
@@ -173,6 +230,7 @@ export class TimelineView {
   destroy(): void {
     this.destroyed = true;
     this.data.clear();
+    this.numericsCtrl?.abort();
     this.resizeObs.disconnect();
     cancelAnimationFrame(this.rafId);
     window.clearTimeout(this.liveTimer);
@@ -432,7 +490,15 @@ export class TimelineView {
       live: live.get(lane.key) ?? [],
     }));
     const hl = this.highlights;
-    this.frame = drawLanes(ctx, vp, this.layout, contents, (c) => hl.size > 0 && !!c.location && hl.has(`${c.location.line}:${c.location.file}`), this.selected);
+    this.frame = drawLanes(
+      ctx,
+      vp,
+      this.layout,
+      contents,
+      (c) => hl.size > 0 && !!c.location && hl.has(`${c.location.line}:${c.location.file}`),
+      this.selected,
+      this.numerics?.marks ?? [],
+    );
     const end = performance.now();
     stats.paints++;
     stats.lastPaintMs = end - start;
@@ -559,6 +625,31 @@ export class TimelineView {
 
   /** What is under (x, y), canvas CSS px: a cast mark first, then spans, then a bucket. */
   private pick(x: number, y: number): { text: string[]; target: Hover | null } | null {
+    // Skipped steps and numerics marks first: small marks over the rest.
+    for (const s of this.frame.skips) {
+      if ((s.x - x) ** 2 + (s.y - y) ** 2 <= 8 * 8) {
+        return { text: skipLines(s.row.series, s.point, s.before), target: { kind: "skip", series: s.row.series, point: s.point, before: s.before } };
+      }
+    }
+    const marks = this.frame.numerics.filter((d) => x >= d.x0 - 1 && x <= d.x1 + 1 && y >= d.y0 - 1 && y <= d.y1 + 1).map((d) => d.item);
+    if (marks.length) {
+      const more = marks.length > 1 ? [`+ ${marks.length - 1} more numerics mark${marks.length > 2 ? "s" : ""} here (click for all)`] : [];
+      return { text: [...markLines(marks[0]), ...marks.slice(1, 3).flatMap((m) => markProblems(m)), ...more], target: { kind: "numerics", marks } };
+    }
+    for (const row of this.layout.scalers) {
+      if (y < row.y || y >= row.y + row.h) continue;
+      const p = scaleAt(row.series, tOf(this.vp(), x));
+      if (!p) return null;
+      const s = row.series;
+      return {
+        text: [
+          `GradScaler scale ${fmtScale(p.scale)} (2^${Math.log2(p.scale).toFixed(Number.isInteger(Math.log2(p.scale)) ? 0 : 2)})`,
+          `since update #${fmtCount(p.updates)} at ${fmtDuration(p.t)}`,
+          `${fmtCount(s.skipped_total)} of ${fmtCount(s.updates_total)} steps skipped in this run`,
+        ],
+        target: null,
+      };
+    }
     let best: Frame["casts"][number] | null = null;
     let bestD = 8 * 8;
     for (const d of this.frame.casts) {
@@ -660,6 +751,10 @@ export class TimelineView {
     if (t.kind === "cast") {
       this.select({ agent: t.cast.agent_id, seq: t.cast.seq });
       this.cb.select(t.cast.agent_id, t.cast.seq, "cast");
+    } else if (t.kind === "numerics") {
+      this.cb.note(t.marks.map(markNote));
+    } else if (t.kind === "skip") {
+      this.cb.note([skipNote(t.series, t.point, t.before)]);
     } else {
       this.select({ agent: t.agent, seq: t.seq });
       this.cb.select(t.agent, t.seq, t.kind);
@@ -690,6 +785,23 @@ export class TimelineView {
       }));
   }
 
+  visibleNumerics(): VisibleNumerics[] {
+    const r = this.canvas.getBoundingClientRect();
+    const inView = (x: number) => x >= GUTTER && x <= this.width;
+    const out: VisibleNumerics[] = [];
+    for (const s of this.frame.skips) {
+      if (!inView(s.x)) continue;
+      out.push({ kind: "skip", agent_id: s.row.series.agent_id, x: r.left + s.x, y: r.top + s.y, file: s.row.series.location.file, line: s.row.series.location.line, text: skipLines(s.row.series, s.point, s.before) });
+    }
+    for (const d of this.frame.numerics) {
+      const x = Math.min(Math.max((d.x0 + d.x1) / 2, GUTTER + 1), this.width - 1);
+      if (d.x1 < GUTTER || d.x0 > this.width) continue;
+      const m = d.item;
+      out.push({ kind: m.kind, agent_id: m.agent_id, x: r.left + x, y: r.top + d.y0 + 2, file: m.location.file, line: m.location.line, text: markLines(m) });
+    }
+    return out;
+  }
+
   dataKinds(): Record<string, string> {
     const out: Record<string, string> = {};
     for (const l of this.layout.lanes) out[l.key] = this.data.lanes.get(l.key)?.data.kind ?? "none";
@@ -707,6 +819,29 @@ export class TimelineView {
   xOfTime(t: number): number {
     return this.canvas.getBoundingClientRect().left + xOf(this.vp(), t);
   }
+}
+
+function markNote(m: NumericsMark): NoteBlock {
+  const [title, ...lines] = markLines(m);
+  const fields: NoteBlock["fields"] = [];
+  for (const [k, v] of Object.entries(m)) {
+    if (k === "location") continue;
+    fields.push([k, v === null || typeof v === "object" ? JSON.stringify(v) : v]);
+  }
+  fields.push(["location", `${m.location.file}:${m.location.line}`], ["function", m.location.function]);
+  const event = m.first_nonfinite_seq > 0 ? { agent: m.agent_id, seq: m.first_nonfinite_seq, label: `the first call that went non-finite (op seq ${m.first_nonfinite_seq})` } : undefined;
+  return { title, lines, fields, event };
+}
+
+function skipNote(s: ScalerSeries, p: ScalerPoint, before: ScalerPoint | undefined): NoteBlock {
+  const [title, ...lines] = skipLines(s, p, before);
+  const fields: NoteBlock["fields"] = [
+    ["agent_id", s.agent_id],
+    ["scale_before", before ? before.scale : null],
+    ...Object.entries(p).map(([k, v]): [string, string | number | boolean] => [k, v]),
+    ["location", `${s.location.file}:${s.location.line}`],
+  ];
+  return { title, lines, fields };
 }
 
 function liveKey(agent: AgentId, thread: number | string | undefined): string {
@@ -748,5 +883,8 @@ function legend(): HTMLElement {
     item("lg-hit", "hit"),
     item("lg-stale", "stale hit"),
     item("lg-back", "backward"),
+    item("lg-skipped", "step skipped"),
+    item("lg-numerics", "inf/NaN, overflow"),
+    item("lg-underflow", "underflow"),
   );
 }

@@ -5,6 +5,7 @@ import { type AgentId, api, type EventAnswer, isAbort } from "../api";
 import { clear, h } from "../dom";
 import { fmtBytes, fmtDuration } from "../format";
 import { errorText } from "../notice";
+import type { NoteBlock } from "../timeline/view";
 
 export class DetailPanel {
   readonly el: HTMLElement;
@@ -36,6 +37,29 @@ export class DetailPanel {
       if (isAbort(e)) return;
       clear(this.body);
       this.body.appendChild(h("p", { class: "error" }, errorText(e)));
+    }
+  }
+
+  /** Text the timeline composed (numerics marks, a skipped step), each block with its fields; no request. */
+  showNote(blocks: NoteBlock[]): void {
+    this.ctrl?.abort();
+    this.ctrl = null;
+    this.el.hidden = false;
+    clear(this.body);
+    for (const b of blocks) {
+      const rows = h("tbody");
+      for (const [k, v] of b.fields) rows.appendChild(h("tr", null, h("th", null, k), h("td", null, fieldText(k, v))));
+      const open = b.event;
+      this.body.appendChild(
+        h(
+          "div",
+          { class: "note-block" },
+          h("p", { class: "note-title" }, b.title),
+          b.lines.map((line) => h("p", { class: "note-line" }, line)),
+          open ? h("button", { type: "button", class: "note-event", onclick: () => void this.show(open.agent, open.seq) }, `show ${open.label}`) : null,
+          h("table", { class: "fields" }, rows),
+        ),
+      );
     }
   }
 

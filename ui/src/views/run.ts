@@ -36,6 +36,7 @@ export class RunPage {
     this.timeline = new TimelineView(run, {
       rangeChanged: (t0, t1, live) => this.rangeChanged(t0, t1, live),
       select: (agent, seq) => void this.detail.show(agent, seq),
+      note: (blocks) => this.detail.showNote(blocks),
     });
     this.counters = new CountersView(run, (t0, t1) => this.timeline.setRange(t0, t1));
     this.findings = new FindingsPanel(run, (site) => void this.jumpToSite(site));
@@ -177,6 +178,7 @@ export class RunPage {
       getRange: () => tl.range,
       tMax: () => tl.tMax,
       visibleCasts: () => tl.visibleCasts(),
+      visibleNumerics: () => tl.visibleNumerics(),
       dataKinds: () => tl.dataKinds(),
       loading: () => tl.loading,
       following: () => tl.following,
