@@ -19,6 +19,7 @@ constexpr auto kAgentRow = schema::columns(
                       "first_sequence", "last_sequence", "events_recorded_total", "events_dropped_total", "finished",
                       "kernels", "gpu_timing", "gpu_records_dropped", "overlay_errors", "castscope_version"});
 constexpr auto kAgentAggregate = schema::columns(schema::kAgents, {"aggregate"});
+constexpr auto kAgentNumerics = schema::columns(schema::kAgents, {"numerics"});
 constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
 constexpr auto kLocationRow = schema::columns(
     schema::kLocations, {"kind", "file", "line", "function", "stack", "flags", "source", "also_consumed_at"});
@@ -290,6 +291,23 @@ Status read_agents(sqlite3* db, int64_t run, std::string_view agent_id, std::vec
     aggregate.reset();
     aggregate.bind(1, out[i].row);
     if (aggregate.step(error)) out[i].aggregate = aggregate.column_int(kAgentAggregate["aggregate"]) != 0;
+    if (!error.ok()) return error;
+  }
+
+  // agents.numerics: schema version 15; a store of 12 to 14 read as it is has none.
+  Statement has_numerics;
+  if (Status s = Statement::prepare(db, "SELECT COUNT(*) FROM pragma_table_info('agents') WHERE name = 'numerics'",
+                                    has_numerics);
+      !s.ok())
+    return s;
+  const bool numerics_column = has_numerics.step(error) && has_numerics.column_int(0) > 0;
+  if (!error.ok() || !numerics_column) return error;
+  Statement numerics;
+  if (Status s = Statement::prepare(db, kAgentNumerics.select_sql() + " WHERE id = ?", numerics); !s.ok()) return s;
+  for (size_t i = first; i < out.size(); ++i) {
+    numerics.reset();
+    numerics.bind(1, out[i].row);
+    if (numerics.step(error)) out[i].numerics = static_cast<uint64_t>(numerics.column_int(kAgentNumerics["numerics"]));
     if (!error.ok()) return error;
   }
   return {};

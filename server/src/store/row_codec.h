@@ -368,13 +368,14 @@ struct StoredAgent {
   uint64_t batches = 0, first_sequence = 0, last_sequence = 0;
   uint64_t events_recorded = 0, events_dropped = 0;  // AgentStats' totals
   uint64_t casts = 0, ops = 0, cache_samples = 0, kernels = 0;  // rows stored
+  uint64_t numerics = 0;  // numerics rows stored (schema version 15; 0 from older stores)
   std::string gpu_timing;  // AgentStats.gpu_timing, the latest
   uint64_t gpu_records_dropped = 0;
   std::vector<std::string> overlay_errors;  // module and function overlay entries skipped, with why
   bool aggregate = false;  // aggregate mode: counters, no per-event records (docs/aggregate.md)
 
   uint64_t missing_batches() const { return batches == 0 ? 0 : last_sequence - first_sequence + 1 - batches; }
-  uint64_t events_stored() const { return casts + ops + cache_samples + kernels; }
+  uint64_t events_stored() const { return casts + ops + cache_samples + kernels + numerics; }
 };
 
 // The run named `run_id`; `found` false when it is not stored.

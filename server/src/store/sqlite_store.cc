@@ -105,7 +105,7 @@ const Migration kMigrations[] = {
     {13, "SELECT 1", [](sqlite3* db) -> Status {
        return run_sql(db, kShipTablesSql, "cannot create the shipping tables");
      }},
-    {14, "SELECT 1", [](sqlite3* db) -> Status {
+    {14, "ALTER TABLE agents ADD COLUMN numerics INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
        return run_sql(db, kNumericsTableSql, "cannot create the numerics table");
      }},
 };

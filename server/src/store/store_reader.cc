@@ -92,6 +92,7 @@ Status StoreReader::list_runs(v1::ListRunsResponse& out) {
       agent.set_missing_sequences(a.missing_batches());
       agent.set_finished(a.finished);
       agent.set_kernels(a.kernels);
+      agent.set_numerics(a.numerics);
       agent.set_gpu_timing(a.gpu_timing);
       agent.set_gpu_records_dropped(a.gpu_records_dropped);
     }

@@ -175,6 +175,8 @@ inline constexpr Column kAgentsColumns[] = {
     {"castscope_version", "TEXT NOT NULL DEFAULT ''"},
     // Version 13: AgentIdentity.aggregate (docs/aggregate.md); 0 from older agents.
     {"aggregate", "INTEGER NOT NULL DEFAULT 0"},
+    // Version 15: numerics rows stored (docs/numerics.md); 0 from older stores.
+    {"numerics", "INTEGER NOT NULL DEFAULT 0"},
 };
 inline constexpr Table kAgents{"agents", kAgentsColumns, "UNIQUE(run, agent_id)"};
 

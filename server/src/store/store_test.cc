@@ -279,7 +279,7 @@ void make_version_14_store(const std::string& db) {
     bool duplicate = false;
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
   }
-  exec_sql(db, "DROP TABLE numerics; PRAGMA user_version=14");
+  exec_sql(db, "DROP TABLE numerics; ALTER TABLE agents DROP COLUMN numerics; PRAGMA user_version=14");
 }
 
 void make_version_13_store(const std::string& db) {

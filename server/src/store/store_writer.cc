@@ -64,11 +64,12 @@ constexpr auto kAgentIdentity =
                                       "torch_version", "command", "policy_hash", "policy_files", "castscope_version",
                                       "aggregate"});
 constexpr auto kAgentCounters = schema::columns(
-    schema::kAgents, {"batches", "casts", "ops", "cache_samples", "kernels", "first_sequence", "last_sequence",
+    schema::kAgents, {"batches", "casts", "ops", "cache_samples", "kernels", "numerics", "first_sequence", "last_sequence",
                       "events_recorded_total", "events_dropped_total", "internal_errors", "finished", "gpu_timing",
                       "gpu_records_dropped", "overlay_errors"});
 constexpr auto kAgentState = schema::columns(
-    schema::kAgents, {"id", "batches", "casts", "ops", "cache_samples", "kernels", "first_sequence", "last_sequence",
+    schema::kAgents, {"id", "batches", "casts", "ops", "cache_samples", "kernels", "numerics", "first_sequence",
+                      "last_sequence",
                       "events_recorded_total", "events_dropped_total", "internal_errors", "finished", "gpu_timing",
                       "gpu_records_dropped", "overlay_errors"});
 constexpr auto kStringId = schema::columns(schema::kStrings, {"id"});
@@ -178,6 +179,7 @@ Status StoreWriter::commit() {
     u.bind(kAgentCounters.param("ops"), agent->ops);
     u.bind(kAgentCounters.param("cache_samples"), agent->cache_samples);
     u.bind(kAgentCounters.param("kernels"), agent->kernels);
+    u.bind(kAgentCounters.param("numerics"), agent->numerics);
     u.bind_text(kAgentCounters.param("gpu_timing"), agent->gpu_timing);
     u.bind(kAgentCounters.param("gpu_records_dropped"), agent->gpu_records_dropped);
     u.bind_text(kAgentCounters.param("overlay_errors"), agent->overlay_errors);
@@ -269,6 +271,7 @@ Status StoreWriter::find_or_create_agent(const v1::Batch& batch, uint64_t now_un
       agent.ops = f.column_int(kAgentState["ops"]);
       agent.cache_samples = f.column_int(kAgentState["cache_samples"]);
       agent.kernels = f.column_int(kAgentState["kernels"]);
+      agent.numerics = f.column_int(kAgentState["numerics"]);
       agent.gpu_timing = f.column_text(kAgentState["gpu_timing"]);
       agent.gpu_records_dropped = f.column_int(kAgentState["gpu_records_dropped"]);
       agent.overlay_errors = f.column_text(kAgentState["overlay_errors"]);
@@ -661,7 +664,7 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
           s.bind(p + kOpCountsRow["iteration"], static_cast<int64_t>(o.iteration()));
         },
         agent.ops);
-  int64_t numerics_stored = 0;
+  const int64_t numerics_before = agent.numerics;
   if (status.ok())
     status = numerics_.insert(
         numerics_pending_.size(),
@@ -694,14 +697,14 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
           s.bind(p + kNumericsRow["scale_bits"], scale_bits_of(n.scale()));
           s.bind(p + kNumericsRow["found_inf"], n.found_inf() ? 1 : 0);
         },
-        numerics_stored);
+        agent.numerics);
   if (!status.ok()) return db_.error(status.message());
 
   const auto ignored = static_cast<int64_t>(casts_pending_.size() + ops_pending_.size() + samples_pending_.size() +
                                             kernels_pending_.size() + cast_counts_pending_.size() +
                                             op_counts_pending_.size() + numerics_pending_.size()) -
                        (agent.casts - casts_before) - (agent.ops - ops_before) -
-                       (agent.cache_samples - samples_before) - (agent.kernels - kernels_before) - numerics_stored;
+                       (agent.cache_samples - samples_before) - (agent.kernels - kernels_before) - (agent.numerics - numerics_before);
   if (ignored > 0)
     log::logger("collector").warn("run {} agent {} batch {}: {} events repeat the seq of events stored earlier; kept the first",
                          batch.agent().run_id(), batch.agent().agent_id(), batch.sequence(), ignored);

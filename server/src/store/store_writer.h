@@ -103,7 +103,7 @@ class StoreWriter {
  private:
   struct AgentRow {
     int64_t id = 0;
-    int64_t batches = 0, casts = 0, ops = 0, cache_samples = 0, kernels = 0;
+    int64_t batches = 0, casts = 0, ops = 0, cache_samples = 0, kernels = 0, numerics = 0;
     int64_t first_sequence = 0, last_sequence = 0;
     int64_t events_recorded_total = 0, events_dropped_total = 0, internal_errors = 0;
     bool finished = false;

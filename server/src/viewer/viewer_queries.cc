@@ -142,7 +142,7 @@ Status ViewerQueries::runs(json& out) {
                         {"kernels", a.kernels()},
                         {"cache_samples", a.cache_samples()},
                         {"events_recorded", a.events_recorded_total()},
-                        {"events_stored", a.casts() + a.ops() + a.kernels() + a.cache_samples()},
+                        {"events_stored", a.casts() + a.ops() + a.kernels() + a.cache_samples() + a.numerics()},
                         {"events_dropped", a.events_dropped_total()},
                         {"gpu_timing", a.gpu_timing()},
                         {"gpu_records_dropped", a.gpu_records_dropped()},
