@@ -593,7 +593,8 @@ Status ViewerQueries::numerics(const std::string& run_id, json& out) {
   json scalers = json::array(), marks = json::array();
   bool truncated = false;
   bool has_table = false;  // a store of schema 14 or older, read as it is, has none
-  if (Status s = table_exists(store().handle(), schema::kNumerics, has_table); !s.ok()) return store().error(s.message());
+  if (Status s = table_exists(store().handle(), schema::kNumerics, has_table); !s.ok())
+    return store().error(s.message());
   if (!has_table) {
     out = {{"scalers", scalers}, {"marks", marks}, {"truncated", false}};
     return {};
@@ -602,18 +603,20 @@ Status ViewerQueries::numerics(const std::string& run_id, json& out) {
   auto location_of = [&](int64_t id, json& into) {
     const StoredLocation* location = nullptr;
     if (Status s = resolver.location(id, location); !s.ok()) return s;
-    into = location == nullptr ? json{{"file", ""}, {"line", 0}, {"function", ""}}
-                               : json{{"file", location->file}, {"line", location->line}, {"function", location->function}};
+    into = location == nullptr
+               ? json{{"file", ""}, {"line", 0}, {"function", ""}}
+               : json{{"file", location->file}, {"line", location->line}, {"function", location->function}};
     return Status();
   };
-  const std::string update_kind = " AND kind = " + std::to_string(static_cast<int>(v1::NumericsSummary::KIND_SCALER_UPDATE));
+  const std::string update_kind =
+      " AND kind = " + std::to_string(static_cast<int>(v1::NumericsSummary::KIND_SCALER_UPDATE)) + " ORDER BY id";
   int64_t points_left = kMaxNumericsRows;
   for (const Agent& agent : run.agents) {
     // GradScaler's updates: the first and last, each skipped step and each
     // change of scale (it grows only every growth_interval updates), so a
     // long run's scale stays a few points.
     RowScan<StoredNumerics, kScalerPoint> updates;
-    if (Status s = updates.open(store().handle(), first_row_of(agent.row), end_row_of(agent.row), update_kind + " ORDER BY id");
+    if (Status s = updates.open(store().handle(), first_row_of(agent.row), end_row_of(agent.row), update_kind);
         !s.ok())
       return store().error(s.message());
     json points = json::array();
