@@ -12,6 +12,7 @@ import pathlib
 import shutil
 import sqlite3
 import stat
+import struct
 import subprocess
 import sys
 
@@ -228,6 +229,55 @@ def test_perfetto_subset_matches_perfettos_own_schema(tmp_path):
     for message in files.file[0].message_type:
         compare(message, getattr(perfetto_trace_pb2, message.name).DESCRIPTOR)
     assert checked > 50
+
+
+def test_gradscaler_scale_and_numerics_problems_in_both_traces(tmp_path):
+    """A GradScaler loop whose fc1 overflows every 7th batch (scaler_skips.py
+    spikes): its scale is a counter track with every update, its 5 skipped
+    steps and fc1's non-finite outputs are instants on the thread."""
+    scenario = REPO / "tests" / "integration" / "scenarios" / "scaler_skips.py"
+    out = tmp_path / "out"
+    result = _castscope("run", "--out", str(out), "--run-id", "spikes", "--", sys.executable, str(scenario), "spikes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    db = out / "castscope.db"
+    perfetto, chrome = tmp_path / "spikes.pftrace", tmp_path / "spikes.json"
+    result = _castscope("export", "spikes", "--db", str(db), "--perfetto", str(perfetto), "--chrome", str(chrome))
+    assert result.returncode == 0, result.stderr
+    assert "40 GradScaler updates (5 skipped steps)" in result.stderr
+    scales = [struct.unpack("<d", struct.pack("<q", bits))[0]
+              for (bits,) in _store(db, "SELECT scale_bits FROM numerics WHERE kind = 3 ORDER BY id")]
+    assert len(scales) == 40
+    fc1 = line_of(scenario, "h = self.fc1(x)")
+    [(nonfinite,)] = _store(db, "SELECT SUM(nonfinite) FROM numerics n JOIN locations l ON l.id = n.location "
+                                "WHERE n.kind = 2 AND l.line = ?", fc1)
+    assert nonfinite > 0
+
+    decoded = Decoded(read_perfetto(perfetto))
+    [process_uuid] = [u for u, t in decoded.tracks.items() if t.HasField("process")]
+    threads = {u for u, t in decoded.tracks.items() if t.HasField("thread")}
+    [scale_track] = [u for u, t in decoded.tracks.items() if t.name == "GradScaler scale"]
+    assert decoded.tracks[scale_track].HasField("counter") and decoded.tracks[scale_track].parent_uuid == process_uuid
+    counted = [e.double_counter_value for _, e, _, _ in decoded.of_type(TrackEvent.TYPE_COUNTER, {scale_track})]
+    assert counted == scales
+    skips = [args for _, _, name, args in decoded.of_type(TrackEvent.TYPE_INSTANT, threads)
+             if name == "GradScaler step skipped"]
+    assert [(a["scale_before"], a["scale"]) for a in skips] == [(256, 128), (128, 64), (64, 32), (32, 16), (16, 8)]
+    assert all(a["location"].endswith(f"scaler_skips.py:{line_of(scenario, 'scaler.update()')}") for a in skips)
+    problems = [(name, args) for _, _, name, args in decoded.of_type(TrackEvent.TYPE_INSTANT, threads)
+                if name.startswith(("non-finite output", "cast overflow", "cast underflow", "NaN cast"))]
+    at_fc1 = [args for name, args in problems if args["location"].endswith(f"scaler_skips.py:{fc1}")]
+    assert at_fc1 and sum(a["nonfinite"] for a in at_fc1) == nonfinite
+    assert all(a["op"] == "aten::linear" and a["output_dtype"] == "float16" for a in at_fc1)
+    assert "aten::linear produced" in at_fc1[0]["summary"] and "from finite inputs" in at_fc1[0]["summary"]
+
+    trace = json.loads(chrome.read_text())
+    check_chrome_rules(trace)
+    events = trace["traceEvents"]
+    assert [e["args"]["scale"] for e in events if e["ph"] == "C" and e["name"] == "GradScaler scale"] == scales
+    assert sum(1 for e in events if e["ph"] == "i" and e["name"] == "GradScaler step skipped") == 5
+    chrome_fc1 = [e for e in events if e["ph"] == "i" and e.get("cat") == "castscope.numerics"
+                  and e["args"].get("location", "").endswith(f"scaler_skips.py:{fc1}")]
+    assert sum(e["args"]["nonfinite"] for e in chrome_fc1) == nonfinite
 
 
 def test_errors_exit_2_or_1_and_say_what_and_where(stored_run, tmp_path):

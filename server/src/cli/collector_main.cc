@@ -611,7 +611,13 @@ int export_command(const ExportCommandOptions& o) {
     std::cerr << "castscope-collector export: " << format << " " << path << ": " << c.processes << " processes, "
               << c.threads << " threads, " << c.op_slices << " ops, " << c.cast_instants << " casts, "
               << c.counter_samples << " cache samples, " << c.kernel_slices << " GPU activities, "
-              << c.cast_flows + c.launch_flows << " flows\n";
+              << c.cast_flows + c.launch_flows << " flows"
+              << (c.scaler_samples > 0 ? ", " + std::to_string(c.scaler_samples) + " GradScaler updates (" +
+                                             std::to_string(c.skipped_steps) + " skipped steps)"
+                                       : std::string())
+              << (c.numerics_instants > 0 ? ", " + std::to_string(c.numerics_instants) + " numerics problems"
+                                          : std::string())
+              << "\n";
   };
   if (!o.options.perfetto_path.empty()) describe("Perfetto trace", o.options.perfetto_path, summary.perfetto);
   if (!o.options.chrome_path.empty()) describe("Chrome trace", o.options.chrome_path, summary.chrome);

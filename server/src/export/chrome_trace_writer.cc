@@ -44,6 +44,7 @@ Status ChromeTraceWriter::write(const json& event) {
 Status ChromeTraceWriter::begin_agent(size_t index, const ExportAgent& agent) {
   const TraceLayout::Process& process = layout_.begin_agent(index, agent);
   last_op_.clear();
+  last_scale_.reset();
   ++counts_.processes;
   return write({{"ph", "M"}, {"name", "process_name"}, {"pid", process.pid}, {"tid", process.pid},
                 {"args", {{"name", process.name}}}});
@@ -142,6 +143,8 @@ Status ChromeTraceWriter::add(const ExportEvent& e) {
       ++counts_.counter_samples;
       return {};
     }
+    case ExportEvent::Kind::kNumerics:
+      return e.numerics_kind == v1::NumericsSummary::KIND_SCALER_UPDATE ? add_scaler_update(e) : add_numerics(e);
     case ExportEvent::Kind::kKernel: {
       if (Status s = stream_tid(e.gpu_device, e.stream, tid); !s.ok()) return s;
       json args = {{"activity", short_name(e.activity)}, {"launched_by", short_name(e.launched_by)},
@@ -161,6 +164,62 @@ Status ChromeTraceWriter::add(const ExportEvent& e) {
                     {"tid", tid}});
     }
   }
+  return {};
+}
+
+// A numerics window that found a problem: an instant at its first check on its
+// thread (viewers sort events by time; the window closed after the events it
+// covers, so it comes later in the file).
+Status ChromeTraceWriter::add_numerics(const ExportEvent& e) {
+  uint32_t tid = 0;
+  if (Status s = thread_tid(e.thread, tid); !s.ok()) return s;
+  const bool cast = e.numerics_kind == v1::NumericsSummary::KIND_CAST;
+  json args = {{"summary", numerics_summary(e)}, {"op", e.name}, {"values", e.values}, {"tensors", e.tensors},
+               {"nonfinite", e.nonfinite}, {"window_ns", e.last_ts_ns - e.ts_ns}, {"iteration", e.iteration},
+               {"mode", short_name(e.mode)}, {"phase", short_name(e.phase)}, {"seq", e.seq}};
+  if (cast) {
+    args["arg"] = e.arg_name;
+    args["dtypes"] = std::string(short_name(e.src_dtype)) + "→" + std::string(short_name(e.dst_dtype));
+    args["overflowed"] = e.overflowed;
+    args["underflowed"] = e.underflowed;
+    args["nan"] = e.nan;
+  } else {
+    args["output_dtype"] = short_name(e.src_dtype);
+  }
+  if (e.max_abs_log2 != -32768) args["max_abs_log2"] = e.max_abs_log2;
+  if (e.first_nonfinite_seq != 0) args["first_nonfinite_seq"] = e.first_nonfinite_seq;
+  if (e.location != nullptr) args["location"] = location_text(e.location);
+  if (Status s = write({{"ph", "i"}, {"s", "t"}, {"name", numerics_event_name(e)}, {"cat", "castscope.numerics"},
+                        {"ts", micros(e.ts_ns)}, {"pid", layout_.process().pid}, {"tid", tid},
+                        {"args", std::move(args)}});
+      !s.ok())
+    return s;
+  ++counts_.numerics_instants;
+  return {};
+}
+
+// GradScaler.update(): "C" GradScaler scale on the process, and a skipped
+// step as an instant on the calling thread.
+Status ChromeTraceWriter::add_scaler_update(const ExportEvent& e) {
+  const uint32_t pid = layout_.process().pid;
+  if (Status s = write({{"ph", "C"}, {"name", kScaleTrackName}, {"cat", "castscope.numerics"}, {"ts", micros(e.ts_ns)},
+                        {"pid", pid}, {"tid", pid}, {"args", {{"scale", e.scale}}}});
+      !s.ok())
+    return s;
+  ++counts_.scaler_samples;
+  const std::optional<double> before = last_scale_;
+  last_scale_ = e.scale;
+  if (!e.found_inf) return {};
+  uint32_t tid = 0;
+  if (Status s = thread_tid(e.thread, tid); !s.ok()) return s;
+  json args = {{"scale", e.scale}, {"updates", e.tensors}, {"iteration", e.iteration}, {"seq", e.seq}};
+  if (before) args["scale_before"] = *before;
+  if (e.location != nullptr) args["location"] = location_text(e.location);
+  if (Status s = write({{"ph", "i"}, {"s", "t"}, {"name", kSkippedStepName}, {"cat", "castscope.numerics"},
+                        {"ts", micros(e.ts_ns)}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
+      !s.ok())
+    return s;
+  ++counts_.skipped_steps;
   return {};
 }
 

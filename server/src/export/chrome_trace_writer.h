@@ -6,7 +6,10 @@
 //   "M"  process_name per agent, thread_name per castscope thread and GPU stream
 //   "X"  ops on their thread (dur: cpu_duration_ns); kernels on their stream
 //   "i"  casts, thread-scoped ("s": "t"), inside their op's slice
-//   "C"  cache samples: "cast cache" with live_bytes and live_casts
+//   "C"  cache samples: "cast cache" with live_bytes and live_casts;
+//        GradScaler updates: "GradScaler scale" with scale
+//   "i"  numerics, thread-scoped: a skipped step ("GradScaler step skipped"),
+//        a numerics window that found a problem (its counts in args)
 //   "s"/"f" a launch flow from the op (or the op of the cast) that launched
 //        a kernel to the kernel: "s" at the op's start, "f" ("bp": "e") at
 //        the kernel's, each bound to the slice enclosing it
@@ -20,6 +23,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -51,12 +55,15 @@ class ChromeTraceWriter final : public TraceWriter {
   Status thread_tid(uint32_t thread, uint32_t& tid);
   Status stream_tid(uint32_t device, uint32_t stream, uint32_t& tid);
   Status launch_flows(const ExportEvent& launcher, uint32_t tid);
+  Status add_numerics(const ExportEvent& numerics);
+  Status add_scaler_update(const ExportEvent& update);
 
   TraceFile file_;
   TraceLayout layout_;
   TraceCounts counts_;
   bool first_event_ = true;
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> last_op_;  // thread -> (seq, ts) of its latest op
+  std::optional<double> last_scale_;  // the agent's GradScaler scale after its last update
 };
 
 }  // namespace castscope::collector

@@ -89,5 +89,52 @@ TEST(ChromeTraceWriter, EventsFollowTheFormatAndTheStore) {
   EXPECT_EQ(summary.chrome.launch_flows, 2u);
 }
 
+// GradScaler's scale as "C" samples, its skipped step and the numerics
+// problems as thread instants with their counts in args.
+TEST(ChromeTraceWriter, ScaleSamplesSkippedStepsAndNumericsProblems) {
+  const auto dir = testing::temp_dir("export-chrome-numerics");
+  const std::string db = testing::store_export_run_with_numerics("export-chrome-numerics-store");
+  ExportOptions options{db, "run", "", (dir / "run.json").string()};
+  ExportSummary summary;
+  const Status s = export_run(options, summary);
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::ifstream in(options.chrome_path);
+  const json trace = json::parse(in);
+  std::map<uint32_t, std::string> thread_names;
+  std::vector<double> scales;
+  std::map<std::string, json> numerics;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") thread_names[e["tid"]] = e["args"]["name"];
+    if (e["ph"] == "C" && e["name"] == "GradScaler scale") {
+      EXPECT_EQ(e["tid"], e["pid"]);
+      scales.push_back(e["args"]["scale"]);
+    }
+    if (e["ph"] == "i" && e["cat"] == "castscope.numerics") {
+      EXPECT_EQ(e["s"], "t");
+      EXPECT_EQ(thread_names[e["tid"]], "castscope thread 1");
+      numerics[e["name"]] = e;
+    }
+  }
+  EXPECT_EQ(scales, (std::vector<double>{256, 256, 128, 128}));
+  ASSERT_EQ(numerics.size(), 3u);
+  const json& skip = numerics["GradScaler step skipped"];
+  EXPECT_EQ(skip["args"]["scale_before"], 256.0);
+  EXPECT_EQ(skip["args"]["scale"], 128.0);
+  EXPECT_DOUBLE_EQ(skip["ts"].get<double>(), 2.8);
+  const json& cast = numerics["cast overflow float32→float16"];
+  EXPECT_EQ(cast["args"]["summary"],
+            "3 of 32 values became inf casting float32->float16 (input of aten::linear at /src/model.py:42)");
+  EXPECT_EQ(cast["args"]["overflowed"], 3);
+  EXPECT_EQ(cast["args"]["arg"], "input");
+  EXPECT_DOUBLE_EQ(cast["ts"].get<double>(), 1.1);
+  const json& op = numerics["non-finite output float16"];
+  EXPECT_EQ(op["args"]["nonfinite"], 5);
+  EXPECT_EQ(op["args"]["first_nonfinite_seq"], 4);
+  EXPECT_FALSE(op["args"].contains("arg"));
+  EXPECT_EQ(summary.chrome.scaler_samples, 4u);
+  EXPECT_EQ(summary.chrome.skipped_steps, 1u);
+  EXPECT_EQ(summary.chrome.numerics_instants, 2u);
+}
+
 }  // namespace
 }  // namespace castscope::collector

@@ -14,25 +14,30 @@ namespace pf = castscope::perfetto;
 constexpr uint32_t kPacketTag = (1 << 3) | 2;
 
 // Interned categories (iids), written in each sequence's first packet.
-enum Category : uint64_t { kCategoryOp = 1, kCategoryCast, kCategoryKernel };
-constexpr const char* kCategoryNames[] = {"", "castscope.op", "castscope.cast", "castscope.kernel"};
+enum Category : uint64_t { kCategoryOp = 1, kCategoryCast, kCategoryKernel, kCategoryNumerics };
+constexpr const char* kCategoryNames[] = {"", "castscope.op", "castscope.cast", "castscope.kernel",
+                                          "castscope.numerics"};
 
 // Interned debug annotation names (iids).
 enum Annotation : int {
   kSeq = 1, kPolicy, kMode, kPhase, kDevice, kOutputDtype, kLocation, kFunction, kOutcome, kProbeReason,
   kArg, kDtypes, kRole, kCache, kBytes, kShape, kOpSeq, kActivity, kLaunchedBy, kLaunchSeq, kGpuDevice, kStream,
-  kCorrelationId, kAnnotationEnd
+  kCorrelationId, kSummary, kOp, kValues, kTensors, kOverflowed, kUnderflowed, kNonfinite, kNan, kMaxAbsLog2,
+  kFirstNonfiniteSeq, kWindowNs, kIteration, kScale, kScaleBefore, kUpdates, kAnnotationEnd
 };
 constexpr const char* kAnnotationNames[] = {"",      "seq",       "policy",      "mode",        "phase",
                                             "device", "output_dtype", "location", "function",    "outcome",
                                             "probe_reason", "arg", "dtypes",   "role",        "cache",
                                             "bytes", "shape",     "op_seq",      "activity",    "launched_by",
-                                            "launch_seq", "gpu_device", "stream", "correlation_id"};
+                                            "launch_seq", "gpu_device", "stream", "correlation_id",
+                                            "summary", "op",      "values",      "tensors",     "overflowed",
+                                            "underflowed", "nonfinite", "nan", "max_abs_log2", "first_nonfinite_seq",
+                                            "window_ns", "iteration", "scale",   "scale_before", "updates"};
 static_assert(std::size(kAnnotationNames) == kAnnotationEnd);
 
 // Local track ids under an agent's uuid base; threads and streams use their
 // tids (>= TraceLayout::kSyntheticIdBase), so nothing collides.
-constexpr uint64_t kProcessTrack = 1, kCacheBytesTrack = 2, kCacheEntriesTrack = 3;
+constexpr uint64_t kProcessTrack = 1, kCacheBytesTrack = 2, kCacheEntriesTrack = 3, kScaleTrack = 4;
 
 }  // namespace
 
@@ -72,6 +77,8 @@ Status PerfettoTraceWriter::begin_agent(size_t index, const ExportAgent& agent) 
   names_.clear();
   cast_names_.clear();
   next_name_iid_ = 1;
+  has_scale_track_ = false;
+  last_scale_.reset();
   ++counts_.processes;
 
   // The sequence's first packet: the process track, and the incremental
@@ -80,7 +87,7 @@ Status PerfettoTraceWriter::begin_agent(size_t index, const ExportAgent& agent) 
   p.clear_timestamp();
   p.set_sequence_flags(pf::TracePacket::SEQ_INCREMENTAL_STATE_CLEARED);
   pf::InternedData& interned = *p.mutable_interned_data();
-  for (uint64_t iid = kCategoryOp; iid <= kCategoryKernel; ++iid) {
+  for (uint64_t iid = kCategoryOp; iid <= kCategoryNumerics; ++iid) {
     auto& category = *interned.add_event_categories();
     category.set_iid(iid);
     category.set_name(kCategoryNames[iid]);
@@ -180,6 +187,18 @@ void PerfettoTraceWriter::annotate(pf::TrackEvent& event, int name, uint64_t val
   a.set_uint_value(value);
 }
 
+void PerfettoTraceWriter::annotate_int(pf::TrackEvent& event, int name, int64_t value) {
+  pf::DebugAnnotation& a = *event.add_debug_annotations();
+  a.set_name_iid(static_cast<uint64_t>(name));
+  a.set_int_value(value);
+}
+
+void PerfettoTraceWriter::annotate_double(pf::TrackEvent& event, int name, double value) {
+  pf::DebugAnnotation& a = *event.add_debug_annotations();
+  a.set_name_iid(static_cast<uint64_t>(name));
+  a.set_double_value(value);
+}
+
 Status PerfettoTraceWriter::close_top(ThreadState& thread) {
   OpenOp& op = thread.stack[--thread.depth];
   pf::TracePacket& p = packet(op.end_ns);
@@ -205,6 +224,9 @@ Status PerfettoTraceWriter::add(const ExportEvent& event) {
     case ExportEvent::Kind::kCast: return add_cast(event);
     case ExportEvent::Kind::kCacheSample: return add_cache_sample(event);
     case ExportEvent::Kind::kKernel: return add_kernel(event);
+    case ExportEvent::Kind::kNumerics:
+      return event.numerics_kind == v1::NumericsSummary::KIND_SCALER_UPDATE ? add_scaler_update(event)
+                                                                             : add_numerics(event);
   }
   return {};
 }
@@ -342,6 +364,97 @@ Status PerfettoTraceWriter::add_kernel(const ExportEvent& kernel) {
   e_end.set_track_uuid(track);
   if (Status s = write_packet(); !s.ok()) return s;
   ++counts_.kernel_slices;
+  return {};
+}
+
+// A numerics window that found a problem: an instant at its first check on
+// its thread, its counts as annotations. The window closed (and took its seq)
+// after the events it covers, so its packet comes later in the file than its
+// time: Perfetto sorts a trace's packets by time when it reads them.
+Status PerfettoTraceWriter::add_numerics(const ExportEvent& n) {
+  if (Status s = close_ops_before(n.ts_ns, /*inclusive=*/false); !s.ok()) return s;
+  ThreadState* thread = nullptr;
+  if (Status s = thread_track(n.thread, thread); !s.ok()) return s;
+  pf::TracePacket& p = packet(n.ts_ns);
+  p.set_sequence_flags(pf::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
+  pf::TrackEvent& e = *p.mutable_track_event();
+  e.set_type(pf::TrackEvent::TYPE_INSTANT);
+  e.set_track_uuid(thread->uuid);
+  e.add_category_iids(kCategoryNumerics);
+  e.set_name_iid(name_iid(numerics_event_name(n)));
+  const bool cast = n.numerics_kind == v1::NumericsSummary::KIND_CAST;
+  annotate(e, kSummary, numerics_summary(n));
+  annotate(e, kOp, n.name);
+  if (cast) {
+    annotate(e, kArg, n.arg_name);
+    annotate(e, kDtypes, std::string(short_name(n.src_dtype)) + "→" + std::string(short_name(n.dst_dtype)));
+  } else {
+    annotate(e, kOutputDtype, short_name(n.src_dtype));
+  }
+  annotate(e, kValues, n.values);
+  annotate(e, kTensors, n.tensors);
+  if (cast) {
+    annotate(e, kOverflowed, n.overflowed);
+    annotate(e, kUnderflowed, n.underflowed);
+    annotate(e, kNan, n.nan);
+  }
+  annotate(e, kNonfinite, n.nonfinite);
+  if (n.max_abs_log2 != -32768) annotate_int(e, kMaxAbsLog2, n.max_abs_log2);
+  if (n.first_nonfinite_seq != 0) annotate(e, kFirstNonfiniteSeq, n.first_nonfinite_seq);
+  annotate(e, kWindowNs, n.last_ts_ns - n.ts_ns);
+  annotate(e, kIteration, n.iteration);
+  annotate(e, kMode, short_name(n.mode));
+  annotate(e, kPhase, short_name(n.phase));
+  if (n.location != nullptr) annotate(e, kLocation, location_text(n.location));
+  annotate(e, kSeq, n.seq);
+  if (Status s = write_packet(); !s.ok()) return s;
+  ++counts_.numerics_instants;
+  return {};
+}
+
+// GradScaler.update(): the scale on the process's counter track (made at the
+// first update), and a skipped step as an instant on the calling thread.
+Status PerfettoTraceWriter::add_scaler_update(const ExportEvent& update) {
+  if (Status s = close_ops_before(update.ts_ns, /*inclusive=*/false); !s.ok()) return s;
+  if (!has_scale_track_) {
+    pf::TracePacket& d = packet(0);
+    d.clear_timestamp();
+    pf::TrackDescriptor& t = *d.mutable_track_descriptor();
+    t.set_uuid(agent_uuid_base_ | kScaleTrack);
+    t.set_parent_uuid(agent_uuid_base_ | kProcessTrack);
+    t.set_name(kScaleTrackName);
+    t.mutable_counter()->set_unit(pf::CounterDescriptor::UNIT_UNSPECIFIED);
+    if (Status s = write_packet(); !s.ok()) return s;
+    has_scale_track_ = true;
+  }
+  pf::TracePacket& p = packet(update.ts_ns);
+  pf::TrackEvent& counter = *p.mutable_track_event();
+  counter.set_type(pf::TrackEvent::TYPE_COUNTER);
+  counter.set_track_uuid(agent_uuid_base_ | kScaleTrack);
+  counter.set_double_counter_value(update.scale);
+  if (Status s = write_packet(); !s.ok()) return s;
+  ++counts_.scaler_samples;
+  const std::optional<double> before = last_scale_;
+  last_scale_ = update.scale;
+  if (!update.found_inf) return {};
+
+  ThreadState* thread = nullptr;
+  if (Status s = thread_track(update.thread, thread); !s.ok()) return s;
+  pf::TracePacket& q = packet(update.ts_ns);
+  q.set_sequence_flags(pf::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
+  pf::TrackEvent& e = *q.mutable_track_event();
+  e.set_type(pf::TrackEvent::TYPE_INSTANT);
+  e.set_track_uuid(thread->uuid);
+  e.add_category_iids(kCategoryNumerics);
+  e.set_name_iid(name_iid(kSkippedStepName));
+  if (before) annotate_double(e, kScaleBefore, *before);
+  annotate_double(e, kScale, update.scale);
+  annotate(e, kUpdates, update.tensors);
+  annotate(e, kIteration, update.iteration);
+  if (update.location != nullptr) annotate(e, kLocation, location_text(update.location));
+  annotate(e, kSeq, update.seq);
+  if (Status s = write_packet(); !s.ok()) return s;
+  ++counts_.skipped_steps;
   return {};
 }
 

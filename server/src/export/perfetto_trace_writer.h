@@ -9,7 +9,11 @@
 //                      (TYPE_SLICE_BEGIN/END), casts as TYPE_INSTANT inside
 //                      them, a flow from each cast to its op's slice (the
 //                      cast starts it, the op's end terminates it)
-//   counter tracks     live cast-cache bytes and entries (cache samples)
+//   counter tracks     live cast-cache bytes and entries (cache samples);
+//                      GradScaler's scale (one value per update, double)
+//   numerics           on the thread tracks: a skipped step (GradScaler) or
+//                      a numerics window that found a problem, as instants
+//                      with their counts as annotations
 //   GPU stream tracks  one per (device, stream) under the process: kernels,
 //                      memcpys and memsets as slices, each linked by a flow
 //                      to the cast or op that launched it (the same id in
@@ -30,6 +34,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -82,6 +87,8 @@ class PerfettoTraceWriter final : public TraceWriter {
   Status add_cast(const ExportEvent& cast);
   Status add_cache_sample(const ExportEvent& sample);
   Status add_kernel(const ExportEvent& kernel);
+  Status add_numerics(const ExportEvent& numerics);
+  Status add_scaler_update(const ExportEvent& update);
   // Writes the END of every open op that ended before `ts_ns` (at `ts_ns`
   // too when `inclusive`), on every thread.
   Status close_ops_before(uint64_t ts_ns, bool inclusive);
@@ -91,6 +98,8 @@ class PerfettoTraceWriter final : public TraceWriter {
   uint64_t name_iid(std::string_view name);  // interns it into the current packet when new
   void annotate(castscope::perfetto::TrackEvent& event, int name, std::string_view value);
   void annotate(castscope::perfetto::TrackEvent& event, int name, uint64_t value);
+  void annotate_int(castscope::perfetto::TrackEvent& event, int name, int64_t value);
+  void annotate_double(castscope::perfetto::TrackEvent& event, int name, double value);
 
   TraceFile file_;
   std::unique_ptr<google::protobuf::io::FileOutputStream> stream_;
@@ -101,6 +110,8 @@ class PerfettoTraceWriter final : public TraceWriter {
   uint32_t sequence_id_ = 0;
   uint64_t agent_uuid_base_ = 0;
   bool has_counters_ = false;
+  bool has_scale_track_ = false;     // the agent's GradScaler counter track is written
+  std::optional<double> last_scale_;  // the agent's scale after its last update
   std::map<uint32_t, ThreadState> threads_;
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> streams_;
   std::unordered_map<std::string, uint64_t, StringHash, std::equal_to<>> names_;  // of the sequence

@@ -130,6 +130,79 @@ TEST(PerfettoTraceWriter, TracksSlicesInstantsFlowsAndCountersFollowTheStore) {
   EXPECT_EQ(summary.events, 10u);
 }
 
+// GradScaler's scale on a counter track of its own (one double per update),
+// its skipped step and the numerics problems as instants on the thread, with
+// their counts as annotations.
+TEST(PerfettoTraceWriter, ScaleCounterSkippedStepsAndNumericsProblems) {
+  const auto dir = testing::temp_dir("export-perfetto-numerics");
+  const std::string db = testing::store_export_run_with_numerics("export-perfetto-numerics-store");
+  ExportOptions options{db, "run", (dir / "run.pftrace").string(), ""};
+  ExportSummary summary;
+  const Status s = export_run(options, summary);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const pf::Trace trace = read_trace(options.perfetto_path);
+  std::map<uint64_t, pf::TrackDescriptor> tracks;
+  std::map<uint64_t, std::string> names, annotation_names;
+  std::map<uint64_t, std::vector<double>> scales;  // track -> values
+  std::map<std::string, std::map<std::string, std::string>> numerics;  // instant name -> annotations
+  std::map<std::string, uint64_t> numerics_track, numerics_ts;
+  for (const pf::TracePacket& p : trace.packet()) {
+    for (const auto& n : p.interned_data().event_names()) names[n.iid()] = n.name();
+    for (const auto& n : p.interned_data().debug_annotation_names()) annotation_names[n.iid()] = n.name();
+    if (p.has_track_descriptor()) tracks[p.track_descriptor().uuid()] = p.track_descriptor();
+    if (!p.has_track_event()) continue;
+    const pf::TrackEvent& e = p.track_event();
+    ASSERT_TRUE(tracks.count(e.track_uuid())) << "an event before its track's descriptor";
+    if (e.type() == pf::TrackEvent::TYPE_COUNTER && e.has_double_counter_value())
+      scales[e.track_uuid()].push_back(e.double_counter_value());
+    if (e.type() != pf::TrackEvent::TYPE_INSTANT || names.at(e.name_iid()).rfind("cast float32", 0) == 0 ||
+        names.at(e.name_iid()).rfind("no cast", 0) == 0)
+      continue;
+    std::map<std::string, std::string>& args = numerics[names.at(e.name_iid())];
+    numerics_track[names.at(e.name_iid())] = e.track_uuid();
+    numerics_ts[names.at(e.name_iid())] = p.timestamp();
+    for (const auto& a : e.debug_annotations()) {
+      std::string& value = args[annotation_names.at(a.name_iid())];
+      if (a.has_string_value()) value = a.string_value();
+      else if (a.has_double_value()) value = std::to_string(static_cast<int>(a.double_value()));
+      else if (a.has_int_value()) value = std::to_string(a.int_value());
+      else value = std::to_string(a.uint_value());
+    }
+  }
+  // The scale: a counter track named for it under the process, every update's value.
+  ASSERT_EQ(scales.size(), 1u);
+  const auto& [scale_uuid, values] = *scales.begin();
+  EXPECT_EQ(tracks[scale_uuid].name(), "GradScaler scale");
+  EXPECT_TRUE(tracks[scale_uuid].has_counter());
+  EXPECT_TRUE(tracks[tracks[scale_uuid].parent_uuid()].has_process());
+  EXPECT_EQ(values, (std::vector<double>{256, 256, 128, 128}));
+
+  ASSERT_EQ(numerics.size(), 3u) << "a skipped step, an overflowing cast, an op's non-finite outputs";
+  for (const auto& [name, track] : numerics_track) EXPECT_TRUE(tracks[track].has_thread()) << name;
+  const auto& skip = numerics["GradScaler step skipped"];
+  EXPECT_EQ(skip.at("scale_before"), "256");
+  EXPECT_EQ(skip.at("scale"), "128");
+  EXPECT_EQ(skip.at("updates"), "3");
+  EXPECT_EQ(skip.at("location"), "/src/model.py:42");
+  EXPECT_EQ(numerics_ts["GradScaler step skipped"], 2800u);
+  const auto& cast = numerics["cast overflow float32→float16"];
+  EXPECT_EQ(cast.at("summary"),
+            "3 of 32 values became inf casting float32->float16 (input of aten::linear at /src/model.py:42)");
+  EXPECT_EQ(cast.at("overflowed"), "3");
+  EXPECT_EQ(cast.at("values"), "32");
+  EXPECT_EQ(cast.at("max_abs_log2"), "16");
+  EXPECT_EQ(cast.at("window_ns"), "1800");
+  EXPECT_EQ(numerics_ts["cast overflow float32→float16"], 1100u);  // at the window's first check
+  const auto& op = numerics["non-finite output float16"];
+  EXPECT_EQ(op.at("op"), "aten::mm");
+  EXPECT_EQ(op.at("nonfinite"), "5");
+  EXPECT_EQ(op.at("first_nonfinite_seq"), "4");
+  EXPECT_EQ(summary.perfetto.scaler_samples, 4u);
+  EXPECT_EQ(summary.perfetto.skipped_steps, 1u);
+  EXPECT_EQ(summary.perfetto.numerics_instants, 2u);
+  EXPECT_EQ(summary.perfetto.cast_instants, 3u);  // the casts as before
+}
+
 TEST(PerfettoTraceWriter, AnOpThatWouldOutliveItsParentEndsWithIt) {
   // Recorded durations can disagree by a few ns; slices must still nest.
   const auto dir = testing::temp_dir("export-perfetto-nest");

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/src/store/event_columns.h"
+#include "server/src/store/store_queries.h"
 #include "server/src/store/store_schema.h"
 
 namespace castscope::collector {
@@ -19,6 +20,17 @@ constexpr auto kKernelRow =
     schema::columns(schema::kKernels, {"id", "ts_ns", "duration_ns", "name", "codes", "device", "stream",
                                        "launch_seq", "bytes", "correlation_id"});
 constexpr auto kLaunchRow = schema::columns(schema::kKernels, {"id", "launch_seq", "codes"});
+
+// What the export shows of the numerics table: GradScaler's updates, and the
+// windows that found a problem, as the viewer marks them (/api/numerics).
+bool exported(const StoredNumerics& n) {
+  switch (n.kind) {
+    case v1::NumericsSummary::KIND_SCALER_UPDATE: return true;
+    case v1::NumericsSummary::KIND_CAST: return n.overflowed > 0 || n.underflowed > 0 || n.nan > 0;
+    case v1::NumericsSummary::KIND_OP_OUTPUT: return n.nonfinite > 0;
+    default: return false;
+  }
+}
 
 constexpr size_t kMaxCachedNames = 1 << 17;  // strings and locations kept between agents
 
@@ -42,6 +54,13 @@ struct RunEventReader::Cursor {
   }
   // Seq of the row; the largest when there is none.
   uint64_t seq() const { return has_row ? row.seq() : UINT64_MAX; }
+  // Steps past the rows `keep` refuses.
+  template <typename Keep>
+  Status skip_unless(Database& db, Keep&& keep) {
+    while (has_row && !keep(row))
+      if (Status s = advance(db); !s.ok()) return s;
+    return {};
+  }
 };
 
 struct RunEventReader::Cursors {
@@ -50,6 +69,7 @@ struct RunEventReader::Cursors {
   Cursor<StoredCacheSample, kSampleRow> samples;
   Cursor<StoredKernel, kKernelRow> kernels;      // by start
   Cursor<StoredKernel, kLaunchRow> launches;     // by launching seq
+  Cursor<StoredNumerics, kAllColumns<StoredNumerics>> numerics;  // those exported(), when the store has the table
 };
 
 RunEventReader::RunEventReader() = default;
@@ -61,6 +81,9 @@ Status RunEventReader::open(const std::string& db_path, const std::string& run_i
   if (Status s = reader->db_.open(db_path, Database::Mode::kReadOnly); !s.ok()) return s;
   reader->resolver_.attach(reader->db_.handle());
   if (Status s = reader->load_agents(run_id); !s.ok()) return s;
+  // A store of schema 14 or older, read as it is, has no numerics.
+  if (Status s = table_exists(reader->db_.handle(), schema::kNumerics, reader->has_numerics_); !s.ok())
+    return reader->db_.error(s.message());
   out = std::move(reader);
   return {};
 }
@@ -101,6 +124,10 @@ Status RunEventReader::start_agent(size_t index) {
   if (Status s = cursors->kernels.open(db_, first, end, " ORDER BY ts_ns, id"); !s.ok()) return s;
   if (Status s = cursors->launches.open(db_, first, end, " AND launch_seq > 0 ORDER BY launch_seq, id"); !s.ok())
     return s;
+  if (has_numerics_) {
+    if (Status s = cursors->numerics.open(db_, first, end, " ORDER BY id"); !s.ok()) return s;
+    if (Status s = cursors->numerics.skip_unless(db_, exported); !s.ok()) return s;
+  }
   cursors_ = std::move(cursors);
   return {};
 }
@@ -124,7 +151,7 @@ Status RunEventReader::collect_launched(uint64_t seq, v1::LaunchedBy by) {
 bool RunEventReader::fill_main(Status& error) {
   main_ready_ = false;
   Cursors& c = *cursors_;
-  const uint64_t next = std::min({c.casts.seq(), c.ops.seq(), c.samples.seq()});
+  const uint64_t next = std::min({c.casts.seq(), c.ops.seq(), c.samples.seq(), c.numerics.seq()});
   if (next == UINT64_MAX) return false;
   ExportEvent& e = main_;
   e = ExportEvent();
@@ -141,7 +168,7 @@ bool RunEventReader::fill_main(Status& error) {
     e.launched = launched_;
     return true;
   };
-  // Ties go casts, ops, samples (as the cursors were listed).
+  // Ties go casts, ops, samples, numerics (as the cursors were listed).
   if (c.casts.seq() == next) {
     const StoredCast& r = c.casts.row;
     e.kind = ExportEvent::Kind::kCast;
@@ -178,7 +205,7 @@ bool RunEventReader::fill_main(Status& error) {
     e.duration_ns = static_cast<uint64_t>(r.cpu_duration_ns);
     if (!op_site(op, r.op, r.location, v1::LAUNCHED_BY_OP)) return false;
     error = c.ops.advance(db_);
-  } else {
+  } else if (c.samples.seq() == next) {
     const StoredCacheSample& r = c.samples.row;
     e.kind = ExportEvent::Kind::kCacheSample;
     e.ts_ns = static_cast<uint64_t>(r.ts_ns);
@@ -187,6 +214,34 @@ bool RunEventReader::fill_main(Status& error) {
     e.live_casts = static_cast<uint64_t>(r.live_casts);
     e.live_bytes = static_cast<uint64_t>(r.live_bytes);
     error = c.samples.advance(db_);
+  } else {
+    const StoredNumerics& r = c.numerics.row;
+    e.kind = ExportEvent::Kind::kNumerics;
+    e.ts_ns = static_cast<uint64_t>(r.first_ts_ns);
+    e.last_ts_ns = static_cast<uint64_t>(r.last_ts_ns);
+    e.thread = static_cast<uint32_t>(r.thread);
+    e.numerics_kind = static_cast<v1::NumericsSummary::Kind>(r.kind);
+    e.device_type = static_cast<v1::DeviceType>(r.device_type);
+    e.src_dtype = static_cast<v1::DType>(r.src_dtype);
+    e.dst_dtype = static_cast<v1::DType>(r.dst_dtype);
+    e.mode = static_cast<v1::ExecutionMode>(r.mode);
+    e.phase = static_cast<v1::Phase>(r.phase);
+    e.iteration = static_cast<uint64_t>(r.iteration);
+    e.tensors = static_cast<uint64_t>(r.tensors);
+    e.values = static_cast<uint64_t>(r.value_count);
+    e.overflowed = static_cast<uint64_t>(r.overflowed);
+    e.underflowed = static_cast<uint64_t>(r.underflowed);
+    e.nonfinite = static_cast<uint64_t>(r.nonfinite);
+    e.nan = static_cast<uint64_t>(r.nan);
+    e.max_abs_log2 = static_cast<int32_t>(r.max_abs_log2);
+    e.first_nonfinite_seq = static_cast<uint64_t>(r.first_nonfinite_seq);
+    e.scale = r.scale();
+    e.found_inf = r.found_inf != 0;
+    if (error = resolver_.text(r.op, e.name); !error.ok()) return false;
+    if (error = resolver_.text(r.arg_name, e.arg_name); !error.ok()) return false;
+    if (error = resolver_.location(r.location, e.location); !error.ok()) return false;
+    if (error = c.numerics.advance(db_); !error.ok()) return false;
+    error = c.numerics.skip_unless(db_, exported);
   }
   if (!error.ok()) return false;
   main_ready_ = true;

@@ -1,6 +1,9 @@
-// One run's stored events, agent by agent, for the trace writers: ops, casts
-// and cache samples in the agent's sequence order (which is the order they
-// started in: an op takes its seq and timestamp before its casts), with the
+// One run's stored events, agent by agent, for the trace writers: ops, casts,
+// cache samples and numerics (GradScaler updates, and the numerics windows
+// that found a problem) in the agent's sequence order (which is the order they
+// started in: an op takes its seq and timestamp before its casts; a numerics
+// window takes its seq when it closes, so it comes after the events of its
+// window, its ts_ns at its first check), with the
 // agent's GPU kernels merged in by start time (never before the cast or op
 // that launched them). Each launching cast or op comes with the seqs of the
 // kernels it launched, so a writer can draw a flow from it to each of them.
@@ -38,13 +41,13 @@ using ExportLocation = StoredLocation;
 
 // One event. Views and spans stay valid until the next call of next().
 struct ExportEvent {
-  enum class Kind : uint8_t { kOp, kCast, kCacheSample, kKernel };
+  enum class Kind : uint8_t { kOp, kCast, kCacheSample, kKernel, kNumerics };
   Kind kind = Kind::kOp;
   uint64_t seq = 0;
   uint64_t ts_ns = 0;  // CLOCK_MONOTONIC ns of the agent's host
-  uint32_t thread = 0;  // op, cast: castscope's thread index
-  std::string_view name;  // op, cast: the op; kernel: the kernel as CUPTI names it
-  const ExportLocation* location = nullptr;  // op, cast; null: none recorded
+  uint32_t thread = 0;  // op, cast, numerics: castscope's thread index
+  std::string_view name;  // op, cast, numerics: the op; kernel: the kernel as CUPTI names it
+  const ExportLocation* location = nullptr;  // op, cast, numerics; null: none recorded
   v1::CastPolicy policy = v1::CAST_POLICY_UNSPECIFIED;  // op, cast
   v1::DeviceType device_type = v1::DEVICE_TYPE_UNSPECIFIED;
   v1::ExecutionMode mode = v1::EXECUTION_MODE_UNSPECIFIED;
@@ -54,7 +57,7 @@ struct ExportEvent {
   v1::DType output_dtype = v1::DTYPE_UNSPECIFIED;
   v1::OpOutcome op_outcome = v1::OP_OUTCOME_UNSPECIFIED;
   v1::ProbeReason probe_reason = v1::PROBE_REASON_UNSPECIFIED;
-  // Cast.
+  // Cast (numerics: the window's cast, src_dtype and dst_dtype too; an op's: its output in src_dtype).
   std::string_view arg_name;
   int32_t list_index = -1;
   v1::DType src_dtype = v1::DTYPE_UNSPECIFIED, dst_dtype = v1::DTYPE_UNSPECIFIED;
@@ -65,9 +68,20 @@ struct ExportEvent {
   uint64_t op_seq = 0;
   std::span<const int64_t> shape;
   bool shape_truncated = false;
-  // Cache sample.
+  // Cache sample (numerics: iteration, optimizer steps seen).
   v1::CacheSample::Trigger trigger = v1::CacheSample::TRIGGER_UNSPECIFIED;
   uint64_t iteration = 0, live_casts = 0, live_bytes = 0;
+  // Numerics: a GradScaler update (KIND_SCALER_UPDATE: scale, found_inf,
+  // tensors = updates so far), or a window's counts at one site that found a
+  // problem (a cast that overflowed, underflowed or met NaN; an op whose
+  // outputs went non-finite from finite inputs), over [ts_ns, last_ts_ns].
+  v1::NumericsSummary::Kind numerics_kind = v1::NumericsSummary::KIND_UNSPECIFIED;
+  uint64_t last_ts_ns = 0;
+  uint64_t tensors = 0, values = 0, overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0;
+  int32_t max_abs_log2 = -32768;  // NUMERICS_NO_MAGNITUDE: none finite and nonzero
+  uint64_t first_nonfinite_seq = 0;
+  double scale = 0;
+  bool found_inf = false;
   // Kernel.
   uint32_t gpu_device = 0, stream = 0, correlation_id = 0;
   v1::GpuActivity activity = v1::GPU_ACTIVITY_UNSPECIFIED;
@@ -113,6 +127,7 @@ class RunEventReader {
   std::string run_id_;
   std::vector<ExportAgent> agents_;
   bool in_transaction_ = false;
+  bool has_numerics_ = false;  // the store has the numerics table (schema 15)
   std::unique_ptr<Cursors> cursors_;
   ExportEvent main_, kernel_;
   bool main_ready_ = false, kernel_ready_ = false;

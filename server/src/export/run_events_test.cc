@@ -87,6 +87,57 @@ TEST(RunEventReader, OpsCastsAndSamplesInSeqOrderWithKernelsByStartTime) {
   EXPECT_EQ(again, expected.size());
 }
 
+// Numerics in seq order with the rest: GradScaler's updates, and the windows
+// that found a problem (a clean window is left out), each at its first check.
+TEST(RunEventReader, ScalerUpdatesAndNumericsProblemsComeInSeqOrder) {
+  const std::string db = testing::store_export_run_with_numerics("export-reader-numerics");
+  std::unique_ptr<RunEventReader> reader;
+  ASSERT_TRUE(RunEventReader::open(db, "run", reader).ok());
+  ASSERT_TRUE(reader->start_agent(0).ok());
+  std::vector<uint64_t> numerics;
+  uint64_t last_seq = 0;
+  ExportEvent e;
+  Status error;
+  while (reader->next(e, error)) {
+    if (e.kind != Kind::kKernel) {
+      EXPECT_GT(e.seq, last_seq);
+      last_seq = e.seq;
+    }
+    if (e.kind != Kind::kNumerics) continue;
+    numerics.push_back(e.seq);
+    EXPECT_EQ(e.thread, 1u);
+    ASSERT_NE(e.location, nullptr);
+    EXPECT_EQ(e.location->line, 42u);
+    if (e.seq == 13) {
+      EXPECT_EQ(e.numerics_kind, v1::NumericsSummary::KIND_SCALER_UPDATE);
+      EXPECT_TRUE(e.found_inf);
+      EXPECT_EQ(e.scale, 128.0);
+      EXPECT_EQ(e.tensors, 3u);
+      EXPECT_EQ(e.ts_ns, 2800u);
+    }
+    if (e.seq == 14) {
+      EXPECT_EQ(e.numerics_kind, v1::NumericsSummary::KIND_CAST);
+      EXPECT_EQ(e.name, "aten::linear");
+      EXPECT_EQ(e.arg_name, "input");
+      EXPECT_EQ(e.ts_ns, 1100u);
+      EXPECT_EQ(e.last_ts_ns, 2900u);
+      EXPECT_EQ(e.overflowed, 3u);
+      EXPECT_EQ(e.values, 32u);
+      EXPECT_EQ(e.max_abs_log2, 16);
+      EXPECT_EQ(e.src_dtype, v1::DTYPE_FLOAT32);
+      EXPECT_EQ(e.dst_dtype, v1::DTYPE_FLOAT16);
+    }
+    if (e.seq == 15) {
+      EXPECT_EQ(e.numerics_kind, v1::NumericsSummary::KIND_OP_OUTPUT);
+      EXPECT_EQ(e.name, "aten::mm");
+      EXPECT_EQ(e.nonfinite, 5u);
+      EXPECT_EQ(e.first_nonfinite_seq, 4u);
+    }
+  }
+  ASSERT_TRUE(error.ok()) << error.message();
+  EXPECT_EQ(numerics, (std::vector<uint64_t>{11, 12, 13, 14, 15, 17}));  // 16 found nothing
+}
+
 TEST(RunEventReader, UnknownRunAndMissingStoreAreNotFoundAndNamed) {
   const std::string db = testing::store_export_run("export-reader-unknown");
   std::unique_ptr<RunEventReader> reader;

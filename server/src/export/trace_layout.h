@@ -95,5 +95,16 @@ std::string shape_text(const ExportEvent& cast);
 std::string cast_event_name(const ExportEvent& cast);
 // "weight", "tensors[2]".
 std::string arg_text(const ExportEvent& cast);
+// The name a numerics window's instant gets: "cast overflow float32→float16",
+// "NaN cast float32→float16", "cast underflow float32→float16" (the worst of
+// its problems), or "non-finite output float16" for an op's outputs.
+std::string numerics_event_name(const ExportEvent& numerics);
+// Its problems in words, as the viewer says them, "; " between two: "3 of 32
+// values became inf casting float32->float16 (self of aten::mm at file:line)".
+std::string numerics_summary(const ExportEvent& numerics);
+// A GradScaler update's instant when its step was skipped.
+inline constexpr const char* kSkippedStepName = "GradScaler step skipped";
+// The counter track of GradScaler's scale, one per process.
+inline constexpr const char* kScaleTrackName = "GradScaler scale";
 
 }  // namespace castscope::collector

@@ -17,6 +17,9 @@ struct TraceCounts {
   uint64_t processes = 0, threads = 0, streams = 0;
   uint64_t op_slices = 0, cast_instants = 0, counter_samples = 0, kernel_slices = 0;
   uint64_t cast_flows = 0, launch_flows = 0;
+  // GradScaler: scale samples (one per update) and skipped steps; numerics
+  // windows that found a problem.
+  uint64_t scaler_samples = 0, skipped_steps = 0, numerics_instants = 0;
   // Casts whose op was no longer open when they came (so no flow to it).
   uint64_t casts_without_op = 0;
 };
