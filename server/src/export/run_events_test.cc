@@ -3,6 +3,7 @@
 #include "server/src/export/run_events.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <vector>
 
@@ -136,6 +137,28 @@ TEST(RunEventReader, ScalerUpdatesAndNumericsProblemsComeInSeqOrder) {
   }
   ASSERT_TRUE(error.ok()) << error.message();
   EXPECT_EQ(numerics, (std::vector<uint64_t>{11, 12, 13, 14, 15, 17}));  // 16 found nothing
+}
+
+// A store of schema 14 has no numerics table: read as it is, its events export as before.
+TEST(RunEventReader, AStoreWithoutTheNumericsTableReadsItsOtherEvents) {
+  const std::string db = testing::store_export_run("export-reader-version-14");
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(handle, "DROP TABLE numerics; ALTER TABLE agents DROP COLUMN numerics; PRAGMA user_version=14",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(handle);
+  sqlite3_close(handle);
+  std::unique_ptr<RunEventReader> reader;
+  const Status opened = RunEventReader::open(db, "run", reader);
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  ASSERT_TRUE(reader->start_agent(0).ok());
+  size_t events = 0;
+  ExportEvent e;
+  Status error;
+  while (reader->next(e, error)) ++events;
+  ASSERT_TRUE(error.ok()) << error.message();
+  EXPECT_EQ(events, 10u);
 }
 
 TEST(RunEventReader, UnknownRunAndMissingStoreAreNotFoundAndNamed) {

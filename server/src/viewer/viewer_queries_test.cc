@@ -3,6 +3,7 @@
 #include "server/src/viewer/viewer_queries.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include "server/testing/test_batches.h"
 
@@ -152,6 +153,21 @@ TEST(ViewerQueries, NumericsScaleAndProblemMarks) {
   EXPECT_EQ(cast["thread"], 1);
   EXPECT_EQ(cast["t1"], 2900 - origin);
   EXPECT_EQ(cast["location"]["file"], "/src/model.py");
+
+  // A store of schema 14 (no numerics table), read as it is, answers empty lists.
+  {
+    sqlite3* handle = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(handle, "DROP TABLE numerics; ALTER TABLE agents DROP COLUMN numerics; PRAGMA user_version=14",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK)
+        << sqlite3_errmsg(handle);
+    sqlite3_close(handle);
+  }
+  json old;
+  ASSERT_TRUE(ViewerQueries::open(db, q).ok());
+  ASSERT_TRUE(q->numerics("run", old).ok());
+  EXPECT_EQ(old, (json{{"scalers", json::array()}, {"marks", json::array()}, {"truncated", false}}));
 
   // A run without numerics answers empty lists; an unknown run is not found.
   json none;
