@@ -362,7 +362,8 @@ void CollectorCore::publish(const std::vector<Submission>& group, const std::vec
       if (chunks.empty()) {
         for (const v1::Event& e : batch.events()) {
           const uint64_t ts = e.has_cast() ? e.cast().ts_ns() : e.has_op() ? e.op().ts_ns()
-                              : e.has_kernel() ? e.kernel().ts_ns() : e.has_cache_sample() ? e.cache_sample().ts_ns() : 0;
+                              : e.has_kernel() ? e.kernel().ts_ns() : e.has_cache_sample() ? e.cache_sample().ts_ns()
+                              : e.has_numerics() ? e.numerics().first_ts_ns() : 0;
           if (ts == 0) continue;
           ++batch_events;
           max_ts_ns = std::max(max_ts_ns, ts);
