@@ -1,10 +1,13 @@
 #include "agent/src/numerics/value_checks.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/TensorSubclassLikeUtils.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "agent/src/context/autocast_keys.h"
 #include "agent/src/record/cast_record.h"
@@ -53,39 +56,108 @@ ValueCheck check_values(const at::Tensor& t) {
 
 namespace {
 
-template <typename Low>
-void count_cast(const float* source, const Low* result, int64_t n, HostCounts& out) {
-  float max_abs = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = source[i];
-    const float y = static_cast<float>(result[i]);
-    if (!std::isfinite(x)) {
-      ++out.nonfinite;
-      out.nan += std::isnan(x);
-      continue;
-    }
-    const float a = std::fabs(x);
-    max_abs = a > max_abs ? a : max_abs;
-    out.overflowed += std::isinf(y);
-    out.underflowed += (y == 0) & (x != 0);
-  }
-  out.max_abs = std::max<double>(out.max_abs, max_abs);
+// The loops read IEEE-754 bits, not values: integer compares and adds the
+// compiler vectorizes, and for non-negative floats the order of the bits is
+// the order of the values (so the largest |x| is a max over bits).
+struct Format {
+  uint32_t abs_mask, inf;  // |x|'s bits, and +inf's
+};
+constexpr Format kFloat32{0x7fffffffu, 0x7f800000u};
+constexpr Format kFloat16{0x7fffu, 0x7c00u};
+constexpr Format kBfloat16{0x7fffu, 0x7f80u};
+
+template <typename Bits>
+const Bits* bits_of(const at::Tensor& t) {
+  return reinterpret_cast<const Bits*>(t.const_data_ptr());
 }
 
-template <typename T>
-void count_values(const T* values, int64_t n, HostCounts& out) {
-  double max_abs = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double x = static_cast<double>(values[i]);
-    if (!std::isfinite(x)) {
-      ++out.nonfinite;
-      out.nan += std::isnan(x);
-      continue;
-    }
-    const double a = std::fabs(x);
-    max_abs = a > max_abs ? a : max_abs;
+float float_of(uint32_t bits) {
+  float value = 0;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+double low_value(uint16_t bits, const Format& format) {
+  // float16 and bfloat16 widen exactly to float32.
+  if (&format == &kBfloat16) return float_of(uint32_t{bits} << 16);
+  return static_cast<float>(c10::Half(bits, c10::Half::from_bits()));
+}
+
+// Counts over [begin, end) into `out` (one chunk; chunks are summed after).
+template <typename Low>
+void count_cast_chunk(const uint32_t* source, const Low* result, const Format& low, int64_t begin, int64_t end,
+                      HostCounts& out) {
+  int64_t overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0;
+  uint32_t max_bits = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    const uint32_t x = source[i] & kFloat32.abs_mask;
+    const uint32_t y = static_cast<uint32_t>(result[i]) & low.abs_mask;
+    const bool finite = x < kFloat32.inf;
+    nonfinite += !finite;
+    nan += x > kFloat32.inf;
+    overflowed += finite & (y == low.inf);
+    underflowed += finite & (x != 0) & (y == 0);
+    const uint32_t finite_bits = finite ? x : 0;
+    max_bits = finite_bits > max_bits ? finite_bits : max_bits;
   }
+  out.overflowed += overflowed;
+  out.underflowed += underflowed;
+  out.nonfinite += nonfinite;
+  out.nan += nan;
+  out.max_abs = std::max<double>(out.max_abs, float_of(max_bits));
+}
+
+template <typename Bits>
+void count_values_chunk(const Bits* values, const Format& format, int64_t begin, int64_t end, HostCounts& out) {
+  int64_t nonfinite = 0, nan = 0;
+  uint32_t max_bits = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    const uint32_t x = static_cast<uint32_t>(values[i]) & format.abs_mask;
+    const bool finite = x < format.inf;
+    nonfinite += !finite;
+    nan += x > format.inf;
+    const uint32_t finite_bits = finite ? x : 0;
+    max_bits = finite_bits > max_bits ? finite_bits : max_bits;
+  }
+  out.nonfinite += nonfinite;
+  out.nan += nan;
+  const double max_abs =
+      &format == &kFloat32 ? float_of(max_bits) : low_value(static_cast<uint16_t>(max_bits), format);
   out.max_abs = std::max(out.max_abs, max_abs);
+}
+
+// Runs `chunk(begin, end, counts)` over [0, n) on torch's intra-op threads
+// (large tensors only) and sums the chunks' counts.
+template <typename Chunk>
+HostCounts parallel_counts(int64_t n, Chunk&& chunk) {
+  constexpr int64_t kGrain = int64_t{1} << 16;
+  if (n <= kGrain) {
+    HostCounts out;
+    chunk(0, n, out);
+    return out;
+  }
+  std::vector<HostCounts> parts(static_cast<size_t>((n + kGrain - 1) / kGrain));
+  at::parallel_for(0, static_cast<int64_t>(parts.size()), 1, [&](int64_t first, int64_t last) {
+    for (int64_t part = first; part < last; ++part)
+      chunk(part * kGrain, std::min(n, (part + 1) * kGrain), parts[static_cast<size_t>(part)]);
+  });
+  HostCounts out;
+  for (const HostCounts& part : parts) {
+    out.overflowed += part.overflowed;
+    out.underflowed += part.underflowed;
+    out.nonfinite += part.nonfinite;
+    out.nan += part.nan;
+    out.max_abs = std::max(out.max_abs, part.max_abs);
+  }
+  return out;
+}
+
+void add(HostCounts& into, const HostCounts& counts) {
+  into.overflowed += counts.overflowed;
+  into.underflowed += counts.underflowed;
+  into.nonfinite += counts.nonfinite;
+  into.nan += counts.nan;
+  into.max_abs = std::max(into.max_abs, counts.max_abs);
 }
 
 }  // namespace
@@ -94,25 +166,52 @@ bool count_cast_on_host(const at::Tensor& source, const at::Tensor& result, Host
   if (!source.is_cpu() || !result.is_cpu() || source.scalar_type() != at::kFloat || !source.is_contiguous() ||
       !result.is_contiguous() || source.numel() != result.numel())
     return false;
-  const float* from = source.const_data_ptr<float>();
-  if (result.scalar_type() == at::kHalf) {
-    count_cast(from, result.const_data_ptr<c10::Half>(), source.numel(), out);
-  } else if (result.scalar_type() == at::kBFloat16) {
-    count_cast(from, result.const_data_ptr<c10::BFloat16>(), source.numel(), out);
-  } else {
-    return false;
-  }
+  const Format* low = result.scalar_type() == at::kHalf       ? &kFloat16
+                      : result.scalar_type() == at::kBFloat16 ? &kBfloat16
+                                                              : nullptr;
+  if (low == nullptr) return false;
+  const uint32_t* from = bits_of<uint32_t>(source);
+  const uint16_t* to = bits_of<uint16_t>(result);
+  add(out, parallel_counts(source.numel(), [&](int64_t begin, int64_t end, HostCounts& part) {
+        count_cast_chunk(from, to, *low, begin, end, part);
+      }));
   return true;
 }
 
 bool count_values_on_host(const at::Tensor& t, HostCounts& out) {
   if (!t.is_cpu() || !t.is_contiguous()) return false;
+  const int64_t n = t.numel();
   switch (t.scalar_type()) {
-    case at::kFloat: count_values(t.const_data_ptr<float>(), t.numel(), out); return true;
-    case at::kHalf: count_values(t.const_data_ptr<c10::Half>(), t.numel(), out); return true;
-    case at::kBFloat16: count_values(t.const_data_ptr<c10::BFloat16>(), t.numel(), out); return true;
-    case at::kDouble: count_values(t.const_data_ptr<double>(), t.numel(), out); return true;
-    default: return false;
+    case at::kFloat:
+      add(out, parallel_counts(n, [&](int64_t b, int64_t e, HostCounts& p) {
+            count_values_chunk(bits_of<uint32_t>(t), kFloat32, b, e, p);
+          }));
+      return true;
+    case at::kHalf:
+      add(out, parallel_counts(n, [&](int64_t b, int64_t e, HostCounts& p) {
+            count_values_chunk(bits_of<uint16_t>(t), kFloat16, b, e, p);
+          }));
+      return true;
+    case at::kBFloat16:
+      add(out, parallel_counts(n, [&](int64_t b, int64_t e, HostCounts& p) {
+            count_values_chunk(bits_of<uint16_t>(t), kBfloat16, b, e, p);
+          }));
+      return true;
+    case at::kDouble: {
+      // Rare under autocast: a plain loop over values.
+      const double* values = t.const_data_ptr<double>();
+      for (int64_t i = 0; i < n; ++i) {
+        if (!std::isfinite(values[i])) {
+          ++out.nonfinite;
+          out.nan += std::isnan(values[i]);
+        } else {
+          out.max_abs = std::max(out.max_abs, std::fabs(values[i]));
+        }
+      }
+      return true;
+    }
+    default:
+      return false;
   }
 }
 

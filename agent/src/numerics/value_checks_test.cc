@@ -79,6 +79,27 @@ TEST(ValueChecks, ValuesCountInfAndNaNInEveryFloatingDtype) {
   }
 }
 
+TEST(ValueChecks, LargeTensorsCountedInParallelChunksAgreeWithAten) {
+  // Past the host loop's grain: chunks on torch's intra-op threads, summed.
+  at::Tensor source = at::randn({5, 100000}) * 10;
+  source.index_put_({0, at::indexing::Slice(0, 7)}, 1e5);
+  source.index_put_({4, at::indexing::Slice(99990, 100000)}, 1e-9);
+  source.index_put_({2, 50000}, std::nanf(""));
+  const at::Tensor result = source.to(at::kHalf);
+  HostCounts host;
+  ASSERT_TRUE(count_cast_on_host(source, result, host));
+  const HostCounts aten = aten_counts(source, result);
+  EXPECT_EQ(host.overflowed, 7);
+  EXPECT_EQ(host.overflowed, aten.overflowed);
+  EXPECT_EQ(host.underflowed, aten.underflowed);
+  EXPECT_GE(host.underflowed, 10);
+  EXPECT_EQ(host.nan, 1);
+  EXPECT_EQ(host.max_abs, aten.max_abs);
+  HostCounts values;
+  ASSERT_TRUE(count_values_on_host(result, values));
+  EXPECT_EQ(values.nonfinite, 8);  // 7 inf and the NaN
+}
+
 TEST(ValueChecks, OnlyPlainDenseFloatingTensorsAreChecked) {
   EXPECT_TRUE(checkable(at::ones({2, 2})));
   EXPECT_FALSE(checkable(at::ones({2, 2}, at::kLong)));
