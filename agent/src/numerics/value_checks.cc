@@ -77,28 +77,23 @@ float float_of(uint32_t bits) {
   return value;
 }
 
-double low_value(uint16_t bits, const Format& format) {
-  // float16 and bfloat16 widen exactly to float32.
-  if (&format == &kBfloat16) return float_of(uint32_t{bits} << 16);
-  return static_cast<float>(c10::Half(bits, c10::Half::from_bits()));
-}
 
-// Counts over [begin, end) into `out` (one chunk; chunks are summed after).
-template <typename Low>
-void count_cast_chunk(const uint32_t* source, const Low* result, const Format& low, int64_t begin, int64_t end,
-                      HostCounts& out) {
-  int64_t overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0;
-  uint32_t max_bits = 0;
+// Counts over [begin, end) into `out` (one chunk, at most 2^32 elements;
+// chunks are summed after). Masks are template arguments and the sums 32-bit
+// so that the loop vectorizes.
+template <uint32_t kLowMask, uint32_t kLowInf>
+void count_cast_chunk(const uint32_t* __restrict source, const uint16_t* __restrict result, int64_t begin,
+                      int64_t end, HostCounts& out) {
+  uint32_t overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0, max_bits = 0;
   for (int64_t i = begin; i < end; ++i) {
     const uint32_t x = source[i] & kFloat32.abs_mask;
-    const uint32_t y = static_cast<uint32_t>(result[i]) & low.abs_mask;
-    const bool finite = x < kFloat32.inf;
-    nonfinite += !finite;
+    const uint32_t y = static_cast<uint32_t>(result[i]) & kLowMask;
+    const uint32_t finite = x < kFloat32.inf;
+    nonfinite += 1 - finite;
     nan += x > kFloat32.inf;
-    overflowed += finite & (y == low.inf);
+    overflowed += finite & (y == kLowInf);
     underflowed += finite & (x != 0) & (y == 0);
-    const uint32_t finite_bits = finite ? x : 0;
-    max_bits = finite_bits > max_bits ? finite_bits : max_bits;
+    max_bits = std::max(max_bits, x & (0u - finite));  // a mask, not a select: the loop vectorizes
   }
   out.overflowed += overflowed;
   out.underflowed += underflowed;
@@ -107,22 +102,22 @@ void count_cast_chunk(const uint32_t* source, const Low* result, const Format& l
   out.max_abs = std::max<double>(out.max_abs, float_of(max_bits));
 }
 
-template <typename Bits>
-void count_values_chunk(const Bits* values, const Format& format, int64_t begin, int64_t end, HostCounts& out) {
-  int64_t nonfinite = 0, nan = 0;
-  uint32_t max_bits = 0;
+template <typename Bits, uint32_t kMask, uint32_t kInf>
+void count_values_chunk(const Bits* __restrict values, int64_t begin, int64_t end, HostCounts& out) {
+  uint32_t nonfinite = 0, nan = 0, max_bits = 0;
   for (int64_t i = begin; i < end; ++i) {
-    const uint32_t x = static_cast<uint32_t>(values[i]) & format.abs_mask;
-    const bool finite = x < format.inf;
-    nonfinite += !finite;
-    nan += x > format.inf;
-    const uint32_t finite_bits = finite ? x : 0;
-    max_bits = finite_bits > max_bits ? finite_bits : max_bits;
+    const uint32_t x = static_cast<uint32_t>(values[i]) & kMask;
+    const uint32_t finite = x < kInf;
+    nonfinite += 1 - finite;
+    nan += x > kInf;
+    max_bits = std::max(max_bits, x & (0u - finite));  // a mask, not a select: the loop vectorizes
   }
   out.nonfinite += nonfinite;
   out.nan += nan;
-  const double max_abs =
-      &format == &kFloat32 ? float_of(max_bits) : low_value(static_cast<uint16_t>(max_bits), format);
+  const double max_abs = kInf == kFloat32.inf ? float_of(max_bits)
+                         : kInf == kBfloat16.inf
+                             ? float_of(max_bits << 16)  // bfloat16 widens exactly to float32
+                             : static_cast<float>(c10::Half(static_cast<uint16_t>(max_bits), c10::Half::from_bits()));
   out.max_abs = std::max(out.max_abs, max_abs);
 }
 
@@ -166,16 +161,21 @@ bool count_cast_on_host(const at::Tensor& source, const at::Tensor& result, Host
   if (!source.is_cpu() || !result.is_cpu() || source.scalar_type() != at::kFloat || !source.is_contiguous() ||
       !result.is_contiguous() || source.numel() != result.numel())
     return false;
-  const Format* low = result.scalar_type() == at::kHalf       ? &kFloat16
-                      : result.scalar_type() == at::kBFloat16 ? &kBfloat16
-                                                              : nullptr;
-  if (low == nullptr) return false;
   const uint32_t* from = bits_of<uint32_t>(source);
   const uint16_t* to = bits_of<uint16_t>(result);
-  add(out, parallel_counts(source.numel(), [&](int64_t begin, int64_t end, HostCounts& part) {
-        count_cast_chunk(from, to, *low, begin, end, part);
-      }));
-  return true;
+  if (result.scalar_type() == at::kHalf) {
+    add(out, parallel_counts(source.numel(), [&](int64_t begin, int64_t end, HostCounts& part) {
+          count_cast_chunk<kFloat16.abs_mask, kFloat16.inf>(from, to, begin, end, part);
+        }));
+    return true;
+  }
+  if (result.scalar_type() == at::kBFloat16) {
+    add(out, parallel_counts(source.numel(), [&](int64_t begin, int64_t end, HostCounts& part) {
+          count_cast_chunk<kBfloat16.abs_mask, kBfloat16.inf>(from, to, begin, end, part);
+        }));
+    return true;
+  }
+  return false;
 }
 
 bool count_values_on_host(const at::Tensor& t, HostCounts& out) {
@@ -184,17 +184,17 @@ bool count_values_on_host(const at::Tensor& t, HostCounts& out) {
   switch (t.scalar_type()) {
     case at::kFloat:
       add(out, parallel_counts(n, [&](int64_t b, int64_t e, HostCounts& p) {
-            count_values_chunk(bits_of<uint32_t>(t), kFloat32, b, e, p);
+            count_values_chunk<uint32_t, kFloat32.abs_mask, kFloat32.inf>(bits_of<uint32_t>(t), b, e, p);
           }));
       return true;
     case at::kHalf:
       add(out, parallel_counts(n, [&](int64_t b, int64_t e, HostCounts& p) {
-            count_values_chunk(bits_of<uint16_t>(t), kFloat16, b, e, p);
+            count_values_chunk<uint16_t, kFloat16.abs_mask, kFloat16.inf>(bits_of<uint16_t>(t), b, e, p);
           }));
       return true;
     case at::kBFloat16:
       add(out, parallel_counts(n, [&](int64_t b, int64_t e, HostCounts& p) {
-            count_values_chunk(bits_of<uint16_t>(t), kBfloat16, b, e, p);
+            count_values_chunk<uint16_t, kBfloat16.abs_mask, kBfloat16.inf>(bits_of<uint16_t>(t), b, e, p);
           }));
       return true;
     case at::kDouble: {
