@@ -146,8 +146,11 @@ TEST_F(AutocastKernelTest, MissesTriggerCacheSamplesThatShowGrowthInOneRegion) {
       (void)at::mm(x, weight);
     }
     const auto samples = cache_samples(runtime_);
-    // 25 misses (the weight once, an input each pass): samples at 4, 8, 16.
-    ASSERT_EQ(samples.size(), 3u);
+    // 48 cacheable casts (an input's miss and the weight each pass, a miss
+    // once, then hits). A sample is due at a miss once as many cacheable
+    // casts as the cache held at the last sample (at least 4) have passed:
+    // at passes 2, 4, 7, 12 and 19, holding 4, 6, 9, 14 and 21 casts.
+    ASSERT_EQ(samples.size(), 5u);
     uint64_t previous = 0;
     for (const Record& r : samples) {
       EXPECT_EQ(r.sample.trigger, SampleTrigger::kMisses);
@@ -157,9 +160,9 @@ TEST_F(AutocastKernelTest, MissesTriggerCacheSamplesThatShowGrowthInOneRegion) {
       EXPECT_EQ(r.sample.orphaned_casts, 0u);
       previous = r.sample.live_casts;
     }
-    EXPECT_EQ(samples.back().sample.live_casts, 16u);
-    // The weight, passes 1 to 13: the sample due at pass 14's input comes before that pass's weight cast.
-    EXPECT_EQ(samples.back().sample.cache_hits, 13u);
+    EXPECT_EQ(samples.back().sample.live_casts, 21u);
+    // The weight, passes 1 to 18: the sample due at pass 19's input comes before that pass's weight cast.
+    EXPECT_EQ(samples.back().sample.cache_hits, 18u);
   }
   // The region's exit let go of every cast.
   const Record after = cache_sample_record(runtime_, SampleTrigger::kStop);
