@@ -228,7 +228,7 @@ def test_a_disk_full_to_the_end_still_accounts_for_every_event(tmp_path, small_t
         stdout, stderr = job.communicate(timeout=300)
     assert job.returncode == 0, stderr
     agent = the_agent(collector.db)
-    stored = agent["casts"] + agent["ops"] + agent["cache_samples"]
+    stored = agent["casts"] + agent["ops"] + agent["cache_samples"] + agent["numerics"]
     # The final batch could not be written: the accounting file told the store.
     assert agent["finished"], stderr
     assert agent["events_dropped_total"] > 0

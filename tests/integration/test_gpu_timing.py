@@ -80,7 +80,8 @@ def test_kernels_join_the_casts_and_ops_they_were_launched_under(tmp_path, monke
     assert all(int(k.get("launch_seq", 0)) == 0 for k in unscoped)
     # Kernels share the sequence numbers: unique, no gaps.
     seqs = sorted([*casts, *ops, *(int(k["seq"]) for k in kernels),
-                   *(int(e["cache_sample"]["seq"]) for e in events if "cache_sample" in e)])
+                   *(int(e["cache_sample"]["seq"]) for e in events if "cache_sample" in e),
+                   *(int(e["numerics"]["seq"]) for e in events if "numerics" in e)])
     assert seqs == list(range(1, len(seqs) + 1))
     stats = [e["stats"] for e in events if "stats" in e][-1]
     assert stats["gpu_timing"] == "on"
@@ -333,7 +334,8 @@ def test_gpu_time_reaches_the_store_the_report_and_the_cast_share_finding(tmp_pa
     db = mm_three_times_under_a_collector(tmp_path, gpu)
     agent = the_agent(db)
     assert agent["kernels"] == 9 and agent["gpu_timing"] == "on"  # 2 casts and the op, 3 times
-    assert agent["casts"] + agent["ops"] + agent["cache_samples"] + agent["kernels"] == agent["events_recorded_total"]
+    assert agent["casts"] + agent["ops"] + agent["cache_samples"] + agent["kernels"] + agent["numerics"] == \
+        agent["events_recorded_total"]
     assert stored_event_seqs(db) == list(range(1, agent["events_recorded_total"] + 1))
 
     report = report_of(db)

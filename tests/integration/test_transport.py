@@ -59,7 +59,8 @@ def the_agent(db: pathlib.Path) -> dict:
 
 def _numbers(agent: dict) -> dict:
     """proto3 JSON writes 64-bit counters as strings."""
-    counters = ("batches", "casts", "ops", "cache_samples", "kernels", "events_recorded_total", "events_dropped_total",
+    counters = ("batches", "casts", "ops", "cache_samples", "kernels", "numerics", "events_recorded_total",
+                "events_dropped_total",
                 "first_sequence", "last_sequence", "missing_sequences", "gpu_records_dropped")
     return {k: int(v) if k in counters else v for k, v in agent.items()} | {
         k: 0 for k in counters if k not in agent}
@@ -71,7 +72,8 @@ def stored_event_seqs(db: pathlib.Path) -> list[int]:
         return [row[0] for row in connection.execute(
             "SELECT id & 1099511627775 FROM casts UNION ALL SELECT id & 1099511627775 FROM ops "
             "UNION ALL SELECT id & 1099511627775 FROM cache_samples "
-            "UNION ALL SELECT id & 1099511627775 FROM kernels ORDER BY 1")]
+            "UNION ALL SELECT id & 1099511627775 FROM kernels "
+            "UNION ALL SELECT id & 1099511627775 FROM numerics ORDER BY 1")]
 
 
 def autocast_ops(db: pathlib.Path, agent_id: str) -> int:
@@ -93,7 +95,7 @@ def test_training_job_through_embedded_collector(tmp_path):
     assert agent["finished"]
     assert agent["events_dropped_total"] == 0
     # What the agent says it recorded is exactly what is stored.
-    assert agent["casts"] + agent["ops"] + agent["cache_samples"] == agent["events_recorded_total"]
+    assert agent["casts"] + agent["ops"] + agent["cache_samples"] + agent["numerics"] == agent["events_recorded_total"]
     assert autocast_ops(db, agent["identity"]["agent_id"]) == 60  # 20 steps x (3 linears + a loss)
     assert agent["missing_sequences"] == 0
     # The JSON-lines dump of the same run agrees event for event.
@@ -255,7 +257,7 @@ def test_bad_requests_get_precise_statuses_while_an_agent_streams(tmp_path):
     [agent] = run["agents"]
     agent = _numbers(agent)
     assert agent["finished"]
-    assert agent["casts"] + agent["ops"] + agent["cache_samples"] == agent["events_recorded_total"]
+    assert agent["casts"] + agent["ops"] + agent["cache_samples"] + agent["numerics"] == agent["events_recorded_total"]
     # 100 000 mm make 200 000 casts. On a loaded machine the exporter can
     # fall behind and a full ring drops events: counted, never lost silently.
     # (The job's own tensors add an op or so beyond the mm: ops may exceed 100 000.)
