@@ -55,6 +55,11 @@ CASTSCOPE_EXPORT void castscope_agent_mark_iteration(void);
  * open a numerics window (docs/numerics.md). */
 CASTSCOPE_EXPORT void castscope_agent_scaler_update(double scale, int found_inf, unsigned long long updates);
 
+/* A torch.cuda.graph capture begins (1) or ends (0) (the Python package
+ * brackets it): numerics windows check no CUDA tensor and read no device
+ * sums meanwhile, so nothing of castscope's joins the graph. */
+CASTSCOPE_EXPORT void castscope_agent_cuda_graph_capture(int begin);
+
 /* Installs the function that returns the calling thread's innermost user
  * Python frame as a location id (NULL: none). Set by the Python frame
  * reader library, so the agent itself never links CPython. */

@@ -91,6 +91,8 @@ def _library():
         lib.castscope_agent_mark_iteration.restype = None
         lib.castscope_agent_scaler_update.argtypes = [ctypes.c_double, ctypes.c_int, ctypes.c_ulonglong]
         lib.castscope_agent_scaler_update.restype = None
+        lib.castscope_agent_cuda_graph_capture.argtypes = [ctypes.c_int]
+        lib.castscope_agent_cuda_graph_capture.restype = None
         lib.castscope_agent_set_location_reader.argtypes = [ctypes.c_void_p]
         lib.castscope_agent_set_location_reader.restype = None
         lib.castscope_agent_trace_recording.argtypes = [ctypes.c_int]

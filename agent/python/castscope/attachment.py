@@ -173,6 +173,7 @@ def _start(config: dict, locations: bool, check_modules: bool = True) -> None:
     _bracket_tracing(lib)
     _bracket_profiler(lib)
     scaler_hook.install(lib)
+    scaler_hook.bracket_cuda_graphs(lib)
     compile_capture.install(lib)
     import torch
 

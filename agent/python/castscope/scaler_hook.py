@@ -57,9 +57,39 @@ def _report(lib, scaler, found) -> None:
                           sum(f.to(scale.device).float().sum() for f in found)])
     host = values.to("cpu", non_blocking=True)
     event = torch.cuda.Event()
-    event.record()
+    event.record(torch.cuda.current_stream(scale.device))  # the stream the copy was queued on
     _pending.append((host, event, updates))
     drain(lib)
+
+
+def bracket_cuda_graphs(lib) -> None:
+    """Tells the agent when a torch.cuda.graph capture runs (once per
+    process): numerics windows then leave CUDA tensors alone."""
+    import torch
+
+    graph = getattr(getattr(torch, "cuda", None), "graph", None)
+    if graph is None or getattr(graph.__enter__, "_castscope_bracketed", False):
+        return
+    enter, exit_ = graph.__enter__, graph.__exit__
+
+    @functools.wraps(enter)
+    def entering(self, *args, **kwargs):
+        lib.castscope_agent_cuda_graph_capture(1)
+        try:
+            return enter(self, *args, **kwargs)
+        except BaseException:
+            lib.castscope_agent_cuda_graph_capture(0)
+            raise
+
+    @functools.wraps(exit_)
+    def exiting(self, *args, **kwargs):
+        try:
+            return exit_(self, *args, **kwargs)
+        finally:
+            lib.castscope_agent_cuda_graph_capture(0)
+
+    entering._castscope_bracketed = True
+    graph.__enter__, graph.__exit__ = entering, exiting
 
 
 def drain(lib, wait: bool = False) -> None:

@@ -36,9 +36,12 @@ struct SiteKey {
   DType dst;
   ExecutionMode mode;
   Phase phase;
+  // The device's index: device-side sums of cuda:0 and cuda:1 cannot be one site's.
+  int8_t device_index;
+  uint8_t reserved[3];  // 0: no padding, keys compare bytewise
   bool operator==(const SiteKey& other) const { return std::memcmp(this, &other, sizeof(SiteKey)) == 0; }
 };
-static_assert(sizeof(SiteKey) == 20, "SiteKey must have no padding");
+static_assert(sizeof(SiteKey) == 24, "SiteKey must have no padding");
 
 struct SiteKeyHash {
   size_t operator()(const SiteKey& key) const {
@@ -73,6 +76,11 @@ bool g_stepped = false;
 bool g_covered_a_step = false;
 bool g_captured_once = false;
 uint64_t g_last_capture_iteration = 0;
+
+// CUDA graphs being captured (the Python package brackets torch.cuda.graph):
+// no checks of CUDA tensors then (their kernels would join the graph), and no
+// window closes (reading device sums synchronises, which a capture forbids).
+std::atomic<int> g_cuda_captures{0};
 
 std::mutex g_sites_mutex;  // g_sites
 SiteMap g_sites;
@@ -120,8 +128,11 @@ SiteTotals* site(const SiteKey& key, uint64_t ts_ns) {
   return &it->second;
 }
 
-SiteKey key_of(const Record& op, NumericsKind kind, uint16_t arg_index, DType src, DType dst) {
+SiteKey key_of(const Record& op, NumericsKind kind, uint16_t arg_index, DType src, DType dst,
+                const at::Tensor& on) {
   SiteKey key{};
+  std::memset(&key, 0, sizeof key);
+  key.device_index = static_cast<int8_t>(on.device().index());
   key.op_id = op.op_id;
   key.location = op.op.location;
   key.thread = op.thread;
@@ -147,6 +158,7 @@ void flush_sites() {
   for (auto& [key, totals] : sites) {
     try {
       if (totals.device_counts.defined()) {
+        const numerics::CheckScope scope;  // the user's dispatch modes never see castscope's reads
         const at::Tensor counts = totals.device_counts.cpu();
         const int64_t first = totals.device_first_seq.cpu().item<int64_t>();
         add_cpu(totals, counts.data_ptr<int64_t>(), totals.device_max_abs.cpu().item<float>(),
@@ -229,7 +241,7 @@ void numerics_on_iteration(uint64_t iteration) {
     if (g_open.load(std::memory_order_relaxed)) {
       g_covered_a_step = true;
       const uint64_t length = g_capture ? config.skip_capture_iterations : config.iterations;
-      if (iteration - g_opened_iteration >= length) flush = close_locked(Clock::now());
+      if (iteration - g_opened_iteration >= length && g_cuda_captures.load() == 0) flush = close_locked(Clock::now());
     } else if (!g_covered_a_step || (config.every_iterations > 0 && iteration % config.every_iterations == 0)) {
       open_locked(Clock::now(), iteration, false);
     }
@@ -247,7 +259,8 @@ void numerics_on_tick() {
     const auto now = Clock::now();
     if (g_open.load(std::memory_order_relaxed)) {
       // A capture window ends with a skipped step or its step count, not its age.
-      if (!g_capture && now - g_opened_at >= std::chrono::milliseconds(config.max_ms)) flush = close_locked(now);
+      if (!g_capture && now - g_opened_at >= std::chrono::milliseconds(config.max_ms) && g_cuda_captures.load() == 0)
+        flush = close_locked(now);
     } else if (!g_stepped && config.every_ms > 0 && now - g_closed_at >= std::chrono::milliseconds(config.every_ms)) {
       open_locked(now, 0, false);
     }
@@ -264,6 +277,8 @@ void add_host_counts(const SiteKey& key, const Record& op, uint64_t values, cons
                      uint64_t first_seq) {
   const int64_t sums[4] = {counts.overflowed, counts.underflowed, counts.nonfinite, counts.nan};
   std::lock_guard<std::mutex> lock(g_sites_mutex);
+  // The window may have closed since the kernel looked: its counts went out.
+  if (!g_open.load(std::memory_order_relaxed)) return;
   SiteTotals* totals = site(key, op.ts_ns);
   if (totals == nullptr) return;
   ++totals->tensors;
@@ -277,6 +292,8 @@ void add_device_counts(const SiteKey& key, const Record& op, uint64_t values, co
   const at::Tensor first = at::where(nonfinite_now, at::scalar_tensor(static_cast<int64_t>(op.seq), counts.options()),
                                      at::scalar_tensor(kNoSeq, counts.options()));
   std::lock_guard<std::mutex> lock(g_sites_mutex);
+  // The window may have closed since the kernel looked: its counts went out.
+  if (!g_open.load(std::memory_order_relaxed)) return;
   SiteTotals* totals = site(key, op.ts_ns);
   if (totals == nullptr) return;
   ++totals->tensors;
@@ -298,8 +315,9 @@ void numerics_check_cast(const Record& op, uint16_t arg_index, const at::Tensor&
     if (source.scalar_type() != at::kFloat || !(result.scalar_type() == at::kHalf || result.scalar_type() == at::kBFloat16))
       return;
     if (!numerics::checkable(source) || !numerics::checkable(result) || source.sizes() != result.sizes()) return;
+    if (source.is_cuda() && g_cuda_captures.load(std::memory_order_relaxed) > 0) return;
     const SiteKey key =
-        key_of(op, NumericsKind::kCast, arg_index, to_dtype(source.scalar_type()), to_dtype(result.scalar_type()));
+        key_of(op, NumericsKind::kCast, arg_index, to_dtype(source.scalar_type()), to_dtype(result.scalar_type()), source);
     const auto values = static_cast<uint64_t>(source.numel());
     // The CPU's usual case: one pass over the data, no ATen op.
     numerics::HostCounts counts;
@@ -346,7 +364,9 @@ void numerics_check_op(const Record& op, std::span<const at::Tensor> inputs,
       values += static_cast<uint64_t>(t.numel());
     }
     if (first_output == nullptr) return;
-    const SiteKey key = key_of(op, NumericsKind::kOpOutput, 0, to_dtype(first_output->scalar_type()), DType::kUnspecified);
+    if (first_output->is_cuda() && g_cuda_captures.load(std::memory_order_relaxed) > 0) return;
+    const SiteKey key =
+        key_of(op, NumericsKind::kOpOutput, 0, to_dtype(first_output->scalar_type()), DType::kUnspecified, *first_output);
     if (first_output->is_cuda()) {
       // Everything on the device: the inputs are checked whatever the outputs hold.
       const numerics::CheckScope scope;
@@ -415,7 +435,7 @@ void numerics_on_scaler_update(double scale, bool found_inf, uint64_t updates) n
     const NumericsConfig& config = *g_config.load(std::memory_order_relaxed);
     if (g_open.load(std::memory_order_relaxed)) {
       // The skipped step ran inside this window: what it saw goes out now.
-      if (g_capture) flush = close_locked(Clock::now());
+      if (g_capture && g_cuda_captures.load() == 0) flush = close_locked(Clock::now());
     } else if (config.skip_capture_iterations > 0 &&
                (!g_captured_once || (config.every_iterations > 0 &&
                                      g_iteration - g_last_capture_iteration >= config.every_iterations))) {
@@ -433,5 +453,13 @@ void numerics_after_fork_in_child() {
 }
 
 uint64_t numerics_sites_dropped() { return g_sites_dropped.load(std::memory_order_relaxed); }
+
+void numerics_cuda_graph_capture(bool begin) {
+  if (begin) {
+    g_cuda_captures.fetch_add(1);
+  } else if (g_cuda_captures.fetch_sub(1) <= 0) {
+    g_cuda_captures.fetch_add(1);  // an end without a begin (attached mid-capture): stay at 0
+  }
+}
 
 }  // namespace castscope

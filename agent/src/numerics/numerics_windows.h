@@ -54,6 +54,10 @@ void numerics_on_scaler_update(double scale, bool found_inf, uint64_t updates) n
 // pthread_atfork: a forked child checks nothing.
 void numerics_after_fork_in_child();
 
+// A torch.cuda.graph capture begins or ends (the Python package brackets
+// it): while one runs, CUDA tensors are not checked and no window closes.
+void numerics_cuda_graph_capture(bool begin);
+
 // Sites dropped because a window already had kMaxSites of them.
 uint64_t numerics_sites_dropped();
 

@@ -759,6 +759,8 @@ void castscope_agent_scaler_update(double scale, int found_inf, unsigned long lo
   castscope::numerics_on_scaler_update(scale, found_inf != 0, updates);  // noexcept
 }
 
+void castscope_agent_cuda_graph_capture(int begin) { castscope::numerics_cuda_graph_capture(begin != 0); }
+
 void castscope_agent_set_location_reader(unsigned (*reader)(void)) {
   castscope::g_python_location_reader.store(reader, std::memory_order_release);
 }
