@@ -88,13 +88,20 @@ std::atomic<uint64_t> g_sites_dropped{0};
 
 RecordingState& state() { return process_recording_state(); }
 
-void add_cpu(SiteTotals& totals, const int64_t* counts, double max_abs, uint64_t seq) {
-  totals.overflowed += static_cast<uint64_t>(counts[0]);
-  totals.underflowed += static_cast<uint64_t>(counts[1]);
-  totals.nonfinite += static_cast<uint64_t>(counts[2]);
-  totals.nan += static_cast<uint64_t>(counts[3]);
-  if (max_abs > totals.max_abs) totals.max_abs = max_abs;
+void add_cpu(SiteTotals& totals, const numerics::HostCounts& counts, uint64_t seq) {
+  totals.overflowed += static_cast<uint64_t>(counts.overflowed);
+  totals.underflowed += static_cast<uint64_t>(counts.underflowed);
+  totals.nonfinite += static_cast<uint64_t>(counts.nonfinite);
+  totals.nan += static_cast<uint64_t>(counts.nan);
+  if (counts.max_abs > totals.max_abs) totals.max_abs = counts.max_abs;
   if (seq != 0 && totals.first_seq == 0) totals.first_seq = seq;
+}
+
+// Device-side counts ([overflowed, underflowed, nonfinite, nan] and max |x|) read on the host.
+numerics::HostCounts read_counts(const at::Tensor& counts, const at::Tensor& max_abs) {
+  const at::Tensor host = counts.cpu();
+  const int64_t* c = host.data_ptr<int64_t>();
+  return {c[0], c[1], c[2], c[3], max_abs.item<double>()};
 }
 
 // `first_candidate`: an int64 scalar on the device, the call's seq when it
@@ -159,9 +166,8 @@ void flush_sites() {
     try {
       if (totals.device_counts.defined()) {
         const numerics::CheckScope scope;  // the user's dispatch modes never see castscope's reads
-        const at::Tensor counts = totals.device_counts.cpu();
         const int64_t first = totals.device_first_seq.cpu().item<int64_t>();
-        add_cpu(totals, counts.data_ptr<int64_t>(), totals.device_max_abs.cpu().item<float>(),
+        add_cpu(totals, read_counts(totals.device_counts, totals.device_max_abs),
                 first == kNoSeq ? 0 : static_cast<uint64_t>(first));
       }
       Record r = log.new_record(RecordKind::kNumerics, key.thread, log.next_seq(), totals.first_ts_ns);
@@ -272,18 +278,24 @@ bool numerics_window_open() { return g_open.load(std::memory_order_relaxed); }
 
 namespace {
 
-// Counts read now (the CPU).
-void add_host_counts(const SiteKey& key, const Record& op, uint64_t values, const numerics::HostCounts& counts,
-                     uint64_t first_seq) {
-  const int64_t sums[4] = {counts.overflowed, counts.underflowed, counts.nonfinite, counts.nan};
+// One check of `values` elements into its site's totals, where `add` puts
+// its counts; nothing when the window closed since the kernel looked (its
+// counts went out) or the window is full.
+template <typename Add>
+void add_to_site(const SiteKey& key, const Record& op, uint64_t values, Add&& add) {
   std::lock_guard<std::mutex> lock(g_sites_mutex);
-  // The window may have closed since the kernel looked: its counts went out.
   if (!g_open.load(std::memory_order_relaxed)) return;
   SiteTotals* totals = site(key, op.ts_ns);
   if (totals == nullptr) return;
   ++totals->tensors;
   totals->values += values;
-  add_cpu(*totals, sums, counts.max_abs, first_seq);
+  add(*totals);
+}
+
+// Counts read now (the CPU).
+void add_host_counts(const SiteKey& key, const Record& op, uint64_t values, const numerics::HostCounts& counts,
+                     uint64_t first_seq) {
+  add_to_site(key, op, values, [&](SiteTotals& totals) { add_cpu(totals, counts, first_seq); });
 }
 
 // Counts as device tensors, summed where they are (CUDA).
@@ -291,20 +303,7 @@ void add_device_counts(const SiteKey& key, const Record& op, uint64_t values, co
                        const at::Tensor& max_abs, const at::Tensor& nonfinite_now) {
   const at::Tensor first = at::where(nonfinite_now, at::scalar_tensor(static_cast<int64_t>(op.seq), counts.options()),
                                      at::scalar_tensor(kNoSeq, counts.options()));
-  std::lock_guard<std::mutex> lock(g_sites_mutex);
-  // The window may have closed since the kernel looked: its counts went out.
-  if (!g_open.load(std::memory_order_relaxed)) return;
-  SiteTotals* totals = site(key, op.ts_ns);
-  if (totals == nullptr) return;
-  ++totals->tensors;
-  totals->values += values;
-  add_device(*totals, counts, max_abs, first);
-}
-
-numerics::HostCounts read_counts(const at::Tensor& counts, const at::Tensor& max_abs) {
-  const at::Tensor host = counts.cpu();
-  const int64_t* c = host.data_ptr<int64_t>();
-  return {c[0], c[1], c[2], c[3], max_abs.item<double>()};
+  add_to_site(key, op, values, [&](SiteTotals& totals) { add_device(totals, counts, max_abs, first); });
 }
 
 }  // namespace
