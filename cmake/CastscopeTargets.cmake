@@ -39,4 +39,14 @@ function(castscope_agent_artifact name)
   set_target_properties(${name} PROPERTIES
     LIBRARY_OUTPUT_DIRECTORY "${CASTSCOPE_AGENT_OUTPUT_DIR}"
     RUNTIME_OUTPUT_DIRECTORY "${CASTSCOPE_AGENT_OUTPUT_DIR}")
+  castscope_runtime_artifact(${name})
+endfunction()
+
+# castscope_runtime: what a job under `castscope run` needs (agent, preload
+# shim, frame reader, policy lint, forwarder, collector) and nothing else.
+# scripts/setup.sh builds only this for the main job; the test command builds
+# every target (tests, benches, examples) on top.
+add_custom_target(castscope_runtime)
+function(castscope_runtime_artifact name)
+  add_dependencies(castscope_runtime ${name})
 endfunction()

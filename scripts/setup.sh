@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# Installs everything castscope needs on a fresh Debian 12 machine, then
-# configures and builds. Idempotent: with everything present it only checks
-# and re-runs the (incremental) build.
-#   scripts/setup.sh            packages, venv, build/
+# Installs what castscope needs on a fresh Debian 12 machine, then configures
+# and builds. Idempotent: with everything present it only checks and re-runs
+# the (incremental) build.
+#   scripts/setup.sh            the main job's needs: packages, venv, the runtime targets in build/, the viewer
+#   scripts/setup.sh --tests    everything the tests need too (test-only packages, every target)
 #   CASTSCOPE_BUILD_DIR=... CASTSCOPE_CMAKE_ARGS="..." scripts/setup.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-APT_PACKAGES=(cmake ninja-build g++ pkg-config libspdlog-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+FOR_TESTS=0
+case "${1:-}" in
+  "") ;;
+  --tests) FOR_TESTS=1 ;;
+  *) echo "setup: unknown argument '$1' (usage: scripts/setup.sh [--tests])" >&2; exit 2 ;;
+esac
+
+APT_PACKAGES=(cmake ninja-build g++ pkg-config libspdlog-dev nlohmann-json3-dev
               libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc libsqlite3-dev zlib1g-dev libcli11-dev libprotoc-dev
-              clang-14 libclang-rt-14-dev
               libcpp-httplib-dev  # the collector's HTTP side (the viewer)
               libpq-dev           # the collector's fleet shipping and queries (PostgreSQL's client, libpq)
-              libabsl-dev         # Abseil (gRPC's own): the fleet rollups' hash map
-              postgresql-15 openssl  # the fleet tests start their own PostgreSQL server (docs/fleet.md)
-              chromium)           # the viewer's browser tests (Playwright drives it; browsers are never downloaded)
+              libabsl-dev)        # Abseil (gRPC's own): the fleet rollups' hash map
+# Only the tests need these: GoogleTest, clang for the fuzzers, a PostgreSQL
+# server the fleet tests start themselves (docs/fleet.md), openssl for their
+# certificates, and chromium for the viewer's browser tests (Playwright drives
+# it; browsers are never downloaded).
+((FOR_TESTS)) && APT_PACKAGES+=(libgtest-dev libgmock-dev clang-14 libclang-rt-14-dev postgresql-15 openssl chromium)
 # node and npm build the viewer (ui/): Debian's unless a node is already installed.
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(nodejs npm)
 missing=()
@@ -34,10 +44,39 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PYTHON" -m venv .venv
 fi
+BUILD_DIR="${CASTSCOPE_BUILD_DIR:-build}"
+# Configuring again is cheap and picks up changed CASTSCOPE_CMAKE_ARGS.
+# -g1 (line tables: backtraces and profiles keep file:line) instead of -g:
+# full debug info of libtorch's headers made every agent file a third slower
+# to compile (docs/performance.md, "First run").
+configure() {
+  # shellcheck disable=SC2086
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+    -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" "$@" ${CASTSCOPE_CMAKE_ARGS:-} > "$BUILD_DIR.configure.log" \
+    || { cat "$BUILD_DIR.configure.log"; exit 1; }
+}
+# The main job needs only the runtime (agent, preload shim, frame reader,
+# forwarder, collector); tests, benches and examples are built for the tests.
+build_targets=(--target castscope_runtime)
+((FOR_TESTS)) && build_targets=()
+
 stamp=".venv/.castscope-requirements"
 if ! cmp -s requirements.txt "$stamp"; then
-  echo "setup: installing Python requirements (torch is large; pip takes it from local disk where it can)"
-  .venv/bin/pip install -q -r requirements.txt
+  echo "setup: installing Python requirements (torch is large; pip takes it from local disk where it can);"
+  echo "setup: meanwhile building what does not include libtorch (collector, forwarder, ...)"
+  .venv/bin/pip install -q -r requirements.txt > .venv/pip-install.log 2>&1 &
+  pip_pid=$!
+  # Most of the build (the collector and the forwarder) needs no torch: it
+  # compiles while pip unpacks torch, and the configure below adds the agent.
+  configure -DCASTSCOPE_BUILD_AGENT=OFF
+  build_status=0
+  cmake --build "$BUILD_DIR" "${build_targets[@]}" || build_status=$?
+  if ! wait "$pip_pid"; then
+    cat .venv/pip-install.log
+    echo "setup: pip install -r requirements.txt failed (its output above)" >&2
+    exit 1
+  fi
+  ((build_status == 0)) || exit "$build_status"
   cp requirements.txt "$stamp"
 fi
 # The castscope package, editable (agent/python in place) with its console
@@ -57,13 +96,8 @@ fi
 
 TORCH_DIR=$(.venv/bin/python -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
 ABI=$(.venv/bin/python -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null)
-BUILD_DIR="${CASTSCOPE_BUILD_DIR:-build}"
-# Configuring again is cheap and picks up changed CASTSCOPE_CMAKE_ARGS.
-# shellcheck disable=SC2086
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCASTSCOPE_TORCH_DIR="$TORCH_DIR" -DCASTSCOPE_CXX11_ABI="$ABI" -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" ${CASTSCOPE_CMAKE_ARGS:-} > "$BUILD_DIR.configure.log" \
-  || { cat "$BUILD_DIR.configure.log"; exit 1; }
-cmake --build "$BUILD_DIR"
+configure -DCASTSCOPE_BUILD_AGENT=ON -DCASTSCOPE_TORCH_DIR="$TORCH_DIR" -DCASTSCOPE_CXX11_ABI="$ABI"
+cmake --build "$BUILD_DIR" "${build_targets[@]}"
 
 # The viewer (ui/): npm ci from the lockfile (again only when it changed),
 # then the bundle in ui/dist, which the collector serves.

@@ -8,7 +8,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-CASTSCOPE_CMAKE_ARGS="-DCASTSCOPE_WERROR=ON" scripts/setup.sh
+CASTSCOPE_CMAKE_ARGS="-DCASTSCOPE_WERROR=ON" scripts/setup.sh --tests
 
 echo "== unit tests"
 ctest --test-dir build --output-on-failure -j2
