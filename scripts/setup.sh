@@ -46,13 +46,21 @@ if [ ! -x .venv/bin/python ]; then
 fi
 BUILD_DIR="${CASTSCOPE_BUILD_DIR:-build}"
 # Configuring again is cheap and picks up changed CASTSCOPE_CMAKE_ARGS.
-# -g1 (line tables: backtraces and profiles keep file:line) instead of -g:
-# full debug info of libtorch's headers made every agent file a third slower
-# to compile (docs/performance.md, "First run").
+# Both choices below are for build time (docs/performance.md, "First run"):
+# - a unity build: each library's files compiled as one, so libtorch's,
+#   protobuf's and gRPC's headers are parsed once per library, not per file
+#   (the ASan and fuzzing builds of scripts/test.sh compile file by file, so
+#   every file still stands alone);
+# - -g1 (line tables: backtraces and profiles keep file:line) instead of -g:
+#   full debug info of libtorch's headers made every agent file a third slower.
+# Its warnings (no CUPTI headers, ...) go to the terminal, except while the
+# venv has no torch yet: those would be about the wheel not yet installed.
 configure() {
+  local warnings=/dev/stderr
+  [ "$1" = "--torch-free" ] && { warnings="$BUILD_DIR.configure.log"; shift; }
   # shellcheck disable=SC2086
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-    -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" "$@" ${CASTSCOPE_CMAKE_ARGS:-} > "$BUILD_DIR.configure.log" \
+    -DCMAKE_UNITY_BUILD=ON -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" "$@" ${CASTSCOPE_CMAKE_ARGS:-} > "$BUILD_DIR.configure.log" 2>>"$warnings" \
     || { cat "$BUILD_DIR.configure.log"; exit 1; }
 }
 # The main job needs only the runtime (agent, preload shim, frame reader,
@@ -68,7 +76,7 @@ if ! cmp -s requirements.txt "$stamp"; then
   pip_pid=$!
   # Most of the build (the collector and the forwarder) needs no torch: it
   # compiles while pip unpacks torch, and the configure below adds the agent.
-  configure -DCASTSCOPE_BUILD_AGENT=OFF
+  configure --torch-free -DCASTSCOPE_BUILD_AGENT=OFF
   build_status=0
   cmake --build "$BUILD_DIR" "${build_targets[@]}" || build_status=$?
   if ! wait "$pip_pid"; then

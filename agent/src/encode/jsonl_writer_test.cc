@@ -14,7 +14,7 @@
 namespace castscope {
 namespace {
 
-Record cast_record() {
+Record mm_cast_record() {
   Record r = testing::fp32_to_bf16_cast(7, 123456789, 1, 0);
   r.cast.ndim = 2;
   r.cast.shape[0] = 8;
@@ -24,7 +24,7 @@ Record cast_record() {
 
 TEST(JsonlWriter, CastLineCarriesNamesFromOpMeta) {
   const Location where{LocationKind::kPython, "train.py", 12, "forward", "train.py:12 forward\nmain.py:3 <module>"};
-  const auto line = nlohmann::json::parse(record_to_json(cast_record(), OpMeta{"aten::mm", {"self", "mat2"}}, where));
+  const auto line = nlohmann::json::parse(record_to_json(mm_cast_record(), OpMeta{"aten::mm", {"self", "mat2"}}, where));
   const auto& cast = line.at("cast");
   EXPECT_EQ(cast.at("op"), "aten::mm");
   EXPECT_EQ(cast.at("arg_name"), "mat2");
@@ -57,7 +57,7 @@ TEST(JsonlWriter, LinesParseAsProtoEvents) {
   sample.sample.live_casts = 3;
   const Location where{LocationKind::kTorchscript, "model.py", 7, "forward", ""};
   const std::vector<std::string> lines = {
-      record_to_json(cast_record(), OpMeta{"aten::mm", {"self", "mat2"}}, where),
+      record_to_json(mm_cast_record(), OpMeta{"aten::mm", {"self", "mat2"}}, where),
       record_to_json(op, OpMeta{"aten::nll_loss", {}}, Location{}),
       record_to_json(sample, OpMeta{}, Location{}),
       stats_to_json(EventLogStats{10, 2, 1, 0, {}}, ProcessIdentity{42, 0, 0, 2}, "2.14.1", 99),

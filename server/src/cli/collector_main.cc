@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli/exit_status.h"
 #include "common/cli/validators.h"
 #include "common/version/castscope_version.h"
 #include "server/src/analysis/live_analyzer.h"
@@ -51,8 +52,9 @@ using cli::is_loopback_host;
 using cli::non_empty;
 using cli::parse_host_port;
 
+using cli::kExitUsage;
+
 constexpr const char* kProgram = "castscope-collector";
-constexpr int kExitUsage = 2;
 // Per-stream HTTP/2 window: enough to keep one forwarder streaming at full
 // speed on loopback, small enough that 64 streams hold 16 MiB.
 constexpr int kStreamWindowBytes = 256 << 10;

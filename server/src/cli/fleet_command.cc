@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/cli/exit_status.h"
 #include "server/src/fleet/fleet_queries.h"
 #include "server/src/fleet/fleet_schema.h"
 #include "server/src/fleet/pg_connection.h"
@@ -18,9 +19,9 @@ namespace castscope::collector {
 
 using json = nlohmann::json;
 
-namespace {
+using cli::kExitUsage;
 
-constexpr int kExitUsage = 2;
+namespace {
 
 int64_t unix_now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();

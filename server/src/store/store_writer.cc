@@ -72,8 +72,8 @@ constexpr auto kAgentState = schema::columns(
                       "last_sequence",
                       "events_recorded_total", "events_dropped_total", "internal_errors", "finished", "gpu_timing",
                       "gpu_records_dropped", "overlay_errors"});
-constexpr auto kStringId = schema::columns(schema::kStrings, {"id"});
-constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
+constexpr auto kStringLookup = schema::columns(schema::kStrings, {"id"});
+constexpr auto kStringInsert = schema::columns(schema::kStrings, {"text"});
 constexpr auto kLocationId = schema::columns(schema::kLocations, {"id"});
 // What makes a location distinct (its UNIQUE constraint): lookup and insert bind the same.
 constexpr auto kLocationKey =
@@ -81,7 +81,7 @@ constexpr auto kLocationKey =
 // A new location row: its key and the text of its line.
 constexpr auto kLocationInsert = schema::columns(
     schema::kLocations, {"kind", "file", "line", "function", "stack", "flags", "also_consumed_at", "source"});
-constexpr auto kFindingRow =
+constexpr auto kFindingInsert =
     schema::columns(schema::kFindings, {"run", "kind", "severity", "summary", "details_json"});
 
 // "UPDATE t SET a = ?, b = ? WHERE id = ?": the id is the last parameter.
@@ -124,8 +124,8 @@ Status StoreWriter::prepare_statements() {
       {&find_agent_, kAgentState.select_sql() + " WHERE run = ? AND agent_id = ?"},
       {&insert_agent_, kAgentIdentity.insert_sql()},
       {&update_agent_, update_by_id_sql(kAgentCounters)},
-      {&find_string_, kStringId.select_sql() + " WHERE text = ?"},
-      {&insert_string_, kStringText.insert_sql()},
+      {&find_string_, kStringLookup.select_sql() + " WHERE text = ?"},
+      {&insert_string_, kStringInsert.insert_sql()},
       {&find_location_, kLocationId.select_sql() + " WHERE " + kLocationKey.match_sql()},
       {&insert_location_, kLocationInsert.insert_sql()},
   };
@@ -159,13 +159,13 @@ Status StoreWriter::replace_findings(const std::string& run_id, const std::vecto
     return s;
   clear.bind(1, run);
   if (Status s = clear.run(); !s.ok()) return s;
-  if (Status s = Statement::prepare(db_.handle(), kFindingRow.insert_sql(), insert); !s.ok()) return s;
+  if (Status s = Statement::prepare(db_.handle(), kFindingInsert.insert_sql(), insert); !s.ok()) return s;
   for (const StoredFinding& f : findings) {
-    insert.bind(kFindingRow.param("run"), run);
-    insert.bind_text(kFindingRow.param("kind"), f.kind);
-    insert.bind_text(kFindingRow.param("severity"), f.severity);
-    insert.bind_text(kFindingRow.param("summary"), f.summary);
-    insert.bind_text(kFindingRow.param("details_json"), f.details_json);
+    insert.bind(kFindingInsert.param("run"), run);
+    insert.bind_text(kFindingInsert.param("kind"), f.kind);
+    insert.bind_text(kFindingInsert.param("severity"), f.severity);
+    insert.bind_text(kFindingInsert.param("summary"), f.summary);
+    insert.bind_text(kFindingInsert.param("details_json"), f.details_json);
     if (Status s = insert.run(); !s.ok()) return s;
   }
   return Status();
@@ -319,10 +319,10 @@ Status StoreWriter::intern_string(const std::string& text, int64_t& id) {
   }
   find_string_.bind_text(1, text);
   Status error;
-  id = find_string_.step(error) ? find_string_.column_int(kStringId["id"]) : 0;
+  id = find_string_.step(error) ? find_string_.column_int(kStringLookup["id"]) : 0;
   find_string_.reset();
   if (error.ok() && id == 0) {
-    insert_string_.bind_text(kStringText.param("text"), text);
+    insert_string_.bind_text(kStringInsert.param("text"), text);
     error = insert_string_.run();
     id = sqlite3_last_insert_rowid(db_.handle());
   }
