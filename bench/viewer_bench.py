@@ -130,9 +130,9 @@ def bench_ranges(tmp: pathlib.Path, events: int, queries: int) -> None:
             times, kinds = [], set()
             for _ in range(queries):
                 t0 = rng.randrange(0, max(1, span - width))
-                elapsed, body = collector.get(f"/api/timeline?run={rid}&track={track}&t0={t0}&t1={t0 + width}&px=1500")
+                elapsed, body = collector.get(f"/api/timeline?run={rid}&tracks={track}&t0={t0}&t1={t0 + width}&px=1500")
                 times.append(elapsed)
-                kinds.add(body["kind"])
+                kinds.add(body["lanes"][0]["kind"])
             print(f"  /api/timeline 1/{zoom:<6} of the run ({width / 1e6:10.3f} ms wide, {'/'.join(sorted(kinds))}): "
                   f"p50 {percentile(times, 50) * 1e3:6.1f} ms, p95 {percentile(times, 95) * 1e3:6.1f} ms")
         times = [collector.get(f"/api/counters?run={rid}&t0=0&t1={span}&points=1500")[0] for _ in range(10)]

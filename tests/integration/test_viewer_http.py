@@ -179,6 +179,19 @@ def test_no_cors_and_a_strict_content_security_policy(viewer):
         assert response.getheader("X-Content-Type-Options") == "nosniff"
 
 
+def lane(viewer, rid: str, track: dict, t0: int, t1: int, px: int) -> dict:
+    """/api/timeline for one track: its one lane."""
+    answer = viewer.api(f"/api/timeline?run={rid}&tracks={urllib.parse.quote(track['track'])}&t0={t0}&t1={t1}&px={px}")
+    assert [lane["track"] for lane in answer["lanes"]] == [track["track"]]
+    return answer["lanes"][0]
+
+
+def bucket_rows(lane: dict) -> list[dict]:
+    """A buckets lane's columns as one dict per bucket."""
+    columns = lane["buckets"]
+    return [{name: values[i] for name, values in columns.items()} for i in range(len(columns["t"]))]
+
+
 def test_only_get(viewer):
     connection = http.client.HTTPConnection(viewer.host, viewer.port, timeout=10)
     connection.request("POST", "/api/runs", body=b"{}", headers={"Authorization": f"Bearer {viewer.token}"})
@@ -186,10 +199,13 @@ def test_only_get(viewer):
 
 
 @pytest.mark.parametrize("query,needle", [
-    ("/api/timeline?run=R&track=a/1&t0=x&t1=5&px=10", b"parameter t0"),
-    ("/api/timeline?run=R&track=a/1&t0=0&t1=5&px=0", b"parameter px"),
-    ("/api/timeline?run=R&track=nonsense&t0=0&t1=5&px=10", b"track: expected"),
-    ("/api/timeline?run=R&track=a/1&t0=5&t1=5&px=10", b"t1 must be greater"),
+    ("/api/timeline?run=R&tracks=a/1&t0=x&t1=5&px=10", b"parameter t0"),
+    ("/api/timeline?run=R&tracks=a/1&t0=0&t1=5&px=0", b"parameter px"),
+    ("/api/timeline?run=R&tracks=nonsense&t0=0&t1=5&px=10", b"track: expected"),
+    ("/api/timeline?run=R&tracks=a/1,,a/2&t0=0&t1=5&px=10", b"track: expected"),
+    ("/api/timeline?run=R&tracks=a/1&t0=5&t1=5&px=10", b"t1 must be greater"),
+    ("/api/timeline?run=R&track=a/1&t0=0&t1=5&px=10", b"parameter tracks"),
+    ("/api/timeline?run=R&tracks=" + ",".join(["a/1"] * 257) + "&t0=0&t1=5&px=10", b"at most 256 per request"),
     ("/api/event?run=R&agent=a&seq=-1", b"parameter seq"),
     ("/api/tracks", b"parameter run"),
     ("/api/numerics", b"parameter run"),
@@ -214,20 +230,20 @@ def test_the_timeline_answers_buckets_far_out_and_events_close_in(viewer):
     assert track["kind"] == "thread" and track["events"] == agent["casts"] + agent["ops"]
     t1 = tracks["t_max"]
     # Far out: too many events for one page; per-bucket counts that add up to the store's.
-    far = viewer.api(f"/api/timeline?run={rid}&track={urllib.parse.quote(track['track'])}&t0=0&t1={t1}&px=3")
+    far = lane(viewer, rid, track, 0, t1, 3)
     if far["kind"] == "buckets":
-        assert sum(b["decisions"] for b in far["buckets"]) == agent["casts"]
-        assert sum(b["ops"] for b in far["buckets"]) == agent["ops"]
+        assert sum(far["buckets"]["decisions"]) == agent["casts"]
+        assert sum(far["buckets"]["ops"]) == agent["ops"]
         # Buckets start on their level's grid of the agents' clock.
         origin = int(tracks["origin_ns"])
-        assert all((origin + b["t"]) % far["bucket_ns"] == 0 for b in far["buckets"])
+        assert all((origin + t) % far["bucket_ns"] == 0 for t in far["buckets"]["t"])
     # Close in, from the first cast on (the op probe records ops before the
     # loop, e.g. the layers' initialisation): the events themselves, each
     # inside the range, with their user line.
-    first = (next(b["t"] for b in far["buckets"] if b["decisions"]) if far["kind"] == "buckets"
+    first = (next(b["t"] for b in bucket_rows(far) if b["decisions"]) if far["kind"] == "buckets"
              else min(c["ts"] for c in far["casts"]))
     t0, t_end = first, first + t1 // 20
-    near = viewer.api(f"/api/timeline?run={rid}&track={urllib.parse.quote(track['track'])}&t0={t0}&t1={t_end}&px=1000")
+    near = lane(viewer, rid, track, t0, t_end, 1000)
     assert near["kind"] == "events" and near["casts"]
     assert all(t0 <= c["ts"] < t_end for c in near["casts"] + near["ops"])
     cast = near["casts"][0]
@@ -251,13 +267,40 @@ def test_unix_times_are_exact_decimal_strings(trained, viewer):
     assert 2**53 < int(first) <= int(last) <= time.time_ns()
 
 
+def joint_lanes_equal_single_lanes(viewer, rid: str) -> list[str]:
+    """The page asks once per view step: each lane of the joint answer is what
+    that track alone answers, buckets as columns of equal length. Returns the
+    run's tracks."""
+    tracks = viewer.api(f"/api/tracks?run={rid}")
+    names = [t["track"] for p in tracks["processes"] for t in p["tracks"]]
+    for t0, t1, px in [(0, tracks["t_max"], 3), (0, tracks["t_max"], 1000), (0, max(1, tracks["t_max"] // 50), 1000)]:
+        asked = list(reversed(names)) + names  # any order, repeats allowed
+        joint = viewer.api(f"/api/timeline?run={rid}&tracks={urllib.parse.quote(','.join(asked))}&t0={t0}&t1={t1}&px={px}")
+        conforms("TimelineAnswer", joint)
+        assert (joint["t0"], joint["t1"]) == (t0, t1)
+        assert [lane["track"] for lane in joint["lanes"]] == asked
+        assert joint["mode_names"][1] == "eager"
+        for name, answered in zip(asked, joint["lanes"]):
+            assert answered == lane(viewer, rid, {"track": name}, t0, t1, px)
+            if answered["kind"] == "buckets":
+                assert {len(column) for column in answered["buckets"].values()} == {len(answered["buckets"]["t"])}
+    missing = viewer.get(f"/api/timeline?run={rid}&tracks={urllib.parse.quote(names[0])},nosuchagent/1&t0=0&t1=10&px=10")[0]
+    assert missing.status == 404
+    return names
+
+
+def test_one_request_answers_every_lane_of_a_step_in_the_order_asked(viewer):
+    run = viewer.api("/api/runs")["runs"][0]
+    joint_lanes_equal_single_lanes(viewer, urllib.parse.quote(run["run_id"]))
+
+
 def test_answers_are_gzipped_when_the_client_takes_it_never_brotli(viewer):
     """Chromium offers br first; the collector answers gzip (cpp-httplib's own brotli was far too slow)."""
     run = viewer.api("/api/runs")["runs"][0]
     rid = urllib.parse.quote(run["run_id"])
     tracks = viewer.api(f"/api/tracks?run={rid}")
     track = urllib.parse.quote(tracks["processes"][0]["tracks"][0]["track"])
-    path = f"/api/timeline?run={rid}&track={track}&t0=0&t1={tracks['t_max']}&px=1000"  # the whole run: well over 1 kB
+    path = f"/api/timeline?run={rid}&tracks={track}&t0=0&t1={tracks['t_max']}&px=1000"  # the whole run: well over 1 kB
     response, plain = viewer.get(path, headers={"Accept-Encoding": "identity"})
     assert response.status == 200 and response.getheader("Content-Encoding") is None and len(plain) >= 1024
     response, body = viewer.get(path, headers={"Accept-Encoding": "gzip, deflate, br, zstd"})
@@ -360,16 +403,16 @@ def test_every_answer_matches_the_viewer_api_schema(schema_run):
     assert set(by_kind) == ({"thread", "gpu"} if with_kernels else {"thread"}), tracks
 
     def timeline(track: dict, t0: int, t1: int, px: int) -> dict:
-        answer = viewer.api(f"/api/timeline?run={rid}&track={urllib.parse.quote(track['track'])}&t0={t0}&t1={t1}&px={px}")
+        answer = viewer.api(f"/api/timeline?run={rid}&tracks={urllib.parse.quote(track['track'])}&t0={t0}&t1={t1}&px={px}")
         conforms("TimelineAnswer", answer)
-        return answer
+        return answer["lanes"][0]
 
     def zoomed_in(track: dict, answer: dict) -> dict:
         """Into the first bucket with events, until the events themselves come."""
         for _ in range(20):
             if answer["kind"] == "events":
                 return answer
-            bucket = next(b for b in answer["buckets"] if b["decisions"] or b["kernels"])
+            bucket = next(b for b in bucket_rows(answer) if b["decisions"] or b["kernels"])
             answer = timeline(track, bucket["t"], bucket["t"] + answer["bucket_ns"], 1000)
         raise AssertionError("no events after 20 zooms")
 
@@ -391,6 +434,8 @@ def test_every_answer_matches_the_viewer_api_schema(schema_run):
         assert detail["kind"] == kind
         conforms("EventAnswer", detail)
         conforms({"cast": "CastDetail", "op": "OpDetail", "kernel": "KernelDetail"}[kind], detail)
+    # Thread and GPU lanes in one request, as the page asks.
+    assert len(joint_lanes_equal_single_lanes(viewer, rid)) == len(by_kind)
     counters = viewer.api(f"/api/counters?run={rid}&t0=0&t1={tracks['t_max'] + 10**9}&points=50")
     assert counters["steps"] and counters["cache"]
     conforms("CountersAnswer", counters)
@@ -399,7 +444,7 @@ def test_every_answer_matches_the_viewer_api_schema(schema_run):
     assert sites["sites"]
     conforms("SitesAnswer", sites)
     conforms("NumericsAnswer", viewer.api(f"/api/numerics?run={rid}"))
-    for path, status in [("/api/tracks?run=no-such-run", 404), (f"/api/timeline?run={rid}&track=x&t0=0&t1=1&px=0", 400),
+    for path, status in [("/api/tracks?run=no-such-run", 404), (f"/api/timeline?run={rid}&tracks=x&t0=0&t1=1&px=0", 400),
                          ("/api/runs", 401)]:
         response, body = viewer.get(path, token=status != 401)
         assert response.status == status, (path, response.status)

@@ -177,33 +177,42 @@ export interface Kernel {
   bytes: Count;
 }
 
-/** What one bucket of the range holds (decisions: every cast event; casts: those that converted). */
-export interface Bucket {
-  t: number;
-  ops: Count;
-  op_ns: Count;
-  decisions: Count;
-  casts: Count;
-  bytes: Count;
-  miss: Count;
-  hit: Count;
-  stale_hit: Count;
-  backward: Count;
-  to_bfloat16: Count;
-  to_float16: Count;
-  to_float32: Count;
-  modes: string[];
-  kernels: Count;
-  kernel_ns: Count;
+/** A range's buckets as columns: entry i of every array is bucket i (decisions: every cast event; casts: those that converted; modes: a bit per ExecutionMode, named by the answer's mode_names). */
+export interface BucketColumns {
+  /** Each bucket's start, ns since the run's origin. */
+  t: number[];
+  ops: Counts;
+  op_ns: Counts;
+  decisions: Counts;
+  casts: Counts;
+  bytes: Counts;
+  miss: Counts;
+  hit: Counts;
+  stale_hit: Counts;
+  backward: Counts;
+  to_bfloat16: Counts;
+  to_float16: Counts;
+  to_float32: Counts;
+  modes: Counts;
+  kernels: Counts;
+  kernel_ns: Counts;
 }
 
-/** GET /api/timeline?run=R&track=T&t0=A&t1=B&px=N: the track's content in [A, B), its events one by one when at most 5 000 fall in the range, else per-bucket aggregates. */
-export type TimelineAnswer = TimelineEvents | TimelineBuckets;
+export type Counts = Count[];
+
+/** GET /api/timeline?run=R&tracks=T1,T2,...&t0=A&t1=B&px=N: every requested track's content in [A, B), one lane each in the order asked: its events one by one when at most 5 000 fall in the range, else per-bucket aggregates. One request per view step, whatever the number of lanes. */
+export interface TimelineAnswer {
+  t0: number;
+  t1: number;
+  /** Entry m names ExecutionMode m (bit m of a bucket's modes). */
+  mode_names: string[];
+  lanes: TimelineLane[];
+}
+
+export type TimelineLane = TimelineEvents | TimelineBuckets;
 
 export interface TimelineEvents {
   track: string;
-  t0: number;
-  t1: number;
   /** What the range's tiles count. */
   events: Count;
   kind: "events";
@@ -214,12 +223,10 @@ export interface TimelineEvents {
 
 export interface TimelineBuckets {
   track: string;
-  t0: number;
-  t1: number;
   events: Count;
   kind: "buckets";
   bucket_ns: number;
-  buckets: Bucket[];
+  buckets: BucketColumns;
 }
 
 /** GET /api/event?run=R&agent=A&seq=S: one event in full. */

@@ -16,11 +16,64 @@ import type {
   RunsAnswer,
   SitesAnswer,
   TimelineAnswer,
+  TimelineBuckets,
+  TimelineEvents,
   TracksAnswer,
 } from "./api-types";
 
 // The answers' types are generated from the schema (api-types.mjs).
 export type * from "./api-types";
+
+/** One bucket as the page draws it: row i of a lane's BucketColumns, its modes named. */
+export interface Bucket {
+  t: number;
+  ops: number;
+  op_ns: number;
+  decisions: number;
+  casts: number;
+  bytes: number;
+  miss: number;
+  hit: number;
+  stale_hit: number;
+  backward: number;
+  to_bfloat16: number;
+  to_float16: number;
+  to_float32: number;
+  modes: string[];
+  kernels: number;
+  kernel_ns: number;
+}
+
+/** One lane of /api/timeline's answer, its bucket columns turned into rows. */
+export type LaneAnswer = TimelineEvents | (Omit<TimelineBuckets, "buckets"> & { buckets: Bucket[] });
+
+const NO_MODES: string[] = [];
+
+function bucketRows(c: TimelineBuckets["buckets"], modeNames: string[]): Bucket[] {
+  const rows: Bucket[] = new Array(c.t.length);
+  // Most buckets share one mode set (eager): one array per distinct mask.
+  const modesOf = new Map<number, string[]>();
+  for (let i = 0; i < c.t.length; i++) {
+    const mask = c.modes[i];
+    let modes = modesOf.get(mask);
+    if (!modes) {
+      modes = mask ? modeNames.filter((_, bit) => bit > 0 && Math.floor(mask / 2 ** bit) % 2 === 1) : NO_MODES;
+      modesOf.set(mask, modes);
+    }
+    rows[i] = {
+      t: c.t[i], ops: c.ops[i], op_ns: c.op_ns[i], decisions: c.decisions[i], casts: c.casts[i], bytes: c.bytes[i],
+      miss: c.miss[i], hit: c.hit[i], stale_hit: c.stale_hit[i], backward: c.backward[i], to_bfloat16: c.to_bfloat16[i],
+      to_float16: c.to_float16[i], to_float32: c.to_float32[i], modes, kernels: c.kernels[i], kernel_ns: c.kernel_ns[i],
+    };
+  }
+  return rows;
+}
+
+async function timeline(run: string, tracks: string[], t0: number, t1: number, px: number, signal?: AbortSignal): Promise<LaneAnswer[]> {
+  const params = { run, tracks: tracks.join(","), t0: Math.floor(t0), t1: Math.ceil(t1), px: Math.max(1, Math.round(px)) };
+  const answer = await get<TimelineAnswer>("/api/timeline", params, signal);
+  return answer.lanes.map((lane) => (lane.kind === "buckets" ? { ...lane, buckets: bucketRows(lane.buckets, answer.mode_names) } : lane));
+}
 
 export class ApiError extends Error {
   constructor(readonly status: number, message: string) {
@@ -49,8 +102,8 @@ async function get<T>(path: string, params: Record<string, string | number | und
 export const api = {
   runs: (signal?: AbortSignal) => get<RunsAnswer>("/api/runs", {}, signal),
   tracks: (run: string, signal?: AbortSignal) => get<TracksAnswer>("/api/tracks", { run }, signal),
-  timeline: (run: string, track: string, t0: number, t1: number, px: number, signal?: AbortSignal) =>
-    get<TimelineAnswer>("/api/timeline", { run, track, t0: Math.floor(t0), t1: Math.ceil(t1), px: Math.max(1, Math.round(px)) }, signal),
+  /** Every lane of one view step in one request; the lanes in the order asked. */
+  timeline,
   event: (run: string, agent: AgentId, seq: number, signal?: AbortSignal) =>
     get<EventAnswer>("/api/event", { run, agent, seq }, signal),
   counters: (run: string, t0: number, t1: number, points: number, signal?: AbortSignal) =>

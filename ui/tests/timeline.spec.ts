@@ -72,6 +72,27 @@ test("zoom with the keyboard and the wheel, around the cursor", async ({ page })
   await watch.check();
 });
 
+test("every lane of a view step comes in one request", async ({ page }) => {
+  const watch = await watchPage(page);
+  const asked: string[][] = [];
+  page.on("request", (request) => {
+    const url = new URL(request.url());
+    if (url.pathname === "/api/timeline") asked.push((url.searchParams.get("tracks") ?? "").split(","));
+  });
+  await openTimeline(page);
+  const tracks = await page.evaluate(async (runId) => {
+    const answer = await (await fetch(`/api/tracks?run=${encodeURIComponent(runId)}`)).json();
+    return (answer.processes as { tracks: { track: string }[] }[]).flatMap((p) => p.tracks.map((t) => t.track));
+  }, run.run_id);
+  expect(tracks.length).toBeGreaterThan(0); // several lanes in one answer: test_viewer_http.py's schema run
+  await page.locator("canvas.tl-lanes").focus();
+  for (const key of ["+", "+", "+", "ArrowRight", "-", "0"]) await page.keyboard.press(key);
+  await waitForCasts(page);
+  expect(asked.length).toBeGreaterThan(1);
+  for (const lanes of asked) expect([...lanes].sort()).toEqual([...tracks].sort());
+  await watch.check();
+});
+
 test("hovering a cast shows its file:line; clicking it shows the source line", async ({ page }) => {
   const watch = await watchPage(page);
   await openTimeline(page);

@@ -191,10 +191,11 @@ bool integer_param(const httplib::Request& req, const char* name, int64_t low, i
   return ok;
 }
 
-bool text_param(const httplib::Request& req, const char* name, std::string& out, std::string& error) {
+bool text_param(const httplib::Request& req, const char* name, std::string& out, std::string& error,
+                size_t max_bytes = 1024) {
   out = req.has_param(name) ? req.get_param_value(name) : std::string();
-  if (out.empty() || out.size() > 1024) {
-    error = std::string("parameter ") + name + ": required, at most 1024 bytes";
+  if (out.empty() || out.size() > max_bytes) {
+    error = std::string("parameter ") + name + ": required, at most " + std::to_string(max_bytes) + " bytes";
     return false;
   }
   return true;
@@ -384,15 +385,20 @@ void HttpService::install_routes() {
     answer(req, res, [&](viewer::ViewerQueries& q, json& body) { return q.tracks(run, body); });
   });
   server.Get("/api/timeline", [this](const httplib::Request& req, httplib::Response& res) {
-    viewer::RangeRequest range;
+    viewer::StepRequest range;
     int64_t px = 0;
-    std::string error;
-    if (!text_param(req, "run", range.run_id, error) || !text_param(req, "track", range.track, error) ||
+    std::string tracks, error;
+    if (!text_param(req, "run", range.run_id, error) || !text_param(req, "tracks", tracks, error, 8192) ||
         !integer_param(req, "t0", -(int64_t{1} << 53), int64_t{1} << 53, range.t0, error) ||
         !integer_param(req, "t1", -(int64_t{1} << 53), int64_t{1} << 53, range.t1, error) ||
         !integer_param(req, "px", 1, 20000, px, error))
       return send_error(res, 400, error);
     range.pixels = static_cast<int>(px);
+    for (size_t at = 0; at <= tracks.size();) {
+      const size_t comma = std::min(tracks.find(',', at), tracks.size());
+      range.tracks.push_back(tracks.substr(at, comma - at));
+      at = comma + 1;
+    }
     std::string body;
     const Status status = queries_.with([&](viewer::ViewerQueries& q) { return q.timeline_text(range, body); });
     if (!status.ok()) return send_error(res, http_status(status), status.message());

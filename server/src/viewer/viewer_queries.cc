@@ -278,29 +278,58 @@ Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min
 
 Status ViewerQueries::timeline(const RangeRequest& request, json& out) {
   std::string text;
-  if (Status s = timeline_text(request, text); !s.ok()) return s;
-  out = json::parse(text);
+  if (Status s = timeline_text({request.run_id, {request.track}, request.t0, request.t1, request.pixels}, text); !s.ok())
+    return s;
+  out = std::move(json::parse(text)["lanes"][0]);
   return {};
 }
 
-Status ViewerQueries::timeline_text(const RangeRequest& request, std::string& out) {
-  std::string agent_id;
-  int64_t track = 0;
-  if (!parse_track(request.track, agent_id, track))
-    return Status::invalid_argument("track: expected AGENT/NUMBER as /api/tracks names it, got \"" +
-                                    request.track.substr(0, 80) + "\"");
+Status ViewerQueries::timeline_text(const StepRequest& request, std::string& out) {
+  if (request.tracks.empty()) return Status::invalid_argument("tracks: expected one or more AGENT/NUMBER, comma-separated");
+  if (request.tracks.size() > kMaxStepTracks)
+    return Status::invalid_argument("tracks: at most " + std::to_string(kMaxStepTracks) + " per request, got " +
+                                    std::to_string(request.tracks.size()));
   if (request.t1 <= request.t0) return Status::invalid_argument("t1 must be greater than t0");
   if (request.pixels < 1 || request.pixels > 20000) return Status::invalid_argument("px must be 1 to 20000");
+  for (const std::string& name : request.tracks) {
+    std::string agent_id;
+    int64_t track = 0;
+    if (!parse_track(name, agent_id, track))
+      return Status::invalid_argument("track: expected AGENT/NUMBER as /api/tracks names it, got \"" +
+                                      name.substr(0, 80) + "\"");
+  }
   RunTracks run;
   if (Status s = load_run(request.run_id, run); !s.ok()) return s;
+  JsonWriter w;
+  w.begin_object();
+  w.key("t0").value(request.t0);
+  w.key("t1").value(request.t1);
+  // Bit m of a bucket's `modes` is ExecutionMode m: the names once per answer.
+  w.key("mode_names").begin_array();
+  for (int m = 0; m <= v1::ExecutionMode_MAX; ++m) w.value(m == 0 ? "" : mode_name(static_cast<v1::ExecutionMode>(m)));
+  w.end_array();
+  w.key("lanes").begin_array();
+  for (const std::string& track : request.tracks)
+    if (Status s = lane_text(run, track, request.t0, request.t1, request.pixels, w); !s.ok()) return s;
+  w.end_array();
+  w.end_object();
+  out = w.take();
+  return {};
+}
+
+Status ViewerQueries::lane_text(const RunTracks& run, const std::string& track_name, int64_t range_t0, int64_t range_t1,
+                                int pixels, JsonWriter& w) {
+  std::string agent_id;
+  int64_t track = 0;
+  parse_track(track_name, agent_id, track);  // checked by timeline_text
   const Agent* agent = run.agent(agent_id);
-  if (agent == nullptr) return Status::not_found("no agent " + agent_id + " in run " + request.run_id);
+  if (agent == nullptr) return Status::not_found("no agent " + agent_id + " in this run");
   const int64_t origin = run.origin_ns;
-  const int64_t t0 = origin + request.t0, t1 = origin + request.t1;
+  const int64_t t0 = origin + range_t0, t1 = origin + range_t1;
   // Buckets at most two pixels wide: levels are 4x apart, so this gives 0.5 to
   // 2 rows per pixel; at most one pixel wide gave 1 to 4, twice the rows to
   // read, encode and parse for no visible difference.
-  const int level = level_no_wider_than(std::max<int64_t>(1, 2 * (request.t1 - request.t0) / request.pixels));
+  const int level = level_no_wider_than(std::max<int64_t>(1, 2 * (range_t1 - range_t0) / pixels));
   const int shift = t::level_shift(level);
 
   std::vector<t::TileRow> tiles;
@@ -308,39 +337,14 @@ Status ViewerQueries::timeline_text(const RangeRequest& request, std::string& ou
                                 std::max<int64_t>(0, t1 - 1) >> shift, tiles);
       !st.ok())
     return store().error(st.message());
-  JsonWriter buckets;
-  buckets.begin_array();
   int64_t events = 0, min_seq = INT64_MAX, max_seq = -1;
   for (const t::TileRow& tile : tiles) {
-    const t::TileCounts& c = tile.counts;
-    events += c.events();
-    min_seq = std::min(min_seq, c.min_seq);
-    max_seq = std::max(max_seq, c.max_seq);
-    buckets.begin_object();
-    buckets.key("t").value((tile.bucket << shift) - origin);
-    static constexpr std::pair<const char*, int64_t t::TileCounts::*> kCounts[] = {
-        {"ops", &t::TileCounts::ops},           {"op_ns", &t::TileCounts::op_ns},
-        {"decisions", &t::TileCounts::decisions}, {"casts", &t::TileCounts::casts},
-        {"bytes", &t::TileCounts::bytes},       {"miss", &t::TileCounts::miss},
-        {"hit", &t::TileCounts::hit},           {"stale_hit", &t::TileCounts::stale_hit},
-        {"backward", &t::TileCounts::backward}, {"to_bfloat16", &t::TileCounts::to_bfloat16},
-        {"to_float16", &t::TileCounts::to_float16}, {"to_float32", &t::TileCounts::to_float32}};
-    for (const auto& [name, field] : kCounts) buckets.key(name).value(c.*field);
-    buckets.key("modes").begin_array();
-    for (int m = 1; m < 63; ++m)
-      if (c.modes & (int64_t{1} << m)) buckets.value(mode_name(static_cast<v1::ExecutionMode>(m)));
-    buckets.end_array();
-    buckets.key("kernels").value(c.kernels);
-    buckets.key("kernel_ns").value(c.kernel_ns);
-    buckets.end_object();
+    events += tile.counts.events();
+    min_seq = std::min(min_seq, tile.counts.min_seq);
+    max_seq = std::max(max_seq, tile.counts.max_seq);
   }
-  buckets.end_array();
-  // The answer's head, then its lists as written.
-  JsonWriter w;
   w.begin_object();
-  w.key("track").value(request.track);
-  w.key("t0").value(request.t0);
-  w.key("t1").value(request.t1);
+  w.key("track").value(track_name);
   w.key("events").value(events);
   auto events_answer = [&](EventLists& lists) {
     w.key("kind").value("events");
@@ -348,7 +352,6 @@ Status ViewerQueries::timeline_text(const RangeRequest& request, std::string& ou
     w.key("casts").raw(lists.casts.text());
     w.key("kernels").raw(lists.kernels.text());
     w.end_object();
-    out = w.take();
   };
   if (events <= kMaxRangeEvents) {
     EventLists lists;
@@ -371,11 +374,31 @@ Status ViewerQueries::timeline_text(const RangeRequest& request, std::string& ou
       return {};
     }
   }
+  // Buckets as columns: one array per count, the i-th entries of all of them
+  // one bucket. Keys once per lane instead of once per bucket: a third of the
+  // bytes to write and for the page to parse.
   w.key("kind").value("buckets");
   w.key("bucket_ns").value(t::bucket_ns(level));
-  w.key("buckets").raw(buckets.text());
+  w.key("buckets").begin_object();
+  w.key("t").begin_array();
+  for (const t::TileRow& tile : tiles) w.value((tile.bucket << shift) - origin);
+  w.end_array();
+  static constexpr std::pair<const char*, int64_t t::TileCounts::*> kCounts[] = {
+      {"ops", &t::TileCounts::ops},           {"op_ns", &t::TileCounts::op_ns},
+      {"decisions", &t::TileCounts::decisions}, {"casts", &t::TileCounts::casts},
+      {"bytes", &t::TileCounts::bytes},       {"miss", &t::TileCounts::miss},
+      {"hit", &t::TileCounts::hit},           {"stale_hit", &t::TileCounts::stale_hit},
+      {"backward", &t::TileCounts::backward}, {"to_bfloat16", &t::TileCounts::to_bfloat16},
+      {"to_float16", &t::TileCounts::to_float16}, {"to_float32", &t::TileCounts::to_float32},
+      {"modes", &t::TileCounts::modes},       {"kernels", &t::TileCounts::kernels},
+      {"kernel_ns", &t::TileCounts::kernel_ns}};
+  for (const auto& [name, field] : kCounts) {
+    w.key(name).begin_array();
+    for (const t::TileRow& tile : tiles) w.value(tile.counts.*field);
+    w.end_array();
+  }
   w.end_object();
-  out = w.take();
+  w.end_object();
   return {};
 }
 

@@ -37,10 +37,20 @@ inline constexpr int64_t kMaxRangeEvents = 5000;
 // answer; past it, `truncated`.
 inline constexpr int64_t kMaxNumericsRows = 10000;
 
+// At most this many lanes in one /api/timeline request.
+inline constexpr size_t kMaxStepTracks = 256;
+
 struct RangeRequest {
   std::string run_id;
   std::string track;  // "<agent_id>/<track number>" as /api/tracks names it
   int64_t t0 = 0, t1 = 0;  // ns since the run's origin
+  int pixels = 1000;
+};
+// Every lane the page shows, over one range: one request per view step.
+struct StepRequest {
+  std::string run_id;
+  std::vector<std::string> tracks;  // each as RangeRequest::track
+  int64_t t0 = 0, t1 = 0;
   int pixels = 1000;
 };
 
@@ -50,9 +60,11 @@ class ViewerQueries {
 
   Status runs(nlohmann::json& out);
   Status tracks(const std::string& run_id, nlohmann::json& out);
+  // One lane's answer (tests, tools): the "lanes" entry of timeline_text's.
   Status timeline(const RangeRequest& request, nlohmann::json& out);
-  // The same answer as JSON text, written without building a tree (what the HTTP side sends).
-  Status timeline_text(const RangeRequest& request, std::string& out);
+  // Every requested lane over one range, as JSON text written without
+  // building a tree (what GET /api/timeline sends; viewer-api.schema.json).
+  Status timeline_text(const StepRequest& request, std::string& out);
   Status event(const std::string& run_id, const std::string& agent_id, uint64_t seq, nlohmann::json& out);
   Status counters(const std::string& run_id, int64_t t0, int64_t t1, int points, nlohmann::json& out);
   Status findings(const std::string& run_id, nlohmann::json& out);
@@ -87,6 +99,8 @@ class ViewerQueries {
   // `agents`: the agents' identities too (the tracks' labels), or their keys alone.
   Status load_run(const std::string& run_id, RunTracks& out,
                   StoreReader::AgentColumns agents = StoreReader::AgentColumns::kKeys);
+  // One lane of timeline_text's answer, written into `w`.
+  Status lane_text(const RunTracks& run, const std::string& track, int64_t t0, int64_t t1, int pixels, JsonWriter& w);
   // A range's events as three JSON arrays, and how many they hold; past
   // `limit` events it stops (count is then limit + 1, the lists unfinished).
   struct EventLists {

@@ -1,10 +1,11 @@
-// What the timeline holds per lane, and when it asks again. One request per
-// lane covers three viewport widths around the view; the lanes are asked again
+// What the timeline holds per lane, and when it asks again. One request for
+// every lane (several only when their names overflow a URL) covers three
+// viewport widths around the view; the lanes are asked again
 // only when the view leaves that window or the zoom changed more than 8x since
 // (xprof's rule), or when the live run grew (forced). A newer request aborts
 // the older one.
 
-import { api, isAbort, type TimelineAnswer } from "../api";
+import { api, isAbort, type LaneAnswer } from "../api";
 import { type FetchRecord, logPush } from "../stats";
 import type { Lane } from "./layout";
 
@@ -18,7 +19,7 @@ interface Window {
 
 export interface LaneData {
   window: Window;
-  data: TimelineAnswer;
+  data: LaneAnswer;
   fetchedAt: number; // performance.now() when the request started
 }
 
@@ -81,34 +82,36 @@ export class TimelineData {
     const req = { ctrl, window, keys, record };
     this.inflight = req;
     const px = Math.max(1, Math.round((plotWidth * (window.t1 - window.t0)) / span));
-    let left = lanes.length;
-    this.stats.fetches++;
-    const done = (): void => {
-      if (--left > 0) return;
-      if (this.inflight === req) this.inflight = null;
-      record.doneAt = performance.now();
-      this.stats.lastFetchMs = record.doneAt - started;
-    };
     if (lanes.length === 0) {
       this.inflight = null;
       return;
     }
+    const groups = urlSizedGroups(lanes);
+    let left = groups.length;
+    this.stats.fetches++;
     logPush(this.stats.fetchLog, record);
-    for (const lane of lanes) {
+    for (const group of groups) {
       api
-        .timeline(this.run, lane.track.track, window.t0, window.t1, px, ctrl.signal)
-        .then((data) => {
+        .timeline(this.run, group.map((l) => l.track.track), window.t0, window.t1, px, ctrl.signal)
+        .then((answers) => {
           if (ctrl.signal.aborted) return;
-          record.laneMs.push(performance.now() - started);
-          record.kinds.push(data.kind);
-          this.lanes.set(lane.key, { window, data, fetchedAt: started });
-          done();
+          const answeredAt = performance.now() - started;
+          group.forEach((lane, i) => {
+            record.laneMs.push(answeredAt);
+            record.kinds.push(answers[i].kind);
+            this.lanes.set(lane.key, { window, data: answers[i], fetchedAt: started });
+          });
+          if (--left === 0) {
+            if (this.inflight === req) this.inflight = null;
+            record.doneAt = performance.now();
+            this.stats.lastFetchMs = record.doneAt - started;
+          }
           this.onUpdate();
         })
         .catch((e) => {
           if (isAbort(e) || ctrl.signal.aborted) return;
           this.stats.fetchErrors++;
-          done();
+          if (--left === 0 && this.inflight === req) this.inflight = null;
           this.onError(e);
         });
     }
@@ -124,4 +127,21 @@ export class TimelineData {
     this.abort();
     this.lanes.clear();
   }
+}
+
+/** Lanes in groups whose track names fit one URL (the collector takes 8 KiB of
+ * request line): one group unless a job has hundreds of lanes. */
+function urlSizedGroups(lanes: Lane[]): Lane[][] {
+  const groups: Lane[][] = [[]];
+  let chars = 0;
+  for (const lane of lanes) {
+    const n = encodeURIComponent(lane.track.track).length + 3;
+    if (groups[groups.length - 1].length > 0 && chars + n > 6000) {
+      groups.push([]);
+      chars = 0;
+    }
+    groups[groups.length - 1].push(lane);
+    chars += n;
+  }
+  return groups;
 }

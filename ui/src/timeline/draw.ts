@@ -2,7 +2,7 @@
 // filled or stroked once per frame, so a frame costs a few dozen canvas
 // calls however many events it shows.
 
-import type { AgentId, Bucket, Cast, Kernel, NumericsMark, Op, ScalerPoint, ScalerSeries, TimelineAnswer } from "../api";
+import type { AgentId, Bucket, Cast, Kernel, LaneAnswer, NumericsMark, Op, ScalerPoint, ScalerSeries } from "../api";
 import {
   addMark,
   BACKWARD_SHADE,
@@ -79,7 +79,7 @@ export function emptyFrame(): Frame {
 
 export interface LaneContent {
   lane: Lane;
-  data: TimelineAnswer | null;
+  data: LaneAnswer | null;
   live: Cast[];
 }
 
