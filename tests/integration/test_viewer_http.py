@@ -186,6 +186,16 @@ def lane(viewer, rid: str, track: dict, t0: int, t1: int, px: int) -> dict:
     return answer["lanes"][0]
 
 
+def in_full(lane: dict) -> dict:
+    """An events lane as the page completes it: the lane's agent id in each
+    event, each location index replaced by the lane's entry."""
+    for event in lane["ops"] + lane["casts"] + lane["kernels"]:
+        event["agent_id"] = lane["agent_id"]
+        if "location" in event:
+            event["location"] = lane["locations"][event["location"]]
+    return lane
+
+
 def bucket_rows(lane: dict) -> list[dict]:
     """A buckets lane's columns as one dict per bucket."""
     columns = lane["buckets"]
@@ -245,6 +255,10 @@ def test_the_timeline_answers_buckets_far_out_and_events_close_in(viewer):
     t0, t_end = first, first + t1 // 20
     near = lane(viewer, rid, track, t0, t_end, 1000)
     assert near["kind"] == "events" and near["casts"]
+    # Each location once per lane; the events name theirs by index.
+    assert len({json.dumps(l, sort_keys=True) for l in near["locations"]}) == len(near["locations"])
+    assert all(0 <= e["location"] < len(near["locations"]) for e in near["casts"] + near["ops"])
+    near = in_full(near)
     assert all(t0 <= c["ts"] < t_end for c in near["casts"] + near["ops"])
     cast = near["casts"][0]
     assert cast["location"]["file"].endswith("job.py") and cast["src"] == "float32" and cast["dst"] == "bfloat16"
@@ -423,15 +437,22 @@ def test_every_answer_matches_the_viewer_api_schema(schema_run):
     near = zoomed_in(thread, whole)
     assert near["casts"] and near["ops"]
     conforms("TimelineEvents", near)
+    near = in_full(near)
     details = [("cast", near["casts"][0]), ("op", near["ops"][0])]
     if with_kernels:
         gpu = by_kind["gpu"]
-        kernels = zoomed_in(gpu, timeline(gpu, 0, tracks["t_max"], 1))
+        kernels = in_full(zoomed_in(gpu, timeline(gpu, 0, tracks["t_max"], 1)))
         assert kernels["kernels"]
         details.append(("kernel", kernels["kernels"][0]))
     for kind, event in details:
         detail = viewer.api(f"/api/event?run={rid}&agent={urllib.parse.quote(event['agent_id'])}&seq={event['seq']}")
         assert detail["kind"] == kind
+        # The lane's event, completed as the page does, is the event in full.
+        expected = dict(event)
+        location = expected.pop("location", None)
+        assert {k: detail[k] for k in expected} == expected
+        if location is not None:
+            assert {k: detail["location"][k] for k in location} == location
         conforms("EventAnswer", detail)
         conforms({"cast": "CastDetail", "op": "OpDetail", "kernel": "KernelDetail"}[kind], detail)
     # Thread and GPU lanes in one request, as the page asks.

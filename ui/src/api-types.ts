@@ -216,9 +216,76 @@ export interface TimelineEvents {
   /** What the range's tiles count. */
   events: Count;
   kind: "events";
-  ops: Op[];
-  casts: Cast[];
-  kernels: Kernel[];
+  /** The agent of every event in the lane. */
+  agent_id: AgentId;
+  /** The lane's locations, each once: an event's location is an index into it. */
+  locations: Location[];
+  ops: LaneOp[];
+  casts: LaneCast[];
+  kernels: LaneKernel[];
+}
+
+/** Op in a timeline lane: its agent is the lane's agent_id, its location an index into the lane's locations. */
+export interface LaneOp {
+  seq: Count;
+  ts: number;
+  dur: Count;
+  /** The thread track it ran on. */
+  thread: number;
+  op: string;
+  /** lower_precision_fp, fp32, fp32_set_opt_dtype, fp32_append_dtype, promote, banned */
+  policy: string;
+  outcome: string;
+  /** eager, script, trace_recording, traced, script_while_tracing, compiling, compiled */
+  mode: string;
+  /** forward, backward */
+  phase: string;
+  output_dtype: string;
+  input_dtypes: string[];
+  /** Index into the lane's locations. */
+  location: number;
+}
+
+/** Cast in a timeline lane: its agent is the lane's agent_id, its location an index into the lane's locations. */
+export interface LaneCast {
+  seq: Count;
+  ts: number;
+  /** The thread track it ran on. */
+  thread: number;
+  op_seq: Count;
+  op: string;
+  arg: string;
+  list_index: number;
+  policy: string;
+  /** dtype: float32, float16, bfloat16, float64, ... */
+  src: string;
+  dst: string;
+  /** cast, already_target, float64, not_floating, other_device, dtype_arg_set, dtype_arg_kept */
+  outcome: string;
+  /** weight, input, activation */
+  role: string;
+  /** not_cacheable, miss, hit, stale_hit */
+  cache: string;
+  mode: string;
+  phase: string;
+  bytes: Count;
+  shape: number[];
+  /** Index into the lane's locations. */
+  location: number;
+}
+
+/** Kernel in a timeline lane: its agent is the lane's agent_id. */
+export interface LaneKernel {
+  seq: Count;
+  ts: number;
+  dur: Count;
+  name: string;
+  activity: string;
+  launched_by: string;
+  launch_seq: Count;
+  device: number;
+  stream: number;
+  bytes: Count;
 }
 
 export interface TimelineBuckets {

@@ -5,6 +5,7 @@
 
 import type {
   AgentId,
+  Cast,
   CountersAnswer,
   EventAnswer,
   FindingsAnswer,
@@ -12,7 +13,9 @@ import type {
   FleetJobAnswer,
   FleetJobsAnswer,
   FleetSitesAnswer,
+  Kernel,
   NumericsAnswer,
+  Op,
   RunsAnswer,
   SitesAnswer,
   TimelineAnswer,
@@ -44,8 +47,28 @@ export interface Bucket {
   kernel_ns: number;
 }
 
-/** One lane of /api/timeline's answer, its bucket columns turned into rows. */
-export type LaneAnswer = TimelineEvents | (Omit<TimelineBuckets, "buckets"> & { buckets: Bucket[] });
+/** One lane of /api/timeline's answer as the page draws it: its events in
+ * full (agent id and location object in each, as /api/live sends them), its
+ * bucket columns turned into rows. */
+export type LaneAnswer =
+  | (Omit<TimelineEvents, "agent_id" | "locations" | "ops" | "casts" | "kernels"> & { ops: Op[]; casts: Cast[]; kernels: Kernel[] })
+  | (Omit<TimelineBuckets, "buckets"> & { buckets: Bucket[] });
+
+/** The lane's events completed in place: its agent id into each, each location index replaced by its entry. */
+function eventsInFull(lane: TimelineEvents): LaneAnswer {
+  const { agent_id, locations } = lane;
+  const complete = (events: object[], located: boolean) => {
+    for (const e of events as Record<string, unknown>[]) {
+      e.agent_id = agent_id;
+      if (located) e.location = locations[e.location as number];
+    }
+  };
+  complete(lane.ops, true);
+  complete(lane.casts, true);
+  complete(lane.kernels, false);
+  const { track, events, kind } = lane;
+  return { track, events, kind, ops: lane.ops as unknown as Op[], casts: lane.casts as unknown as Cast[], kernels: lane.kernels as unknown as Kernel[] };
+}
 
 const NO_MODES: string[] = [];
 
@@ -72,7 +95,7 @@ function bucketRows(c: TimelineBuckets["buckets"], modeNames: string[]): Bucket[
 async function timeline(run: string, tracks: string[], t0: number, t1: number, px: number, signal?: AbortSignal): Promise<LaneAnswer[]> {
   const params = { run, tracks: tracks.join(","), t0: Math.floor(t0), t1: Math.ceil(t1), px: Math.max(1, Math.round(px)) };
   const answer = await get<TimelineAnswer>("/api/timeline", params, signal);
-  return answer.lanes.map((lane) => (lane.kind === "buckets" ? { ...lane, buckets: bucketRows(lane.buckets, answer.mode_names) } : lane));
+  return answer.lanes.map((lane) => (lane.kind === "buckets" ? { ...lane, buckets: bucketRows(lane.buckets, answer.mode_names) } : eventsInFull(lane)));
 }
 
 export class ApiError extends Error {

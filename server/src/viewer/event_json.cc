@@ -20,6 +20,20 @@ void write_location(JsonWriter& w, const v1::SourceLocation& location) {
   w.end_object();
 }
 
+void write_head(JsonWriter& w, const EventLayout& layout) {
+  w.begin_object();
+  if (layout.agent_id != nullptr) w.key("agent_id").value(*layout.agent_id);
+}
+
+void write_event_location(JsonWriter& w, const EventLayout& layout, const v1::SourceLocation& location) {
+  w.key("location");
+  if (layout.lane != nullptr) {
+    w.value(layout.lane->index(location));
+  } else {
+    write_location(w, location);
+  }
+}
+
 template <typename Write>
 json as_json(Write&& write) {
   JsonWriter w;
@@ -41,9 +55,41 @@ json location_json(const v1::SourceLocation& location, bool with_source) {
   return out;
 }
 
+uint32_t LaneLocations::index(const v1::SourceLocation& location) {
+  std::string key = location.file();
+  key += '\n';
+  key += location.function();
+  key += '\n';
+  key += std::to_string(location.line());
+  const auto [at, added] = ids_.try_emplace(std::move(key), size_);
+  if (added) {
+    if (size_ == 0) table_.begin_array();
+    write_location(table_, location);
+    ++size_;
+  }
+  return at->second;
+}
+
+void LaneLocations::write(JsonWriter& out) const {
+  if (size_ == 0) {
+    out.begin_array().end_array();
+    return;
+  }
+  out.raw(table_.text() + "]");  // the table is left open for more
+}
+
 void write_cast(JsonWriter& w, const std::string& agent_id, const v1::CastEvent& c, int64_t origin_ns) {
-  w.begin_object();
-  w.key("agent_id").value(agent_id);
+  write_cast(w, EventLayout{&agent_id, nullptr}, c, origin_ns);
+}
+void write_op(JsonWriter& w, const std::string& agent_id, const v1::OpEvent& o, int64_t origin_ns) {
+  write_op(w, EventLayout{&agent_id, nullptr}, o, origin_ns);
+}
+void write_kernel(JsonWriter& w, const std::string& agent_id, const v1::KernelEvent& k, int64_t origin_ns) {
+  write_kernel(w, EventLayout{&agent_id, nullptr}, k, origin_ns);
+}
+
+void write_cast(JsonWriter& w, const EventLayout& layout, const v1::CastEvent& c, int64_t origin_ns) {
+  write_head(w, layout);
   w.key("seq").value(c.seq());
   w.key("ts").value(relative(c.ts_ns(), origin_ns));
   w.key("thread").value(c.thread());
@@ -63,14 +109,12 @@ void write_cast(JsonWriter& w, const std::string& agent_id, const v1::CastEvent&
   w.key("shape").begin_array();
   for (int64_t d : c.shape()) w.value(d);
   w.end_array();
-  w.key("location");
-  write_location(w, c.location());
+  write_event_location(w, layout, c.location());
   w.end_object();
 }
 
-void write_op(JsonWriter& w, const std::string& agent_id, const v1::OpEvent& o, int64_t origin_ns) {
-  w.begin_object();
-  w.key("agent_id").value(agent_id);
+void write_op(JsonWriter& w, const EventLayout& layout, const v1::OpEvent& o, int64_t origin_ns) {
+  write_head(w, layout);
   w.key("seq").value(o.seq());
   w.key("ts").value(relative(o.ts_ns(), origin_ns));
   w.key("dur").value(o.cpu_duration_ns());
@@ -84,14 +128,12 @@ void write_op(JsonWriter& w, const std::string& agent_id, const v1::OpEvent& o, 
   w.key("input_dtypes").begin_array();
   for (int d : o.input_dtypes()) w.value(value_name(static_cast<v1::DType>(d)));
   w.end_array();
-  w.key("location");
-  write_location(w, o.location());
+  write_event_location(w, layout, o.location());
   w.end_object();
 }
 
-void write_kernel(JsonWriter& w, const std::string& agent_id, const v1::KernelEvent& k, int64_t origin_ns) {
-  w.begin_object();
-  w.key("agent_id").value(agent_id);
+void write_kernel(JsonWriter& w, const EventLayout& layout, const v1::KernelEvent& k, int64_t origin_ns) {
+  write_head(w, layout);
   w.key("seq").value(k.seq());
   w.key("ts").value(relative(k.ts_ns(), origin_ns));
   w.key("dur").value(k.duration_ns());

@@ -243,19 +243,20 @@ Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min
     return error;
   };
   bool more = false;
+  const EventLayout layout{out.lane != nullptr ? nullptr : &agent.agent_id, out.lane};
   if (!t::is_gpu_track(track)) {
     RowScan<StoredOp, kViewerOpColumns> op_rows;
     v1::OpEvent o;
     if (Status s = write_rows(
             op_rows, o, [&](const StoredOp& row) { return row.thread == track; },
-            [&](const v1::OpEvent& event) { write_op(ops, agent.agent_id, event, origin); }, more);
+            [&](const v1::OpEvent& event) { write_op(ops, layout, event, origin); }, more);
         !s.ok() || more)
       return s;
     RowScan<StoredCast, kViewerCastColumns> cast_rows;
     v1::CastEvent c;
     if (Status s = write_rows(
             cast_rows, c, [&](const StoredCast& row) { return row.thread() == track; },
-            [&](const v1::CastEvent& event) { write_cast(casts, agent.agent_id, event, origin); }, more);
+            [&](const v1::CastEvent& event) { write_cast(casts, layout, event, origin); }, more);
         !s.ok() || more)
       return s;
   } else {
@@ -266,7 +267,7 @@ Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min
             [&](const StoredKernel& row) {
               return t::gpu_track(static_cast<uint32_t>(row.device), static_cast<uint32_t>(row.stream)) == track;
             },
-            [&](const v1::KernelEvent& event) { write_kernel(kernels, agent.agent_id, event, origin); }, more);
+            [&](const v1::KernelEvent& event) { write_kernel(kernels, layout, event, origin); }, more);
         !s.ok() || more)
       return s;
   }
@@ -346,8 +347,13 @@ Status ViewerQueries::lane_text(const RunTracks& run, const std::string& track_n
   w.begin_object();
   w.key("track").value(track_name);
   w.key("events").value(events);
+  LaneLocations locations;
   auto events_answer = [&](EventLists& lists) {
     w.key("kind").value("events");
+    // The lane's agent once, and its events' locations as a table.
+    w.key("agent_id").value(agent->agent_id);
+    w.key("locations");
+    locations.write(w);
     w.key("ops").raw(lists.ops.text());
     w.key("casts").raw(lists.casts.text());
     w.key("kernels").raw(lists.kernels.text());
@@ -355,6 +361,7 @@ Status ViewerQueries::lane_text(const RunTracks& run, const std::string& track_n
   };
   if (events <= kMaxRangeEvents) {
     EventLists lists;
+    lists.lane = &locations;
     if (max_seq < 0) {
       for (JsonWriter* list : {&lists.ops, &lists.casts, &lists.kernels}) list->begin_array().end_array();
     } else if (Status st = read_events(*agent, track, min_seq, max_seq, t0, t1, origin, lists); !st.ok()) {
@@ -367,6 +374,7 @@ Status ViewerQueries::lane_text(const RunTracks& run, const std::string& track_n
   // even though its tiles hold more (a dense burst). Read them, within reason.
   if (level == 0 && events <= 50 * kMaxRangeEvents) {
     EventLists found;
+    found.lane = &locations;
     if (Status st = read_events(*agent, track, min_seq, max_seq, t0, t1, origin, found, kMaxRangeEvents); !st.ok())
       return st;
     if (found.count <= static_cast<size_t>(kMaxRangeEvents)) {

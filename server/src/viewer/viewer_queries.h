@@ -31,6 +31,8 @@
 
 namespace castscope::collector::viewer {
 
+class LaneLocations;  // event_json.h
+
 // At most this many events are sent one by one; past it, buckets.
 inline constexpr int64_t kMaxRangeEvents = 5000;
 // At most this many numerics marks, and as many GradScaler points, per
@@ -103,9 +105,12 @@ class ViewerQueries {
   Status lane_text(const RunTracks& run, const std::string& track, int64_t t0, int64_t t1, int pixels, JsonWriter& w);
   // A range's events as three JSON arrays, and how many they hold; past
   // `limit` events it stops (count is then limit + 1, the lists unfinished).
+  // With `lane`, the events are laid out for a timeline lane (event_json.h):
+  // no agent id, locations as indexes into `lane`.
   struct EventLists {
     JsonWriter ops, casts, kernels;
     size_t count = 0;
+    LaneLocations* lane = nullptr;
   };
   Status read_events(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
                      int64_t t1_abs, int64_t origin, EventLists& out, size_t limit = SIZE_MAX);
