@@ -100,7 +100,7 @@ def viewer_rows(build: Build, db: pathlib.Path, run: str, queries: int) -> dict[
             for _ in range(queries):
                 t0 = rng.randrange(0, max(1, span - width))
                 track = urllib.parse.quote(rng.choice(lanes))
-                row.append(collector.get(f"/api/timeline?run={rid}&tracks={track}&t0={t0}&t1={t0 + width}&px=1500")[0])
+                row.append(collector.get(f"/api/timeline?run={rid}&track={track}&tracks={track}&t0={t0}&t1={t0 + width}&px=1500")[0])
         return {name: statistics.median(times) * 1e3 for name, times in rows.items()}
     finally:
         collector.stop()

@@ -477,7 +477,7 @@ async function benchIngest(args, dir) {
 async function main() {
   const args = parseArgs(process.argv);
   for (const [what, file] of [["collector", COLLECTOR], ["ingest bench", INGEST_BENCH], ["castscope", CASTSCOPE], ["ui", path.join(UI_DIST, "index.html")], ["chromium", CHROMIUM]])
-    if (!fs.existsSync(file)) throw new Error(`${what}: ${file} missing (scripts/setup.sh; cd ui && npm run build)`);
+    if (!fs.existsSync(file)) throw new Error(`${what}: ${file} missing (scripts/setup.sh --tests; cd ui && npm run build)`);
   const dir = args.keep ? (fs.mkdirSync(args.keep, { recursive: true }), args.keep) : fs.mkdtempSync(path.join(os.tmpdir(), "castscope-viewer-browser-"));
   console.log(`${new Date().toISOString()} ${os.cpus().length} cores, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}; chromium ${execFileSync(CHROMIUM, ["--version"], { encoding: "utf8" }).trim()}`);
   try {

@@ -47,21 +47,29 @@ fi
 BUILD_DIR="${CASTSCOPE_BUILD_DIR:-build}"
 # Configuring again is cheap and picks up changed CASTSCOPE_CMAKE_ARGS.
 # Both choices below are for build time (docs/performance.md, "First run"):
-# - a unity build: each library's files compiled as one, so libtorch's,
-#   protobuf's and gRPC's headers are parsed once per library, not per file
-#   (the ASan and fuzzing builds of scripts/test.sh compile file by file, so
-#   every file still stands alone);
+# - a unity build: each library's files compiled as one (up to CMake's
+#   batches of 8), so libtorch's, protobuf's and gRPC's headers are parsed
+#   once per batch, not per file (the ASan and fuzzing builds of
+#   scripts/test.sh compile the torch-free libraries file by file);
 # - -g1 (line tables: backtraces and profiles keep file:line) instead of -g:
 #   full debug info of libtorch's headers made every agent file a third slower.
 # Its warnings (no CUPTI headers, ...) go to the terminal, except while the
 # venv has no torch yet: those would be about the wheel not yet installed.
+# CASTSCOPE_CMAKE_ARGS come after the caller's options (the user's choices
+# win, as cmake keeps the last -D), except for --torch-free, whose options
+# must hold while pip replaces torch.
 configure() {
-  local warnings=/dev/stderr
-  [ "$1" = "--torch-free" ] && { warnings="$BUILD_DIR.configure.log"; shift; }
-  # shellcheck disable=SC2086
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-    -DCMAKE_UNITY_BUILD=ON -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" "$@" ${CASTSCOPE_CMAKE_ARGS:-} > "$BUILD_DIR.configure.log" 2>>"$warnings" \
-    || { cat "$BUILD_DIR.configure.log"; exit 1; }
+  local log="$BUILD_DIR.configure.log" torch_free=0
+  [ "$1" = "--torch-free" ] && { torch_free=1; shift; }
+  local args=(-S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+              -DCMAKE_UNITY_BUILD=ON -DPython3_EXECUTABLE="$ROOT/.venv/bin/python")
+  # shellcheck disable=SC2206
+  local user=(${CASTSCOPE_CMAKE_ARGS:-})
+  if ((torch_free)); then
+    cmake "${args[@]}" "${user[@]}" "$@" > "$log" 2>&1 || { cat "$log"; return 1; }
+  else
+    cmake "${args[@]}" "$@" "${user[@]}" > "$log" || { cat "$log"; return 1; }
+  fi
 }
 # The main job needs only the runtime (agent, preload shim, frame reader,
 # forwarder, collector); tests, benches and examples are built for the tests.
@@ -74,17 +82,21 @@ if ! cmp -s requirements.txt "$stamp"; then
   echo "setup: meanwhile building what does not include libtorch (collector, forwarder, ...)"
   .venv/bin/pip install -q -r requirements.txt > .venv/pip-install.log 2>&1 &
   pip_pid=$!
+  # A failed configure or build, or Ctrl-C, must not leave pip writing into
+  # .venv (a background job ignores SIGINT): it is stopped on the way out.
+  trap 'kill "$pip_pid" 2>/dev/null || true' EXIT
+  trap 'exit 130' INT TERM
   # Most of the build (the collector and the forwarder) needs no torch: it
   # compiles while pip unpacks torch, and the configure below adds the agent.
-  configure --torch-free -DCASTSCOPE_BUILD_AGENT=OFF
   build_status=0
-  cmake --build "$BUILD_DIR" "${build_targets[@]}" || build_status=$?
+  { configure --torch-free -DCASTSCOPE_BUILD_AGENT=OFF && cmake --build "$BUILD_DIR" "${build_targets[@]}"; } || build_status=$?
+  ((build_status == 0)) || exit "$build_status"
   if ! wait "$pip_pid"; then
     cat .venv/pip-install.log
     echo "setup: pip install -r requirements.txt failed (its output above)" >&2
     exit 1
   fi
-  ((build_status == 0)) || exit "$build_status"
+  trap - EXIT INT TERM
   cp requirements.txt "$stamp"
 fi
 # The castscope package, editable (agent/python in place) with its console

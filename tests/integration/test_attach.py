@@ -162,7 +162,7 @@ def test_agent_built_for_another_torch_refuses_to_start(tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.skipif(not CPP_EXAMPLE.exists(), reason="examples/cpp not built (scripts/setup.sh builds it)")
+@pytest.mark.skipif(not CPP_EXAMPLE.exists(), reason="examples/cpp not built (scripts/setup.sh --tests builds it)")
 def test_cpp_program_produces_events(tmp_path):
     result, events = run(tmp_path, str(CPP_EXAMPLE))
     assert result.returncode == 0 and "y BFloat16, loss Float" in result.stdout, result.stderr
@@ -179,7 +179,7 @@ def test_cpp_program_produces_events(tmp_path):
 @pytest.mark.parametrize("program", ["python", "cpp"])
 def test_a_deep_configuration_is_refused_by_name(tmp_path, program):
     if program == "cpp" and not CPP_EXAMPLE.exists():
-        pytest.skip("examples/cpp not built (scripts/setup.sh builds it)")
+        pytest.skip("examples/cpp not built (scripts/setup.sh --tests builds it)")
     command = [str(CPP_EXAMPLE)] if program == "cpp" else [
         sys.executable, "-c", "import torch; print('y BFloat16, loss Float')"]
     env = {**os.environ, "LD_PRELOAD": str(REPO / "build" / "agent" / "libcastscope_preload.so"),

@@ -26,7 +26,7 @@ from postgres_server import BIN, PostgresServer
 from test_viewer_http import conforms  # the viewer API's schema (docs/schema/viewer-api.schema.json)
 
 if not (BIN / "initdb").exists():
-    pytest.skip(f"PostgreSQL 15 is not installed ({BIN}/initdb); scripts/setup.sh installs it", allow_module_level=True)
+    pytest.skip(f"PostgreSQL 15 is not installed ({BIN}/initdb); scripts/setup.sh --tests installs it", allow_module_level=True)
 
 SCENARIOS = pathlib.Path(__file__).parent / "scenarios"
 CASTSCOPE = [sys.executable, "-m", "castscope"]

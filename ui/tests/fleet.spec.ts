@@ -146,7 +146,7 @@ async function noScriptRan(page: Page, dialogs: string[]): Promise<void> {
 }
 
 test.beforeAll(async () => {
-  test.skip(!fs.existsSync(INITDB), `PostgreSQL 15 is not installed (${INITDB}); scripts/setup.sh installs it`);
+  test.skip(!fs.existsSync(INITDB), `PostgreSQL 15 is not installed (${INITDB}); scripts/setup.sh --tests installs it`);
   test.skip(!collectorHas(["fleet", "view"], "--viewer-file"), "castscope-collector has no `fleet view` yet");
   test.setTimeout(240_000);
   fleet = await startPostgres();

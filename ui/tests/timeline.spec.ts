@@ -84,7 +84,7 @@ test("every lane of a view step comes in one request", async ({ page }) => {
     const answer = await (await fetch(`/api/tracks?run=${encodeURIComponent(runId)}`)).json();
     return (answer.processes as { tracks: { track: string }[] }[]).flatMap((p) => p.tracks.map((t) => t.track));
   }, run.run_id);
-  expect(tracks.length).toBeGreaterThan(0); // several lanes in one answer: test_viewer_http.py's schema run
+  expect(tracks.length).toBeGreaterThan(0); // this job has one lane; several in one answer: test_viewer_http.py's schema run
   await page.locator("canvas.tl-lanes").focus();
   for (const key of ["+", "+", "+", "ArrowRight", "-", "0"]) await page.keyboard.press(key);
   await waitForCasts(page);

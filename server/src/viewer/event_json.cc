@@ -56,10 +56,13 @@ json location_json(const v1::SourceLocation& location, bool with_source) {
 }
 
 uint32_t LaneLocations::index(const v1::SourceLocation& location) {
-  std::string key = location.file();
-  key += '\n';
+  // Length-prefixed: no file or function name can run into the next part.
+  std::string key = std::to_string(location.file().size());
+  key += ':';
+  key += location.file();
+  key += std::to_string(location.function().size());
+  key += ':';
   key += location.function();
-  key += '\n';
   key += std::to_string(location.line());
   const auto [at, added] = ids_.try_emplace(std::move(key), size_);
   if (added) {

@@ -86,8 +86,15 @@ export class TimelineData {
       this.inflight = null;
       return;
     }
-    const groups = urlSizedGroups(lanes);
+    const groups = requestGroups(lanes);
     let left = groups.length;
+    // When the last group has answered or failed: the step's record is done.
+    const finish = (): void => {
+      if (--left > 0) return;
+      if (this.inflight === req) this.inflight = null;
+      record.doneAt = performance.now();
+      this.stats.lastFetchMs = record.doneAt - started;
+    };
     this.stats.fetches++;
     logPush(this.stats.fetchLog, record);
     for (const group of groups) {
@@ -101,17 +108,13 @@ export class TimelineData {
             record.kinds.push(answers[i].kind);
             this.lanes.set(lane.key, { window, data: answers[i], fetchedAt: started });
           });
-          if (--left === 0) {
-            if (this.inflight === req) this.inflight = null;
-            record.doneAt = performance.now();
-            this.stats.lastFetchMs = record.doneAt - started;
-          }
+          finish();
           this.onUpdate();
         })
         .catch((e) => {
           if (isAbort(e) || ctrl.signal.aborted) return;
           this.stats.fetchErrors++;
-          if (--left === 0 && this.inflight === req) this.inflight = null;
+          finish();
           this.onError(e);
         });
     }
@@ -129,14 +132,20 @@ export class TimelineData {
   }
 }
 
-/** Lanes in groups whose track names fit one URL (the collector takes 8 KiB of
- * request line): one group unless a job has hundreds of lanes. */
-function urlSizedGroups(lanes: Lane[]): Lane[][] {
+/** The collector's limits on one /api/timeline request: its request line
+ * (8 KiB, the run id and the other parameters included) and its lanes. */
+const MAX_TRACKS_CHARS = 5000;
+const MAX_TRACKS = 256;
+
+/** Lanes in groups that fit one request each: one group unless a job has
+ * hundreds of lanes. */
+function requestGroups(lanes: Lane[]): Lane[][] {
   const groups: Lane[][] = [[]];
   let chars = 0;
   for (const lane of lanes) {
     const n = encodeURIComponent(lane.track.track).length + 3;
-    if (groups[groups.length - 1].length > 0 && chars + n > 6000) {
+    const group = groups[groups.length - 1];
+    if (group.length > 0 && (chars + n > MAX_TRACKS_CHARS || group.length >= MAX_TRACKS)) {
       groups.push([]);
       chars = 0;
     }
