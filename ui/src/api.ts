@@ -5,6 +5,7 @@
 
 import type {
   AgentId,
+  BucketColumns,
   Cast,
   CountersAnswer,
   EventAnswer,
@@ -28,24 +29,7 @@ import type {
 export type * from "./api-types";
 
 /** One bucket as the page draws it: row i of a lane's BucketColumns, its modes named. */
-export interface Bucket {
-  t: number;
-  ops: number;
-  op_ns: number;
-  decisions: number;
-  casts: number;
-  bytes: number;
-  miss: number;
-  hit: number;
-  stale_hit: number;
-  backward: number;
-  to_bfloat16: number;
-  to_float16: number;
-  to_float32: number;
-  modes: string[];
-  kernels: number;
-  kernel_ns: number;
-}
+export type Bucket = { [K in Exclude<keyof BucketColumns, "modes">]: number } & { modes: string[] };
 
 /** One lane of /api/timeline's answer as the page draws it: its events in
  * full (agent id and location object in each, as /api/live sends them), its
@@ -72,7 +56,7 @@ function eventsInFull(lane: TimelineEvents): LaneAnswer {
 
 const NO_MODES: string[] = [];
 
-function bucketRows(c: TimelineBuckets["buckets"], modeNames: string[]): Bucket[] {
+function bucketRows(c: BucketColumns, modeNames: string[]): Bucket[] {
   const rows: Bucket[] = new Array(c.t.length);
   // Most buckets share one mode set (eager): one array per distinct mask.
   const modesOf = new Map<number, string[]>();

@@ -292,12 +292,13 @@ Status ViewerQueries::timeline_text(const StepRequest& request, std::string& out
                                     std::to_string(request.tracks.size()));
   if (request.t1 <= request.t0) return Status::invalid_argument("t1 must be greater than t0");
   if (request.pixels < 1 || request.pixels > 20000) return Status::invalid_argument("px must be 1 to 20000");
-  for (const std::string& name : request.tracks) {
-    std::string agent_id;
-    int64_t track = 0;
-    if (!parse_track(name, agent_id, track))
+  // Every name checked before any is read: a bad one is a 400 whatever the run.
+  std::vector<LaneTrack> lanes(request.tracks.size());
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    lanes[i].name = &request.tracks[i];
+    if (!parse_track(request.tracks[i], lanes[i].agent_id, lanes[i].track))
       return Status::invalid_argument("track: expected AGENT/NUMBER as /api/tracks names it, got \"" +
-                                      name.substr(0, 80) + "\"");
+                                      request.tracks[i].substr(0, 80) + "\"");
   }
   RunTracks run;
   if (Status s = load_run(request.run_id, run); !s.ok()) return s;
@@ -310,21 +311,19 @@ Status ViewerQueries::timeline_text(const StepRequest& request, std::string& out
   for (int m = 0; m <= v1::ExecutionMode_MAX; ++m) w.value(m == 0 ? "" : mode_name(static_cast<v1::ExecutionMode>(m)));
   w.end_array();
   w.key("lanes").begin_array();
-  for (const std::string& track : request.tracks)
-    if (Status s = lane_text(run, track, request.t0, request.t1, request.pixels, w); !s.ok()) return s;
+  for (const LaneTrack& lane : lanes)
+    if (Status s = lane_text(run, lane, request.t0, request.t1, request.pixels, w); !s.ok()) return s;
   w.end_array();
   w.end_object();
   out = w.take();
   return {};
 }
 
-Status ViewerQueries::lane_text(const RunTracks& run, const std::string& track_name, int64_t range_t0, int64_t range_t1,
+Status ViewerQueries::lane_text(const RunTracks& run, const LaneTrack& lane, int64_t range_t0, int64_t range_t1,
                                 int pixels, JsonWriter& w) {
-  std::string agent_id;
-  int64_t track = 0;
-  parse_track(track_name, agent_id, track);  // checked by timeline_text
-  const Agent* agent = run.agent(agent_id);
-  if (agent == nullptr) return Status::not_found("no agent " + agent_id + " in this run");
+  const int64_t track = lane.track;
+  const Agent* agent = run.agent(lane.agent_id);
+  if (agent == nullptr) return Status::not_found("no agent " + lane.agent_id + " in this run");
   const int64_t origin = run.origin_ns;
   const int64_t t0 = origin + range_t0, t1 = origin + range_t1;
   // Buckets at most two pixels wide: levels are 4x apart, so this gives 0.5 to
@@ -345,7 +344,7 @@ Status ViewerQueries::lane_text(const RunTracks& run, const std::string& track_n
     max_seq = std::max(max_seq, tile.counts.max_seq);
   }
   w.begin_object();
-  w.key("track").value(track_name);
+  w.key("track").value(*lane.name);
   w.key("events").value(events);
   LaneLocations locations;
   auto events_answer = [&](EventLists& lists) {

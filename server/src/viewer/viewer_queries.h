@@ -101,8 +101,14 @@ class ViewerQueries {
   // `agents`: the agents' identities too (the tracks' labels), or their keys alone.
   Status load_run(const std::string& run_id, RunTracks& out,
                   StoreReader::AgentColumns agents = StoreReader::AgentColumns::kKeys);
+  // A requested track, its name parsed.
+  struct LaneTrack {
+    const std::string* name = nullptr;  // as asked ("<agent_id>/<track number>")
+    std::string agent_id;
+    int64_t track = 0;
+  };
   // One lane of timeline_text's answer, written into `w`.
-  Status lane_text(const RunTracks& run, const std::string& track, int64_t t0, int64_t t1, int pixels, JsonWriter& w);
+  Status lane_text(const RunTracks& run, const LaneTrack& lane, int64_t t0, int64_t t1, int pixels, JsonWriter& w);
   // A range's events as three JSON arrays, and how many they hold; past
   // `limit` events it stops (count is then limit + 1, the lists unfinished).
   // With `lane`, the events are laid out for a timeline lane (event_json.h):
