@@ -35,7 +35,8 @@ namespace {
 // cast CSE shared; part of the location's identity, so the table is made
 // again with the new UNIQUE constraint); version 13 added the aggregate
 // mode's counter tables; version 14 the fleet shipper's tables; version 15
-// the numerics table (docs/numerics.md).
+// the numerics table (docs/numerics.md); version 16 dropped the tiles' two
+// finest levels (timeline_tiles.h says why), renumbering the rest.
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -54,8 +55,36 @@ Status run_sql(sqlite3* db, const std::string& sql, const char* what) {
   return s;
 }
 // Version 7's tiles table is the one declared in store_schema.h (the same text
-// as a new store's) and is filled from the events the store holds.
+// as a new store's). It is filled from the events at version 16, whose
+// levels it then has.
 const std::string kTilesTableSql = schema::kTimelineTiles.create_sql();
+// Version 16: the tiles of levels 2 and up, as levels 0 and up (the same
+// buckets; timeline_tiles.h), into a new table: renumbering in place could
+// meet rows not yet renumbered. A table still empty (a store upgraded from
+// version 6, whose tiles were never built) is built from the events.
+Status renumber_tile_levels(sqlite3* db) {
+  std::string columns, selected;
+  for (const schema::Column& c : schema::kTimelineTiles.columns) {
+    columns += (columns.empty() ? "" : ", ") + std::string(c.name);
+    selected += (selected.empty() ? "" : ", ") + (c.name == "level" ? std::string("level - 2") : std::string(c.name));
+  }
+  if (Status s = run_sql(db,
+                         "ALTER TABLE timeline_tiles RENAME TO timeline_tiles_v15;" + kTilesTableSql +
+                             "INSERT INTO timeline_tiles(" + columns + ") SELECT " + selected +
+                             " FROM timeline_tiles_v15 WHERE level >= 2 ORDER BY agent, track, level, bucket;"
+                             "DROP TABLE timeline_tiles_v15",
+                         "cannot renumber the tile levels");
+      !s.ok())
+    return s;
+  sqlite3_stmt* any = nullptr;
+  if (sqlite3_prepare_v2(db, "SELECT 1 FROM timeline_tiles LIMIT 1", -1, &any, nullptr) != SQLITE_OK)
+    return Status::internal(sqlite3_errmsg(db));
+  const int step = sqlite3_step(any);
+  sqlite3_finalize(any);
+  if (step == SQLITE_ROW) return {};
+  if (step != SQLITE_DONE) return Status::internal(sqlite3_errmsg(db));
+  return tiles::rebuild(db);
+}
 // Version 12's locations table (a new UNIQUE constraint): made as a new
 // store's, the rows copied from the old one.
 const std::string kLocationsTableSql = schema::kLocations.create_sql();
@@ -75,8 +104,7 @@ const Migration kMigrations[] = {
         "ALTER TABLE agents ADD COLUMN gpu_timing TEXT NOT NULL DEFAULT '';"
         "ALTER TABLE agents ADD COLUMN gpu_records_dropped INTEGER NOT NULL DEFAULT 0"},
     {6, "ALTER TABLE locations ADD COLUMN source TEXT NOT NULL DEFAULT ''", [](sqlite3* db) -> Status {
-       if (Status s = run_sql(db, kTilesTableSql, "cannot create timeline_tiles"); !s.ok()) return s;
-       return tiles::rebuild(db);
+       return run_sql(db, kTilesTableSql, "cannot create timeline_tiles");
      }},
     // Older ops rows have no description: 0, as a new row without one.
     {7, "DROP VIEW op_rows; ALTER TABLE ops ADD COLUMN gemm INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
@@ -108,9 +136,10 @@ const Migration kMigrations[] = {
     {14, "ALTER TABLE agents ADD COLUMN numerics INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
        return run_sql(db, kNumericsTableSql, "cannot create the numerics table");
      }},
+    {15, "SELECT 1", renumber_tile_levels},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 14;
+constexpr int kNewestMigrationFrom = 15;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version
@@ -251,6 +280,7 @@ Status Database::check_or_create_schema(Mode mode) {
     return Status::failed_precondition(path_ + ": an SQLite database but not a castscope store (application_id " +
                                        std::to_string(application_id) + ")");
   if (Status s = check_version(mode, static_cast<int>(user_version)); !s.ok()) return s;
+  schema_version_ = mode == Mode::kReadWrite ? kSchemaVersion : static_cast<int>(user_version);
   if (mode == Mode::kReadWrite) {
     if (Status s = exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-16384;"
                         "PRAGMA temp_store=MEMORY");

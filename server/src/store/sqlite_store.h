@@ -27,7 +27,7 @@ namespace castscope::collector {
 
 // PRAGMA user_version. A change to the schema (store_schema.h) bumps it and
 // adds a migration step (sqlite_store.cc) or raises the oldest version upgraded.
-inline constexpr int kSchemaVersion = 15;
+inline constexpr int kSchemaVersion = 16;
 inline constexpr int kApplicationId = 0x43535354;  // PRAGMA application_id: "CSST"
 
 // One prepared statement; reset and cleared for reuse by `reset()`.
@@ -88,6 +88,9 @@ class Database {
 
   sqlite3* handle() const { return db_; }
   const std::string& path() const { return path_; }
+  // The file's schema version once open: kSchemaVersion for a writer (it
+  // upgrades), possibly older for a reader (timeline_tiles.h reads by it).
+  int schema_version() const { return schema_version_; }
   Status exec(const char* sql);
   Status error(std::string_view what) const;  // "FILE: what: sqlite's message"
 
@@ -99,6 +102,7 @@ class Database {
   sqlite3* db_ = nullptr;
   std::string path_;
   int writer_lock_fd_ = -1;
+  int schema_version_ = 0;
 };
 
 // Checkpoints the WAL from its own connection and thread, so that the

@@ -12,6 +12,7 @@
 #include "server/src/store/store_reader.h"
 #include "server/src/store/store_schema.h"
 #include "server/src/store/store_writer.h"
+#include "server/src/store/timeline_tiles.h"
 #include "server/testing/test_batches.h"
 
 namespace castscope::collector {
@@ -269,19 +270,38 @@ void exec_sql(const std::string& db, const char* sql) {
   sqlite3_close(handle);
 }
 
-// A store as version 12 wrote it: today's tables less aggregate mode's
-// counter tables and agents.aggregate.
-// Version 13: version 14 less the shipping tables.
-void make_version_14_store(const std::string& db) {
+// Version 15: today's tiles, each level l at level l + 2, with two finer
+// levels below them (2^16 and 2^18 ns buckets; here one tile of each level,
+// inside today's finest tile but not at its start, so that a reader that
+// took them for today's levels would read other buckets).
+void make_version_15_store(const std::string& db) {
   {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(db, writer).ok());
     bool duplicate = false;
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
   }
+  const std::string tile_columns =
+      "min_seq, max_seq, ops, op_ns, decisions, casts, bytes, miss, hit, stale_hit, backward, to_bfloat16, "
+      "to_float16, to_float32, modes, kernels, kernel_ns";
+  exec_sql(db, ("CREATE TABLE tiles_now AS SELECT * FROM timeline_tiles; DELETE FROM timeline_tiles;"
+                "INSERT INTO timeline_tiles SELECT agent, track, level + 2, bucket, " + tile_columns + " FROM tiles_now;"
+                "INSERT INTO timeline_tiles SELECT agent, track, 0, bucket * 16 + 3, " + tile_columns +
+                " FROM tiles_now WHERE level = 0;"
+                "INSERT INTO timeline_tiles SELECT agent, track, 1, bucket * 4 + 1, " + tile_columns +
+                " FROM tiles_now WHERE level = 0;"
+                "DROP TABLE tiles_now; PRAGMA user_version=15")
+                   .c_str());
+}
+
+// Version 14: version 15 less the numerics table.
+void make_version_14_store(const std::string& db) {
+  make_version_15_store(db);
   exec_sql(db, "DROP TABLE numerics; ALTER TABLE agents DROP COLUMN numerics; PRAGMA user_version=14");
 }
 
+// Version 13: version 14 less the shipping tables. Version 12: less aggregate
+// mode's counter tables and agents.aggregate too.
 void make_version_13_store(const std::string& db) {
   make_version_14_store(db);
   exec_sql(db, "DROP TABLE ship_rollups; DROP TABLE ship_state; PRAGMA user_version=13");
@@ -399,6 +419,26 @@ std::string tile_rows(const std::string& db) {
   return out;
 }
 
+// What the viewer reads of every tile of agent row 1: its tracks, then each
+// track's tiles at every level, as text.
+std::string read_all_tiles(const Database& store) {
+  std::vector<tiles::TrackSummary> tracks;
+  EXPECT_TRUE(tiles::read_track_summaries(store, 1, tracks).ok());
+  std::string out;
+  for (const tiles::TrackSummary& track : tracks) {
+    out += "track " + std::to_string(track.track) + " events " + std::to_string(track.events) + " buckets " +
+           std::to_string(track.first_bucket) + ".." + std::to_string(track.last_bucket) + "\n";
+    for (int level = 0; level < tiles::kTileLevels; ++level) {
+      std::vector<tiles::TileRow> rows;
+      EXPECT_TRUE(tiles::read_tiles(store, 1, track.track, level, 0, INT64_MAX, rows).ok());
+      for (const tiles::TileRow& row : rows)
+        out += std::to_string(level) + "/" + std::to_string(row.bucket) + ": " + std::to_string(row.counts.events()) +
+               " events, seqs " + std::to_string(row.counts.min_seq) + ".." + std::to_string(row.counts.max_seq) + "\n";
+    }
+  }
+  return out;
+}
+
 // The statement SQLite keeps for `table` (its columns and constraints).
 std::string table_sql(const std::string& db, const std::string& table) {
   sqlite3* handle = nullptr;
@@ -413,8 +453,8 @@ std::string table_sql(const std::string& db, const std::string& table) {
   return out;
 }
 
-TEST(SqliteStore, UpgradesVersion4To14StoresToTheDeclaredSchema) {
-  static_assert(kSchemaVersion == 15, "a new schema version: add its old-file test beside this one");
+TEST(SqliteStore, UpgradesVersion4To15StoresToTheDeclaredSchema) {
+  static_assert(kSchemaVersion == 16, "a new schema version: add its old-file test beside this one");
   const std::string fresh = (temp_dir("fresh") / "store.db").string();
   {
     std::unique_ptr<StoreWriter> writer;
@@ -427,7 +467,15 @@ TEST(SqliteStore, UpgradesVersion4To14StoresToTheDeclaredSchema) {
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 2, 10), duplicate).ok());
   }
-  for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}) {
+  // The first batch alone: what an older store holds before its upgrade.
+  const std::string first_batch = (temp_dir("first-batch") / "store.db").string();
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(first_batch, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
+  }
+  for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) {
     const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
     switch (version) {
       case 4: make_version_4_store(db); break;
@@ -440,7 +488,8 @@ TEST(SqliteStore, UpgradesVersion4To14StoresToTheDeclaredSchema) {
       case 11: make_version_11_store(db); break;
       case 12: make_version_12_store(db); break;
       case 13: make_version_13_store(db); break;
-      default: make_version_14_store(db); break;
+      case 14: make_version_14_store(db); break;
+      default: make_version_15_store(db); break;
     }
 
     std::unique_ptr<StoreReader> reader;
@@ -450,8 +499,13 @@ TEST(SqliteStore, UpgradesVersion4To14StoresToTheDeclaredSchema) {
       EXPECT_EQ(opened.code(), StatusCode::kFailedPrecondition);
       EXPECT_NE(opened.message().find("once to upgrade it in place"), std::string::npos) << opened.message();
     } else {
-      // Version 12 reads as it is (run_report_test reads a run from one).
-      EXPECT_TRUE(opened.ok()) << opened.message();
+      // Version 12 reads as it is (run_report_test reads a run from one),
+      // its tiles where that version keeps each level.
+      ASSERT_TRUE(opened.ok()) << opened.message();
+      std::unique_ptr<StoreReader> today;
+      ASSERT_TRUE(StoreReader::open(first_batch, today).ok());
+      EXPECT_EQ(read_all_tiles(reader->database()), read_all_tiles(today->database()));
+      EXPECT_NE(read_all_tiles(reader->database()), "");
       reader.reset();
     }
     EXPECT_EQ(pragma(db, "PRAGMA user_version"), version);

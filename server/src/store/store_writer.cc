@@ -92,15 +92,6 @@ std::string update_by_id_sql(const schema::Columns<N>& set) {
 
 }  // namespace
 
-Status MultiRowInsert::prepare(sqlite3* db, int columns,
-                               const std::array<std::string, kRowsPerStatement.size()>& sql) {
-  db_ = db;
-  columns_ = columns;
-  for (size_t k = 0; k < kRowsPerStatement.size(); ++k)
-    if (Status s = Statement::prepare(db, sql[k], statements_[k]); !s.ok()) return s;
-  return {};
-}
-
 Status StoreWriter::open(const std::string& path, std::unique_ptr<StoreWriter>& out) {
   auto writer = std::unique_ptr<StoreWriter>(new StoreWriter());
   if (Status s = writer->db_.open(path, Database::Mode::kReadWrite); !s.ok()) return s;

@@ -14,55 +14,13 @@
 
 #include "castscope/v1/transport.pb.h"
 #include "server/src/status.h"
+#include "server/src/store/multi_row_insert.h"
 #include "server/src/store/sqlite_store.h"
 #include "server/src/store/store_schema.h"
 #include "server/src/store/ship_rollups.h"
 #include "server/src/store/timeline_tiles.h"
 
 namespace castscope::collector {
-
-// INSERT OR IGNORE of many rows per statement (256, then 16, then 1):
-// SQLite's per-statement cost dominates single-row inserts, and still shows
-// with 64 rows.
-class MultiRowInsert {
- public:
-  template <size_t N>
-  Status prepare(sqlite3* db, const schema::Columns<N>& row) {
-    std::array<std::string, kRowsPerStatement.size()> sql;
-    for (size_t k = 0; k < sql.size(); ++k) sql[k] = row.insert_sql(kRowsPerStatement[k], /*or_ignore=*/true);
-    return prepare(db, row.size(), sql);
-  }
-
-  // Inserts rows [0, count); bind_row(statement, first_parameter, row) binds
-  // one row's columns (column `name` is parameter first_parameter + row[name]
-  // of the list given to prepare). `inserted` grows by the rows really
-  // written (a row whose id exists already is ignored).
-  template <typename BindRow>
-  Status insert(size_t count, BindRow&& bind_row, int64_t& inserted) {
-    size_t row = 0;
-    for (size_t k = 0; k < kRowsPerStatement.size(); ++k) {
-      const size_t rows = kRowsPerStatement[k];
-      Statement& statement = statements_[k];
-      for (; count - row >= rows; row += rows) {
-        for (size_t r = 0; r < rows; ++r) bind_row(statement, static_cast<int>(r) * columns_ + 1, row + r);
-        Status error;
-        statement.step(error);
-        sqlite3_reset(statement.get());
-        if (!error.ok()) return error;
-        inserted += sqlite3_changes(db_);
-      }
-    }
-    return {};
-  }
-
- private:
-  static constexpr std::array<size_t, 3> kRowsPerStatement = {256, 16, 1};
-  Status prepare(sqlite3* db, int columns, const std::array<std::string, kRowsPerStatement.size()>& sql);
-
-  sqlite3* db_ = nullptr;
-  int columns_ = 0;
-  std::array<Statement, 3> statements_;
-};
 
 // One row of the findings table: the analyzers' output for a run.
 struct StoredFinding {

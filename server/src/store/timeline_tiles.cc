@@ -1,7 +1,6 @@
 #include "server/src/store/timeline_tiles.h"
 
 #include <algorithm>
-#include <map>
 #include <tuple>
 #include <vector>
 
@@ -39,9 +38,9 @@ constexpr CounterColumn kCounters[] = {
     {"kernel_ns", &TileCounts::kernel_ns, kTileRow.param("kernel_ns")},
 };
 
-// INSERT ... ON CONFLICT: counters add, seqs widen, modes join.
+// The INSERT's ON CONFLICT: counters add, seqs widen, modes join.
 std::string upsert_sql() {
-  std::string sql = kTileRow.insert_sql() + " ON CONFLICT(agent, track, level, bucket) DO UPDATE SET "
+  std::string sql = "ON CONFLICT(agent, track, level, bucket) DO UPDATE SET "
                     "min_seq = min(min_seq, excluded.min_seq), max_seq = max(max_seq, excluded.max_seq), "
                     "modes = modes | excluded.modes";
   for (const CounterColumn& c : kCounters) sql += std::string(", ") + c.name + " = " + c.name + " + excluded." + c.name;
@@ -129,32 +128,45 @@ void TileAccumulator::add(int64_t agent_row, const v1::Event& event) {
 
 Status TileAccumulator::flush(sqlite3* db) {
   if (tiles_.empty()) return {};
-  if (upsert_.get() == nullptr)
-    if (Status s = Statement::prepare(db, upsert_sql(), upsert_); !s.ok()) return s;
+  if (!upsert_.prepared())
+    if (Status s = upsert_.prepare_upsert(db, kTileRow, upsert_sql()); !s.ok()) return s;
   // Coarser levels from the finest, in memory: a transaction touches few
-  // buckets, so each level adds at most as many rows as the one below.
-  std::vector<std::pair<TileKey, TileCounts>> level(tiles_.begin(), tiles_.end());
-  Status status;
-  for (int l = 0; l < kTileLevels && status.ok(); ++l) {
-    for (const auto& [key, counts] : level) {
-      Statement& u = upsert_;
-      u.bind(kTileRow.param("agent"), key.agent);
-      u.bind(kTileRow.param("track"), key.track);
-      u.bind(kTileRow.param("level"), l);
-      u.bind(kTileRow.param("bucket"), key.bucket);
-      u.bind(kTileRow.param("min_seq"), counts.min_seq);
-      u.bind(kTileRow.param("max_seq"), counts.max_seq);
-      u.bind(kTileRow.param("modes"), counts.modes);
-      for (const CounterColumn& c : kCounters) u.bind(c.param, counts.*c.field);
-      if (status = u.run(); !status.ok()) break;
+  // buckets, so each level adds at most as many rows as the one below. Rows
+  // go in key order, many per statement: each lands next to the one before.
+  rows_.clear();
+  for (const auto& [key, counts] : tiles_) rows_.push_back({key.agent, key.track, 0, key.bucket, counts});
+  std::sort(rows_.begin(), rows_.end(), [](const LevelRow& a, const LevelRow& b) { return a.key() < b.key(); });
+  for (size_t finer = 0, end = rows_.size(); finer < end;) {
+    const size_t level_end = end;
+    for (size_t i = finer; i < level_end; ++i) {
+      const LevelRow row = rows_[i];  // a copy: push_back may move rows_
+      if (row.level + 1 == kTileLevels) continue;
+      LevelRow coarser{row.agent, row.track, row.level + 1, row.bucket >> kShiftPerLevel, row.counts};
+      // Finer rows are in key order, so a coarser bucket's rows are adjacent.
+      if (rows_.size() > level_end && rows_.back().key() == coarser.key())
+        rows_.back().counts.merge(row.counts);
+      else
+        rows_.push_back(coarser);
     }
-    if (l + 1 == kTileLevels) break;
-    std::map<std::tuple<int64_t, int64_t, int64_t>, TileCounts> coarser;
-    for (const auto& [key, counts] : level)
-      coarser[{key.agent, key.track, key.bucket >> kShiftPerLevel}].merge(counts);
-    level.clear();
-    for (const auto& [k, counts] : coarser) level.push_back({{std::get<0>(k), std::get<1>(k), std::get<2>(k)}, counts});
+    finer = level_end;
+    end = rows_.size();
   }
+  std::sort(rows_.begin(), rows_.end(), [](const LevelRow& a, const LevelRow& b) { return a.key() < b.key(); });
+  int64_t changed = 0;
+  Status status = upsert_.insert(
+      rows_.size(),
+      [this](Statement& u, int p, size_t i) {
+        const LevelRow& row = rows_[i];
+        u.bind(p + kTileRow["agent"], row.agent);
+        u.bind(p + kTileRow["track"], row.track);
+        u.bind(p + kTileRow["level"], row.level);
+        u.bind(p + kTileRow["bucket"], row.bucket);
+        u.bind(p + kTileRow["min_seq"], row.counts.min_seq);
+        u.bind(p + kTileRow["max_seq"], row.counts.max_seq);
+        u.bind(p + kTileRow["modes"], row.counts.modes);
+        for (const CounterColumn& c : kCounters) u.bind(p + c.param - 1, row.counts.*c.field);
+      },
+      changed);
   clear();
   return status;
 }
@@ -211,7 +223,9 @@ Status rebuild(sqlite3* db) {
   return s;
 }
 
-Status read_track_summaries(sqlite3* db, int64_t agent, std::vector<TrackSummary>& out) {
+Status read_track_summaries(const Database& store, int64_t agent, std::vector<TrackSummary>& out) {
+  sqlite3* db = store.handle();
+  const int offset = stored_level_offset(store.schema_version());
   // Every statement seeks on the key (agent, track, level, bucket): one step
   // per track to find the next track, then its coarsest tiles (a handful) and
   // its first and last finest tile. A GROUP BY track over level = ? would read
@@ -224,9 +238,9 @@ Status read_track_summaries(sqlite3* db, int64_t agent, std::vector<TrackSummary
            std::pair{&next, kTrack.select_sql() + " WHERE agent = ? AND track > ? ORDER BY track LIMIT 1"},
            std::pair{&count, "SELECT sum(ops + decisions + kernels) FROM timeline_tiles WHERE agent = ? AND "
                              "track = ? AND level = ?" + std::string()},
-           std::pair{&first, kBucket.select_sql() + " WHERE agent = ? AND track = ? AND level = 0 ORDER BY bucket LIMIT 1"},
+           std::pair{&first, kBucket.select_sql() + " WHERE agent = ? AND track = ? AND level = ? ORDER BY bucket LIMIT 1"},
            std::pair{&last,
-                     kBucket.select_sql() + " WHERE agent = ? AND track = ? AND level = 0 ORDER BY bucket DESC LIMIT 1"}})
+                     kBucket.select_sql() + " WHERE agent = ? AND track = ? AND level = ? ORDER BY bucket DESC LIMIT 1"}})
     if (Status s = Statement::prepare(db, sql, *statement); !s.ok()) return s;
   Status error;
   for (int64_t after = INT64_MIN;;) {
@@ -238,7 +252,7 @@ Status read_track_summaries(sqlite3* db, int64_t agent, std::vector<TrackSummary
     count.reset();
     count.bind(1, agent);
     count.bind(2, after);
-    count.bind(3, kTileLevels - 1);
+    count.bind(3, kTileLevels - 1 + offset);
     if (!count.step(error)) break;
     out.push_back({after, count.column_int(0), 0, 0});
   }
@@ -248,6 +262,7 @@ Status read_track_summaries(sqlite3* db, int64_t agent, std::vector<TrackSummary
       statement->reset();
       statement->bind(1, agent);
       statement->bind(2, track.track);
+      statement->bind(3, offset);
       if (statement->step(error)) *field = statement->column_int(kBucket["bucket"]);
       if (!error.ok()) return error;
     }
@@ -258,26 +273,26 @@ Status read_track_summaries(sqlite3* db, int64_t agent, std::vector<TrackSummary
 namespace {
 // The tiles of one track and level in a bucket range, `columns` selected.
 template <size_t N>
-Status prepare_tile_range(sqlite3* db, const schema::Columns<N>& columns, int64_t agent, int64_t track, int level,
-                          int64_t first_bucket, int64_t last_bucket, Statement& out) {
+Status prepare_tile_range(const Database& store, const schema::Columns<N>& columns, int64_t agent, int64_t track,
+                          int level, int64_t first_bucket, int64_t last_bucket, Statement& out) {
   if (Status st = Statement::prepare(
-          db, columns.select_sql() + " WHERE agent = ? AND track = ? AND level = ? AND bucket BETWEEN ? AND ? ORDER BY bucket",
+          store.handle(), columns.select_sql() + " WHERE agent = ? AND track = ? AND level = ? AND bucket BETWEEN ? AND ? ORDER BY bucket",
           out);
       !st.ok())
     return st;
   out.bind(1, agent);
   out.bind(2, track);
-  out.bind(3, level);
+  out.bind(3, level + stored_level_offset(store.schema_version()));
   out.bind(4, first_bucket);
   out.bind(5, last_bucket);
   return {};
 }
 }  // namespace
 
-Status read_tiles(sqlite3* db, int64_t agent, int64_t track, int level, int64_t first_bucket, int64_t last_bucket,
+Status read_tiles(const Database& store, int64_t agent, int64_t track, int level, int64_t first_bucket, int64_t last_bucket,
                   std::vector<TileRow>& out) {
   Statement s;
-  if (Status st = prepare_tile_range(db, kTileRow, agent, track, level, first_bucket, last_bucket, s); !st.ok()) return st;
+  if (Status st = prepare_tile_range(store, kTileRow, agent, track, level, first_bucket, last_bucket, s); !st.ok()) return st;
   Status error;
   while (s.step(error)) {
     TileRow& row = out.emplace_back();
@@ -290,11 +305,11 @@ Status read_tiles(sqlite3* db, int64_t agent, int64_t track, int level, int64_t 
   return error;
 }
 
-Status read_tile_rates(sqlite3* db, int64_t agent, int64_t track, int level, int64_t first_bucket,
+Status read_tile_rates(const Database& store, int64_t agent, int64_t track, int level, int64_t first_bucket,
                        int64_t last_bucket, std::vector<TileRate>& out) {
   static constexpr auto kRate = schema::columns(schema::kTimelineTiles, {"bucket", "casts", "bytes"});
   Statement s;
-  if (Status st = prepare_tile_range(db, kRate, agent, track, level, first_bucket, last_bucket, s); !st.ok()) return st;
+  if (Status st = prepare_tile_range(store, kRate, agent, track, level, first_bucket, last_bucket, s); !st.ok()) return st;
   Status error;
   while (s.step(error))
     out.push_back({s.column_int(kRate["bucket"]), s.column_int(kRate["casts"]), s.column_int(kRate["bytes"])});

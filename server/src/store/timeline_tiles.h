@@ -13,22 +13,34 @@
 // only, in memory) and writes the touched tiles of every level at commit,
 // adding to what the tables hold (UPSERT). A store of an older schema gets
 // its tiles built from its events when it is upgraded.
+//
+// The finest buckets are 2^20 ns (1.05 ms). Stores before schema version 16
+// had two finer levels (2^16 and 2^18 ns): a training job's events are a few
+// µs to a few hundred µs apart on each track, so nearly every event had a
+// finest tile of its own, and writing them took three quarters of the
+// writer's time (docs/performance.md, "The store's writer"). Ranges finer
+// than a millisecond are answered with their events.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "castscope/v1/events.pb.h"
 #include "server/src/status.h"
+#include "server/src/store/multi_row_insert.h"
 #include "server/src/store/sqlite_store.h"
 
 namespace castscope::collector::tiles {
 
-inline constexpr int kTileLevels = 13;
-inline constexpr int kFinestShift = 16;  // 65.5 us
+inline constexpr int kTileLevels = 11;
+inline constexpr int kFinestShift = 20;  // 1.05 ms
 inline constexpr int kShiftPerLevel = 2;  // x4 per level: the coarsest is 2^40 ns, 18 min
+// A store before schema version 16 holds level l (as above) at level l + 2,
+// bucket for bucket: a reader opening one read-only adds this to each level.
+inline constexpr int stored_level_offset(int schema_version) { return schema_version < 16 ? 2 : 0; }
 inline constexpr int level_shift(int level) { return kFinestShift + kShiftPerLevel * level; }
 inline constexpr int64_t bucket_ns(int level) { return int64_t{1} << level_shift(level); }
 
@@ -85,10 +97,20 @@ class TileAccumulator {
  private:
   TileCounts& tile(int64_t agent, int64_t track, uint64_t ts_ns);
 
+  // A tile of some level, as flush writes it.
+  struct LevelRow {
+    int64_t agent, track;
+    int level;
+    int64_t bucket;
+    TileCounts counts;
+    auto key() const { return std::tuple(agent, track, level, bucket); }
+  };
+
   std::unordered_map<TileKey, TileCounts, TileKeyHash> tiles_;
   TileKey last_key_{};
   TileCounts* last_ = nullptr;  // nodes of an unordered_map stay put
-  Statement upsert_;
+  std::vector<LevelRow> rows_;  // reused by flush
+  MultiRowInsert upsert_;
 };
 
 // Rebuilds the tiles of a whole store from its event tables (an upgrade from
@@ -102,15 +124,16 @@ struct TrackSummary {
   int64_t events = 0;
   int64_t first_bucket = 0, last_bucket = 0;
 };
-// The tracks of agent row `agent`, in track order.
-Status read_track_summaries(sqlite3* db, int64_t agent, std::vector<TrackSummary>& out);
+// The tracks of agent row `agent`, in track order. Readers take the
+// Database, whose schema version says where each level is stored.
+Status read_track_summaries(const Database& store, int64_t agent, std::vector<TrackSummary>& out);
 
 struct TileRow {
   int64_t bucket = 0;  // at its level
   TileCounts counts;
 };
 // The tiles of one track and level with buckets in [first_bucket, last_bucket], in bucket order.
-Status read_tiles(sqlite3* db, int64_t agent, int64_t track, int level, int64_t first_bucket, int64_t last_bucket,
+Status read_tiles(const Database& store, int64_t agent, int64_t track, int level, int64_t first_bucket, int64_t last_bucket,
                   std::vector<TileRow>& out);
 
 // Casts and their bytes alone, for the same range (the counters' rates: a
@@ -119,7 +142,7 @@ struct TileRate {
   int64_t bucket = 0;
   int64_t casts = 0, bytes = 0;
 };
-Status read_tile_rates(sqlite3* db, int64_t agent, int64_t track, int level, int64_t first_bucket,
+Status read_tile_rates(const Database& store, int64_t agent, int64_t track, int level, int64_t first_bucket,
                        int64_t last_bucket, std::vector<TileRate>& out);
 
 }  // namespace castscope::collector::tiles

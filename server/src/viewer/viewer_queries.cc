@@ -102,7 +102,7 @@ Status ViewerQueries::load_run(const std::string& run_id, RunTracks& out, StoreR
   out.tracks.resize(out.agents.size());
   int64_t first = INT64_MAX, last = 0;
   for (size_t i = 0; i < out.agents.size(); ++i) {
-    if (Status s = t::read_track_summaries(store().handle(), out.agents[i].row, out.tracks[i]); !s.ok())
+    if (Status s = t::read_track_summaries(store(), out.agents[i].row, out.tracks[i]); !s.ok())
       return store().error(s.message());
     for (const TrackSummary& track : out.tracks[i]) {
       first = std::min(first, track.first_bucket);
@@ -333,7 +333,7 @@ Status ViewerQueries::lane_text(const RunTracks& run, const LaneTrack& lane, int
   const int shift = t::level_shift(level);
 
   std::vector<t::TileRow> tiles;
-  if (Status st = t::read_tiles(store().handle(), agent->row, track, level, std::max<int64_t>(0, t0) >> shift,
+  if (Status st = t::read_tiles(store(), agent->row, track, level, std::max<int64_t>(0, t0) >> shift,
                                 std::max<int64_t>(0, t1 - 1) >> shift, tiles);
       !st.ok())
     return store().error(st.message());
@@ -477,7 +477,7 @@ Status ViewerQueries::counters(const std::string& run_id, int64_t t0, int64_t t1
     for (const TrackSummary& track : run.tracks[i]) {
       if (t::is_gpu_track(track.track)) continue;
       std::vector<t::TileRate> tiles;
-      if (Status st = t::read_tile_rates(store().handle(), agent.row, track.track, level, a0 >> shift,
+      if (Status st = t::read_tile_rates(store(), agent.row, track.track, level, a0 >> shift,
                                          std::max<int64_t>(0, a1 - 1) >> shift, tiles);
           !st.ok())
         return store().error(st.message());
