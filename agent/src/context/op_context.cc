@@ -17,10 +17,8 @@
 namespace castscope {
 
 std::atomic<bool> g_record_events{true};
-thread_local int t_autocast_kernel_depth = 0;
 std::atomic<LocationReader> g_python_location_reader{nullptr};
 std::atomic<LocationReader> g_tracing_location_reader{nullptr};
-thread_local int t_trace_recording_depth = 0;
 
 DType to_dtype(c10::ScalarType type) {
   switch (type) {

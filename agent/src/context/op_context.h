@@ -13,6 +13,7 @@
 
 #include "agent/src/record/cast_record.h"
 #include "agent/src/record/location_table.h"
+#include "agent/src/record/thread_block.h"
 
 namespace castscope {
 
@@ -20,22 +21,26 @@ namespace castscope {
 // own autocast while registered) when this is false.
 extern std::atomic<bool> g_record_events;
 
-// Depth of castscope autocast kernels on this thread. Inside one, autocast
-// reads as disabled (the kernel excludes its key, as native wrappers do);
-// the observers must not take that for the user's own disable.
-extern thread_local int t_autocast_kernel_depth;
+// Depth of castscope autocast kernels on this thread (ThreadBlock's
+// autocast_kernel_depth). Inside one, autocast reads as disabled (the kernel
+// excludes its key, as native wrappers do); the observers must not take that
+// for the user's own disable.
+inline bool inside_autocast_kernel() { return this_thread_block().autocast_kernel_depth > 0; }
 struct InsideAutocastKernel {
-  InsideAutocastKernel() { ++t_autocast_kernel_depth; }
-  ~InsideAutocastKernel() { --t_autocast_kernel_depth; }
+  explicit InsideAutocastKernel(ThreadBlock& thread) : thread_(thread) { ++thread_.autocast_kernel_depth; }
+  ~InsideAutocastKernel() { --thread_.autocast_kernel_depth; }
   InsideAutocastKernel(const InsideAutocastKernel&) = delete;
   InsideAutocastKernel& operator=(const InsideAutocastKernel&) = delete;
+
+ private:
+  ThreadBlock& thread_;
 };
 
 // Depth of the Python package's torch.jit.trace bracket on this thread
-// (observers/trace_observer.h keeps it). Inside a scripted function the trace
-// calls, the tracer's own state reads as off; this still says a trace records.
-extern thread_local int t_trace_recording_depth;
-inline bool trace_recording_on_this_thread() { return t_trace_recording_depth > 0; }
+// (ThreadBlock's trace_recording_depth, kept by observers/trace_observer.h).
+// Inside a scripted function the trace calls, the tracer's own state reads as
+// off; this still says a trace records.
+inline bool trace_recording_on_this_thread() { return this_thread_block().trace_recording_depth > 0; }
 
 // Returns the LocationTable id of the innermost user Python frame of the
 // calling thread (0 when there is none). Installed only in Python processes,

@@ -91,14 +91,15 @@ namespace {
 
 // Records made while this is set are built (decisions kept for the compile
 // capture) but not logged: a compile-time duplicate (compile_capture.h).
-thread_local bool t_unlogged = false;
+// (ThreadBlock's `unlogged`.)
 struct UnloggedRecords {
-  explicit UnloggedRecords(bool on) : previous_(t_unlogged) { t_unlogged = on; }
-  ~UnloggedRecords() { t_unlogged = previous_; }
+  UnloggedRecords(ThreadBlock& thread, bool on) : thread_(thread), previous_(thread.unlogged) { thread.unlogged = on; }
+  ~UnloggedRecords() { thread_.unlogged = previous_; }
   UnloggedRecords(const UnloggedRecords&) = delete;
   UnloggedRecords& operator=(const UnloggedRecords&) = delete;
 
  private:
+  ThreadBlock& thread_;
   bool previous_;
 };
 
@@ -138,9 +139,10 @@ CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::De
 // off, GPU launches carrying the op's seq, cuBLASLt's logger writing into
 // the op's record.
 struct OpScope {
-  OpScope(const AutocastDevice& device, bool record, bool compile_duplicate, Record& op_record)
-      : unlogged(compile_duplicate),
+  OpScope(ThreadBlock& thread, const AutocastDevice& device, bool record, bool compile_duplicate, Record& op_record)
+      : unlogged(thread, compile_duplicate),
         no_autocast(device.key),
+        inside(thread),
         launches(record && gpu_correlates(device.kind == DeviceKind::kCuda), op_record.seq),
         gemms(record ? &op_record.op : nullptr) {}
   UnloggedRecords unlogged;
@@ -170,11 +172,11 @@ class KernelCore {
   // `compile_duplicate`), or describing it failed (counted). `region_dtype`:
   // the region's lower-precision dtype, read once by the caller.
   template <class InputDtypes>
-  bool start_op_record(Record& op_record, bool& compile_duplicate, c10::ScalarType region_dtype,
+  bool start_op_record(ThreadBlock& thread, Record& op_record, bool& compile_duplicate, c10::ScalarType region_dtype,
                        InputDtypes&& input_dtypes) {
     if (!g_record_events.load(std::memory_order_relaxed)) [[unlikely]] return false;
     try {
-      op_record = runtime_.events.new_record(RecordKind::kOp);
+      op_record = runtime_.events.new_record(RecordKind::kOp, runtime_.events.thread_id(thread));
       op_record.op_id = op_id_;
       op_record.policy = policy_;
       op_record.device = device_.kind;
@@ -201,12 +203,12 @@ class KernelCore {
   // `output()` returns the dtype of the op's first tensor output (or
   // kUnspecified); not called when the op failed.
   template <class OutputDtype>
-  void finish_op_record(Record& r, bool ok, OutputDtype&& output) noexcept {
+  void finish_op_record(ThreadBlock& thread, Record& r, bool ok, OutputDtype&& output) noexcept {
     try {
       r.op.ok = ok;
       r.op.cpu_duration_ns = now_ns() - r.ts_ns;
       r.op.output = ok ? output() : DType::kUnspecified;
-      if (!t_unlogged) runtime_.events.record(r);
+      if (!thread.unlogged) runtime_.events.record(r, thread);
     } catch (...) {
       runtime_.events.count_internal_error();
     }
@@ -218,7 +220,8 @@ class KernelCore {
     return dtype_override_ == DType::kUnspecified ? region_dtype : to_scalar_type(dtype_override_);
   }
 
-  at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record) {
+  at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record,
+                      ThreadBlock& thread) {
     if (!t.defined()) return t;
     // Decided before the cast: cached_cast consults the cache only then.
     // Compile-time decisions see fake tensors: nothing for the cache observer.
@@ -234,7 +237,7 @@ class KernelCore {
     }
     if (op_record != nullptr) {
       const CacheOutcome cache =
-          record_cast(*op_record, t, target, arg_index, list_index, std::nullopt, cacheable ? &result : nullptr, seq);
+          record_cast(thread, *op_record, t, target, arg_index, list_index, std::nullopt, cacheable ? &result : nullptr, seq);
       // Numerics windows: a cast the cache served was checked when it was made.
       if (numerics_window_open() && result.unsafeGetTensorImpl() != t.unsafeGetTensorImpl() &&
           cache != CacheOutcome::kHit && cache != CacheOutcome::kStaleHit &&
@@ -252,7 +255,7 @@ class KernelCore {
   // Records one decision. `forced` replaces the computed outcome (dtype-arg
   // policies decide by the first argument, not by a cast). Returns what the
   // cast cache did (kNotCacheable when not observed).
-  CacheOutcome record_cast(const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index,
+  CacheOutcome record_cast(ThreadBlock& thread, const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index,
                    std::optional<CastOutcome> forced, const at::Tensor* cached_result = nullptr,
                    uint64_t reserved_seq = 0) noexcept {
     CacheOutcome cache = CacheOutcome::kNotCacheable;
@@ -279,11 +282,11 @@ class KernelCore {
         if (r.cast.outcome == CastOutcome::kCast && CompileCapture::collecting() &&
             !runtime_.compile.keep(CompileDecision{op_id_, policy_, device_.kind, r.cast}))
           runtime_.events.count_internal_error();
-        if (t_unlogged) return cache;
+        if (thread.unlogged) return cache;
       } else {
         r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
       }
-      runtime_.events.record(r);
+      runtime_.events.record(r, thread);
       // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
       if (sample_due) runtime_.events.record(cache_sample_record(runtime_, SampleTrigger::kMisses));
     } catch (...) {
@@ -310,18 +313,19 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
     std::call_once(schema_once_, [&] { read_schema(op); });
+    ThreadBlock& thread = this_thread_block();
     Record op_record{};
     bool compile_duplicate = false;
     // Read once (a call into libtorch): the record's autocast dtype and the casts' target.
     const c10::ScalarType region_dtype = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
-    const bool record = start_op_record(op_record, compile_duplicate, region_dtype,
+    const bool record = start_op_record(thread, op_record, compile_duplicate, region_dtype,
                                         [&](DType* out) { return input_dtypes(stack, out); });
-    const OpScope scope(device_, record, compile_duplicate, op_record);
+    const OpScope scope(thread, device_, record, compile_duplicate, op_record);
     std::vector<at::Tensor> checked_inputs;
     try {
-      apply_policy(op, stack, region_dtype, record ? &op_record : nullptr, checked_inputs);
+      apply_policy(op, stack, region_dtype, record ? &op_record : nullptr, thread, checked_inputs);
     } catch (...) {
-      if (record) finish_op_record(op_record, false, [] { return DType::kUnspecified; });
+      if (record) finish_op_record(thread, op_record, false, [] { return DType::kUnspecified; });
       throw;
     }
     if (record) {
@@ -330,7 +334,7 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
         for (const c10::IValue& out : *stack) add_tensors(out, outputs);
         numerics_check_op(op_record, checked_inputs, outputs);
       }
-      finish_op_record(op_record, true, [&] { return output_dtype(*stack); });
+      finish_op_record(thread, op_record, true, [&] { return output_dtype(*stack); });
     }
   }
 
@@ -383,7 +387,7 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
   // `checked_inputs` receives the op's tensor arguments as it gets them (after
   // the casts) when numerics windows check this call.
   void apply_policy(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType region_dtype,
-                    Record* op_record, std::vector<at::Tensor>& checked_inputs) {
+                    Record* op_record, ThreadBlock& thread, std::vector<at::Tensor>& checked_inputs) {
     c10::IValue* args = stack->data() + (stack->size() - kinds_.size());
     const auto keep_inputs = [&] {
       if (!checks_numerics(op_record)) [[likely]] return;
@@ -391,20 +395,20 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
     };
     switch (policy_) {
       case CastPolicy::kLowerPrecisionFp:
-        cast_all(args, lower_precision(region_dtype), op_record);
+        cast_all(args, lower_precision(region_dtype), op_record, thread);
         break;
       case CastPolicy::kFp32:
-        cast_all(args, at::kFloat, op_record);
+        cast_all(args, at::kFloat, op_record, thread);
         break;
       case CastPolicy::kPromote:
-        cast_all(args, promote_type(args, region_dtype), op_record);
+        cast_all(args, promote_type(args, region_dtype), op_record, thread);
         break;
       case CastPolicy::kFp32SetOptDtype:
-        set_opt_dtype(args, op_record);
+        set_opt_dtype(args, op_record, thread);
         break;
       case CastPolicy::kFp32AppendDtype:
         keep_inputs();
-        append_dtype_and_call(args, stack, op_record);
+        append_dtype_and_call(args, stack, op_record, thread);
         return;
       case CastPolicy::kBanned:
         TORCH_CHECK(false, message_);
@@ -417,20 +421,20 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
 
   // lower_precision_fp, fp32, promote: cached_cast every Tensor, Tensor? and
   // Tensor[] argument to `target`.
-  void cast_all(c10::IValue* args, c10::ScalarType target, Record* op_record) {
+  void cast_all(c10::IValue* args, c10::ScalarType target, Record* op_record, ThreadBlock& thread) {
     for (size_t i = 0; i < kinds_.size(); ++i) {
       c10::IValue& arg = args[i];
       switch (kinds_[i]) {
         case ArgKind::kTensor:
         case ArgKind::kOptionalTensor:
-          if (arg.isTensor()) arg = cast_one(arg.toTensor(), target, i, -1, op_record);
+          if (arg.isTensor()) arg = cast_one(arg.toTensor(), target, i, -1, op_record, thread);
           break;
         case ArgKind::kTensorList:
           if (arg.isTensorList()) {
             c10::List<at::Tensor> in = arg.toTensorList();
             c10::List<at::Tensor> out;
             out.reserve(in.size());
-            for (size_t j = 0; j < in.size(); ++j) out.push_back(cast_one(in.get(j), target, i, static_cast<int>(j), op_record));
+            for (size_t j = 0; j < in.size(); ++j) out.push_back(cast_one(in.get(j), target, i, static_cast<int>(j), op_record, thread));
             arg = c10::IValue(std::move(out));
           }
           break;
@@ -461,7 +465,7 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
 
   // fp32_set_opt_dtype: when the first argument is eligible, every unset
   // `ScalarType? dtype` becomes float32; otherwise nothing changes.
-  void set_opt_dtype(c10::IValue* args, Record* op_record) {
+  void set_opt_dtype(c10::IValue* args, Record* op_record, ThreadBlock& thread) {
     if (kinds_.empty() || !args[0].isTensor()) return;
     const at::Tensor& first = args[0].toTensor();
     const bool eligible = at::autocast::is_eligible(first, device_.device);
@@ -479,19 +483,20 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
     if (op_record != nullptr && first.defined()) {
       std::optional<CastOutcome> outcome;
       if (eligible) outcome = explicit_dtype ? CastOutcome::kDtypeArgKept : CastOutcome::kDtypeArgSet;
-      record_cast(*op_record, first, at::kFloat, 0, -1, outcome);
+      record_cast(thread, *op_record, first, at::kFloat, 0, -1, outcome);
     }
   }
 
   // fp32_append_dtype: call the dtype-taking overload with float32 appended
   // (or the first argument's own dtype when it is not eligible).
-  void append_dtype_and_call(c10::IValue* args, torch::jit::Stack* stack, Record* op_record) {
+  void append_dtype_and_call(c10::IValue* args, torch::jit::Stack* stack, Record* op_record, ThreadBlock& thread) {
     TORCH_CHECK(!kinds_.empty() && args[0].isTensor(), "castscope: fp32_append_dtype needs a Tensor first argument");
     const at::Tensor& first = args[0].toTensor();
     const bool eligible = at::autocast::is_eligible(first, device_.device);
     const c10::ScalarType out_type = eligible ? at::kFloat : first.scalar_type();
     if (op_record != nullptr)
-      record_cast(*op_record, first, at::kFloat, 0, -1, eligible ? std::optional(CastOutcome::kDtypeArgSet) : std::nullopt);
+      record_cast(thread, *op_record, first, at::kFloat, 0, -1,
+                  eligible ? std::optional(CastOutcome::kDtypeArgSet) : std::nullopt);
     stack->emplace_back(out_type);
     redispatch_->callBoxed(stack);
   }
@@ -527,16 +532,17 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
         runtime_.events.set_arg_names(op_id_, arg_names_);
         names_set_.store(true, std::memory_order_release);
       });
+    ThreadBlock& thread = this_thread_block();
     Record op_record{};
     bool compile_duplicate = false;
     // Read once (a call into libtorch): the record's autocast dtype and the casts' target.
     const c10::ScalarType region_dtype = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
-    const bool record = start_op_record(op_record, compile_duplicate, region_dtype, [&](DType* out) {
+    const bool record = start_op_record(thread, op_record, compile_duplicate, region_dtype, [&](DType* out) {
       uint8_t n = 0;
       (add_input_dtype(args, out, n), ...);
       return n;
     });
-    const OpScope scope(device_, record, compile_duplicate, op_record);
+    const OpScope scope(thread, device_, record, compile_duplicate, op_record);
     Record* const op_record_or_null = record ? &op_record : nullptr;
     try {
       c10::ScalarType target = at::kFloat;
@@ -545,11 +551,11 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
         target = region_dtype;
         (promote(args, target), ...);
       }
-      Return out = cast_and_call(std::index_sequence_for<Args...>{}, target, op_record_or_null, args...);
-      if (record) finish_op_record(op_record, true, [&] { return out.defined() ? to_dtype(out.scalar_type()) : DType::kUnspecified; });
+      Return out = cast_and_call(std::index_sequence_for<Args...>{}, target, op_record_or_null, thread, args...);
+      if (record) finish_op_record(thread, op_record, true, [&] { return out.defined() ? to_dtype(out.scalar_type()) : DType::kUnspecified; });
       return out;
     } catch (...) {
-      if (record) finish_op_record(op_record, false, [] { return DType::kUnspecified; });
+      if (record) finish_op_record(thread, op_record, false, [] { return DType::kUnspecified; });
       throw;
     }
   }
@@ -559,8 +565,8 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
   // (their records and the cast cache see the same order).
   template <size_t... Index>
   Return cast_and_call(std::index_sequence<Index...> /*positions*/, c10::ScalarType target, Record* op_record,
-                       Args&... args) {
-    std::tuple<Casted<Args>...> casted{cast_arg(args, target, Index, op_record)...};
+                       ThreadBlock& thread, Args&... args) {
+    std::tuple<Casted<Args>...> casted{cast_arg(args, target, Index, op_record, thread)...};
     Return out = std::apply([this](auto&... a) { return op_.call(a...); }, casted);
     if (checks_numerics(op_record)) [[unlikely]] {
       std::vector<at::Tensor> inputs;
@@ -585,16 +591,17 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
                                         std::is_same_v<std::decay_t<Arg>, std::optional<at::Tensor>>,
                                     std::decay_t<Arg>, std::remove_reference_t<Arg>&>;
 
-  at::Tensor cast_arg(const at::Tensor& t, c10::ScalarType target, size_t index, Record* op_record) {
-    return cast_one(t, target, index, -1, op_record);
+  at::Tensor cast_arg(const at::Tensor& t, c10::ScalarType target, size_t index, Record* op_record, ThreadBlock& thread) {
+    return cast_one(t, target, index, -1, op_record, thread);
   }
   std::optional<at::Tensor> cast_arg(const std::optional<at::Tensor>& t, c10::ScalarType target, size_t index,
-                                     Record* op_record) {
+                                     Record* op_record, ThreadBlock& thread) {
     if (!t.has_value()) return t;
-    return cast_one(*t, target, index, -1, op_record);
+    return cast_one(*t, target, index, -1, op_record, thread);
   }
   template <class Other>
-  Other& cast_arg(Other& other, c10::ScalarType /*target*/, size_t /*index*/, Record* /*op_record*/) {
+  Other& cast_arg(Other& other, c10::ScalarType /*target*/, size_t /*index*/, Record* /*op_record*/,
+                  ThreadBlock& /*thread*/) {
     return other;
   }
 

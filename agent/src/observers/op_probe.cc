@@ -248,7 +248,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   ThreadState& s = t_state;
   s.sync(g_generation.load(std::memory_order_relaxed));
   if (++s.depth != 1 || !g_open.load(std::memory_order_relaxed) || !g_record_events.load(std::memory_order_relaxed) ||
-      t_autocast_kernel_depth > 0)
+      inside_autocast_kernel())
     return nullptr;
   // The autograd engine's own dtype handling (saved lower-precision tensors
   // meeting fp32 gradients) is not the user's.

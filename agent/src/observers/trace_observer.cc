@@ -21,7 +21,7 @@ bool any_autocast_enabled() {
 std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
   try {
     if (fn.scope() != at::RecordScope::FUNCTION || !g_record_events.load(std::memory_order_relaxed) ||
-        t_autocast_kernel_depth > 0 || any_autocast_enabled())
+        inside_autocast_kernel() || any_autocast_enabled())
       return nullptr;
     EventLog& log = process_recording_state().events;
     Record r = log.new_record(RecordKind::kOp);
@@ -43,12 +43,13 @@ std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
 }  // namespace
 
 void begin_trace_recording() {
-  if (t_trace_recording_depth++ == 0) t_handle = at::addThreadLocalCallback(at::RecordFunctionCallback(&on_op));
+  if (this_thread_block().trace_recording_depth++ == 0) t_handle = at::addThreadLocalCallback(at::RecordFunctionCallback(&on_op));
 }
 
 void end_trace_recording() {
-  if (t_trace_recording_depth == 0) return;
-  if (--t_trace_recording_depth == 0 && t_handle != 0) {
+  int& depth = this_thread_block().trace_recording_depth;
+  if (depth == 0) return;
+  if (--depth == 0 && t_handle != 0) {
     at::removeCallback(t_handle);
     t_handle = 0;
   }

@@ -1,5 +1,7 @@
 #include "agent/src/record/event_log.h"
 
+#include "agent/src/record/thread_block.h"
+
 #include <unordered_map>
 
 namespace castscope {
@@ -20,19 +22,22 @@ std::atomic<uint32_t> g_next_thread_id{1};
 
 }  // namespace
 
-// The calling thread's ring, and the log it belongs to.
+thread_local constinit ThreadBlock t_thread_block;
+
+// What the calling thread's ring needs beyond its ThreadBlock fields (ring,
+// ring_log): whether it tried to adopt one, and the destructor that gives it
+// back when the thread exits. Touched only off the hot path.
 struct EventLog::ThreadHandle {
-  Slot* slot = nullptr;
-  uint64_t log = 0;  // id of the log `slot` belongs to; 0: none yet
   bool tried = false;
   bool exited = false;
-  uint32_t id = 0;
 
   void give_back() {
-    if (slot == nullptr) return;
+    ThreadBlock& block = t_thread_block;
+    if (block.ring == nullptr) return;
     std::lock_guard<std::mutex> lock(live_logs_mutex());
-    if (auto found = live_logs().find(log); found != live_logs().end()) found->second->release_slot(slot);
-    slot = nullptr;
+    if (auto found = live_logs().find(block.ring_log); found != live_logs().end())
+      found->second->release_slot(block.ring);
+    block.ring = nullptr;
   }
   ~ThreadHandle() {
     give_back();
@@ -109,31 +114,34 @@ namespace {
 thread_local EventLog::ThreadHandle tls_thread;
 }  // namespace
 
-uint32_t EventLog::thread_id() {
-  ThreadHandle& handle = tls_thread;
-  if (handle.id == 0) [[unlikely]]
-    handle.id = g_next_thread_id.fetch_add(1, std::memory_order_relaxed);
-  return handle.id;
+uint32_t EventLog::thread_id() { return thread_id(t_thread_block); }
+
+uint32_t EventLog::thread_id(ThreadBlock& thread) {
+  if (thread.thread_id == 0) [[unlikely]]
+    thread.thread_id = g_next_thread_id.fetch_add(1, std::memory_order_relaxed);
+  return thread.thread_id;
 }
 
-EventLog::Slot* EventLog::thread_slot() {
-  ThreadHandle& handle = tls_thread;
-  if (handle.log != id_ || handle.slot == nullptr) [[unlikely]] {
-    if (handle.log != id_ && !handle.exited) {
+EventLog::Slot* EventLog::thread_slot(ThreadBlock& thread) {
+  if (thread.ring_log != id_ || thread.ring == nullptr) [[unlikely]] {
+    ThreadHandle& handle = tls_thread;
+    if (thread.ring_log != id_ && !handle.exited) {
       handle.give_back();  // the thread's ring in an earlier log (tests only)
-      handle.log = id_;
+      thread.ring_log = id_;
       handle.tried = false;
     }
     if (!handle.tried) {
       handle.tried = true;
-      handle.slot = acquire_slot();
+      thread.ring = acquire_slot();
     }
   }
-  return handle.slot;
+  return thread.ring;
 }
 
-void EventLog::record(const Record& record) {
-  Slot* slot = thread_slot();
+void EventLog::record(const Record& record) { this->record(record, t_thread_block); }
+
+void EventLog::record(const Record& record, ThreadBlock& thread) {
+  Slot* slot = thread_slot(thread);
   if (slot == nullptr) [[unlikely]] {
     dropped_total_.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -184,7 +192,7 @@ size_t EventLog::drain_counters(const std::function<void(const Record&)>& sink) 
 }
 
 void EventLog::flush_thread_counters() {
-  Slot* slot = thread_slot();
+  Slot* slot = thread_slot(t_thread_block);
   if (slot == nullptr) return;
   CounterTable* table = slot->counters.load(std::memory_order_acquire);
   if (table == nullptr) return;

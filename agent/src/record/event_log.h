@@ -42,6 +42,8 @@
 
 namespace castscope {
 
+struct ThreadBlock;
+
 struct OpMeta {
   std::string name;                    // "aten::norm.Scalar"
   std::vector<std::string> arg_names;  // filled on the op's first call
@@ -109,6 +111,8 @@ class EventLog {
 
   // Hot path. Never blocks after the thread's first event, never throws.
   void record(const Record& record);
+  // The same, with the calling thread's block already looked up (thread_block.h).
+  void record(const Record& record, ThreadBlock& thread);
 
   // Calls sink for every buffered record, ring by ring (each ring oldest
   // first). Returns how many were drained.
@@ -154,11 +158,12 @@ class EventLog {
   // castscope's id of the calling thread: small, unique per process, never
   // reused (rings are pooled, so a ring is not a thread identity).
   uint32_t thread_id();
+  uint32_t thread_id(ThreadBlock& thread);
 
   // Owns the calling thread's ring; defined in event_log.cc.
   struct ThreadHandle;
 
- private:
+  // A ring and what folds beside it; a thread names its own in its ThreadBlock.
   struct Slot {
     explicit Slot(size_t records) : ring(records) {}
     ~Slot() { delete counters.load(std::memory_order_relaxed); }
@@ -166,7 +171,9 @@ class EventLog {
     std::atomic<bool> in_use{false};
     std::atomic<CounterTable*> counters{nullptr};  // aggregate mode; made under rings_mutex_, then fixed
   };
-  Slot* thread_slot();
+
+ private:
+  Slot* thread_slot(ThreadBlock& thread);
   Record counts_record(const CountFields& counts);
   Slot* acquire_slot();
   void release_slot(Slot* slot);

@@ -1,0 +1,41 @@
+// castscope's own state of the calling thread, in one thread-local block.
+//
+// The agent is a dlopen'ed library, so each thread_local it reads costs a
+// call to __tls_get_addr, and one defined in another file a call to its TLS
+// wrapper too. An autocast op read about a dozen of them (the thread's ring
+// three times, its id, the kernel depth twice, the unlogged flag three
+// times...). Here every field sits in one block that is constant-initialized
+// and trivially destructible (no wrapper, no guard): a kernel looks it up once
+// per op and passes the reference down.
+//
+// Only the owning thread reads or writes its block. The ring it names is
+// given back at thread exit by EventLog's own thread-local handle (which has
+// the destructor this block must not have).
+#pragma once
+
+#include <cstdint>
+
+#include "agent/src/record/event_log.h"
+
+namespace castscope {
+
+struct ThreadBlock {
+  // EventLog: the thread's ring, the log it belongs to (0: none yet) and
+  // castscope's id of the thread (0: not given yet).
+  EventLog::Slot* ring = nullptr;
+  uint64_t ring_log = 0;
+  uint32_t thread_id = 0;
+  // context/op_context.h: castscope autocast kernels on this thread's stack,
+  // and the depth of the Python package's torch.jit.trace bracket.
+  int autocast_kernel_depth = 0;
+  int trace_recording_depth = 0;
+  // dispatch: records built now are a compile-time duplicate's, not logged.
+  bool unlogged = false;
+};
+
+extern thread_local constinit ThreadBlock t_thread_block;
+
+// The calling thread's block: one TLS lookup; keep the reference for the op.
+inline ThreadBlock& this_thread_block() { return t_thread_block; }
+
+}  // namespace castscope
