@@ -237,7 +237,8 @@ class KernelCore {
     }
     if (op_record != nullptr) {
       const CacheOutcome cache =
-          record_cast(thread, *op_record, t, target, arg_index, list_index, std::nullopt, cacheable ? &result : nullptr, seq);
+          record_cast(thread, *op_record, t, target, arg_index, list_index, std::nullopt, cacheable ? &result : nullptr,
+                      seq);
       // Numerics windows: a cast the cache served was checked when it was made.
       if (numerics_window_open() && result.unsafeGetTensorImpl() != t.unsafeGetTensorImpl() &&
           cache != CacheOutcome::kHit && cache != CacheOutcome::kStaleHit &&
@@ -255,9 +256,9 @@ class KernelCore {
   // Records one decision. `forced` replaces the computed outcome (dtype-arg
   // policies decide by the first argument, not by a cast). Returns what the
   // cast cache did (kNotCacheable when not observed).
-  CacheOutcome record_cast(ThreadBlock& thread, const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index,
-                   std::optional<CastOutcome> forced, const at::Tensor* cached_result = nullptr,
-                   uint64_t reserved_seq = 0) noexcept {
+  CacheOutcome record_cast(ThreadBlock& thread, const Record& op_record, const at::Tensor& t, c10::ScalarType target,
+                           size_t arg_index, int list_index, std::optional<CastOutcome> forced,
+                           const at::Tensor* cached_result = nullptr, uint64_t reserved_seq = 0) noexcept {
     CacheOutcome cache = CacheOutcome::kNotCacheable;
     try {
       const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
@@ -434,7 +435,8 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
             c10::List<at::Tensor> in = arg.toTensorList();
             c10::List<at::Tensor> out;
             out.reserve(in.size());
-            for (size_t j = 0; j < in.size(); ++j) out.push_back(cast_one(in.get(j), target, i, static_cast<int>(j), op_record, thread));
+            for (size_t j = 0; j < in.size(); ++j)
+              out.push_back(cast_one(in.get(j), target, i, static_cast<int>(j), op_record, thread));
             arg = c10::IValue(std::move(out));
           }
           break;
@@ -552,7 +554,9 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
         (promote(args, target), ...);
       }
       Return out = cast_and_call(std::index_sequence_for<Args...>{}, target, op_record_or_null, thread, args...);
-      if (record) finish_op_record(thread, op_record, true, [&] { return out.defined() ? to_dtype(out.scalar_type()) : DType::kUnspecified; });
+      if (record)
+        finish_op_record(thread, op_record, true,
+                         [&] { return out.defined() ? to_dtype(out.scalar_type()) : DType::kUnspecified; });
       return out;
     } catch (...) {
       if (record) finish_op_record(thread, op_record, false, [] { return DType::kUnspecified; });
@@ -591,7 +595,8 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
                                         std::is_same_v<std::decay_t<Arg>, std::optional<at::Tensor>>,
                                     std::decay_t<Arg>, std::remove_reference_t<Arg>&>;
 
-  at::Tensor cast_arg(const at::Tensor& t, c10::ScalarType target, size_t index, Record* op_record, ThreadBlock& thread) {
+  at::Tensor cast_arg(const at::Tensor& t, c10::ScalarType target, size_t index, Record* op_record,
+                      ThreadBlock& thread) {
     return cast_one(t, target, index, -1, op_record, thread);
   }
   std::optional<at::Tensor> cast_arg(const std::optional<at::Tensor>& t, c10::ScalarType target, size_t index,

@@ -43,7 +43,8 @@ std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
 }  // namespace
 
 void begin_trace_recording() {
-  if (this_thread_block().trace_recording_depth++ == 0) t_handle = at::addThreadLocalCallback(at::RecordFunctionCallback(&on_op));
+  if (this_thread_block().trace_recording_depth++ == 0)
+    t_handle = at::addThreadLocalCallback(at::RecordFunctionCallback(&on_op));
 }
 
 void end_trace_recording() {

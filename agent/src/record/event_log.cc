@@ -1,8 +1,8 @@
 #include "agent/src/record/event_log.h"
 
-#include "agent/src/record/thread_block.h"
-
 #include <unordered_map>
+
+#include "agent/src/record/thread_block.h"
 
 namespace castscope {
 namespace {

@@ -111,7 +111,8 @@ class EventLog {
 
   // Hot path. Never blocks after the thread's first event, never throws.
   void record(const Record& record);
-  // The same, with the calling thread's block already looked up (thread_block.h).
+  // The same, with the calling thread's block already looked up
+  // (thread_block.h). `thread` must be the calling thread's own block.
   void record(const Record& record, ThreadBlock& thread);
 
   // Calls sink for every buffered record, ring by ring (each ring oldest
@@ -158,11 +159,13 @@ class EventLog {
   // castscope's id of the calling thread: small, unique per process, never
   // reused (rings are pooled, so a ring is not a thread identity).
   uint32_t thread_id();
-  uint32_t thread_id(ThreadBlock& thread);
+  static uint32_t thread_id(ThreadBlock& thread);  // the calling thread's block
 
   // Owns the calling thread's ring; defined in event_log.cc.
   struct ThreadHandle;
 
+ private:
+  friend struct ThreadBlock;  // names the thread's Slot
   // A ring and what folds beside it; a thread names its own in its ThreadBlock.
   struct Slot {
     explicit Slot(size_t records) : ring(records) {}
@@ -171,8 +174,6 @@ class EventLog {
     std::atomic<bool> in_use{false};
     std::atomic<CounterTable*> counters{nullptr};  // aggregate mode; made under rings_mutex_, then fixed
   };
-
- private:
   Slot* thread_slot(ThreadBlock& thread);
   Record counts_record(const CountFields& counts);
   Slot* acquire_slot();
