@@ -27,6 +27,10 @@ def run(tmp_path, script: str, *args: str) -> tuple[dict, str]:
     assert result.returncode == 0, result.stderr
     report = json.loads((out / "report.json").read_text())
     jsonschema.validate(report, SCHEMA)
+    # Numerics summaries are stored events: `castscope run` counts them as stored, never as lost.
+    assert report["totals"]["accounting"]["complete"], result.stderr
+    assert "numerics summaries stored" in result.stderr, result.stderr
+    assert "not stored" not in result.stderr, result.stderr
     return report, result.stdout
 
 

@@ -352,12 +352,16 @@ def _print_agents(runs: list, run_id: str) -> None:
         for agent in run["agents"]:
             identity = agent["identity"]
             rank = f" rank {identity['rank']}" if identity.get("rank", -1) >= 0 else ""
-            n = {k: int(agent.get(k, 0)) for k in ("casts", "ops", "cache_samples", "kernels", "events_dropped_total",
-                                                   "events_recorded_total")}  # proto3 JSON leaves zeros out
-            stored = n["casts"] + n["ops"] + n["cache_samples"] + n["kernels"]
+            counters = ("casts", "ops", "cache_samples", "kernels", "numerics", "events_dropped_total",
+                        "events_recorded_total")
+            n = {k: int(agent.get(k, 0)) for k in counters}  # proto3 JSON leaves zeros out
+            # Every kind of stored event the agent counts as recorded (the store's own accounting).
+            stored = n["casts"] + n["ops"] + n["cache_samples"] + n["kernels"] + n["numerics"]
             unaccounted = n["events_recorded_total"] - stored
             kernels = f", {n['kernels']} GPU activities" if n["kernels"] else ""
+            numerics = f", {n['numerics']} numerics summaries" if n["numerics"] else ""
             print(f"  pid {identity['pid']}{rank}: {n['casts']} casts, {n['ops']} ops, "
-                  f"{n['cache_samples']} cache samples{kernels} stored; {n['events_dropped_total']} events dropped"
+                  f"{n['cache_samples']} cache samples{kernels}{numerics} stored; "
+                  f"{n['events_dropped_total']} events dropped"
                   f"{'' if agent.get('finished') else ' (INCOMPLETE: the process did not finish normally)'}"
                   f"{f'; {unaccounted} recorded events not stored' if unaccounted > 0 else ''}", file=sys.stderr)
