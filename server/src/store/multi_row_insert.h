@@ -21,16 +21,12 @@ class MultiRowInsert {
   // INSERT OR IGNORE of `row`'s columns.
   template <size_t N>
   Status prepare(sqlite3* db, const schema::Columns<N>& row) {
-    std::array<std::string, kRowsPerStatement.size()> sql;
-    for (size_t k = 0; k < sql.size(); ++k) sql[k] = row.insert_sql(kRowsPerStatement[k], /*or_ignore=*/true);
-    return prepare(db, row.size(), sql);
+    return prepare(db, row, /*or_ignore=*/true, "");
   }
   // INSERT of `row`'s columns followed by `upsert` ("ON CONFLICT ... DO UPDATE ...").
   template <size_t N>
   Status prepare_upsert(sqlite3* db, const schema::Columns<N>& row, std::string_view upsert) {
-    std::array<std::string, kRowsPerStatement.size()> sql;
-    for (size_t k = 0; k < sql.size(); ++k) sql[k] = row.insert_sql(kRowsPerStatement[k]) + " " + std::string(upsert);
-    return prepare(db, row.size(), sql);
+    return prepare(db, row, /*or_ignore=*/false, " " + std::string(upsert));
   }
   bool prepared() const { return db_ != nullptr; }
 
@@ -59,11 +55,14 @@ class MultiRowInsert {
 
  private:
   static constexpr std::array<size_t, 3> kRowsPerStatement = {256, 16, 1};
-  Status prepare(sqlite3* db, int columns, const std::array<std::string, kRowsPerStatement.size()>& sql) {
+  template <size_t N>
+  Status prepare(sqlite3* db, const schema::Columns<N>& row, bool or_ignore, const std::string& suffix) {
     db_ = db;
-    columns_ = columns;
+    columns_ = static_cast<int>(row.size());
     for (size_t k = 0; k < kRowsPerStatement.size(); ++k)
-      if (Status s = Statement::prepare(db, sql[k], statements_[k]); !s.ok()) return s;
+      if (Status s = Statement::prepare(db, row.insert_sql(kRowsPerStatement[k], or_ignore) + suffix, statements_[k]);
+          !s.ok())
+        return s;
     return {};
   }
 

@@ -76,14 +76,15 @@ Status renumber_tile_levels(sqlite3* db) {
                          "cannot renumber the tile levels");
       !s.ok())
     return s;
-  sqlite3_stmt* any = nullptr;
-  if (sqlite3_prepare_v2(db, "SELECT 1 FROM timeline_tiles LIMIT 1", -1, &any, nullptr) != SQLITE_OK)
-    return Status::internal(sqlite3_errmsg(db));
-  const int step = sqlite3_step(any);
-  sqlite3_finalize(any);
-  if (step == SQLITE_ROW) return {};
-  if (step != SQLITE_DONE) return Status::internal(sqlite3_errmsg(db));
-  return tiles::rebuild(db);
+  bool empty = false;
+  {
+    Statement any;
+    if (Status s = Statement::prepare(db, "SELECT 1 FROM timeline_tiles LIMIT 1", any); !s.ok()) return s;
+    Status error;
+    empty = !any.step(error);
+    if (!error.ok()) return error;
+  }
+  return empty ? tiles::rebuild(db) : Status();
 }
 // Version 12's locations table (a new UNIQUE constraint): made as a new
 // store's, the rows copied from the old one.

@@ -18,7 +18,7 @@
 // had two finer levels (2^16 and 2^18 ns): a training job's events are a few
 // µs to a few hundred µs apart on each track, so nearly every event had a
 // finest tile of its own, and writing them took three quarters of the
-// writer's time (docs/performance.md, "The store's writer"). Ranges finer
+// writer's time (docs/performance.md, "The store: millisecond tiles"). Ranges finer
 // than a millisecond are answered with their events.
 #pragma once
 
