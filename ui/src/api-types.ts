@@ -113,9 +113,8 @@ export interface LocationDetail {
   also_consumed_at: string[];
 }
 
-/** An autocast op. */
-export interface Op {
-  agent_id: AgentId;
+/** An autocast op's fields, the same in full (Op) and in a timeline lane (LaneOp). */
+export interface OpFields {
   seq: Count;
   ts: number;
   dur: Count;
@@ -131,12 +130,16 @@ export interface Op {
   phase: string;
   output_dtype: string;
   input_dtypes: string[];
-  location: Location;
 }
 
-/** A cast decision of an op's argument; it carries the op's start time. */
-export interface Cast {
+/** An autocast op. */
+export type Op = OpFields & {
   agent_id: AgentId;
+  location: Location;
+};
+
+/** A cast decision's fields, the same in full (Cast) and in a timeline lane (LaneCast). */
+export interface CastFields {
   seq: Count;
   ts: number;
   /** The thread track it ran on. */
@@ -159,12 +162,16 @@ export interface Cast {
   phase: string;
   bytes: Count;
   shape: number[];
-  location: Location;
 }
 
-/** A GPU activity (docs/gpu.md). */
-export interface Kernel {
+/** A cast decision of an op's argument; it carries the op's start time. */
+export type Cast = CastFields & {
   agent_id: AgentId;
+  location: Location;
+};
+
+/** A GPU activity's fields, the same in full (Kernel) and in a timeline lane (LaneKernel). */
+export interface KernelFields {
   seq: Count;
   ts: number;
   dur: Count;
@@ -176,6 +183,11 @@ export interface Kernel {
   stream: number;
   bytes: Count;
 }
+
+/** A GPU activity (docs/gpu.md). */
+export type Kernel = KernelFields & {
+  agent_id: AgentId;
+};
 
 /** A range's buckets as columns: entry i of every array is bucket i (decisions: every cast event; casts: those that converted; modes: a bit per ExecutionMode, named by the answer's mode_names). */
 export interface BucketColumns {
@@ -226,67 +238,19 @@ export interface TimelineEvents {
 }
 
 /** Op in a timeline lane: its agent is the lane's agent_id, its location an index into the lane's locations. */
-export interface LaneOp {
-  seq: Count;
-  ts: number;
-  dur: Count;
-  /** The thread track it ran on. */
-  thread: number;
-  op: string;
-  /** lower_precision_fp, fp32, fp32_set_opt_dtype, fp32_append_dtype, promote, banned */
-  policy: string;
-  outcome: string;
-  /** eager, script, trace_recording, traced, script_while_tracing, compiling, compiled */
-  mode: string;
-  /** forward, backward */
-  phase: string;
-  output_dtype: string;
-  input_dtypes: string[];
+export type LaneOp = OpFields & {
   /** Index into the lane's locations. */
   location: number;
-}
+};
 
 /** Cast in a timeline lane: its agent is the lane's agent_id, its location an index into the lane's locations. */
-export interface LaneCast {
-  seq: Count;
-  ts: number;
-  /** The thread track it ran on. */
-  thread: number;
-  op_seq: Count;
-  op: string;
-  arg: string;
-  list_index: number;
-  policy: string;
-  /** dtype: float32, float16, bfloat16, float64, ... */
-  src: string;
-  dst: string;
-  /** cast, already_target, float64, not_floating, other_device, dtype_arg_set, dtype_arg_kept */
-  outcome: string;
-  /** weight, input, activation */
-  role: string;
-  /** not_cacheable, miss, hit, stale_hit */
-  cache: string;
-  mode: string;
-  phase: string;
-  bytes: Count;
-  shape: number[];
+export type LaneCast = CastFields & {
   /** Index into the lane's locations. */
   location: number;
-}
+};
 
 /** Kernel in a timeline lane: its agent is the lane's agent_id. */
-export interface LaneKernel {
-  seq: Count;
-  ts: number;
-  dur: Count;
-  name: string;
-  activity: string;
-  launched_by: string;
-  launch_seq: Count;
-  device: number;
-  stream: number;
-  bytes: Count;
-}
+export type LaneKernel = KernelFields;
 
 export interface TimelineBuckets {
   track: string;
