@@ -306,6 +306,21 @@ def mm_three_times_under_a_collector(tmp_path, gpu: dict, unscoped: bool = False
     return collector.db
 
 
+def test_an_info_finding_stays_out_of_the_collectors_log(tmp_path, monkeypatch):
+    """A clean job is silent above info: casts at 12 % of the op's GPU time are
+    an info finding, in the report and at info level in the collector's log,
+    never among its warnings (the collector logs warnings and worse by default)."""
+    gpu = with_standin(tmp_path, monkeypatch, {
+        "cast": [{"name": "void at::native::elementwise_kernel<copy>", "duration_ns": 4000}],
+        "op": [{"name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32", "duration_ns": 60000}]})
+    db = mm_three_times_under_a_collector(tmp_path, gpu)
+    [finding] = [f for f in report_of(db)["findings"] if f["kind"] == "cast-share"]
+    assert finding["severity"] == "info"
+    log = db.with_suffix(".log").read_text(errors="replace")
+    assert "castscope-collector: stopped" in log  # the log is the collector's, read after its last analysis
+    assert "finding [" not in log, log
+
+
 def report_of(db: pathlib.Path, run: str = "gpu") -> dict:
     import subprocess
 

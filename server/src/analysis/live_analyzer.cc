@@ -131,8 +131,13 @@ bool LiveAnalyzer::analyze(const std::string& run_id, RunState& state, bool stor
     rows.push_back({f.kind, f.severity, f.summary, finding_json(f).dump()});
     if (state.ids.contains(f.id)) continue;
     const SiteRef* site = f.sites.empty() ? nullptr : &f.sites.front();
-    log::logger("collector").warn("run {}: finding [{}] {} at {}:{}: {}", run_id, f.severity, f.kind,
-                         site != nullptr ? site->file : "?", site != nullptr ? site->line : 0, f.summary);
+    // At the finding's own level: an info finding (a clean job's cast share)
+    // is not a warning, and the collector logs warnings and worse by default.
+    const auto level = f.severity == "info" ? spdlog::level::info
+                       : f.severity == "critical" ? spdlog::level::err
+                                                  : spdlog::level::warn;
+    log::logger("collector").log(level, "run {}: finding [{}] {} at {}:{}: {}", run_id, f.severity, f.kind,
+                                 site != nullptr ? site->file : "?", site != nullptr ? site->line : 0, f.summary);
   }
   if (ids == state.ids && !store_anyway) return true;
   state.ids = std::move(ids);
