@@ -1,6 +1,9 @@
 // Painting the lanes. Every shape of one style goes into one Path2D and is
 // filled or stroked once per frame, so a frame costs a few dozen canvas
-// calls however many events it shows.
+// calls however many events it shows. Rectangles are snapped to whole device
+// pixels: chromium's software rasterizer fills a path of thousands of
+// fractional rectangles 4-5x slower than the same path on the pixel grid
+// (docs/performance.md, "The viewer: a page following a live run").
 
 import type { AgentId, Bucket, Cast, Kernel, LaneAnswer, NumericsMark, Op, ScalerPoint, ScalerSeries } from "../api";
 import {
@@ -87,6 +90,17 @@ export interface LaneContent {
 class Batches {
   private fills = new Map<string, Path2D>();
   private strokes = new Map<string, Path2D>();
+  /** `px`: one device pixel in CSS px (1 / devicePixelRatio). */
+  constructor(private readonly px: number) {}
+  /** A filled rectangle, its edges on the nearest device pixels (at least one pixel each way). */
+  rect(color: string, x: number, y: number, w: number, h: number): void {
+    const px = this.px;
+    const x0 = Math.round(x / px) * px;
+    const y0 = Math.round(y / px) * px;
+    const x1 = Math.max(Math.round((x + w) / px) * px, x0 + px);
+    const y1 = Math.max(Math.round((y + h) / px) * px, y0 + px);
+    this.fill(color).rect(x0, y0, x1 - x0, y1 - y0);
+  }
   fill(color: string): Path2D {
     let p = this.fills.get(color);
     if (!p) this.fills.set(color, (p = new Path2D()));
@@ -156,17 +170,18 @@ export function drawLanes(
 ): Frame {
   const frame = emptyFrame();
   const W = vp.width;
+  const px = 1 / (ctx.getTransform().a || 1); // the caller's transform scales CSS px to device pixels
   ctx.clearRect(0, 0, W, layout.height);
   ctx.font = "11px system-ui, sans-serif";
   ctx.textBaseline = "middle";
 
   // lane backgrounds, alternating
-  const bg = new Batches();
+  const bg = new Batches(px);
   layout.lanes.forEach((lane, i) => {
-    bg.fill(i % 2 ? "#f8fafc" : "#ffffff").rect(GUTTER, lane.y, W - GUTTER, lane.h);
+    bg.rect(i % 2 ? "#f8fafc" : "#ffffff", GUTTER, lane.y, W - GUTTER, lane.h);
   });
-  for (const hd of layout.headers) bg.fill("#eef2f7").rect(0, hd.y, W, HEADER_H);
-  for (const row of layout.scalers) bg.fill("#f0fdfa").rect(GUTTER, row.y, W - GUTTER, row.h);
+  for (const hd of layout.headers) bg.rect("#eef2f7", 0, hd.y, W, HEADER_H);
+  for (const row of layout.scalers) bg.rect("#f0fdfa", GUTTER, row.y, W - GUTTER, row.h);
   bg.flush(ctx);
 
   ctx.save();
@@ -174,10 +189,10 @@ export function drawLanes(
   ctx.rect(GUTTER, 0, W - GUTTER, layout.height);
   ctx.clip();
 
-  const shade = new Batches(); // backward shading, behind everything
-  const body = new Batches(); // op spans, kernels, bars
-  const halos = new Batches(); // highlighted sites, under the marks
-  const marks = new Batches(); // cast marks on top
+  const shade = new Batches(px); // backward shading, behind everything
+  const body = new Batches(px); // op spans, kernels, bars
+  const halos = new Batches(px); // highlighted sites, under the marks
+  const marks = new Batches(px); // cast marks on top
   const texts: { x: number; y: number; text: string; color: string }[] = [];
   const xmin = GUTTER - 20;
   const xmax = W + 20;
@@ -197,11 +212,11 @@ export function drawLanes(
         if (!box) continue;
         const { x0, x1, y0, y1 } = box;
         const back = op.phase === "backward";
-        if (back) shade.fill(BACKWARD_SHADE).rect(x0, lane.y, x1 - x0, lane.h);
-        body.fill(back ? OP_BACKWARD : OP_FORWARD).rect(x0, y0, x1 - x0, y1 - y0);
+        if (back) shade.rect(BACKWARD_SHADE, x0, lane.y, x1 - x0, lane.h);
+        body.rect(back ? OP_BACKWARD : OP_FORWARD, x0, y0, x1 - x0, y1 - y0);
         const badge = MODE_BADGE[op.mode];
         if (badge) {
-          body.fill(badge.color).rect(x0, lane.y + 1, Math.max(x1 - x0, 3), 4);
+          body.rect(badge.color, x0, lane.y + 1, Math.max(x1 - x0, 3), 4);
           if (x1 - x0 >= 18) texts.push({ x: x0 + 2, y: lane.y + 11, text: badge.text, color: badge.color });
         }
         frame.ops.push({ item: op, ...box });
@@ -209,7 +224,7 @@ export function drawLanes(
       for (const k of data.kernels) {
         const box = spanBox(lane, k.ts, k.dur, 3);
         if (!box) continue;
-        body.fill(kernelColor(k.activity, k.launched_by)).rect(box.x0, box.y0, box.x1 - box.x0, box.y1 - box.y0);
+        body.rect(kernelColor(k.activity, k.launched_by), box.x0, box.y0, box.x1 - box.x0, box.y1 - box.y0);
         frame.kernels.push({ item: k, ...box });
       }
       for (const c of data.casts) seen.add(c.seq);
@@ -258,24 +273,24 @@ export function drawLanes(
       if (gpu) {
         const occ = Math.min(1, b.kernel_ns / Math.max(1, bucketNs));
         const hgt = Math.max(1, Math.sqrt(b.kernel_ns / peak) * inner);
-        body.fill(occ > 0.5 ? "#334155" : "#64748b").rect(x0, lane.y + lane.h - 3 - hgt, x1 - x0, hgt);
+        body.rect(occ > 0.5 ? "#334155" : "#64748b", x0, lane.y + lane.h - 3 - hgt, x1 - x0, hgt);
         continue;
       }
-      if (b.backward > 0) shade.fill(BACKWARD_SHADE).rect(x0, lane.y, x1 - x0, lane.h);
+      if (b.backward > 0) shade.rect(BACKWARD_SHADE, x0, lane.y, x1 - x0, lane.h);
       const n = b.decisions || b.ops;
       if (n <= 0) continue;
       const hgt = Math.max(2, Math.sqrt(n / peak) * inner);
-      body.fill(dominantColor(b)).rect(x0, lane.y + lane.h - 3 - hgt, x1 - x0, hgt);
-      if (b.stale_hit > 0) body.fill(STALE_COLOR).rect(x0, lane.y + 1, x1 - x0, 3);
+      body.rect(dominantColor(b), x0, lane.y + lane.h - 3 - hgt, x1 - x0, hgt);
+      if (b.stale_hit > 0) body.rect(STALE_COLOR, x0, lane.y + 1, x1 - x0, 3);
       const nonEager = (b.modes ?? []).find((m) => MODE_BADGE[m]);
-      if (nonEager) body.fill(MODE_BADGE[nonEager].color).rect(x0, lane.y + lane.h - 2, x1 - x0, 2);
+      if (nonEager) body.rect(MODE_BADGE[nonEager].color, x0, lane.y + lane.h - 2, x1 - x0, 2);
     }
   }
 
   // Numerics problems: a bar over each window at the top of its thread's
   // lane (the agent's first lane when the thread has none), a small
   // triangle at its start so that a short window shows at any zoom.
-  const problems = new Batches();
+  const problems = new Batches(px);
   for (const m of numerics) {
     const lane = laneForCast(layout, m.agent_id, m.thread);
     if (!lane) continue;
@@ -284,7 +299,7 @@ export function drawLanes(
     const x1 = Math.max(box.x1, box.x0 + 3);
     const y0 = lane.y + 1;
     const color = markColor(m);
-    problems.fill(color).rect(box.x0, y0, x1 - box.x0, NUMERICS_BAR_H);
+    problems.rect(color, box.x0, y0, x1 - box.x0, NUMERICS_BAR_H);
     const tri = problems.fill(color);
     tri.moveTo(box.x0 - 4, y0);
     tri.lineTo(box.x0 + 4, y0);
