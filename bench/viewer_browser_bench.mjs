@@ -21,8 +21,8 @@
 //          page, then with two pages following its run live (alternated): the
 //          ingest rate's ratio (bench/viewer_bench.py does the same with the
 //          synthetic throughput client and two SSE readers in Python), and
-//          chromium's CPU seconds per second while both pages follow (every
-//          chromium process, from both pages' first paint to the run's end).
+//          the browser's CPU seconds per second while both pages follow (its
+//          processes, from both pages' first paint to the run's end).
 //
 //   node bench/viewer_browser_bench.mjs [--events 10000000] [--steps 60] [--opens 3]
 //        [--live-seconds 20] [--rate 30000] [--ingest-events 6000000] [--ingest-repeats 3]
@@ -422,30 +422,45 @@ async function benchLive(args, dir) {
 
 // ---------------------------------------------------------------- ingest
 
+/** CPU seconds (user + system, USER_HZ 100) of each process below this one: pid -> seconds. */
+function browserCpuByPid() {
+  const parent = new Map();
+  const seconds = new Map();
+  for (const pid of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" "); // fields[0] is the state
+      parent.set(Number(pid), Number(fields[1]));
+      seconds.set(Number(pid), (Number(fields[11]) + Number(fields[12])) / 100);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const below = (pid) => {
+    for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) return true;
+    return false;
+  };
+  // The browser is ours (launched by Playwright), so every process below us
+  // but the collector and the ingest bench: those are excluded by the caller.
+  return new Map([...seconds].filter(([pid]) => below(pid)));
+}
+
+/** CPU seconds the browser's processes used between two browserCpuByPid() samples (those alive at both). */
+function browserCpuBetween(before, after, notBrowser) {
+  let sum = 0;
+  for (const [pid, s] of after) if (before.has(pid) && !notBrowser.has(pid)) sum += s - before.get(pid);
+  return sum;
+}
+
 /**
  * castscope_ingest_bench fill --prebuild (a 2-rank training-like run, batches
  * built before the clock starts) into a fresh collector, with `pages` real
  * pages following the run live from its first batch.
  */
-/** CPU seconds of every chromium process alive now (user + system). */
-function chromiumCpuSeconds() {
-  let ticks = 0;
-  for (const pid of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      if (fs.readFileSync(`/proc/${pid}/comm`, "utf8").trim() !== "chromium") continue;
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return ticks / 100; // USER_HZ
-}
-
-async function ingestOnce(browser, dir, storeDir, events, pages, index) {
-  const serve = await startCollector("serve", path.join(storeDir, `ingest-${index}-${pages}.db`), dir);
+async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
+  const db = path.join(storeDir, `ingest-${index}-${pages}.db`);
+  const serve = await startCollector("serve", db, dir);
   const contexts = [];
   try {
     const out = [];
@@ -466,12 +481,15 @@ async function ingestOnce(browser, dir, storeDir, events, pages, index) {
       }
       await sleep(100);
     }
-    // Following from both pages' first paint: chromium's CPU from there to the run's end.
+    // Following from both pages' first paint: the browser's CPU from there to
+    // the run's end (null when the run ended first).
     for (const c of contexts) await c.pages()[0].waitForFunction(() => window.__castscopeStats?.paints > 0, null, { timeout: 60_000 }).catch(() => {});
-    const cpuFrom = chromiumCpuSeconds();
+    const measured = pages > 0 && contexts.length === pages && bench.exitCode === null;
+    const cpuFrom = browserCpuByPid();
     const following = Date.now();
     await exited;
-    const browserCpu = pages > 0 && bench.exitCode === 0 ? (chromiumCpuSeconds() - cpuFrom) / ((Date.now() - following) / 1000) : null;
+    const notBrowser = new Set([serve.proc.pid, bench.pid]);
+    const browserCpu = measured ? browserCpuBetween(cpuFrom, browserCpuByPid(), notBrowser) / ((Date.now() - following) / 1000) : null;
     const stats = [];
     for (const c of contexts) stats.push(await c.pages()[0].evaluate(() => ({ live: window.__castscopeStats.liveBatches, fetches: window.__castscopeStats.fetches, paints: window.__castscopeStats.paints })));
     const text = out.join("");
@@ -480,6 +498,8 @@ async function ingestOnce(browser, dir, storeDir, events, pages, index) {
   } finally {
     for (const c of contexts) await c.close();
     await serve.stop();
+    // Each store is ~50 bytes an event: on /dev/shm that is memory, so gone at once unless kept.
+    if (!keep) for (const suffix of ["", "-wal", "-shm"]) fs.rmSync(`${db}${suffix}`, { force: true });
   }
 }
 
@@ -491,15 +511,15 @@ async function benchIngest(args, dir) {
     console.log(`ingest: castscope_ingest_bench fill --prebuild, ${(args.ingestEvents / 1e6).toFixed(1)} M events of 2 ranks into a fresh store, no page / two pages following the run, alternated ${args.ingestRepeats}x`);
     for (let r = 0; r < args.ingestRepeats; r++) {
       for (const pages of [0, 2]) {
-        const { rate, stats, browserCpu } = await ingestOnce(browser, dir, storeDir, args.ingestEvents, pages, r);
+        const { rate, stats, browserCpu } = await ingestOnce(browser, dir, storeDir, args.keep !== null, args.ingestEvents, pages, r);
         rates[pages].push(rate);
-        const cpu = browserCpu === null ? "" : `; chromium ${browserCpu.toFixed(2)} CPU s/s while following`;
+        const cpu = browserCpu === null ? "" : `; the browser ${browserCpu.toFixed(2)} CPU s/s while following`;
         console.log(`  ${pages} pages: ${(rate / 1e6).toFixed(3)} M events/s${stats.length ? ` (pages got ${stats.map((s) => `${s.live} live messages, ${s.fetches} refetches, ${s.paints} paints`).join("; ")}${cpu})` : ""}`);
       }
     }
   } finally {
     await browser.close();
-    if (storeDir !== dir) fs.rmSync(storeDir, { recursive: true, force: true });
+    if (storeDir !== dir && !args.keep) fs.rmSync(storeDir, { recursive: true, force: true });
   }
   const median = (v) => percentile(v, 50);
   console.log(`  median: no page ${(median(rates[0]) / 1e6).toFixed(3)} M/s, two pages ${(median(rates[2]) / 1e6).toFixed(3)} M/s: ratio ${(median(rates[2]) / median(rates[0])).toFixed(3)} (target >= 0.80)`);

@@ -310,15 +310,22 @@ def test_an_info_finding_stays_out_of_the_collectors_log(tmp_path, monkeypatch):
     """A clean job is silent above info: casts at 12 % of the op's GPU time are
     an info finding, in the report and at info level in the collector's log,
     never among its warnings (the collector logs warnings and worse by default)."""
-    gpu = with_standin(tmp_path, monkeypatch, {
-        "cast": [{"name": "void at::native::elementwise_kernel<copy>", "duration_ns": 4000}],
-        "op": [{"name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32", "duration_ns": 60000}]})
-    db = mm_three_times_under_a_collector(tmp_path, gpu)
-    [finding] = [f for f in report_of(db)["findings"] if f["kind"] == "cast-share"]
-    assert finding["severity"] == "info"
-    log = db.with_suffix(".log").read_text(errors="replace")
-    assert "castscope-collector: stopped" in log  # the log is the collector's, read after its last analysis
-    assert "finding [" not in log, log
+    kernels = {"cast": [{"name": "void at::native::elementwise_kernel<copy>", "duration_ns": 4000}],
+               "op": [{"name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32", "duration_ns": 60000}]}
+    logs = {}
+    for level in ("default", "info"):
+        if level == "default":
+            monkeypatch.delenv("CASTSCOPE_LOG", raising=False)
+        else:
+            monkeypatch.setenv("CASTSCOPE_LOG", level)
+        (tmp_path / level).mkdir()
+        db = mm_three_times_under_a_collector(tmp_path / level, with_standin(tmp_path / level, monkeypatch, kernels))
+        [finding] = [f for f in report_of(db)["findings"] if f["kind"] == "cast-share"]
+        assert finding["severity"] == "info"
+        logs[level] = db.with_suffix(".log").read_text(errors="replace")
+        assert "castscope-collector: stopped" in logs[level]  # read after the collector's last analysis
+    assert "finding [" not in logs["default"], logs["default"]
+    assert "finding [info] cast-share" in logs["info"], logs["info"]  # logged, at its own level
 
 
 def report_of(db: pathlib.Path, run: str = "gpu") -> dict:

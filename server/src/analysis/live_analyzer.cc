@@ -133,9 +133,9 @@ bool LiveAnalyzer::analyze(const std::string& run_id, RunState& state, bool stor
     const SiteRef* site = f.sites.empty() ? nullptr : &f.sites.front();
     // At the finding's own level: an info finding (a clean job's cast share)
     // is not a warning, and the collector logs warnings and worse by default.
-    const auto level = f.severity == "info" ? spdlog::level::info
-                       : f.severity == "critical" ? spdlog::level::err
-                                                  : spdlog::level::warn;
+    const auto level = f.severity == "info"      ? spdlog::level::info
+                       : f.severity == "warning" ? spdlog::level::warn
+                                                 : spdlog::level::err;  // error, critical
     log::logger("collector").log(level, "run {}: finding [{}] {} at {}:{}: {}", run_id, f.severity, f.kind,
                                  site != nullptr ? site->file : "?", site != nullptr ? site->line : 0, f.summary);
   }

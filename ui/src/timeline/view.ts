@@ -25,9 +25,9 @@ const MIN_SPAN = 1_000; // 1 µs
 const LIVE_REFETCH_MS = 500;
 // At most 10 frames a second for pushed casts. A live run pushes 20-30
 // batches a second; left to requestAnimationFrame alone, a page following it
-// draws a frame for nearly each (every lane redrawn), on the cores of the
+// draws a frame for most of them (every lane redrawn), on the cores of the
 // collector it watches. Input still paints at once. Adds at most this much
-// to a pushed cast's time to the screen.
+// (and one animation frame) to a pushed cast's time to the screen.
 const LIVE_PAINT_MS = 100;
 const LIVE_SPAN_DEFAULT = 10e9;
 const IMPLAUSIBLE_JUMP_NS = 300e9;
@@ -488,6 +488,8 @@ export class TimelineView {
   private paint(): void {
     const start = performance.now();
     this.lastPaintAt = start;
+    window.clearTimeout(this.livePaintTimer); // this frame draws what it waited for
+    this.livePaintTimer = 0;
     const dpr = window.devicePixelRatio || 1;
     const vp = this.vp();
     const actx = this.axis.getContext("2d");
