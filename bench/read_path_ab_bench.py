@@ -12,10 +12,14 @@ alternating old and new each repeat (the order flips every repeat):
   ingest   castscope-collector serve on a fresh store, the one client
            (the new build's castscope_ingest_bench throughput)   (M events/s)
 
+With --store-per-build each build reads a store its own collector wrote (the
+same fill): a store layout change (schema version 17's segments) is read as
+each build writes it.
+
 Prints each build's median per row and the ratio new/old.
 
     .venv/bin/python bench/read_path_ab_bench.py --old /tmp/old-build --new build \
-        [--events 1000000] [--repeats 3] [--queries 20] [--ingest-seconds 6]
+        [--events 1000000] [--repeats 3] [--queries 20] [--ingest-seconds 6] [--store-per-build]
 """
 from __future__ import annotations
 
@@ -123,17 +127,25 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--queries", type=int, default=20, help="timeline answers per zoom")
     parser.add_argument("--ingest-seconds", type=float, default=6)
+    parser.add_argument("--store-per-build", action="store_true",
+                        help="each build reads a store its own collector wrote (default: both read the old's)")
     args = parser.parse_args()
     old, new = Build("old", args.old), Build("new", args.new)
     results: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
     with tempfile.TemporaryDirectory(prefix="castscope-read-path-") as tmp_name:
         tmp = pathlib.Path(tmp_name)
-        db = tmp / "store.db"
-        run = fill(old, db, args.events)
-        print(f"store: {args.events / 1e6:.1f} M events written by the old build's collector")
+        stores = {"old": tmp / "store.db"}
+        run = fill(old, stores["old"], args.events)
+        stores["new"] = stores["old"]
+        if args.store_per_build:
+            stores["new"] = tmp / "store-new.db"
+            fill(new, stores["new"], args.events)
+        print(f"store: {args.events / 1e6:.1f} M events written by "
+              + ("each build's collector" if args.store_per_build else "the old build's collector"))
         for repeat in range(args.repeats):
             for build in (old, new) if repeat % 2 == 0 else (new, old):
                 rows = results[build.name]
+                db = stores[build.name]
                 rows.setdefault("report (s)", []).append(
                     timed([str(build.collector), "report", "--db", str(db), "--run", run]))
                 rows.setdefault("export --perfetto (s)", []).append(

@@ -2,13 +2,14 @@
 // by statement shape: the floor under the collector's writer thread
 // (docs/performance.md, "Writer, second pass").
 //
-//   castscope_sqlite_insert_bench [--shape ignore|plain|without-rowid|auto-rowid]
+//   castscope_sqlite_insert_bench [--shape ignore|plain|without-rowid|auto-rowid|id-column]
 //                                 [--rows 4000000] [--page-size 65536] [--rows-per-statement 256]
 //
 // ignore: INSERT OR IGNORE with our keys (agent << 40) | seq, as the writer
 // does; plain: INSERT; without-rowid: a WITHOUT ROWID table; auto-rowid:
 // SQLite picks the rowid (its append path: no b-tree descent per row, which
-// our own keys cannot have). Transactions of 16 384 rows, no checkpoints
+// our own keys cannot have); id-column: SQLite picks the rowid and our key is
+// a plain column beside it (the store since schema version 17). Transactions of 16 384 rows, no checkpoints
 // (the collector runs them on another thread). Prints this thread's CPU
 // seconds per million rows. The store is made in a private temporary folder.
 #include <sqlite3.h>
@@ -40,7 +41,8 @@ bool exec(sqlite3* db, const std::string& sql) {
 int usage(const char* why) {
   std::fprintf(stderr,
                "sqlite_insert_bench: %s\nusage: castscope_sqlite_insert_bench [--shape "
-               "ignore|plain|without-rowid|auto-rowid] [--rows N] [--page-size P] [--rows-per-statement K]\n",
+               "ignore|plain|without-rowid|auto-rowid|id-column] [--rows N] [--page-size P] "
+               "[--rows-per-statement K]\n",
                why);
   return 2;
 }
@@ -60,7 +62,8 @@ int main(int argc, char** argv) {
     else if (flag == "--rows-per-statement") per_statement = std::atol(value);
     else return usage(("unknown option " + flag).c_str());
   }
-  if (shape != "ignore" && shape != "plain" && shape != "without-rowid" && shape != "auto-rowid")
+  if (shape != "ignore" && shape != "plain" && shape != "without-rowid" && shape != "auto-rowid" &&
+      shape != "id-column")
     return usage(("unknown --shape " + shape).c_str());
   if (rows <= 0 || per_statement <= 0 || per_statement > 2048 || 16384 % per_statement != 0)
     return usage("--rows must be positive and --rows-per-statement divide 16384 (at most 2048)");
@@ -77,15 +80,16 @@ int main(int argc, char** argv) {
                       nullptr) != SQLITE_OK)
     return usage(("cannot open " + path).c_str());
   const std::string table =
-      "CREATE TABLE casts(id INTEGER PRIMARY KEY, ts_ns INTEGER, op INTEGER, arg_name INTEGER, slot INTEGER, "
-      "codes INTEGER, shape BLOB, bytes INTEGER, op_seq INTEGER, source_version INTEGER, cached_version INTEGER, "
-      "location INTEGER)" + std::string(shape == "without-rowid" ? " WITHOUT ROWID" : "");
+      "CREATE TABLE casts(id INTEGER" + std::string(shape == "id-column" ? "" : " PRIMARY KEY") +
+      ", ts_ns INTEGER, op INTEGER, arg_name INTEGER, slot INTEGER, codes INTEGER, shape BLOB, bytes INTEGER, "
+      "op_seq INTEGER, source_version INTEGER, cached_version INTEGER, location INTEGER)" + std::string(shape == "without-rowid" ? " WITHOUT ROWID" : "");
   if (!exec(db, "PRAGMA page_size=" + std::to_string(page_size) +
                     "; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-16384;"
                     "PRAGMA wal_autocheckpoint=0") ||
       !exec(db, table))
     return 1;
-  std::string sql = shape == "plain" ? "INSERT INTO casts VALUES " : "INSERT OR IGNORE INTO casts VALUES ";
+  std::string sql = shape == "plain" || shape == "id-column" ? "INSERT INTO casts VALUES "
+                                                              : "INSERT OR IGNORE INTO casts VALUES ";
   for (long r = 0; r < per_statement; ++r) sql += r > 0 ? ",(?,?,?,?,?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?,?,?,?,?)";
   sqlite3_stmt* insert = nullptr;
   if (sqlite3_prepare_v3(db, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &insert, nullptr) != SQLITE_OK)

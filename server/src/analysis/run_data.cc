@@ -158,7 +158,8 @@ class Loader {
   Status read_gpu_time(int64_t first, int64_t end) {
     for (const v1::LaunchedBy by : {v1::LAUNCHED_BY_CAST, v1::LAUNCHED_BY_OP}) {
       std::vector<LaunchedKernelTime> times;
-      if (Status s = kernel_time_by_launcher(db_.handle(), first, end, by, times); !s.ok()) return s;
+      if (Status s = kernel_time_by_launcher(db_.handle(), first, end, by, times, out_.gpu_unjoined_ns); !s.ok())
+        return s;
       for (const LaunchedKernelTime& time : times) {
         const auto key = std::make_tuple(time.location, time.op);
         auto [it, inserted] = gpu_sites_.try_emplace(key);
@@ -183,10 +184,7 @@ class Loader {
     if (Status s = unlaunched_kernel_time_by_name(db_.handle(), first, end, unlaunched); !s.ok()) return s;
     for (const LaunchedKernelTime& time : unlaunched)
       if (Status s = add_gemm_kernels(nullptr, {0, 0}, time.name, time.ns, time.kernels); !s.ok()) return s;
-    KernelTimeTotals totals;
-    if (Status s = kernel_time_totals(db_.handle(), first, end, totals); !s.ok()) return s;
-    out_.gpu_unattributed_ns += totals.unattributed_ns;
-    out_.gpu_unjoined_ns += totals.unjoined_ns;
+    if (Status s = unattributed_kernel_ns(db_.handle(), first, end, out_.gpu_unattributed_ns); !s.ok()) return s;
     return Status();
   }
 
@@ -230,7 +228,8 @@ class Loader {
   template <typename Row, const auto& kColumns, typename Fold>
   Status fold_rows(int64_t first, int64_t end, Fold&& fold) {
     RowScan<Row, kColumns> rows;
-    if (Status s = rows.open(db_.handle(), first, end, ""); !s.ok()) return s;
+    // In id order: a site's first_seq is the first row read of it.
+    if (Status s = rows.open(db_.handle(), first, end, " ORDER BY id"); !s.ok()) return s;
     Row row;
     Status error;
     while (rows.next(row, error)) {

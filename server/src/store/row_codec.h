@@ -35,6 +35,7 @@
 #include "castscope/v1/events.pb.h"
 #include "server/src/status.h"
 #include "server/src/store/event_columns.h"
+#include "server/src/store/event_segments.h"
 #include "server/src/store/row_id.h"
 #include "server/src/store/sqlite_store.h"
 #include "server/src/store/store_schema.h"
@@ -259,13 +260,15 @@ void decode(const Source& source, Row& row) {
 
 // Rows of one table whose ids are in [first, end): one agent's range, or part
 // of it. `rest` follows the range condition: more conditions (" AND ...",
-// bound from ?3 through statement()), then ORDER BY and LIMIT.
+// bound from ?3 through statement()), then ORDER BY and LIMIT. An event
+// table's rows are found through its segments (event_segments.h).
 template <typename Row, const auto& kColumns = kAllColumns<Row>>
 class RowScan {
  public:
   Status open(sqlite3* db, int64_t first, int64_t end, std::string_view rest = " ORDER BY id") {
-    std::string sql = kColumns.select_sql() + " WHERE id >= ? AND id < ?";
-    sql += rest;
+    std::string sql;
+    if (Status s = segments::select_sql(db, *kColumns.table, kColumns.list_sql("e."), first, end, rest, sql); !s.ok())
+      return s;
     if (Status s = Statement::prepare(db, sql, statement_); !s.ok()) return s;
     statement_.bind(1, first);
     statement_.bind(2, end);

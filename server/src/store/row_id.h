@@ -1,7 +1,9 @@
-// The key of every event table: (agent row << kRowSeqBits) | seq, an INTEGER
-// PRIMARY KEY (sqlite_store.h says why no secondary index). One agent's rows
-// are one range of it. Everything that builds, splits or bounds such an id
-// (C++ and SQL) uses these helpers.
+// The key of every event table's rows, its id column: (agent row <<
+// kRowSeqBits) | seq. One agent's rows are one range of it. Since schema
+// version 17 it is a column beside the rowid SQLite picks, found through
+// event_segments (event_segments.h); older tables keep it as their INTEGER
+// PRIMARY KEY. Everything that builds, splits or bounds such an id (C++ and
+// SQL) uses these helpers.
 #pragma once
 
 #include <cstdint>

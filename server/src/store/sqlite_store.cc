@@ -36,7 +36,9 @@ namespace {
 // again with the new UNIQUE constraint); version 13 added the aggregate
 // mode's counter tables; version 14 the fleet shipper's tables; version 15
 // the numerics table (docs/numerics.md); version 16 dropped the tiles' two
-// finest levels (timeline_tiles.h says why), renumbering the rest.
+// finest levels (timeline_tiles.h says why), renumbering the rest; version 17
+// added event_segments, and event tables made from then on take rowids SQLite
+// picks, id a plain column (event_segments.h; tables made before keep theirs).
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -97,6 +99,8 @@ const std::string kCountTablesSql = schema::kCastCounts.create_sql() + schema::k
 const std::string kShipTablesSql = schema::kShipRollups.create_sql() + schema::kShipState.create_sql();
 // Version 15's numerics table, as a new store's.
 const std::string kNumericsTableSql = schema::kNumerics.create_sql();
+// Version 17's segments of event tables, as a new store's.
+const std::string kEventSegmentsTableSql = schema::kEventSegments.create_sql();
 const Migration kMigrations[] = {
     {4, "DROP TABLE IF EXISTS kernels"},
     {5, "CREATE TABLE kernels(id INTEGER PRIMARY KEY, ts_ns INTEGER, duration_ns INTEGER, name INTEGER, "
@@ -138,9 +142,13 @@ const Migration kMigrations[] = {
        return run_sql(db, kNumericsTableSql, "cannot create the numerics table");
      }},
     {15, "SELECT 1", renumber_tile_levels},
+    // Tables made before keep id as their rowid, and no segments (event_segments.h).
+    {16, "SELECT 1", [](sqlite3* db) -> Status {
+       return run_sql(db, kEventSegmentsTableSql, "cannot create the event_segments table");
+     }},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 15;
+constexpr int kNewestMigrationFrom = 16;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version

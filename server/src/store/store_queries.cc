@@ -1,8 +1,12 @@
 #include "server/src/store/store_queries.h"
 
+#include <algorithm>
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "server/src/store/event_columns.h"
+#include "server/src/store/row_codec.h"
 #include "server/src/store/row_id.h"
 #include "server/src/store/sqlite_store.h"
 
@@ -11,12 +15,6 @@ namespace castscope::collector {
 namespace v1 = castscope::v1;
 
 namespace {
-
-// kernels.codes' fields over the alias k (event_columns.h).
-std::string launched_by_sql() { return packed_field_sql("k.codes", kKernelCodeFields[kKernelLaunchedBy]); }
-std::string activity_sql() { return packed_field_sql("k.codes", kKernelCodeFields[kKernelActivity]); }
-// The row id of a kernel's launching cast or op.
-std::string launch_sql() { return same_agent_row_sql("k.id", "k.launch_seq"); }
 
 // Steps `sql` bound with the range [first, end) as ?1 and ?2, calling `read` per row.
 template <typename Read>
@@ -28,6 +26,60 @@ Status each_row(sqlite3* db, const std::string& sql, int64_t first, int64_t end,
   Status error;
   while (rows.step(error)) read(rows);
   return error;
+}
+
+constexpr auto kKernelTime = schema::columns(schema::kKernels, {"id", "duration_ns", "name", "codes", "launch_seq"});
+constexpr auto kLauncherCast = schema::columns(schema::kCasts, {"id", "op", "location"});
+constexpr auto kLauncherOp = schema::columns(schema::kOps, {"id", "op", "location"});
+
+// Calls visit(kernel) for each kernel in [first, end) launched as `by` says.
+template <typename Visit>
+Status each_kernel(sqlite3* db, int64_t first, int64_t end, v1::LaunchedBy by, Visit&& visit) {
+  RowScan<StoredKernel, kKernelTime> kernels;
+  if (Status s = kernels.open(db, first, end,
+                              " AND " + packed_field_sql("codes", kKernelCodeFields[kKernelLaunchedBy]) + " = " +
+                                  std::to_string(by));
+      !s.ok())
+    return s;
+  StoredKernel kernel;
+  Status error;
+  while (kernels.next(kernel, error)) visit(kernel);
+  return error;
+}
+
+struct Launch {
+  int64_t launcher = 0;  // the launching cast's or op's id: its agent's, with launch_seq as seq
+  int64_t name = 0;
+  int activity = 0;
+  uint64_t ns = 0;
+};
+
+// Kernels in [first, end) launched by a cast or an op (`by`), each with the
+// launching row (nullptr when it is not stored): kernels in launcher order,
+// merged with one scan of the launchers' rows (event tables have no index on
+// id since version 17; event_segments.h).
+template <typename Row, const auto& kColumns, typename Visit>
+Status join_launches(sqlite3* db, int64_t first, int64_t end, v1::LaunchedBy by, Visit&& visit) {
+  std::vector<Launch> launches;
+  auto add = [&](const StoredKernel& k) {
+    const int64_t launcher = event_row_id(agent_of_row(k.id), static_cast<uint64_t>(k.launch_seq));
+    launches.push_back({launcher, k.name, code_at(k.codes, kKernelActivity), static_cast<uint64_t>(k.duration_ns)});
+  };
+  if (Status s = each_kernel(db, first, end, by, add); !s.ok() || launches.empty()) return s;
+  std::sort(launches.begin(), launches.end(), [](const Launch& a, const Launch& b) { return a.launcher < b.launcher; });
+  RowScan<Row, kColumns> launchers;
+  if (Status s = launchers.open(db, launches.front().launcher, launches.back().launcher + 1); !s.ok()) return s;
+  const Row* const none = nullptr;
+  Row row;
+  Status error;
+  size_t next = 0;
+  while (next < launches.size() && launchers.next(row, error)) {
+    for (; next < launches.size() && launches[next].launcher < row.id; ++next) visit(launches[next], none);
+    for (; next < launches.size() && launches[next].launcher == row.id; ++next) visit(launches[next], &row);
+  }
+  if (!error.ok()) return error;
+  for (; next < launches.size(); ++next) visit(launches[next], none);
+  return {};
 }
 
 }  // namespace
@@ -45,53 +97,78 @@ Status table_exists(sqlite3* db, const schema::Table& table, bool& out) {
 
 Status last_row_in(sqlite3* db, const schema::Table& table, int64_t first, int64_t end, std::optional<int64_t>& out) {
   out.reset();
-  return each_row(db, "SELECT MAX(id) FROM " + std::string(table.name) + " WHERE id >= ? AND id < ?", first, end,
-                  [&](const Statement& r) {
-                    if (!r.column_is_null(0)) out = r.column_int(0);
-                  });
+  auto keep_max = [&](const Statement& r) {
+    if (!r.column_is_null(0)) out = std::max(out.value_or(r.column_int(0)), r.column_int(0));
+  };
+  bool rowid = true;
+  if (Status s = segments::id_is_rowid(db, table, rowid); !s.ok()) return s;
+  const std::string name(table.name);
+  if (rowid) return each_row(db, "SELECT MAX(id) FROM " + name + " WHERE id >= ?1 AND id < ?2", first, end, keep_max);
+  // Segments that end in the range; one that runs past its end is read.
+  const std::string segments = "FROM event_segments WHERE event_table = '" + name + "' AND max_id >= ?1 AND ";
+  if (Status s = each_row(db, "SELECT MAX(max_id) " + segments + "max_id < ?2", first, end, keep_max); !s.ok())
+    return s;
+  std::vector<std::pair<int64_t, int64_t>> past_end;
+  if (Status s = each_row(db, "SELECT first_row, last_row " + segments + "max_id >= ?2 AND min_id < ?2", first, end,
+                          [&](const Statement& r) { past_end.emplace_back(r.column_int(0), r.column_int(1)); });
+      !s.ok())
+    return s;
+  for (const auto& [first_row, last_row] : past_end) {
+    Statement rows;
+    if (Status s = Statement::prepare(db,
+                                      "SELECT MAX(id) FROM " + name +
+                                          " WHERE rowid BETWEEN ?3 AND ?4 AND id >= ?1 AND id < ?2",
+                                      rows);
+        !s.ok())
+      return s;
+    rows.bind(1, first);
+    rows.bind(2, end);
+    rows.bind(3, first_row);
+    rows.bind(4, last_row);
+    Status error;
+    if (rows.step(error)) keep_max(rows);
+    if (!error.ok()) return error;
+  }
+  return {};
 }
 
 Status kernel_time_by_launcher(sqlite3* db, int64_t first, int64_t end, v1::LaunchedBy by,
-                               std::vector<LaunchedKernelTime>& out) {
-  const bool by_name = by == v1::LAUNCHED_BY_OP;
-  const std::string sql = "SELECT e.location, e.op, SUM(k.duration_ns), COUNT(*), " +
-                          (by_name ? "k.name, " + activity_sql() : std::string("0, 0")) + " FROM kernels k JOIN " +
-                          (by == v1::LAUNCHED_BY_CAST ? "casts" : "ops") + " e ON e.id = " + launch_sql() +
-                          " WHERE k.id >= ? AND k.id < ? AND " + launched_by_sql() + " = " + std::to_string(by) +
-                          " GROUP BY e.location, e.op" + (by_name ? ", k.name, k.codes" : "");
-  return each_row(db, sql, first, end, [&](const Statement& r) {
-    out.push_back({r.column_int(0), r.column_int(1), r.column_int(4), static_cast<int>(r.column_int(5)),
-                   static_cast<uint64_t>(r.column_int(2)), static_cast<uint64_t>(r.column_int(3))});
-  });
+                               std::vector<LaunchedKernelTime>& out, uint64_t& unjoined_ns) {
+  // By the launcher's location and op; for ops, by kernel name and activity too.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int>, LaunchedKernelTime> times;
+  auto add = [&](const Launch& launch, int64_t location, int64_t op) {
+    const bool by_name = by == v1::LAUNCHED_BY_OP;
+    const int64_t name = by_name ? launch.name : 0;
+    const int activity = by_name ? launch.activity : 0;
+    LaunchedKernelTime& time = times[{location, op, name, activity}];
+    time = {location, op, name, activity, time.ns + launch.ns, time.kernels + 1};
+  };
+  auto visit = [&](const Launch& launch, const auto* launcher) {
+    if (launcher == nullptr)
+      unjoined_ns += launch.ns;
+    else
+      add(launch, launcher->location, launcher->op);
+  };
+  Status s = by == v1::LAUNCHED_BY_CAST ? join_launches<StoredCast, kLauncherCast>(db, first, end, by, visit)
+                                        : join_launches<StoredOp, kLauncherOp>(db, first, end, by, visit);
+  for (auto& [key, time] : times) out.push_back(time);
+  return s;
 }
 
 Status unlaunched_kernel_time_by_name(sqlite3* db, int64_t first, int64_t end, std::vector<LaunchedKernelTime>& out) {
-  const std::string sql = "SELECT k.name, SUM(k.duration_ns), COUNT(*) FROM kernels k WHERE k.id >= ? AND k.id < ? "
-                          "AND " + launched_by_sql() + " = " + std::to_string(v1::LAUNCHED_BY_NONE) + " AND " +
-                          activity_sql() + " = " + std::to_string(v1::GPU_ACTIVITY_KERNEL) + " GROUP BY k.name";
-  return each_row(db, sql, first, end, [&](const Statement& r) {
-    out.push_back({0, 0, r.column_int(0), v1::GPU_ACTIVITY_KERNEL, static_cast<uint64_t>(r.column_int(1)),
-                   static_cast<uint64_t>(r.column_int(2))});
+  std::map<int64_t, LaunchedKernelTime> by_name;
+  Status s = each_kernel(db, first, end, v1::LAUNCHED_BY_NONE, [&](const StoredKernel& k) {
+    if (code_at(k.codes, kKernelActivity) != v1::GPU_ACTIVITY_KERNEL) return;
+    LaunchedKernelTime& time = by_name[k.name];
+    time = {0, 0, k.name, v1::GPU_ACTIVITY_KERNEL, time.ns + static_cast<uint64_t>(k.duration_ns), time.kernels + 1};
   });
+  for (auto& [name, time] : by_name) out.push_back(time);
+  return s;
 }
 
-Status kernel_time_totals(sqlite3* db, int64_t first, int64_t end, KernelTimeTotals& out) {
-  const std::string launched_by = launched_by_sql();
-  const std::string unattributed = launched_by + " = " + std::to_string(v1::LAUNCHED_BY_NONE);
-  const std::string unjoined = "((" + launched_by + " = " + std::to_string(v1::LAUNCHED_BY_CAST) +
-                               " AND NOT EXISTS (SELECT 1 FROM casts e WHERE e.id = " + launch_sql() + ")) OR (" +
-                               launched_by + " = " + std::to_string(v1::LAUNCHED_BY_OP) +
-                               " AND NOT EXISTS (SELECT 1 FROM ops e WHERE e.id = " + launch_sql() + ")))";
-  for (const auto& [condition, total] : {std::pair{unattributed, &out.unattributed_ns}, std::pair{unjoined, &out.unjoined_ns}}) {
-    if (Status s = each_row(db, "SELECT SUM(k.duration_ns) FROM kernels k WHERE k.id >= ? AND k.id < ? AND " + condition,
-                            first, end,
-                            [&](const Statement& r) {
-                              if (!r.column_is_null(0)) *total += static_cast<uint64_t>(r.column_int(0));
-                            });
-        !s.ok())
-      return s;
-  }
-  return {};
+Status unattributed_kernel_ns(sqlite3* db, int64_t first, int64_t end, uint64_t& out) {
+  return each_kernel(db, first, end, v1::LAUNCHED_BY_NONE,
+                     [&](const StoredKernel& k) { out += static_cast<uint64_t>(k.duration_ns); });
 }
 
 }  // namespace castscope::collector

@@ -27,6 +27,7 @@ Status last_row_in(sqlite3* db, const schema::Table& table, int64_t first, int64
 // launched them: the launching cast's or op's location and op ids (the cast
 // or op row is the kernel's agent with launch_seq as its seq), and for ops,
 // by kernel name and activity too (GEMM precision reads the names).
+// `unjoined_ns` grows by the time of kernels whose launching row is not stored.
 struct LaunchedKernelTime {
   int64_t location = 0, op = 0;  // of the launching cast or op
   int64_t name = 0;              // strings id; by ops only
@@ -34,15 +35,11 @@ struct LaunchedKernelTime {
   uint64_t ns = 0, kernels = 0;
 };
 Status kernel_time_by_launcher(sqlite3* db, int64_t first, int64_t end, castscope::v1::LaunchedBy by,
-                               std::vector<LaunchedKernelTime>& out);
+                               std::vector<LaunchedKernelTime>& out, uint64_t& unjoined_ns);
 // Kernels (GPU_ACTIVITY_KERNEL) launched outside castscope's ops, by name
 // (location and op 0).
 Status unlaunched_kernel_time_by_name(sqlite3* db, int64_t first, int64_t end, std::vector<LaunchedKernelTime>& out);
-
-struct KernelTimeTotals {
-  uint64_t unattributed_ns = 0;  // launched outside castscope's casts and ops
-  uint64_t unjoined_ns = 0;      // launched by a cast or op whose row is not stored
-};
-Status kernel_time_totals(sqlite3* db, int64_t first, int64_t end, KernelTimeTotals& out);
+// `out` grows by the time of kernels in [first, end) launched outside castscope's casts and ops.
+Status unattributed_kernel_ns(sqlite3* db, int64_t first, int64_t end, uint64_t& out);
 
 }  // namespace castscope::collector

@@ -90,10 +90,11 @@ std::string insert_sql(const Table& table, std::span<const int> indices, size_t 
 }
 
 std::string joined(const Table& table, std::span<const int> indices, std::string_view after_each,
-                   std::string_view separator) {
+                   std::string_view separator, std::string_view prefix) {
   std::string out;
   for (size_t i = 0; i < indices.size(); ++i) {
     if (i > 0) out += separator;
+    out += prefix;
     out += table.columns[static_cast<size_t>(indices[i])].name;
     out += after_each;
   }

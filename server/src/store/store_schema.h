@@ -25,10 +25,12 @@
 //   findings       StoreWriter::replace_findings (the live analyzer);
 //                  StoreReader::list_findings
 //
-// Event tables use a composite INTEGER PRIMARY KEY (row_id.h: agent row and
-// seq) and no secondary index (sqlite_store.h says why); no table has one.
-// Readers read event rows through row_codec.h, which derives each table's
-// row from these declarations.
+// Event tables key their rows by id, event_row_id(agent row, seq) (row_id.h),
+// a column beside the rowid SQLite picks (appending costs no b-tree descent),
+// and event_segments maps id ranges to rowid ranges (event_segments.h); no
+// table has a secondary index (sqlite_store.h says why). Readers read event
+// rows through row_codec.h, which derives each table's row from these
+// declarations.
 #pragma once
 
 #include <array>
@@ -53,7 +55,7 @@ void no_such_column();
 std::string select_sql(const Table& table, std::span<const int> indices);
 std::string insert_sql(const Table& table, std::span<const int> indices, size_t rows, bool or_ignore);
 std::string joined(const Table& table, std::span<const int> indices, std::string_view after_each,
-                   std::string_view separator);
+                   std::string_view separator, std::string_view prefix = {});
 }  // namespace detail
 
 struct Table {
@@ -61,6 +63,10 @@ struct Table {
   std::span<const Column> columns;
   std::string_view constraints = {};  // table constraints, after the columns
   bool without_rowid = false;
+  // An event table: `id` is event_row_id(agent, seq), a column beside the
+  // rowid SQLite picks, found through event_segments (event_segments.h).
+  // Stores made before version 17 keep `id` as the rowid (INTEGER PRIMARY KEY).
+  bool segmented = false;
 
   // Index of a column in the declaration.
   consteval int column(std::string_view column_name) const {
@@ -99,6 +105,8 @@ struct Columns {
   // 1-based: an INSERT's, UPDATE's or lookup's bind ordinal (Statement::bind).
   consteval int param(std::string_view column_name) const { return (*this)[column_name] + 1; }
 
+  // "a, b", each name after `prefix` ("c." for a join).
+  std::string list_sql(std::string_view prefix = {}) const { return detail::joined(*table, indices, {}, ", ", prefix); }
   // "SELECT a, b FROM t"; the caller adds WHERE, ORDER BY.
   std::string select_sql() const { return detail::select_sql(*table, indices); }
   // "INSERT [OR IGNORE] INTO t(a, b) VALUES (?,?),(?,?)...": `rows` rows.
@@ -211,7 +219,7 @@ inline constexpr Table kLocations{"locations", kLocationsColumns,
                                   "UNIQUE(kind, file, line, function, stack, flags, also_consumed_at)"};
 
 inline constexpr Column kCastsColumns[] = {
-    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"id", "INTEGER"},  // event_row_id(agent, seq); the rowid is SQLite's
     {"ts_ns", "INTEGER"},
     {"op", "INTEGER"},
     {"arg_name", "INTEGER"},
@@ -224,10 +232,10 @@ inline constexpr Column kCastsColumns[] = {
     {"cached_version", "INTEGER"},
     {"location", "INTEGER"},
 };
-inline constexpr Table kCasts{"casts", kCastsColumns};
+inline constexpr Table kCasts{"casts", kCastsColumns, {}, false, /*segmented=*/true};
 
 inline constexpr Column kOpsColumns[] = {
-    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"id", "INTEGER"},  // event_row_id(agent, seq); the rowid is SQLite's
     {"ts_ns", "INTEGER"},
     {"thread", "INTEGER"},
     {"op", "INTEGER"},
@@ -240,10 +248,10 @@ inline constexpr Column kOpsColumns[] = {
     // Version 8 (added at the end, as ALTER TABLE does when upgrading):
     {"gemm", "INTEGER NOT NULL DEFAULT 0"},  // pack_gemm; 0: none
 };
-inline constexpr Table kOps{"ops", kOpsColumns};
+inline constexpr Table kOps{"ops", kOpsColumns, {}, false, /*segmented=*/true};
 
 inline constexpr Column kCacheSamplesColumns[] = {
-    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"id", "INTEGER"},  // event_row_id(agent, seq); the rowid is SQLite's
     {"ts_ns", "INTEGER"},
     {"trigger", "INTEGER"},
     {"iteration", "INTEGER"},
@@ -255,10 +263,10 @@ inline constexpr Column kCacheSamplesColumns[] = {
     {"cache_hits", "INTEGER NOT NULL DEFAULT 0"},
     {"released_casts", "INTEGER NOT NULL DEFAULT 0"},
 };
-inline constexpr Table kCacheSamples{"cache_samples", kCacheSamplesColumns};
+inline constexpr Table kCacheSamples{"cache_samples", kCacheSamplesColumns, {}, false, /*segmented=*/true};
 
 inline constexpr Column kKernelsColumns[] = {
-    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"id", "INTEGER"},  // event_row_id(agent, seq); the rowid is SQLite's
     {"ts_ns", "INTEGER"},
     {"duration_ns", "INTEGER"},
     {"name", "INTEGER"},   // strings id
@@ -269,14 +277,14 @@ inline constexpr Column kKernelsColumns[] = {
     {"bytes", "INTEGER"},
     {"correlation_id", "INTEGER"},
 };
-inline constexpr Table kKernels{"kernels", kKernelsColumns};
+inline constexpr Table kKernels{"kernels", kKernelsColumns, {}, false, /*segmented=*/true};
 
 // Version 13: aggregate mode's counters (events.proto CastCounts, OpCounts).
 // codes: pack_cast_codes / pack_op_codes of the counter's key, as in casts
 // and ops, so readers fold them with the same code. agents.casts and
 // agents.ops count these rows too (each is one record of the agent).
 inline constexpr Column kCastCountsColumns[] = {
-    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"id", "INTEGER"},  // event_row_id(agent, seq); the rowid is SQLite's
     {"first_ts_ns", "INTEGER"},
     {"last_ts_ns", "INTEGER"},
     {"thread", "INTEGER"},
@@ -290,10 +298,10 @@ inline constexpr Column kCastCountsColumns[] = {
     {"max_version_gap", "INTEGER"},
     {"round_trips", "INTEGER"},
 };
-inline constexpr Table kCastCounts{"cast_counts", kCastCountsColumns};
+inline constexpr Table kCastCounts{"cast_counts", kCastCountsColumns, {}, false, /*segmented=*/true};
 
 inline constexpr Column kOpCountsColumns[] = {
-    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"id", "INTEGER"},  // event_row_id(agent, seq); the rowid is SQLite's
     {"first_ts_ns", "INTEGER"},
     {"last_ts_ns", "INTEGER"},
     {"thread", "INTEGER"},
@@ -306,7 +314,7 @@ inline constexpr Column kOpCountsColumns[] = {
     {"cpu_duration_ns", "INTEGER"},
     {"iteration", "INTEGER"},
 };
-inline constexpr Table kOpCounts{"op_counts", kOpCountsColumns};
+inline constexpr Table kOpCounts{"op_counts", kOpCountsColumns, {}, false, /*segmented=*/true};
 
 inline constexpr Column kFindingsColumns[] = {
     {"id", "INTEGER PRIMARY KEY"},
@@ -386,7 +394,7 @@ inline constexpr Table kShipState{"ship_state", kShipStateColumns};
 // a run has few of these rows. scale_bits: the scale's IEEE-754 bits (the
 // row codec reads integers), 0 for sites.
 inline constexpr Column kNumericsColumns[] = {
-    {"id", "INTEGER PRIMARY KEY"},  // event_row_id(agent, seq)
+    {"id", "INTEGER"},  // event_row_id(agent, seq); the rowid is SQLite's
     {"first_ts_ns", "INTEGER"},
     {"last_ts_ns", "INTEGER"},
     {"thread", "INTEGER"},
@@ -412,11 +420,26 @@ inline constexpr Column kNumericsColumns[] = {
     {"scale_bits", "INTEGER"},
     {"found_inf", "INTEGER"},
 };
-inline constexpr Table kNumerics{"numerics", kNumericsColumns};
+inline constexpr Table kNumerics{"numerics", kNumericsColumns, {}, false, /*segmented=*/true};
+
+// Version 17: where each stored batch's rows of an event table lie. One row
+// per batch and table: its rows' rowids [first_row, last_row], consecutive
+// (SQLite appends them), in id order, with ids from min_id to max_id
+// (event_segments.h reads and writes it).
+inline constexpr Column kEventSegmentsColumns[] = {
+    {"event_table", "TEXT NOT NULL"},
+    {"max_id", "INTEGER NOT NULL"},
+    {"first_row", "INTEGER NOT NULL"},
+    {"min_id", "INTEGER NOT NULL"},
+    {"last_row", "INTEGER NOT NULL"},
+};
+inline constexpr Table kEventSegments{"event_segments", kEventSegmentsColumns,
+                                      "PRIMARY KEY(event_table, max_id, first_row)", /*without_rowid=*/true};
 
 inline constexpr const Table* kTables[] = {&kRuns,         &kAgents,  &kBatches,  &kStrings,      &kLocations, &kCasts,
                                            &kOps,          &kCacheSamples, &kKernels, &kFindings, &kTimelineTiles,
-                                           &kCastCounts,   &kOpCounts, &kShipRollups, &kShipState, &kNumerics};
+                                           &kCastCounts,   &kOpCounts, &kShipRollups, &kShipState, &kNumerics,
+                                           &kEventSegments};
 
 // The whole schema of a new store: every table, then the views.
 std::string create_schema_sql();

@@ -274,13 +274,31 @@ void exec_sql(const std::string& db, const char* sql) {
 // levels below them (2^16 and 2^18 ns buckets; here one tile of each level,
 // inside today's finest tile but not at its start, so that a reader that
 // took them for today's levels would read other buckets).
-void make_version_15_store(const std::string& db) {
+// Version 16: event tables keep id as their rowid, and no segments.
+void make_version_16_store(const std::string& db) {
   {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(db, writer).ok());
     bool duplicate = false;
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
   }
+  std::string sql = "PRAGMA legacy_alter_table=ON;";  // the views name tables gone for a moment
+  for (const schema::Table* table : schema::kTables) {
+    if (!table->segmented) continue;
+    const std::string name(table->name);
+    sql += "CREATE TABLE " + name + "_v16(";
+    for (const schema::Column& column : table->columns)
+      sql += std::string(column.name) + " " +
+             (column.name == "id" ? std::string("INTEGER PRIMARY KEY") : std::string(column.definition)) +
+             (&column == &table->columns.back() ? "" : ", ");
+    sql += "); INSERT INTO " + name + "_v16 SELECT * FROM " + name + " ORDER BY id; DROP TABLE " + name +
+           "; ALTER TABLE " + name + "_v16 RENAME TO " + name + ";";
+  }
+  exec_sql(db, (sql + "DROP TABLE event_segments; PRAGMA user_version=16").c_str());
+}
+
+void make_version_15_store(const std::string& db) {
+  make_version_16_store(db);
   const std::string tile_columns =
       "min_seq, max_seq, ops, op_ns, decisions, casts, bytes, miss, hit, stale_hit, backward, to_bfloat16, "
       "to_float16, to_float32, modes, kernels, kernel_ns";
@@ -453,8 +471,8 @@ std::string table_sql(const std::string& db, const std::string& table) {
   return out;
 }
 
-TEST(SqliteStore, UpgradesVersion4To15StoresToTheDeclaredSchema) {
-  static_assert(kSchemaVersion == 16, "a new schema version: add its old-file test beside this one");
+TEST(SqliteStore, UpgradesVersion4To16StoresToTheDeclaredSchema) {
+  static_assert(kSchemaVersion == 17, "a new schema version: add its old-file test beside this one");
   const std::string fresh = (temp_dir("fresh") / "store.db").string();
   {
     std::unique_ptr<StoreWriter> writer;
@@ -475,7 +493,7 @@ TEST(SqliteStore, UpgradesVersion4To15StoresToTheDeclaredSchema) {
     bool duplicate = false;
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
   }
-  for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) {
+  for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}) {
     const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
     switch (version) {
       case 4: make_version_4_store(db); break;
@@ -489,7 +507,8 @@ TEST(SqliteStore, UpgradesVersion4To15StoresToTheDeclaredSchema) {
       case 12: make_version_12_store(db); break;
       case 13: make_version_13_store(db); break;
       case 14: make_version_14_store(db); break;
-      default: make_version_15_store(db); break;
+      case 15: make_version_15_store(db); break;
+      default: make_version_16_store(db); break;
     }
 
     std::unique_ptr<StoreReader> reader;
@@ -524,8 +543,11 @@ TEST(SqliteStore, UpgradesVersion4To15StoresToTheDeclaredSchema) {
     EXPECT_EQ(pragma(db, "PRAGMA user_version"), kSchemaVersion);
     for (const char* table :
          {"kernels", "agents", "locations", "timeline_tiles", "ops", "op_rows", "cast_rows", "cache_samples",
-          "cast_counts", "op_counts", "ship_rollups", "ship_state", "numerics"})
+          "cast_counts", "op_counts", "ship_rollups", "ship_state", "numerics", "event_segments"})
       EXPECT_EQ(table_columns(db, table), table_columns(fresh, table)) << table;
+    // Its casts keep id as their rowid (event_segments.h); a new store's are SQLite's.
+    EXPECT_EQ(pragma(db, "SELECT pk FROM pragma_table_info('casts') WHERE name = 'id'"), 1);
+    EXPECT_EQ(pragma(fresh, "SELECT pk FROM pragma_table_info('casts') WHERE name = 'id'"), 0);
     EXPECT_EQ(table_sql(db, "locations"), table_sql(fresh, "locations"));  // the new UNIQUE constraint too
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM ops WHERE gemm <> 0"), 0);  // older ops had no description
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM agents WHERE castscope_version <> ''"), 0);  // nor agents a release
@@ -541,6 +563,66 @@ TEST(SqliteStore, UpgradesVersion4To15StoresToTheDeclaredSchema) {
     filter.set_run_id("run");
     EXPECT_EQ(query(db, filter).events_size(), 10);
   }
+}
+
+// Casts of agent "a" with these seqs, in a batch of its own.
+v1::Batch casts_batch(uint64_t sequence, std::initializer_list<uint64_t> seqs) {
+  v1::Batch batch = testing::batch_head({.run_id = "run", .agent_id = "a", .pid = 1234, .rank = -1, .hostname = "host"},
+                                        sequence);
+  testing::add_strings(batch, 1, {"aten::linear"});
+  for (uint64_t seq : seqs)
+    testing::add_cast(batch, {.seq = seq, .ts_ns = 1000 + seq, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                              .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
+                              .outcome = v1::CAST_OUTCOME_CAST, .device_type = v1::DEVICE_TYPE_CPU, .op_id = 1});
+  return batch;
+}
+
+std::vector<uint64_t> cast_seqs(const std::string& db, const std::string& agent, uint32_t limit = 0,
+                                uint64_t after_seq = 0) {
+  v1::EventFilter filter;
+  filter.set_run_id("run");
+  filter.set_agent_id(agent);
+  filter.set_kind(v1::EventFilter::KIND_CAST);
+  filter.set_limit(limit);
+  filter.set_after_seq(after_seq);
+  std::vector<uint64_t> seqs;
+  const v1::QueryEventsResponse response = query(db, filter);
+  for (const v1::StoredEvent& event : response.events()) seqs.push_back(event.event().cast().seq());
+  return seqs;
+}
+
+// SQLite picks the rowids (event_segments.h): rows read in seq order whatever
+// order their batches came in, one agent's apart from another's, and a seq
+// sent again in another batch is stored once.
+TEST(SqliteStore, RowsReadInSeqOrderWhateverOrderTheirBatchesCameInAndARepeatedSeqIsStoredOnce) {
+  const std::string db = (temp_dir("segments") / "store.db").string();
+  {
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, make_batch("run", "a", 3, 11), duplicate).ok());  // casts 12-14, first
+    ASSERT_TRUE(store(*writer, make_batch("run", "b", 1, 1), duplicate).ok());   // another agent's 2-4
+    ASSERT_TRUE(store(*writer, make_batch("run", "a", 1, 1), duplicate).ok());   // 2-4
+    ASSERT_TRUE(store(*writer, make_batch("run", "a", 2, 6), duplicate).ok());   // 7-9
+    // Batch 4 holds batch 2's events again (a sender bug, not a replay): none is stored.
+    ASSERT_TRUE(store(*writer, make_batch("run", "a", 4, 6), duplicate).ok());
+    EXPECT_FALSE(duplicate);
+    // Two batches whose seqs interleave (one sent late), one repeat among them.
+    ASSERT_TRUE(store(*writer, casts_batch(5, {100, 104, 104}), duplicate).ok());
+    ASSERT_TRUE(store(*writer, casts_batch(6, {102, 106, 100}), duplicate).ok());
+  }
+  const std::vector<uint64_t> all = {2, 3, 4, 7, 8, 9, 12, 13, 14, 100, 102, 104, 106};
+  EXPECT_EQ(cast_seqs(db, "a"), all);
+  EXPECT_EQ(cast_seqs(db, "b"), (std::vector<uint64_t>{2, 3, 4}));
+  // Pages follow seq order too.
+  EXPECT_EQ(cast_seqs(db, "a", 4), (std::vector<uint64_t>(all.begin(), all.begin() + 4)));
+  EXPECT_EQ(cast_seqs(db, "a", 4, 8), (std::vector<uint64_t>{9, 12, 13, 14}));
+  EXPECT_EQ(cast_seqs(db, "a", 3, 14), (std::vector<uint64_t>{100, 102, 104}));
+  EXPECT_EQ(pragma(db, "SELECT casts FROM agents WHERE agent_id = 'a'"), static_cast<int64_t>(all.size()));
+  EXPECT_EQ(pragma(db, "SELECT count(*) FROM casts"), static_cast<int64_t>(all.size() + 3));
+  EXPECT_EQ(pragma(db, "SELECT count(*) FROM ops"), 4);  // a's 1, 6 and 11, b's 1
+  // One segment per batch and table that stored rows; none for batch 4.
+  EXPECT_EQ(pragma(db, "SELECT count(*) FROM event_segments WHERE event_table = 'casts'"), 6);
 }
 
 // New stores get 64 KiB pages (fewer b-tree levels per row for the

@@ -128,6 +128,12 @@ Status StoreWriter::prepare_statements() {
   if (Status s = cache_samples_.prepare(db, kSampleRow); !s.ok()) return s;
   if (Status s = cast_counts_.prepare(db, kCastCountsRow); !s.ok()) return s;
   if (Status s = numerics_.prepare(db, kNumericsRow); !s.ok()) return s;
+  if (Status s = segments_.prepare(db); !s.ok()) return db_.error(s.message());
+  for (const schema::Table* table : schema::kTables) {
+    bool rowid = false;
+    if (Status s = segments::id_is_rowid(db, *table, rowid); !s.ok()) return db_.error(s.message());
+    if (rowid && table->segmented) id_is_rowid_.push_back(table);
+  }
   if (Status s = op_counts_.prepare(db, kOpCountsRow); !s.ok()) return s;
   return kernels_.prepare(db, kKernelRow);
 }
@@ -442,6 +448,37 @@ Status StoreWriter::write_ship_state(std::string_view key, std::string_view valu
   return {};
 }
 
+template <typename BindRow>
+Status StoreWriter::insert_rows(const schema::Table& table, MultiRowInsert& insert, std::vector<PendingRow>& pending,
+                                BindRow&& bind_row, int64_t& stored) {
+  if (std::find(id_is_rowid_.begin(), id_is_rowid_.end(), &table) != id_is_rowid_.end())
+    return insert.insert(pending.size(), bind_row, stored);  // INSERT OR IGNORE keeps a repeated id's first row
+  if (pending.empty()) return {};
+  auto by_id = [](const PendingRow& a, const PendingRow& b) { return a.id < b.id; };
+  if (!std::is_sorted(pending.begin(), pending.end(), by_id)) std::stable_sort(pending.begin(), pending.end(), by_id);
+  // A seq the batch repeats, or one stored before: the first row stays.
+  auto same_id = [](const PendingRow& a, const PendingRow& b) { return a.id == b.id; };
+  pending.erase(std::unique(pending.begin(), pending.end(), same_id), pending.end());
+  if (Status s = segments_.stored_ids(table, pending.front().id, pending.back().id, stored_ids_); !s.ok())
+    return db_.error(s.message());
+  if (!stored_ids_.empty())
+    std::erase_if(pending, [this](const PendingRow& row) {
+      return std::binary_search(stored_ids_.begin(), stored_ids_.end(), row.id);
+    });
+  if (pending.empty()) return {};
+  int64_t written = 0;
+  if (Status s = insert.insert(pending.size(), bind_row, written); !s.ok()) return s;
+  // SQLite gave the rows the rowids after the table's largest, one by one.
+  const int64_t last_row = sqlite3_last_insert_rowid(db_.handle());
+  if (written != static_cast<int64_t>(pending.size()))
+    return db_.error("wrote " + std::to_string(written) + " of " + std::to_string(pending.size()) + " rows into " +
+                     std::string(table.name));
+  stored += written;
+  if (Status s = segments_.add(table, pending.front().id, pending.back().id, last_row - written + 1, last_row); !s.ok())
+    return db_.error(s.message());
+  return {};
+}
+
 Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint64_t received_unix_ns) {
   LocalIdIndex string_index;
   LocalIdIndex location_index;
@@ -534,9 +571,12 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
   const int64_t casts_before = agent.casts, ops_before = agent.ops, samples_before = agent.cache_samples,
                 kernels_before = agent.kernels;
   if (rollups_.enabled()) add_rollups(agent.id, received_unix_ns);
+  const auto received = static_cast<int64_t>(casts_pending_.size() + ops_pending_.size() + samples_pending_.size() +
+                                             kernels_pending_.size() + cast_counts_pending_.size() +
+                                             op_counts_pending_.size() + numerics_pending_.size());
 
-  Status status = casts_.insert(
-      casts_pending_.size(),
+  Status status = insert_rows(
+      schema::kCasts, casts_, casts_pending_,
       [this](Statement& s, int p, size_t row) {
         const PendingRow& pending = casts_pending_[row];
         const v1::CastEvent& c = pending.event->cast();
@@ -558,8 +598,8 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
       },
       agent.casts);
   if (status.ok())
-    status = ops_.insert(
-        ops_pending_.size(),
+    status = insert_rows(
+        schema::kOps, ops_, ops_pending_,
         [this](Statement& s, int p, size_t row) {
           const PendingRow& pending = ops_pending_[row];
           const v1::OpEvent& o = pending.event->op();
@@ -577,8 +617,8 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
         },
         agent.ops);
   if (status.ok())
-    status = cache_samples_.insert(
-        samples_pending_.size(),
+    status = insert_rows(
+        schema::kCacheSamples, cache_samples_, samples_pending_,
         [this](Statement& s, int p, size_t row) {
           const PendingRow& pending = samples_pending_[row];
           const v1::CacheSample& sample = pending.event->cache_sample();
@@ -595,8 +635,8 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
         },
         agent.cache_samples);
   if (status.ok())
-    status = kernels_.insert(
-        kernels_pending_.size(),
+    status = insert_rows(
+        schema::kKernels, kernels_, kernels_pending_,
         [this](Statement& s, int p, size_t row) {
           const PendingRow& pending = kernels_pending_[row];
           const v1::KernelEvent& k = pending.event->kernel();
@@ -615,8 +655,8 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
   // Counters are records of the agent (AgentStats.events_recorded counts them):
   // stored, they count as the agent's casts and ops rows.
   if (status.ok())
-    status = cast_counts_.insert(
-        cast_counts_pending_.size(),
+    status = insert_rows(
+        schema::kCastCounts, cast_counts_, cast_counts_pending_,
         [this](Statement& s, int p, size_t row) {
           const PendingRow& pending = cast_counts_pending_[row];
           const v1::CastCounts& c = pending.event->cast_counts();
@@ -636,8 +676,8 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
         },
         agent.casts);
   if (status.ok())
-    status = op_counts_.insert(
-        op_counts_pending_.size(),
+    status = insert_rows(
+        schema::kOpCounts, op_counts_, op_counts_pending_,
         [this](Statement& s, int p, size_t row) {
           const PendingRow& pending = op_counts_pending_[row];
           const v1::OpCounts& o = pending.event->op_counts();
@@ -657,8 +697,8 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
         agent.ops);
   const int64_t numerics_before = agent.numerics;
   if (status.ok())
-    status = numerics_.insert(
-        numerics_pending_.size(),
+    status = insert_rows(
+        schema::kNumerics, numerics_, numerics_pending_,
         [this](Statement& s, int p, size_t row) {
           const PendingRow& pending = numerics_pending_[row];
           const v1::NumericsSummary& n = pending.event->numerics();
@@ -691,13 +731,11 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
         agent.numerics);
   if (!status.ok()) return db_.error(status.message());
 
-  const auto ignored = static_cast<int64_t>(casts_pending_.size() + ops_pending_.size() + samples_pending_.size() +
-                                            kernels_pending_.size() + cast_counts_pending_.size() +
-                                            op_counts_pending_.size() + numerics_pending_.size()) -
-                       (agent.casts - casts_before) - (agent.ops - ops_before) -
+  const int64_t ignored = received - (agent.casts - casts_before) - (agent.ops - ops_before) -
                        (agent.cache_samples - samples_before) - (agent.kernels - kernels_before) - (agent.numerics - numerics_before);
   if (ignored > 0)
-    log::logger("collector").warn("run {} agent {} batch {}: {} events repeat the seq of events stored earlier; kept the first",
+    log::logger("collector").warn(
+        "run {} agent {} batch {}: {} events repeat a seq stored before or earlier in the batch; kept the first",
                          batch.agent().run_id(), batch.agent().agent_id(), batch.sequence(), ignored);
   return {};
 }

@@ -14,6 +14,7 @@
 
 #include "castscope/v1/transport.pb.h"
 #include "server/src/status.h"
+#include "server/src/store/event_segments.h"
 #include "server/src/store/multi_row_insert.h"
 #include "server/src/store/sqlite_store.h"
 #include "server/src/store/store_schema.h"
@@ -89,6 +90,13 @@ class StoreWriter {
   Status insert_events(const castscope::v1::Batch& batch, AgentRow& agent, uint64_t received_unix_ns);
   void add_rollups(int64_t agent, uint64_t received_unix_ns);
   Status append_rollups();  // at commit: this transaction's rollups, appended
+  // One table's rows of a batch, bound by bind_row(statement, first parameter,
+  // index into `pending`); `stored` grows by the rows written. Where SQLite
+  // picks the rowids (event_segments.h), the rows go in id order, without the
+  // ids stored before, and their segment with them.
+  template <typename BindRow>
+  Status insert_rows(const schema::Table& table, MultiRowInsert& insert, std::vector<PendingRow>& pending,
+                     BindRow&& bind_row, int64_t& stored);
 
   Database db_;
   WalCheckpointer checkpointer_;  // declared after db_: stops before the writer connection closes
@@ -96,6 +104,9 @@ class StoreWriter {
   Statement insert_batch_, find_run_, insert_run_, update_run_, find_agent_, insert_agent_, update_agent_;
   Statement find_string_, insert_string_, find_location_, insert_location_;
   MultiRowInsert casts_, ops_, cache_samples_, kernels_, cast_counts_, op_counts_, ship_rollups_, numerics_;
+  segments::SegmentWriter segments_;
+  std::vector<const schema::Table*> id_is_rowid_;  // event tables made before version 17
+  std::vector<int64_t> stored_ids_;                // reused: ids a batch repeats
 
   std::unordered_map<std::string, int64_t> string_ids_;
   std::unordered_map<std::string, int64_t> location_ids_;  // key: location_key()
