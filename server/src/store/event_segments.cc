@@ -1,6 +1,9 @@
 #include "server/src/store/event_segments.h"
 
 #include <algorithm>
+#include <cstdint>
+
+#include "server/src/store/row_id.h"
 
 namespace castscope::collector::segments {
 
@@ -9,10 +12,11 @@ namespace {
 constexpr auto kSegment =
     schema::columns(schema::kEventSegments, {"event_table", "max_id", "first_row", "min_id", "last_row"});
 
-// The segments of `table` that hold ids in [?2, ?3), in segment order.
+// The segments of `table` that hold ids in [?2, ?3), in segment order; ?4:
+// segments_end(?3).
 constexpr std::string_view kOverlapping =
     "SELECT min_id, max_id, first_row, last_row FROM event_segments WHERE event_table = ?1 AND max_id >= ?2 "
-    "AND min_id < ?3 ORDER BY max_id, first_row";
+    "AND max_id < ?4 AND min_id < ?3 ORDER BY max_id, first_row";
 
 // Whether the segments holding ids in [first, end) follow one another in id
 // order (none overlaps the next); `last_first_row`: the largest first_row
@@ -24,6 +28,7 @@ Status segments_in_id_order(sqlite3* db, const schema::Table& table, int64_t fir
   segments.bind_text(1, table.name);
   segments.bind(2, first);
   segments.bind(3, end);
+  segments.bind(4, segments_end(end));
   out = true;
   last_first_row = 0;
   bool any = false;
@@ -47,7 +52,28 @@ size_t id_order_at(std::string_view rest) {
   return after.empty() || after.starts_with(" LIMIT") ? at : std::string_view::npos;
 }
 
+// "FROM ... WHERE ..." over `table` as `alias`: its rows whose id is in
+// [?1, ?2) (`end` is ?2's value).
+Status range_sql(sqlite3* db, const schema::Table& table, std::string_view alias, int64_t end, std::string& out) {
+  bool rowid = true;
+  if (Status s = id_is_rowid(db, table, rowid); !s.ok()) return s;
+  const std::string a(alias), name(table.name);
+  if (rowid) {
+    out = "FROM " + name + " " + a + " WHERE " + a + ".id >= ?1 AND " + a + ".id < ?2";
+    return {};
+  }
+  out = "FROM event_segments s JOIN " + name + " " + a + " ON " + a + ".rowid BETWEEN s.first_row AND s.last_row " +
+        "WHERE s.event_table = '" + name + "' AND s.max_id >= ?1 AND s.max_id < " + std::to_string(segments_end(end)) +
+        " AND s.min_id < ?2 AND " + a + ".id >= ?1 AND " + a + ".id < ?2";
+  return {};
+}
+
 }  // namespace
+
+int64_t segments_end(int64_t end) {
+  const int64_t agent = agent_of_row(std::max<int64_t>(end, 1) - 1);
+  return agent >= agent_of_row(INT64_MAX) ? INT64_MAX : end_row_of(agent);
+}
 
 Status id_is_rowid(sqlite3* db, const schema::Table& table, bool& out) {
   out = true;
@@ -61,24 +87,10 @@ Status id_is_rowid(sqlite3* db, const schema::Table& table, bool& out) {
   return {};
 }
 
-Status range_sql(sqlite3* db, const schema::Table& table, std::string_view alias, std::string& out) {
-  bool rowid = true;
-  if (Status s = id_is_rowid(db, table, rowid); !s.ok()) return s;
-  const std::string a(alias), name(table.name);
-  if (rowid) {
-    out = "FROM " + name + " " + a + " WHERE " + a + ".id >= ?1 AND " + a + ".id < ?2";
-    return {};
-  }
-  out = "FROM event_segments s JOIN " + name + " " + a + " ON " + a + ".rowid BETWEEN s.first_row AND s.last_row " +
-        "WHERE s.event_table = '" + name + "' AND s.max_id >= ?1 AND s.min_id < ?2 AND " + a + ".id >= ?1 AND " + a +
-        ".id < ?2";
-  return {};
-}
-
 Status select_sql(sqlite3* db, const schema::Table& table, std::string_view columns, int64_t first, int64_t end,
                   std::string_view rest, std::string& out) {
   std::string from;
-  if (Status s = range_sql(db, table, "e", from); !s.ok()) return s;
+  if (Status s = range_sql(db, table, "e", end, from); !s.ok()) return s;
   out = "SELECT " + std::string(columns) + " " + from;
   const size_t order = id_order_at(rest);
   bool in_order = false;
@@ -112,6 +124,7 @@ Status SegmentWriter::stored_ids(const schema::Table& table, int64_t min_id, int
   overlapping_.bind_text(1, table.name);
   overlapping_.bind(2, min_id);
   overlapping_.bind(3, max_id + 1);
+  overlapping_.bind(4, segments_end(max_id + 1));
   Status error;
   while (overlapping_.step(error)) rows.emplace_back(overlapping_.column_int(2), overlapping_.column_int(3));
   overlapping_.reset();

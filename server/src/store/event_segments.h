@@ -2,7 +2,7 @@
 //
 // Since schema version 17 SQLite picks an event table's rowids: appending a
 // row then costs no b-tree descent, which a key of our own costs every row
-// (docs/performance.md: 0.35 against 0.46-0.60 CPU s per million rows). Each
+// (docs/performance.md, "The store: rowids SQLite picks"). Each
 // stored batch appends its rows of a table in id order, as one segment:
 // rowids [first_row, last_row], ids min_id..max_id. A read of an id range
 // (one agent's, or part of it) joins the segments that overlap it to their
@@ -35,9 +35,11 @@ namespace castscope::collector::segments {
 // event table).
 Status id_is_rowid(sqlite3* db, const schema::Table& table, bool& out);
 
-// "FROM ... WHERE ..." over `table` as `alias`: its rows whose id is in
-// [?1, ?2). The caller binds both and may add " AND ..." conditions.
-Status range_sql(sqlite3* db, const schema::Table& table, std::string_view alias, std::string& out);
+// Where the segments that may hold ids below `end` stop: the end of the id
+// range of the agent of id end - 1 (a segment never spans two agents). It
+// bounds their index scan, which would otherwise run over every later
+// agent's segments.
+int64_t segments_end(int64_t end);
 
 // A SELECT of `columns` ("e.a, e.b") from `table` as e, for ids in
 // [first, end) (bound as ?1 and ?2), then `rest`: conditions, ORDER BY, LIMIT.

@@ -54,13 +54,10 @@ struct Launch {
   uint64_t ns = 0;
 };
 
-// Kernels in [first, end) launched by a cast or an op (`by`), each with the
-// launching row (nullptr when it is not stored): kernels in launcher order,
-// merged with one scan of the launchers' rows (event tables have no index on
-// id since version 17; event_segments.h).
+// One chunk of join_launches: the kernels in [first, end), into `launches`.
 template <typename Row, const auto& kColumns, typename Visit>
-Status join_launches(sqlite3* db, int64_t first, int64_t end, v1::LaunchedBy by, Visit&& visit) {
-  std::vector<Launch> launches;
+Status join_chunk(sqlite3* db, int64_t first, int64_t end, v1::LaunchedBy by, std::vector<Launch>& launches,
+                  Visit&& visit) {
   auto add = [&](const StoredKernel& k) {
     const int64_t launcher = event_row_id(agent_of_row(k.id), static_cast<uint64_t>(k.launch_seq));
     launches.push_back({launcher, k.name, code_at(k.codes, kKernelActivity), static_cast<uint64_t>(k.duration_ns)});
@@ -79,6 +76,26 @@ Status join_launches(sqlite3* db, int64_t first, int64_t end, v1::LaunchedBy by,
   }
   if (!error.ok()) return error;
   for (; next < launches.size(); ++next) visit(launches[next], none);
+  return {};
+}
+
+// Kernel ids per join: a chunk's launches (32 bytes each) are held and sorted.
+constexpr int64_t kKernelChunkIds = int64_t{1} << 20;
+
+// Kernels in [first, end) launched by a cast or an op (`by`), each with the
+// launching row (nullptr when it is not stored): a chunk of kernels at a time,
+// in launcher order, merged with one scan of the launchers' rows (event tables
+// have no index on id since version 17; event_segments.h).
+template <typename Row, const auto& kColumns, typename Visit>
+Status join_launches(sqlite3* db, int64_t first, int64_t end, v1::LaunchedBy by, Visit&& visit) {
+  std::optional<int64_t> last;
+  if (Status s = last_row_in(db, schema::kKernels, first, end, last); !s.ok() || !last) return s;
+  std::vector<Launch> launches;
+  for (int64_t from = first; from <= *last; from += kKernelChunkIds) {
+    launches.clear();
+    const int64_t chunk_end = std::min(*last + 1, from + kKernelChunkIds);
+    if (Status s = join_chunk<Row, kColumns>(db, from, chunk_end, by, launches, visit); !s.ok()) return s;
+  }
   return {};
 }
 
@@ -105,11 +122,13 @@ Status last_row_in(sqlite3* db, const schema::Table& table, int64_t first, int64
   const std::string name(table.name);
   if (rowid) return each_row(db, "SELECT MAX(id) FROM " + name + " WHERE id >= ?1 AND id < ?2", first, end, keep_max);
   // Segments that end in the range; one that runs past its end is read.
-  const std::string segments = "FROM event_segments WHERE event_table = '" + name + "' AND max_id >= ?1 AND ";
-  if (Status s = each_row(db, "SELECT MAX(max_id) " + segments + "max_id < ?2", first, end, keep_max); !s.ok())
+  const std::string in_range = "FROM event_segments WHERE event_table = '" + name + "' AND max_id >= ?1 AND ";
+  if (Status s = each_row(db, "SELECT MAX(max_id) " + in_range + "max_id < ?2", first, end, keep_max); !s.ok())
     return s;
   std::vector<std::pair<int64_t, int64_t>> past_end;
-  if (Status s = each_row(db, "SELECT first_row, last_row " + segments + "max_id >= ?2 AND min_id < ?2", first, end,
+  const std::string past_end_sql = "SELECT first_row, last_row " + in_range + "max_id >= ?2 AND max_id < " +
+                                   std::to_string(segments::segments_end(end)) + " AND min_id < ?2";
+  if (Status s = each_row(db, past_end_sql, first, end,
                           [&](const Statement& r) { past_end.emplace_back(r.column_int(0), r.column_int(1)); });
       !s.ok())
     return s;

@@ -9,6 +9,7 @@
 #include "server/src/batch/stored_events.h"
 #include "server/src/store/event_columns.h"
 #include "server/src/store/sqlite_store.h"
+#include "server/src/store/store_queries.h"
 #include "server/src/store/store_reader.h"
 #include "server/src/store/store_schema.h"
 #include "server/src/store/store_writer.h"
@@ -625,18 +626,75 @@ TEST(SqliteStore, RowsReadInSeqOrderWhateverOrderTheirBatchesCameInAndARepeatedS
   EXPECT_EQ(pragma(db, "SELECT count(*) FROM event_segments WHERE event_table = 'casts'"), 6);
 }
 
+// GPU time by launcher, joined in C++ a chunk of kernel ids at a time
+// (store_queries.cc): kernels far apart in seq, launchers stored and not.
+TEST(SqliteStore, KernelTimeJoinsEachKernelToItsLaunchingCastOrOp) {
+  const std::string db = (temp_dir("kernel-join") / "store.db").string();
+  {
+    v1::Batch batch = testing::batch_head(
+        {.run_id = "run", .agent_id = "a", .pid = 1234, .rank = -1, .hostname = "host"}, 1);
+    testing::add_strings(batch, 1, {"aten::mm", "gemm_kernel", "memset"});
+    testing::add_location(batch, 1, {.kind = v1::SourceLocation::KIND_PYTHON, .file = "/m.py", .line = 3});
+    testing::add_op(batch, {.seq = 5, .ts_ns = 10, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                            .device_type = v1::DEVICE_TYPE_CUDA, .op_id = 1, .location_id = 1});
+    testing::add_cast(batch, {.seq = 6, .ts_ns = 11, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                              .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
+                              .outcome = v1::CAST_OUTCOME_CAST, .device_type = v1::DEVICE_TYPE_CUDA, .op_id = 1,
+                              .location_id = 1});
+    auto kernel = [&](uint64_t seq, uint64_t ns, v1::LaunchedBy by, uint64_t launch_seq, uint32_t name) {
+      testing::add_kernel(batch, {.seq = seq, .ts_ns = 20, .duration_ns = ns, .activity = v1::GPU_ACTIVITY_KERNEL,
+                                  .launched_by = by, .launch_seq = launch_seq, .name_id = name});
+    };
+    kernel(7, 100, v1::LAUNCHED_BY_OP, 5, 2);
+    kernel(uint64_t{3} << 20, 200, v1::LAUNCHED_BY_OP, 5, 2);  // three chunks of ids later
+    kernel(8, 30, v1::LAUNCHED_BY_CAST, 6, 2);
+    kernel(9, 4, v1::LAUNCHED_BY_OP, 99, 2);                    // op 99 is not stored
+    kernel(10, 5, v1::LAUNCHED_BY_NONE, 0, 3);
+    ASSERT_TRUE(validate_batch(batch, BatchLimits()).ok());
+    std::unique_ptr<StoreWriter> writer;
+    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    bool duplicate = false;
+    ASSERT_TRUE(store(*writer, batch, duplicate).ok());
+  }
+  Database store;
+  ASSERT_TRUE(store.open(db, Database::Mode::kReadOnly).ok());
+  const int64_t agent = pragma(db, "SELECT id FROM agents");
+  uint64_t unjoined = 0, unattributed = 0;
+  std::vector<LaunchedKernelTime> by_op, by_cast, unlaunched;
+  ASSERT_TRUE(kernel_time_by_launcher(store.handle(), first_row_of(agent), end_row_of(agent), v1::LAUNCHED_BY_OP,
+                                      by_op, unjoined).ok());
+  ASSERT_TRUE(kernel_time_by_launcher(store.handle(), first_row_of(agent), end_row_of(agent), v1::LAUNCHED_BY_CAST,
+                                      by_cast, unjoined).ok());
+  ASSERT_TRUE(unlaunched_kernel_time_by_name(store.handle(), first_row_of(agent), end_row_of(agent), unlaunched).ok());
+  ASSERT_TRUE(unattributed_kernel_ns(store.handle(), first_row_of(agent), end_row_of(agent), unattributed).ok());
+  ASSERT_EQ(by_op.size(), 1u);
+  EXPECT_EQ(by_op[0].ns, 300u);  // both of op 5's kernels, whatever chunk they are in
+  EXPECT_EQ(by_op[0].kernels, 2u);
+  EXPECT_EQ(by_op[0].activity, v1::GPU_ACTIVITY_KERNEL);
+  ASSERT_EQ(by_cast.size(), 1u);
+  EXPECT_EQ(by_cast[0].ns, 30u);
+  EXPECT_EQ(by_cast[0].location, by_op[0].location);
+  EXPECT_NE(by_cast[0].location, 0);
+  EXPECT_EQ(unjoined, 4u);
+  EXPECT_EQ(unattributed, 5u);
+  ASSERT_EQ(unlaunched.size(), 1u);
+  EXPECT_EQ(unlaunched[0].ns, 5u);
+}
+
 // New stores get 64 KiB pages (fewer b-tree levels per row for the
 // writer); a store made with 16 KiB pages, as all were before, keeps them.
 TEST(SqliteStore, NewStoresGet64KiBPagesAndOlderOnesKeepTheirs) {
   const std::string fresh = (temp_dir("pages-new") / "store.db").string();
   const std::string older = (temp_dir("pages-16k") / "store.db").string();
-  for (const std::string& db : {fresh, older}) {
+  {
     std::unique_ptr<StoreWriter> writer;
-    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
+    ASSERT_TRUE(StoreWriter::open(fresh, writer).ok());
     bool duplicate = false;
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
   }
   EXPECT_EQ(pragma(fresh, "PRAGMA page_size"), 65536);
+  // An older store (id its tables' rowid: a VACUUM keeps it; event_segments.h).
+  make_version_16_store(older);
   exec_sql(older, "PRAGMA journal_mode=DELETE; PRAGMA page_size=16384; VACUUM; PRAGMA journal_mode=WAL");
   ASSERT_EQ(pragma(older, "PRAGMA page_size"), 16384);
   {

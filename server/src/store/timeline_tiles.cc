@@ -182,8 +182,9 @@ constexpr auto kKernelTileColumns = schema::columns(schema::kKernels, {"id", "ts
 }  // namespace
 
 Status rebuild(sqlite3* db) {
-  // One pass per event table in key order; flushed every million events so
-  // that memory stays bounded on a large store.
+  // One pass per event table (in key order on the tables of the stores it
+  // rebuilds, made before version 17); flushed every million events so that
+  // memory stays bounded on a large store.
   TileAccumulator accumulator;
   size_t pending = 0;
   StoreResolver no_strings;  // the tiles count no names: the columns read hold none

@@ -227,7 +227,7 @@ Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min
   StoreResolver& resolver = reader_->resolver();
   auto write_rows = [&]<typename Row, const auto& kColumns, typename Event>(
                         RowScan<Row, kColumns>& scan, Event& event, auto&& on_track, auto&& write, bool& more) -> Status {
-    if (Status s = scan.open(store().handle(), first, end, ""); !s.ok()) return s;
+    if (Status s = scan.open(store().handle(), first, end, " ORDER BY id"); !s.ok()) return s;
     Row row;
     Status error;
     while (scan.next(row, error)) {
