@@ -27,13 +27,14 @@
 //   node bench/viewer_browser_bench.mjs [--events 10000000] [--steps 60] [--opens 3]
 //        [--live-seconds 20] [--rate 30000] [--ingest-events 6000000] [--ingest-repeats 3]
 //        [--skip-scale] [--skip-live] [--skip-ingest] [--keep DIR] [--db STORE]
-//        [--ingest-store-dir DIR] [--ui-dist DIR]
+//        [--ingest-store-dir DIR] [--ui-dist DIR] [--collector BINARY]
 //
 // --keep DIR keeps the stores and logs in DIR; --db STORE opens the run "train"
 // of an earlier fill instead of filling a new store. --ingest-store-dir puts
 // the ingest stores there (/dev/shm: this VM's disk throttles writes, and its
 // spread from run to run hides the browser's share); --ui-dist serves another
-// build of the page (old and new in one sitting).
+// build of the page and --collector runs another build's collector (old and
+// new in one sitting).
 //
 // Needs build/ (castscope-collector, castscope_ingest_bench), .venv (castscope
 // run, torch) and ui/dist (cd ui && npm run build). Not run by scripts/test.sh.
@@ -49,7 +50,7 @@ const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const require = createRequire(path.join(REPO, "ui", "package.json"));
 const { chromium } = require("playwright-core");
 
-const COLLECTOR = path.join(REPO, "build", "server", "castscope-collector");
+let COLLECTOR = path.join(REPO, "build", "server", "castscope-collector"); // --collector: another build's, for old/new
 const INGEST_BENCH = path.join(REPO, "build", "bench", "castscope_ingest_bench");
 const CASTSCOPE = path.join(REPO, ".venv", "bin", "castscope");
 const PYTHON = path.join(REPO, ".venv", "bin", "python");
@@ -78,6 +79,7 @@ function parseArgs(argv) {
     else if (a === "--ingest-repeats") args.ingestRepeats = Number(value());
     else if (a === "--ingest-store-dir") args.ingestStoreDir = value();
     else if (a === "--ui-dist") UI_DIST = path.resolve(value());
+    else if (a === "--collector") COLLECTOR = path.resolve(value());
     else if (a === "--keep") args.keep = value();
     else if (a === "--db") args.db = value();
     else throw new Error(`unknown argument ${a}`);
