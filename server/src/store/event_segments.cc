@@ -18,29 +18,41 @@ constexpr std::string_view kOverlapping =
     "SELECT min_id, max_id, first_row, last_row FROM event_segments WHERE event_table = ?1 AND max_id >= ?2 "
     "AND max_id < ?4 AND min_id < ?3 ORDER BY max_id, first_row";
 
-// Whether the segments holding ids in [first, end) follow one another in id
-// order (none overlaps the next); `last_first_row`: the largest first_row
-// among them (0: none).
-Status segments_in_id_order(sqlite3* db, const schema::Table& table, int64_t first, int64_t end, bool& out,
-                            int64_t& last_first_row) {
+struct Segment {
+  int64_t min_id, max_id, first_row, last_row;
+};
+
+// Calls visit(segment) for each segment of `table` holding ids in [first,
+// end), in segment order.
+template <typename Visit>
+Status each_segment(sqlite3* db, const schema::Table& table, int64_t first, int64_t end, Visit&& visit) {
   Statement segments;
   if (Status s = Statement::prepare(db, kOverlapping, segments); !s.ok()) return s;
   segments.bind_text(1, table.name);
   segments.bind(2, first);
   segments.bind(3, end);
   segments.bind(4, segments_end(end));
+  Status error;
+  while (segments.step(error))
+    visit(Segment{segments.column_int(0), segments.column_int(1), segments.column_int(2), segments.column_int(3)});
+  return error;
+}
+
+// Whether the segments holding ids in [first, end) follow one another in id
+// order (none overlaps the next); `last_first_row`: the largest first_row
+// among them (0: none).
+Status segments_in_id_order(sqlite3* db, const schema::Table& table, int64_t first, int64_t end, bool& out,
+                            int64_t& last_first_row) {
   out = true;
   last_first_row = 0;
   bool any = false;
   int64_t last_max = 0;
-  Status error;
-  while (segments.step(error)) {
-    if (any && segments.column_int(0) <= last_max) out = false;
-    last_max = segments.column_int(1);
-    last_first_row = std::max(last_first_row, segments.column_int(2));
+  return each_segment(db, table, first, end, [&](const Segment& segment) {
+    if (any && segment.min_id <= last_max) out = false;
+    last_max = segment.max_id;
+    last_first_row = std::max(last_first_row, segment.first_row);
     any = true;
-  }
-  return error;
+  });
 }
 
 // " ORDER BY id" in `rest`, followed by nothing or a LIMIT: its position, or npos.
@@ -52,20 +64,14 @@ size_t id_order_at(std::string_view rest) {
   return after.empty() || after.starts_with(" LIMIT") ? at : std::string_view::npos;
 }
 
-// "FROM ... WHERE ..." over `table` as `alias`: its rows whose id is in
-// [?1, ?2) (`end` is ?2's value).
-Status range_sql(sqlite3* db, const schema::Table& table, std::string_view alias, int64_t end, std::string& out) {
-  bool rowid = true;
-  if (Status s = id_is_rowid(db, table, rowid); !s.ok()) return s;
+// "FROM ... WHERE ..." over `table` as `alias` (its id the rowid or not):
+// its rows whose id is in [?1, ?2) (`end` is ?2's value).
+std::string range_sql(const schema::Table& table, std::string_view alias, bool id_is_rowid, int64_t end) {
   const std::string a(alias), name(table.name);
-  if (rowid) {
-    out = "FROM " + name + " " + a + " WHERE " + a + ".id >= ?1 AND " + a + ".id < ?2";
-    return {};
-  }
-  out = "FROM event_segments s JOIN " + name + " " + a + " ON " + a + ".rowid BETWEEN s.first_row AND s.last_row " +
-        "WHERE s.event_table = '" + name + "' AND s.max_id >= ?1 AND s.max_id < " + std::to_string(segments_end(end)) +
-        " AND s.min_id < ?2 AND " + a + ".id >= ?1 AND " + a + ".id < ?2";
-  return {};
+  if (id_is_rowid) return "FROM " + name + " " + a + " WHERE " + a + ".id >= ?1 AND " + a + ".id < ?2";
+  return "FROM event_segments s JOIN " + name + " " + a + " ON " + a + ".rowid BETWEEN s.first_row AND s.last_row " +
+         "WHERE s.event_table = '" + name + "' AND s.max_id >= ?1 AND s.max_id < " + std::to_string(segments_end(end)) +
+         " AND s.min_id < ?2 AND " + a + ".id >= ?1 AND " + a + ".id < ?2";
 }
 
 }  // namespace
@@ -89,13 +95,13 @@ Status id_is_rowid(sqlite3* db, const schema::Table& table, bool& out) {
 
 Status select_sql(sqlite3* db, const schema::Table& table, std::string_view columns, int64_t first, int64_t end,
                   std::string_view rest, std::string& out) {
-  std::string from;
-  if (Status s = range_sql(db, table, "e", end, from); !s.ok()) return s;
-  out = "SELECT " + std::string(columns) + " " + from;
+  bool rowid = true;
+  if (Status s = id_is_rowid(db, table, rowid); !s.ok()) return s;
+  out = "SELECT " + std::string(columns) + " " + range_sql(table, "e", rowid, end);
   const size_t order = id_order_at(rest);
   bool in_order = false;
   int64_t last_first_row = 0;
-  if (order != std::string_view::npos && from.starts_with("FROM event_segments"))
+  if (order != std::string_view::npos && !rowid)
     if (Status s = segments_in_id_order(db, table, first, end, in_order, last_first_row); !s.ok()) return s;
   if (!in_order) {
     out += rest;
@@ -108,6 +114,36 @@ Status select_sql(sqlite3* db, const schema::Table& table, std::string_view colu
   out += rest.substr(0, order);
   out += " ORDER BY s.max_id, s.first_row, e.rowid";
   out += rest.substr(order + std::string_view(" ORDER BY id").size());
+  return {};
+}
+
+Status last_id(sqlite3* db, const schema::Table& table, int64_t first, int64_t end, std::optional<int64_t>& out) {
+  out.reset();
+  std::vector<Segment> past_end;  // segments that run past `end`: their rows are read
+  if (Status s = each_segment(db, table, first, end,
+                              [&](const Segment& segment) {
+                                if (segment.max_id < end)
+                                  out = std::max(out.value_or(segment.max_id), segment.max_id);
+                                else
+                                  past_end.push_back(segment);
+                              });
+      !s.ok() || past_end.empty())
+    return s;
+  Statement rows;
+  const std::string sql =
+      "SELECT MAX(id) FROM " + std::string(table.name) + " WHERE rowid BETWEEN ?3 AND ?4 AND id >= ?1 AND id < ?2";
+  if (Status s = Statement::prepare(db, sql, rows); !s.ok()) return s;
+  for (const Segment& segment : past_end) {
+    rows.bind(1, first);
+    rows.bind(2, end);
+    rows.bind(3, segment.first_row);
+    rows.bind(4, segment.last_row);
+    Status error;
+    if (rows.step(error) && !rows.column_is_null(0))
+      out = std::max(out.value_or(rows.column_int(0)), rows.column_int(0));
+    sqlite3_reset(rows.get());
+    if (!error.ok()) return error;
+  }
   return {};
 }
 

@@ -21,6 +21,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,10 @@ int64_t segments_end(int64_t end);
 // " ORDER BY id" in `rest` reads the segments in order when that is id order.
 Status select_sql(sqlite3* db, const schema::Table& table, std::string_view columns, int64_t first, int64_t end,
                   std::string_view rest, std::string& out);
+
+// The largest id of `table` in [first, end), for a table whose id is not its
+// rowid; none when the range holds no row.
+Status last_id(sqlite3* db, const schema::Table& table, int64_t first, int64_t end, std::optional<int64_t>& out);
 
 // The writer's side (one connection, inside its transaction).
 class SegmentWriter {

@@ -121,34 +121,7 @@ Status last_row_in(sqlite3* db, const schema::Table& table, int64_t first, int64
   if (Status s = segments::id_is_rowid(db, table, rowid); !s.ok()) return s;
   const std::string name(table.name);
   if (rowid) return each_row(db, "SELECT MAX(id) FROM " + name + " WHERE id >= ?1 AND id < ?2", first, end, keep_max);
-  // Segments that end in the range; one that runs past its end is read.
-  const std::string in_range = "FROM event_segments WHERE event_table = '" + name + "' AND max_id >= ?1 AND ";
-  if (Status s = each_row(db, "SELECT MAX(max_id) " + in_range + "max_id < ?2", first, end, keep_max); !s.ok())
-    return s;
-  std::vector<std::pair<int64_t, int64_t>> past_end;
-  const std::string past_end_sql = "SELECT first_row, last_row " + in_range + "max_id >= ?2 AND max_id < " +
-                                   std::to_string(segments::segments_end(end)) + " AND min_id < ?2";
-  if (Status s = each_row(db, past_end_sql, first, end,
-                          [&](const Statement& r) { past_end.emplace_back(r.column_int(0), r.column_int(1)); });
-      !s.ok())
-    return s;
-  for (const auto& [first_row, last_row] : past_end) {
-    Statement rows;
-    if (Status s = Statement::prepare(db,
-                                      "SELECT MAX(id) FROM " + name +
-                                          " WHERE rowid BETWEEN ?3 AND ?4 AND id >= ?1 AND id < ?2",
-                                      rows);
-        !s.ok())
-      return s;
-    rows.bind(1, first);
-    rows.bind(2, end);
-    rows.bind(3, first_row);
-    rows.bind(4, last_row);
-    Status error;
-    if (rows.step(error)) keep_max(rows);
-    if (!error.ok()) return error;
-  }
-  return {};
+  return segments::last_id(db, table, first, end, out);
 }
 
 Status kernel_time_by_launcher(sqlite3* db, int64_t first, int64_t end, v1::LaunchedBy by,

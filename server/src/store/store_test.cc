@@ -624,6 +624,17 @@ TEST(SqliteStore, RowsReadInSeqOrderWhateverOrderTheirBatchesCameInAndARepeatedS
   EXPECT_EQ(pragma(db, "SELECT count(*) FROM ops"), 4);  // a's 1, 6 and 11, b's 1
   // One segment per batch and table that stored rows; none for batch 4.
   EXPECT_EQ(pragma(db, "SELECT count(*) FROM event_segments WHERE event_table = 'casts'"), 6);
+  // The largest id of a range: the agent's, and one ending inside a segment (a's casts 2-4).
+  Database store;
+  ASSERT_TRUE(store.open(db, Database::Mode::kReadOnly).ok());
+  const int64_t a = pragma(db, "SELECT id FROM agents WHERE agent_id = 'a'");
+  std::optional<int64_t> last;
+  ASSERT_TRUE(last_row_in(store.handle(), schema::kCasts, first_row_of(a), end_row_of(a), last).ok());
+  EXPECT_EQ(last, event_row_id(a, 106));
+  ASSERT_TRUE(last_row_in(store.handle(), schema::kCasts, first_row_of(a), event_row_id(a, 4), last).ok());
+  EXPECT_EQ(last, event_row_id(a, 3));
+  ASSERT_TRUE(last_row_in(store.handle(), schema::kCasts, first_row_of(a), event_row_id(a, 2), last).ok());
+  EXPECT_FALSE(last.has_value());
 }
 
 // GPU time by launcher, joined in C++ a chunk of kernel ids at a time
