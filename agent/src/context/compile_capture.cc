@@ -6,9 +6,14 @@
 
 namespace castscope {
 
-bool compile_tracing_now() noexcept {
+bool compile_tracing_now() noexcept { return compile_tracing_now(c10::impl::tls_local_dispatch_key_set()); }
+
+bool compile_tracing_now(const c10::impl::LocalDispatchKeySet& keys) noexcept {
   using c10::impl::TorchDispatchModeTLS;
-  if (!TorchDispatchModeTLS::any_modes_set()) return false;  // the common case: one TLS read
+  // TorchDispatchModeTLS includes the Python key whenever its stack or an
+  // infra mode (FakeTensor's) is set and removes it when the last one goes.
+  if (!keys.included_.has(c10::DispatchKey::Python)) return false;  // the common case: no mode's state read
+  if (!TorchDispatchModeTLS::any_modes_set()) return false;
   return TorchDispatchModeTLS::get_mode(c10::impl::TorchDispatchModeKey::FAKE).has_value();
 }
 

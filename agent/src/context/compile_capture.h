@@ -14,6 +14,8 @@
 //   autocast decided them for.
 #pragma once
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -26,6 +28,10 @@ namespace castscope {
 
 // A FakeTensor mode is active on this thread (torch.compile or export tracing).
 bool compile_tracing_now() noexcept;
+// The same from the thread's dispatch keys read already (op_context.h): while
+// any dispatch mode is set, torch keeps the Python key included, so without
+// it no mode's state is read at all.
+bool compile_tracing_now(const c10::impl::LocalDispatchKeySet& keys) noexcept;
 
 // One cast decision made while collecting: the cast record's fields.
 struct CompileDecision {

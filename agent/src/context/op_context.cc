@@ -20,28 +20,6 @@ std::atomic<bool> g_record_events{true};
 std::atomic<LocationReader> g_python_location_reader{nullptr};
 std::atomic<LocationReader> g_tracing_location_reader{nullptr};
 
-DType to_dtype(c10::ScalarType type) {
-  switch (type) {
-    case c10::ScalarType::Float: return DType::kFloat32;
-    case c10::ScalarType::Half: return DType::kFloat16;
-    case c10::ScalarType::BFloat16: return DType::kBfloat16;
-    case c10::ScalarType::Double: return DType::kFloat64;
-    case c10::ScalarType::Long: return DType::kInt64;
-    case c10::ScalarType::Int: return DType::kInt32;
-    case c10::ScalarType::Short: return DType::kInt16;
-    case c10::ScalarType::Char: return DType::kInt8;
-    case c10::ScalarType::Byte: return DType::kUint8;
-    case c10::ScalarType::Bool: return DType::kBool;
-    case c10::ScalarType::ComplexFloat: return DType::kComplex64;
-    case c10::ScalarType::ComplexDouble: return DType::kComplex128;
-    case c10::ScalarType::Float8_e5m2:
-    case c10::ScalarType::Float8_e4m3fn:
-    case c10::ScalarType::Float8_e5m2fnuz:
-    case c10::ScalarType::Float8_e4m3fnuz: return DType::kFloat8;
-    default: return DType::kOther;
-  }
-}
-
 namespace {
 
 // A scripted line run while torch.jit.trace records, with the traced Python
@@ -65,18 +43,22 @@ uint32_t with_calling_line(uint32_t scripted, uint32_t python, LocationTable& lo
 
 }  // namespace
 
-OpContext current_op_context(LocationTable& locations) {
+OpContext current_op_context(LocationTable& locations) { return current_op_context(locations, thread_dispatch_keys()); }
+
+OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDispatchKeySet& keys) {
   OpContext context;
   if (torch::autograd::get_current_graph_task_id() != -1) context.phase = Phase::kBackward;
   // torch.compile tracing: the line is the FX node's, not a frame on the stack.
-  if (compile_tracing_now()) [[unlikely]] {
+  if (compile_tracing_now(keys)) [[unlikely]] {
     context.mode = ExecutionMode::kCompiling;
     if (LocationReader tracing = g_tracing_location_reader.load(std::memory_order_acquire)) context.location = tracing();
     if (LocationReader reader = g_python_location_reader.load(std::memory_order_acquire); context.location == 0 && reader)
       context.location = reader();
     return context;
   }
-  if (torch::jit::tracer::isTracing()) context.mode = ExecutionMode::kTraceRecording;
+  // setTracingState includes the Tracer key exactly while a state is set.
+  if (keys.included_.has(c10::DispatchKey::Tracer) && torch::jit::tracer::isTracing()) [[unlikely]]
+    context.mode = ExecutionMode::kTraceRecording;
   JitContext jit;
   if (context.mode == ExecutionMode::kEager && current_jit_context(locations, jit)) {
     context.mode = jit.mode;
@@ -99,19 +81,20 @@ OpContext current_op_context(LocationTable& locations) {
 }
 
 void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context) {
-  describe_op_context(op, at::autocast::get_lower_precision_fp_from_device_type(device), context);
+  describe_op_context(op, at::autocast::get_lower_precision_fp_from_device_type(device), context,
+                      thread_dispatch_keys());
 }
 
-void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpContext& context) {
+void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpContext& context,
+                         const c10::impl::LocalDispatchKeySet& keys) {
   op.autocast_dtype = to_dtype(region_dtype);
   op.mode = context.mode;
   op.phase = context.phase;
   op.location = context.location;
   // What at::autocast::is_autocast_enabled reads per device (its key not
-  // excluded), from one read of the thread's key set for all of them.
-  const c10::DispatchKeySet excluded = c10::impl::tls_local_dispatch_key_set().excluded_;
+  // excluded), for all of them from the one read of the thread's keys.
   for (const auto& d : kAutocastDevices)
-    if (!excluded.has(d.key)) op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(d.kind));
+    if (!keys.excluded_.has(d.key)) op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(d.kind));
 }
 
 }  // namespace castscope

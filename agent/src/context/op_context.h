@@ -7,6 +7,7 @@
 
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <atomic>
 #include <cstdint>
@@ -61,12 +62,44 @@ struct OpContext {
 };
 // TorchScript locations are interned in `locations`.
 OpContext current_op_context(LocationTable& locations);
+// The same from the thread's dispatch keys, read once by the caller for the
+// op (c10's one thread-local block: thread_dispatch_keys()). They answer
+// "can a dispatch mode or the JIT tracer be on?" for the common op, where
+// neither is: both keep their key included while they are on (torch's
+// TorchDispatchModeTLS and tracer::setTracingState), so their own
+// thread-local state is read only when it is. A backward task and
+// TorchScript's call stack have no key: their getters are still called.
+OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDispatchKeySet& keys);
+inline c10::impl::LocalDispatchKeySet thread_dispatch_keys() { return c10::impl::tls_local_dispatch_key_set(); }
 // An op record's autocast state and context: the region's lower-precision
 // dtype on `device`, mode, phase, location, the devices with autocast on.
 void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context);
-// The same with the region's lower-precision dtype already read as well.
-void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpContext& context);
+// The same with the region's lower-precision dtype and the thread's dispatch
+// keys (autocast is on for a device whose key is not excluded) already read.
+void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpContext& context,
+                         const c10::impl::LocalDispatchKeySet& keys);
 
-DType to_dtype(c10::ScalarType type);
+// Inline: every record of an op calls it for each dtype it carries.
+inline DType to_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Float: return DType::kFloat32;
+    case c10::ScalarType::Half: return DType::kFloat16;
+    case c10::ScalarType::BFloat16: return DType::kBfloat16;
+    case c10::ScalarType::Double: return DType::kFloat64;
+    case c10::ScalarType::Long: return DType::kInt64;
+    case c10::ScalarType::Int: return DType::kInt32;
+    case c10::ScalarType::Short: return DType::kInt16;
+    case c10::ScalarType::Char: return DType::kInt8;
+    case c10::ScalarType::Byte: return DType::kUint8;
+    case c10::ScalarType::Bool: return DType::kBool;
+    case c10::ScalarType::ComplexFloat: return DType::kComplex64;
+    case c10::ScalarType::ComplexDouble: return DType::kComplex128;
+    case c10::ScalarType::Float8_e5m2:
+    case c10::ScalarType::Float8_e4m3fn:
+    case c10::ScalarType::Float8_e5m2fnuz:
+    case c10::ScalarType::Float8_e4m3fnuz: return DType::kFloat8;
+    default: return DType::kOther;
+  }
+}
 
 }  // namespace castscope

@@ -133,6 +133,15 @@ CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::De
   return CastOutcome::kCast;
 }
 
+// The sequence numbers an op reserved for its casts' records when it took its
+// own (one fetch_add for all: docs/performance.md); a cast past them takes a
+// new one.
+struct CastSeqs {
+  uint64_t next = 0;
+  uint64_t end = 0;
+  uint64_t take(EventLog& log) { return next != end ? next++ : log.next_seq(); }
+};
+
 // Everything an autocast op runs inside, built and torn down in this order:
 // compile-duplicate records unlogged, the autocast key excluded (as native
 // wrappers do), autocast reading as off without the user having turned it
@@ -170,18 +179,22 @@ class KernelCore {
   // the inputs' dtypes and returns how many. False when the op records
   // nothing: recording is off, it is a compile-time duplicate (then
   // `compile_duplicate`), or describing it failed (counted). `region_dtype`:
-  // the region's lower-precision dtype, read once by the caller.
+  // the region's lower-precision dtype, read once by the caller. When it
+  // records, the op's seq is taken with `casts` more for its casts (`seqs`).
   template <class InputDtypes>
   bool start_op_record(ThreadBlock& thread, Record& op_record, bool& compile_duplicate, c10::ScalarType region_dtype,
-                       InputDtypes&& input_dtypes) {
+                       InputDtypes&& input_dtypes, uint64_t casts, CastSeqs& seqs) {
     if (!g_record_events.load(std::memory_order_relaxed)) [[unlikely]] return false;
     try {
-      op_record = runtime_.events.new_record(RecordKind::kOp, runtime_.events.thread_id(thread));
+      // The seq last, once the op is known to record (a duplicate takes none).
+      op_record = runtime_.events.new_record(RecordKind::kOp, runtime_.events.thread_id(thread), 0);
       op_record.op_id = op_id_;
       op_record.policy = policy_;
       op_record.device = device_.kind;
       op_record.op.num_inputs = input_dtypes(op_record.op.input_dtypes);
-      describe_op_context(op_record.op, region_dtype, current_op_context(runtime_.locations));
+      // The thread's dispatch keys, read once for the context and the record.
+      const c10::impl::LocalDispatchKeySet keys = thread_dispatch_keys();
+      describe_op_context(op_record.op, region_dtype, current_op_context(runtime_.locations, keys), keys);
       // ATen has no getter for the nesting depth; this pair of calls reads the
       // thread-local counter and leaves it as it was.
       const int nesting = at::autocast::increment_nesting() - 1;
@@ -193,6 +206,8 @@ class KernelCore {
         compile_duplicate = !runtime_.compile.first_in_epoch(compile_record_key(op_record));
         if (compile_duplicate && !CompileCapture::collecting()) return false;
       }
+      op_record.seq = runtime_.events.reserve_seqs(1 + casts);
+      seqs = CastSeqs{op_record.seq + 1, op_record.seq + 1 + casts};
       return true;
     } catch (...) {
       runtime_.events.count_internal_error();
@@ -221,15 +236,15 @@ class KernelCore {
   }
 
   at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record,
-                      ThreadBlock& thread) {
+                      ThreadBlock& thread, CastSeqs& seqs) {
     if (!t.defined()) return t;
     // Decided before the cast: cached_cast consults the cache only then.
     // Compile-time decisions see fake tensors: nothing for the cache observer.
     const bool cacheable = op_record != nullptr && op_record->op.mode != ExecutionMode::kCompiling &&
                            CastCacheObserver::cacheable(t, target, device_.device);
     // GPU timing: the cast's kernels carry the cast's own seq, taken now.
+    const uint64_t seq = op_record != nullptr ? seqs.take(runtime_.events) : 0;
     const bool correlate = op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda);
-    const uint64_t seq = correlate ? runtime_.events.next_seq() : 0;
     at::Tensor result;
     {
       const LaunchScope launches(correlate, seq | kCastLaunchBit);
@@ -319,8 +334,9 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
     bool compile_duplicate = false;
     // Read once (a call into libtorch): the record's autocast dtype and the casts' target.
     const c10::ScalarType region_dtype = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
+    CastSeqs seqs;  // the boxed kernel's casts take theirs one at a time
     const bool record = start_op_record(thread, op_record, compile_duplicate, region_dtype,
-                                        [&](DType* out) { return input_dtypes(stack, out); });
+                                        [&](DType* out) { return input_dtypes(stack, out); }, 0, seqs);
     const OpScope scope(thread, device_, record, compile_duplicate, op_record);
     std::vector<at::Tensor> checked_inputs;
     try {
@@ -423,12 +439,13 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
   // lower_precision_fp, fp32, promote: cached_cast every Tensor, Tensor? and
   // Tensor[] argument to `target`.
   void cast_all(c10::IValue* args, c10::ScalarType target, Record* op_record, ThreadBlock& thread) {
+    CastSeqs seqs;
     for (size_t i = 0; i < kinds_.size(); ++i) {
       c10::IValue& arg = args[i];
       switch (kinds_[i]) {
         case ArgKind::kTensor:
         case ArgKind::kOptionalTensor:
-          if (arg.isTensor()) arg = cast_one(arg.toTensor(), target, i, -1, op_record, thread);
+          if (arg.isTensor()) arg = cast_one(arg.toTensor(), target, i, -1, op_record, thread, seqs);
           break;
         case ArgKind::kTensorList:
           if (arg.isTensorList()) {
@@ -436,7 +453,7 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
             c10::List<at::Tensor> out;
             out.reserve(in.size());
             for (size_t j = 0; j < in.size(); ++j)
-              out.push_back(cast_one(in.get(j), target, i, static_cast<int>(j), op_record, thread));
+              out.push_back(cast_one(in.get(j), target, i, static_cast<int>(j), op_record, thread, seqs));
             arg = c10::IValue(std::move(out));
           }
           break;
@@ -539,11 +556,18 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
     bool compile_duplicate = false;
     // Read once (a call into libtorch): the record's autocast dtype and the casts' target.
     const c10::ScalarType region_dtype = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
-    const bool record = start_op_record(thread, op_record, compile_duplicate, region_dtype, [&](DType* out) {
-      uint8_t n = 0;
-      (add_input_dtype(args, out, n), ...);
-      return n;
-    });
+    // Every defined tensor argument is cast and recorded: their seqs are taken with the op's.
+    uint64_t casts = 0;
+    (count_tensor(args, casts), ...);
+    CastSeqs seqs;
+    const bool record = start_op_record(
+        thread, op_record, compile_duplicate, region_dtype,
+        [&](DType* out) {
+          uint8_t n = 0;
+          (add_input_dtype(args, out, n), ...);
+          return n;
+        },
+        casts, seqs);
     const OpScope scope(thread, device_, record, compile_duplicate, op_record);
     Record* const op_record_or_null = record ? &op_record : nullptr;
     try {
@@ -553,7 +577,7 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
         target = region_dtype;
         (promote(args, target), ...);
       }
-      Return out = cast_and_call(std::index_sequence_for<Args...>{}, target, op_record_or_null, thread, args...);
+      Return out = cast_and_call(std::index_sequence_for<Args...>{}, target, op_record_or_null, thread, seqs, args...);
       if (record)
         finish_op_record(thread, op_record, true,
                          [&] { return out.defined() ? to_dtype(out.scalar_type()) : DType::kUnspecified; });
@@ -569,8 +593,8 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
   // (their records and the cast cache see the same order).
   template <size_t... Index>
   Return cast_and_call(std::index_sequence<Index...> /*positions*/, c10::ScalarType target, Record* op_record,
-                       ThreadBlock& thread, Args&... args) {
-    std::tuple<Casted<Args>...> casted{cast_arg(args, target, Index, op_record, thread)...};
+                       ThreadBlock& thread, CastSeqs& seqs, Args&... args) {
+    std::tuple<Casted<Args>...> casted{cast_arg(args, target, Index, op_record, thread, seqs)...};
     Return out = std::apply([this](auto&... a) { return op_.call(a...); }, casted);
     if (checks_numerics(op_record)) [[unlikely]] {
       std::vector<at::Tensor> inputs;
@@ -596,19 +620,27 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
                                     std::decay_t<Arg>, std::remove_reference_t<Arg>&>;
 
   at::Tensor cast_arg(const at::Tensor& t, c10::ScalarType target, size_t index, Record* op_record,
-                      ThreadBlock& thread) {
-    return cast_one(t, target, index, -1, op_record, thread);
+                      ThreadBlock& thread, CastSeqs& seqs) {
+    return cast_one(t, target, index, -1, op_record, thread, seqs);
   }
   std::optional<at::Tensor> cast_arg(const std::optional<at::Tensor>& t, c10::ScalarType target, size_t index,
-                                     Record* op_record, ThreadBlock& thread) {
+                                     Record* op_record, ThreadBlock& thread, CastSeqs& seqs) {
     if (!t.has_value()) return t;
-    return cast_one(*t, target, index, -1, op_record, thread);
+    return cast_one(*t, target, index, -1, op_record, thread, seqs);
   }
   template <class Other>
   Other& cast_arg(Other& other, c10::ScalarType /*target*/, size_t /*index*/, Record* /*op_record*/,
-                  ThreadBlock& /*thread*/) {
+                  ThreadBlock& /*thread*/, CastSeqs& /*seqs*/) {
     return other;
   }
+
+  // What cast_one records a cast for: a defined tensor.
+  static void count_tensor(const at::Tensor& t, uint64_t& n) { n += t.defined() ? 1 : 0; }
+  static void count_tensor(const std::optional<at::Tensor>& t, uint64_t& n) {
+    if (t.has_value()) count_tensor(*t, n);
+  }
+  template <class Other>
+  static void count_tensor(const Other& /*other*/, uint64_t& /*n*/) {}
 
   static void add_input_dtype(const at::Tensor& t, DType* out, uint8_t& n) {
     if (n < kMaxOpInputDtypes && t.defined()) out[n++] = to_dtype(t.scalar_type());

@@ -289,13 +289,18 @@ TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
     for (size_t c = 0; c < casts_per_op[i]; ++c, ++next_cast) {
       const Record& cast = records.casts[next_cast];
       EXPECT_EQ(cast.cast.op_seq, op.seq);
-      EXPECT_GT(cast.seq, op.seq);
+      // The unboxed kernel takes an op's seq and its casts' with one
+      // fetch_add (an unset Tensor? takes none); the boxed one takes each.
+      EXPECT_EQ(cast.seq, op.seq + 1 + c);
       EXPECT_EQ(cast.ts_ns, op.ts_ns);  // a cast carries its op's start
       EXPECT_EQ(cast.cast.arg_index, c);  // left to right, schema positions
       EXPECT_EQ(cast.cast.dst, DType::kBfloat16);
       EXPECT_EQ(cast.cast.outcome, CastOutcome::kCast);
     }
   }
+  // No seq left unused between one op and the next.
+  for (size_t i = 1; i < records.ops.size(); ++i)
+    EXPECT_EQ(records.ops[i].seq, records.ops[i - 1].seq + 1 + casts_per_op[i - 1]);
   EXPECT_EQ(runtime_.events.op_meta(records.ops[0].op_id).name, "aten::linear");
   EXPECT_EQ(runtime_.events.op_meta(records.ops[0].op_id).arg_names, (std::vector<std::string>{"input", "weight", "bias"}));
   EXPECT_EQ(runtime_.events.op_meta(records.ops[2].op_id).name, "aten::conv2d");

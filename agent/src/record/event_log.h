@@ -93,6 +93,10 @@ class EventLog {
   OpMeta op_meta(uint32_t op_id) const;
 
   uint64_t next_seq() { return next_seq_.fetch_add(1, std::memory_order_relaxed); }
+  // `n` consecutive sequence numbers with one fetch_add; returns the first.
+  // For records the caller will make (an op and its casts): one unused is a
+  // gap in the seqs, which only promise to be unique and to increase per thread.
+  uint64_t reserve_seqs(uint64_t n) { return next_seq_.fetch_add(n, std::memory_order_relaxed); }
   // A record of `kind` with its header filled in: sequence number, timestamp
   // and thread (the caller's, unless given). The one place headers are made.
   Record new_record(RecordKind kind) { return new_record(kind, thread_id()); }
