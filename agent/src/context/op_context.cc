@@ -5,6 +5,8 @@
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/jit/frontend/tracer.h>
 
+#include <array>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -92,9 +94,16 @@ void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpCon
   op.phase = context.phase;
   op.location = context.location;
   // What at::autocast::is_autocast_enabled reads per device (its key not
-  // excluded), for all of them from the one read of the thread's keys.
-  for (const auto& d : kAutocastDevices)
-    if (!keys.excluded_.has(d.key)) op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(d.kind));
+  // excluded), for all of them from the one read of the thread's keys; each
+  // key's set made once (has() works a functionality key's bit out per call).
+  static const auto kDeviceKeys = [] {
+    std::array<c10::DispatchKeySet, std::size(kAutocastDevices)> sets;
+    for (size_t i = 0; i < sets.size(); ++i) sets[i] = c10::DispatchKeySet(kAutocastDevices[i].key);
+    return sets;
+  }();
+  for (size_t i = 0; i < kDeviceKeys.size(); ++i)
+    if (!keys.excluded_.has_any(kDeviceKeys[i]))
+      op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(kAutocastDevices[i].kind));
 }
 
 }  // namespace castscope

@@ -175,7 +175,7 @@ class KernelCore {
         device_(device),
         op_id_(op_id) {}
 
-  // Fills `op_record` for the op about to run; `input_dtypes(DType*)` writes
+  // Fills `op_record` (zeroed by the caller) for the op about to run; `input_dtypes(DType*)` writes
   // the inputs' dtypes and returns how many. False when the op records
   // nothing: recording is off, it is a compile-time duplicate (then
   // `compile_duplicate`), or describing it failed (counted). `region_dtype`:
@@ -187,7 +187,7 @@ class KernelCore {
     if (!g_record_events.load(std::memory_order_relaxed)) [[unlikely]] return false;
     try {
       // The seq last, once the op is known to record (a duplicate takes none).
-      op_record = runtime_.events.new_record(RecordKind::kOp, runtime_.events.thread_id(thread), 0);
+      EventLog::set_header(op_record, RecordKind::kOp, runtime_.events.thread_id(thread), 0, now_ns());
       op_record.op_id = op_id_;
       op_record.policy = policy_;
       op_record.device = device_.kind;

@@ -106,11 +106,16 @@ class EventLog {
   // With a time read earlier (a cast carries its op's start: one clock read per op, not per record).
   Record new_record(RecordKind kind, uint32_t thread, uint64_t seq, uint64_t ts_ns) {
     Record r{};
+    set_header(r, kind, thread, seq, ts_ns);
+    return r;
+  }
+  // The same header written into a zeroed record the caller holds (an op
+  // record built in place: no second zeroing and copy of its 128 bytes).
+  static void set_header(Record& r, RecordKind kind, uint32_t thread, uint64_t seq, uint64_t ts_ns) {
     r.seq = seq;
     r.ts_ns = ts_ns;
     r.kind = kind;
     r.thread = thread;
-    return r;
   }
 
   // Hot path. Never blocks after the thread's first event, never throws.
