@@ -1,0 +1,90 @@
+"""Instructions per autocast op, native and under castscope, counted by callgrind.
+
+This VM's timings move 5-15 % between processes, more than a hot-path change
+of a few tens of nanoseconds; instruction counts do not move. Each row is one
+process under `valgrind --tool=callgrind`, counting only inside
+`THPVariable_mm` (the Python binding's call of torch.mm: the dispatcher, the
+autocast kernel, the casts and the matmul), over --ops calls of an 8x8 bf16
+CPU autocast mm, the steady state (no probe or numerics window):
+
+  native            torch's own autocast kernel
+  castscope         castscope attached, every event recorded
+  castscope:<lib>   the same with another build's agent library (old and new in one run)
+
+    .venv/bin/python bench/dispatch_instructions_bench.py [--ops 3000] [--agent-lib OLD/libcastscope_agent.so]
+
+Prints instructions per op, castscope's added instructions and the ratio to
+native. The whole op's count moves by up to ~300 from run to run (malloc's
+state, other threads counted while inside the window): compare castscope's
+own functions with --keep and callgrind_annotate (docs/performance.md). The castscope rows include the thread's first ring (zeroed once, about
+2 M instructions: ~700 per op at 3000 ops); it is the same in every row.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+LOOP = """
+import sys, tempfile, contextlib, torch, castscope
+mode, n = sys.argv[1], int(sys.argv[2])
+torch.set_num_threads(1)
+a, b = torch.randn(8, 8), torch.randn(8, 8)
+tmp = tempfile.mkdtemp()
+ctx = contextlib.nullcontext() if mode == "native" else castscope.attached(
+    events_path=f"{tmp}/events.jsonl", probe=False, numerics=False)
+with ctx, torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+    for _ in range(n):
+        torch.mm(a, b)
+"""
+
+
+def count(row, lib, ops, workdir):
+    env = dict(os.environ)
+    if lib:
+        env["CASTSCOPE_AGENT_LIB"] = lib
+    out = os.path.join(workdir, "callgrind." + re.sub(r"[^A-Za-z0-9_.-]", "_", row) + ".out")
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--toggle-collect=*THPVariable_mm*",
+                           f"--callgrind-out-file={out}", sys.executable, "-c", LOOP,
+                           "native" if row == "native" else "castscope", str(ops)],
+                          env=env, capture_output=True, text=True)
+    found = re.search(r"Collected : ([\d,]+)", done.stderr)
+    if done.returncode != 0 or not found:
+        sys.exit(f"{row}: valgrind exited {done.returncode}:\n{done.stderr[-2000:]}")
+    return int(found.group(1).replace(",", "")) / ops
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ops", type=int, default=3000, help="mm calls counted per row (default 3000)")
+    parser.add_argument("--agent-lib", action="append", default=[],
+                        help="another agent library to count as its own row (repeatable)")
+    parser.add_argument("--keep", metavar="DIR",
+                        help="keep each row's callgrind output in DIR (for callgrind_annotate per function)")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind not found: a benchmark-only tool, not set up by scripts/ (apt-get install valgrind)")
+    if args.ops < 100:
+        parser.error("--ops must be at least 100")
+    for lib in args.agent_lib:
+        if not os.path.isfile(lib):
+            parser.error(f"--agent-lib {lib}: no such file")
+    rows = [("native", None), ("castscope", None)] + [(f"castscope:{lib}", lib) for lib in args.agent_lib]
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(max_workers=2) as pool:
+        workdir = args.keep or scratch
+        counts = dict(zip((row for row, _ in rows),
+                          pool.map(lambda r: count(r[0], r[1], args.ops, workdir), rows)))
+    native = counts["native"]
+    print(f"instructions inside THPVariable_mm per 8x8 bf16 autocast mm, {args.ops} calls per row")
+    print(f"{'row':60s} {'per op':>9s} {'added':>8s} {'x native':>9s}")
+    for row, value in counts.items():
+        print(f"{row:60s} {value:9.0f} {value - native:8.0f} {value / native:8.3f}x")
+
+
+if __name__ == "__main__":
+    main()
