@@ -175,8 +175,8 @@ class KernelCore {
         device_(device),
         op_id_(op_id) {}
 
-  // Fills `op_record` (zeroed by the caller) for the op about to run; `input_dtypes(DType*)` writes
-  // the inputs' dtypes and returns how many. False when the op records
+  // Fills `op_record` (zeroed by the caller) for the op about to run;
+  // `input_dtypes(DType*)` writes the inputs' dtypes and returns how many. False when the op records
   // nothing: recording is off, it is a compile-time duplicate (then
   // `compile_duplicate`), or describing it failed (counted). `region_dtype`:
   // the region's lower-precision dtype, read once by the caller. When it
@@ -334,13 +334,13 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
     bool compile_duplicate = false;
     // Read once (a call into libtorch): the record's autocast dtype and the casts' target.
     const c10::ScalarType region_dtype = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
-    CastSeqs seqs;  // the boxed kernel's casts take theirs one at a time
+    CastSeqs seqs;  // none reserved: the boxed kernel's casts take theirs one at a time
     const bool record = start_op_record(thread, op_record, compile_duplicate, region_dtype,
                                         [&](DType* out) { return input_dtypes(stack, out); }, 0, seqs);
     const OpScope scope(thread, device_, record, compile_duplicate, op_record);
     std::vector<at::Tensor> checked_inputs;
     try {
-      apply_policy(op, stack, region_dtype, record ? &op_record : nullptr, thread, checked_inputs);
+      apply_policy(op, stack, region_dtype, record ? &op_record : nullptr, thread, seqs, checked_inputs);
     } catch (...) {
       if (record) finish_op_record(thread, op_record, false, [] { return DType::kUnspecified; });
       throw;
@@ -404,7 +404,7 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
   // `checked_inputs` receives the op's tensor arguments as it gets them (after
   // the casts) when numerics windows check this call.
   void apply_policy(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType region_dtype,
-                    Record* op_record, ThreadBlock& thread, std::vector<at::Tensor>& checked_inputs) {
+                    Record* op_record, ThreadBlock& thread, CastSeqs& seqs, std::vector<at::Tensor>& checked_inputs) {
     c10::IValue* args = stack->data() + (stack->size() - kinds_.size());
     const auto keep_inputs = [&] {
       if (!checks_numerics(op_record)) [[likely]] return;
@@ -412,13 +412,13 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
     };
     switch (policy_) {
       case CastPolicy::kLowerPrecisionFp:
-        cast_all(args, lower_precision(region_dtype), op_record, thread);
+        cast_all(args, lower_precision(region_dtype), op_record, thread, seqs);
         break;
       case CastPolicy::kFp32:
-        cast_all(args, at::kFloat, op_record, thread);
+        cast_all(args, at::kFloat, op_record, thread, seqs);
         break;
       case CastPolicy::kPromote:
-        cast_all(args, promote_type(args, region_dtype), op_record, thread);
+        cast_all(args, promote_type(args, region_dtype), op_record, thread, seqs);
         break;
       case CastPolicy::kFp32SetOptDtype:
         set_opt_dtype(args, op_record, thread);
@@ -438,8 +438,7 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
 
   // lower_precision_fp, fp32, promote: cached_cast every Tensor, Tensor? and
   // Tensor[] argument to `target`.
-  void cast_all(c10::IValue* args, c10::ScalarType target, Record* op_record, ThreadBlock& thread) {
-    CastSeqs seqs;
+  void cast_all(c10::IValue* args, c10::ScalarType target, Record* op_record, ThreadBlock& thread, CastSeqs& seqs) {
     for (size_t i = 0; i < kinds_.size(); ++i) {
       c10::IValue& arg = args[i];
       switch (kinds_[i]) {
