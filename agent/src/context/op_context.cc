@@ -95,8 +95,8 @@ void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpCon
   op.location = context.location;
   // What at::autocast::is_autocast_enabled reads per device (its key not
   // excluded), for all of them from the one read of the thread's keys; each
-  // key's set made once (has() works a functionality key's bit out per call).
-  static const auto kDeviceKeys = [] {
+  // key's set made at compile time (has() works a functionality key's bit out per call).
+  static constexpr auto kDeviceKeys = [] {
     std::array<c10::DispatchKeySet, std::size(kAutocastDevices)> sets;
     for (size_t i = 0; i < sets.size(); ++i) sets[i] = c10::DispatchKeySet(kAutocastDevices[i].key);
     return sets;
