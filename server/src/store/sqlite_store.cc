@@ -409,9 +409,12 @@ void WalCheckpointer::before_begin() {
   if (wal_frames_ < wait_frames_ || !thread_.joinable()) return;
   std::unique_lock lock(mutex_);
   const uint64_t generation = ++requested_;  // a checkpoint that starts now covers every commit
+  writer_waiting_ = true;
   wake_checkpointer_.notify_one();
-  if (wake_writer_.wait_for(lock, std::chrono::milliseconds(options_.max_wait_ms),
-                            [&] { return completed_ >= generation || stopping_; })) {
+  const bool completed = wake_writer_.wait_for(lock, std::chrono::milliseconds(options_.max_wait_ms),
+                                               [&] { return completed_ >= generation || stopping_; });
+  writer_waiting_ = false;
+  if (completed) {
     wait_frames_ = max_frames_;
   } else {
     // Most likely a reader holds an old snapshot; SQLite cannot rewind the
@@ -431,6 +434,11 @@ bool WalCheckpointer::behind() const {
 uint64_t WalCheckpointer::checkpoints() const {
   std::lock_guard lock(mutex_);
   return checkpoints_;
+}
+
+uint64_t WalCheckpointer::retries() const {
+  std::lock_guard lock(mutex_);
+  return retries_;
 }
 
 void WalCheckpointer::loop() {
@@ -453,6 +461,15 @@ void WalCheckpointer::loop() {
     if (rc == SQLITE_OK && copied_frames == log_frames) {
       completed_ = std::max(completed_, generation);
       wake_writer_.notify_all();
+    } else if ((rc == SQLITE_OK || rc == SQLITE_BUSY) && writer_waiting_ && !stopping_) {
+      // A reader's snapshot (a page's query, a few ms) stopped the copy short
+      // of the WAL's end. The writer waits and adds nothing meanwhile, so the
+      // next attempt after that read completes: try again soon rather than
+      // leave the writer to its full max_wait_ms (seconds of ingest lost each
+      // time a query overlapped the one attempt).
+      ++retries_;
+      wake_checkpointer_.wait_for(lock, kRetryInterval, [&] { return stopping_; });
+      attempted = generation - 1;
     }
   }
 }

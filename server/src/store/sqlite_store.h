@@ -13,6 +13,7 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -149,11 +150,14 @@ class WalCheckpointer {
   void before_begin();
 
   uint64_t checkpoints() const;
+  // Checkpoints tried again because a reader stopped one short while the writer waited.
+  uint64_t retries() const;
   // A checkpoint was asked for and has not completed: a reader that can
   // wait (the live analyzer) should hold no snapshot now. Any thread.
   bool behind() const;
 
  private:
+  static constexpr std::chrono::milliseconds kRetryInterval{5};
   static int on_wal_commit(void* self, sqlite3* db, const char* name, int frames);
   void loop();
 
@@ -170,6 +174,8 @@ class WalCheckpointer {
   uint64_t requested_ = 0;  // generations: a checkpoint asked for after the writer's n-th request
   uint64_t completed_ = 0;  // the latest generation whose commits are all in the database file
   uint64_t checkpoints_ = 0;
+  uint64_t retries_ = 0;          // attempts repeated for a waiting writer
+  bool writer_waiting_ = false;   // the writer is in before_begin, waiting for a checkpoint
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -2,8 +2,10 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "server/src/batch/batch_validation.h"
 #include "server/src/batch/stored_events.h"
@@ -949,6 +951,58 @@ TEST(WalCheckpointer, KeepsTheWalBoundedUnderContinuousWrites) {
   ASSERT_EQ(sqlite3_step(count), SQLITE_ROW);
   EXPECT_EQ(sqlite3_column_int64(count, 0), 2000);
   sqlite3_finalize(count);
+  sqlite3_close(handle);
+}
+
+// A reader's snapshot stops a checkpoint short of the WAL's end. A writer
+// waiting past max_bytes must go on once that read ends (the checkpoint is
+// tried again), not sit out max_wait_ms because one attempt overlapped it.
+TEST(WalCheckpointer, AWaitingWriterGoesOnWhenTheReadThatHeldTheCheckpointEnds) {
+  const std::string db = (temp_dir("checkpointer_reader") / "store.db").string();
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(handle,
+                         "PRAGMA page_size=4096; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                         "CREATE TABLE t(id INTEGER PRIMARY KEY, payload BLOB)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  WalCheckpointer::Options options;
+  options.start_bytes = 1000 * 4096;  // no checkpoint before the writer waits
+  options.max_bytes = 1000 * 4096;
+  options.max_wait_ms = 60'000;  // far longer than the read below: without a retry the writer would sit it out
+  WalCheckpointer checkpointer;
+  ASSERT_TRUE(checkpointer.start(handle, db, options).ok());
+  const auto write = [&](int transactions) {
+    for (int i = 0; i < transactions; ++i)
+      ASSERT_EQ(sqlite3_exec(handle,
+                             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10) "
+                             "INSERT INTO t(payload) SELECT zeroblob(3000) FROM n",
+                             nullptr, nullptr, nullptr),
+                SQLITE_OK);
+  };
+  write(10);
+  // A reader holds a snapshot from here on; the WAL grows past max_bytes after it.
+  sqlite3* reader = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &reader, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM t", nullptr, nullptr, nullptr), SQLITE_OK);
+  for (int i = 0; i < 110; ++i) {
+    write(1);
+    checkpointer.after_commit();
+  }
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ASSERT_EQ(sqlite3_exec(reader, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  });
+  const auto started = std::chrono::steady_clock::now();
+  checkpointer.before_begin();  // waits for a checkpoint that covers every commit
+  const auto waited = std::chrono::steady_clock::now() - started;
+  release.join();
+  EXPECT_GT(checkpointer.retries(), 0u) << "the read should have stopped the first attempt";
+  // Done once the read ended (~200 ms), far inside max_wait_ms (a liveness
+  // bound, not a timing target: the old behaviour waited all 60 s).
+  EXPECT_LT(waited, std::chrono::seconds(30));
+  checkpointer.stop();
+  sqlite3_close(reader);
   sqlite3_close(handle);
 }
 
