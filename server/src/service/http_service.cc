@@ -37,7 +37,10 @@ constexpr const char* kContentSecurityPolicy =
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 constexpr auto kKeepAlive = std::chrono::seconds(10);
-constexpr auto kLiveInterval = std::chrono::milliseconds(50);
+// A live page draws at most 10 frames a second (ui/src/timeline/view.ts);
+// pushing more often only made it parse more (20 a second: ~1 MB/s of JSON
+// per page at full ingest).
+constexpr auto kLiveInterval = std::chrono::milliseconds(100);
 
 bool equal_in_constant_time(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
@@ -492,7 +495,7 @@ void HttpService::install_routes() {
           std::string out;
           if (live->subscription) {
             // Everything that arrived since the last message, one message per
-            // run and agent: a page gets at most ~20 messages a second however
+            // run and agent: a page gets at most ~10 messages a second however
             // fast batches commit, and the work per viewer stays small.
             struct Pending {
               uint64_t events = 0, max_ts_ns = 0;

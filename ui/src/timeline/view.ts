@@ -19,12 +19,13 @@ import { fmtScale, markLines, markProblems, scaleAt, skipLines } from "./numeric
 
 const AXIS_H = 26;
 const MIN_SPAN = 1_000; // 1 µs
-// At most 2 refetches a second while following: pushed casts are drawn at
+// At most 1 refetch a second while following: pushed casts are drawn at
 // once; the refetch only refreshes the density behind them, and each costs
-// the collector a query per lane (10 a second took CPU from ingest on 2 cores).
-const LIVE_REFETCH_MS = 500;
-// At most 10 frames a second for pushed casts. A live run pushes 20-30
-// batches a second; left to requestAnimationFrame alone, a page following it
+// the collector a query and the page an answer to parse and a frame (two
+// pages at 2 a second kept ingest on 2 cores further below none).
+const LIVE_REFETCH_MS = 1000;
+// At most 10 frames a second for pushed casts. A live run pushes up to 10
+// messages a second per agent; left to requestAnimationFrame alone, a page following it
 // draws a frame for most of them (every lane redrawn), on the cores of the
 // collector it watches. Input still paints at once. Adds at most this much
 // (and one animation frame) to a pushed cast's time to the screen.
