@@ -910,17 +910,22 @@ TEST(SqliteStore, PackedSlotRoundTripsAtItsLimits) {
   sqlite3_close(handle);
 }
 
-// Checkpoints run off the writer's thread, and a writer that never pauses
-// still keeps the WAL bounded (it waits past max_bytes for a rewind).
-TEST(WalCheckpointer, KeepsTheWalBoundedUnderContinuousWrites) {
-  const std::string db = (temp_dir("checkpointer") / "store.db").string();
-  sqlite3* handle = nullptr;
+// A WAL database of 4 KiB pages with one table t(id, payload), for the checkpointer's tests.
+void open_wal_table(const std::string& db, sqlite3*& handle) {
   ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(handle,
                          "PRAGMA page_size=4096; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                          "CREATE TABLE t(id INTEGER PRIMARY KEY, payload BLOB)",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
+}
+
+// Checkpoints run off the writer's thread, and a writer that never pauses
+// still keeps the WAL bounded (it waits past max_bytes for a rewind).
+TEST(WalCheckpointer, KeepsTheWalBoundedUnderContinuousWrites) {
+  const std::string db = (temp_dir("checkpointer") / "store.db").string();
+  sqlite3* handle = nullptr;
+  ASSERT_NO_FATAL_FAILURE(open_wal_table(db, handle));
   WalCheckpointer::Options options;
   options.start_bytes = 20 * 4096;  // 20 pages
   options.max_bytes = 100 * 4096;
@@ -960,12 +965,7 @@ TEST(WalCheckpointer, KeepsTheWalBoundedUnderContinuousWrites) {
 TEST(WalCheckpointer, AWaitingWriterGoesOnWhenTheReadThatHeldTheCheckpointEnds) {
   const std::string db = (temp_dir("checkpointer_reader") / "store.db").string();
   sqlite3* handle = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(handle,
-                         "PRAGMA page_size=4096; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                         "CREATE TABLE t(id INTEGER PRIMARY KEY, payload BLOB)",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
+  ASSERT_NO_FATAL_FAILURE(open_wal_table(db, handle));
   WalCheckpointer::Options options;
   options.start_bytes = 1000 * 4096;  // no checkpoint before the writer waits
   options.max_bytes = 1000 * 4096;
