@@ -24,8 +24,8 @@ const MIN_SPAN = 1_000; // 1 µs
 // the collector a query and the page an answer to parse and a frame (two
 // pages at 2 a second kept ingest on 2 cores further below none).
 const LIVE_REFETCH_MS = 1000;
-// At most 10 frames a second for pushed casts. A live run pushes up to 10
-// messages a second per agent; left to requestAnimationFrame alone, a page following it
+// At most 10 frames a second for pushed casts. A live run pushes up to 20
+// messages a second per agent (10 under heavy ingest); left to requestAnimationFrame alone, a page following it
 // draws a frame for most of them (every lane redrawn), on the cores of the
 // collector it watches. Input still paints at once. Adds at most this much
 // (and one animation frame) to a pushed cast's time to the screen.
