@@ -432,20 +432,31 @@ async function benchLive(args, dir) {
 
 // ---------------------------------------------------------------- ingest
 
-/** CPU seconds (user + system, USER_HZ 100) of each process below this one: pid -> seconds. */
+/**
+ * A /proc stat file read: its name (comm), the fields after it (fields[0] is
+ * the state, fields[1] the parent) and CPU seconds (user + system, USER_HZ
+ * 100); null once the process or thread is gone.
+ */
+function readStat(file) {
+  try {
+    const stat = fs.readFileSync(file, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { name: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")), fields, seconds: (Number(fields[11]) + Number(fields[12])) / 100 };
+  } catch {
+    return null;
+  }
+}
+
+/** CPU seconds of each process below this one: pid -> seconds. */
 function browserCpuByPid() {
   const parent = new Map();
   const seconds = new Map();
   for (const pid of fs.readdirSync("/proc")) {
     if (!/^\d+$/.test(pid)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" "); // fields[0] is the state
-      parent.set(Number(pid), Number(fields[1]));
-      seconds.set(Number(pid), (Number(fields[11]) + Number(fields[12])) / 100);
-    } catch {
-      // gone meanwhile
-    }
+    const stat = readStat(`/proc/${pid}/stat`);
+    if (!stat) continue; // gone meanwhile
+    parent.set(Number(pid), Number(stat.fields[1]));
+    seconds.set(Number(pid), stat.seconds);
   }
   const below = (pid) => {
     for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) return true;
@@ -456,22 +467,16 @@ function browserCpuByPid() {
   return new Map([...seconds].filter(([pid]) => below(pid)));
 }
 
-/** The machine's CPU seconds so far: busy (all but idle and iowait) and all. */
-function machineCpu() {
+/** The machine's busy CPU seconds so far (all but idle and iowait). */
+function machineBusyCpu() {
   const f = fs.readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number);
   const all = f.slice(0, 8).reduce((a, b) => a + b, 0);
-  return { busy: (all - f[3] - f[4]) / 100, all: all / 100 };
+  return (all - f[3] - f[4]) / 100;
 }
 
 /** CPU seconds (user + system) of process `pid`, its ended threads included; null once it has exited. */
 function processCpu(pid) {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return null;
-  }
+  return readStat(`/proc/${pid}/stat`)?.seconds ?? null;
 }
 
 /** CPU seconds (user + system) of each thread of `pid`, summed by thread name: name -> seconds. */
@@ -484,22 +489,20 @@ function threadCpuByName(pid) {
     return seconds; // exited
   }
   for (const tid of tids) {
-    try {
-      const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
-      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      seconds.set(name, (seconds.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) / 100);
-    } catch {
-      // gone meanwhile
-    }
+    const stat = readStat(`/proc/${pid}/task/${tid}/stat`);
+    if (stat) seconds.set(stat.name, (seconds.get(stat.name) ?? 0) + stat.seconds); // else gone meanwhile
   }
   return seconds;
 }
 
-/** CPU seconds of the threads of every process in `pids` (a browserCpuByPid() map), summed by "process type/thread name". */
-function browserThreadCpu(pids) {
+/**
+ * CPU seconds of the threads of every process in `pids` (a browserCpuByPid()
+ * map) but those in `notBrowser`, summed by "process type/thread name".
+ */
+function browserThreadCpu(pids, notBrowser) {
   const seconds = new Map();
   for (const pid of pids.keys()) {
+    if (notBrowser.has(pid)) continue;
     let type = "browser";
     try {
       type = /--type=([a-z-]+)/.exec(fs.readFileSync(`/proc/${pid}/cmdline`, "utf8"))?.[1] ?? "browser";
@@ -511,7 +514,7 @@ function browserThreadCpu(pids) {
   return seconds;
 }
 
-/** The collector's CPU per thread name between two threadCpuByName() samples, per second of `seconds`, largest first. */
+/** CPU per name between two samples (threadCpuByName(), browserThreadCpu()), per second of `seconds`, largest first. */
 function threadCpuBetween(before, after, seconds) {
   const rows = [];
   for (const [name, s] of after) {
@@ -560,11 +563,12 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
     // the run's end (null when the run ended first).
     for (const c of contexts) await c.pages()[0].waitForFunction(() => window.__castscopeStats?.paints > 0, null, { timeout: 60_000 }).catch(() => {});
     const measured = pages > 0 && contexts.length === pages && bench.exitCode === null;
+    const notBrowser = new Set([serve.proc.pid, bench.pid]);
     const cpuFrom = browserCpuByPid();
-    const browserThreadsFrom = browserThreadCpu(cpuFrom);
+    const browserThreadsFrom = browserThreadCpu(cpuFrom, notBrowser);
     const collectorFrom = threadCpuByName(serve.proc.pid);
     const clientFrom = processCpu(bench.pid);
-    const machineFrom = machineCpu();
+    const machineFrom = machineBusyCpu();
     const following = Date.now();
     // The steady part of the run: from STEADY_FROM of its events stored (and
     // the pages following) to its end, so that opening the pages (new
@@ -581,19 +585,17 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
     }
     const collectorLast = { sample: collectorFrom, at: following };
     // The collector's threads are sampled until the bench exits (a thread that ends takes its count with it).
-    const sampler = setInterval(() => Object.assign(collectorLast, { sample: threadCpuByName(serve.proc.pid), client: processCpu(bench.pid) ?? collectorLast.client, machine: machineCpu(), at: Date.now() }), 200);
+    const sampler = setInterval(() => Object.assign(collectorLast, { sample: threadCpuByName(serve.proc.pid), client: processCpu(bench.pid) ?? collectorLast.client, machine: machineBusyCpu(), at: Date.now() }), 200);
     await exited;
     const endedAt = Date.now();
     clearInterval(sampler);
     const sampled = Math.max(0.001, (collectorLast.at - following) / 1000);
     const clientCpu = ((collectorLast.client ?? clientFrom ?? 0) - (clientFrom ?? 0)) / sampled;
-    const machineBusy = collectorLast.machine ? (collectorLast.machine.busy - machineFrom.busy) / sampled : NaN;
+    const machineBusy = collectorLast.machine !== undefined ? (collectorLast.machine - machineFrom) / sampled : NaN;
     const collectorCpu = `${threadCpuBetween(collectorFrom, collectorLast.sample, sampled)}; the ingest client ${clientCpu.toFixed(2)}; the machine ${machineBusy.toFixed(2)} of ${os.cpus().length} cores busy`;
-    const notBrowser = new Set([serve.proc.pid, bench.pid]);
     const cpuTo = browserCpuByPid();
     const browserCpu = measured ? browserCpuBetween(cpuFrom, cpuTo, notBrowser) / ((Date.now() - following) / 1000) : null;
-    for (const pid of notBrowser) cpuTo.delete(pid);
-    const browserThreads = measured ? threadCpuBetween(browserThreadsFrom, browserThreadCpu(cpuTo), (Date.now() - following) / 1000) : "";
+    const browserThreads = measured ? threadCpuBetween(browserThreadsFrom, browserThreadCpu(cpuTo, notBrowser), (Date.now() - following) / 1000) : "";
     const stats = [];
     for (const c of contexts) stats.push(await c.pages()[0].evaluate(() => ({ live: window.__castscopeStats.liveBatches, fetches: window.__castscopeStats.fetches, paints: window.__castscopeStats.paints })));
     const text = out.join("");

@@ -469,7 +469,7 @@ void WalCheckpointer::loop() {
       // time a query overlapped the one attempt).
       ++retries_;
       wake_checkpointer_.wait_for(lock, kRetryInterval, [&] { return stopping_; });
-      attempted = generation - 1;
+      attempted = generation - 1;  // this generation again, unless a newer one was asked for meanwhile
     }
   }
 }
