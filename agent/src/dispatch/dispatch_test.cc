@@ -309,6 +309,69 @@ TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
   EXPECT_EQ(records.casts[4].cast.cache, CacheOutcome::kHit);
   EXPECT_EQ(records.casts[8].cast.cache, CacheOutcome::kHit);
   for (const size_t weight_cast : {1, 4, 8}) EXPECT_EQ(records.casts[weight_cast].cast.role, Role::kWeight);
+  // The same linear through the unboxed and the boxed kernel: their casts'
+  // records agree on everything but their seqs and what the cache did.
+  for (size_t c = 0; c < 3; ++c) {
+    SCOPED_TRACE("cast " + std::to_string(c));
+    const CastFields& unboxed = records.casts[c].cast;
+    const CastFields& boxed = records.casts[7 + c].cast;
+    EXPECT_EQ(unboxed.bytes, boxed.bytes);
+    EXPECT_GT(unboxed.bytes, 0u);
+    EXPECT_EQ(unboxed.ndim, boxed.ndim);
+    for (int d = 0; d < kMaxShapeDims; ++d) EXPECT_EQ(unboxed.shape[d], boxed.shape[d]);
+    EXPECT_EQ(unboxed.arg_index, boxed.arg_index);
+    EXPECT_EQ(unboxed.list_index, boxed.list_index);
+    EXPECT_EQ(unboxed.src, boxed.src);
+    EXPECT_EQ(unboxed.outcome, boxed.outcome);
+    EXPECT_EQ(unboxed.role, boxed.role);
+    EXPECT_EQ(unboxed.location, boxed.location);
+    EXPECT_EQ(unboxed.mode, boxed.mode);
+    EXPECT_EQ(unboxed.phase, boxed.phase);
+    EXPECT_EQ(unboxed.round_trip, boxed.round_trip);
+    EXPECT_EQ(records.casts[c].thread, records.casts[7 + c].thread);
+    EXPECT_EQ(records.casts[c].policy, records.casts[7 + c].policy);
+  }
+  EXPECT_EQ(records.casts[0].cast.bytes, 4u * 16u * 4u);  // x: 4 x 16 float32
+}
+
+TEST_F(AutocastKernelTest, UnusualSourcesAndAFailedOpKeepTheirCastsRecords) {
+  // Seven dims (past the kMaxShapeDims a record holds), a float64 weight
+  // (left as it is, so the op raises), an empty input: each op's casts are
+  // recorded in order with their seqs and bytes, a failed op's with it.
+  const at::Tensor deep = at::randn({2, 1, 1, 1, 1, 3, 16});
+  const at::Tensor weight = at::randn({8, 16});
+  const at::Tensor wide = at::randn({8, 16}, at::kDouble);
+  const at::Tensor empty = at::randn({0, 16});
+  DispatchRegistry registry(runtime_);
+  ASSERT_TRUE(registry.register_policies(policies_).empty());
+  {
+    CpuAutocast region;
+    at::linear(deep, weight);
+    EXPECT_THROW(at::linear(empty, wide), c10::Error);  // bfloat16 against float64, as natively
+  }
+  const Drained records = drain(runtime_);
+  ASSERT_EQ(records.ops.size(), 2u);
+  ASSERT_EQ(records.casts.size(), 4u);
+  const Record& deep_cast = records.casts[0];
+  EXPECT_EQ(deep_cast.cast.ndim, 7);  // the dims past kMaxShapeDims are cut from the shape, not from ndim or bytes
+  EXPECT_EQ(deep_cast.cast.shape[5], 3);
+  EXPECT_EQ(deep_cast.cast.bytes, 2u * 3u * 16u * 4u);
+  EXPECT_EQ(deep_cast.cast.arg_index, 0);
+  EXPECT_EQ(records.casts[1].cast.ndim, 2);
+  EXPECT_EQ(records.casts[1].cast.bytes, 8u * 16u * 4u);
+  EXPECT_EQ(records.casts[1].cast.arg_index, 1);
+  for (size_t op = 0; op < 2; ++op)
+    for (size_t c = 0; c < 2; ++c) {
+      EXPECT_EQ(records.casts[2 * op + c].cast.op_seq, records.ops[op].seq);
+      EXPECT_EQ(records.casts[2 * op + c].seq, records.ops[op].seq + 1 + c);
+    }
+  EXPECT_EQ(records.casts[2].cast.bytes, 0u);  // 0 x 16
+  EXPECT_EQ(records.casts[2].cast.ndim, 2);
+  EXPECT_EQ(records.casts[3].cast.outcome, CastOutcome::kFloat64);
+  EXPECT_EQ(records.casts[3].cast.src, DType::kFloat64);
+  EXPECT_EQ(records.casts[3].cast.bytes, 8u * 16u * 8u);
+  EXPECT_TRUE(records.ops[0].op.ok);
+  EXPECT_FALSE(records.ops[1].op.ok);
 }
 
 TEST_F(AutocastKernelTest, OutsideAutocastTheKernelDoesNotRun) {
