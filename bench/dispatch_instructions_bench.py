@@ -72,6 +72,11 @@ def main():
     for lib in args.agent_lib:
         if not os.path.isfile(lib):
             parser.error(f"--agent-lib {lib}: no such file")
+        # The package loads the frame reader from beside the agent library:
+        # without it that row would record no Python line and count less.
+        if not os.path.isfile(os.path.join(os.path.dirname(lib), "libcastscope_python.so")):
+            parser.error(f"--agent-lib {lib}: no libcastscope_python.so beside it (copy build/agent's): "
+                         "its row would read no Python line")
     rows = [("native", None), ("castscope", None)] + [(f"castscope:{lib}", lib) for lib in args.agent_lib]
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)

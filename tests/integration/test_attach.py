@@ -260,3 +260,24 @@ def test_plain_ld_preload_attaches_a_python_job(tmp_path):
     (path,) = tmp_path.glob("ev-*.jsonl")
     casts = [json.loads(line)["cast"] for line in path.read_text().splitlines() if '"cast"' in line]
     assert [(c["op"], c["location"]["file"], c["location"]["line"]) for c in casts] == [("aten::mm", job, 4)] * 2
+
+
+def test_an_agent_library_without_its_frame_reader_refuses_to_attach(tmp_path):
+    # Every cast would be recorded at no line: a clear refusal instead.
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "libcastscope_agent.so").write_bytes((REPO / "build" / "agent" / "libcastscope_agent.so").read_bytes())
+    job = script(tmp_path, f"""
+        import castscope, torch
+        try:
+            with castscope.attached(events_path={str(tmp_path / "events.jsonl")!r}):
+                pass
+        except castscope.AttachError as e:
+            print("refused:", e)
+        """)
+    result = subprocess.run([sys.executable, job], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "CASTSCOPE_AGENT_LIB": str(lone / "libcastscope_agent.so")})
+    assert result.returncode == 0, result.stderr
+    assert "refused: castscope: libcastscope_python.so (the Python frame reader) not found beside" in result.stdout
+    assert str(lone) in result.stdout and "copy it from the same build" in result.stdout
+    assert not (tmp_path / "events.jsonl").exists()

@@ -50,6 +50,7 @@ def collector_binary() -> pathlib.Path:
 
 
 def _python_reader_path() -> pathlib.Path | None:
+    """The frame reader beside the agent library (the wheel and the build tree put it there)."""
     candidate = _agent_library_path().parent / "libcastscope_python.so"
     return candidate if candidate.is_file() else None
 
@@ -141,7 +142,12 @@ def _install_location_reader(lib) -> None:
     global _reader
     path = _python_reader_path()
     if path is None:
-        return
+        # Without it every cast would be recorded at no line, and every
+        # finding raised nowhere: refuse rather than record that quietly.
+        fix = ("copy it from the same build beside that library" if os.environ.get("CASTSCOPE_AGENT_LIB")
+               else "rebuild with scripts/setup.sh or reinstall the wheel")
+        raise AttachError(f"castscope: libcastscope_python.so (the Python frame reader) not found beside "
+                          f"{_agent_library_path()}: {fix}")
     reader = ctypes.PyDLL(str(path))
     reader.castscope_python_init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     reader.castscope_python_init.restype = None
