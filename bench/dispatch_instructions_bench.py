@@ -75,7 +75,7 @@ def main():
         # The package loads the frame reader from beside the agent library:
         # without it that row would record no Python line and count less.
         if not os.path.isfile(os.path.join(os.path.dirname(lib), "libcastscope_python.so")):
-            parser.error(f"--agent-lib {lib}: no libcastscope_python.so beside it (copy build/agent's): "
+            parser.error(f"--agent-lib {lib}: no libcastscope_python.so beside it (copy it from the same build): "
                          "its row would read no Python line")
     rows = [("native", None), ("castscope", None)] + [(f"castscope:{lib}", lib) for lib in args.agent_lib]
     if args.keep:

@@ -263,7 +263,8 @@ def test_plain_ld_preload_attaches_a_python_job(tmp_path):
 
 
 def test_an_agent_library_without_its_frame_reader_refuses_to_attach(tmp_path):
-    # Every cast would be recorded at no line: a clear refusal instead.
+    # Every cast would be recorded at no line: a clear refusal instead. Asked
+    # for no locations, it attaches as before.
     lone = tmp_path / "lone"
     lone.mkdir()
     (lone / "libcastscope_agent.so").write_bytes((REPO / "build" / "agent" / "libcastscope_agent.so").read_bytes())
@@ -274,6 +275,9 @@ def test_an_agent_library_without_its_frame_reader_refuses_to_attach(tmp_path):
                 pass
         except castscope.AttachError as e:
             print("refused:", e)
+        with castscope.attached(events_path={str(tmp_path / "plain.jsonl")!r}, locations=False):
+            torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+        print("attached without locations")
         """)
     result = subprocess.run([sys.executable, job], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "CASTSCOPE_AGENT_LIB": str(lone / "libcastscope_agent.so")})
@@ -281,3 +285,4 @@ def test_an_agent_library_without_its_frame_reader_refuses_to_attach(tmp_path):
     assert "refused: castscope: libcastscope_python.so (the Python frame reader) not found beside" in result.stdout
     assert str(lone) in result.stdout and "copy it from the same build" in result.stdout
     assert not (tmp_path / "events.jsonl").exists()
+    assert "attached without locations" in result.stdout and (tmp_path / "plain.jsonl").exists()

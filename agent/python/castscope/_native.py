@@ -142,12 +142,7 @@ def _install_location_reader(lib) -> None:
     global _reader
     path = _python_reader_path()
     if path is None:
-        # Without it every cast would be recorded at no line, and every
-        # finding raised nowhere: refuse rather than record that quietly.
-        fix = ("copy it from the same build beside that library" if os.environ.get("CASTSCOPE_AGENT_LIB")
-               else "rebuild with scripts/setup.sh or reinstall the wheel")
-        raise AttachError(f"castscope: libcastscope_python.so (the Python frame reader) not found beside "
-                          f"{_agent_library_path()}: {fix}")
+        return  # attaching with locations refuses (_location_reader_pointer); the rest works without it
     reader = ctypes.PyDLL(str(path))
     reader.castscope_python_init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     reader.castscope_python_init.restype = None
@@ -168,9 +163,16 @@ def is_user_file(file: str) -> bool:
 
 
 def _location_reader_pointer():
-    """The Python location reader as a function pointer, or None when libcastscope_python.so is absent."""
+    """The Python location reader as a function pointer. Without
+    libcastscope_python.so every cast would be recorded at no line and every
+    finding raised nowhere: AttachError rather than that, quietly."""
     _library()
-    return None if _reader is None else ctypes.cast(_reader.castscope_python_location, ctypes.c_void_p)
+    if _reader is None:
+        fix = ("copy it from the same build beside that library" if os.environ.get("CASTSCOPE_AGENT_LIB")
+               else "build it with scripts/setup.sh (it needs Python's development headers) or reinstall the wheel")
+        raise AttachError(f"castscope: libcastscope_python.so (the Python frame reader) not found beside "
+                          f"{_agent_library_path()}: {fix}")
+    return ctypes.cast(_reader.castscope_python_location, ctypes.c_void_p)
 
 
 def agent_torch_version() -> str:

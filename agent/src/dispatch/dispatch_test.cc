@@ -328,6 +328,7 @@ TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
     EXPECT_EQ(unboxed.mode, boxed.mode);
     EXPECT_EQ(unboxed.phase, boxed.phase);
     EXPECT_EQ(unboxed.round_trip, boxed.round_trip);
+    EXPECT_EQ(unboxed.source_version, boxed.source_version);
     EXPECT_EQ(records.casts[c].thread, records.casts[7 + c].thread);
     EXPECT_EQ(records.casts[c].policy, records.casts[7 + c].policy);
   }
