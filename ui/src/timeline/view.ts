@@ -27,8 +27,9 @@ const LIVE_REFETCH_MS = 1000;
 // At most 10 frames a second for pushed casts. A live run pushes up to 20
 // messages a second per agent (10 under heavy ingest); left to
 // requestAnimationFrame alone, a page following it draws a frame for most of
-// them (every lane redrawn), on the cores of the collector it watches. Input still paints at once. Adds at most this much
-// (and one animation frame) to a pushed cast's time to the screen.
+// them (every lane redrawn), on the cores of the collector it watches. Input
+// still paints at once. Adds at most this much (and one animation frame) to a
+// pushed cast's time to the screen.
 const LIVE_PAINT_MS = 100;
 const LIVE_SPAN_DEFAULT = 10e9;
 const IMPLAUSIBLE_JUMP_NS = 300e9;
