@@ -429,6 +429,10 @@ class Collector {
         still.push_back(held);
         continue;
       }
+      if (launch != launches_.end() && launch->second == kCastscopeOwnLaunchId) {
+        ++stats_.own_kernels;
+        continue;
+      }
       if (launch != launches_.end()) {
         const bool cast = (launch->second & kCastLaunchBit) != 0;
         r.kernel.launched_by = cast ? LaunchedBy::kCast : LaunchedBy::kOp;

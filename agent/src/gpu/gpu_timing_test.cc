@@ -166,6 +166,23 @@ TEST_F(GpuTimingTest, BetweenWindowsNothingIsPushedOrCollected) {
   EXPECT_TRUE(gpu_correlating());
 }
 
+TEST_F(GpuTimingTest, CastscopesOwnKernelsInsideAnOpAreCountedNotRecorded) {
+  // The stand-in launches its "cast" kernels for any id with bit 63 set, castscope's own id included.
+  ASSERT_EQ(start(kOneOfEach), "on");
+  {
+    LaunchScope op(true, 50);
+    LaunchScope numerics_check(true, kCastscopeOwnLaunchId);
+  }
+  gpu_timing_flush(true);
+  gpu_timing_stop();
+  const std::vector<Record> got = kernels();
+  ASSERT_EQ(got.size(), 3u);  // the op's gemm and memset, the unscoped kernel: not the check's copy
+  EXPECT_EQ(name(got[0]), "sm90_xmma_gemm_bf16bf16_bf16f32");
+  EXPECT_EQ(got[0].kernel.launch_seq, 50u);
+  for (const Record& r : got) EXPECT_NE(r.kernel.launched_by, LaunchedBy::kCast);
+  EXPECT_EQ(gpu_timing_stats().own_kernels, 1u);
+}
+
 TEST_F(GpuTimingTest, ABufferCastscopeDidNotAllocateIsLeftAlone) {
   // Freeing it would be a double free when its owner (torch.profiler) frees it too: ASan would say so.
   ASSERT_EQ(start(R"({"op": [{"name": "gemm"}], "foreign_buffer": true})"), "on");

@@ -14,6 +14,11 @@ namespace castscope {
 // The id of a cast carries this bit; an op's id is its record's seq.
 inline constexpr uint64_t kCastLaunchBit = uint64_t{1} << 63;
 
+// castscope's own GPU work (the numerics windows' checks and reads): pushed
+// over the op's id, so the op's time stays the op's; GPU timing counts such
+// kernels and records none of them. No seq reaches it.
+inline constexpr uint64_t kCastscopeOwnLaunchId = ~uint64_t{0};
+
 // Set by GPU timing (gpu_timing.cc) when it starts: the functions first,
 // then the flag, so this header needs no CUPTI and the hot path no lock.
 namespace gpu_detail {

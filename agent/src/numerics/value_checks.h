@@ -10,6 +10,8 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/GradMode.h>
 
+#include "agent/src/gpu/launch_scope.h"
+
 namespace castscope::numerics {
 
 // Whether castscope looks at a tensor's values: a dense, non-empty floating
@@ -20,11 +22,14 @@ bool checkable(const at::Tensor& t);
 
 // Around the checks' own ops: no autograd graph, no autocast, no Python
 // dispatch modes or subclasses (the user's TorchDispatchMode must not see
-// castscope's reads).
+// castscope's reads), and with GPU timing on their kernels under castscope's
+// own launch id, not the op's (seen on an H100: ~145 check kernels per
+// `linear` in a window were timed as the op's).
 struct CheckScope {
   CheckScope();
   c10::AutoGradMode no_grad{false};
   c10::impl::ExcludeDispatchKeyGuard no_python_or_autocast;
+  LaunchScope own_kernels{true, kCastscopeOwnLaunchId};
 };
 
 // Casting `source` to a lower precision gave `result` (same shape).

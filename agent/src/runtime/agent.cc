@@ -384,6 +384,7 @@ class Agent {
                 {"spool_error", spool_error_},
                 {"gpu_timing", gpu_timing_summary()},
                 {"gpu_records_dropped", stats.gpu_records_dropped},
+                {"gpu_own_kernels", gpu_own_kernels()},
                 {"numerics_window_open", numerics_window_open()},
                 {"numerics_sites_dropped", numerics_sites_dropped()},
                 {"cublaslt_logger", cublaslt_logger_status()},

@@ -99,6 +99,14 @@ std::string live_gpu_timing_state() {
 #endif
 }
 
+uint64_t gpu_own_kernels() {
+#if CASTSCOPE_HAVE_CUPTI
+  return gpu_timing_stats().own_kernels;
+#else
+  return 0;
+#endif
+}
+
 void forget_gpu_timing_in_child() { gpu_detail::g_correlating.store(false, std::memory_order_relaxed); }
 
 }  // namespace castscope

@@ -3,6 +3,7 @@
 // no CUPTI headers.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "agent/src/config/agent_config.h"
@@ -23,6 +24,9 @@ bool yield_gpu_timing();
 void resume_gpu_timing();
 // The GPU module's own state now ("" without CUPTI headers).
 std::string live_gpu_timing_state();
+// Kernels of castscope's own checks (numerics windows) that GPU timing left
+// out of the events (gpu/launch_scope.h: kCastscopeOwnLaunchId).
+uint64_t gpu_own_kernels();
 // Timing windows (agent/src/gpu/timing_windows.h): after each optimizer step
 // (the training thread) and on the exporter's tick.
 void gpu_timing_on_step(uint64_t step);
