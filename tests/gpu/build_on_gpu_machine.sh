@@ -5,7 +5,9 @@
 # packages, downloaded beside the repository into .devkit/ (apt-get download
 # protobuf-compiler libprotoc32 libprotobuf32 libprotobuf-lite32 libprotoc-dev
 # libprotobuf-dev), are unpacked into a private prefix for the agent's wire
-# headers; nothing is installed system-wide.
+# headers; nothing is installed system-wide. The collector is left out (no
+# SQLite, gRPC, Abseil or PostgreSQL needed there): the GPU checks write the
+# agent's events to a file.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 PREFIX=/tmp/castscope-protobuf
@@ -24,5 +26,6 @@ ABI=$("$PYTHON" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${COMPILERS[@]}" -DCASTSCOPE_TORCH_DIR="$TORCH_DIR" \
   -DCASTSCOPE_CXX11_ABI="$ABI" -DPython3_EXECUTABLE="$(command -v "$PYTHON")" \
   -DProtobuf_PROTOC_EXECUTABLE="$PREFIX/usr/bin/protoc" -DProtobuf_INCLUDE_DIR="$PREFIX/usr/include" \
-  -DProtobuf_LIBRARY="$LIB/libprotobuf.so" -DProtobuf_PROTOC_LIBRARY="$LIB/libprotoc.so" > build.configure.log
+  -DProtobuf_LIBRARY="$LIB/libprotobuf.so" -DProtobuf_PROTOC_LIBRARY="$LIB/libprotoc.so" \
+  -DCMAKE_DISABLE_FIND_PACKAGE_SQLite3=ON -DCMAKE_DISABLE_FIND_PACKAGE_gRPC=ON > build.configure.log
 cmake --build build --target castscope_agent castscope_python castscope_standin_cupti
