@@ -26,6 +26,16 @@ SCRIPT = {
 }
 
 
+def cuda_policies() -> list[str] | None:
+    """The shipped policies, less the ops another torch than the reference lacks (GPU machines: docs/gpu.md)."""
+    if torch.__version__.split("+")[0] == "2.14.1":
+        return None
+    import sys
+    sys.path.insert(0, str(REPO / "tests" / "gpu"))
+    from policy_for_this_torch import policy_for_this_torch
+    return [policy_for_this_torch()]
+
+
 def events_of(path: pathlib.Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -213,6 +223,50 @@ def test_torch_profiler_sees_the_same_gpu_activity_with_castscope_attached(tmp_p
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; checked on a GPU machine (docs/gpu.md)")
+@pytest.mark.parametrize("gpu_timing", ["off", "on"])
+def test_an_attached_step_launches_the_kernels_a_native_one_does(tmp_path, gpu_timing):
+    """What torch.profiler sees of a bf16 training step: the same kernels by name and count natively and
+    attached (castscope's autocast must pick the same ATen paths, not only produce the same bits). A first
+    look on an H100 once saw fewer bf16 copies and another reduction attached (docs/gpu.md); the native
+    step is profiled before and after the attached one, so a difference of the machine's is told apart."""
+    from collections import Counter
+
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(64, 256, device="cuda")
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x).float().pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        torch.cuda.synchronize()
+
+    def profiled() -> Counter:
+        step()  # warm: cuBLAS handles, kernel choices, the optimizer's state
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            step()
+        return Counter(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+    native_before = profiled()
+    # Numerics windows off: their checks are castscope's own kernels, on purpose (docs/numerics.md).
+    with castscope.attached(policy_files=cuda_policies(), events_path=tmp_path / "e.jsonl", probe=False,
+                            gpu_timing=gpu_timing, numerics=False):
+        attached = profiled()
+    native_after = profiled()
+
+    def differ(a: Counter, b: Counter) -> dict:
+        return {name[:120]: (a[name], b[name]) for name in a.keys() | b.keys() if a[name] != b[name]}
+
+    assert not differ(native_before, native_after), f"native runs differ: {differ(native_before, native_after)}"
+    assert native_before and not differ(native_before, attached), f"(native, attached): {differ(native_before, attached)}"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; checked on a GPU machine (docs/gpu.md)")
 def test_cuda_training_step_is_bit_identical_attached(tmp_path):
     def run(attached: bool) -> list[torch.Tensor]:
         torch.manual_seed(0)
@@ -234,12 +288,7 @@ def test_cuda_training_step_is_bit_identical_attached(tmp_path):
 @pytest.mark.parametrize("gpu", ["off", {"mode": "on", "window_steps": 0, "cublaslt_logger": True}], ids=["plain", "timed+cublaslt"])
 def test_cuda_resnet18_step_is_bit_identical_attached(tmp_path, gpu):
     torchvision = pytest.importorskip("torchvision")
-    policies = None
-    if torch.__version__.split("+")[0] != "2.14.1":  # GPU machines may run another torch (docs/gpu.md)
-        import sys
-        sys.path.insert(0, str(REPO / "tests" / "gpu"))
-        from policy_for_this_torch import policy_for_this_torch
-        policies = [policy_for_this_torch()]
+    policies = cuda_policies()
 
     def run(attached: bool) -> list[torch.Tensor]:
         torch.manual_seed(0)
