@@ -12,9 +12,12 @@ CPU autocast mm, the steady state (no probe or numerics window):
   castscope:<lib>   the same with another build's agent library (old and new in one run)
 
     .venv/bin/python bench/dispatch_instructions_bench.py [--ops 3000] [--agent-lib OLD/libcastscope_agent.so]
+        [--cache-sim]
 
 Prints instructions per op, castscope's added instructions and the ratio to
-native. The whole op's count moves by up to ~300 from run to run (malloc's
+native; with --cache-sim also the simulated L1 instruction and data cache
+misses per op (callgrind's cache model: 32 KiB, 8-way; slower to run), where
+castscope's cost shows more than in instructions (docs/performance.md). The whole op's count moves by up to ~300 from run to run (malloc's
 state, other threads counted while inside the window): compare castscope's
 own functions with --keep and callgrind_annotate (docs/performance.md). The castscope rows include the thread's first ring (zeroed once, about
 2 M instructions: ~700 per op at 3000 ops); it is the same in every row.
@@ -42,19 +45,23 @@ with ctx, torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
 """
 
 
-def count(row, lib, ops, workdir):
+def count(row, lib, ops, workdir, cache_sim):
+    """Per op: {"Ir": instructions} and, with cache_sim, "I1mr" and "D1mr" (L1 misses)."""
     env = dict(os.environ)
     if lib:
         env["CASTSCOPE_AGENT_LIB"] = lib
     out = os.path.join(workdir, "callgrind." + re.sub(r"[^A-Za-z0-9_.-]", "_", row) + ".out")
-    done = subprocess.run(["valgrind", "--tool=callgrind", "--toggle-collect=*THPVariable_mm*",
+    sim = ["--cache-sim=yes"] if cache_sim else []
+    done = subprocess.run(["valgrind", "--tool=callgrind", *sim, "--toggle-collect=*THPVariable_mm*",
                            f"--callgrind-out-file={out}", sys.executable, "-c", LOOP,
                            "native" if row == "native" else "castscope", str(ops)],
                           env=env, capture_output=True, text=True)
-    found = re.search(r"Collected : ([\d,]+)", done.stderr)
-    if done.returncode != 0 or not found:
+    events = re.search(r"Events +: ([\w ]+)\n", done.stderr)
+    collected = re.search(r"Collected : ([\d ]+)\n", done.stderr)
+    if done.returncode != 0 or not events or not collected:
         sys.exit(f"{row}: valgrind exited {done.returncode}:\n{done.stderr[-2000:]}")
-    return int(found.group(1).replace(",", "")) / ops
+    totals = dict(zip(events.group(1).split(), (int(n) for n in collected.group(1).split())))
+    return {name: totals[name] / ops for name in ("Ir", "I1mr", "D1mr") if name in totals}
 
 
 def main():
@@ -62,6 +69,8 @@ def main():
     parser.add_argument("--ops", type=int, default=3000, help="mm calls counted per row (default 3000)")
     parser.add_argument("--agent-lib", action="append", default=[],
                         help="another agent library to count as its own row (repeatable)")
+    parser.add_argument("--cache-sim", action="store_true",
+                        help="also simulate the L1 caches: instruction and data misses per op")
     parser.add_argument("--keep", metavar="DIR",
                         help="keep each row's callgrind output in DIR (for callgrind_annotate per function)")
     args = parser.parse_args()
@@ -83,12 +92,19 @@ def main():
     with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(max_workers=2) as pool:
         workdir = args.keep or scratch
         counts = dict(zip((row for row, _ in rows),
-                          pool.map(lambda r: count(r[0], r[1], args.ops, workdir), rows)))
+                          pool.map(lambda r: count(r[0], r[1], args.ops, workdir, args.cache_sim), rows)))
     native = counts["native"]
-    print(f"instructions inside THPVariable_mm per 8x8 bf16 autocast mm, {args.ops} calls per row")
-    print(f"{'row':60s} {'per op':>9s} {'added':>8s} {'x native':>9s}")
+    print(f"inside THPVariable_mm per 8x8 bf16 autocast mm, {args.ops} calls per row")
+    header = f"{'row':60s} {'instr/op':>9s} {'added':>8s} {'x native':>9s}"
+    if args.cache_sim:
+        header += f" {'I1 miss/op':>11s} {'added':>7s} {'D1 miss/op':>11s} {'added':>7s}"
+    print(header)
     for row, value in counts.items():
-        print(f"{row:60s} {value:9.0f} {value - native:8.0f} {value / native:8.3f}x")
+        line = f"{row:60s} {value['Ir']:9.0f} {value['Ir'] - native['Ir']:8.0f} {value['Ir'] / native['Ir']:8.3f}x"
+        if args.cache_sim:
+            line += (f" {value['I1mr']:11.1f} {value['I1mr'] - native['I1mr']:7.1f}"
+                     f" {value['D1mr']:11.1f} {value['D1mr'] - native['D1mr']:7.1f}")
+        print(line)
 
 
 if __name__ == "__main__":

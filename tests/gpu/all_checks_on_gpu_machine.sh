@@ -31,7 +31,7 @@ if compgen -G ".whl/*.whl" > /dev/null; then
 fi
 PYTEST=("$PYTHON" -m pytest -q -rs -p no:cacheprovider)
 step numerics "${PYTEST[@]}" tests/integration/test_numerics_on_device.py
-step gpu_timing "${PYTEST[@]}" tests/integration/test_gpu_timing.py -k "cuda or torch_profiler"
+step gpu_timing "${PYTEST[@]}" tests/integration/test_gpu_timing.py -k "cuda or torch_profiler or launches_the_kernels"
 step autocast_lists env CASTSCOPE_POLICIES="$POLICIES" "${PYTEST[@]}" tests/integration/test_parity_autocast_lists.py -k cuda
 step autocast_lists_cublaslt env CASTSCOPE_POLICIES="$POLICIES" CASTSCOPE_TEST_CUBLASLT=1 "${PYTEST[@]}" \
   tests/integration/test_parity_autocast_lists.py -k cuda

@@ -227,7 +227,8 @@ def test_torch_profiler_sees_the_same_gpu_activity_with_castscope_attached(tmp_p
 def test_an_attached_step_launches_the_kernels_a_native_one_does(tmp_path, gpu_timing):
     """What torch.profiler sees of a bf16 training step: the same kernels by name and count natively and
     attached (castscope's autocast must pick the same ATen paths, not only produce the same bits). A first
-    look on an H100 once saw fewer bf16 copies and another reduction attached (docs/gpu.md); the native
+    look on an H100, at tests/gpu/smoke_on_gpu.py's step (this one), once saw fewer bf16 copies and another
+    reduction attached (docs/gpu.md); the native
     step is profiled before and after the attached one, so a difference of the machine's is told apart."""
     from collections import Counter
 
