@@ -152,6 +152,39 @@ def test_gradscaler_updates_are_recorded_as_it_reports_them_with_the_first_nonfi
     assert outputs and all(at_line(s, "the overflowing layer") and s["op"] == "aten::linear" for s in outputs)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_updates_made_while_detached_are_counted_not_reported_and_none_reaches_the_next_agent(tmp_path, device):
+    """Each agent gets exactly its own updates: on CUDA the last ones, still being copied at detach, are
+    written before it stops, and a later agent is not handed an earlier one's."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(8, 1).to(device)
+    opt = torch.optim.SGD(layer.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 8)
+
+    def updates(n: int) -> None:
+        for _ in range(n):
+            with torch.autocast(device, dtype=torch.float16):
+                loss = layer(torch.rand(4, 8, device=device)).float().mean()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+
+    def counts(name: str) -> list[int]:
+        return [int(e["numerics"]["tensors"]) for e in read_events(tmp_path / name)
+                if "numerics" in e and e["numerics"]["kind"] == "KIND_SCALER_UPDATE"]
+
+    for name, n in (("first.jsonl", 2), (None, 3), ("second.jsonl", 1)):
+        if name is None:
+            updates(n)  # detached
+            continue
+        with castscope.attached(policy_files=policies(device), events_path=tmp_path / name, probe=False,
+                                gpu_timing="off", numerics=True):
+            updates(n)
+    assert counts("first.jsonl") == [1, 2]
+    assert counts("second.jsonl") == [6]  # the scaler's sixth update: the detached ones counted, not written
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; checked on a GPU machine (docs/gpu.md)")
 def test_a_cuda_graph_captured_inside_an_open_window_replays_bit_identical(tmp_path):
     """Inside a capture castscope checks nothing and closes no window: its checks must not join the

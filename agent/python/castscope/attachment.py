@@ -279,7 +279,10 @@ def detach() -> None:
     if not _current._external:
         callable_overlays.uninstall()
         compile_capture.uninstall()
-        _library().castscope_agent_stop()  # an outside attachment lives as long as its process
+        try:
+            scaler_hook.stop(_library())  # GradScaler updates still on their way (CUDA) are written first
+        finally:
+            _library().castscope_agent_stop()  # an outside attachment lives as long as its process
     _current = None
 
 

@@ -12,11 +12,16 @@ from __future__ import annotations
 import functools
 
 _pending: list = []  # CUDA: (host tensor [scale, found_inf], event, updates), oldest first
+_lib = None  # the running agent's library; None while none runs: updates are counted, not reported
 
 
 def install(lib) -> None:
+    """An agent started: its updates go to `lib` from now on (the class is wrapped once per process)."""
+    global _lib
     from torch.amp import GradScaler
 
+    _pending.clear()  # an earlier agent's were reported when it stopped
+    _lib = lib
     if getattr(GradScaler.update, "_castscope_bracketed", False):
         return
     original = GradScaler.update
@@ -24,17 +29,21 @@ def install(lib) -> None:
     @functools.wraps(original)
     def update(self, new_scale=None):
         reporting = new_scale is None and getattr(self, "_enabled", False) and getattr(self, "_scale", None) is not None
-        found = []
         if reporting:
+            # Every update counts, attached or not: `updates` is this scaler's whole count.
+            self._castscope_updates = getattr(self, "_castscope_updates", 0) + 1
+        lib_now = _lib
+        found = []
+        if reporting and lib_now is not None:
             try:
                 found = [found_inf for state in self._per_optimizer_states.values()
                          for found_inf in state["found_inf_per_device"].values()]
             except Exception:  # noqa: BLE001 - a GradScaler that changed shape: report nothing
-                reporting = False
+                found = []
         result = original(self, new_scale)
-        if reporting and found:
+        if found:
             try:
-                _report(lib, self, found)
+                _report(lib_now, self, found)
             except Exception:  # noqa: BLE001 - logging never breaks training
                 pass
         return result
@@ -43,10 +52,20 @@ def install(lib) -> None:
     GradScaler.update = update
 
 
+def stop(lib) -> None:
+    """The agent is stopping: the CUDA updates still on their way are reported
+    first (waiting for their copies), then none is until an agent starts again."""
+    global _lib
+    try:
+        drain(lib, wait=True)
+    finally:
+        _lib = None
+        _pending.clear()
+
+
 def _report(lib, scaler, found) -> None:
     import torch
 
-    scaler._castscope_updates = getattr(scaler, "_castscope_updates", 0) + 1
     updates = scaler._castscope_updates
     scale = scaler._scale
     if scale.device.type != "cuda":

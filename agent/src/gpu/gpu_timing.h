@@ -26,7 +26,7 @@ struct GpuTimingStats {
   uint64_t buffers_refused = 0;     // buffer requests past the budget
   uint64_t yields = 0;              // times castscope stepped aside for another CUPTI client
   uint64_t foreign_buffers = 0;     // completed buffers castscope did not allocate, left alone
-  uint64_t own_kernels = 0;         // castscope's own (kCastscopeOwnLaunchId): counted, not recorded
+  uint64_t own_kernels = 0;         // castscope's own kernels, copies, sets (kCastscopeOwnLaunchId): not recorded
 };
 
 // Loads CUPTI (the configured path, else `candidates`), checks that no other
