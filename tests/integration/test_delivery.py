@@ -275,8 +275,11 @@ def test_a_full_disk_and_no_collector_give_up_once(tmp_path, small_tmpfs):
         if job.poll() is None:
             job.kill()
     assert job.returncode == 0, stderr
-    # One give-up (plus start-up and reading slack), not one per replacement forwarder.
-    assert after_job_s < 2 * give_up_s, f"castscope run took {after_job_s:.0f} s after the job ended:\n{stderr}"
+    # One give-up (plus start-up and reading slack), not one per replacement forwarder: with three
+    # replacements each waiting a full give-up that is 40 s or more. The slack covers the replacements'
+    # start-up and the summary reading the job's ~280 k events: 22 s in all was seen on this 2-core VM
+    # when it was slow (2026-11-26, twice in five runs), against the 20 s bound this had before.
+    assert after_job_s < 3 * give_up_s, f"castscope run took {after_job_s:.0f} s after the job ended:\n{stderr}"
     # The counts as before: the events the job recorded, and the spool left for `castscope load`.
     assert "mm_loop: 100000 iterations" in stdout
     assert "casts" in stderr and "spool file(s) were not delivered" in stderr, stderr
