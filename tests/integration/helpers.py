@@ -1,4 +1,5 @@
 """What the integration tests (and the benches) share: finding a marked line,
+the shipped policies as another torch (a GPU machine's) can load them,
 the small training loops, a loopback address nobody listens on, the events a
 job's JSON-lines dump holds. conftest.py puts this folder on sys.path; the
 benches insert it themselves (bench/harness.py)."""
@@ -6,11 +7,22 @@ from __future__ import annotations
 
 import pathlib
 import socket
+import sys
 import textwrap
 
 import torch
 
 import castscope
+
+
+def policies_for_this_torch(device: str = "cuda") -> list[str] | None:
+    """`device`'s shipped policy less the ops another torch than the reference lacks (GPU machines run
+    another torch: docs/gpu.md); None (the shipped policies) on the reference torch."""
+    if torch.__version__.split("+")[0] == "2.14.1":
+        return None
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "gpu"))
+    from policy_for_this_torch import policy_for_this_torch
+    return [policy_for_this_torch(device)]
 
 
 def line_of(source: str | pathlib.Path, marker: str) -> int:

@@ -14,7 +14,7 @@ import torch
 
 import castscope
 import castscope.events
-from helpers import autocast_steps, train
+from helpers import autocast_steps, policies_for_this_torch, train
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 STANDIN = REPO / "build" / "tests" / "stand_ins" / "cupti" / "libcastscope_standin_cupti.so"
@@ -24,16 +24,6 @@ SCRIPT = {
     "op": [{"name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "duration_ns": 9000}],
     "unscoped": [{"name": "void at::native::vectorized_elementwise_kernel<4, add>", "duration_ns": 500}],
 }
-
-
-def cuda_policies() -> list[str] | None:
-    """The shipped policies, less the ops another torch than the reference lacks (GPU machines: docs/gpu.md)."""
-    if torch.__version__.split("+")[0] == "2.14.1":
-        return None
-    import sys
-    sys.path.insert(0, str(REPO / "tests" / "gpu"))
-    from policy_for_this_torch import policy_for_this_torch
-    return [policy_for_this_torch()]
 
 
 def events_of(path: pathlib.Path) -> list[dict]:
@@ -255,7 +245,7 @@ def test_an_attached_step_launches_the_kernels_a_native_one_does(tmp_path, gpu_t
 
     native_before = profiled()
     # Numerics windows off: their checks are castscope's own kernels, on purpose (docs/numerics.md).
-    with castscope.attached(policy_files=cuda_policies(), events_path=tmp_path / "e.jsonl", probe=False,
+    with castscope.attached(policy_files=policies_for_this_torch(), events_path=tmp_path / "e.jsonl", probe=False,
                             gpu_timing=gpu_timing, numerics=False):
         attached = profiled()
     native_after = profiled()
@@ -289,7 +279,7 @@ def test_cuda_training_step_is_bit_identical_attached(tmp_path):
 @pytest.mark.parametrize("gpu", ["off", {"mode": "on", "window_steps": 0, "cublaslt_logger": True}], ids=["plain", "timed+cublaslt"])
 def test_cuda_resnet18_step_is_bit_identical_attached(tmp_path, gpu):
     torchvision = pytest.importorskip("torchvision")
-    policies = cuda_policies()
+    policies = policies_for_this_torch()
 
     def run(attached: bool) -> list[torch.Tensor]:
         torch.manual_seed(0)

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import pathlib
-import sys
 
 import pytest
 import torch
 
 import castscope
+import helpers
 from castscope.events import read_events
+from helpers import policies_for_this_torch
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 THIS_FILE = str(pathlib.Path(__file__).resolve())
 DEVICES = [
     "cpu",
@@ -27,17 +27,8 @@ DEVICES = [
 ALWAYS_OPEN = {"iterations": 10 ** 9, "max_ms": 10 ** 9}
 
 
-def policies(device: str) -> list[str] | None:
-    """The shipped policies, less the ops another torch than the reference lacks (GPU machines: docs/gpu.md)."""
-    if torch.__version__.split("+")[0] == "2.14.1":
-        return None
-    sys.path.insert(0, str(REPO / "tests" / "gpu"))
-    from policy_for_this_torch import policy_for_this_torch
-    return [policy_for_this_torch(device)]
-
-
 def attached(tmp_path, device: str, numerics) -> contextlib.AbstractContextManager:
-    return castscope.attached(policy_files=policies(device), events_path=tmp_path / "events.jsonl", probe=False,
+    return castscope.attached(policy_files=policies_for_this_torch(device), events_path=tmp_path / "events.jsonl", probe=False,
                               gpu_timing="off", numerics=numerics)
 
 
@@ -46,9 +37,7 @@ def summaries(tmp_path) -> list[dict]:
 
 
 def line_of(marker: str) -> int:
-    lines = pathlib.Path(THIS_FILE).read_text().splitlines()
-    [number] = [i + 1 for i, line in enumerate(lines) if line.rstrip().endswith(f"# {marker}")]
-    return number
+    return helpers.line_of(pathlib.Path(THIS_FILE), f"# {marker}")  # the commented line, not a test naming it
 
 
 def at_line(summary: dict, marker: str) -> bool:
@@ -85,7 +74,8 @@ def test_overflow_and_underflow_are_counted_at_the_line_and_outputs_stay_bit_ide
     assert len(native) == len(observed) == 12
     assert all(torch.equal(bits(a), bits(b)) for a, b in zip(native, observed))
 
-    casts = [s for s in summaries(tmp_path) if s["kind"] == "KIND_CAST"]
+    events = summaries(tmp_path)
+    casts = [s for s in events if s["kind"] == "KIND_CAST"]
     [overflow] = [s for s in casts if at_line(s, "the overflowing mm") and s["arg_name"] == "self"]
     checked = int(overflow["tensors"])
     assert checked == 4  # x is new every step: four casts, none served by the cache
@@ -96,7 +86,7 @@ def test_overflow_and_underflow_are_counted_at_the_line_and_outputs_stay_bit_ide
     assert int(underflow["underflowed"]) == int(underflow["values"]) == 32 * int(underflow["tensors"]) > 0
     # addmm's output overflows from finite inputs (65504 times the weights): the op produced it. mm's does not
     # count: its input already held inf.
-    outputs = {line: s for s in summaries(tmp_path) if s["kind"] == "KIND_OP_OUTPUT"
+    outputs = {line: s for s in events if s["kind"] == "KIND_OP_OUTPUT"
                for line in ("the overflowing mm", "the underflowing addmm") if at_line(s, line)}
     assert int(outputs["the underflowing addmm"]["nonfinite"]) > 0
     assert int(outputs["the underflowing addmm"]["first_nonfinite_seq"]) > 0
@@ -178,7 +168,7 @@ def test_updates_made_while_detached_are_counted_not_reported_and_none_reaches_t
         if name is None:
             updates(n)  # detached
             continue
-        with castscope.attached(policy_files=policies(device), events_path=tmp_path / name, probe=False,
+        with castscope.attached(policy_files=policies_for_this_torch(device), events_path=tmp_path / name, probe=False,
                                 gpu_timing="off", numerics=True):
             updates(n)
     assert counts("first.jsonl") == [1, 2]
@@ -232,7 +222,7 @@ def test_the_checks_kernels_are_not_timed_as_the_ops(tmp_path):
 
     def timed(name: str, numerics) -> tuple[Counter, int]:
         events = tmp_path / f"{name}.jsonl"
-        with castscope.attached(policy_files=policies("cuda"), events_path=events, probe=False,
+        with castscope.attached(policy_files=policies_for_this_torch("cuda"), events_path=events, probe=False,
                                 gpu_timing={"mode": "on", "window_steps": 0}, numerics=numerics) as agent:
             for _ in range(2):
                 with torch.autocast("cuda", dtype=torch.float16):
