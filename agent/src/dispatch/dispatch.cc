@@ -21,6 +21,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <array>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -142,6 +143,28 @@ struct CastSeqs {
   uint64_t take(EventLog& log) { return next != end ? next++ : log.next_seq(); }
 };
 
+// The unboxed kernel's casts whose records wait for the op's: written
+// together after the op, so castscope's recording code runs once per op
+// instead of between torch's casts, where torch's own code evicted it from
+// the instruction cache each time (docs/performance.md, "fifth pass"). Only
+// in the steady state: a cast made while compiling or inside a probe or
+// numerics window is recorded at once, as the boxed kernel records all of
+// them. What a record reads of its source (dtype, shape, role) does not
+// change across the op; the cast cache was asked at the cast.
+struct PendingCast {
+  const at::Tensor* source = nullptr;  // the kernel's argument: alive until the kernel returns
+  at::Tensor cached_result;            // cacheable casts only: what the cache observer compares
+  c10::ScalarType target = c10::ScalarType::Undefined;
+  uint16_t arg_index = 0;
+  uint64_t seq = 0;
+};
+// One slot per tensor argument of the kernel's signature.
+template <size_t kCapacity>
+struct PendingCasts {
+  std::array<PendingCast, kCapacity> casts;
+  size_t size = 0;
+};
+
 // Everything an autocast op runs inside, built and torn down in this order:
 // compile-duplicate records unlogged, the autocast key excluded (as native
 // wrappers do), autocast reading as off without the user having turned it
@@ -216,12 +239,22 @@ class KernelCore {
   }
 
   // `output()` returns the dtype of the op's first tensor output (or
-  // kUnspecified); not called when the op failed.
-  template <class OutputDtype>
-  void finish_op_record(ThreadBlock& thread, Record& r, bool ok, OutputDtype&& output) noexcept {
+  // kUnspecified); not called when the op failed. The casts in `pending` (the
+  // unboxed kernel's) are recorded first, after the op's time is taken.
+  template <class OutputDtype, size_t kPending = 0>
+  void finish_op_record(ThreadBlock& thread, Record& r, bool ok, OutputDtype&& output,
+                        PendingCasts<kPending>* pending = nullptr) noexcept {
     try {
       r.op.ok = ok;
       r.op.cpu_duration_ns = now_ns() - r.ts_ns;
+      if (pending != nullptr) {
+        for (size_t i = 0; i < pending->size; ++i) {
+          const PendingCast& cast = pending->casts[i];
+          record_cast(thread, r, *cast.source, cast.target, cast.arg_index, -1, std::nullopt,
+                      cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.seq);
+        }
+        pending->size = 0;
+      }
       r.op.output = ok ? output() : DType::kUnspecified;
       if (!thread.unlogged) runtime_.events.record(r, thread);
     } catch (...) {
@@ -261,6 +294,38 @@ class KernelCore {
         numerics_check_cast(*op_record, static_cast<uint16_t>(arg_index), t, result);
     }
     return result;
+  }
+
+  // cast_one's steady state (the unboxed kernel, recording, no window open,
+  // not compiling): the cast, and a note for its record after the op.
+  template <size_t kPending>
+  at::Tensor cast_pending(const at::Tensor& t, c10::ScalarType target, size_t arg_index, CastSeqs& seqs,
+                          PendingCasts<kPending>& pending) {
+    if (!t.defined()) return t;
+    // As cast_one: cacheable decided before the cast, the seq taken for its kernels.
+    const bool cacheable = t.requires_grad() && CastCacheObserver::cacheable(t, target, device_.device);
+    const uint64_t seq = seqs.take(runtime_.events);
+    at::Tensor result;
+    {
+      const LaunchScope launches(gpu_correlates(device_.kind == DeviceKind::kCuda), seq | kCastLaunchBit);
+      result = at::autocast::cached_cast(target, t, device_.device);
+    }
+    // Noted once made: a cast that raised has no record, as in cast_one.
+    PendingCast& cast = pending.casts[pending.size++];
+    cast.source = &t;
+    cast.target = target;
+    cast.arg_index = static_cast<uint16_t>(arg_index);
+    cast.seq = seq;
+    if (cacheable) cast.cached_result = result;
+    return result;
+  }
+
+  // Whether this op's casts are recorded after it (cast_pending) or at once
+  // (cast_one): windows and compile-time records need the latter. Asked once
+  // per op, before its casts.
+  static bool records_casts_after(const Record* op_record) {
+    return op_record != nullptr && op_record->op.mode != ExecutionMode::kCompiling && !numerics_window_open() &&
+           !probe_window_open();
   }
 
   // Numerics windows: the op's inputs as it received them and its outputs.
@@ -569,6 +634,8 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
         casts, seqs);
     const OpScope scope(thread, device_, record, compile_duplicate, op_record);
     Record* const op_record_or_null = record ? &op_record : nullptr;
+    Pending pending;
+    Pending* const casts_after = records_casts_after(op_record_or_null) ? &pending : nullptr;
     try {
       c10::ScalarType target = at::kFloat;
       if (policy_ == CastPolicy::kLowerPrecisionFp) target = lower_precision(region_dtype);
@@ -576,24 +643,35 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
         target = region_dtype;
         (promote(args, target), ...);
       }
-      Return out = cast_and_call(std::index_sequence_for<Args...>{}, target, op_record_or_null, thread, seqs, args...);
+      Return out =
+          cast_and_call(std::index_sequence_for<Args...>{}, target, op_record_or_null, thread, seqs, casts_after, args...);
       if (record)
-        finish_op_record(thread, op_record, true,
-                         [&] { return out.defined() ? to_dtype(out.scalar_type()) : DType::kUnspecified; });
+        finish_op_record(
+            thread, op_record, true, [&] { return out.defined() ? to_dtype(out.scalar_type()) : DType::kUnspecified; },
+            &pending);
       return out;
     } catch (...) {
-      if (record) finish_op_record(thread, op_record, false, [] { return DType::kUnspecified; });
+      if (record) finish_op_record(thread, op_record, false, [] { return DType::kUnspecified; }, &pending);
       throw;
     }
   }
 
  private:
+  // A tensor argument becomes its cast (a new tensor); any other argument is
+  // passed on as it came.
+  template <class Arg>
+  using Casted = std::conditional_t<std::is_same_v<std::decay_t<Arg>, at::Tensor> ||
+                                        std::is_same_v<std::decay_t<Arg>, std::optional<at::Tensor>>,
+                                    std::decay_t<Arg>, std::remove_reference_t<Arg>&>;
+  // A slot for each argument that may be cast.
+  using Pending = PendingCasts<((!std::is_reference_v<Casted<Args>>) + ... + 0)>;
+
   // A braced list runs the casts left to right, as the boxed kernel does
   // (their records and the cast cache see the same order).
   template <size_t... Index>
   Return cast_and_call(std::index_sequence<Index...> /*positions*/, c10::ScalarType target, Record* op_record,
-                       ThreadBlock& thread, CastSeqs& seqs, Args&... args) {
-    std::tuple<Casted<Args>...> casted{cast_arg(args, target, Index, op_record, thread, seqs)...};
+                       ThreadBlock& thread, CastSeqs& seqs, Pending* pending, Args&... args) {
+    std::tuple<Casted<Args>...> casted{cast_arg(args, target, Index, op_record, thread, seqs, pending)...};
     Return out = std::apply([this](auto&... a) { return op_.call(a...); }, casted);
     if (checks_numerics(op_record)) [[unlikely]] {
       std::vector<at::Tensor> inputs;
@@ -611,25 +689,20 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
   template <class Other>
   static void add_checked_input(const Other& /*other*/, std::vector<at::Tensor>& /*out*/) {}
 
-  // A tensor argument becomes its cast (a new tensor); any other argument is
-  // passed on as it came.
-  template <class Arg>
-  using Casted = std::conditional_t<std::is_same_v<std::decay_t<Arg>, at::Tensor> ||
-                                        std::is_same_v<std::decay_t<Arg>, std::optional<at::Tensor>>,
-                                    std::decay_t<Arg>, std::remove_reference_t<Arg>&>;
-
+  // `pending`: casts recorded after the op (records_casts_after), else nullptr.
   at::Tensor cast_arg(const at::Tensor& t, c10::ScalarType target, size_t index, Record* op_record,
-                      ThreadBlock& thread, CastSeqs& seqs) {
+                      ThreadBlock& thread, CastSeqs& seqs, Pending* pending) {
+    if (pending != nullptr) return cast_pending(t, target, index, seqs, *pending);
     return cast_one(t, target, index, -1, op_record, thread, seqs);
   }
   std::optional<at::Tensor> cast_arg(const std::optional<at::Tensor>& t, c10::ScalarType target, size_t index,
-                                     Record* op_record, ThreadBlock& thread, CastSeqs& seqs) {
+                                     Record* op_record, ThreadBlock& thread, CastSeqs& seqs, Pending* pending) {
     if (!t.has_value()) return t;
-    return cast_one(*t, target, index, -1, op_record, thread, seqs);
+    return cast_arg(*t, target, index, op_record, thread, seqs, pending);
   }
   template <class Other>
   Other& cast_arg(Other& other, c10::ScalarType /*target*/, size_t /*index*/, Record* /*op_record*/,
-                  ThreadBlock& /*thread*/, CastSeqs& /*seqs*/) {
+                  ThreadBlock& /*thread*/, CastSeqs& /*seqs*/, Pending* /*pending*/) {
     return other;
   }
 

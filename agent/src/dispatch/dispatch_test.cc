@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/src/context/cast_cache_observer.h"
+#include "agent/src/numerics/numerics_windows.h"
 #include "agent/src/policy/policy.h"
 
 namespace castscope {
@@ -333,6 +334,71 @@ TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
     EXPECT_EQ(records.casts[c].policy, records.casts[7 + c].policy);
   }
   EXPECT_EQ(records.casts[0].cast.bytes, 4u * 16u * 4u);  // x: 4 x 16 float32
+}
+
+// The unboxed kernel records an op's casts after the op in the steady state
+// and at once inside a numerics window (or a probe window, or while
+// compiling). Both ways make the same records: what a record reads of its
+// source does not change across the op, and the cast cache was asked at the
+// cast.
+TEST_F(AutocastKernelTest, CastsRecordedAfterTheOpAreThoseRecordedAtOnce) {
+  const at::Tensor x = at::randn({4, 16});
+  const at::Tensor weight = at::randn({8, 16}).requires_grad_(true);
+  const at::Tensor bias = at::randn({8});
+  DispatchRegistry registry(runtime_);
+  ASSERT_TRUE(registry.register_policies(policies_).empty());
+  auto linear_twice = [&] {
+    CpuAutocast region;  // each pass its own region: a miss, then a hit
+    at::linear(x, weight, bias);
+    at::linear(x, weight, bias);
+  };
+  linear_twice();  // recorded after each op
+  const Drained after = drain(runtime_);
+  NumericsConfig window;
+  window.max_ms = 600000;
+  numerics_start(window);  // open from now
+  ASSERT_TRUE(numerics_window_open());
+  linear_twice();  // recorded at once
+  numerics_stop();
+  const Drained at_once = drain(runtime_);
+
+  ASSERT_EQ(after.ops.size(), 2u);
+  ASSERT_EQ(at_once.ops.size(), 2u);
+  ASSERT_EQ(after.casts.size(), 6u);
+  ASSERT_EQ(at_once.casts.size(), 6u);
+  for (size_t c = 0; c < after.casts.size(); ++c) {
+    SCOPED_TRACE("cast " + std::to_string(c));
+    const Record& a = after.casts[c];
+    const Record& b = at_once.casts[c];
+    const Record& a_op = after.ops[c / 3];
+    const Record& b_op = at_once.ops[c / 3];
+    EXPECT_EQ(a.seq - a_op.seq, b.seq - b_op.seq);
+    EXPECT_EQ(a.cast.op_seq, a_op.seq);
+    EXPECT_EQ(a.ts_ns, a_op.ts_ns);
+    EXPECT_EQ(a.thread, b.thread);
+    EXPECT_EQ(a.op_id, b.op_id);
+    EXPECT_EQ(a.policy, b.policy);
+    EXPECT_EQ(a.cast.arg_index, b.cast.arg_index);
+    EXPECT_EQ(a.cast.list_index, b.cast.list_index);
+    EXPECT_EQ(a.cast.src, b.cast.src);
+    EXPECT_EQ(a.cast.dst, b.cast.dst);
+    EXPECT_EQ(a.cast.outcome, b.cast.outcome);
+    EXPECT_EQ(a.cast.role, b.cast.role);
+    EXPECT_EQ(a.cast.cache, b.cast.cache);
+    EXPECT_EQ(a.cast.source_version, b.cast.source_version);
+    EXPECT_EQ(a.cast.cached_version, b.cast.cached_version);
+    EXPECT_EQ(a.cast.bytes, b.cast.bytes);
+    EXPECT_EQ(a.cast.ndim, b.cast.ndim);
+    for (int d = 0; d < kMaxShapeDims; ++d) EXPECT_EQ(a.cast.shape[d], b.cast.shape[d]);
+    EXPECT_EQ(a.cast.mode, b.cast.mode);
+    EXPECT_EQ(a.cast.phase, b.cast.phase);
+    EXPECT_EQ(a.cast.round_trip, b.cast.round_trip);
+  }
+  // The weight's casts: a miss in each pass's first linear, then a hit.
+  for (const Drained* records : {&after, &at_once}) {
+    EXPECT_EQ(records->casts[1].cast.cache, CacheOutcome::kMiss);
+    EXPECT_EQ(records->casts[4].cast.cache, CacheOutcome::kHit);
+  }
 }
 
 TEST_F(AutocastKernelTest, UnusualSourcesAndAFailedOpKeepTheirCastsRecords) {
