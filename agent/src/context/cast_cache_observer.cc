@@ -23,9 +23,10 @@ void CastCacheObserver::set_sample_every_misses(uint64_t misses) {
   casts_since_sample_ = 0;
 }
 
-CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& source, const at::Tensor& result) {
+CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& source, const at::Tensor& result,
+                                                          int64_t source_version) {
   Observation out;
-  out.source_version = source._version();
+  out.source_version = source_version;
   const c10::TensorImpl* key = source.unsafeGetTensorImpl();
   std::lock_guard<std::mutex> lock(mutex_);
   ++casts_since_sample_;

@@ -66,8 +66,13 @@ class CastCacheObserver {
   // the file comment); 0: none.
   void set_sample_every_misses(uint64_t misses);
 
-  // After cached_cast returned `result` for a cacheable `source`.
-  Observation observe(const at::Tensor& source, const at::Tensor& result);
+  // After cached_cast returned `result` for a cacheable `source`, whose
+  // version was `source_version` at the cast (a caller that asks later, the
+  // unboxed kernel after the op, read it then).
+  Observation observe(const at::Tensor& source, const at::Tensor& result, int64_t source_version);
+  Observation observe(const at::Tensor& source, const at::Tensor& result) {
+    return observe(source, result, source._version());
+  }
 
   // Casts castscope has seen the cache hold; forgets those it let go of.
   Sample sample();

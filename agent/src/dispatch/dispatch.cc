@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "agent/src/context/autocast_keys.h"
+#include "agent/src/context/cast_cache_observer.h"
 #include "agent/src/gpu/gemm_scope.h"
 #include "agent/src/gpu/launch_scope.h"
 #include "agent/src/numerics/numerics_windows.h"
@@ -150,10 +151,12 @@ struct CastSeqs {
 // in the steady state: a cast made while compiling or inside a probe or
 // numerics window is recorded at once, as the boxed kernel records all of
 // them. What a record reads of its source (dtype, shape, role) does not
-// change across the op; the cast cache was asked at the cast.
+// change across the op; its version, which another thread could change
+// meanwhile, is read at the cast.
 struct PendingCast {
   const at::Tensor* source = nullptr;  // the kernel's argument: alive until the kernel returns
   at::Tensor cached_result;            // cacheable casts only: what the cache observer compares
+  int64_t source_version = 0;          // cacheable casts only: the source's version at the cast
   c10::ScalarType target = c10::ScalarType::Undefined;
   uint16_t arg_index = 0;
   uint64_t seq = 0;
@@ -250,8 +253,10 @@ class KernelCore {
       if (pending != nullptr) {
         for (size_t i = 0; i < pending->size; ++i) {
           const PendingCast& cast = pending->casts[i];
+          const bool cacheable = cast.cached_result.defined();
           record_cast(thread, r, *cast.source, cast.target, cast.arg_index, -1, std::nullopt,
-                      cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.seq);
+                      cacheable ? &cast.cached_result : nullptr, cast.seq,
+                      cacheable ? std::optional(cast.source_version) : std::nullopt);
         }
         pending->size = 0;
       }
@@ -316,7 +321,10 @@ class KernelCore {
     cast.target = target;
     cast.arg_index = static_cast<uint16_t>(arg_index);
     cast.seq = seq;
-    if (cacheable) cast.cached_result = result;
+    if (cacheable) {
+      cast.cached_result = result;
+      cast.source_version = static_cast<int64_t>(t._version());
+    }
     return result;
   }
 
@@ -334,11 +342,14 @@ class KernelCore {
   }
 
   // Records one decision. `forced` replaces the computed outcome (dtype-arg
-  // policies decide by the first argument, not by a cast). Returns what the
-  // cast cache did (kNotCacheable when not observed).
+  // policies decide by the first argument, not by a cast). The cast cache's
+  // observer is asked about `cached_result` here, with the source's version
+  // read at the cast when given (`source_version`), else now. Returns what
+  // the cast cache did (kNotCacheable when not observed).
   CacheOutcome record_cast(ThreadBlock& thread, const Record& op_record, const at::Tensor& t, c10::ScalarType target,
                            size_t arg_index, int list_index, std::optional<CastOutcome> forced,
-                           const at::Tensor* cached_result = nullptr, uint64_t reserved_seq = 0) noexcept {
+                           const at::Tensor* cached_result = nullptr, uint64_t reserved_seq = 0,
+                           std::optional<int64_t> source_version = std::nullopt) noexcept {
     CacheOutcome cache = CacheOutcome::kNotCacheable;
     try {
       const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
@@ -352,7 +363,7 @@ class KernelCore {
       r.cast.outcome = forced.value_or(classify_tensor(t, target, device_.device));
       bool sample_due = false;
       if (cached_result != nullptr) {
-        const auto seen = runtime_.cast_cache.observe(t, *cached_result);
+        const auto seen = runtime_.cast_cache.observe(t, *cached_result, source_version.value_or(t._version()));
         sample_due = seen.sample_due;
         r.cast.cache = cache = seen.outcome;
         r.cast.source_version = static_cast<uint32_t>(seen.source_version);
@@ -673,7 +684,9 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
                        ThreadBlock& thread, CastSeqs& seqs, Pending* pending, Args&... args) {
     std::tuple<Casted<Args>...> casted{cast_arg(args, target, Index, op_record, thread, seqs, pending)...};
     Return out = std::apply([this](auto&... a) { return op_.call(a...); }, casted);
-    if (checks_numerics(op_record)) [[unlikely]] {
+    // An op is checked whole or not at all: one whose casts were not (no
+    // window when it started) is not, though a window opened meanwhile.
+    if (pending == nullptr && checks_numerics(op_record)) [[unlikely]] {
       std::vector<at::Tensor> inputs;
       std::apply([&inputs](const auto&... a) { (add_checked_input(a, inputs), ...); }, casted);
       const at::Tensor outputs[] = {out};

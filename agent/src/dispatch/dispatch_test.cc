@@ -13,6 +13,7 @@
 
 #include "agent/src/context/cast_cache_observer.h"
 #include "agent/src/numerics/numerics_windows.h"
+#include "agent/src/observers/op_probe.h"
 #include "agent/src/policy/policy.h"
 
 namespace castscope {
@@ -337,10 +338,11 @@ TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
 }
 
 // The unboxed kernel records an op's casts after the op in the steady state
-// and at once inside a numerics window (or a probe window, or while
-// compiling). Both ways make the same records: what a record reads of its
-// source does not change across the op, and the cast cache was asked at the
-// cast.
+// and at once inside a numerics window open when the op starts (or a probe
+// window, or while compiling). Both ways make the same records, in the same
+// order: what a record reads of its source does not change across the op,
+// and its version is read at the cast (here a stale hit: the weight changed
+// in place between two linears of one region).
 TEST_F(AutocastKernelTest, CastsRecordedAfterTheOpAreThoseRecordedAtOnce) {
   const at::Tensor x = at::randn({4, 16});
   const at::Tensor weight = at::randn({8, 16}).requires_grad_(true);
@@ -348,33 +350,49 @@ TEST_F(AutocastKernelTest, CastsRecordedAfterTheOpAreThoseRecordedAtOnce) {
   DispatchRegistry registry(runtime_);
   ASSERT_TRUE(registry.register_policies(policies_).empty());
   auto linear_twice = [&] {
-    CpuAutocast region;  // each pass its own region: a miss, then a hit
+    CpuAutocast region;  // each pass its own region: a miss, then a stale hit
     at::linear(x, weight, bias);
+    {
+      at::NoGradGuard no_grad;
+      weight.mul_(1);  // a new version; the cache still serves the old cast
+    }
     at::linear(x, weight, bias);
   };
-  linear_twice();  // recorded after each op
-  const Drained after = drain(runtime_);
+  auto in_ring_order = [&] {
+    std::vector<Record> all;
+    runtime_.events.drain([&](const Record& r) { all.push_back(r); });
+    return all;
+  };
+  ASSERT_FALSE(numerics_window_open() || probe_window_open());  // the first pass records after each op
+  linear_twice();
+  const std::vector<Record> after = in_ring_order();
   NumericsConfig window;
   window.max_ms = 600000;
   numerics_start(window);  // open from now
   ASSERT_TRUE(numerics_window_open());
   linear_twice();  // recorded at once
   numerics_stop();
-  const Drained at_once = drain(runtime_);
+  const std::vector<Record> at_once = in_ring_order();
 
-  ASSERT_EQ(after.ops.size(), 2u);
-  ASSERT_EQ(at_once.ops.size(), 2u);
-  ASSERT_EQ(after.casts.size(), 6u);
-  ASSERT_EQ(at_once.casts.size(), 6u);
-  for (size_t c = 0; c < after.casts.size(); ++c) {
-    SCOPED_TRACE("cast " + std::to_string(c));
-    const Record& a = after.casts[c];
-    const Record& b = at_once.casts[c];
-    const Record& a_op = after.ops[c / 3];
-    const Record& b_op = at_once.ops[c / 3];
+  // Per linear: its three casts, then the op (no cache sample is due).
+  const std::vector<RecordKind> kinds = {RecordKind::kCast, RecordKind::kCast, RecordKind::kCast, RecordKind::kOp,
+                                         RecordKind::kCast, RecordKind::kCast, RecordKind::kCast, RecordKind::kOp};
+  ASSERT_EQ(after.size(), kinds.size());
+  ASSERT_EQ(at_once.size(), kinds.size());
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    SCOPED_TRACE("record " + std::to_string(i));
+    EXPECT_EQ(after[i].kind, kinds[i]);
+    EXPECT_EQ(at_once[i].kind, kinds[i]);
+    if (kinds[i] != RecordKind::kCast) continue;
+    const Record& a = after[i];
+    const Record& b = at_once[i];
+    const Record& a_op = after[i / 4 * 4 + 3];
+    const Record& b_op = at_once[i / 4 * 4 + 3];
     EXPECT_EQ(a.seq - a_op.seq, b.seq - b_op.seq);
     EXPECT_EQ(a.cast.op_seq, a_op.seq);
+    EXPECT_EQ(b.cast.op_seq, b_op.seq);
     EXPECT_EQ(a.ts_ns, a_op.ts_ns);
+    EXPECT_EQ(b.ts_ns, b_op.ts_ns);
     EXPECT_EQ(a.thread, b.thread);
     EXPECT_EQ(a.op_id, b.op_id);
     EXPECT_EQ(a.policy, b.policy);
@@ -385,19 +403,20 @@ TEST_F(AutocastKernelTest, CastsRecordedAfterTheOpAreThoseRecordedAtOnce) {
     EXPECT_EQ(a.cast.outcome, b.cast.outcome);
     EXPECT_EQ(a.cast.role, b.cast.role);
     EXPECT_EQ(a.cast.cache, b.cast.cache);
-    EXPECT_EQ(a.cast.source_version, b.cast.source_version);
-    EXPECT_EQ(a.cast.cached_version, b.cast.cached_version);
     EXPECT_EQ(a.cast.bytes, b.cast.bytes);
     EXPECT_EQ(a.cast.ndim, b.cast.ndim);
     for (int d = 0; d < kMaxShapeDims; ++d) EXPECT_EQ(a.cast.shape[d], b.cast.shape[d]);
     EXPECT_EQ(a.cast.mode, b.cast.mode);
     EXPECT_EQ(a.cast.phase, b.cast.phase);
     EXPECT_EQ(a.cast.round_trip, b.cast.round_trip);
+    // Versions move on with each pass's in-place change: compared by their gap.
+    EXPECT_EQ(a.cast.source_version - a.cast.cached_version, b.cast.source_version - b.cast.cached_version);
   }
-  // The weight's casts: a miss in each pass's first linear, then a hit.
-  for (const Drained* records : {&after, &at_once}) {
-    EXPECT_EQ(records->casts[1].cast.cache, CacheOutcome::kMiss);
-    EXPECT_EQ(records->casts[4].cast.cache, CacheOutcome::kHit);
+  // The weight's casts: a miss, then a hit on the cast of an older version.
+  for (const std::vector<Record>* records : {&after, &at_once}) {
+    EXPECT_EQ((*records)[1].cast.cache, CacheOutcome::kMiss);
+    EXPECT_EQ((*records)[5].cast.cache, CacheOutcome::kStaleHit);
+    EXPECT_EQ((*records)[5].cast.source_version, (*records)[5].cast.cached_version + 1);
   }
 }
 
