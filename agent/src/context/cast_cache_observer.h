@@ -66,12 +66,19 @@ class CastCacheObserver {
   // the file comment); 0: none.
   void set_sample_every_misses(uint64_t misses);
 
+  // A source's version as the observer compares it. An inference tensor
+  // (made under torch.inference_mode, such as a module's weights built there)
+  // has no version counter and raises when asked: 0, so its casts are
+  // observed, and its in-place changes, which autograd cannot see either,
+  // are not.
+  static int64_t version_of(const at::Tensor& source) { return source.is_inference() ? 0 : source._version(); }
+
   // After cached_cast returned `result` for a cacheable `source`, whose
   // version was `source_version` at the cast (a caller that asks later, the
   // unboxed kernel after the op, read it then).
   Observation observe(const at::Tensor& source, const at::Tensor& result, int64_t source_version);
   Observation observe(const at::Tensor& source, const at::Tensor& result) {
-    return observe(source, result, source._version());
+    return observe(source, result, version_of(source));
   }
 
   // Casts castscope has seen the cache hold; forgets those it let go of.

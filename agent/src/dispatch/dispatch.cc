@@ -323,7 +323,7 @@ class KernelCore {
     cast.seq = seq;
     if (cacheable) {
       cast.cached_result = result;
-      cast.source_version = static_cast<int64_t>(t._version());
+      cast.source_version = CastCacheObserver::version_of(t);
     }
     return result;
   }
@@ -363,7 +363,8 @@ class KernelCore {
       r.cast.outcome = forced.value_or(classify_tensor(t, target, device_.device));
       bool sample_due = false;
       if (cached_result != nullptr) {
-        const auto seen = runtime_.cast_cache.observe(t, *cached_result, source_version.value_or(t._version()));
+        const auto seen = runtime_.cast_cache.observe(
+            t, *cached_result, source_version ? *source_version : CastCacheObserver::version_of(t));
         sample_due = seen.sample_due;
         r.cast.cache = cache = seen.outcome;
         r.cast.source_version = static_cast<uint32_t>(seen.source_version);

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -418,6 +419,45 @@ TEST_F(AutocastKernelTest, CastsRecordedAfterTheOpAreThoseRecordedAtOnce) {
     EXPECT_EQ((*records)[5].cast.cache, CacheOutcome::kStaleHit);
     EXPECT_EQ((*records)[5].cast.source_version, (*records)[5].cast.cached_version + 1);
   }
+}
+
+// A module built under torch.inference_mode has inference tensors for
+// weights: leaves that require grad, which cached_cast's condition admits,
+// but with no version counter (asking raises). Their casts are recorded and
+// observed, the same when recorded after the op and at once, with no internal
+// error. (torch 2.14.1's cache did not serve them again here: each is a miss.)
+TEST_F(AutocastKernelTest, InferenceTensorWeightsAreRecordedAndObserved) {
+  c10::InferenceMode inference;
+  const at::Tensor x = at::randn({4, 16});
+  const at::Tensor weight = at::randn({8, 16}).requires_grad_(true);
+  ASSERT_TRUE(weight.is_inference());
+  ASSERT_TRUE(CastCacheObserver::cacheable(weight, at::kBFloat16, at::kCPU));
+  DispatchRegistry registry(runtime_);
+  ASSERT_TRUE(registry.register_policies(policies_).empty());
+  auto linear_twice = [&] {
+    CpuAutocast region;
+    at::linear(x, weight);
+    at::linear(x, weight);
+  };
+  linear_twice();  // recorded after each op
+  NumericsConfig window;
+  window.max_ms = 600000;
+  numerics_start(window);
+  linear_twice();  // recorded at once
+  numerics_stop();
+  const Drained records = drain(runtime_);
+  ASSERT_EQ(records.ops.size(), 4u);
+  ASSERT_EQ(records.casts.size(), 8u);
+  for (size_t weight_cast : {1, 3}) {
+    SCOPED_TRACE("cast " + std::to_string(weight_cast));
+    const CastFields& after = records.casts[weight_cast].cast;
+    const CastFields& at_once = records.casts[4 + weight_cast].cast;
+    EXPECT_EQ(after.role, Role::kWeight);
+    EXPECT_NE(after.cache, CacheOutcome::kNotCacheable);
+    EXPECT_EQ(after.cache, at_once.cache);
+    EXPECT_EQ(after.source_version, 0u);
+  }
+  EXPECT_EQ(runtime_.events.stats().internal_errors, 0u);
 }
 
 TEST_F(AutocastKernelTest, UnusualSourcesAndAFailedOpKeepTheirCastsRecords) {
