@@ -239,3 +239,26 @@ def test_agent_never_extends_a_cast_lifetime(tmp_path):
     assert after - baseline < 32 * 2**20, f"{(after - baseline) / 2**20:.0f} MiB still held"
     (marked,) = [s for s in samples if s["trigger"] == "TRIGGER_ITERATION"]
     assert marked["live_casts"] == "1" and int(marked["live_bytes"]) == 8192 * 8192 * 2
+
+
+def test_a_module_built_under_inference_mode_has_its_casts_recorded(tmp_path):
+    # Its weights are inference tensors: leaves that require grad, with no
+    # version counter (asking raises). Outputs stay native; every cast is
+    # recorded and observed; nothing is counted as an internal error.
+    torch.manual_seed(0)
+    with torch.inference_mode():
+        model = torch.nn.Linear(8, 8)
+        x = torch.randn(4, 8)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            native = [model(x), model(x)]
+    with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            ours = [model(x), model(x)]  # <inference-forward>
+        weights = casts_of(agent, "aten::linear", "weight")
+        status = agent.status()
+    for a, b in zip(native, ours):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    assert len(weights) == 2
+    assert all(c["role"] == "ROLE_WEIGHT" and c["cache"] != "CACHE_OUTCOME_NOT_CACHEABLE" for c in weights), weights
+    assert {c["location"]["line"] for c in weights} == {line_of("inference-forward")}
+    assert status["internal_errors"] == 0, status
