@@ -253,10 +253,8 @@ class KernelCore {
       if (pending != nullptr) {
         for (size_t i = 0; i < pending->size; ++i) {
           const PendingCast& cast = pending->casts[i];
-          const bool cacheable = cast.cached_result.defined();
           record_cast(thread, r, *cast.source, cast.target, cast.arg_index, -1, std::nullopt,
-                      cacheable ? &cast.cached_result : nullptr, cast.seq,
-                      cacheable ? std::optional(cast.source_version) : std::nullopt);
+                      cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.seq, cast.source_version);
         }
         pending->size = 0;
       }
@@ -273,59 +271,62 @@ class KernelCore {
     return dtype_override_ == DType::kUnspecified ? region_dtype : to_scalar_type(dtype_override_);
   }
 
+  // A defined tensor's cast, as cached_cast makes it natively; for a
+  // recorded op (`op_record`) also whether the cast cache's observer follows
+  // it and the seq its kernels carry (GPU timing).
+  struct CastMade {
+    at::Tensor result;
+    uint64_t seq = 0;
+    bool cacheable = false;
+  };
+  CastMade make_cast(const at::Tensor& t, c10::ScalarType target, const Record* op_record, CastSeqs& seqs) {
+    CastMade made;
+    // Decided before the cast: cached_cast consults the cache only then.
+    // Compile-time decisions see fake tensors: nothing for the cache observer.
+    made.cacheable = op_record != nullptr && op_record->op.mode != ExecutionMode::kCompiling &&
+                     CastCacheObserver::cacheable(t, target, device_.device);
+    made.seq = op_record != nullptr ? seqs.take(runtime_.events) : 0;
+    const LaunchScope launches(op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda),
+                               made.seq | kCastLaunchBit);
+    made.result = at::autocast::cached_cast(target, t, device_.device);
+    return made;
+  }
+
   at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record,
                       ThreadBlock& thread, CastSeqs& seqs) {
     if (!t.defined()) return t;
-    // Decided before the cast: cached_cast consults the cache only then.
-    // Compile-time decisions see fake tensors: nothing for the cache observer.
-    const bool cacheable = op_record != nullptr && op_record->op.mode != ExecutionMode::kCompiling &&
-                           CastCacheObserver::cacheable(t, target, device_.device);
-    // GPU timing: the cast's kernels carry the cast's own seq, taken now.
-    const uint64_t seq = op_record != nullptr ? seqs.take(runtime_.events) : 0;
-    const bool correlate = op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda);
-    at::Tensor result;
-    {
-      const LaunchScope launches(correlate, seq | kCastLaunchBit);
-      result = at::autocast::cached_cast(target, t, device_.device);
-    }
+    CastMade made = make_cast(t, target, op_record, seqs);
+    at::Tensor& result = made.result;
     if (op_record != nullptr) {
-      const CacheOutcome cache =
-          record_cast(thread, *op_record, t, target, arg_index, list_index, std::nullopt, cacheable ? &result : nullptr,
-                      seq);
+      const CacheOutcome cache = record_cast(thread, *op_record, t, target, arg_index, list_index, std::nullopt,
+                                             made.cacheable ? &result : nullptr, made.seq);
       // Numerics windows: a cast the cache served was checked when it was made.
       if (numerics_window_open() && result.unsafeGetTensorImpl() != t.unsafeGetTensorImpl() &&
           cache != CacheOutcome::kHit && cache != CacheOutcome::kStaleHit &&
           op_record->op.mode != ExecutionMode::kCompiling) [[unlikely]]
         numerics_check_cast(*op_record, static_cast<uint16_t>(arg_index), t, result);
     }
-    return result;
+    return std::move(result);
   }
 
   // cast_one's steady state (the unboxed kernel, recording, no window open,
   // not compiling): the cast, and a note for its record after the op.
   template <size_t kPending>
-  at::Tensor cast_pending(const at::Tensor& t, c10::ScalarType target, size_t arg_index, CastSeqs& seqs,
-                          PendingCasts<kPending>& pending) {
+  at::Tensor cast_pending(const at::Tensor& t, c10::ScalarType target, size_t arg_index, const Record& op_record,
+                          CastSeqs& seqs, PendingCasts<kPending>& pending) {
     if (!t.defined()) return t;
-    // As cast_one: cacheable decided before the cast, the seq taken for its kernels.
-    const bool cacheable = t.requires_grad() && CastCacheObserver::cacheable(t, target, device_.device);
-    const uint64_t seq = seqs.take(runtime_.events);
-    at::Tensor result;
-    {
-      const LaunchScope launches(gpu_correlates(device_.kind == DeviceKind::kCuda), seq | kCastLaunchBit);
-      result = at::autocast::cached_cast(target, t, device_.device);
-    }
+    CastMade made = make_cast(t, target, &op_record, seqs);
     // Noted once made: a cast that raised has no record, as in cast_one.
     PendingCast& cast = pending.casts[pending.size++];
     cast.source = &t;
     cast.target = target;
     cast.arg_index = static_cast<uint16_t>(arg_index);
-    cast.seq = seq;
-    if (cacheable) {
-      cast.cached_result = result;
+    cast.seq = made.seq;
+    if (made.cacheable) {
+      cast.cached_result = made.result;
       cast.source_version = CastCacheObserver::version_of(t);
     }
-    return result;
+    return std::move(made.result);
   }
 
   // Whether this op's casts are recorded after it (cast_pending) or at once
@@ -706,7 +707,7 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
   // `pending`: casts recorded after the op (records_casts_after), else nullptr.
   at::Tensor cast_arg(const at::Tensor& t, c10::ScalarType target, size_t index, Record* op_record,
                       ThreadBlock& thread, CastSeqs& seqs, Pending* pending) {
-    if (pending != nullptr) return cast_pending(t, target, index, seqs, *pending);
+    if (pending != nullptr) return cast_pending(t, target, index, *op_record, seqs, *pending);
     return cast_one(t, target, index, -1, op_record, thread, seqs);
   }
   std::optional<at::Tensor> cast_arg(const std::optional<at::Tensor>& t, c10::ScalarType target, size_t index,

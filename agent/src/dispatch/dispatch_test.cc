@@ -338,6 +338,19 @@ TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
   EXPECT_EQ(records.casts[0].cast.bytes, 4u * 16u * 4u);  // x: 4 x 16 float32
 }
 
+// A numerics window open from construction to destruction: the unboxed
+// kernel then records each cast at once.
+struct NumericsWindow {
+  NumericsWindow() {
+    NumericsConfig config;
+    config.max_ms = 600000;
+    numerics_start(config);  // open from now
+  }
+  ~NumericsWindow() { numerics_stop(); }
+  NumericsWindow(const NumericsWindow&) = delete;
+  NumericsWindow& operator=(const NumericsWindow&) = delete;
+};
+
 // The unboxed kernel records an op's casts after the op in the steady state
 // and at once inside a numerics window open when the op starts (or a probe
 // window, or while compiling). Both ways make the same records, in the same
@@ -367,12 +380,11 @@ TEST_F(AutocastKernelTest, CastsRecordedAfterTheOpAreThoseRecordedAtOnce) {
   ASSERT_FALSE(numerics_window_open() || probe_window_open());  // the first pass records after each op
   linear_twice();
   const std::vector<Record> after = in_ring_order();
-  NumericsConfig window;
-  window.max_ms = 600000;
-  numerics_start(window);  // open from now
-  ASSERT_TRUE(numerics_window_open());
-  linear_twice();  // recorded at once
-  numerics_stop();
+  {
+    const NumericsWindow window;
+    ASSERT_TRUE(numerics_window_open());
+    linear_twice();  // recorded at once
+  }
   const std::vector<Record> at_once = in_ring_order();
 
   // Per linear: its three casts, then the op (no cache sample is due).
@@ -440,11 +452,10 @@ TEST_F(AutocastKernelTest, InferenceTensorWeightsAreRecordedAndObserved) {
     at::linear(x, weight);
   };
   linear_twice();  // recorded after each op
-  NumericsConfig window;
-  window.max_ms = 600000;
-  numerics_start(window);
-  linear_twice();  // recorded at once
-  numerics_stop();
+  {
+    const NumericsWindow window;
+    linear_twice();  // recorded at once
+  }
   const Drained records = drain(runtime_);
   ASSERT_EQ(records.ops.size(), 4u);
   ASSERT_EQ(records.casts.size(), 8u);
