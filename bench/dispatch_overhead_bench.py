@@ -8,6 +8,8 @@ Rows, each timed on the same tensors in the same process:
                  RecordFunction observer with inputs and outputs sees every op
   castscope+numerics  the same inside a numerics window (docs/numerics.md): each cast the
                  cache did not serve and each op's output checked for inf, NaN and zeros
+  castscope+gpu  the same inside a GPU timing window (docs/gpu.md; CUPTI on, every CUDA
+                 op's and cast's launches correlated): with --device cuda only
   castscope-noloc  the same without source locations
   castscope-off  castscope attached with record_events=False (casts only)
   castscope-aggregate  aggregate mode (docs/aggregate.md): per-site counters, no per-event records
@@ -15,7 +17,12 @@ Rows, each timed on the same tensors in the same process:
   dispatch-mode  native autocast under a Python TorchDispatchMode dtype logger
 
     .venv/bin/python bench/dispatch_overhead_bench.py [--iters 20000] [--repeats 7] [--rows native,castscope]
-Prints CPU microseconds per op of the calling thread (time.thread_time_ns:
+        [--device cuda] [--grad]
+With --device cuda the same ops run on the GPU under float16 autocast (what
+the CPU spends launching them: the kernels are tiny). With --grad they run
+with autograd on, as a training step's forward does: linear's and conv2d's
+parameters require grad, so their casts are the cast cache's (hits after the
+first call) and each call records its autograd node. Prints CPU microseconds per op of the calling thread (time.thread_time_ns:
 time the thread was descheduled does not count, which removes most of a
 shared VM's noise), median and minimum of the repeats, and ratios to native.
 """
@@ -30,13 +37,13 @@ from baselines import DtypeLogger, profiler_with_stacks
 from harness import interleaved, medians, repeats_parser
 
 
-def make_cases():
+def make_cases(device):
     torch.manual_seed(0)
-    a, b = torch.randn(8, 8), torch.randn(8, 8)
-    linear = torch.nn.Linear(16, 16)
-    x16 = torch.randn(4, 16)
-    conv = torch.nn.Conv2d(3, 4, 3)
-    img = torch.randn(1, 3, 8, 8)
+    a, b = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
+    linear = torch.nn.Linear(16, 16, device=device)
+    x16 = torch.randn(4, 16, device=device)
+    conv = torch.nn.Conv2d(3, 4, 3, device=device)
+    img = torch.randn(1, 3, 8, 8, device=device)
     with torch.no_grad():
         return {
             "mm 8x8": lambda: torch.mm(a, b),
@@ -45,8 +52,9 @@ def make_cases():
         }
 
 
-def time_once(fn, iters, wrap):
-    with torch.no_grad(), wrap(), torch.autocast("cpu", dtype=torch.bfloat16):
+def time_once(fn, iters, wrap, device="cpu", grad=False):
+    dtype = torch.float16 if device == "cuda" else torch.bfloat16
+    with torch.enable_grad() if grad else torch.no_grad(), wrap(), torch.autocast(device, dtype=dtype):
         for _ in range(200):
             fn()
         start = time.thread_time_ns()
@@ -58,19 +66,24 @@ def time_once(fn, iters, wrap):
 def main():
     parser = repeats_parser(7, iters=20000)
     parser.add_argument("--rows", default="", help="comma-separated rows to time (native is always timed); default: all")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the ops run (default cpu)")
+    parser.add_argument("--grad", action="store_true", help="autograd on: a training step's forward (default: no_grad)")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device")
     torch.set_num_threads(1)
-    cases = make_cases()
+    cases = make_cases(args.device)
     stats = {"recorded": 0, "dropped": 0}
 
     with tempfile.TemporaryDirectory() as tmp:
         @contextlib.contextmanager
-        def agent(record_events, locations=True, probe=False, aggregate=False, numerics=False):
-            # Each attach opens a probe and a numerics window that outlast one
-            # timing: rows choose by turning them on (a schedule) or off.
+        def agent(record_events, locations=True, probe=False, aggregate=False, numerics=False, gpu="off"):
+            # Each attach opens a probe, a numerics and (on a CUDA machine) a
+            # GPU timing window that outlast one timing: rows choose by turning
+            # them on (a schedule) or off.
             with castscope.attached(events_path=f"{tmp}/events.jsonl", record_events=record_events,
                                     ring_records=1 << 20, locations=locations, probe=probe,
-                                    aggregate=aggregate, numerics=numerics) as a:
+                                    aggregate=aggregate, numerics=numerics, gpu_timing=gpu) as a:
                 yield
                 status = a.status()
             stats["recorded"] = status["events_recorded"]
@@ -81,6 +94,7 @@ def main():
             "castscope": (lambda: agent(True), 1),
             "castscope+probe": (lambda: agent(True, probe={"max_ms": 600000}), 1),
             "castscope+numerics": (lambda: agent(True, numerics={"max_ms": 600000}), 1),
+            "castscope+gpu": (lambda: agent(True, gpu="on"), 1),
             "castscope-noloc": (lambda: agent(True, locations=False), 1),
             "castscope-off": (lambda: agent(False), 1),
             "castscope-aggregate": (lambda: agent(True, aggregate=True), 1),
@@ -93,17 +107,21 @@ def main():
             if unknown:
                 parser.error(f"--rows: unknown row(s) {', '.join(sorted(unknown))}; rows: {', '.join(rows)}")
             rows = {row: spec for row, spec in rows.items() if row in wanted}
+        if args.device != "cuda":
+            if args.rows and "castscope+gpu" in wanted:
+                parser.error("--rows castscope+gpu: needs --device cuda (no CUDA op to time)")
+            rows.pop("castscope+gpu", None)
         for fn in cases.values():
-            time_once(fn, args.iters, contextlib.nullcontext)  # warm-up
+            time_once(fn, args.iters, contextlib.nullcontext, args.device, args.grad)  # warm-up
 
         def measure(cell):
             name, row = cell
             wrap, slowdown = rows[row]
-            return time_once(cases[name], max(args.iters // slowdown, 100), wrap)
+            return time_once(cases[name], max(args.iters // slowdown, 100), wrap, args.device, args.grad)
 
         samples = interleaved([(name, row) for name in cases for row in rows], args.repeats, measure)
 
-    print(f"torch {torch.__version__}, 1 intra-op thread, median of {args.repeats} interleaved runs of {args.iters} calls"
+    print(f"torch {torch.__version__}, {args.device}{', autograd on' if args.grad else ''}, 1 intra-op thread, median of {args.repeats} interleaved runs of {args.iters} calls"
           " (profiler and dispatch-mode rows: a tenth)")
     print(f"castscope events recorded (cumulative over every attach): {stats['recorded']}, dropped: {stats['dropped']}")
     header = f"{'op':20s} {'row':18s} {'median us':>9s} {'x native':>9s} {'min us':>8s} {'x native':>9s}"
