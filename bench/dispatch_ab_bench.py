@@ -19,21 +19,26 @@ import subprocess
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-ROW = re.compile(r"^(.+?)\s+(castscope\S*)\s+[\d.]+\s+[\d.]+x\s+[\d.]+\s+([\d.]+)x$")
+# One row of the per-op bench's table: op, row, median us, its ratio, min us, its ratio.
+ROW = re.compile(r"^(.+?)\s+(native|castscope\S*)\s+[\d.]+\s+[\d.]+x\s+([\d.]+)\s+[\d.]+x$")
 
 
 def one_process(library: str, device: str, grad: bool, iters: int) -> dict:
-    """{(op, row): minimum's ratio to native} from one run of the per-op bench."""
+    """{(op, row): minimum's ratio to native} from one run of the per-op bench,
+    worked out from the minimum microseconds (the table prints ratios to two
+    decimals, the size of the effects compared here)."""
     done = subprocess.run([sys.executable, str(REPO / "bench" / "dispatch_overhead_bench.py"), "--device", device,
                            *(["--grad"] if grad else []),
                            "--iters", str(iters), "--repeats", "5", "--rows", "castscope,castscope-aggregate"],
                           env={**os.environ, "CASTSCOPE_AGENT_LIB": library}, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"dispatch_overhead_bench.py with {library} exited {done.returncode}:\n{done.stderr[-3000:]}")
-    ratios = {}
+    minimums = {}
     for line in done.stdout.splitlines():
         if match := ROW.match(line.strip()):
-            ratios[(match.group(1).strip(), match.group(2))] = float(match.group(3))
+            minimums[(match.group(1).strip(), match.group(2))] = float(match.group(3))
+    ratios = {(op, row): us / minimums[(op, "native")] for (op, row), us in minimums.items()
+              if row != "native" and minimums.get((op, "native"))}
     if not ratios:
         sys.exit(f"no rows in dispatch_overhead_bench.py's output:\n{done.stdout}")
     return ratios
@@ -49,8 +54,13 @@ def main():
     parser.add_argument("--iters", type=int, default=20000)
     args = parser.parse_args()
     for library in (args.before, args.after):
+        # castscope falls back to build/'s library when CASTSCOPE_AGENT_LIB names no file.
+        if not pathlib.Path(library).is_file():
+            parser.error(f"{library}: no such file")
         if not (pathlib.Path(library).parent / "libcastscope_python.so").is_file():
             parser.error(f"{library}: no libcastscope_python.so beside it (an agent without its frame reader records no lines)")
+    if pathlib.Path(args.before).resolve() == pathlib.Path(args.after).resolve():
+        print(f"note: --before and --after are the same library ({args.after}): an A/A run", flush=True)
     runs = {"before": [], "after": []}
     for pair in range(1, args.pairs + 1):
         order = ["before", "after"] if pair % 2 else ["after", "before"]

@@ -21,8 +21,9 @@ Rows, each timed on the same tensors in the same process:
 With --device cuda the same ops run on the GPU under float16 autocast (what
 the CPU spends launching them: the kernels are tiny). With --grad they run
 with autograd on, as a training step's forward does: linear's and conv2d's
-parameters require grad, so their casts are the cast cache's (hits after the
-first call) and each call records its autograd node. Prints CPU microseconds per op of the calling thread (time.thread_time_ns:
+calls then record their autograd nodes (mm's inputs require no grad). Their
+parameters' casts are the cast cache's either way (it serves leaves that
+require grad, in or out of no_grad). Prints CPU microseconds per op of the calling thread (time.thread_time_ns:
 time the thread was descheduled does not count, which removes most of a
 shared VM's noise), median and minimum of the repeats, and ratios to native.
 """
@@ -94,7 +95,7 @@ def main():
             "castscope": (lambda: agent(True), 1),
             "castscope+probe": (lambda: agent(True, probe={"max_ms": 600000}), 1),
             "castscope+numerics": (lambda: agent(True, numerics={"max_ms": 600000}), 1),
-            "castscope+gpu": (lambda: agent(True, gpu="on"), 1),
+            "castscope+gpu": (lambda: agent(True, gpu={"mode": "on", "window_max_ms": 600000}), 1),
             "castscope-noloc": (lambda: agent(True, locations=False), 1),
             "castscope-off": (lambda: agent(False), 1),
             "castscope-aggregate": (lambda: agent(True, aggregate=True), 1),
