@@ -74,11 +74,11 @@ def main():
         parser.error("--device cuda: torch sees no CUDA device")
     torch.set_num_threads(1)
     cases = make_cases(args.device)
-    stats = {"recorded": 0, "dropped": 0}
+    recorded = {}  # row -> (events recorded, dropped) in its last timing: a row that records nothing shows
 
     with tempfile.TemporaryDirectory() as tmp:
         @contextlib.contextmanager
-        def agent(record_events, locations=True, probe=False, aggregate=False, numerics=False, gpu="off"):
+        def agent(row, record_events, locations=True, probe=False, aggregate=False, numerics=False, gpu="off"):
             # Each attach opens a probe, a numerics and (on a CUDA machine) a
             # GPU timing window that outlast one timing: rows choose by turning
             # them on (a schedule) or off.
@@ -86,19 +86,19 @@ def main():
                                     ring_records=1 << 20, locations=locations, probe=probe,
                                     aggregate=aggregate, numerics=numerics, gpu_timing=gpu) as a:
                 yield
+                a.flush()  # aggregate mode's counters too: the status then counts this timing whole
                 status = a.status()
-            stats["recorded"] = status["events_recorded"]
-            stats["dropped"] = status["events_dropped"]
+            recorded[row] = (status["events_recorded"], status["events_dropped"])
 
         rows = {
             "native": (contextlib.nullcontext, 1),
-            "castscope": (lambda: agent(True), 1),
-            "castscope+probe": (lambda: agent(True, probe={"max_ms": 600000}), 1),
-            "castscope+numerics": (lambda: agent(True, numerics={"max_ms": 600000}), 1),
-            "castscope+gpu": (lambda: agent(True, gpu={"mode": "on", "window_max_ms": 600000}), 1),
-            "castscope-noloc": (lambda: agent(True, locations=False), 1),
-            "castscope-off": (lambda: agent(False), 1),
-            "castscope-aggregate": (lambda: agent(True, aggregate=True), 1),
+            "castscope": (lambda: agent("castscope", True), 1),
+            "castscope+probe": (lambda: agent("castscope+probe", True, probe={"max_ms": 600000}), 1),
+            "castscope+numerics": (lambda: agent("castscope+numerics", True, numerics={"max_ms": 600000}), 1),
+            "castscope+gpu": (lambda: agent("castscope+gpu", True, gpu={"mode": "on", "window_max_ms": 600000}), 1),
+            "castscope-noloc": (lambda: agent("castscope-noloc", True, locations=False), 1),
+            "castscope-off": (lambda: agent("castscope-off", False), 1),
+            "castscope-aggregate": (lambda: agent("castscope-aggregate", True, aggregate=True), 1),
             "profiler": (profiler_with_stacks, 10),
             "dispatch-mode": (DtypeLogger, 10),
         }
@@ -124,7 +124,8 @@ def main():
 
     print(f"torch {torch.__version__}, {args.device}{', autograd on' if args.grad else ''}, 1 intra-op thread, median of {args.repeats} interleaved runs of {args.iters} calls"
           " (profiler and dispatch-mode rows: a tenth)")
-    print(f"castscope events recorded (cumulative over every attach): {stats['recorded']}, dropped: {stats['dropped']}")
+    print("castscope events recorded, dropped in each row's last timing: "
+          + ", ".join(f"{row} {events} / {dropped}" for row, (events, dropped) in recorded.items()))
     header = f"{'op':20s} {'row':18s} {'median us':>9s} {'x native':>9s} {'min us':>8s} {'x native':>9s}"
     print(header)
     print("-" * len(header))
