@@ -273,11 +273,14 @@ class KernelCore {
 
   // A defined tensor's cast, as cached_cast makes it natively; for a
   // recorded op (`op_record`) also whether the cast cache's observer follows
-  // it and the seq its kernels carry (GPU timing).
+  // it (then the source's version at the cast, which another thread could
+  // change before the record is written) and the seq its kernels carry (GPU
+  // timing).
   struct CastMade {
     at::Tensor result;
     uint64_t seq = 0;
     bool cacheable = false;
+    int64_t source_version = 0;  // cacheable casts only
   };
   CastMade make_cast(const at::Tensor& t, c10::ScalarType target, const Record* op_record, CastSeqs& seqs) {
     CastMade made;
@@ -289,6 +292,7 @@ class KernelCore {
     const LaunchScope launches(op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda),
                                made.seq | kCastLaunchBit);
     made.result = at::autocast::cached_cast(target, t, device_.device);
+    if (made.cacheable) made.source_version = CastCacheObserver::version_of(t);
     return made;
   }
 
@@ -299,7 +303,7 @@ class KernelCore {
     at::Tensor& result = made.result;
     if (op_record != nullptr) {
       const CacheOutcome cache = record_cast(thread, *op_record, t, target, arg_index, list_index, std::nullopt,
-                                             made.cacheable ? &result : nullptr, made.seq);
+                                             made.cacheable ? &result : nullptr, made.seq, made.source_version);
       // Numerics windows: a cast the cache served was checked when it was made.
       if (numerics_window_open() && result.unsafeGetTensorImpl() != t.unsafeGetTensorImpl() &&
           cache != CacheOutcome::kHit && cache != CacheOutcome::kStaleHit &&
@@ -324,7 +328,7 @@ class KernelCore {
     cast.seq = made.seq;
     if (made.cacheable) {
       cast.cached_result = made.result;
-      cast.source_version = CastCacheObserver::version_of(t);
+      cast.source_version = made.source_version;
     }
     return std::move(made.result);
   }
@@ -344,13 +348,13 @@ class KernelCore {
 
   // Records one decision. `forced` replaces the computed outcome (dtype-arg
   // policies decide by the first argument, not by a cast). The cast cache's
-  // observer is asked about `cached_result` here, with the source's version
-  // read at the cast when given (`source_version`), else now. Returns what
-  // the cast cache did (kNotCacheable when not observed).
+  // observer is asked about `cached_result` here, with `source_version`, the
+  // source's version at the cast (make_cast). Returns what the cast cache did
+  // (kNotCacheable when not observed).
   CacheOutcome record_cast(ThreadBlock& thread, const Record& op_record, const at::Tensor& t, c10::ScalarType target,
                            size_t arg_index, int list_index, std::optional<CastOutcome> forced,
                            const at::Tensor* cached_result = nullptr, uint64_t reserved_seq = 0,
-                           std::optional<int64_t> source_version = std::nullopt) noexcept {
+                           int64_t source_version = 0) noexcept {
     CacheOutcome cache = CacheOutcome::kNotCacheable;
     try {
       const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
@@ -364,8 +368,7 @@ class KernelCore {
       r.cast.outcome = forced.value_or(classify_tensor(t, target, device_.device));
       bool sample_due = false;
       if (cached_result != nullptr) {
-        const auto seen = runtime_.cast_cache.observe(
-            t, *cached_result, source_version ? *source_version : CastCacheObserver::version_of(t));
+        const auto seen = runtime_.cast_cache.observe(t, *cached_result, source_version);
         sample_due = seen.sample_due;
         r.cast.cache = cache = seen.outcome;
         r.cast.source_version = static_cast<uint32_t>(seen.source_version);
