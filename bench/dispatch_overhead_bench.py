@@ -28,6 +28,7 @@ time the thread was descheduled does not count, which removes most of a
 shared VM's noise), median and minimum of the repeats, and ratios to native.
 """
 import contextlib
+import functools
 import tempfile
 import time
 
@@ -78,7 +79,7 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         @contextlib.contextmanager
-        def agent(row, record_events, locations=True, probe=False, aggregate=False, numerics=False, gpu="off"):
+        def agent(row, record_events=True, locations=True, probe=False, aggregate=False, numerics=False, gpu="off"):
             # Each attach opens a probe, a numerics and (on a CUDA machine) a
             # GPU timing window that outlast one timing: rows choose by turning
             # them on (a schedule) or off.
@@ -90,15 +91,18 @@ def main():
                 status = a.status()
             recorded[row] = (status["events_recorded"], status["events_dropped"])
 
+        agent_rows = {  # row -> how it attaches
+            "castscope": {},
+            "castscope+probe": {"probe": {"max_ms": 600000}},
+            "castscope+numerics": {"numerics": {"max_ms": 600000}},
+            "castscope+gpu": {"gpu": {"mode": "on", "window_max_ms": 600000}},
+            "castscope-noloc": {"locations": False},
+            "castscope-off": {"record_events": False},
+            "castscope-aggregate": {"aggregate": True},
+        }
         rows = {
             "native": (contextlib.nullcontext, 1),
-            "castscope": (lambda: agent("castscope", True), 1),
-            "castscope+probe": (lambda: agent("castscope+probe", True, probe={"max_ms": 600000}), 1),
-            "castscope+numerics": (lambda: agent("castscope+numerics", True, numerics={"max_ms": 600000}), 1),
-            "castscope+gpu": (lambda: agent("castscope+gpu", True, gpu={"mode": "on", "window_max_ms": 600000}), 1),
-            "castscope-noloc": (lambda: agent("castscope-noloc", True, locations=False), 1),
-            "castscope-off": (lambda: agent("castscope-off", False), 1),
-            "castscope-aggregate": (lambda: agent("castscope-aggregate", True, aggregate=True), 1),
+            **{row: (functools.partial(agent, row, **options), 1) for row, options in agent_rows.items()},
             "profiler": (profiler_with_stacks, 10),
             "dispatch-mode": (DtypeLogger, 10),
         }
