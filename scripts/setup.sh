@@ -116,7 +116,47 @@ fi
 
 TORCH_DIR=$(.venv/bin/python -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
 ABI=$(.venv/bin/python -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null)
-configure -DCASTSCOPE_BUILD_AGENT=ON -DCASTSCOPE_TORCH_DIR="$TORCH_DIR" -DCASTSCOPE_CXX11_ABI="$ABI"
+configure_agent() {
+  configure -DCASTSCOPE_BUILD_AGENT=ON -DCASTSCOPE_TORCH_DIR="$TORCH_DIR" -DCASTSCOPE_CXX11_ABI="$ABI" "$@"
+}
+# A profile-guided agent (cmake/CastscopeProfileGuided.cmake; docs/performance.md,
+# "profile-guided"): the per-op libraries built instrumented, a few seconds of
+# scripts/agent_profile_job.py under them, then built with that profile. The
+# profile is taken again only when what it was taken of changes (the key:
+# the agent's sources, the job, the compiler, torch, the build folder). Not
+# CASTSCOPE_CMAKE_ARGS: the tests' -Werror changes no code, and options that
+# do (a build type) only cost the profile of the functions they change (GCC
+# drops a function's profile whose code differs). CASTSCOPE_PGO=0 builds a
+# plain agent; a CASTSCOPE_PGO among CASTSCOPE_CMAKE_ARGS is the caller's.
+if [ "${CASTSCOPE_PGO:-1}" = 0 ]; then
+  configure_agent -DCASTSCOPE_PGO=OFF
+elif [[ "${CASTSCOPE_CMAKE_ARGS:-}" == *CASTSCOPE_PGO* ]]; then
+  configure_agent
+else
+  pgo_dir="$BUILD_DIR/pgo"
+  pgo_key=$( { find agent scripts/agent_profile_job.py cmake/CastscopeProfileGuided.cmake -type f \
+                 \( -name '*.cc' -o -name '*.h' -o -name '*.py' -o -name '*.txt' -o -name '*.cmake' \) \
+                 ! -name '*_test.cc' ! -path 'agent/python/*.egg-info/*' -print0 | sort -z | xargs -0 sha256sum
+               c++ --version | head -n 1; echo "$TORCH_DIR $ABI $ROOT $BUILD_DIR"
+               cat "$TORCH_DIR/version.py"; } | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$pgo_dir/key" 2>/dev/null)" != "$pgo_key" ]; then
+    echo "setup: taking the agent's profile for a profile-guided build (instrumented build, a few seconds' job; again only when the agent changes)"
+    rm -rf "$pgo_dir"
+    mkdir -p "$pgo_dir"
+    pgo_profile="$(cd "$pgo_dir" && pwd)/profile"
+    configure_agent -DCASTSCOPE_PGO=GENERATE -DCASTSCOPE_PGO_DIR="$pgo_profile"
+    cmake --build "$BUILD_DIR" --target castscope_agent castscope_python
+    if ! CASTSCOPE_AGENT_LIB="$(cd "$BUILD_DIR/agent" && pwd)/libcastscope_agent.so" \
+         .venv/bin/python scripts/agent_profile_job.py > "$pgo_dir/job.log" 2>&1; then
+      cat "$pgo_dir/job.log"
+      echo "setup: scripts/agent_profile_job.py failed under the instrumented agent (its output above;" \
+           "CASTSCOPE_PGO=0 scripts/setup.sh builds without a profile)" >&2
+      exit 1
+    fi
+    echo "$pgo_key" > "$pgo_dir/key"
+  fi
+  configure_agent -DCASTSCOPE_PGO=USE -DCASTSCOPE_PGO_DIR="$(cd "$pgo_dir" && pwd)/profile"
+fi
 cmake --build "$BUILD_DIR" "${build_targets[@]}"
 
 # The viewer (ui/): npm ci from the lockfile (again only when it changed),

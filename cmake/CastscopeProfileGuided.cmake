@@ -1,0 +1,40 @@
+# A profile-guided build of the agent's per-op libraries (the autocast
+# kernels, the op context, the event log, the frame reader): GCC lays out each
+# function's blocks by how often a training job ran them, hot paths straight,
+# error and compile-time paths out of line. Per op, 2-4 points off `mm` and
+# `linear` on this project's VM, where no layout from the source moved the
+# time (docs/performance.md, "profile-guided").
+#
+# scripts/setup.sh drives the two phases in one build folder (the profile's
+# files are named after the objects' paths): GENERATE builds the libraries
+# instrumented, scripts/agent_profile_job.py runs under that agent and writes
+# the profile into CASTSCOPE_PGO_DIR, and USE compiles them with it. A plain
+# `cmake` is OFF.
+set(CASTSCOPE_PGO "OFF" CACHE STRING
+  "Profile-guided agent: OFF, GENERATE (instrumented, for the profile job) or USE (built with the profile)")
+set_property(CACHE CASTSCOPE_PGO PROPERTY STRINGS OFF GENERATE USE)
+set(CASTSCOPE_PGO_DIR "${PROJECT_BINARY_DIR}/pgo/profile" CACHE PATH
+  "Where GENERATE's job writes the profile and USE reads it")
+if(NOT CASTSCOPE_PGO MATCHES "^(OFF|GENERATE|USE)$")
+  message(FATAL_ERROR "CASTSCOPE_PGO is '${CASTSCOPE_PGO}': one of OFF, GENERATE, USE")
+endif()
+if(NOT CASTSCOPE_PGO STREQUAL "OFF" AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  message(FATAL_ERROR "CASTSCOPE_PGO=${CASTSCOPE_PGO} needs GCC (its -fprofile-* options); "
+    "this build uses ${CMAKE_CXX_COMPILER_ID}")
+endif()
+
+function(castscope_profile_guided target)
+  if(CASTSCOPE_PGO STREQUAL "GENERATE")
+    # Atomic counters: the agent records from every thread of the job.
+    target_compile_options(${target} PRIVATE "-fprofile-generate=${CASTSCOPE_PGO_DIR}" -fprofile-update=prefer-atomic)
+    # libgcov, for whatever links the instrumented code.
+    target_link_options(${target} PUBLIC -fprofile-generate)
+  elseif(CASTSCOPE_PGO STREQUAL "USE")
+    # Functions the job never ran keep their -O2 code (partial training) instead
+    # of being optimized for size; a source edited since the profile was taken
+    # builds with the rest of it (its changed functions without), and
+    # scripts/setup.sh takes a new profile on its next run.
+    target_compile_options(${target} PRIVATE "-fprofile-use=${CASTSCOPE_PGO_DIR}" -fprofile-partial-training
+      -Wno-missing-profile -Wno-coverage-mismatch)
+  endif()
+endfunction()
