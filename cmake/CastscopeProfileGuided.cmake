@@ -1,15 +1,16 @@
 # A profile-guided build of the agent's per-op libraries (the autocast
 # kernels, the op context, the event log, the frame reader): GCC lays out each
 # function's blocks by how often a training job ran them, hot paths straight,
-# error and compile-time paths out of line. Per op, 2-4 points off `mm` and
-# `linear` on this project's VM, where no layout from the source moved the
-# time (docs/performance.md, "profile-guided").
+# error and compile-time paths out of line. Per op, about 3 points off `mm`
+# and 2 off `linear` on this project's VM, where no layout from the source
+# moved the time (docs/performance.md, "profile-guided").
 #
 # scripts/setup.sh drives the two phases in one build folder (the profile's
 # files are named after the objects' paths): GENERATE builds the libraries
 # instrumented, scripts/agent_profile_job.py runs under that agent and writes
-# the profile into CASTSCOPE_PGO_DIR, and USE compiles them with it. A plain
-# `cmake` is OFF.
+# the profile into CASTSCOPE_PGO_DIR, and USE compiles them with it. A fresh
+# build folder configured by hand is OFF; a folder keeps its phase in its
+# cache.
 set(CASTSCOPE_PGO "OFF" CACHE STRING
   "Profile-guided agent: OFF, GENERATE (instrumented, for the profile job) or USE (built with the profile)")
 set_property(CACHE CASTSCOPE_PGO PROPERTY STRINGS OFF GENERATE USE)
@@ -18,9 +19,10 @@ set(CASTSCOPE_PGO_DIR "${PROJECT_BINARY_DIR}/pgo/profile" CACHE PATH
 if(NOT CASTSCOPE_PGO MATCHES "^(OFF|GENERATE|USE)$")
   message(FATAL_ERROR "CASTSCOPE_PGO is '${CASTSCOPE_PGO}': one of OFF, GENERATE, USE")
 endif()
-if(NOT CASTSCOPE_PGO STREQUAL "OFF" AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-  message(FATAL_ERROR "CASTSCOPE_PGO=${CASTSCOPE_PGO} needs GCC (its -fprofile-* options); "
-    "this build uses ${CMAKE_CXX_COMPILER_ID}")
+if(NOT CASTSCOPE_PGO STREQUAL "OFF" AND (NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU"
+                                         OR CMAKE_CXX_COMPILER_VERSION VERSION_LESS 10))
+  message(FATAL_ERROR "CASTSCOPE_PGO=${CASTSCOPE_PGO} needs GCC 10 or later (-fprofile-partial-training); "
+    "this build uses ${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} (CASTSCOPE_PGO=0 scripts/setup.sh builds without)")
 endif()
 
 function(castscope_profile_guided target)

@@ -17,6 +17,13 @@ set(_castscope_wheel_targets castscope_agent castscope_preload castscope_policy_
 set(_castscope_making_wheel "${SKBUILD}")
 unset(SKBUILD CACHE)
 if(_castscope_making_wheel)
+  # An instrumented agent (a profile step of scripts/setup.sh that did not
+  # finish, in the build folder the wheel reuses) would write its profile
+  # into that folder from every job that loads it.
+  if(CASTSCOPE_PGO STREQUAL "GENERATE")
+    message(FATAL_ERROR "castscope: this build folder holds an instrumented agent (CASTSCOPE_PGO=GENERATE, "
+                        "a profile step that did not finish): run scripts/setup.sh again, or build the wheel in a fresh folder")
+  endif()
   # A wheel without one of them would fail only when used.
   foreach(target IN LISTS _castscope_wheel_targets)
     if(NOT TARGET ${target})

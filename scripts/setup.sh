@@ -123,29 +123,40 @@ configure_agent() {
 # "profile-guided"): the per-op libraries built instrumented, a few seconds of
 # scripts/agent_profile_job.py under them, then built with that profile. The
 # profile is taken again only when what it was taken of changes (the key:
-# the agent's sources, the job, the compiler, torch, the build folder). Not
-# CASTSCOPE_CMAKE_ARGS: the tests' -Werror changes no code, and options that
-# do (a build type) only cost the profile of the functions they change (GCC
-# drops a function's profile whose code differs). CASTSCOPE_PGO=0 builds a
-# plain agent; a CASTSCOPE_PGO among CASTSCOPE_CMAKE_ARGS is the caller's.
-if [ "${CASTSCOPE_PGO:-1}" = 0 ]; then
+# the sources those libraries compile, the job, the compiler, torch, the
+# build folder). Not CASTSCOPE_CMAKE_ARGS: the tests' -Werror changes no code,
+# and options that do (a build type) only cost the profile of the functions
+# they change (GCC drops a function's profile whose code differs).
+# CASTSCOPE_PGO=0 (or off) builds a plain agent; -DCASTSCOPE_PGO=... among
+# CASTSCOPE_CMAKE_ARGS is the caller's to drive.
+case "${CASTSCOPE_PGO:-1}" in
+  0|off|OFF|false|no) pgo=0 ;;
+  1|on|ON|true|yes) pgo=1 ;;
+  *) echo "setup: CASTSCOPE_PGO='${CASTSCOPE_PGO}': 1 (the default, a profile-guided agent) or 0 (plain)" >&2; exit 2 ;;
+esac
+if ((pgo == 0)); then
   configure_agent -DCASTSCOPE_PGO=OFF
-elif [[ "${CASTSCOPE_CMAKE_ARGS:-}" == *CASTSCOPE_PGO* ]]; then
+elif [[ " ${CASTSCOPE_CMAKE_ARGS:-} " == *" -DCASTSCOPE_PGO="* ]]; then
   configure_agent
 else
-  pgo_dir="$BUILD_DIR/pgo"
-  pgo_key=$( { find agent scripts/agent_profile_job.py cmake/CastscopeProfileGuided.cmake -type f \
-                 \( -name '*.cc' -o -name '*.h' -o -name '*.py' -o -name '*.txt' -o -name '*.cmake' \) \
-                 ! -name '*_test.cc' ! -path 'agent/python/*.egg-info/*' -print0 | sort -z | xargs -0 sha256sum
-               c++ --version | head -n 1; echo "$TORCH_DIR $ABI $ROOT $BUILD_DIR"
+  pgo_dir="$(mkdir -p "$BUILD_DIR/pgo" && cd "$BUILD_DIR/pgo" && pwd)"
+  pgo_compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null || true)
+  pgo_key=$( { find agent/src agent/include agent/pyframes proto cmake CMakeLists.txt agent/CMakeLists.txt \
+                 scripts/agent_profile_job.py -type f ! -name '*_test.cc' ! -name '*_fuzzer.cc' -print0 |
+                 sort -z | xargs -0 sha256sum
+               "${pgo_compiler:-${CXX:-c++}}" --version | head -n 1; echo "$TORCH_DIR $ABI $pgo_dir"
                cat "$TORCH_DIR/version.py"; } | sha256sum | cut -d' ' -f1)
   if [ "$(cat "$pgo_dir/key" 2>/dev/null)" != "$pgo_key" ]; then
     echo "setup: taking the agent's profile for a profile-guided build (instrumented build, a few seconds' job; again only when the agent changes)"
-    rm -rf "$pgo_dir"
-    mkdir -p "$pgo_dir"
-    pgo_profile="$(cd "$pgo_dir" && pwd)/profile"
-    configure_agent -DCASTSCOPE_PGO=GENERATE -DCASTSCOPE_PGO_DIR="$pgo_profile"
-    cmake --build "$BUILD_DIR" --target castscope_agent castscope_python
+    rm -rf "$pgo_dir/key" "$pgo_dir/profile" "$pgo_dir/job.log"
+    # Stopped or failed before the profile is in, the folder must not keep an
+    # instrumented agent (every job under it would write a profile): it is
+    # configured plain on the way out, and the next run takes the profile again.
+    trap 'configure_agent -DCASTSCOPE_PGO=OFF > /dev/null 2>&1 || true
+          echo "setup: the profile step did not finish; $BUILD_DIR is configured without a profile (the next scripts/setup.sh takes it)" >&2' EXIT
+    trap 'exit 130' INT TERM
+    configure_agent -DCASTSCOPE_PGO=GENERATE -DCASTSCOPE_PGO_DIR="$pgo_dir/profile"
+    cmake --build "$BUILD_DIR" --target castscope_profile_job_agent
     if ! CASTSCOPE_AGENT_LIB="$(cd "$BUILD_DIR/agent" && pwd)/libcastscope_agent.so" \
          .venv/bin/python scripts/agent_profile_job.py > "$pgo_dir/job.log" 2>&1; then
       cat "$pgo_dir/job.log"
@@ -153,9 +164,17 @@ else
            "CASTSCOPE_PGO=0 scripts/setup.sh builds without a profile)" >&2
       exit 1
     fi
+    # -Wno-missing-profile would otherwise hide a job that wrote no profile.
+    if [ -z "$(find "$pgo_dir/profile" -name '*.gcda' 2>/dev/null | head -n 1)" ]; then
+      echo "setup: the profile job wrote no profile into $pgo_dir/profile (its output: $pgo_dir/job.log)" >&2
+      exit 1
+    fi
+    configure_agent -DCASTSCOPE_PGO=USE -DCASTSCOPE_PGO_DIR="$pgo_dir/profile"
     echo "$pgo_key" > "$pgo_dir/key"
+    trap - EXIT INT TERM
+  else
+    configure_agent -DCASTSCOPE_PGO=USE -DCASTSCOPE_PGO_DIR="$pgo_dir/profile"
   fi
-  configure_agent -DCASTSCOPE_PGO=USE -DCASTSCOPE_PGO_DIR="$(cd "$pgo_dir" && pwd)/profile"
 fi
 cmake --build "$BUILD_DIR" "${build_targets[@]}"
 
