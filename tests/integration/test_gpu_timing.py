@@ -196,10 +196,13 @@ def test_torch_profiler_sees_the_same_gpu_activity_with_castscope_attached(tmp_p
 
     step()  # warm up: cuBLAS handles, kernel choices
     # castscope attached, GPU timing off, is the baseline: what GPU timing must not change.
-    with castscope.attached(events_path=tmp_path / "off.jsonl", probe=False, gpu_timing="off"):
+    # Numerics windows off in both: their checks launch kernels of their own
+    # (docs/numerics.md), which the profiler saw in one attach and not the
+    # other in 4 of 5 runs on an H100 (2026-11-26); this compares GPU timing alone.
+    with castscope.attached(events_path=tmp_path / "off.jsonl", probe=False, numerics=False, gpu_timing="off"):
         step()
         without_timing = profiled()
-    with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False) as agent:
+    with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False, numerics=False) as agent:
         step()
         with_timing = profiled()
         step()
