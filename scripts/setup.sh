@@ -76,11 +76,31 @@ configure() {
 build_targets=(--target castscope_runtime)
 ((FOR_TESTS)) && build_targets=()
 
+# The castscope package, editable (agent/python in place) with its console
+# script .venv/bin/castscope; docs/python-package.md. Reinstalled only when
+# pyproject.toml or the checkout's path changes.
+install_package() {
+  local stamp=".venv/.castscope-package"
+  if ! { cat agent/python/pyproject.toml; echo "$ROOT"; } | cmp -s - "$stamp" || [ ! -x .venv/bin/castscope ]; then
+    echo "setup: installing the castscope Python package (editable)"
+    # Offline with the venv's setuptools when it can build wheels itself (>= 70.1); else pip fetches one.
+    local isolation=(--no-build-isolation)
+    .venv/bin/python -c 'import setuptools.command.bdist_wheel' 2>/dev/null || isolation=()
+    .venv/bin/pip install -q "${isolation[@]}" -e agent/python
+    local site
+    site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    rm -f "$site/castscope.pth"  # written by earlier versions of this script
+    { cat agent/python/pyproject.toml; echo "$ROOT"; } > "$stamp"
+  fi
+}
+
 stamp=".venv/.castscope-requirements"
 if ! cmp -s requirements.txt "$stamp"; then
   echo "setup: installing Python requirements (torch is large; pip takes it from local disk where it can);"
   echo "setup: meanwhile building what does not include libtorch (collector, forwarder, ...)"
-  .venv/bin/pip install -q -r requirements.txt > .venv/pip-install.log 2>&1 &
+  # The castscope package right after (it needs the requirements' setuptools),
+  # still beside the build.
+  { .venv/bin/pip install -q -r requirements.txt && install_package; } > .venv/pip-install.log 2>&1 &
   pip_pid=$!
   # A failed configure or build, or Ctrl-C, must not leave pip writing into
   # .venv (a background job ignores SIGINT): it is stopped on the way out.
@@ -93,27 +113,13 @@ if ! cmp -s requirements.txt "$stamp"; then
   ((build_status == 0)) || exit "$build_status"
   if ! wait "$pip_pid"; then
     cat .venv/pip-install.log
-    echo "setup: pip install -r requirements.txt failed (its output above)" >&2
+    echo "setup: pip install -r requirements.txt or the castscope package failed (its output above)" >&2
     exit 1
   fi
   trap - EXIT INT TERM
   cp requirements.txt "$stamp"
 fi
-# The castscope package, editable (agent/python in place) with its console
-# script .venv/bin/castscope; docs/python-package.md. Reinstalled only when
-# pyproject.toml or the checkout's path changes.
-stamp=".venv/.castscope-package"
-if ! { cat agent/python/pyproject.toml; echo "$ROOT"; } | cmp -s - "$stamp" || [ ! -x .venv/bin/castscope ]; then
-  echo "setup: installing the castscope Python package (editable)"
-  # Offline with the venv's setuptools when it can build wheels itself (>= 70.1); else pip fetches one.
-  isolation=(--no-build-isolation)
-  .venv/bin/python -c 'import setuptools.command.bdist_wheel' 2>/dev/null || isolation=()
-  .venv/bin/pip install -q "${isolation[@]}" -e agent/python
-  site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  rm -f "$site/castscope.pth"  # written by earlier versions of this script
-  { cat agent/python/pyproject.toml; echo "$ROOT"; } > "$stamp"
-fi
-
+install_package  # done above, beside the build, when the requirements were installed
 TORCH_DIR=$(.venv/bin/python -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
 ABI=$(.venv/bin/python -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null)
 configure_agent() {
