@@ -42,7 +42,11 @@ fi
 PYTHON="${CASTSCOPE_PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
-  "$PYTHON" -m venv .venv
+  "$PYTHON" -c 'import ensurepip' 2>/dev/null ||
+    { echo "setup: $PYTHON cannot make a venv with pip: no ensurepip (on Debian: apt-get install python3-venv)" >&2; exit 1; }
+  # pip itself comes with the requirements below, beside the build (ensurepip
+  # is seconds of one core that nothing else would use).
+  "$PYTHON" -m venv --without-pip .venv
 fi
 BUILD_DIR="${CASTSCOPE_BUILD_DIR:-build}"
 # Configuring again is cheap and picks up changed CASTSCOPE_CMAKE_ARGS.
@@ -98,13 +102,18 @@ stamp=".venv/.castscope-requirements"
 if ! cmp -s requirements.txt "$stamp"; then
   echo "setup: installing Python requirements (torch is large; pip takes it from local disk where it can);"
   echo "setup: meanwhile building what does not include libtorch (collector, forwarder, ...)"
-  # The castscope package right after (it needs the requirements' setuptools),
-  # still beside the build.
-  { .venv/bin/pip install -q -r requirements.txt && install_package; } > .venv/pip-install.log 2>&1 &
+  # pip into the venv, the requirements, then the castscope package (it needs
+  # the requirements' setuptools), all beside the build. In a process group of
+  # its own (set -m), so that stopping the group stops the pip running inside
+  # it, not only its shell.
+  set -m
+  { { [ -x .venv/bin/pip ] || .venv/bin/python -m ensurepip --default-pip; } &&
+    .venv/bin/pip install -q -r requirements.txt && install_package; } > .venv/pip-install.log 2>&1 < /dev/null &
   pip_pid=$!
+  set +m
   # A failed configure or build, or Ctrl-C, must not leave pip writing into
   # .venv (a background job ignores SIGINT): it is stopped on the way out.
-  trap 'kill "$pip_pid" 2>/dev/null || true' EXIT
+  trap 'kill -- -"$pip_pid" 2>/dev/null || true' EXIT
   trap 'exit 130' INT TERM
   # Most of the build (the collector and the forwarder) needs no torch: it
   # compiles while pip unpacks torch, and the configure below adds the agent.
