@@ -16,7 +16,7 @@ case "${1:-}" in
   *) echo "setup: unknown argument '$1' (usage: scripts/setup.sh [--tests])" >&2; exit 2 ;;
 esac
 
-APT_PACKAGES=(cmake ninja-build g++ pkg-config libspdlog-dev nlohmann-json3-dev
+APT_PACKAGES=(cmake ninja-build g++ pkg-config python3-venv libspdlog-dev nlohmann-json3-dev
               libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc libsqlite3-dev zlib1g-dev libcli11-dev libprotoc-dev
               libcpp-httplib-dev  # the collector's HTTP side (the viewer)
               libpq-dev           # the collector's fleet shipping and queries (PostgreSQL's client, libpq)
@@ -42,8 +42,11 @@ fi
 PYTHON="${CASTSCOPE_PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
+  command -v "$PYTHON" > /dev/null || { echo "setup: no $PYTHON (CASTSCOPE_PYTHON names the Python to use)" >&2; exit 1; }
   "$PYTHON" -c 'import ensurepip' 2>/dev/null ||
-    { echo "setup: $PYTHON cannot make a venv with pip: no ensurepip (on Debian: apt-get install python3-venv)" >&2; exit 1; }
+    { echo "setup: $PYTHON cannot make a venv with pip: no ensurepip (Debian's is in python3-venv)" >&2; exit 1; }
+  # A venv made again over an old one (its Python gone) keeps nothing of it.
+  rm -f .venv/.castscope-requirements .venv/.castscope-package
   # pip itself comes with the requirements below, beside the build (ensurepip
   # is seconds of one core that nothing else would use).
   "$PYTHON" -m venv --without-pip .venv
@@ -113,6 +116,7 @@ if ! cmp -s requirements.txt "$stamp"; then
   set +m
   # A failed configure or build, or Ctrl-C, must not leave pip writing into
   # .venv (a background job ignores SIGINT): it is stopped on the way out.
+  # (A SIGKILL of this script runs no trap: the job's group is then left.)
   trap 'kill -- -"$pip_pid" 2>/dev/null || true' EXIT
   trap 'exit 130' INT TERM
   # Most of the build (the collector and the forwarder) needs no torch: it
