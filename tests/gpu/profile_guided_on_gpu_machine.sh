@@ -18,6 +18,9 @@ PYTHON=${PYTHON:-python3}
 PAIRS=${PAIRS:-3}
 ITERS=${ITERS:-5000}
 phase() { echo "== $1 ($SECONDS s)"; }
+# An instrumented library exports libgcov's symbols (as test_profile_guided_build.py checks).
+# grep reads all of nm's output: with pipefail, -q's early exit could fail nm with SIGPIPE.
+instrumented() { nm -D "$1" | grep __gcov > /dev/null; }
 
 phase "the plain agent"
 # A warm machine keeps build/, and with it the phase an earlier run left in
@@ -28,7 +31,7 @@ grep -q '^CASTSCOPE_PGO:STRING=OFF' build/CMakeCache.txt || { echo "build/ is no
 PLAIN=/tmp/castscope-plain-agent
 mkdir -p "$PLAIN"
 cp build/agent/libcastscope_agent.so build/agent/libcastscope_python.so "$PLAIN/" || exit 1
-if nm -D "$PLAIN/libcastscope_agent.so" | grep -q __gcov; then echo "the plain agent is instrumented"; exit 1; fi
+instrumented "$PLAIN/libcastscope_agent.so" && { echo "the plain agent is instrumented"; exit 1; }
 
 phase "the profile (instrumented build, scripts/agent_profile_job.py)"
 # protoc (build_on_gpu_machine.sh's private prefix) if the wire headers are made again.
@@ -45,7 +48,7 @@ rm -rf "$PROFILE"
 phase "the profile-guided agent"
 { cmake -S . -B build -DCASTSCOPE_PGO=USE && cmake --build build --target castscope_agent castscope_python; } \
   > "$LOGS/build_guided.log" 2>&1 || { tail -30 "$LOGS/build_guided.log"; exit 1; }
-if nm -D build/agent/libcastscope_agent.so | grep -q __gcov; then echo "the agent is still instrumented"; exit 1; fi
+instrumented build/agent/libcastscope_agent.so && { echo "the agent is still instrumented"; exit 1; }
 
 phase "every GPU check, on the profile-guided agent"
 # Its own build step keeps the folder's CASTSCOPE_PGO=USE (a cache variable).
