@@ -9,10 +9,11 @@ CPU autocast mm, the steady state (no probe or numerics window):
 
   native            torch's own autocast kernel
   castscope         castscope attached, every event recorded
+  castscope-aggregate  the same in aggregate mode (--aggregate): per-site counters
   castscope:<lib>   the same with another build's agent library (old and new in one run)
 
     .venv/bin/python bench/dispatch_instructions_bench.py [--ops 3000] [--agent-lib OLD/libcastscope_agent.so]
-        [--cache-sim]
+        [--cache-sim] [--aggregate]
 
 Prints instructions per op, castscope's added instructions and the ratio to
 native; with --cache-sim also the simulated L1 instruction and data cache
@@ -38,7 +39,7 @@ torch.set_num_threads(1)
 a, b = torch.randn(8, 8), torch.randn(8, 8)
 tmp = tempfile.mkdtemp()
 ctx = contextlib.nullcontext() if mode == "native" else castscope.attached(
-    events_path=f"{tmp}/events.jsonl", probe=False, numerics=False)
+    events_path=f"{tmp}/events.jsonl", probe=False, numerics=False, aggregate=mode == "aggregate")
 with ctx, torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
     for _ in range(n):
         torch.mm(a, b)
@@ -54,7 +55,7 @@ def count(row, lib, ops, workdir, cache_sim):
     sim = ["--cache-sim=yes"] if cache_sim else []
     done = subprocess.run(["valgrind", "--tool=callgrind", *sim, "--toggle-collect=*THPVariable_mm*",
                            f"--callgrind-out-file={out}", sys.executable, "-c", LOOP,
-                           "native" if row == "native" else "castscope", str(ops)],
+                           {"native": "native", "castscope-aggregate": "aggregate"}.get(row, "castscope"), str(ops)],
                           env=env, capture_output=True, text=True)
     events = re.search(r"Events +: ([\w ]+)\n", done.stderr)
     collected = re.search(r"Collected : ([\d ]+)\n", done.stderr)
@@ -71,6 +72,8 @@ def main():
                         help="another agent library to count as its own row (repeatable)")
     parser.add_argument("--cache-sim", action="store_true",
                         help="also simulate the L1 caches: instruction and data misses per op")
+    parser.add_argument("--aggregate", action="store_true",
+                        help="also count castscope in aggregate mode (per-site counters, docs/aggregate.md)")
     parser.add_argument("--keep", metavar="DIR",
                         help="keep each row's callgrind output in DIR (for callgrind_annotate per function)")
     args = parser.parse_args()
@@ -86,7 +89,7 @@ def main():
         if not os.path.isfile(os.path.join(os.path.dirname(lib), "libcastscope_python.so")):
             parser.error(f"--agent-lib {lib}: no libcastscope_python.so beside it (copy it from the same build): "
                          "its row would read no Python line")
-    rows = [("native", None), ("castscope", None)] + [(f"castscope:{lib}", lib) for lib in args.agent_lib]
+    rows = [("native", None), ("castscope", None)] + ([("castscope-aggregate", None)] if args.aggregate else []) + [(f"castscope:{lib}", lib) for lib in args.agent_lib]
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(max_workers=2) as pool:
