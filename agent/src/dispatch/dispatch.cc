@@ -159,6 +159,7 @@ struct PendingCast {
   int64_t source_version = 0;          // cacheable casts only: the source's version at the cast
   c10::ScalarType target = c10::ScalarType::Undefined;
   uint16_t arg_index = 0;
+  bool cast = false;  // cached_cast made (or found) a cast: the outcome is kCast
   uint64_t seq = 0;
 };
 // One slot per tensor argument of the kernel's signature.
@@ -242,24 +243,49 @@ class KernelCore {
   }
 
   // `output()` returns the dtype of the op's first tensor output (or
-  // kUnspecified); not called when the op failed. The casts in `pending` (the
-  // unboxed kernel's) are recorded first, after the op's time is taken.
-  template <class OutputDtype, size_t kPending = 0>
-  void finish_op_record(ThreadBlock& thread, Record& r, bool ok, OutputDtype&& output,
-                        PendingCasts<kPending>* pending = nullptr) noexcept {
+  // kUnspecified); not called when the op failed.
+  template <class OutputDtype>
+  void finish_op_record(ThreadBlock& thread, Record& r, bool ok, OutputDtype&& output) noexcept {
     try {
       r.op.ok = ok;
       r.op.cpu_duration_ns = now_ns() - r.ts_ns;
-      if (pending != nullptr) {
-        for (size_t i = 0; i < pending->size; ++i) {
-          const PendingCast& cast = pending->casts[i];
-          record_cast(thread, r, *cast.source, cast.target, cast.arg_index, -1, std::nullopt,
-                      cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.seq, cast.source_version);
-        }
-        pending->size = 0;
-      }
       r.op.output = ok ? output() : DType::kUnspecified;
       if (!thread.unlogged) runtime_.events.record(r, thread);
+    } catch (...) {
+      runtime_.events.count_internal_error();
+    }
+  }
+
+  // The same for the unboxed kernel's steady state, with the casts in
+  // `pending` (never compiling): their records are made after the op's time
+  // is taken, as record_cast makes them (a cache sample a cast made due
+  // right after it), and logged before the op's, all with one look-up of the
+  // thread's ring (EventLog::record_op).
+  template <class OutputDtype, size_t kPending>
+  void finish_op_record(ThreadBlock& thread, Record& r, bool ok, OutputDtype&& output,
+                        PendingCasts<kPending>& pending) noexcept {
+    try {
+      r.op.ok = ok;
+      r.op.cpu_duration_ns = now_ns() - r.ts_ns;
+      std::array<Record, 2 * kPending> before;  // each cast, and the cache sample it may make due
+      size_t n = 0;
+      for (size_t i = 0; i < pending.size; ++i) {
+        const PendingCast& cast = pending.casts[i];
+        try {
+          const bool sample_due =
+              describe_cast(before[n], r, *cast.source, cast.target, cast.arg_index, -1, cast_outcome(cast.cast),
+                            cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.seq,
+                            cast.source_version);
+          ++n;
+          // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
+          if (sample_due) [[unlikely]] before[n++] = cache_sample_record(runtime_, SampleTrigger::kMisses);
+        } catch (...) {
+          runtime_.events.count_internal_error();  // that cast's record only, as record_cast
+        }
+      }
+      pending.size = 0;
+      r.op.output = ok ? output() : DType::kUnspecified;
+      if (!thread.unlogged) runtime_.events.record_op(before.data(), n, r, thread);
     } catch (...) {
       runtime_.events.count_internal_error();
     }
@@ -280,8 +306,16 @@ class KernelCore {
     at::Tensor result;
     uint64_t seq = 0;
     bool cacheable = false;
+    bool cast = false;           // the result is another tensor: cached_cast cast it
     int64_t source_version = 0;  // cacheable casts only
   };
+
+  // What a made cast's record says: kCast when cached_cast returned another
+  // tensor (it does only when the source is eligible and of another type,
+  // which is classify_tensor's kCast), else classify_tensor decides why not.
+  static std::optional<CastOutcome> cast_outcome(bool cast) {
+    return cast ? std::optional(CastOutcome::kCast) : std::nullopt;
+  }
   CastMade make_cast(const at::Tensor& t, c10::ScalarType target, const Record* op_record, CastSeqs& seqs) {
     CastMade made;
     // Decided before the cast: cached_cast consults the cache only then.
@@ -292,6 +326,7 @@ class KernelCore {
     const LaunchScope launches(op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda),
                                made.seq | kCastLaunchBit);
     made.result = at::autocast::cached_cast(target, t, device_.device);
+    made.cast = made.result.unsafeGetTensorImpl() != t.unsafeGetTensorImpl();
     if (made.cacheable) made.source_version = CastCacheObserver::version_of(t);
     return made;
   }
@@ -302,10 +337,10 @@ class KernelCore {
     CastMade made = make_cast(t, target, op_record, seqs);
     at::Tensor& result = made.result;
     if (op_record != nullptr) {
-      const CacheOutcome cache = record_cast(thread, *op_record, t, target, arg_index, list_index, std::nullopt,
+      const CacheOutcome cache = record_cast(thread, *op_record, t, target, arg_index, list_index, cast_outcome(made.cast),
                                              made.cacheable ? &result : nullptr, made.seq, made.source_version);
       // Numerics windows: a cast the cache served was checked when it was made.
-      if (numerics_window_open() && result.unsafeGetTensorImpl() != t.unsafeGetTensorImpl() &&
+      if (numerics_window_open() && made.cast &&
           cache != CacheOutcome::kHit && cache != CacheOutcome::kStaleHit &&
           op_record->op.mode != ExecutionMode::kCompiling) [[unlikely]]
         numerics_check_cast(*op_record, static_cast<uint16_t>(arg_index), t, result);
@@ -326,6 +361,7 @@ class KernelCore {
     cast.target = target;
     cast.arg_index = static_cast<uint16_t>(arg_index);
     cast.seq = made.seq;
+    cast.cast = made.cast;
     if (made.cacheable) {
       cast.cached_result = made.result;
       cast.source_version = made.source_version;
@@ -347,7 +383,7 @@ class KernelCore {
   }
 
   // Records one decision. `forced` replaces the computed outcome (dtype-arg
-  // policies decide by the first argument, not by a cast). The cast cache's
+  // policies decide by the first argument, not by a cast; a cast made is kCast). The cast cache's
   // observer is asked about `cached_result` here, with `source_version`, the
   // source's version at the cast (make_cast). Returns what the cast cache did
   // (kNotCacheable when not observed).
@@ -357,31 +393,15 @@ class KernelCore {
                            int64_t source_version = 0) noexcept {
     CacheOutcome cache = CacheOutcome::kNotCacheable;
     try {
-      const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
-      Record r = new_cast_record(runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq,
-                                 op_record.ts_ns);
-      r.cast.op_seq = op_record.seq;
-      r.cast.arg_index = static_cast<uint16_t>(arg_index);
-      r.cast.list_index = static_cast<int16_t>(list_index);
-      r.cast.src = to_dtype(t.scalar_type());
-      r.cast.dst = to_dtype(target);
-      r.cast.outcome = forced.value_or(classify_tensor(t, target, device_.device));
-      bool sample_due = false;
-      if (cached_result != nullptr) {
-        const auto seen = runtime_.cast_cache.observe(t, *cached_result, source_version);
-        sample_due = seen.sample_due;
-        r.cast.cache = cache = seen.outcome;
-        r.cast.source_version = static_cast<uint32_t>(seen.source_version);
-        r.cast.cached_version = static_cast<uint32_t>(seen.cached_version);
-      }
-      describe_source(r.cast, t);
+      Record r;
+      const bool sample_due = describe_cast(r, op_record, t, target, arg_index, list_index, forced, cached_result,
+                                            reserved_seq, source_version);
+      cache = r.cast.cache;
       if (r.cast.mode == ExecutionMode::kCompiling) [[unlikely]] {
         if (r.cast.outcome == CastOutcome::kCast && CompileCapture::collecting() &&
             !runtime_.compile.keep(CompileDecision{op_id_, policy_, device_.kind, r.cast}))
           runtime_.events.count_internal_error();
         if (thread.unlogged) return cache;
-      } else {
-        r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
       }
       runtime_.events.record(r, thread);
       // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
@@ -390,6 +410,35 @@ class KernelCore {
       runtime_.events.count_internal_error();
     }
     return cache;
+  }
+
+  // record_cast's record, made in `r`, not logged; true when the cast cache's
+  // observer says a cache sample is due after it. May throw.
+  bool describe_cast(Record& r, const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index,
+                     int list_index, std::optional<CastOutcome> forced, const at::Tensor* cached_result,
+                     uint64_t reserved_seq, int64_t source_version) {
+    const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
+    r = new_cast_record(runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq,
+                        op_record.ts_ns);
+    r.cast.op_seq = op_record.seq;
+    r.cast.arg_index = static_cast<uint16_t>(arg_index);
+    r.cast.list_index = static_cast<int16_t>(list_index);
+    r.cast.src = to_dtype(t.scalar_type());
+    r.cast.dst = to_dtype(target);
+    // Not value_or: its argument would classify the tensor even when forced.
+    r.cast.outcome = forced ? *forced : classify_tensor(t, target, device_.device);
+    bool sample_due = false;
+    if (cached_result != nullptr) {
+      const auto seen = runtime_.cast_cache.observe(t, *cached_result, source_version);
+      sample_due = seen.sample_due;
+      r.cast.cache = seen.outcome;
+      r.cast.source_version = static_cast<uint32_t>(seen.source_version);
+      r.cast.cached_version = static_cast<uint32_t>(seen.cached_version);
+    }
+    describe_source(r.cast, t);
+    if (r.cast.mode != ExecutionMode::kCompiling)
+      r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
+    return sample_due;
   }
 
   RecordingState& runtime_;
@@ -661,13 +710,10 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
       }
       Return out =
           cast_and_call(std::index_sequence_for<Args...>{}, target, op_record_or_null, thread, seqs, casts_after, args...);
-      if (record)
-        finish_op_record(
-            thread, op_record, true, [&] { return out.defined() ? to_dtype(out.scalar_type()) : DType::kUnspecified; },
-            &pending);
+      if (record) finish_op(thread, op_record, true, [&] { return out.defined() ? to_dtype(out.scalar_type()) : DType::kUnspecified; }, pending);
       return out;
     } catch (...) {
-      if (record) finish_op_record(thread, op_record, false, [] { return DType::kUnspecified; }, &pending);
+      if (record) finish_op(thread, op_record, false, [] { return DType::kUnspecified; }, pending);
       throw;
     }
   }
@@ -681,6 +727,16 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
                                     std::decay_t<Arg>, std::remove_reference_t<Arg>&>;
   // A slot for each argument that may be cast.
   using Pending = PendingCasts<((!std::is_reference_v<Casted<Args>>) + ... + 0)>;
+
+  // The op's record, with its pending casts' when it has them (the steady state).
+  template <class OutputDtype>
+  void finish_op(ThreadBlock& thread, Record& op_record, bool ok, OutputDtype&& output, Pending& pending) noexcept {
+    if (pending.size != 0) {
+      finish_op_record(thread, op_record, ok, output, pending);
+    } else {
+      finish_op_record(thread, op_record, ok, output);
+    }
+  }
 
   // A braced list runs the casts left to right, as the boxed kernel does
   // (their records and the cast cache see the same order).

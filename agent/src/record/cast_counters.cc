@@ -65,17 +65,30 @@ CounterTable::CounterTable(size_t max_keys)
       slots_(std::make_unique<CountFields[]>(mask_ + 1)) {}
 
 bool CounterTable::fold(const Record& record, uint64_t iteration) {
+  lock();
+  const bool counted = fold_locked(record, iteration);
+  unlock();
+  return counted;
+}
+
+size_t CounterTable::fold_op(const Record* before, size_t n, const Record& op, uint64_t iteration) {
+  size_t refused = 0;
+  lock();
+  for (size_t i = 0; i < n; ++i)
+    if (folds(before[i])) refused += fold_locked(before[i], iteration) ? 0 : 1;
+  refused += fold_locked(op, iteration) ? 0 : 1;
+  unlock();
+  return refused;
+}
+
+bool CounterTable::fold_locked(const Record& record, uint64_t iteration) {
   const CounterKey key = counter_key(record);
   const bool is_cast = record.kind == RecordKind::kCast;
-  lock();
   size_t i = hash_key(key) & mask_;
   while (slots_[i].count != 0 && !same_key(slots_[i].key, key)) i = (i + 1) & mask_;
   CountFields& entry = slots_[i];
   if (entry.count == 0) {
-    if (used_ >= max_keys_) {
-      unlock();
-      return false;
-    }
+    if (used_ >= max_keys_) return false;
     ++used_;
     entry = CountFields{};
     entry.key = key;
@@ -95,7 +108,6 @@ bool CounterTable::fold(const Record& record, uint64_t iteration) {
     entry.sum += record.op.cpu_duration_ns;
     entry.extra += record.op.ok ? 0 : 1;
   }
-  unlock();
   return true;
 }
 

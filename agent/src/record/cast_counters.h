@@ -39,6 +39,11 @@ class CounterTable {
   // Owner thread. Adds one event to its key's counter; false when the key is
   // new and the table already holds max_keys keys (the event is not counted).
   bool fold(const Record& record, uint64_t iteration);
+  // An op's records, those of `before` (n) that fold then `op`, under one
+  // lock; returns how many were not counted (keys past the limit).
+  size_t fold_op(const Record* before, size_t n, const Record& op, uint64_t iteration);
+  // Whether a record folds into counters (casts and ops) or goes on as it is.
+  static bool folds(const Record& record) { return record.kind == RecordKind::kCast || record.kind == RecordKind::kOp; }
 
   // Moves every counter into `out` (appended) and leaves the table empty.
   void take(std::vector<CountFields>& out);
@@ -55,6 +60,7 @@ class CounterTable {
     }
   }
   void unlock() { busy_.store(false, std::memory_order_release); }
+  bool fold_locked(const Record& record, uint64_t iteration);
 
   const size_t max_keys_;
   const size_t mask_;

@@ -4,11 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <thread>
 #include <vector>
 
 #include "agent/src/record/event_log.h"
+#include "agent/src/record/thread_block.h"
 
 namespace castscope {
 namespace {
@@ -100,6 +103,52 @@ TEST(CounterTable, RefusesKeysPastTheLimitButCountsKnownOnes) {
   table.take(taken);
   EXPECT_EQ(taken.size(), 16u);
   EXPECT_TRUE(table.fold(cast(1, 99, 0, CacheOutcome::kMiss, 1, 1), 0));  // room again after a flush
+}
+
+TEST(CounterTable, AnOpFoldsWithItsCastsAsOneByOneAndRefusesOnlyKeysPastTheLimit) {
+  const Record casts[] = {cast(1, 7, 0, CacheOutcome::kMiss, 100, 10), cast(1, 7, 1, CacheOutcome::kHit, 50, 10)};
+  CounterTable together(3), one_by_one(3);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(together.fold_op(casts, 2, op(1, 7, i != 2, 40), 5), 0u);
+    for (const Record& r : casts) ASSERT_TRUE(one_by_one.fold(r, 5));
+    ASSERT_TRUE(one_by_one.fold(op(1, 7, i != 2, 40), 5));
+  }
+  std::vector<CountFields> a, b;
+  together.take(a);
+  one_by_one.take(b);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  auto sorted = [](std::vector<CountFields>& v) {
+    std::sort(v.begin(), v.end(), [](const CountFields& x, const CountFields& y) {
+      return std::memcmp(&x.key, &y.key, sizeof(CounterKey)) < 0;
+    });
+  };
+  sorted(a);
+  sorted(b);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(std::memcmp(&a[i], &b[i], sizeof(CountFields)), 0) << i;
+  // A table with room for two keys: the op's own key is the one refused, the casts still count.
+  CounterTable small(2);
+  EXPECT_EQ(small.fold_op(casts, 2, op(1, 7, true, 40), 0), 1u);
+  std::vector<CountFields> taken;
+  small.take(taken);
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[0].key.kind, RecordKind::kCast);
+  EXPECT_EQ(taken[1].key.kind, RecordKind::kCast);
+}
+
+TEST(EventLogAggregate, AnOpsRecordsFoldAndKeysPastTheLimitAreDropped) {
+  EventLog log;
+  log.configure_aggregate(true, 16);
+  log.begin_session();
+  for (uint32_t line = 0; line < 10; ++line) {
+    const Record casts[] = {cast(1, line, 0, CacheOutcome::kMiss, 4, 1)};
+    log.record_op(casts, 1, op(1, line, true, 40), this_thread_block());
+  }
+  EXPECT_EQ(log.drain([](const Record&) {}), 0u);  // nothing in the ring
+  uint64_t folded = 0;
+  log.drain_counters([&](const Record& r) { folded += r.counts.count; });
+  EXPECT_EQ(folded, 16u);
+  EXPECT_EQ(log.stats().dropped, 4u);  // lines 8 and 9: their casts' and ops' keys
 }
 
 TEST(EventLogAggregate, CastsAndOpsFoldInsteadOfEnteringTheRingAndPastTheLimitAreDropped) {

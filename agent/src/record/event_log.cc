@@ -146,14 +146,37 @@ void EventLog::record(const Record& record, ThreadBlock& thread) {
     dropped_total_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (aggregate_.load(std::memory_order_relaxed) &&
-      (record.kind == RecordKind::kCast || record.kind == RecordKind::kOp)) {
+  if (aggregate_.load(std::memory_order_relaxed) && CounterTable::folds(record)) {
     CounterTable* counters = slot->counters.load(std::memory_order_acquire);
     if (counters == nullptr || !counters->fold(record, iteration_.load(std::memory_order_relaxed)))
       dropped_total_.fetch_add(1, std::memory_order_relaxed);  // past the key limit: counted, never lost silently
     return;
   }
   slot->ring.try_push(record);
+}
+
+void EventLog::record_op(const Record* before, size_t n, const Record& op, ThreadBlock& thread) {
+  Slot* slot = thread_slot(thread);
+  if (slot == nullptr) [[unlikely]] {
+    dropped_total_.fetch_add(n + 1, std::memory_order_relaxed);
+    return;
+  }
+  if (aggregate_.load(std::memory_order_relaxed)) {
+    CounterTable* counters = slot->counters.load(std::memory_order_acquire);
+    size_t refused = 0;
+    if (counters != nullptr) {
+      refused = counters->fold_op(before, n, op, iteration_.load(std::memory_order_relaxed));
+    } else {
+      for (size_t i = 0; i < n; ++i) refused += CounterTable::folds(before[i]) ? 1 : 0;
+      ++refused;
+    }
+    for (size_t i = 0; i < n; ++i)
+      if (!CounterTable::folds(before[i])) slot->ring.try_push(before[i]);  // a cache sample: as in full mode
+    if (refused != 0) dropped_total_.fetch_add(refused, std::memory_order_relaxed);  // past the key limit
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) slot->ring.try_push(before[i]);
+  slot->ring.try_push(op);
 }
 
 Record EventLog::counts_record(const CountFields& counts) {

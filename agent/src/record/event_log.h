@@ -123,6 +123,11 @@ class EventLog {
   // The same, with the calling thread's block already looked up
   // (thread_block.h). `thread` must be the calling thread's own block.
   void record(const Record& record, ThreadBlock& thread);
+  // An op's records: `before` (n of them: its casts, and any cache sample
+  // one made due, in order) then `op`, as n + 1 calls of record() would,
+  // with one look-up of the thread's ring and, in aggregate mode, one lock
+  // of its counters.
+  void record_op(const Record* before, size_t n, const Record& op, ThreadBlock& thread);
 
   // Calls sink for every buffered record, ring by ring (each ring oldest
   // first). Returns how many were drained.

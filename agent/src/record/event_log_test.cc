@@ -5,6 +5,9 @@
 #include <memory>
 #include <set>
 #include <thread>
+#include <vector>
+
+#include "agent/src/record/thread_block.h"
 
 namespace castscope {
 namespace {
@@ -53,6 +56,22 @@ TEST(EventLog, ThreadsGetTheirOwnRingsAndEveryRecordIsDrained) {
   const EventLogStats after = log.stats();
   EXPECT_EQ(seqs.size() + (after.dropped - before.dropped), static_cast<size_t>(kThreads * kPerThread));
   EXPECT_EQ(after.recorded - before.recorded, seqs.size());
+}
+
+TEST(EventLog, AnOpsRecordsEnterTheRingCastsFirst) {
+  EventLog log;
+  log.begin_session();
+  Record casts[] = {make(2), make(3)};
+  for (Record& c : casts) c.kind = RecordKind::kCast;
+  log.record_op(casts, 2, make(1), this_thread_block());
+  std::vector<uint64_t> seqs;
+  std::vector<RecordKind> kinds;
+  log.drain([&](const Record& r) {
+    seqs.push_back(r.seq);
+    kinds.push_back(r.kind);
+  });
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{2, 3, 1}));
+  EXPECT_EQ(kinds, (std::vector<RecordKind>{RecordKind::kCast, RecordKind::kCast, RecordKind::kOp}));
 }
 
 TEST(EventLog, ASessionCountsFromZeroAndDiscardsLeftovers) {
