@@ -35,14 +35,13 @@ function(castscope_profile_guided target)
     # Functions the job never ran keep their -O2 code (partial training) instead
     # of being optimized for size; a source edited since the profile was taken
     # builds with the rest of it (its changed functions without), and
-    # scripts/setup.sh takes a new profile on its next run.
+    # scripts/setup.sh takes a new profile on its next run. -fprofile-correction
+    # because without it GCC warns "Missing counts for called function" of an
+    # edited function that profiled code calls, through no option but -Werror,
+    # so a -Werror build stopped after the edit (with it, the same goes to
+    # GCC's dump file); the atomic counters leave no inconsistency for it to
+    # correct in a profile of the current sources.
     target_compile_options(${target} PRIVATE "-fprofile-use=${CASTSCOPE_PGO_DIR}" -fprofile-partial-training
-      -Wno-missing-profile -Wno-coverage-mismatch)
-    # GCC 12 also says "Missing counts for called function" of an edited
-    # function, a warning no option silences: not an error in this phase
-    # (CMakeLists.txt, castscope_warnings). -Werror still holds for these
-    # sources in the GENERATE build, which scripts/setup.sh runs whenever they
-    # change (so in every CI run).
-    set_target_properties(${target} PROPERTIES CASTSCOPE_PROFILE_USED ON)
+      -fprofile-correction -Wno-missing-profile -Wno-coverage-mismatch)
   endif()
 endfunction()
