@@ -267,15 +267,16 @@ class KernelCore {
     try {
       r.op.ok = ok;
       r.op.cpu_duration_ns = now_ns() - r.ts_ns;
+      r.op.output = ok ? output() : DType::kUnspecified;
       std::array<Record, 2 * kPending> before;  // each cast, and the cache sample it may make due
       size_t n = 0;
       for (size_t i = 0; i < pending.size; ++i) {
         const PendingCast& cast = pending.casts[i];
         try {
-          const bool sample_due =
-              describe_cast(before[n], r, *cast.source, cast.target, cast.arg_index, -1, cast_outcome(cast.cast),
-                            cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.seq,
-                            cast.source_version);
+          CacheOutcome cache = CacheOutcome::kNotCacheable;
+          const bool sample_due = describe_cast(
+              before[n], cache, r, *cast.source, cast.target, cast.arg_index, -1, cast_outcome(cast.cast),
+              cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.seq, cast.source_version);
           ++n;
           // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
           if (sample_due) [[unlikely]] before[n++] = cache_sample_record(runtime_, SampleTrigger::kMisses);
@@ -284,7 +285,6 @@ class KernelCore {
         }
       }
       pending.size = 0;
-      r.op.output = ok ? output() : DType::kUnspecified;
       if (!thread.unlogged) runtime_.events.record_op(before.data(), n, r, thread);
     } catch (...) {
       runtime_.events.count_internal_error();
@@ -337,8 +337,9 @@ class KernelCore {
     CastMade made = make_cast(t, target, op_record, seqs);
     at::Tensor& result = made.result;
     if (op_record != nullptr) {
-      const CacheOutcome cache = record_cast(thread, *op_record, t, target, arg_index, list_index, cast_outcome(made.cast),
-                                             made.cacheable ? &result : nullptr, made.seq, made.source_version);
+      const CacheOutcome cache =
+          record_cast(thread, *op_record, t, target, arg_index, list_index, cast_outcome(made.cast),
+                      made.cacheable ? &result : nullptr, made.seq, made.source_version);
       // Numerics windows: a cast the cache served was checked when it was made.
       if (numerics_window_open() && made.cast &&
           cache != CacheOutcome::kHit && cache != CacheOutcome::kStaleHit &&
@@ -383,10 +384,10 @@ class KernelCore {
   }
 
   // Records one decision. `forced` replaces the computed outcome (dtype-arg
-  // policies decide by the first argument, not by a cast; a cast made is kCast). The cast cache's
-  // observer is asked about `cached_result` here, with `source_version`, the
-  // source's version at the cast (make_cast). Returns what the cast cache did
-  // (kNotCacheable when not observed).
+  // policies decide by the first argument, not by a cast; a cast made is
+  // kCast). The cast cache's observer is asked about `cached_result` here,
+  // with `source_version`, the source's version at the cast (make_cast).
+  // Returns what the cast cache did (kNotCacheable when not observed).
   CacheOutcome record_cast(ThreadBlock& thread, const Record& op_record, const at::Tensor& t, c10::ScalarType target,
                            size_t arg_index, int list_index, std::optional<CastOutcome> forced,
                            const at::Tensor* cached_result = nullptr, uint64_t reserved_seq = 0,
@@ -394,9 +395,8 @@ class KernelCore {
     CacheOutcome cache = CacheOutcome::kNotCacheable;
     try {
       Record r;
-      const bool sample_due = describe_cast(r, op_record, t, target, arg_index, list_index, forced, cached_result,
-                                            reserved_seq, source_version);
-      cache = r.cast.cache;
+      const bool sample_due = describe_cast(r, cache, op_record, t, target, arg_index, list_index, forced,
+                                            cached_result, reserved_seq, source_version);
       if (r.cast.mode == ExecutionMode::kCompiling) [[unlikely]] {
         if (r.cast.outcome == CastOutcome::kCast && CompileCapture::collecting() &&
             !runtime_.compile.keep(CompileDecision{op_id_, policy_, device_.kind, r.cast}))
@@ -413,10 +413,12 @@ class KernelCore {
   }
 
   // record_cast's record, made in `r`, not logged; true when the cast cache's
-  // observer says a cache sample is due after it. May throw.
-  bool describe_cast(Record& r, const Record& op_record, const at::Tensor& t, c10::ScalarType target, size_t arg_index,
-                     int list_index, std::optional<CastOutcome> forced, const at::Tensor* cached_result,
-                     uint64_t reserved_seq, int64_t source_version) {
+  // observer says a cache sample is due after it. May throw; `cache` is
+  // what the cast cache did as soon as its observer has seen the cast, so a
+  // throw after that still reports it (cast_one's numerics check needs it).
+  bool describe_cast(Record& r, CacheOutcome& cache, const Record& op_record, const at::Tensor& t,
+                     c10::ScalarType target, size_t arg_index, int list_index, std::optional<CastOutcome> forced,
+                     const at::Tensor* cached_result, uint64_t reserved_seq, int64_t source_version) {
     const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
     r = new_cast_record(runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq,
                         op_record.ts_ns);
@@ -431,7 +433,7 @@ class KernelCore {
     if (cached_result != nullptr) {
       const auto seen = runtime_.cast_cache.observe(t, *cached_result, source_version);
       sample_due = seen.sample_due;
-      r.cast.cache = seen.outcome;
+      r.cast.cache = cache = seen.outcome;
       r.cast.source_version = static_cast<uint32_t>(seen.source_version);
       r.cast.cached_version = static_cast<uint32_t>(seen.cached_version);
     }
@@ -710,7 +712,10 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
       }
       Return out =
           cast_and_call(std::index_sequence_for<Args...>{}, target, op_record_or_null, thread, seqs, casts_after, args...);
-      if (record) finish_op(thread, op_record, true, [&] { return out.defined() ? to_dtype(out.scalar_type()) : DType::kUnspecified; }, pending);
+      if (record)
+        finish_op(
+            thread, op_record, true, [&] { return out.defined() ? to_dtype(out.scalar_type()) : DType::kUnspecified; },
+            pending);
       return out;
     } catch (...) {
       if (record) finish_op(thread, op_record, false, [] { return DType::kUnspecified; }, pending);

@@ -151,6 +151,23 @@ TEST(EventLogAggregate, AnOpsRecordsFoldAndKeysPastTheLimitAreDropped) {
   EXPECT_EQ(log.stats().dropped, 4u);  // lines 8 and 9: their casts' and ops' keys
 }
 
+TEST(EventLogAggregate, ACacheSampleAmongAnOpsRecordsGoesToTheRingAsItIs) {
+  EventLog log;
+  log.configure_aggregate(true, 16);
+  log.begin_session();
+  Record sample = log.new_record(RecordKind::kCacheSample);
+  sample.sample.live_casts = 7;
+  const Record before[] = {cast(1, 1, 0, CacheOutcome::kMiss, 4, 1), sample, cast(1, 1, 1, CacheOutcome::kMiss, 4, 1)};
+  log.record_op(before, 3, op(1, 1, true, 40), this_thread_block());
+  std::vector<Record> ring;
+  log.drain([&](const Record& r) { ring.push_back(r); });
+  ASSERT_EQ(ring.size(), 1u);
+  EXPECT_EQ(ring[0].kind, RecordKind::kCacheSample);
+  EXPECT_EQ(ring[0].sample.live_casts, 7u);
+  EXPECT_EQ(log.drain_counters([](const Record&) {}), 3u);  // two casts' keys and the op's
+  EXPECT_EQ(log.stats().dropped, 0u);
+}
+
 TEST(EventLogAggregate, CastsAndOpsFoldInsteadOfEnteringTheRingAndPastTheLimitAreDropped) {
   EventLog log;
   log.configure_aggregate(true, 16);
