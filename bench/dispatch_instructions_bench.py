@@ -10,7 +10,8 @@ CPU autocast mm, the steady state (no probe or numerics window):
   native            torch's own autocast kernel
   castscope         castscope attached, every event recorded
   castscope-aggregate  the same in aggregate mode (--aggregate): per-site counters
-  castscope:<lib>   the same with another build's agent library (old and new in one run)
+  castscope:<lib>   the same with another build's agent library (old and new in one run);
+                    with --aggregate also castscope-aggregate:<lib>
 
     .venv/bin/python bench/dispatch_instructions_bench.py [--ops 3000] [--agent-lib OLD/libcastscope_agent.so]
         [--cache-sim] [--aggregate]
@@ -46,7 +47,7 @@ with ctx, torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
 """
 
 
-def count(row, lib, ops, workdir, cache_sim):
+def count(row, lib, mode, ops, workdir, cache_sim):
     """Per op: {"Ir": instructions} and, with cache_sim, "I1mr" and "D1mr" (L1 misses)."""
     env = dict(os.environ)
     if lib:
@@ -55,7 +56,7 @@ def count(row, lib, ops, workdir, cache_sim):
     sim = ["--cache-sim=yes"] if cache_sim else []
     done = subprocess.run(["valgrind", "--tool=callgrind", *sim, "--toggle-collect=*THPVariable_mm*",
                            f"--callgrind-out-file={out}", sys.executable, "-c", LOOP,
-                           {"native": "native", "castscope-aggregate": "aggregate"}.get(row, "castscope"), str(ops)],
+                           mode, str(ops)],
                           env=env, capture_output=True, text=True)
     events = re.search(r"Events +: ([\w ]+)\n", done.stderr)
     collected = re.search(r"Collected : ([\d ]+)\n", done.stderr)
@@ -89,13 +90,16 @@ def main():
         if not os.path.isfile(os.path.join(os.path.dirname(lib), "libcastscope_python.so")):
             parser.error(f"--agent-lib {lib}: no libcastscope_python.so beside it (copy it from the same build): "
                          "its row would read no Python line")
-    rows = [("native", None), ("castscope", None)] + ([("castscope-aggregate", None)] if args.aggregate else []) + [(f"castscope:{lib}", lib) for lib in args.agent_lib]
+    # (row, agent library or None for this build's, the loop's mode)
+    modes = [("castscope", "castscope")] + ([("castscope-aggregate", "aggregate")] if args.aggregate else [])
+    rows = [("native", None, "native")] + [(name, None, mode) for name, mode in modes] + \
+        [(f"{name}:{lib}", lib, mode) for lib in args.agent_lib for name, mode in modes]
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(max_workers=2) as pool:
         workdir = args.keep or scratch
-        counts = dict(zip((row for row, _ in rows),
-                          pool.map(lambda r: count(r[0], r[1], args.ops, workdir, args.cache_sim), rows)))
+        counts = dict(zip((row for row, _, _ in rows),
+                          pool.map(lambda r: count(*r, args.ops, workdir, args.cache_sim), rows)))
     native = counts["native"]
     print(f"inside THPVariable_mm per 8x8 bf16 autocast mm, {args.ops} calls per row")
     header = f"{'row':60s} {'instr/op':>9s} {'added':>8s} {'x native':>9s}"
