@@ -70,7 +70,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ops", type=int, default=3000, help="mm calls counted per row (default 3000)")
     parser.add_argument("--agent-lib", action="append", default=[],
-                        help="another agent library to count as its own row (repeatable)")
+                        help="another agent library to count as its own row, with --aggregate also in aggregate "
+                             "mode (repeatable)")
     parser.add_argument("--cache-sim", action="store_true",
                         help="also simulate the L1 caches: instruction and data misses per op")
     parser.add_argument("--aggregate", action="store_true",

@@ -37,10 +37,10 @@ function(castscope_profile_guided target)
     # builds with the rest of it (its changed functions without), and
     # scripts/setup.sh takes a new profile on its next run. -fprofile-correction
     # because without it GCC warns "Missing counts for called function" of an
-    # edited function that profiled code calls, through no option but -Werror,
-    # so a -Werror build stopped after the edit (with it, the same goes to
-    # GCC's dump file); the atomic counters leave no inconsistency for it to
-    # correct in a profile of the current sources.
+    # edited function that profiled code calls, a warning with no -W option of
+    # its own, which -Werror made an error after any such edit (with it, the
+    # message only goes to a dump file, if one is asked for); the atomic
+    # counters leave nothing for it to correct in a profile of the sources.
     target_compile_options(${target} PRIVATE "-fprofile-use=${CASTSCOPE_PGO_DIR}" -fprofile-partial-training
       -fprofile-correction -Wno-missing-profile -Wno-coverage-mismatch)
   endif()

@@ -41,3 +41,18 @@ def test_a_profile_guided_build_has_its_profile():
     per_library = {lib: list(profile.glob(f"*{lib}.dir*.gcda"))
                    for lib in ("castscope_dispatch", "castscope_context", "castscope_record", "castscope_python")}
     assert all(per_library.values()), f"no profile in {profile} for: {[k for k, v in per_library.items() if not v]}"
+
+
+def test_profiled_units_take_profile_correction():
+    # Without it GCC 12 warns "Missing counts for called function" (no -W
+    # option) after an edit of a profiled function, and -Werror stops the
+    # build until setup.sh takes a new profile (cmake/CastscopeProfileGuided.cmake).
+    library = _native.agent_library_path()
+    if _build_cache(library).get("CASTSCOPE_PGO") != "USE":
+        pytest.skip(f"{library} is not from a profile-guided build folder")
+    build = library.parent.parent
+    commands = subprocess.run(["ninja", "-C", str(build), "-t", "commands"], capture_output=True, text=True,
+                              check=True).stdout.splitlines()
+    profiled = [c for c in commands if "-fprofile-use=" in c]
+    assert len(profiled) >= 4, "the four per-op libraries' units"  # dispatch, context, record, frame reader
+    assert all(" -fprofile-correction " in c for c in profiled), [c[-200:] for c in profiled][:2]

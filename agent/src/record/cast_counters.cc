@@ -64,9 +64,9 @@ CounterTable::CounterTable(size_t max_keys)
       mask_(slots_for(max_keys_) - 1),
       slots_(std::make_unique<CountFields[]>(mask_ + 1)) {}
 
-// fold's work, the caller holding busy_; inlined into fold and fold_op (as a
-// call, fold_op's three would cost more than the two locks it saves).
-[[gnu::always_inline]] inline bool CounterTable::fold_locked(const Record& record, uint64_t iteration) {
+// Inlined into fold and fold_op: as a call, fold_op's three cost more than
+// the two locks it saves (docs/performance.md, "eighth pass").
+inline bool CounterTable::fold_locked(const Record& record, uint64_t iteration) {
   const CounterKey key = counter_key(record);
   const bool is_cast = record.kind == RecordKind::kCast;
   size_t i = hash_key(key) & mask_;

@@ -60,7 +60,8 @@ class CounterTable {
     }
   }
   void unlock() { busy_.store(false, std::memory_order_release); }
-  bool fold_locked(const Record& record, uint64_t iteration);
+  // fold's work, the caller holding busy_ (defined in cast_counters.cc, its only callers there).
+  [[gnu::always_inline]] inline bool fold_locked(const Record& record, uint64_t iteration);
 
   const size_t max_keys_;
   const size_t mask_;
