@@ -256,11 +256,11 @@ class KernelCore {
     }
   }
 
-  // The same for the unboxed kernel's steady state, with the casts in
-  // `pending` (never compiling): their records are made after the op's time
-  // is taken, as record_cast makes them (a cache sample a cast made due
-  // right after it), and logged before the op's, all with one look-up of the
-  // thread's ring (EventLog::record_op).
+  // The same for the unboxed kernel, with the casts in `pending` (the steady
+  // state's, never compiling; none when they were recorded at once): their
+  // records are made after the op's time is taken, as record_cast makes them
+  // (a cache sample a cast made due right after it), and logged before the
+  // op's, all with one look-up of the thread's ring (EventLog::record_op).
   template <class OutputDtype, size_t kPending>
   void finish_op_record(ThreadBlock& thread, Record& r, bool ok, OutputDtype&& output,
                         PendingCasts<kPending>& pending) noexcept {
@@ -713,12 +713,12 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
       Return out =
           cast_and_call(std::index_sequence_for<Args...>{}, target, op_record_or_null, thread, seqs, casts_after, args...);
       if (record)
-        finish_op(
+        finish_op_record(
             thread, op_record, true, [&] { return out.defined() ? to_dtype(out.scalar_type()) : DType::kUnspecified; },
             pending);
       return out;
     } catch (...) {
-      if (record) finish_op(thread, op_record, false, [] { return DType::kUnspecified; }, pending);
+      if (record) finish_op_record(thread, op_record, false, [] { return DType::kUnspecified; }, pending);
       throw;
     }
   }
@@ -732,16 +732,6 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
                                     std::decay_t<Arg>, std::remove_reference_t<Arg>&>;
   // A slot for each argument that may be cast.
   using Pending = PendingCasts<((!std::is_reference_v<Casted<Args>>) + ... + 0)>;
-
-  // The op's record, with its pending casts' when it has them (the steady state).
-  template <class OutputDtype>
-  void finish_op(ThreadBlock& thread, Record& op_record, bool ok, OutputDtype&& output, Pending& pending) noexcept {
-    if (pending.size != 0) {
-      finish_op_record(thread, op_record, ok, output, pending);
-    } else {
-      finish_op_record(thread, op_record, ok, output);
-    }
-  }
 
   // A braced list runs the casts left to right, as the boxed kernel does
   // (their records and the cast cache see the same order).
