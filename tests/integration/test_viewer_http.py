@@ -17,11 +17,12 @@ import threading
 import time
 import urllib.parse
 
+import grpc
 import jsonschema
 import pytest
 import referencing
 
-from crafted_run import COLLECTOR, write as write_crafted_run
+from crafted_run import COLLECTOR, _field, _varint, write as write_crafted_run
 from helpers import line_of
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -584,6 +585,53 @@ def test_live_pages_get_casts_while_the_job_trains_and_a_stalled_one_slows_nothi
             == stored["events_stored"]
     finally:
         v.stop()
+
+
+def _casts_batch(run_id: str, sequence: int, first_seq: int, casts: int) -> bytes:
+    """IngestRequest.batch of `casts` casts of aten::mm (a 4x4 float32 -> bfloat16), each a microsecond apart."""
+    events = b"".join(
+        _field(8, _field(1, _field(1, seq) + _field(2, 1_000_000_000 + seq * 1_000) + _field(3, 1) + _field(8, 1)
+                         + _field(9, 1) + _field(10, 3) + _field(11, 1) + _field(12, _varint(4) + _varint(4)) + _field(14, 64)
+                         + _field(15, 1) + _field(24, 1)))
+        for seq in range(first_seq, first_seq + casts))
+    identity = _field(1, run_id) + _field(2, "busy-agent") + _field(3, 4242)
+    return _field(2, _field(1, 1) + _field(2, identity) + _field(3, sequence) + _field(5, first_seq + casts - 1)
+                  + _field(6, _field(1, 1) + _field(2, "aten::mm")) + events)
+
+
+def test_a_live_message_under_heavy_ingest_carries_16_casts_not_64(tmp_path):
+    """A message of 5 000 events or more (~100 k events/s per agent) carries
+    the 16 newest casts of its run and agent; a lighter one the 64 newest."""
+    ready = tmp_path / "collector.addr"
+    v = Viewer(tmp_path, "serve", "--db", str(tmp_path / "busy.db"), "--listen", "127.0.0.1:0", "--ready-file", str(ready))
+    try:
+        while not ready.exists():
+            time.sleep(0.02)
+        run_id = "busy-run"
+        events: list = []
+        stop = threading.Event()
+        reader = threading.Thread(target=_sse_events, args=(v.host, v.port, v.token, run_id, 60, events, stop))
+        reader.start()
+        time.sleep(0.3)
+        hello = _field(1, _field(1, 1) + _field(2, "busy-agent"))
+        with grpc.insecure_channel(ready.read_text().strip()) as channel:
+            for sequence, first, casts in ((1, 1, 6000), (2, 6001, 200)):
+                call = channel.stream_stream("/castscope.v1.Ingest/Stream")
+                responses = list(call(iter([hello, _casts_batch(run_id, sequence, first, casts)]), timeout=30))
+                assert len(responses) == 2, responses  # Welcome, then the batch's acknowledgement (it is stored)
+                deadline = time.monotonic() + 30
+                while sum(data["events"] for event, data in events if event == "batch") < first + casts - 1:
+                    assert time.monotonic() < deadline, events
+                    time.sleep(0.02)
+    finally:
+        stop.set()
+        v.stop()  # ends the event stream the reader waits on
+    reader.join(timeout=30)
+    batches = [data for event, data in events if event == "batch"]
+    for b in batches:
+        conforms("LiveBatch", b)
+    assert [(b["events"], len(b["casts"])) for b in batches] == [(6000, 16), (200, 64)]
+    assert [c["seq"] for c in batches[0]["casts"]] == list(range(5985, 6001))  # the newest
 
 
 def _interruptible() -> None:

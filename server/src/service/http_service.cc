@@ -47,6 +47,13 @@ constexpr auto kKeepAlive = std::chrono::seconds(10);
 constexpr auto kLiveInterval = std::chrono::milliseconds(50);
 constexpr auto kBusyLiveInterval = std::chrono::milliseconds(100);
 constexpr uint64_t kBusyLiveEvents = 5'000;
+// A message of kBusyLiveEvents or more carries at most this many casts per
+// run and agent (the newest), not live_sample_casts: under heavy ingest a
+// page shows density bars and these marks on top, and receiving, parsing and
+// drawing 64 of them 10 times a second per agent was a fifth of a following
+// page's CPU, taken from the cores ingest needs (docs/performance.md, "A
+// following page under heavy ingest").
+constexpr size_t kBusyLiveSampleCasts = 16;
 
 bool equal_in_constant_time(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
@@ -527,6 +534,9 @@ void HttpService::install_routes() {
               held.push_back(std::move(chunk));
             }
             if (skipped_total > 0) out += "event: skipped\ndata: " + json{{"events", skipped_total}}.dump() + "\n\n";
+            const size_t sample = message_events >= kBusyLiveEvents
+                                      ? std::min(options_.live_sample_casts, kBusyLiveSampleCasts)
+                                      : options_.live_sample_casts;
             for (auto& [key, p] : pending) {
               const auto& [run_id, agent_id] = key;
               int64_t& origin = live->origins[run_id];
@@ -542,7 +552,7 @@ void HttpService::install_routes() {
               else message.value(static_cast<int64_t>(p.max_ts_ns) - origin);
               message.key("events").value(p.events);
               message.key("casts").begin_array();
-              const size_t first = p.casts.size() > options_.live_sample_casts ? p.casts.size() - options_.live_sample_casts : 0;
+              const size_t first = p.casts.size() > sample ? p.casts.size() - sample : 0;
               for (size_t i = first; i < p.casts.size(); ++i) viewer::write_cast(message, agent_id, *p.casts[i], origin);
               message.end_array().end_object();
               out += "event: batch\ndata: " + message.text() + "\n\n";

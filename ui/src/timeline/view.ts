@@ -31,6 +31,16 @@ const LIVE_REFETCH_MS = 1000;
 // still paints at once. Adds at most this much (and one animation frame) to a
 // pushed cast's time to the screen.
 const LIVE_PAINT_MS = 100;
+// Under heavy ingest (a pushed message of BUSY_LIVE_EVENTS or more, the
+// collector's own threshold: ~100 k events/s per agent), at most 5 frames a
+// second for pushed casts until a second after the last such message. The
+// page then shows density bars, and each frame costs Chromium ~5 ms of CPU
+// here, on the cores of the collector it watches (docs/performance.md, "A
+// following page under heavy ingest"). The live target's 30 k events/s never
+// reaches it.
+const BUSY_LIVE_EVENTS = 5_000;
+const BUSY_LIVE_PAINT_MS = 200;
+const BUSY_HOLD_MS = 1000;
 const LIVE_SPAN_DEFAULT = 10e9;
 const IMPLAUSIBLE_JUMP_NS = 300e9;
 const NUMERICS_REFETCH_MS = 5000;
@@ -115,6 +125,7 @@ export class TimelineView {
   private follow = false;
   private live = false;
   private liveCasts = new Map<string, LiveCast[]>();
+  private busyUntil = 0; // performance.now() until which pushed casts paint at most every BUSY_LIVE_PAINT_MS
   private pendingLive = new Map<string, { cast: Cast; at: number }>();
   private liveTimer = 0;
   private livePaintTimer = 0;
@@ -335,6 +346,7 @@ export class TimelineView {
       this.tMax = Math.max(newest, b.t_max);
     }
     const now = performance.now();
+    if (b.events >= BUSY_LIVE_EVENTS) this.busyUntil = now + BUSY_HOLD_MS;
     for (const c of b.casts ?? []) {
       const key = liveKey(c.agent_id ?? b.agent_id, c.thread);
       const list = this.liveCasts.get(key) ?? [];
@@ -479,7 +491,8 @@ export class TimelineView {
   /** A frame for pushed casts: at the next animation frame, or LIVE_PAINT_MS after the last frame. */
   private requestLivePaint(): void {
     if (this.livePaintTimer) return;
-    const wait = this.lastPaintAt + LIVE_PAINT_MS - performance.now();
+    const now = performance.now();
+    const wait = this.lastPaintAt + (now < this.busyUntil ? BUSY_LIVE_PAINT_MS : LIVE_PAINT_MS) - now;
     if (wait <= 0) return this.requestPaint();
     this.livePaintTimer = window.setTimeout(() => {
       this.livePaintTimer = 0;
