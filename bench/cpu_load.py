@@ -9,16 +9,21 @@ CPU share (the same drop as this load of the same size) from one that is not
 import argparse
 import ctypes
 import multiprocessing
+import os
 import signal
 import time
 
 PERIOD_S = 0.004
 
 
-def busy(duty: float) -> None:
-    # Ends with the parent, however the parent ends (kill -9 included).
+def busy(duty: float, parent: int) -> None:
+    # Ends with the parent, however the parent ends (kill -9 included), and
+    # at once if it has already gone.
     PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:
+        return
     while True:
         start = time.perf_counter()
         while time.perf_counter() - start < PERIOD_S * duty:
@@ -33,7 +38,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.processes < 1 or not 0 < args.duty <= 1:
         parser.error("--processes must be >= 1 and --duty in (0, 1]")
-    workers = [multiprocessing.Process(target=busy, args=(args.duty,), daemon=True) for _ in range(args.processes)]
+    fork = multiprocessing.get_context("fork")  # children of this process: the death signal follows it
+    workers = [fork.Process(target=busy, args=(args.duty, os.getpid()), daemon=True) for _ in range(args.processes)]
     for w in workers:
         w.start()
     for w in workers:

@@ -525,11 +525,14 @@ def test_crafted_strings_come_back_as_data(tmp_path):
         v.stop()
 
 
-def _sse_events(host: str, port: int, token: str, run: str, seconds: float, out: list, stop: threading.Event):
+def _sse_events(host: str, port: int, token: str, run: str, seconds: float, out: list, stop: threading.Event,
+                subscribed: threading.Event | None = None):
     connection = http.client.HTTPConnection(host, port, timeout=seconds + 5)
     connection.request("GET", f"/api/live?run={urllib.parse.quote(run)}", headers={"Authorization": f"Bearer {token}"})
     response = connection.getresponse()
     assert response.getheader("Content-Type").startswith("text/event-stream")
+    if subscribed is not None:
+        subscribed.set()  # the collector subscribes before it sends the headers
     event = None
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and not stop.is_set():
@@ -600,19 +603,23 @@ def _casts_batch(run_id: str, sequence: int, first_seq: int, casts: int) -> byte
 
 
 def test_a_live_message_under_heavy_ingest_carries_16_casts_not_64(tmp_path):
-    """A message of 5 000 events or more (~100 k events/s per agent) carries
-    the 16 newest casts of its run and agent; a lighter one the 64 newest."""
+    """One run and agent's message of 5 000 events or more (heavy ingest)
+    carries its 16 newest casts; a lighter one its 64 newest."""
     ready = tmp_path / "collector.addr"
-    v = Viewer(tmp_path, "serve", "--db", str(tmp_path / "busy.db"), "--listen", "127.0.0.1:0", "--ready-file", str(ready))
+    v = Viewer(tmp_path, "serve", "--db", str(tmp_path / "busy.db"), "--listen", "127.0.0.1:0",
+               "--ready-file", str(ready))
+    run_id = "busy-run"
+    events: list = []
+    stop, subscribed = threading.Event(), threading.Event()
+    reader = threading.Thread(target=_sse_events, args=(v.host, v.port, v.token, run_id, 60, events, stop, subscribed),
+                              daemon=True)
     try:
+        deadline = time.monotonic() + 30
         while not ready.exists():
+            assert v.process.poll() is None and time.monotonic() < deadline, "collector not ready"
             time.sleep(0.02)
-        run_id = "busy-run"
-        events: list = []
-        stop = threading.Event()
-        reader = threading.Thread(target=_sse_events, args=(v.host, v.port, v.token, run_id, 60, events, stop))
         reader.start()
-        time.sleep(0.3)
+        assert subscribed.wait(timeout=30), "no live stream"
         hello = _field(1, _field(1, 1) + _field(2, "busy-agent"))
         with grpc.insecure_channel(ready.read_text().strip()) as channel:
             for sequence, first, casts in ((1, 1, 6000), (2, 6001, 200)):
@@ -626,7 +633,9 @@ def test_a_live_message_under_heavy_ingest_carries_16_casts_not_64(tmp_path):
     finally:
         stop.set()
         v.stop()  # ends the event stream the reader waits on
-    reader.join(timeout=30)
+        if reader.ident is not None:
+            reader.join(timeout=30)
+    assert not reader.is_alive()
     batches = [data for event, data in events if event == "batch"]
     for b in batches:
         conforms("LiveBatch", b)

@@ -427,7 +427,7 @@ export interface LiveBatch {
   /** null until the run has an origin (its first batches may hold only cache samples). */
   t_max: number | null;
   events: Count;
-  /** The newest casts, at most 64; at most 16 in a message of 5 000 events or more (heavy ingest). */
+  /** The newest casts, at most 64; at most 16 when events is 5 000 or more (heavy ingest). */
   casts: Cast[];
 }
 

@@ -37,22 +37,23 @@ constexpr const char* kContentSecurityPolicy =
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 constexpr auto kKeepAlive = std::chrono::seconds(10);
-// At most one live message every kLiveInterval, or kBusyLiveInterval after
-// a message of kBusyLiveEvents or more. A page draws at most 10 frames a
-// second (ui/src/timeline/view.ts): under heavy ingest, 20 messages a second
-// only made it parse more (~1 MB/s of JSON per page), on the cores ingest
-// needs; under light ingest the shorter wait keeps a cast's way to the
+// At most one live write every kLiveInterval, or kBusyLiveInterval after a
+// write of kBusyLiveEvents or more (all its runs and agents, skipped events
+// included). A page draws pushed casts at most 10 frames a second, 5 under
+// heavy ingest (ui/src/timeline/view.ts): under heavy ingest, 20 messages a
+// second only made it parse more (~1 MB/s of JSON per page), on the cores
+// ingest needs; under light ingest the shorter wait keeps a cast's way to the
 // screen short (5 k events in 50 ms: 100 k events/s; the live target is
 // measured at 30 k).
 constexpr auto kLiveInterval = std::chrono::milliseconds(50);
 constexpr auto kBusyLiveInterval = std::chrono::milliseconds(100);
 constexpr uint64_t kBusyLiveEvents = 5'000;
-// A message of kBusyLiveEvents or more carries at most this many casts per
-// run and agent (the newest), not live_sample_casts: under heavy ingest a
-// page shows density bars and these marks on top, and receiving, parsing and
-// drawing 64 of them 10 times a second per agent was a fifth of a following
-// page's CPU, taken from the cores ingest needs (docs/performance.md, "A
-// following page under heavy ingest").
+// One run and agent's message of kBusyLiveEvents or more carries at most
+// this many casts (the newest), not live_sample_casts; the page slows its
+// frames on the same count. Under heavy ingest a page shows density bars and
+// these marks on top; drawing 64 of them per message took ~0.03 CPU s/s of a
+// following page's 0.17-0.21, receiving and parsing them ~0.02, on the cores
+// ingest needs (docs/performance.md, "A following page under heavy ingest").
 constexpr size_t kBusyLiveSampleCasts = 16;
 
 bool equal_in_constant_time(const std::string& a, const std::string& b) {
@@ -534,10 +535,10 @@ void HttpService::install_routes() {
               held.push_back(std::move(chunk));
             }
             if (skipped_total > 0) out += "event: skipped\ndata: " + json{{"events", skipped_total}}.dump() + "\n\n";
-            const size_t sample = message_events >= kBusyLiveEvents
-                                      ? std::min(options_.live_sample_casts, kBusyLiveSampleCasts)
-                                      : options_.live_sample_casts;
             for (auto& [key, p] : pending) {
+              const size_t sample = p.events >= kBusyLiveEvents
+                                        ? std::min(options_.live_sample_casts, kBusyLiveSampleCasts)
+                                        : options_.live_sample_casts;
               const auto& [run_id, agent_id] = key;
               int64_t& origin = live->origins[run_id];
               if (origin == 0) (void)queries_.with([&](viewer::ViewerQueries& q) { return q.origin(run_id, origin); });
@@ -557,7 +558,8 @@ void HttpService::install_routes() {
               message.end_array().end_object();
               out += "event: batch\ndata: " + message.text() + "\n\n";
             }
-            live->interval = message_events >= kBusyLiveEvents ? kBusyLiveInterval : kLiveInterval;
+            const bool busy = message_events + skipped_total >= kBusyLiveEvents;
+            live->interval = busy ? kBusyLiveInterval : kLiveInterval;
           }
           const auto now = std::chrono::steady_clock::now();
           if (out.empty() && now - live->last_write >= kKeepAlive) out = ": keep-alive\n\n";

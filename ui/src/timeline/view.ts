@@ -31,13 +31,13 @@ const LIVE_REFETCH_MS = 1000;
 // still paints at once. Adds at most this much (and one animation frame) to a
 // pushed cast's time to the screen.
 const LIVE_PAINT_MS = 100;
-// Under heavy ingest (a pushed message of BUSY_LIVE_EVENTS or more, the
-// collector's own threshold: ~100 k events/s per agent), at most 5 frames a
-// second for pushed casts until a second after the last such message. The
-// page then shows density bars, and each frame costs Chromium ~5 ms of CPU
-// here, on the cores of the collector it watches (docs/performance.md, "A
-// following page under heavy ingest"). The live target's 30 k events/s never
-// reaches it.
+// Under heavy ingest (one agent's pushed message of BUSY_LIVE_EVENTS or more,
+// the collector's own threshold: ~50-100 k events/s per agent), pushed casts
+// cause at most 5 frames a second (refetches and input add their own) until a
+// second after the last such message. The page then shows density bars, and
+// each frame costs Chromium ~5 ms of CPU here, on the cores of the collector
+// it watches (docs/performance.md, "A following page under heavy ingest").
+// The live target's 30 k events/s never reaches it.
 const BUSY_LIVE_EVENTS = 5_000;
 const BUSY_LIVE_PAINT_MS = 200;
 const BUSY_HOLD_MS = 1000;
