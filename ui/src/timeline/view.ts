@@ -488,7 +488,10 @@ export class TimelineView {
     });
   }
 
-  /** A frame for pushed casts: at the next animation frame, or LIVE_PAINT_MS after the last frame. */
+  /**
+   * A frame for pushed casts: at the next animation frame, or LIVE_PAINT_MS
+   * (BUSY_LIVE_PAINT_MS under heavy ingest) after the last frame.
+   */
   private requestLivePaint(): void {
     if (this.livePaintTimer) return;
     const now = performance.now();
