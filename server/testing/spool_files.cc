@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <fstream>
+#include <mutex>
+#include <set>
+#include <system_error>
 
 #include "common/spool/spool_format.h"
 
@@ -27,11 +30,41 @@ void write_segment(const std::filesystem::path& path, const std::vector<std::str
   for (const auto& f : frames) out << f;
 }
 
+namespace {
+
+// The folders temp_dir made, removed when the test process exits: without it
+// every run of the suite left ~100 MiB under /tmp, and CI shares that disk.
+class TempDirsRemovedAtExit {
+ public:
+  void add(const std::filesystem::path& dir) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dirs_.insert(dir);
+  }
+  ~TempDirsRemovedAtExit() {
+    for (const auto& dir : dirs_) {
+      std::error_code ignored;  // a test's own leftovers must not fail its exit
+      std::filesystem::remove_all(dir, ignored);
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<std::filesystem::path> dirs_;
+};
+
+TempDirsRemovedAtExit& temp_dirs() {
+  static TempDirsRemovedAtExit dirs;
+  return dirs;
+}
+
+}  // namespace
+
 std::filesystem::path temp_dir(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() / ("castscope_collector_test_" + name + "_" +
                                                        std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  temp_dirs().add(dir);
   return dir;
 }
 

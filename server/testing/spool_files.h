@@ -13,7 +13,8 @@ std::string frame(const std::string& payload);
 // A spool segment file of `frames`, its folders created.
 void write_segment(const std::filesystem::path& path, const std::vector<std::string>& frames);
 
-// A fresh, empty folder under the temp dir, unique to this process.
+// A fresh, empty folder under the temp dir, unique to this process; removed
+// with its contents when the process exits normally.
 std::filesystem::path temp_dir(const std::string& name);
 
 }  // namespace castscope::collector::testing

@@ -43,8 +43,16 @@ function uiDirArgs(sub: string): string[] {
   return helpOf(sub).includes("--ui-dir") ? ["--ui-dir", UI_DIST] : [];
 }
 
+const madeTempDirs: string[] = [];
+// Removed when the worker exits, so runs of the suite leave nothing under /tmp.
+process.on("exit", () => {
+  for (const dir of madeTempDirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 export function tempDir(prefix: string): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), `castscope-ui-${prefix}-`));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `castscope-ui-${prefix}-`));
+  madeTempDirs.push(dir);
+  return dir;
 }
 
 /** Starts `castscope ARGS`, resolves once it prints the viewer's URL. */
