@@ -27,14 +27,15 @@
 //   node bench/viewer_browser_bench.mjs [--events 10000000] [--steps 60] [--opens 3]
 //        [--live-seconds 20] [--rate 30000] [--ingest-events 6000000] [--ingest-repeats 3]
 //        [--skip-scale] [--skip-live] [--skip-ingest] [--keep DIR] [--db STORE]
-//        [--ingest-store-dir DIR] [--ui-dist DIR] [--collector BINARY]
+//        [--ingest-store-dir DIR] [--ui-dist DIR] [--collector BINARY] [--window-webui]
 //
 // --keep DIR keeps the stores and logs in DIR; --db STORE opens the run "train"
 // of an earlier fill instead of filling a new store. --ingest-store-dir puts
 // the ingest stores there (/dev/shm: this VM's disk throttles writes, and its
 // spread from run to run hides the browser's share); --ui-dist serves another
 // build of the page and --collector runs another build's collector (old and
-// new in one sitting).
+// new in one sitting). --window-webui keeps Chromium's per-window omnibox WebUI
+// (see WINDOW_WEBUI_FEATURES), which runs before 2026-11-27 included.
 //
 // Needs build/ (castscope-collector, castscope_ingest_bench), .venv (castscope
 // run, torch) and ui/dist (cd ui && npm run build). Not run by scripts/test.sh.
@@ -83,6 +84,7 @@ function parseArgs(argv) {
     else if (a === "--collector") COLLECTOR = path.resolve(value());
     else if (a === "--keep") args.keep = value();
     else if (a === "--db") args.db = value();
+    else if (a === "--window-webui") WINDOW_WEBUI = true;
     else throw new Error(`unknown argument ${a}`);
   }
   return args;
@@ -145,8 +147,44 @@ async function startCollector(subcommand, db, dir) {
   };
 }
 
+// Chromium 156 loads the omnibox popup's WebUI (chrome://omnibox-popup.top-chrome,
+// Lit and a dozen modules) in a renderer of its own for every new window, and
+// each Playwright context is a new window: ~0.8 CPU s and ~0.45 s to first paint
+// per page opened here, none of it the viewer's, and a person opening the
+// viewer in a tab pays it once per window, not per page. Off unless --window-webui.
+const WINDOW_WEBUI_FEATURES = ["WebUIOmniboxPopup", "WebUIOmniboxFullPopup", "WebUIOmniboxAimPopup", "PreloadTopChromeWebUI"];
+let WINDOW_WEBUI = false;
+
+/** The --disable-features argument of the browser process Playwright started below us, or null. */
+function browserDisableFeaturesArg() {
+  for (const pid of browserCpuByPid().keys()) {
+    let argv;
+    try {
+      argv = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    } catch {
+      continue; // gone meanwhile
+    }
+    if (argv.some((a) => a.startsWith("--type="))) continue; // a child process, not the browser
+    const found = argv.filter((a) => a.startsWith("--disable-features="));
+    if (found.length) return found;
+  }
+  return null;
+}
+
 async function launch() {
-  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  const options = { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS };
+  if (WINDOW_WEBUI) return chromium.launch(options);
+  // Chromium takes the last --disable-features only, so Playwright's own list
+  // (read from a first launch) is given again with the window's WebUI added.
+  const probe = await chromium.launch(options);
+  const defaults = browserDisableFeaturesArg();
+  await probe.close();
+  if (!defaults || defaults.length !== 1) throw new Error(`Playwright's --disable-features not found once: ${defaults}`);
+  const features = [...defaults[0].slice("--disable-features=".length).split(","), ...WINDOW_WEBUI_FEATURES];
+  const browser = await chromium.launch({ ...options, ignoreDefaultArgs: defaults, args: [...CHROMIUM_ARGS, `--disable-features=${features.join(",")}`] });
+  const now = browserDisableFeaturesArg();
+  if (now?.length !== 1 || now[0] !== `--disable-features=${features.join(",")}`) throw new Error(`chromium started with ${now}, not the merged --disable-features`);
+  return browser;
 }
 
 /** Page-side helpers: input times, resource timing kept, a settle wait. */
@@ -441,14 +479,19 @@ function readStat(file) {
   try {
     const stat = fs.readFileSync(file, "utf8");
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return { name: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")), fields, seconds: (Number(fields[11]) + Number(fields[12])) / 100 };
+    return { name: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")), fields, seconds: (Number(fields[11]) + Number(fields[12])) / 100,
+      reapedSeconds: (Number(fields[13]) + Number(fields[14])) / 100 };
   } catch {
     return null;
   }
 }
 
-/** CPU seconds of each process below this one: pid -> seconds. */
-function browserCpuByPid() {
+/**
+ * CPU seconds of each process below this one: pid -> seconds; `withReaped`
+ * adds those of its children that exited and were waited for (the renderer of
+ * a closed or replaced page).
+ */
+function browserCpuByPid(withReaped = false) {
   const parent = new Map();
   const seconds = new Map();
   for (const pid of fs.readdirSync("/proc")) {
@@ -456,7 +499,7 @@ function browserCpuByPid() {
     const stat = readStat(`/proc/${pid}/stat`);
     if (!stat) continue; // gone meanwhile
     parent.set(Number(pid), Number(stat.fields[1]));
-    seconds.set(Number(pid), stat.seconds);
+    seconds.set(Number(pid), stat.seconds + (withReaped ? stat.reapedSeconds : 0));
   }
   const below = (pid) => {
     for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) return true;
@@ -545,6 +588,7 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
     const bench = spawn(INGEST_BENCH, ["--collector", serve.address, "fill", "--prebuild", "--events", String(events), "--agents", "2", "--run", "ingest"], { stdio: ["ignore", "pipe", "inherit"] });
     bench.stdout.on("data", (b) => out.push(b.toString()));
     const exited = new Promise((r) => bench.once("exit", r));
+    const cpuAtOpen = browserCpuByPid(true);
     while (pages > 0 && bench.exitCode === null) {
       const { runs } = await serve.get("/api/runs");
       const run = runs.find((r) => r.agents.some((a) => a.casts > 0));
@@ -594,6 +638,9 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
     const machineBusy = collectorLast.machine !== undefined ? (collectorLast.machine - machineFrom) / sampled : NaN;
     const collectorCpu = `${threadCpuBetween(collectorFrom, collectorLast.sample, sampled)}; the ingest client ${clientCpu.toFixed(2)}; the machine ${machineBusy.toFixed(2)} of ${os.cpus().length} cores busy`;
     const cpuTo = browserCpuByPid();
+    // Opening included: processes started since (the pages' renderers) count from zero.
+    let browserRunCpu = 0;
+    for (const [pid, s] of browserCpuByPid(true)) if (!notBrowser.has(pid)) browserRunCpu += s - (cpuAtOpen.get(pid) ?? 0);
     const browserCpu = measured ? browserCpuBetween(cpuFrom, cpuTo, notBrowser) / ((Date.now() - following) / 1000) : null;
     const browserThreads = measured ? threadCpuBetween(browserThreadsFrom, browserThreadCpu(cpuTo, notBrowser), (Date.now() - following) / 1000) : "";
     const stats = [];
@@ -604,7 +651,7 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
     const storedAtEnd = await serve.metric("castscope_events_ingested_total");
     if (storedAtEnd !== storedAll) console.log(`    (the collector counted ${storedAtEnd} events ingested, the fill ${storedAll})`);
     const steadyRate = steady ? (storedAll - steady.stored) / ((endedAt - steady.at) / 1000) : NaN;
-    return { rate, steadyRate, stats, browserCpu, collectorCpu, browserThreads };
+    return { rate, steadyRate, stats, browserCpu, browserRunCpu, collectorCpu, browserThreads };
   } finally {
     for (const c of contexts) await c.close();
     await serve.stop();
@@ -622,10 +669,11 @@ async function benchIngest(args, dir) {
     console.log(`ingest: castscope_ingest_bench fill --prebuild, ${(args.ingestEvents / 1e6).toFixed(1)} M events of 2 ranks into a fresh store, no page / two pages following the run, alternated ${args.ingestRepeats}x`);
     for (let r = 0; r < args.ingestRepeats; r++) {
       for (const pages of [0, 2]) {
-        const { rate, steadyRate, stats, browserCpu, collectorCpu, browserThreads } = await ingestOnce(browser, dir, storeDir, args.keep !== null, args.ingestEvents, pages, r);
+        const { rate, steadyRate, stats, browserCpu, browserRunCpu, collectorCpu, browserThreads } = await ingestOnce(browser, dir, storeDir, args.keep !== null, args.ingestEvents, pages, r);
         rates[pages].push(rate);
         steadyRates[pages].push(steadyRate);
-        const cpu = browserCpu === null ? "" : `; the browser ${browserCpu.toFixed(2)} CPU s/s while following`;
+        const cpu = (browserCpu === null ? "" : `; the browser ${browserCpu.toFixed(2)} CPU s/s while following`) +
+          (pages > 0 ? `; the browser ${browserRunCpu.toFixed(2)} CPU s over the run, the pages' opening included` : "");
         console.log(`  ${pages} pages: ${(rate / 1e6).toFixed(3)} M events/s, steady ${(steadyRate / 1e6).toFixed(3)}${stats.length ? ` (pages got ${stats.map((s) => `${s.live} live messages, ${s.fetches} refetches, ${s.paints} paints`).join("; ")}${cpu})` : ""}`);
         console.log(`    the collector's CPU s/s by thread: ${collectorCpu}`);
         if (browserThreads) console.log(`    the browser's CPU s/s by thread name: ${browserThreads}`);
@@ -645,7 +693,7 @@ async function main() {
   for (const [what, file] of [["collector", COLLECTOR], ["ingest bench", INGEST_BENCH], ["castscope", CASTSCOPE], ["ui", path.join(UI_DIST, "index.html")], ["chromium", CHROMIUM]])
     if (!fs.existsSync(file)) throw new Error(`${what}: ${file} missing (scripts/setup.sh --tests; cd ui && npm run build)`);
   const dir = args.keep ? (fs.mkdirSync(args.keep, { recursive: true }), args.keep) : fs.mkdtempSync(path.join(os.tmpdir(), "castscope-viewer-browser-"));
-  console.log(`${new Date().toISOString()} ${os.cpus().length} cores, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}; chromium ${execFileSync(CHROMIUM, ["--version"], { encoding: "utf8" }).trim()}`);
+  console.log(`${new Date().toISOString()} ${os.cpus().length} cores, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}; chromium ${execFileSync(CHROMIUM, ["--version"], { encoding: "utf8" }).trim()}${WINDOW_WEBUI ? ", its per-window WebUI kept" : ", its per-window WebUI off"}`);
   try {
     if (!args.skipScale) await benchScale(args, dir);
     if (!args.skipLive) await benchLive(args, dir);

@@ -11,8 +11,8 @@ cd "$ROOT"
 # A checkout with its venv and three builds takes ~8 GiB, and the tests write
 # a few hundred MiB more under /tmp: say so up front rather than fail at a link.
 for dir in "$ROOT" "${TMPDIR:-/tmp}"; do
-  free_gib=$(df -Pk "$dir" | awk 'NR==2 {print int($4 / 1048576)}')
-  if [ "$free_gib" -lt 10 ]; then
+  free_gib=$(df -Pk "$dir" 2>/dev/null | awk 'NR==2 {print int($4 / 1048576)}') || continue
+  if [ -n "$free_gib" ] && [ "$free_gib" -lt 10 ]; then
     echo "warning: $free_gib GiB free under $dir; setup, builds and tests need about 10 GiB" >&2
   fi
 done

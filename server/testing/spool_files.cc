@@ -41,6 +41,7 @@ class TempDirsRemovedAtExit {
     dirs_.insert(dir);
   }
   ~TempDirsRemovedAtExit() {
+    if (::getpid() != owner_) return;  // a forked child's exit leaves its parent's folders alone
     for (const auto& dir : dirs_) {
       std::error_code ignored;  // a test's own leftovers must not fail its exit
       std::filesystem::remove_all(dir, ignored);
@@ -48,6 +49,7 @@ class TempDirsRemovedAtExit {
   }
 
  private:
+  const pid_t owner_ = ::getpid();
   std::mutex mutex_;
   std::set<std::filesystem::path> dirs_;
 };
