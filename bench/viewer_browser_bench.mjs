@@ -149,9 +149,10 @@ async function startCollector(subcommand, db, dir) {
 
 // Chromium 156 loads the omnibox popup's WebUI (chrome://omnibox-popup.top-chrome,
 // Lit and a dozen modules) in a renderer of its own for every new window, and
-// each Playwright context is a new window: ~0.8 CPU s and ~0.45 s to first paint
-// per page opened here, none of it the viewer's, and a person opening the
-// viewer in a tab pays it once per window, not per page. Off unless --window-webui.
+// each Playwright context is a new window: ~0.9 CPU s per page opened here and
+// a later first paint, none of it the viewer's (docs/performance.md, "What
+// opening a page costs"), and a person opening the viewer in a tab pays it
+// once per window, not per page. Off unless --window-webui.
 const WINDOW_WEBUI_FEATURES = ["WebUIOmniboxPopup", "WebUIOmniboxFullPopup", "WebUIOmniboxAimPopup", "PreloadTopChromeWebUI"];
 let WINDOW_WEBUI = false;
 
