@@ -85,7 +85,33 @@ struct ThreadSites {
   SiteKey last{nullptr, 0};
   unsigned last_id = 0;
 };
-thread_local ThreadSites t_known;
+// Reached through one constant-initialized pointer: a thread_local with a
+// constructor costs its guard and wrapper on every access, three TLS look-ups
+// per op where this is one (docs/performance.md, "ninth pass"). Made on the
+// thread's first read under the GIL; its owner, touched only then, frees it
+// when the thread exits and leaves the pointer null (a read after that finds
+// nothing known and takes the GIL path, which then remembers nothing).
+thread_local constinit ThreadSites* t_known = nullptr;
+thread_local constinit bool t_known_gone = false;  // the owner has run: make no new one
+struct ThreadSitesOwner {
+  ThreadSites* sites = nullptr;
+  ~ThreadSitesOwner() {
+    t_known = nullptr;
+    t_known_gone = true;
+    delete sites;
+  }
+};
+thread_local ThreadSitesOwner t_known_owner;
+
+// The calling thread's sites, made on first use; nullptr once the thread is exiting.
+ThreadSites* thread_sites() {
+  if (t_known == nullptr && !t_known_gone) {
+    ThreadSitesOwner& owner = t_known_owner;
+    owner.sites = new ThreadSites();
+    t_known = owner.sites;
+  }
+  return t_known;
+}
 
 // The fast path runs only while on; readers counts threads inside it (the
 // atexit hook waits for them). Both sequentially consistent: a reader raises
@@ -120,7 +146,7 @@ CodeKind code_kind(PyCodeObject* code) {
 // code_kind, remembered for this thread's reads without the GIL.
 CodeKind known_code_kind(PyCodeObject* code) {
   const CodeKind kind = code_kind(code);
-  t_known.kinds.emplace(code, kind);
+  if (ThreadSites* known = thread_sites()) known->kinds.emplace(code, kind);
   return kind;
 }
 
@@ -135,7 +161,9 @@ int frame_lasti(_PyInterpreterFrame* frame) {
 // seen it before; false when the GIL path must decide. Walks the frames the
 // way PyThreadState_GetFrame and PyFrame_GetBack do (incomplete frames skipped).
 bool known_site(PyThreadState* tstate, unsigned& id) {
-  ThreadSites& known = t_known;
+  ThreadSites* const sites = t_known;
+  if (sites == nullptr) return false;
+  ThreadSites& known = *sites;
   bool innermost = true;
   for (_PyInterpreterFrame* frame = tstate->cframe->current_frame; frame != nullptr; frame = frame->previous) {
     if (_PyFrame_IsIncomplete(frame)) continue;
@@ -315,7 +343,8 @@ __attribute__((visibility("default"))) unsigned castscope_python_location(void) 
           g_sites.emplace(key, id);
         }
       }
-      if (!g_stacks && kind == CodeKind::kUser) t_known.sites.emplace(key, id);
+      if (!g_stacks && kind == CodeKind::kUser)
+        if (ThreadSites* known = thread_sites()) known->sites.emplace(key, id);
       // A generated line with no user frame behind it: go on to its caller.
       if (id != 0 || kind == CodeKind::kUser) {
         Py_DECREF(code);

@@ -60,7 +60,11 @@ class CastCacheObserver {
   };
 
   // The condition under which at::autocast::cached_cast consults its cache.
-  static bool cacheable(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device);
+  // Its first test inline: most casts (inputs, activations) stop there, and
+  // the kernel asks for each cast (docs/performance.md, "ninth pass").
+  static bool cacheable(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device) {
+    return source.requires_grad() && cacheable_with_grad(source, target, device);
+  }
 
   // The fewest cacheable casts, a miss last, between step-free samples (see
   // the file comment); 0: none.
@@ -86,6 +90,8 @@ class CastCacheObserver {
   void clear();
 
  private:
+  // cacheable()'s tests after requires_grad.
+  static bool cacheable_with_grad(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device);
   using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   struct Entry {
     WeakImpl source;

@@ -25,8 +25,9 @@
 //   log gives back its ring in the old one first, if that log still lives.
 #pragma once
 
+#include <time.h>
+
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -49,10 +50,14 @@ struct OpMeta {
   std::vector<std::string> arg_names;  // filled on the op's first call
 };
 
-// The clock of every record's ts_ns: CLOCK_MONOTONIC on Linux, in ns.
+// The clock of every record's ts_ns: CLOCK_MONOTONIC, in ns (what
+// std::chrono::steady_clock reads on Linux). Read through libc directly: an op
+// reads it twice, and libstdc++'s steady_clock::now() is one more function in
+// another library whose code the op then fetches (docs/performance.md, "ninth pass").
 inline uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 // 2^24 records of 128 bytes: 2 GiB per thread, far past any sane setting.
