@@ -343,8 +343,8 @@ __attribute__((visibility("default"))) unsigned castscope_python_location(void) 
           g_sites.emplace(key, id);
         }
       }
-      if (!g_stacks && kind == CodeKind::kUser)
-        if (ThreadSites* known = thread_sites()) known->sites.emplace(key, id);
+      ThreadSites* const known = !g_stacks && kind == CodeKind::kUser ? thread_sites() : nullptr;
+      if (known != nullptr) known->sites.emplace(key, id);
       // A generated line with no user frame behind it: go on to its caller.
       if (id != 0 || kind == CodeKind::kUser) {
         Py_DECREF(code);
