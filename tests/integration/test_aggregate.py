@@ -75,34 +75,46 @@ def test_results_are_bit_identical_to_native_autocast(tmp_path, job):
     assert not any("cast" in e or "op" in e for e in events)
 
 
-def test_counters_add_up_to_the_full_event_records_of_the_same_job(tmp_path):
+# numerics=False: no window open, so every unboxed op's casts are counted with
+# no record made (the kernel's steady state); True: windows record some at once.
+@pytest.mark.parametrize("numerics", [False, True], ids=["steady", "numerics-windows"])
+def test_counters_add_up_to_the_full_event_records_of_the_same_job(tmp_path, numerics):
     def counted(events):
+        """Per cast key: decisions, source bytes and round trips; per op site: calls."""
         casts, ops = Counter(), Counter()
+
+        def cast_key(c):
+            return (c["op"], c["arg_name"], c["location"]["line"], c["src_dtype"], c["dst_dtype"],
+                    c.get("outcome"), c["cache"], c["role"])
+
         for e in events:
             if "cast" in e:
                 c = e["cast"]
-                casts[(c["op"], c["arg_name"], c["location"]["line"], c["src_dtype"], c["dst_dtype"], c["cache"],
-                       c["role"])] += 1
+                casts[cast_key(c) + ("count",)] += 1
+                casts[cast_key(c) + ("bytes",)] += int(c.get("bytes", 0))
+                casts[cast_key(c) + ("round_trips",)] += 1 if c.get("round_trip") else 0
             elif "cast_counts" in e:
                 c = e["cast_counts"]
-                casts[(c["op"], c["arg_name"], c["location"]["line"], c["src_dtype"], c["dst_dtype"], c["cache"],
-                       c["role"])] += int(c["count"])
+                casts[cast_key(c) + ("count",)] += int(c["count"])
+                casts[cast_key(c) + ("bytes",)] += int(c.get("bytes", 0))
+                casts[cast_key(c) + ("round_trips",)] += int(c.get("round_trips", 0))
             elif "op" in e and e["op"].get("probe_reason", "PROBE_REASON_UNSPECIFIED") == "PROBE_REASON_UNSPECIFIED":
                 ops[(e["op"]["op"], e["op"]["location"]["line"])] += 1
             elif "op_counts" in e and e["op_counts"].get("probe_reason", "PROBE_REASON_UNSPECIFIED") == \
                     "PROBE_REASON_UNSPECIFIED":
                 ops[(e["op_counts"]["op"], e["op_counts"]["location"]["line"])] += int(e["op_counts"]["calls"])
-        return casts, ops
+        return +casts, ops
 
-    with castscope.attached(events_path=tmp_path / "full.jsonl", probe=False) as agent:
+    with castscope.attached(events_path=tmp_path / "full.jsonl", probe=False, numerics=numerics) as agent:
         _cached_training()
         full = counted(agent.events())
-    with castscope.attached(events_path=tmp_path / "aggregate.jsonl", probe=False, aggregate=True) as agent:
+    with castscope.attached(events_path=tmp_path / "aggregate.jsonl", probe=False, numerics=numerics,
+                            aggregate=True) as agent:
         _cached_training()
         aggregate = counted(agent.events())
     assert full[0] and full == aggregate
     # The cache outcomes survive folding: misses, hits and stale hits.
-    caches = {key[5] for key in aggregate[0]}
+    caches = {key[6] for key in aggregate[0]}
     assert {"CACHE_OUTCOME_MISS", "CACHE_OUTCOME_HIT", "CACHE_OUTCOME_STALE_HIT"} <= caches
 
 

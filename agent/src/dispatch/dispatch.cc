@@ -126,15 +126,19 @@ uint64_t compile_record_key(const Record& op) {
   return key;
 }
 
-// Role, shape and size of a cast's source tensor. Symbolic shapes (tracing
-// for export) have no concrete sizes: left at zero dims.
-void describe_source(CastFields& cast, const at::Tensor& t) {
-  cast.role = role_of(t);
+// Shape of a cast's source tensor. Symbolic shapes (tracing for export) have
+// no concrete sizes: left at zero dims.
+void describe_shape(CastFields& cast, const at::Tensor& t) {
   if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) return;
   const auto sizes = t.sizes();
   cast.ndim = static_cast<uint8_t>(sizes.size() > 255 ? 255 : sizes.size());
   for (size_t d = 0; d < sizes.size() && d < static_cast<size_t>(kMaxShapeDims); ++d) cast.shape[d] = sizes[d];
-  cast.bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+}
+
+// Size of a cast's source tensor in bytes; 0 for a symbolic shape, as its dims.
+uint64_t source_bytes(const at::Tensor& t) {
+  if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) return 0;
+  return static_cast<uint64_t>(t.numel()) * t.element_size();
 }
 
 CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::DeviceType device) {
@@ -278,6 +282,10 @@ class KernelCore {
       r.op.ok = ok;
       r.op.cpu_duration_ns = now_ns() - r.ts_ns;
       r.op.output = ok ? output() : DType::kUnspecified;
+      if (runtime_.events.aggregating()) {
+        count_op_casts(thread, r, pending);
+        return;
+      }
       std::array<Record, 2 * kPending> before;  // each cast, and the cache sample it may make due
       size_t n = 0;
       for (size_t i = 0; i < pending.size; ++i) {
@@ -299,6 +307,35 @@ class KernelCore {
     } catch (...) {
       runtime_.events.count_internal_error();
     }
+  }
+
+  // finish_op_record's aggregate mode: the casts in `pending` described as
+  // their records would be (describe_cast_fields), no records made, and
+  // counted with the op's record in one go (EventLog::count_op).
+  template <size_t kPending>
+  void count_op_casts(ThreadBlock& thread, const Record& r, PendingCasts<kPending>& pending) {
+    std::array<CastCount, kPending> counts;
+    size_t n = 0;
+    for (size_t i = 0; i < pending.size; ++i) {
+      const PendingCast& cast = pending.casts[i];
+      try {
+        CastCount& count = counts[n];
+        count = CastCount{};
+        count.cache = CacheOutcome::kNotCacheable;
+        CacheOutcome cache = CacheOutcome::kNotCacheable;
+        const bool sample_due = describe_cast_fields(
+            count, cache, *cast.source, cast.target, cast.arg_index, cast_outcome(cast.cast),
+            cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.source_version, false);
+        ++n;
+        // Step-free growth evidence (cast_cache_observer.h): as in full mode, into the ring.
+        if (sample_due && !thread.unlogged) [[unlikely]]
+          runtime_.events.record(cache_sample_record(runtime_, SampleTrigger::kMisses), thread);
+      } catch (...) {
+        runtime_.events.count_internal_error();  // that cast's count only, as record_cast
+      }
+    }
+    pending.size = 0;
+    if (!thread.unlogged) runtime_.events.count_op(r, counts.data(), n, thread);
   }
 
   // The lower-precision policy's target: the entry's own dtype, else the
@@ -433,23 +470,36 @@ class KernelCore {
     fill_cast_record(r, runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq,
                      op_record.ts_ns);
     r.cast.op_seq = op_record.seq;
-    r.cast.arg_index = static_cast<uint16_t>(arg_index);
     r.cast.list_index = static_cast<int16_t>(list_index);
-    r.cast.src = to_dtype(t.scalar_type());
-    r.cast.dst = to_dtype(target);
+    const bool sample_due = describe_cast_fields(r.cast, cache, t, target, arg_index, forced, cached_result,
+                                                 source_version, r.cast.mode == ExecutionMode::kCompiling);
+    describe_shape(r.cast, t);
+    return sample_due;
+  }
+
+  // What a cast's record (CastFields) and its aggregate-mode counter
+  // (CastCount) both say of it, written into `fields`, whose other members
+  // the caller fills. Returns and throws as describe_cast.
+  template <class Fields>
+  bool describe_cast_fields(Fields& fields, CacheOutcome& cache, const at::Tensor& t, c10::ScalarType target,
+                            size_t arg_index, std::optional<CastOutcome> forced, const at::Tensor* cached_result,
+                            int64_t source_version, bool compiling) {
+    fields.arg_index = static_cast<uint16_t>(arg_index);
+    fields.src = to_dtype(t.scalar_type());
+    fields.dst = to_dtype(target);
     // Not value_or: its argument would classify the tensor even when forced.
-    r.cast.outcome = forced ? *forced : classify_tensor(t, target, device_.device);
+    fields.outcome = forced ? *forced : classify_tensor(t, target, device_.device);
     bool sample_due = false;
     if (cached_result != nullptr) {
       const auto seen = runtime_.cast_cache.observe(t, *cached_result, source_version);
       sample_due = seen.sample_due;
-      r.cast.cache = cache = seen.outcome;
-      r.cast.source_version = static_cast<uint32_t>(seen.source_version);
-      r.cast.cached_version = static_cast<uint32_t>(seen.cached_version);
+      fields.cache = cache = seen.outcome;
+      fields.source_version = static_cast<uint32_t>(seen.source_version);
+      fields.cached_version = static_cast<uint32_t>(seen.cached_version);
     }
-    describe_source(r.cast, t);
-    if (r.cast.mode != ExecutionMode::kCompiling)
-      r.cast.round_trip = r.cast.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
+    fields.role = role_of(t);
+    fields.bytes = source_bytes(t);
+    if (!compiling) fields.round_trip = fields.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
     return sample_due;
   }
 
@@ -894,7 +944,10 @@ void record_jit_cast(uint32_t op_id, CastPolicy policy, const at::Tensor& self, 
     } else {
       r.cast.outcome = self.is_floating_point() ? CastOutcome::kAlreadyTarget : CastOutcome::kNotFloating;
     }
-    describe_source(r.cast, self);  // cache stays NOT_CACHEABLE: JIT autocast has no cast cache
+    // cache stays NOT_CACHEABLE: JIT autocast has no cast cache
+    r.cast.role = role_of(self);
+    r.cast.bytes = source_bytes(self);
+    describe_shape(r.cast, self);
     log.record(r);
   } catch (...) {
     log.count_internal_error();

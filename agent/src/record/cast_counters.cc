@@ -11,16 +11,39 @@ size_t slots_for(size_t max_keys) {
   return slots;
 }
 
+uint64_t mix(uint64_t h, uint64_t word) {
+  h ^= word;
+  h *= 0xff51afd7ed558ccdull;
+  return h ^ (h >> 32);
+}
+
 uint64_t hash_key(const CounterKey& key) {
   uint64_t words[4] = {};
   std::memcpy(words, &key, sizeof(key));
   uint64_t h = 0x9e3779b97f4a7c15ull;
-  for (uint64_t w : words) {
-    h ^= w;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 32;
-  }
+  for (uint64_t w : words) h = mix(h, w);
   return h;
+}
+
+// One more cast in its key's counter.
+inline void add_cast(CountFields& entry, uint64_t ts_ns, uint64_t bytes, bool round_trip, CacheOutcome cache,
+                     uint32_t source_version, uint32_t cached_version) {
+  ++entry.count;
+  entry.last_ts_ns = ts_ns;
+  entry.sum += bytes;
+  entry.extra += round_trip ? 1 : 0;
+  if (cache == CacheOutcome::kStaleHit) [[unlikely]] {
+    const int64_t gap = int64_t{source_version} - int64_t{cached_version};
+    if (gap > entry.max_version_gap) entry.max_version_gap = gap;
+  }
+}
+
+// One more op in its key's counter.
+inline void add_op(CountFields& entry, const Record& op) {
+  ++entry.count;
+  entry.last_ts_ns = op.ts_ns;
+  entry.sum += op.op.cpu_duration_ns;
+  entry.extra += op.op.ok ? 0 : 1;
 }
 
 bool same_key(const CounterKey& a, const CounterKey& b) { return std::memcmp(&a, &b, sizeof(CounterKey)) == 0; }
@@ -59,39 +82,52 @@ CounterKey counter_key(const Record& record) {
   return key;
 }
 
+CounterKey counter_key(const Record& op, const CastCount& cast) {
+  CounterKey key = counter_key(op);
+  key.kind = RecordKind::kCast;
+  key.arg_index = cast.arg_index;
+  key.src = cast.src;
+  key.dst = cast.dst;
+  key.outcome = cast.outcome;
+  key.role = cast.role;
+  key.cache = cast.cache;
+  key.autocast_enabled = 0;  // an op's only
+  key.probe = ProbeReason{};
+  return key;
+}
+
 CounterTable::CounterTable(size_t max_keys)
     : max_keys_(max_keys == 0 ? 1 : max_keys),
       mask_(slots_for(max_keys_) - 1),
-      slots_(std::make_unique<CountFields[]>(mask_ + 1)) {}
+      slots_(std::make_unique<CountFields[]>(mask_ + 1)),
+      groups_(std::make_unique<Group[]>(kGroups)) {}
 
-// Inlined into fold and fold_op: as a call, fold_op's three cost more than
-// the two locks it saves (docs/performance.md, "eighth pass").
-inline bool CounterTable::fold_locked(const Record& record, uint64_t iteration) {
-  const CounterKey key = counter_key(record);
-  const bool is_cast = record.kind == RecordKind::kCast;
+inline uint32_t CounterTable::slot_locked(const CounterKey& key, uint64_t ts_ns, uint64_t iteration) {
   size_t i = hash_key(key) & mask_;
   while (slots_[i].count != 0 && !same_key(slots_[i].key, key)) i = (i + 1) & mask_;
   CountFields& entry = slots_[i];
   if (entry.count == 0) {
-    if (used_ >= max_keys_) return false;
+    if (used_ >= max_keys_) return kRefused;
     ++used_;
     entry = CountFields{};
     entry.key = key;
-    entry.first_ts_ns = record.ts_ns;
+    entry.first_ts_ns = ts_ns;
     entry.iteration = iteration;
   }
-  ++entry.count;
-  entry.last_ts_ns = record.ts_ns;
-  if (is_cast) {
-    entry.sum += record.cast.bytes;
-    entry.extra += record.cast.round_trip ? 1 : 0;
-    if (record.cast.cache == CacheOutcome::kStaleHit) {
-      const int64_t gap = int64_t{record.cast.source_version} - int64_t{record.cast.cached_version};
-      if (gap > entry.max_version_gap) entry.max_version_gap = gap;
-    }
+  return static_cast<uint32_t>(i);
+}
+
+// Inlined into fold and fold_op: as a call, fold_op's three cost more than
+// the two locks it saves (docs/performance.md, "eighth pass").
+inline bool CounterTable::fold_locked(const Record& record, uint64_t iteration) {
+  const uint32_t slot = slot_locked(counter_key(record), record.ts_ns, iteration);
+  if (slot == kRefused) return false;
+  if (record.kind == RecordKind::kCast) {
+    const CastFields& cast = record.cast;
+    add_cast(slots_[slot], record.ts_ns, cast.bytes, cast.round_trip, cast.cache, cast.source_version,
+             cast.cached_version);
   } else {
-    entry.sum += record.op.cpu_duration_ns;
-    entry.extra += record.op.ok ? 0 : 1;
+    add_op(slots_[slot], record);
   }
   return true;
 }
@@ -113,6 +149,66 @@ size_t CounterTable::fold_op(const Record* before, size_t n, const Record& op, u
   return refused;
 }
 
+size_t CounterTable::fold_op_casts(const Record& op, const CastCount* casts, size_t n, uint64_t iteration) {
+  // The group's key (Group::key): the op's key and the cast count, then each cast's part.
+  uint64_t words[kGroupKeyWords] = {};
+  char* const bytes = reinterpret_cast<char*>(words);
+  const CounterKey op_key = counter_key(op);
+  std::memcpy(bytes, &op_key, sizeof(op_key));
+  const uint32_t cast_count = static_cast<uint32_t>(n);
+  std::memcpy(bytes + sizeof(op_key), &cast_count, sizeof(cast_count));
+  const bool grouped = n <= kGroupCasts;
+  const size_t used_words = grouped ? 4 + n : 4;
+  for (size_t c = 0; c < n && c < kGroupCasts; ++c) {
+    std::memcpy(&words[4 + c], &casts[c], 8);
+    bytes[8 * (4 + c) + offsetof(CastCount, round_trip)] = 0;  // not in the key
+  }
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (size_t w = 0; w < used_words; ++w) h = mix(h, words[w]);
+  Group& group = groups_[h & (kGroups - 1)];
+
+  lock();
+  if (grouped && group.generation == generation_) [[likely]] {
+    uint64_t differ = 0;
+    for (size_t w = 0; w < used_words; ++w) differ |= group.key[w] ^ words[w];
+    if (differ == 0) [[likely]] {
+      for (size_t c = 0; c < n; ++c)
+        add_cast(slots_[group.slot[c]], op.ts_ns, casts[c].bytes, casts[c].round_trip, casts[c].cache,
+                 casts[c].source_version, casts[c].cached_version);
+      add_op(slots_[group.slot[n]], op);
+      unlock();
+      return 0;
+    }
+  }
+  // Not remembered: key by key, and remembered when every key was counted.
+  size_t refused = 0;
+  uint32_t slots[kGroupCasts + 1];
+  for (size_t c = 0; c < n; ++c) {
+    const uint32_t slot = slot_locked(counter_key(op, casts[c]), op.ts_ns, iteration);
+    if (slot == kRefused) {
+      ++refused;
+    } else {
+      add_cast(slots_[slot], op.ts_ns, casts[c].bytes, casts[c].round_trip, casts[c].cache, casts[c].source_version,
+               casts[c].cached_version);
+    }
+    if (c < kGroupCasts) slots[c] = slot;
+  }
+  const uint32_t op_slot = slot_locked(op_key, op.ts_ns, iteration);
+  if (op_slot == kRefused) {
+    ++refused;
+  } else {
+    add_op(slots_[op_slot], op);
+  }
+  if (grouped && refused == 0) {
+    std::memcpy(group.key, words, sizeof(words));
+    group.generation = generation_;
+    for (size_t c = 0; c < n; ++c) group.slot[c] = slots[c];
+    group.slot[n] = op_slot;
+  }
+  unlock();
+  return refused;
+}
+
 void CounterTable::take(std::vector<CountFields>& out) {
   lock();
   if (used_ > 0) {
@@ -122,6 +218,7 @@ void CounterTable::take(std::vector<CountFields>& out) {
       slots_[i].count = 0;
     }
     used_ = 0;
+    ++generation_;  // the slots the groups remember are empty now
   }
   unlock();
 }
@@ -130,6 +227,7 @@ void CounterTable::clear() {
   lock();
   for (size_t i = 0; i <= mask_; ++i) slots_[i].count = 0;
   used_ = 0;
+  ++generation_;
   unlock();
 }
 

@@ -42,6 +42,8 @@ Record op(uint32_t op_id, uint32_t location, bool ok, uint64_t cpu_ns) {
   r.kind = RecordKind::kOp;
   r.op_id = op_id;
   r.thread = 1;
+  r.policy = CastPolicy::kLowerPrecisionFp;  // as cast()'s: the op's casts
+  r.device = DeviceKind::kCpu;
   r.op.location = location;
   r.op.ok = ok;
   r.op.cpu_duration_ns = cpu_ns;
@@ -134,6 +136,130 @@ TEST(CounterTable, AnOpFoldsWithItsCastsAsOneByOneAndRefusesOnlyKeysPastTheLimit
   ASSERT_EQ(taken.size(), 2u);
   EXPECT_EQ(taken[0].key.kind, RecordKind::kCast);
   EXPECT_EQ(taken[1].key.kind, RecordKind::kCast);
+}
+
+// A cast record's fields as the kernel hands them to fold_op_casts.
+CastCount count_of(const Record& r) {
+  CastCount c{};
+  c.arg_index = r.cast.arg_index;
+  c.src = r.cast.src;
+  c.dst = r.cast.dst;
+  c.outcome = r.cast.outcome;
+  c.role = r.cast.role;
+  c.cache = r.cast.cache;
+  c.round_trip = r.cast.round_trip;
+  c.bytes = r.cast.bytes;
+  c.source_version = r.cast.source_version;
+  c.cached_version = r.cast.cached_version;
+  return c;
+}
+
+TEST(CounterTable, ACastCountsKeyIsItsRecordsKey) {
+  Record o = op(1, 7, true, 5);
+  o.op.mode = ExecutionMode::kScript;
+  o.op.phase = Phase::kBackward;
+  o.op.autocast_enabled = 3;  // an op's fields a cast's key leaves at zero
+  o.op.probe = ProbeReason::kDtypes;
+  o.op.autocast_dtype = DType::kFloat16;
+  Record r = cast(1, 7, 2, CacheOutcome::kStaleHit, 8, 1);
+  r.cast.mode = o.op.mode;
+  r.cast.phase = o.op.phase;
+  r.cast.outcome = CastOutcome::kAlreadyTarget;
+  r.cast.role = Role::kActivation;
+  r.cast.round_trip = true;
+  const CounterKey from_record = counter_key(r), from_count = counter_key(o, count_of(r));
+  EXPECT_EQ(std::memcmp(&from_record, &from_count, sizeof(CounterKey)), 0);
+}
+
+std::vector<CountFields> sorted_take(CounterTable& table) {
+  std::vector<CountFields> v;
+  table.take(v);
+  std::sort(v.begin(), v.end(), [](const CountFields& x, const CountFields& y) {
+    return std::memcmp(&x.key, &y.key, sizeof(CounterKey)) < 0;
+  });
+  return v;
+}
+
+void expect_same_counters(CounterTable& counted, CounterTable& folded) {
+  const std::vector<CountFields> a = sorted_take(counted), b = sorted_take(folded);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(std::memcmp(&a[i], &b[i], sizeof(CountFields)), 0) << i;
+}
+
+// fold_op_casts remembers an op group's slots and adds a repeat straight to
+// them: every counter must come out as folding the same op's records one by
+// one makes it, across groups that differ in one cast's key part, flushes
+// (which empty those slots), stale hits, round trips, and ops with more casts
+// than a group holds.
+TEST(CounterTable, AnOpsCastCountsCountAsItsRecordsFoldedOneByOne) {
+  CounterTable counted(64), folded(64);
+  auto both = [&](const std::vector<Record>& casts, const Record& o, uint64_t iteration) {
+    std::vector<CastCount> counts;
+    for (const Record& r : casts) counts.push_back(count_of(r));
+    ASSERT_EQ(counted.fold_op_casts(o, counts.data(), counts.size(), iteration), 0u);
+    for (const Record& r : casts) ASSERT_TRUE(folded.fold(r, iteration));
+    ASSERT_TRUE(folded.fold(o, iteration));
+  };
+  for (uint64_t step = 0; step < 3; ++step) {
+    for (uint64_t i = 0; i < 20; ++i) {
+      const uint64_t ts = 100 * step + i;
+      Record weight = cast(1, 7, 1, i == 0 ? CacheOutcome::kMiss : CacheOutcome::kHit, 64, ts);
+      if (i % 5 == 4) {  // a stale hit: the group differs in the weight's cache outcome
+        weight.cast.cache = CacheOutcome::kStaleHit;
+        weight.cast.source_version = static_cast<uint32_t>(i);
+        weight.cast.cached_version = 1;
+      }
+      Record input = cast(1, 7, 0, CacheOutcome::kNotCacheable, 32 + i, ts);
+      input.cast.role = i % 6 == 5 ? Role::kActivation : Role::kInput;  // or in the input's role
+      input.cast.round_trip = i % 3 == 0;
+      input.cast.dst = i % 7 == 6 ? DType::kFloat16 : DType::kBfloat16;  // or in its dtype
+      Record o = op(1, 7, i != 7, 10 + i);
+      o.ts_ns = ts;
+      both({input, weight}, o, step);
+      Record other = op(2, 9, true, 5);  // another op, with one cast
+      other.ts_ns = ts;
+      both({cast(2, 9, 0, CacheOutcome::kNotCacheable, 8, ts)}, other, step);
+      Record lone = op(3, 9, true, 1);  // an op with no casts
+      lone.ts_ns = ts;
+      both({}, lone, step);
+      std::vector<Record> many;  // more casts than a group holds: key by key every time
+      for (uint16_t arg = 0; arg < 6; ++arg) many.push_back(cast(4, 9, arg, CacheOutcome::kMiss, arg, ts));
+      Record wide = op(4, 9, true, 2);
+      wide.ts_ns = ts;
+      both(many, wide, step);
+    }
+    expect_same_counters(counted, folded);  // a flush: the next step starts from empty slots
+  }
+}
+
+TEST(CounterTable, AGroupWithAKeyPastTheLimitIsNotRememberedAndKeepsCountingItsDrops) {
+  const Record casts[] = {cast(1, 7, 0, CacheOutcome::kMiss, 1, 1), cast(1, 7, 1, CacheOutcome::kMiss, 1, 1)};
+  const CastCount counts[] = {count_of(casts[0]), count_of(casts[1])};
+  CounterTable small(2);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(small.fold_op_casts(op(1, 7, true, 1), counts, 2, 0), 1u) << i;
+  const std::vector<CountFields> taken = sorted_take(small);
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[0].count, 3u);
+  EXPECT_EQ(taken[1].count, 3u);
+  EXPECT_EQ(taken[0].key.kind, RecordKind::kCast);  // the op's own key, made last, is the one refused
+}
+
+TEST(EventLogAggregate, AnOpsCastCountsFoldAndKeysPastTheLimitAreDropped) {
+  EventLog log;
+  log.configure_aggregate(true, 16);
+  log.begin_session();
+  for (uint32_t line = 0; line < 10; ++line) {
+    const CastCount counts[] = {count_of(cast(1, line, 0, CacheOutcome::kMiss, 4, 1))};
+    log.count_op(op(1, line, true, 40), counts, 1, this_thread_block());
+  }
+  EXPECT_EQ(log.drain([](const Record&) {}), 0u);  // nothing in the ring
+  uint64_t casts = 0, bytes = 0;
+  log.drain_counters([&](const Record& r) {
+    if (r.kind == RecordKind::kCastCounts) casts += r.counts.count, bytes += r.counts.sum;
+  });
+  EXPECT_EQ(casts, 8u);
+  EXPECT_EQ(bytes, 32u);
+  EXPECT_EQ(log.stats().dropped, 4u);  // lines 8 and 9: their casts' and ops' keys
 }
 
 TEST(EventLogAggregate, AnOpsRecordsFoldAndKeysPastTheLimitAreDropped) {

@@ -179,6 +179,16 @@ void EventLog::record_op(const Record* before, size_t n, const Record& op, Threa
   slot->ring.try_push(op);
 }
 
+void EventLog::count_op(const Record& op, const CastCount* casts, size_t n, ThreadBlock& thread) {
+  Slot* slot = thread_slot(thread);
+  CounterTable* counters = slot != nullptr ? slot->counters.load(std::memory_order_acquire) : nullptr;
+  const size_t refused = counters != nullptr
+                             ? counters->fold_op_casts(op, casts, n, iteration_.load(std::memory_order_relaxed))
+                             : n + 1;
+  if (refused != 0) [[unlikely]]
+    dropped_total_.fetch_add(refused, std::memory_order_relaxed);  // past the key limit: counted, never lost silently
+}
+
 Record EventLog::counts_record(const CountFields& counts) {
   Record r{};
   r.seq = next_seq();
