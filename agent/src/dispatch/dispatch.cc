@@ -463,7 +463,9 @@ class KernelCore {
   // observer says a cache sample is due after it. May throw; `cache` is
   // what the cast cache did as soon as its observer has seen the cast, so a
   // throw after that still reports it (cast_one's numerics check needs it).
-  bool describe_cast(Record& r, CacheOutcome& cache, const Record& op_record, const at::Tensor& t,
+  // Inlined: finish_op_record's loop runs it per cast (as a call, +40
+  // instructions per op; docs/performance.md, "tenth pass").
+  [[gnu::always_inline]] bool describe_cast(Record& r, CacheOutcome& cache, const Record& op_record, const at::Tensor& t,
                      c10::ScalarType target, size_t arg_index, int list_index, std::optional<CastOutcome> forced,
                      const at::Tensor* cached_result, uint64_t reserved_seq, int64_t source_version) {
     const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
@@ -481,7 +483,7 @@ class KernelCore {
   // (CastCount) both say of it, written into `fields`, whose other members
   // the caller fills. Returns and throws as describe_cast.
   template <class Fields>
-  bool describe_cast_fields(Fields& fields, CacheOutcome& cache, const at::Tensor& t, c10::ScalarType target,
+  [[gnu::always_inline]] bool describe_cast_fields(Fields& fields, CacheOutcome& cache, const at::Tensor& t, c10::ScalarType target,
                             size_t arg_index, std::optional<CastOutcome> forced, const at::Tensor* cached_result,
                             int64_t source_version, bool compiling) {
     fields.arg_index = static_cast<uint16_t>(arg_index);
