@@ -158,29 +158,36 @@ size_t CounterTable::fold_op_casts(const Record& op, const CastCount* casts, siz
   const uint32_t cast_count = static_cast<uint32_t>(n);
   std::memcpy(bytes + sizeof(op_key), &cast_count, sizeof(cast_count));
   const bool grouped = n <= kGroupCasts;
-  const size_t used_words = grouped ? 4 + n : 4;
   for (size_t c = 0; c < n && c < kGroupCasts; ++c) {
     std::memcpy(&words[4 + c], &casts[c], 8);
     bytes[8 * (4 + c) + offsetof(CastCount, round_trip)] = 0;  // not in the key
   }
+  // Every word, used or zero, in straight-line code: shorter than loops over
+  // the used ones, and the look-up's code is what an op misses in the
+  // instruction cache (docs/performance.md, "tenth pass").
   uint64_t h = 0x9e3779b97f4a7c15ull;
-  for (size_t w = 0; w < used_words; ++w) h = mix(h, words[w]);
+  for (size_t w = 0; w < kGroupKeyWords; ++w) h = mix(h, words[w]);
   Group& group = groups_[h & (kGroups - 1)];
 
   lock();
-  if (grouped && group.generation == generation_) [[likely]] {
-    uint64_t differ = 0;
-    for (size_t w = 0; w < used_words; ++w) differ |= group.key[w] ^ words[w];
-    if (differ == 0) [[likely]] {
-      for (size_t c = 0; c < n; ++c)
-        add_cast(slots_[group.slot[c]], op.ts_ns, casts[c].bytes, casts[c].round_trip, casts[c].cache,
-                 casts[c].source_version, casts[c].cached_version);
-      add_op(slots_[group.slot[n]], op);
-      unlock();
-      return 0;
-    }
+  uint64_t differ = group.generation ^ generation_;
+  for (size_t w = 0; w < kGroupKeyWords; ++w) differ |= group.key[w] ^ words[w];
+  if (grouped && differ == 0) [[likely]] {
+    for (size_t c = 0; c < n; ++c)
+      add_cast(slots_[group.slot[c]], op.ts_ns, casts[c].bytes, casts[c].round_trip, casts[c].cache,
+               casts[c].source_version, casts[c].cached_version);
+    add_op(slots_[group.slot[n]], op);
+    unlock();
+    return 0;
   }
-  // Not remembered: key by key, and remembered when every key was counted.
+  const size_t refused = fold_op_casts_key_by_key(op, op_key, casts, n, iteration, grouped ? &group : nullptr, words);
+  unlock();
+  return refused;
+}
+
+// Out of line and cold: the look-up above stays a few cache lines of code.
+size_t CounterTable::fold_op_casts_key_by_key(const Record& op, const CounterKey& op_key, const CastCount* casts,
+                                              size_t n, uint64_t iteration, Group* group, const uint64_t* words) {
   size_t refused = 0;
   uint32_t slots[kGroupCasts + 1];
   for (size_t c = 0; c < n; ++c) {
@@ -199,13 +206,12 @@ size_t CounterTable::fold_op_casts(const Record& op, const CastCount* casts, siz
   } else {
     add_op(slots_[op_slot], op);
   }
-  if (grouped && refused == 0) {
-    std::memcpy(group.key, words, sizeof(words));
-    group.generation = generation_;
-    for (size_t c = 0; c < n; ++c) group.slot[c] = slots[c];
-    group.slot[n] = op_slot;
+  if (group != nullptr && refused == 0) {
+    std::memcpy(group->key, words, sizeof(group->key));
+    group->generation = generation_;
+    for (size_t c = 0; c < n; ++c) group->slot[c] = slots[c];
+    group->slot[n] = op_slot;
   }
-  unlock();
   return refused;
 }
 

@@ -117,6 +117,13 @@ class CounterTable {
     uint32_t slot[kGroupCasts + 1];  // the casts' slots, then the op's
   };
 
+  // fold_op_casts when its group is not remembered (a new one, or one another
+  // pushed out): key by key, the caller holding busy_; the group (nullptr:
+  // none, too many casts) is remembered with `words` when every key counted.
+  [[gnu::cold, gnu::noinline]] size_t fold_op_casts_key_by_key(const Record& op, const CounterKey& op_key,
+                                                               const CastCount* casts, size_t n, uint64_t iteration,
+                                                               Group* group, const uint64_t* words);
+
   const size_t max_keys_;
   const size_t mask_;
   std::unique_ptr<CountFields[]> slots_;  // count 0: empty
