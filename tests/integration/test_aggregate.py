@@ -63,6 +63,24 @@ def _cached_training():
     return [o.detach() for o in outputs] + [p.detach().clone() for p in model.parameters()]
 
 
+def _repeated_training():
+    """_cached_training with each step's forward called four times at one
+    line: after a step's first call, an op's casts are counted through the
+    op group the counters remember (cast_counters.h)."""
+    model = torch.nn.Linear(16, 16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    outputs = []
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for _ in range(3):
+            for _ in range(4):
+                y = model(torch.randn(8, 16))
+            outputs.append(model(y))
+            outputs[-1].float().sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    return [o.detach() for o in outputs] + [p.detach().clone() for p in model.parameters()]
+
+
 @pytest.mark.parametrize("job", [_mm, _linear, _conv2d, _cached_training], ids=lambda f: f.__name__[1:])
 def test_results_are_bit_identical_to_native_autocast(tmp_path, job):
     native = run_captured(job)
@@ -78,14 +96,16 @@ def test_results_are_bit_identical_to_native_autocast(tmp_path, job):
 # numerics=False: no window open, so every unboxed op's casts are counted with
 # no record made (the kernel's steady state); True: windows record some at once.
 @pytest.mark.parametrize("numerics", [False, True], ids=["steady", "numerics-windows"])
-def test_counters_add_up_to_the_full_event_records_of_the_same_job(tmp_path, numerics):
+@pytest.mark.parametrize("job", [_cached_training, _repeated_training], ids=lambda f: f.__name__[1:])
+def test_counters_add_up_to_the_full_event_records_of_the_same_job(tmp_path, job, numerics):
     def counted(events):
-        """Per cast key: decisions, source bytes and round trips; per op site: calls."""
-        casts, ops = Counter(), Counter()
+        """Per cast key: decisions, source bytes, round trips and the largest
+        stale-hit version gap; per op site: calls."""
+        casts, gaps, ops = Counter(), {}, Counter()
 
         def cast_key(c):
             return (c["op"], c["arg_name"], c["location"]["line"], c["src_dtype"], c["dst_dtype"],
-                    c.get("outcome"), c["cache"], c["role"])
+                    c.get("outcome"), c["cache"], c["role"], c.get("mode"), c.get("phase"))
 
         for e in events:
             if "cast" in e:
@@ -93,29 +113,36 @@ def test_counters_add_up_to_the_full_event_records_of_the_same_job(tmp_path, num
                 casts[cast_key(c) + ("count",)] += 1
                 casts[cast_key(c) + ("bytes",)] += int(c.get("bytes", 0))
                 casts[cast_key(c) + ("round_trips",)] += 1 if c.get("round_trip") else 0
+                if c["cache"] == "CACHE_OUTCOME_STALE_HIT":
+                    gap = int(c.get("source_version", 0)) - int(c.get("cached_version", 0))
+                    gaps[cast_key(c)] = max(gaps.get(cast_key(c), gap), gap)
             elif "cast_counts" in e:
                 c = e["cast_counts"]
                 casts[cast_key(c) + ("count",)] += int(c["count"])
                 casts[cast_key(c) + ("bytes",)] += int(c.get("bytes", 0))
                 casts[cast_key(c) + ("round_trips",)] += int(c.get("round_trips", 0))
+                if c["cache"] == "CACHE_OUTCOME_STALE_HIT":
+                    gap = int(c.get("max_version_gap", 0))
+                    gaps[cast_key(c)] = max(gaps.get(cast_key(c), gap), gap)
             elif "op" in e and e["op"].get("probe_reason", "PROBE_REASON_UNSPECIFIED") == "PROBE_REASON_UNSPECIFIED":
                 ops[(e["op"]["op"], e["op"]["location"]["line"])] += 1
             elif "op_counts" in e and e["op_counts"].get("probe_reason", "PROBE_REASON_UNSPECIFIED") == \
                     "PROBE_REASON_UNSPECIFIED":
                 ops[(e["op_counts"]["op"], e["op_counts"]["location"]["line"])] += int(e["op_counts"]["calls"])
-        return +casts, ops
+        return +casts, gaps, ops
 
     with castscope.attached(events_path=tmp_path / "full.jsonl", probe=False, numerics=numerics) as agent:
-        _cached_training()
+        job()
         full = counted(agent.events())
     with castscope.attached(events_path=tmp_path / "aggregate.jsonl", probe=False, numerics=numerics,
                             aggregate=True) as agent:
-        _cached_training()
+        job()
         aggregate = counted(agent.events())
     assert full[0] and full == aggregate
-    # The cache outcomes survive folding: misses, hits and stale hits.
+    # The cache outcomes survive folding: misses, hits and stale hits (with their version gaps).
     caches = {key[6] for key in aggregate[0]}
     assert {"CACHE_OUTCOME_MISS", "CACHE_OUTCOME_HIT", "CACHE_OUTCOME_STALE_HIT"} <= caches
+    assert aggregate[1] and all(gap > 0 for gap in aggregate[1].values())
 
 
 _STEPS_JOB = r"""

@@ -232,18 +232,25 @@ class KernelCore {
       op_record.op_id = op_id_;
       op_record.policy = policy_;
       op_record.device = device_.kind;
-      op_record.op.num_inputs = input_dtypes(op_record.op.input_dtypes);
       // The thread's dispatch keys, read once for the context and the record.
       const c10::impl::LocalDispatchKeySet keys = thread_dispatch_keys();
       describe_op_context(op_record.op, region_dtype, current_op_context(runtime_.locations, keys), keys);
-      // ATen has no getter for the nesting depth; this pair of calls reads the
-      // thread-local counter and leaves it as it was.
-      const int nesting = at::autocast::increment_nesting() - 1;
-      at::autocast::decrement_nesting();
-      op_record.op.autocast_nesting = static_cast<uint8_t>(nesting < 0 ? 0 : (nesting > 255 ? 255 : nesting));
+      const bool compiling = op_record.op.mode == ExecutionMode::kCompiling;
+      // Aggregate mode's op records only fold into counters, whose keys hold
+      // neither the inputs' dtypes nor the nesting (CounterKey): not read
+      // there, but while compiling, whose duplicate check reads the dtypes
+      // (docs/performance.md, "tenth pass").
+      if (!runtime_.events.aggregating() || compiling) {
+        op_record.op.num_inputs = input_dtypes(op_record.op.input_dtypes);
+        // ATen has no getter for the nesting depth; this pair of calls reads
+        // the thread-local counter and leaves it as it was.
+        const int nesting = at::autocast::increment_nesting() - 1;
+        at::autocast::decrement_nesting();
+        op_record.op.autocast_nesting = static_cast<uint8_t>(nesting < 0 ? 0 : (nesting > 255 ? 255 : nesting));
+      }
       // torch.compile traces the same code several times: its records once
       // per compile, its decisions kept every time while collecting.
-      if (op_record.op.mode == ExecutionMode::kCompiling) [[unlikely]] {
+      if (compiling) [[unlikely]] {
         compile_duplicate = !runtime_.compile.first_in_epoch(compile_record_key(op_record));
         if (compile_duplicate && !CompileCapture::collecting()) return false;
       }
@@ -463,11 +470,13 @@ class KernelCore {
   // observer says a cache sample is due after it. May throw; `cache` is
   // what the cast cache did as soon as its observer has seen the cast, so a
   // throw after that still reports it (cast_one's numerics check needs it).
-  // Inlined: finish_op_record's loop runs it per cast (as a call, +40
+  // Inlined: finish_op_record's loop runs it per cast (as a call, 39 more
   // instructions per op; docs/performance.md, "tenth pass").
-  [[gnu::always_inline]] bool describe_cast(Record& r, CacheOutcome& cache, const Record& op_record, const at::Tensor& t,
-                     c10::ScalarType target, size_t arg_index, int list_index, std::optional<CastOutcome> forced,
-                     const at::Tensor* cached_result, uint64_t reserved_seq, int64_t source_version) {
+  [[gnu::always_inline]] bool describe_cast(Record& r, CacheOutcome& cache, const Record& op_record,
+                                            const at::Tensor& t, c10::ScalarType target, size_t arg_index,
+                                            int list_index, std::optional<CastOutcome> forced,
+                                            const at::Tensor* cached_result, uint64_t reserved_seq,
+                                            int64_t source_version) {
     const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
     fill_cast_record(r, runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq,
                      op_record.ts_ns);

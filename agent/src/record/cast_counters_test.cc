@@ -232,6 +232,46 @@ TEST(CounterTable, AnOpsCastCountsCountAsItsRecordsFoldedOneByOne) {
   }
 }
 
+TEST(CounterTable, AClearForgetsTheRememberedGroups) {
+  const CastCount counts[] = {count_of(cast(1, 7, 0, CacheOutcome::kMiss, 4, 1))};
+  CounterTable table(16);
+  Record o = op(1, 7, true, 1);
+  for (uint64_t ts : {10, 11}) {
+    o.ts_ns = ts;
+    ASSERT_EQ(table.fold_op_casts(o, counts, 1, 0), 0u);
+  }
+  table.clear();
+  o.ts_ns = 20;
+  ASSERT_EQ(table.fold_op_casts(o, counts, 1, 3), 0u);  // remembered before the clear: its slots are empty now
+  const std::vector<CountFields> taken = sorted_take(table);
+  ASSERT_EQ(taken.size(), 2u);
+  for (const CountFields& c : taken) {
+    EXPECT_EQ(c.count, 1u);
+    EXPECT_EQ(c.first_ts_ns, 20u);
+    EXPECT_EQ(c.iteration, 3u);
+  }
+}
+
+// The cast count is part of a group's key: an op with no casts and the same
+// op with one cast whose key part is all zero are two groups.
+TEST(CounterTable, AnOpsCastCountTellsItsGroupsApart) {
+  CounterTable counted(16), folded(16);
+  const CastCount zero{};
+  Record zero_cast = cast(1, 7, 0, CacheOutcome::kUnspecified, 0, 0);
+  zero_cast.cast.src = zero_cast.cast.dst = DType::kUnspecified;
+  zero_cast.cast.outcome = CastOutcome::kUnspecified;
+  zero_cast.cast.role = Role::kUnspecified;
+  const Record o = op(1, 7, true, 1);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(counted.fold_op_casts(o, nullptr, 0, 0), 0u);
+    ASSERT_EQ(counted.fold_op_casts(o, &zero, 1, 0), 0u);
+    ASSERT_TRUE(folded.fold(o, 0));
+    ASSERT_TRUE(folded.fold(zero_cast, 0));
+    ASSERT_TRUE(folded.fold(o, 0));
+  }
+  expect_same_counters(counted, folded);
+}
+
 TEST(CounterTable, AGroupWithAKeyPastTheLimitIsNotRememberedAndKeepsCountingItsDrops) {
   const Record casts[] = {cast(1, 7, 0, CacheOutcome::kMiss, 1, 1), cast(1, 7, 1, CacheOutcome::kMiss, 1, 1)};
   const CastCount counts[] = {count_of(casts[0]), count_of(casts[1])};
@@ -260,6 +300,18 @@ TEST(EventLogAggregate, AnOpsCastCountsFoldAndKeysPastTheLimitAreDropped) {
   EXPECT_EQ(casts, 8u);
   EXPECT_EQ(bytes, 32u);
   EXPECT_EQ(log.stats().dropped, 4u);  // lines 8 and 9: their casts' and ops' keys
+}
+
+TEST(EventLogAggregate, AnOpCountedAfterASwitchToFullEventsIsDropped) {
+  EventLog log;
+  log.configure_aggregate(true, 16);
+  log.begin_session();
+  log.configure_aggregate(false, 16);
+  const CastCount counts[] = {count_of(cast(1, 1, 0, CacheOutcome::kMiss, 4, 1))};
+  log.count_op(op(1, 1, true, 40), counts, 1, this_thread_block());
+  EXPECT_EQ(log.drain([](const Record&) {}), 0u);
+  EXPECT_EQ(log.drain_counters([](const Record&) {}), 0u);
+  EXPECT_EQ(log.stats().dropped, 2u);
 }
 
 TEST(EventLogAggregate, AnOpsRecordsFoldAndKeysPastTheLimitAreDropped) {

@@ -181,7 +181,11 @@ void EventLog::record_op(const Record* before, size_t n, const Record& op, Threa
 
 void EventLog::count_op(const Record& op, const CastCount* casts, size_t n, ThreadBlock& thread) {
   Slot* slot = thread_slot(thread);
-  CounterTable* counters = slot != nullptr ? slot->counters.load(std::memory_order_acquire) : nullptr;
+  // An op that began in aggregate mode and ends after a switch back to full
+  // events has no records to log: dropped, and counted so.
+  CounterTable* counters = slot != nullptr && aggregate_.load(std::memory_order_relaxed)
+                               ? slot->counters.load(std::memory_order_acquire)
+                               : nullptr;
   const size_t refused = counters != nullptr
                              ? counters->fold_op_casts(op, casts, n, iteration_.load(std::memory_order_relaxed))
                              : n + 1;

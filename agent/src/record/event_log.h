@@ -133,8 +133,9 @@ class EventLog {
   // with one look-up of the thread's ring and, in aggregate mode, one lock
   // of its counters.
   void record_op(const Record* before, size_t n, const Record& op, ThreadBlock& thread);
-  // Aggregate mode only (aggregating()): an op record and its casts (n) as
-  // CastCounts, counted as record_op would count their records.
+  // Aggregate mode (aggregating()): an op record and its casts (n) as
+  // CastCounts, counted as record_op would count their records; out of
+  // aggregate mode all n + 1 are dropped (counted).
   void count_op(const Record& op, const CastCount* casts, size_t n, ThreadBlock& thread);
 
   // Calls sink for every buffered record, ring by ring (each ring oldest
