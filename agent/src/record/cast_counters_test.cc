@@ -284,24 +284,6 @@ TEST(CounterTable, AGroupWithAKeyPastTheLimitIsNotRememberedAndKeepsCountingItsD
   EXPECT_EQ(taken[0].key.kind, RecordKind::kCast);  // the op's own key, made last, is the one refused
 }
 
-TEST(EventLogAggregate, AnOpsCastCountsFoldAndKeysPastTheLimitAreDropped) {
-  EventLog log;
-  log.configure_aggregate(true, 16);
-  log.begin_session();
-  for (uint32_t line = 0; line < 10; ++line) {
-    const CastCount counts[] = {count_of(cast(1, line, 0, CacheOutcome::kMiss, 4, 1))};
-    log.count_op(op(1, line, true, 40), counts, 1, this_thread_block());
-  }
-  EXPECT_EQ(log.drain([](const Record&) {}), 0u);  // nothing in the ring
-  uint64_t casts = 0, bytes = 0;
-  log.drain_counters([&](const Record& r) {
-    if (r.kind == RecordKind::kCastCounts) casts += r.counts.count, bytes += r.counts.sum;
-  });
-  EXPECT_EQ(casts, 8u);
-  EXPECT_EQ(bytes, 32u);
-  EXPECT_EQ(log.stats().dropped, 4u);  // lines 8 and 9: their casts' and ops' keys
-}
-
 TEST(EventLogAggregate, AnOpCountedAfterASwitchToFullEventsIsDropped) {
   EventLog log;
   log.configure_aggregate(true, 16);
@@ -314,19 +296,34 @@ TEST(EventLogAggregate, AnOpCountedAfterASwitchToFullEventsIsDropped) {
   EXPECT_EQ(log.stats().dropped, 2u);
 }
 
-TEST(EventLogAggregate, AnOpsRecordsFoldAndKeysPastTheLimitAreDropped) {
-  EventLog log;
-  log.configure_aggregate(true, 16);
-  log.begin_session();
-  for (uint32_t line = 0; line < 10; ++line) {
-    const Record casts[] = {cast(1, line, 0, CacheOutcome::kMiss, 4, 1)};
-    log.record_op(casts, 1, op(1, line, true, 40), this_thread_block());
+// An op's records (record_op) and its casts as CastCounts (count_op, the
+// kernel's steady state) fold alike: nothing in the ring, keys past the limit dropped.
+TEST(EventLogAggregate, AnOpsRecordsOrCastCountsFoldAndKeysPastTheLimitAreDropped) {
+  for (const bool as_counts : {false, true}) {
+    SCOPED_TRACE(as_counts ? "count_op" : "record_op");
+    EventLog log;
+    log.configure_aggregate(true, 16);
+    log.begin_session();
+    for (uint32_t line = 0; line < 10; ++line) {
+      const Record casts[] = {cast(1, line, 0, CacheOutcome::kMiss, 4, 1)};
+      const CastCount counts[] = {count_of(casts[0])};
+      if (as_counts) {
+        log.count_op(op(1, line, true, 40), counts, 1, this_thread_block());
+      } else {
+        log.record_op(casts, 1, op(1, line, true, 40), this_thread_block());
+      }
+    }
+    EXPECT_EQ(log.drain([](const Record&) {}), 0u);  // nothing in the ring
+    uint64_t casts = 0, bytes = 0, ops = 0;
+    log.drain_counters([&](const Record& r) {
+      if (r.kind == RecordKind::kCastCounts) casts += r.counts.count, bytes += r.counts.sum;
+      if (r.kind == RecordKind::kOpCounts) ops += r.counts.count;
+    });
+    EXPECT_EQ(casts, 8u);
+    EXPECT_EQ(bytes, 32u);
+    EXPECT_EQ(ops, 8u);
+    EXPECT_EQ(log.stats().dropped, 4u);  // lines 8 and 9: their casts' and ops' keys
   }
-  EXPECT_EQ(log.drain([](const Record&) {}), 0u);  // nothing in the ring
-  uint64_t folded = 0;
-  log.drain_counters([&](const Record& r) { folded += r.counts.count; });
-  EXPECT_EQ(folded, 16u);
-  EXPECT_EQ(log.stats().dropped, 4u);  // lines 8 and 9: their casts' and ops' keys
 }
 
 TEST(EventLogAggregate, ACacheSampleAmongAnOpsRecordsGoesToTheRingAsItIs) {
