@@ -492,9 +492,10 @@ class KernelCore {
   // (CastCount) both say of it, written into `fields`, whose other members
   // the caller fills. Returns and throws as describe_cast.
   template <class Fields>
-  [[gnu::always_inline]] bool describe_cast_fields(Fields& fields, CacheOutcome& cache, const at::Tensor& t, c10::ScalarType target,
-                            size_t arg_index, std::optional<CastOutcome> forced, const at::Tensor* cached_result,
-                            int64_t source_version, bool compiling) {
+  [[gnu::always_inline]] bool describe_cast_fields(Fields& fields, CacheOutcome& cache, const at::Tensor& t,
+                                                   c10::ScalarType target, size_t arg_index,
+                                                   std::optional<CastOutcome> forced, const at::Tensor* cached_result,
+                                                   int64_t source_version, bool compiling) {
     fields.arg_index = static_cast<uint16_t>(arg_index);
     fields.src = to_dtype(t.scalar_type());
     fields.dst = to_dtype(target);
