@@ -25,15 +25,16 @@ uint64_t hash_key(const CounterKey& key) {
   return h;
 }
 
-// One more cast in its key's counter.
-inline void add_cast(CountFields& entry, uint64_t ts_ns, uint64_t bytes, bool round_trip, CacheOutcome cache,
-                     uint32_t source_version, uint32_t cached_version) {
+// One more cast at `ts_ns` in its key's counter; `cast` its record's
+// CastFields or its CastCount (the same members).
+template <class Fields>
+inline void add_cast(CountFields& entry, uint64_t ts_ns, const Fields& cast) {
   ++entry.count;
   entry.last_ts_ns = ts_ns;
-  entry.sum += bytes;
-  entry.extra += round_trip ? 1 : 0;
-  if (cache == CacheOutcome::kStaleHit) [[unlikely]] {
-    const int64_t gap = int64_t{source_version} - int64_t{cached_version};
+  entry.sum += cast.bytes;
+  entry.extra += cast.round_trip ? 1 : 0;
+  if (cast.cache == CacheOutcome::kStaleHit) [[unlikely]] {
+    const int64_t gap = int64_t{cast.source_version} - int64_t{cast.cached_version};
     if (gap > entry.max_version_gap) entry.max_version_gap = gap;
   }
 }
@@ -82,8 +83,8 @@ CounterKey counter_key(const Record& record) {
   return key;
 }
 
-CounterKey counter_key(const Record& op, const CastCount& cast) {
-  CounterKey key = counter_key(op);
+CounterKey counter_key(const CounterKey& op_key, const CastCount& cast) {
+  CounterKey key = op_key;
   key.kind = RecordKind::kCast;
   key.arg_index = cast.arg_index;
   key.src = cast.src;
@@ -123,9 +124,7 @@ inline bool CounterTable::fold_locked(const Record& record, uint64_t iteration) 
   const uint32_t slot = slot_locked(counter_key(record), record.ts_ns, iteration);
   if (slot == kRefused) return false;
   if (record.kind == RecordKind::kCast) {
-    const CastFields& cast = record.cast;
-    add_cast(slots_[slot], record.ts_ns, cast.bytes, cast.round_trip, cast.cache, cast.source_version,
-             cast.cached_version);
+    add_cast(slots_[slot], record.ts_ns, record.cast);
   } else {
     add_op(slots_[slot], record);
   }
@@ -173,9 +172,7 @@ size_t CounterTable::fold_op_casts(const Record& op, const CastCount* casts, siz
   uint64_t differ = group.generation ^ generation_;
   for (size_t w = 0; w < kGroupKeyWords; ++w) differ |= group.key[w] ^ words[w];
   if (grouped && differ == 0) [[likely]] {
-    for (size_t c = 0; c < n; ++c)
-      add_cast(slots_[group.slot[c]], op.ts_ns, casts[c].bytes, casts[c].round_trip, casts[c].cache,
-               casts[c].source_version, casts[c].cached_version);
+    for (size_t c = 0; c < n; ++c) add_cast(slots_[group.slot[c]], op.ts_ns, casts[c]);
     add_op(slots_[group.slot[n]], op);
     unlock();
     return 0;
@@ -191,12 +188,11 @@ size_t CounterTable::fold_op_casts_key_by_key(const Record& op, const CounterKey
   size_t refused = 0;
   uint32_t slots[kGroupCasts + 1];
   for (size_t c = 0; c < n; ++c) {
-    const uint32_t slot = slot_locked(counter_key(op, casts[c]), op.ts_ns, iteration);
+    const uint32_t slot = slot_locked(counter_key(op_key, casts[c]), op.ts_ns, iteration);
     if (slot == kRefused) {
       ++refused;
     } else {
-      add_cast(slots_[slot], op.ts_ns, casts[c].bytes, casts[c].round_trip, casts[c].cache, casts[c].source_version,
-               casts[c].cached_version);
+      add_cast(slots_[slot], op.ts_ns, casts[c]);
     }
     if (c < kGroupCasts) slots[c] = slot;
   }

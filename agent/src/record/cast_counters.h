@@ -56,9 +56,9 @@ struct CastCount {
 };
 static_assert(offsetof(CastCount, bytes) == 8, "a cast's part of a group key is CastCount's first eight bytes");
 
-// The key of `cast`, a cast of `op`'s, as counter_key gives it for the
-// cast's record.
-CounterKey counter_key(const Record& op, const CastCount& cast);
+// The key of `cast`, a cast of the op whose key is `op_key`, as
+// counter_key gives it for the cast's record.
+CounterKey counter_key(const CounterKey& op_key, const CastCount& cast);
 
 class CounterTable {
  public:

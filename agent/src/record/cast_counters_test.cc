@@ -167,7 +167,7 @@ TEST(CounterTable, ACastCountsKeyIsItsRecordsKey) {
   r.cast.outcome = CastOutcome::kAlreadyTarget;
   r.cast.role = Role::kActivation;
   r.cast.round_trip = true;
-  const CounterKey from_record = counter_key(r), from_count = counter_key(o, count_of(r));
+  const CounterKey from_record = counter_key(r), from_count = counter_key(counter_key(o), count_of(r));
   EXPECT_EQ(std::memcmp(&from_record, &from_count, sizeof(CounterKey)), 0);
 }
 

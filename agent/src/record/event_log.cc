@@ -189,8 +189,8 @@ void EventLog::count_op(const Record& op, const CastCount* casts, size_t n, Thre
   const size_t refused = counters != nullptr
                              ? counters->fold_op_casts(op, casts, n, iteration_.load(std::memory_order_relaxed))
                              : n + 1;
-  if (refused != 0) [[unlikely]]
-    dropped_total_.fetch_add(refused, std::memory_order_relaxed);  // past the key limit: counted, never lost silently
+  if (refused != 0) [[unlikely]]  // past the key limit, or nowhere to count: counted, never lost silently
+    dropped_total_.fetch_add(refused, std::memory_order_relaxed);
 }
 
 Record EventLog::counts_record(const CountFields& counts) {
