@@ -64,3 +64,12 @@ def compare_outcomes(native, agent) -> str | None:
     if native[0] == "error":
         return None if native[1:] == agent[1:] else f"errors differ: {native[1:]} vs {agent[1:]}"
     return same_result(native[1], agent[1])
+
+
+def steady_state(windows: bool) -> dict:
+    """castscope.attached's options for a parity run: as attached by default
+    (the first ops inside op probe and numerics windows, where every cast is
+    recorded as it is made), or with no window at all, so every op runs the
+    kernels' steady state (casts recorded after the op, some made directly:
+    make_cast in agent/src/dispatch/dispatch.cc)."""
+    return {} if windows else {"probe": False, "numerics": False}

@@ -11,7 +11,7 @@ import torch
 from torch.testing._internal.autocast_test_lists import AutocastCPUTestLists, AutocastTestLists
 
 import castscope
-from parity import compare_outcomes, run_captured
+from parity import compare_outcomes, run_captured, steady_state
 
 CPU_LISTS = ("torch_expect_builtin_promote", "methods_expect_builtin_promote", "torch_16", "torch_fp32",
              "nn_16", "nn_fp32", "torch_need_autocast_promote")
@@ -41,13 +41,14 @@ def _call(module, op, args, kwargs):
 
 
 @pytest.mark.parametrize("module,op,args,kwargs,amp_dtype,autocast_handles_it", _cpu_cases())
-def test_cpu_list_entry_matches_native(tmp_path, module, op, args, kwargs, amp_dtype, autocast_handles_it):
+@pytest.mark.parametrize("windows", [True, False], ids=["windows", "steady"])
+def test_cpu_list_entry_matches_native(tmp_path, windows, module, op, args, kwargs, amp_dtype, autocast_handles_it):
     def run():
         with torch.autocast("cpu", dtype=amp_dtype):
             return _call(module, op, args, kwargs)
 
     native = run_captured(run)
-    with castscope.attached(events_path=tmp_path / "events.jsonl") as agent:
+    with castscope.attached(events_path=tmp_path / "events.jsonl", **steady_state(windows)) as agent:
         with_agent = run_captured(run)
         ops_seen = {e["op"] for e in agent.ops()}
     mismatch = compare_outcomes(native, with_agent)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import castscope
-from parity import compare_outcomes, run_captured
+from parity import compare_outcomes, run_captured, steady_state
 
 aten = torch.ops.aten
 
@@ -88,13 +88,14 @@ MAY_FAIL_ON_THIS_CPU = {"aten::mkldnn_rnn_layer"}
 
 @pytest.mark.parametrize("op", sorted(CASES))
 @pytest.mark.parametrize("amp_dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_policy_op_matches_native(tmp_path, op, amp_dtype):
+@pytest.mark.parametrize("windows", [True, False], ids=["windows", "steady"])
+def test_policy_op_matches_native(tmp_path, windows, op, amp_dtype):
     def run():
         with torch.autocast("cpu", dtype=amp_dtype):
             return CASES[op]()
 
     native = run_captured(run)
-    with castscope.attached(events_path=tmp_path / "events.jsonl") as agent:
+    with castscope.attached(events_path=tmp_path / "events.jsonl", **steady_state(windows)) as agent:
         with_agent = run_captured(run)
         seen = {e["op"] for e in agent.ops()}
     assert compare_outcomes(native, with_agent) is None, compare_outcomes(native, with_agent)

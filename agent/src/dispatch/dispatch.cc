@@ -6,7 +6,9 @@
 // ATen's WrapFunction_ templates do (aten/src/ATen/autocast_mode.h), using the
 // same helpers (is_eligible, prioritize, cached_cast) so the cast cache and
 // eligibility rules stay native, then call the op again from the top with
-// the autocast key excluded, as the native wrappers do.
+// the autocast key excluded, as the native wrappers do. One shortcut, where
+// nothing can tell: a cast the cache would not keep is made by the op that
+// Tensor::to itself calls (make_cast's `direct`).
 //
 // Logging never changes what runs: every decision is made first; recording
 // only reads, and is wrapped so a failure is counted, not raised.
@@ -15,6 +17,8 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/ops/_autocast_to_full_precision_native.h>
 #include <ATen/ops/_autocast_to_reduced_precision_native.h>
+#include <ATen/ops/_to_copy_ops.h>
+#include <ATen/record_function.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/op_registration/infer_schema.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -141,6 +145,26 @@ uint64_t source_bytes(const at::Tensor& t) {
   return static_cast<uint64_t>(t.numel()) * t.element_size();
 }
 
+// Tensors whose every dispatch key is one of these: a dense CPU or CUDA
+// tensor with autograd's and autocast's keys, and nothing (a Python subclass,
+// a functorch wrapper, a sparse, nested or functional tensor) that could see
+// which op made its cast.
+constexpr c10::DispatchKeySet kPlainTensorKeys({c10::DispatchKey::CPU, c10::DispatchKey::CUDA,
+                                                c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::AutogradCPU,
+                                                c10::DispatchKey::AutogradCUDA, c10::DispatchKey::AutocastCPU,
+                                                c10::DispatchKey::AutocastCUDA});
+bool plain_tensor(const at::Tensor& t) { return (t.key_set().raw_repr() & ~kPlainTensorKeys.raw_repr()) == 0; }
+
+// Whether nothing on this thread sees which ops make a cast: no dispatch key
+// included beyond the defaults (the JIT tracer, Python dispatch modes,
+// functorch's transforms and the Python dispatcher each include theirs while
+// on; so does inference mode, by removing one) and no RecordFunction
+// callbacks (a profiler lists aten::to natively).
+bool thread_sees_no_cast_ops() {
+  return c10::impl::tls_local_dispatch_key_set().included_ == c10::default_included_set &&
+         !at::getStepCallbacksUnlessEmpty(at::RecordScope::FUNCTION).has_value();
+}
+
 CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::DeviceType device) {
   if (t.scalar_type() == at::kDouble) return CastOutcome::kFloat64;
   if (!t.is_floating_point()) return CastOutcome::kNotFloating;
@@ -181,6 +205,7 @@ template <size_t kCapacity>
 struct PendingCasts {
   std::array<PendingCast, kCapacity> casts;
   size_t size = 0;
+  bool direct = false;  // make_cast's `direct` for these casts
 };
 
 // Everything an autocast op runs inside, built and torn down in this order:
@@ -370,7 +395,17 @@ class KernelCore {
   static std::optional<CastOutcome> cast_outcome(bool cast) {
     return cast ? std::optional(CastOutcome::kCast) : std::nullopt;
   }
-  CastMade make_cast(const at::Tensor& t, c10::ScalarType target, const Record* op_record, CastSeqs& seqs) {
+
+  // The cast of `t` to `target` (CastMade). `direct` (thread_sees_no_cast_ops,
+  // asked once per op): a cast cached_cast would not cache (the source needs
+  // no grad, or is not a leaf: the cache keeps only leaves that need grad)
+  // is made by the op Tensor::to makes it with, at::_to_copy with the dtype
+  // alone (to_impl in ATen's TensorConversions.cpp; to_will_alias is false
+  // for another dtype): the same kernel and the same tensor, without the
+  // dispatch through to.dtype and its composite wrapper (docs/performance.md,
+  // "eleventh pass").
+  CastMade make_cast(const at::Tensor& t, c10::ScalarType target, const Record* op_record, CastSeqs& seqs,
+                     bool direct = false) {
     CastMade made;
     // Decided before the cast: cached_cast consults the cache only then.
     // Compile-time decisions see fake tensors: nothing for the cache observer.
@@ -379,7 +414,12 @@ class KernelCore {
     made.seq = op_record != nullptr ? seqs.take(runtime_.events) : 0;
     const LaunchScope launches(op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda),
                                made.seq | kCastLaunchBit);
-    made.result = at::autocast::cached_cast(target, t, device_.device);
+    if (direct && t.scalar_type() != target && at::autocast::is_eligible(t, device_.device) && plain_tensor(t) &&
+        (!t.requires_grad() || !t.is_leaf())) {
+      made.result = at::_ops::_to_copy::call(t, target, std::nullopt, std::nullopt, std::nullopt, false, std::nullopt);
+    } else {
+      made.result = at::autocast::cached_cast(target, t, device_.device);
+    }
     made.cast = made.result.unsafeGetTensorImpl() != t.unsafeGetTensorImpl();
     if (made.cacheable) made.source_version = CastCacheObserver::version_of(t);
     return made;
@@ -409,7 +449,7 @@ class KernelCore {
   at::Tensor cast_pending(const at::Tensor& t, c10::ScalarType target, size_t arg_index, const Record& op_record,
                           CastSeqs& seqs, PendingCasts<kPending>& pending) {
     if (!t.defined()) return t;
-    CastMade made = make_cast(t, target, &op_record, seqs);
+    CastMade made = make_cast(t, target, &op_record, seqs, pending.direct);
     // Noted once made: a cast that raised has no record, as in cast_one.
     PendingCast& cast = pending.casts[pending.size++];
     cast.source = &t;
@@ -775,6 +815,7 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
     Record* const op_record_or_null = record ? &op_record : nullptr;
     Pending pending;
     Pending* const casts_after = records_casts_after(op_record_or_null) ? &pending : nullptr;
+    if (casts_after != nullptr) pending.direct = thread_sees_no_cast_ops();
     try {
       c10::ScalarType target = at::kFloat;
       if (policy_ == CastPolicy::kLowerPrecisionFp) target = lower_precision(region_dtype);

@@ -1,0 +1,117 @@
+"""Casts castscope makes without Tensor::to's dispatch (make_cast's `direct`
+in agent/src/dispatch/dispatch.cc: at::_to_copy, the op to() calls) against
+native autocast, to everything that can look at a cast: its tensor, autograd's
+graph and gradients, a profiler's list of ops, a Python dispatch mode's, and
+the JIT tracer's graph. The last three make castscope cast as native does
+(their thread includes a dispatch key or has RecordFunction callbacks); the
+first two run the direct path in the steady state of full and aggregate mode.
+"""
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import castscope
+from parity import same_result
+
+
+def _attached(tmp_path, **options):
+    """Attached in the steady state from the first op: no op probe or numerics
+    window open (in one, every cast is made and recorded as native makes it)."""
+    return castscope.attached(events_path=tmp_path / "events.jsonl", probe=False, numerics=False, **options)
+
+
+def _graph_names(root):
+    """Autograd's graph below `root`, breadth first, by node name."""
+    names, frontier, seen = [], [root.grad_fn], set()
+    while frontier:
+        node = frontier.pop(0)
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        names.append(node.name())
+        frontier.extend(next_node for next_node, _ in node.next_functions)
+    return names
+
+
+def _training_step():
+    """An fp32 activation that needs grad (not a leaf: cast directly), a weight
+    (a leaf: the cast cache's) and an input that needs no grad (cast directly)."""
+    torch.manual_seed(0)
+    x = torch.randn(8, 8)
+    w1 = torch.randn(8, 8, requires_grad=True)
+    w2 = torch.randn(8, 8, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        h = torch.sin(x * w1)  # float32 under CPU autocast
+        out = torch.mm(h, w2)
+        plain = torch.mm(x, x)
+        lin = torch.nn.functional.linear(h, w2)
+    (out.float().sum() + lin.float().sum()).backward()
+    return {"out": out, "plain": plain, "lin": lin, "w1.grad": w1.grad, "w2.grad": w2.grad,
+            "graph": _graph_names(out) + _graph_names(lin)}
+
+
+@pytest.mark.parametrize("aggregate", [False, True], ids=["full", "aggregate"])
+def test_direct_casts_give_the_same_tensors_graph_and_gradients(tmp_path, aggregate):
+    native = _training_step()
+    with _attached(tmp_path, aggregate=aggregate):
+        attached = _training_step()
+    assert "ToCopyBackward0" in native["graph"]
+    for key in native:
+        assert same_result(native[key], attached[key], key) is None, same_result(native[key], attached[key], key)
+
+
+def _profiled_ops():
+    x, y = torch.randn(8, 8), torch.randn(8, 8)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.mm(x, y)
+    return sorted(e.name for e in prof.events() if e.name in ("aten::to", "aten::_to_copy"))
+
+
+def test_a_profiler_lists_the_casts_ops_as_natively(tmp_path):
+    native = _profiled_ops()
+    assert native.count("aten::to") == 2
+    with _attached(tmp_path):
+        attached = _profiled_ops()
+    assert attached == native
+
+
+class _OpLog(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def _dispatched_ops():
+    x, y = torch.randn(8, 8), torch.randn(8, 8)
+    with _OpLog() as log, torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.mm(x, y)
+    return log.ops
+
+
+def test_a_dispatch_mode_sees_the_casts_ops_as_natively(tmp_path):
+    native = _dispatched_ops()
+    with _attached(tmp_path):
+        attached = _dispatched_ops()
+    assert attached == native
+
+
+def _traced_graph():
+    def fn(x, y):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.mm(x, y)
+
+    traced = torch.jit.trace(fn, (torch.randn(8, 8), torch.randn(8, 8)), check_trace=False)
+    return [node.kind() for node in traced.graph.nodes()]
+
+
+def test_a_trace_records_the_casts_ops_as_natively(tmp_path):
+    native = _traced_graph()
+    assert "aten::to" in native
+    with _attached(tmp_path):
+        attached = _traced_graph()
+    assert attached == native
