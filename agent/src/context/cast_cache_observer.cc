@@ -7,10 +7,10 @@
 
 namespace castscope {
 
-bool CastCacheObserver::cacheable_with_grad(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device) {
+bool CastCacheObserver::cacheable_leaf(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device) {
   // The rest of cached_cast's condition, the cheapest tests first.
   return source.scalar_type() == at::kFloat && source.scalar_type() != target &&
-         source.is_leaf() && !source.is_view() && at::autocast::is_eligible(source, device) &&
+         !source.is_view() && at::autocast::is_eligible(source, device) &&
          target == at::autocast::get_lower_precision_fp_from_device_type(device) &&
          at::autocast::is_autocast_cache_enabled() && !at::caching::is_cached_tensor(source);
 }

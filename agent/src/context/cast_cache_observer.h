@@ -60,11 +60,13 @@ class CastCacheObserver {
   };
 
   // The condition under which at::autocast::cached_cast consults its cache.
-  // Its first test inline: most casts (inputs, activations) stop there, and
-  // the kernel asks for each cast (docs/performance.md, "ninth pass").
+  // Its first test inline: most casts (inputs, activations) stop there.
   static bool cacheable(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device) {
-    return source.requires_grad() && cacheable_with_grad(source, target, device);
+    return source.requires_grad() && source.is_leaf() && cacheable_leaf(source, target, device);
   }
+  // The same for a source already known to need grad and to be a leaf (the
+  // kernels ask that once per cast for the record's role too).
+  static bool cacheable_leaf(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device);
 
   // The fewest cacheable casts, a miss last, between step-free samples (see
   // the file comment); 0: none.
@@ -90,8 +92,6 @@ class CastCacheObserver {
   void clear();
 
  private:
-  // cacheable()'s tests after requires_grad.
-  static bool cacheable_with_grad(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device);
   using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   struct Entry {
     WeakImpl source;

@@ -197,7 +197,8 @@ struct PendingCast {
   int64_t source_version = 0;          // cacheable casts only: the source's version at the cast
   c10::ScalarType target = c10::ScalarType::Undefined;
   uint16_t arg_index = 0;
-  bool cast = false;  // cached_cast made (or found) a cast: the outcome is kCast
+  Role role = Role::kInput;  // make_cast's
+  bool cast = false;         // cached_cast made (or found) a cast: the outcome is kCast
   uint64_t seq = 0;
 };
 // One slot per tensor argument of the kernel's signature.
@@ -325,7 +326,7 @@ class KernelCore {
         try {
           CacheOutcome cache = CacheOutcome::kNotCacheable;
           const bool sample_due = describe_cast(
-              before[n], cache, r, *cast.source, cast.target, cast.arg_index, -1, cast_outcome(cast.cast),
+              before[n], cache, r, *cast.source, cast.target, cast.arg_index, -1, cast_outcome(cast.cast), cast.role,
               cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.seq, cast.source_version);
           ++n;
           // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
@@ -356,7 +357,7 @@ class KernelCore {
         count.cache = CacheOutcome::kNotCacheable;
         CacheOutcome cache = CacheOutcome::kNotCacheable;
         const bool sample_due = describe_cast_fields(
-            count, cache, *cast.source, cast.target, cast.arg_index, cast_outcome(cast.cast),
+            count, cache, *cast.source, cast.target, cast.arg_index, cast_outcome(cast.cast), cast.role,
             cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.source_version, false);
         ++n;
         // Step-free growth evidence (cast_cache_observer.h): as in full mode, into the ring.
@@ -384,6 +385,7 @@ class KernelCore {
   struct CastMade {
     at::Tensor result;
     uint64_t seq = 0;
+    Role role = Role::kInput;  // role_of the source (recorded or direct casts), asked once for cast and record
     bool cacheable = false;
     bool cast = false;           // the result is another tensor: cached_cast cast it
     int64_t source_version = 0;  // cacheable casts only
@@ -397,25 +399,28 @@ class KernelCore {
   }
 
   // The cast of `t` to `target` (CastMade). `direct` (thread_sees_no_cast_ops,
-  // asked once per op): a cast cached_cast would not cache (the source needs
-  // no grad, or is not a leaf: the cache keeps only leaves that need grad)
-  // is made by the op Tensor::to makes it with, at::_to_copy with the dtype
-  // alone (to_impl in ATen's TensorConversions.cpp; to_will_alias is false
-  // for another dtype): the same kernel and the same tensor, without the
-  // dispatch through to.dtype and its composite wrapper (docs/performance.md,
+  // asked once per op): a cast cached_cast would not cache (its source's role
+  // is not a weight's: the cache keeps only leaves that need grad) is made by
+  // the op Tensor::to makes it with, at::_to_copy with the dtype alone
+  // (to_impl in ATen's TensorConversions.cpp; to_will_alias is false for
+  // another dtype): the same kernel and the same tensor, without the dispatch
+  // through to.dtype and its composite wrapper (docs/performance.md,
   // "eleventh pass").
   CastMade make_cast(const at::Tensor& t, c10::ScalarType target, const Record* op_record, CastSeqs& seqs,
                      bool direct = false) {
     CastMade made;
-    // Decided before the cast: cached_cast consults the cache only then.
-    // Compile-time decisions see fake tensors: nothing for the cache observer.
-    made.cacheable = op_record != nullptr && op_record->op.mode != ExecutionMode::kCompiling &&
-                     CastCacheObserver::cacheable(t, target, device_.device);
+    // Decided before the cast: cached_cast consults the cache only then, and
+    // only for a leaf that needs grad (a weight's role). Compile-time
+    // decisions see fake tensors: nothing for the cache observer.
+    if (op_record != nullptr || direct) made.role = role_of(t);
+    made.cacheable = op_record != nullptr && made.role == Role::kWeight &&
+                     op_record->op.mode != ExecutionMode::kCompiling &&
+                     CastCacheObserver::cacheable_leaf(t, target, device_.device);
     made.seq = op_record != nullptr ? seqs.take(runtime_.events) : 0;
     const LaunchScope launches(op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda),
                                made.seq | kCastLaunchBit);
-    if (direct && t.scalar_type() != target && at::autocast::is_eligible(t, device_.device) && plain_tensor(t) &&
-        (!t.requires_grad() || !t.is_leaf())) {
+    if (direct && made.role != Role::kWeight && t.scalar_type() != target &&
+        at::autocast::is_eligible(t, device_.device) && plain_tensor(t)) {
       made.result = at::_ops::_to_copy::call(t, target, std::nullopt, std::nullopt, std::nullopt, false, std::nullopt);
     } else {
       made.result = at::autocast::cached_cast(target, t, device_.device);
@@ -433,7 +438,7 @@ class KernelCore {
     if (op_record != nullptr) {
       const CacheOutcome cache =
           record_cast(thread, *op_record, t, target, arg_index, list_index, cast_outcome(made.cast),
-                      made.cacheable ? &result : nullptr, made.seq, made.source_version);
+                      made.cacheable ? &result : nullptr, made.seq, made.source_version, made.role);
       // Numerics windows: a cast the cache served was checked when it was made.
       if (numerics_window_open() && made.cast &&
           cache != CacheOutcome::kHit && cache != CacheOutcome::kStaleHit &&
@@ -455,6 +460,7 @@ class KernelCore {
     cast.source = &t;
     cast.target = target;
     cast.arg_index = static_cast<uint16_t>(arg_index);
+    cast.role = made.role;
     cast.seq = made.seq;
     cast.cast = made.cast;
     if (made.cacheable) {
@@ -481,16 +487,17 @@ class KernelCore {
   // policies decide by the first argument, not by a cast; a cast made is
   // kCast). The cast cache's observer is asked about `cached_result` here,
   // with `source_version`, the source's version at the cast (make_cast).
+  // `role`: the source's, when the caller has it (make_cast's).
   // Returns what the cast cache did (kNotCacheable when not observed).
   CacheOutcome record_cast(ThreadBlock& thread, const Record& op_record, const at::Tensor& t, c10::ScalarType target,
                            size_t arg_index, int list_index, std::optional<CastOutcome> forced,
                            const at::Tensor* cached_result = nullptr, uint64_t reserved_seq = 0,
-                           int64_t source_version = 0) noexcept {
+                           int64_t source_version = 0, std::optional<Role> role = std::nullopt) noexcept {
     CacheOutcome cache = CacheOutcome::kNotCacheable;
     try {
       Record r;
       const bool sample_due = describe_cast(r, cache, op_record, t, target, arg_index, list_index, forced,
-                                            cached_result, reserved_seq, source_version);
+                                            role ? *role : role_of(t), cached_result, reserved_seq, source_version);
       if (r.cast.mode == ExecutionMode::kCompiling) [[unlikely]] {
         if (r.cast.outcome == CastOutcome::kCast && CompileCapture::collecting() &&
             !runtime_.compile.keep(CompileDecision{op_id_, policy_, device_.kind, r.cast}))
@@ -514,7 +521,7 @@ class KernelCore {
   // instructions per op; docs/performance.md, "tenth pass").
   [[gnu::always_inline]] bool describe_cast(Record& r, CacheOutcome& cache, const Record& op_record,
                                             const at::Tensor& t, c10::ScalarType target, size_t arg_index,
-                                            int list_index, std::optional<CastOutcome> forced,
+                                            int list_index, std::optional<CastOutcome> forced, Role role,
                                             const at::Tensor* cached_result, uint64_t reserved_seq,
                                             int64_t source_version) {
     const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
@@ -522,7 +529,7 @@ class KernelCore {
                      op_record.ts_ns);
     r.cast.op_seq = op_record.seq;
     r.cast.list_index = static_cast<int16_t>(list_index);
-    const bool sample_due = describe_cast_fields(r.cast, cache, t, target, arg_index, forced, cached_result,
+    const bool sample_due = describe_cast_fields(r.cast, cache, t, target, arg_index, forced, role, cached_result,
                                                  source_version, r.cast.mode == ExecutionMode::kCompiling);
     describe_shape(r.cast, t);
     return sample_due;
@@ -530,12 +537,14 @@ class KernelCore {
 
   // What a cast's record (CastFields) and its aggregate-mode counter
   // (CastCount) both say of it, written into `fields`, whose other members
-  // the caller fills. Returns and throws as describe_cast.
+  // the caller fills; `role` is role_of(t), asked once by the caller.
+  // Returns and throws as describe_cast.
   template <class Fields>
   [[gnu::always_inline]] bool describe_cast_fields(Fields& fields, CacheOutcome& cache, const at::Tensor& t,
                                                    c10::ScalarType target, size_t arg_index,
-                                                   std::optional<CastOutcome> forced, const at::Tensor* cached_result,
-                                                   int64_t source_version, bool compiling) {
+                                                   std::optional<CastOutcome> forced, Role role,
+                                                   const at::Tensor* cached_result, int64_t source_version,
+                                                   bool compiling) {
     fields.arg_index = static_cast<uint16_t>(arg_index);
     fields.src = to_dtype(t.scalar_type());
     fields.dst = to_dtype(target);
@@ -549,7 +558,7 @@ class KernelCore {
       fields.source_version = static_cast<uint32_t>(seen.source_version);
       fields.cached_version = static_cast<uint32_t>(seen.cached_version);
     }
-    fields.role = role_of(t);
+    fields.role = role;
     fields.bytes = source_bytes(t);
     if (!compiling) fields.round_trip = fields.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
     return sample_due;
