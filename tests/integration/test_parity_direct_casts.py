@@ -35,19 +35,23 @@ def _graph_names(root):
 
 def _training_step():
     """An fp32 activation that needs grad (not a leaf: cast directly), a weight
-    (a leaf: the cast cache's) and an input that needs no grad (cast directly)."""
+    (a leaf: the cast cache's) and an input that needs no grad (cast directly),
+    through the unboxed kernel (mm, linear) and the boxed one (cross_entropy_loss,
+    fp32: a bf16 activation cast up)."""
     torch.manual_seed(0)
     x = torch.randn(8, 8)
     w1 = torch.randn(8, 8, requires_grad=True)
     w2 = torch.randn(8, 8, requires_grad=True)
+    labels = torch.randint(0, 8, (8,))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         h = torch.sin(x * w1)  # float32 under CPU autocast
         out = torch.mm(h, w2)
         plain = torch.mm(x, x)
         lin = torch.nn.functional.linear(h, w2)
-    (out.float().sum() + lin.float().sum()).backward()
-    return {"out": out, "plain": plain, "lin": lin, "w1.grad": w1.grad, "w2.grad": w2.grad,
-            "graph": _graph_names(out) + _graph_names(lin)}
+        loss = torch.nn.functional.cross_entropy(out, labels)
+    (loss + lin.float().sum()).backward()
+    return {"out": out, "plain": plain, "lin": lin, "loss": loss, "w1.grad": w1.grad, "w2.grad": w2.grad,
+            "graph": _graph_names(loss) + _graph_names(lin)}
 
 
 @pytest.mark.parametrize("aggregate", [False, True], ids=["full", "aggregate"])

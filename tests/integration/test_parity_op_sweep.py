@@ -14,7 +14,7 @@ import torch
 from torch.testing._internal.common_methods_invocations import op_db
 
 import castscope
-from parity import compare_outcomes, run_captured
+from parity import compare_outcomes, run_captured, steady_state
 
 POLICY = json.loads((pathlib.Path(castscope.policies_dir()) / "cpu.json").read_text())["ops"]
 POLICY_BASE_NAMES = {op.split("::")[1].split(".")[0] for op, entry in POLICY.items()
@@ -44,7 +44,8 @@ def _samples(opinfo):
 
 
 @pytest.mark.parametrize("opinfo", SWEEP, ids=[f"{o.name}{'.' + o.variant_test_name if o.variant_test_name else ''}" for o in SWEEP])
-def test_sweep_matches_native(tmp_path, opinfo):
+@pytest.mark.parametrize("windows", [True, False], ids=["windows", "steady"])
+def test_sweep_matches_native(tmp_path, windows, opinfo):
     samples = list(_samples(opinfo))
     if not samples:
         pytest.skip(f"{opinfo.name}: no CPU sample inputs in float32/bfloat16/float16")
@@ -57,7 +58,7 @@ def test_sweep_matches_native(tmp_path, opinfo):
             cases.append((f"sample {i} ({sample.input.dtype if isinstance(sample.input, torch.Tensor) else type(sample.input).__name__}) in {amp_dtype}", run))
 
     native = [run_captured(run, seed=i) for i, (_, run) in enumerate(cases)]
-    with castscope.attached(events_path=tmp_path / "events.jsonl") as agent:
+    with castscope.attached(events_path=tmp_path / "events.jsonl", **steady_state(windows)) as agent:
         with_agent = [run_captured(run, seed=i) for i, (_, run) in enumerate(cases)]
         status = agent.status()
     mismatches = [f"{name}: {m}" for (name, _), n, a in zip(cases, native, with_agent) if (m := compare_outcomes(n, a))]

@@ -430,10 +430,11 @@ class KernelCore {
     return made;
   }
 
+  // `direct`: as make_cast's.
   at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record,
-                      ThreadBlock& thread, CastSeqs& seqs) {
+                      ThreadBlock& thread, CastSeqs& seqs, bool direct = false) {
     if (!t.defined()) return t;
-    CastMade made = make_cast(t, target, op_record, seqs);
+    CastMade made = make_cast(t, target, op_record, seqs, direct);
     at::Tensor& result = made.result;
     if (op_record != nullptr) {
       const CacheOutcome cache =
@@ -692,12 +693,16 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
   // lower_precision_fp, fp32, promote: cached_cast every Tensor, Tensor? and
   // Tensor[] argument to `target`.
   void cast_all(c10::IValue* args, c10::ScalarType target, Record* op_record, ThreadBlock& thread, CastSeqs& seqs) {
+    // make_cast's `direct`, once per op: recorded ops (their casts' roles are
+    // asked anyway), not while compiling.
+    const bool direct =
+        op_record != nullptr && op_record->op.mode != ExecutionMode::kCompiling && thread_sees_no_cast_ops();
     for (size_t i = 0; i < kinds_.size(); ++i) {
       c10::IValue& arg = args[i];
       switch (kinds_[i]) {
         case ArgKind::kTensor:
         case ArgKind::kOptionalTensor:
-          if (arg.isTensor()) arg = cast_one(arg.toTensor(), target, i, -1, op_record, thread, seqs);
+          if (arg.isTensor()) arg = cast_one(arg.toTensor(), target, i, -1, op_record, thread, seqs, direct);
           break;
         case ArgKind::kTensorList:
           if (arg.isTensorList()) {
@@ -705,7 +710,7 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
             c10::List<at::Tensor> out;
             out.reserve(in.size());
             for (size_t j = 0; j < in.size(); ++j)
-              out.push_back(cast_one(in.get(j), target, i, static_cast<int>(j), op_record, thread, seqs));
+              out.push_back(cast_one(in.get(j), target, i, static_cast<int>(j), op_record, thread, seqs, direct));
             arg = c10::IValue(std::move(out));
           }
           break;
