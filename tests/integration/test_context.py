@@ -244,21 +244,33 @@ def test_agent_never_extends_a_cast_lifetime(tmp_path):
 def test_a_module_built_under_inference_mode_has_its_casts_recorded(tmp_path):
     # Its weights are inference tensors: leaves that require grad, with no
     # version counter (asking raises). Outputs stay native; every cast is
-    # recorded and observed; nothing is counted as an internal error.
+    # recorded. Run outside inference mode, the cast cache keeps the weights'
+    # casts and castscope observes them; under it, torch's cached_cast keeps
+    # nothing, and castscope calls none the cache's. Nothing is counted as an
+    # internal error.
     torch.manual_seed(0)
     with torch.inference_mode():
         model = torch.nn.Linear(8, 8)
         x = torch.randn(4, 8)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            native = [model(x), model(x)]
-    with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+
+    def forward_twice():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            outside = [model(x), model(x)]  # <outside-inference-forward>
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
-            ours = [model(x), model(x)]  # <inference-forward>
+            inside = [model(x), model(x)]  # <inference-forward>
+        return outside + inside
+
+    native = forward_twice()
+    with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+        ours = forward_twice()
         weights = casts_of(agent, "aten::linear", "weight")
         status = agent.status()
     for a, b in zip(native, ours):
         assert a.dtype == b.dtype and torch.equal(a, b)
-    assert len(weights) == 2
-    assert all(c["role"] == "ROLE_WEIGHT" and c["cache"] != "CACHE_OUTCOME_NOT_CACHEABLE" for c in weights), weights
-    assert {c["location"]["line"] for c in weights} == {line_of("inference-forward")}
+    assert len(weights) == 4
+    assert all(c["role"] == "ROLE_WEIGHT" for c in weights), weights
+    assert [c["cache"] for c in weights] == ["CACHE_OUTCOME_MISS", "CACHE_OUTCOME_HIT",
+                                             "CACHE_OUTCOME_NOT_CACHEABLE", "CACHE_OUTCOME_NOT_CACHEABLE"], weights
+    assert [c["location"]["line"] for c in weights] == [line_of("outside-inference-forward")] * 2 + [
+        line_of("inference-forward")] * 2
     assert status["internal_errors"] == 0, status

@@ -16,7 +16,8 @@ from parity import same_result
 
 def _attached(tmp_path, **options):
     """Attached in the steady state from the first op: no op probe or numerics
-    window open (in one, every cast is made and recorded as native makes it)."""
+    window open (in one, the unboxed kernel records each cast as it is made,
+    and the probe's RecordFunction callback makes every cast as natively)."""
     return castscope.attached(events_path=tmp_path / "events.jsonl", probe=False, numerics=False, **options)
 
 
@@ -57,9 +58,13 @@ def _training_step():
 @pytest.mark.parametrize("aggregate", [False, True], ids=["full", "aggregate"])
 def test_direct_casts_give_the_same_tensors_graph_and_gradients(tmp_path, aggregate):
     native = _training_step()
-    with _attached(tmp_path, aggregate=aggregate):
+    with _attached(tmp_path, aggregate=aggregate) as agent:
+        before = agent.status()["direct_casts"]  # the process's count: earlier attaches included
         attached = _training_step()
+        direct = agent.status()["direct_casts"] - before
     assert "ToCopyBackward0" in native["graph"]
+    # mm's h and x (twice), linear's h, cross_entropy's bf16 out; not the weights (the cache's)
+    assert direct == 5, direct
     for key in native:
         assert same_result(native[key], attached[key], key) is None, same_result(native[key], attached[key], key)
 
@@ -75,8 +80,10 @@ def _profiled_ops():
 def test_a_profiler_lists_the_casts_ops_as_natively(tmp_path):
     native = _profiled_ops()
     assert native.count("aten::to") == 2
-    with _attached(tmp_path):
+    with _attached(tmp_path) as agent:
+        before = agent.status()["direct_casts"]
         attached = _profiled_ops()
+        assert agent.status()["direct_casts"] == before  # the profiler's callbacks: casts made as natively
     assert attached == native
 
 
@@ -99,8 +106,10 @@ def _dispatched_ops():
 
 def test_a_dispatch_mode_sees_the_casts_ops_as_natively(tmp_path):
     native = _dispatched_ops()
-    with _attached(tmp_path):
+    with _attached(tmp_path) as agent:
+        before = agent.status()["direct_casts"]
         attached = _dispatched_ops()
+        assert agent.status()["direct_casts"] == before  # the mode's key included: casts made as natively
     assert attached == native
 
 
@@ -116,6 +125,8 @@ def _traced_graph():
 def test_a_trace_records_the_casts_ops_as_natively(tmp_path):
     native = _traced_graph()
     assert "aten::to" in native
-    with _attached(tmp_path):
+    with _attached(tmp_path) as agent:
+        before = agent.status()["direct_casts"]
         attached = _traced_graph()
+        assert agent.status()["direct_casts"] == before  # the tracer's key included: casts made as natively
     assert attached == native

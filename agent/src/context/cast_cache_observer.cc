@@ -2,6 +2,7 @@
 
 #include <ATen/CachedTensorUtils.h>
 #include <ATen/autocast_mode.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 
@@ -12,7 +13,8 @@ bool CastCacheObserver::cacheable_leaf(const at::Tensor& source, c10::ScalarType
   return source.scalar_type() == at::kFloat && source.scalar_type() != target &&
          !source.is_view() && at::autocast::is_eligible(source, device) &&
          target == at::autocast::get_lower_precision_fp_from_device_type(device) &&
-         at::autocast::is_autocast_cache_enabled() && !at::caching::is_cached_tensor(source);
+         at::autocast::is_autocast_cache_enabled() && !at::caching::is_cached_tensor(source) &&
+         !c10::InferenceMode::is_enabled();  // torch keeps no cast made under inference mode (pytorch#158232)
 }
 
 void CastCacheObserver::set_sample_every_misses(uint64_t misses) {

@@ -159,10 +159,32 @@ bool plain_tensor(const at::Tensor& t) { return (t.key_set().raw_repr() & ~kPlai
 // included beyond the defaults (the JIT tracer, Python dispatch modes,
 // functorch's transforms and the Python dispatcher each include theirs while
 // on; so does inference mode, by removing one) and no RecordFunction
-// callbacks (a profiler lists aten::to natively).
+// callbacks registered, sampled ones included (a profiler lists aten::to
+// natively). at::hasCallbacks, not getStepCallbacksUnlessEmpty: that one
+// counts down a sampled callback's countdown, and this check must not move
+// which of the job's own ops a sampled observer sees.
+// Whether aten::to.dtype, when castscope registered its kernels, had no
+// kernel of its own for a key a dense tensor's cast reaches (the user's, say,
+// through torch.library): a direct cast would bypass it. Natively it has only
+// its CompositeImplicitAutograd kernel (and the tracer's, functionalization's
+// and vmap's, whose keys the checks above rule out).
+std::atomic<bool> g_to_dtype_is_composite{false};
+
+bool to_dtype_is_composite() {
+  const auto op = c10::Dispatcher::singleton().findSchema({"aten::to", "dtype"});
+  if (!op) return false;
+  for (const c10::DispatchKey key :
+       {c10::DispatchKey::CPU, c10::DispatchKey::CUDA, c10::DispatchKey::AutogradCPU, c10::DispatchKey::AutogradCUDA,
+        c10::DispatchKey::Autograd, c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::AutocastCPU,
+        c10::DispatchKey::AutocastCUDA, c10::DispatchKey::CompositeExplicitAutograd,
+        c10::DispatchKey::CompositeExplicitAutogradNonFunctional})
+    if (op->hasKernelForDispatchKey(key)) return false;
+  return true;
+}
+
 bool thread_sees_no_cast_ops() {
-  return c10::impl::tls_local_dispatch_key_set().included_ == c10::default_included_set &&
-         !at::getStepCallbacksUnlessEmpty(at::RecordScope::FUNCTION).has_value();
+  return g_to_dtype_is_composite.load(std::memory_order_relaxed) &&
+         c10::impl::tls_local_dispatch_key_set().included_ == c10::default_included_set && !at::hasCallbacks();
 }
 
 CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::DeviceType device) {
@@ -199,6 +221,7 @@ struct PendingCast {
   uint16_t arg_index = 0;
   Role role = Role::kInput;  // make_cast's
   bool cast = false;         // cached_cast made (or found) a cast: the outcome is kCast
+  bool direct = false;       // make_cast's
   uint64_t seq = 0;
 };
 // One slot per tensor argument of the kernel's signature.
@@ -315,6 +338,11 @@ class KernelCore {
       r.op.ok = ok;
       r.op.cpu_duration_ns = now_ns() - r.ts_ns;
       r.op.output = ok ? output() : DType::kUnspecified;
+      if (pending.direct) {
+        uint64_t direct = 0;
+        for (size_t i = 0; i < pending.size; ++i) direct += pending.casts[i].direct ? 1 : 0;
+        runtime_.events.count_direct_casts(thread, direct);
+      }
       if (runtime_.events.aggregating()) {
         count_op_casts(thread, r, pending);
         return;
@@ -387,6 +415,7 @@ class KernelCore {
     uint64_t seq = 0;
     Role role = Role::kInput;  // role_of the source (recorded or direct casts), asked once for cast and record
     bool cacheable = false;
+    bool direct = false;  // made with at::_to_copy (make_cast's `direct`), counted once the op is recorded
     bool cast = false;           // the result is another tensor: cached_cast cast it
     int64_t source_version = 0;  // cacheable casts only
   };
@@ -422,6 +451,7 @@ class KernelCore {
     if (direct && made.role != Role::kWeight && t.scalar_type() != target &&
         at::autocast::is_eligible(t, device_.device) && plain_tensor(t)) {
       made.result = at::_ops::_to_copy::call(t, target, std::nullopt, std::nullopt, std::nullopt, false, std::nullopt);
+      made.direct = true;
     } else {
       made.result = at::autocast::cached_cast(target, t, device_.device);
     }
@@ -440,6 +470,7 @@ class KernelCore {
       const CacheOutcome cache =
           record_cast(thread, *op_record, t, target, arg_index, list_index, cast_outcome(made.cast),
                       made.cacheable ? &result : nullptr, made.seq, made.source_version, made.role);
+      if (made.direct) runtime_.events.count_direct_casts(thread, 1);
       // Numerics windows: a cast the cache served was checked when it was made.
       if (numerics_window_open() && made.cast &&
           cache != CacheOutcome::kHit && cache != CacheOutcome::kStaleHit &&
@@ -462,6 +493,7 @@ class KernelCore {
     cast.target = target;
     cast.arg_index = static_cast<uint16_t>(arg_index);
     cast.role = made.role;
+    cast.direct = made.direct;
     cast.seq = made.seq;
     cast.cast = made.cast;
     if (made.cacheable) {
@@ -1074,6 +1106,7 @@ bool DispatchRegistry::register_unboxed(const std::string& op, const PolicyEntry
 
 std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& policies) {
   std::vector<std::string> errors;
+  g_to_dtype_is_composite.store(to_dtype_is_composite(), std::memory_order_relaxed);
   try {
     g_reduced_precision_op = runtime_.events.intern_op("aten::_autocast_to_reduced_precision");
     runtime_.events.set_arg_names(g_reduced_precision_op, {"self"});

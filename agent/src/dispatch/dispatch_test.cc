@@ -439,14 +439,23 @@ TEST_F(AutocastKernelTest, CastsRecordedAfterTheOpAreThoseRecordedAtOnce) {
 // observed, the same when recorded after the op and at once, with no internal
 // error. (torch 2.14.1's cache did not serve them again here: each is a miss.)
 TEST_F(AutocastKernelTest, InferenceTensorWeightsAreRecordedAndObserved) {
-  c10::InferenceMode inference;
-  const at::Tensor x = at::randn({4, 16});
-  const at::Tensor weight = at::randn({8, 16}).requires_grad_(true);
+  // Weights made under inference mode are inference tensors (no version
+  // counter: asking raises). Used outside it, the cast cache keeps their casts
+  // and the observer follows them at version 0; under inference mode torch's
+  // cached_cast keeps nothing, so neither is observed.
+  at::Tensor x, weight;
+  {
+    c10::InferenceMode inference;
+    x = at::randn({4, 16});
+    weight = at::randn({8, 16}).requires_grad_(true);
+    EXPECT_FALSE(CastCacheObserver::cacheable(weight, at::kBFloat16, at::kCPU));
+  }
   ASSERT_TRUE(weight.is_inference());
   ASSERT_TRUE(CastCacheObserver::cacheable(weight, at::kBFloat16, at::kCPU));
   DispatchRegistry registry(runtime_);
   ASSERT_TRUE(registry.register_policies(policies_).empty());
   auto linear_twice = [&] {
+    const c10::AutoGradMode no_grad(false);  // an inference tensor cannot be saved for backward
     CpuAutocast region;
     at::linear(x, weight);
     at::linear(x, weight);
@@ -456,17 +465,24 @@ TEST_F(AutocastKernelTest, InferenceTensorWeightsAreRecordedAndObserved) {
     const NumericsWindow window;
     linear_twice();  // recorded at once
   }
+  {
+    c10::InferenceMode inference;
+    linear_twice();
+  }
   const Drained records = drain(runtime_);
-  ASSERT_EQ(records.ops.size(), 4u);
-  ASSERT_EQ(records.casts.size(), 8u);
+  ASSERT_EQ(records.ops.size(), 6u);
+  ASSERT_EQ(records.casts.size(), 12u);
   for (size_t weight_cast : {1, 3}) {
     SCOPED_TRACE("cast " + std::to_string(weight_cast));
     const CastFields& after = records.casts[weight_cast].cast;
     const CastFields& at_once = records.casts[4 + weight_cast].cast;
+    const CastFields& inference = records.casts[8 + weight_cast].cast;
     EXPECT_EQ(after.role, Role::kWeight);
     EXPECT_NE(after.cache, CacheOutcome::kNotCacheable);
     EXPECT_EQ(after.cache, at_once.cache);
     EXPECT_EQ(after.source_version, 0u);
+    EXPECT_EQ(inference.role, Role::kWeight);
+    EXPECT_EQ(inference.cache, CacheOutcome::kNotCacheable);
   }
   EXPECT_EQ(runtime_.events.stats().internal_errors, 0u);
 }

@@ -122,6 +122,12 @@ uint32_t EventLog::thread_id(ThreadBlock& thread) {
   return thread.thread_id;
 }
 
+void EventLog::count_direct_casts(ThreadBlock& thread, uint64_t n) {
+  if (n == 0) return;
+  if (Slot* slot = thread_slot(thread))
+    slot->direct_casts.store(slot->direct_casts.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
 EventLog::Slot* EventLog::thread_slot(ThreadBlock& thread) {
   if (thread.ring_log != id_ || thread.ring == nullptr) [[unlikely]] {
     ThreadHandle& handle = tls_thread;
@@ -308,6 +314,10 @@ EventLogStats EventLog::stats() const {
   out.dropped = dropped_total_.load(std::memory_order_relaxed) + ring_drops_.load(std::memory_order_relaxed);
   out.internal_errors = internal_errors_.load(std::memory_order_relaxed);
   out.gpu_records_dropped = gpu_dropped_.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(rings_mutex_);
+    for (const auto& slot : slots_) out.direct_casts += slot->direct_casts.load(std::memory_order_relaxed);
+  }
   std::lock_guard<std::mutex> lock(overlay_errors_mutex_);
   out.overlay_errors = overlay_errors_;
   return out;

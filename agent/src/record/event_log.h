@@ -68,6 +68,7 @@ struct EventLogStats {
   uint64_t dropped = 0;
   uint64_t internal_errors = 0;
   uint64_t gpu_records_dropped = 0;  // CUPTI activity records never delivered (agent/src/gpu)
+  uint64_t direct_casts = 0;         // casts the kernels made with at::_to_copy (dispatch.cc, make_cast)
   // Module and function overlay entries skipped, each with why (at most
   // kMaxOverlayErrors messages; the last one then counts the rest).
   std::vector<std::string> overlay_errors;
@@ -155,6 +156,9 @@ class EventLog {
   bool needs_drain();
 
   void count_internal_error() { internal_errors_.fetch_add(1, std::memory_order_relaxed); }
+  // `n` casts the calling thread's kernels made directly (EventLogStats::direct_casts):
+  // into the thread's ring slot, no shared counter on the hot path.
+  void count_direct_casts(ThreadBlock& thread, uint64_t n);
   // Drained events that could not be delivered (spool full or unwritable):
   // they move from recorded to dropped, so recorded counts what was delivered.
   void count_lost(uint64_t events) {
@@ -196,6 +200,7 @@ class EventLog {
     RingBuffer<Record> ring;
     std::atomic<bool> in_use{false};
     std::atomic<CounterTable*> counters{nullptr};  // aggregate mode; made under rings_mutex_, then fixed
+    std::atomic<uint64_t> direct_casts{0};         // written by the owning thread only (relaxed), summed by stats()
   };
   Slot* thread_slot(ThreadBlock& thread);
   Record counts_record(const CountFields& counts);
@@ -209,7 +214,7 @@ class EventLog {
   // 20 000 names at attach, and a scan per name made that quadratic.
   std::unordered_map<std::string, uint32_t> op_ids_;
 
-  std::mutex rings_mutex_;
+  mutable std::mutex rings_mutex_;
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t ring_records_ = 1 << 14;
   size_t max_rings_ = 16;

@@ -373,6 +373,7 @@ class Agent {
                 {"events_recorded", stats.recorded},
                 {"events_dropped", stats.dropped},
                 {"internal_errors", stats.internal_errors},
+                {"direct_casts", stats.direct_casts},
                 {"events_path", config_.events_path},
                 {"run_id", identity_run_id_},
                 {"spool_dir", spool_.directory()},
