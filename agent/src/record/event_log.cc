@@ -128,6 +128,13 @@ void EventLog::count_direct_casts(ThreadBlock& thread, uint64_t n) {
     slot->direct_casts.store(slot->direct_casts.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
+uint64_t EventLog::direct_casts() const {
+  std::lock_guard<std::mutex> lock(rings_mutex_);
+  uint64_t total = 0;
+  for (const auto& slot : slots_) total += slot->direct_casts.load(std::memory_order_relaxed);
+  return total;
+}
+
 EventLog::Slot* EventLog::thread_slot(ThreadBlock& thread) {
   if (thread.ring_log != id_ || thread.ring == nullptr) [[unlikely]] {
     ThreadHandle& handle = tls_thread;
@@ -314,10 +321,6 @@ EventLogStats EventLog::stats() const {
   out.dropped = dropped_total_.load(std::memory_order_relaxed) + ring_drops_.load(std::memory_order_relaxed);
   out.internal_errors = internal_errors_.load(std::memory_order_relaxed);
   out.gpu_records_dropped = gpu_dropped_.load(std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(rings_mutex_);
-    for (const auto& slot : slots_) out.direct_casts += slot->direct_casts.load(std::memory_order_relaxed);
-  }
   std::lock_guard<std::mutex> lock(overlay_errors_mutex_);
   out.overlay_errors = overlay_errors_;
   return out;

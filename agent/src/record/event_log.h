@@ -68,7 +68,6 @@ struct EventLogStats {
   uint64_t dropped = 0;
   uint64_t internal_errors = 0;
   uint64_t gpu_records_dropped = 0;  // CUPTI activity records never delivered (agent/src/gpu)
-  uint64_t direct_casts = 0;         // casts the kernels made with at::_to_copy (dispatch.cc, make_cast)
   // Module and function overlay entries skipped, each with why (at most
   // kMaxOverlayErrors messages; the last one then counts the rest).
   std::vector<std::string> overlay_errors;
@@ -156,9 +155,11 @@ class EventLog {
   bool needs_drain();
 
   void count_internal_error() { internal_errors_.fetch_add(1, std::memory_order_relaxed); }
-  // `n` casts the calling thread's kernels made directly (EventLogStats::direct_casts):
-  // into the thread's ring slot, no shared counter on the hot path.
+  // `n` casts the calling thread's kernels made with at::_to_copy (dispatch.cc,
+  // make_cast's `direct`): into the thread's ring slot, no shared counter on
+  // the hot path. direct_casts(): every thread's so far (the agent's status).
   void count_direct_casts(ThreadBlock& thread, uint64_t n);
+  uint64_t direct_casts() const;
   // Drained events that could not be delivered (spool full or unwritable):
   // they move from recorded to dropped, so recorded counts what was delivered.
   void count_lost(uint64_t events) {

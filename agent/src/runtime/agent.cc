@@ -373,7 +373,7 @@ class Agent {
                 {"events_recorded", stats.recorded},
                 {"events_dropped", stats.dropped},
                 {"internal_errors", stats.internal_errors},
-                {"direct_casts", stats.direct_casts},
+                {"direct_casts", process_recording_state().events.direct_casts()},
                 {"events_path", config_.events_path},
                 {"run_id", identity_run_id_},
                 {"spool_dir", spool_.directory()},
