@@ -155,19 +155,11 @@ constexpr c10::DispatchKeySet kPlainTensorKeys({c10::DispatchKey::CPU, c10::Disp
                                                 c10::DispatchKey::AutocastCUDA});
 bool plain_tensor(const at::Tensor& t) { return (t.key_set().raw_repr() & ~kPlainTensorKeys.raw_repr()) == 0; }
 
-// Whether nothing on this thread sees which ops make a cast: no dispatch key
-// included beyond the defaults (the JIT tracer, Python dispatch modes,
-// functorch's transforms and the Python dispatcher each include theirs while
-// on; so does inference mode, by removing one) and no RecordFunction
-// callbacks registered, sampled ones included (a profiler lists aten::to
-// natively). at::hasCallbacks, not getStepCallbacksUnlessEmpty: that one
-// counts down a sampled callback's countdown, and this check must not move
-// which of the job's own ops a sampled observer sees.
 // Whether aten::to.dtype, when castscope registered its kernels, had no
 // kernel of its own for a key a dense tensor's cast reaches (the user's, say,
 // through torch.library): a direct cast would bypass it. Natively it has only
 // its CompositeImplicitAutograd kernel (and the tracer's, functionalization's
-// and vmap's, whose keys the checks above rule out).
+// and vmap's, whose keys plain_tensor and thread_sees_no_cast_ops rule out).
 std::atomic<bool> g_to_dtype_is_composite{false};
 
 bool to_dtype_is_composite() {
@@ -182,6 +174,15 @@ bool to_dtype_is_composite() {
   return true;
 }
 
+// Whether nothing on this thread sees which ops make a cast: aten::to.dtype
+// as natively (above), no dispatch key included beyond the defaults (the JIT
+// tracer, Python dispatch modes, functorch's transforms and the Python
+// dispatcher each include theirs while on; so does inference mode, by
+// removing one) and no RecordFunction callbacks registered, sampled ones
+// included (a profiler lists aten::to natively). at::hasCallbacks, not
+// getStepCallbacksUnlessEmpty: that one counts down a sampled callback's
+// countdown, and this check must not move which of the job's own ops a
+// sampled observer sees.
 bool thread_sees_no_cast_ops() {
   return g_to_dtype_is_composite.load(std::memory_order_relaxed) &&
          c10::impl::tls_local_dispatch_key_set().included_ == c10::default_included_set && !at::hasCallbacks();
@@ -221,7 +222,6 @@ struct PendingCast {
   uint16_t arg_index = 0;
   Role role = Role::kInput;  // make_cast's
   bool cast = false;         // cached_cast made (or found) a cast: the outcome is kCast
-  bool direct = false;       // make_cast's
   uint64_t seq = 0;
 };
 // One slot per tensor argument of the kernel's signature.
@@ -229,7 +229,8 @@ template <size_t kCapacity>
 struct PendingCasts {
   std::array<PendingCast, kCapacity> casts;
   size_t size = 0;
-  bool direct = false;  // make_cast's `direct` for these casts
+  bool direct = false;       // make_cast's `direct` for these casts
+  uint64_t made_directly = 0;  // of them, the casts make_cast made so
 };
 
 // Everything an autocast op runs inside, built and torn down in this order:
@@ -338,11 +339,7 @@ class KernelCore {
       r.op.ok = ok;
       r.op.cpu_duration_ns = now_ns() - r.ts_ns;
       r.op.output = ok ? output() : DType::kUnspecified;
-      if (pending.direct) {
-        uint64_t direct = 0;
-        for (size_t i = 0; i < pending.size; ++i) direct += pending.casts[i].direct ? 1 : 0;
-        runtime_.events.count_direct_casts(thread, direct);
-      }
+      if (pending.made_directly != 0) runtime_.events.count_direct_casts(thread, pending.made_directly);
       if (runtime_.events.aggregating()) {
         count_op_casts(thread, r, pending);
         return;
@@ -493,7 +490,7 @@ class KernelCore {
     cast.target = target;
     cast.arg_index = static_cast<uint16_t>(arg_index);
     cast.role = made.role;
-    cast.direct = made.direct;
+    pending.made_directly += made.direct ? 1 : 0;
     cast.seq = made.seq;
     cast.cast = made.cast;
     if (made.cacheable) {

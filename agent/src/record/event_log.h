@@ -201,7 +201,7 @@ class EventLog {
     RingBuffer<Record> ring;
     std::atomic<bool> in_use{false};
     std::atomic<CounterTable*> counters{nullptr};  // aggregate mode; made under rings_mutex_, then fixed
-    std::atomic<uint64_t> direct_casts{0};         // written by the owning thread only (relaxed), summed by stats()
+    std::atomic<uint64_t> direct_casts{0};         // written by the owning thread only (relaxed), summed by direct_casts()
   };
   Slot* thread_slot(ThreadBlock& thread);
   Record counts_record(const CountFields& counts);
