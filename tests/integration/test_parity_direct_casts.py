@@ -1,11 +1,15 @@
 """Casts castscope makes without Tensor::to's dispatch (make_cast's `direct`
-in agent/src/dispatch/dispatch.cc: at::_to_copy, the op to() calls) against
+in agent/src/dispatch/dispatch.cc, cast_without_dispatch.h: at::_to_copy, the
+op to() calls, after the RecordFunction draw to's dispatch takes) against
 native autocast, to everything that can look at a cast: its tensor, autograd's
-graph and gradients, a profiler's list of ops, a Python dispatch mode's, and
-the JIT tracer's graph. The last three make castscope cast as native does
-(their thread includes a dispatch key or has RecordFunction callbacks); the
-first two run the direct path in the steady state of full and aggregate mode.
+graph and gradients, a profiler's list of ops (thread-local RecordFunction
+callbacks), an execution trace's (global ones), a Python dispatch mode's, and
+the JIT tracer's graph. The last two make castscope cast as native does (their
+thread includes a dispatch key); the others run the direct path in the steady
+state of full and aggregate mode. Sampled observers: dispatch_test.cc.
 """
+import json
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -69,21 +73,59 @@ def test_direct_casts_give_the_same_tensors_graph_and_gradients(tmp_path, aggreg
         assert same_result(native[key], attached[key], key) is None, same_result(native[key], attached[key], key)
 
 
+def _inputs():
+    """An input that needs no grad and an activation that needs it (not a
+    leaf): both cast directly, with and without an autograd sequence number."""
+    torch.manual_seed(0)
+    return torch.randn(8, 8), torch.randn(8, 8, requires_grad=True) * 2
+
+
 def _profiled_ops():
-    x, y = torch.randn(8, 8), torch.randn(8, 8)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    """Every op the profiler saw, in order, with its input shapes, whether it
+    had an autograd sequence number, and its parent."""
+    x, y = _inputs()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             torch.mm(x, y)
-    return sorted(e.name for e in prof.events() if e.name in ("aten::to", "aten::_to_copy"))
+    return [(e.name, e.input_shapes, e.sequence_nr >= 0, e.cpu_parent.name if e.cpu_parent else None)
+            for e in sorted(prof.events(), key=lambda e: (e.time_range.start, -e.time_range.end))]
 
 
 def test_a_profiler_lists_the_casts_ops_as_natively(tmp_path):
     native = _profiled_ops()
-    assert native.count("aten::to") == 2
+    assert [name for name, *_ in native].count("aten::to") == 2
     with _attached(tmp_path) as agent:
         before = agent.status()["direct_casts"]
         attached = _profiled_ops()
-        assert agent.status()["direct_casts"] == before  # the profiler's callbacks: casts made as natively
+        assert agent.status()["direct_casts"] - before == 2  # cast without to's dispatch, its callbacks run
+    assert attached == native
+
+
+def _execution_trace(path):
+    """The ops an execution trace (global RecordFunction callbacks, inputs and
+    outputs) recorded, in order: name, inputs' and outputs' shapes and types,
+    parent's name."""
+    x, y = _inputs()
+    observer = torch.profiler.ExecutionTraceObserver().register_callback(str(path))
+    observer.start()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.mm(x, y)
+    observer.stop()
+    observer.unregister_callback()
+    nodes = json.loads(path.read_text())["nodes"]
+    names = {node["id"]: node["name"] for node in nodes}
+    return [(node["name"], node["inputs"]["shapes"], node["inputs"]["types"], node["outputs"]["shapes"],
+             node["outputs"]["types"], names.get(node["ctrl_deps"]))
+            for node in nodes if node["name"].startswith("aten::")]
+
+
+def test_an_execution_trace_records_the_casts_ops_as_natively(tmp_path):
+    native = _execution_trace(tmp_path / "native.json")
+    assert [name for name, *_ in native].count("aten::to") == 2
+    with _attached(tmp_path) as agent:
+        before = agent.status()["direct_casts"]
+        attached = _execution_trace(tmp_path / "attached.json")
+        assert agent.status()["direct_casts"] - before == 2
     assert attached == native
 
 

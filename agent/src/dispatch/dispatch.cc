@@ -17,8 +17,6 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/ops/_autocast_to_full_precision_native.h>
 #include <ATen/ops/_autocast_to_reduced_precision_native.h>
-#include <ATen/ops/_to_copy_ops.h>
-#include <ATen/record_function.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/op_registration/infer_schema.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -35,6 +33,7 @@
 
 #include "agent/src/context/autocast_keys.h"
 #include "agent/src/context/cast_cache_observer.h"
+#include "agent/src/dispatch/cast_without_dispatch.h"
 #include "agent/src/gpu/gemm_scope.h"
 #include "agent/src/gpu/launch_scope.h"
 #include "agent/src/numerics/numerics_windows.h"
@@ -143,49 +142,6 @@ void describe_shape(CastFields& cast, const at::Tensor& t) {
 uint64_t source_bytes(const at::Tensor& t) {
   if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) return 0;
   return static_cast<uint64_t>(t.numel()) * t.element_size();
-}
-
-// Tensors whose every dispatch key is one of these: a dense CPU or CUDA
-// tensor with autograd's and autocast's keys, and nothing (a Python subclass,
-// a functorch wrapper, a sparse, nested or functional tensor) that could see
-// which op made its cast.
-constexpr c10::DispatchKeySet kPlainTensorKeys({c10::DispatchKey::CPU, c10::DispatchKey::CUDA,
-                                                c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::AutogradCPU,
-                                                c10::DispatchKey::AutogradCUDA, c10::DispatchKey::AutocastCPU,
-                                                c10::DispatchKey::AutocastCUDA});
-bool plain_tensor(const at::Tensor& t) { return (t.key_set().raw_repr() & ~kPlainTensorKeys.raw_repr()) == 0; }
-
-// Whether aten::to.dtype, when castscope registered its kernels, had no
-// kernel of its own for a key a dense tensor's cast reaches (the user's, say,
-// through torch.library): a direct cast would bypass it. Natively it has only
-// its CompositeImplicitAutograd kernel (and the tracer's, functionalization's
-// and vmap's, whose keys plain_tensor and thread_sees_no_cast_ops rule out).
-std::atomic<bool> g_to_dtype_is_composite{false};
-
-bool to_dtype_is_composite() {
-  const auto op = c10::Dispatcher::singleton().findSchema({"aten::to", "dtype"});
-  if (!op) return false;
-  for (const c10::DispatchKey key :
-       {c10::DispatchKey::CPU, c10::DispatchKey::CUDA, c10::DispatchKey::AutogradCPU, c10::DispatchKey::AutogradCUDA,
-        c10::DispatchKey::Autograd, c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::AutocastCPU,
-        c10::DispatchKey::AutocastCUDA, c10::DispatchKey::CompositeExplicitAutograd,
-        c10::DispatchKey::CompositeExplicitAutogradNonFunctional})
-    if (op->hasKernelForDispatchKey(key)) return false;
-  return true;
-}
-
-// Whether nothing on this thread sees which ops make a cast: aten::to.dtype
-// as natively (above), no dispatch key included beyond the defaults (the JIT
-// tracer, Python dispatch modes, functorch's transforms and the Python
-// dispatcher each include theirs while on; so does inference mode, by
-// removing one) and no RecordFunction callbacks registered, sampled ones
-// included (a profiler lists aten::to natively). at::hasCallbacks, not
-// getStepCallbacksUnlessEmpty: that one counts down a sampled callback's
-// countdown, and this check must not move which of the job's own ops a
-// sampled observer sees.
-bool thread_sees_no_cast_ops() {
-  return g_to_dtype_is_composite.load(std::memory_order_relaxed) &&
-         c10::impl::tls_local_dispatch_key_set().included_ == c10::default_included_set && !at::hasCallbacks();
 }
 
 CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::DeviceType device) {
@@ -427,11 +383,10 @@ class KernelCore {
   // The cast of `t` to `target` (CastMade). `direct` (thread_sees_no_cast_ops,
   // asked once per op): a cast cached_cast would not cache (its source's role
   // is not a weight's: the cache keeps only leaves that need grad) is made by
-  // the op Tensor::to makes it with, at::_to_copy with the dtype alone
-  // (to_impl in ATen's TensorConversions.cpp; to_will_alias is false for
-  // another dtype): the same kernel and the same tensor, without the dispatch
-  // through to.dtype and its composite wrapper (docs/performance.md,
-  // "eleventh pass").
+  // cast_without_dispatch, the op Tensor::to makes it with (at::_to_copy with
+  // the dtype alone) after the RecordFunction draw to's dispatch takes: the
+  // same kernel, tensor and observers, without the dispatch through to.dtype
+  // and its composite wrapper (docs/performance.md, "eleventh pass").
   CastMade make_cast(const at::Tensor& t, c10::ScalarType target, const Record* op_record, CastSeqs& seqs,
                      bool direct = false) {
     CastMade made;
@@ -447,7 +402,7 @@ class KernelCore {
                                made.seq | kCastLaunchBit);
     if (direct && made.role != Role::kWeight && t.scalar_type() != target &&
         at::autocast::is_eligible(t, device_.device) && plain_tensor(t)) {
-      made.result = at::_ops::_to_copy::call(t, target, std::nullopt, std::nullopt, std::nullopt, false, std::nullopt);
+      made.result = cast_without_dispatch(t, target);
       made.direct = true;
     } else {
       made.result = at::autocast::cached_cast(target, t, device_.device);
@@ -1103,7 +1058,7 @@ bool DispatchRegistry::register_unboxed(const std::string& op, const PolicyEntry
 
 std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& policies) {
   std::vector<std::string> errors;
-  g_to_dtype_is_composite.store(to_dtype_is_composite(), std::memory_order_relaxed);
+  read_to_dtype_kernels();
   try {
     g_reduced_precision_op = runtime_.events.intern_op("aten::_autocast_to_reduced_precision");
     runtime_.events.set_arg_names(g_reduced_precision_op, {"self"});

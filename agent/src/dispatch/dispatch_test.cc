@@ -6,9 +6,11 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -350,6 +352,73 @@ struct NumericsWindow {
   NumericsWindow(const NumericsWindow&) = delete;
   NumericsWindow& operator=(const NumericsWindow&) = delete;
 };
+
+// What RecordFunction callbacks saw, one line per call: the op, how many
+// inputs and outputs it showed them and whether it had an autograd sequence
+// number. Callbacks are plain function pointers: the lines live here.
+std::vector<std::string>& observed_lines() {
+  static std::vector<std::string> lines;
+  return lines;
+}
+std::unique_ptr<at::ObserverContext> observe_start(const at::RecordFunction& fn) {
+  observed_lines().push_back(std::string("start ") + fn.name() + " inputs=" + std::to_string(fn.inputs().size()) +
+                             " seq=" + (fn.seqNr() >= 0 ? "yes" : "no"));
+  return nullptr;
+}
+void observe_end(const at::RecordFunction& fn, at::ObserverContext*) {
+  observed_lines().push_back(std::string("end ") + fn.name() + " outputs=" + std::to_string(fn.outputs().size()));
+}
+
+// Casts made without to's dispatch (cast_without_dispatch.h) take the
+// RecordFunction draw that dispatch takes, and run what it drew as the
+// dispatcher does: an observer of every op (thread-local, as a profiler's, or
+// global, as an execution-trace observer's) sees aten::to with its inputs,
+// sequence number and output, and a sampled one samples the same ops as
+// natively (the same seed, the same draws). The unboxed kernel (mm) and the
+// boxed one (mm called boxed) both.
+TEST_F(AutocastKernelTest, RecordFunctionObserversSeeTheOpsTheySeeNatively) {
+  const at::Tensor x = at::randn({8, 8});
+  const at::Tensor y = at::randn({8, 8}).requires_grad_(true).mul(2);  // needs grad, not a leaf: not the cache's
+  const auto& mm_op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::mm", "");
+  struct Observer {
+    double sampling_probability;
+    bool global;
+  };
+  std::vector<std::vector<std::string>> seen;
+  auto job = [&](const Observer& observer) {
+    return [&, observer] {
+      observed_lines().clear();
+      at::set_record_function_seed_for_testing(42);
+      auto callback = at::RecordFunctionCallback(observe_start, observe_end)
+                          .samplingProb(observer.sampling_probability)
+                          .needsInputs(true)
+                          .needsOutputs(true)
+                          .scopes({at::RecordScope::FUNCTION});
+      const at::CallbackHandle handle =
+          observer.global ? at::addGlobalCallback(callback) : at::addThreadLocalCallback(callback);
+      at::Tensor out;
+      for (int i = 0; i < 100; ++i) {
+        out = at::mm(x, y);
+        torch::jit::Stack stack{y, x};
+        mm_op.callBoxed(&stack);
+      }
+      at::removeCallback(handle);
+      seen.push_back(observed_lines());
+      return out;
+    };
+  };
+  for (const Observer observer : {Observer{1.0, false}, Observer{1.0, true}, Observer{0.05, false}}) {
+    SCOPED_TRACE("sampling " + std::to_string(observer.sampling_probability) + (observer.global ? " global" : ""));
+    seen.clear();
+    const uint64_t direct_before = runtime_.events.direct_casts();
+    const auto [native, ours] = native_then_ours(job(observer));
+    expect_identical(native, ours);
+    EXPECT_EQ(runtime_.events.direct_casts() - direct_before, 400u);  // 200 mms' two casts each: without to's dispatch
+    ASSERT_EQ(seen.size(), 2u);
+    EXPECT_GT(std::count(seen[0].begin(), seen[0].end(), "start aten::to inputs=5 seq=yes"), 0);
+    EXPECT_EQ(seen[0], seen[1]);
+  }
+}
 
 // The unboxed kernel records an op's casts after the op in the steady state
 // and at once inside a numerics window open when the op starts (or a probe
