@@ -21,7 +21,7 @@ from parity import same_result
 def _attached(tmp_path, **options):
     """Attached in the steady state from the first op: no op probe or numerics
     window open (in one, the unboxed kernel records each cast as it is made,
-    and the probe's RecordFunction callback makes every cast as natively)."""
+    through cached_cast as natively)."""
     return castscope.attached(events_path=tmp_path / "events.jsonl", probe=False, numerics=False, **options)
 
 
