@@ -5,8 +5,38 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
+#include <optional>
 
 namespace castscope {
+namespace {
+
+std::atomic<uint64_t> g_next_generation{1};
+
+// One cast a thread saw cached_cast return for a source, as the observer of
+// `generation` recorded it. `hold` keeps the cast's memory (a weak
+// reference), so no other tensor can take its address while the memo names it.
+struct SeenCast {
+  const c10::TensorImpl* source = nullptr;
+  const c10::TensorImpl* cast = nullptr;
+  int64_t version_at_cast = 0;
+  uint64_t generation = 0;
+  std::optional<c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>> hold;
+};
+// Direct-mapped by source: a model's weights (two casts per layer, usually)
+// share 64 slots; a collision only sends a hit through the lock.
+constexpr size_t kSeenCasts = 64;
+thread_local std::array<SeenCast, kSeenCasts> t_seen_casts;
+
+SeenCast& seen_cast_of(const c10::TensorImpl* source) {
+  const auto address = reinterpret_cast<uintptr_t>(source);
+  return t_seen_casts[((address >> 4) ^ (address >> 10)) & (kSeenCasts - 1)];
+}
+
+}  // namespace
+
+CastCacheObserver::CastCacheObserver() : generation_(g_next_generation.fetch_add(1)) {}
 
 bool CastCacheObserver::cacheable_leaf(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device) {
   // The rest of cached_cast's condition, the cheapest tests first.
@@ -21,7 +51,23 @@ void CastCacheObserver::set_sample_every_misses(uint64_t misses) {
   std::lock_guard<std::mutex> lock(mutex_);
   every_misses_ = misses;
   next_sample_after_ = misses;
-  casts_since_sample_ = 0;
+  casts_since_sample_.store(0, std::memory_order_relaxed);
+}
+
+bool CastCacheObserver::knows_cast(const at::Tensor& source, const at::Tensor& result) const {
+  const c10::TensorImpl* key = source.unsafeGetTensorImpl();
+  const SeenCast& seen = seen_cast_of(key);
+  return seen.source == key && seen.cast == result.unsafeGetTensorImpl() &&
+         seen.generation == generation_.load(std::memory_order_relaxed);
+}
+
+void CastCacheObserver::remember(const at::Tensor& source, const at::Tensor& result, int64_t version_at_cast) const {
+  SeenCast& seen = seen_cast_of(source.unsafeGetTensorImpl());
+  seen.source = source.unsafeGetTensorImpl();
+  seen.cast = result.unsafeGetTensorImpl();
+  seen.version_at_cast = version_at_cast;
+  seen.generation = generation_.load(std::memory_order_relaxed);
+  seen.hold.emplace(result.getIntrusivePtr());
 }
 
 CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& source, const at::Tensor& result,
@@ -29,8 +75,16 @@ CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& sour
   Observation out;
   out.source_version = source_version;
   const c10::TensorImpl* key = source.unsafeGetTensorImpl();
+  if (knows_cast(source, result)) {
+    // The entry as the memo copied it (the file comment says why it is unchanged).
+    out.cached_version = seen_cast_of(key).version_at_cast;
+    out.outcome = out.cached_version == out.source_version ? CacheOutcome::kHit : CacheOutcome::kStaleHit;
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    casts_since_sample_.fetch_add(1, std::memory_order_relaxed);
+    return out;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
-  ++casts_since_sample_;
+  const uint64_t casts_since_sample = casts_since_sample_.fetch_add(1, std::memory_order_relaxed) + 1;
   auto found = entries_.find(key);
   if (found != entries_.end()) {
     Entry& entry = found->second;
@@ -41,7 +95,8 @@ CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& sour
     if (entry.cast._unsafe_get_target() == result.unsafeGetTensorImpl()) {
       out.cached_version = entry.version_at_cast;
       out.outcome = entry.version_at_cast == out.source_version ? CacheOutcome::kHit : CacheOutcome::kStaleHit;
-      ++hits_;
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      remember(source, result, entry.version_at_cast);
       return out;
     }
     if (entry.cast.expired()) ++released_;  // a region exit let go of it before this source came back
@@ -51,7 +106,8 @@ CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& sour
   out.cached_version = out.source_version;
   entries_.insert_or_assign(key, Entry{WeakImpl(source.getIntrusivePtr()), WeakImpl(result.getIntrusivePtr()),
                                         out.source_version, static_cast<uint64_t>(result.numel()) * result.element_size()});
-  out.sample_due = next_sample_after_ > 0 && casts_since_sample_ >= next_sample_after_;
+  remember(source, result, out.source_version);
+  out.sample_due = next_sample_after_ > 0 && casts_since_sample >= next_sample_after_;
   return out;
 }
 
@@ -72,10 +128,10 @@ CastCacheObserver::Sample CastCacheObserver::sample() {
     }
     ++it;
   }
-  out.cache_hits = hits_;
+  out.cache_hits = hits_.load(std::memory_order_relaxed);
   out.released_casts = released_;
   // The next scan waits for as many casts as this one visited entries.
-  casts_since_sample_ = 0;
+  casts_since_sample_.store(0, std::memory_order_relaxed);
   if (every_misses_ > 0) next_sample_after_ = std::max<uint64_t>(every_misses_, out.live_casts);
   return out;
 }
@@ -83,8 +139,9 @@ CastCacheObserver::Sample CastCacheObserver::sample() {
 void CastCacheObserver::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   entries_.clear();
-  casts_since_sample_ = 0;
-  hits_ = 0;
+  generation_.store(g_next_generation.fetch_add(1), std::memory_order_relaxed);  // every thread's memo forgotten
+  casts_since_sample_.store(0, std::memory_order_relaxed);
+  hits_.store(0, std::memory_order_relaxed);
   released_ = 0;
 }
 

@@ -24,9 +24,14 @@
 // can add an entry, so none is taken while the cache only serves hits, and a
 // first forward pass, all misses, still thins out geometrically.
 //
-// Concurrency: one mutex around the map and counters; taken once per
-// cacheable cast and by sample(). Cacheable casts are the weight casts, a
-// small share of all. observe() never scans.
+// Concurrency: one mutex around the map; taken by sample() and by a
+// cacheable cast the thread has not seen before. A hit the thread has seen
+// (the same source, the cache returning the same cast) is answered from the
+// thread's memo of the casts it saw, without the lock: while the cache holds
+// a cast it cannot have replaced the source's entry (only a miss does, and a
+// miss means the cache no longer held the old cast, which it never takes
+// back), so the memo's copy of the entry is the entry. The counters are
+// atomic. observe() never scans.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -34,6 +39,7 @@
 #include <c10/core/UndefinedTensorImpl.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
@@ -44,6 +50,8 @@ namespace castscope {
 
 class CastCacheObserver {
  public:
+  CastCacheObserver();
+
   struct Observation {
     CacheOutcome outcome = CacheOutcome::kNotCacheable;
     int64_t source_version = 0;
@@ -79,6 +87,12 @@ class CastCacheObserver {
   // are not.
   static int64_t version_of(const at::Tensor& source) { return source.is_inference() ? 0 : source._version(); }
 
+  // Whether `result` is the cast this observer last saw cached_cast return
+  // for `source` on this thread (the memo above): then the cache returned a
+  // cast it holds, so the cast was cacheable, without asking cacheable_leaf.
+  // Lock-free.
+  bool knows_cast(const at::Tensor& source, const at::Tensor& result) const;
+
   // After cached_cast returned `result` for a cacheable `source`, whose
   // version was `source_version` at the cast (a caller that asks later, the
   // unboxed kernel after the op, read it then).
@@ -99,12 +113,18 @@ class CastCacheObserver {
     int64_t version_at_cast;
     uint64_t cast_bytes;
   };
+  // The thread's memo names this observer's entries by generation: fresh at
+  // construction and at clear(), so a memo never answers for another
+  // observer or for entries it forgot.
+  void remember(const at::Tensor& source, const at::Tensor& result, int64_t version_at_cast) const;
+
   std::mutex mutex_;
   std::unordered_map<const c10::TensorImpl*, Entry> entries_;
+  std::atomic<uint64_t> generation_;
   uint64_t every_misses_ = 0;
-  uint64_t casts_since_sample_ = 0;  // cacheable: hits and misses
-  uint64_t next_sample_after_ = 0;   // casts; 0: no step-free samples
-  uint64_t hits_ = 0;
+  std::atomic<uint64_t> casts_since_sample_{0};  // cacheable: hits and misses
+  uint64_t next_sample_after_ = 0;               // casts; 0: no step-free samples
+  std::atomic<uint64_t> hits_{0};
   uint64_t released_ = 0;
 };
 

@@ -4,9 +4,11 @@
 #include "agent/src/context/cast_cache_observer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -86,6 +88,67 @@ TEST(CastCacheObserver, ZeroTakesNoStepFreeSamples) {
   observer.set_sample_every_misses(0);
   std::vector<Cached> casts(100);
   for (auto& c : casts) EXPECT_FALSE(observer.observe(c.source, c.cast).sample_due);
+}
+
+// A hit the thread saw before is answered from its memo, as the entry would
+// answer it: a stale hit after the source changed in place, a miss for a new
+// cast of the same source, nothing known to another thread (which asks the
+// entry through the lock), to another observer or after clear(); every hit
+// counted, on whichever path.
+TEST(CastCacheObserver, HitsTheThreadSawAreAnsweredAsTheEntryWould) {
+  CastCacheObserver observer;
+  Cached weight;
+  EXPECT_FALSE(observer.knows_cast(weight.source, weight.cast));
+  EXPECT_EQ(observer.observe(weight.source, weight.cast).outcome, CacheOutcome::kMiss);
+  EXPECT_TRUE(observer.knows_cast(weight.source, weight.cast));
+  EXPECT_EQ(observer.observe(weight.source, weight.cast).outcome, CacheOutcome::kHit);
+  const int64_t version_at_cast = weight.source._version();
+  {
+    at::NoGradGuard no_grad;
+    weight.source.add_(1);  // an optimizer step: the cached cast is stale now
+  }
+  const auto stale = observer.observe(weight.source, weight.cast);
+  EXPECT_EQ(stale.outcome, CacheOutcome::kStaleHit);
+  EXPECT_EQ(stale.cached_version, version_at_cast);
+  EXPECT_EQ(stale.source_version, version_at_cast + 1);
+
+  std::thread([&] {
+    EXPECT_FALSE(observer.knows_cast(weight.source, weight.cast));
+    EXPECT_EQ(observer.observe(weight.source, weight.cast).outcome, CacheOutcome::kStaleHit);  // through the lock
+    EXPECT_TRUE(observer.knows_cast(weight.source, weight.cast));
+  }).join();
+  CastCacheObserver other;
+  EXPECT_FALSE(other.knows_cast(weight.source, weight.cast));
+  EXPECT_EQ(observer.sample().cache_hits, 3u);
+
+  const at::Tensor recast = weight.source.detach().to(at::kBFloat16);  // after a region exit let the first go
+  EXPECT_FALSE(observer.knows_cast(weight.source, recast));
+  EXPECT_EQ(observer.observe(weight.source, recast).outcome, CacheOutcome::kMiss);
+  EXPECT_EQ(observer.observe(weight.source, recast).outcome, CacheOutcome::kHit);
+  observer.clear();
+  EXPECT_FALSE(observer.knows_cast(weight.source, recast));
+  EXPECT_EQ(observer.observe(weight.source, recast).outcome, CacheOutcome::kMiss);
+}
+
+// Threads serving the same weights while another samples: every hit is
+// counted once, whichever path answered it.
+TEST(CastCacheObserver, ConcurrentHitsAreEachCountedOnce) {
+  CastCacheObserver observer;
+  std::vector<Cached> weights(8);
+  for (auto& w : weights) (void)observer.observe(w.source, w.cast);
+  constexpr int kThreads = 4;
+  constexpr int kHitsEach = 20000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < kHitsEach; ++i) {
+        const Cached& w = weights[i % weights.size()];
+        EXPECT_EQ(observer.observe(w.source, w.cast).outcome, CacheOutcome::kHit);
+      }
+    });
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(observer.sample().live_casts, weights.size());
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(observer.sample().cache_hits, static_cast<uint64_t>(kThreads) * kHitsEach);
 }
 
 }  // namespace

@@ -390,13 +390,7 @@ class KernelCore {
   CastMade make_cast(const at::Tensor& t, c10::ScalarType target, const Record* op_record, CastSeqs& seqs,
                      bool direct = false) {
     CastMade made;
-    // Decided before the cast: cached_cast consults the cache only then, and
-    // only for a leaf that needs grad (a weight's role). Compile-time
-    // decisions see fake tensors: nothing for the cache observer.
     if (op_record != nullptr || direct) made.role = role_of(t);
-    made.cacheable = op_record != nullptr && made.role == Role::kWeight &&
-                     op_record->op.mode != ExecutionMode::kCompiling &&
-                     CastCacheObserver::cacheable_leaf(t, target, device_.device);
     made.seq = op_record != nullptr ? seqs.take(runtime_.events) : 0;
     const LaunchScope launches(op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda),
                                made.seq | kCastLaunchBit);
@@ -408,6 +402,15 @@ class KernelCore {
       made.result = at::autocast::cached_cast(target, t, device_.device);
     }
     made.cast = made.result.unsafeGetTensorImpl() != t.unsafeGetTensorImpl();
+    // Whether cached_cast consulted its cache: only for a leaf that needs grad
+    // (a weight's role), under a condition the cast does not change. A cast
+    // the observer saw the cache return for this source before was the
+    // cache's (knows_cast); otherwise the condition is asked. Compile-time
+    // decisions see fake tensors: nothing for the cache observer.
+    made.cacheable = op_record != nullptr && made.role == Role::kWeight &&
+                     op_record->op.mode != ExecutionMode::kCompiling &&
+                     (runtime_.cast_cache.knows_cast(t, made.result) ||
+                      CastCacheObserver::cacheable_leaf(t, target, device_.device));
     if (made.cacheable) made.source_version = CastCacheObserver::version_of(t);
     return made;
   }
