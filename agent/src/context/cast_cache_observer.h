@@ -27,11 +27,12 @@
 // Concurrency: one mutex around the map; taken by sample() and by a
 // cacheable cast the thread has not seen before. A hit the thread has seen
 // (the same source, the cache returning the same cast) is answered from the
-// thread's memo of the casts it saw, without the lock: while the cache holds
-// a cast it cannot have replaced the source's entry (only a miss does, and a
-// miss means the cache no longer held the old cast, which it never takes
-// back), so the memo's copy of the entry is the entry. The counters are
-// atomic. observe() never scans.
+// thread's memo of the casts it saw, without the lock: a cast the cache
+// returned was held by it up to then, so no miss had replaced the source's
+// entry (only a miss does, and a miss means the cache no longer held the old
+// cast, which it never takes back): the memo's copy of the entry is the
+// entry. The counters are atomic; a hit in flight while clear() runs may
+// count after it (one hit, at stop). observe() never scans.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -11,7 +11,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/src/context/cast_cache_observer.h"
@@ -353,20 +355,44 @@ struct NumericsWindow {
   NumericsWindow& operator=(const NumericsWindow&) = delete;
 };
 
-// What RecordFunction callbacks saw, one line per call: the op, how many
-// inputs and outputs it showed them and whether it had an autograd sequence
-// number. Callbacks are plain function pointers: the lines live here.
-std::vector<std::string>& observed_lines() {
-  static std::vector<std::string> lines;
-  return lines;
+// What RecordFunction callbacks saw on the test's thread, one line per call:
+// the op, the inputs they were shown (tensors by dtype, other values as
+// printed), its autograd sequence number relative to the last aten::mm's
+// and how many outputs. Callbacks are plain function pointers:
+// the state lives here.
+struct ObservedOps {
+  std::thread::id thread;
+  std::vector<std::string> lines;
+  int64_t mm_sequence_nr = -1;
+};
+ObservedOps& observed_ops() {
+  static ObservedOps ops;
+  return ops;
+}
+std::string describe_inputs(const at::RecordFunction& fn) {
+  std::ostringstream out;
+  for (const c10::IValue& input : fn.inputs()) {
+    if (input.isTensor())
+      out << " T:" << input.toTensor().scalar_type();
+    else
+      out << " " << input;
+  }
+  return out.str();
 }
 std::unique_ptr<at::ObserverContext> observe_start(const at::RecordFunction& fn) {
-  observed_lines().push_back(std::string("start ") + fn.name() + " inputs=" + std::to_string(fn.inputs().size()) +
-                             " seq=" + (fn.seqNr() >= 0 ? "yes" : "no"));
+  ObservedOps& ops = observed_ops();
+  if (std::this_thread::get_id() != ops.thread) return nullptr;
+  if (std::string(fn.name()) == "aten::mm") ops.mm_sequence_nr = fn.seqNr();
+  const std::string sequence_nr = fn.seqNr() < 0            ? "none"
+                                  : ops.mm_sequence_nr < 0 ? "before any mm seen"
+                                                           : std::to_string(fn.seqNr() - ops.mm_sequence_nr);
+  ops.lines.push_back(std::string("start ") + fn.name() + " inputs" + describe_inputs(fn) + " seq=" + sequence_nr);
   return nullptr;
 }
 void observe_end(const at::RecordFunction& fn, at::ObserverContext*) {
-  observed_lines().push_back(std::string("end ") + fn.name() + " outputs=" + std::to_string(fn.outputs().size()));
+  ObservedOps& ops = observed_ops();
+  if (std::this_thread::get_id() != ops.thread) return;
+  ops.lines.push_back(std::string("end ") + fn.name() + " outputs=" + std::to_string(fn.outputs().size()));
 }
 
 // Casts made without to's dispatch (cast_without_dispatch.h) take the
@@ -377,22 +403,27 @@ void observe_end(const at::RecordFunction& fn, at::ObserverContext*) {
 // natively (the same seed, the same draws). The unboxed kernel (mm) and the
 // boxed one (mm called boxed) both.
 TEST_F(AutocastKernelTest, RecordFunctionObserversSeeTheOpsTheySeeNatively) {
+  // Two inputs alike that need no grad: native autocast, built by GCC, casts
+  // an op's arguments right to left and castscope left to right (a known
+  // difference, docs/architecture.md), which inputs told apart by their
+  // shapes or their autograd nodes would show here.
   const at::Tensor x = at::randn({8, 8});
-  const at::Tensor y = at::randn({8, 8}).requires_grad_(true).mul(2);  // needs grad, not a leaf: not the cache's
+  const at::Tensor y = at::randn({8, 8});
   const auto& mm_op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::mm", "");
   struct Observer {
     double sampling_probability;
     bool global;
+    bool needs_inputs_and_outputs;
   };
   std::vector<std::vector<std::string>> seen;
   auto job = [&](const Observer& observer) {
     return [&, observer] {
-      observed_lines().clear();
+      observed_ops() = ObservedOps{std::this_thread::get_id(), {}, -1};
       at::set_record_function_seed_for_testing(42);
       auto callback = at::RecordFunctionCallback(observe_start, observe_end)
                           .samplingProb(observer.sampling_probability)
-                          .needsInputs(true)
-                          .needsOutputs(true)
+                          .needsInputs(observer.needs_inputs_and_outputs)
+                          .needsOutputs(observer.needs_inputs_and_outputs)
                           .scopes({at::RecordScope::FUNCTION});
       const at::CallbackHandle handle =
           observer.global ? at::addGlobalCallback(callback) : at::addThreadLocalCallback(callback);
@@ -403,19 +434,23 @@ TEST_F(AutocastKernelTest, RecordFunctionObserversSeeTheOpsTheySeeNatively) {
         mm_op.callBoxed(&stack);
       }
       at::removeCallback(handle);
-      seen.push_back(observed_lines());
+      seen.push_back(observed_ops().lines);
       return out;
     };
   };
-  for (const Observer observer : {Observer{1.0, false}, Observer{1.0, true}, Observer{0.05, false}}) {
-    SCOPED_TRACE("sampling " + std::to_string(observer.sampling_probability) + (observer.global ? " global" : ""));
+  for (const Observer observer :
+       {Observer{1.0, false, true}, Observer{1.0, true, true}, Observer{0.05, false, true}, Observer{1.0, false, false}}) {
+    SCOPED_TRACE("sampling " + std::to_string(observer.sampling_probability) + (observer.global ? " global" : "") +
+                 (observer.needs_inputs_and_outputs ? "" : " without inputs and outputs"));
     seen.clear();
     const uint64_t direct_before = runtime_.events.direct_casts();
     const auto [native, ours] = native_then_ours(job(observer));
     expect_identical(native, ours);
     EXPECT_EQ(runtime_.events.direct_casts() - direct_before, 400u);  // 200 mms' two casts each: without to's dispatch
     ASSERT_EQ(seen.size(), 2u);
-    EXPECT_GT(std::count(seen[0].begin(), seen[0].end(), "start aten::to inputs=5 seq=yes"), 0);
+    const std::string to_line = observer.needs_inputs_and_outputs ? "start aten::to inputs T:Float 15 False False None seq=0"
+                                                                   : "start aten::to inputs seq=0";
+    EXPECT_GT(std::count(seen[0].begin(), seen[0].end(), to_line), 0) << ::testing::PrintToString(seen[0]);
     EXPECT_EQ(seen[0], seen[1]);
   }
 }
