@@ -68,9 +68,9 @@ def compare_outcomes(native, agent) -> str | None:
 
 def steady_state(windows: bool) -> dict:
     """castscope.attached's options for a parity run: as attached by default
-    (the first ops inside op probe and numerics windows, where every cast is
-    recorded as it is made and the probe's callback makes casts as natively),
-    or with no window at all, so every op runs the kernels' steady state
+    (the first ops inside op probe and numerics windows, where the unboxed
+    kernel records every cast as it is made, through cached_cast), or with no
+    window at all, so every op runs the kernels' steady state
     (casts recorded after the op, some made directly: make_cast in
     agent/src/dispatch/dispatch.cc)."""
     return {} if windows else {"probe": False, "numerics": False}

@@ -15,14 +15,14 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import castscope
-from parity import same_result
+from parity import same_result, steady_state
 
 
 def _attached(tmp_path, **options):
     """Attached in the steady state from the first op: no op probe or numerics
     window open (in one, the unboxed kernel records each cast as it is made,
     through cached_cast as natively)."""
-    return castscope.attached(events_path=tmp_path / "events.jsonl", probe=False, numerics=False, **options)
+    return castscope.attached(events_path=tmp_path / "events.jsonl", **steady_state(windows=False), **options)
 
 
 def _graph_names(root):

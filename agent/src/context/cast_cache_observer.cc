@@ -34,6 +34,15 @@ SeenCast& seen_cast_of(const c10::TensorImpl* source) {
   return t_seen_casts[((address >> 4) ^ (address >> 10)) & (kSeenCasts - 1)];
 }
 
+// The thread's memo of `result` as the cast of `source` the observer of
+// `generation` saw, or nullptr: one look-up of the thread's memo.
+const SeenCast* seen_cast(const at::Tensor& source, const at::Tensor& result, uint64_t generation) {
+  const c10::TensorImpl* key = source.unsafeGetTensorImpl();
+  const SeenCast& seen = seen_cast_of(key);
+  return seen.source == key && seen.cast == result.unsafeGetTensorImpl() && seen.generation == generation ? &seen
+                                                                                                         : nullptr;
+}
+
 }  // namespace
 
 CastCacheObserver::CastCacheObserver() : generation_(g_next_generation.fetch_add(1)) {}
@@ -55,10 +64,7 @@ void CastCacheObserver::set_sample_every_misses(uint64_t misses) {
 }
 
 bool CastCacheObserver::knows_cast(const at::Tensor& source, const at::Tensor& result) const {
-  const c10::TensorImpl* key = source.unsafeGetTensorImpl();
-  const SeenCast& seen = seen_cast_of(key);
-  return seen.source == key && seen.cast == result.unsafeGetTensorImpl() &&
-         seen.generation == generation_.load(std::memory_order_relaxed);
+  return seen_cast(source, result, generation_.load(std::memory_order_relaxed)) != nullptr;
 }
 
 void CastCacheObserver::remember(const at::Tensor& source, const at::Tensor& result, int64_t version_at_cast) const {
@@ -74,10 +80,9 @@ CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& sour
                                                           int64_t source_version) {
   Observation out;
   out.source_version = source_version;
-  const c10::TensorImpl* key = source.unsafeGetTensorImpl();
-  if (knows_cast(source, result)) {
+  if (const SeenCast* seen = seen_cast(source, result, generation_.load(std::memory_order_relaxed))) {
     // The entry as the memo copied it (the file comment says why it is unchanged).
-    out.cached_version = seen_cast_of(key).version_at_cast;
+    out.cached_version = seen->version_at_cast;
     out.outcome = out.cached_version == out.source_version ? CacheOutcome::kHit : CacheOutcome::kStaleHit;
     hits_.fetch_add(1, std::memory_order_relaxed);
     casts_since_sample_.fetch_add(1, std::memory_order_relaxed);
@@ -85,6 +90,7 @@ CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& sour
   }
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t casts_since_sample = casts_since_sample_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const c10::TensorImpl* key = source.unsafeGetTensorImpl();
   auto found = entries_.find(key);
   if (found != entries_.end()) {
     Entry& entry = found->second;

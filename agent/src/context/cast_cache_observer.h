@@ -68,13 +68,14 @@ class CastCacheObserver {
     uint64_t released_casts = 0;  // cached casts the cache let go of, since the start
   };
 
-  // The condition under which at::autocast::cached_cast consults its cache.
-  // Its first test inline: most casts (inputs, activations) stop there.
+  // The condition under which at::autocast::cached_cast consults its cache,
+  // whole (the kernels know the source's role already and ask the rest).
   static bool cacheable(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device) {
     return source.requires_grad() && source.is_leaf() && cacheable_leaf(source, target, device);
   }
-  // The same for a source already known to need grad and to be a leaf (the
-  // kernels ask that once per cast for the record's role too).
+  // The same for a source already known to need grad and to be a leaf (a
+  // weight's role): the kernels ask it of a weight's cast the memo does not
+  // know (knows_cast).
   static bool cacheable_leaf(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device);
 
   // The fewest cacheable casts, a miss last, between step-free samples (see
