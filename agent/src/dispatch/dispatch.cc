@@ -34,6 +34,7 @@
 #include "agent/src/context/autocast_keys.h"
 #include "agent/src/context/cast_cache_observer.h"
 #include "agent/src/dispatch/cast_without_dispatch.h"
+#include "agent/src/dispatch/native_cast_order.h"
 #include "agent/src/gpu/gemm_scope.h"
 #include "agent/src/gpu/launch_scope.h"
 #include "agent/src/numerics/numerics_windows.h"
@@ -220,7 +221,8 @@ class KernelCore {
         dtype_override_(entry.dtype),
         message_(entry.message),
         device_(device),
-        op_id_(op_id) {}
+        op_id_(op_id),
+        casts_right_to_left_(native_cast_order().order == CastOrder::kRightToLeft) {}
 
   // Fills `op_record` (zeroed by the caller) for the op about to run;
   // `input_dtypes(DType*)` writes the inputs' dtypes and returns how many. False when the op records
@@ -558,6 +560,9 @@ class KernelCore {
   const std::string message_;
   const AutocastDevice& device_;
   const uint32_t op_id_;
+  // Native autocast's order for an op's casts (native_cast_order.h), read
+  // before castscope's kernels replace the native ones.
+  const bool casts_right_to_left_;
 };
 
 // The kernel for any schema: the dispatcher boxes the arguments into a stack
@@ -678,13 +683,16 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
   }
 
   // lower_precision_fp, fp32, promote: cached_cast every Tensor, Tensor? and
-  // Tensor[] argument to `target`.
+  // Tensor[] argument to `target`, the arguments in native autocast's order
+  // (native_cast_order.h), a list's elements first to last (as cached_cast
+  // casts a list).
   void cast_all(c10::IValue* args, c10::ScalarType target, Record* op_record, ThreadBlock& thread, CastSeqs& seqs) {
     // make_cast's `direct`, once per op: recorded ops (their casts' roles are
     // asked anyway), not while compiling.
     const bool direct =
         op_record != nullptr && op_record->op.mode != ExecutionMode::kCompiling && thread_sees_no_cast_ops();
-    for (size_t i = 0; i < kinds_.size(); ++i) {
+    for (size_t n = 0; n < kinds_.size(); ++n) {
+      const size_t i = casts_right_to_left_ ? kinds_.size() - 1 - n : n;
       c10::IValue& arg = args[i];
       switch (kinds_[i]) {
         case ArgKind::kTensor:
@@ -838,22 +846,35 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
   }
 
  private:
-  // A tensor argument becomes its cast (a new tensor); any other argument is
-  // passed on as it came.
+  // A tensor argument's slot holds its cast (a new tensor); any other
+  // argument has none and is passed on as it came.
+  struct NotCast {};
   template <class Arg>
-  using Casted = std::conditional_t<std::is_same_v<std::decay_t<Arg>, at::Tensor> ||
-                                        std::is_same_v<std::decay_t<Arg>, std::optional<at::Tensor>>,
-                                    std::decay_t<Arg>, std::remove_reference_t<Arg>&>;
-  // A slot for each argument that may be cast.
-  using Pending = PendingCasts<((!std::is_reference_v<Casted<Args>>) + ... + 0)>;
+  static constexpr bool kMayBeCast = std::is_same_v<std::decay_t<Arg>, at::Tensor> ||
+                                     std::is_same_v<std::decay_t<Arg>, std::optional<at::Tensor>>;
+  template <class Arg>
+  using Slot = std::conditional_t<kMayBeCast<Arg>, std::decay_t<Arg>, NotCast>;
+  // A pending cast for each argument that may be cast.
+  using Pending = PendingCasts<(kMayBeCast<Args> + ... + 0)>;
 
-  // A braced list runs the casts left to right, as the boxed kernel does
-  // (their records and the cast cache see the same order).
+  // The casts run in native autocast's order (native_cast_order.h), as the
+  // boxed kernel's do: a comma fold runs left to right, over the positions
+  // reversed for right to left. Each cast lands in its argument's slot.
   template <size_t... Index>
   Return cast_and_call(std::index_sequence<Index...> /*positions*/, c10::ScalarType target, Record* op_record,
                        ThreadBlock& thread, CastSeqs& seqs, Pending* pending, Args&... args) {
-    std::tuple<Casted<Args>...> casted{cast_arg(args, target, Index, op_record, thread, seqs, pending)...};
-    Return out = std::apply([this](auto&... a) { return op_.call(a...); }, casted);
+    std::tuple<Slot<Args>...> casted;
+    const std::tuple<Args&...> in{args...};
+    const auto cast_at = [&]<size_t I>() {
+      cast_into(std::get<I>(casted), std::get<I>(in), target, I, op_record, thread, seqs, pending);
+    };
+    constexpr size_t kLast = sizeof...(Args) - 1;
+    if (casts_right_to_left_) {
+      (cast_at.template operator()<kLast - Index>(), ...);
+    } else {
+      (cast_at.template operator()<Index>(), ...);
+    }
+    Return out = op_.call(pass(std::get<Index>(casted), args)...);
     // An op is checked whole or not at all: one whose casts were not (no
     // window when it started) is not, though a window opened meanwhile.
     if (pending == nullptr && checks_numerics(op_record)) [[unlikely]] {
@@ -873,20 +894,30 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
   static void add_checked_input(const Other& /*other*/, std::vector<at::Tensor>& /*out*/) {}
 
   // `pending`: casts recorded after the op (records_casts_after), else nullptr.
-  at::Tensor cast_arg(const at::Tensor& t, c10::ScalarType target, size_t index, Record* op_record,
-                      ThreadBlock& thread, CastSeqs& seqs, Pending* pending) {
-    if (pending != nullptr) return cast_pending(t, target, index, *op_record, seqs, *pending);
-    return cast_one(t, target, index, -1, op_record, thread, seqs);
+  void cast_into(at::Tensor& slot, const at::Tensor& t, c10::ScalarType target, size_t index, Record* op_record,
+                 ThreadBlock& thread, CastSeqs& seqs, Pending* pending) {
+    slot = pending != nullptr ? cast_pending(t, target, index, *op_record, seqs, *pending)
+                              : cast_one(t, target, index, -1, op_record, thread, seqs);
   }
-  std::optional<at::Tensor> cast_arg(const std::optional<at::Tensor>& t, c10::ScalarType target, size_t index,
-                                     Record* op_record, ThreadBlock& thread, CastSeqs& seqs, Pending* pending) {
-    if (!t.has_value()) return t;
-    return cast_arg(*t, target, index, op_record, thread, seqs, pending);
+  void cast_into(std::optional<at::Tensor>& slot, const std::optional<at::Tensor>& t, c10::ScalarType target,
+                 size_t index, Record* op_record, ThreadBlock& thread, CastSeqs& seqs, Pending* pending) {
+    if (!t.has_value()) return;
+    slot.emplace();
+    cast_into(*slot, *t, target, index, op_record, thread, seqs, pending);
   }
   template <class Other>
-  Other& cast_arg(Other& other, c10::ScalarType /*target*/, size_t /*index*/, Record* /*op_record*/,
-                  ThreadBlock& /*thread*/, CastSeqs& /*seqs*/, Pending* /*pending*/) {
-    return other;
+  static void cast_into(NotCast& /*slot*/, const Other& /*other*/, c10::ScalarType /*target*/, size_t /*index*/,
+                        Record* /*op_record*/, ThreadBlock& /*thread*/, CastSeqs& /*seqs*/, Pending* /*pending*/) {}
+
+  // What the op is called with: an argument's cast, or the argument itself.
+  static const at::Tensor& pass(const at::Tensor& cast, const at::Tensor& /*arg*/) { return cast; }
+  static const std::optional<at::Tensor>& pass(const std::optional<at::Tensor>& cast,
+                                               const std::optional<at::Tensor>& /*arg*/) {
+    return cast;
+  }
+  template <class Other>
+  static Other& pass(const NotCast& /*slot*/, Other& arg) {
+    return arg;
   }
 
   // What cast_one records a cast for: a defined tensor.
@@ -1062,6 +1093,7 @@ bool DispatchRegistry::register_unboxed(const std::string& op, const PolicyEntry
 std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& policies) {
   std::vector<std::string> errors;
   read_to_dtype_kernels();
+  native_cast_order();  // read while the native wrappers are in place, before any kernel below replaces them
   try {
     g_reduced_precision_op = runtime_.events.intern_op("aten::_autocast_to_reduced_precision");
     runtime_.events.set_arg_names(g_reduced_precision_op, {"self"});

@@ -2,6 +2,7 @@
 // CPU policy against a runtime of the test's own, it must compute exactly
 // what native autocast computes and record each decision.
 #include "agent/src/dispatch/dispatch.h"
+#include "agent/src/dispatch/native_cast_order.h"
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
@@ -9,6 +10,8 @@
 #include <ATen/record_function.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
 
 #include <algorithm>
 #include <sstream>
@@ -44,13 +47,32 @@ struct Drained {
   std::vector<Record> casts;
 };
 
+// The ops and casts recorded, in the ring's order except that an op's casts
+// (logged together, in the order they were made: native autocast's, which
+// CastsRunInNativeAutocastsOrder checks) are put in argument order, so the
+// tests below read them by position.
 Drained drain(RecordingState& runtime) {
   Drained out;
   runtime.events.drain([&](const Record& r) {
     if (r.kind == RecordKind::kOp) out.ops.push_back(r);
     if (r.kind == RecordKind::kCast) out.casts.push_back(r);
   });
+  for (auto first = out.casts.begin(); first != out.casts.end();) {
+    const auto same_op = [&](const Record& r) { return r.cast.op_seq != first->cast.op_seq; };
+    const auto last = first->cast.op_seq == 0 ? first + 1 : std::find_if(first, out.casts.end(), same_op);
+    std::stable_sort(first, last, [](const Record& a, const Record& b) {
+      return std::pair(a.cast.arg_index, a.cast.list_index) < std::pair(b.cast.arg_index, b.cast.list_index);
+    });
+    first = last;
+  }
   return out;
+}
+
+// Every record, in the ring's order.
+std::vector<Record> in_ring_order(RecordingState& runtime) {
+  std::vector<Record> all;
+  runtime.events.drain([&](const Record& r) { all.push_back(r); });
+  return all;
 }
 
 void expect_identical(const at::Tensor& native, const at::Tensor& ours) {
@@ -154,9 +176,12 @@ TEST_F(AutocastKernelTest, MissesTriggerCacheSamplesThatShowGrowthInOneRegion) {
     }
     const auto samples = cache_samples(runtime_);
     // 48 cacheable casts (an input's miss and the weight each pass, a miss
-    // once, then hits). A sample is due at a miss once as many cacheable
-    // casts as the cache held at the last sample (at least 4) have passed:
-    // at passes 2, 4, 7, 12 and 19, holding 4, 6, 9, 14 and 21 casts.
+    // once, then hits), made in native autocast's order (the wheel's, right
+    // to left: the weight first). A sample is due at a miss once as many
+    // cacheable casts as the cache held at the last sample (at least 4) have
+    // passed: at passes 1, 3, 6, 10 and 16 (counted from 0), holding 3, 5,
+    // 8, 12 and 18 casts (left to right: passes 2, 4, 7, 12, 19; 4, 6, 9, 14, 21).
+    const bool right_to_left = native_cast_order().order == CastOrder::kRightToLeft;
     ASSERT_EQ(samples.size(), 5u);
     uint64_t previous = 0;
     for (const Record& r : samples) {
@@ -167,9 +192,10 @@ TEST_F(AutocastKernelTest, MissesTriggerCacheSamplesThatShowGrowthInOneRegion) {
       EXPECT_EQ(r.sample.orphaned_casts, 0u);
       previous = r.sample.live_casts;
     }
-    EXPECT_EQ(samples.back().sample.live_casts, 21u);
-    // The weight, passes 1 to 18: the sample due at pass 19's input comes before that pass's weight cast.
-    EXPECT_EQ(samples.back().sample.cache_hits, 18u);
+    EXPECT_EQ(samples.back().sample.live_casts, right_to_left ? 18u : 21u);
+    // The weight's hits, passes 1 to 16, that pass's cast made before its
+    // input's miss (left to right: 1 to 18, pass 19's input before its weight).
+    EXPECT_EQ(samples.back().sample.cache_hits, right_to_left ? 16u : 18u);
   }
   // The region's exit let go of every cast.
   const Record after = cache_sample_record(runtime_, SampleTrigger::kStop);
@@ -287,6 +313,7 @@ TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
   // linear with a bias, without one (Tensor? unset: no cast), conv2d, linear boxed.
   ASSERT_EQ(records.casts.size(), 3u + 2u + 2u + 3u);
   const std::vector<size_t> casts_per_op = {3, 2, 2, 3};
+  const bool right_to_left = native_cast_order().order == CastOrder::kRightToLeft;
   size_t next_cast = 0;
   for (size_t i = 0; i < records.ops.size(); ++i) {
     const Record& op = records.ops[i];
@@ -298,9 +325,11 @@ TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
       EXPECT_EQ(cast.cast.op_seq, op.seq);
       // The unboxed kernel takes an op's seq and its casts' with one
       // fetch_add (an unset Tensor? takes none); the boxed one takes each.
-      EXPECT_EQ(cast.seq, op.seq + 1 + c);
+      // The casts are made, and take their seqs, in native autocast's order
+      // (the wheel's: right to left).
+      EXPECT_EQ(cast.seq, op.seq + 1 + (right_to_left ? casts_per_op[i] - 1 - c : c));
       EXPECT_EQ(cast.ts_ns, op.ts_ns);  // a cast carries its op's start
-      EXPECT_EQ(cast.cast.arg_index, c);  // left to right, schema positions
+      EXPECT_EQ(cast.cast.arg_index, c);  // schema positions
       EXPECT_EQ(cast.cast.dst, DType::kBfloat16);
       EXPECT_EQ(cast.cast.outcome, CastOutcome::kCast);
     }
@@ -356,7 +385,7 @@ struct NumericsWindow {
 };
 
 // What RecordFunction callbacks saw on the test's thread, one line per call:
-// the op, the inputs they were shown (tensors by dtype, other values as
+// the op, the inputs they were shown (tensors by dtype and shape, other values as
 // printed), its autograd sequence number relative to the last aten::mm's
 // and how many outputs. Callbacks are plain function pointers:
 // the state lives here.
@@ -373,7 +402,7 @@ std::string describe_inputs(const at::RecordFunction& fn) {
   std::ostringstream out;
   for (const c10::IValue& input : fn.inputs()) {
     if (input.isTensor())
-      out << " T:" << input.toTensor().scalar_type();
+      out << " T:" << input.toTensor().scalar_type() << input.toTensor().sizes();
     else
       out << " " << input;
   }
@@ -403,12 +432,10 @@ void observe_end(const at::RecordFunction& fn, at::ObserverContext*) {
 // natively (the same seed, the same draws). The unboxed kernel (mm) and the
 // boxed one (mm called boxed) both.
 TEST_F(AutocastKernelTest, RecordFunctionObserversSeeTheOpsTheySeeNatively) {
-  // Two inputs alike that need no grad: native autocast, built by GCC, casts
-  // an op's arguments right to left and castscope left to right (a known
-  // difference, docs/architecture.md), which inputs told apart by their
-  // shapes or their autograd nodes would show here.
-  const at::Tensor x = at::randn({8, 8});
-  const at::Tensor y = at::randn({8, 8});
+  // Inputs told apart by their shapes and autograd: an activation that needs
+  // grad (its cast has a sequence number and a node) and one that does not.
+  const at::Tensor x = at::randn({8, 4}).requires_grad_(true).mul(2);
+  const at::Tensor y = at::randn({4, 8});
   const auto& mm_op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::mm", "");
   struct Observer {
     double sampling_probability;
@@ -448,10 +475,90 @@ TEST_F(AutocastKernelTest, RecordFunctionObserversSeeTheOpsTheySeeNatively) {
     expect_identical(native, ours);
     EXPECT_EQ(runtime_.events.direct_casts() - direct_before, 400u);  // 200 mms' two casts each: without to's dispatch
     ASSERT_EQ(seen.size(), 2u);
-    const std::string to_line = observer.needs_inputs_and_outputs ? "start aten::to inputs T:Float 15 False False None seq=0"
-                                                                   : "start aten::to inputs seq=0";
-    EXPECT_GT(std::count(seen[0].begin(), seen[0].end(), to_line), 0) << ::testing::PrintToString(seen[0]);
+    const std::string to_line = observer.needs_inputs_and_outputs
+                                    ? "start aten::to inputs T:Float[8, 4] 15 False False None seq="
+                                    : "start aten::to inputs seq=";
+    EXPECT_GT(std::count_if(seen[0].begin(), seen[0].end(),
+                            [&](const std::string& line) { return line.starts_with(to_line); }),
+              0)
+        << ::testing::PrintToString(seen[0]);
     EXPECT_EQ(seen[0], seen[1]);
+  }
+}
+
+// Which of `inputs` (leaves that need grad) each cast in `out`'s autograd
+// graph was made of, in the order the casts were made (their nodes'
+// sequence numbers).
+std::vector<size_t> inputs_in_cast_order(const at::Tensor& out, const std::vector<at::Tensor>& inputs) {
+  std::vector<std::pair<uint64_t, size_t>> casts;  // (sequence number, input)
+  std::vector<torch::autograd::Node*> stack{out.grad_fn().get()};
+  std::vector<torch::autograd::Node*> seen;
+  while (!stack.empty()) {
+    torch::autograd::Node* node = stack.back();
+    stack.pop_back();
+    if (node == nullptr || std::find(seen.begin(), seen.end(), node) != seen.end()) continue;
+    seen.push_back(node);
+    for (const torch::autograd::Edge& edge : node->next_edges()) {
+      const auto* leaf = dynamic_cast<const torch::autograd::AccumulateGrad*>(edge.function.get());
+      if (node->name() == "ToCopyBackward0" && leaf != nullptr) {
+        for (size_t i = 0; i < inputs.size(); ++i)
+          if (leaf->variable.unsafeGetTensorImpl() == inputs[i].unsafeGetTensorImpl())
+            casts.emplace_back(node->sequence_nr(), i);
+      }
+      stack.push_back(edge.function.get());
+    }
+  }
+  std::sort(casts.begin(), casts.end());
+  std::vector<size_t> order;
+  for (const auto& cast : casts) order.push_back(cast.second);
+  return order;
+}
+
+// castscope casts an op's arguments in the order native autocast does, read
+// when it registers (native_cast_order.h; the wheel's libtorch, built by
+// GCC: right to left): the casts' autograd nodes take their sequence numbers
+// in the same order, for the unboxed kernel (mm, addmm) and the boxed one
+// (linalg_vecdot), and records follow that order.
+TEST_F(AutocastKernelTest, CastsRunInNativeAutocastsOrder) {
+  const std::vector<at::Tensor> inputs = {at::randn({4, 4}).requires_grad_(true),
+                                          at::randn({4, 4}).requires_grad_(true),
+                                          at::randn({4, 4}).requires_grad_(true)};
+  const auto& a = inputs[0];
+  const auto& b = inputs[1];
+  const auto& c = inputs[2];
+  // Each op in a region of its own: none finds another's casts in the cache.
+  auto in_region = [&](auto op) {
+    const CpuAutocast region;
+    return inputs_in_cast_order(op(), inputs);
+  };
+  auto orders = [&] {
+    return std::vector<std::vector<size_t>>{in_region([&] { return at::mm(a, b); }),
+                                            in_region([&] { return at::addmm(a, b, c); }),
+                                            in_region([&] { return at::linalg_vecdot(b, c); })};
+  };
+  const std::vector<std::vector<size_t>> native = orders();
+  ASSERT_EQ(native.size(), 3u);
+  DispatchRegistry registry(runtime_);
+  ASSERT_TRUE(registry.register_policies(policies_).empty());
+  const NativeCastOrder order = native_cast_order();
+  ASSERT_TRUE(order.read) << order.unread_because;
+  const bool right_to_left = order.order == CastOrder::kRightToLeft;
+  EXPECT_EQ(native[0], right_to_left ? std::vector<size_t>({1, 0}) : std::vector<size_t>({0, 1}));
+  EXPECT_EQ(native[1], right_to_left ? std::vector<size_t>({2, 1, 0}) : std::vector<size_t>({0, 1, 2}));
+  EXPECT_EQ(native[2], right_to_left ? std::vector<size_t>({2, 1}) : std::vector<size_t>({1, 2}));
+  (void)drain(runtime_);
+  EXPECT_EQ(orders(), native);
+  std::vector<Record> casts = in_ring_order(runtime_);
+  std::erase_if(casts, [](const Record& r) { return r.kind != RecordKind::kCast; });
+  ASSERT_EQ(casts.size(), 2u + 3u + 2u);
+  // Logged as made, their seqs taken as made.
+  const std::vector<uint16_t> arg_order = right_to_left ? std::vector<uint16_t>{1, 0, 2, 1, 0, 1, 0}
+                                                        : std::vector<uint16_t>{0, 1, 0, 1, 2, 0, 1};
+  for (size_t i = 0; i < casts.size(); ++i) {
+    EXPECT_EQ(casts[i].cast.arg_index, arg_order[i]) << "cast " << i;
+    if (i > 0) {
+      EXPECT_GT(casts[i].seq, casts[i - 1].seq);
+    }
   }
 }
 
@@ -476,20 +583,15 @@ TEST_F(AutocastKernelTest, CastsRecordedAfterTheOpAreThoseRecordedAtOnce) {
     }
     at::linear(x, weight, bias);
   };
-  auto in_ring_order = [&] {
-    std::vector<Record> all;
-    runtime_.events.drain([&](const Record& r) { all.push_back(r); });
-    return all;
-  };
   ASSERT_FALSE(numerics_window_open() || probe_window_open());  // the first pass records after each op
   linear_twice();
-  const std::vector<Record> after = in_ring_order();
+  const std::vector<Record> after = in_ring_order(runtime_);
   {
     const NumericsWindow window;
     ASSERT_TRUE(numerics_window_open());
     linear_twice();  // recorded at once
   }
-  const std::vector<Record> at_once = in_ring_order();
+  const std::vector<Record> at_once = in_ring_order(runtime_);
 
   // Per linear: its three casts, then the op (no cache sample is due).
   const std::vector<RecordKind> kinds = {RecordKind::kCast, RecordKind::kCast, RecordKind::kCast, RecordKind::kOp,
@@ -607,6 +709,7 @@ TEST_F(AutocastKernelTest, UnusualSourcesAndAFailedOpKeepTheirCastsRecords) {
     EXPECT_THROW(at::linear(empty, wide), c10::Error);  // bfloat16 against float64, as natively
   }
   const Drained records = drain(runtime_);
+  const bool right_to_left = native_cast_order().order == CastOrder::kRightToLeft;  // the seqs' order
   ASSERT_EQ(records.ops.size(), 2u);
   ASSERT_EQ(records.casts.size(), 4u);
   const Record& deep_cast = records.casts[0];
@@ -620,7 +723,7 @@ TEST_F(AutocastKernelTest, UnusualSourcesAndAFailedOpKeepTheirCastsRecords) {
   for (size_t op = 0; op < 2; ++op)
     for (size_t c = 0; c < 2; ++c) {
       EXPECT_EQ(records.casts[2 * op + c].cast.op_seq, records.ops[op].seq);
-      EXPECT_EQ(records.casts[2 * op + c].seq, records.ops[op].seq + 1 + c);
+      EXPECT_EQ(records.casts[2 * op + c].seq, records.ops[op].seq + 1 + (right_to_left ? 1 - c : c));
     }
   EXPECT_EQ(records.casts[2].cast.bytes, 0u);  // 0 x 16
   EXPECT_EQ(records.casts[2].cast.ndim, 2);

@@ -27,6 +27,7 @@
 #include "agent/src/dispatch/compiled_graph_json.h"
 #include "agent/src/dispatch/compiled_graph_runs.h"
 #include "agent/src/dispatch/dispatch.h"
+#include "agent/src/dispatch/native_cast_order.h"
 #include "agent/src/dispatch/policy_check.h"
 #include "agent/src/encode/batch_encoder.h"
 #include "agent/src/encode/jsonl_writer.h"
@@ -256,6 +257,15 @@ class Agent {
                      [] { Agent::instance().after_fork_in_child(); });
     });
     log::info("attached: " + std::to_string(registry_->registered_ops()) + " op kernels registered");
+    const NativeCastOrder cast_order = native_cast_order();
+    if (cast_order.read) {
+      log::info(std::string("an op's casts are made ") +
+                (cast_order.order == CastOrder::kRightToLeft ? "right to left" : "left to right") +
+                ", as native autocast makes them");
+    } else {
+      log::warn("could not read the order in which native autocast casts an op's arguments (" +
+                cast_order.unread_because + "): castscope casts them left to right");
+    }
     return 0;
   }
 
