@@ -118,7 +118,7 @@ test("hovering a cast shows its file:line; clicking it shows the source line", a
   await expect(detail.locator(".source-where")).toContainText(`${JOB}:${cast.line}`);
   await expect(detail.locator("table.fields")).toContainText(new RegExp(`seq${cast.seq}(?!\\d)`));
   // The casts of one op share its start time (one clock read per op): their marks are stacked apart
-  // in the lane, in argument order, so each can be pointed at.
+  // in the lane, in the order they were made (their seqs), so each can be pointed at.
   const sameOp = (await visibleCasts(page)).filter((c) => c.agent_id === cast.agent_id && c.op_seq === cast.op_seq);
   expect(sameOp.length).toBeGreaterThan(1);
   expect(new Set(sameOp.map((c) => c.x)).size).toBe(1);

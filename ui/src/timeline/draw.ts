@@ -137,7 +137,8 @@ export const NUMERICS_BAR_H = 5;
 
 /**
  * The casts of one op share its start time, so they would lie on one another:
- * each gets a vertical offset in its lane, in argument order, centred on the
+ * each gets a vertical offset in its lane, in the order they were made (their
+ * seqs; native autocast's order, docs/architecture.md), centred on the
  * lane's middle (as far apart as two marks, closer when many must fit).
  */
 function stackOffsets(casts: Cast[], laneHeight: number): Map<Cast, number> {
