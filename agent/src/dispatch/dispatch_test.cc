@@ -562,6 +562,43 @@ TEST_F(AutocastKernelTest, CastsRunInNativeAutocastsOrder) {
   }
 }
 
+// Reading native autocast's order leaves no trace: observers see none of its
+// ops, and autocast's switch, grad mode and inference mode are as
+// they were (inside a region with autocast off, under no_grad, and inside
+// inference mode, the states an attach may come in), and it reads the same
+// order each time.
+TEST_F(AutocastKernelTest, ReadingTheNativeOrderLeavesNoTrace) {
+  const NativeCastOrder first = read_native_cast_order();
+  ASSERT_TRUE(first.read) << first.unread_because;
+  observed_ops() = ObservedOps{std::this_thread::get_id(), {}, -1};
+  const at::CallbackHandle handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(observe_start, observe_end).scopes({at::RecordScope::FUNCTION}));
+  const at::Tensor weight = at::randn({4, 4}).requires_grad_(true);
+  {
+    CpuAutocast region;
+    (void)at::mm(weight, weight);  // one cast in the cache
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+    const at::NoGradGuard no_grad;
+    for (const bool inference : {false, true}) {
+      const c10::InferenceMode mode(inference);  // (false: grad mode on again)
+      const bool grad = c10::GradMode::is_enabled();
+      const NativeCastOrder again = read_native_cast_order();
+      EXPECT_TRUE(again.read) << again.unread_because;
+      EXPECT_EQ(again.order, first.order);
+      EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCPU));
+      EXPECT_EQ(c10::GradMode::is_enabled(), grad);
+      EXPECT_EQ(c10::InferenceMode::is_enabled(), inference);
+    }
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+  }
+  at::removeCallback(handle);
+  // Only the mm above: its casts (one of them a cache hit) and the matmul.
+  for (const std::string& line : observed_ops().lines) EXPECT_EQ(line.find("ones"), std::string::npos) << line;
+  EXPECT_EQ(std::count_if(observed_ops().lines.begin(), observed_ops().lines.end(),
+                          [](const std::string& line) { return line.starts_with("start aten::mm"); }),
+            2);  // the autocast wrapper's and the kernel's
+}
+
 // The unboxed kernel records an op's casts after the op in the steady state
 // and at once inside a numerics window open when the op starts (or a probe
 // window, or while compiling). Both ways make the same records, in the same

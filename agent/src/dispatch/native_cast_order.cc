@@ -18,6 +18,8 @@ const torch::autograd::Node* cast_node(const torch::autograd::Edge& edge) {
   return node != nullptr && node->name() == "ToCopyBackward0" ? node : nullptr;
 }
 
+}  // namespace
+
 NativeCastOrder read_native_cast_order() {
   NativeCastOrder result;
   try {
@@ -53,8 +55,6 @@ NativeCastOrder read_native_cast_order() {
   if (!result.read) result.unread_because = "CPU autocast's mm made no two cast nodes to compare";
   return result;
 }
-
-}  // namespace
 
 NativeCastOrder native_cast_order() {
   static const NativeCastOrder order = read_native_cast_order();

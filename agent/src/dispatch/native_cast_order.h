@@ -31,4 +31,7 @@ struct NativeCastOrder {
 // as they were.
 NativeCastOrder native_cast_order();
 
+// The probe itself, read again on each call (tests).
+NativeCastOrder read_native_cast_order();
+
 }  // namespace castscope
