@@ -191,3 +191,26 @@ def test_a_trace_records_the_casts_ops_as_natively(tmp_path):
         attached = _traced_graph()
         assert agent.status()["direct_casts"] == before  # the tracer's key included: casts made as natively
     assert attached == native
+
+
+def _memory_events():
+    """The bytes of every allocation (+) and free (-) a memory-profiling
+    profiler saw, in order, around an mm (unboxed kernel) and a linalg_vecdot
+    (boxed) whose inputs differ in size: the casts' allocations show the order
+    they were made in, their frees the order their tensors were let go."""
+    torch.manual_seed(0)
+    x, y, row = torch.randn(64, 32), torch.randn(32, 128), torch.randn(1, 32)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.mm(x, y)
+            torch.linalg.vecdot(x, row)
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    return [e.nbytes() for e in sorted(events, key=lambda e: e.start_ns())]
+
+
+def test_a_memory_profile_sees_the_casts_allocations_and_frees_as_natively(tmp_path):
+    native = _memory_events()
+    assert 8192 in native and -4096 in native  # y's cast (32 x 128 bf16) made, x's let go
+    with _attached(tmp_path):
+        attached = _memory_events()
+    assert attached == native
