@@ -37,8 +37,9 @@ def test_custom_op_runs_in_lower_precision(tmp_path, fused_op, dtype_override, e
     assert out.dtype == expected
     assert torch.equal(out, x.to(expected) * w.to(expected) + 1)
     want = "DTYPE_BFLOAT16" if expected == torch.bfloat16 else "DTYPE_FLOAT16"
-    # Made in native autocast's order, as every op's (docs/architecture.md: on
-    # the wheel, the last argument first); compared by argument.
+    # Made in native autocast's order, as every dispatcher op's
+    # (docs/architecture.md: on the wheel, the last argument first); compared
+    # by argument.
     assert sorted((c["arg_name"], c["dst_dtype"], c["outcome"]) for c in casts) == [
         ("w", want, "CAST_OUTCOME_CAST"), ("x", want, "CAST_OUTCOME_CAST")]
 

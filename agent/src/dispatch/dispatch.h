@@ -55,6 +55,7 @@ class DispatchRegistry {
   std::vector<std::unique_ptr<c10::RegistrationHandleRAII>> unboxed_;
   size_t registered_ = 0;
   size_t registered_unboxed_ = 0;
+  bool casts_right_to_left_ = false;  // native autocast's order, read by register_policies (native_cast_order.h)
 };
 
 }  // namespace castscope

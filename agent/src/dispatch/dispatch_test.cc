@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/SequenceNumber.h>
 #include <ATen/record_function.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
@@ -58,8 +59,8 @@ Drained drain(RecordingState& runtime) {
     if (r.kind == RecordKind::kCast) out.casts.push_back(r);
   });
   for (auto first = out.casts.begin(); first != out.casts.end();) {
-    const auto same_op = [&](const Record& r) { return r.cast.op_seq != first->cast.op_seq; };
-    const auto last = first->cast.op_seq == 0 ? first + 1 : std::find_if(first, out.casts.end(), same_op);
+    const auto other_op = [&](const Record& r) { return r.cast.op_seq != first->cast.op_seq; };
+    const auto last = first->cast.op_seq == 0 ? first + 1 : std::find_if(first, out.casts.end(), other_op);
     std::stable_sort(first, last, [](const Record& a, const Record& b) {
       return std::pair(a.cast.arg_index, a.cast.list_index) < std::pair(b.cast.arg_index, b.cast.list_index);
     });
@@ -560,43 +561,64 @@ TEST_F(AutocastKernelTest, CastsRunInNativeAutocastsOrder) {
       EXPECT_GT(casts[i].seq, casts[i - 1].seq);
     }
   }
+  // One weight as both arguments: the argument cast first is the cache's
+  // miss, the other its hit on that cast.
+  {
+    const CpuAutocast region;
+    (void)at::mm(a, a);
+  }
+  const Drained twice = drain(runtime_);  // in argument order
+  ASSERT_EQ(twice.casts.size(), 2u);
+  EXPECT_EQ(twice.casts[right_to_left ? 1 : 0].cast.cache, CacheOutcome::kMiss);
+  EXPECT_EQ(twice.casts[right_to_left ? 0 : 1].cast.cache, CacheOutcome::kHit);
 }
 
-// Reading native autocast's order leaves no trace: observers see none of its
-// ops, and autocast's switch, grad mode and inference mode are as
-// they were (inside a region with autocast off, under no_grad, and inside
-// inference mode, the states an attach may come in), and it reads the same
-// order each time.
+// Reading native autocast's order leaves no trace on the caller's thread,
+// whatever state an attach comes in: inside an autocast region (float16, a
+// weight's cast in the cache) with autocast switched off, under no_grad, in
+// inference mode or not. Observers see none of its ops; autocast's switch and
+// dtype, grad and inference mode, the thread's dispatch keys and its autograd
+// sequence number are as they were; the cache still serves the weight.
 TEST_F(AutocastKernelTest, ReadingTheNativeOrderLeavesNoTrace) {
-  const NativeCastOrder first = read_native_cast_order();
-  ASSERT_TRUE(first.read) << first.unread_because;
   observed_ops() = ObservedOps{std::this_thread::get_id(), {}, -1};
   const at::CallbackHandle handle = at::addThreadLocalCallback(
       at::RecordFunctionCallback(observe_start, observe_end).scopes({at::RecordScope::FUNCTION}));
   const at::Tensor weight = at::randn({4, 4}).requires_grad_(true);
   {
     CpuAutocast region;
-    (void)at::mm(weight, weight);  // one cast in the cache
+    at::autocast::set_autocast_dtype(at::kCPU, at::kHalf);
+    (void)at::mm(weight, weight);  // the weight's cast, made once and cached
     at::autocast::set_autocast_enabled(at::kCPU, false);
     const at::NoGradGuard no_grad;
     for (const bool inference : {false, true}) {
       const c10::InferenceMode mode(inference);  // (false: grad mode on again)
       const bool grad = c10::GradMode::is_enabled();
-      const NativeCastOrder again = read_native_cast_order();
-      EXPECT_TRUE(again.read) << again.unread_because;
-      EXPECT_EQ(again.order, first.order);
+      const c10::impl::LocalDispatchKeySet keys = c10::impl::tls_local_dispatch_key_set();
+      const uint64_t sequence_nr = at::sequence_number::peek();
+      const NativeCastOrder order = read_native_cast_order();
+      EXPECT_TRUE(order.read) << order.unread_because;
       EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCPU));
+      EXPECT_EQ(at::autocast::get_autocast_dtype(at::kCPU), at::kHalf);
       EXPECT_EQ(c10::GradMode::is_enabled(), grad);
       EXPECT_EQ(c10::InferenceMode::is_enabled(), inference);
+      EXPECT_EQ(c10::impl::tls_local_dispatch_key_set().included_, keys.included_);
+      EXPECT_EQ(c10::impl::tls_local_dispatch_key_set().excluded_, keys.excluded_);
+      EXPECT_EQ(at::sequence_number::peek(), sequence_nr);
     }
     at::autocast::set_autocast_enabled(at::kCPU, true);
+    (void)at::mm(weight, weight);  // both arguments served by the cache
+    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
   }
   at::removeCallback(handle);
-  // Only the mm above: its casts (one of them a cache hit) and the matmul.
-  for (const std::string& line : observed_ops().lines) EXPECT_EQ(line.find("ones"), std::string::npos) << line;
-  EXPECT_EQ(std::count_if(observed_ops().lines.begin(), observed_ops().lines.end(),
-                          [](const std::string& line) { return line.starts_with("start aten::mm"); }),
-            2);  // the autocast wrapper's and the kernel's
+  // Only the two mms: one cast between them, two mm lines each (the
+  // autocast wrapper's and the kernel's).
+  const auto lines_starting = [](const std::string& start) {
+    return std::count_if(observed_ops().lines.begin(), observed_ops().lines.end(),
+                         [&](const std::string& line) { return line.starts_with(start); });
+  };
+  EXPECT_EQ(lines_starting("start aten::to "), 1) << ::testing::PrintToString(observed_ops().lines);
+  EXPECT_EQ(lines_starting("start aten::mm "), 4) << ::testing::PrintToString(observed_ops().lines);
+  EXPECT_EQ(lines_starting("start aten::ones"), 0);
 }
 
 // The unboxed kernel records an op's casts after the op in the steady state
@@ -668,11 +690,16 @@ TEST_F(AutocastKernelTest, CastsRecordedAfterTheOpAreThoseRecordedAtOnce) {
     // Versions move on with each pass's in-place change: compared by their gap.
     EXPECT_EQ(a.cast.source_version - a.cast.cached_version, b.cast.source_version - b.cast.cached_version);
   }
-  // The weight's casts: a miss, then a hit on the cast of an older version.
+  // The weight's casts (argument 1, wherever the order puts them): a miss,
+  // then a hit on the cast of an older version.
   for (const std::vector<Record>* records : {&after, &at_once}) {
-    EXPECT_EQ((*records)[1].cast.cache, CacheOutcome::kMiss);
-    EXPECT_EQ((*records)[5].cast.cache, CacheOutcome::kStaleHit);
-    EXPECT_EQ((*records)[5].cast.source_version, (*records)[5].cast.cached_version + 1);
+    std::vector<Record> weight_casts;
+    for (const Record& r : *records)
+      if (r.kind == RecordKind::kCast && r.cast.arg_index == 1) weight_casts.push_back(r);
+    ASSERT_EQ(weight_casts.size(), 2u);
+    EXPECT_EQ(weight_casts[0].cast.cache, CacheOutcome::kMiss);
+    EXPECT_EQ(weight_casts[1].cast.cache, CacheOutcome::kStaleHit);
+    EXPECT_EQ(weight_casts[1].cast.source_version, weight_casts[1].cast.cached_version + 1);
   }
 }
 

@@ -3,11 +3,12 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
-#include <c10/core/GradMode.h>
-#include <c10/core/InferenceMode.h>
 #include <torch/csrc/autograd/function.h>
 
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 
 namespace castscope {
 namespace {
@@ -18,29 +19,24 @@ const torch::autograd::Node* cast_node(const torch::autograd::Edge& edge) {
   return node != nullptr && node->name() == "ToCopyBackward0" ? node : nullptr;
 }
 
-}  // namespace
-
-NativeCastOrder read_native_cast_order() {
+// The probe, on a thread of its own: it starts with none of the caller's
+// thread-local state (autocast's switch and dtype, grad and inference mode,
+// dispatch modes, the JIT tracer, saved-tensor hooks, a profiler's memory
+// reporting, the autograd sequence counter), so it neither depends on nor
+// changes any of it. The cast cache keeps nothing of it: its inputs are
+// activations, which cached_cast does not cache.
+NativeCastOrder read_on_this_thread() {
   NativeCastOrder result;
   try {
-    const at::RecordFunctionGuard unobserved(false);  // no profiler sees the probe
-    const c10::InferenceMode not_inference(false);
-    const c10::AutoGradMode grad(true);
-    // Activations (not leaves): cached_cast neither reads nor fills its cache for them.
-    const at::Tensor left = at::ones({2, 2}).requires_grad_(true).mul(1);
-    const at::Tensor right = at::ones({2, 2}).requires_grad_(true).mul(1);
-    const bool was_enabled = at::autocast::is_autocast_enabled(at::kCPU);
+    const at::RecordFunctionGuard unobserved(false);  // global observers too
+    const at::Tensor left = at::ones({2, 2}, at::kFloat).requires_grad_(true).mul(1);
+    const at::Tensor right = at::ones({2, 2}, at::kFloat).requires_grad_(true).mul(1);
+    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
     at::autocast::set_autocast_enabled(at::kCPU, true);
-    at::Tensor out;
-    try {
-      out = at::mm(left, right);
-    } catch (...) {
-      at::autocast::set_autocast_enabled(at::kCPU, was_enabled);
-      throw;
-    }
-    at::autocast::set_autocast_enabled(at::kCPU, was_enabled);
+    const at::Tensor out = at::mm(left, right);
+    at::autocast::set_autocast_enabled(at::kCPU, false);
     const auto& mm_node = out.grad_fn();
-    if (mm_node != nullptr && mm_node->num_inputs() > 0 && mm_node->next_edges().size() == 2) {
+    if (mm_node != nullptr && mm_node->next_edges().size() == 2) {
       const torch::autograd::Node* left_cast = cast_node(mm_node->next_edges()[0]);
       const torch::autograd::Node* right_cast = cast_node(mm_node->next_edges()[1]);
       if (left_cast != nullptr && right_cast != nullptr && left_cast->sequence_nr() != right_cast->sequence_nr()) {
@@ -49,15 +45,33 @@ NativeCastOrder read_native_cast_order() {
                                                                              : CastOrder::kLeftToRight;
       }
     }
+    if (!result.read) result.unread_because = "CPU autocast's mm made no two cast nodes to compare";
   } catch (const std::exception& e) {
-    return NativeCastOrder{CastOrder::kLeftToRight, false, e.what()};
+    result = NativeCastOrder{CastOrder::kLeftToRight, false, e.what()};
   }
-  if (!result.read) result.unread_because = "CPU autocast's mm made no two cast nodes to compare";
+  return result;
+}
+
+}  // namespace
+
+NativeCastOrder read_native_cast_order() {
+  NativeCastOrder result;
+  try {
+    std::thread probe([&result] { result = read_on_this_thread(); });
+    probe.join();
+  } catch (const std::exception& e) {  // no thread to be had
+    result = NativeCastOrder{CastOrder::kLeftToRight, false, e.what()};
+  }
   return result;
 }
 
 NativeCastOrder native_cast_order() {
-  static const NativeCastOrder order = read_native_cast_order();
+  static std::mutex mutex;
+  static std::optional<NativeCastOrder> read;  // kept once read: the native wrappers may be replaced after
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (read) return *read;
+  NativeCastOrder order = read_native_cast_order();
+  if (order.read) read = order;
   return order;
 }
 

@@ -22,13 +22,15 @@ struct NativeCastOrder {
   std::string unread_because;  // when not read: why
 };
 
-// Reads the order once per process, by calling native autocast's CPU mm on
-// two activations that need grad and comparing the sequence numbers of the
-// two casts' autograd nodes; later calls return what the first read. Must
-// first be called while the native CPU wrapper of aten::mm is registered
-// (before castscope registers its kernels). The probe is hidden from
-// RecordFunction observers and leaves autocast's state and the cast cache
-// as they were.
+// The order, read by calling native autocast's CPU mm on two activations
+// that need grad, on a thread of its own, and comparing the sequence numbers
+// of the two casts' autograd nodes. Once read, later calls return it; a
+// probe that could not tell (`read` false) is tried again on the next call.
+// Must be called while the native CPU wrapper of aten::mm is registered
+// (before castscope registers its kernels). The probe's thread starts with
+// none of the caller's thread-local state and leaves it as it was; the
+// probe is hidden from RecordFunction observers, and the cast cache keeps
+// nothing of it.
 NativeCastOrder native_cast_order();
 
 // The probe itself, read again on each call (tests).
