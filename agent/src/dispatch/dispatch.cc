@@ -34,7 +34,6 @@
 #include "agent/src/context/autocast_keys.h"
 #include "agent/src/context/cast_cache_observer.h"
 #include "agent/src/dispatch/cast_without_dispatch.h"
-#include "agent/src/dispatch/native_cast_order.h"
 #include "agent/src/gpu/gemm_scope.h"
 #include "agent/src/gpu/launch_scope.h"
 #include "agent/src/numerics/numerics_windows.h"
@@ -1084,7 +1083,7 @@ bool DispatchRegistry::register_unboxed(const std::string& op, const PolicyEntry
   const auto handle = c10::Dispatcher::singleton().findSchema(parse_operator_name(op));
   if (!handle) return false;  // not loaded yet: the boxed kernel reads its schema on the first call
   try {
-    auto unboxed = unboxed_kernel(*handle, runtime_, entry, device, op_id, casts_right_to_left_);
+    auto unboxed = unboxed_kernel(*handle, runtime_, entry, device, op_id, cast_order_.right_to_left());
     if (!unboxed) return false;
     unboxed_.push_back(std::make_unique<c10::RegistrationHandleRAII>(c10::Dispatcher::singleton().registerImpl(
         handle->operator_name(), device.key, std::move(unboxed->kernel), unboxed->signature, std::move(unboxed->schema),
@@ -1101,7 +1100,7 @@ std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& po
   std::vector<std::string> errors;
   read_to_dtype_kernels();
   // Read while the native wrappers are in place, before any kernel below replaces them.
-  casts_right_to_left_ = native_cast_order().order == CastOrder::kRightToLeft;
+  cast_order_ = native_cast_order();
   try {
     g_reduced_precision_op = runtime_.events.intern_op("aten::_autocast_to_reduced_precision");
     runtime_.events.set_arg_names(g_reduced_precision_op, {"self"});
@@ -1140,7 +1139,7 @@ std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& po
         const uint32_t op_id = runtime_.events.intern_op(op);
         if (register_unboxed(op, entry, *key, op_id)) continue;
         auto kernel =
-            std::make_unique<AutocastKernel>(runtime_, entry, *key, op_id, casts_right_to_left_, std::move(redispatch));
+            std::make_unique<AutocastKernel>(runtime_, entry, *key, op_id, cast_order_.right_to_left(), std::move(redispatch));
         AutocastKernel* kept = kernel.get();
         library->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
         // The dispatcher calls kernels through a raw pointer: a thread may be

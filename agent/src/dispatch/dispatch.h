@@ -10,6 +10,7 @@
 
 #include "agent/src/context/op_context.h"
 #include "agent/src/context/recording_state.h"
+#include "agent/src/dispatch/native_cast_order.h"
 #include "agent/src/policy/policy.h"
 #include "agent/src/record/cast_record.h"
 
@@ -46,6 +47,9 @@ class DispatchRegistry {
   size_t registered_ops() const { return registered_; }
   // Of those, the ops whose kernel is called unboxed (dispatch.cc, unboxed_kernel).
   size_t registered_unboxed_ops() const { return registered_unboxed_; }
+  // The order its kernels cast an op's arguments in: native autocast's, as
+  // register_policies read it before replacing the native kernels.
+  const NativeCastOrder& cast_order() const { return cast_order_; }
 
  private:
   bool register_unboxed(const std::string& op, const PolicyEntry& entry, const AutocastDevice& device, uint32_t op_id);
@@ -55,7 +59,7 @@ class DispatchRegistry {
   std::vector<std::unique_ptr<c10::RegistrationHandleRAII>> unboxed_;
   size_t registered_ = 0;
   size_t registered_unboxed_ = 0;
-  bool casts_right_to_left_ = false;  // native autocast's order, read by register_policies (native_cast_order.h)
+  NativeCastOrder cast_order_;
 };
 
 }  // namespace castscope

@@ -182,7 +182,7 @@ TEST_F(AutocastKernelTest, MissesTriggerCacheSamplesThatShowGrowthInOneRegion) {
     // cacheable casts as the cache held at the last sample (at least 4) have
     // passed: at passes 1, 3, 6, 10 and 16 (counted from 0), holding 3, 5,
     // 8, 12 and 18 casts (left to right: passes 2, 4, 7, 12, 19; 4, 6, 9, 14, 21).
-    const bool right_to_left = native_cast_order().order == CastOrder::kRightToLeft;
+    const bool right_to_left = registry.cast_order().right_to_left();
     ASSERT_EQ(samples.size(), 5u);
     uint64_t previous = 0;
     for (const Record& r : samples) {
@@ -314,7 +314,7 @@ TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
   // linear with a bias, without one (Tensor? unset: no cast), conv2d, linear boxed.
   ASSERT_EQ(records.casts.size(), 3u + 2u + 2u + 3u);
   const std::vector<size_t> casts_per_op = {3, 2, 2, 3};
-  const bool right_to_left = native_cast_order().order == CastOrder::kRightToLeft;
+  const bool right_to_left = registry.cast_order().right_to_left();
   size_t next_cast = 0;
   for (size_t i = 0; i < records.ops.size(); ++i) {
     const Record& op = records.ops[i];
@@ -541,9 +541,9 @@ TEST_F(AutocastKernelTest, CastsRunInNativeAutocastsOrder) {
   ASSERT_EQ(native.size(), 3u);
   DispatchRegistry registry(runtime_);
   ASSERT_TRUE(registry.register_policies(policies_).empty());
-  const NativeCastOrder order = native_cast_order();
+  const NativeCastOrder& order = registry.cast_order();
   ASSERT_TRUE(order.read) << order.unread_because;
-  const bool right_to_left = order.order == CastOrder::kRightToLeft;
+  const bool right_to_left = order.right_to_left();
   EXPECT_EQ(native[0], right_to_left ? std::vector<size_t>({1, 0}) : std::vector<size_t>({0, 1}));
   EXPECT_EQ(native[1], right_to_left ? std::vector<size_t>({2, 1, 0}) : std::vector<size_t>({0, 1, 2}));
   EXPECT_EQ(native[2], right_to_left ? std::vector<size_t>({2, 1}) : std::vector<size_t>({1, 2}));
@@ -773,7 +773,7 @@ TEST_F(AutocastKernelTest, UnusualSourcesAndAFailedOpKeepTheirCastsRecords) {
     EXPECT_THROW(at::linear(empty, wide), c10::Error);  // bfloat16 against float64, as natively
   }
   const Drained records = drain(runtime_);
-  const bool right_to_left = native_cast_order().order == CastOrder::kRightToLeft;  // the seqs' order
+  const bool right_to_left = registry.cast_order().right_to_left();  // the seqs' order
   ASSERT_EQ(records.ops.size(), 2u);
   ASSERT_EQ(records.casts.size(), 4u);
   const Record& deep_cast = records.casts[0];

@@ -20,6 +20,8 @@ struct NativeCastOrder {
   CastOrder order = CastOrder::kLeftToRight;
   bool read = false;  // false: the probe could not tell (`order` is then left to right)
   std::string unread_because;  // when not read: why
+
+  bool right_to_left() const { return order == CastOrder::kRightToLeft; }
 };
 
 // The order, read by calling native autocast's CPU mm on two activations

@@ -27,7 +27,6 @@
 #include "agent/src/dispatch/compiled_graph_json.h"
 #include "agent/src/dispatch/compiled_graph_runs.h"
 #include "agent/src/dispatch/dispatch.h"
-#include "agent/src/dispatch/native_cast_order.h"
 #include "agent/src/dispatch/policy_check.h"
 #include "agent/src/encode/batch_encoder.h"
 #include "agent/src/encode/jsonl_writer.h"
@@ -257,10 +256,10 @@ class Agent {
                      [] { Agent::instance().after_fork_in_child(); });
     });
     log::info("attached: " + std::to_string(registry_->registered_ops()) + " op kernels registered");
-    const NativeCastOrder cast_order = native_cast_order();
+    const NativeCastOrder& cast_order = registry_->cast_order();  // as read before registering, not again
     if (cast_order.read) {
       log::info(std::string("an op's casts are made ") +
-                (cast_order.order == CastOrder::kRightToLeft ? "right to left" : "left to right") +
+                (cast_order.right_to_left() ? "right to left" : "left to right") +
                 ", as native autocast makes them");
     } else {
       log::warn("could not read the order in which native autocast casts an op's arguments (" +
