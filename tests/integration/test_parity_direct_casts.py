@@ -85,9 +85,8 @@ def _inputs():
 
 def _two_ops(x, y):
     """mm (the unboxed kernel) and linalg_vecdot (the boxed one), each casting
-    both its inputs directly."""
-    torch.mm(x, y)
-    torch.linalg.vecdot(x, y.t())
+    both its inputs directly; their outputs."""
+    return torch.mm(x, y), torch.linalg.vecdot(x, y.t())
 
 
 def _profiled_ops():
@@ -177,7 +176,7 @@ def test_a_dispatch_mode_sees_the_casts_ops_as_natively(tmp_path):
 def _traced_graph():
     def fn(x, y):
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            return torch.mm(x, y), torch.linalg.vecdot(x, y.t())
+            return _two_ops(x, y)
 
     traced = torch.jit.trace(fn, _inputs(), check_trace=False)
     return [(node.kind(), [value.debugName() for value in node.inputs()]) for node in traced.graph.nodes()]
