@@ -2,8 +2,9 @@
 # Every check that needs a GPU, in one go, for a GPU machine lent for a few
 # minutes (docs/gpu.md, "Checked on a real GPU"): builds the agent, runs the
 # CUPTI check without torch, then the CUDA rows of the integration tests that
-# need no collector (numerics, GPU timing, torch's CUDA autocast lists) and
-# the smoke run. Logs go to $OUT (or /tmp/castscope-gpu) when set.
+# need no collector (numerics, GPU timing, torch's CUDA autocast lists, what
+# observers see of castscope's casts on both devices) and the smoke run.
+# Logs go to $OUT (or /tmp/castscope-gpu) when set.
 # Needs .devkit/ (build_on_gpu_machine.sh) and, where the image lacks
 # torch's test dependency expecttest, its wheel in .whl/ (docs/gpu.md).
 set -uo pipefail
@@ -33,6 +34,7 @@ if compgen -G ".whl/*.whl" > /dev/null; then
   PYTHONPATH=$PYTHONPATH:/tmp/castscope-site
 fi
 PYTEST=("$PYTHON" -m pytest -q -rs -p no:cacheprovider)
+step direct_casts env CASTSCOPE_POLICIES="$POLICIES" "${PYTEST[@]}" tests/integration/test_parity_direct_casts.py
 step numerics "${PYTEST[@]}" tests/integration/test_numerics_on_device.py
 step gpu_timing "${PYTEST[@]}" tests/integration/test_gpu_timing.py -k "cuda or torch_profiler or launches_the_kernels"
 step autocast_lists env CASTSCOPE_POLICIES="$POLICIES" "${PYTEST[@]}" tests/integration/test_parity_autocast_lists.py -k cuda
