@@ -41,6 +41,7 @@
 #include "agent/src/record/user_code.h"
 #include "agent/src/encode/source_lines.h"
 #include "agent/src/runtime/forwarder_launcher.h"
+#include "agent/src/runtime/own_arena_thread.h"
 #include "agent/src/runtime/cublaslt_logger_control.h"
 #include "agent/src/runtime/gpu_timing_control.h"
 #include "agent/src/runtime/spool_losses.h"
@@ -720,7 +721,8 @@ int castscope_agent_start(const char* config_json, char* err, size_t err_len) {
   std::string error;
   int rc = 1;
   try {
-    rc = Agent::instance().start(config_json, error);
+    // Its allocations out of the caller's arena (own_arena_thread.h).
+    rc = castscope::run_on_own_thread([&] { return Agent::instance().start(config_json, error); });
   } catch (const std::exception& e) {
     error = std::string("castscope: internal error while starting: ") + e.what();
   } catch (...) {
