@@ -64,11 +64,14 @@ with ctx, torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
 
 
 def allocator_instructions(out):
-    """Instructions in glibc's allocator (malloc/malloc.c, arena.c) in a callgrind output."""
+    """Instructions in glibc's allocator (malloc/malloc.c, arena.c) in a
+    callgrind output; None where libc's functions have no source file names
+    (no debug information for libc: Debian's libc6-dbg, or debuginfod)."""
     table = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", out],
                            capture_output=True, text=True, check=True).stdout
-    return sum(int(line.split()[0].replace(",", "")) for line in table.splitlines()
-               if re.match(r"\s*[\d,]+ ", line) and "/malloc/" in line)
+    counted = [int(line.split()[0].replace(",", "")) for line in table.splitlines()
+               if re.match(r"\s*[\d,]+ ", line) and "/malloc/" in line]
+    return sum(counted) if counted else None
 
 
 def count(row, lib, mode, ops, op, history, workdir, cache_sim):
@@ -89,7 +92,8 @@ def count(row, lib, mode, ops, op, history, workdir, cache_sim):
         sys.exit(f"{row}: valgrind exited {done.returncode}:\n{done.stderr[-2000:]}")
     totals = dict(zip(events.group(1).split(), (int(n) for n in collected.group(1).split())))
     totals["alloc"] = allocator_instructions(out)
-    return {name: totals[name] / ops for name in ("Ir", "alloc", "I1mr", "D1mr") if name in totals}
+    return {name: None if totals[name] is None else totals[name] / ops
+            for name in ("Ir", "alloc", "I1mr", "D1mr") if name in totals}
 
 
 def main():
@@ -148,12 +152,16 @@ def main():
         native = counted[("native", history)]
         for row, _, _ in rows:
             value = counted[(row, history)]
-            line = (f"{row:60s} {value['Ir']:9.0f} {value['Ir'] - native['Ir']:8.0f} {value['Ir'] / native['Ir']:8.3f}x"
-                    f" {value['alloc']:9.0f} {value['alloc'] - native['alloc']:7.0f}")
+            line = f"{row:60s} {value['Ir']:9.0f} {value['Ir'] - native['Ir']:8.0f} {value['Ir'] / native['Ir']:8.3f}x"
+            if value["alloc"] is None or native["alloc"] is None:
+                line += f" {'n/a':>9s} {'':7s}"  # libc without its source file names: see allocator_instructions
+            else:
+                line += f" {value['alloc']:9.0f} {value['alloc'] - native['alloc']:7.0f}"
             if args.cache_sim:
                 line += (f" {value['I1mr']:11.1f} {value['I1mr'] - native['I1mr']:7.1f}"
                          f" {value['D1mr']:11.1f} {value['D1mr'] - native['D1mr']:7.1f}")
             print(line)
+
 
 if __name__ == "__main__":
     main()

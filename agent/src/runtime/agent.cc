@@ -721,8 +721,13 @@ int castscope_agent_start(const char* config_json, char* err, size_t err_len) {
   std::string error;
   int rc = 1;
   try {
-    // Its allocations out of the caller's arena (own_arena_thread.h).
-    rc = castscope::run_on_own_thread([&] { return Agent::instance().start(config_json, error); });
+    // Its allocations out of the job's arenas (own_arena_thread.h); c10's
+    // warnings still go to the caller's handler (it is per thread).
+    c10::WarningHandler* const callers_warnings = c10::WarningUtils::get_warning_handler();
+    rc = castscope::OwnArenaThread::process().run([&] {
+      const c10::WarningUtils::WarningHandlerGuard warnings(callers_warnings);
+      return Agent::instance().start(config_json, error);
+    });
   } catch (const std::exception& e) {
     error = std::string("castscope: internal error while starting: ") + e.what();
   } catch (...) {
