@@ -74,7 +74,7 @@ def allocator_instructions(out):
     return sum(counted) if counted else None
 
 
-def count(row, lib, mode, ops, op, history, workdir, cache_sim):
+def count(row, lib, mode, history, ops, op, workdir, cache_sim):
     """Per op: {"Ir": instructions, "alloc": of them glibc's allocator's} and,
     with cache_sim, "I1mr" and "D1mr" (L1 misses)."""
     env = dict(os.environ)
@@ -138,8 +138,7 @@ def main():
     with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(max_workers=2) as pool:
         workdir = args.keep or scratch
         counted = dict(zip(((row, history) for row, _, _, history in runs),
-                           pool.map(lambda r: count(r[0], r[1], r[2], args.ops, args.op, r[3], workdir,
-                                                    args.cache_sim), runs)))
+                           pool.map(lambda run: count(*run, args.ops, args.op, workdir, args.cache_sim), runs)))
     print(f"inside THPVariable_{args.op} per bf16 autocast {args.op}, {args.ops} calls per row; "
           f"'alloc': of them glibc's allocator's (malloc.c, arena.c)")
     header = f"{'row':60s} {'instr/op':>9s} {'added':>8s} {'x native':>9s} {'alloc/op':>9s} {'added':>7s}"
