@@ -27,18 +27,45 @@ struct SeenCast {
 // Direct-mapped by source: a model's weights (two casts per layer, usually)
 // share 64 slots; a collision only sends a hit through the lock.
 constexpr size_t kSeenCasts = 64;
-thread_local std::array<SeenCast, kSeenCasts> t_seen_casts;
 
-SeenCast& seen_cast_of(const c10::TensorImpl* source) {
+}  // namespace
+
+// The thread's memo, reached through its ThreadBlock (one TLS look-up per op
+// for all of castscope's thread state): a thread_local array with a
+// destructor cost three __tls_get_addr calls per look-up, its guard's
+// included (docs/performance.md, "fourteenth pass").
+struct CastMemo {
+  std::array<SeenCast, kSeenCasts> casts;
+};
+
+namespace {
+
+// Frees the thread's memo at thread exit (its weak references with it).
+// Touched only when the memo is made, so the look-ups need no guard.
+struct CastMemoOwner {
+  bool armed = false;
+  void arm() { armed = true; }
+  ~CastMemoOwner() {
+    ThreadBlock& thread = this_thread_block();
+    delete thread.cast_memo;
+    thread.cast_memo = nullptr;
+    thread.cast_memo_gone = true;  // a cast seen by a later destructor goes through the lock
+  }
+};
+thread_local CastMemoOwner t_cast_memo_owner;
+
+SeenCast& seen_cast_of(CastMemo& memo, const c10::TensorImpl* source) {
   const auto address = reinterpret_cast<uintptr_t>(source);
-  return t_seen_casts[((address >> 4) ^ (address >> 10)) & (kSeenCasts - 1)];
+  return memo.casts[((address >> 4) ^ (address >> 10)) & (kSeenCasts - 1)];
 }
 
 // The thread's memo of `result` as the cast of `source` the observer of
 // `generation` saw, or nullptr: one look-up of the thread's memo.
-const SeenCast* seen_cast(const at::Tensor& source, const at::Tensor& result, uint64_t generation) {
+const SeenCast* seen_cast(const ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
+                          uint64_t generation) {
+  if (thread.cast_memo == nullptr) return nullptr;
   const c10::TensorImpl* key = source.unsafeGetTensorImpl();
-  const SeenCast& seen = seen_cast_of(key);
+  const SeenCast& seen = seen_cast_of(*thread.cast_memo, key);
   return seen.source == key && seen.cast == result.unsafeGetTensorImpl() && seen.generation == generation ? &seen
                                                                                                          : nullptr;
 }
@@ -63,12 +90,18 @@ void CastCacheObserver::set_sample_every_misses(uint64_t misses) {
   casts_since_sample_.store(0, std::memory_order_relaxed);
 }
 
-bool CastCacheObserver::knows_cast(const at::Tensor& source, const at::Tensor& result) const {
-  return seen_cast(source, result, generation_.load(std::memory_order_relaxed)) != nullptr;
+bool CastCacheObserver::knows_cast(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result) const {
+  return seen_cast(thread, source, result, generation_.load(std::memory_order_relaxed)) != nullptr;
 }
 
-void CastCacheObserver::remember(const at::Tensor& source, const at::Tensor& result, int64_t version_at_cast) const {
-  SeenCast& seen = seen_cast_of(source.unsafeGetTensorImpl());
+void CastCacheObserver::remember(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
+                                 int64_t version_at_cast) const {
+  if (thread.cast_memo == nullptr) {
+    if (thread.cast_memo_gone) return;  // thread exit: the lock answers from here on
+    t_cast_memo_owner.arm();            // its destructor frees the memo at thread exit
+    thread.cast_memo = new CastMemo();
+  }
+  SeenCast& seen = seen_cast_of(*thread.cast_memo, source.unsafeGetTensorImpl());
   seen.source = source.unsafeGetTensorImpl();
   seen.cast = result.unsafeGetTensorImpl();
   seen.version_at_cast = version_at_cast;
@@ -76,11 +109,11 @@ void CastCacheObserver::remember(const at::Tensor& source, const at::Tensor& res
   seen.hold.emplace(result.getIntrusivePtr());
 }
 
-CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& source, const at::Tensor& result,
-                                                          int64_t source_version) {
+CastCacheObserver::Observation CastCacheObserver::observe(ThreadBlock& thread, const at::Tensor& source,
+                                                          const at::Tensor& result, int64_t source_version) {
   Observation out;
   out.source_version = source_version;
-  if (const SeenCast* seen = seen_cast(source, result, generation_.load(std::memory_order_relaxed))) {
+  if (const SeenCast* seen = seen_cast(thread, source, result, generation_.load(std::memory_order_relaxed))) {
     // The entry as the memo copied it (the file comment says why it is unchanged).
     out.cached_version = seen->version_at_cast;
     out.outcome = out.cached_version == out.source_version ? CacheOutcome::kHit : CacheOutcome::kStaleHit;
@@ -102,7 +135,7 @@ CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& sour
       out.cached_version = entry.version_at_cast;
       out.outcome = entry.version_at_cast == out.source_version ? CacheOutcome::kHit : CacheOutcome::kStaleHit;
       hits_.fetch_add(1, std::memory_order_relaxed);
-      remember(source, result, entry.version_at_cast);
+      remember(thread, source, result, entry.version_at_cast);
       return out;
     }
     if (entry.cast.expired()) ++released_;  // a region exit let go of it before this source came back
@@ -112,7 +145,7 @@ CastCacheObserver::Observation CastCacheObserver::observe(const at::Tensor& sour
   out.cached_version = out.source_version;
   entries_.insert_or_assign(key, Entry{WeakImpl(source.getIntrusivePtr()), WeakImpl(result.getIntrusivePtr()),
                                         out.source_version, static_cast<uint64_t>(result.numel()) * result.element_size()});
-  remember(source, result, out.source_version);
+  remember(thread, source, result, out.source_version);
   out.sample_due = next_sample_after_ > 0 && casts_since_sample >= next_sample_after_;
   return out;
 }

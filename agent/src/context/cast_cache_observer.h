@@ -46,6 +46,7 @@
 #include <unordered_map>
 
 #include "agent/src/record/cast_record.h"
+#include "agent/src/record/thread_block.h"
 
 namespace castscope {
 
@@ -93,12 +94,20 @@ class CastCacheObserver {
   // for `source` on this thread (the memo above): then the cache returned a
   // cast it holds, so the cast was cacheable, without asking cacheable_leaf.
   // Lock-free.
-  bool knows_cast(const at::Tensor& source, const at::Tensor& result) const;
+  // `thread`: the calling thread's block (this_thread_block()), which holds
+  // the memo; a kernel passes the one it looked up for the op.
+  bool knows_cast(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result) const;
+  bool knows_cast(const at::Tensor& source, const at::Tensor& result) const {
+    return knows_cast(this_thread_block(), source, result);
+  }
 
   // After cached_cast returned `result` for a cacheable `source`, whose
   // version was `source_version` at the cast (a caller that asks later, the
   // unboxed kernel after the op, read it then).
-  Observation observe(const at::Tensor& source, const at::Tensor& result, int64_t source_version);
+  Observation observe(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result, int64_t source_version);
+  Observation observe(const at::Tensor& source, const at::Tensor& result, int64_t source_version) {
+    return observe(this_thread_block(), source, result, source_version);
+  }
   Observation observe(const at::Tensor& source, const at::Tensor& result) {
     return observe(source, result, version_of(source));
   }
@@ -118,7 +127,7 @@ class CastCacheObserver {
   // The thread's memo names this observer's entries by generation: fresh at
   // construction and at clear(), so a memo never answers for another
   // observer or for entries it forgot.
-  void remember(const at::Tensor& source, const at::Tensor& result, int64_t version_at_cast) const;
+  void remember(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result, int64_t version_at_cast) const;
 
   std::mutex mutex_;
   std::unordered_map<const c10::TensorImpl*, Entry> entries_;

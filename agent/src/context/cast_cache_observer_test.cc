@@ -130,6 +130,27 @@ TEST(CastCacheObserver, HitsTheThreadSawAreAnsweredAsTheEntryWould) {
   EXPECT_EQ(observer.observe(weight.source, recast).outcome, CacheOutcome::kMiss);
 }
 
+// A thread's memo (in its ThreadBlock) holds a weak reference to each cast it
+// saw, and lets go of them when the thread exits: the casts' TensorImpls are
+// not kept by threads that are gone. A thread made a memo only at its first
+// cacheable cast; one that never saw any has none.
+TEST(CastCacheObserver, AThreadsMemoIsFreedWhenTheThreadExits) {
+  CastCacheObserver observer;
+  Cached weight;
+  const auto weak_refs = [&] { return weight.cast.getIntrusivePtr().weak_use_count(); };
+  (void)observer.observe(weight.source, weight.cast);  // the entry's weak references, and this thread's memo's
+  const size_t held_here = weak_refs();
+  std::thread([&] {
+    EXPECT_EQ(this_thread_block().cast_memo, nullptr);
+    EXPECT_EQ(observer.observe(weight.source, weight.cast).outcome, CacheOutcome::kHit);  // through the lock
+    EXPECT_NE(this_thread_block().cast_memo, nullptr);
+    EXPECT_EQ(weak_refs(), held_here + 1);  // the thread's memo
+    EXPECT_TRUE(observer.knows_cast(weight.source, weight.cast));
+  }).join();
+  EXPECT_EQ(weak_refs(), held_here);
+  EXPECT_TRUE(observer.knows_cast(weight.source, weight.cast));  // this thread's memo is its own
+}
+
 // Threads serving the same weights while another samples: every hit is
 // counted once, whichever path answered it.
 TEST(CastCacheObserver, ConcurrentHitsAreEachCountedOnce) {

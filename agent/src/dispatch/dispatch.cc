@@ -309,8 +309,8 @@ class KernelCore {
         try {
           CacheOutcome cache = CacheOutcome::kNotCacheable;
           const bool sample_due = describe_cast(
-              before[n], cache, r, *cast.source, cast.target, cast.arg_index, -1, cast_outcome(cast.cast), cast.role,
-              cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.seq, cast.source_version);
+              thread, before[n], cache, r, *cast.source, cast.target, cast.arg_index, -1, cast_outcome(cast.cast),
+              cast.role, cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.seq, cast.source_version);
           ++n;
           // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
           if (sample_due) [[unlikely]] before[n++] = cache_sample_record(runtime_, SampleTrigger::kMisses);
@@ -340,7 +340,7 @@ class KernelCore {
         count.cache = CacheOutcome::kNotCacheable;
         CacheOutcome cache = CacheOutcome::kNotCacheable;
         const bool sample_due = describe_cast_fields(
-            count, cache, *cast.source, cast.target, cast.arg_index, cast_outcome(cast.cast), cast.role,
+            thread, count, cache, *cast.source, cast.target, cast.arg_index, cast_outcome(cast.cast), cast.role,
             cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.source_version, false);
         ++n;
         // Step-free growth evidence (cast_cache_observer.h): as in full mode, into the ring.
@@ -389,8 +389,8 @@ class KernelCore {
   // the dtype alone) after the RecordFunction draw to's dispatch takes: the
   // same kernel, tensor and observers, without the dispatch through to.dtype
   // and its composite wrapper (docs/performance.md, "eleventh pass").
-  CastMade make_cast(const at::Tensor& t, c10::ScalarType target, const Record* op_record, CastSeqs& seqs,
-                     bool direct = false) {
+  CastMade make_cast(ThreadBlock& thread, const at::Tensor& t, c10::ScalarType target, const Record* op_record,
+                     CastSeqs& seqs, bool direct = false) {
     CastMade made;
     if (op_record != nullptr || direct) made.role = role_of(t);
     made.seq = op_record != nullptr ? seqs.take(runtime_.events) : 0;
@@ -411,7 +411,7 @@ class KernelCore {
     // decisions see fake tensors: nothing for the cache observer.
     made.cacheable = op_record != nullptr && made.role == Role::kWeight &&
                      op_record->op.mode != ExecutionMode::kCompiling &&
-                     (runtime_.cast_cache.knows_cast(t, made.result) ||
+                     (runtime_.cast_cache.knows_cast(thread, t, made.result) ||
                       CastCacheObserver::cacheable_leaf(t, target, device_.device));
     if (made.cacheable) made.source_version = CastCacheObserver::version_of(t);
     return made;
@@ -421,7 +421,7 @@ class KernelCore {
   at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record,
                       ThreadBlock& thread, CastSeqs& seqs, bool direct = false) {
     if (!t.defined()) return t;
-    CastMade made = make_cast(t, target, op_record, seqs, direct);
+    CastMade made = make_cast(thread, t, target, op_record, seqs, direct);
     at::Tensor& result = made.result;
     if (op_record != nullptr) {
       const CacheOutcome cache =
@@ -440,10 +440,10 @@ class KernelCore {
   // cast_one's steady state (the unboxed kernel, recording, no window open,
   // not compiling): the cast, and a note for its record after the op.
   template <size_t kPending>
-  at::Tensor cast_pending(const at::Tensor& t, c10::ScalarType target, size_t arg_index, const Record& op_record,
-                          CastSeqs& seqs, PendingCasts<kPending>& pending) {
+  at::Tensor cast_pending(ThreadBlock& thread, const at::Tensor& t, c10::ScalarType target, size_t arg_index,
+                          const Record& op_record, CastSeqs& seqs, PendingCasts<kPending>& pending) {
     if (!t.defined()) return t;
-    CastMade made = make_cast(t, target, &op_record, seqs, pending.direct);
+    CastMade made = make_cast(thread, t, target, &op_record, seqs, pending.direct);
     // Noted once made: a cast that raised has no record, as in cast_one.
     PendingCast& cast = pending.casts[pending.size++];
     cast.source = &t;
@@ -486,7 +486,7 @@ class KernelCore {
     CacheOutcome cache = CacheOutcome::kNotCacheable;
     try {
       Record r;
-      const bool sample_due = describe_cast(r, cache, op_record, t, target, arg_index, list_index, forced,
+      const bool sample_due = describe_cast(thread, r, cache, op_record, t, target, arg_index, list_index, forced,
                                             role ? *role : role_of(t), cached_result, reserved_seq, source_version);
       if (r.cast.mode == ExecutionMode::kCompiling) [[unlikely]] {
         if (r.cast.outcome == CastOutcome::kCast && CompileCapture::collecting() &&
@@ -509,9 +509,10 @@ class KernelCore {
   // throw after that still reports it (cast_one's numerics check needs it).
   // Inlined: finish_op_record's loop runs it per cast (as a call, 39 more
   // instructions per op; docs/performance.md, "tenth pass").
-  [[gnu::always_inline]] bool describe_cast(Record& r, CacheOutcome& cache, const Record& op_record,
-                                            const at::Tensor& t, c10::ScalarType target, size_t arg_index,
-                                            int list_index, std::optional<CastOutcome> forced, Role role,
+  [[gnu::always_inline]] bool describe_cast(ThreadBlock& thread, Record& r, CacheOutcome& cache,
+                                            const Record& op_record, const at::Tensor& t, c10::ScalarType target,
+                                            size_t arg_index, int list_index, std::optional<CastOutcome> forced,
+                                            Role role,
                                             const at::Tensor* cached_result, uint64_t reserved_seq,
                                             int64_t source_version) {
     const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
@@ -519,8 +520,9 @@ class KernelCore {
                      op_record.ts_ns);
     r.cast.op_seq = op_record.seq;
     r.cast.list_index = static_cast<int16_t>(list_index);
-    const bool sample_due = describe_cast_fields(r.cast, cache, t, target, arg_index, forced, role, cached_result,
-                                                 source_version, r.cast.mode == ExecutionMode::kCompiling);
+    const bool sample_due = describe_cast_fields(thread, r.cast, cache, t, target, arg_index, forced, role,
+                                                 cached_result, source_version,
+                                                 r.cast.mode == ExecutionMode::kCompiling);
     describe_shape(r.cast, t);
     return sample_due;
   }
@@ -530,8 +532,8 @@ class KernelCore {
   // the caller fills; `role` is role_of(t), asked once by the caller.
   // Returns and throws as describe_cast.
   template <class Fields>
-  [[gnu::always_inline]] bool describe_cast_fields(Fields& fields, CacheOutcome& cache, const at::Tensor& t,
-                                                   c10::ScalarType target, size_t arg_index,
+  [[gnu::always_inline]] bool describe_cast_fields(ThreadBlock& thread, Fields& fields, CacheOutcome& cache,
+                                                   const at::Tensor& t, c10::ScalarType target, size_t arg_index,
                                                    std::optional<CastOutcome> forced, Role role,
                                                    const at::Tensor* cached_result, int64_t source_version,
                                                    bool compiling) {
@@ -542,7 +544,7 @@ class KernelCore {
     fields.outcome = forced ? *forced : classify_tensor(t, target, device_.device);
     bool sample_due = false;
     if (cached_result != nullptr) {
-      const auto seen = runtime_.cast_cache.observe(t, *cached_result, source_version);
+      const auto seen = runtime_.cast_cache.observe(thread, t, *cached_result, source_version);
       sample_due = seen.sample_due;
       fields.cache = cache = seen.outcome;
       fields.source_version = static_cast<uint32_t>(seen.source_version);
@@ -901,7 +903,7 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
   // `pending`: casts recorded after the op (records_casts_after), else nullptr.
   void cast_into(at::Tensor& slot, const at::Tensor& t, c10::ScalarType target, size_t index, Record* op_record,
                  ThreadBlock& thread, CastSeqs& seqs, Pending* pending) {
-    slot = pending != nullptr ? cast_pending(t, target, index, *op_record, seqs, *pending)
+    slot = pending != nullptr ? cast_pending(thread, t, target, index, *op_record, seqs, *pending)
                               : cast_one(t, target, index, -1, op_record, thread, seqs);
   }
   void cast_into(std::optional<at::Tensor>& slot, const std::optional<at::Tensor>& t, c10::ScalarType target,

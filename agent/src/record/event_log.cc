@@ -114,7 +114,7 @@ namespace {
 thread_local EventLog::ThreadHandle tls_thread;
 }  // namespace
 
-uint32_t EventLog::thread_id() { return thread_id(t_thread_block); }
+uint32_t EventLog::thread_id() { return thread_id(this_thread_block()); }
 
 uint32_t EventLog::thread_id(ThreadBlock& thread) {
   if (thread.thread_id == 0) [[unlikely]]
@@ -151,7 +151,7 @@ EventLog::Slot* EventLog::thread_slot(ThreadBlock& thread) {
   return thread.ring;
 }
 
-void EventLog::record(const Record& record) { this->record(record, t_thread_block); }
+void EventLog::record(const Record& record) { this->record(record, this_thread_block()); }
 
 void EventLog::record(const Record& record, ThreadBlock& thread) {
   Slot* slot = thread_slot(thread);
@@ -242,7 +242,7 @@ size_t EventLog::drain_counters(const std::function<void(const Record&)>& sink) 
 }
 
 void EventLog::flush_thread_counters() {
-  Slot* slot = thread_slot(t_thread_block);
+  Slot* slot = thread_slot(this_thread_block());
   if (slot == nullptr) return;
   CounterTable* table = slot->counters.load(std::memory_order_acquire);
   if (table == nullptr) return;

@@ -19,6 +19,8 @@
 
 namespace castscope {
 
+struct CastMemo;  // context/cast_cache_observer.cc
+
 struct ThreadBlock {
   // EventLog: the thread's ring, the log it belongs to (0: none yet) and
   // castscope's id of the thread (0: not given yet).
@@ -31,11 +33,25 @@ struct ThreadBlock {
   int trace_recording_depth = 0;
   // dispatch: records built now are a compile-time duplicate's, not logged.
   bool unlogged = false;
+  // context/cast_cache_observer.h: the casts this thread saw the cast cache
+  // return (made at its first, freed at thread exit by an owner touched only
+  // then; `cast_memo_gone` once freed, so none is made again).
+  bool cast_memo_gone = false;
+  CastMemo* cast_memo = nullptr;
 };
 
 extern thread_local constinit ThreadBlock t_thread_block;
 
 // The calling thread's block: one TLS lookup; keep the reference for the op.
-inline ThreadBlock& this_thread_block() { return t_thread_block; }
+// The address goes through an empty asm so that GCC cannot see it is
+// &t_thread_block: knowing that every caller passes the block, its
+// interprocedural constant propagation made clones of the callees (count_op,
+// count_op_casts) that looked the block up again themselves, one
+// __tls_get_addr each (docs/performance.md, "fourteenth pass").
+inline ThreadBlock& this_thread_block() {
+  ThreadBlock* block = &t_thread_block;
+  asm("" : "+r"(block));
+  return *block;
+}
 
 }  // namespace castscope
