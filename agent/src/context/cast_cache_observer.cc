@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace castscope {
 namespace {
@@ -41,18 +42,30 @@ struct CastMemo {
 namespace {
 
 // Frees the thread's memo at thread exit (its weak references with it).
-// Touched only when the memo is made, so the look-ups need no guard.
+// Touched only when the memo is made, so the look-ups need no guard; `arm`
+// only touches it, which constructs it and registers its destructor.
 struct CastMemoOwner {
   bool armed = false;
   void arm() { armed = true; }
   ~CastMemoOwner() {
     ThreadBlock& thread = this_thread_block();
-    delete thread.cast_memo;
-    thread.cast_memo = nullptr;
+    // Unnamed before it is freed: a weak reference's release that came back
+    // into castscope would find no memo, not one being destroyed.
+    CastMemo* memo = std::exchange(thread.cast_memo, nullptr);
     thread.cast_memo_gone = true;  // a cast seen by a later destructor goes through the lock
+    delete memo;
   }
 };
 thread_local CastMemoOwner t_cast_memo_owner;
+
+// Makes the thread's memo if it has none (and is not exiting): before the
+// observer's lock is taken, so that neither the allocation nor registering
+// the owner's destructor (which takes glibc's loader lock) runs under it.
+void ensure_memo(ThreadBlock& thread) {
+  if (thread.cast_memo != nullptr || thread.cast_memo_gone) return;
+  t_cast_memo_owner.arm();
+  thread.cast_memo = new CastMemo();
+}
 
 SeenCast& seen_cast_of(CastMemo& memo, const c10::TensorImpl* source) {
   const auto address = reinterpret_cast<uintptr_t>(source);
@@ -90,17 +103,13 @@ void CastCacheObserver::set_sample_every_misses(uint64_t misses) {
   casts_since_sample_.store(0, std::memory_order_relaxed);
 }
 
-bool CastCacheObserver::knows_cast(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result) const {
+bool CastCacheObserver::knows_cast(const ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result) const {
   return seen_cast(thread, source, result, generation_.load(std::memory_order_relaxed)) != nullptr;
 }
 
 void CastCacheObserver::remember(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
                                  int64_t version_at_cast) const {
-  if (thread.cast_memo == nullptr) {
-    if (thread.cast_memo_gone) return;  // thread exit: the lock answers from here on
-    t_cast_memo_owner.arm();            // its destructor frees the memo at thread exit
-    thread.cast_memo = new CastMemo();
-  }
+  if (thread.cast_memo == nullptr) return;  // none (ensure_memo): thread exit, the lock answers from here on
   SeenCast& seen = seen_cast_of(*thread.cast_memo, source.unsafeGetTensorImpl());
   seen.source = source.unsafeGetTensorImpl();
   seen.cast = result.unsafeGetTensorImpl();
@@ -121,6 +130,7 @@ CastCacheObserver::Observation CastCacheObserver::observe(ThreadBlock& thread, c
     casts_since_sample_.fetch_add(1, std::memory_order_relaxed);
     return out;
   }
+  ensure_memo(thread);
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t casts_since_sample = casts_since_sample_.fetch_add(1, std::memory_order_relaxed) + 1;
   const c10::TensorImpl* key = source.unsafeGetTensorImpl();

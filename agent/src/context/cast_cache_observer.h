@@ -96,7 +96,7 @@ class CastCacheObserver {
   // Lock-free.
   // `thread`: the calling thread's block (this_thread_block()), which holds
   // the memo; a kernel passes the one it looked up for the op.
-  bool knows_cast(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result) const;
+  bool knows_cast(const ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result) const;
   bool knows_cast(const at::Tensor& source, const at::Tensor& result) const {
     return knows_cast(this_thread_block(), source, result);
   }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -149,6 +150,40 @@ TEST(CastCacheObserver, AThreadsMemoIsFreedWhenTheThreadExits) {
   }).join();
   EXPECT_EQ(weak_refs(), held_here);
   EXPECT_TRUE(observer.knows_cast(weight.source, weight.cast));  // this thread's memo is its own
+}
+
+// A cast seen by a thread-local destructor that runs after the memo was
+// freed (thread exit) is answered through the lock, and makes no new memo.
+struct ObservesAtThreadExit {
+  static inline CastCacheObserver* observer = nullptr;
+  static inline const Cached* weight = nullptr;
+  static inline std::atomic<int> hits{0};
+  static inline std::atomic<bool> memo_made{false};
+  bool armed = false;
+  ~ObservesAtThreadExit() {
+    if (observer->observe(weight->source, weight->cast).outcome == CacheOutcome::kHit) ++hits;
+    if (observer->knows_cast(weight->source, weight->cast)) ++hits;  // must not: no memo now
+    memo_made = this_thread_block().cast_memo != nullptr;
+  }
+};
+
+TEST(CastCacheObserver, ACastSeenAfterTheMemoWasFreedGoesThroughTheLock) {
+  CastCacheObserver observer;
+  Cached weight;
+  (void)observer.observe(weight.source, weight.cast);
+  ObservesAtThreadExit::observer = &observer;
+  ObservesAtThreadExit::weight = &weight;
+  std::thread([&] {
+    // Made first, so destroyed after the memo's owner (thread-locals are
+    // destroyed in the reverse order of their construction).
+    static thread_local ObservesAtThreadExit late;
+    late.armed = true;
+    EXPECT_EQ(observer.observe(weight.source, weight.cast).outcome, CacheOutcome::kHit);  // makes the memo
+    EXPECT_NE(this_thread_block().cast_memo, nullptr);
+  }).join();
+  EXPECT_EQ(ObservesAtThreadExit::hits.load(), 1);  // the hit, through the lock; knows_cast false
+  EXPECT_FALSE(ObservesAtThreadExit::memo_made.load());
+  EXPECT_EQ(observer.sample().cache_hits, 2u);
 }
 
 // Threads serving the same weights while another samples: every hit is

@@ -512,8 +512,7 @@ class KernelCore {
   [[gnu::always_inline]] bool describe_cast(ThreadBlock& thread, Record& r, CacheOutcome& cache,
                                             const Record& op_record, const at::Tensor& t, c10::ScalarType target,
                                             size_t arg_index, int list_index, std::optional<CastOutcome> forced,
-                                            Role role,
-                                            const at::Tensor* cached_result, uint64_t reserved_seq,
+                                            Role role, const at::Tensor* cached_result, uint64_t reserved_seq,
                                             int64_t source_version) {
     const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
     fill_cast_record(r, runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq,

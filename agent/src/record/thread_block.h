@@ -9,8 +9,9 @@
 // per op and passes the reference down.
 //
 // Only the owning thread reads or writes its block. The ring it names is
-// given back at thread exit by EventLog's own thread-local handle (which has
-// the destructor this block must not have).
+// given back at thread exit by EventLog's own thread-local handle, and the
+// cast cache's memo freed by the observer's owner (they have the destructors
+// this block must not have).
 #pragma once
 
 #include <cstdint>
