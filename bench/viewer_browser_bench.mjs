@@ -27,7 +27,7 @@
 //   node bench/viewer_browser_bench.mjs [--events 10000000] [--steps 60] [--opens 3]
 //        [--live-seconds 20] [--rate 30000] [--ingest-events 6000000] [--ingest-repeats 3]
 //        [--skip-scale] [--skip-live] [--skip-ingest] [--keep DIR] [--db STORE]
-//        [--ingest-store-dir DIR] [--ui-dist DIR] [--collector BINARY] [--window-webui]
+//        [--ingest-store-dir DIR] [--ui-dist DIR] [--collector BINARY] [--window-webui] [--tabs]
 //
 // --keep DIR keeps the stores and logs in DIR; --db STORE opens the run "train"
 // of an earlier fill instead of filling a new store. --ingest-store-dir puts
@@ -35,7 +35,12 @@
 // spread from run to run hides the browser's share); --ui-dist serves another
 // build of the page and --collector runs another build's collector (old and
 // new in one sitting). --window-webui keeps Chromium's per-window omnibox WebUI
-// (see WINDOW_WEBUI_FEATURES), which runs before 2026-11-27 included.
+// (see WINDOW_WEBUI_FEATURES), which runs before 2026-11-27 included. --tabs
+// opens the ingest's two pages as tabs of one browser context (one window, as
+// a person opens a second tab) instead of a context each (a window each). Not
+// the same load: the first tab goes to the background when the second opens
+// and paints about a third as often (its "paints" in the output), so the
+// default, a context each, is what "two pages following" measures.
 //
 // Needs build/ (castscope-collector, castscope_ingest_bench), .venv (castscope
 // run, torch) and ui/dist (cd ui && npm run build). Not run by scripts/test.sh.
@@ -85,6 +90,7 @@ function parseArgs(argv) {
     else if (a === "--keep") args.keep = value();
     else if (a === "--db") args.db = value();
     else if (a === "--window-webui") WINDOW_WEBUI = true;
+    else if (a === "--tabs") TABS = true;
     else throw new Error(`unknown argument ${a}`);
   }
   return args;
@@ -155,6 +161,7 @@ async function startCollector(subcommand, db, dir) {
 // once per window, not per page. Off unless --window-webui.
 const WINDOW_WEBUI_FEATURES = ["WebUIOmniboxPopup", "WebUIOmniboxFullPopup", "WebUIOmniboxAimPopup", "PreloadTopChromeWebUI"];
 let WINDOW_WEBUI = false;
+let TABS = false; // --tabs: the ingest's pages in one context
 
 /** The --disable-features argument of the browser process Playwright started below us, or null. */
 function browserDisableFeaturesArg() {
@@ -584,6 +591,7 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
   const db = path.join(storeDir, `ingest-${index}-${pages}.db`);
   const serve = await startCollector("serve", db, dir);
   const contexts = [];
+  const opened = []; // the pages, in the order opened
   try {
     const out = [];
     const bench = spawn(INGEST_BENCH, ["--collector", serve.address, "fill", "--prebuild", "--events", String(events), "--agents", "2", "--run", "ingest"], { stdio: ["ignore", "pipe", "inherit"] });
@@ -595,9 +603,9 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
       const run = runs.find((r) => r.agents.some((a) => a.casts > 0));
       if (run) {
         for (let i = 0; i < pages; i++) {
-          const context = await browser.newContext({ viewport: VIEWPORT });
-          contexts.push(context);
-          const page = await context.newPage();
+          if (!TABS || contexts.length === 0) contexts.push(await browser.newContext({ viewport: VIEWPORT }));
+          const page = await contexts[contexts.length - 1].newPage();
+          opened.push(page);
           await page.goto(`${serve.url}#/run/${encodeURIComponent(run.run_id)}/timeline`);
         }
         break;
@@ -606,8 +614,8 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
     }
     // Following from both pages' first paint: the browser's CPU from there to
     // the run's end (null when the run ended first).
-    for (const c of contexts) await c.pages()[0].waitForFunction(() => window.__castscopeStats?.paints > 0, null, { timeout: 60_000 }).catch(() => {});
-    const measured = pages > 0 && contexts.length === pages && bench.exitCode === null;
+    for (const p of opened) await p.waitForFunction(() => window.__castscopeStats?.paints > 0, null, { timeout: 60_000 }).catch(() => {});
+    const measured = pages > 0 && opened.length === pages && bench.exitCode === null;
     const notBrowser = new Set([serve.proc.pid, bench.pid]);
     const cpuFrom = browserCpuByPid();
     const browserThreadsFrom = browserThreadCpu(cpuFrom, notBrowser);
@@ -645,7 +653,7 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
     const browserCpu = measured ? browserCpuBetween(cpuFrom, cpuTo, notBrowser) / ((Date.now() - following) / 1000) : null;
     const browserThreads = measured ? threadCpuBetween(browserThreadsFrom, browserThreadCpu(cpuTo, notBrowser), (Date.now() - following) / 1000) : "";
     const stats = [];
-    for (const c of contexts) stats.push(await c.pages()[0].evaluate(() => ({ live: window.__castscopeStats.liveBatches, fetches: window.__castscopeStats.fetches, paints: window.__castscopeStats.paints })));
+    for (const p of opened) stats.push(await p.evaluate(() => ({ live: window.__castscopeStats.liveBatches, fetches: window.__castscopeStats.fetches, paints: window.__castscopeStats.paints })));
     const text = out.join("");
     const rate = Number(/([0-9.]+) events\/s/.exec(text)?.[1]);
     const storedAll = Number(/ (\d+) events stored/.exec(text)?.[1]);
@@ -667,7 +675,7 @@ async function benchIngest(args, dir) {
   const steadyRates = { 0: [], 2: [] };
   const storeDir = args.ingestStoreDir ? fs.mkdtempSync(path.join(args.ingestStoreDir, "castscope-ingest-")) : dir;
   try {
-    console.log(`ingest: castscope_ingest_bench fill --prebuild, ${(args.ingestEvents / 1e6).toFixed(1)} M events of 2 ranks into a fresh store, no page / two pages following the run, alternated ${args.ingestRepeats}x`);
+    console.log(`ingest: castscope_ingest_bench fill --prebuild, ${(args.ingestEvents / 1e6).toFixed(1)} M events of 2 ranks into a fresh store, no page / two pages following the run (${TABS ? "tabs of one context" : "a context each"}), alternated ${args.ingestRepeats}x`);
     for (let r = 0; r < args.ingestRepeats; r++) {
       for (const pages of [0, 2]) {
         const { rate, steadyRate, stats, browserCpu, browserRunCpu, collectorCpu, browserThreads } = await ingestOnce(browser, dir, storeDir, args.keep !== null, args.ingestEvents, pages, r);
