@@ -35,8 +35,9 @@ struct ThreadBlock {
   // dispatch: records built now are a compile-time duplicate's, not logged.
   bool unlogged = false;
   // context/cast_cache_observer.h: the casts this thread saw the cast cache
-  // return (made at its first, freed at thread exit by an owner touched only
-  // then; `cast_memo_gone` once freed, so none is made again).
+  // return. Made at the thread's first cacheable cast the memo did not know,
+  // freed at thread exit by an owner touched only then; `cast_memo_gone`
+  // once freed, so that none is made again.
   bool cast_memo_gone = false;
   CastMemo* cast_memo = nullptr;
 };
