@@ -12,6 +12,7 @@ import { clearNotice } from "./notice";
 import { fleetHash, hashFor, parseHash, replaceHash, type Route } from "./router";
 import { FleetView } from "./views/fleet";
 import { FleetJobView } from "./views/fleet-job";
+import { LiveRunView } from "./views/live-run";
 import { RunPage } from "./views/run";
 import { RunsView } from "./views/runs";
 import { SitesView } from "./views/sites";
@@ -82,6 +83,7 @@ function route(): void {
   else if (r.view === "fleet-job" && r.job !== null) view = new FleetJobView(r.job, r.params.get("kind") ?? "");
   else if (r.view === "timeline" && r.run) view = new RunPage(r.run, r.params);
   else if (r.view === "sites" && r.run) view = new SitesView(r.run, r.params.get("q") ?? "");
+  else if (r.view === "live") view = new LiveRunView();
   else view = new RunsView();
   current = { view, key };
   document.getElementById("app")?.replaceChildren(view.el);

@@ -1,9 +1,10 @@
 // The page's state lives in the URL hash: #/runs, #/run/<id>/timeline?t0=&t1=,
-// #/run/<id>/sites?q=; on the fleet page (castscope-collector fleet view)
+// #/run/<id>/sites?q=, #/live (the newest live run's timeline, once there is
+// one); on the fleet page (castscope-collector fleet view)
 // #/fleet?since=&kind= and #/fleet/job/<id>. Views read it and write it back
 // with replaceState.
 
-export type ViewName = "runs" | "timeline" | "sites" | "fleet" | "fleet-job";
+export type ViewName = "runs" | "live" | "timeline" | "sites" | "fleet" | "fleet-job";
 
 export interface Route {
   view: ViewName;
@@ -30,6 +31,7 @@ export function parseHash(hash: string): Route {
     const view = parts[2] === "sites" ? "sites" : "timeline";
     return { view, run: decode(parts[1]), job: null, params };
   }
+  if (parts[0] === "live") return { view: "live", run: null, job: null, params };
   if (parts[0] === "fleet") {
     if (parts[1] === "job" && parts.length >= 3) return { view: "fleet-job", run: null, job: decode(parts[2]), params };
     return { view: "fleet", run: null, job: null, params };

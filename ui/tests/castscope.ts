@@ -162,23 +162,34 @@ export async function runJob(job: string, out = tempDir(path.basename(job, ".py"
     return { ...(await startCastscope(args)), out };
   }
   console.warn(`castscope run cannot serve ${UI_DIST} (it has no --ui-dir and ${REPO}/ui/dist is missing or another UI): using castscope serve --ui-dir and run --collector`);
-  const ready = path.join(out, "collector.addr");
-  const daemon = await startCastscope(["serve", "--db", path.join(out, "castscope.db"), "--listen", "127.0.0.1:0", "--ready-file", ready, "--ui-dir", UI_DIST]);
-  for (let i = 0; i < 100 && !fs.existsSync(ready); i++) await new Promise((r) => setTimeout(r, 100));
-  const address = fs.readFileSync(ready, "utf8").trim();
-  const job_ = spawn(CASTSCOPE, ["run", "--collector", address, "--out", path.join(out, "job"), ...runFlags, "--", PYTHON, path.join(JOBS, job)], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], detached: true });
-  let jobOut = "";
-  job_.stdout!.on("data", (b: Buffer) => (jobOut += b.toString()));
-  job_.stderr!.on("data", (b: Buffer) => (jobOut += b.toString()));
+  const daemon = await serveStore(out);
+  const job_ = jobAgainst(daemon.address, job, path.join(out, "job"), runFlags);
   return {
     ...daemon,
     out,
-    output: () => `${daemon.output()}\n--- job ---\n${jobOut}`,
+    output: () => `${daemon.output()}\n--- job ---\n${job_.output()}`,
     stop: async () => {
-      await stopProcess(job_);
+      await job_.stop();
       await daemon.stop();
     },
   };
+}
+
+/** `castscope serve` on a new store in OUT (its viewer this checkout's UI), and the gRPC address agents reach it at. */
+export async function serveStore(out: string): Promise<Server & { address: string }> {
+  const ready = path.join(out, "collector.addr");
+  const daemon = await startCastscope(["serve", "--db", path.join(out, "castscope.db"), "--listen", "127.0.0.1:0", "--ready-file", ready, "--ui-dir", UI_DIST]);
+  for (let i = 0; i < 100 && !fs.existsSync(ready); i++) await new Promise((r) => setTimeout(r, 100));
+  return { ...daemon, address: fs.readFileSync(ready, "utf8").trim() };
+}
+
+/** `castscope run --collector ADDRESS --out OUT -- python JOB`, started (not awaited): its output and a stop. */
+export function jobAgainst(address: string, job: string, out: string, runFlags: string[] = []): { output(): string; stop(): Promise<void> } {
+  const proc = spawn(CASTSCOPE, ["run", "--collector", address, "--out", out, ...runFlags, "--", PYTHON, path.join(JOBS, job)], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  let text = "";
+  proc.stdout!.on("data", (b: Buffer) => (text += b.toString()));
+  proc.stderr!.on("data", (b: Buffer) => (text += b.toString()));
+  return { output: () => text, stop: () => stopProcess(proc) };
 }
 
 /** `castscope view DIR|DB`. */

@@ -2,11 +2,14 @@
 // about 15 s) and draws its casts as the batches arrive.
 
 import { expect, test } from "@playwright/test";
-import { apiGet, runJob, type Server, visibleCasts, waitForRun, watchPage } from "./castscope";
+import { apiGet, jobAgainst, runJob, type Server, serveStore, tempDir, visibleCasts, waitForRun, watchPage } from "./castscope";
 
 let server: Server | undefined;
+let job: { output(): string; stop(): Promise<void> } | undefined;
 
 test.afterEach(async () => {
+  await job?.stop();
+  job = undefined;
   await server?.stop();
   server = undefined;
 });
@@ -54,5 +57,27 @@ test("casts arrive on the timeline while the job trains", async ({ page }) => {
 
   // When the job ends the page says so and stops following the feed.
   await expect(page.locator("#conn")).toHaveText("finished", { timeout: 90_000 });
+  await watch.check();
+});
+
+test("a page opened at #/live before the job starts opens its timeline and follows it", async ({ page }) => {
+  const watch = await watchPage(page);
+  const out = tempDir("live-wait");
+  const serve = await serveStore(out);
+  server = serve;
+  await page.goto(`${serve.url}#/live`);
+  await expect(page.locator("h1")).toHaveText("Waiting for a live run");
+  await expect(page.locator(".live-wait-status")).toHaveText("No runs in this store yet.");
+  const historyBefore = await page.evaluate(() => history.length);
+
+  job = jobAgainst(serve.address, "slow_train.py", `${out}/job`);
+  // The page moves to the run's timeline by itself, replacing #/live in the history.
+  await expect(page).toHaveURL(/#\/run\/[^/]+\/timeline$/, { timeout: 120_000 });
+  const run = await waitForRun(serve, { minCasts: 1, timeoutMs: 60_000 });
+  expect(page.url()).toContain(`#/run/${encodeURIComponent(run.run_id)}/timeline`);
+  await expect(page.locator("#follow")).toBeChecked();
+  await expect(page.locator("#conn")).toHaveText("● live");
+  await expect.poll(async () => (await visibleCasts(page)).length, { timeout: 30_000, message: `no casts drawn; job output:\n${job.output()}` }).toBeGreaterThan(0);
+  expect(await page.evaluate(() => history.length)).toBe(historyBefore);
   await watch.check();
 });
