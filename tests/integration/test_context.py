@@ -73,6 +73,35 @@ def test_activation_role(tmp_path):
     assert inputs[1]["outcome"] == "CAST_OUTCOME_ALREADY_TARGET"  # relu kept bf16
 
 
+def test_roles_match_autograd_for_views_and_detached_tensors(tmp_path):
+    """A cast's role is what torch's requires_grad and is_leaf say of its
+    source (castscope reads the autograd meta itself): views of a weight made
+    with and without grad, a detached copy, a detached copy made to need
+    grad, an activation and a plain input."""
+    w = torch.randn(8, 8, requires_grad=True)
+    with torch.no_grad():
+        view_without_grad = w.view(8, 8)
+    sources = {
+        "input": torch.randn(8, 8),
+        "weight": w,
+        "view_of_weight": w.t(),
+        "view_without_grad": view_without_grad,
+        "detached": w.detach(),
+        "detached_needing_grad": w.detach().clone().requires_grad_(),
+        "activation": w * 2,
+    }
+    expected = {name: "ROLE_INPUT" if not t.requires_grad else ("ROLE_WEIGHT" if t.is_leaf else "ROLE_ACTIVATION")
+                for name, t in sources.items()}
+    assert set(expected.values()) == {"ROLE_INPUT", "ROLE_WEIGHT", "ROLE_ACTIVATION"}
+    x = torch.randn(4, 8)
+    with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            for t in sources.values():
+                torch.mm(x, t)
+        seen = [c["role"] for c in casts_of(agent, "aten::mm", "mat2")]
+    assert seen == list(expected.values()), (list(expected), seen)
+
+
 def test_whole_loop_in_one_region_gives_stale_hits(tmp_path):
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 8)

@@ -25,9 +25,16 @@ struct SeenCast {
   uint64_t generation = 0;
   std::optional<c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>> hold;
 };
-// Direct-mapped by source: a model's weights (two casts per layer, usually)
-// share 64 slots; a collision only sends a hit through the lock.
-constexpr size_t kSeenCasts = 64;
+// Two-way set associative by source, 32 sets: a model's weights (two casts
+// per layer, usually) share 64 slots. Direct-mapped, the two sources of one
+// linear or conv (weight and bias) fell on one slot in some processes,
+// depending on where the heap put them, and then each evicted the other on
+// every op, which sent both casts through the lock (~200 more instructions
+// per linear; docs/performance.md, "fifteenth pass"). The source seen last
+// is the first of its set (a hit in the second way swaps them), so a third
+// source in a set evicts the one seen least recently.
+constexpr size_t kSeenCastSets = 32;
+using SeenCastSet = std::array<SeenCast, 2>;
 
 }  // namespace
 
@@ -36,7 +43,7 @@ constexpr size_t kSeenCasts = 64;
 // destructor cost three __tls_get_addr calls per look-up, its guard's
 // included (docs/performance.md, "fourteenth pass").
 struct CastMemo {
-  std::array<SeenCast, kSeenCasts> casts;
+  std::array<SeenCastSet, kSeenCastSets> sets;
 };
 
 namespace {
@@ -67,9 +74,9 @@ void ensure_memo(ThreadBlock& thread) {
   thread.cast_memo = new CastMemo();
 }
 
-SeenCast& seen_cast_of(CastMemo& memo, const c10::TensorImpl* source) {
+SeenCastSet& seen_cast_set(CastMemo& memo, const c10::TensorImpl* source) {
   const auto address = reinterpret_cast<uintptr_t>(source);
-  return memo.casts[((address >> 4) ^ (address >> 10)) & (kSeenCasts - 1)];
+  return memo.sets[((address >> 4) ^ (address >> 10)) & (kSeenCastSets - 1)];
 }
 
 // The thread's memo of `result` as the cast of `source` the observer of
@@ -78,9 +85,26 @@ const SeenCast* seen_cast(const ThreadBlock& thread, const at::Tensor& source, c
                           uint64_t generation) {
   if (thread.cast_memo == nullptr) return nullptr;
   const c10::TensorImpl* key = source.unsafeGetTensorImpl();
-  const SeenCast& seen = seen_cast_of(*thread.cast_memo, key);
-  return seen.source == key && seen.cast == result.unsafeGetTensorImpl() && seen.generation == generation ? &seen
-                                                                                                         : nullptr;
+  for (const SeenCast& seen : seen_cast_set(*thread.cast_memo, key))
+    if (seen.source == key) {
+      return seen.cast == result.unsafeGetTensorImpl() && seen.generation == generation ? &seen : nullptr;
+    }
+  return nullptr;
+}
+
+// `source`, just seen, first in its set (it is in the set).
+void seen_last(CastMemo& memo, const c10::TensorImpl* source) {
+  SeenCastSet& set = seen_cast_set(memo, source);
+  if (set[1].source == source) [[unlikely]] std::swap(set[0], set[1]);
+}
+
+// The slot `source`'s cast is remembered in: its own, first in its set, else
+// the first, the set's other source moved second and the one seen least
+// recently given up.
+SeenCast& slot_for(CastMemo& memo, const c10::TensorImpl* source) {
+  SeenCastSet& set = seen_cast_set(memo, source);
+  if (set[0].source != source) std::swap(set[0], set[1]);
+  return set[0];
 }
 
 }  // namespace
@@ -110,7 +134,7 @@ bool CastCacheObserver::knows_cast(const ThreadBlock& thread, const at::Tensor& 
 void CastCacheObserver::remember(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
                                  int64_t version_at_cast) const {
   if (thread.cast_memo == nullptr) return;  // none (ensure_memo): thread exit, the lock answers from here on
-  SeenCast& seen = seen_cast_of(*thread.cast_memo, source.unsafeGetTensorImpl());
+  SeenCast& seen = slot_for(*thread.cast_memo, source.unsafeGetTensorImpl());
   seen.source = source.unsafeGetTensorImpl();
   seen.cast = result.unsafeGetTensorImpl();
   seen.version_at_cast = version_at_cast;
@@ -126,6 +150,7 @@ CastCacheObserver::Observation CastCacheObserver::observe(ThreadBlock& thread, c
     // The entry as the memo copied it (the file comment says why it is unchanged).
     out.cached_version = seen->version_at_cast;
     out.outcome = out.cached_version == out.source_version ? CacheOutcome::kHit : CacheOutcome::kStaleHit;
+    seen_last(*thread.cast_memo, source.unsafeGetTensorImpl());  // `seen` may move
     hits_.fetch_add(1, std::memory_order_relaxed);
     casts_since_sample_.fetch_add(1, std::memory_order_relaxed);
     return out;

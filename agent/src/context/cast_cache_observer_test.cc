@@ -131,6 +131,29 @@ TEST(CastCacheObserver, HitsTheThreadSawAreAnsweredAsTheEntryWould) {
   EXPECT_EQ(observer.observe(weight.source, recast).outcome, CacheOutcome::kMiss);
 }
 
+// An op's two cacheable sources (a linear's weight and bias) are both
+// answered by the thread's memo whatever addresses the heap gave them: any
+// two sources seen one after the other are both known. Among 65 sources
+// some two shared a slot of the 64 direct-mapped ones (pigeonhole), and the
+// second evicted the first; in sets of two kept in the order seen, neither
+// is given up.
+TEST(CastCacheObserver, TheMemoKnowsAnyTwoSourcesSeenOneAfterTheOther) {
+  CastCacheObserver observer;
+  std::vector<Cached> weights(65);
+  for (const Cached& w : weights) observer.observe(w.source, w.cast);
+  size_t forgotten_pairs = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    for (size_t j = i + 1; j < weights.size(); ++j) {
+      observer.observe(weights[i].source, weights[i].cast);
+      observer.observe(weights[j].source, weights[j].cast);
+      if (!observer.knows_cast(weights[i].source, weights[i].cast) ||
+          !observer.knows_cast(weights[j].source, weights[j].cast))
+        ++forgotten_pairs;
+    }
+  }
+  EXPECT_EQ(forgotten_pairs, 0u);
+}
+
 // A thread's memo (in its ThreadBlock) holds a weak reference to each cast it
 // saw, and lets go of them when the thread exits: the casts' TensorImpls are
 // not kept by threads that are gone. A thread made a memo only at its first

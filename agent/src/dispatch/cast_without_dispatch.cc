@@ -68,10 +68,11 @@ void read_to_dtype_kernels() {
   g_to_dtype_is_composite.store(op && to_dtype_is_composite(*op), std::memory_order_release);
 }
 
-bool thread_sees_no_cast_ops() {
-  return g_to_dtype_is_composite.load(std::memory_order_acquire) &&
-         c10::impl::tls_local_dispatch_key_set().included_ == c10::default_included_set;
+bool thread_sees_no_cast_ops(c10::DispatchKeySet included) {
+  return g_to_dtype_is_composite.load(std::memory_order_acquire) && included == c10::default_included_set;
 }
+
+bool thread_sees_no_cast_ops() { return thread_sees_no_cast_ops(c10::impl::tls_local_dispatch_key_set().included_); }
 
 at::Tensor cast_without_dispatch(const at::Tensor& t, c10::ScalarType target) {
   // The draw aten::to's dispatch takes (Dispatcher::call): one per cast, so a

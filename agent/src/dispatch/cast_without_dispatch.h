@@ -40,6 +40,8 @@ inline bool plain_tensor(const at::Tensor& t) {
 // the Python dispatcher each include theirs while on; so does inference mode,
 // by removing one). Asked once per op.
 bool thread_sees_no_cast_ops();
+// The same from the thread's included dispatch keys, read by the caller for the op.
+bool thread_sees_no_cast_ops(c10::DispatchKeySet included);
 
 // t.to(target) for a plain tensor of another dtype that the cast cache would
 // not keep, on a thread that sees no cast ops: the RecordFunction draw

@@ -21,6 +21,7 @@
 #include <ATen/core/op_registration/infer_schema.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
 #include <array>
@@ -69,10 +70,14 @@ ArgKind classify_arg(const c10::Argument& arg) {
 }
 
 Role role_of(const at::Tensor& t) {
-  // A tensor that does not require grad is a leaf by autograd's convention;
-  // asking requires_grad first spares is_leaf's call through autograd's hooks.
-  if (!t.requires_grad()) return Role::kInput;
-  return t.is_leaf() ? Role::kWeight : Role::kActivation;
+  // What requires_grad() and is_leaf() read, from one read of the tensor's
+  // autograd meta: requires_grad is the meta's (virtual: a view's asks its
+  // base), and torch::autograd::VariableHooks::is_leaf is "no meta, or no
+  // grad_fn_". Through the getters a weight cost ~45 more instructions
+  // (is_leaf goes through autograd's hooks and looks the meta up twice).
+  const auto* meta = static_cast<const torch::autograd::AutogradMeta*>(t.unsafeGetTensorImpl()->autograd_meta());
+  if (meta == nullptr || !meta->requires_grad()) return Role::kInput;
+  return meta->grad_fn_ == nullptr ? Role::kWeight : Role::kActivation;
 }
 
 // new_cast_record's record written into `r`, zeroed here first: the kernels
@@ -229,10 +234,12 @@ class KernelCore {
   // nothing: recording is off, it is a compile-time duplicate (then
   // `compile_duplicate`), or describing it failed (counted). `region_dtype`:
   // the region's lower-precision dtype, read once by the caller. When it
-  // records, the op's seq is taken with `casts` more for its casts (`seqs`).
+  // records, the op's seq is taken with `casts` more for its casts (`seqs`),
+  // and `included` is the thread's included dispatch keys, read for the
+  // context (thread_sees_no_cast_ops asks them again otherwise).
   template <class InputDtypes>
   bool start_op_record(ThreadBlock& thread, Record& op_record, bool& compile_duplicate, c10::ScalarType region_dtype,
-                       InputDtypes&& input_dtypes, uint64_t casts, CastSeqs& seqs) {
+                       InputDtypes&& input_dtypes, uint64_t casts, CastSeqs& seqs, c10::DispatchKeySet& included) {
     if (!g_record_events.load(std::memory_order_relaxed)) [[unlikely]] return false;
     try {
       // The seq last, once the op is known to record (a duplicate takes none).
@@ -242,6 +249,7 @@ class KernelCore {
       op_record.device = device_.kind;
       // The thread's dispatch keys, read once for the context and the record.
       const c10::impl::LocalDispatchKeySet keys = thread_dispatch_keys();
+      included = keys.included_;
       describe_op_context(op_record.op, region_dtype, current_op_context(runtime_.locations, keys), keys);
       const bool compiling = op_record.op.mode == ExecutionMode::kCompiling;
       // Aggregate mode's op records only fold into counters, whose keys hold
@@ -582,8 +590,9 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
     // Read once (a call into libtorch): the record's autocast dtype and the casts' target.
     const c10::ScalarType region_dtype = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
     CastSeqs seqs;  // none reserved: the boxed kernel's casts take theirs one at a time
+    c10::DispatchKeySet included;  // not kept: cast_all asks thread_sees_no_cast_ops() itself
     const bool record = start_op_record(thread, op_record, compile_duplicate, region_dtype,
-                                        [&](DType* out) { return input_dtypes(stack, out); }, 0, seqs);
+                                        [&](DType* out) { return input_dtypes(stack, out); }, 0, seqs, included);
     const OpScope scope(thread, device_, record, compile_duplicate, op_record);
     std::vector<at::Tensor> checked_inputs;
     try {
@@ -813,6 +822,7 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
     uint64_t casts = 0;
     (count_tensor(args, casts), ...);
     CastSeqs seqs;
+    c10::DispatchKeySet included;  // the thread's, read by start_op_record when it records
     const bool record = start_op_record(
         thread, op_record, compile_duplicate, region_dtype,
         [&](DType* out) {
@@ -820,12 +830,13 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
           (add_input_dtype(args, out, n), ...);
           return n;
         },
-        casts, seqs);
+        casts, seqs, included);
     const OpScope scope(thread, device_, record, compile_duplicate, op_record);
     Record* const op_record_or_null = record ? &op_record : nullptr;
     Pending pending;
     Pending* const casts_after = records_casts_after(op_record_or_null) ? &pending : nullptr;
-    if (casts_after != nullptr) pending.direct = thread_sees_no_cast_ops();
+    // The included keys are start_op_record's: OpScope changes only the excluded ones.
+    if (casts_after != nullptr) pending.direct = thread_sees_no_cast_ops(included);
     try {
       c10::ScalarType target = at::kFloat;
       if (policy_ == CastPolicy::kLowerPrecisionFp) target = lower_precision(region_dtype);
