@@ -600,7 +600,7 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
   const contexts = [];
   const opened = []; // the pages, in the order opened
   try {
-    const cpuAtOpen = browserCpuByPid(true);
+    let cpuAtOpen = browserCpuByPid(true); // --open-during-run: taken again when the pages open
     const openPage = async (hash) => {
       if (!TABS || contexts.length === 0) contexts.push(await browser.newContext({ viewport: VIEWPORT }));
       const page = await contexts[contexts.length - 1].newPage();
@@ -620,6 +620,7 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
       const { runs } = await serve.get("/api/runs");
       const run = runs.find((r) => r.agents.some((a) => a.casts > 0));
       if (run) {
+        cpuAtOpen = browserCpuByPid(true);
         for (let i = 0; i < pages; i++) await openPage(`#/run/${encodeURIComponent(run.run_id)}/timeline`);
         break;
       }

@@ -75,7 +75,9 @@ def test_activation_role(tmp_path):
 
 def test_roles_match_autograd_for_views_and_detached_tensors(tmp_path):
     """A cast's role is what torch's requires_grad and is_leaf say of its
-    source (castscope reads the autograd meta itself): views of a weight made
+    source (castscope reads the autograd meta itself, as C++'s is_leaf does:
+    the grad_fn stored; Python's regenerates a view's after its base changed
+    in place, which none of these had): views of a weight made
     with and without grad, a detached copy, a detached copy made to need
     grad, an activation and a plain input."""
     w = torch.randn(8, 8, requires_grad=True)

@@ -183,13 +183,29 @@ export async function serveStore(out: string): Promise<Server & { address: strin
   return { ...daemon, address: fs.readFileSync(ready, "utf8").trim() };
 }
 
-/** `castscope run --collector ADDRESS --out OUT -- python JOB`, started (not awaited): its output and a stop. */
-export function jobAgainst(address: string, job: string, out: string, runFlags: string[] = []): { output(): string; stop(): Promise<void> } {
+/**
+ * `castscope run --collector ADDRESS --out OUT -- python JOB`, started (not
+ * awaited): its output, a stop (SIGINT) and a kill (SIGKILL to its whole
+ * process group: the job ends without its last batch, as one killed by the OOM killer).
+ */
+export function jobAgainst(address: string, job: string, out: string, runFlags: string[] = []): { output(): string; stop(): Promise<void>; kill(): Promise<void> } {
   const proc = spawn(CASTSCOPE, ["run", "--collector", address, "--out", out, ...runFlags, "--", PYTHON, path.join(JOBS, job)], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], detached: true });
   let text = "";
   proc.stdout!.on("data", (b: Buffer) => (text += b.toString()));
   proc.stderr!.on("data", (b: Buffer) => (text += b.toString()));
-  return { output: () => text, stop: () => stopProcess(proc) };
+  const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
+  return {
+    output: () => text,
+    stop: () => stopProcess(proc),
+    kill: async () => {
+      try {
+        if (proc.pid) process.kill(-proc.pid, "SIGKILL");
+      } catch {
+        /* the group is gone */
+      }
+      if (proc.exitCode === null && proc.signalCode === null) await exited;
+    },
+  };
 }
 
 /** `castscope view DIR|DB`. */
@@ -207,6 +223,7 @@ export function runToEnd(job: string): string {
 export interface ApiRun {
   run_id: string;
   live: boolean;
+  last_seen_unix_ns: string;
   agents: { agent_id: number; casts: number; finished: boolean }[];
 }
 

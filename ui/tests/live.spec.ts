@@ -2,7 +2,7 @@
 // about 15 s) and draws its casts as the batches arrive.
 
 import { expect, test } from "@playwright/test";
-import { apiGet, jobAgainst, runJob, type Server, serveStore, tempDir, visibleCasts, waitForRun, watchPage } from "./castscope";
+import { type ApiRun, apiGet, jobAgainst, runJob, type Server, serveStore, tempDir, visibleCasts, waitForRun, watchPage } from "./castscope";
 
 let server: Server | undefined;
 let job: { output(): string; stop(): Promise<void> } | undefined;
@@ -60,7 +60,7 @@ test("casts arrive on the timeline while the job trains", async ({ page }) => {
   await watch.check();
 });
 
-test("a page opened at #/live before the job starts opens its timeline and follows it", async ({ page }) => {
+test("a page opened at #/live opens the next job's timeline, and not a killed job's run", async ({ page }) => {
   const watch = await watchPage(page);
   const out = tempDir("live-wait");
   const serve = await serveStore(out);
@@ -70,14 +70,43 @@ test("a page opened at #/live before the job starts opens its timeline and follo
   await expect(page.locator(".live-wait-status")).toHaveText("No runs in this store yet.");
   const historyBefore = await page.evaluate(() => history.length);
 
-  job = jobAgainst(serve.address, "slow_train.py", `${out}/job`);
+  const first = jobAgainst(serve.address, "slow_train.py", `${out}/first`);
+  job = first;
   // The page moves to the run's timeline by itself, replacing #/live in the history.
   await expect(page).toHaveURL(/#\/run\/[^/]+\/timeline$/, { timeout: 120_000 });
   const run = await waitForRun(serve, { minCasts: 1, timeoutMs: 60_000 });
   expect(page.url()).toContain(`#/run/${encodeURIComponent(run.run_id)}/timeline`);
   await expect(page.locator("#follow")).toBeChecked();
   await expect(page.locator("#conn")).toHaveText("● live");
-  await expect.poll(async () => (await visibleCasts(page)).length, { timeout: 30_000, message: `no casts drawn; job output:\n${job.output()}` }).toBeGreaterThan(0);
+  await expect.poll(async () => (await visibleCasts(page)).length, { timeout: 30_000, message: `no casts drawn; job output:\n${first.output()}` }).toBeGreaterThan(0);
   expect(await page.evaluate(() => history.length)).toBe(historyBefore);
+
+  // Killed, the job never sends its last batch: its run stays live in the
+  // store but is seen no more. A page waiting at #/live does not open it.
+  await first.kill();
+  const lastSeen = async () => (await apiGet<{ runs: ApiRun[] }>(serve, "/api/runs")).runs.find((r) => r.run_id === run.run_id);
+  let previous = "";
+  await expect
+    .poll(async () => {
+      const now = (await lastSeen())?.last_seen_unix_ns ?? "";
+      const settled = now === previous;
+      previous = now;
+      return settled;
+    }, { timeout: 30_000, intervals: [2_000] })
+    .toBe(true);
+  expect((await lastSeen())?.live).toBe(true);
+  await page.goto(`${serve.url}#/live`);
+  await expect(page.locator(".live-wait-status")).toContainText("1 run is marked live but sent nothing since this page opened", { timeout: 10_000 });
+  await page.waitForTimeout(2_000);
+  await expect(page.locator("h1")).toHaveText("Waiting for a live run");
+
+  const second = jobAgainst(serve.address, "slow_train.py", `${out}/second`);
+  job = second;
+  await expect(page).toHaveURL(/#\/run\/[^/]+\/timeline$/, { timeout: 120_000 });
+  const { runs } = await apiGet<{ runs: ApiRun[] }>(serve, "/api/runs");
+  const next = runs.find((r) => r.run_id !== run.run_id);
+  expect(next, JSON.stringify(runs)).toBeDefined();
+  expect(page.url()).toContain(`#/run/${encodeURIComponent(next!.run_id)}/timeline`);
+  await expect(page.locator("#conn")).toHaveText("● live");
   await watch.check();
 });

@@ -29,7 +29,7 @@ struct SeenCast {
 // per layer, usually) share 64 slots. Direct-mapped, the two sources of one
 // linear or conv (weight and bias) fell on one slot in some processes,
 // depending on where the heap put them, and then each evicted the other on
-// every op, which sent both casts through the lock (~200 more instructions
+// every op, which sent both casts through the lock (~460 more instructions
 // per linear; docs/performance.md, "fifteenth pass"). The source seen last
 // is the first of its set (a hit in the second way swaps them), so a third
 // source in a set evicts the one seen least recently.

@@ -1,6 +1,7 @@
-// Live (#/live): waits for a live run, then opens the newest one's timeline.
-// Opened before a job starts, the page follows it from its first batch
-// without anyone choosing the run (docs/viewer.md, "Following the next run").
+// Live (#/live): waits for a live run that is receiving events, then opens
+// the newest one's timeline. Opened before a job starts, the page follows it
+// from its first batch without anyone choosing the run (docs/viewer.md,
+// "Following the next run").
 
 import { api, type Run } from "../api";
 import { h } from "../dom";
@@ -11,10 +12,19 @@ import { hashFor } from "../router";
 // casts on screen within half a second of the run's first batch.
 const POLL_MS = 500;
 
-/** The newest live run (by first seen), or null. */
-export function newestLiveRun(runs: Run[]): Run | null {
+/**
+ * The newest live run (by first seen) that is new since `before` (run id ->
+ * last seen, the live runs when the page started waiting) or was seen again
+ * since; null when none. A run whose job was killed stays live in the store
+ * (its agents never sent their last batch) but is never seen again, so the
+ * page does not open it.
+ */
+export function newestReceivingRun(runs: Run[], before: Map<string, string>): Run | null {
   let newest: Run | null = null;
-  for (const r of runs) if (r.live && (newest === null || BigInt(r.first_seen_unix_ns) > BigInt(newest.first_seen_unix_ns))) newest = r;
+  for (const r of runs) {
+    if (!r.live || before.get(r.run_id) === r.last_seen_unix_ns) continue;
+    if (newest === null || BigInt(r.first_seen_unix_ns) > BigInt(newest.first_seen_unix_ns)) newest = r;
+  }
   return newest;
 }
 
@@ -23,6 +33,7 @@ export class LiveRunView {
   private status: HTMLElement;
   private timer = 0;
   private destroyed = false;
+  private before: Map<string, string> | null = null; // newestReceivingRun's, from the first answer
 
   constructor() {
     this.status = h("p", { class: "muted live-wait-status" }, "looking for a live run…");
@@ -30,7 +41,7 @@ export class LiveRunView {
       "section",
       { class: "live-wait page" },
       h("h1", null, "Waiting for a live run"),
-      h("p", { class: "note muted" }, "This page opens the timeline of the newest live run in this store as soon as there is one: start a job under castscope with this collector (castscope run --collector ADDRESS -- python train.py)."),
+      h("p", { class: "note muted" }, "This page opens the timeline of the newest live run in this store as soon as one sends events: start a job under castscope with this collector (castscope run --collector ADDRESS -- python train.py)."),
       this.status,
     );
     void this.poll();
@@ -40,14 +51,25 @@ export class LiveRunView {
     try {
       const { runs } = await api.runs();
       if (this.destroyed) return;
-      const live = newestLiveRun(runs);
-      if (live) {
-        // No history entry: Back leads to where the page was opened from.
-        location.replace(hashFor("timeline", live.run_id));
-        return;
+      // A run already live when the page opened counts once it is seen again (its next batch).
+      if (this.before === null) {
+        this.before = new Map(runs.filter((r) => r.live).map((r) => [r.run_id, r.last_seen_unix_ns]));
+      } else {
+        const run = newestReceivingRun(runs, this.before);
+        if (run) {
+          // No history entry: Back leads to where the page was opened from.
+          location.replace(hashFor("timeline", run.run_id));
+          return;
+        }
       }
+      const silent = runs.filter((r) => r.live).length;
       this.status.className = "muted live-wait-status";
-      this.status.textContent = runs.length === 0 ? "No runs in this store yet." : `No run is live (${runs.length} finished in this store).`;
+      this.status.textContent =
+        runs.length === 0
+          ? "No runs in this store yet."
+          : silent === 0
+            ? `No run is live (${runs.length} finished in this store).`
+            : `${silent} run${silent === 1 ? " is" : "s are"} marked live but sent nothing since this page opened (a job killed before its end stays so); waiting for one that does.`;
     } catch (e) {
       if (this.destroyed) return;
       this.status.className = "error live-wait-status";
