@@ -1,6 +1,6 @@
 // The page's state lives in the URL hash: #/runs, #/run/<id>/timeline?t0=&t1=,
-// #/run/<id>/sites?q=, #/live (the newest live run's timeline, once there is
-// one); on the fleet page (castscope-collector fleet view)
+// #/run/<id>/sites?q=, #/live (waits, then opens the newest live run that
+// sends events); on the fleet page (castscope-collector fleet view)
 // #/fleet?since=&kind= and #/fleet/job/<id>. Views read it and write it back
 // with replaceState.
 
