@@ -31,8 +31,8 @@ struct SeenCast {
 // depending on where the heap put them, and then each evicted the other on
 // every op, which sent both casts through the lock (~460 more instructions
 // per linear; docs/performance.md, "fifteenth pass"). The source seen last
-// is the first of its set (a hit in the second way swaps them), so a third
-// source in a set evicts the one seen least recently.
+// is the first of its set (a look-up that finds it second swaps them), so a
+// third source in a set evicts the one seen least recently.
 constexpr size_t kSeenCastSets = 32;
 using SeenCastSet = std::array<SeenCast, 2>;
 
@@ -80,22 +80,17 @@ SeenCastSet& seen_cast_set(CastMemo& memo, const c10::TensorImpl* source) {
 }
 
 // The thread's memo of `result` as the cast of `source` the observer of
-// `generation` saw, or nullptr: one look-up of the thread's memo.
+// `generation` saw, or nullptr: one look-up of the thread's memo. The
+// source, just seen, is made first in its set.
 const SeenCast* seen_cast(const ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
                           uint64_t generation) {
   if (thread.cast_memo == nullptr) return nullptr;
   const c10::TensorImpl* key = source.unsafeGetTensorImpl();
-  for (const SeenCast& seen : seen_cast_set(*thread.cast_memo, key))
-    if (seen.source == key) {
-      return seen.cast == result.unsafeGetTensorImpl() && seen.generation == generation ? &seen : nullptr;
-    }
-  return nullptr;
-}
-
-// `source`, just seen, first in its set (it is in the set).
-void seen_last(CastMemo& memo, const c10::TensorImpl* source) {
-  SeenCastSet& set = seen_cast_set(memo, source);
-  if (set[1].source == source) [[unlikely]] std::swap(set[0], set[1]);
+  SeenCastSet& set = seen_cast_set(*thread.cast_memo, key);
+  if (set[1].source == key) [[unlikely]] std::swap(set[0], set[1]);
+  const SeenCast& seen = set[0];
+  return seen.source == key && seen.cast == result.unsafeGetTensorImpl() && seen.generation == generation ? &seen
+                                                                                                         : nullptr;
 }
 
 // The slot `source`'s cast is remembered in: its own, first in its set, else
@@ -150,7 +145,6 @@ CastCacheObserver::Observation CastCacheObserver::observe(ThreadBlock& thread, c
     // The entry as the memo copied it (the file comment says why it is unchanged).
     out.cached_version = seen->version_at_cast;
     out.outcome = out.cached_version == out.source_version ? CacheOutcome::kHit : CacheOutcome::kStaleHit;
-    seen_last(*thread.cast_memo, source.unsafeGetTensorImpl());  // `seen` may move
     hits_.fetch_add(1, std::memory_order_relaxed);
     casts_since_sample_.fetch_add(1, std::memory_order_relaxed);
     return out;
