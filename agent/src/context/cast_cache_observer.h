@@ -87,8 +87,14 @@ class CastCacheObserver {
   // (made under torch.inference_mode, such as a module's weights built there)
   // has no version counter and raises when asked: 0, so its casts are
   // observed, and its in-place changes, which autograd cannot see either,
-  // are not.
-  static int64_t version_of(const at::Tensor& source) { return source.is_inference() ? 0 : source._version(); }
+  // are not. Read from the tensor's own counter, which is all that
+  // Tensor::_version() reads, after a call into libtorch and autograd's
+  // VariableHooks (~20 instructions a weight's cast; docs/performance.md,
+  // "sixteenth pass").
+  static int64_t version_of(const at::Tensor& source) {
+    const c10::VariableVersion& version = source.unsafeGetTensorImpl()->version_counter();
+    return version.enabled() ? version.current_version() : 0;
+  }
 
   // Whether `result` is the cast this observer last saw cached_cast return
   // for `source` on this thread (the memo above): then the cache returned a

@@ -15,6 +15,9 @@
 #include "agent/src/numerics/value_checks.h"
 
 namespace castscope {
+
+std::atomic<bool> g_numerics_window_open{false};
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -67,7 +70,7 @@ using SiteMap = std::unordered_map<SiteKey, SiteTotals, SiteKeyHash>;
 std::mutex g_mutex;  // the schedule below
 std::atomic<const NumericsConfig*> g_config{nullptr};
 std::atomic<bool> g_started{false};
-std::atomic<bool> g_open{false};
+std::atomic<bool>& g_open = g_numerics_window_open;
 bool g_capture = false;  // the open window waits for a skipped step
 Clock::time_point g_opened_at, g_closed_at;
 uint64_t g_opened_iteration = 0;
@@ -274,7 +277,6 @@ void numerics_on_tick() {
   if (flush) flush_sites();
 }
 
-bool numerics_window_open() { return g_open.load(std::memory_order_relaxed); }
 
 namespace {
 

@@ -20,6 +20,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 
@@ -36,8 +37,10 @@ void numerics_on_iteration(uint64_t iteration);
 // Now and then from the exporter thread: time-based opening and closing.
 void numerics_on_tick();
 
-// One relaxed load: whether kernels check values now.
-bool numerics_window_open();
+// One relaxed load: whether kernels check values now. Inline, as every
+// autocast op asks it (docs/performance.md, "sixteenth pass").
+extern std::atomic<bool> g_numerics_window_open;
+inline bool numerics_window_open() { return g_numerics_window_open.load(std::memory_order_relaxed); }
 
 // A cast `source` -> `result` that the cast cache did not serve, for the op
 // whose record is `op`. Never throws (a failure is counted).

@@ -22,6 +22,9 @@
 #include "agent/src/record/event_log.h"
 
 namespace castscope {
+
+std::atomic<bool> g_probe_window_open{false};
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -71,7 +74,7 @@ std::atomic<const ProbeConfig*> g_config{nullptr};
 bool g_reopen_after_fork = false;
 at::CallbackHandle g_handle = 0;
 std::atomic<bool> g_started{false};
-std::atomic<bool> g_open{false};
+std::atomic<bool>& g_open = g_probe_window_open;
 std::atomic<uint64_t> g_generation{1};
 Clock::time_point g_opened_at, g_closed_at;
 uint64_t g_opened_iteration = 0;
@@ -356,10 +359,8 @@ void probe_on_tick() {
   }
 }
 
-bool probe_window_open() { return g_open.load(std::memory_order_relaxed); }
-
-bool probe_is_round_trip(const at::Tensor& source, c10::ScalarType target) {
-  if (!g_open.load(std::memory_order_relaxed)) return false;
+bool probe_is_round_trip_in_window(const at::Tensor& source, c10::ScalarType target) {
+  if (!g_open.load(std::memory_order_relaxed)) return false;  // closed since the caller asked
   ThreadState& s = t_state;
   s.sync(g_generation.load(std::memory_order_relaxed));
   const auto it = s.explicit_casts.find(source.unsafeGetTensorImpl());

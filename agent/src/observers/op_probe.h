@@ -20,6 +20,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -38,12 +39,20 @@ void probe_stop();
 void probe_on_iteration(uint64_t iteration);
 // Now and then from the exporter thread: time-based opening and closing.
 void probe_on_tick();
-bool probe_window_open();
+// Whether a window is open: one relaxed load, inline, as every autocast op
+// asks it (as a call into this library, ~10 instructions more an op;
+// docs/performance.md, "sixteenth pass").
+extern std::atomic<bool> g_probe_window_open;
+inline bool probe_window_open() { return g_probe_window_open.load(std::memory_order_relaxed); }
 
+// probe_is_round_trip's answer while a window is open.
+bool probe_is_round_trip_in_window(const at::Tensor& source, c10::ScalarType target);
 // Whether casting `source` to `target` undoes an explicit cast: `source` is
 // the result of a `.to()` from `target`'s dtype, made on this thread in the
-// current window.
-bool probe_is_round_trip(const at::Tensor& source, c10::ScalarType target);
+// current window. Asked of every cast made; inline, the call only in a window.
+inline bool probe_is_round_trip(const at::Tensor& source, c10::ScalarType target) {
+  return probe_window_open() && probe_is_round_trip_in_window(source, target);
+}
 
 // pthread_atfork handlers (called from the agent's): the observer is taken
 // out around fork(), so a forked child never has it.
