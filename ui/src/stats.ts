@@ -41,6 +41,7 @@ export interface CastscopeStats {
   lastBatchAt: number | null; // performance.now() of the newest batch
   implausibleTMax: number; // live batches whose t_max was not believed
   liveCasts: number;
+  busyBatches: number; // live batches of BUSY_LIVE_EVENTS or more (heavy ingest)
   skipped: number;
   originNs: string | null;
   livePaints: LivePaint[];
@@ -67,6 +68,7 @@ export const stats: CastscopeStats = {
   lastBatchAt: null,
   implausibleTMax: 0,
   liveCasts: 0,
+  busyBatches: 0,
   skipped: 0,
   originNs: null,
   livePaints: [],

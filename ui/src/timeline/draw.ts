@@ -172,7 +172,9 @@ export function drawLanes(
   const frame = emptyFrame();
   const W = vp.width;
   const px = 1 / (ctx.getTransform().a || 1); // the caller's transform scales CSS px to device pixels
-  ctx.clearRect(0, 0, W, layout.height);
+  // An opaque canvas (the view's OPAQUE_CANVAS): white, not transparent, below the lanes.
+  ctx.fillStyle = "#ffffff";
+  ctx.fillRect(0, 0, W, layout.height);
   ctx.font = "11px system-ui, sans-serif";
   ctx.textBaseline = "middle";
 
@@ -441,7 +443,6 @@ function ellipsize(ctx: CanvasRenderingContext2D, s: string, w: number): string 
 /** The time axis: ticks with units chosen from the tick step. */
 export function drawAxis(ctx: CanvasRenderingContext2D, vp: Viewport, height: number, tMax: number | null): void {
   const W = vp.width;
-  ctx.clearRect(0, 0, W, height);
   ctx.fillStyle = "#f8fafc";
   ctx.fillRect(0, 0, W, height);
   ctx.fillStyle = "#f1f5f9";

@@ -32,9 +32,10 @@ const LIVE_REFETCH_MS = 1000;
 // pushed cast's time to the screen.
 const LIVE_PAINT_MS = 100;
 // Under heavy ingest (one agent's pushed message of BUSY_LIVE_EVENTS or more,
-// the collector's own threshold: ~50-100 k events/s per agent), pushed casts
-// cause at most 5 frames a second (refetches and input add their own) until a
-// second after the last such message. The page then shows density bars, and
+// the collector's own threshold: ~50-100 k events/s per agent), the page
+// draws at most 5 frames a second until a second after the last such message:
+// pushed casts and the answers input did not ask for (requestDataPaint) wait
+// for the next of them; input paints at once. The page then shows density bars, and
 // each frame costs Chromium ~5 ms of CPU here, on the cores of the collector
 // it watches (docs/performance.md, "A following page under heavy ingest").
 // The live target's 30 k events/s never reaches it.
@@ -44,6 +45,9 @@ const BUSY_HOLD_MS = 1000;
 const LIVE_SPAN_DEFAULT = 10e9;
 const IMPLAUSIBLE_JUMP_NS = 300e9;
 const NUMERICS_REFETCH_MS = 5000;
+// Both canvases are painted edge to edge: opaque, the compositor copies them
+// instead of blending them over the page on every frame.
+const OPAQUE_CANVAS: CanvasRenderingContext2DSettings = { alpha: false };
 
 export type Hover =
   | { kind: "cast"; cast: Cast }
@@ -62,8 +66,11 @@ export interface NoteBlock {
 }
 
 export interface TimelineCallbacks {
-  /** `live`: the view moved because it follows the live run (many times a second). */
-  rangeChanged(t0: number, t1: number, live: boolean): void;
+  /**
+   * `live`: the view moved because it follows the live run (many times a
+   * second); `busy`: that run is under heavy ingest (BUSY_LIVE_EVENTS).
+   */
+  rangeChanged(t0: number, t1: number, live: boolean, busy: boolean): void;
   select(agent: AgentId, seq: number, kind: string): void;
   /** A numerics mark or skipped step was clicked. */
   note(blocks: NoteBlock[]): void;
@@ -131,6 +138,7 @@ export class TimelineView {
   private livePaintTimer = 0;
   private lastPaintAt = -Infinity;
   private lastLiveFetch = 0;
+  private inputFetchPending = false; // the data loading was asked for by input (a range change): its answer paints at once
   private liveDirty = false;
   private highlights = new Set<string>();
   private selected: { agent: AgentId; seq: number } | null = null;
@@ -212,7 +220,7 @@ export class TimelineView {
     this.canvasSize();
     if (refetch && JSON.stringify(this.layoutKeys()) !== before) this.refetch(false);
     if (refetch && this.live && performance.now() - this.numericsAt >= NUMERICS_REFETCH_MS) void this.loadNumerics();
-    this.requestPaint();
+    this.requestDataPaint();
   }
 
   /** GradScaler's scale and the numerics marks; a server without the route (404) leaves the timeline as it was. */
@@ -227,7 +235,7 @@ export class TimelineView {
       this.numerics = answer;
       this.layout = computeLayout(this.tracks, answer);
       this.canvasSize();
-      this.requestPaint();
+      this.requestDataPaint();
       if (answer.truncated) notice("numerics: more marks or scale points than the viewer shows (10 000 each); the first are drawn", "warn");
     } catch (e) {
       if (isAbort(e) || (e instanceof ApiError && e.status === 404)) return;
@@ -276,9 +284,11 @@ export class TimelineView {
   }
 
   private afterRangeChange(): void {
+    this.inputFetchPending = true;
     this.refetch(false);
+    if (!this.data.loading) this.inputFetchPending = false; // nothing to wait for: the data in hand covers the range
     this.requestPaint();
-    this.cb.rangeChanged(this.t0, this.t1, false);
+    this.cb.rangeChanged(this.t0, this.t1, false, false);
   }
 
   fit(): void {
@@ -346,7 +356,10 @@ export class TimelineView {
       this.tMax = Math.max(newest, b.t_max);
     }
     const now = performance.now();
-    if (b.events >= BUSY_LIVE_EVENTS) this.busyUntil = now + BUSY_HOLD_MS;
+    if (b.events >= BUSY_LIVE_EVENTS) {
+      this.busyUntil = now + BUSY_HOLD_MS;
+      stats.busyBatches++;
+    }
     for (const c of b.casts ?? []) {
       const key = liveKey(c.agent_id ?? b.agent_id, c.thread);
       const list = this.liveCasts.get(key) ?? [];
@@ -368,7 +381,7 @@ export class TimelineView {
       const span = this.t1 - this.t0;
       this.t1 = this.tMax;
       this.t0 = this.t1 - span;
-      this.cb.rangeChanged(this.t0, this.t1, true);
+      this.cb.rangeChanged(this.t0, this.t1, true, now < this.busyUntil);
     }
     this.requestLivePaint();
     this.scheduleLiveRefetch();
@@ -404,7 +417,12 @@ export class TimelineView {
       }
       this.continueJump();
     }
-    this.requestPaint();
+    if (this.inputFetchPending) {
+      if (!this.data.loading) this.inputFetchPending = false;
+      this.requestPaint();
+    } else {
+      this.requestDataPaint();
+    }
     this.renderStatus();
   }
 
@@ -489,6 +507,18 @@ export class TimelineView {
   }
 
   /**
+   * A frame for data that came by itself (a live refetch's answer, the lanes
+   * or numerics polled while live; anything but an answer input asked for):
+   * at the next animation frame, but under heavy ingest at the pushed casts'
+   * pace, so that it shares their frame instead of adding one. Input, and
+   * the answers it asked for, paint at once.
+   */
+  private requestDataPaint(): void {
+    if (performance.now() < this.busyUntil) this.requestLivePaint();
+    else this.requestPaint();
+  }
+
+  /**
    * A frame for pushed casts: at the next animation frame, or LIVE_PAINT_MS
    * (BUSY_LIVE_PAINT_MS under heavy ingest) after the last frame.
    */
@@ -510,8 +540,8 @@ export class TimelineView {
     this.livePaintTimer = 0;
     const dpr = window.devicePixelRatio || 1;
     const vp = this.vp();
-    const actx = this.axis.getContext("2d");
-    const ctx = this.canvas.getContext("2d");
+    const actx = this.axis.getContext("2d", OPAQUE_CANVAS);
+    const ctx = this.canvas.getContext("2d", OPAQUE_CANVAS);
     if (!actx || !ctx) return;
     actx.setTransform(dpr, 0, 0, dpr, 0, 0);
     drawAxis(actx, vp, AXIS_H, this.live ? this.tMax : null);
@@ -568,7 +598,9 @@ export class TimelineView {
       if (d) kinds.add(d.data.kind);
     }
     if (kinds.has("buckets")) parts.push("density view: zoom in for single casts");
-    this.statusEl.textContent = parts.join(" · ");
+    // Unchanged text is not written: each write costs the page a layout and a frame.
+    const text = parts.join(" · ");
+    if (this.statusEl.textContent !== text) this.statusEl.textContent = text;
   }
 
   // ---- input --------------------------------------------------------------------

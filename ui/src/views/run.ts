@@ -34,7 +34,7 @@ export class RunPage {
 
   constructor(private readonly run: string, params: URLSearchParams) {
     this.timeline = new TimelineView(run, {
-      rangeChanged: (t0, t1, live) => this.rangeChanged(t0, t1, live),
+      rangeChanged: (t0, t1, live, busy) => this.rangeChanged(t0, t1, live, busy),
       select: (agent, seq) => void this.detail.show(agent, seq),
       note: (blocks) => this.detail.showNote(blocks),
     });
@@ -129,8 +129,8 @@ export class RunPage {
     }, TRACKS_POLL_MS);
   }
 
-  private rangeChanged(t0: number, t1: number, live = false): void {
-    this.counters.setRange(t0, t1, live);
+  private rangeChanged(t0: number, t1: number, live = false, busy = false): void {
+    this.counters.setRange(t0, t1, live, busy);
     window.clearTimeout(this.hashTimer);
     this.hashTimer = window.setTimeout(() => {
       if (this.destroyed) return;
