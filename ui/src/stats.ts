@@ -42,6 +42,7 @@ export interface CastscopeStats {
   implausibleTMax: number; // live batches whose t_max was not believed
   liveCasts: number;
   busyBatches: number; // live batches of BUSY_LIVE_EVENTS or more (heavy ingest)
+  busyLog: number[]; // performance.now() of the newest LOG_MAX such batches
   skipped: number;
   originNs: string | null;
   livePaints: LivePaint[];
@@ -69,6 +70,7 @@ export const stats: CastscopeStats = {
   implausibleTMax: 0,
   liveCasts: 0,
   busyBatches: 0,
+  busyLog: [],
   skipped: 0,
   originNs: null,
   livePaints: [],

@@ -277,7 +277,6 @@ void numerics_on_tick() {
   if (flush) flush_sites();
 }
 
-
 namespace {
 
 // One check of `values` elements into its site's totals, where `add` puts

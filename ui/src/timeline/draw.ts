@@ -172,9 +172,7 @@ export function drawLanes(
   const frame = emptyFrame();
   const W = vp.width;
   const px = 1 / (ctx.getTransform().a || 1); // the caller's transform scales CSS px to device pixels
-  // An opaque canvas (the view's OPAQUE_CANVAS): white, not transparent, below the lanes.
-  ctx.fillStyle = "#ffffff";
-  ctx.fillRect(0, 0, W, layout.height);
+  // The caller has painted the (opaque) canvas white; nothing is cleared.
   ctx.font = "11px system-ui, sans-serif";
   ctx.textBaseline = "middle";
 

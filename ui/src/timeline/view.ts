@@ -138,7 +138,7 @@ export class TimelineView {
   private livePaintTimer = 0;
   private lastPaintAt = -Infinity;
   private lastLiveFetch = 0;
-  private inputFetchPending = false; // the data loading was asked for by input (a range change): its answer paints at once
+  private inputFetchPending = false; // input (a range change) asked for data: the next answer paints at once
   private liveDirty = false;
   private highlights = new Set<string>();
   private selected: { agent: AgentId; seq: number } | null = null;
@@ -217,10 +217,11 @@ export class TimelineView {
     this.tMax = Math.max(this.tMax, tracks.t_max);
     this.tracks = tracks;
     this.layout = computeLayout(tracks, this.numerics);
-    this.canvasSize();
+    const resized = this.canvasSize();
     if (refetch && JSON.stringify(this.layoutKeys()) !== before) this.refetch(false);
     if (refetch && this.live && performance.now() - this.numericsAt >= NUMERICS_REFETCH_MS) void this.loadNumerics();
-    this.requestDataPaint();
+    if (resized) this.requestPaint();
+    else this.requestDataPaint();
   }
 
   /** GradScaler's scale and the numerics marks; a server without the route (404) leaves the timeline as it was. */
@@ -234,8 +235,8 @@ export class TimelineView {
       if (ctrl.signal.aborted || this.destroyed) return;
       this.numerics = answer;
       this.layout = computeLayout(this.tracks, answer);
-      this.canvasSize();
-      this.requestDataPaint();
+      if (this.canvasSize()) this.requestPaint();
+      else this.requestDataPaint();
       if (answer.truncated) notice("numerics: more marks or scale points than the viewer shows (10 000 each); the first are drawn", "warn");
     } catch (e) {
       if (isAbort(e) || (e instanceof ApiError && e.status === 404)) return;
@@ -359,6 +360,7 @@ export class TimelineView {
     if (b.events >= BUSY_LIVE_EVENTS) {
       this.busyUntil = now + BUSY_HOLD_MS;
       stats.busyBatches++;
+      logPush(stats.busyLog, now);
     }
     for (const c of b.casts ?? []) {
       const key = liveKey(c.agent_id ?? b.agent_id, c.thread);
@@ -472,8 +474,10 @@ export class TimelineView {
 
   // ---- painting -----------------------------------------------------------------
 
-  private canvasSize(): void {
+  /** Sizes both canvases to the view; true when one changed size, which empties it (opaque: black) until the next paint. */
+  private canvasSize(): boolean {
     const dpr = window.devicePixelRatio || 1;
+    let resized = false;
     const w = Math.max(GUTTER + 100, this.scroller.clientWidth || this.width);
     this.width = w;
     const hgt = this.layout.height;
@@ -483,11 +487,13 @@ export class TimelineView {
     ] as [HTMLCanvasElement, number][]) {
       const pw = Math.round(w * dpr);
       const ph = Math.round(ch * dpr);
+      if (c.width !== pw || c.height !== ph) resized = true;
       if (c.width !== pw) c.width = pw;
       if (c.height !== ph) c.height = ph;
       c.style.width = `${w}px`;
       c.style.height = `${ch}px`;
     }
+    return resized;
   }
 
   private resize(): void {
@@ -543,6 +549,13 @@ export class TimelineView {
     const actx = this.axis.getContext("2d", OPAQUE_CANVAS);
     const ctx = this.canvas.getContext("2d", OPAQUE_CANVAS);
     if (!actx || !ctx) return;
+    // Opaque canvases start black: every device pixel is painted first, the
+    // last column and row too, which CSS pixels miss at a fractional ratio.
+    for (const c of [actx, ctx]) {
+      c.setTransform(1, 0, 0, 1, 0, 0);
+      c.fillStyle = "#ffffff";
+      c.fillRect(0, 0, c.canvas.width, c.canvas.height);
+    }
     actx.setTransform(dpr, 0, 0, dpr, 0, 0);
     drawAxis(actx, vp, AXIS_H, this.live ? this.tMax : null);
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
