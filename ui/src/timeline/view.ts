@@ -499,9 +499,17 @@ export class TimelineView {
   private resize(): void {
     if (this.destroyed) return;
     const before = this.width;
-    this.canvasSize();
+    const resized = this.canvasSize();
     if (before !== this.width) this.refetch(false);
-    this.requestPaint();
+    // ResizeObserver runs after this frame's animation callbacks: a canvas it
+    // emptied is painted now, or the frame would show it black.
+    if (resized) {
+      cancelAnimationFrame(this.rafId);
+      this.rafId = 0;
+      this.paint();
+    } else {
+      this.requestDataPaint();
+    }
   }
 
   requestPaint(): void {
