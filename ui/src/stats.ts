@@ -41,8 +41,7 @@ export interface CastscopeStats {
   lastBatchAt: number | null; // performance.now() of the newest batch
   implausibleTMax: number; // live batches whose t_max was not believed
   liveCasts: number;
-  busyBatches: number; // live batches of BUSY_LIVE_EVENTS or more (heavy ingest)
-  busyLog: number[]; // performance.now() of the newest LOG_MAX such batches
+  busyLog: number[]; // performance.now() of the newest LOG_MAX live batches of BUSY_LIVE_EVENTS or more (heavy ingest)
   skipped: number;
   originNs: string | null;
   livePaints: LivePaint[];
@@ -69,7 +68,6 @@ export const stats: CastscopeStats = {
   lastBatchAt: null,
   implausibleTMax: 0,
   liveCasts: 0,
-  busyBatches: 0,
   busyLog: [],
   skipped: 0,
   originNs: null,

@@ -183,19 +183,35 @@ export async function serveStore(out: string): Promise<Server & { address: strin
   return { ...daemon, address: fs.readFileSync(ready, "utf8").trim() };
 }
 
-/**
- * `castscope run --collector ADDRESS --out OUT -- python JOB`, started (not
- * awaited): its output, a stop (SIGINT) and a kill (SIGKILL to its whole
- * process group: the job ends without its last batch, as one killed by the OOM killer).
- */
-export function jobAgainst(address: string, job: string, out: string, runFlags: string[] = []): { output(): string; stop(): Promise<void>; kill(): Promise<void> } {
-  const proc = spawn(CASTSCOPE, ["run", "--collector", address, "--out", out, ...runFlags, "--", PYTHON, path.join(JOBS, job)], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], detached: true });
+export interface Started {
+  /** Its stdout and stderr so far (a failure to start included). */
+  output(): string;
+  running(): boolean;
+  /** SIGINT to its process group, SIGKILL after 20 s. */
+  stop(): Promise<void>;
+  /** SIGKILL to its whole process group; resolves once its output is complete. */
+  kill(): Promise<void>;
+}
+
+/** `program ARGS` started in a process group of its own (not awaited). */
+export function startProgram(program: string, args: string[]): Started {
+  const proc = spawn(program, args, { cwd: REPO, stdio: ["ignore", "pipe", "pipe"], detached: true });
   let text = "";
   proc.stdout!.on("data", (b: Buffer) => (text += b.toString()));
   proc.stderr!.on("data", (b: Buffer) => (text += b.toString()));
-  const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
+  let closed = false;
+  const done = new Promise<void>((resolve) => {
+    proc.once("close", () => resolve());
+    proc.once("error", (e) => {
+      text += String(e);
+      resolve();
+    });
+  }).then(() => {
+    closed = true;
+  });
   return {
     output: () => text,
+    running: () => proc.exitCode === null && proc.signalCode === null && !closed,
     stop: () => stopProcess(proc),
     kill: async () => {
       try {
@@ -203,9 +219,18 @@ export function jobAgainst(address: string, job: string, out: string, runFlags: 
       } catch {
         /* the group is gone */
       }
-      if (proc.exitCode === null && proc.signalCode === null) await exited;
+      await done;
     },
   };
+}
+
+/**
+ * `castscope run --collector ADDRESS --out OUT -- python JOB`, started (not
+ * awaited): its output, a stop (SIGINT) and a kill (SIGKILL to its whole
+ * process group: the job ends without its last batch, as one killed by the OOM killer).
+ */
+export function jobAgainst(address: string, job: string, out: string, runFlags: string[] = []): Started {
+  return startProgram(CASTSCOPE, ["run", "--collector", address, "--out", out, ...runFlags, "--", PYTHON, path.join(JOBS, job)]);
 }
 
 /** `castscope view DIR|DB`. */

@@ -1,14 +1,13 @@
 // A live run: the page follows a training job (tests/jobs/slow_train.py,
 // about 15 s) and draws its casts as the batches arrive.
 
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { expect, test } from "@playwright/test";
-import { type ApiRun, apiGet, jobAgainst, REPO, runJob, type Server, serveStore, tempDir, visibleCasts, waitForRun, watchPage } from "./castscope";
+import { type ApiRun, apiGet, jobAgainst, REPO, runJob, type Server, type Started, serveStore, startProgram, tempDir, visibleCasts, waitForRun, watchPage } from "./castscope";
 
 let server: Server | undefined;
-let job: { output(): string; stop(): Promise<void> } | undefined;
+let job: Started | undefined;
 
 test.afterEach(async () => {
   await job?.stop();
@@ -134,17 +133,7 @@ test("under heavy ingest a following page paints only at the live pace, its coun
   await expect(page.locator(".live-wait-status")).toHaveText("No runs in this store yet.");
 
   // More events than the window needs: killed once it is over.
-  const fill = spawn(bench, ["--collector", serve.address, "fill", "--events", "40000000", "--agents", "2", "--run", "heavy"], { stdio: ["ignore", "pipe", "pipe"] });
-  let fillOutput = "";
-  fill.stdout!.on("data", (b: Buffer) => (fillOutput += b.toString()));
-  fill.stderr!.on("data", (b: Buffer) => (fillOutput += b.toString()));
-  const filled = new Promise<number | null>((resolve) => {
-    fill.once("close", (code) => resolve(code));
-    fill.once("error", (e) => {
-      fillOutput += String(e);
-      resolve(null);
-    });
-  });
+  const fill = startProgram(bench, ["--collector", serve.address, "fill", "--events", "40000000", "--agents", "2", "--run", "heavy"]);
   try {
     await expect(page).toHaveURL(/#\/run\/heavy\/timeline$/, { timeout: 60_000 });
     type Stats = { busyLog: number[]; paintLog: { at: number; ms: number; lanes: number }[]; fetchLog: { doneAt: number | null }[] };
@@ -162,13 +151,13 @@ test("under heavy ingest a following page paints only at the live pace, its coun
         const s = await stats();
         const drawn = s.paintLog.at(-1)?.lanes ?? 0;
         return s.busyLog.length > 0 && s.fetchLog.some((f) => f.doneAt !== null) && drawn === (await lanes());
-      }, { timeout: 60_000, message: `no heavy live message or lanes missing; fill:\n${fillOutput}` })
+      }, { timeout: 60_000, message: `no heavy live message or lanes missing; fill:\n${fill.output()}` })
       .toBe(true);
     await page.waitForTimeout(1_000);
     const from = await page.evaluate(() => performance.now());
     await page.waitForTimeout(5_000);
     const to = await page.evaluate(() => performance.now());
-    expect(fill.exitCode, `the fill ended inside the window:\n${fillOutput}`).toBeNull();
+    expect(fill.running(), `the fill ended inside the window:\n${fill.output()}`).toBe(true);
     const s = await stats();
     const counterAsks = await page.evaluate(() =>
       performance.getEntriesByType("resource").filter((e) => new URL(e.name).pathname === "/api/counters").map((e) => e.startTime),
@@ -179,7 +168,7 @@ test("under heavy ingest a following page paints only at the live pace, its coun
     // second after the last heavy message), with timeline answers.
     const busy = [from - 1_000, ...s.busyLog.filter((t) => t > from - 1_000 && t < to), to];
     const busyGaps = busy.slice(1).map((t, i) => t - busy[i]);
-    expect(Math.max(...busyGaps), `heavy messages ${rel(busy)}; fill:\n${fillOutput}`).toBeLessThan(1_000);
+    expect(Math.max(...busyGaps), `heavy messages ${rel(busy)}; fill:\n${fill.output()}`).toBeLessThan(1_000);
     const answers = s.fetchLog.filter((f) => f.doneAt !== null && f.doneAt > from && f.doneAt < to).length;
     expect(answers, "no timeline answer arrived while following").toBeGreaterThan(0);
     // No input meanwhile, so no two frames closer than the heavy pace (200 ms).
@@ -193,8 +182,7 @@ test("under heavy ingest a following page paints only at the live pace, its coun
     expect(askGaps.length, `counter asks ${rel(asks)}`).toBeGreaterThan(0);
     expect(Math.min(...askGaps), `counter asks ${rel(asks)}`).toBeGreaterThanOrEqual(1_950);
   } finally {
-    if (fill.exitCode === null) fill.kill("SIGKILL");
-    await filled;
+    await fill.kill();
   }
   await watch.check();
 });

@@ -359,7 +359,6 @@ export class TimelineView {
     const now = performance.now();
     if (b.events >= BUSY_LIVE_EVENTS) {
       this.busyUntil = now + BUSY_HOLD_MS;
-      stats.busyBatches++;
       logPush(stats.busyLog, now);
     }
     for (const c of b.casts ?? []) {
