@@ -30,11 +30,16 @@ struct SeenCast {
 // linear or conv (weight and bias) fell on one slot in some processes,
 // depending on where the heap put them, and then each evicted the other on
 // every op, which sent both casts through the lock (~460 more instructions
-// per linear; docs/performance.md, "fifteenth pass"). The source seen last
-// is the first of its set (a look-up that finds it second swaps them), so a
-// third source in a set evicts the one seen least recently.
+// per linear; docs/performance.md, "fifteenth pass"). A set names the way
+// seen last, so a third source in a set evicts the one seen least recently;
+// the ways stay where they are (swapping them, as the memo did first, moved
+// two entries and their weak references on every look-up of a weight and
+// bias sharing a set: ~100 instructions a cast in such a process).
 constexpr size_t kSeenCastSets = 32;
-using SeenCastSet = std::array<SeenCast, 2>;
+struct SeenCastSet {
+  std::array<SeenCast, 2> ways;
+  uint8_t last = 0;  // the way seen last
+};
 
 }  // namespace
 
@@ -80,26 +85,34 @@ SeenCastSet& seen_cast_set(CastMemo& memo, const c10::TensorImpl* source) {
 }
 
 // The thread's memo of `result` as the cast of `source` the observer of
-// `generation` saw, or nullptr: one look-up of the thread's memo. The
-// source, just seen, is made first in its set.
+// `generation` saw, or nullptr: one look-up of the thread's memo. A source
+// the set holds becomes the way seen last.
 const SeenCast* seen_cast(const ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
                           uint64_t generation) {
   if (thread.cast_memo == nullptr) return nullptr;
   const c10::TensorImpl* key = source.unsafeGetTensorImpl();
   SeenCastSet& set = seen_cast_set(*thread.cast_memo, key);
-  if (set[1].source == key) [[unlikely]] std::swap(set[0], set[1]);
-  const SeenCast& seen = set[0];
+  uint8_t way = 0;
+  if (set.ways[1].source == key) {
+    way = 1;
+  } else if (set.ways[0].source != key) {
+    return nullptr;
+  }
+  set.last = way;
+  const SeenCast& seen = set.ways[way];
   return seen.source == key && seen.cast == result.unsafeGetTensorImpl() && seen.generation == generation ? &seen
                                                                                                          : nullptr;
 }
 
-// The slot `source`'s cast is remembered in: its own, first in its set, else
-// the first, the set's other source moved second and the one seen least
-// recently given up.
+// The slot `source`'s cast is remembered in: its own way, else the way seen
+// least recently (that source given up); seen last from now.
 SeenCast& slot_for(CastMemo& memo, const c10::TensorImpl* source) {
   SeenCastSet& set = seen_cast_set(memo, source);
-  if (set[0].source != source) std::swap(set[0], set[1]);
-  return set[0];
+  uint8_t way = 1 - set.last;  // the way seen least recently, unless `source` has one
+  if (set.ways[0].source == source) way = 0;
+  if (set.ways[1].source == source) way = 1;
+  set.last = way;
+  return set.ways[way];
 }
 
 }  // namespace
@@ -137,18 +150,25 @@ void CastCacheObserver::remember(ThreadBlock& thread, const at::Tensor& source, 
   seen.hold.emplace(result.getIntrusivePtr());
 }
 
+bool CastCacheObserver::observe_known(const ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
+                                      int64_t source_version, Observation& out) {
+  const SeenCast* seen = seen_cast(thread, source, result, generation_.load(std::memory_order_relaxed));
+  if (seen == nullptr) return false;
+  // The entry as the memo copied it (the file comment says why it is unchanged).
+  out.source_version = source_version;
+  out.cached_version = seen->version_at_cast;
+  out.outcome = out.cached_version == out.source_version ? CacheOutcome::kHit : CacheOutcome::kStaleHit;
+  out.sample_due = false;
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  casts_since_sample_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 CastCacheObserver::Observation CastCacheObserver::observe(ThreadBlock& thread, const at::Tensor& source,
                                                           const at::Tensor& result, int64_t source_version) {
   Observation out;
+  if (observe_known(thread, source, result, source_version, out)) return out;
   out.source_version = source_version;
-  if (const SeenCast* seen = seen_cast(thread, source, result, generation_.load(std::memory_order_relaxed))) {
-    // The entry as the memo copied it (the file comment says why it is unchanged).
-    out.cached_version = seen->version_at_cast;
-    out.outcome = out.cached_version == out.source_version ? CacheOutcome::kHit : CacheOutcome::kStaleHit;
-    hits_.fetch_add(1, std::memory_order_relaxed);
-    casts_since_sample_.fetch_add(1, std::memory_order_relaxed);
-    return out;
-  }
   ensure_memo(thread);
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t casts_since_sample = casts_since_sample_.fetch_add(1, std::memory_order_relaxed) + 1;

@@ -107,9 +107,15 @@ class CastCacheObserver {
     return knows_cast(this_thread_block(), source, result);
   }
 
+  // observe's answer, into `out`, when the thread's memo knows `result` as
+  // `source`'s cast (a hit, stale or not): no lock, never throws. False when
+  // it does not: then ask cacheable_leaf, and observe a cacheable cast. The
+  // kernels ask this first, at the cast, in place of knows_cast then observe
+  // (one look-up of the memo, no reference to the cast kept for later).
+  bool observe_known(const ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
+                     int64_t source_version, Observation& out);
   // After cached_cast returned `result` for a cacheable `source`, whose
-  // version was `source_version` at the cast (a caller that asks later, the
-  // unboxed kernel after the op, read it then).
+  // version was `source_version` at the cast.
   Observation observe(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result, int64_t source_version);
   Observation observe(const at::Tensor& source, const at::Tensor& result, int64_t source_version) {
     return observe(this_thread_block(), source, result, source_version);

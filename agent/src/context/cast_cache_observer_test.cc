@@ -154,6 +154,28 @@ TEST(CastCacheObserver, TheMemoKnowsAnyTwoSourcesSeenOneAfterTheOther) {
   EXPECT_EQ(forgotten_pairs, 0u);
 }
 
+// A third source in a set gives up the one seen least recently, a hit
+// counting as seen: after i, j, i again and then k, i is known whichever of
+// them share a set (33 sources: more than the 32 sets, so some do).
+TEST(CastCacheObserver, TheMemoGivesUpTheSourceSeenLeastRecently) {
+  CastCacheObserver observer;
+  std::vector<Cached> weights(33);
+  size_t forgotten = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    for (size_t j = 0; j < weights.size(); ++j) {
+      for (size_t k = 0; k < weights.size(); ++k) {
+        if (i == j || j == k || i == k) continue;
+        observer.observe(weights[i].source, weights[i].cast);
+        observer.observe(weights[j].source, weights[j].cast);
+        observer.observe(weights[i].source, weights[i].cast);
+        observer.observe(weights[k].source, weights[k].cast);
+        if (!observer.knows_cast(weights[i].source, weights[i].cast)) ++forgotten;
+      }
+    }
+  }
+  EXPECT_EQ(forgotten, 0u);
+}
+
 // A thread's memo (in its ThreadBlock) holds a weak reference to each cast it
 // saw, and lets go of them when the thread exits: the casts' TensorImpls are
 // not kept by threads that are gone. A thread made a memo only at its first

@@ -173,17 +173,18 @@ struct CastSeqs {
 // in the steady state: a cast made while compiling or inside a probe or
 // numerics window is recorded at once, as the boxed kernel records all of
 // them. What a record reads of its source (dtype, shape, role) does not
-// change across the op; its version, which another thread could change
-// meanwhile, is read at the cast.
+// change across the op; what the cast cache did, and the source's version,
+// which another thread could change meanwhile, are read at the cast.
+// No initializers: cast_pending writes every member of the ones it uses, and
+// a kernel's PendingCasts is not zeroed first (~12 instructions a slot).
 struct PendingCast {
-  const at::Tensor* source = nullptr;  // the kernel's argument: alive until the kernel returns
-  at::Tensor cached_result;            // cacheable casts only: what the cache observer compares
-  int64_t source_version = 0;          // cacheable casts only: the source's version at the cast
-  c10::ScalarType target = c10::ScalarType::Undefined;
-  uint16_t arg_index = 0;
-  Role role = Role::kInput;  // make_cast's
-  bool cast = false;         // cached_cast made (or found) a cast: the outcome is kCast
-  uint64_t seq = 0;
+  const at::Tensor* source;  // the kernel's argument: alive until the kernel returns
+  std::optional<CastCacheObserver::Observation> observed;  // make_cast's
+  c10::ScalarType target;
+  uint16_t arg_index;
+  Role role;  // make_cast's
+  bool cast;  // cached_cast made (or found) a cast: the outcome is kCast
+  uint64_t seq;
 };
 // One slot per tensor argument of the kernel's signature.
 template <size_t kCapacity>
@@ -270,8 +271,17 @@ class KernelCore {
         compile_duplicate = !runtime_.compile.first_in_epoch(compile_record_key(op_record));
         if (compile_duplicate && !CompileCapture::collecting()) return false;
       }
-      op_record.seq = runtime_.events.reserve_seqs(1 + casts);
-      seqs = CastSeqs{op_record.seq + 1, op_record.seq + 1 + casts};
+      // Aggregate mode's steady state folds the op and its casts into
+      // counters, which hold no seqs: none taken (one shared atomic add per
+      // op). Whatever records or correlates by seq takes them as in full
+      // mode: compile-time records, probe and numerics windows (their casts
+      // recorded at once), GPU launches. An op without them records its
+      // casts after it (records_casts_after).
+      if (!runtime_.events.aggregating() || compiling || probe_window_open() || numerics_window_open() ||
+          gpu_correlates(device_.kind == DeviceKind::kCuda)) {
+        op_record.seq = runtime_.events.reserve_seqs(1 + casts);
+        seqs = CastSeqs{op_record.seq + 1, op_record.seq + 1 + casts};
+      }
       return true;
     } catch (...) {
       runtime_.events.count_internal_error();
@@ -305,7 +315,7 @@ class KernelCore {
       r.op.ok = ok;
       r.op.cpu_duration_ns = now_ns() - r.ts_ns;
       r.op.output = ok ? output() : DType::kUnspecified;
-      if (pending.made_directly != 0) runtime_.events.count_direct_casts(thread, pending.made_directly);
+      // Direct casts are counted with the op's records, in the same look-up of the thread's slot.
       if (runtime_.events.aggregating()) {
         count_op_casts(thread, r, pending);
         return;
@@ -316,9 +326,9 @@ class KernelCore {
         const PendingCast& cast = pending.casts[i];
         try {
           CacheOutcome cache = CacheOutcome::kNotCacheable;
-          const bool sample_due = describe_cast(
-              thread, before[n], cache, r, *cast.source, cast.target, cast.arg_index, -1, cast_outcome(cast.cast),
-              cast.role, cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.seq, cast.source_version);
+          const bool sample_due =
+              describe_cast(before[n], cache, r, *cast.source, cast.target, cast.arg_index, -1,
+                            cast_outcome(cast.cast), cast.role, cast.observed ? &*cast.observed : nullptr, cast.seq);
           ++n;
           // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
           if (sample_due) [[unlikely]] before[n++] = cache_sample_record(runtime_, SampleTrigger::kMisses);
@@ -327,7 +337,11 @@ class KernelCore {
         }
       }
       pending.size = 0;
-      if (!thread.unlogged) runtime_.events.record_op(before.data(), n, r, thread);
+      if (!thread.unlogged) {
+        runtime_.events.record_op(before.data(), n, r, thread, pending.made_directly);
+      } else {
+        runtime_.events.count_direct_casts(thread, pending.made_directly);
+      }
     } catch (...) {
       runtime_.events.count_internal_error();
     }
@@ -344,12 +358,14 @@ class KernelCore {
       const PendingCast& cast = pending.casts[i];
       try {
         CastCount& count = counts[n];
-        count = CastCount{};
+        // What describe_cast_fields leaves to the caller: a cast the cache's observer does not follow.
         count.cache = CacheOutcome::kNotCacheable;
+        count.source_version = 0;
+        count.cached_version = 0;
         CacheOutcome cache = CacheOutcome::kNotCacheable;
-        const bool sample_due = describe_cast_fields(
-            thread, count, cache, *cast.source, cast.target, cast.arg_index, cast_outcome(cast.cast), cast.role,
-            cast.cached_result.defined() ? &cast.cached_result : nullptr, cast.source_version, false);
+        const bool sample_due =
+            describe_cast_fields(count, cache, *cast.source, cast.target, cast.arg_index, cast_outcome(cast.cast),
+                                 cast.role, cast.observed ? &*cast.observed : nullptr, false);
         ++n;
         // Step-free growth evidence (cast_cache_observer.h): as in full mode, into the ring.
         if (sample_due && !thread.unlogged) [[unlikely]]
@@ -359,7 +375,11 @@ class KernelCore {
       }
     }
     pending.size = 0;
-    if (!thread.unlogged) runtime_.events.count_op(r, counts.data(), n, thread);
+    if (!thread.unlogged) {
+      runtime_.events.count_op(r, counts.data(), n, thread, pending.made_directly);
+    } else {
+      runtime_.events.count_direct_casts(thread, pending.made_directly);
+    }
   }
 
   // The lower-precision policy's target: the entry's own dtype, else the
@@ -369,18 +389,17 @@ class KernelCore {
   }
 
   // A defined tensor's cast, as cached_cast makes it natively; for a
-  // recorded op (`op_record`) also whether the cast cache's observer follows
-  // it (then the source's version at the cast, which another thread could
-  // change before the record is written) and the seq its kernels carry (GPU
-  // timing).
+  // recorded op (`op_record`) also what the cast cache did, when its
+  // observer follows the cast (observed at the cast: the source's version
+  // then, which another thread could change before the record is written),
+  // and the seq its kernels carry (GPU timing).
   struct CastMade {
     at::Tensor result;
     uint64_t seq = 0;
     Role role = Role::kInput;  // role_of the source (recorded or direct casts), asked once for cast and record
-    bool cacheable = false;
     bool direct = false;  // made with at::_to_copy (make_cast's `direct`), counted once the op is recorded
-    bool cast = false;           // the result is another tensor: cached_cast cast it
-    int64_t source_version = 0;  // cacheable casts only
+    bool cast = false;    // the result is another tensor: cached_cast cast it
+    std::optional<CastCacheObserver::Observation> observed;  // cacheable casts of a recorded op
   };
 
   // What a made cast's record says: kCast when cached_cast returned another
@@ -401,7 +420,8 @@ class KernelCore {
                      CastSeqs& seqs, bool direct = false) {
     CastMade made;
     if (op_record != nullptr || direct) made.role = role_of(t);
-    made.seq = op_record != nullptr ? seqs.take(runtime_.events) : 0;
+    // An op that took no seqs (start_op_record) gives its casts none.
+    made.seq = op_record != nullptr && op_record->seq != 0 ? seqs.take(runtime_.events) : 0;
     const LaunchScope launches(op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda),
                                made.seq | kCastLaunchBit);
     if (direct && made.role != Role::kWeight && t.scalar_type() != target &&
@@ -415,14 +435,30 @@ class KernelCore {
     // Whether cached_cast consulted its cache: only for a leaf that needs grad
     // (a weight's role), under a condition the cast does not change. A cast
     // the observer saw the cache return for this source before was the
-    // cache's (knows_cast); otherwise the condition is asked. Compile-time
-    // decisions see fake tensors: nothing for the cache observer.
-    made.cacheable = op_record != nullptr && made.role == Role::kWeight &&
-                     op_record->op.mode != ExecutionMode::kCompiling &&
-                     (runtime_.cast_cache.knows_cast(thread, t, made.result) ||
-                      CastCacheObserver::cacheable_leaf(t, target, device_.device));
-    if (made.cacheable) made.source_version = CastCacheObserver::version_of(t);
+    // cache's (observe_known, the steady state's hit); otherwise the
+    // condition is asked. Compile-time decisions see fake tensors: nothing
+    // for the cache observer.
+    if (op_record != nullptr && made.role == Role::kWeight && op_record->op.mode != ExecutionMode::kCompiling)
+      observe_cast(thread, t, target, made);
     return made;
+  }
+
+  // make_cast's observation of a weight's cast: the memo's answer, else
+  // observe's for a cacheable one. Observing fails only short of memory:
+  // counted, and the cast is recorded as not observed (the op still runs).
+  void observe_cast(ThreadBlock& thread, const at::Tensor& t, c10::ScalarType target, CastMade& made) noexcept {
+    const int64_t version = CastCacheObserver::version_of(t);
+    CastCacheObserver::Observation seen;
+    if (runtime_.cast_cache.observe_known(thread, t, made.result, version, seen)) [[likely]] {
+      made.observed = seen;
+      return;
+    }
+    try {
+      if (CastCacheObserver::cacheable_leaf(t, target, device_.device))
+        made.observed = runtime_.cast_cache.observe(thread, t, made.result, version);
+    } catch (...) {
+      runtime_.events.count_internal_error();
+    }
   }
 
   // `direct`: as make_cast's.
@@ -434,12 +470,11 @@ class KernelCore {
     if (op_record != nullptr) {
       const CacheOutcome cache =
           record_cast(thread, *op_record, t, target, arg_index, list_index, cast_outcome(made.cast),
-                      made.cacheable ? &result : nullptr, made.seq, made.source_version, made.role);
+                      made.observed ? &*made.observed : nullptr, made.seq, made.role);
       if (made.direct) runtime_.events.count_direct_casts(thread, 1);
       // Numerics windows: a cast the cache served was checked when it was made.
-      if (numerics_window_open() && made.cast &&
-          cache != CacheOutcome::kHit && cache != CacheOutcome::kStaleHit &&
-          op_record->op.mode != ExecutionMode::kCompiling) [[unlikely]]
+      if (checks_numerics(op_record) && made.cast && cache != CacheOutcome::kHit &&
+          cache != CacheOutcome::kStaleHit) [[unlikely]]
         numerics_check_cast(*op_record, static_cast<uint16_t>(arg_index), t, result);
     }
     return std::move(result);
@@ -461,41 +496,42 @@ class KernelCore {
     pending.made_directly += made.direct ? 1 : 0;
     cast.seq = made.seq;
     cast.cast = made.cast;
-    if (made.cacheable) {
-      cast.cached_result = made.result;
-      cast.source_version = made.source_version;
-    }
+    cast.observed = made.observed;
     return std::move(made.result);
   }
 
   // Whether this op's casts are recorded after it (cast_pending) or at once
   // (cast_one): windows and compile-time records need the latter. Asked once
-  // per op, before its casts.
+  // per op, before its casts. An op that took no seqs (aggregate mode's
+  // steady state, start_op_record) records after it, though a window opened
+  // since: it is not checked, as an op begun before a window opens is not.
   static bool records_casts_after(const Record* op_record) {
-    return op_record != nullptr && op_record->op.mode != ExecutionMode::kCompiling && !numerics_window_open() &&
-           !probe_window_open();
+    return op_record != nullptr && op_record->op.mode != ExecutionMode::kCompiling &&
+           (op_record->seq == 0 || (!numerics_window_open() && !probe_window_open()));
   }
 
   // Numerics windows: the op's inputs as it received them and its outputs.
+  // Not an op that took no seqs (no window open when it started).
   static bool checks_numerics(const Record* op_record) {
-    return op_record != nullptr && numerics_window_open() && op_record->op.mode != ExecutionMode::kCompiling;
+    return op_record != nullptr && numerics_window_open() && op_record->op.mode != ExecutionMode::kCompiling &&
+           op_record->seq != 0;
   }
 
   // Records one decision. `forced` replaces the computed outcome (dtype-arg
   // policies decide by the first argument, not by a cast; a cast made is
-  // kCast). The cast cache's observer is asked about `cached_result` here,
-  // with `source_version`, the source's version at the cast (make_cast).
-  // `role`: the source's, when the caller has it (make_cast's).
+  // kCast). `observed`: what the cast cache's observer saw at the cast
+  // (make_cast), nullptr when it does not follow it. `role`: the source's,
+  // when the caller has it (make_cast's).
   // Returns what the cast cache did (kNotCacheable when not observed).
   CacheOutcome record_cast(ThreadBlock& thread, const Record& op_record, const at::Tensor& t, c10::ScalarType target,
                            size_t arg_index, int list_index, std::optional<CastOutcome> forced,
-                           const at::Tensor* cached_result = nullptr, uint64_t reserved_seq = 0,
-                           int64_t source_version = 0, std::optional<Role> role = std::nullopt) noexcept {
+                           const CastCacheObserver::Observation* observed = nullptr, uint64_t reserved_seq = 0,
+                           std::optional<Role> role = std::nullopt) noexcept {
     CacheOutcome cache = CacheOutcome::kNotCacheable;
     try {
       Record r;
-      const bool sample_due = describe_cast(thread, r, cache, op_record, t, target, arg_index, list_index, forced,
-                                            role ? *role : role_of(t), cached_result, reserved_seq, source_version);
+      const bool sample_due = describe_cast(r, cache, op_record, t, target, arg_index, list_index, forced,
+                                            role ? *role : role_of(t), observed, reserved_seq);
       if (r.cast.mode == ExecutionMode::kCompiling) [[unlikely]] {
         if (r.cast.outcome == CastOutcome::kCast && CompileCapture::collecting() &&
             !runtime_.compile.keep(CompileDecision{op_id_, policy_, device_.kind, r.cast}))
@@ -512,23 +548,21 @@ class KernelCore {
   }
 
   // record_cast's record, made in `r`, not logged; true when the cast cache's
-  // observer says a cache sample is due after it. May throw; `cache` is
-  // what the cast cache did as soon as its observer has seen the cast, so a
-  // throw after that still reports it (cast_one's numerics check needs it).
+  // observer said a cache sample is due after it. May throw; `cache` is
+  // what the cast cache did, set first, so a throw after that still
+  // reports it (cast_one's numerics check needs it).
   // Inlined: finish_op_record's loop runs it per cast (as a call, 39 more
   // instructions per op; docs/performance.md, "tenth pass").
-  [[gnu::always_inline]] bool describe_cast(ThreadBlock& thread, Record& r, CacheOutcome& cache,
-                                            const Record& op_record, const at::Tensor& t, c10::ScalarType target,
-                                            size_t arg_index, int list_index, std::optional<CastOutcome> forced,
-                                            Role role, const at::Tensor* cached_result, uint64_t reserved_seq,
-                                            int64_t source_version) {
+  [[gnu::always_inline]] bool describe_cast(Record& r, CacheOutcome& cache, const Record& op_record,
+                                            const at::Tensor& t, c10::ScalarType target, size_t arg_index,
+                                            int list_index, std::optional<CastOutcome> forced, Role role,
+                                            const CastCacheObserver::Observation* observed, uint64_t reserved_seq) {
     const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
     fill_cast_record(r, runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq,
                      op_record.ts_ns);
     r.cast.op_seq = op_record.seq;
     r.cast.list_index = static_cast<int16_t>(list_index);
-    const bool sample_due = describe_cast_fields(thread, r.cast, cache, t, target, arg_index, forced, role,
-                                                 cached_result, source_version,
+    const bool sample_due = describe_cast_fields(r.cast, cache, t, target, arg_index, forced, role, observed,
                                                  r.cast.mode == ExecutionMode::kCompiling);
     describe_shape(r.cast, t);
     return sample_due;
@@ -536,27 +570,25 @@ class KernelCore {
 
   // What a cast's record (CastFields) and its aggregate-mode counter
   // (CastCount) both say of it, written into `fields`, whose other members
-  // the caller fills; `role` is role_of(t), asked once by the caller.
-  // Returns and throws as describe_cast.
+  // the caller fills; `role` is role_of(t), asked once by the caller,
+  // `observed` as record_cast's. Returns and throws as describe_cast.
   template <class Fields>
-  [[gnu::always_inline]] bool describe_cast_fields(ThreadBlock& thread, Fields& fields, CacheOutcome& cache,
-                                                   const at::Tensor& t, c10::ScalarType target, size_t arg_index,
+  [[gnu::always_inline]] bool describe_cast_fields(Fields& fields, CacheOutcome& cache, const at::Tensor& t,
+                                                   c10::ScalarType target, size_t arg_index,
                                                    std::optional<CastOutcome> forced, Role role,
-                                                   const at::Tensor* cached_result, int64_t source_version,
-                                                   bool compiling) {
+                                                   const CastCacheObserver::Observation* observed, bool compiling) {
+    bool sample_due = false;
+    if (observed != nullptr) {
+      sample_due = observed->sample_due;
+      fields.cache = cache = observed->outcome;
+      fields.source_version = static_cast<uint32_t>(observed->source_version);
+      fields.cached_version = static_cast<uint32_t>(observed->cached_version);
+    }
     fields.arg_index = static_cast<uint16_t>(arg_index);
     fields.src = to_dtype(t.scalar_type());
     fields.dst = to_dtype(target);
     // Not value_or: its argument would classify the tensor even when forced.
     fields.outcome = forced ? *forced : classify_tensor(t, target, device_.device);
-    bool sample_due = false;
-    if (cached_result != nullptr) {
-      const auto seen = runtime_.cast_cache.observe(thread, t, *cached_result, source_version);
-      sample_due = seen.sample_due;
-      fields.cache = cache = seen.outcome;
-      fields.source_version = static_cast<uint32_t>(seen.source_version);
-      fields.cached_version = static_cast<uint32_t>(seen.cached_version);
-    }
     fields.role = role;
     fields.bytes = source_bytes(t);
     if (!compiling) fields.round_trip = fields.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);

@@ -122,10 +122,16 @@ uint32_t EventLog::thread_id(ThreadBlock& thread) {
   return thread.thread_id;
 }
 
+namespace {
+// The owning thread's count: a plain add, no read-modify-write (one writer).
+void add_direct_casts(std::atomic<uint64_t>& count, uint64_t n) {
+  count.store(count.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+}  // namespace
+
 void EventLog::count_direct_casts(ThreadBlock& thread, uint64_t n) {
   if (n == 0) return;
-  if (Slot* slot = thread_slot(thread))
-    slot->direct_casts.store(slot->direct_casts.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  if (Slot* slot = thread_slot(thread)) add_direct_casts(slot->direct_casts, n);
 }
 
 uint64_t EventLog::direct_casts() const {
@@ -168,12 +174,14 @@ void EventLog::record(const Record& record, ThreadBlock& thread) {
   slot->ring.try_push(record);
 }
 
-void EventLog::record_op(const Record* before, size_t n, const Record& op, ThreadBlock& thread) {
+void EventLog::record_op(const Record* before, size_t n, const Record& op, ThreadBlock& thread,
+                         uint64_t direct_casts) {
   Slot* slot = thread_slot(thread);
   if (slot == nullptr) [[unlikely]] {
     dropped_total_.fetch_add(n + 1, std::memory_order_relaxed);
     return;
   }
+  if (direct_casts != 0) add_direct_casts(slot->direct_casts, direct_casts);
   if (aggregate_.load(std::memory_order_relaxed)) {
     CounterTable* counters = slot->counters.load(std::memory_order_acquire);
     size_t refused = 0;
@@ -192,8 +200,10 @@ void EventLog::record_op(const Record* before, size_t n, const Record& op, Threa
   slot->ring.try_push(op);
 }
 
-void EventLog::count_op(const Record& op, const CastCount* casts, size_t n, ThreadBlock& thread) {
+void EventLog::count_op(const Record& op, const CastCount* casts, size_t n, ThreadBlock& thread,
+                        uint64_t direct_casts) {
   Slot* slot = thread_slot(thread);
+  if (slot != nullptr && direct_casts != 0) add_direct_casts(slot->direct_casts, direct_casts);
   // An op that began in aggregate mode and ends after a switch back to full
   // events has no records to log: dropped, and counted so.
   CounterTable* counters = slot != nullptr && aggregate_.load(std::memory_order_relaxed)

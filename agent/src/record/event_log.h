@@ -131,12 +131,13 @@ class EventLog {
   // An op's records: `before` (n of them: its casts, and any cache sample
   // one made due, in order) then `op`, as n + 1 calls of record() would,
   // with one look-up of the thread's ring and, in aggregate mode, one lock
-  // of its counters.
-  void record_op(const Record* before, size_t n, const Record& op, ThreadBlock& thread);
+  // of its counters. `direct_casts`: of its casts, those made directly,
+  // counted as count_direct_casts would, with the same look-up.
+  void record_op(const Record* before, size_t n, const Record& op, ThreadBlock& thread, uint64_t direct_casts = 0);
   // Aggregate mode (aggregating()): an op record and its casts (n) as
   // CastCounts, counted as record_op would count their records; out of
-  // aggregate mode all n + 1 are dropped (counted).
-  void count_op(const Record& op, const CastCount* casts, size_t n, ThreadBlock& thread);
+  // aggregate mode all n + 1 are dropped (counted). `direct_casts` as record_op's.
+  void count_op(const Record& op, const CastCount* casts, size_t n, ThreadBlock& thread, uint64_t direct_casts = 0);
 
   // Calls sink for every buffered record, ring by ring (each ring oldest
   // first). Returns how many were drained.
