@@ -190,9 +190,16 @@ bool known_site(PyThreadState* tstate, unsigned& id) {
   return false;
 }
 
-bool read_known_site(PyThreadState* tstate, unsigned& id) {
+// Asked first, before Py_IsInitialized: while this path is on the
+// interpreter is up (the atexit hook turns it off, and waits for readers,
+// before finalization), so a known site costs no call to ask.
+bool read_known_site(unsigned& id) {
   g_readers.fetch_add(1);
-  const bool found = g_without_gil.load() && known_site(tstate, id);
+  bool found = false;
+  if (g_without_gil.load()) {
+    PyThreadState* const tstate = PyGILState_GetThisThreadState();
+    found = tstate != nullptr && known_site(tstate, id);
+  }
   g_readers.fetch_sub(1);
   return found;
 }
@@ -314,12 +321,11 @@ __attribute__((visibility("default"))) void castscope_python_init(InternFn inter
 // Returns 0 when the thread has no Python frame (autograd worker threads, a
 // C++ program) or the reader is not initialized.
 __attribute__((visibility("default"))) unsigned castscope_python_location(void) {
-  if (g_intern == nullptr || !Py_IsInitialized()) return 0;
-  PyThreadState* const thread = PyGILState_GetThisThreadState();
-  if (thread == nullptr) return 0;
+  if (g_intern == nullptr) return 0;
 #ifdef CASTSCOPE_FRAMES_WITHOUT_GIL
-  if (unsigned known = 0; read_known_site(thread, known)) return known;
+  if (unsigned known = 0; read_known_site(known)) return known;
 #endif
+  if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return 0;
   const PyGILState_STATE gil = PyGILState_Ensure();
   // Leave any exception the thread already carries exactly as it was.
   PyObject *error_type = nullptr, *error_value = nullptr, *error_traceback = nullptr;

@@ -15,44 +15,6 @@ namespace {
 
 std::atomic<uint64_t> g_next_generation{1};
 
-// One cast a thread saw cached_cast return for a source, as the observer of
-// `generation` recorded it. `hold` keeps the cast's memory (a weak
-// reference), so no other tensor can take its address while the memo names it.
-struct SeenCast {
-  const c10::TensorImpl* source = nullptr;
-  const c10::TensorImpl* cast = nullptr;
-  int64_t version_at_cast = 0;
-  uint64_t generation = 0;
-  std::optional<c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>> hold;
-};
-// Two-way set associative by source, 32 sets: a model's weights (two casts
-// per layer, usually) share 64 slots. Direct-mapped, the two sources of one
-// linear or conv (weight and bias) fell on one slot in some processes,
-// depending on where the heap put them, and then each evicted the other on
-// every op, which sent both casts through the lock (~460 more instructions
-// per linear; docs/performance.md, "fifteenth pass"). A set names the way
-// seen last, so a third source in a set evicts the one seen least recently;
-// the ways stay where they are (swapping them, as the memo did first, moved
-// two entries and their weak references on every look-up of a weight and
-// bias sharing a set: ~100 instructions a cast in such a process).
-constexpr size_t kSeenCastSets = 32;
-struct SeenCastSet {
-  std::array<SeenCast, 2> ways;
-  uint8_t last = 0;  // the way seen last
-};
-
-}  // namespace
-
-// The thread's memo, reached through its ThreadBlock (one TLS look-up per op
-// for all of castscope's thread state): a thread_local array with a
-// destructor cost three __tls_get_addr calls per look-up, its guard's
-// included (docs/performance.md, "fourteenth pass").
-struct CastMemo {
-  std::array<SeenCastSet, kSeenCastSets> sets;
-};
-
-namespace {
-
 // Frees the thread's memo at thread exit (its weak references with it).
 // Touched only when the memo is made, so the look-ups need no guard; `arm`
 // only touches it, which constructs it and registers its destructor.
@@ -77,31 +39,6 @@ void ensure_memo(ThreadBlock& thread) {
   if (thread.cast_memo != nullptr || thread.cast_memo_gone) return;
   t_cast_memo_owner.arm();
   thread.cast_memo = new CastMemo();
-}
-
-SeenCastSet& seen_cast_set(CastMemo& memo, const c10::TensorImpl* source) {
-  const auto address = reinterpret_cast<uintptr_t>(source);
-  return memo.sets[((address >> 4) ^ (address >> 10)) & (kSeenCastSets - 1)];
-}
-
-// The thread's memo of `result` as the cast of `source` the observer of
-// `generation` saw, or nullptr: one look-up of the thread's memo. A source
-// the set holds becomes the way seen last.
-const SeenCast* seen_cast(const ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
-                          uint64_t generation) {
-  if (thread.cast_memo == nullptr) return nullptr;
-  const c10::TensorImpl* key = source.unsafeGetTensorImpl();
-  SeenCastSet& set = seen_cast_set(*thread.cast_memo, key);
-  uint8_t way = 0;
-  if (set.ways[1].source == key) {
-    way = 1;
-  } else if (set.ways[0].source != key) {
-    return nullptr;
-  }
-  set.last = way;
-  const SeenCast& seen = set.ways[way];
-  return seen.source == key && seen.cast == result.unsafeGetTensorImpl() && seen.generation == generation ? &seen
-                                                                                                         : nullptr;
 }
 
 // The slot `source`'s cast is remembered in: its own way, else the way seen
@@ -136,7 +73,8 @@ void CastCacheObserver::set_sample_every_misses(uint64_t misses) {
 }
 
 bool CastCacheObserver::knows_cast(const ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result) const {
-  return seen_cast(thread, source, result, generation_.load(std::memory_order_relaxed)) != nullptr;
+  return seen_cast(thread, source.unsafeGetTensorImpl(), result.unsafeGetTensorImpl(),
+                   generation_.load(std::memory_order_relaxed)) != nullptr;
 }
 
 void CastCacheObserver::remember(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
@@ -148,20 +86,6 @@ void CastCacheObserver::remember(ThreadBlock& thread, const at::Tensor& source, 
   seen.version_at_cast = version_at_cast;
   seen.generation = generation_.load(std::memory_order_relaxed);
   seen.hold.emplace(result.getIntrusivePtr());
-}
-
-bool CastCacheObserver::observe_known(const ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
-                                      int64_t source_version, Observation& out) {
-  const SeenCast* seen = seen_cast(thread, source, result, generation_.load(std::memory_order_relaxed));
-  if (seen == nullptr) return false;
-  // The entry as the memo copied it (the file comment says why it is unchanged).
-  out.source_version = source_version;
-  out.cached_version = seen->version_at_cast;
-  out.outcome = out.cached_version == out.source_version ? CacheOutcome::kHit : CacheOutcome::kStaleHit;
-  out.sample_due = false;
-  hits_.fetch_add(1, std::memory_order_relaxed);
-  casts_since_sample_.fetch_add(1, std::memory_order_relaxed);
-  return true;
 }
 
 CastCacheObserver::Observation CastCacheObserver::observe(ThreadBlock& thread, const at::Tensor& source,

@@ -45,6 +45,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "agent/src/context/cast_memo.h"
 #include "agent/src/record/cast_record.h"
 #include "agent/src/record/thread_block.h"
 
@@ -113,7 +114,19 @@ class CastCacheObserver {
   // kernels ask this first, at the cast, in place of knows_cast then observe
   // (one look-up of the memo, no reference to the cast kept for later).
   bool observe_known(const ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
-                     int64_t source_version, Observation& out);
+                     int64_t source_version, Observation& out) {
+    const SeenCast* seen = seen_cast(thread, source.unsafeGetTensorImpl(), result.unsafeGetTensorImpl(),
+                                     generation_.load(std::memory_order_relaxed));
+    if (seen == nullptr) return false;
+    // The entry as the memo copied it (the file comment says why it is unchanged).
+    out.source_version = source_version;
+    out.cached_version = seen->version_at_cast;
+    out.outcome = out.cached_version == out.source_version ? CacheOutcome::kHit : CacheOutcome::kStaleHit;
+    out.sample_due = false;
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    casts_since_sample_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
   // After cached_cast returned `result` for a cacheable `source`, whose
   // version was `source_version` at the cast.
   Observation observe(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result, int64_t source_version);

@@ -175,24 +175,42 @@ struct CastSeqs {
 // them. What a record reads of its source (dtype, shape, role) does not
 // change across the op; what the cast cache did, and the source's version,
 // which another thread could change meanwhile, are read at the cast.
+// What make_cast says of a cast it made, besides the cast: for a recorded op
+// (`op_record`) also what the cast cache did, when its observer follows the
+// cast (observed at the cast: the source's version then, which another
+// thread could change before the record is written), and the seq its
+// kernels carry (GPU timing). Written by make_cast where its caller keeps it
+// (a pending cast's own), not returned and copied.
+struct CastFacts {
+  uint64_t seq;
+  Role role;    // role_of the source (recorded or direct casts), asked once for cast and record
+  bool direct;  // made with at::_to_copy (make_cast's `direct`), counted once the op is recorded
+  bool cast;    // the result is another tensor: cached_cast cast it
+  std::optional<CastCacheObserver::Observation> observed;  // cacheable casts of a recorded op
+};
 // No initializers: cast_pending writes every member of the ones it uses, and
 // a kernel's PendingCasts is not zeroed first (~12 instructions a slot).
 struct PendingCast {
   const at::Tensor* source;  // the kernel's argument: alive until the kernel returns
-  std::optional<CastCacheObserver::Observation> observed;  // make_cast's
   c10::ScalarType target;
   uint16_t arg_index;
-  Role role;  // make_cast's
-  bool cast;  // cached_cast made (or found) a cast: the outcome is kCast
-  uint64_t seq;
+  CastFacts facts;  // make_cast's
 };
-// One slot per tensor argument of the kernel's signature.
+// One slot per tensor argument of the kernel's signature. In aggregate mode
+// (`counting`) each cast is described as its counter counts it when it is
+// made, into `counts`, and nothing else is kept of it: what a record reads
+// would be read the same after the op, and the loop over noted casts after
+// it cost ~30 instructions a cast more (docs/performance.md, "seventeenth
+// pass").
 template <size_t kCapacity>
 struct PendingCasts {
-  std::array<PendingCast, kCapacity> casts;
-  size_t size = 0;
-  bool direct = false;       // make_cast's `direct` for these casts
-  uint64_t made_directly = 0;  // of them, the casts make_cast made so
+  std::array<PendingCast, kCapacity> casts;  // not counting: the casts to record after the op
+  std::array<CastCount, kCapacity> counts;   // counting: the casts described
+  size_t size = 0;                           // of casts, or of counts
+  bool direct = false;                       // make_cast's `direct` for these casts
+  bool counting = false;                     // aggregate mode when the op began
+  uint8_t samples_due = 0;                   // counting: bit i, counts[i]'s miss made a cache sample due
+  uint64_t made_directly = 0;                // of them, the casts make_cast made so
 };
 
 // Everything an autocast op runs inside, built and torn down in this order:
@@ -235,12 +253,14 @@ class KernelCore {
   // nothing: recording is off, it is a compile-time duplicate (then
   // `compile_duplicate`), or describing it failed (counted). `region_dtype`:
   // the region's lower-precision dtype, read once by the caller. When it
-  // records, the op's seq is taken with `casts` more for its casts (`seqs`),
-  // and `included` is the thread's included dispatch keys, read for the
-  // context (thread_sees_no_cast_ops asks them again otherwise).
-  template <class InputDtypes>
+  // records and takes seqs, the op's seq is taken with `count_casts()` more
+  // for its casts (`seqs`), and `included` is the thread's included dispatch
+  // keys, read for the context (thread_sees_no_cast_ops asks them again
+  // otherwise).
+  template <class InputDtypes, class CountCasts>
   bool start_op_record(ThreadBlock& thread, Record& op_record, bool& compile_duplicate, c10::ScalarType region_dtype,
-                       InputDtypes&& input_dtypes, uint64_t casts, CastSeqs& seqs, c10::DispatchKeySet& included) {
+                       InputDtypes&& input_dtypes, CountCasts&& count_casts, CastSeqs& seqs,
+                       c10::DispatchKeySet& included) {
     if (!g_record_events.load(std::memory_order_relaxed)) [[unlikely]] return false;
     try {
       // The seq last, once the op is known to record (a duplicate takes none).
@@ -279,6 +299,7 @@ class KernelCore {
       // casts after it (records_casts_after).
       if (!runtime_.events.aggregating() || compiling || probe_window_open() || numerics_window_open() ||
           gpu_correlates(device_.kind == DeviceKind::kCuda)) {
+        const uint64_t casts = count_casts();
         op_record.seq = runtime_.events.reserve_seqs(1 + casts);
         seqs = CastSeqs{op_record.seq + 1, op_record.seq + 1 + casts};
       }
@@ -316,7 +337,8 @@ class KernelCore {
       r.op.cpu_duration_ns = now_ns() - r.ts_ns;
       r.op.output = ok ? output() : DType::kUnspecified;
       // Direct casts are counted with the op's records, in the same look-up of the thread's slot.
-      if (runtime_.events.aggregating()) {
+      // (Counted casts of an op that ends after aggregate mode was turned off are dropped there, counted.)
+      if (pending.counting || runtime_.events.aggregating()) {
         count_op_casts(thread, r, pending);
         return;
       }
@@ -328,7 +350,8 @@ class KernelCore {
           CacheOutcome cache = CacheOutcome::kNotCacheable;
           const bool sample_due =
               describe_cast(before[n], cache, r, *cast.source, cast.target, cast.arg_index, -1,
-                            cast_outcome(cast.cast), cast.role, cast.observed ? &*cast.observed : nullptr, cast.seq);
+                            cast_outcome(cast.facts.cast), cast.facts.role,
+                            cast.facts.observed ? &*cast.facts.observed : nullptr, cast.facts.seq);
           ++n;
           // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
           if (sample_due) [[unlikely]] before[n++] = cache_sample_record(runtime_, SampleTrigger::kMisses);
@@ -347,11 +370,27 @@ class KernelCore {
     }
   }
 
-  // finish_op_record's aggregate mode: the casts in `pending` described as
-  // their records would be (describe_cast_fields), no records made, and
+  // finish_op_record's aggregate mode: the op's casts, described as their
+  // records would be (describe_cast_fields) at the casts (cast_pending) or,
+  // for an op begun before aggregate mode was on, now; no records made, and
   // counted with the op's record in one go (EventLog::count_op).
   template <size_t kPending>
   void count_op_casts(ThreadBlock& thread, const Record& r, PendingCasts<kPending>& pending) {
+    if (pending.counting) {  // described at the casts (cast_pending)
+      // Step-free growth evidence (cast_cache_observer.h): as in full mode, into the ring.
+      if (pending.samples_due != 0 && !thread.unlogged) [[unlikely]]
+        for (size_t i = 0; i < pending.size; ++i)
+          if ((pending.samples_due >> i) & 1)
+            runtime_.events.record(cache_sample_record(runtime_, SampleTrigger::kMisses), thread);
+      const size_t counted = std::exchange(pending.size, 0);
+      if (!thread.unlogged) {
+        runtime_.events.count_op(r, pending.counts.data(), counted, thread, pending.made_directly);
+      } else {
+        runtime_.events.count_direct_casts(thread, pending.made_directly);
+      }
+      return;
+    }
+    // Casts noted, not described (an op that began before aggregate mode was turned on): described now.
     std::array<CastCount, kPending> counts;
     size_t n = 0;
     for (size_t i = 0; i < pending.size; ++i) {
@@ -364,8 +403,9 @@ class KernelCore {
         count.cached_version = 0;
         CacheOutcome cache = CacheOutcome::kNotCacheable;
         const bool sample_due =
-            describe_cast_fields(count, cache, *cast.source, cast.target, cast.arg_index, cast_outcome(cast.cast),
-                                 cast.role, cast.observed ? &*cast.observed : nullptr, false);
+            describe_cast_fields(count, cache, *cast.source, cast.target, cast.arg_index,
+                                 cast_outcome(cast.facts.cast), cast.facts.role,
+                                 cast.facts.observed ? &*cast.facts.observed : nullptr, false);
         ++n;
         // Step-free growth evidence (cast_cache_observer.h): as in full mode, into the ring.
         if (sample_due && !thread.unlogged) [[unlikely]]
@@ -388,20 +428,6 @@ class KernelCore {
     return dtype_override_ == DType::kUnspecified ? region_dtype : to_scalar_type(dtype_override_);
   }
 
-  // A defined tensor's cast, as cached_cast makes it natively; for a
-  // recorded op (`op_record`) also what the cast cache did, when its
-  // observer follows the cast (observed at the cast: the source's version
-  // then, which another thread could change before the record is written),
-  // and the seq its kernels carry (GPU timing).
-  struct CastMade {
-    at::Tensor result;
-    uint64_t seq = 0;
-    Role role = Role::kInput;  // role_of the source (recorded or direct casts), asked once for cast and record
-    bool direct = false;  // made with at::_to_copy (make_cast's `direct`), counted once the op is recorded
-    bool cast = false;    // the result is another tensor: cached_cast cast it
-    std::optional<CastCacheObserver::Observation> observed;  // cacheable casts of a recorded op
-  };
-
   // What a made cast's record says: kCast when cached_cast returned another
   // tensor (it does only when the source is eligible and of another type,
   // which is classify_tensor's kCast), else classify_tensor decides why not.
@@ -409,53 +435,57 @@ class KernelCore {
     return cast ? std::optional(CastOutcome::kCast) : std::nullopt;
   }
 
-  // The cast of `t` to `target` (CastMade). `direct` (thread_sees_no_cast_ops,
+  // A defined tensor's cast to `target`, as cached_cast makes it natively;
+  // what it says of the cast into `facts`. `direct` (thread_sees_no_cast_ops,
   // asked once per op): a cast cached_cast would not cache (its source's role
   // is not a weight's: the cache keeps only leaves that need grad) is made by
   // cast_without_dispatch, the op Tensor::to makes it with (at::_to_copy with
   // the dtype alone) after the RecordFunction draw to's dispatch takes: the
   // same kernel, tensor and observers, without the dispatch through to.dtype
   // and its composite wrapper (docs/performance.md, "eleventh pass").
-  CastMade make_cast(ThreadBlock& thread, const at::Tensor& t, c10::ScalarType target, const Record* op_record,
-                     CastSeqs& seqs, bool direct = false) {
-    CastMade made;
-    if (op_record != nullptr || direct) made.role = role_of(t);
+  at::Tensor make_cast(ThreadBlock& thread, const at::Tensor& t, c10::ScalarType target, const Record* op_record,
+                       CastSeqs& seqs, bool direct, CastFacts& facts) {
+    facts.role = op_record != nullptr || direct ? role_of(t) : Role::kInput;
     // An op that took no seqs (start_op_record) gives its casts none.
-    made.seq = op_record != nullptr && op_record->seq != 0 ? seqs.take(runtime_.events) : 0;
+    facts.seq = op_record != nullptr && op_record->seq != 0 ? seqs.take(runtime_.events) : 0;
+    facts.direct = false;
+    facts.observed.reset();
     const LaunchScope launches(op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda),
-                               made.seq | kCastLaunchBit);
-    if (direct && made.role != Role::kWeight && t.scalar_type() != target &&
+                               facts.seq | kCastLaunchBit);
+    at::Tensor result;
+    if (direct && facts.role != Role::kWeight && t.scalar_type() != target &&
         at::autocast::is_eligible(t, device_.device) && plain_tensor(t)) {
-      made.result = cast_without_dispatch(t, target);
-      made.direct = true;
+      result = cast_without_dispatch(t, target);
+      facts.direct = true;
     } else {
-      made.result = at::autocast::cached_cast(target, t, device_.device);
+      result = at::autocast::cached_cast(target, t, device_.device);
     }
-    made.cast = made.result.unsafeGetTensorImpl() != t.unsafeGetTensorImpl();
+    facts.cast = result.unsafeGetTensorImpl() != t.unsafeGetTensorImpl();
     // Whether cached_cast consulted its cache: only for a leaf that needs grad
     // (a weight's role), under a condition the cast does not change. A cast
     // the observer saw the cache return for this source before was the
     // cache's (observe_known, the steady state's hit); otherwise the
     // condition is asked. Compile-time decisions see fake tensors: nothing
     // for the cache observer.
-    if (op_record != nullptr && made.role == Role::kWeight && op_record->op.mode != ExecutionMode::kCompiling)
-      observe_cast(thread, t, target, made);
-    return made;
+    if (op_record != nullptr && facts.role == Role::kWeight && op_record->op.mode != ExecutionMode::kCompiling)
+      observe_cast(thread, t, target, result, facts);
+    return result;
   }
 
   // make_cast's observation of a weight's cast: the memo's answer, else
   // observe's for a cacheable one. Observing fails only short of memory:
   // counted, and the cast is recorded as not observed (the op still runs).
-  void observe_cast(ThreadBlock& thread, const at::Tensor& t, c10::ScalarType target, CastMade& made) noexcept {
+  void observe_cast(ThreadBlock& thread, const at::Tensor& t, c10::ScalarType target, const at::Tensor& result,
+                    CastFacts& facts) noexcept {
     const int64_t version = CastCacheObserver::version_of(t);
     CastCacheObserver::Observation seen;
-    if (runtime_.cast_cache.observe_known(thread, t, made.result, version, seen)) [[likely]] {
-      made.observed = seen;
+    if (runtime_.cast_cache.observe_known(thread, t, result, version, seen)) [[likely]] {
+      facts.observed = seen;
       return;
     }
     try {
       if (CastCacheObserver::cacheable_leaf(t, target, device_.device))
-        made.observed = runtime_.cast_cache.observe(thread, t, made.result, version);
+        facts.observed = runtime_.cast_cache.observe(thread, t, result, version);
     } catch (...) {
       runtime_.events.count_internal_error();
     }
@@ -465,19 +495,19 @@ class KernelCore {
   at::Tensor cast_one(const at::Tensor& t, c10::ScalarType target, size_t arg_index, int list_index, Record* op_record,
                       ThreadBlock& thread, CastSeqs& seqs, bool direct = false) {
     if (!t.defined()) return t;
-    CastMade made = make_cast(thread, t, target, op_record, seqs, direct);
-    at::Tensor& result = made.result;
+    CastFacts facts;
+    at::Tensor result = make_cast(thread, t, target, op_record, seqs, direct, facts);
     if (op_record != nullptr) {
       const CacheOutcome cache =
-          record_cast(thread, *op_record, t, target, arg_index, list_index, cast_outcome(made.cast),
-                      made.observed ? &*made.observed : nullptr, made.seq, made.role);
-      if (made.direct) runtime_.events.count_direct_casts(thread, 1);
+          record_cast(thread, *op_record, t, target, arg_index, list_index, cast_outcome(facts.cast),
+                      facts.observed ? &*facts.observed : nullptr, facts.seq, facts.role);
+      if (facts.direct) runtime_.events.count_direct_casts(thread, 1);
       // Numerics windows: a cast the cache served was checked when it was made.
-      if (checks_numerics(op_record) && made.cast && cache != CacheOutcome::kHit &&
+      if (checks_numerics(op_record) && facts.cast && cache != CacheOutcome::kHit &&
           cache != CacheOutcome::kStaleHit) [[unlikely]]
         numerics_check_cast(*op_record, static_cast<uint16_t>(arg_index), t, result);
     }
-    return std::move(result);
+    return result;
   }
 
   // cast_one's steady state (the unboxed kernel, recording, no window open,
@@ -486,18 +516,42 @@ class KernelCore {
   at::Tensor cast_pending(ThreadBlock& thread, const at::Tensor& t, c10::ScalarType target, size_t arg_index,
                           const Record& op_record, CastSeqs& seqs, PendingCasts<kPending>& pending) {
     if (!t.defined()) return t;
-    CastMade made = make_cast(thread, t, target, &op_record, seqs, pending.direct);
-    // Noted once made: a cast that raised has no record, as in cast_one.
-    PendingCast& cast = pending.casts[pending.size++];
+    // The next slot, counted once the cast is made: a cast that raised has no record, as in cast_one.
+    PendingCast& cast = pending.casts[pending.size];
+    at::Tensor result = make_cast(thread, t, target, &op_record, seqs, pending.direct, cast.facts);
+    pending.made_directly += cast.facts.direct ? 1 : 0;
+    if (pending.counting) {
+      count_cast(t, target, arg_index, cast.facts, pending);
+      return result;
+    }
+    ++pending.size;
     cast.source = &t;
     cast.target = target;
     cast.arg_index = static_cast<uint16_t>(arg_index);
-    cast.role = made.role;
-    pending.made_directly += made.direct ? 1 : 0;
-    cast.seq = made.seq;
-    cast.cast = made.cast;
-    cast.observed = made.observed;
-    return std::move(made.result);
+    return result;
+  }
+
+  // cast_pending's aggregate mode: the cast made, described into the next of
+  // `pending`'s counts. Describing never fails the op: a failure is counted
+  // and that cast not (as count_op_casts did after the op). Inlined: as a
+  // call, its frame cost ~30 instructions a cast.
+  template <size_t kPending>
+  [[gnu::always_inline]] void count_cast(const at::Tensor& t, c10::ScalarType target, size_t arg_index, const CastFacts& facts,
+                  PendingCasts<kPending>& pending) noexcept {
+    try {
+      CastCount& count = pending.counts[pending.size];
+      // What describe_cast_fields leaves to the caller: a cast the cache's observer does not follow.
+      count.cache = CacheOutcome::kNotCacheable;
+      count.source_version = 0;
+      count.cached_version = 0;
+      CacheOutcome cache = CacheOutcome::kNotCacheable;
+      if (describe_cast_fields(count, cache, t, target, arg_index, cast_outcome(facts.cast), facts.role,
+                               facts.observed ? &*facts.observed : nullptr, false)) [[unlikely]]
+        pending.samples_due |= static_cast<uint8_t>(1u << pending.size);
+      ++pending.size;
+    } catch (...) {
+      runtime_.events.count_internal_error();
+    }
   }
 
   // Whether this op's casts are recorded after it (cast_pending) or at once
@@ -624,7 +678,8 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
     CastSeqs seqs;  // none reserved: the boxed kernel's casts take theirs one at a time
     c10::DispatchKeySet included;  // not kept: cast_all asks thread_sees_no_cast_ops() itself
     const bool record = start_op_record(thread, op_record, compile_duplicate, region_dtype,
-                                        [&](DType* out) { return input_dtypes(stack, out); }, 0, seqs, included);
+                                        [&](DType* out) { return input_dtypes(stack, out); },
+                                        [] { return uint64_t{0}; }, seqs, included);
     const OpScope scope(thread, device_, record, compile_duplicate, op_record);
     std::vector<at::Tensor> checked_inputs;
     try {
@@ -850,9 +905,6 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
     bool compile_duplicate = false;
     // Read once (a call into libtorch): the record's autocast dtype and the casts' target.
     const c10::ScalarType region_dtype = at::autocast::get_lower_precision_fp_from_device_type(device_.device);
-    // Every defined tensor argument is cast and recorded: their seqs are taken with the op's.
-    uint64_t casts = 0;
-    (count_tensor(args, casts), ...);
     CastSeqs seqs;
     c10::DispatchKeySet included;  // the thread's, read by start_op_record when it records
     const bool record = start_op_record(
@@ -862,13 +914,22 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
           (add_input_dtype(args, out, n), ...);
           return n;
         },
-        casts, seqs, included);
+        // Every defined tensor argument is cast and recorded: their seqs are taken with the op's.
+        [&] {
+          uint64_t casts = 0;
+          (count_tensor(args, casts), ...);
+          return casts;
+        },
+        seqs, included);
     const OpScope scope(thread, device_, record, compile_duplicate, op_record);
     Record* const op_record_or_null = record ? &op_record : nullptr;
     Pending pending;
     Pending* const casts_after = records_casts_after(op_record_or_null) ? &pending : nullptr;
     // The included keys are start_op_record's: OpScope changes only the excluded ones.
-    if (casts_after != nullptr) pending.direct = thread_sees_no_cast_ops(included);
+    if (casts_after != nullptr) {
+      pending.direct = thread_sees_no_cast_ops(included);
+      pending.counting = runtime_.events.aggregating();
+    }
     try {
       c10::ScalarType target = at::kFloat;
       if (policy_ == CastPolicy::kLowerPrecisionFp) target = lower_precision(region_dtype);

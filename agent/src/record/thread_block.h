@@ -20,7 +20,7 @@
 
 namespace castscope {
 
-struct CastMemo;  // context/cast_cache_observer.cc
+struct CastMemo;  // context/cast_memo.h
 
 struct ThreadBlock {
   // EventLog: the thread's ring, the log it belongs to (0: none yet) and
