@@ -77,7 +77,7 @@ class CastCacheObserver {
   }
   // The same for a source already known to need grad and to be a leaf (a
   // weight's role): the kernels ask it of a weight's cast the memo does not
-  // know (knows_cast).
+  // know (observe_known).
   static bool cacheable_leaf(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device);
 
   // The fewest cacheable casts, a miss last, between step-free samples (see

@@ -188,8 +188,9 @@ struct CastFacts {
   bool cast;    // the result is another tensor: cached_cast cast it
   std::optional<CastCacheObserver::Observation> observed;  // cacheable casts of a recorded op
 };
-// No initializers: cast_pending writes every member of the ones it uses, and
-// a kernel's PendingCasts is not zeroed first (~12 instructions a slot).
+// No initializers: cast_pending writes every member of the ones it uses (in
+// aggregate mode only `facts`; the rest is not read then), and a kernel's
+// PendingCasts is not zeroed first (~12 instructions a slot).
 struct PendingCast {
   const at::Tensor* source;  // the kernel's argument: alive until the kernel returns
   c10::ScalarType target;
@@ -204,6 +205,7 @@ struct PendingCast {
 // pass").
 template <size_t kCapacity>
 struct PendingCasts {
+  static_assert(kCapacity <= 8, "samples_due holds a bit per cast");
   std::array<PendingCast, kCapacity> casts;  // not counting: the casts to record after the op
   std::array<CastCount, kCapacity> counts;   // counting: the casts described
   size_t size = 0;                           // of casts, or of counts
@@ -223,7 +225,7 @@ struct OpScope {
       : unlogged(thread, compile_duplicate),
         no_autocast(device.key),
         inside(thread),
-        launches(record && gpu_correlates(device.kind == DeviceKind::kCuda), op_record.seq),
+        launches(record && op_record.seq != 0 && gpu_correlates(device.kind == DeviceKind::kCuda), op_record.seq),
         gemms(record ? &op_record.op : nullptr) {}
   UnloggedRecords unlogged;
   c10::impl::ExcludeDispatchKeyGuard no_autocast;
@@ -256,11 +258,13 @@ class KernelCore {
   // records and takes seqs, the op's seq is taken with `count_casts()` more
   // for its casts (`seqs`), and `included` is the thread's included dispatch
   // keys, read for the context (thread_sees_no_cast_ops asks them again
-  // otherwise).
+  // otherwise). `counts_without_seqs`: the caller counts an op that took no
+  // seqs whatever the mode when it ends (the unboxed kernel; the boxed one
+  // records its casts at once, so it always takes them).
   template <class InputDtypes, class CountCasts>
   bool start_op_record(ThreadBlock& thread, Record& op_record, bool& compile_duplicate, c10::ScalarType region_dtype,
                        InputDtypes&& input_dtypes, CountCasts&& count_casts, CastSeqs& seqs,
-                       c10::DispatchKeySet& included) {
+                       c10::DispatchKeySet& included, bool counts_without_seqs) {
     if (!g_record_events.load(std::memory_order_relaxed)) [[unlikely]] return false;
     try {
       // The seq last, once the op is known to record (a duplicate takes none).
@@ -296,9 +300,10 @@ class KernelCore {
       // op). Whatever records or correlates by seq takes them as in full
       // mode: compile-time records, probe and numerics windows (their casts
       // recorded at once), GPU launches. An op without them records its
-      // casts after it (records_casts_after).
-      if (!runtime_.events.aggregating() || compiling || probe_window_open() || numerics_window_open() ||
-          gpu_correlates(device_.kind == DeviceKind::kCuda)) {
+      // casts after it (records_casts_after) and is counted, never logged
+      // (the unboxed kernel's `counting`).
+      if (!counts_without_seqs || !runtime_.events.aggregating() || compiling || probe_window_open() ||
+          numerics_window_open() || gpu_correlates(device_.kind == DeviceKind::kCuda)) {
         const uint64_t casts = count_casts();
         op_record.seq = runtime_.events.reserve_seqs(1 + casts);
         seqs = CastSeqs{op_record.seq + 1, op_record.seq + 1 + casts};
@@ -450,7 +455,8 @@ class KernelCore {
     facts.seq = op_record != nullptr && op_record->seq != 0 ? seqs.take(runtime_.events) : 0;
     facts.direct = false;
     facts.observed.reset();
-    const LaunchScope launches(op_record != nullptr && gpu_correlates(device_.kind == DeviceKind::kCuda),
+    // (An op that took no seqs gives its launches no id: correlation turned on during it.)
+    const LaunchScope launches(facts.seq != 0 && gpu_correlates(device_.kind == DeviceKind::kCuda),
                                facts.seq | kCastLaunchBit);
     at::Tensor result;
     if (direct && facts.role != Role::kWeight && t.scalar_type() != target &&
@@ -511,7 +517,8 @@ class KernelCore {
   }
 
   // cast_one's steady state (the unboxed kernel, recording, no window open,
-  // not compiling): the cast, and a note for its record after the op.
+  // not compiling): the cast, and a note for its record after the op (in
+  // aggregate mode its count, count_cast).
   template <size_t kPending>
   at::Tensor cast_pending(ThreadBlock& thread, const at::Tensor& t, c10::ScalarType target, size_t arg_index,
                           const Record& op_record, CastSeqs& seqs, PendingCasts<kPending>& pending) {
@@ -679,7 +686,7 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
     c10::DispatchKeySet included;  // not kept: cast_all asks thread_sees_no_cast_ops() itself
     const bool record = start_op_record(thread, op_record, compile_duplicate, region_dtype,
                                         [&](DType* out) { return input_dtypes(stack, out); },
-                                        [] { return uint64_t{0}; }, seqs, included);
+                                        [] { return uint64_t{0}; }, seqs, included, false);
     const OpScope scope(thread, device_, record, compile_duplicate, op_record);
     std::vector<at::Tensor> checked_inputs;
     try {
@@ -920,7 +927,7 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
           (count_tensor(args, casts), ...);
           return casts;
         },
-        seqs, included);
+        seqs, included, true);
     const OpScope scope(thread, device_, record, compile_duplicate, op_record);
     Record* const op_record_or_null = record ? &op_record : nullptr;
     Pending pending;
@@ -928,7 +935,9 @@ class UnboxedAutocastKernel<Return(Args...)> final : public c10::OperatorKernel,
     // The included keys are start_op_record's: OpScope changes only the excluded ones.
     if (casts_after != nullptr) {
       pending.direct = thread_sees_no_cast_ops(included);
-      pending.counting = runtime_.events.aggregating();
+      // An op that took no seqs is counted whatever the mode now: count_op
+      // drops it, counted, if aggregate mode was turned off meanwhile.
+      pending.counting = op_record.seq == 0 || runtime_.events.aggregating();
     }
     try {
       c10::ScalarType target = at::kFloat;
