@@ -72,8 +72,8 @@ void CastCacheObserver::set_sample_every_misses(uint64_t misses) {
   casts_since_sample_.store(0, std::memory_order_relaxed);
 }
 
-bool CastCacheObserver::knows_cast(const ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result) const {
-  return seen_cast(thread, source.unsafeGetTensorImpl(), result.unsafeGetTensorImpl(),
+bool CastCacheObserver::knows_cast(const at::Tensor& source, const at::Tensor& result) const {
+  return seen_cast(this_thread_block(), source.unsafeGetTensorImpl(), result.unsafeGetTensorImpl(),
                    generation_.load(std::memory_order_relaxed)) != nullptr;
 }
 

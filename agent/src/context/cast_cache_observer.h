@@ -98,15 +98,10 @@ class CastCacheObserver {
   }
 
   // Whether `result` is the cast this observer last saw cached_cast return
-  // for `source` on this thread (the memo above): then the cache returned a
-  // cast it holds, so the cast was cacheable, without asking cacheable_leaf.
-  // Lock-free.
-  // `thread`: the calling thread's block (this_thread_block()), which holds
-  // the memo; a kernel passes the one it looked up for the op.
-  bool knows_cast(const ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result) const;
-  bool knows_cast(const at::Tensor& source, const at::Tensor& result) const {
-    return knows_cast(this_thread_block(), source, result);
-  }
+  // for `source` on the calling thread (its memo, cast_memo.h). Lock-free,
+  // and counts nothing: the tests' question (the kernels ask observe_known,
+  // which counts the hit it finds).
+  bool knows_cast(const at::Tensor& source, const at::Tensor& result) const;
 
   // observe's answer, into `out`, when the thread's memo knows `result` as
   // `source`'s cast (a hit, stale or not): no lock, never throws. False when
