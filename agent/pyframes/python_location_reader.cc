@@ -41,6 +41,7 @@
 #define Py_BUILD_CORE 1
 #include <internal/pycore_frame.h>
 #undef Py_BUILD_CORE
+#include "thread_state_key.h"
 #endif
 #include <pthread.h>
 #include <sched.h>
@@ -95,9 +96,14 @@ thread_local constinit ThreadSites* t_known = nullptr;
 thread_local constinit bool t_known_gone = false;  // the owner has run: make no new one
 struct ThreadSitesOwner {
   ThreadSites* sites = nullptr;
+  // The agent's copy of `sites` for this thread (castscope_python_location_for's
+  // `thread_state`, in the agent's constant-initialized, trivially destructible
+  // thread block: still there while this destructor runs); nullptr: none given.
+  void** agent_copy = nullptr;
   ~ThreadSitesOwner() {
     t_known = nullptr;
     t_known_gone = true;
+    if (agent_copy != nullptr) *agent_copy = nullptr;
     delete sites;
   }
 };
@@ -160,10 +166,7 @@ int frame_lasti(_PyInterpreterFrame* frame) {
 // The calling thread's innermost user frame's site id when this thread has
 // seen it before; false when the GIL path must decide. Walks the frames the
 // way PyThreadState_GetFrame and PyFrame_GetBack do (incomplete frames skipped).
-bool known_site(PyThreadState* tstate, unsigned& id) {
-  ThreadSites* const sites = t_known;
-  if (sites == nullptr) return false;
-  ThreadSites& known = *sites;
+[[gnu::always_inline]] inline bool known_site(PyThreadState* tstate, ThreadSites& known, unsigned& id) {
   bool innermost = true;
   for (_PyInterpreterFrame* frame = tstate->cframe->current_frame; frame != nullptr; frame = frame->previous) {
     if (_PyFrame_IsIncomplete(frame)) continue;
@@ -190,15 +193,23 @@ bool known_site(PyThreadState* tstate, unsigned& id) {
   return false;
 }
 
+// The calling thread's own thread state, as PyGILState_GetThisThreadState
+// reads it (the runtime's thread-specific key), without its two calls
+// (~12 instructions an op): the key is read once, with the GIL held, by
+// start_reading_without_gil, which checks it names this thread's state.
+pthread_key_t g_thread_state_key;
+PyThreadState* this_thread_state() { return static_cast<PyThreadState*>(pthread_getspecific(g_thread_state_key)); }
+
 // Asked first, before Py_IsInitialized: while this path is on the
 // interpreter is up (the atexit hook turns it off, and waits for readers,
 // before finalization), so a known site costs no call to ask.
-bool read_known_site(unsigned& id) {
+[[gnu::always_inline]] inline bool read_known_site(ThreadSites* sites, unsigned& id) {
+  if (sites == nullptr) return false;
   g_readers.fetch_add(1);
   bool found = false;
   if (g_without_gil.load()) {
-    PyThreadState* const tstate = PyGILState_GetThisThreadState();
-    found = tstate != nullptr && known_site(tstate, id);
+    PyThreadState* const tstate = this_thread_state();
+    found = tstate != nullptr && known_site(tstate, *sites, id);
   }
   g_readers.fetch_sub(1);
   return found;
@@ -219,6 +230,8 @@ PyMethodDef g_stop_method = {"castscope_stop_reading_frames_without_gil", stop_r
 void start_reading_without_gil() {
   if (g_without_gil.load() || g_stacks) return;
   if ((Py_Version >> 16) != (PY_VERSION_HEX >> 16)) return;
+  if (castscope_thread_state_key(&g_thread_state_key) == 0) return;
+  if (this_thread_state() != PyGILState_GetThisThreadState()) return;  // not the layout compiled against
   PyObject* atexit = PyImport_ImportModule("atexit");
   PyObject* hook = atexit != nullptr ? PyCFunction_New(&g_stop_method, nullptr) : nullptr;
   PyObject* done = hook != nullptr ? PyObject_CallMethod(atexit, "register", "O", hook) : nullptr;
@@ -302,6 +315,23 @@ unsigned resolve(PyFrameObject* user_frame, PyCodeObject* code, PyFrameObject* i
                   stack.c_str());
 }
 
+// castscope_python_location's answer when no known site is found without the GIL (below the entry points).
+unsigned location_with_gil();
+
+// castscope_python_location_for's when no known site is found: out of line,
+// so that the entry's known site saves no registers for this.
+[[gnu::noinline]] unsigned location_with_gil_for(void** thread_state) {
+  if (g_intern == nullptr) return 0;
+  const unsigned id = location_with_gil();
+  // Given once this thread's sites exist (the GIL path made them): the
+  // owner takes the agent's copy back when it frees them.
+  if (*thread_state == nullptr && t_known != nullptr) {
+    *thread_state = t_known;
+    t_known_owner.agent_copy = thread_state;
+  }
+  return id;
+}
+
 }  // namespace
 
 extern "C" {
@@ -323,8 +353,27 @@ __attribute__((visibility("default"))) void castscope_python_init(InternFn inter
 __attribute__((visibility("default"))) unsigned castscope_python_location(void) {
   if (g_intern == nullptr) return 0;
 #ifdef CASTSCOPE_FRAMES_WITHOUT_GIL
-  if (unsigned known = 0; read_known_site(known)) return known;
+  if (unsigned known = 0; read_known_site(t_known, known)) return known;
 #endif
+  return location_with_gil();
+}
+
+// The same for the agent's autocast kernels, which keep this thread's sites
+// in their own thread block (`thread_state`, nullptr at first): a known site
+// is found without the thread_local look-up (__tls_get_addr: a call into the
+// dynamic loader, this library being dlopen'ed) the call above makes.
+__attribute__((visibility("default"))) unsigned castscope_python_location_for(void** thread_state) {
+#ifdef CASTSCOPE_FRAMES_WITHOUT_GIL
+  if (unsigned known = 0; g_intern != nullptr && read_known_site(static_cast<ThreadSites*>(*thread_state), known)) return known;
+#endif
+  return location_with_gil_for(thread_state);
+}
+
+}  // extern "C"
+
+namespace {
+
+unsigned location_with_gil() {
   if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return 0;
   const PyGILState_STATE gil = PyGILState_Ensure();
   // Leave any exception the thread already carries exactly as it was.
@@ -369,6 +418,10 @@ __attribute__((visibility("default"))) unsigned castscope_python_location(void) 
   PyGILState_Release(gil);
   return id;
 }
+
+}  // namespace
+
+extern "C" {
 
 // While torch.compile traces: the user's line of the FX node being traced,
 // or 0 (the caller then reads the calling Python line).

@@ -64,6 +64,12 @@ CASTSCOPE_EXPORT void castscope_agent_cuda_graph_capture(int begin);
  * Python frame as a location id (NULL: none). Set by the Python frame
  * reader library, so the agent itself never links CPython. */
 CASTSCOPE_EXPORT void castscope_agent_set_location_reader(unsigned (*reader)(void));
+/* The same answer for the autocast kernels, the reader keeping its state for
+ * the calling thread in `*thread_state` (the agent's, one per thread, NULL at
+ * first; the reader's to set and to clear when it frees that state) instead
+ * of a thread-local variable of its own. Set with the reader above (NULL:
+ * the kernels call that one). */
+CASTSCOPE_EXPORT void castscope_agent_set_thread_location_reader(unsigned (*reader)(void** thread_state));
 
 /* Interns a source location; returns its id. kind: 1 Python, 2 TorchScript,
  * 3 none. `stack` holds "file:line function" lines, innermost first, or "". */

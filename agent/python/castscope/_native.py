@@ -149,9 +149,10 @@ def _install_location_reader(lib) -> None:
     stacks = os.environ.get("CASTSCOPE_STACKS", "0") not in ("", "0")
     reader.castscope_python_init(ctypes.cast(lib.castscope_intern_location, ctypes.c_void_p),
                                  ctypes.cast(lib.castscope_source_kind, ctypes.c_void_p), int(stacks))
-    lib.castscope_agent_set_location_reader(ctypes.cast(reader.castscope_python_location, ctypes.c_void_p))
-    lib.castscope_agent_set_tracing_location_reader(ctypes.cast(reader.castscope_python_tracing_location, ctypes.c_void_p))
     _reader = reader  # keep loaded
+    lib.castscope_agent_set_location_reader(ctypes.cast(reader.castscope_python_location, ctypes.c_void_p))
+    _set_thread_location_reader(lib, _thread_location_reader_pointer())
+    lib.castscope_agent_set_tracing_location_reader(ctypes.cast(reader.castscope_python_tracing_location, ctypes.c_void_p))
 
 
 def is_user_file(file: str) -> bool:
@@ -173,6 +174,22 @@ def _location_reader_pointer():
         raise AttachError(f"castscope: libcastscope_python.so (the Python frame reader) not found beside "
                           f"{_agent_library_path()}: {fix}")
     return ctypes.cast(_reader.castscope_python_location, ctypes.c_void_p)
+
+
+def _thread_location_reader_pointer():
+    """The loaded frame reader's entry for the autocast kernels (its state kept
+    in the agent's thread block), or None: no reader, or a build without it."""
+    entry = getattr(_reader, "castscope_python_location_for", None) if _reader is not None else None
+    return ctypes.cast(entry, ctypes.c_void_p) if entry is not None else None
+
+
+def _set_thread_location_reader(lib, pointer) -> None:
+    """Installs `pointer` (or None) as the kernels' reader, on an agent library
+    that has the setter (an older build's, compared beside this one by the
+    benches, has not: its kernels call the plain reader)."""
+    setter = getattr(lib, "castscope_agent_set_thread_location_reader", None)
+    if setter is not None:
+        setter(pointer)
 
 
 def agent_torch_version() -> str:

@@ -13,6 +13,7 @@ from typing import Iterator, Sequence
 
 from . import callable_overlays, compile_capture, scaler_hook
 from ._native import (AttachError, PolicyRefused, _library, _location_reader_pointer, _read_json, _torch_dir,
+                      _set_thread_location_reader, _thread_location_reader_pointer,
                       agent_torch_version)
 from .config import _config, _gpu_config, _numerics_config, _probe_config, environment_config
 from .events import is_probe_record, read_events, summarize
@@ -150,6 +151,7 @@ def _start(config: dict, locations: bool, check_modules: bool = True) -> None:
     (and, with `check_modules`, when an overlay's module cannot be found)."""
     lib = _library()
     lib.castscope_agent_set_location_reader(_location_reader_pointer() if locations else None)
+    _set_thread_location_reader(lib, _thread_location_reader_pointer() if locations else None)
     err = ctypes.create_string_buffer(1 << 16)
     status = lib.castscope_agent_start(json.dumps(config).encode(), err, len(err))
     if status != 0:

@@ -21,6 +21,7 @@ namespace castscope {
 std::atomic<bool> g_record_events{true};
 std::atomic<LocationReader> g_python_location_reader{nullptr};
 std::atomic<LocationReader> g_tracing_location_reader{nullptr};
+std::atomic<ThreadLocationReader> g_python_thread_location_reader{nullptr};
 
 namespace {
 
@@ -45,9 +46,12 @@ uint32_t with_calling_line(uint32_t scripted, uint32_t python, LocationTable& lo
 
 }  // namespace
 
-OpContext current_op_context(LocationTable& locations) { return current_op_context(locations, thread_dispatch_keys()); }
+OpContext current_op_context(LocationTable& locations) {
+  return current_op_context(locations, thread_dispatch_keys(), this_thread_block());
+}
 
-OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDispatchKeySet& keys) {
+OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDispatchKeySet& keys,
+                             ThreadBlock& thread) {
   OpContext context;
   if (torch::autograd::get_current_graph_task_id() != -1) context.phase = Phase::kBackward;
   // torch.compile tracing: the line is the FX node's, not a frame on the stack.
@@ -76,34 +80,54 @@ OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDis
     // JIT-inserted ops (autocast casts inside differentiable graphs) carry no
     // range: the Python line that called into TorchScript is the best we have.
   }
-  if (LocationReader reader = g_python_location_reader.load(std::memory_order_acquire)) {
-    if (const uint32_t python = reader(); python != 0 || context.location == 0) context.location = python;
+  if (ThreadLocationReader reader = g_python_thread_location_reader.load(std::memory_order_acquire)) {
+    if (const uint32_t python = reader(&thread.python_frames); python != 0 || context.location == 0)
+      context.location = python;
+  } else if (LocationReader fallback = g_python_location_reader.load(std::memory_order_acquire)) {
+    if (const uint32_t python = fallback(); python != 0 || context.location == 0) context.location = python;
   }
   return context;
 }
 
 void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context) {
   describe_op_context(op, at::autocast::get_lower_precision_fp_from_device_type(device), context,
-                      thread_dispatch_keys());
+                      thread_dispatch_keys(), this_thread_block());
 }
 
-void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpContext& context,
-                         const c10::impl::LocalDispatchKeySet& keys) {
-  op.autocast_dtype = to_dtype(region_dtype);
-  op.mode = context.mode;
-  op.phase = context.phase;
-  op.location = context.location;
-  // What at::autocast::is_autocast_enabled reads per device (its key not
-  // excluded), for all of them from the one read of the thread's keys; each
-  // key's set made at compile time (has() works a functionality key's bit out per call).
+namespace {
+
+// What at::autocast::is_autocast_enabled reads per device (its key not
+// excluded), for all of them from the one read of the thread's keys; each
+// key's set made at compile time (has() works a functionality key's bit out per call).
+uint8_t autocast_enabled_devices(c10::DispatchKeySet excluded) {
   static constexpr auto kDeviceKeys = [] {
     std::array<c10::DispatchKeySet, std::size(kAutocastDevices)> sets;
     for (size_t i = 0; i < sets.size(); ++i) sets[i] = c10::DispatchKeySet(kAutocastDevices[i].key);
     return sets;
   }();
+  uint8_t enabled = 0;
   for (size_t i = 0; i < kDeviceKeys.size(); ++i)
-    if (!keys.excluded_.has_any(kDeviceKeys[i]))
-      op.autocast_enabled |= static_cast<uint8_t>(1u << static_cast<int>(kAutocastDevices[i].kind));
+    if (!excluded.has_any(kDeviceKeys[i])) enabled |= static_cast<uint8_t>(1u << static_cast<int>(kAutocastDevices[i].kind));
+  return enabled;
+}
+
+}  // namespace
+
+void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpContext& context,
+                         const c10::impl::LocalDispatchKeySet& keys, ThreadBlock& thread) {
+  op.autocast_dtype = to_dtype(region_dtype);
+  op.mode = context.mode;
+  op.phase = context.phase;
+  op.location = context.location;
+  // A thread's excluded keys rarely change between its ops: the last answer
+  // is kept with the keys it came from (~15 instructions an op less than
+  // testing every device's key).
+  const uint64_t excluded = keys.excluded_.raw_repr();
+  if (excluded != thread.autocast_excluded_seen) [[unlikely]] {
+    thread.autocast_enabled_seen = autocast_enabled_devices(keys.excluded_);
+    thread.autocast_excluded_seen = excluded;
+  }
+  op.autocast_enabled |= thread.autocast_enabled_seen;
 }
 
 }  // namespace castscope

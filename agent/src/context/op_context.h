@@ -51,6 +51,12 @@ extern std::atomic<LocationReader> g_python_location_reader;
 // While torch.compile traces: the user's line of the FX node being traced
 // (0 when none). Installed with the Python reader.
 extern std::atomic<LocationReader> g_tracing_location_reader;
+// The Python reader for the autocast kernels: the same answer, the reader
+// keeping its per-thread state in the thread block (ThreadBlock's
+// python_frames) instead of a thread_local of its own (a __tls_get_addr
+// call per op). Installed with the other; preferred where both are.
+using ThreadLocationReader = uint32_t (*)(void** thread_state);
+extern std::atomic<ThreadLocationReader> g_python_thread_location_reader;
 
 // Where and in which mode the current op runs. TorchScript (scripted or
 // traced graphs) gives its own source range; otherwise the innermost user
@@ -69,15 +75,17 @@ OpContext current_op_context(LocationTable& locations);
 // TorchDispatchModeTLS and tracer::setTracingState), so their own
 // thread-local state is read only when it is. A backward task and
 // TorchScript's call stack have no key: their getters are still called.
-OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDispatchKeySet& keys);
+OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDispatchKeySet& keys,
+                             ThreadBlock& thread);
 inline c10::impl::LocalDispatchKeySet thread_dispatch_keys() { return c10::impl::tls_local_dispatch_key_set(); }
 // An op record's autocast state and context: the region's lower-precision
 // dtype on `device`, mode, phase, location, the devices with autocast on.
 void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context);
 // The same with the region's lower-precision dtype and the thread's dispatch
-// keys (autocast is on for a device whose key is not excluded) already read.
+// keys (autocast is on for a device whose key is not excluded) already read;
+// `thread` remembers what the last excluded keys said.
 void describe_op_context(OpFields& op, c10::ScalarType region_dtype, const OpContext& context,
-                         const c10::impl::LocalDispatchKeySet& keys);
+                         const c10::impl::LocalDispatchKeySet& keys, ThreadBlock& thread);
 
 // Inline: every record of an op calls it for each dtype it carries.
 inline DType to_dtype(c10::ScalarType type) {

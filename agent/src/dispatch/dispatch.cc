@@ -143,11 +143,15 @@ void describe_shape(CastFields& cast, const at::Tensor& t) {
   for (size_t d = 0; d < sizes.size() && d < static_cast<size_t>(kMaxShapeDims); ++d) cast.shape[d] = sizes[d];
 }
 
-// Size of a cast's source tensor in bytes; 0 for a symbolic shape, as its dims.
-uint64_t source_bytes(const at::Tensor& t) {
-  if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) return 0;
-  return static_cast<uint64_t>(t.numel()) * t.element_size();
+// Size of a cast's source tensor in bytes; 0 for a symbolic shape, as its
+// dims. `type`: its scalar type, read once by the caller (element_size()
+// reads it again through the tensor's TypeMeta).
+uint64_t source_bytes(const at::Tensor& t, c10::ScalarType type) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (impl->has_symbolic_sizes_strides()) return 0;
+  return static_cast<uint64_t>(impl->numel()) * c10::elementSize(type);
 }
+uint64_t source_bytes(const at::Tensor& t) { return source_bytes(t, t.scalar_type()); }
 
 CastOutcome classify_tensor(const at::Tensor& t, c10::ScalarType target, c10::DeviceType device) {
   if (t.scalar_type() == at::kDouble) return CastOutcome::kFloat64;
@@ -275,7 +279,7 @@ class KernelCore {
       // The thread's dispatch keys, read once for the context and the record.
       const c10::impl::LocalDispatchKeySet keys = thread_dispatch_keys();
       included = keys.included_;
-      describe_op_context(op_record.op, region_dtype, current_op_context(runtime_.locations, keys), keys);
+      describe_op_context(op_record.op, region_dtype, current_op_context(runtime_.locations, keys, thread), keys, thread);
       const bool compiling = op_record.op.mode == ExecutionMode::kCompiling;
       // Aggregate mode's op records only fold into counters, whose keys hold
       // neither the inputs' dtypes nor the nesting (CounterKey): not read
@@ -646,12 +650,13 @@ class KernelCore {
       fields.cached_version = static_cast<uint32_t>(observed->cached_version);
     }
     fields.arg_index = static_cast<uint16_t>(arg_index);
-    fields.src = to_dtype(t.scalar_type());
+    const c10::ScalarType source_type = t.scalar_type();
+    fields.src = to_dtype(source_type);
     fields.dst = to_dtype(target);
     // Not value_or: its argument would classify the tensor even when forced.
     fields.outcome = forced ? *forced : classify_tensor(t, target, device_.device);
     fields.role = role;
-    fields.bytes = source_bytes(t);
+    fields.bytes = source_bytes(t, source_type);
     if (!compiling) fields.round_trip = fields.outcome == CastOutcome::kCast && probe_is_round_trip(t, target);
     return sample_due;
   }

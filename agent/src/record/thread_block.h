@@ -40,6 +40,13 @@ struct ThreadBlock {
   // once freed, so that none is made again.
   bool cast_memo_gone = false;
   CastMemo* cast_memo = nullptr;
+  // context/op_context.h: the Python frame reader's state for this thread
+  // (its sites known without the GIL), the reader's to make, free and null.
+  void* python_frames = nullptr;
+  // context/op_context.h: the excluded dispatch keys last seen (~0: none
+  // yet) and the devices with autocast on that they say (bit per DeviceKind).
+  uint64_t autocast_excluded_seen = ~uint64_t{0};
+  uint8_t autocast_enabled_seen = 0;
 };
 
 extern thread_local constinit ThreadBlock t_thread_block;

@@ -783,6 +783,10 @@ void castscope_agent_set_location_reader(unsigned (*reader)(void)) {
   castscope::g_python_location_reader.store(reader, std::memory_order_release);
 }
 
+void castscope_agent_set_thread_location_reader(unsigned (*reader)(void** thread_state)) {
+  castscope::g_python_thread_location_reader.store(reader, std::memory_order_release);
+}
+
 void castscope_agent_set_tracing_location_reader(unsigned (*reader)(void)) {
   castscope::g_tracing_location_reader.store(reader, std::memory_order_release);
 }
