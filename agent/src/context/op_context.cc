@@ -4,6 +4,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <array>
 #include <iterator>
@@ -50,16 +51,27 @@ OpContext current_op_context(LocationTable& locations) {
   return current_op_context(locations, thread_dispatch_keys(), this_thread_block());
 }
 
-OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDispatchKeySet& keys,
-                             ThreadBlock& thread) {
+namespace {
+
+// The calling thread's innermost user Python line (0: none, or no reader).
+uint32_t python_location(ThreadBlock& thread) {
+  if (ThreadLocationReader reader = g_python_thread_location_reader.load(std::memory_order_acquire))
+    return reader(&thread.python_frames);
+  if (LocationReader fallback = g_python_location_reader.load(std::memory_order_acquire)) return fallback();
+  return 0;
+}
+
+// current_op_context where a dispatch mode, the JIT tracer or TorchScript
+// may be on. Out of line: the common op's path saves no registers for it.
+[[gnu::noinline]] OpContext op_context_beyond_eager(LocationTable& locations, const c10::impl::LocalDispatchKeySet& keys,
+                                                    ThreadBlock& thread, Phase phase) {
   OpContext context;
-  if (torch::autograd::get_current_graph_task_id() != -1) context.phase = Phase::kBackward;
+  context.phase = phase;
   // torch.compile tracing: the line is the FX node's, not a frame on the stack.
   if (compile_tracing_now(keys)) [[unlikely]] {
     context.mode = ExecutionMode::kCompiling;
     if (LocationReader tracing = g_tracing_location_reader.load(std::memory_order_acquire)) context.location = tracing();
-    if (LocationReader reader = g_python_location_reader.load(std::memory_order_acquire); context.location == 0 && reader)
-      context.location = reader();
+    if (context.location == 0) context.location = python_location(thread);
     return context;
   }
   // setTracingState includes the Tracer key exactly while a state is set.
@@ -72,21 +84,29 @@ OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDis
     // The tracer pauses inside scripted calls: only the bracket knows.
     if (jit.mode == ExecutionMode::kScript && trace_recording_on_this_thread()) {
       context.mode = ExecutionMode::kScriptWhileTracing;
-      LocationReader reader = g_python_location_reader.load(std::memory_order_acquire);
-      const uint32_t python = reader != nullptr ? reader() : 0;
+      const uint32_t python = python_location(thread);
       if (jit.has_source && python != 0) context.location = with_calling_line(jit.location, python, locations);
     }
     if (jit.has_source) return context;
     // JIT-inserted ops (autocast casts inside differentiable graphs) carry no
     // range: the Python line that called into TorchScript is the best we have.
   }
-  if (ThreadLocationReader reader = g_python_thread_location_reader.load(std::memory_order_acquire)) {
-    if (const uint32_t python = reader(&thread.python_frames); python != 0 || context.location == 0)
-      context.location = python;
-  } else if (LocationReader fallback = g_python_location_reader.load(std::memory_order_acquire)) {
-    if (const uint32_t python = fallback(); python != 0 || context.location == 0) context.location = python;
-  }
+  if (const uint32_t python = python_location(thread); python != 0 || context.location == 0) context.location = python;
   return context;
+}
+
+}  // namespace
+
+OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDispatchKeySet& keys,
+                             ThreadBlock& thread) {
+  const Phase phase = torch::autograd::get_current_graph_task_id() != -1 ? Phase::kBackward : Phase::kForward;
+  // The common op: eager. A dispatch mode (torch.compile's fake tensors
+  // among them) and the JIT tracer include their keys while on
+  // (compile_tracing_now, op_context.h); TorchScript has a call stack.
+  if (!keys.included_.has(c10::DispatchKey::Python) && !keys.included_.has(c10::DispatchKey::Tracer) &&
+      torch::jit::currentCallstack().empty()) [[likely]]
+    return OpContext{ExecutionMode::kEager, phase, python_location(thread)};
+  return op_context_beyond_eager(locations, keys, thread, phase);
 }
 
 void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context) {
