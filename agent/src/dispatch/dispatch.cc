@@ -397,49 +397,29 @@ class KernelCore {
   // counted with the op's record in one go (EventLog::count_op).
   template <size_t kPending>
   void count_op_casts(ThreadBlock& thread, const Record& r, PendingCasts<kPending>& pending) {
-    if (pending.counting) {  // described at the casts (cast_pending)
-      // Step-free growth evidence (cast_cache_observer.h): as in full mode, into the ring.
-      if (pending.samples_due != 0 && !thread.unlogged) [[unlikely]]
-        for (size_t i = 0; i < pending.size; ++i)
-          if ((pending.samples_due >> i) & 1)
-            runtime_.events.record(cache_sample_record(runtime_, SampleTrigger::kMisses), thread);
-      const size_t counted = std::exchange(pending.size, 0);
-      if (!thread.unlogged) {
-        runtime_.events.count_op(r, pending.counts.data(), counted, thread, pending.made_directly);
-      } else {
-        runtime_.events.count_direct_casts(thread, pending.made_directly);
-      }
-      return;
-    }
-    // Casts noted, not described (an op that began before aggregate mode was turned on): described now.
-    std::array<CastCount, kPending> counts;
-    size_t n = 0;
-    for (size_t i = 0; i < pending.size; ++i) {
-      const PendingCast& cast = pending.casts[i];
-      try {
-        CastCount& count = counts[n];
-        // What describe_cast_fields leaves to the caller: a cast the cache's observer does not follow.
-        count.cache = CacheOutcome::kNotCacheable;
-        count.source_version = 0;
-        count.cached_version = 0;
-        CacheOutcome cache = CacheOutcome::kNotCacheable;
-        const bool sample_due =
-            describe_cast_fields(count, cache, *cast.source, cast.target, cast.arg_index,
-                                 cast_outcome(cast.facts.cast), cast.facts.role,
-                                 cast.facts.observed ? &*cast.facts.observed : nullptr, false);
-        ++n;
-        // Step-free growth evidence (cast_cache_observer.h): as in full mode, into the ring.
-        if (sample_due && !thread.unlogged) [[unlikely]]
+    if (!pending.counting) [[unlikely]] describe_noted_casts(pending);
+    // Step-free growth evidence (cast_cache_observer.h): as in full mode, into the ring.
+    if (pending.samples_due != 0 && !thread.unlogged) [[unlikely]]
+      for (size_t i = 0; i < pending.size; ++i)
+        if ((pending.samples_due >> i) & 1)
           runtime_.events.record(cache_sample_record(runtime_, SampleTrigger::kMisses), thread);
-      } catch (...) {
-        runtime_.events.count_internal_error();  // that cast's count only, as record_cast
-      }
-    }
-    pending.size = 0;
+    const size_t counted = std::exchange(pending.size, 0);
     if (!thread.unlogged) {
-      runtime_.events.count_op(r, counts.data(), n, thread, pending.made_directly);
+      runtime_.events.count_op(r, pending.counts.data(), counted, thread, pending.made_directly);
     } else {
       runtime_.events.count_direct_casts(thread, pending.made_directly);
+    }
+  }
+
+  // Casts noted, not described (an op that began before aggregate mode was
+  // turned on): described now into `pending`'s counts, as count_cast
+  // describes them at the cast. Out of line: count_op_casts stays small.
+  template <size_t kPending>
+  [[gnu::noinline, gnu::cold]] void describe_noted_casts(PendingCasts<kPending>& pending) noexcept {
+    const size_t noted = std::exchange(pending.size, 0);
+    for (size_t i = 0; i < noted; ++i) {
+      const PendingCast& cast = pending.casts[i];
+      count_cast(*cast.source, cast.target, cast.arg_index, cast.facts, pending);
     }
   }
 
