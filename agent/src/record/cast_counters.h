@@ -117,6 +117,8 @@ class CounterTable {
     uint32_t slot[kGroupCasts + 1];  // the casts' slots, then the op's
   };
 
+  [[gnu::always_inline]] static inline bool same_group(const Group& group, const uint64_t* words,
+                                                      uint64_t generation);
   // fold_op_casts when its group is not remembered (a new one, or one another
   // pushed out): key by key, the caller holding busy_; the group (nullptr:
   // none, too many casts) is remembered with `words` when every key counted.
