@@ -200,7 +200,9 @@ struct CastSeqs {
 struct CastFacts {
   uint64_t seq;
   Role role;    // role_of the source (recorded or direct casts), asked once for cast and record
-  bool direct;  // made with at::_to_copy (make_cast's `direct`), counted once the op is recorded
+  // Given to make_cast: may be made with at::_to_copy (its `direct`); then
+  // whether it was, counted once the op is recorded.
+  bool direct;
   bool cast;    // the result is another tensor: cached_cast cast it
   std::optional<CastCacheObserver::Observation> observed;  // cacheable casts of a recorded op
 };
@@ -444,8 +446,10 @@ class KernelCore {
   // the dtype alone) after the RecordFunction draw to's dispatch takes: the
   // same kernel, tensor and observers, without the dispatch through to.dtype
   // and its composite wrapper (docs/performance.md, "eleventh pass").
+  // `direct` comes in `facts.direct` (one argument fewer on the stack).
   at::Tensor make_cast(ThreadBlock& thread, const at::Tensor& t, c10::ScalarType target, const Record* op_record,
-                       CastSeqs& seqs, bool direct, CastFacts& facts) {
+                       CastSeqs& seqs, CastFacts& facts) {
+    const bool direct = facts.direct;
     facts.role = op_record != nullptr || direct ? role_of(t) : Role::kInput;
     // An op that took no seqs (start_op_record) gives its casts none.
     facts.seq = op_record != nullptr && op_record->seq != 0 ? seqs.take(runtime_.events) : 0;
@@ -498,7 +502,8 @@ class KernelCore {
                       ThreadBlock& thread, CastSeqs& seqs, bool direct = false) {
     if (!t.defined()) return t;
     CastFacts facts;
-    at::Tensor result = make_cast(thread, t, target, op_record, seqs, direct, facts);
+    facts.direct = direct;
+    at::Tensor result = make_cast(thread, t, target, op_record, seqs, facts);
     if (op_record != nullptr) {
       const CacheOutcome cache =
           record_cast(thread, *op_record, t, target, arg_index, list_index, cast_outcome(facts.cast),
@@ -521,7 +526,8 @@ class KernelCore {
     if (!t.defined()) return t;
     // The next slot, counted once the cast is made: a cast that raised has no record, as in cast_one.
     PendingCast& cast = pending.casts[pending.size];
-    at::Tensor result = make_cast(thread, t, target, &op_record, seqs, pending.direct, cast.facts);
+    cast.facts.direct = pending.direct;
+    at::Tensor result = make_cast(thread, t, target, &op_record, seqs, cast.facts);
     pending.made_directly += cast.facts.direct ? 1 : 0;
     if (pending.counting) {
       count_cast(t, target, arg_index, cast.facts, pending);
