@@ -69,3 +69,37 @@ def test_every_call_of_a_known_site_names_its_own_line(tmp_path):
         ("aten::mm", line_of("helper"), "helper"): 2 * per_pass,
         ("aten::linear", line_of("forward"), "Small.forward"): per_pass,
     }
+
+
+def test_threads_that_come_and_go_each_read_their_own_sites(tmp_path):
+    """The autocast kernels keep each thread's known sites in the agent's
+    thread block, which the reader fills on the thread's first GIL read and
+    empties when the thread exits: threads started one after another and two
+    at once, each exiting before or while others run, name every line."""
+    torch.manual_seed(0)
+    a, b, model = torch.randn(8, 8), torch.randn(8, 8), Small()
+    passes = 5
+    with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False) as agent:
+        for _ in range(4):  # one after another
+            worker = threading.Thread(target=run_lines, args=(a, b, model, passes))
+            worker.start()
+            worker.join()
+        pair = [threading.Thread(target=run_lines, args=(a, b, model, passes + k)) for k in range(2)]
+        for worker in pair:
+            worker.start()
+        for worker in pair:
+            worker.join()
+        run_lines(a, b, model, passes)  # the main thread after them all
+        ops = agent.ops()
+    calls = 4 * passes + (passes + passes + 1) + passes
+    lines = {}
+    for op in ops:
+        key = (op["op"], op["location"]["file"], op["location"]["line"])
+        lines[key] = lines.get(key, 0) + 1
+    assert lines == {
+        ("aten::mm", THIS_FILE, line_of("first")): calls,
+        ("aten::mm", THIS_FILE, line_of("second")): calls,
+        ("aten::mm", THIS_FILE, line_of("third")): calls,
+        ("aten::mm", THIS_FILE, line_of("helper")): 2 * calls,
+        ("aten::linear", THIS_FILE, line_of("forward")): calls,
+    }

@@ -102,9 +102,11 @@ OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDis
   const Phase phase = torch::autograd::get_current_graph_task_id() != -1 ? Phase::kBackward : Phase::kForward;
   // The common op: eager. A dispatch mode (torch.compile's fake tensors
   // among them) and the JIT tracer include their keys while on
-  // (compile_tracing_now, op_context.h); TorchScript has a call stack.
+  // (compile_tracing_now, op_context.h); TorchScript's interpreter sets its
+  // thread's state (a bool asked, ~20 instructions less than building its
+  // empty call stack).
   if (!keys.included_.has(c10::DispatchKey::Python) && !keys.included_.has(c10::DispatchKey::Tracer) &&
-      torch::jit::currentCallstack().empty()) [[likely]]
+      !torch::jit::in_torchscript_runtime()) [[likely]]
     return OpContext{ExecutionMode::kEager, phase, python_location(thread)};
   return op_context_beyond_eager(locations, keys, thread, phase);
 }
