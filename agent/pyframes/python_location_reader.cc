@@ -31,6 +31,10 @@
 // - the one time another thread frees this thread's frames is interpreter
 //   finalization (daemon threads' states are deleted): an atexit hook, which
 //   runs before that, turns the fast path off and waits for readers inside it;
+// - the thread's state is read from CPython's thread-specific key, which a
+//   forked child's CPython makes anew (_PyGILState_Reinit): the child turns
+//   the fast path off at the fork, and its first GIL read takes the new key
+//   and turns it back on;
 // - anything unknown (a new site, generated code, stacks on, another Python
 //   version at run time) takes the GIL path as before.
 #define PY_SSIZE_T_CLEAN
@@ -126,6 +130,9 @@ ThreadSites* thread_sites() {
 std::atomic<bool> g_without_gil{false};
 std::atomic<int> g_readers{0};
 bool g_at_fork_registered = false;  // with the GIL held
+// A forked child's fast path was on at the fork: the GIL path reads the
+// thread-state key again (CPython made a new one) before turning it back on.
+std::atomic<bool> g_key_after_fork{false};
 
 std::string utf8(PyObject* text) {
   const char* s = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
@@ -250,7 +257,11 @@ void start_reading_without_gil() {
   PyObject* done = hook != nullptr ? PyObject_CallMethod(atexit, "register", "O", hook) : nullptr;
   if (done != nullptr) {
     // A forked child has only the forking thread, which is not reading.
-    if (!g_at_fork_registered) g_at_fork_registered = pthread_atfork(nullptr, nullptr, [] { g_readers.store(0); }) == 0;
+    if (!g_at_fork_registered)
+      g_at_fork_registered = pthread_atfork(nullptr, nullptr, [] {
+                               g_readers.store(0);
+                               if (g_without_gil.exchange(false)) g_key_after_fork.store(true);
+                             }) == 0;
     g_without_gil.store(g_at_fork_registered);
   } else {
     PyErr_Clear();
@@ -338,9 +349,14 @@ unsigned location_with_gil();
   const unsigned id = location_with_gil();
   // Given once this thread's sites exist (the GIL path made them): the
   // owner takes the agent's copy back when it frees them.
+  // One copy per thread: a second agent's block (two agent builds sharing
+  // this reader) is not given one, and takes this path every time.
   if (*thread_state == nullptr && t_known != nullptr) {
-    *thread_state = t_known;
-    t_known_owner.agent_copy = thread_state;
+    ThreadSitesOwner& owner = t_known_owner;
+    if (owner.agent_copy == nullptr || owner.agent_copy == thread_state) {
+      *thread_state = t_known;
+      owner.agent_copy = thread_state;
+    }
   }
   return id;
 }
@@ -389,6 +405,15 @@ namespace {
 unsigned location_with_gil() {
   if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return 0;
   const PyGILState_STATE gil = PyGILState_Ensure();
+#ifdef CASTSCOPE_FRAMES_WITHOUT_GIL
+  // In a forked child, after CPython remade the thread-state key (before
+  // any Python code, so before this GIL is ours): the new key, checked,
+  // and the fast path back on. Readers see the key once they see it on.
+  if (g_key_after_fork.exchange(false)) [[unlikely]] {
+    if (castscope_thread_state_key(&g_thread_state_key) != 0 && this_thread_state() == PyGILState_GetThisThreadState())
+      g_without_gil.store(true);
+  }
+#endif
   // Leave any exception the thread already carries exactly as it was.
   PyObject *error_type = nullptr, *error_value = nullptr, *error_traceback = nullptr;
   PyErr_Fetch(&error_type, &error_value, &error_traceback);

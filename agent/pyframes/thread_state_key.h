@@ -8,7 +8,8 @@
 extern "C" {
 #endif
 
-/* 1 and the key in `key` when the runtime has made it; 0 otherwise. */
+/* 1 and the key in `key` when the runtime has made it; 0 when not, or on a
+ * CPython other than 3.11. */
 int castscope_thread_state_key(pthread_key_t* key);
 
 #ifdef __cplusplus

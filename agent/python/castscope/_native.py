@@ -189,6 +189,8 @@ def _set_thread_location_reader(lib, pointer) -> None:
     benches, has not: its kernels call the plain reader)."""
     setter = getattr(lib, "castscope_agent_set_thread_location_reader", None)
     if setter is not None:
+        setter.argtypes = [ctypes.c_void_p]
+        setter.restype = None
         setter(pointer)
 
 

@@ -74,7 +74,9 @@ OpContext current_op_context(LocationTable& locations);
 // neither is: both keep their key included while they are on (torch's
 // TorchDispatchModeTLS and tracer::setTracingState), so their own
 // thread-local state is read only when it is. A backward task and
-// TorchScript's call stack have no key: their getters are still called.
+// TorchScript have no key: the graph task's getter and
+// torch::jit::in_torchscript_runtime() (a bool; the call stack only when
+// it is true) are still called.
 OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDispatchKeySet& keys,
                              ThreadBlock& thread);
 inline c10::impl::LocalDispatchKeySet thread_dispatch_keys() { return c10::impl::tls_local_dispatch_key_set(); }
