@@ -174,16 +174,14 @@ int frame_lasti(_PyInterpreterFrame* frame) {
 // The calling thread's innermost user frame's site id when this thread has
 // seen it before; false when the GIL path must decide. Walks the frames the
 // way PyThreadState_GetFrame and PyFrame_GetBack do (incomplete frames
-// skipped). Out of line: most ops find their site in last_site.
+// skipped). Asked after last_site, which answers the thread's last site
+// (the innermost frame's, most ops), so this does not ask it again; out of
+// line.
 [[gnu::noinline]] bool known_site(PyThreadState* tstate, ThreadSites& known, unsigned& id) {
   bool innermost = true;
   for (_PyInterpreterFrame* frame = tstate->cframe->current_frame; frame != nullptr; frame = frame->previous) {
     if (_PyFrame_IsIncomplete(frame)) continue;
     const SiteKey key{frame->f_code, frame_lasti(frame)};
-    if (innermost && key == known.last) {
-      id = known.last_id;
-      return true;
-    }
     const auto kind = known.kinds.find(key.code);
     if (kind == known.kinds.end() || kind->second == CodeKind::kGenerated) return false;
     if (kind->second == CodeKind::kInternal) {
@@ -220,6 +218,13 @@ int frame_lasti(_PyInterpreterFrame* frame) {
 pthread_key_t g_thread_state_key;
 PyThreadState* this_thread_state() { return static_cast<PyThreadState*>(pthread_getspecific(g_thread_state_key)); }
 
+// With the GIL held: takes the runtime's key into g_thread_state_key; false
+// when there is none, or it does not name this thread's state (not the
+// layout compiled against).
+bool take_thread_state_key() {
+  return castscope_thread_state_key(&g_thread_state_key) != 0 && this_thread_state() == PyGILState_GetThisThreadState();
+}
+
 // Asked first, before Py_IsInitialized: while this path is on the
 // interpreter is up (the atexit hook turns it off, and waits for readers,
 // before finalization), so a known site costs no call to ask.
@@ -250,8 +255,7 @@ PyMethodDef g_stop_method = {"castscope_stop_reading_frames_without_gil", stop_r
 void start_reading_without_gil() {
   if (g_without_gil.load() || g_stacks) return;
   if ((Py_Version >> 16) != (PY_VERSION_HEX >> 16)) return;
-  if (castscope_thread_state_key(&g_thread_state_key) == 0) return;
-  if (this_thread_state() != PyGILState_GetThisThreadState()) return;  // not the layout compiled against
+  if (!take_thread_state_key()) return;
   PyObject* atexit = PyImport_ImportModule("atexit");
   PyObject* hook = atexit != nullptr ? PyCFunction_New(&g_stop_method, nullptr) : nullptr;
   PyObject* done = hook != nullptr ? PyObject_CallMethod(atexit, "register", "O", hook) : nullptr;
@@ -410,8 +414,7 @@ unsigned location_with_gil() {
   // any Python code, so before this GIL is ours): the new key, checked,
   // and the fast path back on. Readers see the key once they see it on.
   if (g_key_after_fork.exchange(false)) [[unlikely]] {
-    if (castscope_thread_state_key(&g_thread_state_key) != 0 && this_thread_state() == PyGILState_GetThisThreadState())
-      g_without_gil.store(true);
+    if (take_thread_state_key()) g_without_gil.store(true);
   }
 #endif
   // Leave any exception the thread already carries exactly as it was.
