@@ -341,12 +341,30 @@ Status decode_batch(std::string_view bytes, const BatchLimits& limits, DecodedBa
   if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
       !batch->ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return Status::invalid_argument("not a valid castscope.v1.Batch (" + std::to_string(bytes.size()) + " bytes)");
-  if (Status s = validate_batch(*batch, limits); !s.ok()) return s;
-  out = DecodedBatch(std::move(arena), batch);
+  BatchTimeline timeline;
+  if (Status s = validate_batch(*batch, limits, &timeline); !s.ok()) return s;
+  out = DecodedBatch(std::move(arena), batch, timeline);
   return {};
 }
 
-Status validate_batch(const v1::Batch& batch, const BatchLimits& limits) {
+uint64_t event_time_ns(const v1::Event& event) {
+  switch (event.kind_case()) {
+    case v1::Event::kCast:
+      return event.cast().ts_ns();
+    case v1::Event::kOp:
+      return event.op().ts_ns();
+    case v1::Event::kKernel:
+      return event.kernel().ts_ns();
+    case v1::Event::kCacheSample:
+      return event.cache_sample().ts_ns();
+    case v1::Event::kNumerics:
+      return event.numerics().first_ts_ns();
+    default:
+      return 0;
+  }
+}
+
+Status validate_batch(const v1::Batch& batch, const BatchLimits& limits, BatchTimeline* timeline) {
   if (batch.protocol_version() != kProtocolVersion)
     return Status::failed_precondition("batch has protocol version " + std::to_string(batch.protocol_version()) +
                                        ", this collector speaks " + std::to_string(kProtocolVersion));
@@ -424,6 +442,12 @@ Status validate_batch(const v1::Batch& batch, const BatchLimits& limits) {
         break;
     }
     if (!status.ok()) return status;
+    if (timeline != nullptr) {
+      if (const uint64_t ts = event_time_ns(event); ts != 0) {
+        ++timeline->events;
+        timeline->max_ts_ns = std::max(timeline->max_ts_ns, ts);
+      }
+    }
   }
   return {};
 }

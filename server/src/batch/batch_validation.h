@@ -68,13 +68,28 @@ class BatchArena {
   std::unique_ptr<google::protobuf::Arena> arena_;
 };
 
-// A parsed batch and the arena that owns it.
+// What the live stream tells of a batch: its events that have a time (agent
+// stats and aggregate counters have none) and the newest of those times.
+// Found while the batch is validated, on the receiving thread, so that the
+// store's writer, the one serial thread of ingest, does not walk the events
+// again to publish them.
+struct BatchTimeline {
+  uint64_t events = 0;
+  uint64_t max_ts_ns = 0;
+};
+
+// The event's time on the timeline; 0 for kinds that have none.
+uint64_t event_time_ns(const castscope::v1::Event& event);
+
+// A parsed batch, the arena that owns it, and its timeline facts.
 class DecodedBatch {
  public:
   DecodedBatch() = default;
-  DecodedBatch(BatchArena arena, const castscope::v1::Batch* batch) : arena_(std::move(arena)), batch_(batch) {}
+  DecodedBatch(BatchArena arena, const castscope::v1::Batch* batch, BatchTimeline timeline)
+      : arena_(std::move(arena)), batch_(batch), timeline_(timeline) {}
 
   const castscope::v1::Batch& batch() const { return *batch_; }
+  const BatchTimeline& timeline() const { return timeline_; }
   // Memory held, for the collector's queue budget.
   size_t bytes() const { return arena_.bytes(); }
   explicit operator bool() const { return batch_ != nullptr; }
@@ -82,12 +97,14 @@ class DecodedBatch {
  private:
   BatchArena arena_;
   const castscope::v1::Batch* batch_ = nullptr;
+  BatchTimeline timeline_;
 };
 
 // Parses one Batch (a spool frame's payload) and validates it.
 Status decode_batch(std::string_view bytes, const BatchLimits& limits, DecodedBatch& out);
 
-Status validate_batch(const castscope::v1::Batch& batch, const BatchLimits& limits);
+// `timeline`, when given, gets the batch's timeline facts (valid when OK).
+Status validate_batch(const castscope::v1::Batch& batch, const BatchLimits& limits, BatchTimeline* timeline = nullptr);
 
 // Maps the batch-local ids of interned strings or locations to their index in
 // the batch: a dense table when ids are small, a sorted table otherwise.

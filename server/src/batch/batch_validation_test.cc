@@ -316,5 +316,18 @@ TEST(BatchValidation, DecodeKeepsTheBatchInItsArena) {
   EXPECT_GT(decoded.bytes(), 0u);
 }
 
+TEST(BatchValidation, DecodeCountsTheTimelinesEventsAndItsNewestTime) {
+  v1::Batch batch = testing::export_run_batch();  // ten events with times, the newest at 3000
+  batch.add_events()->mutable_stats();            // agent stats: no time, not counted
+  DecodedBatch decoded;
+  ASSERT_TRUE(decode_batch(batch.SerializeAsString(), BatchLimits(), decoded).ok());
+  EXPECT_EQ(decoded.timeline().events, 10u);
+  EXPECT_EQ(decoded.timeline().max_ts_ns, 3000u);
+  BatchTimeline numerics;
+  ASSERT_TRUE(validate_batch(testing::export_numerics_batch(), BatchLimits(), &numerics).ok());
+  EXPECT_EQ(numerics.events, 7u);
+  EXPECT_EQ(numerics.max_ts_ns, 2950u);  // windows and scaler updates at their first time
+}
+
 }  // namespace
 }  // namespace castscope::collector

@@ -353,31 +353,22 @@ void CollectorCore::publish(const std::vector<Submission>& group, const std::vec
   for (size_t i = 0; i < group.size(); ++i) {
     if (duplicate[i]) continue;
     const v1::Batch& batch = group[i].batch.batch();
+    // Counted when the batch was validated: no walk over its events here.
+    const BatchTimeline& timeline = group[i].batch.timeline();
+    if (timeline.events == 0) continue;
     // Made once per batch for all subscribers that want the same: every
     // event, or a sample of the newest casts (index by sample size).
     std::map<size_t, std::shared_ptr<EventChunk>> chunks;
-    uint64_t batch_events = 0, max_ts_ns = 0;
     for (const auto& subscription : subscriptions) {
       if (!subscription->run_id().empty() && subscription->run_id() != batch.agent().run_id()) continue;
-      if (chunks.empty()) {
-        for (const v1::Event& e : batch.events()) {
-          const uint64_t ts = e.has_cast() ? e.cast().ts_ns() : e.has_op() ? e.op().ts_ns()
-                              : e.has_kernel() ? e.kernel().ts_ns() : e.has_cache_sample() ? e.cache_sample().ts_ns()
-                              : e.has_numerics() ? e.numerics().first_ts_ns() : 0;
-          if (ts == 0) continue;
-          ++batch_events;
-          max_ts_ns = std::max(max_ts_ns, ts);
-        }
-        if (batch_events == 0) break;
-      }
       std::shared_ptr<EventChunk>& chunk = chunks[subscription->sample_casts()];
       if (!chunk) {
         chunk = std::make_shared<EventChunk>();
         chunk->stored_unix_ns = stored_unix_ns;
         chunk->run_id = batch.agent().run_id();
         chunk->agent_id = batch.agent().agent_id();
-        chunk->batch_events = batch_events;
-        chunk->max_ts_ns = max_ts_ns;
+        chunk->batch_events = timeline.events;
+        chunk->max_ts_ns = timeline.max_ts_ns;
         resolve_batch_events(batch, chunk->events, subscription->sample_casts() == 0 ? SIZE_MAX : subscription->sample_casts());
       }
       subscription->offer(chunk);

@@ -91,12 +91,13 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
                                "message " + std::to_string(messages_.load()) + ": " +
                                    (request->has_hello() ? "Hello repeated" : "neither Hello nor Batch")));
     }
-    if (Status s = validate_batch(request->batch(), limits_); !s.ok()) {
+    BatchTimeline timeline;
+    if (Status s = validate_batch(request->batch(), limits_, &timeline); !s.ok()) {
       metrics_.reject_batch(RejectReason::kInvalidBatch, static_cast<uint64_t>(request->batch().events_size()));
       return fail(to_grpc(Status(s.code(), "batch " + std::to_string(request->batch().sequence()) + " of agent " +
                                                request->batch().agent().agent_id() + ": " + s.message())));
     }
-    on_batch(DecodedBatch(std::move(arena), &request->batch()));
+    on_batch(DecodedBatch(std::move(arena), &request->batch(), timeline));
   }
 
   void OnWriteDone(bool ok) override {
