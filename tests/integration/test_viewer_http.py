@@ -127,6 +127,20 @@ ROUTES = ["/", "/index.html", "/assets/app.js", "/api/runs", "/api/tracks?run=x"
           "/api/sites?run=x", "/api/findings?run=x", "/api/event?run=x&agent=y&seq=1", "/api/numerics?run=x"]
 
 
+def test_each_connection_serves_one_request(viewer):
+    """On loopback the server closes a connection after its answer (docs/viewer.md,
+    "Connections"): cpp-httplib would otherwise wake the thread of every
+    kept-alive connection 100 times a second while it waits."""
+    connection = http.client.HTTPConnection(viewer.host, viewer.port, timeout=30)
+    connection.request("GET", "/api/runs", headers={"Authorization": f"Bearer {viewer.token}"})
+    response = connection.getresponse()
+    assert response.status == 200
+    assert response.getheader("Connection") == "close"
+    response.read()
+    assert connection.sock is None  # http.client closed it as told
+    connection.close()
+
+
 @pytest.mark.parametrize("route", ROUTES)
 def test_every_route_needs_the_token(viewer, route):
     response, _ = viewer.get(route, token=False)
