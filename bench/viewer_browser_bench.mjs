@@ -613,6 +613,8 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
       for (let i = 0; i < pages; i++) await (await openPage("#/live")).locator(".live-wait-status", { hasText: "No runs in this store yet." }).waitFor({ timeout: 60_000 });
     }
     const out = [];
+    const cpuAtFill = browserCpuByPid(true);
+    const fillStart = Date.now();
     const bench = spawn(INGEST_BENCH, ["--collector", serve.address, "fill", "--prebuild", "--events", String(events), "--agents", "2", "--run", "ingest"], { stdio: ["ignore", "pipe", "inherit"] });
     bench.stdout.on("data", (b) => out.push(b.toString()));
     const exited = new Promise((r) => bench.once("exit", r));
@@ -632,6 +634,10 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
     const measured = pages > 0 && opened.length === pages && bench.exitCode === null;
     const notBrowser = new Set([serve.proc.pid, bench.pid]);
     const cpuFrom = browserCpuByPid();
+    // The pages' switch from #/live to the run, to both painting it: the browser's CPU from the fill's start.
+    let switchCpu = 0;
+    for (const [pid, s] of browserCpuByPid(true)) if (!notBrowser.has(pid)) switchCpu += s - (cpuAtFill.get(pid) ?? 0);
+    const switchSeconds = (Date.now() - fillStart) / 1000;
     const browserThreadsFrom = browserThreadCpu(cpuFrom, notBrowser);
     const collectorFrom = threadCpuByName(serve.proc.pid);
     const clientFrom = processCpu(bench.pid);
@@ -674,7 +680,7 @@ async function ingestOnce(browser, dir, storeDir, keep, events, pages, index) {
     const storedAtEnd = await serve.metric("castscope_events_ingested_total");
     if (storedAtEnd !== storedAll) console.log(`    (the collector counted ${storedAtEnd} events ingested, the fill ${storedAll})`);
     const steadyRate = steady ? (storedAll - steady.stored) / ((endedAt - steady.at) / 1000) : NaN;
-    return { rate, steadyRate, stats, browserCpu, browserRunCpu, collectorCpu, browserThreads };
+    return { rate, steadyRate, stats, browserCpu, browserRunCpu, collectorCpu, browserThreads, switchCpu: measured && !OPEN_DURING_RUN ? { cpu: switchCpu, seconds: switchSeconds } : null };
   } finally {
     for (const c of contexts) await c.close();
     await serve.stop();
@@ -692,11 +698,12 @@ async function benchIngest(args, dir) {
     console.log(`ingest: castscope_ingest_bench fill --prebuild, ${(args.ingestEvents / 1e6).toFixed(1)} M events of 2 ranks into a fresh store, no page / two pages following the run (${TABS ? "tabs of one context" : "a context each"}, ${OPEN_DURING_RUN ? "opened once the run has casts" : "open at #/live before the fill starts"}), alternated ${args.ingestRepeats}x`);
     for (let r = 0; r < args.ingestRepeats; r++) {
       for (const pages of [0, 2]) {
-        const { rate, steadyRate, stats, browserCpu, browserRunCpu, collectorCpu, browserThreads } = await ingestOnce(browser, dir, storeDir, args.keep !== null, args.ingestEvents, pages, r);
+        const { rate, steadyRate, stats, browserCpu, browserRunCpu, collectorCpu, browserThreads, switchCpu } = await ingestOnce(browser, dir, storeDir, args.keep !== null, args.ingestEvents, pages, r);
         rates[pages].push(rate);
         steadyRates[pages].push(steadyRate);
         const cpu = (browserCpu === null ? "" : `; the browser ${browserCpu.toFixed(2)} CPU s/s while following`) +
-          (pages > 0 ? `; the browser ${browserRunCpu.toFixed(2)} CPU s over the run, the pages' opening included` : "");
+          (pages > 0 ? `; the browser ${browserRunCpu.toFixed(2)} CPU s over the run, the pages' opening included` : "") +
+          (switchCpu ? `; the pages' switch to the run ${switchCpu.cpu.toFixed(2)} CPU s in its first ${switchCpu.seconds.toFixed(2)} s` : "");
         console.log(`  ${pages} pages: ${(rate / 1e6).toFixed(3)} M events/s, steady ${(steadyRate / 1e6).toFixed(3)}${stats.length ? ` (pages got ${stats.map((s) => `${s.live} live messages, ${s.fetches} refetches, ${s.paints} paints`).join("; ")}${cpu})` : ""}`);
         console.log(`    the collector's CPU s/s by thread: ${collectorCpu}`);
         if (browserThreads) console.log(`    the browser's CPU s/s by thread name: ${browserThreads}`);
