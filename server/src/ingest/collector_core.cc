@@ -353,7 +353,7 @@ void CollectorCore::publish(const std::vector<Submission>& group, const std::vec
   for (size_t i = 0; i < group.size(); ++i) {
     if (duplicate[i]) continue;
     const v1::Batch& batch = group[i].batch.batch();
-    // Counted when the batch was validated: no walk over its events here.
+    // Counted when the batch was validated, not walked again here.
     const BatchTimeline& timeline = group[i].batch.timeline();
     if (timeline.events == 0) continue;
     // Made once per batch for all subscribers that want the same: every
