@@ -262,19 +262,6 @@ Status HttpService::start() {
   server_->new_task_queue = [] { return new httplib::ThreadPool(24); };
   server_->set_payload_max_length(64 << 10);
   server_->set_read_timeout(10, 0);
-  // On loopback, one request per connection. cpp-httplib (0.11) waits for a
-  // kept-alive connection's next request by polling it every 10 ms: with two
-  // pages open that was ~1 100 wake-ups a second of a dozen idle threads,
-  // each one a chance to preempt the store's writer on a small machine. A
-  // page makes a few requests a second and a loopback connection costs
-  // ~0.1 ms; over a network keep-alive saves a round trip a request, so it
-  // stays. The live stream is one long response either way. The same poll
-  // waits for a connection's first request: a socket the browser opened
-  // ahead and never used is given up after a second, not five.
-  if (is_loopback(options_.host)) {
-    server_->set_keep_alive_max_count(1);
-    server_->set_keep_alive_timeout(1);
-  }
   server_->set_write_timeout(10, 0);
   install_routes();
   if (options_.port == 0) {
