@@ -323,6 +323,24 @@ Status check_kernel(const v1::KernelEvent& kernel, int index, const LocalIdIndex
   return {};
 }
 
+// The event's time on the timeline; 0 for kinds that have none.
+uint64_t event_time_ns(const v1::Event& event) {
+  switch (event.kind_case()) {
+    case v1::Event::kCast:
+      return event.cast().ts_ns();
+    case v1::Event::kOp:
+      return event.op().ts_ns();
+    case v1::Event::kKernel:
+      return event.kernel().ts_ns();
+    case v1::Event::kCacheSample:
+      return event.cache_sample().ts_ns();
+    case v1::Event::kNumerics:
+      return event.numerics().first_ts_ns();
+    default:
+      return 0;
+  }
+}
+
 }  // namespace
 
 BatchArena::BatchArena(size_t wire_bytes)
@@ -345,23 +363,6 @@ Status decode_batch(std::string_view bytes, const BatchLimits& limits, DecodedBa
   if (Status s = validate_batch(*batch, limits, &timeline); !s.ok()) return s;
   out = DecodedBatch(std::move(arena), batch, timeline);
   return {};
-}
-
-uint64_t event_time_ns(const v1::Event& event) {
-  switch (event.kind_case()) {
-    case v1::Event::kCast:
-      return event.cast().ts_ns();
-    case v1::Event::kOp:
-      return event.op().ts_ns();
-    case v1::Event::kKernel:
-      return event.kernel().ts_ns();
-    case v1::Event::kCacheSample:
-      return event.cache_sample().ts_ns();
-    case v1::Event::kNumerics:
-      return event.numerics().first_ts_ns();
-    default:
-      return 0;
-  }
 }
 
 Status validate_batch(const v1::Batch& batch, const BatchLimits& limits, BatchTimeline* timeline) {

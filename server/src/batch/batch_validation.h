@@ -78,9 +78,6 @@ struct BatchTimeline {
   uint64_t max_ts_ns = 0;
 };
 
-// The event's time on the timeline; 0 for kinds that have none.
-uint64_t event_time_ns(const castscope::v1::Event& event);
-
 // A parsed batch, the arena that owns it, and its timeline facts.
 class DecodedBatch {
  public:
