@@ -448,6 +448,7 @@ Status validate_batch(const v1::Batch& batch, const BatchLimits& limits, BatchTi
         ++timeline->events;
         timeline->max_ts_ns = std::max(timeline->max_ts_ns, ts);
       }
+      if (event.kind_case() == v1::Event::kCast) ++timeline->casts;
     }
   }
   return {};

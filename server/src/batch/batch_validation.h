@@ -69,13 +69,15 @@ class BatchArena {
 };
 
 // What the live stream tells of a batch: its events that have a time (agent
-// stats and aggregate counters have none) and the newest of those times.
+// stats and aggregate counters have none), the newest of those times, and
+// its casts.
 // Found while the batch is validated, on the receiving thread, so that the
 // store's writer, the one serial thread of ingest, does not walk the events
 // again to publish them.
 struct BatchTimeline {
   uint64_t events = 0;
   uint64_t max_ts_ns = 0;
+  uint64_t casts = 0;  // cast events: which of a commit's batches hold its newest casts
 };
 
 // A parsed batch, the arena that owns it, and its timeline facts.

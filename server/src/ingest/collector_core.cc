@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 
 #include "common/log/logger.h"
 #include "server/src/batch/stored_events.h"
@@ -342,35 +343,92 @@ Status CollectorCore::write_group(std::vector<Submission>& group, std::vector<ch
   return status;
 }
 
+namespace {
+
+std::shared_ptr<EventChunk> chunk_of(const DecodedBatch& first, uint64_t stored_unix_ns) {
+  auto chunk = std::make_shared<EventChunk>();
+  chunk->stored_unix_ns = stored_unix_ns;
+  chunk->run_id = first.batch().agent().run_id();
+  chunk->agent_id = first.batch().agent().agent_id();
+  return chunk;
+}
+
+std::shared_ptr<EventChunk> every_event_chunk(const DecodedBatch& batch, uint64_t stored_unix_ns) {
+  std::shared_ptr<EventChunk> chunk = chunk_of(batch, stored_unix_ns);
+  chunk->batch_events = batch.timeline().events;
+  chunk->max_ts_ns = batch.timeline().max_ts_ns;
+  resolve_batch_events(batch.batch(), chunk->events);
+  return chunk;
+}
+
+// One agent's batches of a commit (in commit order) as one chunk: all their
+// events counted, their newest `sample` casts resolved.
+std::shared_ptr<EventChunk> newest_casts_chunk(const std::vector<const DecodedBatch*>& batches, size_t sample,
+                                               uint64_t stored_unix_ns) {
+  std::shared_ptr<EventChunk> chunk = chunk_of(*batches.front(), stored_unix_ns);
+  for (const DecodedBatch* batch : batches) {
+    chunk->batch_events += batch->timeline().events;
+    chunk->max_ts_ns = std::max(chunk->max_ts_ns, batch->timeline().max_ts_ns);
+  }
+  // Back from the newest batch to the one that completes the sample: the
+  // casts of the batches before it would only be dropped by the reader.
+  size_t first = batches.size();
+  uint64_t later = 0;  // casts of the batches after `first`
+  while (first > 0 && later < sample) later += batches[--first]->timeline().casts;
+  later -= batches[first]->timeline().casts;
+  for (size_t i = first; i < batches.size(); ++i) {
+    const uint64_t casts = batches[i]->timeline().casts;
+    const uint64_t wanted = i == first ? std::min<uint64_t>(casts, sample - later) : casts;
+    if (wanted > 0) resolve_batch_events(batches[i]->batch(), chunk->events, wanted);
+  }
+  return chunk;
+}
+
+}  // namespace
+
 void CollectorCore::publish(const std::vector<Submission>& group, const std::vector<char>& duplicate,
                             uint64_t stored_unix_ns) {
-  std::vector<std::shared_ptr<Subscription>> subscriptions;
+  std::vector<std::shared_ptr<Subscription>> every_event, sampled;
   {
     std::lock_guard lock(subscriptions_mutex_);
-    if (subscriptions_.empty()) return;
-    subscriptions = subscriptions_;
+    for (const auto& subscription : subscriptions_)
+      (subscription->sample_casts() == 0 ? every_event : sampled).push_back(subscription);
   }
-  for (size_t i = 0; i < group.size(); ++i) {
-    if (duplicate[i]) continue;
-    const v1::Batch& batch = group[i].batch.batch();
-    // Counted when the batch was validated, not walked again here.
-    const BatchTimeline& timeline = group[i].batch.timeline();
-    if (timeline.events == 0) continue;
-    // Made once per batch for all subscribers that want the same: every
-    // event, or a sample of the newest casts (index by sample size).
-    std::map<size_t, std::shared_ptr<EventChunk>> chunks;
-    for (const auto& subscription : subscriptions) {
-      if (!subscription->run_id().empty() && subscription->run_id() != batch.agent().run_id()) continue;
-      std::shared_ptr<EventChunk>& chunk = chunks[subscription->sample_casts()];
-      if (!chunk) {
-        chunk = std::make_shared<EventChunk>();
-        chunk->stored_unix_ns = stored_unix_ns;
-        chunk->run_id = batch.agent().run_id();
-        chunk->agent_id = batch.agent().agent_id();
-        chunk->batch_events = timeline.events;
-        chunk->max_ts_ns = timeline.max_ts_ns;
-        resolve_batch_events(batch, chunk->events, subscription->sample_casts() == 0 ? SIZE_MAX : subscription->sample_casts());
+  auto follows = [](const Subscription& subscription, std::string_view run_id) {
+    return subscription.run_id().empty() || subscription.run_id() == run_id;
+  };
+  // A batch's timeline facts were counted when it was validated, not walked here.
+  auto published = [&](size_t i) { return !duplicate[i] && group[i].batch.timeline().events > 0; };
+
+  // Every event, batch by batch in commit order (gRPC Follow).
+  if (!every_event.empty()) {
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (!published(i)) continue;
+      std::shared_ptr<EventChunk> chunk;  // made once for all that follow its run
+      for (const auto& subscription : every_event) {
+        if (!follows(*subscription, group[i].batch.batch().agent().run_id())) continue;
+        if (!chunk) chunk = every_event_chunk(group[i].batch, stored_unix_ns);
+        subscription->offer(chunk);
       }
+    }
+  }
+
+  // The viewer's pages: a sample of the newest casts, per run and agent of the
+  // whole commit. A page's message keeps only the newest casts of all that
+  // committed since its last one, so resolving every batch's sample (as
+  // before) copied casts on the store's one serial thread only to drop them.
+  if (sampled.empty()) return;
+  std::map<std::pair<std::string_view, std::string_view>, std::vector<const DecodedBatch*>> by_agent;
+  for (size_t i = 0; i < group.size(); ++i)
+    if (published(i))
+      by_agent[{group[i].batch.batch().agent().run_id(), group[i].batch.batch().agent().agent_id()}].push_back(
+          &group[i].batch);
+  for (const auto& [key, batches] : by_agent) {
+    std::map<size_t, std::shared_ptr<EventChunk>> chunks;  // made once per sample size
+    for (const auto& subscription : sampled) {
+      if (!follows(*subscription, key.first)) continue;
+      std::shared_ptr<EventChunk>& chunk = chunks[subscription->sample_casts()];
+      if (!chunk) chunk = newest_casts_chunk(batches, subscription->sample_casts(), stored_unix_ns);
       subscription->offer(chunk);
     }
   }

@@ -86,11 +86,13 @@ struct CommittedRun {
 };
 using CommitListener = std::function<void(const std::vector<CommittedRun>&)>;
 
-// Committed events of one batch, shared by every subscriber that wants them.
+// Committed events shared by every subscriber that wants them: for a
+// follower of every event, one batch's; for a sample of the newest casts,
+// one agent's batches of one commit.
 struct EventChunk {
   uint64_t stored_unix_ns = 0;
   std::vector<castscope::v1::StoredEvent> events;
-  // The whole batch, also when `events` holds only a sample of it.
+  // The whole batch (or batches), also when `events` holds only a sample.
   std::string run_id, agent_id;
   uint64_t batch_events = 0;  // events of the batch (agent stats not counted)
   uint64_t max_ts_ns = 0;     // the newest event timestamp of the batch
@@ -103,8 +105,9 @@ class Subscription {
  public:
   // `listener` is called, without locks held, after each offer and on close
   // (from the writer thread or the closing thread).
-  // `sample_casts` 0: every event of each batch; else only its newest casts,
-  // at most that many (EventChunk says how many events the batch had).
+  // `sample_casts` 0: every event of each batch; else, per agent and commit,
+  // only the newest casts of its batches, at most that many (EventChunk says
+  // how many events the batches had).
   Subscription(std::string run_id, size_t capacity_events, std::function<void()> listener, size_t sample_casts = 0)
       : run_id_(std::move(run_id)), capacity_(capacity_events), listener_(std::move(listener)),
         sample_casts_(sample_casts) {}

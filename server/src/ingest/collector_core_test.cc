@@ -123,6 +123,49 @@ TEST(CollectorCore, SubscribersGetCommittedEventsAndCountWhatTheyMiss) {
   EXPECT_TRUE(follower->closed());
 }
 
+TEST(CollectorCore, APageGetsTheNewestCastsOfACommitInOneChunkAFollowerEveryBatch) {
+  auto core = open_core((temp_dir("core_sample") / "store.db").string());
+  auto page = core->subscribe("run", [] {}, 4);
+  auto follower = core->subscribe("run", [] {});
+  // The writer held in a task of its own, so that both batches queue and go in one commit.
+  std::promise<void> holding, release;
+  core->run_on_writer([&](StoreWriter&) {
+    holding.set_value();
+    release.get_future().wait();
+    return Status();
+  });
+  holding.get_future().wait();
+  std::promise<void> first_stored, second_stored;
+  core->submit(decoded(make_batch("run", "agent", 1, 1, 5)), [&](const IngestResult&) { first_stored.set_value(); },
+               [] {});
+  core->submit(decoded(make_batch("run", "agent", 2, 100, 3)), [&](const IngestResult&) { second_stored.set_value(); },
+               [] {});
+  release.set_value();
+  first_stored.get_future().wait();
+  second_stored.get_future().wait();
+  core->drain();  // and offered: acknowledgements go out before the offers
+
+  std::shared_ptr<const EventChunk> chunk;
+  uint64_t skipped = 0;
+  ASSERT_TRUE(page->take(chunk, skipped));
+  ASSERT_TRUE(chunk);
+  // The first batch's last cast (seq 6: op 1, casts 2-6), then the second's three.
+  std::vector<uint64_t> seqs;
+  for (const v1::StoredEvent& e : chunk->events) seqs.push_back(e.event().cast().seq());
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{6, 101, 102, 103}));
+  EXPECT_EQ(chunk->events[0].event().cast().op(), "aten::linear");  // resolved
+  EXPECT_EQ(chunk->batch_events, 7u + 5u);  // each batch: its op, casts and cache sample
+  EXPECT_EQ(chunk->max_ts_ns, 2000u);
+  EXPECT_FALSE(page->take(chunk, skipped));
+
+  ASSERT_TRUE(follower->take(chunk, skipped));
+  EXPECT_EQ(chunk->events.size(), 7u);
+  ASSERT_TRUE(follower->take(chunk, skipped));
+  EXPECT_EQ(chunk->events.size(), 5u);
+  EXPECT_EQ(chunk->events.front().event().op().seq(), 100u);
+  EXPECT_FALSE(follower->take(chunk, skipped));
+}
+
 TEST(CollectorCore, AWriterTaskIsToldOnceItsTransactionCommitted) {
   const std::string db = (temp_dir("core_task") / "store.db").string();
   auto core = open_core(db);
