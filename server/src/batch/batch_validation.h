@@ -77,7 +77,7 @@ class BatchArena {
 struct BatchTimeline {
   uint64_t events = 0;
   uint64_t max_ts_ns = 0;
-  uint64_t casts = 0;  // cast events: which of a commit's batches hold its newest casts
+  uint64_t casts = 0;  // cast events, timed or not: which of a commit's batches hold its newest casts
 };
 
 // A parsed batch, the arena that owns it, and its timeline facts.

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cassert>
 #include <map>
 #include <string_view>
 
@@ -361,10 +362,11 @@ std::shared_ptr<EventChunk> every_event_chunk(const DecodedBatch& batch, uint64_
   return chunk;
 }
 
-// One agent's batches of a commit (in commit order) as one chunk: all their
-// events counted, their newest `sample` casts resolved.
+// One agent's batches of a commit (in commit order, at least one) as one
+// chunk: all their events counted, their newest `sample` (> 0) casts resolved.
 std::shared_ptr<EventChunk> newest_casts_chunk(const std::vector<const DecodedBatch*>& batches, size_t sample,
                                                uint64_t stored_unix_ns) {
+  assert(!batches.empty() && sample > 0);
   std::shared_ptr<EventChunk> chunk = chunk_of(*batches.front(), stored_unix_ns);
   for (const DecodedBatch* batch : batches) {
     chunk->batch_events += batch->timeline().events;

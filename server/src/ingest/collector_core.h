@@ -94,8 +94,8 @@ struct EventChunk {
   std::vector<castscope::v1::StoredEvent> events;
   // The whole batch (or batches), also when `events` holds only a sample.
   std::string run_id, agent_id;
-  uint64_t batch_events = 0;  // events of the batch (agent stats not counted)
-  uint64_t max_ts_ns = 0;     // the newest event timestamp of the batch
+  uint64_t batch_events = 0;  // events of the batch or batches (agent stats not counted)
+  uint64_t max_ts_ns = 0;     // the newest event timestamp among them
 };
 
 // One follower of one run (or of all runs): a bounded queue of chunks. When

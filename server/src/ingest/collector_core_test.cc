@@ -124,10 +124,13 @@ TEST(CollectorCore, SubscribersGetCommittedEventsAndCountWhatTheyMiss) {
 }
 
 TEST(CollectorCore, APageGetsTheNewestCastsOfACommitInOneChunkAFollowerEveryBatch) {
-  auto core = open_core((temp_dir("core_sample") / "store.db").string());
+  CollectorOptions options;
+  options.max_transaction_time = std::chrono::minutes(1);  // a slow machine must not split the commit
+  auto core = open_core((temp_dir("core_sample") / "store.db").string(), options);
   auto page = core->subscribe("run", [] {}, 4);
+  auto narrow_page = core->subscribe("run", [] {}, 2);
   auto follower = core->subscribe("run", [] {});
-  // The writer held in a task of its own, so that both batches queue and go in one commit.
+  // The writer held in a task of its own, so that the batches queue and go in one commit.
   std::promise<void> holding, release;
   core->run_on_writer([&](StoreWriter&) {
     holding.set_value();
@@ -135,35 +138,49 @@ TEST(CollectorCore, APageGetsTheNewestCastsOfACommitInOneChunkAFollowerEveryBatc
     return Status();
   });
   holding.get_future().wait();
-  std::promise<void> first_stored, second_stored;
-  core->submit(decoded(make_batch("run", "agent", 1, 1, 5)), [&](const IngestResult&) { first_stored.set_value(); },
-               [] {});
-  core->submit(decoded(make_batch("run", "agent", 2, 100, 3)), [&](const IngestResult&) { second_stored.set_value(); },
-               [] {});
+  std::vector<std::promise<void>> stored(4);
+  auto queue = [&](const v1::Batch& batch, size_t i) {
+    core->submit(decoded(batch), [&stored, i](const IngestResult&) { stored[i].set_value(); }, [] {});
+  };
+  queue(make_batch("run", "agent", 1, 1, 5), 0);   // op 1, casts 2-6, a cache sample
+  queue(make_batch("run", "agent", 2, 50, 0), 1);  // no cast: op 50, a cache sample
+  queue(make_batch("run", "other", 1, 1, 1), 2);   // another agent: op 1, cast 2
+  queue(make_batch("run", "agent", 3, 100, 3), 3); // op 100, casts 101-103
   release.set_value();
-  first_stored.get_future().wait();
-  second_stored.get_future().wait();
+  for (auto& s : stored) s.get_future().wait();
   core->drain();  // and offered: acknowledgements go out before the offers
 
+  auto cast_seqs = [](const EventChunk& chunk) {
+    std::vector<uint64_t> seqs;
+    for (const v1::StoredEvent& e : chunk.events) seqs.push_back(e.event().cast().seq());
+    return seqs;
+  };
   std::shared_ptr<const EventChunk> chunk;
   uint64_t skipped = 0;
+  // One chunk per agent for the commit: the first batch's last cast, then the last batch's three.
   ASSERT_TRUE(page->take(chunk, skipped));
   ASSERT_TRUE(chunk);
-  // The first batch's last cast (seq 6: op 1, casts 2-6), then the second's three.
-  std::vector<uint64_t> seqs;
-  for (const v1::StoredEvent& e : chunk->events) seqs.push_back(e.event().cast().seq());
-  EXPECT_EQ(seqs, (std::vector<uint64_t>{6, 101, 102, 103}));
+  EXPECT_EQ(chunk->agent_id, "agent");
+  EXPECT_EQ(cast_seqs(*chunk), (std::vector<uint64_t>{6, 101, 102, 103}));
   EXPECT_EQ(chunk->events[0].event().cast().op(), "aten::linear");  // resolved
-  EXPECT_EQ(chunk->batch_events, 7u + 5u);  // each batch: its op, casts and cache sample
+  EXPECT_EQ(chunk->batch_events, 7u + 2u + 5u);  // every batch's op, casts and cache sample
   EXPECT_EQ(chunk->max_ts_ns, 2000u);
+  ASSERT_TRUE(page->take(chunk, skipped));
+  EXPECT_EQ(chunk->agent_id, "other");
+  EXPECT_EQ(cast_seqs(*chunk), (std::vector<uint64_t>{2}));
   EXPECT_FALSE(page->take(chunk, skipped));
+  // A sample the newest batch fills alone.
+  ASSERT_TRUE(narrow_page->take(chunk, skipped));
+  EXPECT_EQ(cast_seqs(*chunk), (std::vector<uint64_t>{102, 103}));
+  EXPECT_EQ(chunk->batch_events, 14u);
+  ASSERT_TRUE(narrow_page->take(chunk, skipped));
+  EXPECT_FALSE(narrow_page->take(chunk, skipped));
 
-  ASSERT_TRUE(follower->take(chunk, skipped));
-  EXPECT_EQ(chunk->events.size(), 7u);
-  ASSERT_TRUE(follower->take(chunk, skipped));
-  EXPECT_EQ(chunk->events.size(), 5u);
-  EXPECT_EQ(chunk->events.front().event().op().seq(), 100u);
-  EXPECT_FALSE(follower->take(chunk, skipped));
+  // A follower of every event gets every batch whole, in commit order.
+  std::vector<std::pair<std::string, size_t>> batches;
+  while (follower->take(chunk, skipped)) batches.emplace_back(chunk->agent_id, chunk->events.size());
+  const std::vector<std::pair<std::string, size_t>> whole{{"agent", 7}, {"agent", 2}, {"other", 3}, {"agent", 5}};
+  EXPECT_EQ(batches, whole);
 }
 
 TEST(CollectorCore, AWriterTaskIsToldOnceItsTransactionCommitted) {

@@ -51,7 +51,7 @@ struct HttpOptions {
   std::string token;               // required
   std::string ui_dir;              // the built UI (ui/dist); empty: API only
   size_t max_live_viewers = 16;
-  size_t live_sample_casts = 64;   // casts of each batch pushed to a live page
+  size_t live_sample_casts = 64;   // newest casts per agent and commit pushed to a live page
   size_t live_queue_events = 1 << 14;
   FleetAnswer fleet;               // set: the fleet page's routes
 };
