@@ -20,14 +20,23 @@ uint64_t unix_now_ns() {
           .count());
 }
 
+namespace {
+
+// What a chunk takes of a subscription's capacity: its events, and at least
+// one, so that chunks with no event to show (a commit with no cast, for a
+// page) cannot pile up without bound behind a reader that stopped taking.
+size_t queue_cost(const EventChunk& chunk) { return std::max<size_t>(1, chunk.events.size()); }
+
+}  // namespace
+
 void Subscription::offer(std::shared_ptr<const EventChunk> chunk) {
   {
     std::lock_guard lock(mutex_);
     if (closed_) return;
-    if (queued_events_ + chunk->events.size() > capacity_) {
+    if (queued_events_ + queue_cost(*chunk) > capacity_) {
       skipped_ += chunk->batch_events;
     } else {
-      queued_events_ += chunk->events.size();
+      queued_events_ += queue_cost(*chunk);
       chunks_.push_back(std::move(chunk));
     }
   }
@@ -40,7 +49,7 @@ bool Subscription::take(std::shared_ptr<const EventChunk>& chunk, uint64_t& skip
   if (!chunks_.empty()) {
     chunk = std::move(chunks_.front());
     chunks_.pop_front();
-    queued_events_ -= chunk->events.size();
+    queued_events_ -= queue_cost(*chunk);
   }
   skipped = skipped_;
   skipped_ = 0;

@@ -98,9 +98,10 @@ struct EventChunk {
   uint64_t max_ts_ns = 0;     // the newest event timestamp among them
 };
 
-// One follower of one run (or of all runs): a bounded queue of chunks. When
-// it is full, new chunks are dropped and counted, so a slow reader never
-// holds back the writer or grows memory.
+// One follower of one run (or of all runs): a bounded queue of chunks, each
+// counted as its events and at least one. When it is full, new chunks are
+// dropped and counted, so a slow reader never holds back the writer or grows
+// memory.
 class Subscription {
  public:
   // `listener` is called, without locks held, after each offer and on close

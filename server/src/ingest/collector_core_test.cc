@@ -123,6 +123,29 @@ TEST(CollectorCore, SubscribersGetCommittedEventsAndCountWhatTheyMiss) {
   EXPECT_TRUE(follower->closed());
 }
 
+TEST(CollectorCore, ChunksWithNoEventStillFillASubscribersQueue) {
+  // A page stuck in a write stops taking; commits with no cast still offer it
+  // a chunk each (their event count), which must not pile up without bound.
+  Subscription page("run", 2, nullptr, 64);
+  for (int i = 0; i < 3; ++i) {
+    auto chunk = std::make_shared<EventChunk>();
+    chunk->batch_events = 5;
+    page.offer(chunk);
+  }
+  std::shared_ptr<const EventChunk> chunk;
+  uint64_t skipped = 0;
+  ASSERT_TRUE(page.take(chunk, skipped));
+  EXPECT_TRUE(chunk);
+  EXPECT_EQ(skipped, 5u);  // the third did not fit
+  ASSERT_TRUE(page.take(chunk, skipped));
+  EXPECT_TRUE(chunk);
+  EXPECT_EQ(skipped, 0u);
+  EXPECT_FALSE(page.take(chunk, skipped));
+  // Taken, they make room again.
+  page.offer(std::make_shared<EventChunk>());
+  EXPECT_TRUE(page.take(chunk, skipped));
+}
+
 TEST(CollectorCore, APageGetsTheNewestCastsOfACommitInOneChunkAFollowerEveryBatch) {
   CollectorOptions options;
   options.max_transaction_time = std::chrono::minutes(1);  // a slow machine must not split the commit
