@@ -52,7 +52,7 @@ struct HttpOptions {
   std::string ui_dir;              // the built UI (ui/dist); empty: API only
   size_t max_live_viewers = 16;
   size_t live_sample_casts = 64;   // newest casts per agent and commit pushed to a live page
-  size_t live_queue_events = 1 << 14;
+  // A page's queue is a subscriber's (CollectorOptions::subscriber_queue_events).
   FleetAnswer fleet;               // set: the fleet page's routes
 };
 
