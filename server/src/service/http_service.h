@@ -51,8 +51,9 @@ struct HttpOptions {
   std::string token;               // required
   std::string ui_dir;              // the built UI (ui/dist); empty: API only
   size_t max_live_viewers = 16;
-  size_t live_sample_casts = 64;   // newest casts per agent and commit pushed to a live page
-  // A page's queue is a subscriber's (CollectorOptions::subscriber_queue_events).
+  // Newest casts per agent and commit pushed to a live page. A page's queue
+  // is a subscriber's (CollectorOptions::subscriber_queue_events).
+  size_t live_sample_casts = 64;
   FleetAnswer fleet;               // set: the fleet page's routes
 };
 
