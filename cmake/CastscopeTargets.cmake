@@ -20,13 +20,18 @@ function(castscope_library name kind)
   endif()
 endfunction()
 
-# A GoogleTest executable for the *_test.cc files beside a library.
+# A GoogleTest executable for the *_test.cc files beside a library. Without
+# GTest (a machine with only the main job's packages) it creates nothing, so
+# everything a test needs is said here, never on the target afterwards:
+# `castscope_unit_test(x ...)` followed by `target_...(x ...)` breaks the
+# main job's configure there (.ci/run configures it so on every landing).
 function(castscope_unit_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
   if(NOT GTest_FOUND)
     return()
   endif()
   add_executable(${name} ${ARG_SOURCES})
+  target_include_directories(${name} PRIVATE "${PROJECT_SOURCE_DIR}")
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest_main castscope_warnings castscope_sanitizers)
   target_compile_definitions(${name} PRIVATE CASTSCOPE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   gtest_discover_tests(${name})

@@ -4,6 +4,9 @@
 # the (incremental) build.
 #   scripts/setup.sh            the main job's needs: packages, venv, the runtime targets in build/, the viewer
 #   scripts/setup.sh --tests    everything the tests need too (test-only packages, every target)
+# The main job's configure never sees the test-only packages, even where they
+# are installed (TEST_ONLY_CMAKE_PACKAGES below): every run of the main job,
+# on any machine, builds as on one that lacks them.
 #   CASTSCOPE_BUILD_DIR=... CASTSCOPE_CMAKE_ARGS="..." scripts/setup.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,6 +42,17 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
 fi
 
+# What CMake finds only for the tests (GoogleTest). The main job configures
+# with each one disabled, so a test target touched outside the helper that
+# makes it fails the main job's configure on every machine, not only on a
+# fresh one; the tests' configure enables them again (cmake caches the choice).
+TEST_ONLY_CMAKE_PACKAGES=(GTest)
+find_test_packages=ON; ((FOR_TESTS)) && find_test_packages=OFF
+TEST_PACKAGE_ARGS=()
+for pkg in "${TEST_ONLY_CMAKE_PACKAGES[@]}"; do
+  TEST_PACKAGE_ARGS+=("-DCMAKE_DISABLE_FIND_PACKAGE_$pkg=$find_test_packages")
+done
+
 PYTHON="${CASTSCOPE_PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
@@ -46,7 +60,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -c 'import ensurepip' 2>/dev/null ||
     { echo "setup: $PYTHON cannot make a venv with pip: no ensurepip (Debian's is in python3-venv)" >&2; exit 1; }
   # A venv made again over an old one (its Python gone) keeps nothing of it.
-  rm -f .venv/.castscope-requirements .venv/.castscope-package
+  rm -f .venv/.castscope-requirements .venv/.castscope-test-requirements .venv/.castscope-package
   # pip itself comes with the requirements below, beside the build (ensurepip
   # is seconds of one core that nothing else would use).
   "$PYTHON" -m venv --without-pip .venv
@@ -69,7 +83,7 @@ configure() {
   local log="$BUILD_DIR.configure.log" torch_free=0
   [ "$1" = "--torch-free" ] && { torch_free=1; shift; }
   local args=(-S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
-              -DCMAKE_UNITY_BUILD=ON -DPython3_EXECUTABLE="$ROOT/.venv/bin/python")
+              -DCMAKE_UNITY_BUILD=ON -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" "${TEST_PACKAGE_ARGS[@]}")
   # shellcheck disable=SC2206
   local user=(${CASTSCOPE_CMAKE_ARGS:-})
   if ((torch_free)); then
@@ -101,9 +115,20 @@ install_package() {
   fi
 }
 
-stamp=".venv/.castscope-requirements"
-if ! cmp -s requirements.txt "$stamp"; then
-  echo "setup: installing Python requirements (torch is large; pip takes it from local disk where it can);"
+# The main job's Python packages (requirements.txt: torch, torchvision) and,
+# for the tests only, tests/requirements.txt (pytest and the packages the
+# tests read results with); each file has its stamp in the venv.
+requirement_files=(requirements.txt)
+((FOR_TESTS)) && requirement_files+=(tests/requirements.txt)
+stamp_of() { [ "$1" = requirements.txt ] && echo .venv/.castscope-requirements || echo .venv/.castscope-test-requirements; }
+requirements_changed=0
+for file in "${requirement_files[@]}"; do
+  cmp -s "$file" "$(stamp_of "$file")" || requirements_changed=1
+done
+pip_requirements=()
+for file in "${requirement_files[@]}"; do pip_requirements+=(-r "$file"); done
+if ((requirements_changed)); then
+  echo "setup: installing Python requirements (${requirement_files[*]}; torch is large, pip takes it from local disk where it can);"
   echo "setup: meanwhile building what does not include libtorch (collector, forwarder, ...)"
   # pip into the venv, the requirements, then the castscope package (it needs
   # the requirements' setuptools), all beside the build. In a process group of
@@ -111,7 +136,7 @@ if ! cmp -s requirements.txt "$stamp"; then
   # it, not only its shell.
   set -m
   { { [ -x .venv/bin/pip ] || .venv/bin/python -m ensurepip --default-pip; } &&
-    .venv/bin/pip install -q -r requirements.txt && install_package; } > .venv/pip-install.log 2>&1 < /dev/null &
+    .venv/bin/pip install -q "${pip_requirements[@]}" && install_package; } > .venv/pip-install.log 2>&1 < /dev/null &
   pip_pid=$!
   set +m
   # A failed configure or build, or Ctrl-C, must not leave pip writing into
@@ -126,11 +151,11 @@ if ! cmp -s requirements.txt "$stamp"; then
   ((build_status == 0)) || exit "$build_status"
   if ! wait "$pip_pid"; then
     cat .venv/pip-install.log
-    echo "setup: pip install -r requirements.txt or the castscope package failed (its output above)" >&2
+    echo "setup: pip install ${pip_requirements[*]} or the castscope package failed (its output above)" >&2
     exit 1
   fi
   trap - EXIT INT TERM
-  cp requirements.txt "$stamp"
+  for file in "${requirement_files[@]}"; do cp "$file" "$(stamp_of "$file")"; done
 fi
 install_package  # done above, beside the build, when the requirements were installed
 TORCH_DIR=$(.venv/bin/python -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
