@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The main job and the wheel, as on a machine without the test-only packages,
+# before scripts/test.sh installs them (.ci/run runs this first, on a clean
+# clone, so the venv has only requirements.txt's packages):
+#  1. scripts/run_example.sh, the README's first command. Its configure
+#     disables every test-only find_package (scripts/setup.sh,
+#     TEST_ONLY_CMAKE_PACKAGES), so a test target configured outside the
+#     helper that makes it fails here; then the report must be written.
+#  2. The wheel built from that build (nothing compiled again), installed with
+#     pip into a venv of its own, and `castscope run` of the example job from
+#     that venv, outside the checkout.
+# CASTSCOPE_CMAKE_ARGS is the tests' (-Werror), so that scripts/test.sh
+# compiles nothing of the runtime again.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export CASTSCOPE_CMAKE_ARGS="${CASTSCOPE_CMAKE_ARGS:--DCASTSCOPE_WERROR=ON}"
+
+echo "== the main job, without the test-only packages (scripts/run_example.sh)"
+rm -rf out/castscope
+started=$SECONDS
+scripts/run_example.sh
+[ -s out/castscope/report.json ] || { echo "main job: exit 0 but no out/castscope/report.json" >&2; exit 1; }
+echo "main job: report written (out/castscope/report.json), $((SECONDS - started)) s"
+
+for pkg in pytest hypothesis lightning jsonschema scikit_build_core; do
+  if .venv/bin/python -c "import $pkg" 2>/dev/null; then
+    echo "main job: the test-only package '$pkg' is in .venv: this check ran after the tests' setup, so it proves nothing" >&2
+    exit 1
+  fi
+done
+
+echo "== the wheel in a venv of its own (pip wheel ., pip install, castscope run)"
+started=$SECONDS
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# The user's venv: torch 2.14.1 is the main venv's (a .pth line to links of
+# its packages, castscope's own left out), so pip finds the torch the wheel
+# requires installed instead of unpacking gigabytes again; pip and
+# scikit-build-core are this venv's own, as the README has the user install.
+python=$(readlink -f .venv/bin/python)
+"$python" -m venv --without-pip "$work/venv"
+main_site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+mkdir "$work/main-packages"
+for entry in "$main_site"/*; do
+  name=$(basename "$entry")
+  case "$name" in *castscope*|*.pth|pip|pip-*) continue ;; esac
+  ln -s "$entry" "$work/main-packages/$name"
+done
+echo "$work/main-packages" > "$site/main-packages.pth"
+"$work/venv/bin/python" -m ensurepip --default-pip > "$work/ensurepip.log" 2>&1 || { cat "$work/ensurepip.log"; exit 1; }
+wheel_builder=$(sed -n 's/^\(scikit-build-core==.*\|pathspec==.*\|packaging==.*\)$/\1/p' tests/requirements.txt)
+# shellcheck disable=SC2086
+"$work/venv/bin/pip" install -q $wheel_builder
+# build/ is the main job's: the wheel's configure keeps its cached choices
+# (test-only packages disabled) and compiles nothing again.
+"$work/venv/bin/pip" wheel . --no-build-isolation --no-deps -q -w "$work/dist" -Cbuild-dir=build
+"$work/venv/bin/pip" install -q --no-index "$work"/dist/castscope-*.whl
+mkdir "$work/job"
+cp examples/train_resnet.py "$work/job/"
+(cd "$work/job" && env -u PYTHONPATH "$work/venv/bin/castscope" run --out out -- "$work/venv/bin/python" train_resnet.py --steps 2)
+[ -s "$work/job/out/report.json" ] || { echo "wheel: castscope run exited 0 but wrote no report.json" >&2; exit 1; }
+attached_from=$("$work/venv/bin/python" -c 'import castscope; print(castscope.__file__)')
+[ "$attached_from" = "$site/castscope/__init__.py" ] ||
+  { echo "wheel: castscope imported from $attached_from, not the installed wheel ($site)" >&2; exit 1; }
+echo "wheel: built, installed and ran the example job from its own venv, $((SECONDS - started)) s"
