@@ -4,10 +4,9 @@
 # the (incremental) build.
 #   scripts/setup.sh            the main job's needs: packages, venv, the runtime targets in build/, the viewer
 #   scripts/setup.sh --tests    everything the tests need too (test-only packages, every target)
-# The main job's configure never sees the test-only packages, even where they
-# are installed (TEST_ONLY_CMAKE_PACKAGES below): every run of the main job,
-# on any machine, builds as on one that lacks them.
 #   CASTSCOPE_BUILD_DIR=... CASTSCOPE_CMAKE_ARGS="..." scripts/setup.sh
+# The main job's configure never finds the test-only CMake packages, even
+# where they are installed (TEST_ONLY_CMAKE_PACKAGES below).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -120,10 +119,13 @@ install_package() {
 # tests read results with); each file has its stamp in the venv.
 requirement_files=(requirements.txt)
 ((FOR_TESTS)) && requirement_files+=(tests/requirements.txt)
+# The tests' stamp holds both files: a changed requirements.txt (a torch
+# bump the main job installed first) resolves the tests' packages again.
 stamp_of() { [ "$1" = requirements.txt ] && echo .venv/.castscope-requirements || echo .venv/.castscope-test-requirements; }
+stamped() { if [ "$1" = requirements.txt ]; then cat requirements.txt; else cat requirements.txt "$1"; fi; }
 requirements_changed=0
 for file in "${requirement_files[@]}"; do
-  cmp -s "$file" "$(stamp_of "$file")" || requirements_changed=1
+  stamped "$file" | cmp -s - "$(stamp_of "$file")" || requirements_changed=1
 done
 pip_requirements=()
 for file in "${requirement_files[@]}"; do pip_requirements+=(-r "$file"); done
@@ -155,7 +157,7 @@ if ((requirements_changed)); then
     exit 1
   fi
   trap - EXIT INT TERM
-  for file in "${requirement_files[@]}"; do cp "$file" "$(stamp_of "$file")"; done
+  for file in "${requirement_files[@]}"; do stamped "$file" > "$(stamp_of "$file")"; done
 fi
 install_package  # done above, beside the build, when the requirements were installed
 TORCH_DIR=$(.venv/bin/python -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
