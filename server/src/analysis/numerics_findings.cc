@@ -41,12 +41,17 @@ json fp32_overlay(const std::string& op, v1::DeviceType device) {
   return {{"castscope_policy", 1}, {"device", device_name(device)}, {"ops", {{op, "fp32"}}}};
 }
 
-std::string fp32_fix(const SiteRef& site, v1::DeviceType device, const std::string& what) {
+// The remedy at the line for values too large for the lower precision.
+constexpr const char* kScaleDown =
+    "scale the values down first (a normalization before it). bfloat16 has float32's range and does not overflow.";
+
+// `rescale`: the other remedy at the line, which differs by direction (values
+// too large are scaled down, values too small up).
+std::string fp32_fix(const SiteRef& site, v1::DeviceType device, const std::string& what, const std::string& rescale) {
   return "Keep " + what + " in float32: at " + at_site(site) + ", wrap it in `with torch.autocast(\"" +
-         device_name(device) + "\", enabled=False):` with float32 inputs (`.float()`), or scale the values down "
-         "first (a normalization before it). bfloat16 has float32's range and does not overflow. Without changing "
-         "the code, the overlay in evidence.overlay runs " + site.op + " in float32 everywhere: save it as a file "
-         "and pass `castscope run --overlay FILE` (or attach(overlays=[FILE])).";
+         device_name(device) + "\", enabled=False):` with float32 inputs (`.float()`), or " + rescale +
+         " Without changing the code, the overlay in evidence.overlay runs " + site.op + " in float32 everywhere: "
+         "save it as a file and pass `castscope run --overlay FILE` (or attach(overlays=[FILE])).";
 }
 
 void cast_overflow(const RunData& run, std::vector<Finding>& out) {
@@ -64,7 +69,7 @@ void cast_overflow(const RunData& run, std::vector<Finding>& out) {
                     "NaN where inf meets 0 or -inf). Native autocast does the same; nothing warns. Counted in "
                     "numerics windows (" + std::to_string(row.tensors) + " casts checked), so a run overflows at "
                     "least this often.";
-    f.fix = fp32_fix(row.site, row.device, "this computation");
+    f.fix = fp32_fix(row.site, row.device, "this computation", kScaleDown);
     f.evidence = {{"overflowed", row.overflowed},         {"values", row.values},
                   {"casts_checked", row.tensors},         {"max_abs_log2", row.max_abs_log2},
                   {"src", dtype_name(row.src)},           {"dst", dtype_name(row.dst)},
@@ -85,8 +90,10 @@ void cast_underflow(const RunData& run, std::vector<Finding>& out) {
                     " (float16 flushes magnitudes below about 6e-8 to 0) were lost in the cast: an epsilon becomes "
                     "0, small gradients vanish. castscope warns at " + percent(1, 100) +
                     " of a site's values; this site lost " + percent(row.underflowed, row.values) + ".";
-    f.fix = fp32_fix(row.site, row.device, "the small values") +
-            " For an epsilon, add it in float32 after the lower-precision op; for gradients, use GradScaler.";
+    f.fix = fp32_fix(row.site, row.device, "the small values",
+                     "scale the values up first (for gradients, GradScaler does); for an epsilon, add it in float32 "
+                     "after the lower-precision op. bfloat16 has float32's range and keeps magnitudes down to "
+                     "about 1e-38.");
     f.evidence = {{"underflowed", row.underflowed}, {"values", row.values}, {"casts_checked", row.tensors},
                   {"src", dtype_name(row.src)},     {"dst", dtype_name(row.dst)},
                   {"warning_fraction", kUnderflowWarningFraction},
@@ -107,7 +114,7 @@ void nonfinite_output(const RunData& run, std::vector<Finding>& out) {
                     " output did: the op itself overflowed the output's range (float16 ends at 65504), e.g. a "
                     "matmul's sums or an exp. From here the loss and gradients go non-finite; under GradScaler the "
                     "step is skipped. Counted in numerics windows (" + std::to_string(row.tensors) + " calls checked).";
-    f.fix = fp32_fix(row.site, row.device, "this op");
+    f.fix = fp32_fix(row.site, row.device, "this op", kScaleDown);
     f.evidence = {{"nonfinite", row.nonfinite}, {"values", row.values}, {"calls_checked", row.tensors},
                   {"output", dtype_name(row.src)}, {"max_abs_log2", row.max_abs_log2},
                   {"overlay", fp32_overlay(row.site.op, row.device)}};

@@ -59,6 +59,23 @@ TEST(NumericsFindings, UnderflowWarnsFromItsStatedFraction) {
   EXPECT_EQ(found[0].severity, "warning");
 }
 
+// Each direction's fix says its own remedy: values flushed to zero are scaled
+// up, never down (the overflow's advice, which made them smaller still).
+TEST(NumericsFindings, EachDirectionsFixScalesTheRightWay) {
+  RunData run;
+  run.numerics_sites = {cast_row(64, 6, 0)};
+  const auto overflow = findings_of(run);
+  ASSERT_EQ(overflow.size(), 1u);
+  EXPECT_NE(overflow[0].fix.find("scale the values down"), std::string::npos) << overflow[0].fix;
+  EXPECT_EQ(overflow[0].fix.find("scale the values up"), std::string::npos) << overflow[0].fix;
+  run.numerics_sites = {cast_row(1000, 0, 10)};
+  const auto underflow = findings_of(run);
+  ASSERT_EQ(underflow.size(), 1u);
+  EXPECT_NE(underflow[0].fix.find("scale the values up"), std::string::npos) << underflow[0].fix;
+  EXPECT_EQ(underflow[0].fix.find("scale the values down"), std::string::npos) << underflow[0].fix;
+  EXPECT_EQ(underflow[0].fix.find("does not overflow"), std::string::npos) << underflow[0].fix;
+}
+
 ScalerUpdateRow update(uint64_t n, double scale, bool skipped) {
   ScalerUpdateRow row;
   row.agent_id = "agent";
