@@ -3,19 +3,25 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 
 namespace castscope::collector::fleet {
 
 namespace {
 
-// libpq's messages end with a newline and may span lines: one line for ours.
+// libpq's messages end with a newline and may span lines, the later ones
+// indented with a tab: one line for ours, each run of whitespace one space.
 std::string one_line(const char* message) {
-  std::string out = message == nullptr ? "" : message;
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  for (char& c : out)
-    if (c == '\n') c = ' ';
+  std::string out;
+  for (const char* c = message == nullptr ? "" : message; *c != '\0'; ++c) {
+    const bool space = *c == '\n' || *c == '\t' || *c == '\r' || *c == ' ';
+    if (!space) out += *c;
+    else if (!out.empty() && out.back() != ' ') out += ' ';
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
 }
 
@@ -29,7 +35,7 @@ bool refused_credentials(std::string_view message) {
 
 }  // namespace
 
-Status check_url(const std::string& url, std::string& where) {
+Status check_url(const std::string& url, std::string& where, std::string_view password_flag) {
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(url.c_str(), &error);
   if (options == nullptr) {
@@ -52,8 +58,8 @@ Status check_url(const std::string& url, std::string& where) {
   PQconninfoFree(options);
   if (has_password)
     return Status::invalid_argument(
-        "the fleet URL carries a password: remove it, and give it with --password-file FILE, PGPASSWORD or "
-        "~/.pgpass (a password on a command line is visible to every user of the machine)");
+        "the fleet URL carries a password: remove it, and give it with " + std::string(password_flag) +
+        " FILE, PGPASSWORD or ~/.pgpass (a password on a command line is visible to every user of the machine)");
   where = (user.empty() ? "" : user + "@") + (host.empty() ? "localhost" : host) + (port.empty() ? "" : ":" + port) +
           "/" + dbname;
   return {};
@@ -61,12 +67,13 @@ Status check_url(const std::string& url, std::string& where) {
 
 Status read_password_file(const std::string& path, std::string& password) {
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return Status::invalid_argument("password file " + path + ": cannot read it");
+  if (stat(path.c_str(), &st) != 0)
+    return Status::invalid_argument("password file " + path + ": cannot read it: " + std::strerror(errno));
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
     return Status::invalid_argument("password file " + path +
                                     " is readable by other users: chmod 600 it (as ~/.pgpass must be)");
   std::ifstream in(path);
-  if (!in) return Status::invalid_argument("password file " + path + ": cannot read it");
+  if (!in) return Status::invalid_argument("password file " + path + ": cannot read it: " + std::strerror(errno));
   std::getline(in, password);
   if (!password.empty() && password.back() == '\r') password.pop_back();
   if (password.empty()) return Status::invalid_argument("password file " + path + " is empty");
@@ -87,8 +94,11 @@ Status PgConnection::connect(const PgTarget& target) {
   if (!target.password_file.empty())
     if (Status s = read_password_file(target.password_file, password); !s.ok()) return s;
   const std::string timeout = std::to_string(target.connect_timeout_s);
-  std::vector<const char*> keys = {"dbname", "connect_timeout", "application_name"};
-  std::vector<const char*> values = {target.url.c_str(), timeout.c_str(), target.application_name.c_str()};
+  // libpq takes the last value of a repeated key: our defaults come before
+  // the URL (dbname, expanded), so the URL's connect_timeout and
+  // application_name win; the password file's password comes after it.
+  std::vector<const char*> keys = {"connect_timeout", "application_name", "dbname"};
+  std::vector<const char*> values = {timeout.c_str(), target.application_name.c_str(), target.url.c_str()};
   if (!password.empty()) {
     keys.push_back("password");
     values.push_back(password.c_str());

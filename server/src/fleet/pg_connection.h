@@ -30,8 +30,9 @@ struct PgTarget {
 };
 
 // Refuses a URL with a password in it or that libpq cannot parse; `where`
-// is host:port/database for messages.
-Status check_url(const std::string& url, std::string& where);
+// is host:port/database for messages. `password_flag`: the option that takes
+// a password file where the URL is given (serve's is --ship-password-file).
+Status check_url(const std::string& url, std::string& where, std::string_view password_flag = "--password-file");
 // The password of `password_file`: its first line (a trailing newline dropped);
 // the file must not be readable by others.
 Status read_password_file(const std::string& path, std::string& password);

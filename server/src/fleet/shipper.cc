@@ -148,10 +148,19 @@ struct Shipper::Impl {
     }
   }
 
+  // A connection is kept only once its schema version checked out: a failed
+  // check closes it, so the next cycle connects and checks again (and says
+  // the same thing) instead of shipping over an unchecked connection.
   Status connect() {
     if (pg.connected()) return {};
     known_sites.clear();
     if (Status s = pg.connect(options.target); !s.ok()) return s;
+    Status checked = check_schema_version();
+    if (!checked.ok()) pg.close();
+    return checked;
+  }
+
+  Status check_schema_version() {
     PgResult version;
     if (Status s = pg.query("SELECT coalesce(max(version), 0) FROM castscope.schema_version", version); !s.ok())
       return Status::failed_precondition(s.message() + " (run `castscope fleet init URL` once as the database owner)");
