@@ -29,6 +29,13 @@ Status run(sqlite3* db, const std::string& sql, std::initializer_list<int64_t> v
   return statement.run();
 }
 
+// Bytes count where the decision was to cast, as the local report's `bytes`
+// (run_data.cc): a decision that converted nothing (already the target, not
+// floating point, ...) moved no bytes.
+int64_t cast_bytes(v1::CastOutcome outcome, uint64_t source_bytes) {
+  return outcome == v1::CAST_OUTCOME_CAST ? static_cast<int64_t>(source_bytes) : 0;
+}
+
 }  // namespace
 
 void RollupCounts::add(int64_t n, int64_t source_bytes, int cache_outcome) {
@@ -70,7 +77,8 @@ void RollupAccumulator::add_cast(int64_t agent, int64_t minute, int64_t op, int6
     return;
   }
   const auto codes = static_cast<int64_t>(pack_cast_key(cast)) & ~kCacheFieldMask;
-  row(RollupKey{agent, minute, op, arg_name, location, codes}).add(1, static_cast<int64_t>(cast.bytes()), cast.cache());
+  row(RollupKey{agent, minute, op, arg_name, location, codes})
+      .add(1, cast_bytes(cast.outcome(), cast.bytes()), cast.cache());
 }
 
 void RollupAccumulator::add_counts(int64_t agent, int64_t minute, int64_t op, int64_t arg_name, int64_t location,
@@ -81,7 +89,7 @@ void RollupAccumulator::add_counts(int64_t agent, int64_t minute, int64_t op, in
   }
   const auto codes = static_cast<int64_t>(pack_cast_key(counts)) & ~kCacheFieldMask;
   row(RollupKey{agent, minute, op, arg_name, location, codes})
-      .add(static_cast<int64_t>(counts.count()), static_cast<int64_t>(counts.bytes()), counts.cache());
+      .add(static_cast<int64_t>(counts.count()), cast_bytes(counts.outcome(), counts.bytes()), counts.cache());
 }
 
 Status add_not_shipped(sqlite3* db, int64_t casts) {

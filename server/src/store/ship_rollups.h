@@ -28,8 +28,10 @@ namespace castscope::collector::ship {
 
 inline constexpr int64_t kNsPerMinute = int64_t{60} * 1000 * 1000 * 1000;
 
-// What a key-minute counts. count: decisions (or counter counts); bytes: their
-// source bytes; hits, misses, stale_hits: the cast cache's outcomes.
+// What a key-minute counts. count: decisions (or counter counts); bytes: the
+// source bytes of those whose outcome is a cast (0 for already_target,
+// not_floating, ...: the local report's `bytes`); hits, misses, stale_hits:
+// the cast cache's outcomes.
 struct RollupCounts {
   int64_t count = 0, bytes = 0, hits = 0, misses = 0, stale_hits = 0;
   void add(int64_t n, int64_t source_bytes, int cache_outcome);
