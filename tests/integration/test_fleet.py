@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 import pathlib
+import re
 import socket
 import subprocess
 import sys
@@ -46,6 +47,7 @@ def pg(tmp_path_factory):
         server.writer_password = server.password_file("node_writer", "writer-secret-1")
         server.reader_password = server.password_file("fleet_reader", "reader-secret-2")
         admin_password = server.password_file(server.superuser, server.superuser_password)
+        server.admin_password = admin_password
         init = fleet("init", server.admin_url(), "--password-file", admin_password, "--writer", "node_writer",
                      "--writer-password-file", server.writer_password, "--reader", "fleet_reader",
                      "--reader-password-file", server.reader_password)
@@ -80,22 +82,22 @@ def local_report(db: pathlib.Path, run_id: str) -> dict:
     return json.loads(result.stdout)
 
 
-def report_sites(report: dict) -> collections.Counter:
-    """Decisions per site and cast kind, as `fleet sites` keys them."""
+def report_sites(report: dict, field: str = "count") -> collections.Counter:
+    """Decisions (or bytes) per site and cast kind, as `fleet sites` keys them."""
     out = collections.Counter()
     for row in report["sites"]:
         s = row["site"]
         out[(s["file"], s["line"], s["op"], s["arg"], row["src_dtype"], row["dst_dtype"], row["mode"],
-             row["outcome"])] += row["count"]
+             row["outcome"])] += row[field]
     return out
 
 
-def fleet_sites(pg, jobs: list[str]) -> collections.Counter:
+def fleet_sites(pg, jobs: list[str], field: str = "count") -> collections.Counter:
     out = collections.Counter()
     for job in jobs:
         for row in ask(pg, "sites", "--job", job):
             out[(row["file"], row["line"], row["op"], row["arg"], row["src"], row["dst"], row["mode"],
-                 row["outcome"])] += row["count"]
+                 row["outcome"])] += row[field]
     return out
 
 
@@ -129,14 +131,20 @@ def test_two_nodes_four_jobs_sum_exactly_and_rank_divergence_is_found(pg, tmp_pa
 
     # fleet sites == the sum of the four local reports, site by site.
     local = collections.Counter()
+    local_bytes = collections.Counter()
     local_findings = set()
     for node, run_id, _, _ in jobs:
         report = local_report(tmp_path / ("a.db" if node == "node-a" else "b.db"), run_id)
         local += report_sites(report)
+        local_bytes.update(report_sites(report, "bytes"))
         for f in report["findings"]:
             site = f["sites"][0] if f["sites"] else {"file": "", "line": 0}
             local_findings.add((run_id, f["kind"], site["file"], site["line"], tuple(f["ranks"])))
     assert fleet_sites(pg, [run_id for _, run_id, _, _ in jobs]) == local
+    # ... and their bytes, which count only decisions to cast: one that
+    # converted nothing (already the target, ...) moved no bytes in either.
+    assert any(key[-1] != "cast" for key in local), "the scenarios make decisions that convert nothing"
+    assert fleet_sites(pg, [run_id for _, run_id, _, _ in jobs], "bytes") == local_bytes
 
     # fleet findings == the union of the local ones, with their ranks.
     findings = [f for job in jobs for f in ask(pg, "findings", "--job", job[1])]
@@ -150,9 +158,12 @@ def test_two_nodes_four_jobs_sum_exactly_and_rank_divergence_is_found(pg, tmp_pa
     divergent = [f for f in findings if f["kind"] == "rank-divergence" and f["job"] in ("diverging", "clean")]
     assert {(f["job"], f["file"], f["line"]) for f in divergent} == {
         ("diverging", str(SCENARIOS / "rank_divergence.py"), head_line)}, divergent
+    # One finding per argument, each named: three at one line must not look alike.
+    assert len({(f["op"], f["arg"]) for f in divergent}) == len(divergent) > 1, divergent
+    assert len({f["summary"] for f in divergent}) == len(divergent), divergent
     for head in divergent:
         assert [side["ranks"] for side in head["sides"]] == [[0], [1]]
-        assert "ranks [1] cast differently from ranks [0]" in head["summary"]
+        assert f"{head['op']}({head['arg']}): ranks [1] cast differently from ranks [0]" in head["summary"]
         assert {c["dst"] for c in head["sides"][0]["casts"]} == {"bfloat16"}
         assert {c["dst"] for c in head["sides"][1]["casts"]} == {"float16"}
 
@@ -169,6 +180,24 @@ def test_two_nodes_four_jobs_sum_exactly_and_rank_divergence_is_found(pg, tmp_pa
     differences = compare("diverging", "clean")
     assert {(d["line"], d["dst"], d["a"], d["b"]) for d in differences if d["arg"] == "weight"} == {
         (head_line, "float16", 3, 0), (head_line, "bfloat16", 3, 6)}
+
+    # The tables say what the JSON does, readably.
+    def table(*args: str) -> str:
+        return fleet(args[0], pg.url("fleet_reader"), "--password-file", str(pg.reader_password), *args[1:]).stdout
+
+    sites_table = table("sites", "--job", "diverging").splitlines()
+    assert sites_table[0].split()[:6] == ["DECISIONS", "BYTES", "HITS", "MISSES", "STALE", "BACKWARD"], sites_table[0]
+    jobs_table = table("jobs", "--job", "diverging").splitlines()
+    assert "FIRST SEEN (UTC)" in jobs_table[0] and "NODES" in jobs_table[0], jobs_table
+    assert "node-a" in jobs_table[1] and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ", jobs_table[1]), jobs_table
+    findings_table = table("findings", "--job", "diverging", "--kind", "rank-divergence")
+    assert "SIDES" in findings_table.splitlines()[0], findings_table
+    assert "[0] float32->bfloat16" in findings_table and "[1] float32->float16" in findings_table, findings_table
+    job_table = table("job", "diverging")
+    assert job_table.startswith("job diverging: 3 processes\n") and "RANK" in job_table, job_table
+    assert json.loads(table("job", "diverging", "--json"))["job"] == "diverging"
+    assert table("compare", "stale-ranks", "stale-again") == (
+        "no difference: stale-ranks and stale-again cast alike at every site\n")
 
 
 def test_the_reader_cannot_write_and_a_wrong_password_or_certificate_is_refused(pg, tmp_path):
@@ -349,6 +378,7 @@ def test_a_collector_whose_postgres_never_answers_keeps_a_bounded_backlog_and_co
         wait_until("casts counted as not shipped", lambda: shipping(db)["events_not_shipped"] > 0)
         state = shipping(db)
         assert "cannot connect" in state["last_error"] and state["last_success_unix_s"] == 0
+        assert "\t" not in state["last_error"] and "  " not in state["last_error"], state  # libpq's, on one line
     finally:
         assert collector.stop() == 0, collector.log_text()
     # Bounded: the rows past the bound are the casts of the commits before the pause took effect.
@@ -358,3 +388,118 @@ def test_a_collector_whose_postgres_never_answers_keeps_a_bounded_backlog_and_co
     rolled_up = shipping(db)
     assert rolled_up["backlog_rows"] >= 2 and rolled_up["events_not_shipped"] < decisions
     assert "new casts are counted, not shipped" in collector.log_text()
+
+
+def test_unknown_jobs_are_an_error_not_zeros(pg):
+    """`fleet job` and `fleet compare` with a job the fleet never saw exit
+    non-zero and name it (they printed zeros, as for a job that cast nothing)."""
+    reader = (pg.url("fleet_reader"), "--password-file", str(pg.reader_password))
+    job = fleet("job", *reader, "nosuchjob", check=False)
+    assert job.returncode == 1 and "no job 'nosuchjob' in the fleet" in job.stderr, (job.stdout, job.stderr)
+    compared = fleet("compare", *reader, "--json", "nosuch-a", "nosuch-b", check=False)
+    assert compared.returncode == 1 and "no job 'nosuch-a'" in compared.stderr, (compared.stdout, compared.stderr)
+    assert compared.stdout == ""
+
+
+def _shipping_database(pg, name: str, initialised: bool) -> None:
+    pg.psql(f"CREATE DATABASE {name}")
+    if initialised:
+        fleet("init", pg.admin_url(name), "--password-file", str(pg.admin_password), "--writer", "node_writer",
+              "--writer-password-file", str(pg.writer_password), "--reader", "fleet_reader",
+              "--reader-password-file", str(pg.reader_password))
+
+
+def _job_shipped_to(pg, tmp_path, dbname: str, run_id: str) -> dict:
+    """A collector shipping to `dbname` sees one cycle fail, a job, then its
+    final cycle at stop; what the store says of shipping afterwards."""
+    db = tmp_path / f"{run_id}.db"
+    collector = Collector(db, extra=("--ship", pg.url("node_writer", dbname), "--ship-password-file",
+                                     str(pg.writer_password), "--ship-interval-s", "0.2", "--ship-partial-minutes"))
+    try:
+        wait_until("the first shipping cycle's error", lambda: shipping(db)["last_error"] != "")
+        job = subprocess.run([*CASTSCOPE, "run", "--collector", collector.address, "--out", str(tmp_path / run_id),
+                              "--run-id", run_id, "--no-jsonl", "--", sys.executable, "-c",
+                              "import helpers; helpers.train(2)"], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).parent)})
+        assert job.returncode == 0, job.stderr
+    finally:
+        assert collector.stop() == 0, collector.log_text()  # its last cycle: a final one, over every run
+    return shipping(db)
+
+
+def test_every_connection_checks_the_fleet_schema_version(pg, tmp_path):
+    """A schema the collector does not ship to is refused on every connection,
+    not only the first (the first check failed, the connection stayed open, and
+    the next cycle shipped over it)."""
+    _shipping_database(pg, "skewed", initialised=True)
+    pg.psql("INSERT INTO castscope.schema_version(version) VALUES (99)", dbname="skewed")
+    state = _job_shipped_to(pg, tmp_path, "skewed", "skewed-job")
+    assert "fleet schema version 99" in state["last_error"] and state["last_success_unix_s"] == 0, state
+    assert pg.psql("SELECT count(*) FROM castscope.agents", dbname="skewed") == "0"
+    assert pg.psql("SELECT count(*) FROM castscope.rollups", dbname="skewed") == "0"
+
+
+def test_a_database_never_initialised_keeps_saying_run_fleet_init(pg, tmp_path):
+    _shipping_database(pg, "bare", initialised=False)
+    state = _job_shipped_to(pg, tmp_path, "bare", "bare-job")
+    assert "run `castscope fleet init URL` once as the database owner" in state["last_error"], state
+
+
+def test_connect_timeout_in_the_url_is_honoured(tmp_path):
+    """A server that accepts TCP and never answers: the URL's connect_timeout=2
+    ends the attempt, not castscope's default of 10 s."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)  # the kernel completes the handshake; nobody ever reads
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        result = fleet("jobs", f"postgresql://nobody@127.0.0.1:{port}/castscope?connect_timeout=2", check=False)
+        waited = time.monotonic() - started
+    assert result.returncode == 1 and "cannot connect" in result.stderr, result.stderr
+    assert waited < 8, f"waited {waited:.1f} s: the URL's connect_timeout=2 was not used"
+
+
+def test_messages_name_the_right_flag_the_cause_and_the_role(pg, tmp_path):
+    # serve's password file is --ship-password-file; fleet's is --password-file.
+    served = subprocess.run([str(castscope.collector_binary()), "serve", "--db", str(tmp_path / "s.db"), "--ship",
+                             "postgresql://node_writer:secret@127.0.0.1:1/castscope"],
+                            capture_output=True, text=True, timeout=60)
+    assert served.returncode != 0 and "--ship-password-file FILE" in served.stderr, served.stderr
+    assert " --password-file" not in served.stderr, served.stderr
+    # A missing password file says why it cannot be read.
+    missing = fleet("jobs", pg.url("fleet_reader"), "--password-file", str(tmp_path / "nope"), check=False)
+    assert missing.returncode != 0 and "No such file or directory" in missing.stderr, missing.stderr
+    # retain as the reader names the role that may run it.
+    retained = fleet("retain", pg.url("fleet_reader"), "--password-file", str(pg.reader_password), "--days", "0",
+                     check=False)
+    assert retained.returncode == 1 and "permission denied" in retained.stderr, retained.stderr
+    assert "run it as the fleet database's owner" in retained.stderr, retained.stderr
+
+
+def test_castscope_run_says_when_shipping_failed_and_how_to_ship_later(pg, tmp_path):
+    """`castscope run --ship` to a server nobody answers on, or as the reader:
+    the job's status stays its own, and the run says why nothing shipped and
+    how to ship what waits in its store (it said nothing)."""
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cases = {"away": (f"postgresql://nobody@127.0.0.1:{port}/castscope?connect_timeout=1", None, "cannot connect"),
+             "reader": (pg.url("fleet_reader"), str(pg.reader_password), "permission denied")}
+    for name, (url, password_file, why) in cases.items():
+        out = tmp_path / name
+        ran = subprocess.run([*CASTSCOPE, "run", "--out", str(out), "--run-id", f"unshipped-{name}", "--no-jsonl",
+                              "--ship", url, *(["--ship-password-file", password_file] if password_file else []),
+                              "--", sys.executable, "-c", "import helpers; helpers.train(2)"],
+                             capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).parent)})
+        assert ran.returncode == 0, ran.stderr
+        assert "castscope: shipping to the fleet failed: " in ran.stderr and why in ran.stderr, ran.stderr
+        assert f"castscope serve --db {out / 'castscope.db'} --ship '{url}'" in ran.stderr, ran.stderr
+    # A run that shipped says nothing of it.
+    out = tmp_path / "shipped"
+    ran = subprocess.run([*CASTSCOPE, "run", "--out", str(out), "--run-id", "shipped-run", "--no-jsonl",
+                          "--ship", pg.url("node_writer"), "--ship-password-file", str(pg.writer_password), "--",
+                          sys.executable, "-c", "import helpers; helpers.train(2)"],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).parent)})
+    assert ran.returncode == 0 and "shipping to the fleet failed" not in ran.stderr, ran.stderr

@@ -508,6 +508,10 @@ export interface FleetFinding {
   line: number;
   /** The ranks it concerns (rank-divergence: every side's). */
   ranks: number[];
+  /** rank-divergence only: the op whose casts differ at the line. */
+  op?: string;
+  /** rank-divergence only: the argument whose casts differ (a line's input, weight and bias are three findings). */
+  arg?: string;
   /** rank-divergence only: ranks that cast alike at the line, the side holding the job's lowest rank first; the others differ from it. */
   sides?: FleetSide[];
 }

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -11,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cli/exit_status.h"
+#include "server/src/cli/fleet_tables.h"
 #include "server/src/fleet/fleet_queries.h"
 #include "server/src/fleet/fleet_schema.h"
 #include "server/src/fleet/pg_connection.h"
@@ -132,34 +132,16 @@ int retain(const FleetCommand& o, fleet::PgConnection& pg) {
   if (s.ok()) s = pg.exec("COMMIT");
   if (!s.ok()) {
     (void)pg.exec("ROLLBACK");
+    // Dropping partitions is the owner's (a writer or the reader is refused).
+    if (s.code() == StatusCode::kUnauthenticated)
+      s = Status(s.code(), s.message() + " (retain drops tables: run it as the fleet database's owner, the role that "
+                                         "ran `castscope fleet init`)");
     return fail("retain", s);
   }
   std::cout << "dropped " << old.rows() << " day partitions older than " << o.retain_days << " days";
   for (int i = 0; i < old.rows(); ++i) std::cout << (i == 0 ? ": " : ", ") << old.text(i, 0);
   std::cout << "; " << gone.integer(0, 0) << " jobs forgotten\n";
   return 0;
-}
-
-std::string cell(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
-
-void print_table(const json& rows, const std::vector<std::pair<std::string, std::string>>& columns) {
-  std::vector<size_t> widths;
-  for (const auto& [key, title] : columns) widths.push_back(title.size());
-  std::vector<std::vector<std::string>> cells;
-  for (const json& row : rows) {
-    std::vector<std::string>& line = cells.emplace_back();
-    for (size_t c = 0; c < columns.size(); ++c) {
-      std::string text = row.contains(columns[c].first) ? cell(row[columns[c].first]) : "";
-      widths[c] = std::max(widths[c], text.size());
-      line.push_back(std::move(text));
-    }
-  }
-  for (size_t c = 0; c < columns.size(); ++c) std::cout << std::left << std::setw(static_cast<int>(widths[c]) + 2) << columns[c].second;
-  std::cout << "\n";
-  for (const auto& line : cells) {
-    for (size_t c = 0; c < line.size(); ++c) std::cout << std::left << std::setw(static_cast<int>(widths[c]) + 2) << line[c];
-    std::cout << "\n";
-  }
 }
 
 // One connection for the page's request threads, in turn.
@@ -255,7 +237,8 @@ std::string ShipOptions::resolve(fleet::ShipperOptions& out) const {
   out.backlog_max_rows = backlog_max_rows;
   if (out.target.url.empty()) return "";
   std::string where;
-  if (Status s = fleet::check_url(out.target.url, where); !s.ok()) return "--ship: " + s.message();
+  if (Status s = fleet::check_url(out.target.url, where, "--ship-password-file"); !s.ok())
+    return "--ship: " + s.message();
   std::string password;
   if (!out.target.password_file.empty())
     if (Status s = fleet::read_password_file(out.target.password_file, password); !s.ok())
@@ -305,6 +288,7 @@ CLI::App* add_fleet(CLI::App& app, FleetCommand& o) {
   compare->add_option("job_b", o.job_b, "the second job")->required();
   CLI::App* job = fleet->add_subcommand("job", "one job: its ranks and findings");
   common(job);
+  job->add_flag("--json", o.json, "print JSON instead of tables");
   job->add_option("job", o.job, "the job (its run id)")->required();
   fleet->callback([&o, fleet] { o.what = fleet->get_subcommands().front()->get_name(); });
   return fleet;
@@ -333,25 +317,21 @@ int run_fleet(const FleetCommand& o) {
   if (o.what == "jobs") s = fleet::query_jobs(pg, filter, out);
   if (o.what == "sites") s = fleet::query_sites(pg, filter, out);
   if (o.what == "findings") s = fleet::query_findings(pg, filter, out);
-  if (o.what == "compare") s = fleet::query_compare(pg, o.job_a, o.job_b, out);
-  if (o.what == "job") s = fleet::query_job(pg, o.job, out);
+  if (o.what == "compare") {
+    s = fleet::require_job(pg, o.job_a);
+    if (s.ok()) s = fleet::require_job(pg, o.job_b);
+    if (s.ok()) s = fleet::query_compare(pg, o.job_a, o.job_b, out);
+  }
+  if (o.what == "job") {
+    s = fleet::require_job(pg, o.job);
+    if (s.ok()) s = fleet::query_job(pg, o.job, out);
+  }
   if (!s.ok()) return fail(o.what, s);
-  if (o.json || o.what == "job") {
+  if (o.json) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  if (o.what == "jobs")
-    print_table(out, {{"job", "JOB"}, {"running", "RUNNING"}, {"ranks", "RANKS"}, {"casts", "DECISIONS"},
-                      {"findings", "FINDINGS"}, {"last_seen_unix_s", "LAST SEEN"}});
-  if (o.what == "sites")
-    print_table(out, {{"count", "DECISIONS"}, {"file", "FILE"}, {"line", "LINE"}, {"op", "OP"}, {"arg", "ARG"},
-                      {"src", "FROM"}, {"dst", "TO"}, {"outcome", "OUTCOME"}, {"mode", "MODE"}, {"jobs", "JOBS"}});
-  if (o.what == "findings")
-    print_table(out, {{"kind", "KIND"}, {"severity", "SEVERITY"}, {"job", "JOB"}, {"file", "FILE"}, {"line", "LINE"},
-                      {"ranks", "RANKS"}, {"summary", "SUMMARY"}});
-  if (o.what == "compare")
-    print_table(out, {{"file", "FILE"}, {"line", "LINE"}, {"op", "OP"}, {"arg", "ARG"}, {"src", "FROM"}, {"dst", "TO"},
-                      {"mode", "MODE"}, {"a", o.job_a}, {"b", o.job_b}});
+  print_fleet_table(o.what, out, o.job_a, o.job_b, std::cout);
   return 0;
 }
 

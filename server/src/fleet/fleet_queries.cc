@@ -132,12 +132,12 @@ Status query_findings(PgConnection& pg, const FleetFilter& filter, json& out) {
   const std::string sql =
       std::string("WITH e AS (") + kLatestEnds +
       ") SELECT f.job, f.collector, f.kind, f.severity, f.summary, f.file, f.line, f.ranks::text, "
-      "       extract(epoch FROM e.ended_at)::bigint "
+      "       extract(epoch FROM e.ended_at)::bigint, '', '' "
       "  FROM castscope.findings f JOIN e ON e.collector = f.collector AND e.job = f.job AND e.shipment = f.shipment "
       " WHERE e.ended_at >= to_timestamp($1::bigint) AND ($2::text = '' OR f.job = $2) AND ($3::text = '' OR f.kind = $3) "
       "UNION ALL "
       "SELECT d.job, '', 'rank-divergence', 'warning', '', s.file, s.line, d.sides::text, "
-      "       extract(epoch FROM d.computed_at)::bigint "
+      "       extract(epoch FROM d.computed_at)::bigint, s.op, s.arg "
       "  FROM castscope.rank_divergences d JOIN castscope.sites s USING (site) "
       " WHERE d.computed_at >= to_timestamp($1::bigint) AND ($2::text = '' OR d.job = $2) "
       "   AND ($3::text = '' OR $3 = 'rank-divergence') "
@@ -166,11 +166,16 @@ Status query_findings(PgConnection& pg, const FleetFilter& filter, json& out) {
                            {"count", c.value("count", 0)}});
         sides.push_back({{"ranks", side["ranks"]}, {"casts", casts}});
       }
-      std::string summary;
+      // Named by op and argument: one line often holds several (a linear's
+      // input, weight and bias), each its own finding.
+      const std::string op(r.text(i, 9)), arg(r.text(i, 10));
+      std::string summary = op + "(" + arg + "): ";
       for (size_t k = 1; k < sides.size(); ++k)
         summary += (k > 1 ? "; " : "") + std::string("ranks ") + sides[k]["ranks"].dump() + " cast differently from ranks " +
                    sides[0]["ranks"].dump();
       finding["summary"] = summary + " at this line";
+      finding["op"] = op;
+      finding["arg"] = arg;
       finding["ranks"] = ranks;
       finding["sides"] = sides;
     } else {
@@ -179,6 +184,15 @@ Status query_findings(PgConnection& pg, const FleetFilter& filter, json& out) {
     out.push_back(std::move(finding));
   }
   return {};
+}
+
+Status require_job(PgConnection& pg, const std::string& job) {
+  const std::string params[] = {job};
+  PgResult r;
+  if (Status s = pg.query("SELECT EXISTS (SELECT 1 FROM castscope.agents WHERE job = $1)", params, r); !s.ok())
+    return s;
+  if (r.text(0, 0) == "t") return {};
+  return Status::not_found("no job '" + job + "' in the fleet at " + pg.where() + " (`fleet jobs` lists them)");
 }
 
 Status query_compare(PgConnection& pg, const std::string& job_a, const std::string& job_b, json& out) {

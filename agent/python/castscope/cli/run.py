@@ -250,7 +250,29 @@ def run_command(args) -> int:
               file=sys.stderr, flush=True)
         embedded.wait_for_interrupt()
         embedded.stop()
+    if args.ship and embedded is not None:
+        _say_what_was_not_shipped(out / "castscope.db", args.ship, args.ship_password_file)
     return 3 if refused and exit_code == 0 else exit_code
+
+
+def _say_what_was_not_shipped(db: pathlib.Path, url: str, password_file: str | None) -> None:
+    """After the embedded collector's last shipping attempt (at its stop): if
+    that failed, say why and how to ship what waits in the job's store (the
+    job's exit status stays the job's)."""
+    from .._native import collector_binary
+
+    result = subprocess.run([str(collector_binary()), "query", "--db", str(db), "shipping"], capture_output=True,
+                            text=True, timeout=60)
+    if result.returncode != 0:
+        print(f"castscope: cannot tell what reached the fleet: {result.stderr.strip()}", file=sys.stderr)
+        return
+    state = json.loads(result.stdout)
+    if not state.get("last_error"):
+        return
+    password = f" --ship-password-file {password_file}" if password_file else ""
+    print(f"castscope: shipping to the fleet failed: {state['last_error']}", file=sys.stderr)
+    print(f"castscope: this run's rollups wait in {db} ({state.get('backlog_rows', 0)} rows); ship them once the "
+          f"fleet is reachable with: castscope serve --db {db} --ship '{url}'{password}", file=sys.stderr)
 
 
 def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: str, give_up_after_s: int,
