@@ -31,12 +31,12 @@ Status query_jobs(PgConnection& pg, const FleetFilter& filter, nlohmann::json& o
 Status query_sites(PgConnection& pg, const FleetFilter& filter, nlohmann::json& out);
 // Findings of jobs (each collector's latest part) and rank-divergence.
 Status query_findings(PgConnection& pg, const FleetFilter& filter, nlohmann::json& out);
-// Two jobs compared by site: rows whose decisions differ.
 // Not found unless the fleet has the job (any agent of it shipped): the
 // command line's `fleet job` and `fleet compare` refuse a job they never saw,
 // as a typo would otherwise read as a job that cast nothing. (The page's
 // /api/fleet/job answers no ranks instead: a job may still come.)
 Status require_job(PgConnection& pg, const std::string& job);
+// Two jobs compared by site: rows whose decisions differ.
 Status query_compare(PgConnection& pg, const std::string& job_a, const std::string& job_b, nlohmann::json& out);
 // One job: its ranks (agents) and findings.
 Status query_job(PgConnection& pg, const std::string& job, nlohmann::json& out);
