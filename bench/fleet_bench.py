@@ -6,7 +6,10 @@
              sites, a cast kind per rank and site, a row per minute over
              7 days), shipped by 4 collectors at once (--shippers); rows/s per shipper,
              from its start to its store's backlog at 0 (job summaries and
-             rank-divergence at each job's end included)
+             rank-divergence at each job's end included); and the CPU seconds
+             per million rows of each shipper's process (to its backlog at 0)
+             and of PostgreSQL's (the postmaster and every process under it,
+             over the same span), the figures that size a fleet on paper
   questions  `fleet sites --since 7d` and `fleet findings` on that data: p50, p95
   ingest     a node collector's ingest (castscope_ingest_bench throughput, the
              rows of collector_bench.py) with --ship against without, the two
@@ -101,6 +104,29 @@ def fill_store(path: pathlib.Path, shipper: int, rows_wanted: int) -> int:
     return len(rows)
 
 
+def cpu_seconds(pid: int, reaped_children: bool = False) -> float:
+    """user + system CPU seconds of a live process (with its reaped children's: /proc/PID/stat)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    if reaped_children:
+        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime: its children that exited
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu_seconds(pg) -> float:
+    """PostgreSQL's CPU seconds so far: the postmaster, the backends it reaped
+    (closed connections) and every live process it started."""
+    postmaster = pg.postmaster_pid()
+    total = cpu_seconds(postmaster, reaped_children=True)
+    for proc in pathlib.Path("/proc").glob("[0-9]*"):
+        try:
+            if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                total += cpu_seconds(int(proc.name))
+        except (OSError, ValueError):
+            pass  # gone in between
+    return total
+
+
 def backlog(path: pathlib.Path) -> int:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
@@ -117,15 +143,18 @@ def shipping(pg, tmp: pathlib.Path, total_rows: int) -> None:
           f"{time.monotonic() - started:.0f} s", flush=True)
     ship = ("--ship", pg.url("node_writer"), "--ship-password-file", str(pg.writer_password),
             "--ship-interval-s", "0.05", "--analyze-interval-ms", "0", "--no-http")
+    postgres_before = postgres_cpu_seconds(pg)
     begun = time.monotonic()
     collectors = [Collector(store, extra=ship) for store in stores]
-    done = {}
+    done, shipper_cpu = {}, {}
     try:
         while len(done) < len(stores):
             for k, store in enumerate(stores):
                 if k not in done and backlog(store) == 0:
                     done[k] = time.monotonic() - begun
+                    shipper_cpu[k] = cpu_seconds(collectors[k].process.pid)
             time.sleep(0.2)
+        postgres_cpu = postgres_cpu_seconds(pg) - postgres_before
     finally:
         for collector in collectors:
             collector.stop()
@@ -137,6 +166,10 @@ def shipping(pg, tmp: pathlib.Path, total_rows: int) -> None:
     print(f"all {SHIPPERS}: {sum(counts):,} rows in {max(done.values()):.1f} s = "
           f"{sum(counts) / max(done.values()) / 1e3:.0f} k rows/s together; per shipper median "
           f"{statistics.median(counts[k] / done[k] for k in done) / 1e3:.0f} k rows/s", flush=True)
+    per_million = [shipper_cpu[k] / (counts[k] / 1e6) for k in range(SHIPPERS)]
+    print(f"CPU seconds per million rows: shipper process {statistics.median(per_million):.2f} (median; "
+          f"{min(per_million):.2f}-{max(per_million):.2f}), PostgreSQL {postgres_cpu / (sum(counts) / 1e6):.2f} "
+          f"({postgres_cpu:.1f} s for {sum(counts):,} rows)", flush=True)
     print("PostgreSQL holds " + pg.psql("SELECT count(*) FROM castscope.rollups") + " rollup rows, " +
           pg.psql("SELECT count(*) FROM castscope.job_sites") + " job summary rows, " +
           pg.psql("SELECT count(*) FROM castscope.rank_divergences") + " rank-divergence findings")
