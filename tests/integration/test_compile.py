@@ -29,12 +29,14 @@ class ScenarioRun:
     log of the AOT graphs (TORCH_LOGS=aot_graphs). "{out}" in an argument is
     the run's own folder."""
 
-    def __init__(self, out, script: str, args: tuple[str, ...]):
+    def __init__(self, out, script: str, args: tuple[str, ...], cache_dir):
         self.script = str(SCENARIOS / script)
         self.out = out
         args = tuple(arg.format(out=out) for arg in args)
         log = out / "aot_graphs.log"
-        env = dict(os.environ, TORCH_LOGS="aot_graphs", TORCH_LOGS_OUT=str(log))
+        # Inductor's caches (AOTAutogradCache among them) of this module's runs only: a
+        # scenario's first run traces its graphs, whatever ran on this machine before.
+        env = dict(os.environ, TORCH_LOGS="aot_graphs", TORCH_LOGS_OUT=str(log), TORCHINDUCTOR_CACHE_DIR=str(cache_dir))
         result = subprocess.run([*CASTSCOPE, "run", "--out", str(out / "castscope"), "--run-id", "compile", "--",
                                  sys.executable, self.script, *args], capture_output=True, text=True, timeout=600,
                                 env=env)
@@ -56,12 +58,17 @@ class ScenarioRun:
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory):
+def inductor_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("inductor-cache")
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory, inductor_cache):
     runs: dict[tuple[str, ...], ScenarioRun] = {}
 
     def run(script: str, *args: str) -> ScenarioRun:
         if (script, *args) not in runs:
-            runs[(script, *args)] = ScenarioRun(tmp_path_factory.mktemp("compile"), script, args)
+            runs[(script, *args)] = ScenarioRun(tmp_path_factory.mktemp("compile"), script, args, inductor_cache)
         return runs[(script, *args)]
     return run
 
@@ -72,10 +79,11 @@ def at(cast: dict) -> tuple[str, int]:
 
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
-def test_compiled_loop_is_bit_identical_with_castscope_attached(scenario, tmp_path, backend):
+def test_compiled_loop_is_bit_identical_with_castscope_attached(scenario, tmp_path, backend, inductor_cache):
     attached = scenario("compiled_loop.py", backend, "--save", "{out}/saved.pt")
     plain = subprocess.run([sys.executable, str(SCENARIOS / "compiled_loop.py"), backend, "--save",
-                            str(tmp_path / "plain.pt")], capture_output=True, text=True, timeout=600)
+                            str(tmp_path / "plain.pt")], capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(inductor_cache)))
     assert plain.returncode == 0, plain.stderr
     expected, got = torch.load(tmp_path / "plain.pt"), torch.load(attached.out / "saved.pt")
     assert len(expected) == len(got) == STEPS * 5  # loss and 4 grads per step
@@ -95,7 +103,7 @@ def test_compiled_amp_recipe_raises_nothing_above_info(scenario, backend):
 def test_compiled_casts_per_step_are_the_aot_graphs_autocast_casts(scenario, backend):
     run = scenario("compiled_loop.py", backend, "--save", "{out}/saved.pt")
     in_graphs = aot_graph_log.conversions(run.aot_log)  # torch's own print of the graphs castscope read
-    assert "(from cache)" not in run.aot_log  # the autograd cache is off while castscope is attached
+    assert "(from cache)" not in run.aot_log  # traced: the module's first run of this scenario
     inner, outer = run.line("the inner line"), run.line("the outer line")
     # Linear(x, weight, bias), then Linear(weight, bias) on a bf16 activation.
     assert in_graphs == Counter({("forward", *inner): 3, ("forward", *outer): 2}), in_graphs
@@ -219,13 +227,18 @@ def test_attach_imports_no_dynamo_and_detach_restores_torch(tmp_path):
         castscope.attach(events_path={str(tmp_path / "events.jsonl")!r})
         assert "torch._dynamo" not in sys.modules
         compiled = torch.compile(torch.nn.Linear(4, 4), backend="eager")
-        assert compile_capture._current is not None and torch._functorch.config.enable_autograd_cache is False
+        from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
+        import torch._functorch.aot_autograd as aot
+        # castscope's wrappers (functools.wraps: __wrapped__ names what they wrap)
+        wrapped = (aot.aot_stage1_graph_capture, aot.aot_stage2_compile, AOTAutogradCache.try_load,
+                   AOTAutogradCache._lookup)
+        assert compile_capture._current is not None and all(hasattr(f, "__wrapped__") for f in wrapped)
+        assert torch._functorch.config.enable_autograd_cache is cache  # the cache stays as the job set it
         assert torch.compile is original_compile  # the wrapper served its one call
         castscope.detach()
         assert compile_capture._current is None and torch._functorch.config.enable_autograd_cache is cache
-        import torch._functorch.aot_autograd as aot
-        assert not aot.aot_stage1_graph_capture.__module__.startswith("castscope")
-        assert not aot.aot_stage2_compile.__module__.startswith("castscope")
+        assert [aot.aot_stage1_graph_capture, aot.aot_stage2_compile, AOTAutogradCache.try_load,
+                AOTAutogradCache._lookup] == [f.__wrapped__ for f in wrapped]
         print("ok")
     """))
     result = subprocess.run([sys.executable, str(job)], capture_output=True, text=True, timeout=300)
@@ -245,3 +258,44 @@ def test_diff_of_the_clean_loop_eager_and_compiled_finds_nothing(tmp_path):
                           capture_output=True, text=True, timeout=120)
     out = json.loads(diff.stdout)
     assert diff.returncode == 0 and out["differences"] == [] and out["eager_vs_compiled"]["sites"] == [], out
+
+
+def test_graphs_served_from_aot_autograd_cache_are_recorded_as_compiled_ones(tmp_path):
+    """AOTAutogradCache stays on under castscope (a warm cache halves a first
+    step's compile; bench/compile_first_step_bench.py). An entry a job
+    without castscope saved is traced again (castscope has not read its
+    graphs); the next run is served from the cache, and records the same
+    casts, compile-time decisions (the backward's too, which only the trace
+    makes) and findings. A stored reading that cannot be read is traced again."""
+    cache = tmp_path / "inductor-cache"
+    args = ("mismatch", "compiled", "inductor")
+    native = subprocess.run([sys.executable, str(SCENARIOS / "compiled_backward_mismatch.py"), *args],
+                            capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache)))
+    assert native.returncode == 0, native.stderr
+    traced = ScenarioRun(tmp_path / "traced", "compiled_backward_mismatch.py", args, cache)
+    served = ScenarioRun(tmp_path / "served", "compiled_backward_mismatch.py", args, cache)
+    assert "(from cache)" not in traced.aot_log and "Forward graph" in traced.aot_log, traced.aot_log[:2000]
+    assert "Forward graph (from cache)" in served.aot_log, served.aot_log[:2000]
+
+    def recorded(run: ScenarioRun):
+        casts = {mode: Counter((c["op"], c.get("arg_name"), c["phase"], c["src_dtype"], c["dst_dtype"], *at(c))
+                               for c in run.casts(mode)) for mode in ("COMPILED", "COMPILING")}
+        ops = Counter((e["op"]["op"], e["op"].get("mode"), e["op"].get("phase"), *at(e["op"]))
+                      for e in run.events if "op" in e)
+        found = sorted((f["kind"], f["severity"], f["summary"]) for f in run.report["findings"])
+        return casts, ops, found
+
+    casts, ops, found = recorded(traced)
+    assert recorded(served) == (casts, ops, found)
+    assert casts["COMPILED"] and any(phase == "PHASE_BACKWARD" for _, _, phase, *_ in casts["COMPILING"]), casts
+    assert "compile-mismatch" in {kind for kind, _, _ in found}, found
+    stored = list((cache / "castscope").glob("*/*.json"))
+    assert len(stored) == 1, stored
+    assert stored[0].stat().st_mode & 0o777 == 0o600 and stored[0].parent.stat().st_mode & 0o777 == 0o700
+
+    stored[0].write_text("{")
+    retraced = ScenarioRun(tmp_path / "retraced", "compiled_backward_mismatch.py", args, cache)
+    assert "(from cache)" not in retraced.aot_log
+    assert recorded(retraced) == (casts, ops, found)
+    assert json.loads(stored[0].read_text())["graphs"]  # stored anew

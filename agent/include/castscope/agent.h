@@ -126,7 +126,13 @@ CASTSCOPE_EXPORT void castscope_overlay_error(const char* message);
  * counted as an internal error).
  * castscope_compiled_graph_ran: records one run of a graph; calling_location
  * 0 reads the calling Python line, else a location id an earlier run
- * returned. Returns the location id the run used. */
+ * returned. Returns the location id the run used.
+ * castscope_compile_records: the COMPILING records logged while collecting,
+ * as JSON (compile_record_replay.h), written into buf like status, then
+ * forgotten; castscope_compile_replay logs such records again on the calling
+ * thread (a graph served from AOTAutogradCache, whose trace never ran) and
+ * returns how many, -1 when the text is rejected (logged, counted as an
+ * internal error). */
 CASTSCOPE_EXPORT void castscope_compile_epoch(void);
 /* castscope's own Python code failed (compile capture): logs `what` as a
  * warning and counts an internal error; the job goes on. */
@@ -135,6 +141,8 @@ CASTSCOPE_EXPORT void castscope_compile_collect(int on);
 CASTSCOPE_EXPORT size_t castscope_compile_decisions(char* buf, size_t len);
 CASTSCOPE_EXPORT unsigned castscope_compiled_graph(const char* json);
 CASTSCOPE_EXPORT unsigned castscope_compiled_graph_ran(unsigned graph, unsigned calling_location);
+CASTSCOPE_EXPORT size_t castscope_compile_records(char* buf, size_t len);
+CASTSCOPE_EXPORT int castscope_compile_replay(const char* json);
 /* Installs the function that returns, while torch.compile traces, the user's
  * line of the FX node being traced (0: none). Set with the location reader. */
 CASTSCOPE_EXPORT void castscope_agent_set_tracing_location_reader(unsigned (*reader)(void));

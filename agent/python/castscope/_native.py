@@ -120,6 +120,10 @@ def _library():
         lib.castscope_compiled_graph.restype = ctypes.c_uint
         lib.castscope_compiled_graph_ran.argtypes = [ctypes.c_uint, ctypes.c_uint]
         lib.castscope_compiled_graph_ran.restype = ctypes.c_uint
+        lib.castscope_compile_records.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.castscope_compile_records.restype = ctypes.c_size_t
+        lib.castscope_compile_replay.argtypes = [ctypes.c_char_p]
+        lib.castscope_compile_replay.restype = ctypes.c_int
         lib.castscope_agent_set_tracing_location_reader.argtypes = [ctypes.c_void_p]
         lib.castscope_agent_set_tracing_location_reader.restype = None
         lib.castscope_intern_location.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint, ctypes.c_char_p,

@@ -14,6 +14,14 @@ compiled graphs with autocast off. So castscope wraps the two stages of
 A Dynamo start callback opens a new compile epoch (the agent records
 compile-time decisions once per compile).
 
+AOTAutogradCache stays on (a warm cache halves a first step's compile): a
+graph it serves skips both stages, so castscope keeps, beside each entry
+AOTAutograd saves, what it read of that entry's graphs (graph_store.py): the
+casts registered per graph and the COMPILING records the trace logged. A hit
+registers and logs those again; an entry castscope has not read (a cache
+warmed without castscope, or by another agent build) is looked up as a miss,
+so AOTAutograd traces and compiles it as before.
+
 The training job comes first: everything castscope does here is guarded, an
 exception in it is counted as an internal error and the original behaviour
 goes on unchanged."""
@@ -28,6 +36,7 @@ import threading
 
 from ._native import _read_json, is_user_file
 from .compiled_graph_casts import DecisionPool, autocast_casts
+from .graph_store import GraphStore
 
 _log = logging.getLogger("castscope.compile")
 _BACKWARD_NODE = "CompiledFunctionBackward"
@@ -36,16 +45,19 @@ _BACKWARD_NODE = "CompiledFunctionBackward"
 class _Capture:
     """What install() changed, to undo it."""
 
-    def __init__(self, lib, aot, functorch_config, callbacks):
+    def __init__(self, lib, aot, autograd_cache, callbacks):
         self.lib = lib
         self.aot = aot
-        self.functorch_config = functorch_config
+        self.autograd_cache = autograd_cache  # AOTAutogradCache
         self.callbacks = callbacks
         self.stage1 = aot.aot_stage1_graph_capture
         self.stage2 = aot.aot_stage2_compile
-        self.autograd_cache = functorch_config.enable_autograd_cache
-        self.remote_autograd_cache = getattr(functorch_config, "enable_remote_autograd_cache", None)
-        self.local = threading.local()  # the decisions of this thread's last stage 1, until its stage 2
+        self.lookup = autograd_cache.__dict__["_lookup"]  # the staticmethods themselves, to put back
+        self.try_load = autograd_cache.__dict__["try_load"]
+        self.store = GraphStore(lib)
+        # Per thread: the decisions and records of its last stage 1, until its
+        # stage 2; what the store holds for the entry its last lookup found.
+        self.local = threading.local()
         self.locations: dict[tuple, int] = {}  # (code, instruction offset) -> interned location id
         self.user_codes: dict = {}  # code -> is_calling_code(code)
         from torch._dynamo.utils import orig_code_map
@@ -153,24 +165,23 @@ def _install_now(lib) -> None:
     try:
         import torch._dynamo.callback as dynamo_callback
         import torch._functorch.aot_autograd as aot
-        import torch._functorch.config as functorch_config
+        from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
 
         handler = dynamo_callback.callback_handler
         for owner, name in ((aot, "aot_stage1_graph_capture"), (aot, "aot_stage2_compile"),
-                            (functorch_config, "enable_autograd_cache"), (handler, "register_start_callback"),
-                            (handler, "remove_start_callback"), (lib, "castscope_compile_collect")):
+                            (AOTAutogradCache, "_lookup"), (AOTAutogradCache, "try_load"),
+                            (handler, "register_start_callback"), (handler, "remove_start_callback"),
+                            (lib, "castscope_compile_collect"), (lib, "castscope_compile_replay")):
             if not hasattr(owner, name):
                 raise AttributeError(f"{getattr(owner, '__name__', type(owner).__name__)} has no {name}")
-        capture = _Capture(lib, aot, functorch_config, handler)
+        capture = _Capture(lib, aot, AOTAutogradCache, handler)
     except Exception as e:  # noqa: BLE001 - an older torch (or agent): eager capture still works
         _log.info("torch.compile capture unavailable: %s", e)
         return
     aot.aot_stage1_graph_capture = _stage1(capture)
     aot.aot_stage2_compile = _stage2(capture)
-    # An AOTAutogradCache hit would skip the compilers: castscope would see no graph.
-    functorch_config.enable_autograd_cache = False
-    if hasattr(functorch_config, "enable_remote_autograd_cache"):  # a remote hit skips the compilers too
-        functorch_config.enable_remote_autograd_cache = False
+    AOTAutogradCache._lookup = staticmethod(_lookup(capture))
+    AOTAutogradCache.try_load = staticmethod(_try_load(capture))
     handler.register_start_callback(capture.new_epoch)
     _current = capture
 
@@ -183,9 +194,8 @@ def uninstall() -> None:
         return
     capture.aot.aot_stage1_graph_capture = capture.stage1
     capture.aot.aot_stage2_compile = capture.stage2
-    capture.functorch_config.enable_autograd_cache = capture.autograd_cache
-    if hasattr(capture.functorch_config, "enable_remote_autograd_cache"):
-        capture.functorch_config.enable_remote_autograd_cache = capture.remote_autograd_cache
+    capture.autograd_cache._lookup = capture.lookup
+    capture.autograd_cache.try_load = capture.try_load
     try:
         capture.callbacks.remove_start_callback(capture.new_epoch)
     except ValueError:
@@ -212,9 +222,49 @@ def _stage1(capture: _Capture):
             # A stage 1 nested in another (a region traced inside a trace) takes
             # every decision kept so far; the outer graph's casts then go unmatched.
             decisions = _guarded(capture, _read_json, capture.lib.castscope_compile_decisions, default=[])
-        capture.local.pending = (graph_capture, decisions if isinstance(decisions, list) else [])
+            records = _guarded(capture, _read_json, capture.lib.castscope_compile_records, default=[])
+        capture.local.pending = (graph_capture, decisions if isinstance(decisions, list) else [],
+                                 records if isinstance(records, list) else [])
         return graph_capture
     return aot_stage1_graph_capture
+
+
+def _lookup(capture: _Capture):
+    """AOTAutogradCache's lookup of one key, for an entry castscope has read
+    (its graphs stored): any other is a miss, so that AOTAutograd traces and
+    compiles it where castscope sees the graphs."""
+    original = capture.lookup.__func__
+
+    @functools.wraps(original)
+    def lookup(key, *args, **kwargs):
+        stored = _guarded(capture, capture.store.read, key, default=None)
+        if stored is None:
+            return None
+        result = original(key, *args, **kwargs)
+        if result is not None:
+            capture.local.hit = stored
+        return result
+    return lookup
+
+
+def _try_load(capture: _Capture):
+    """AOTAutogradCache's load: at a hit, the entry's graphs registered and
+    the trace's records logged again from the store, and the compiled
+    function recording its runs as a compiled one does."""
+    original = capture.try_load.__func__
+
+    @functools.wraps(original)
+    def try_load(*args, **kwargs):
+        capture.local.hit = None
+        compiled_fn, aot_config = original(*args, **kwargs)
+        stored, capture.local.hit = capture.local.hit, None
+        if compiled_fn is not None and stored is not None:
+            capture.keep_epoch_callback()
+            graph = _guarded(capture, _CompiledGraph.served, capture, stored, default=None)
+            if graph is not None:
+                compiled_fn = graph.runner(compiled_fn)
+        return compiled_fn, aot_config
+    return try_load
 
 
 def _stage2(capture: _Capture):
@@ -225,8 +275,11 @@ def _stage2(capture: _Capture):
                            inference_compiler=None, *args, **kwargs):
         pending = getattr(capture.local, "pending", None)
         capture.local.pending = None
-        graph = _guarded(capture, _CompiledGraph, capture,
-                         pending[1] if pending and pending[0] is aot_graph_capture else [], default=None)
+        decisions, records = pending[1:] if pending and pending[0] is aot_graph_capture else ([], [])
+        cache_info = getattr(getattr(aot_state, "aot_config", None), "cache_info", None)
+        graph = _guarded(capture, _CompiledGraph, capture, decisions, default=None)
+        if graph is not None and getattr(cache_info, "cache_key", None):
+            graph.stored = {"key": cache_info.cache_key, "records": records, "graphs": {}}
         if graph is None:
             return original(aot_state, aot_graph_capture, partition_fn, fw_compiler, bw_compiler, inference_compiler,
                             *args, **kwargs)
@@ -255,9 +308,27 @@ class _CompiledGraph:
         self.capture = capture
         self.pool = DecisionPool(decisions)
         self.ids = {"forward": 0, "backward": 0, "inference": 0}
+        self.stored = None  # what the store keeps for this graph's AOTAutogradCache entry (None: no entry)
+
+    @classmethod
+    def served(cls, capture: _Capture, stored: dict) -> _CompiledGraph:
+        """The graphs of an entry AOTAutogradCache served: the trace's records
+        logged again, each graph registered with the casts read at its compile."""
+        graph = cls(capture, [])
+        if capture.lib.castscope_compile_replay(json.dumps(stored["records"]).encode()) < 0:
+            capture.count_internal_error("stored compile records rejected")
+        for kind, casts in stored["graphs"].items():
+            graph.add(kind, casts)
+        return graph
 
     def register(self, gm, kind: str) -> None:
         casts = autocast_casts(gm, self.pool)
+        self.add(kind, casts)
+        if self.stored is not None:  # AOTAutograd saves its entry after the last graph's compile
+            self.stored["graphs"][kind] = casts
+            self.capture.store.write(self.stored["key"], self.stored)
+
+    def add(self, kind: str, casts: list[dict]) -> None:
         self.ids[kind] = self.capture.lib.castscope_compiled_graph(json.dumps({"kind": kind, "casts": casts}).encode())
 
     def compiler(self, original, kind: str):

@@ -17,6 +17,15 @@ bool compile_tracing_now(const c10::impl::LocalDispatchKeySet& keys) noexcept {
   return TorchDispatchModeTLS::get_mode(c10::impl::TorchDispatchModeKey::FAKE).has_value();
 }
 
+uint64_t compile_record_key(const Record& op) {
+  uint64_t key = (uint64_t{op.op.location} << 32) ^ op.op_id;
+  auto mix = [&key](uint64_t v) { key = (key ^ v) * 0x100000001b3ULL; };
+  mix(static_cast<uint64_t>(op.op.phase));
+  mix(static_cast<uint64_t>(op.op.autocast_dtype));
+  for (uint8_t i = 0; i < op.op.num_inputs; ++i) mix(static_cast<uint64_t>(op.op.input_dtypes[i]) + 16 * (i + 1));
+  return key;
+}
+
 namespace {
 thread_local bool t_collecting = false;
 }
@@ -46,6 +55,18 @@ bool CompileCapture::keep(const CompileDecision& decision) {
 std::vector<CompileDecision> CompileCapture::take() {
   std::lock_guard<std::mutex> lock(mutex_);
   return std::exchange(decisions_, {});
+}
+
+bool CompileCapture::keep_logged(const Record& record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (logged_.size() >= kMaxDecisions) return false;
+  logged_.push_back(record);
+  return true;
+}
+
+std::vector<Record> CompileCapture::take_logged() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::exchange(logged_, {});
 }
 
 }  // namespace castscope

@@ -11,7 +11,9 @@
 // - While the Python side collects (around AOTAutograd's graph capture, on
 //   its thread), every cast decision is also kept, duplicates included, so
 //   the compiled graphs' cast nodes can be matched to the op and argument
-//   autocast decided them for.
+//   autocast decided them for; and every COMPILING record logged, so that a
+//   graph AOTAutogradCache serves later (no trace runs then) can have the
+//   trace's records logged again (compile_record_replay.h).
 #pragma once
 
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -41,6 +43,10 @@ struct CompileDecision {
   CastFields cast{};
 };
 
+// What makes a compile-time op record the same as another: line, op, phase,
+// input dtypes and the region's dtype.
+uint64_t compile_record_key(const Record& op);
+
 class CompileCapture {
  public:
   // A new compile began: every record key is new again.
@@ -55,6 +61,11 @@ class CompileCapture {
   bool keep(const CompileDecision& decision);
   // The decisions kept so far (all threads), forgotten here.
   std::vector<CompileDecision> take();
+  // While collecting: a COMPILING record (op or cast) just logged. Past
+  // kMaxDecisions it is dropped, false returned (counted by the caller).
+  bool keep_logged(const Record& record);
+  // The records kept so far (all threads), in the order logged, forgotten here.
+  std::vector<Record> take_logged();
 
  private:
   // At most this many of each: a runaway trace must not grow without bound.
@@ -66,6 +77,7 @@ class CompileCapture {
   std::mutex mutex_;
   std::unordered_set<uint64_t> keys_;
   std::vector<CompileDecision> decisions_;
+  std::vector<Record> logged_;
 };
 
 }  // namespace castscope

@@ -135,17 +135,6 @@ struct UnloggedRecords {
   bool previous_;
 };
 
-// What makes a compile-time op record the same as another: line, op, phase,
-// input dtypes and the region's dtype.
-uint64_t compile_record_key(const Record& op) {
-  uint64_t key = (uint64_t{op.op.location} << 32) ^ op.op_id;
-  auto mix = [&key](uint64_t v) { key = (key ^ v) * 0x100000001b3ULL; };
-  mix(static_cast<uint64_t>(op.op.phase));
-  mix(static_cast<uint64_t>(op.op.autocast_dtype));
-  for (uint8_t i = 0; i < op.op.num_inputs; ++i) mix(static_cast<uint64_t>(op.op.input_dtypes[i]) + 16 * (i + 1));
-  return key;
-}
-
 // Shape of a cast's source tensor. Symbolic shapes (tracing for export) have
 // no concrete sizes: left at zero dims.
 void describe_shape(CastFields& cast, const at::Tensor& t) {
@@ -333,6 +322,12 @@ class KernelCore {
     }
   }
 
+  // A COMPILING record about to be logged: kept for the compile capture
+  // too while it collects (compile_capture.h), counted when dropped.
+  void keep_if_collecting(const Record& r) {
+    if (CompileCapture::collecting() && !runtime_.compile.keep_logged(r)) runtime_.events.count_internal_error();
+  }
+
   // `output()` returns the dtype of the op's first tensor output (or
   // kUnspecified); not called when the op failed.
   template <class OutputDtype>
@@ -341,7 +336,9 @@ class KernelCore {
       r.op.ok = ok;
       r.op.cpu_duration_ns = now_ns() - r.ts_ns;
       r.op.output = ok ? output() : DType::kUnspecified;
-      if (!thread.unlogged) runtime_.events.record(r, thread);
+      if (thread.unlogged) return;
+      if (r.op.mode == ExecutionMode::kCompiling) [[unlikely]] keep_if_collecting(r);
+      runtime_.events.record(r, thread);
     } catch (...) {
       runtime_.events.count_internal_error();
     }
@@ -384,6 +381,7 @@ class KernelCore {
       }
       pending.size = 0;
       if (!thread.unlogged) {
+        if (r.op.mode == ExecutionMode::kCompiling) [[unlikely]] keep_if_collecting(r);  // its casts were recorded at once
         runtime_.events.record_op(before.data(), n, r, thread, pending.made_directly);
       } else {
         runtime_.events.count_direct_casts(thread, pending.made_directly);
@@ -407,6 +405,7 @@ class KernelCore {
           runtime_.events.record(cache_sample_record(runtime_, SampleTrigger::kMisses), thread);
     const size_t counted = std::exchange(pending.size, 0);
     if (!thread.unlogged) {
+      if (r.op.mode == ExecutionMode::kCompiling) [[unlikely]] keep_if_collecting(r);
       runtime_.events.count_op(r, pending.counts.data(), counted, thread, pending.made_directly);
     } else {
       runtime_.events.count_direct_casts(thread, pending.made_directly);
@@ -600,6 +599,7 @@ class KernelCore {
             !runtime_.compile.keep(CompileDecision{op_id_, policy_, device_.kind, r.cast}))
           runtime_.events.count_internal_error();
         if (thread.unlogged) return cache;
+        keep_if_collecting(r);
       }
       runtime_.events.record(r, thread);
       // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.

@@ -24,6 +24,7 @@
 #include "agent/src/context/jit_context.h"
 #include "agent/src/context/recording_state.h"
 #include "agent/src/dispatch/callable_overlay_casts.h"
+#include "agent/src/dispatch/compile_record_replay.h"
 #include "agent/src/dispatch/compiled_graph_json.h"
 #include "agent/src/dispatch/compiled_graph_runs.h"
 #include "agent/src/dispatch/dispatch.h"
@@ -808,13 +809,32 @@ void castscope_compile_epoch(void) {
 }
 
 namespace {
-// castscope_compile_decisions's text, taken once: a caller growing its buffer
-// gets the same text again. A new collection forgets what was not picked up.
+// castscope_compile_decisions's and castscope_compile_records's texts, each
+// taken once: a caller growing its buffer gets the same text again. A new
+// collection forgets what was not picked up.
 thread_local std::string t_pending_decisions;
+thread_local std::string t_pending_records;
+
+// `pending` (made by `make` when empty) copied into buf; forgotten once it fit.
+size_t copy_out_once(std::string& pending, char* buf, size_t len, std::string (*make)(castscope::RecordingState&)) {
+  auto& runtime = castscope::process_recording_state();
+  try {
+    if (pending.empty()) pending = make(runtime);
+    const size_t needed = castscope::copy_out(pending, buf, len);
+    if (needed < len) pending.clear();
+    return needed;
+  } catch (...) {
+    runtime.events.count_internal_error();
+    return castscope::copy_out("[]", buf, len);
+  }
+}
 }  // namespace
 
 void castscope_compile_collect(int on) {
-  if (on != 0) t_pending_decisions.clear();
+  if (on != 0) {
+    t_pending_decisions.clear();
+    t_pending_records.clear();
+  }
   castscope::CompileCapture::set_collecting(on != 0);
 }
 
@@ -827,17 +847,31 @@ void castscope_internal_error(const char* what) {
 }
 
 size_t castscope_compile_decisions(char* buf, size_t len) {
+  return copy_out_once(t_pending_decisions, buf, len, [](castscope::RecordingState& runtime) {
+    return castscope::compile_decisions_json(runtime.compile.take(), runtime.events, runtime.locations);
+  });
+}
+
+size_t castscope_compile_records(char* buf, size_t len) {
+  return copy_out_once(t_pending_records, buf, len, [](castscope::RecordingState& runtime) {
+    return castscope::compile_records_json(runtime.compile.take_logged(), runtime.events, runtime.locations);
+  });
+}
+
+int castscope_compile_replay(const char* json) {
   auto& runtime = castscope::process_recording_state();
+  if (!castscope::g_record_events.load(std::memory_order_relaxed)) return 0;
   try {
-    std::string& pending = t_pending_decisions;
-    if (pending.empty())
-      pending = castscope::compile_decisions_json(runtime.compile.take(), runtime.events, runtime.locations);
-    const size_t needed = castscope::copy_out(pending, buf, len);
-    if (needed < len) pending.clear();
-    return needed;
+    std::string error;
+    const int logged = castscope::replay_compile_records(json != nullptr ? json : "", runtime, error);
+    if (logged < 0) {
+      castscope::log::warn(error);
+      runtime.events.count_internal_error();
+    }
+    return logged;
   } catch (...) {
     runtime.events.count_internal_error();
-    return castscope::copy_out("[]", buf, len);
+    return -1;
   }
 }
 

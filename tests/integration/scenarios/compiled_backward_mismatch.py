@@ -4,8 +4,10 @@ the compiled backward still casts the mm's inputs to bfloat16 (the backward
 is traced under the forward's autocast state), while eager's backward runs
 in float32. Positive with "mismatch"; its negative twin, "off", sets
 torch._functorch.config.backward_pass_autocast = "off" (the compiled
-backward then matches eager). Each step runs eager, then compiled; a second
-argument, "eager" or "compiled", runs only that one (castscope diff)."""
+backward then matches eager). Each step runs eager, then compiled; a further
+argument "eager" or "compiled" runs only that one (castscope diff), and
+"inductor" compiles with inductor instead of aot_eager (AOTAutogradCache
+serves inductor's graphs only)."""
 import sys
 
 import torch
@@ -13,8 +15,9 @@ import torch._functorch.config
 
 variant = sys.argv[1]
 assert variant in ("mismatch", "off"), variant
-only = sys.argv[2] if len(sys.argv) > 2 else None
-assert only in (None, "eager", "compiled"), only
+assert set(sys.argv[2:]) <= {"eager", "compiled", "inductor"}, sys.argv
+only = next((arg for arg in sys.argv[2:] if arg in ("eager", "compiled")), None)
+backend = "inductor" if "inductor" in sys.argv[2:] else "aot_eager"
 if variant == "off":
     torch._functorch.config.backward_pass_autocast = "off"
 
@@ -25,7 +28,7 @@ def project(x, w):
     return y.sum()
 
 
-compiled = torch.compile(project, backend="aot_eager")
+compiled = torch.compile(project, backend=backend)
 torch.manual_seed(0)
 w = torch.randn(16, 16, requires_grad=True)
 for _ in range(2):
