@@ -406,3 +406,75 @@ def test_files_castscope_writes_are_private_under_umask_022(tmp_path, umask_022)
     store = [tmp_path / name for name in ("store.db", "store.db-wal", "store.db-shm", "store.addr")]
     assert _modes(store) == {path.name: oct(0o600) for path in store}
     collector.stop()
+
+
+# ---- idle streams (docs/operations.md, "Limits") ----
+
+class _HeldStream:
+    """A raw ingest stream that sends `messages` and then nothing, until released;
+    `error` is how the collector ended it (None: it ended the stream cleanly)."""
+
+    def __init__(self, channel: grpc.Channel, messages: list[bytes]):
+        self.release = threading.Event()
+        self.error: grpc.RpcError | None = None
+        self.responses = 0
+        self.ended = threading.Event()
+
+        def requests():
+            yield from messages
+            self.release.wait(120)
+
+        def read():
+            try:
+                for _ in channel.stream_stream("/castscope.v1.Ingest/Stream")(requests(), timeout=120):
+                    self.responses += 1
+            except grpc.RpcError as error:
+                self.error = error
+            self.ended.set()
+
+        self.thread = threading.Thread(target=read, daemon=True)
+        self.thread.start()
+
+
+def test_idle_streams_at_the_limit_give_their_places_to_an_agent(tmp_path):
+    """Streams that sent Hello and then nothing hold every --max-streams place;
+    a real agent still gets in (the stream idle longest gives its place), and
+    delivers everything."""
+    collector = Collector(tmp_path / "store.db", extra=("--max-streams", "4", "--stream-idle-s", "0"))
+    try:
+        with grpc.insecure_channel(collector.address) as channel:
+            held = [_HeldStream(channel, [_hello(agent_id=f"idle-{k}".encode())]) for k in range(4)]
+            deadline = time.monotonic() + 30
+            while sum(s.responses for s in held) < 4 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert sum(s.responses for s in held) == 4  # all four welcomed: every place taken
+            time.sleep(2.5)  # idle past the 2 s a stream keeps its place for
+            result = castscope_run(tmp_path / "out", "--collector", collector.address, "--run-id", "after-idle",
+                                   job=[str(JOBS / "train_mlp.py")])
+            assert result.returncode == 0, result.stderr
+            evicted = [s for s in held if s.ended.wait(5) and s.error is not None]
+            assert evicted and all(s.error.code() == grpc.StatusCode.UNAVAILABLE for s in evicted)
+            assert "to admit a new stream" in evicted[0].error.details(), evicted[0].error.details()
+            for s in held:
+                s.release.set()
+    finally:
+        collector.stop()
+    agent = the_agent(collector.db)
+    assert agent["finished"] and autocast_ops(collector.db, agent["identity"]["agent_id"]) == 60
+
+
+def test_a_stream_without_hello_or_without_messages_is_ended(tmp_path):
+    collector = Collector(tmp_path / "store.db", extra=("--stream-hello-s", "1", "--stream-idle-s", "2"))
+    try:
+        with grpc.insecure_channel(collector.address) as channel:
+            began = time.monotonic()
+            silent, greeted = _HeldStream(channel, []), _HeldStream(channel, [_hello()])
+            assert silent.ended.wait(10) and greeted.ended.wait(10)
+            assert time.monotonic() - began < 8
+            assert silent.error.code() == greeted.error.code() == grpc.StatusCode.UNAVAILABLE
+            assert silent.error.details() == "ended: no Hello in 1 s (--stream-hello-s)"
+            assert greeted.error.details() == "ended: no message in 2 s (--stream-idle-s)"
+            assert greeted.responses == 1  # welcomed first
+    finally:
+        collector.stop()
+    assert collector.log_text().count("ended: no") == 2

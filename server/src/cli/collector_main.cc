@@ -136,6 +136,8 @@ struct ServeOptions {
   uint64_t max_message_bytes = 16u << 20;
   uint64_t queue_budget_bytes = CollectorOptions().queue_budget_bytes;
   size_t max_streams = ServiceOptions().max_streams;
+  double stream_hello_s = ServiceOptions().idle.hello_limit.count() / 1e3;
+  double stream_idle_s = ServiceOptions().idle.idle_limit.count() / 1e3;
   std::string ready_file;
   uint64_t analyze_interval_ms = 2000;
   ViewerOptions viewer;
@@ -195,6 +197,16 @@ CLI::App* add_serve(CLI::App& app, ServeOptions& o) {
                     "concurrent ingest streams; more are refused with UNAVAILABLE (forwarders retry) (0: no limit)")
       ->transform(decimal_number())
       ->check(CLI::Range(size_t{0}, size_t{1} << 20))
+      ->capture_default_str();
+  serve->add_option("--stream-hello-s", o.stream_hello_s,
+                    "an ingest stream that sends no Hello within this many seconds is ended")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  serve->add_option("--stream-idle-s", o.stream_idle_s,
+                    "an ingest stream that sends nothing for this many seconds is ended (its forwarder reconnects "
+                    "when it has batches); at --max-streams the stream idle longest gives its place to a new one "
+                    "(0: never ended for idling)")
+      ->check(CLI::Range(0.0, 86400.0 * 365))
       ->capture_default_str();
   serve->add_option("--ready-file", o.ready_file, "write the bound HOST:PORT here once listening")->check(non_empty());
   serve->add_option("--exit-with-parent", o.exit_with_parent,
@@ -490,6 +502,8 @@ int serve(const ServeOptions& o) {
   ServiceOptions service_options;
   service_options.token = token;
   service_options.max_streams = o.max_streams;
+  service_options.idle.hello_limit = std::chrono::milliseconds(static_cast<int64_t>(o.stream_hello_s * 1e3));
+  service_options.idle.idle_limit = std::chrono::milliseconds(static_cast<int64_t>(o.stream_idle_s * 1e3));
   std::unique_ptr<CollectorServices> services;
   if (Status s = CollectorServices::create(*core, service_options, services); !s.ok()) {
     std::cerr << "castscope-collector serve: " << s.message() << "\n";

@@ -18,6 +18,7 @@ namespace castscope::collector {
 enum class RejectReason : size_t {
   kUnauthenticated,  // no or a wrong token
   kTooManyStreams,   // past --max-streams
+  kIdle,             // ended by the idle-stream policy (service/idle_streams.h)
   kProtocol,         // no Hello first, an unknown protocol version, Hello repeated
   kMalformed,        // not a valid IngestRequest
   kInvalidBatch,     // failed validate_batch (limits, dangling ids, ...)
@@ -30,6 +31,7 @@ constexpr const char* reject_reason_name(RejectReason reason) {
   switch (reason) {
     case RejectReason::kUnauthenticated: return "unauthenticated";
     case RejectReason::kTooManyStreams: return "too_many_streams";
+    case RejectReason::kIdle: return "idle";
     case RejectReason::kProtocol: return "protocol";
     case RejectReason::kMalformed: return "malformed";
     case RejectReason::kInvalidBatch: return "invalid_batch";

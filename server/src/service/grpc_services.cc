@@ -49,10 +49,25 @@ grpc::ByteBuffer serialize(const google::protobuf::MessageLite& message) {
 // is done with the stream; `finished_` (under mutex_) stops them from
 // touching the call.
 class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+                      public IdleTrackedStream,
                       public std::enable_shared_from_this<IngestReactor> {
  public:
   IngestReactor(CollectorCore& core, const BatchLimits& limits, std::string peer, std::function<void()> on_done)
       : limits_(limits), peer_(std::move(peer)), on_done_(std::move(on_done)), metrics_(core.metrics()), stream_(core) {}
+
+  std::chrono::steady_clock::time_point last_message() const override {
+    return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(last_message_.load()));
+  }
+  bool greeted() const override { return greeted_.load(); }
+  bool end_idle(const std::string& why) override {
+    std::lock_guard lock(mutex_);
+    if (finished_ || failing_) return false;
+    log::logger("collector").warn("ingest stream from {} {}", peer_, why);
+    failing_ = true;
+    failure_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, why);
+    finish_if_done_locked();
+    return true;
+  }
 
   void start(const grpc::Status& auth) {
     self_ = shared_from_this();
@@ -72,6 +87,7 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
       return;
     }
     ++messages_;
+    last_message_.store(std::chrono::steady_clock::now().time_since_epoch().count());
     const size_t wire_bytes = read_buffer_.Length();
     BatchArena arena(wire_bytes);
     auto* request = google::protobuf::Arena::CreateMessage<v1::IngestRequest>(arena.get());
@@ -151,6 +167,7 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
                                "client speaks protocol version " + std::to_string(request.hello().protocol_version()) +
                                    ", this collector speaks " + std::to_string(kProtocolVersion)));
     hello_done_ = true;
+    greeted_.store(true);
     log::logger("collector").debug("ingest stream from {}: {} (agent {})", peer_, request.hello().client(),
                           request.hello().agent_id());
     v1::IngestResponse response;
@@ -257,6 +274,9 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   IngestStream stream_;
   std::atomic<uint64_t> messages_{0};  // also read by OnCancel
   bool hello_done_ = false;
+  // For the idle-stream policy (its sweeper's thread reads them).
+  std::atomic<std::chrono::steady_clock::rep> last_message_{std::chrono::steady_clock::now().time_since_epoch().count()};
+  std::atomic<bool> greeted_{false};
 
   std::mutex mutex_;
   std::deque<grpc::ByteBuffer> writes_;
@@ -358,7 +378,10 @@ class FollowReactor : public grpc::ServerWriteReactor<v1::SubscribeResponse>,
 
 class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::Ingest::Service> {
  public:
-  IngestService(CollectorCore& core, const ServiceOptions& options) : core_(core), options_(options) {}
+  IngestService(CollectorCore& core, const ServiceOptions& options)
+      : core_(core),
+        options_(options),
+        idle_(options.idle, [&metrics = core.metrics()](bool) { metrics.reject_stream(RejectReason::kIdle); }) {}
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(grpc::CallbackServerContext* context) override {
     const size_t streams = streams_.fetch_add(1) + 1;
@@ -366,12 +389,15 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
     auto reactor = std::make_shared<IngestReactor>(core_, options_.limits, context->peer(), [this] { stream_ended(); });
     grpc::Status admission = check_bearer_token(*context, options_.token);
     if (!admission.ok()) core_.metrics().reject_stream(RejectReason::kUnauthenticated);
-    if (admission.ok() && options_.max_streams > 0 && streams > options_.max_streams) {
+    // At the limit the stream idle longest gives its place (it ends once its
+    // call is done: streams_ is over the limit by one until then).
+    if (admission.ok() && options_.max_streams > 0 && streams > options_.max_streams && !idle_.evict_idlest()) {
       core_.metrics().reject_stream(RejectReason::kTooManyStreams);
       admission = grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                "the collector serves its limit of " + std::to_string(options_.max_streams) +
                                    " ingest streams (--max-streams); try again later");
     }
+    if (admission.ok()) idle_.add(reactor);
     reactor->start(admission);
     return reactor.get();
   }
@@ -391,6 +417,7 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   CollectorCore& core_;
   const ServiceOptions& options_;
   std::atomic<size_t> streams_{0};
+  IdleStreams idle_;
 };
 
 class QueryService final : public v1::Query::CallbackService {

@@ -10,6 +10,7 @@
 
 #include "server/src/batch/batch_validation.h"
 #include "server/src/ingest/collector_core.h"
+#include "server/src/service/idle_streams.h"
 #include "server/src/status.h"
 
 namespace castscope::collector {
@@ -18,6 +19,7 @@ struct ServiceOptions {
   std::string token;  // empty: no authentication
   BatchLimits limits;
   size_t max_streams = 64;  // concurrent ingest streams; past it UNAVAILABLE (0: no limit)
+  IdlePolicy idle;          // streams that send nothing (idle_streams.h)
 };
 
 class CollectorServices {
