@@ -194,11 +194,11 @@ def _hello(version: int = 1, agent_id: bytes = b"probe") -> bytes:
 
 # One batch of one cast, encoded by hand (crafted_run's _field), to send
 # what no castscope agent would.
-def _cast_batch(run_id: bytes, shape: list[int], nbytes: int, agent_id: bytes = b"probe") -> bytes:
-    """IngestRequest.batch: sequence 1, one cast of aten::mm with `shape` and `nbytes`."""
+def _cast_batch(run_id: bytes, shape: list[int], nbytes: int, agent_id: bytes = b"probe", sequence: int = 1) -> bytes:
+    """IngestRequest.batch: `sequence`, one cast (seq 1) of aten::mm with `shape` and `nbytes`."""
     cast = (_field(1, 1) + _field(12, b"".join(_varint(d) for d in shape)) + _field(14, nbytes)  # seq, shape, bytes
             + _field(24, 1))  # op_id
-    batch = (_field(1, 1) + _field(2, _field(1, run_id) + _field(2, agent_id)) + _field(3, 1)  # version, agent, sequence
+    batch = (_field(1, 1) + _field(2, _field(1, run_id) + _field(2, agent_id)) + _field(3, sequence)  # version, agent, sequence
              + _field(6, _field(1, 1) + _field(2, b"aten::mm")) + _field(8, _field(1, cast)))  # strings, events
     return _field(2, batch)
 
@@ -478,3 +478,18 @@ def test_a_stream_without_hello_or_without_messages_is_ended(tmp_path):
     finally:
         collector.stop()
     assert collector.log_text().count("ended: no") == 2
+
+
+def test_a_replaying_client_does_not_flood_the_collectors_log(tmp_path):
+    """200 batches under new sequences, each repeating an event already stored:
+    one warning each before; now 10 in 30 s, and the rest counted in one line."""
+    collector = Collector(tmp_path / "store.db")
+    try:
+        with grpc.insecure_channel(collector.address) as channel:
+            batches = [_cast_batch(b"replayed", [8, 3], 96, sequence=n) for n in range(1, 201)]
+            assert _ingest(channel, [_hello(), *batches]) is None
+    finally:
+        collector.stop()
+    log = collector.log_text()
+    assert log.count("events repeat a seq stored before") == 10, log[-3000:]
+    assert "batches repeating stored events: 189 more like the lines above" in log, log[-3000:]

@@ -29,6 +29,7 @@
 
 #include "common/cli/exit_status.h"
 #include "common/cli/validators.h"
+#include "common/log/rate_limited.h"
 #include "common/version/castscope_version.h"
 #include "server/src/analysis/live_analyzer.h"
 #include "server/src/cli/progress_meter.h"
@@ -557,6 +558,7 @@ int serve(const ServeOptions& o) {
   if (shipper) shipper->stop();    // ...and shipped (what PostgreSQL takes in time; the rest waits in the store)
   core->shutdown();
   const CollectorCounters counters = core->counters();
+  log::flush_rate_limited();  // what rate-limited warnings held back, told before the last line
   std::cerr << "castscope-collector: stopped; " << counters.batches_stored << " batches stored ("
             << counters.events_stored << " events), " << counters.batches_duplicate << " duplicates" << std::endl;
   return 0;

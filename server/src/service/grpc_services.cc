@@ -9,6 +9,7 @@
 
 #include "castscope/v1/transport.grpc.pb.h"
 #include "common/log/logger.h"
+#include "common/log/rate_limited.h"
 #include "common/version/castscope_version.h"
 #include "server/src/store/store_reader.h"
 
@@ -19,6 +20,16 @@ namespace v1 = castscope::v1;
 namespace {
 
 constexpr size_t kEventsPerFollowMessage = 1024;  // keeps messages well under clients' 4 MiB default
+
+// A line per stream or request: many clients (or one misbehaving) would flood the log.
+log::RateLimited& stream_warnings() {
+  static auto* limited = new log::RateLimited(log::logger("collector"), "ingest stream warnings");
+  return *limited;
+}
+log::RateLimited& query_warnings() {
+  static auto* limited = new log::RateLimited(log::logger("collector"), "query and subscribe rejections");
+  return *limited;
+}
 
 const char* code_name(grpc::StatusCode code) {
   switch (code) {
@@ -62,7 +73,7 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   bool end_idle(const std::string& why) override {
     std::lock_guard lock(mutex_);
     if (finished_ || failing_) return false;
-    log::logger("collector").warn("ingest stream from {} {}", peer_, why);
+    stream_warnings().warn("ingest stream from {} {}", peer_, why);
     failing_ = true;
     failure_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, why);
     finish_if_done_locked();
@@ -131,7 +142,7 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   void OnCancel() override {
     std::lock_guard lock(mutex_);
     if (!finished_)
-      log::logger("collector").warn("ingest stream from {} cancelled after {} messages ({} batches still being stored)", peer_,
+      stream_warnings().warn("ingest stream from {} cancelled after {} messages ({} batches still being stored)", peer_,
                            messages_.load(), pending_acks_);
     finish_locked(grpc::Status::CANCELLED);
   }
@@ -231,7 +242,7 @@ class IngestReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   // already taken are written (they are stored: the client should know).
   void fail_locked(const grpc::Status& status) {
     if (finished_ || failing_) return;
-    log::logger("collector").warn("ingest stream from {} rejected ({}): {}", peer_, code_name(status.error_code()),
+    stream_warnings().warn("ingest stream from {} rejected ({}): {}", peer_, code_name(status.error_code()),
                          status.error_message());
     failing_ = true;
     failure_ = status;
@@ -454,7 +465,7 @@ class QueryService final : public v1::Query::CallbackService {
       status = to_grpc(read());
     }
     if (!status.ok())
-      log::logger("collector").warn("{} from {} rejected: {}", method, context->peer(), status.error_message());
+      query_warnings().warn("{} from {} rejected: {}", method, context->peer(), status.error_message());
     reactor->Finish(status);
     return reactor;
   }
@@ -472,7 +483,7 @@ class SubscribeService final : public v1::Subscribe::CallbackService {
                                                            const v1::SubscribeRequest* request) override {
     auto reactor = std::make_shared<FollowReactor>(core_, context->peer());
     grpc::Status auth = check_bearer_token(*context, options_.token);
-    if (!auth.ok()) log::logger("collector").warn("Follow from {} rejected: {}", context->peer(), auth.error_message());
+    if (!auth.ok()) query_warnings().warn("Follow from {} rejected: {}", context->peer(), auth.error_message());
     reactor->start(auth, request->run_id());
     return reactor.get();
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/log/logger.h"
+#include "common/log/rate_limited.h"
 #include "server/src/batch/batch_validation.h"
 #include "server/src/store/event_columns.h"
 #include "server/src/store/row_codec.h"
@@ -733,10 +734,11 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
 
   const int64_t ignored = received - (agent.casts - casts_before) - (agent.ops - ops_before) -
                        (agent.cache_samples - samples_before) - (agent.kernels - kernels_before) - (agent.numerics - numerics_before);
+  // Once per such batch: a client replaying batches under new sequences would flood the log.
+  static log::RateLimited repeated(log::logger("collector"), "batches repeating stored events");
   if (ignored > 0)
-    log::logger("collector").warn(
-        "run {} agent {} batch {}: {} events repeat a seq stored before or earlier in the batch; kept the first",
-                         batch.agent().run_id(), batch.agent().agent_id(), batch.sequence(), ignored);
+    repeated.warn("run {} agent {} batch {}: {} events repeat a seq stored before or earlier in the batch; kept the first",
+                  batch.agent().run_id(), batch.agent().agent_id(), batch.sequence(), ignored);
   return {};
 }
 
