@@ -286,3 +286,32 @@ def test_an_agent_library_without_its_frame_reader_refuses_to_attach(tmp_path):
     assert str(lone) in result.stdout and "copy it from the same build" in result.stdout
     assert not (tmp_path / "events.jsonl").exists()
     assert "attached without locations" in result.stdout and (tmp_path / "plain.jsonl").exists()
+
+
+def test_attaching_into_an_existing_events_file_says_so_and_reads_its_own(tmp_path):
+    """A second attach with the same events_path appends (nothing of the first
+    session is lost), says so, and its handle reads its own events only."""
+    job = script(tmp_path, """
+        import sys
+        import torch
+        import castscope
+
+        def mms(n):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                for _ in range(n):
+                    torch.mm(torch.randn(4, 4), torch.randn(4, 4))
+
+        with castscope.attached(events_path=sys.argv[1], probe=False, numerics=False) as agent:
+            mms(1)
+            first = len(agent.casts())
+        with castscope.attached(events_path=sys.argv[1], probe=False, numerics=False) as agent:
+            mms(2)
+            second = len(agent.casts())
+        print(first, second)
+    """)
+    events = tmp_path / "events.jsonl"
+    result = subprocess.run([sys.executable, job, str(events)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2", "4"]
+    assert f"castscope: {events} already holds" in result.stderr and "appended after them" in result.stderr
+    assert sum('"cast"' in line for line in events.read_text().splitlines()) == 6

@@ -493,3 +493,36 @@ def test_a_replaying_client_does_not_flood_the_collectors_log(tmp_path):
     log = collector.log_text()
     assert log.count("events repeat a seq stored before") == 10, log[-3000:]
     assert "batches repeating stored events: 189 more like the lines above" in log, log[-3000:]
+
+
+def test_report_without_a_run_id_takes_the_latest_and_says_which(tmp_path):
+    db = tmp_path / "store.db"
+    collector = Collector(db)
+    try:
+        with grpc.insecure_channel(collector.address) as channel:
+            assert _ingest(channel, [_hello(agent_id=b"a1"), _cast_batch(b"older", [8, 3], 96, agent_id=b"a1")]) is None
+    finally:
+        collector.stop()
+
+    def report(*args: str):
+        return subprocess.run([*CASTSCOPE, "report", "--db", str(db), *args], capture_output=True, text=True,
+                              timeout=300)
+
+    only = report()
+    assert only.returncode == 0, only.stderr
+    assert f"castscope report: no run id given; {db}: its only run, older" in only.stderr
+    time.sleep(0.01)
+    collector = Collector(db)
+    try:
+        with grpc.insecure_channel(collector.address) as channel:
+            assert _ingest(channel, [_hello(agent_id=b"a2"), _cast_batch(b"newer", [8, 3], 96, agent_id=b"a2")]) is None
+    finally:
+        collector.stop()
+    latest = report("--json", str(tmp_path / "latest.json"))
+    assert latest.returncode == 0, latest.stderr
+    assert "the latest of its 2 runs" in latest.stderr and latest.stderr.rstrip().endswith(", newer")
+    assert json.loads((tmp_path / "latest.json").read_text())["run"]["run_id"] == "newer"
+    empty = tmp_path / "empty.db"
+    Collector(empty).stop()
+    none = subprocess.run([*CASTSCOPE, "report", "--db", str(empty)], capture_output=True, text=True, timeout=300)
+    assert none.returncode == 2 and none.stderr.strip() == f"castscope report: {empty} holds no run", none.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import pathlib
 import tempfile
@@ -19,12 +20,15 @@ from .config import _config, _gpu_config, _numerics_config, _probe_config, envir
 from .events import is_probe_record, read_events, summarize
 from .module_paths import missing_module_errors
 
+_log = logging.getLogger("castscope")
+
 
 class Agent:
     """Handle on the attached agent (one per process)."""
 
-    def __init__(self, events_path: pathlib.Path):
+    def __init__(self, events_path: pathlib.Path, start: int = 0):
         self.events_path = events_path
+        self.start = start  # bytes the file held before this attach: another session's events
         self._step_hook = None
         self._external = False
 
@@ -35,9 +39,9 @@ class Agent:
         return _read_json(_library().castscope_agent_status)
 
     def events(self) -> list[dict]:
-        """Flushes, then returns every event dumped so far."""
+        """Flushes, then returns every event this attach dumped so far."""
         self.flush()
-        return read_events(self.events_path)
+        return read_events(self.events_path, self.start)
 
     def casts(self) -> list[dict]:
         return [e["cast"] for e in self.events() if "cast" in e]
@@ -127,14 +131,25 @@ def attach(
         fd, events_path = tempfile.mkstemp(prefix="castscope-", suffix=".jsonl")
         os.close(fd)
     events_path = pathlib.Path(events_path)
+    start = _size_if_any(events_path)
+    if start:
+        _log.warning("castscope: %s already holds %d bytes of events (an earlier session's); this session's are "
+                     "appended after them, and Agent.events() reads this session's only", events_path, start)
     config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads,
                      collector=collector, spool_dir=None if spool_dir is None else str(spool_dir), run_id=run_id,
                      give_up_after_s=give_up_after_s, **_aggregate_config(aggregate), **_probe_config(probe), **_numerics_config(numerics),
                      **_gpu_config(gpu_timing))
     _start(config, locations)
-    _current = Agent(events_path)
+    _current = Agent(events_path, start)
     _current._step_hook = _register_step_hook()
     return _current
+
+
+def _size_if_any(path: pathlib.Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _aggregate_config(aggregate: bool | dict) -> dict:

@@ -10,14 +10,17 @@ class EventFileError(ValueError):
     """A line of an events file is not a castscope event."""
 
 
-def iter_events(path, skipped: list | None = None):
-    """Streams a JSON-lines dump, one castscope.v1.Event (as a dict) per line.
+def iter_events(path, skipped: list | None = None, start: int = 0):
+    """Streams a JSON-lines dump, one castscope.v1.Event (as a dict) per line,
+    from byte `start` (where an attach began appending to an existing file).
 
     A line that is not JSON (a process killed mid-write leaves a truncated
     last line) is skipped; with `skipped` given, "path:line" is appended to it
-    for each, otherwise EventFileError is raised."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, start=1):
+    for each, otherwise EventFileError is raised (lines counted from `start`)."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        for number, raw in enumerate(f, start=1):
+            line = raw.decode("utf-8", errors="replace")
             if not line.strip():
                 continue
             try:
@@ -30,9 +33,9 @@ def iter_events(path, skipped: list | None = None):
             yield event
 
 
-def read_events(path) -> list[dict]:
-    """Reads a whole JSON-lines dump (see iter_events)."""
-    return list(iter_events(path))
+def read_events(path, start: int = 0) -> list[dict]:
+    """Reads a whole JSON-lines dump, from byte `start` (see iter_events)."""
+    return list(iter_events(path, start=start))
 
 
 def is_probe_record(op: dict) -> bool:

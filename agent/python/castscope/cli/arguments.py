@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import pathlib
 import stat
 import string
@@ -20,9 +21,40 @@ DEFAULT_DB = "castscope-out/castscope.db"  # the store castscope run writes by d
 
 
 def stored_run(parser) -> None:
-    """RUN and --db: a run of a collector database (castscope report, export)."""
-    parser.add_argument("run", help="run id (castscope query --db DB runs lists them)")
+    """[RUN] and --db: a run of a collector database (castscope report, export);
+    without RUN, the database's latest (resolve_run)."""
+    parser.add_argument("run", nargs="?", help="run id (castscope query --db DB runs lists them); default: the "
+                                               "database's only run, or its latest (the one seen last), named on stderr")
     parser.add_argument("--db", default=DEFAULT_DB, help=f"collector database (default: {DEFAULT_DB})")
+
+
+def resolve_run(args, command: str) -> bool:
+    """Fills args.run with the database's latest run when none was given,
+    saying which on stderr; False (the error printed) when there is none to take."""
+    if args.run is not None:
+        return True
+    import json
+    import subprocess
+
+    from .._native import collector_binary
+
+    if not os.path.exists(args.db):
+        print(f"castscope {command}: {args.db}: no such database (give --db, and a run id)", file=sys.stderr)
+        return False
+    result = subprocess.run([str(collector_binary()), "query", "--db", str(args.db), "runs"], capture_output=True,
+                            text=True, timeout=300)
+    if result.returncode != 0:
+        print(f"castscope {command}: cannot list the runs of {args.db}: {result.stderr.strip()}", file=sys.stderr)
+        return False
+    runs = json.loads(result.stdout)
+    if not runs:
+        print(f"castscope {command}: {args.db} holds no run", file=sys.stderr)
+        return False
+    latest = max(runs, key=lambda run: (int(run.get("last_seen_unix_ns", 0)), run["run_id"]))
+    args.run = latest["run_id"]
+    which = "its only run" if len(runs) == 1 else f"the latest of its {len(runs)} runs (castscope query --db {args.db} runs lists them)"
+    print(f"castscope {command}: no run id given; {args.db}: {which}, {args.run}", file=sys.stderr)
+    return True
 
 
 def whole_number(what: str, low: int, high: int):

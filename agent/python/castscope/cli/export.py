@@ -30,6 +30,8 @@ def export_command(args) -> int:
     except FileNotFoundError as e:
         print(e, file=sys.stderr)
         return 2
+    if not arguments.resolve_run(args, "export"):
+        return 2
     command = [str(binary), "export", "--db", str(args.db), "--run", args.run]
     if args.perfetto:
         command += ["--perfetto", str(args.perfetto)]

@@ -41,6 +41,8 @@ def report_command(args) -> int:
     if args.source_root and not pathlib.Path(args.source_root).is_dir():
         print(f"castscope report: --source-root {args.source_root}: not a directory", file=sys.stderr)
         return 2
+    if not arguments.resolve_run(args, "report"):
+        return 2
     try:
         report = load_report(args.db, args.run, rank=args.rank, show_progress=sys.stderr.isatty())
     except (ReportError, FileNotFoundError) as e:
