@@ -503,3 +503,55 @@ def test_castscope_run_says_when_shipping_failed_and_how_to_ship_later(pg, tmp_p
                          capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).parent)})
     assert ran.returncode == 0 and "shipping to the fleet failed" not in ran.stderr, ran.stderr
+
+
+class _HeldLock:
+    """A psql session holding ACCESS EXCLUSIVE on `table` until released: a
+    shipment's COPY into it waits, inside its transaction, after begin_shipment."""
+
+    def __init__(self, pg, table: str):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        self.session = subprocess.Popen(
+            [str(BIN / "psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-h", str(pg.socket_dir), "-p", str(pg.port),
+             "-U", pg.superuser, "-d", "castscope"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.session.stdin.write(f"BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE; SELECT 'locked';\n")
+        self.session.stdin.flush()
+        assert self.session.stdout.readline().strip() == "locked"
+
+    def release(self) -> None:
+        self.session.stdin.write("ROLLBACK;\n")
+        self.session.stdin.close()
+        self.session.wait(timeout=30)
+
+
+def test_a_collector_killed_inside_a_shipment_lands_it_once(pg, tmp_path):
+    """kill -9 of the node collector while its shipment's COPY is in flight
+    (begin_shipment done, no commit), found deterministically: the COPY waits
+    on a lock the test holds on the day's partition, the test sees it waiting
+    in pg_stat_activity and kills the collector then. Twice, on the same
+    shipment; every shipment lands once and the fleet's sums equal the node's."""
+    db = tmp_path / "node.db"
+    collector = Collector(db, extra=ship_args(pg, "node-crash"))
+    copies_waiting = ("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                      "AND query LIKE 'COPY castscope.rollups%'")
+    try:
+        job = steady_job(collector, tmp_path / "crash-a", "crash-a", seconds=4)
+        wait_until("a first shipment (the day's partition made)", lambda: shipping(db)["last_success_unix_s"] > 0)
+        partitions = pg.psql("SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'castscope.rollups'::regclass")
+        for _ in range(2):
+            locks = [_HeldLock(pg, table) for table in partitions.split()]
+            try:
+                wait_until("a shipment's COPY waiting inside its transaction", lambda: pg.psql(copies_waiting) == "1")
+                collector.kill9()
+            finally:
+                for lock in locks:
+                    lock.release()
+            collector.start()
+        assert job.wait(timeout=300) == 0, job.stderr.read()
+        wait_for_ends(pg, {"crash-a"})
+        wait_until("the backlog shipped", lambda: shipping(db)["backlog_rows"] == 0)
+    finally:
+        assert collector.stop() == 0, collector.log_text()
+    assert fleet_sites(pg, ["crash-a"]) == report_sites(local_report(db, "crash-a"))
+    assert pg.psql("SELECT count(*) FROM castscope.shipments s WHERE rollup_rows <> (SELECT count(*) FROM "
+                   "castscope.rollups r WHERE r.collector = s.collector AND r.shipment = s.shipment)") == "0"
