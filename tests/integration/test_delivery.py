@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import os
 import pathlib
 import signal
@@ -280,6 +281,11 @@ def test_a_full_disk_and_no_collector_give_up_once(tmp_path, small_tmpfs):
     # start-up and the summary reading the job's ~280 k events: 22 s in all was seen on this 2-core VM
     # when it was slow (2026-11-26, twice in five runs), against the 20 s bound this had before.
     assert after_job_s < 3 * give_up_s, f"castscope run took {after_job_s:.0f} s after the job ended:\n{stderr}"
+    # One replacement at a time, each given what is left of the run's give-up: a full disk keeps the
+    # status file naming the dead forwarder, and three replacements started within 0.1 s once queued on
+    # the folder's lock, each with the whole give-up still to wait (5 s turned into 16.4 s).
+    granted = [int(s) for s in re.findall(r"started another to deliver the rest \(it gives up after (\d+) s", stderr)]
+    assert granted and all(left == 0 for left in granted[1:]), stderr
     # The counts as before: the events the job recorded, and the spool left for `castscope load`.
     assert "mm_loop: 100000 iterations" in stdout
     assert "casts" in stderr and "spool file(s) were not delivered" in stderr, stderr

@@ -88,10 +88,14 @@ def pending_spool(spool_dir: pathlib.Path) -> list[pathlib.Path]:
 
 def forwarder_status(agent_dir: pathlib.Path) -> dict | None:
     """The state a forwarder left in <spool>/<agent>.forwarder.json (see
-    agent/forwarder/forwarder_status.h), or None."""
+    agent/forwarder/forwarder_status.h), or None; "age_s": how long ago it was
+    written (a forwarder rewrites it at every attempt; a full disk stops that)."""
+    path = agent_dir.parent / (agent_dir.name + ".forwarder.json")
     try:
-        return json.loads((agent_dir.parent / (agent_dir.name + ".forwarder.json")).read_text())
-    except (OSError, ValueError):
+        status = json.loads(path.read_text())
+        status["age_s"] = max(0.0, time.time() - path.stat().st_mtime)
+        return status
+    except (OSError, ValueError, TypeError):
         return None
 
 
@@ -139,6 +143,9 @@ class Delivery:
         self.restarted: dict[str, int] = {}
         self.left_running: set[str] = set()
         self._children: list[subprocess.Popen] = []
+        # Per folder, the replacement running now: trusted over the status file,
+        # which a full disk keeps naming the forwarder that died.
+        self._replacing: dict[str, subprocess.Popen] = {}
         self._give_up_at = time.monotonic() + give_up_after_s
 
     def _restart(self, agent_dir: pathlib.Path, agent_pid: int | None) -> bool:
@@ -158,12 +165,15 @@ class Delivery:
         log = agent_dir.parent / (agent_dir.name + ".forwarder.log")
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         try:
-            self._children.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                                   stderr=fd, start_new_session=True))
+            child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fd,
+                                     start_new_session=True)
         finally:
             os.close(fd)
+        self._children.append(child)
+        self._replacing[agent_dir.name] = child
         self.say(f"castscope: the forwarder of {agent_dir.name} ended before delivering everything; started "
-                 f"another to deliver the rest")
+                 f"another to deliver the rest (it gives up after {left_s} s, what is left of the run's "
+                 f"{self.give_up_after_s} s)")
         return True
 
     def waiting_for(self) -> list[tuple[pathlib.Path, dict | None]]:
@@ -187,6 +197,12 @@ class Delivery:
                 continue
             if status is not None and _alive(status.get("pid"), "castscope-forwarder"):
                 waiting.append((agent_dir, status))
+                continue
+            replacing = self._replacing.get(agent_dir.name)
+            if replacing is not None and replacing.poll() is None:
+                # Ours, still running, though its status file does not say so (a full disk):
+                # one replacement at a time, never one queued behind another's lock.
+                waiting.append((agent_dir, {"state": "replacement", "pid": replacing.pid}))
                 continue
             if not pending_spool_of(agent_dir):
                 continue
@@ -227,10 +243,16 @@ def _describe(agent_dir: pathlib.Path, status: dict | None) -> str:
     if status is None:
         return f"{agent_dir.name}: starting"
     state = status.get("state", "?")
+    stale = status.get("age_s", 0) > 5  # rewritten at every attempt, at least every second while unreachable
     if state == "unreachable":
         return (f"{agent_dir.name}: collector {status.get('collector')} unreachable for "
                 f"{status.get('unreachable_for_s') or 0:.0f} s (gives up after {status.get('give_up_after_s')} s"
-                f"{': ' + status['message'] if status.get('message') else ''})")
+                f"{': ' + status['message'] if status.get('message') else ''})"
+                + (f"; as its status said {status['age_s']:.0f} s ago, not rewritten since (is the spool's disk "
+                   f"full?)" if stale else ""))
+    if state == "replacement":
+        return (f"{agent_dir.name}: forwarder {status['pid']} started by castscope run (its status file cannot be "
+                f"written: is the spool's disk full?)")
     if state == "streaming":
         return (f"{agent_dir.name}: streaming to {status.get('collector')}, {status.get('batches_acknowledged', 0)} "
                 f"batches stored, {status.get('batches_pending', 0)} pending")
