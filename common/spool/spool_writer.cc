@@ -1,10 +1,12 @@
 #include "common/spool/spool_writer.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -88,6 +90,12 @@ bool SpoolWriter::open_segment(uint32_t index) {
   fd_ = fd;
   segment_ = index;
   segment_size_ = sizeof(spool::kFileMagic);
+  segment_limit_ = segment_bytes_;
+  struct statvfs disk {};
+  if (::fstatvfs(fd, &disk) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
+    segment_limit_ = std::min(segment_bytes_, std::max(kMinSegmentBytes, free_bytes / 8));
+  }
   return true;
 }
 
@@ -105,7 +113,7 @@ bool SpoolWriter::append(std::string_view payload) {
   if (payload.size() > spool::kMaxFramePayload)
     return fail(Failure::kTooLarge,
                 "batch of " + std::to_string(payload.size()) + " bytes is over the spool frame limit");
-  if (segment_size_ > sizeof(spool::kFileMagic) && segment_size_ + frame_bytes > segment_bytes_) {
+  if (segment_size_ > sizeof(spool::kFileMagic) && segment_size_ + frame_bytes > segment_limit_) {
     if (!open_segment(segment_ + 1)) return false;
   }
   if (total_at_rotation_ + segment_size_ + frame_bytes > max_total_bytes_) {

@@ -6,6 +6,13 @@
 // its events as dropped). A write that fails part way (a full disk) is cut
 // back off the segment, so the segment stays whole and in use: a full disk
 // leaves no trail of empty segments behind. Owned by one thread.
+//
+// A disk smaller than a segment: the segment being written is deleted only
+// once it is finished (rotated) and acknowledged, so a segment that cannot
+// fit would fill the disk with nothing to free. Each new segment is therefore
+// at most an eighth of the space its file system has free when it opens (not
+// below kMinSegmentBytes): on a small disk segments rotate early, and the
+// forwarder frees each as soon as the collector has stored it.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +46,8 @@ class SpoolWriter {
   const std::string& directory() const { return dir_; }
 
  private:
+  static constexpr uint64_t kMinSegmentBytes = 32 * 1024;
+
   bool open_segment(uint32_t index);
   bool fail(Failure failure, std::string message);
   uint64_t bytes_on_disk() const;
@@ -48,6 +57,7 @@ class SpoolWriter {
   uint32_t segment_ = 0;
   uint64_t segment_size_ = 0;
   uint64_t segment_bytes_ = 0;
+  uint64_t segment_limit_ = 0;  // this segment's: segment_bytes_, or less on a small disk
   uint64_t max_total_bytes_ = 0;
   uint64_t total_at_rotation_ = 0;  // bytes of the folder's other segments when this one opened
   std::string error_;
