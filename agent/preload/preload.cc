@@ -150,14 +150,18 @@ MainFn g_real_main = nullptr;
 
 // The folder holding castscope/ and castscope_boot/: the one above this
 // shim when installed from the wheel (site-packages/castscope/), else the
-// source tree's agent/python that this build came from.
+// source tree's agent/python that this build came from, named in the file
+// castscope-python-dir beside the shim (agent/preload/CMakeLists.txt).
+// Empty when neither is there.
 std::string python_package_root() {
   char resolved[PATH_MAX];
-  if (realpath(own_directory().c_str(), resolved) != nullptr) {  // absolute, whatever LD_PRELOAD said
-    const std::string installed = directory_of(resolved);
-    if (access((installed + "/castscope_boot/sitecustomize.py").c_str(), R_OK) == 0) return installed;
-  }
-  return CASTSCOPE_PYTHON_DIR;
+  if (realpath(own_directory().c_str(), resolved) == nullptr) return "";  // absolute, whatever LD_PRELOAD said
+  const std::string installed = directory_of(resolved);
+  if (access((installed + "/castscope_boot/sitecustomize.py").c_str(), R_OK) == 0) return installed;
+  std::ifstream named(std::string(resolved) + "/castscope-python-dir");
+  std::string source_tree;
+  std::getline(named, source_tree);
+  return source_tree;
 }
 
 // A Python interpreter reads PYTHONPATH when main starts: putting castscope's
@@ -167,7 +171,13 @@ void prepare_python() {
   // Only castscope_boot: its sitecustomize imports the castscope package
   // beside it, so the folder above (a whole site-packages, for the wheel) never
   // comes before the job's own standard library and packages.
-  const std::string boot = python_package_root() + "/castscope_boot";
+  const std::string root = python_package_root();
+  if (root.empty()) {
+    std::fprintf(stderr, "castscope: preload: no castscope package beside %s (castscope_boot/) nor a "
+                         "castscope-python-dir file; Python is not attached\n", own_directory().c_str());
+    return;
+  }
+  const std::string boot = root + "/castscope_boot";
   std::string path = boot;
   if (const char* existing = std::getenv("PYTHONPATH"); existing != nullptr && *existing != '\0') {
     if (std::string(existing).find(boot) != std::string::npos) return;

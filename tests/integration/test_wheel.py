@@ -98,6 +98,10 @@ def test_the_wheel_holds_everything_and_requires_its_torch(wheel):
     assert "castscope/__init__.py" in names and "castscope/cli/run.py" in names
     assert "castscope_boot/sitecustomize.py" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith("_test") or "/build/" in n]
+    # No path of the machine that built it (the preload shim once held the source tree's, as a fallback).
+    with zipfile.ZipFile(wheel) as archive:
+        holding = [n for n in names if str(REPO).encode() in archive.read(n)]
+    assert holding == [], holding
     release = torch.__version__.split("+")[0]
     assert f"Requires-Dist: torch=={release}" in metadata.splitlines(), metadata
 
