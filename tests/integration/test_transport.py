@@ -497,12 +497,16 @@ def test_a_replaying_client_does_not_flood_the_collectors_log(tmp_path):
 
 def test_report_without_a_run_id_takes_the_latest_and_says_which(tmp_path):
     db = tmp_path / "store.db"
-    collector = Collector(db)
-    try:
-        with grpc.insecure_channel(collector.address) as channel:
-            assert _ingest(channel, [_hello(agent_id=b"a1"), _cast_batch(b"older", [8, 3], 96, agent_id=b"a1")]) is None
-    finally:
-        collector.stop()
+
+    def store_a_run(run_id: bytes, agent_id: bytes) -> None:
+        collector = Collector(db)
+        try:
+            with grpc.insecure_channel(collector.address) as channel:
+                assert _ingest(channel, [_hello(agent_id=agent_id), _cast_batch(run_id, [8, 3], 96, agent_id=agent_id)]) is None
+        finally:
+            collector.stop()
+
+    store_a_run(b"older", b"a1")
 
     def report(*args: str):
         return subprocess.run([*CASTSCOPE, "report", "--db", str(db), *args], capture_output=True, text=True,
@@ -512,12 +516,7 @@ def test_report_without_a_run_id_takes_the_latest_and_says_which(tmp_path):
     assert only.returncode == 0, only.stderr
     assert f"castscope report: no run id given; {db}: its only run, older" in only.stderr
     time.sleep(0.01)
-    collector = Collector(db)
-    try:
-        with grpc.insecure_channel(collector.address) as channel:
-            assert _ingest(channel, [_hello(agent_id=b"a2"), _cast_batch(b"newer", [8, 3], 96, agent_id=b"a2")]) is None
-    finally:
-        collector.stop()
+    store_a_run(b"newer", b"a2")
     latest = report("--json", str(tmp_path / "latest.json"))
     assert latest.returncode == 0, latest.stderr
     assert "the latest of its 2 runs" in latest.stderr and latest.stderr.rstrip().endswith(", newer")

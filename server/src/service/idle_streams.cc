@@ -25,6 +25,20 @@ IdleStreams::~IdleStreams() {
   sweeper_.join();
 }
 
+std::vector<std::shared_ptr<IdleTrackedStream>> IdleStreams::live() {
+  std::vector<std::shared_ptr<IdleTrackedStream>> out;
+  std::lock_guard lock(mutex_);
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    if (auto stream = it->lock()) {
+      out.push_back(std::move(stream));
+      ++it;
+    } else {
+      it = streams_.erase(it);
+    }
+  }
+  return out;
+}
+
 void IdleStreams::add(std::weak_ptr<IdleTrackedStream> stream) {
   std::lock_guard lock(mutex_);
   streams_.push_back(std::move(stream));
@@ -33,18 +47,8 @@ void IdleStreams::add(std::weak_ptr<IdleTrackedStream> stream) {
 bool IdleStreams::evict_idlest() {
   const auto now = std::chrono::steady_clock::now();
   std::shared_ptr<IdleTrackedStream> idlest;
-  {
-    std::lock_guard lock(mutex_);
-    for (auto it = streams_.begin(); it != streams_.end();) {
-      auto stream = it->lock();
-      if (!stream) {
-        it = streams_.erase(it);
-        continue;
-      }
-      if (!idlest || stream->last_message() < idlest->last_message()) idlest = std::move(stream);
-      ++it;
-    }
-  }
+  for (auto& stream : live())
+    if (!idlest || stream->last_message() < idlest->last_message()) idlest = std::move(stream);
   // Ended outside the lock: ending takes the stream's own lock.
   if (!idlest || now - idlest->last_message() < policy_.evict_after) return false;
   const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(now - idlest->last_message());
@@ -56,26 +60,17 @@ bool IdleStreams::evict_idlest() {
 }
 
 void IdleStreams::sweep(std::chrono::steady_clock::time_point now) {
-  std::vector<std::pair<std::shared_ptr<IdleTrackedStream>, std::string>> due;
-  {
-    std::lock_guard lock(mutex_);
-    for (auto it = streams_.begin(); it != streams_.end();) {
-      auto stream = it->lock();
-      if (!stream) {
-        it = streams_.erase(it);
-        continue;
-      }
-      const auto idle = now - stream->last_message();
-      if (!stream->greeted() && idle >= policy_.hello_limit) {
-        due.emplace_back(std::move(stream), "no Hello in " + seconds(policy_.hello_limit) + " (--stream-hello-s)");
-      } else if (policy_.idle_limit.count() > 0 && idle >= policy_.idle_limit) {
-        due.emplace_back(std::move(stream), "no message in " + seconds(policy_.idle_limit) + " (--stream-idle-s)");
-      }
-      ++it;
+  // Ended outside the lock: ending takes the stream's own lock.
+  for (auto& stream : live()) {
+    const auto idle = now - stream->last_message();
+    std::string why;
+    if (!stream->greeted() && idle >= policy_.hello_limit) {
+      why = "no Hello in " + seconds(policy_.hello_limit) + " (--stream-hello-s)";
+    } else if (policy_.idle_limit.count() > 0 && idle >= policy_.idle_limit) {
+      why = "no message in " + seconds(policy_.idle_limit) + " (--stream-idle-s)";
     }
+    if (!why.empty() && stream->end_idle("ended: " + why)) on_ended_(false);
   }
-  for (auto& [stream, why] : due)
-    if (stream->end_idle("ended: " + why)) on_ended_(false);
 }
 
 void IdleStreams::run() {

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace castscope::collector {
 
@@ -60,6 +61,9 @@ class IdleStreams {
 
  private:
   void run();
+  // The streams still open (the ended ones forgotten); ended outside the lock,
+  // since ending takes the stream's own lock.
+  std::vector<std::shared_ptr<IdleTrackedStream>> live();
 
   const IdlePolicy policy_;
   const std::function<void(bool evicted)> on_ended_;
