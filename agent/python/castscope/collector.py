@@ -142,9 +142,9 @@ class Delivery:
         self.say = say or (lambda text: print(text, file=sys.stderr))
         self.restarted: dict[str, int] = {}
         self.left_running: set[str] = set()
-        self._children: list[subprocess.Popen] = []
-        # Per folder, the replacement running now: trusted over the status file,
-        # which a full disk keeps naming the forwarder that died.
+        # Per folder, our latest replacement: trusted over the status file, which a
+        # full disk keeps naming the forwarder that died. One replaces another only
+        # once poll() has reaped it, so these are all the children still to reap.
         self._replacing: dict[str, subprocess.Popen] = {}
         self._give_up_at = time.monotonic() + give_up_after_s
 
@@ -169,7 +169,6 @@ class Delivery:
                                      start_new_session=True)
         finally:
             os.close(fd)
-        self._children.append(child)
         self._replacing[agent_dir.name] = child
         self.say(f"castscope: the forwarder of {agent_dir.name} ended before delivering everything; started "
                  f"another to deliver the rest (it gives up after {left_s} s, what is left of the run's "
@@ -178,7 +177,7 @@ class Delivery:
 
     def waiting_for(self) -> list[tuple[pathlib.Path, dict | None]]:
         """Folders still being delivered, after restarting what needs it."""
-        for child in self._children:
+        for child in self._replacing.values():
             child.poll()  # ours to reap
         waiting = []
         folders = sorted(p for p in self.spool_dir.iterdir() if p.is_dir()) if self.spool_dir.is_dir() else []
@@ -218,7 +217,7 @@ class Delivery:
         while True:
             waiting = self.waiting_for()
             if not waiting:
-                for child in self._children:
+                for child in self._replacing.values():
                     child.wait()
                 return pending_spool(self.spool_dir)
             now = time.monotonic()
