@@ -160,6 +160,8 @@ const Field kFields[] = {
             [](AgentConfig& c, uint64_t n) { c.spool_max_bytes = n; }),
     integer("spool_segment_bytes", 4096, kUint64Max, "spool_segment_bytes must be at least 4096",
             [](AgentConfig& c, uint64_t n) { c.spool_segment_bytes = n; }),
+    integer("spool_backlog_bytes", 0, uint64_t{1} << 30, "spool_backlog_bytes must be between 0 and 1073741824",
+            [](AgentConfig& c, uint64_t n) { c.spool_backlog_bytes = n; }),
     {"gpu_timing",
      [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
        using Mode = GpuTimingConfig::Mode;

@@ -101,6 +101,10 @@ struct AgentConfig {
   size_t batch_events = 4096;
   uint64_t spool_max_bytes = uint64_t{1} << 30;
   uint64_t spool_segment_bytes = uint64_t{16} << 20;
+  // Batches a full spool disk cannot take yet wait in memory up to this
+  // (common/spool/spool_backlog.h); 0: dropped at once. Used only while the
+  // disk is full, so it is not part of the rings' steady budget above.
+  uint64_t spool_backlog_bytes = uint64_t{4} << 20;
   std::string policy_hash;  // computed from the loaded files, not configured
   ProbeConfig probe;        // op probe windows (op_probe.h); its op lists come from the policy
   GpuTimingConfig gpu;

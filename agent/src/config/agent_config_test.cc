@@ -77,6 +77,7 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
                     {"batch_events", 100},
                     {"spool_max_bytes", 1 << 20},
                     {"spool_segment_bytes", 1 << 16},
+                    {"spool_backlog_bytes", 1 << 18},
                     {"probe", false},
                     {"probe_iterations", 3},
                     {"probe_every_iterations", 0},
@@ -135,6 +136,7 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config.batch_events, 100u);
   EXPECT_EQ(config.spool_max_bytes, 1u << 20);
   EXPECT_EQ(config.spool_segment_bytes, 1u << 16);
+  EXPECT_EQ(config.spool_backlog_bytes, 1u << 18);
   EXPECT_FALSE(config.probe.enabled);
   EXPECT_EQ(config.probe.iterations, 3u);
   EXPECT_EQ(config.probe.every_iterations, 0u);

@@ -49,6 +49,7 @@
 #include "common/log/log.h"
 #include "common/version/castscope_version.h"
 #include "common/spool/accounting_file.h"
+#include "common/spool/spool_backlog.h"
 #include "common/spool/spool_writer.h"
 
 namespace castscope {
@@ -393,6 +394,8 @@ class Agent {
                 {"forwarder_restarts", forwarder_restarts_.load()},
                 {"batches_written", batches_written_},
                 {"batches_lost", losses_.batches()},
+                {"batches_waiting", backlog_.batches()},
+                {"backlog_peak_bytes", backlog_.peak_bytes()},
                 {"spool_error", spool_error_},
                 {"gpu_timing", gpu_timing_summary()},
                 {"gpu_records_dropped", stats.gpu_records_dropped},
@@ -473,6 +476,7 @@ class Agent {
     if (exporter_.joinable()) exporter_.join();
     process_recording_state().events.record(cache_sample_record(process_recording_state(), SampleTrigger::kStop));
     drain_to_writer(/*counters=*/true);
+    drain_backlog_before_final();
     write_stats(/*final=*/true);
     {
       std::lock_guard<std::mutex> io(io_mutex_);
@@ -517,6 +521,7 @@ class Agent {
     if (const std::string problem = accounting_.open(agent_dir); !problem.empty())
       log::warn(problem + "; if the disk fills up, the run's drop count may not reach the collector");
     losses_ = SpoolLosses();
+    backlog_ = SpoolBacklog(config.spool_backlog_bytes);
     identity_run_id_ = identity.run_id;
     encoder_ = std::make_unique<BatchEncoder>(std::move(identity));
     sequence_ = 0;
@@ -593,11 +598,14 @@ class Agent {
     const size_t events = encoder_->record_events();
     const EventLogStats stats = process_recording_state().events.stats();
     const std::string payload = encoder_->finish(++sequence_, stats.recorded, stats.dropped, final);
-    if (spool_.append(payload)) {
-      ++batches_written_;
-      return;
-    }
+    if (backlog_.append(spool_, {payload, events}, batches_written_) != SpoolBacklog::Outcome::kRefused) return;
     --sequence_;  // nothing went out under this number
+    count_lost(events, final);
+  }
+
+  // A batch of `events` events will never be written: counted, and the
+  // accounting file says so in case no later batch does.
+  void count_lost(uint64_t events, bool final) {
     process_recording_state().events.count_lost(events);
     losses_.count(spool_.failure(), spool_.error(), events, std::chrono::steady_clock::now());
     spool_error_ = spool_.error();
@@ -606,6 +614,28 @@ class Agent {
     // under the number the lost one would have had).
     const EventLogStats after = process_recording_state().events.stats();
     accounting_.write(encoder_->finish(sequence_ + 1, after.recorded, after.dropped, final));
+  }
+
+  // At the end, the batches still waiting for space go out before the final
+  // one, while the forwarder keeps freeing space; once it frees none for a
+  // second they are dropped and counted.
+  void drain_backlog_before_final() {
+    std::unique_lock<std::mutex> io(io_mutex_);
+    auto last_progress = std::chrono::steady_clock::now();
+    while (!backlog_.empty()) {
+      if (const uint64_t written = backlog_.flush(spool_); written > 0) {
+        batches_written_ += written;
+        last_progress = std::chrono::steady_clock::now();
+        continue;
+      }
+      if (std::chrono::steady_clock::now() - last_progress >= std::chrono::seconds(1)) break;
+      io.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      io.lock();
+    }
+    const auto waiting = backlog_.take_all();
+    sequence_ -= waiting.size();  // they were the newest numbers: no gap
+    for (const auto& batch : waiting) count_lost(batch.events, /*final=*/false);
   }
 
   // `counters`: aggregate mode's counters too (EventLog::drain_counters).
@@ -632,6 +662,7 @@ class Agent {
         process_recording_state().events.count_internal_error();
       }
     };
+    batches_written_ += backlog_.flush(spool_);  // space the forwarder freed since the last tick
     size_t n = process_recording_state().events.drain(sink);
     if (counters) n += process_recording_state().events.drain_counters(sink);
     writer_.flush();
@@ -689,6 +720,7 @@ class Agent {
   JsonlWriter writer_;
   std::unique_ptr<BatchEncoder> encoder_;
   SpoolWriter spool_;
+  SpoolBacklog backlog_;  // batches waiting for space on a full spool disk
   uint64_t sequence_ = 0;
   uint64_t batches_written_ = 0;
   std::string spool_error_;
