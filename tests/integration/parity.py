@@ -72,5 +72,5 @@ def steady_state(windows: bool) -> dict:
     kernel records every cast as it is made, through cached_cast), or with no
     window at all, so every op runs the kernels' steady state
     (casts recorded after the op, some made directly: make_cast in
-    agent/src/dispatch/dispatch.cc)."""
+    agent/src/dispatch/kernel_core.h)."""
     return {} if windows else {"probe": False, "numerics": False}

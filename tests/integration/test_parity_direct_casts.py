@@ -1,5 +1,5 @@
 """Casts castscope makes without Tensor::to's dispatch (make_cast's `direct`
-in agent/src/dispatch/dispatch.cc, cast_without_dispatch.h: at::_to_copy, the
+in agent/src/dispatch/kernel_core.h, cast_without_dispatch.h: at::_to_copy, the
 op to() calls, after the RecordFunction draw to's dispatch takes) against
 native autocast, to everything that can look at a cast: its tensor, autograd's
 graph and gradients, a profiler's list of ops (thread-local RecordFunction

@@ -3,7 +3,7 @@
 // For a cast the cast cache would not keep, Tensor::to(dtype) dispatches
 // aten::to.dtype, whose only kernel (composite) calls at::_to_copy with the
 // dtype alone. castscope calls at::_to_copy itself (make_cast's `direct` in
-// dispatch.cc): the same kernel and the same tensor, without to's dispatch
+// kernel_core.h): the same kernel and the same tensor, without to's dispatch
 // and wrapper. What to's dispatch does besides, and what could see the
 // difference, is kept: the RecordFunction draw its dispatch takes (so a
 // profiler, an execution-trace observer and a sampled observer see and sample

@@ -45,7 +45,7 @@ class DispatchRegistry {
   // could not be registered); those ops keep their native kernel.
   std::vector<std::string> register_policies(const PolicySet& policies);
   size_t registered_ops() const { return registered_; }
-  // Of those, the ops whose kernel is called unboxed (dispatch.cc, unboxed_kernel).
+  // Of those, the ops whose kernel is called unboxed (dispatch.cc, unboxed_kernel; unboxed_autocast_kernel.h).
   size_t registered_unboxed_ops() const { return registered_unboxed_; }
   // The order its kernels cast an op's arguments in: native autocast's, as
   // register_policies read it before replacing the native kernels.

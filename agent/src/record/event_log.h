@@ -156,7 +156,7 @@ class EventLog {
   bool needs_drain();
 
   void count_internal_error() { internal_errors_.fetch_add(1, std::memory_order_relaxed); }
-  // `n` casts the calling thread's kernels made with at::_to_copy (dispatch.cc,
+  // `n` casts the calling thread's kernels made with at::_to_copy (kernel_core.h,
   // make_cast's `direct`): into the thread's ring slot, no shared counter on
   // the hot path. direct_casts(): every thread's so far (the agent's status).
   void count_direct_casts(ThreadBlock& thread, uint64_t n);
