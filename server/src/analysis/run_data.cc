@@ -14,7 +14,7 @@ namespace {
 
 // A location's stack (a JSON array of "file:line function", innermost first)
 // whose second frame is the traced Python line that called into TorchScript
-// (agent: dispatch.cc with_calling_line). Only TorchScript locations made
+// (agent: op_context.cc with_calling_line). Only TorchScript locations made
 // while a trace recorded have a stack; any other shape leaves `site` as is.
 void called_from(const std::vector<std::string>& frames, SiteRef& site) {
   if (frames.size() != 2) return;
