@@ -1,6 +1,7 @@
-// Lifecycle of the agent: configuration, policy loading and checking, kernel
-// registration, and the exporter thread that drains rings into the dump.
-#include "castscope/agent.h"
+// The agent's lifecycle (agent.h): configuration, policy loading and
+// checking, kernel registration, and the exporter thread that drains rings
+// into the dump and the spool.
+#include "agent/src/runtime/agent.h"
 
 #include <c10/util/Exception.h>
 #include <c10/util/hash.h>
@@ -122,16 +123,6 @@ ProcessIdentity current_identity() {
   return ProcessIdentity{static_cast<uint32_t>(getpid()), env_int("RANK"), env_int("LOCAL_RANK"), env_int("WORLD_SIZE")};
 }
 
-json findings_json(const std::vector<PolicyFinding>& findings) {
-  json out = json::array();
-  for (const auto& f : findings)
-    out.push_back({{"severity", f.severity == PolicyFinding::Severity::kError ? "error" : "warning"},
-                   {"kind", f.kind},
-                   {"device", f.device},
-                   {"op", f.op},
-                   {"message", f.message}});
-  return out;
-}
 
 // Swallows the dispatcher's "overriding a previously registered kernel"
 // warning while castscope registers (overriding is the point); forwards the rest.
@@ -147,938 +138,542 @@ class OverrideWarningFilter : public c10::WarningHandler {
   c10::WarningHandler* next_;
 };
 
-class Agent {
- public:
-  static Agent& instance() {
-    static Agent* agent = new Agent();  // leaked: exporter may outlive statics
-    return *agent;
+}  // namespace
+
+json findings_json(const std::vector<PolicyFinding>& findings) {
+  json out = json::array();
+  for (const auto& f : findings)
+    out.push_back({{"severity", f.severity == PolicyFinding::Severity::kError ? "error" : "warning"},
+                   {"kind", f.kind},
+                   {"device", f.device},
+                   {"op", f.op},
+                   {"message", f.message}});
+  return out;
+}
+
+Agent& Agent::instance() {
+  static Agent* agent = new Agent();  // leaked: exporter may outlive statics
+  return *agent;
+}
+
+int Agent::start(const char* config_text, std::string& error) {
+  std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+  if (registry_ != nullptr) {
+    error = "castscope: the agent is already started";
+    return 1;
   }
-
-  // castscope_agent_start's status for a policy that cannot run here (agent.h).
-  static constexpr int kPolicyRefused = 2;
-
-  int start(const char* config_text, std::string& error) {
-    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
-    if (registry_ != nullptr) {
-      error = "castscope: the agent is already started";
-      return 1;
-    }
-    AgentConfig config;
-    error = parse_agent_config(config_text, config);
-    if (!error.empty()) return 1;
-    if (config.torch_version.empty()) config.torch_version = TORCH_VERSION;
-    PolicySet policies = load_policy_files(config.policy_files);
-    if (!policies.ok()) {
-      error = "castscope: policy refused, castscope does not take over autocast (native autocast keeps working):";
-      for (const auto& e : policies.errors) error += "\n  " + e.str();
-      return kPolicyRefused;
-    }
-    config.policy_hash = policy_hash(policies);
-    callables_ = callables_json(policies);
-    config.probe.lower_precision_ops = lower_precision_ops(policies);
-    std::vector<PolicyFinding> findings = check_policy_against_dispatcher(policies);
-    for (const auto& f : findings) {
-      if (f.severity == PolicyFinding::Severity::kError) {
-        error += (error.empty() ? "castscope: policy refused, castscope does not take over autocast (native autocast keeps working):" : "");
-        error += "\n  " + f.message;
-      } else {
-        log::info("policy check: " + f.message);
-      }
-    }
-    if (!error.empty()) return kPolicyRefused;
-
-    if (const auto pid_at = config.events_path.find("{pid}"); pid_at != std::string::npos)
-      config.events_path.replace(pid_at, 5, std::to_string(getpid()));
-    {
-      std::lock_guard<std::mutex> io(io_mutex_);
-      if (!config.events_path.empty()) {
-        error = writer_.open(config.events_path);
-        if (!error.empty()) {
-          error = "castscope: " + error;
-          return 1;
-        }
-      }
-    }
-    error = open_transport(config);
-    if (!error.empty()) {
-      std::lock_guard<std::mutex> io(io_mutex_);
-      writer_.close();
-      return 1;
-    }
-    // Aggregate mode: rings carry a step's counters, samples and GPU records,
-    // no per-event records, so they are smaller and counter tables fit
-    // beside them in the same budget (docs/aggregate.md, "Memory").
-    const size_t ring_records =
-        config.aggregate ? std::min(config.ring_records, std::max<size_t>(4 * config.aggregate_max_keys, 1024))
-                         : config.ring_records;
-    process_recording_state().events.configure(ring_records, config.max_threads);
-    process_recording_state().events.configure_aggregate(config.aggregate, config.aggregate_max_keys);
-    process_recording_state().events.begin_session();  // an agent's counts are its own, not the process's
-    gpu_timing_ = start_gpu_timing(config, process_recording_state().events);
-    gpu_yields_ = 0;
-    start_cublaslt_logger(config);
-    set_torch_dir(config.internal_path_prefix);
-    forget_resolved_jit_sites();
-    g_record_events.store(config.record_events, std::memory_order_relaxed);
-
-    auto registry = std::make_unique<DispatchRegistry>(process_recording_state());
-    std::vector<std::string> registration_errors;
-    {
-      OverrideWarningFilter filter(c10::WarningUtils::get_warning_handler());
-      c10::WarningUtils::WarningHandlerGuard guard(&filter);
-      registration_errors = registry->register_policies(policies);
-    }
-    if (!registration_errors.empty()) {
-      registry.reset();  // unregisters what did register: all or nothing
-      stop_gpu_timing();
-      stop_cublaslt_logger();
-      std::lock_guard<std::mutex> io(io_mutex_);
-      writer_.close();
-      close_transport();
-      error = "castscope: could not register every policy entry, native autocast stays in place:";
-      for (const auto& e : registration_errors) error += "\n  " + e;
-      return 1;
-    }
-    registry_ = std::move(registry);
-    register_jit_cast_lines();  // graphs optimized from now on name the line of each JIT-inserted cast
-    attached_.store(true, std::memory_order_release);
-    iteration_.store(0);
-    process_recording_state().steps.store(0);
-    process_recording_state().cast_cache.set_sample_every_misses(config.record_events ? config.cache_sample_every_misses : 0);
-    config_ = config;
-    findings_ = std::move(findings);
-    stop_exporter_ = false;
-    exporter_ = std::thread([this] { export_loop(); });
-    if (config_.record_events) {
-      probe_start(config_.probe);
-      numerics_start(config_.numerics);
-    }
-    static std::once_flag fork_handler;
-    std::call_once(fork_handler, [] {
-      pthread_atfork([] { Agent::instance().before_fork(); }, [] { Agent::instance().after_fork_in_parent(); },
-                     [] { Agent::instance().after_fork_in_child(); });
-    });
-    log::info("attached: " + std::to_string(registry_->registered_ops()) + " op kernels registered");
-    const NativeCastOrder& cast_order = registry_->cast_order();  // as read before registering, not again
-    if (cast_order.read) {
-      log::info(std::string("an op's casts are made ") +
-                (cast_order.right_to_left() ? "right to left" : "left to right") +
-                ", as native autocast makes them");
+  AgentConfig config;
+  error = parse_agent_config(config_text, config);
+  if (!error.empty()) return 1;
+  if (config.torch_version.empty()) config.torch_version = TORCH_VERSION;
+  PolicySet policies = load_policy_files(config.policy_files);
+  if (!policies.ok()) {
+    error = "castscope: policy refused, castscope does not take over autocast (native autocast keeps working):";
+    for (const auto& e : policies.errors) error += "\n  " + e.str();
+    return kPolicyRefused;
+  }
+  config.policy_hash = policy_hash(policies);
+  callables_ = callables_json(policies);
+  config.probe.lower_precision_ops = lower_precision_ops(policies);
+  std::vector<PolicyFinding> findings = check_policy_against_dispatcher(policies);
+  for (const auto& f : findings) {
+    if (f.severity == PolicyFinding::Severity::kError) {
+      error += (error.empty() ? "castscope: policy refused, castscope does not take over autocast (native autocast keeps working):" : "");
+      error += "\n  " + f.message;
     } else {
-      log::warn("could not read the order in which native autocast casts an op's arguments (" +
-                cast_order.unread_because + "): castscope casts them left to right");
-    }
-    return 0;
-  }
-
-  int stop() {
-    if (forked_child_) return 1;
-    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
-    if (registry_ == nullptr) return 1;
-    attached_.store(false, std::memory_order_release);
-    probe_stop();
-    numerics_stop();
-    unregister_jit_cast_lines();
-    registry_.reset();  // native kernels are back from here on
-    if (!finished_) write_out_and_close();
-    finished_ = false;
-    process_recording_state().cast_cache.clear();
-    return 0;
-  }
-
-  // Around fork: the events file is flushed and no write is half done, so
-  // the child's copy of the stdio buffer is empty and cannot be written twice.
-  void before_fork() {
-    probe_before_fork();
-    io_mutex_.lock();
-    writer_.flush();
-    EventLog::before_fork();  // a child's exiting threads give their rings back under it
-  }
-  void after_fork_in_parent() {
-    EventLog::after_fork();
-    io_mutex_.unlock();
-    probe_after_fork_in_parent();
-  }
-
-  // A forked child (a DataLoader worker) inherits the kernels but not the
-  // exporter thread, and shares the parent's events file. It keeps casting
-  // exactly as native and records nothing; the parent's buffered events are
-  // the parent's to write. Processes started with exec get their own agent.
-  void after_fork_in_child() {
-    EventLog::after_fork();
-    io_mutex_.unlock();
-    probe_after_fork_in_child();
-    numerics_after_fork_in_child();
-    g_record_events.store(false, std::memory_order_relaxed);
-    attached_.store(false, std::memory_order_relaxed);  // no samples either: their locks may be held
-    forget_gpu_timing_in_child();
-    forked_child_ = true;
-    if (exporter_.joinable()) exporter_.detach();  // the thread does not exist here
-  }
-
-  void finish() {
-    if (forked_child_) return;
-    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
-    if (registry_ == nullptr || finished_) return;
-    finished_ = true;
-    // The last window's counts go out before the final drain.
-    numerics_stop();
-    g_record_events.store(false, std::memory_order_relaxed);
-    probe_stop();
-    write_out_and_close();
-  }
-
-  void mark_iteration() {
-    if (!attached() || !g_record_events.load(std::memory_order_relaxed)) return;
-    const uint64_t iteration = iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
-    process_recording_state().steps.store(iteration, std::memory_order_relaxed);
-    // Aggregate mode: this thread's counters of the step go out before its
-    // sample, and later ones remember the new step count.
-    if (process_recording_state().events.aggregating()) {
-      process_recording_state().events.flush_thread_counters();
-      process_recording_state().events.set_iteration(iteration);
-    }
-    // Through the thread's ring, so the sample stays in order with its casts.
-    process_recording_state().events.record(cache_sample_record(process_recording_state(), SampleTrigger::kIteration));
-    probe_on_iteration(iteration);
-    numerics_on_iteration(iteration);
-    gpu_timing_on_step(iteration);
-  }
-
-  bool attached() const { return attached_.load(std::memory_order_acquire); }
-
-  void gpu_profiler(bool begin) {
-    if (forked_child_) return;  // the parent's locks and CUPTI are not the child's to use
-    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
-    if (registry_ == nullptr) return;
-    if (!begin) {
-      resume_gpu_timing();
-    } else if (yield_gpu_timing()) {
-      ++gpu_yields_;
-      log::info("GPU timing steps aside while torch.profiler collects GPU activity");
+      log::info("policy check: " + f.message);
     }
   }
+  if (!error.empty()) return kPolicyRefused;
 
-  // The run's GPU timing state for stats events and the status.
-  std::string gpu_timing_summary() const {
-    // Paused now, or turned off after a good start (CUPTI refused to be taken back): say so.
-    const std::string live = live_gpu_timing_state();
-    if (live.rfind("paused", 0) == 0) return live;
-    if (gpu_timing_ == "on" && live.rfind("off:", 0) == 0 && live != "off: stopped") return live;
-    if (gpu_yields_ == 0) return gpu_timing_;
-    return gpu_timing_ + "; stepped aside for torch.profiler " + std::to_string(gpu_yields_) +
-           (gpu_yields_ == 1 ? " time" : " times") + " (its GPU activity is in the profiler's trace)";
-  }
-
-  long flush() {
-    if (forked_child_) return 0;
-    const long n = static_cast<long>(drain_to_writer(/*counters=*/true));
-    write_stats();
-    return n;
-  }
-
-  std::string status() {
-    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
-    const EventLogStats stats = process_recording_state().events.stats();
-    json out = {{"attached", registry_ != nullptr},
-                {"ops_registered", registry_ != nullptr ? registry_->registered_ops() : 0},
-                {"events_recorded", stats.recorded},
-                {"events_dropped", stats.dropped},
-                {"internal_errors", stats.internal_errors},
-                {"direct_casts", process_recording_state().events.direct_casts()},
-                {"events_path", config_.events_path},
-                {"run_id", identity_run_id_},
-                {"spool_dir", spool_.directory()},
-                {"collector", config_.collector},
-                {"forwarder_pid", forwarder_pid_.load()},
-                {"forwarder_restarts", forwarder_restarts_.load()},
-                {"batches_written", batches_written_},
-                {"batches_lost", losses_.batches()},
-                {"batches_waiting", backlog_.batches()},
-                {"backlog_peak_bytes", backlog_.peak_bytes()},
-                {"spool_error", spool_error_},
-                {"gpu_timing", gpu_timing_summary()},
-                {"gpu_records_dropped", stats.gpu_records_dropped},
-                {"gpu_own_kernels", gpu_own_kernels()},
-                {"numerics_window_open", numerics_window_open()},
-                {"numerics_sites_dropped", numerics_sites_dropped()},
-                {"cublaslt_logger", cublaslt_logger_status()},
-                {"policy_files", config_.policy_files},
-                {"policy_hash", config_.policy_hash},
-                {"policy_findings", findings_json(findings_)},
-                {"callable_overlays", registry_ != nullptr ? callables_ : json::array()},
-                {"overlay_errors", stats.overlay_errors}};
-    return out.dump(-1, ' ', false, json::error_handler_t::replace);
-  }
-
- private:
-  void export_loop() noexcept {
-    try {
-      export_until_stopped();
-    } catch (...) {
-      // Out of memory or a broken file: stop exporting, never kill the job.
-      process_recording_state().events.count_internal_error();
-      log::error("the exporter stopped after an internal error; events stay in memory until the rings fill");
-    }
-  }
-
-  void export_until_stopped() {
-    std::unique_lock<std::mutex> lock(exporter_mutex_);
-    auto next_sample = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.cache_sample_interval_ms);
-    const auto interval = std::chrono::milliseconds(config_.flush_interval_ms);
-    auto last_drain = std::chrono::steady_clock::now();
-    auto next_gpu_flush = last_drain + std::chrono::seconds(1);
-    auto next_counters_flush = last_drain + std::chrono::seconds(1);
-    while (!stop_exporter_) {
-      // Drain at the interval, or as soon as a ring is filling up (a burst of
-      // small ops). The hot path never signals, so it never pays for a wakeup.
-      while (!stop_exporter_ && std::chrono::steady_clock::now() - last_drain < interval &&
-             !process_recording_state().events.needs_drain())
-        exporter_cv_.wait_for(lock, kRingCheckInterval);
-      last_drain = std::chrono::steady_clock::now();
-      lock.unlock();
-      if (std::chrono::steady_clock::now() >= next_sample) {
-        process_recording_state().events.record(cache_sample_record(process_recording_state(), SampleTrigger::kInterval));
-        next_sample += std::chrono::milliseconds(config_.cache_sample_interval_ms);
+  if (const auto pid_at = config.events_path.find("{pid}"); pid_at != std::string::npos)
+    config.events_path.replace(pid_at, 5, std::to_string(getpid()));
+  {
+    std::lock_guard<std::mutex> io(io_mutex_);
+    if (!config.events_path.empty()) {
+      error = writer_.open(config.events_path);
+      if (!error.empty()) {
+        error = "castscope: " + error;
+        return 1;
       }
-      // GPU activity: after each step, and at least every second.
-      if (const uint64_t step = iteration_.load(); step != gpu_flushed_step_ ||
-                                                  std::chrono::steady_clock::now() >= next_gpu_flush) {
-        gpu_flushed_step_ = step;
-        next_gpu_flush = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-        flush_gpu_timing();
-      }
-      gpu_timing_on_tick();
-      // Aggregate mode: every thread's counters at least every second (the
-      // training thread's also go out at each step, mark_iteration).
-      const bool counters = std::chrono::steady_clock::now() >= next_counters_flush;
-      if (counters) next_counters_flush = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-      drain_to_writer(counters);
-      supervise_forwarder();
-      probe_on_tick();
-      numerics_on_tick();
-      lock.lock();
     }
   }
+  error = open_transport(config);
+  if (!error.empty()) {
+    std::lock_guard<std::mutex> io(io_mutex_);
+    writer_.close();
+    return 1;
+  }
+  // Aggregate mode: rings carry a step's counters, samples and GPU records,
+  // no per-event records, so they are smaller and counter tables fit
+  // beside them in the same budget (docs/aggregate.md, "Memory").
+  const size_t ring_records =
+      config.aggregate ? std::min(config.ring_records, std::max<size_t>(4 * config.aggregate_max_keys, 1024))
+                       : config.ring_records;
+  process_recording_state().events.configure(ring_records, config.max_threads);
+  process_recording_state().events.configure_aggregate(config.aggregate, config.aggregate_max_keys);
+  process_recording_state().events.begin_session();  // an agent's counts are its own, not the process's
+  gpu_timing_ = start_gpu_timing(config, process_recording_state().events);
+  gpu_yields_ = 0;
+  start_cublaslt_logger(config);
+  set_torch_dir(config.internal_path_prefix);
+  forget_resolved_jit_sites();
+  g_record_events.store(config.record_events, std::memory_order_relaxed);
 
-  // Stops the exporter, writes what is still buffered, the stop sample and
-  // the final stats, and closes the dump. Shared by stop and finish.
-  void write_out_and_close() {
-    // Before the exporter stops, so it drains the GPU records the final
-    // flush puts into this thread's ring while they arrive.
+  auto registry = std::make_unique<DispatchRegistry>(process_recording_state());
+  std::vector<std::string> registration_errors;
+  {
+    OverrideWarningFilter filter(c10::WarningUtils::get_warning_handler());
+    c10::WarningUtils::WarningHandlerGuard guard(&filter);
+    registration_errors = registry->register_policies(policies);
+  }
+  if (!registration_errors.empty()) {
+    registry.reset();  // unregisters what did register: all or nothing
     stop_gpu_timing();
     stop_cublaslt_logger();
-    {
-      std::lock_guard<std::mutex> wake(exporter_mutex_);
-      stop_exporter_ = true;
+    std::lock_guard<std::mutex> io(io_mutex_);
+    writer_.close();
+    close_transport();
+    error = "castscope: could not register every policy entry, native autocast stays in place:";
+    for (const auto& e : registration_errors) error += "\n  " + e;
+    return 1;
+  }
+  registry_ = std::move(registry);
+  register_jit_cast_lines();  // graphs optimized from now on name the line of each JIT-inserted cast
+  attached_.store(true, std::memory_order_release);
+  iteration_.store(0);
+  process_recording_state().steps.store(0);
+  process_recording_state().cast_cache.set_sample_every_misses(config.record_events ? config.cache_sample_every_misses : 0);
+  config_ = config;
+  findings_ = std::move(findings);
+  stop_exporter_ = false;
+  exporter_ = std::thread([this] { export_loop(); });
+  if (config_.record_events) {
+    probe_start(config_.probe);
+    numerics_start(config_.numerics);
+  }
+  static std::once_flag fork_handler;
+  std::call_once(fork_handler, [] {
+    pthread_atfork([] { Agent::instance().before_fork(); }, [] { Agent::instance().after_fork_in_parent(); },
+                   [] { Agent::instance().after_fork_in_child(); });
+  });
+  log::info("attached: " + std::to_string(registry_->registered_ops()) + " op kernels registered");
+  const NativeCastOrder& cast_order = registry_->cast_order();  // as read before registering, not again
+  if (cast_order.read) {
+    log::info(std::string("an op's casts are made ") +
+              (cast_order.right_to_left() ? "right to left" : "left to right") +
+              ", as native autocast makes them");
+  } else {
+    log::warn("could not read the order in which native autocast casts an op's arguments (" +
+              cast_order.unread_because + "): castscope casts them left to right");
+  }
+  return 0;
+}
+
+int Agent::stop() {
+  if (forked_child_) return 1;
+  std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+  if (registry_ == nullptr) return 1;
+  attached_.store(false, std::memory_order_release);
+  probe_stop();
+  numerics_stop();
+  unregister_jit_cast_lines();
+  registry_.reset();  // native kernels are back from here on
+  if (!finished_) write_out_and_close();
+  finished_ = false;
+  process_recording_state().cast_cache.clear();
+  return 0;
+}
+
+void Agent::before_fork() {
+  probe_before_fork();
+  io_mutex_.lock();
+  writer_.flush();
+  EventLog::before_fork();  // a child's exiting threads give their rings back under it
+}
+
+void Agent::after_fork_in_parent() {
+  EventLog::after_fork();
+  io_mutex_.unlock();
+  probe_after_fork_in_parent();
+}
+
+void Agent::after_fork_in_child() {
+  EventLog::after_fork();
+  io_mutex_.unlock();
+  probe_after_fork_in_child();
+  numerics_after_fork_in_child();
+  g_record_events.store(false, std::memory_order_relaxed);
+  attached_.store(false, std::memory_order_relaxed);  // no samples either: their locks may be held
+  forget_gpu_timing_in_child();
+  forked_child_ = true;
+  if (exporter_.joinable()) exporter_.detach();  // the thread does not exist here
+}
+
+void Agent::finish() {
+  if (forked_child_) return;
+  std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+  if (registry_ == nullptr || finished_) return;
+  finished_ = true;
+  // The last window's counts go out before the final drain.
+  numerics_stop();
+  g_record_events.store(false, std::memory_order_relaxed);
+  probe_stop();
+  write_out_and_close();
+}
+
+void Agent::mark_iteration() {
+  if (!attached() || !g_record_events.load(std::memory_order_relaxed)) return;
+  const uint64_t iteration = iteration_.fetch_add(1, std::memory_order_relaxed) + 1;
+  process_recording_state().steps.store(iteration, std::memory_order_relaxed);
+  // Aggregate mode: this thread's counters of the step go out before its
+  // sample, and later ones remember the new step count.
+  if (process_recording_state().events.aggregating()) {
+    process_recording_state().events.flush_thread_counters();
+    process_recording_state().events.set_iteration(iteration);
+  }
+  // Through the thread's ring, so the sample stays in order with its casts.
+  process_recording_state().events.record(cache_sample_record(process_recording_state(), SampleTrigger::kIteration));
+  probe_on_iteration(iteration);
+  numerics_on_iteration(iteration);
+  gpu_timing_on_step(iteration);
+}
+
+void Agent::gpu_profiler(bool begin) {
+  if (forked_child_) return;  // the parent's locks and CUPTI are not the child's to use
+  std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+  if (registry_ == nullptr) return;
+  if (!begin) {
+    resume_gpu_timing();
+  } else if (yield_gpu_timing()) {
+    ++gpu_yields_;
+    log::info("GPU timing steps aside while torch.profiler collects GPU activity");
+  }
+}
+
+std::string Agent::gpu_timing_summary() const {
+  // Paused now, or turned off after a good start (CUPTI refused to be taken back): say so.
+  const std::string live = live_gpu_timing_state();
+  if (live.rfind("paused", 0) == 0) return live;
+  if (gpu_timing_ == "on" && live.rfind("off:", 0) == 0 && live != "off: stopped") return live;
+  if (gpu_yields_ == 0) return gpu_timing_;
+  return gpu_timing_ + "; stepped aside for torch.profiler " + std::to_string(gpu_yields_) +
+         (gpu_yields_ == 1 ? " time" : " times") + " (its GPU activity is in the profiler's trace)";
+}
+
+long Agent::flush() {
+  if (forked_child_) return 0;
+  const long n = static_cast<long>(drain_to_writer(/*counters=*/true));
+  write_stats();
+  return n;
+}
+
+std::string Agent::status() {
+  std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+  const EventLogStats stats = process_recording_state().events.stats();
+  json out = {{"attached", registry_ != nullptr},
+              {"ops_registered", registry_ != nullptr ? registry_->registered_ops() : 0},
+              {"events_recorded", stats.recorded},
+              {"events_dropped", stats.dropped},
+              {"internal_errors", stats.internal_errors},
+              {"direct_casts", process_recording_state().events.direct_casts()},
+              {"events_path", config_.events_path},
+              {"run_id", identity_run_id_},
+              {"spool_dir", spool_.directory()},
+              {"collector", config_.collector},
+              {"forwarder_pid", forwarder_pid_.load()},
+              {"forwarder_restarts", forwarder_restarts_.load()},
+              {"batches_written", batches_written_},
+              {"batches_lost", losses_.batches()},
+              {"batches_waiting", backlog_.batches()},
+              {"backlog_peak_bytes", backlog_.peak_bytes()},
+              {"spool_error", spool_error_},
+              {"gpu_timing", gpu_timing_summary()},
+              {"gpu_records_dropped", stats.gpu_records_dropped},
+              {"gpu_own_kernels", gpu_own_kernels()},
+              {"numerics_window_open", numerics_window_open()},
+              {"numerics_sites_dropped", numerics_sites_dropped()},
+              {"cublaslt_logger", cublaslt_logger_status()},
+              {"policy_files", config_.policy_files},
+              {"policy_hash", config_.policy_hash},
+              {"policy_findings", findings_json(findings_)},
+              {"callable_overlays", registry_ != nullptr ? callables_ : json::array()},
+              {"overlay_errors", stats.overlay_errors}};
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void Agent::export_loop() noexcept {
+  try {
+    export_until_stopped();
+  } catch (...) {
+    // Out of memory or a broken file: stop exporting, never kill the job.
+    process_recording_state().events.count_internal_error();
+    log::error("the exporter stopped after an internal error; events stay in memory until the rings fill");
+  }
+}
+
+void Agent::export_until_stopped() {
+  std::unique_lock<std::mutex> lock(exporter_mutex_);
+  auto next_sample = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.cache_sample_interval_ms);
+  const auto interval = std::chrono::milliseconds(config_.flush_interval_ms);
+  auto last_drain = std::chrono::steady_clock::now();
+  auto next_gpu_flush = last_drain + std::chrono::seconds(1);
+  auto next_counters_flush = last_drain + std::chrono::seconds(1);
+  while (!stop_exporter_) {
+    // Drain at the interval, or as soon as a ring is filling up (a burst of
+    // small ops). The hot path never signals, so it never pays for a wakeup.
+    while (!stop_exporter_ && std::chrono::steady_clock::now() - last_drain < interval &&
+           !process_recording_state().events.needs_drain())
+      exporter_cv_.wait_for(lock, kRingCheckInterval);
+    last_drain = std::chrono::steady_clock::now();
+    lock.unlock();
+    if (std::chrono::steady_clock::now() >= next_sample) {
+      process_recording_state().events.record(cache_sample_record(process_recording_state(), SampleTrigger::kInterval));
+      next_sample += std::chrono::milliseconds(config_.cache_sample_interval_ms);
     }
-    exporter_cv_.notify_all();
-    if (exporter_.joinable()) exporter_.join();
-    process_recording_state().events.record(cache_sample_record(process_recording_state(), SampleTrigger::kStop));
-    drain_to_writer(/*counters=*/true);
-    drain_backlog_before_final();
-    write_stats(/*final=*/true);
-    {
-      std::lock_guard<std::mutex> io(io_mutex_);
-      writer_.close();
-      losses_.finish();
-      close_transport();
+    // GPU activity: after each step, and at least every second.
+    if (const uint64_t step = iteration_.load(); step != gpu_flushed_step_ ||
+                                                std::chrono::steady_clock::now() >= next_gpu_flush) {
+      gpu_flushed_step_ = step;
+      next_gpu_flush = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      flush_gpu_timing();
     }
-    // A forwarder killed just now would leave the spool undelivered: start
-    // another, which drains it once this process is gone.
+    gpu_timing_on_tick();
+    // Aggregate mode: every thread's counters at least every second (the
+    // training thread's also go out at each step, mark_iteration).
+    const bool counters = std::chrono::steady_clock::now() >= next_counters_flush;
+    if (counters) next_counters_flush = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    drain_to_writer(counters);
     supervise_forwarder();
+    probe_on_tick();
+    numerics_on_tick();
+    lock.lock();
   }
+}
 
-  // Opens the spool folder and starts the forwarder, when configured.
-  std::string open_transport(AgentConfig& config) {
-    if (config.collector.empty() && config.spool_dir.empty()) return "";
-    std::string error;
-    if (config.spool_dir.empty()) config.spool_dir = default_spool_dir(error);
-    if (!error.empty()) return error;
-    AgentIdentity identity;
-    const ProcessIdentity process = current_identity();
-    const char* run_env = std::getenv("CASTSCOPE_RUN_ID");
-    identity.hostname = host_name();
-    // host-pid-start: this process; also the run id of a process on its own.
-    identity.agent_id = safe_id(identity.hostname + "-" + std::to_string(process.pid) + "-" + std::to_string(unix_ms()));
-    identity.run_id = !config.run_id.empty()                          ? config.run_id
-                      : (run_env != nullptr && *run_env != '\0') ? std::string(run_env)
-                                                                    : identity.agent_id;
-    identity.pid = process.pid;
-    identity.rank = process.rank;
-    identity.local_rank = process.local_rank;
-    identity.world_size = process.world_size;
-    identity.torch_version = config.torch_version;
-    identity.castscope_version = kCastscopeVersion;
-    identity.aggregate = config.aggregate;
-    identity.command = config.command;
-    identity.policy_hash = config.policy_hash;
-    identity.policy_files = config.policy_files;
-    const std::string agent_dir = config.spool_dir + "/" + identity.agent_id;
+void Agent::write_out_and_close() {
+  // Before the exporter stops, so it drains the GPU records the final
+  // flush puts into this thread's ring while they arrive.
+  stop_gpu_timing();
+  stop_cublaslt_logger();
+  {
+    std::lock_guard<std::mutex> wake(exporter_mutex_);
+    stop_exporter_ = true;
+  }
+  exporter_cv_.notify_all();
+  if (exporter_.joinable()) exporter_.join();
+  process_recording_state().events.record(cache_sample_record(process_recording_state(), SampleTrigger::kStop));
+  drain_to_writer(/*counters=*/true);
+  drain_backlog_before_final();
+  write_stats(/*final=*/true);
+  {
     std::lock_guard<std::mutex> io(io_mutex_);
-    error = spool_.open(agent_dir, config.spool_segment_bytes, config.spool_max_bytes);
-    if (!error.empty()) return "castscope: " + error;
-    if (const std::string problem = accounting_.open(agent_dir); !problem.empty())
-      log::warn(problem + "; if the disk fills up, the run's drop count may not reach the collector");
-    losses_ = SpoolLosses();
-    backlog_ = SpoolBacklog(config.spool_backlog_bytes);
-    identity_run_id_ = identity.run_id;
-    encoder_ = std::make_unique<BatchEncoder>(std::move(identity));
-    sequence_ = 0;
-    batches_written_ = 0;
-    spool_error_.clear();
-    forwarder_restarts_ = 0;
-    if (!config.collector.empty()) {
-      forwarder_options_ = ForwarderOptions{config.forwarder_path, agent_dir, config.collector, config.token_env,
-                                            config.tls_ca,
-                                            config.spool_dir + "/" + encoder_->identity().agent_id + ".forwarder.log",
-                                            config.give_up_after_s};
-      const int pid = launch_forwarder(forwarder_options_, error);
-      if (pid < 0) {
-        spool_.close();
-        accounting_.close();
-        encoder_.reset();
-        return "castscope: " + error;
-      }
-      forwarder_pid_ = pid;
-    }
-    return "";
+    writer_.close();
+    losses_.finish();
+    close_transport();
   }
+  // A forwarder killed just now would leave the spool undelivered: start
+  // another, which drains it once this process is gone.
+  supervise_forwarder();
+}
 
-  void close_transport() {
-    spool_.close();
-    accounting_.close();
-    encoder_.reset();
-  }
-
-  // The forwarder is our child. It exits 0 once the final batch is stored
-  // and 3 when the collector refuses this agent for good; any other end
-  // (killed, crashed) is restarted on the same spool, which it reads from
-  // its start (the collector drops what it already has). Exporter thread,
-  // and once more at stop.
-  void supervise_forwarder() {
-    std::lock_guard<std::mutex> lock(supervise_mutex_);
-    const int pid = forwarder_pid_.load();
-    if (pid <= 0) return;
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) != pid) return;
-    forwarder_pid_ = 0;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-    const std::string how = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
-                                                : "exited with code " + std::to_string(WEXITSTATUS(status));
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
-      log::error("castscope-forwarder (pid " + std::to_string(pid) + ") " + how +
-                 ": the collector refused this agent; batches stay in " + forwarder_options_.agent_spool_dir +
-                 " (see " + forwarder_options_.log_path + ")");
-      return;
-    }
-    if (forwarder_restarts_ >= kMaxForwarderRestarts) {
-      log::error("castscope-forwarder (pid " + std::to_string(pid) + ") " + how + " after " +
-                 std::to_string(forwarder_restarts_.load()) + " restarts; not restarted again. Batches stay in " +
-                 forwarder_options_.agent_spool_dir + "; load them with: castscope load --db DB " +
-                 forwarder_options_.agent_spool_dir);
-      return;
-    }
-    ++forwarder_restarts_;
-    std::string error;
-    const int restarted = launch_forwarder(forwarder_options_, error);
-    if (restarted < 0) {
-      log::error("castscope-forwarder (pid " + std::to_string(pid) + ") " + how + " and cannot be restarted: " + error);
-      return;
-    }
-    forwarder_pid_ = restarted;
-    log::warn("castscope-forwarder (pid " + std::to_string(pid) + ") " + how + "; restarted as pid " +
-              std::to_string(restarted) + " on the same spool");
-  }
-
-  // Encodes the pending events as one batch and appends it to the spool.
-  // Called with io_mutex_ held.
-  void ship_batch(bool final) {
-    if (!encoder_ || (encoder_->events() == 0 && !final)) return;
-    const size_t events = encoder_->record_events();
-    const EventLogStats stats = process_recording_state().events.stats();
-    const std::string payload = encoder_->finish(++sequence_, stats.recorded, stats.dropped, final);
-    if (backlog_.append(spool_, {payload, events}, batches_written_) != SpoolBacklog::Outcome::kRefused) return;
-    --sequence_;  // nothing went out under this number
-    count_lost(events, final);
-  }
-
-  // A batch of `events` events will never be written: counted, and the
-  // accounting file says so in case no later batch does.
-  void count_lost(uint64_t events, bool final) {
-    process_recording_state().events.count_lost(events);
-    losses_.count(spool_.failure(), spool_.error(), events, std::chrono::steady_clock::now());
-    spool_error_ = spool_.error();
-    // The next batch that gets through carries the new counts; until then,
-    // and for good if none does, the accounting file does (an empty batch
-    // under the number the lost one would have had).
-    const EventLogStats after = process_recording_state().events.stats();
-    accounting_.write(encoder_->finish(sequence_ + 1, after.recorded, after.dropped, final));
-  }
-
-  // At the end, the batches still waiting for space go out before the final
-  // one, while the forwarder keeps freeing space; once it frees none for a
-  // second they are dropped and counted.
-  void drain_backlog_before_final() {
-    std::unique_lock<std::mutex> io(io_mutex_);
-    auto last_progress = std::chrono::steady_clock::now();
-    while (!backlog_.empty()) {
-      if (const uint64_t written = backlog_.flush(spool_); written > 0) {
-        batches_written_ += written;
-        last_progress = std::chrono::steady_clock::now();
-        continue;
-      }
-      if (std::chrono::steady_clock::now() - last_progress >= std::chrono::seconds(1)) break;
-      io.unlock();
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      io.lock();
-    }
-    const auto waiting = backlog_.take_all();
-    sequence_ -= waiting.size();  // they were the newest numbers: no gap
-    for (const auto& batch : waiting) count_lost(batch.events, /*final=*/false);
-  }
-
-  // `counters`: aggregate mode's counters too (EventLog::drain_counters).
-  size_t drain_to_writer(bool counters = false) {
-    std::lock_guard<std::mutex> io(io_mutex_);
-    static const OpMeta no_op;
-    const auto sink = [this](const Record& record) {
-      try {
-        const bool sample = record.kind == RecordKind::kCacheSample;
-        const bool counts = record.kind == RecordKind::kCastCounts || record.kind == RecordKind::kOpCounts;
-        // Only casts, ops, their counters and numerics have a location; the other kinds' union holds something else there.
-        const uint32_t location = record.kind == RecordKind::kCast ? record.cast.location
-                                  : record.kind == RecordKind::kOp ? record.op.location
-                                  : counts                         ? record.counts.key.location
-                                  : record.kind == RecordKind::kNumerics ? record.numerics.location
-                                                                   : 0;
-        const OpMeta& meta = sample ? no_op : op_meta(record.op_id);
-        if (writer_.is_open()) writer_.write_line(record_to_json(record, meta, location_of(location)));
-        if (encoder_) {
-          encoder_->add(record, meta, location, location_of(location));
-          if (encoder_->events() >= config_.batch_events) ship_batch(false);
-        }
-      } catch (...) {
-        process_recording_state().events.count_internal_error();
-      }
-    };
-    batches_written_ += backlog_.flush(spool_);  // space the forwarder freed since the last tick
-    size_t n = process_recording_state().events.drain(sink);
-    if (counters) n += process_recording_state().events.drain_counters(sink);
-    writer_.flush();
-    ship_batch(false);
-    return n;
-  }
-
-  // The stats event; the final one closes the agent's batch stream.
-  void write_stats(bool final = false) {
-    std::lock_guard<std::mutex> io(io_mutex_);
-    const EventLogStats stats = process_recording_state().events.stats();
-    const std::string gpu_timing = gpu_timing_summary();
-    if (encoder_) {
-      encoder_->add_stats(stats, now_ns(), gpu_timing);
-      ship_batch(final);
-    }
-    if (!writer_.is_open()) return;
-    writer_.write_line(stats_to_json(stats, current_identity(), config_.torch_version, now_ns(), gpu_timing));
-    writer_.flush();
-  }
-
-  // Metadata lookups are cached per drain caller: op ids are stable.
-  const OpMeta& op_meta(uint32_t op_id) {
-    if (op_id >= op_cache_.size() || op_cache_[op_id].name.empty() || op_cache_[op_id].arg_names.empty()) {
-      if (op_id >= op_cache_.size()) op_cache_.resize(op_id + 1);
-      op_cache_[op_id] = process_recording_state().events.op_meta(op_id);
-    }
-    return op_cache_[op_id];
-  }
-
-  // Locations never change once interned: cache them on the exporter side.
-  const Location& location_of(uint32_t id) {
-    if (id >= location_cache_.size()) location_cache_.resize(id + 1);
-    if (id != 0 && location_cache_[id].kind == LocationKind::kNone) {
-      Location& location = location_cache_[id];
-      location = process_recording_state().locations.get(id);
-      if (location.kind == LocationKind::kPython || location.kind == LocationKind::kTorchscript)
-        location.source_text = read_source_line(location.file, location.line);
-    }
-    return location_cache_[id];
-  }
-
-  std::atomic<bool> attached_{false};
-  bool forked_child_ = false;
-  bool finished_ = false;  // castscope_agent_finish ran: everything written
-  std::atomic<uint64_t> iteration_{0};
-  std::vector<Location> location_cache_;
-  std::mutex lifecycle_mutex_;
-  std::unique_ptr<DispatchRegistry> registry_;
-  AgentConfig config_;
-  std::vector<PolicyFinding> findings_;
-  json callables_ = json::array();  // module and function overlays of the attached policies
-
-  std::mutex io_mutex_;  // writer_, op_cache_ and the transport below
-  JsonlWriter writer_;
-  std::unique_ptr<BatchEncoder> encoder_;
-  SpoolWriter spool_;
-  SpoolBacklog backlog_;  // batches waiting for space on a full spool disk
-  uint64_t sequence_ = 0;
-  uint64_t batches_written_ = 0;
-  std::string spool_error_;
-  std::string gpu_timing_;  // "on" / "off: why" (gpu_timing_control.h)
-  uint64_t gpu_flushed_step_ = 0;
-  std::atomic<uint64_t> gpu_yields_{0};  // times GPU timing stepped aside for torch.profiler
-  std::string identity_run_id_;
-  spool::AccountingFile accounting_;
-  SpoolLosses losses_;
-
-  std::mutex supervise_mutex_;  // the forwarder's process, below
-  std::atomic<int> forwarder_pid_{0};
-  ForwarderOptions forwarder_options_;
-  std::atomic<int> forwarder_restarts_{0};
-  std::vector<OpMeta> op_cache_;
-
-  std::mutex exporter_mutex_;
-  std::condition_variable exporter_cv_;
-  bool stop_exporter_ = false;
-  std::thread exporter_;
-};
-
-}  // namespace
-}  // namespace castscope
-
-using castscope::Agent;
-
-extern "C" {
-
-int castscope_agent_start(const char* config_json, char* err, size_t err_len) {
+std::string Agent::open_transport(AgentConfig& config) {
+  if (config.collector.empty() && config.spool_dir.empty()) return "";
   std::string error;
-  int rc = 1;
-  try {
-    // Its allocations out of the job's arenas (own_arena_thread.h); c10's
-    // warnings still go to the caller's handler (it is per thread).
-    c10::WarningHandler* const callers_warnings = c10::WarningUtils::get_warning_handler();
-    rc = castscope::OwnArenaThread::process().run([&] {
-      const c10::WarningUtils::WarningHandlerGuard warnings(callers_warnings);
-      return Agent::instance().start(config_json, error);
-    });
-  } catch (const std::exception& e) {
-    error = std::string("castscope: internal error while starting: ") + e.what();
-  } catch (...) {
-    error = "castscope: internal error while starting";
-  }
-  if (rc != 0) {
-    castscope::log::error(error);
-    castscope::copy_out(error, err, err_len);
-  }
-  return rc;
-}
-
-int castscope_agent_stop(void) {
-  try {
-    return Agent::instance().stop();
-  } catch (...) {
-    return 2;
-  }
-}
-
-long castscope_agent_flush(void) {
-  try {
-    return Agent::instance().flush();
-  } catch (...) {
-    return -1;
-  }
-}
-
-size_t castscope_agent_status(char* buf, size_t len) {
-  try {
-    return castscope::copy_out(Agent::instance().status(), buf, len);
-  } catch (...) {
-    return castscope::copy_out("{\"error\": \"status failed\"}", buf, len);
-  }
-}
-
-void castscope_agent_mark_iteration(void) {
-  try {
-    Agent::instance().mark_iteration();
-  } catch (...) {
-    castscope::process_recording_state().events.count_internal_error();
-  }
-}
-
-void castscope_agent_scaler_update(double scale, int found_inf, unsigned long long updates) {
-  if (!Agent::instance().attached()) return;
-  castscope::numerics_on_scaler_update(scale, found_inf != 0, updates);  // noexcept
-}
-
-void castscope_agent_cuda_graph_capture(int begin) { castscope::numerics_cuda_graph_capture(begin != 0); }
-
-void castscope_agent_set_location_reader(unsigned (*reader)(void)) {
-  castscope::g_python_location_reader.store(reader, std::memory_order_release);
-}
-
-void castscope_agent_set_thread_location_reader(unsigned (*reader)(void** thread_state)) {
-  castscope::g_python_thread_location_reader.store(reader, std::memory_order_release);
-}
-
-void castscope_agent_set_tracing_location_reader(unsigned (*reader)(void)) {
-  castscope::g_tracing_location_reader.store(reader, std::memory_order_release);
-}
-
-namespace {
-// The process's compiled graphs (never removed: runs may come until exit).
-castscope::CompiledGraphs& compiled_graphs() {
-  static auto* graphs = new castscope::CompiledGraphs();
-  return *graphs;
-}
-}  // namespace
-
-void castscope_compile_epoch(void) {
-  try {
-    castscope::process_recording_state().compile.new_epoch();
-  } catch (...) {
-    castscope::process_recording_state().events.count_internal_error();
-  }
-}
-
-namespace {
-// castscope_compile_decisions's and castscope_compile_records's texts, each
-// taken once: a caller growing its buffer gets the same text again. A new
-// collection forgets what was not picked up.
-thread_local std::string t_pending_decisions;
-thread_local std::string t_pending_records;
-
-// `pending` (made by `make` when empty) copied into buf; forgotten once it fit.
-size_t copy_out_once(std::string& pending, char* buf, size_t len, std::string (*make)(castscope::RecordingState&)) {
-  auto& runtime = castscope::process_recording_state();
-  try {
-    if (pending.empty()) pending = make(runtime);
-    const size_t needed = castscope::copy_out(pending, buf, len);
-    if (needed < len) pending.clear();
-    return needed;
-  } catch (...) {
-    runtime.events.count_internal_error();
-    return castscope::copy_out("[]", buf, len);
-  }
-}
-}  // namespace
-
-void castscope_compile_collect(int on) {
-  if (on != 0) {
-    t_pending_decisions.clear();
-    t_pending_records.clear();
-  }
-  castscope::CompileCapture::set_collecting(on != 0);
-}
-
-void castscope_internal_error(const char* what) {
-  try {
-    castscope::log::warn(what != nullptr ? what : "internal error");
-  } catch (...) {
-  }
-  castscope::process_recording_state().events.count_internal_error();
-}
-
-size_t castscope_compile_decisions(char* buf, size_t len) {
-  return copy_out_once(t_pending_decisions, buf, len, [](castscope::RecordingState& runtime) {
-    return castscope::compile_decisions_json(runtime.compile.take(), runtime.events, runtime.locations);
-  });
-}
-
-size_t castscope_compile_records(char* buf, size_t len) {
-  return copy_out_once(t_pending_records, buf, len, [](castscope::RecordingState& runtime) {
-    return castscope::compile_records_json(runtime.compile.take_logged(), runtime.events, runtime.locations);
-  });
-}
-
-int castscope_compile_replay(const char* json) {
-  auto& runtime = castscope::process_recording_state();
-  if (!castscope::g_record_events.load(std::memory_order_relaxed)) return 0;
-  try {
-    std::string error;
-    const int logged = castscope::replay_compile_records(json != nullptr ? json : "", runtime, error);
-    if (logged < 0) {
-      castscope::log::warn(error);
-      runtime.events.count_internal_error();
+  if (config.spool_dir.empty()) config.spool_dir = default_spool_dir(error);
+  if (!error.empty()) return error;
+  AgentIdentity identity;
+  const ProcessIdentity process = current_identity();
+  const char* run_env = std::getenv("CASTSCOPE_RUN_ID");
+  identity.hostname = host_name();
+  // host-pid-start: this process; also the run id of a process on its own.
+  identity.agent_id = safe_id(identity.hostname + "-" + std::to_string(process.pid) + "-" + std::to_string(unix_ms()));
+  identity.run_id = !config.run_id.empty()                          ? config.run_id
+                    : (run_env != nullptr && *run_env != '\0') ? std::string(run_env)
+                                                                  : identity.agent_id;
+  identity.pid = process.pid;
+  identity.rank = process.rank;
+  identity.local_rank = process.local_rank;
+  identity.world_size = process.world_size;
+  identity.torch_version = config.torch_version;
+  identity.castscope_version = kCastscopeVersion;
+  identity.aggregate = config.aggregate;
+  identity.command = config.command;
+  identity.policy_hash = config.policy_hash;
+  identity.policy_files = config.policy_files;
+  const std::string agent_dir = config.spool_dir + "/" + identity.agent_id;
+  std::lock_guard<std::mutex> io(io_mutex_);
+  error = spool_.open(agent_dir, config.spool_segment_bytes, config.spool_max_bytes);
+  if (!error.empty()) return "castscope: " + error;
+  if (const std::string problem = accounting_.open(agent_dir); !problem.empty())
+    log::warn(problem + "; if the disk fills up, the run's drop count may not reach the collector");
+  losses_ = SpoolLosses();
+  backlog_ = SpoolBacklog(config.spool_backlog_bytes);
+  identity_run_id_ = identity.run_id;
+  encoder_ = std::make_unique<BatchEncoder>(std::move(identity));
+  sequence_ = 0;
+  batches_written_ = 0;
+  spool_error_.clear();
+  forwarder_restarts_ = 0;
+  if (!config.collector.empty()) {
+    forwarder_options_ = ForwarderOptions{config.forwarder_path, agent_dir, config.collector, config.token_env,
+                                          config.tls_ca,
+                                          config.spool_dir + "/" + encoder_->identity().agent_id + ".forwarder.log",
+                                          config.give_up_after_s};
+    const int pid = launch_forwarder(forwarder_options_, error);
+    if (pid < 0) {
+      spool_.close();
+      accounting_.close();
+      encoder_.reset();
+      return "castscope: " + error;
     }
-    return logged;
-  } catch (...) {
-    runtime.events.count_internal_error();
-    return -1;
+    forwarder_pid_ = pid;
   }
+  return "";
 }
 
-unsigned castscope_compiled_graph(const char* json) {
-  auto& runtime = castscope::process_recording_state();
-  try {
-    std::string error;
-    auto graph = castscope::parse_compiled_graph(json != nullptr ? json : "", runtime.events, runtime.locations, error);
-    if (!graph) {
-      castscope::log::warn(error);
-      runtime.events.count_internal_error();
-      return 0;
-    }
-    return compiled_graphs().add(std::move(*graph));
-  } catch (...) {
-    runtime.events.count_internal_error();
-    return 0;
-  }
+void Agent::close_transport() {
+  spool_.close();
+  accounting_.close();
+  encoder_.reset();
 }
 
-unsigned castscope_compiled_graph_ran(unsigned graph, unsigned calling_location) {
-  auto& runtime = castscope::process_recording_state();
-  const castscope::CompiledGraph* found = compiled_graphs().find(graph);
-  if (found == nullptr) {
-    runtime.events.count_internal_error();
-    return calling_location;
-  }
-  return castscope::record_compiled_graph_run(runtime, *found, calling_location);
-}
-
-static_assert(CASTSCOPE_SOURCE_USER == static_cast<int>(castscope::SourceKind::kUser) &&
-              CASTSCOPE_SOURCE_INTERNAL == static_cast<int>(castscope::SourceKind::kInternal) &&
-              CASTSCOPE_SOURCE_GENERATED == static_cast<int>(castscope::SourceKind::kGenerated));
-
-int castscope_source_kind(const char* file) {
-  return static_cast<int>(castscope::source_kind(file != nullptr ? file : ""));
-}
-
-void castscope_add_internal_dir(const char* dir) {
-  try {
-    if (dir != nullptr) castscope::add_internal_dir(dir);
-  } catch (...) {
-    castscope::process_recording_state().events.count_internal_error();
-  }
-}
-
-unsigned castscope_intern_location(int kind, const char* file, unsigned line, const char* function, const char* stack) {
-  try {
-    castscope::Location location;
-    location.kind = static_cast<castscope::LocationKind>(kind);
-    location.file = file != nullptr ? file : "";
-    location.line = line;
-    location.function = function != nullptr ? function : "";
-    location.stack = stack != nullptr ? stack : "";
-    return castscope::process_recording_state().locations.intern(location);
-  } catch (...) {
-    return 0;
-  }
-}
-
-const char* castscope_agent_torch_version(void) { return TORCH_VERSION; }
-
-void castscope_agent_gpu_profiler(int begin) {
-  try {
-    castscope::Agent::instance().gpu_profiler(begin != 0);
-  } catch (...) {
-  }
-}
-
-void castscope_agent_trace_recording(int begin) {
-  try {
-    if (begin != 0) {
-      castscope::begin_trace_recording();
-    } else {
-      castscope::end_trace_recording();
-    }
-  } catch (...) {
-    castscope::process_recording_state().events.count_internal_error();
-  }
-}
-
-unsigned castscope_overlay_op(const char* name, const char* arg_names) {
-  try {
-    if (name == nullptr || *name == '\0') return 0;
-    auto& events = castscope::process_recording_state().events;
-    const uint32_t id = events.intern_op(name);
-    std::vector<std::string> names;
-    std::string rest = arg_names != nullptr ? arg_names : "";
-    for (size_t start = 0; !rest.empty() && start <= rest.size();) {
-      const size_t end = std::min(rest.find('\n', start), rest.size());
-      names.push_back(rest.substr(start, end - start));
-      start = end + 1;
-    }
-    events.set_arg_names(id, std::move(names));
-    return id;
-  } catch (...) {
-    castscope::process_recording_state().events.count_internal_error();
-    return 0;
-  }
-}
-
-void castscope_overlay_cast(unsigned op_id, int policy, int device, int src, int dst, int outcome, int role,
-                            int arg_index, int list_index, const long long* shape, int ndim, unsigned long long bytes) {
-  using namespace castscope;
-  auto& runtime = process_recording_state();
-  const bool valid = op_id != 0 &&
-                     (policy == static_cast<int>(CastPolicy::kLowerPrecisionFp) ||
-                      policy == static_cast<int>(CastPolicy::kFp32) || policy == static_cast<int>(CastPolicy::kPromote)) &&
-                     device >= 1 && device <= 4 && src >= 0 && src <= static_cast<int>(DType::kOther) && dst >= 0 &&
-                     dst <= static_cast<int>(DType::kOther) && outcome >= 1 &&
-                     outcome <= static_cast<int>(CastOutcome::kDtypeArgKept) && role >= 1 && role <= 3 &&
-                     arg_index >= 0 && arg_index <= 0xffff && list_index >= -1 && list_index <= 0x7fff && ndim >= 0 &&
-                     ndim <= 255 && (ndim == 0 || shape != nullptr);
-  if (!valid) {
-    runtime.events.count_internal_error();
+void Agent::supervise_forwarder() {
+  std::lock_guard<std::mutex> lock(supervise_mutex_);
+  const int pid = forwarder_pid_.load();
+  if (pid <= 0) return;
+  int status = 0;
+  if (::waitpid(pid, &status, WNOHANG) != pid) return;
+  forwarder_pid_ = 0;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  const std::string how = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                              : "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+    log::error("castscope-forwarder (pid " + std::to_string(pid) + ") " + how +
+               ": the collector refused this agent; batches stay in " + forwarder_options_.agent_spool_dir +
+               " (see " + forwarder_options_.log_path + ")");
     return;
   }
-  try {
-    CastDescription cast;
-    cast.op_id = op_id;
-    cast.policy = static_cast<CastPolicy>(policy);
-    cast.device = static_cast<DeviceKind>(device);
-    cast.src = static_cast<DType>(src);
-    cast.dst = static_cast<DType>(dst);
-    cast.outcome = static_cast<CastOutcome>(outcome);
-    cast.role = static_cast<Role>(role);
-    cast.arg_index = static_cast<uint16_t>(arg_index);
-    cast.list_index = static_cast<int16_t>(list_index);
-    cast.shape.assign(shape, shape + ndim);
-    cast.bytes = bytes;
-    record_callable_overlay_cast(runtime, cast);
-  } catch (...) {
-    runtime.events.count_internal_error();
+  if (forwarder_restarts_ >= kMaxForwarderRestarts) {
+    log::error("castscope-forwarder (pid " + std::to_string(pid) + ") " + how + " after " +
+               std::to_string(forwarder_restarts_.load()) + " restarts; not restarted again. Batches stay in " +
+               forwarder_options_.agent_spool_dir + "; load them with: castscope load --db DB " +
+               forwarder_options_.agent_spool_dir);
+    return;
   }
+  ++forwarder_restarts_;
+  std::string error;
+  const int restarted = launch_forwarder(forwarder_options_, error);
+  if (restarted < 0) {
+    log::error("castscope-forwarder (pid " + std::to_string(pid) + ") " + how + " and cannot be restarted: " + error);
+    return;
+  }
+  forwarder_pid_ = restarted;
+  log::warn("castscope-forwarder (pid " + std::to_string(pid) + ") " + how + "; restarted as pid " +
+            std::to_string(restarted) + " on the same spool");
 }
 
-void castscope_overlay_error(const char* message) {
-  try {
-    const std::string text = message != nullptr ? message : "";
-    castscope::log::warn("overlay skipped: " + text);
-    castscope::process_recording_state().events.note_overlay_error(text);
-  } catch (...) {
-  }
+void Agent::ship_batch(bool final) {
+  if (!encoder_ || (encoder_->events() == 0 && !final)) return;
+  const size_t events = encoder_->record_events();
+  const EventLogStats stats = process_recording_state().events.stats();
+  const std::string payload = encoder_->finish(++sequence_, stats.recorded, stats.dropped, final);
+  if (backlog_.append(spool_, {payload, events}, batches_written_) != SpoolBacklog::Outcome::kRefused) return;
+  --sequence_;  // nothing went out under this number
+  count_lost(events, final);
 }
 
-void castscope_agent_finish(void) {
-  try {
-    Agent::instance().finish();
-  } catch (...) {
-  }
+void Agent::count_lost(uint64_t events, bool final) {
+  process_recording_state().events.count_lost(events);
+  losses_.count(spool_.failure(), spool_.error(), events, std::chrono::steady_clock::now());
+  spool_error_ = spool_.error();
+  // The next batch that gets through carries the new counts; until then,
+  // and for good if none does, the accounting file does (an empty batch
+  // under the number the lost one would have had).
+  const EventLogStats after = process_recording_state().events.stats();
+  accounting_.write(encoder_->finish(sequence_ + 1, after.recorded, after.dropped, final));
 }
 
-size_t castscope_policy_check(const char* config_json, char* buf, size_t len) {
-  using castscope::json;
-  json out = {{"ok", false}, {"errors", json::array()}, {"findings", json::array()}};
-  try {
-    castscope::AgentConfig config;
-    const std::string error = castscope::parse_agent_config(config_json, config);
-    if (!error.empty()) {
-      out["errors"].push_back(error);
-    } else {
-      const castscope::PolicySet policies = castscope::load_policy_files(config.policy_files);
-      castscope::describe_policy_set(policies, out);
-      const auto findings = castscope::check_policy_against_dispatcher(policies);
-      out["findings"] = castscope::findings_json(findings);
-      bool ok = policies.ok();
-      for (const auto& f : findings) ok = ok && f.severity != castscope::PolicyFinding::Severity::kError;
-      out["ok"] = ok;
+void Agent::drain_backlog_before_final() {
+  std::unique_lock<std::mutex> io(io_mutex_);
+  auto last_progress = std::chrono::steady_clock::now();
+  while (!backlog_.empty()) {
+    if (const uint64_t written = backlog_.flush(spool_); written > 0) {
+      batches_written_ += written;
+      last_progress = std::chrono::steady_clock::now();
+      continue;
     }
-  } catch (const std::exception& e) {
-    out["errors"].push_back(std::string("castscope: internal error: ") + e.what());
+    if (std::chrono::steady_clock::now() - last_progress >= std::chrono::seconds(1)) break;
+    io.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    io.lock();
   }
-  // Replace, not throw: paths and messages may hold bytes that are not UTF-8,
-  // and nothing may leave this extern "C" function as an exception.
-  return castscope::copy_out(out.dump(-1, ' ', false, json::error_handler_t::replace), buf, len);
+  const auto waiting = backlog_.take_all();
+  sequence_ -= waiting.size();  // they were the newest numbers: no gap
+  for (const auto& batch : waiting) count_lost(batch.events, /*final=*/false);
 }
 
-}  // extern "C"
+size_t Agent::drain_to_writer(bool counters) {
+  std::lock_guard<std::mutex> io(io_mutex_);
+  static const OpMeta no_op;
+  const auto sink = [this](const Record& record) {
+    try {
+      const bool sample = record.kind == RecordKind::kCacheSample;
+      const bool counts = record.kind == RecordKind::kCastCounts || record.kind == RecordKind::kOpCounts;
+      // Only casts, ops, their counters and numerics have a location; the other kinds' union holds something else there.
+      const uint32_t location = record.kind == RecordKind::kCast ? record.cast.location
+                                : record.kind == RecordKind::kOp ? record.op.location
+                                : counts                         ? record.counts.key.location
+                                : record.kind == RecordKind::kNumerics ? record.numerics.location
+                                                                 : 0;
+      const OpMeta& meta = sample ? no_op : op_meta(record.op_id);
+      if (writer_.is_open()) writer_.write_line(record_to_json(record, meta, location_of(location)));
+      if (encoder_) {
+        encoder_->add(record, meta, location, location_of(location));
+        if (encoder_->events() >= config_.batch_events) ship_batch(false);
+      }
+    } catch (...) {
+      process_recording_state().events.count_internal_error();
+    }
+  };
+  batches_written_ += backlog_.flush(spool_);  // space the forwarder freed since the last tick
+  size_t n = process_recording_state().events.drain(sink);
+  if (counters) n += process_recording_state().events.drain_counters(sink);
+  writer_.flush();
+  ship_batch(false);
+  return n;
+}
+
+void Agent::write_stats(bool final) {
+  std::lock_guard<std::mutex> io(io_mutex_);
+  const EventLogStats stats = process_recording_state().events.stats();
+  const std::string gpu_timing = gpu_timing_summary();
+  if (encoder_) {
+    encoder_->add_stats(stats, now_ns(), gpu_timing);
+    ship_batch(final);
+  }
+  if (!writer_.is_open()) return;
+  writer_.write_line(stats_to_json(stats, current_identity(), config_.torch_version, now_ns(), gpu_timing));
+  writer_.flush();
+}
+
+const OpMeta& Agent::op_meta(uint32_t op_id) {
+  if (op_id >= op_cache_.size() || op_cache_[op_id].name.empty() || op_cache_[op_id].arg_names.empty()) {
+    if (op_id >= op_cache_.size()) op_cache_.resize(op_id + 1);
+    op_cache_[op_id] = process_recording_state().events.op_meta(op_id);
+  }
+  return op_cache_[op_id];
+}
+
+const Location& Agent::location_of(uint32_t id) {
+  if (id >= location_cache_.size()) location_cache_.resize(id + 1);
+  if (id != 0 && location_cache_[id].kind == LocationKind::kNone) {
+    Location& location = location_cache_[id];
+    location = process_recording_state().locations.get(id);
+    if (location.kind == LocationKind::kPython || location.kind == LocationKind::kTorchscript)
+      location.source_text = read_source_line(location.file, location.line);
+  }
+  return location_cache_[id];
+}
+
+}  // namespace castscope
