@@ -1,0 +1,34 @@
+// The finding rules, one function each, grouped by family: the cast cache
+// (cache_findings.cc), execution modes (mode_findings.cc), precision
+// (precision_findings.cc) and numerics (numerics_findings.h). Each appends
+// its findings to `out`; analyze_run (analyzers.cc) runs them in a fixed
+// order, which is the order of a report's findings.
+#pragma once
+
+#include <vector>
+
+#include "server/src/analysis/analyzers.h"
+#include "server/src/analysis/run_data.h"
+
+namespace castscope::collector {
+
+// The cast cache.
+void stale_cache_hits(const RunData& run, std::vector<Finding>& out);
+void cache_growth(const RunData& run, std::vector<Finding>& out);
+
+// Execution modes.
+void backward_under_autocast(const RunData& run, std::vector<Finding>& out);
+void mode_mismatches(const RunData& run, std::vector<Finding>& out);
+void script_disable_ignored(const RunData& run, std::vector<Finding>& out);
+void trace_dropped_autocast(const RunData& run, std::vector<Finding>& out);
+void script_under_trace(const RunData& run, std::vector<Finding>& out);
+void compile_mismatches(const RunData& run, std::vector<Finding>& out);
+
+// Precision.
+void low_precision_escape(const RunData& run, std::vector<Finding>& out);
+void cast_churn(const RunData& run, std::vector<Finding>& out);
+void not_autocast(const RunData& run, std::vector<Finding>& out);
+void cast_share(const RunData& run, std::vector<Finding>& out);
+void tf32_matmul(const RunData& run, std::vector<Finding>& out);
+
+}  // namespace castscope::collector
