@@ -3,9 +3,14 @@ editors: one run, one rule per finding kind, one result per finding
 (docs/sarif.md)."""
 from __future__ import annotations
 
+import functools
+import json
 import os
 import pathlib
+import subprocess
 import urllib.parse
+
+from ._native import collector_binary
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 SOURCE_ROOT_ID = "SRCROOT"
@@ -14,53 +19,26 @@ SOURCE_ROOT_ID = "SRCROOT"
 # critical finding keeps its own name in the result's properties.
 LEVELS = {"critical": "error", "error": "error", "warning": "warning", "info": "note"}
 
-# kind -> (default severity, what, why it matters); docs/diagnostics.md has one section per kind.
-RULES = {
-    "stale-cache-hit": ("critical", "A cached low-precision weight was served after the weight changed in place.",
-                        "The forward pass used old weights: training is silently wrong."),
-    "cache-growth": ("warning", "Live cached casts grew across iterations.",
-                     "An autocast region that never exits and meets new leaves each step grows memory without bound."),
-    "backward-under-autocast": ("warning", "Backward ops ran with autocast enabled.",
-                                "Not recommended by PyTorch; the backward pass may get unexpected dtypes."),
-    "mode-mismatch": ("warning", "The same line computes in different dtypes in eager, scripted or traced execution.",
-                      "What was tested is not numerically what ships."),
-    "script-disable-ignored": ("error", "Scripted autocast(enabled=False) did not keep full precision under eager "
-                                        "autocast.",
-                               "Code meant to run in float32 runs in lower precision, silently."),
-    "trace-dropped-autocast": ("error", "autocast(enabled=False) inside a traced function was not kept in the graph.",
-                               "The traced graph computes in lower precision where the source asked for float32."),
-    "script-under-trace": ("error", "A traced function calls TorchScript with autocast enabled.",
-                           "PyTorch does not support this combination; the recorded dtypes may not be what runs."),
-    "low-precision-escape": ("warning", "A low-precision tensor made inside an autocast region met float32 outside "
-                                        "it.",
-                             "It causes 'expected scalar type' errors or silent type promotion."),
-    "cast-churn": ("warning", "The same tensor was cast down and up again repeatedly.",
-                   "Wasted memory bandwidth and kernel time."),
-    "not-autocast": ("warning", "In-place, out=, float64 or unlisted custom ops ran without autocast.",
-                     "The op computed in the dtype it was handed, uncast, inside a region where the code around it is cast."),
-    "compile-mismatch": ("warning", "A line computes in different dtypes compiled with torch.compile and eagerly.",
-                         "What was debugged eagerly is not numerically what runs compiled."),
-    "cast-share": ("warning", "Cast kernels take a large share of a site's GPU time.",
-                   "The casts may cost more than the lower precision saves."),
-    "tf32-matmul": ("info", "float32 matmuls ran on tensor cores as TF32.",
-                    "A precision the code did not ask for."),
-    "cast-overflow": ("error", "Casting to a lower precision turned finite values into inf.",
-                      "The op computes on inf: its result, the loss and the gradients go non-finite."),
-    "cast-underflow": ("warning", "Casting to a lower precision turned nonzero values into 0.",
-                       "Epsilons and small gradients vanish silently."),
-    "nonfinite-output": ("error", "An autocast op produced inf or NaN from finite inputs.",
-                         "Its lower-precision output overflowed; the loss and gradients follow."),
-    "scaler-skips": ("warning", "GradScaler skipped optimizer steps after its scale had settled.",
-                     "Each skip throws a training step away; something overflows again and again."),
-}
+
+@functools.lru_cache(maxsize=1)
+def finding_catalog() -> tuple:
+    """The finding catalog, declared once in the collector
+    (server/src/analysis/finding_catalog.cc): `castscope-collector catalog`,
+    one entry per kind with its default severity, title and why."""
+    result = subprocess.run([str(collector_binary()), "catalog"], capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        raise RuntimeError(f"castscope-collector catalog exited with {result.returncode}: {result.stderr.strip()}")
+    return tuple(json.loads(result.stdout))
 
 
 def to_sarif(report: dict, source_root: str | os.PathLike, tool_version: str | None = None) -> dict:
     """The SARIF log of `report` (castscope-collector report's JSON), with
-    source paths relative to `source_root` where they lie under it."""
+    source paths relative to `source_root` where they lie under it: a rule
+    per kind of the catalog, in its order, then any kind it lacks."""
     root = pathlib.Path(os.path.abspath(source_root))
-    kinds = list(RULES) + sorted({f["kind"] for f in report["findings"]} - set(RULES))
-    driver = {"name": "castscope", "rules": [_rule(kind) for kind in kinds]}
+    catalog = {entry["kind"]: entry for entry in finding_catalog()}
+    kinds = list(catalog) + sorted({f["kind"] for f in report["findings"]} - set(catalog))
+    driver = {"name": "castscope", "rules": [_rule(kind, catalog.get(kind)) for kind in kinds]}
     if tool_version:
         driver["version"] = tool_version
     results = [_result(finding, kinds.index(finding["kind"]), root) for finding in report["findings"]]
@@ -72,8 +50,9 @@ def to_sarif(report: dict, source_root: str | os.PathLike, tool_version: str | N
     }]}
 
 
-def _rule(kind: str) -> dict:
-    severity, what, why = RULES.get(kind, ("warning", f"castscope finding {kind}.", "See docs/diagnostics.md."))
+def _rule(kind: str, entry: dict | None) -> dict:
+    severity, what, why = ((entry["severity"], entry["title"], entry["why"]) if entry is not None
+                           else ("warning", f"castscope finding {kind}.", "See docs/diagnostics.md."))
     return {"id": kind, "name": "".join(word.capitalize() for word in kind.split("-")),
             "shortDescription": {"text": what}, "fullDescription": {"text": f"{what} {why}"},
             "help": {"text": f"castscope's docs/diagnostics.md, section \"{kind}\": the scenario that raises it, "

@@ -108,8 +108,12 @@ void attribute_ranks(const RunData& run, std::vector<Finding>& findings) {
 
 }  // namespace
 
-Finding make_finding(const std::string& kind, const std::string& severity, std::vector<SiteRef> sites) {
-  return make(kind, severity, std::move(sites));
+Finding make_finding(FindingKind kind, std::vector<SiteRef> sites) {
+  return make_finding(kind, finding_kind_info(kind).severity, std::move(sites));
+}
+
+Finding make_finding(FindingKind kind, std::string_view severity, std::vector<SiteRef> sites) {
+  return make(std::string(finding_kind_info(kind).name), std::string(severity), std::move(sites));
 }
 
 std::vector<Finding> analyze_run(const RunData& run) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "castscope/v1/events.names.h"
+#include "server/src/analysis/finding_catalog.h"
 #include "server/src/analysis/run_data.h"
 
 namespace castscope::collector {
@@ -29,8 +30,11 @@ struct Finding {
 
 std::vector<Finding> analyze_run(const RunData& run);
 
-// A finding of `kind` at `sites` with its stable id; the caller fills in the rest.
-Finding make_finding(const std::string& kind, const std::string& severity, std::vector<SiteRef> sites);
+// A finding of `kind` at `sites` with its stable id and the catalog's
+// severity (or `severity`, for kinds whose severity depends on the case);
+// the caller fills in the rest.
+Finding make_finding(FindingKind kind, std::vector<SiteRef> sites);
+Finding make_finding(FindingKind kind, std::string_view severity, std::vector<SiteRef> sites);
 
 // A finding as the report and the findings table have it (report schema).
 nlohmann::json finding_json(const Finding& finding);

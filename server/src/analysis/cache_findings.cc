@@ -34,7 +34,7 @@ void stale_cache_hits(const RunData& run, std::vector<Finding>& out) {
     t.dst = dtype_name(row.dst);
   }
   for (const auto& [key, t] : by_site) {
-    Finding f = make_finding("stale-cache-hit", "critical", {t.site});
+    Finding f = make_finding(FindingKind::kStaleCacheHit, {t.site});
     f.summary = std::to_string(t.stale) + " uses of " + (t.site.arg.empty() ? "a weight" : "`" + t.site.arg + "`") +
                 " by " + t.site.op + " got a cached " + t.dst + " copy made before the weight changed (up to " +
                 std::to_string(t.gap) + " versions old)";
@@ -78,7 +78,7 @@ std::optional<Finding> growth_across_steps(const RunData& run, const std::string
   const auto* first = samples.front();
   const auto* last = samples.back();
   if (last->live_casts <= first->live_casts || grew * 2 < samples.size() - 1) return std::nullopt;
-  Finding f = make_finding("cache-growth", "warning", missing_sites(run));
+  Finding f = make_finding(FindingKind::kCacheGrowth, missing_sites(run));
   f.summary = "the autocast cast cache grew from " + std::to_string(first->live_casts) + " to " +
               std::to_string(last->live_casts) + " live casts (" + std::to_string(first->live_bytes) + " to " +
               std::to_string(last->live_bytes) + " bytes) over " + std::to_string(samples.size()) + " iterations";
@@ -164,7 +164,7 @@ std::optional<Finding> growth_within_region(const RunData& run, const std::strin
   std::set<std::string> triggers;
   for (size_t i = best_begin; i <= best_end; ++i)
     triggers.insert(std::string(value_name(samples[i]->trigger)));
-  Finding f = make_finding("cache-growth", "warning", missing_sites(run));
+  Finding f = make_finding(FindingKind::kCacheGrowth, missing_sites(run));
   f.summary = "the autocast cast cache grew from " + std::to_string(first.live_casts) + " to " +
               std::to_string(last.live_casts) + " live casts (" + std::to_string(first.live_bytes) + " to " +
               std::to_string(last.live_bytes) + " bytes) over " + std::to_string(best_end - best_begin + 1) +

@@ -33,7 +33,7 @@ void backward_under_autocast(const RunData& run, std::vector<Finding>& out) {
   }
   std::vector<SiteRef> sites;
   for (const auto& [key, site] : lines) sites.push_back(site);
-  Finding f = make_finding("backward-under-autocast", "warning", sites);
+  Finding f = make_finding(FindingKind::kBackwardUnderAutocast, sites);
   std::string what;
   if (calls > 0) what = std::to_string(calls) + " autocast ops";
   if (graph_runs > 0)
@@ -126,7 +126,7 @@ void mode_mismatches(const RunData& run, std::vector<Finding>& out) {
     }
     const bool by_casts = dtypes_part(computed);
     if (!by_casts && !dtypes_part(outputs)) continue;
-    Finding f = make_finding("mode-mismatch", "warning", {sites[key]});
+    Finding f = make_finding(FindingKind::kModeMismatch, {sites[key]});
     json casts = json::object(), returned = json::object();
     std::string described;
     for (const auto& [mode, m] : modes_seen) {
@@ -172,7 +172,7 @@ void script_disable_ignored(const RunData& run, std::vector<Finding>& out) {
     gather(sites, row).dtypes.insert(dtype_name(row.src) + "->" + dtype_name(row.dst));
   }
   for (const auto& [key, s] : sites) {
-    Finding f = make_finding("script-disable-ignored", "error", {s.site});
+    Finding f = make_finding(FindingKind::kScriptDisableIgnored, {s.site});
     f.summary = std::to_string(s.decisions) + " autocast conversions (" + *s.dtypes.begin() + ") at a scripted line " +
                 "inside `autocast(enabled=False)`: the disable did not hold";
     f.explanation =
@@ -200,7 +200,7 @@ void trace_dropped_autocast(const RunData& run, std::vector<Finding>& out) {
     gather(sites, row).dtypes.insert(dtype_name(row.dst));
   }
   for (const auto& [key, s] : sites) {
-    Finding f = make_finding("trace-dropped-autocast", "error", {s.site});
+    Finding f = make_finding(FindingKind::kTraceDroppedAutocast, {s.site});
     f.summary = "a traced graph ran " + s.site.op + " in " + *s.dtypes.begin() +
                 " at a line that ran with autocast off when it was traced (" + std::to_string(s.decisions) +
                 " argument decisions)";
@@ -253,7 +253,7 @@ void script_under_trace(const RunData& run, std::vector<Finding>& out) {
     }
     const std::string computed = joined(dtypes);
     const SiteRef& first_scripted = call.caller.file.empty() ? named.front() : named[1];
-    Finding f = make_finding("script-under-trace", "error", named);
+    Finding f = make_finding(FindingKind::kScriptUnderTrace, named);
     f.summary = "torch.jit.trace recorded a call into scripted code that ran " + first_scripted.op +
                 " under autocast (in " + computed + ")" +
                 (call.caller.file.empty() ? "" : ", called from " + call.caller.file + ":" + std::to_string(call.caller.line));
@@ -308,7 +308,7 @@ void compile_backward_mismatches(const RunData& run, std::vector<std::pair<uint6
   for (const auto& [key, line] : lines) {
     std::vector<SiteRef> sites;
     for (const auto& [op_arg, site] : line.sites) sites.push_back(site);
-    Finding f = make_finding("compile-mismatch", "warning", sites);
+    Finding f = make_finding(FindingKind::kCompileMismatch, sites);
     f.id = finding_id(f.kind, {SiteRef{key.first, key.second, "", "backward", ""}});  // the line: new args keep it
     const std::string compiled = joined(line.compiled), eager = joined(line.eager), ops = joined(line.ops);
     f.summary = "the compiled backward computes " + ops + " at this line in " + compiled + "; eager backward computes it in " +
@@ -360,7 +360,7 @@ void compile_forward_mismatches(const RunData& run, std::vector<std::pair<uint64
       compiling.insert(m->compiling.begin(), m->compiling.end());
       first_seq = std::min(first_seq, m->first_seq);
     }
-    Finding f = make_finding("compile-mismatch", "warning", sites);
+    Finding f = make_finding(FindingKind::kCompileMismatch, sites);
     f.id = finding_id(f.kind, {SiteRef{key.first, key.second, "", "forward", ""}});
     f.summary = "the same line returns different dtypes eagerly and compiled under the same autocast dtype (" +
                 joined(ops) + "; eager: " + dtype_list(eager) + "; compiling: " + dtype_list(compiling) + ")";

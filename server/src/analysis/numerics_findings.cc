@@ -60,7 +60,7 @@ void cast_overflow(const RunData& run, std::vector<Finding>& out) {
     // scaler-skips speaks for them.
     if (row.kind != v1::NumericsSummary::KIND_CAST || row.overflowed == 0 || row.phase == v1::PHASE_BACKWARD)
       continue;
-    Finding f = make_finding("cast-overflow", "error", {row.site});
+    Finding f = make_finding(FindingKind::kCastOverflow, {row.site});
     f.summary = std::to_string(row.overflowed) + " of " + std::to_string(row.values) + " values of `" + row.site.arg +
                 "` became inf casting " + dtype_name(row.src) + "->" + dtype_name(row.dst) + " for " + row.site.op +
                 " (largest |x| " + magnitude(row.max_abs_log2) + ")";
@@ -82,7 +82,7 @@ void cast_underflow(const RunData& run, std::vector<Finding>& out) {
   for (const NumericsSiteRow& row : run.numerics_sites) {
     if (row.kind != v1::NumericsSummary::KIND_CAST || row.underflowed == 0 || row.values == 0) continue;
     if (static_cast<double>(row.underflowed) < kUnderflowWarningFraction * static_cast<double>(row.values)) continue;
-    Finding f = make_finding("cast-underflow", "warning", {row.site});
+    Finding f = make_finding(FindingKind::kCastUnderflow, {row.site});
     f.summary = std::to_string(row.underflowed) + " of " + std::to_string(row.values) + " values of `" + row.site.arg +
                 "` (" + percent(row.underflowed, row.values) + ") became 0 casting " + dtype_name(row.src) + "->" +
                 dtype_name(row.dst) + " for " + row.site.op;
@@ -107,7 +107,7 @@ void nonfinite_output(const RunData& run, std::vector<Finding>& out) {
     // Backward ops of scaled losses produce inf by design under GradScaler.
     if (row.kind != v1::NumericsSummary::KIND_OP_OUTPUT || row.nonfinite == 0 || row.phase == v1::PHASE_BACKWARD)
       continue;
-    Finding f = make_finding("nonfinite-output", "error", {row.site});
+    Finding f = make_finding(FindingKind::kNonfiniteOutput, {row.site});
     f.summary = row.site.op + " produced " + std::to_string(row.nonfinite) + " inf/NaN values from finite inputs under "
                 "autocast (" + dtype_name(row.src) + " output)";
     f.explanation = "Its inputs held no inf or NaN, its " + dtype_name(row.src) +
@@ -159,7 +159,7 @@ void scaler_skips(const RunData& run, std::vector<Finding>& out) {
     std::vector<SiteRef> sites;
     if (first != nullptr) sites.push_back(first->site);
     sites.push_back(updates.front()->site);
-    Finding f = make_finding("scaler-skips", warning ? "warning" : "info", sites);
+    Finding f = make_finding(FindingKind::kScalerSkips, warning ? "warning" : "info", sites);
     std::string path_text;
     for (size_t i = 0; i < path.size() && i < 6; ++i)
       path_text += (i > 0 ? " -> " : "") + scale_text(path[i]["scale"].get<double>());

@@ -34,7 +34,7 @@ void low_precision_escape(const RunData& run, std::vector<Finding>& out) {
     SiteRef by_line = line.site;  // the id: the line alone, so a new op there is not a new finding
     by_line.op.clear();
     line.site.op = joined(line.ops);
-    Finding f = make_finding("low-precision-escape", "warning", {line.site});
+    Finding f = make_finding(FindingKind::kLowPrecisionEscape, {line.site});
     f.id = finding_id(f.kind, {by_line});
     f.summary = "a lower-precision tensor made under autocast met float32 outside the region in " + line.site.op +
                 " (" + std::to_string(line.calls) + " calls; inputs " + joined(line.inputs) + ", result " +
@@ -70,7 +70,7 @@ void cast_churn(const RunData& run, std::vector<Finding>& out) {
   }
   for (const auto& [key, s] : sites) {
     if (s.round_trips < 2) continue;  // once is a choice; repeated, it is churn
-    Finding f = make_finding("cast-churn", "warning", {s.site});
+    Finding f = make_finding(FindingKind::kCastChurn, {s.site});
     f.summary = std::to_string(s.round_trips) + " times autocast cast a tensor back to the dtype it had just been " +
                 "cast from (" + joined(s.pairs) + ") for " + s.site.op + ", moving " + std::to_string(s.bytes) +
                 " bytes for nothing";
@@ -102,7 +102,7 @@ void cast_share(const RunData& run, std::vector<Finding>& out) {
     if (total < kCastShareMinimumNs || row.cast_ns == 0) continue;
     const double share = static_cast<double>(row.cast_ns) / static_cast<double>(total);
     if (share < kCastShareInfo) continue;
-    Finding f = make_finding("cast-share", share >= kCastShareWarning ? "warning" : "info", {row.site});
+    Finding f = make_finding(FindingKind::kCastShare, share >= kCastShareWarning ? "warning" : "info", {row.site});
     char percent[16];
     std::snprintf(percent, sizeof(percent), "%.0f %%", share * 100);
     f.summary = "casts for " + row.site.op + " took " + percent + " of its GPU time (" + milliseconds(row.cast_ns) +
@@ -189,7 +189,7 @@ void tf32_matmul(const RunData& run, std::vector<Finding>& out) {
     }
   }
   for (const auto& [key, s] : sites) {
-    Finding f = make_finding("tf32-matmul", "info", {s.site});
+    Finding f = make_finding(FindingKind::kTf32Matmul, {s.site});
     std::string how;
     if (s.op_calls > 0) how = std::to_string(s.op_calls) + " calls as cuBLASLt reported them";
     if (s.kernels > 0)
@@ -222,7 +222,7 @@ void tf32_matmul(const RunData& run, std::vector<Finding>& out) {
     }
   }
   if (kernels == 0) return;
-  Finding f = make_finding("tf32-matmul", "info", {});
+  Finding f = make_finding(FindingKind::kTf32Matmul, {});
   f.summary = std::to_string(kernels) + " GEMM kernels launched outside autocast ops ran float32 as TF32 (" +
               milliseconds(gpu_ns) + " on the GPU; read from kernel names, " + confidence +
               " confidence): backward passes, or float32 code outside autocast regions";
@@ -272,7 +272,7 @@ void not_autocast(const RunData& run, std::vector<Finding>& out) {
     s.dtypes.insert("float64");
   }
   for (const auto& [key, s] : sites) {
-    Finding f = make_finding("not-autocast", "warning", {s.site});
+    Finding f = make_finding(FindingKind::kNotAutocast, {s.site});
     // What it computed in: "full precision" only when that is what it was
     // (an in-place op on a bfloat16 tensor ran uncast, but not at full precision).
     const bool full = std::all_of(s.dtypes.begin(), s.dtypes.end(),

@@ -31,6 +31,7 @@
 #include "common/cli/validators.h"
 #include "common/log/rate_limited.h"
 #include "common/version/castscope_version.h"
+#include "server/src/analysis/finding_catalog.h"
 #include "server/src/analysis/live_analyzer.h"
 #include "server/src/cli/progress_meter.h"
 #include "server/src/cli/query_command.h"
@@ -664,18 +665,20 @@ int main(int argc, char** argv) {
   CLI::App* report_app = add_report(app, report_options);
   CLI::App* view_app = add_view(app, view_options);
   CLI::App* export_app = add_export(app, export_options);
+  CLI::App* catalog_app = app.add_subcommand("catalog", "print the finding catalog as JSON: every kind, its default "
+                                                        "severity, family, title and why (docs/diagnostics.md)");
   FleetCommand fleet_options;
   CLI::App* fleet_app = add_fleet(app, fleet_options);
   FleetViewOptions fleet_view_options;
   CLI::App* fleet_view_app = add_fleet_view(*fleet_app, fleet_view_options);
 
   const std::string first = argc > 1 ? argv[1] : "";
-  if (argc <= 1) return usage_error("", "no command: give serve, view, load, query, report, export or fleet");
+  if (argc <= 1) return usage_error("", "no command: give serve, view, load, query, report, export, catalog or fleet");
   if (first == "help") {  // as `--help`
     std::cout << app.help();
     return 0;
   }
-  const auto known = {serve_app, load_app, query_app, report_app, view_app, export_app, fleet_app};
+  const auto known = {serve_app, load_app, query_app, report_app, view_app, export_app, catalog_app, fleet_app};
   if (!first.empty() && !first.starts_with("-") &&
       std::none_of(known.begin(), known.end(), [&](const CLI::App* sub) { return sub->get_name() == first; }))
     return usage_error("", "unknown command " + first);
@@ -700,6 +703,10 @@ int main(int argc, char** argv) {
   if (report_app->parsed()) return report(report_options);
   if (view_app->parsed()) return view(view_options);
   if (export_app->parsed()) return export_command(export_options);
+  if (catalog_app->parsed()) {
+    std::cout << finding_catalog_json().dump(2) << "\n";
+    return 0;
+  }
   if (fleet_view_app->parsed()) return fleet_view(fleet_view_options);
   if (fleet_app->parsed()) return run_fleet(fleet_options);
   return usage_error("", "no command");

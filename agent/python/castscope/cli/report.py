@@ -51,7 +51,11 @@ def report_command(args) -> int:
     if args.json:
         write_private_text(args.json, json.dumps(report, indent=2) + "\n")
     if args.sarif:
-        sarif = to_sarif(report, args.source_root or os.getcwd(), tool_version=_castscope_version())
+        try:
+            sarif = to_sarif(report, args.source_root or os.getcwd(), tool_version=_castscope_version())
+        except (RuntimeError, OSError, ValueError) as e:
+            print(f"castscope report: --sarif: the finding catalog: {e}", file=sys.stderr)
+            return 2
         write_private_text(args.sarif, json.dumps(sarif, indent=2) + "\n")
     print(format_report(report))
     return 0
