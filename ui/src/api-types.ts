@@ -557,7 +557,7 @@ export interface FleetRank {
 
 export interface ReportFinding {
   id: string;
-  kind: "mode-mismatch" | "trace-dropped-autocast" | "script-disable-ignored" | "script-under-trace" | "stale-cache-hit" | "cache-growth" | "backward-under-autocast" | "low-precision-escape" | "cast-churn" | "not-autocast" | "compile-mismatch" | "cast-share" | "tf32-matmul" | "cast-overflow" | "cast-underflow" | "nonfinite-output" | "scaler-skips";
+  kind: "stale-cache-hit" | "cache-growth" | "backward-under-autocast" | "mode-mismatch" | "script-disable-ignored" | "trace-dropped-autocast" | "script-under-trace" | "low-precision-escape" | "cast-churn" | "not-autocast" | "compile-mismatch" | "cast-share" | "tf32-matmul" | "cast-overflow" | "cast-underflow" | "nonfinite-output" | "scaler-skips";
   severity: "info" | "warning" | "error" | "critical";
   summary: string;
   explanation: string;
