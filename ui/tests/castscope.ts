@@ -9,7 +9,7 @@ import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { expect, type Page } from "@playwright/test";
-import type { VisibleCast } from "../src/timeline/view";
+import type { VisibleCast } from "../src/timeline/visible";
 
 /** The repository root whose .venv holds castscope (the parent of ui/ by default). */
 export const REPO = path.resolve(process.env.CASTSCOPE_REPO || path.join(__dirname, "..", ".."));
@@ -335,7 +335,7 @@ export async function watchPage(page: Page): Promise<{ check(): Promise<void> }>
 }
 
 // The page's own type: the test reads what the timeline draws.
-export type { VisibleCast } from "../src/timeline/view";
+export type { VisibleCast } from "../src/timeline/visible";
 
 export async function visibleCasts(page: Page): Promise<VisibleCast[]> {
   return page.evaluate(() => (window as unknown as { __castscope?: { visibleCasts(): VisibleCast[] } }).__castscope?.visibleCasts() ?? []);

@@ -9,7 +9,7 @@ import path from "node:path";
 import { expect, type Page, test } from "@playwright/test";
 import { type ApiRun, apiGet, CASTSCOPE, PYTHON, REPO, schemaErrors, type Server, tempDir, view, waitForRun, watchPage } from "./castscope";
 import type { NumericsAnswer, TracksAnswer } from "../src/api-types";
-import type { VisibleNumerics } from "../src/timeline/view";
+import type { VisibleNumerics } from "../src/timeline/visible";
 
 const SCENARIO = path.join(REPO, "tests", "integration", "scenarios", "scaler_skips.py");
 let server: Server;

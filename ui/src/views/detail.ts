@@ -5,7 +5,7 @@ import { type AgentId, api, type EventAnswer, isAbort } from "../api";
 import { clear, h } from "../dom";
 import { fmtBytes, fmtDuration } from "../format";
 import { errorText } from "../notice";
-import type { NoteBlock } from "../timeline/view";
+import type { NoteBlock } from "../timeline/notes";
 
 export class DetailPanel {
   readonly el: HTMLElement;

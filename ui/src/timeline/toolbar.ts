@@ -1,0 +1,68 @@
+// The bar above the timeline: zoom, pan and fit buttons (each with its key
+// in the title), the "follow live" checkbox, a button to clear the
+// highlighted site, the view's status text and the legend of marks and
+// colours. It holds no state: the buttons call the view (ToolbarActions),
+// and the view sets the checkbox and the status text it is handed back.
+
+import { h } from "../dom";
+
+export interface ToolbarActions {
+  zoomBy(factor: number): void;
+  panBy(fraction: number): void;
+  fit(): void;
+  setFollow(on: boolean): void;
+  clearHighlights(): void;
+}
+
+export interface Toolbar {
+  el: HTMLElement;
+  /** The "follow live" checkbox, which the view keeps in step with its follow state. */
+  followBox: HTMLInputElement;
+  /** Where the view writes its status ("live · following", "loading…", ...). */
+  statusEl: HTMLElement;
+}
+
+export function timelineToolbar(a: ToolbarActions): Toolbar {
+  const followBox = h("input", { type: "checkbox", id: "follow" });
+  followBox.addEventListener("change", () => a.setFollow(followBox.checked));
+  const statusEl = h("span", { class: "tl-status" });
+  const btn = (label: string, title: string, fn: () => void) =>
+    h("button", { type: "button", title, onclick: () => fn() }, label);
+  const el = h(
+    "div",
+    { class: "toolbar" },
+    btn("−", "zoom out (-)", () => a.zoomBy(2)),
+    btn("+", "zoom in (+)", () => a.zoomBy(0.5)),
+    btn("◀", "pan left (←)", () => a.panBy(-0.25)),
+    btn("▶", "pan right (→)", () => a.panBy(0.25)),
+    btn("Fit", "whole run (0)", () => a.fit()),
+    h("label", { class: "follow", title: "keep the newest events in view" }, followBox, " follow live"),
+    btn("Clear highlight", "clear highlighted site", () => a.clearHighlights()),
+    statusEl,
+    legend(),
+  );
+  return { el, followBox, statusEl };
+}
+
+function legend(): HTMLElement {
+  // Small static swatches drawn with canvas-free DOM: the colours are CSS classes.
+  const item = (cls: string, label: string) => h("span", { class: "lg-item" }, h("span", { class: `lg ${cls}` }), label);
+  return h(
+    "span",
+    { class: "legend" },
+    item("lg-bf16", "→bf16"),
+    item("lg-fp16", "→fp16"),
+    item("lg-fp32", "→fp32"),
+    item("lg-skip", "not cast"),
+    item("lg-tri", "weight"),
+    item("lg-sq", "input"),
+    item("lg-circ", "activation"),
+    item("lg-miss", "miss"),
+    item("lg-hit", "hit"),
+    item("lg-stale", "stale hit"),
+    item("lg-back", "backward"),
+    item("lg-skipped", "step skipped"),
+    item("lg-numerics", "inf/NaN, overflow"),
+    item("lg-underflow", "underflow"),
+  );
+}

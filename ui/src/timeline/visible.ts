@@ -1,0 +1,80 @@
+// What the browser tests read of the painted timeline
+// (window.__castscope.visibleCasts() and .visibleNumerics()): the single
+// casts, numerics marks and skipped steps of the last Frame that lie inside
+// the lanes (right of the gutter), in page coordinates to hover or click,
+// with the fields the tests check. The page only hands them to the tests
+// (views/run.ts installs the hooks); it draws and picks from the Frame itself.
+
+import type { AgentId } from "../api";
+import type { Frame } from "./draw";
+import { GUTTER } from "./layout";
+import { markLines, skipLines } from "./numerics";
+
+/** A drawn numerics mark or skipped step, as the browser tests read them (window.__castscope.visibleNumerics()). */
+export interface VisibleNumerics {
+  kind: "cast" | "op_output" | "skip";
+  agent_id: AgentId;
+  /** Page coordinates of a point on it to hover or click. */
+  x: number;
+  y: number;
+  file: string;
+  line: number;
+  text: string[];
+}
+
+/** A drawn single cast, as the browser tests read it (window.__castscope.visibleCasts()). */
+export interface VisibleCast {
+  seq: number;
+  op_seq: number;
+  agent_id: AgentId;
+  x: number;
+  y: number;
+  ts: number;
+  file: string | null;
+  line: number | null;
+  op: string;
+  role: string;
+  cache: string;
+  mode: string;
+  live: boolean;
+  highlighted: boolean;
+}
+
+export function visibleCasts(frame: Frame, canvas: HTMLCanvasElement, width: number): VisibleCast[] {
+  const r = canvas.getBoundingClientRect();
+  return frame.casts
+    .filter((d) => d.x >= GUTTER && d.x <= width)
+    .map((d) => ({
+      seq: d.cast.seq,
+      op_seq: d.cast.op_seq,
+      agent_id: d.cast.agent_id,
+      x: r.left + d.x,
+      y: r.top + d.y,
+      ts: d.cast.ts,
+      file: d.cast.location?.file ?? null,
+      line: d.cast.location?.line ?? null,
+      op: d.cast.op,
+      role: d.cast.role,
+      cache: d.cast.cache,
+      mode: d.cast.mode,
+      live: d.live,
+      highlighted: d.highlighted,
+    }));
+}
+
+export function visibleNumerics(frame: Frame, canvas: HTMLCanvasElement, width: number): VisibleNumerics[] {
+  const r = canvas.getBoundingClientRect();
+  const inView = (x: number) => x >= GUTTER && x <= width;
+  const out: VisibleNumerics[] = [];
+  for (const s of frame.skips) {
+    if (!inView(s.x)) continue;
+    out.push({ kind: "skip", agent_id: s.row.series.agent_id, x: r.left + s.x, y: r.top + s.y, file: s.row.series.location.file, line: s.row.series.location.line, text: skipLines(s.row.series, s.point, s.before) });
+  }
+  for (const d of frame.numerics) {
+    const x = Math.min(Math.max((d.x0 + d.x1) / 2, GUTTER + 1), width - 1);
+    if (d.x1 < GUTTER || d.x0 > width) continue;
+    const m = d.item;
+    out.push({ kind: m.kind, agent_id: m.agent_id, x: r.left + x, y: r.top + d.y0 + 2, file: m.location.file, line: m.location.line, text: markLines(m) });
+  }
+  return out;
+}
