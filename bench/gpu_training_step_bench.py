@@ -38,7 +38,7 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         rows = gpu_timing_rows(args.policy, tmp, {
-            "castscope+gpu": {"mode": "on", "window_steps": 0},
+            "castscope+gpu": {"mode": "on", "steps": 0},
             "castscope+windows": "on",
             "castscope+cublaslt": {"mode": "off", "cublaslt_logger": True},
         })

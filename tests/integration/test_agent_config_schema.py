@@ -101,15 +101,15 @@ def test_configs_from_castscope_attach_are_valid(tmp_path, policy_check):
         {"events_path": str(tmp_path / "b.jsonl"), "policy_files": [CPU_POLICY], "record_events": False,
          "ring_records": 1024, "max_threads": 8, "run_id": "schema-run", "probe": False},
         {"events_path": str(tmp_path / "c.jsonl"), "collector": "127.0.0.1:7070", "spool_dir": str(tmp_path / "spool"),
-         "probe": {"iterations": 3, "every_iterations": 0, "max_ms": 1000, "every_ms": 0}},
+         "probe": {"steps": 3, "every_steps": 0, "max_ms": 1000, "every_ms": 0}},
         {"events_path": str(tmp_path / "d.jsonl"), "aggregate": True},
     ]
     for config in _attach_configs(tmp_path, variants):
         assert _schema_errors(config) == [], config
         assert policy_check(config) == [], config
     # The optional keys attach sets are in the schema.
-    assert {"ring_records", "max_threads", "run_id", "collector", "spool_dir", "probe_iterations",
-            "probe_every_iterations", "probe_max_ms", "probe_every_ms", "aggregate"} <= set(SCHEMA["properties"])
+    assert {"ring_records", "max_threads", "run_id", "collector", "spool_dir", "probe_steps",
+            "probe_every_steps", "probe_max_ms", "probe_every_ms", "aggregate"} <= set(SCHEMA["properties"])
 
 
 def test_config_from_castscope_run_is_valid(tmp_path, policy_check):
@@ -157,8 +157,12 @@ GOOD = [
     {"policy_files": [CPU_POLICY], "spool_segment_bytes": 4096, "spool_max_bytes": 4096},
     {"policy_files": [CPU_POLICY], "aggregate": True, "aggregate_max_keys": 16},
     {"policy_files": [CPU_POLICY], "aggregate": False, "aggregate_max_keys": 1 << 20},
-    {"policy_files": [CPU_POLICY], "probe": True, "probe_iterations": 1, "probe_every_iterations": 0,
+    {"policy_files": [CPU_POLICY], "probe": True, "probe_steps": 1, "probe_every_steps": 0,
      "probe_max_ms": 1, "probe_every_ms": 0},
+    # The old names of the schedule keys, still read (with a warning).
+    {"policy_files": [CPU_POLICY], "probe_iterations": 1, "probe_every_iterations": 0, "numerics_iterations": 3,
+     "numerics_every_iterations": 5, "numerics_skip_capture_iterations": 0, "gpu_window_steps": 0,
+     "gpu_window_max_ms": 10},
     {"policy_files": [CPU_POLICY], "run_id": _run_id(256), "command": "python train.py", "token_env": "T",
      "tls_ca": "ca.pem", "forwarder_path": "/bin/true", "torch_version": "2.14.1", "internal_path_prefix": "/t/",
      "record_events": False, "events_path": "ev-{pid}.jsonl", "collector": "[::1]:7070", "spool_dir": "/tmp/s"},
@@ -188,8 +192,9 @@ BAD = [
     {"policy_files": [CPU_POLICY], "aggregate_max_keys": 15},
     {"policy_files": [CPU_POLICY], "aggregate_max_keys": (1 << 20) + 1},
     {"policy_files": [CPU_POLICY], "probe": "yes"},
+    {"policy_files": [CPU_POLICY], "probe_steps": 0},
+    {"policy_files": [CPU_POLICY], "probe_every_steps": -1},
     {"policy_files": [CPU_POLICY], "probe_iterations": 0},
-    {"policy_files": [CPU_POLICY], "probe_every_iterations": -1},
     {"policy_files": [CPU_POLICY], "probe_max_ms": 0},
     {"policy_files": [CPU_POLICY], "probe_every_ms": -1},
     {"policy_files": [CPU_POLICY], "collector": "localhost"},
@@ -220,6 +225,10 @@ def test_what_only_the_parser_checks(policy_check):
     assert _schema_errors(config) == []
     assert policy_check(config) == ["castscope: spool_max_bytes must be at least spool_segment_bytes"]
     assert "spool_max_bytes" in SCHEMA["description"]
+    both_names = {"policy_files": [CPU_POLICY], "probe_steps": 2, "probe_iterations": 2}
+    assert _schema_errors(both_names) == []
+    assert policy_check(both_names) == ["castscope: give probe_steps or its old name probe_iterations, not both"]
+    assert "old name" in SCHEMA["description"]
 
 
 def test_parser_errors_name_the_key(policy_check):

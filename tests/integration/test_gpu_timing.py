@@ -36,8 +36,8 @@ def with_standin(tmp_path, monkeypatch, script: dict) -> dict:
     path = tmp_path / "standin.json"
     path.write_text(json.dumps(script))
     monkeypatch.setenv("CASTSCOPE_STANDIN_CUPTI", str(path))
-    # Every step timed (window_steps 0), unless a test asks for windows.
-    return {"mode": "on", "cupti_library": str(STANDIN), "correlate": "all_ops", "window_steps": 0}
+    # Every step timed (steps 0), unless a test asks for windows.
+    return {"mode": "on", "cupti_library": str(STANDIN), "correlate": "all_ops", "steps": 0}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only machine's answer")
@@ -279,7 +279,7 @@ def test_cuda_training_step_is_bit_identical_attached(tmp_path):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; checked on a GPU machine (docs/gpu.md)")
-@pytest.mark.parametrize("gpu", ["off", {"mode": "on", "window_steps": 0, "cublaslt_logger": True}], ids=["plain", "timed+cublaslt"])
+@pytest.mark.parametrize("gpu", ["off", {"mode": "on", "steps": 0, "cublaslt_logger": True}], ids=["plain", "timed+cublaslt"])
 def test_cuda_resnet18_step_is_bit_identical_attached(tmp_path, gpu):
     torchvision = pytest.importorskip("torchvision")
     policies = policies_for_this_torch()
@@ -307,7 +307,7 @@ def test_cuda_resnet18_step_is_bit_identical_attached(tmp_path, gpu):
 
 
 def test_timing_windows_time_a_few_steps_in_many(tmp_path, monkeypatch):
-    gpu = {**with_standin(tmp_path, monkeypatch, SCRIPT), "window_steps": 1, "every_steps": 3}
+    gpu = {**with_standin(tmp_path, monkeypatch, SCRIPT), "steps": 1, "every_steps": 3}
     with castscope.attached(events_path=tmp_path / "e.jsonl", probe=False, gpu_timing=gpu) as agent:
         train(7)
         assert agent.status()["gpu_timing"] == "on"

@@ -24,7 +24,7 @@ DEVICES = [
     pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
                                                   reason="needs a CUDA GPU; checked on a GPU machine (docs/gpu.md)")),
 ]
-ALWAYS_OPEN = {"iterations": 10 ** 9, "max_ms": 10 ** 9}
+ALWAYS_OPEN = {"steps": 10 ** 9, "max_ms": 10 ** 9}
 
 
 def attached(tmp_path, device: str, numerics) -> contextlib.AbstractContextManager:
@@ -223,7 +223,7 @@ def test_the_checks_kernels_are_not_timed_as_the_ops(tmp_path):
     def timed(name: str, numerics) -> tuple[Counter, int]:
         events = tmp_path / f"{name}.jsonl"
         with castscope.attached(policy_files=policies_for_this_torch("cuda"), events_path=events, probe=False,
-                                gpu_timing={"mode": "on", "window_steps": 0}, numerics=numerics) as agent:
+                                gpu_timing={"mode": "on", "steps": 0}, numerics=numerics) as agent:
             for _ in range(2):
                 with torch.autocast("cuda", dtype=torch.float16):
                     model(x).float().sum().backward()

@@ -106,7 +106,7 @@ def attach(
     collector stays unreachable for `give_up_after_s` (default 60).
     `probe=False` opens no op probe windows (docs/diagnostics.md: the
     findings that need ops beyond the autocast kernels); a dict sets their
-    schedule, e.g. {"iterations": 2, "every_iterations": 100, "max_ms": 5000,
+    schedule, e.g. {"steps": 2, "every_steps": 100, "max_ms": 5000,
     "every_ms": 60000}. `gpu_timing` ("auto" by default: on when torch sees
     a CUDA device, "on", "off", or a dict, docs/gpu.md) times the kernels of
     each cast and op with CUPTI. `aggregate=True` keeps per-site counters
@@ -114,7 +114,8 @@ def attach(
     limit too, e.g. {"max_keys": 2048}. `numerics=False` opens no numerics
     windows (overflow, underflow and non-finite values at casts and autocast
     ops, docs/numerics.md); a dict sets their schedule as `probe` does, plus
-    "skip_capture_iterations".
+    "skip_capture_steps". (The old names "iterations", "every_iterations"
+    and "skip_capture_iterations" still work, with a warning.)
     When castscope was attached from outside (castscope run), returns a
     handle on that."""
     global _current

@@ -84,8 +84,10 @@ def _probe_config(probe: bool | dict) -> dict:
 # checks that this covers exactly its GPU keys).
 GPU_TIMING_KEYS = {"mode": "gpu_timing", "cupti_library": "cupti_library", "correlate": "gpu_correlate",
                    "buffer_bytes": "gpu_buffer_bytes", "buffer_budget_bytes": "gpu_buffer_budget_bytes",
-                   "correlation_kind": "gpu_correlation_kind", "window_steps": "gpu_window_steps",
-                   "every_steps": "gpu_every_steps", "window_max_ms": "gpu_window_max_ms", "every_ms": "gpu_every_ms",
+                   "correlation_kind": "gpu_correlation_kind", "steps": "gpu_steps",
+                   "every_steps": "gpu_every_steps", "max_ms": "gpu_max_ms", "every_ms": "gpu_every_ms",
+                   # the old names (deprecated: the agent warns and reads them as the new ones)
+                   "window_steps": "gpu_window_steps", "window_max_ms": "gpu_window_max_ms",
                    "cublaslt_logger": "cublaslt_logger", "cublaslt_library": "cublaslt_library"}
 
 
@@ -93,9 +95,9 @@ def _gpu_config(gpu_timing: str | dict | None) -> dict:
     """gpu_timing="auto"|"on"|"off", or a dict with "mode" and the other
     gpu keys without their prefix: {"mode": "on", "cupti_library": PATH,
     "correlate": "all_ops", "buffer_bytes": N, "buffer_budget_bytes": N,
-    "correlation_kind": "CUSTOM2", "window_steps": 2, "every_steps": 100,
-    "window_max_ms": 5000, "every_ms": 60000, "cublaslt_logger": False,
-    "cublaslt_library": PATH} (docs/gpu.md; window_steps 0: every step;
+    "correlation_kind": "CUSTOM2", "steps": 2, "every_steps": 100,
+    "max_ms": 5000, "every_ms": 60000, "cublaslt_logger": False,
+    "cublaslt_library": PATH} (docs/gpu.md; steps 0: every step;
     cublaslt_logger: GEMM precision from cuBLASLt's logger, opt-in)."""
     if gpu_timing is None:
         return {}

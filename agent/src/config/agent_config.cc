@@ -2,10 +2,13 @@
 
 #include <climits>
 #include <nlohmann/json.hpp>
+#include <type_traits>
+#include <utility>
 
 #include "agent/src/record/event_log.h"
 #include "common/cli/host_port.h"
 #include "common/json/json_limits.h"
+#include "common/log/log.h"
 
 namespace castscope {
 
@@ -109,9 +112,34 @@ constexpr uint64_t kIntMax = INT_MAX;
 constexpr uint64_t kInt64Max = INT64_MAX;
 constexpr uint64_t kUint64Max = UINT64_MAX;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
-const std::string kProbeRange = "probe_iterations and probe_max_ms must be positive, probe_every_ms at least 0";
-const std::string kNumericsRange =
-    "numerics_iterations and numerics_max_ms must be positive, numerics_every_ms at least 0";
+const std::string kProbeRange = "probe_steps and probe_max_ms must be positive, probe_every_ms at least 0";
+const std::string kNumericsRange = "numerics_steps and numerics_max_ms must be positive, numerics_every_ms at least 0";
+// A key of a window schedule (window_schedule.h): "<section>_steps" and the like.
+template <auto section, auto member>
+Field schedule_key(const char* key, uint64_t low, std::string range) {
+  using Value = std::remove_reference_t<decltype(std::declval<WindowScheduleConfig&>().*member)>;
+  return Field(key, low, std::is_signed_v<Value> ? kInt64Max : kUint64Max, std::move(range),
+               [](AgentConfig& c, uint64_t n) { (c.*section).schedule.*member = static_cast<Value>(n); });
+}
+
+// Keys renamed when the three schedules took one naming: still read, with a
+// warning naming the new key.
+constexpr std::pair<const char*, const char*> kRenamedKeys[] = {
+    {"probe_iterations", "probe_steps"},
+    {"probe_every_iterations", "probe_every_steps"},
+    {"numerics_iterations", "numerics_steps"},
+    {"numerics_every_iterations", "numerics_every_steps"},
+    {"numerics_skip_capture_iterations", "numerics_skip_capture_steps"},
+    {"gpu_window_steps", "gpu_steps"},
+    {"gpu_window_max_ms", "gpu_max_ms"},
+};
+
+const char* renamed_to(const std::string& key) {
+  for (const auto& [old_key, new_key] : kRenamedKeys)
+    if (key == old_key) return new_key;
+  return nullptr;
+}
+
 const std::string kIntRange = " (at most " + std::to_string(kIntMax) + ")";
 
 const Field kFields[] = {
@@ -211,44 +239,33 @@ const Field kFields[] = {
        if (error.empty()) config.gpu.correlate_all_ops = which == 1;
        return error;
      }},
-    integer("gpu_window_steps", 0, kUint64Max, "gpu_window_steps must be at least 0 (0: every step)",
-            [](AgentConfig& c, uint64_t n) { c.gpu.windows.window_steps = n; }),
-    integer("gpu_every_steps", 0, kUint64Max, "gpu_every_steps must be at least 0",
-            [](AgentConfig& c, uint64_t n) { c.gpu.windows.every_steps = n; }),
-    integer("gpu_window_max_ms", 1, kInt64Max, "gpu_window_max_ms must be positive",
-            [](AgentConfig& c, uint64_t n) { c.gpu.windows.window_max_ms = static_cast<int64_t>(n); }),
-    integer("gpu_every_ms", 0, kInt64Max, "gpu_every_ms must be at least 0",
-            [](AgentConfig& c, uint64_t n) { c.gpu.windows.every_ms = static_cast<int64_t>(n); }),
+    schedule_key<&AgentConfig::gpu, &WindowScheduleConfig::steps>("gpu_steps", 0, "gpu_steps must be at least 0 (0: every step)"),
+    schedule_key<&AgentConfig::gpu, &WindowScheduleConfig::every_steps>("gpu_every_steps", 0, "gpu_every_steps must be at least 0"),
+    schedule_key<&AgentConfig::gpu, &WindowScheduleConfig::max_ms>("gpu_max_ms", 1, "gpu_max_ms must be positive"),
+    schedule_key<&AgentConfig::gpu, &WindowScheduleConfig::every_ms>("gpu_every_ms", 0, "gpu_every_ms must be at least 0"),
     {"probe",
      [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
        if (!value.is_boolean()) return expected(key, "true or false", value);
        config.probe.enabled = value.get<bool>();
        return "";
      }},
-    integer("probe_iterations", 1, kUint64Max, kProbeRange, [](AgentConfig& c, uint64_t n) { c.probe.iterations = n; }),
-    integer("probe_every_iterations", 0, kUint64Max, "probe_every_iterations must be at least 0",
-            [](AgentConfig& c, uint64_t n) { c.probe.every_iterations = n; }),
-    integer("probe_max_ms", 1, kInt64Max, kProbeRange,
-            [](AgentConfig& c, uint64_t n) { c.probe.max_ms = static_cast<int64_t>(n); }),
-    integer("probe_every_ms", 0, kInt64Max, kProbeRange,
-            [](AgentConfig& c, uint64_t n) { c.probe.every_ms = static_cast<int64_t>(n); }),
+    schedule_key<&AgentConfig::probe, &WindowScheduleConfig::steps>("probe_steps", 1, kProbeRange),
+    schedule_key<&AgentConfig::probe, &WindowScheduleConfig::every_steps>("probe_every_steps", 0, "probe_every_steps must be at least 0"),
+    schedule_key<&AgentConfig::probe, &WindowScheduleConfig::max_ms>("probe_max_ms", 1, kProbeRange),
+    schedule_key<&AgentConfig::probe, &WindowScheduleConfig::every_ms>("probe_every_ms", 0, kProbeRange),
     {"numerics",
      [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
        if (!value.is_boolean()) return expected(key, "true or false", value);
        config.numerics.enabled = value.get<bool>();
        return "";
      }},
-    integer("numerics_iterations", 1, kUint64Max, kNumericsRange,
-            [](AgentConfig& c, uint64_t n) { c.numerics.iterations = n; }),
-    integer("numerics_every_iterations", 0, kUint64Max, "numerics_every_iterations must be at least 0",
-            [](AgentConfig& c, uint64_t n) { c.numerics.every_iterations = n; }),
-    integer("numerics_max_ms", 1, kInt64Max, kNumericsRange,
-            [](AgentConfig& c, uint64_t n) { c.numerics.max_ms = static_cast<int64_t>(n); }),
-    integer("numerics_every_ms", 0, kInt64Max, kNumericsRange,
-            [](AgentConfig& c, uint64_t n) { c.numerics.every_ms = static_cast<int64_t>(n); }),
-    integer("numerics_skip_capture_iterations", 0, kUint64Max,
-            "numerics_skip_capture_iterations must be at least 0 (0: no capture after a skip)",
-            [](AgentConfig& c, uint64_t n) { c.numerics.skip_capture_iterations = n; }),
+    schedule_key<&AgentConfig::numerics, &WindowScheduleConfig::steps>("numerics_steps", 1, kNumericsRange),
+    schedule_key<&AgentConfig::numerics, &WindowScheduleConfig::every_steps>("numerics_every_steps", 0, "numerics_every_steps must be at least 0"),
+    schedule_key<&AgentConfig::numerics, &WindowScheduleConfig::max_ms>("numerics_max_ms", 1, kNumericsRange),
+    schedule_key<&AgentConfig::numerics, &WindowScheduleConfig::every_ms>("numerics_every_ms", 0, kNumericsRange),
+    integer("numerics_skip_capture_steps", 0, kUint64Max,
+            "numerics_skip_capture_steps must be at least 0 (0: no capture after a skip)",
+            [](AgentConfig& c, uint64_t n) { c.numerics.skip_capture_steps = n; }),
 };
 
 const Field* find_field(const std::string& key) {
@@ -262,6 +279,7 @@ const Field* find_field(const std::string& key) {
 std::vector<std::string> agent_config_keys() {
   std::vector<std::string> keys;
   for (const Field& field : kFields) keys.emplace_back(field.key);
+  for (const auto& [old_key, new_key] : kRenamedKeys) keys.emplace_back(old_key);
   return keys;
 }
 
@@ -276,7 +294,13 @@ std::string parse_agent_config(const char* text, AgentConfig& config) {
     return std::string("castscope: configuration is not valid JSON: ") + e.what();
   }
   if (!doc.is_object()) return "castscope: configuration must be a JSON object";
-  for (const auto& [key, value] : doc.items()) {
+  for (const auto& [given_key, value] : doc.items()) {
+    std::string key = given_key;
+    if (const char* new_key = renamed_to(key)) {
+      if (doc.contains(new_key)) return "castscope: give " + std::string(new_key) + " or its old name " + key + ", not both";
+      log::warn("castscope: configuration key " + key + " is deprecated; it is now " + new_key);
+      key = new_key;
+    }
     const Field* field = find_field(key);
     if (field == nullptr) return "castscope: unknown configuration key \"" + key + "\"";
     std::string error = field->read != nullptr ? field->read(key, value, config) : read_integer(*field, value, config);

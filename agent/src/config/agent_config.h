@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/src/gpu/timing_windows.h"
+#include "agent/src/schedule/window_schedule.h"
 #include "agent/src/record/cast_record.h"
 
 namespace castscope {
@@ -18,10 +18,7 @@ namespace castscope {
 // Op probe windows (observers/op_probe.h).
 struct ProbeConfig {
   bool enabled = true;
-  uint64_t iterations = 2;          // steps per window
-  uint64_t every_iterations = 100;  // a window every this many steps (0: only the first)
-  int64_t max_ms = 5000;            // a window closes after this long whatever the steps
-  int64_t every_ms = 60000;         // jobs without steps: a window every this long (0: only the first)
+  WindowScheduleConfig schedule;  // probe_steps, probe_every_steps, probe_max_ms, probe_every_ms
   // "ns::name" of the ops a policy casts to lower precision, per device:
   // their in-place and out= variants are what not-autocast looks for.
   std::set<std::pair<DeviceKind, std::string>> lower_precision_ops;
@@ -33,13 +30,10 @@ struct ProbeConfig {
 // step skipped outside a window opens one until a skipped step is seen in it.
 struct NumericsConfig {
   bool enabled = true;
-  uint64_t iterations = 2;
-  uint64_t every_iterations = 100;
-  int64_t max_ms = 5000;
-  int64_t every_ms = 60000;
+  WindowScheduleConfig schedule;  // numerics_steps, numerics_every_steps, numerics_max_ms, numerics_every_ms
   // After a skip seen outside a window: how many steps the window waits for
   // the next skipped step before it closes.
-  uint64_t skip_capture_iterations = 200;
+  uint64_t skip_capture_steps = 200;
   bool operator==(const NumericsConfig&) const = default;
 };
 
@@ -56,7 +50,7 @@ struct GpuTimingConfig {
   // Which autocast ops push their correlation id: CUDA ones, or all (so a
   // stand-in CUPTI on a CPU-only machine sees the same calls as on a GPU).
   bool correlate_all_ops = false;
-  TimingWindowConfig windows;  // when it collects (timing_windows.h)
+  WindowScheduleConfig schedule;  // when it collects: gpu_steps, gpu_every_steps, gpu_max_ms, gpu_every_ms
   // GEMM precision from cuBLASLt's logger (cublaslt_logger.h): opt-in, since
   // the logger is process-wide and experimental; independent of `mode`.
   bool cublaslt_logger = false;

@@ -49,7 +49,7 @@ TEST(AgentConfigTest, MinimalConfigKeepsTheDefaults) {
   EXPECT_EQ(config.token_env, "CASTSCOPE_TOKEN");
   EXPECT_EQ(config.spool_max_bytes, uint64_t{1} << 30);
   EXPECT_TRUE(config.probe.enabled);
-  EXPECT_EQ(config.probe.iterations, 2u);
+  EXPECT_EQ(config.probe.schedule.steps, 2u);
 }
 
 TEST(AgentConfigTest, EveryKeyIsRead) {
@@ -79,25 +79,25 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
                     {"spool_segment_bytes", 1 << 16},
                     {"spool_backlog_bytes", 1 << 18},
                     {"probe", false},
-                    {"probe_iterations", 3},
-                    {"probe_every_iterations", 0},
+                    {"probe_steps", 3},
+                    {"probe_every_steps", 0},
                     {"probe_max_ms", 100},
                     {"probe_every_ms", 0},
                     {"numerics", false},
-                    {"numerics_iterations", 4},
-                    {"numerics_every_iterations", 0},
+                    {"numerics_steps", 4},
+                    {"numerics_every_steps", 0},
                     {"numerics_max_ms", 200},
                     {"numerics_every_ms", 0},
-                    {"numerics_skip_capture_iterations", 7},
+                    {"numerics_skip_capture_steps", 7},
                     {"gpu_timing", "on"},
                     {"cupti_library", "/opt/cuda/libcupti.so"},
                     {"gpu_correlation_kind", "CUSTOM1"},
                     {"gpu_buffer_bytes", 8192},
                     {"gpu_buffer_budget_bytes", 16384},
                     {"gpu_correlate", "all_ops"},
-                    {"gpu_window_steps", 3},
+                    {"gpu_steps", 3},
                     {"gpu_every_steps", 50},
-                    {"gpu_window_max_ms", 1000},
+                    {"gpu_max_ms", 1000},
                     {"gpu_every_ms", 0},
                     {"cublaslt_logger", true},
                     {"cublaslt_library", "/venv/nvidia/cu13/lib/libcublasLt.so.13"}};
@@ -108,10 +108,10 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config.gpu.buffer_bytes, 8192u);
   EXPECT_EQ(config.gpu.buffer_budget_bytes, 16384u);
   EXPECT_TRUE(config.gpu.correlate_all_ops);
-  EXPECT_EQ(config.gpu.windows.window_steps, 3u);
-  EXPECT_EQ(config.gpu.windows.every_steps, 50u);
-  EXPECT_EQ(config.gpu.windows.window_max_ms, 1000);
-  EXPECT_EQ(config.gpu.windows.every_ms, 0);
+  EXPECT_EQ(config.gpu.schedule.steps, 3u);
+  EXPECT_EQ(config.gpu.schedule.every_steps, 50u);
+  EXPECT_EQ(config.gpu.schedule.max_ms, 1000);
+  EXPECT_EQ(config.gpu.schedule.every_ms, 0);
   EXPECT_TRUE(config.gpu.cublaslt_logger);
   EXPECT_EQ(config.gpu.cublaslt_library, "/venv/nvidia/cu13/lib/libcublasLt.so.13");
   EXPECT_EQ(config.events_path, "ev-{pid}.jsonl");
@@ -138,17 +138,38 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config.spool_segment_bytes, 1u << 16);
   EXPECT_EQ(config.spool_backlog_bytes, 1u << 18);
   EXPECT_FALSE(config.probe.enabled);
-  EXPECT_EQ(config.probe.iterations, 3u);
-  EXPECT_EQ(config.probe.every_iterations, 0u);
-  EXPECT_EQ(config.probe.max_ms, 100);
-  EXPECT_EQ(config.probe.every_ms, 0);
+  EXPECT_EQ(config.probe.schedule.steps, 3u);
+  EXPECT_EQ(config.probe.schedule.every_steps, 0u);
+  EXPECT_EQ(config.probe.schedule.max_ms, 100);
+  EXPECT_EQ(config.probe.schedule.every_ms, 0);
   EXPECT_FALSE(config.numerics.enabled);
-  EXPECT_EQ(config.numerics.iterations, 4u);
-  EXPECT_EQ(config.numerics.every_iterations, 0u);
-  EXPECT_EQ(config.numerics.max_ms, 200);
-  EXPECT_EQ(config.numerics.every_ms, 0);
-  EXPECT_EQ(config.numerics.skip_capture_iterations, 7u);
-  EXPECT_EQ(agent_config_keys().size(), doc.size());
+  EXPECT_EQ(config.numerics.schedule.steps, 4u);
+  EXPECT_EQ(config.numerics.schedule.every_steps, 0u);
+  EXPECT_EQ(config.numerics.schedule.max_ms, 200);
+  EXPECT_EQ(config.numerics.schedule.every_ms, 0);
+  EXPECT_EQ(config.numerics.skip_capture_steps, 7u);
+  EXPECT_EQ(agent_config_keys().size(), doc.size() + 7);  // and the 7 old names of schedule keys
+}
+
+// The schedule keys' old names (before the three schedules took one naming)
+// still read as the new ones; both at once are refused.
+TEST(AgentConfig, OldScheduleKeyNamesReadAsTheNewOnes) {
+  const json old_names = {{"policy_files", {"a.json"}},        {"probe_iterations", 3},
+                          {"probe_every_iterations", 7},        {"numerics_iterations", 4},
+                          {"numerics_every_iterations", 9},     {"numerics_skip_capture_iterations", 5},
+                          {"gpu_window_steps", 6},              {"gpu_window_max_ms", 1000}};
+  const json new_names = {{"policy_files", {"a.json"}},   {"probe_steps", 3},          {"probe_every_steps", 7},
+                          {"numerics_steps", 4},          {"numerics_every_steps", 9}, {"numerics_skip_capture_steps", 5},
+                          {"gpu_steps", 6},               {"gpu_max_ms", 1000}};
+  AgentConfig from_old, from_new;
+  ASSERT_EQ(parse(old_names.dump(), from_old), "");
+  ASSERT_EQ(parse(new_names.dump(), from_new), "");
+  EXPECT_EQ(from_old, from_new);
+  EXPECT_EQ(from_new.probe.schedule.every_steps, 7u);
+  EXPECT_EQ(from_new.gpu.schedule.max_ms, 1000);
+  json both = with("probe_iterations", 2);
+  both["probe_steps"] = 2;
+  expect_refused(both, {"give probe_steps or its old name probe_iterations, not both"});
 }
 
 TEST(AgentConfigTest, NullMeansNotSetWhereAllowed) {
@@ -207,10 +228,10 @@ TEST(AgentConfigTest, ValuesOutOfRangeAreRefused) {
   expect_refused(with("batch_events", 65537), {"batch_events must be between 1 and 65536"});
   expect_refused(with("spool_segment_bytes", 100), {"spool_segment_bytes must be at least 4096"});
   expect_refused(with("spool_max_bytes", 1 << 20), {"spool_max_bytes must be at least spool_segment_bytes"});
-  expect_refused(with("probe_iterations", 0), {"probe_iterations and probe_max_ms must be positive"});
-  expect_refused(with("probe_max_ms", 0), {"probe_iterations and probe_max_ms must be positive"});
+  expect_refused(with("probe_steps", 0), {"probe_steps and probe_max_ms must be positive"});
+  expect_refused(with("probe_max_ms", 0), {"probe_steps and probe_max_ms must be positive"});
   expect_refused(with("probe_every_ms", -1), {"probe_every_ms at least 0"});
-  expect_refused(with("probe_every_iterations", -1), {"probe_every_iterations must be at least 0"});
+  expect_refused(with("probe_every_steps", -1), {"probe_every_steps must be at least 0"});
   expect_refused(with("collector", "localhost"), {"collector \"localhost\"", "expected HOST:PORT"});
   expect_refused(with("collector", "localhost:99999"), {"the port must be a number from 1 to 65535"});
   expect_refused(with("collector", "127.0.0.1:"), {"the port must be a number from 1 to 65535"});

@@ -377,7 +377,7 @@ TEST_F(AutocastKernelTest, UnboxedAndBoxedCallsMakeTheSameDecisionsAndRecords) {
 struct NumericsWindow {
   NumericsWindow() {
     NumericsConfig config;
-    config.max_ms = 600000;
+    config.schedule.max_ms = 600000;
     numerics_start(config);  // open from now
   }
   ~NumericsWindow() { numerics_stop(); }

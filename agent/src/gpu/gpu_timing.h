@@ -49,7 +49,7 @@ void gpu_timing_stop();
 bool gpu_timing_yield();
 void gpu_timing_resume();
 
-// A timing window opens or closes (timing_windows.h): between windows
+// A timing window opens or closes (schedule/window_schedule.h): between windows
 // castscope's activity kinds are off and nothing is pushed; buffers already
 // filled still come out at the next flush.
 void gpu_timing_window(bool open);

@@ -7,12 +7,14 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "agent/src/context/op_context.h"
 #include "agent/src/context/recording_state.h"
 #include "agent/src/numerics/value_checks.h"
+#include "agent/src/schedule/window_schedule.h"
 
 namespace castscope {
 
@@ -20,7 +22,6 @@ std::atomic<bool> g_numerics_window_open{false};
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 // Per window; a job with more sites than this keeps the first ones and
 // counts the rest (numerics_sites_dropped).
@@ -71,12 +72,8 @@ std::mutex g_mutex;  // the schedule below
 std::atomic<const NumericsConfig*> g_config{nullptr};
 std::atomic<bool> g_started{false};
 std::atomic<bool>& g_open = g_numerics_window_open;
-bool g_capture = false;  // the open window waits for a skipped step
-Clock::time_point g_opened_at, g_closed_at;
-uint64_t g_opened_iteration = 0;
+std::optional<WindowSchedule> g_schedule;  // from start; g_open follows it
 uint64_t g_iteration = 0;
-bool g_stepped = false;
-bool g_covered_a_step = false;
 bool g_captured_once = false;
 uint64_t g_last_capture_iteration = 0;
 
@@ -201,31 +198,33 @@ void flush_sites() {
   }
 }
 
-void open_locked(Clock::time_point now, uint64_t iteration, bool capture) {
-  g_open.store(true, std::memory_order_relaxed);
-  g_capture = capture;
-  g_opened_at = now;
-  g_opened_iteration = iteration;
-}
+void open_locked() { g_open.store(true, std::memory_order_relaxed); }
 
 // Returns whether a window was open: then the caller flushes, after unlocking.
-bool close_locked(Clock::time_point now) {
-  const bool was_open = g_open.exchange(false, std::memory_order_relaxed);
-  g_capture = false;
-  g_closed_at = now;
-  return was_open;
+bool close_locked() { return g_open.exchange(false, std::memory_order_relaxed); }
+
+// Returns whether a window closed: then the caller flushes, after unlocking.
+bool apply_locked(WindowSchedule::Change change) {
+  if (change == WindowSchedule::Change::kOpen) open_locked();
+  return change == WindowSchedule::Change::kClose && close_locked();
 }
+
+// A CUDA graph capture in progress keeps a window open: closing one reads
+// device sums, which synchronises, which a capture forbids.
+bool capturing_a_cuda_graph() { return g_cuda_captures.load() > 0; }
 
 }  // namespace
 
 void numerics_start(const NumericsConfig& config) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_config.store(new NumericsConfig(config), std::memory_order_release);  // leaked on purpose: read without the lock
-  g_stepped = g_covered_a_step = g_captured_once = false;
+  g_captured_once = false;
   g_iteration = g_last_capture_iteration = 0;
+  g_schedule.reset();
   if (!config.enabled) return;
+  g_schedule.emplace(config.schedule, WindowSchedule::Clock::now());  // open from the start
   g_started.store(true);
-  open_locked(Clock::now(), 0, false);
+  open_locked();
 }
 
 void numerics_stop() {
@@ -233,7 +232,7 @@ void numerics_stop() {
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_started.store(false);
-    flush = close_locked(Clock::now());
+    flush = close_locked();
   }
   if (flush) flush_sites();
 }
@@ -244,16 +243,8 @@ void numerics_on_iteration(uint64_t iteration) {
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     if (!g_started.load(std::memory_order_relaxed)) return;
-    const NumericsConfig& config = *g_config.load(std::memory_order_relaxed);
-    g_stepped = true;
     g_iteration = iteration;
-    if (g_open.load(std::memory_order_relaxed)) {
-      g_covered_a_step = true;
-      const uint64_t length = g_capture ? config.skip_capture_iterations : config.iterations;
-      if (iteration - g_opened_iteration >= length && g_cuda_captures.load() == 0) flush = close_locked(Clock::now());
-    } else if (!g_covered_a_step || (config.every_iterations > 0 && iteration % config.every_iterations == 0)) {
-      open_locked(Clock::now(), iteration, false);
-    }
+    flush = apply_locked(g_schedule->on_step(iteration, WindowSchedule::Clock::now(), capturing_a_cuda_graph()));
   }
   if (flush) flush_sites();
 }
@@ -264,15 +255,7 @@ void numerics_on_tick() {
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     if (!g_started.load(std::memory_order_relaxed)) return;
-    const NumericsConfig& config = *g_config.load(std::memory_order_relaxed);
-    const auto now = Clock::now();
-    if (g_open.load(std::memory_order_relaxed)) {
-      // A capture window ends with a skipped step or its step count, not its age.
-      if (!g_capture && now - g_opened_at >= std::chrono::milliseconds(config.max_ms) && g_cuda_captures.load() == 0)
-        flush = close_locked(now);
-    } else if (!g_stepped && config.every_ms > 0 && now - g_closed_at >= std::chrono::milliseconds(config.every_ms)) {
-      open_locked(now, 0, false);
-    }
+    flush = apply_locked(g_schedule->on_tick(WindowSchedule::Clock::now(), capturing_a_cuda_graph()));
   }
   if (flush) flush_sites();
 }
@@ -433,15 +416,16 @@ void numerics_on_scaler_update(double scale, bool found_inf, uint64_t updates) n
     std::lock_guard<std::mutex> lock(g_mutex);
     if (!g_started.load(std::memory_order_relaxed)) return;
     const NumericsConfig& config = *g_config.load(std::memory_order_relaxed);
-    if (g_open.load(std::memory_order_relaxed)) {
+    const auto now = WindowSchedule::Clock::now();
+    if (g_schedule->open()) {
       // The skipped step ran inside this window: what it saw goes out now.
-      if (g_capture && g_cuda_captures.load() == 0) flush = close_locked(Clock::now());
-    } else if (config.skip_capture_iterations > 0 &&
-               (!g_captured_once || (config.every_iterations > 0 &&
-                                     g_iteration - g_last_capture_iteration >= config.every_iterations))) {
+      if (g_schedule->capturing() && !capturing_a_cuda_graph()) flush = apply_locked(g_schedule->close(now));
+    } else if (config.skip_capture_steps > 0 &&
+               (!g_captured_once || (config.schedule.every_steps > 0 &&
+                                     g_iteration - g_last_capture_iteration >= config.schedule.every_steps))) {
       g_captured_once = true;
       g_last_capture_iteration = g_iteration;
-      open_locked(Clock::now(), g_iteration, true);
+      apply_locked(g_schedule->open_capture(g_iteration, config.skip_capture_steps, now));
     }
   }
   if (flush) flush_sites();

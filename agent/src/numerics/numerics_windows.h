@@ -10,12 +10,12 @@
 // site and are read when the window closes, so nothing inside a window waits
 // for the GPU.
 //
-// Schedule: open from attach until `iterations` optimizer steps have passed,
-// then for `iterations` steps every `every_iterations`; closed after
-// `max_ms`; jobs without steps get one every `every_ms`. A GradScaler step
-// skipped outside a window opens a capture window that closes at the next
-// skipped step (so its first non-finite op is seen), or after
-// `skip_capture_iterations` steps.
+// Schedule (schedule/window_schedule.h, the op probe's): open from attach
+// until `steps` optimizer steps have passed, then for `steps` steps every
+// `every_steps`; closed after `max_ms`; jobs without steps get one every
+// `every_ms`. A GradScaler step skipped outside a window opens a capture
+// window that closes at the next skipped step (so its first non-finite op is
+// seen), or after `skip_capture_steps` steps.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "agent/src/context/op_context.h"
 #include "agent/src/context/recording_state.h"
 #include "agent/src/record/event_log.h"
+#include "agent/src/schedule/window_schedule.h"
 
 namespace castscope {
 
@@ -27,7 +29,6 @@ std::atomic<bool> g_probe_window_open{false};
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
 
 // Per thread and window; past this many tracked tensors the maps start over
@@ -76,10 +77,7 @@ at::CallbackHandle g_handle = 0;
 std::atomic<bool> g_started{false};
 std::atomic<bool>& g_open = g_probe_window_open;
 std::atomic<uint64_t> g_generation{1};
-Clock::time_point g_opened_at, g_closed_at;
-uint64_t g_opened_iteration = 0;
-bool g_stepped = false;          // the job has made optimizer steps
-bool g_covered_a_step = false;   // some window has seen a step end
+std::optional<WindowSchedule> g_schedule;  // from start; g_open follows it
 
 bool lower_precision(c10::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }
 
@@ -290,21 +288,27 @@ at::RecordFunctionCallback observer() {
       {at::RecordScope::FUNCTION});
 }
 
-void open_locked(Clock::time_point now, uint64_t iteration) {
+void open_locked() {
   if (g_handle == 0) g_handle = at::addGlobalCallback(observer());
   g_generation.fetch_add(1, std::memory_order_relaxed);
   g_open.store(true, std::memory_order_relaxed);
-  g_opened_at = now;
-  g_opened_iteration = iteration;
 }
 
-void close_locked(Clock::time_point now) {
+void close_locked() {
   if (g_handle != 0) {
     at::removeCallback(g_handle);
     g_handle = 0;
   }
   g_open.store(false, std::memory_order_relaxed);
-  g_closed_at = now;
+}
+
+void apply_locked(WindowSchedule::Change change) {
+  if (change == WindowSchedule::Change::kOpen) open_locked();
+  if (change != WindowSchedule::Change::kClose) return;
+  close_locked();
+  // The training thread holds most weak references: let them go now.
+  // Other threads let theirs go when the next window reaches them.
+  t_state.forget();
 }
 
 }  // namespace
@@ -312,51 +316,31 @@ void close_locked(Clock::time_point now) {
 void probe_start(const ProbeConfig& config) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_config.store(new ProbeConfig(config), std::memory_order_release);  // leaked on purpose (see above)
-  g_stepped = g_covered_a_step = false;
+  g_schedule.reset();
   if (!config.enabled) return;
+  g_schedule.emplace(config.schedule, WindowSchedule::Clock::now());  // open from the start
   g_started.store(true);
-  open_locked(Clock::now(), 0);
+  open_locked();
 }
 
 void probe_stop() {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_started.store(false);
-  close_locked(Clock::now());
+  close_locked();
 }
 
 void probe_on_iteration(uint64_t iteration) {
   if (!g_started.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_started.load(std::memory_order_relaxed)) return;  // stopped meanwhile: never reopen
-  const ProbeConfig& config = *g_config.load(std::memory_order_relaxed);  // set before g_started
-  g_stepped = true;
-  if (g_open.load(std::memory_order_relaxed)) {
-    g_covered_a_step = true;
-    if (iteration - g_opened_iteration >= config.iterations) {
-      close_locked(Clock::now());
-      // The training thread holds most weak references: let them go now.
-      // Other threads let theirs go when the next window reaches them.
-      t_state.forget();
-    }
-  } else if (!g_covered_a_step ||
-             (config.every_iterations > 0 && iteration % config.every_iterations == 0)) {
-    // The first window may have timed out in a long setup: the first steps
-    // still get one.
-    open_locked(Clock::now(), iteration);
-  }
+  apply_locked(g_schedule->on_step(iteration, WindowSchedule::Clock::now()));  // set before g_started
 }
 
 void probe_on_tick() {
   if (!g_started.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_started.load(std::memory_order_relaxed)) return;
-  const ProbeConfig& config = *g_config.load(std::memory_order_relaxed);
-  const auto now = Clock::now();
-  if (g_open.load(std::memory_order_relaxed)) {
-    if (now - g_opened_at >= std::chrono::milliseconds(config.max_ms)) close_locked(now);
-  } else if (!g_stepped && config.every_ms > 0 && now - g_closed_at >= std::chrono::milliseconds(config.every_ms)) {
-    open_locked(now, 0);
-  }
+  apply_locked(g_schedule->on_tick(WindowSchedule::Clock::now()));
 }
 
 bool probe_is_round_trip_in_window(const at::Tensor& source, c10::ScalarType target) {

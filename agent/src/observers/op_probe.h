@@ -7,10 +7,10 @@
 // (cast-churn), and an op under autocast that no autocast kernel covers
 // (not-autocast: in-place and out= variants, custom ops). A global
 // RecordFunction observer with inputs and outputs sees all of them, at a
-// price on every op of every thread, so it runs only in windows: from
-// attach until `iterations` optimizer steps have passed, then for
-// `iterations` steps every `every_iterations` steps. A window also closes
-// after `max_ms`; a job that never steps opens one every `every_ms`.
+// price on every op of every thread, so it runs only in windows
+// (schedule/window_schedule.h): from attach until `steps` optimizer steps
+// have passed, then for `steps` steps every `every_steps` steps. A window
+// also closes after `max_ms`; a job that never steps opens one every `every_ms`.
 // Training loops repeat, so a window sees what every iteration does.
 //
 // Tensor identity: weak references to TensorImpls, per thread, kept for one

@@ -6,7 +6,7 @@
 #include <mutex>
 
 #include "agent/src/gpu/launch_scope.h"
-#include "agent/src/gpu/timing_windows.h"
+#include "agent/src/schedule/window_schedule.h"
 #include "common/log/log.h"
 #if CASTSCOPE_HAVE_CUPTI
 #include "agent/src/gpu/cupti_library.h"
@@ -16,11 +16,11 @@
 namespace castscope {
 namespace {
 std::mutex g_windows_mutex;
-std::unique_ptr<TimingWindows> g_windows;  // set while GPU timing is on
+std::unique_ptr<WindowSchedule> g_windows;  // set while GPU timing is on
 
-void apply(TimingWindows::Change change) {
+void apply(WindowSchedule::Change change) {
 #if CASTSCOPE_HAVE_CUPTI
-  if (change != TimingWindows::Change::kNone) gpu_timing_window(change == TimingWindows::Change::kOpen);
+  if (change != WindowSchedule::Change::kNone) gpu_timing_window(change == WindowSchedule::Change::kOpen);
 #else
   (void)change;
 #endif
@@ -36,7 +36,7 @@ std::string start_gpu_timing(const AgentConfig& config, EventLog& log) {
   const std::string state = gpu_timing_start(config.gpu, cupti_candidates(config.internal_path_prefix), log);
   {
     std::lock_guard<std::mutex> lock(g_windows_mutex);
-    g_windows = state == "on" ? std::make_unique<TimingWindows>(config.gpu.windows, TimingWindows::Clock::now()) : nullptr;
+    g_windows = state == "on" ? std::make_unique<WindowSchedule>(config.gpu.schedule, WindowSchedule::Clock::now()) : nullptr;
   }
   if (state == "on") {
     log::info("GPU timing on (CUPTI activity records, external correlation kind " +
@@ -59,12 +59,12 @@ void flush_gpu_timing() {
 
 void gpu_timing_on_step(uint64_t step) {
   std::lock_guard<std::mutex> lock(g_windows_mutex);
-  if (g_windows) apply(g_windows->on_step(step, TimingWindows::Clock::now()));
+  if (g_windows) apply(g_windows->on_step(step, WindowSchedule::Clock::now()));
 }
 
 void gpu_timing_on_tick() {
   std::lock_guard<std::mutex> lock(g_windows_mutex);
-  if (g_windows) apply(g_windows->on_tick(TimingWindows::Clock::now()));
+  if (g_windows) apply(g_windows->on_tick(WindowSchedule::Clock::now()));
 }
 
 void stop_gpu_timing() {

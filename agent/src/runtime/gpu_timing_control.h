@@ -27,7 +27,7 @@ std::string live_gpu_timing_state();
 // Kernels of castscope's own checks (numerics windows) that GPU timing left
 // out of the events (gpu/launch_scope.h: kCastscopeOwnLaunchId).
 uint64_t gpu_own_kernels();
-// Timing windows (agent/src/gpu/timing_windows.h): after each optimizer step
+// Timing windows (agent/src/schedule/window_schedule.h): after each optimizer step
 // (the training thread) and on the exporter's tick.
 void gpu_timing_on_step(uint64_t step);
 void gpu_timing_on_tick();

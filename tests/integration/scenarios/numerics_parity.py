@@ -40,7 +40,7 @@ result = {}
 for dtype in (torch.float16, torch.bfloat16):
     native = steps(dtype)
     events = f"{sys.argv[1]}.{str(dtype)[6:]}.jsonl"
-    castscope.attach(events_path=events, numerics={"iterations": 10 ** 9, "max_ms": 10 ** 9})
+    castscope.attach(events_path=events, numerics={"steps": 10 ** 9, "max_ms": 10 ** 9})
     attached = steps(dtype)
     castscope.detach()  # the window closes: its counts are written
     numerics = [e["numerics"] for e in read_events(events) if "numerics" in e]

@@ -192,7 +192,7 @@ def run_command(args) -> int:
               "probe": False if args.no_probe else None,
               "numerics": False if args.no_numerics else None,
               "gpu_timing": args.gpu_timing,
-              "gpu_window_steps": 0 if args.gpu_every_step else None}
+              "gpu_steps": 0 if args.gpu_every_step else None}
     env["CASTSCOPE_CONFIG"] = json.dumps({k: v for k, v in config.items() if v is not None})
     env["CASTSCOPE_AGENT_LIB"] = str(agent)
     env["CASTSCOPE_STATUS_DIR"] = str(out)
