@@ -417,6 +417,10 @@ export interface NumericsMark {
   max_abs_log2: number | null;
   /** Ops: the seq of the first call counted in `nonfinite` (its op event); 0: none. */
   first_nonfinite_seq: Count;
+  /** Its worst problem, the mark's colour (underflow alone is the mild one); said once on the server (server/src/store/numerics_problems.h). */
+  worst: "overflow" | "nan" | "underflow" | "nonfinite-output";
+  /** One line per problem, the worst first, in the words the traces use (numerics_problem_lines); text, never markup. */
+  problems: string[];
   location: Location;
 }
 

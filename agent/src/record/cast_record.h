@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "castscope/v1/events.enums.h"
+#include "common/numerics/no_magnitude.h"
 
 namespace castscope {
 
@@ -148,9 +149,6 @@ struct CounterKey {
   ProbeReason probe;         // ops
 };
 static_assert(sizeof(CounterKey) == 28, "CounterKey must have no padding: keys compare bytewise");
-
-// No finite value seen, or all were 0: NumericsFields::max_abs_log2.
-inline constexpr int16_t kNoMagnitude = -32768;
 
 // A numerics window's counts at one site (events.proto NumericsSummary).
 // The record's op_id, device and thread are the site's; ts_ns its first check.

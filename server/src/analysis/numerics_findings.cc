@@ -5,12 +5,13 @@
 #include <map>
 #include <string>
 
+#include "common/numerics/no_magnitude.h"
+
 namespace castscope::collector {
 namespace {
 
 using json = nlohmann::json;
 
-constexpr int32_t kNoMagnitude = -32768;
 
 std::string at_site(const SiteRef& site) {
   return site.file.empty() ? std::string("<no source location>") : site.file + ":" + std::to_string(site.line);

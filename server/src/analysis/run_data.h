@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "castscope/v1/events.pb.h"
+#include "common/numerics/no_magnitude.h"
 #include "server/src/status.h"
 #include "server/src/store/row_codec.h"
 #include "server/src/store/sqlite_store.h"
@@ -163,7 +164,7 @@ struct NumericsSiteRow {
   v1::DeviceType device = v1::DEVICE_TYPE_UNSPECIFIED;
   uint64_t windows = 0;  // summaries folded (one per window and thread)
   uint64_t tensors = 0, values = 0, overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0;
-  int32_t max_abs_log2 = -32768;  // NUMERICS_NO_MAGNITUDE: none
+  int32_t max_abs_log2 = kNoMagnitude;  // none
   std::set<int32_t> ranks;
   size_t last_agent = SIZE_MAX;
 };

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "common/numerics/no_magnitude.h"
+
 namespace castscope::collector {
 namespace {
 
@@ -186,7 +188,7 @@ Status ChromeTraceWriter::add_numerics(const ExportEvent& e) {
   } else {
     args["output_dtype"] = short_name(e.src_dtype);
   }
-  if (e.max_abs_log2 != -32768) args["max_abs_log2"] = e.max_abs_log2;
+  if (e.max_abs_log2 != kNoMagnitude) args["max_abs_log2"] = e.max_abs_log2;
   if (e.first_nonfinite_seq != 0) args["first_nonfinite_seq"] = e.first_nonfinite_seq;
   if (e.location != nullptr) args["location"] = location_text(e.location);
   if (Status s = write({{"ph", "i"}, {"s", "t"}, {"name", numerics_event_name(e)}, {"cat", "castscope.numerics"},

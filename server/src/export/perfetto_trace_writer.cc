@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "common/numerics/no_magnitude.h"
+
 namespace castscope::collector {
 namespace {
 
@@ -399,7 +401,7 @@ Status PerfettoTraceWriter::add_numerics(const ExportEvent& n) {
     annotate(e, kNan, n.nan);
   }
   annotate(e, kNonfinite, n.nonfinite);
-  if (n.max_abs_log2 != -32768) annotate_int(e, kMaxAbsLog2, n.max_abs_log2);
+  if (n.max_abs_log2 != kNoMagnitude) annotate_int(e, kMaxAbsLog2, n.max_abs_log2);
   if (n.first_nonfinite_seq != 0) annotate(e, kFirstNonfiniteSeq, n.first_nonfinite_seq);
   annotate(e, kWindowNs, n.last_ts_ns - n.ts_ns);
   annotate(e, kIteration, n.iteration);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/src/store/event_columns.h"
+#include "server/src/store/numerics_problems.h"
 #include "server/src/store/store_queries.h"
 #include "server/src/store/store_schema.h"
 
@@ -24,12 +25,10 @@ constexpr auto kLaunchRow = schema::columns(schema::kKernels, {"id", "launch_seq
 // What the export shows of the numerics table: GradScaler's updates, and the
 // windows that found a problem, as the viewer marks them (/api/numerics).
 bool exported(const StoredNumerics& n) {
-  switch (n.kind) {
-    case v1::NumericsSummary::KIND_SCALER_UPDATE: return true;
-    case v1::NumericsSummary::KIND_CAST: return n.overflowed > 0 || n.underflowed > 0 || n.nan > 0;
-    case v1::NumericsSummary::KIND_OP_OUTPUT: return n.nonfinite > 0;
-    default: return false;
-  }
+  const auto kind = static_cast<v1::NumericsSummary::Kind>(n.kind);
+  if (kind == v1::NumericsSummary::KIND_SCALER_UPDATE) return true;
+  return is_numerics_problem({kind, static_cast<uint64_t>(n.overflowed), static_cast<uint64_t>(n.underflowed),
+                              static_cast<uint64_t>(n.nonfinite), static_cast<uint64_t>(n.nan)});
 }
 
 constexpr size_t kMaxCachedNames = 1 << 17;  // strings and locations kept between agents

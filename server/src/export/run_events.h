@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "castscope/v1/events.pb.h"
+#include "common/numerics/no_magnitude.h"
 #include "server/src/status.h"
 #include "server/src/store/row_codec.h"
 #include "server/src/store/sqlite_store.h"
@@ -78,7 +79,7 @@ struct ExportEvent {
   v1::NumericsSummary::Kind numerics_kind = v1::NumericsSummary::KIND_UNSPECIFIED;
   uint64_t last_ts_ns = 0;
   uint64_t tensors = 0, values = 0, overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0;
-  int32_t max_abs_log2 = -32768;  // NUMERICS_NO_MAGNITUDE: none finite and nonzero
+  int32_t max_abs_log2 = kNoMagnitude;  // none finite and nonzero
   uint64_t first_nonfinite_seq = 0;
   double scale = 0;
   bool found_inf = false;

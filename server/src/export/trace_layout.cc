@@ -1,5 +1,7 @@
 #include "server/src/export/trace_layout.h"
 
+#include "server/src/store/numerics_problems.h"
+
 
 namespace castscope::collector {
 namespace {
@@ -62,33 +64,27 @@ std::string arg_text(const ExportEvent& cast) {
   return out;
 }
 
+NumericsCounts numerics_counts(const ExportEvent& n) {
+  return {n.numerics_kind, n.overflowed, n.underflowed, n.nonfinite, n.nan};
+}
+
 std::string numerics_event_name(const ExportEvent& n) {
   const std::string src(short_name(n.src_dtype));
   if (n.numerics_kind == v1::NumericsSummary::KIND_OP_OUTPUT) return "non-finite output " + src;
   const std::string pair = src + "→" + std::string(short_name(n.dst_dtype));
-  if (n.overflowed > 0) return "cast overflow " + pair;
-  if (n.nan > 0) return "NaN cast " + pair;
-  return "cast underflow " + pair;
+  switch (worst_numerics_problem(numerics_counts(n))) {
+    case NumericsProblem::kOverflow: return "cast overflow " + pair;
+    case NumericsProblem::kNan: return "NaN cast " + pair;
+    default: return "cast underflow " + pair;
+  }
 }
 
 std::string numerics_summary(const ExportEvent& n) {
-  std::string where = location_text(n.location);
-  if (where.empty()) where = "<no source location>";
-  const std::string of = " of " + std::to_string(n.values) + " values";
-  if (n.numerics_kind == v1::NumericsSummary::KIND_OP_OUTPUT)
-    return std::string(n.name) + " produced " + std::to_string(n.nonfinite) + " inf/NaN" + of +
-           " from finite inputs (" + std::string(short_name(n.src_dtype)) + " output at " + where + ")";
-  const std::string cast = "casting " + std::string(short_name(n.src_dtype)) + "->" +
-                           std::string(short_name(n.dst_dtype)) + " (" + std::string(n.arg_name) + " of " +
-                           std::string(n.name) + " at " + where + ")";
+  const std::string where = location_text(n.location);
   std::string out;
-  auto add = [&](uint64_t count, const std::string& what) {
-    if (count == 0) return;
-    out += (out.empty() ? "" : "; ") + std::to_string(count) + of + " " + what + " " + cast;
-  };
-  add(n.overflowed, "became inf");
-  add(n.nan, "were NaN before");
-  add(n.underflowed, "became 0");
+  for (const std::string& line : numerics_problem_lines({numerics_counts(n), n.values, n.name, n.arg_name,
+                                                         short_name(n.src_dtype), short_name(n.dst_dtype), where}))
+    out += (out.empty() ? "" : "; ") + line;
   return out;
 }
 

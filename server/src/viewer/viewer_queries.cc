@@ -5,7 +5,9 @@
 #include <set>
 #include <tuple>
 
+#include "common/numerics/no_magnitude.h"
 #include "server/src/analysis/run_data.h"
+#include "server/src/store/numerics_problems.h"
 #include "server/src/store/row_codec.h"
 #include "server/src/store/store_queries.h"
 #include "server/src/store/store_schema.h"
@@ -58,14 +60,6 @@ constexpr auto kSampleSeries =
     schema::columns(schema::kCacheSamples, {"ts_ns", "trigger", "iteration", "live_casts", "live_bytes"});
 constexpr auto kScalerPoint = schema::columns(
     schema::kNumerics, {"id", "first_ts_ns", "thread", "location", "iteration", "tensors", "scale_bits", "found_inf"});
-
-// The numerics summaries the viewer marks (kind and counts as stored).
-std::string numerics_problems_sql() {
-  const auto k = [](v1::NumericsSummary::Kind kind) { return std::to_string(static_cast<int>(kind)); };
-  return " AND ((kind = " + k(v1::NumericsSummary::KIND_CAST) +
-         " AND (overflowed > 0 OR underflowed > 0 OR nan > 0)) OR (kind = " + k(v1::NumericsSummary::KIND_OP_OUTPUT) +
-         " AND nonfinite > 0))";
-}
 
 // The coarsest level whose buckets are no wider than `pixel_ns` (at least the finest).
 int level_no_wider_than(int64_t pixel_ns) {
@@ -711,6 +705,14 @@ Status ViewerQueries::numerics(const std::string& run_id, json& out) {
       json where;
       if (Status s = location_of(n.location, where); !s.ok()) return s;
       const bool cast = n.kind == v1::NumericsSummary::KIND_CAST;
+      const NumericsCounts counts{static_cast<v1::NumericsSummary::Kind>(n.kind), static_cast<uint64_t>(n.overflowed),
+                                  static_cast<uint64_t>(n.underflowed), static_cast<uint64_t>(n.nonfinite),
+                                  static_cast<uint64_t>(n.nan)};
+      const std::string src = dtype_name(static_cast<v1::DType>(n.src_dtype));
+      const std::string dst = cast ? dtype_name(static_cast<v1::DType>(n.dst_dtype)) : std::string();
+      const std::string at = where["file"].get<std::string>().empty()
+                                 ? std::string()
+                                 : where["file"].get<std::string>() + ":" + std::to_string(where["line"].get<int64_t>());
       marks.push_back({{"agent_id", agent.agent_id},
                        {"seq", n.seq()},
                        {"thread", n.thread},
@@ -720,8 +722,8 @@ Status ViewerQueries::numerics(const std::string& run_id, json& out) {
                        {"op", op},
                        {"arg", arg},
                        {"arg_index", n.arg_index},
-                       {"src", dtype_name(static_cast<v1::DType>(n.src_dtype))},
-                       {"dst", cast ? dtype_name(static_cast<v1::DType>(n.dst_dtype)) : std::string()},
+                       {"src", src},
+                       {"dst", dst},
                        {"device", device_name(static_cast<v1::DeviceType>(n.device_type))},
                        {"mode", mode_name(static_cast<v1::ExecutionMode>(n.mode))},
                        {"phase", std::string(value_name(static_cast<v1::Phase>(n.phase)))},
@@ -732,8 +734,12 @@ Status ViewerQueries::numerics(const std::string& run_id, json& out) {
                        {"underflowed", n.underflowed},
                        {"nonfinite", n.nonfinite},
                        {"nan", n.nan},
-                       {"max_abs_log2", n.max_abs_log2 == -32768 ? json(nullptr) : json(n.max_abs_log2)},
+                       {"max_abs_log2", n.max_abs_log2 == kNoMagnitude ? json(nullptr) : json(n.max_abs_log2)},
                        {"first_nonfinite_seq", n.first_nonfinite_seq},
+                       {"worst", numerics_problem_name(worst_numerics_problem(counts))},
+                       {"problems", numerics_problem_lines({counts, static_cast<uint64_t>(n.value_count), op, arg, src,
+                                                            dst, at},
+                                                           grouped_count)},
                        {"location", std::move(where)}});
     }
     if (!error.ok()) return store().error(error.message());

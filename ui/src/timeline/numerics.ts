@@ -16,26 +16,17 @@ export function fmtScale(scale: number): string {
 }
 
 function where(m: { location: { file: string; line: number } }): string {
-  return m.location.file ? `${m.location.file}:${m.location.line}` : "(no source location)";
+  return m.location.file ? `${m.location.file}:${m.location.line}` : "<no source location>";
 }
 
-/** The mark's colour: overflow, NaN and non-finite outputs red, underflow alone amber. */
+/** The mark's colour: overflow, NaN and non-finite outputs red, underflow alone amber (the server's `worst`). */
 export function markColor(m: NumericsMark): string {
-  return m.kind === "cast" && m.overflowed === 0 && m.nan === 0 ? "#d97706" : "#dc2626";
+  return m.worst === "underflow" ? "#d97706" : "#dc2626";
 }
 
-/** One line per problem of the mark, the worst first. */
+/** One line per problem of the mark, the worst first: the server says them (numerics_problems.h). */
 export function markProblems(m: NumericsMark): string[] {
-  const of = `of ${fmtCount(m.values)} values`;
-  if (m.kind === "op_output") {
-    return [`${m.op} produced ${fmtCount(m.nonfinite)} inf/NaN ${of} from finite inputs (${m.src} output at ${where(m)})`];
-  }
-  const cast = `casting ${m.src}->${m.dst} (${m.arg} of ${m.op} at ${where(m)})`;
-  const out: string[] = [];
-  if (m.overflowed > 0) out.push(`${fmtCount(m.overflowed)} ${of} became inf ${cast}`);
-  if (m.nan > 0) out.push(`${fmtCount(m.nan)} ${of} were NaN before ${cast}`);
-  if (m.underflowed > 0) out.push(`${fmtCount(m.underflowed)} ${of} became 0 ${cast}`);
-  return out;
+  return m.problems;
 }
 
 /** The mark's text: its problems, then the window it was counted in. */
