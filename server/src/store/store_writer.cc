@@ -46,16 +46,9 @@ int64_t global_id(uint32_t local, const LocalIdIndex& index, const std::vector<i
 // Column lists of the writer's statements (store_schema.h): binds and reads
 // below take their ordinals from these.
 constexpr auto kBatchRow = schema::all_columns<schema::kBatches>();
-constexpr auto kCastRow = schema::all_columns<schema::kCasts>();
 constexpr auto kRollupRow =
     schema::columns(schema::kShipRollups, {"shipment", "agent", "minute", "op", "arg_name", "location", "codes", "count",
                                            "bytes", "hits", "misses", "stale_hits"});
-constexpr auto kOpRow = schema::all_columns<schema::kOps>();
-constexpr auto kSampleRow = schema::all_columns<schema::kCacheSamples>();
-constexpr auto kKernelRow = schema::all_columns<schema::kKernels>();
-constexpr auto kCastCountsRow = schema::all_columns<schema::kCastCounts>();
-constexpr auto kNumericsRow = schema::all_columns<schema::kNumerics>();
-constexpr auto kOpCountsRow = schema::all_columns<schema::kOpCounts>();
 constexpr auto kRunId = schema::columns(schema::kRuns, {"id"});
 constexpr auto kRunState = schema::columns(schema::kRuns, {"id", "last_seen_unix_ns"});
 constexpr auto kRunInsert = schema::columns(schema::kRuns, {"run_id", "first_seen_unix_ns", "last_seen_unix_ns"});
@@ -481,10 +474,28 @@ Status StoreWriter::insert_rows(const schema::Table& table, MultiRowInsert& inse
 }
 
 Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint64_t received_unix_ns) {
-  LocalIdIndex string_index;
-  LocalIdIndex location_index;
+  if (Status s = intern_batch_names(batch); !s.ok()) return s;
+  collect_pending_rows(batch, agent);
+  const int64_t casts_before = agent.casts, ops_before = agent.ops, samples_before = agent.cache_samples,
+                kernels_before = agent.kernels, numerics_before = agent.numerics;
+  if (rollups_.enabled()) add_rollups(agent.id, received_unix_ns);
+  const auto received = static_cast<int64_t>(casts_pending_.size() + ops_pending_.size() + samples_pending_.size() +
+                                             kernels_pending_.size() + cast_counts_pending_.size() +
+                                             op_counts_pending_.size() + numerics_pending_.size());
+  if (Status s = insert_pending_rows(agent); !s.ok()) return db_.error(s.message());
+  const int64_t ignored = received - (agent.casts - casts_before) - (agent.ops - ops_before) -
+                       (agent.cache_samples - samples_before) - (agent.kernels - kernels_before) - (agent.numerics - numerics_before);
+  // Once per such batch: a client replaying batches under new sequences would flood the log.
+  static log::RateLimited repeated(log::logger("collector"), "batches repeating stored events");
+  if (ignored > 0)
+    repeated.warn("run {} agent {} batch {}: {} events repeat a seq stored before or earlier in the batch; kept the first",
+                  batch.agent().run_id(), batch.agent().agent_id(), batch.sequence(), ignored);
+  return {};
+}
+
+Status StoreWriter::intern_batch_names(const v1::Batch& batch) {
   size_t bad = 0;
-  if (!string_index.build(string_ids(batch), bad) || !location_index.build(location_ids(batch), bad))
+  if (!batch_string_index_.build(string_ids(batch), bad) || !batch_location_index_.build(location_ids(batch), bad))
     return Status::invalid_argument("batch not validated: repeated interned id");
   batch_string_ids_.resize(static_cast<size_t>(batch.strings_size()));
   for (int i = 0; i < batch.strings_size(); ++i)
@@ -495,7 +506,12 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
     if (Status s = intern_location(batch.locations(i).location(), batch_location_ids_[static_cast<size_t>(i)]);
         !s.ok())
       return s;
+  return {};
+}
 
+// The batch's events by kind, with their row ids and interned ids; the stats
+// events update the agent's row.
+void StoreWriter::collect_pending_rows(const v1::Batch& batch, AgentRow& agent) {
   casts_pending_.clear();
   ops_pending_.clear();
   samples_pending_.clear();
@@ -509,16 +525,16 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
       case v1::Event::kCast: {
         const v1::CastEvent& cast = event.cast();
         casts_pending_.push_back({&event, event_row_id(agent.id, cast.seq()),
-                                  global_id(cast.op_id(), string_index, batch_string_ids_),
-                                  global_id(cast.arg_name_id(), string_index, batch_string_ids_),
-                                  global_id(cast.location_id(), location_index, batch_location_ids_)});
+                                  global_id(cast.op_id(), batch_string_index_, batch_string_ids_),
+                                  global_id(cast.arg_name_id(), batch_string_index_, batch_string_ids_),
+                                  global_id(cast.location_id(), batch_location_index_, batch_location_ids_)});
         break;
       }
       case v1::Event::kOp: {
         const v1::OpEvent& op = event.op();
         ops_pending_.push_back({&event, event_row_id(agent.id, op.seq()),
-                                global_id(op.op_id(), string_index, batch_string_ids_), 0,
-                                global_id(op.location_id(), location_index, batch_location_ids_)});
+                                global_id(op.op_id(), batch_string_index_, batch_string_ids_), 0,
+                                global_id(op.location_id(), batch_location_index_, batch_location_ids_)});
         break;
       }
       case v1::Event::kCacheSample:
@@ -526,29 +542,29 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
         break;
       case v1::Event::kKernel:
         kernels_pending_.push_back({&event, event_row_id(agent.id, event.kernel().seq()),
-                                    global_id(event.kernel().name_id(), string_index, batch_string_ids_), 0, 0});
+                                    global_id(event.kernel().name_id(), batch_string_index_, batch_string_ids_), 0, 0});
         break;
       case v1::Event::kCastCounts: {
         const v1::CastCounts& c = event.cast_counts();
         cast_counts_pending_.push_back({&event, event_row_id(agent.id, c.seq()),
-                                        global_id(c.op_id(), string_index, batch_string_ids_),
-                                        global_id(c.arg_name_id(), string_index, batch_string_ids_),
-                                        global_id(c.location_id(), location_index, batch_location_ids_)});
+                                        global_id(c.op_id(), batch_string_index_, batch_string_ids_),
+                                        global_id(c.arg_name_id(), batch_string_index_, batch_string_ids_),
+                                        global_id(c.location_id(), batch_location_index_, batch_location_ids_)});
         break;
       }
       case v1::Event::kOpCounts: {
         const v1::OpCounts& o = event.op_counts();
         op_counts_pending_.push_back({&event, event_row_id(agent.id, o.seq()),
-                                      global_id(o.op_id(), string_index, batch_string_ids_), 0,
-                                      global_id(o.location_id(), location_index, batch_location_ids_)});
+                                      global_id(o.op_id(), batch_string_index_, batch_string_ids_), 0,
+                                      global_id(o.location_id(), batch_location_index_, batch_location_ids_)});
         break;
       }
       case v1::Event::kNumerics: {
         const v1::NumericsSummary& n = event.numerics();
         numerics_pending_.push_back({&event, event_row_id(agent.id, n.seq()),
-                                     global_id(n.op_id(), string_index, batch_string_ids_),
-                                     global_id(n.arg_name_id(), string_index, batch_string_ids_),
-                                     global_id(n.location_id(), location_index, batch_location_ids_)});
+                                     global_id(n.op_id(), batch_string_index_, batch_string_ids_),
+                                     global_id(n.arg_name_id(), batch_string_index_, batch_string_ids_),
+                                     global_id(n.location_id(), batch_location_index_, batch_location_ids_)});
         break;
       }
       case v1::Event::kStats: {
@@ -568,177 +584,36 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
         break;
     }
   }
+}
 
-  const int64_t casts_before = agent.casts, ops_before = agent.ops, samples_before = agent.cache_samples,
-                kernels_before = agent.kernels;
-  if (rollups_.enabled()) add_rollups(agent.id, received_unix_ns);
-  const auto received = static_cast<int64_t>(casts_pending_.size() + ops_pending_.size() + samples_pending_.size() +
-                                             kernels_pending_.size() + cast_counts_pending_.size() +
-                                             op_counts_pending_.size() + numerics_pending_.size());
-
-  Status status = insert_rows(
-      schema::kCasts, casts_, casts_pending_,
-      [this](Statement& s, int p, size_t row) {
-        const PendingRow& pending = casts_pending_[row];
-        const v1::CastEvent& c = pending.event->cast();
-        s.bind(p + kCastRow["id"], pending.id);
-        s.bind(p + kCastRow["ts_ns"], static_cast<int64_t>(c.ts_ns()));
-        s.bind(p + kCastRow["op"], pending.op);
-        s.bind(p + kCastRow["arg_name"], pending.arg_name);
-        s.bind(p + kCastRow["slot"], pack_cast_slot(c));
-        s.bind(p + kCastRow["codes"], pack_cast_codes(c));
-        if (c.shape_size() == 0)
-          sqlite3_bind_null(s.get(), p + kCastRow["shape"]);
-        else
-          sqlite3_bind_blob(s.get(), p + kCastRow["shape"], c.shape().data(), c.shape_size() * 8, SQLITE_STATIC);
-        s.bind(p + kCastRow["bytes"], static_cast<int64_t>(c.bytes()));
-        s.bind(p + kCastRow["op_seq"], static_cast<int64_t>(c.op_seq()));
-        s.bind(p + kCastRow["source_version"], c.source_version());
-        s.bind(p + kCastRow["cached_version"], c.cached_version());
-        s.bind(p + kCastRow["location"], pending.location);
-      },
-      agent.casts);
-  if (status.ok())
-    status = insert_rows(
-        schema::kOps, ops_, ops_pending_,
-        [this](Statement& s, int p, size_t row) {
-          const PendingRow& pending = ops_pending_[row];
-          const v1::OpEvent& o = pending.event->op();
-          s.bind(p + kOpRow["id"], pending.id);
-          s.bind(p + kOpRow["ts_ns"], static_cast<int64_t>(o.ts_ns()));
-          s.bind(p + kOpRow["thread"], o.thread());
-          s.bind(p + kOpRow["op"], pending.op);
-          s.bind(p + kOpRow["codes"], pack_op_codes(o));
-          s.bind(p + kOpRow["input_dtypes"], pack_input_dtypes(o));
-          s.bind(p + kOpRow["cpu_duration_ns"], static_cast<int64_t>(o.cpu_duration_ns()));
-          s.bind(p + kOpRow["location"], pending.location);
-          s.bind(p + kOpRow["autocast_enabled"], pack_device_mask(o));
-          s.bind(p + kOpRow["autocast_nesting"], o.autocast_nesting());
-          s.bind(p + kOpRow["gemm"], pack_gemm(o));
-        },
-        agent.ops);
-  if (status.ok())
-    status = insert_rows(
-        schema::kCacheSamples, cache_samples_, samples_pending_,
-        [this](Statement& s, int p, size_t row) {
-          const PendingRow& pending = samples_pending_[row];
-          const v1::CacheSample& sample = pending.event->cache_sample();
-          s.bind(p + kSampleRow["id"], pending.id);
-          s.bind(p + kSampleRow["ts_ns"], static_cast<int64_t>(sample.ts_ns()));
-          s.bind(p + kSampleRow["trigger"], sample.trigger());
-          s.bind(p + kSampleRow["iteration"], static_cast<int64_t>(sample.iteration()));
-          s.bind(p + kSampleRow["live_casts"], static_cast<int64_t>(sample.live_casts()));
-          s.bind(p + kSampleRow["live_bytes"], static_cast<int64_t>(sample.live_bytes()));
-          s.bind(p + kSampleRow["orphaned_casts"], static_cast<int64_t>(sample.orphaned_casts()));
-          s.bind(p + kSampleRow["orphaned_bytes"], static_cast<int64_t>(sample.orphaned_bytes()));
-          s.bind(p + kSampleRow["cache_hits"], static_cast<int64_t>(sample.cache_hits()));
-          s.bind(p + kSampleRow["released_casts"], static_cast<int64_t>(sample.released_casts()));
-        },
-        agent.cache_samples);
-  if (status.ok())
-    status = insert_rows(
-        schema::kKernels, kernels_, kernels_pending_,
-        [this](Statement& s, int p, size_t row) {
-          const PendingRow& pending = kernels_pending_[row];
-          const v1::KernelEvent& k = pending.event->kernel();
-          s.bind(p + kKernelRow["id"], pending.id);
-          s.bind(p + kKernelRow["ts_ns"], static_cast<int64_t>(k.ts_ns()));
-          s.bind(p + kKernelRow["duration_ns"], static_cast<int64_t>(k.duration_ns()));
-          s.bind(p + kKernelRow["name"], pending.op);
-          s.bind(p + kKernelRow["codes"], pack_kernel_codes(k));
-          s.bind(p + kKernelRow["device"], k.device());
-          s.bind(p + kKernelRow["stream"], k.stream());
-          s.bind(p + kKernelRow["launch_seq"], static_cast<int64_t>(k.launch_seq()));
-          s.bind(p + kKernelRow["bytes"], static_cast<int64_t>(k.bytes()));
-          s.bind(p + kKernelRow["correlation_id"], k.correlation_id());
-        },
-        agent.kernels);
-  // Counters are records of the agent (AgentStats.events_recorded counts them):
-  // stored, they count as the agent's casts and ops rows.
-  if (status.ok())
-    status = insert_rows(
-        schema::kCastCounts, cast_counts_, cast_counts_pending_,
-        [this](Statement& s, int p, size_t row) {
-          const PendingRow& pending = cast_counts_pending_[row];
-          const v1::CastCounts& c = pending.event->cast_counts();
-          s.bind(p + kCastCountsRow["id"], pending.id);
-          s.bind(p + kCastCountsRow["first_ts_ns"], static_cast<int64_t>(c.first_ts_ns()));
-          s.bind(p + kCastCountsRow["last_ts_ns"], static_cast<int64_t>(c.last_ts_ns()));
-          s.bind(p + kCastCountsRow["thread"], c.thread());
-          s.bind(p + kCastCountsRow["op"], pending.op);
-          s.bind(p + kCastCountsRow["arg_name"], pending.arg_name);
-          s.bind(p + kCastCountsRow["location"], pending.location);
-          s.bind(p + kCastCountsRow["codes"], pack_cast_counts_codes(c));
-          s.bind(p + kCastCountsRow["count"], static_cast<int64_t>(c.count()));
-          s.bind(p + kCastCountsRow["bytes"], static_cast<int64_t>(c.bytes()));
-          s.bind(p + kCastCountsRow["iteration"], static_cast<int64_t>(c.iteration()));
-          s.bind(p + kCastCountsRow["max_version_gap"], c.max_version_gap());
-          s.bind(p + kCastCountsRow["round_trips"], static_cast<int64_t>(c.round_trips()));
-        },
-        agent.casts);
-  if (status.ok())
-    status = insert_rows(
-        schema::kOpCounts, op_counts_, op_counts_pending_,
-        [this](Statement& s, int p, size_t row) {
-          const PendingRow& pending = op_counts_pending_[row];
-          const v1::OpCounts& o = pending.event->op_counts();
-          s.bind(p + kOpCountsRow["id"], pending.id);
-          s.bind(p + kOpCountsRow["first_ts_ns"], static_cast<int64_t>(o.first_ts_ns()));
-          s.bind(p + kOpCountsRow["last_ts_ns"], static_cast<int64_t>(o.last_ts_ns()));
-          s.bind(p + kOpCountsRow["thread"], o.thread());
-          s.bind(p + kOpCountsRow["op"], pending.op);
-          s.bind(p + kOpCountsRow["location"], pending.location);
-          s.bind(p + kOpCountsRow["codes"], pack_op_counts_codes(o));
-          s.bind(p + kOpCountsRow["autocast_enabled"], pack_device_mask(o));
-          s.bind(p + kOpCountsRow["calls"], static_cast<int64_t>(o.calls()));
-          s.bind(p + kOpCountsRow["errors"], static_cast<int64_t>(o.errors()));
-          s.bind(p + kOpCountsRow["cpu_duration_ns"], static_cast<int64_t>(o.cpu_duration_ns()));
-          s.bind(p + kOpCountsRow["iteration"], static_cast<int64_t>(o.iteration()));
-        },
-        agent.ops);
-  const int64_t numerics_before = agent.numerics;
-  if (status.ok())
-    status = insert_rows(
-        schema::kNumerics, numerics_, numerics_pending_,
-        [this](Statement& s, int p, size_t row) {
-          const PendingRow& pending = numerics_pending_[row];
-          const v1::NumericsSummary& n = pending.event->numerics();
-          s.bind(p + kNumericsRow["id"], pending.id);
-          s.bind(p + kNumericsRow["first_ts_ns"], static_cast<int64_t>(n.first_ts_ns()));
-          s.bind(p + kNumericsRow["last_ts_ns"], static_cast<int64_t>(n.last_ts_ns()));
-          s.bind(p + kNumericsRow["thread"], n.thread());
-          s.bind(p + kNumericsRow["op"], pending.op);
-          s.bind(p + kNumericsRow["arg_name"], pending.arg_name);
-          s.bind(p + kNumericsRow["location"], pending.location);
-          s.bind(p + kNumericsRow["kind"], n.kind());
-          s.bind(p + kNumericsRow["device_type"], n.device_type());
-          s.bind(p + kNumericsRow["src_dtype"], n.src_dtype());
-          s.bind(p + kNumericsRow["dst_dtype"], n.dst_dtype());
-          s.bind(p + kNumericsRow["mode"], n.mode());
-          s.bind(p + kNumericsRow["phase"], n.phase());
-          s.bind(p + kNumericsRow["arg_index"], n.arg_index());
-          s.bind(p + kNumericsRow["iteration"], static_cast<int64_t>(n.iteration()));
-          s.bind(p + kNumericsRow["tensors"], static_cast<int64_t>(n.tensors()));
-          s.bind(p + kNumericsRow["value_count"], static_cast<int64_t>(n.values()));
-          s.bind(p + kNumericsRow["overflowed"], static_cast<int64_t>(n.overflowed()));
-          s.bind(p + kNumericsRow["underflowed"], static_cast<int64_t>(n.underflowed()));
-          s.bind(p + kNumericsRow["nonfinite"], static_cast<int64_t>(n.nonfinite()));
-          s.bind(p + kNumericsRow["nan"], static_cast<int64_t>(n.nan()));
-          s.bind(p + kNumericsRow["max_abs_log2"], n.max_abs_log2());
-          s.bind(p + kNumericsRow["first_nonfinite_seq"], static_cast<int64_t>(n.first_nonfinite_seq()));
-          s.bind(p + kNumericsRow["scale_bits"], scale_bits_of(n.scale()));
-          s.bind(p + kNumericsRow["found_inf"], n.found_inf() ? 1 : 0);
-        },
-        agent.numerics);
-  if (!status.ok()) return db_.error(status.message());
-
-  const int64_t ignored = received - (agent.casts - casts_before) - (agent.ops - ops_before) -
-                       (agent.cache_samples - samples_before) - (agent.kernels - kernels_before) - (agent.numerics - numerics_before);
-  // Once per such batch: a client replaying batches under new sequences would flood the log.
-  static log::RateLimited repeated(log::logger("collector"), "batches repeating stored events");
-  if (ignored > 0)
-    repeated.warn("run {} agent {} batch {}: {} events repeat a seq stored before or earlier in the batch; kept the first",
-                  batch.agent().run_id(), batch.agent().agent_id(), batch.sequence(), ignored);
+// Counters are records of the agent (AgentStats.events_recorded counts them):
+// stored, they count as the agent's casts and ops rows.
+Status StoreWriter::insert_pending_rows(AgentRow& agent) {
+  struct Kind {
+    const schema::Table& table;
+    MultiRowInsert& insert;
+    std::vector<PendingRow>& pending;
+    void (*bind)(Statement&, int, const PendingRow&);
+    int64_t& stored;
+  };
+  const Kind kinds[] = {
+      {schema::kCasts, casts_, casts_pending_, bind_cast_row, agent.casts},
+      {schema::kOps, ops_, ops_pending_, bind_op_row, agent.ops},
+      {schema::kCacheSamples, cache_samples_, samples_pending_, bind_cache_sample_row, agent.cache_samples},
+      {schema::kKernels, kernels_, kernels_pending_, bind_kernel_row, agent.kernels},
+      {schema::kCastCounts, cast_counts_, cast_counts_pending_, bind_cast_counts_row, agent.casts},
+      {schema::kOpCounts, op_counts_, op_counts_pending_, bind_op_counts_row, agent.ops},
+      {schema::kNumerics, numerics_, numerics_pending_, bind_numerics_row, agent.numerics},
+  };
+  for (const Kind& kind : kinds) {
+    std::vector<PendingRow>& pending = kind.pending;
+    const auto bind = kind.bind;
+    if (Status s = insert_rows(
+            kind.table, kind.insert, pending,
+            [&pending, bind](Statement& s, int p, size_t row) { bind(s, p, pending[row]); }, kind.stored);
+        !s.ok())
+      return s;
+  }
   return {};
 }
 

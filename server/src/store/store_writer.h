@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "castscope/v1/transport.pb.h"
+#include "server/src/batch/batch_validation.h"
 #include "server/src/status.h"
+#include "server/src/store/event_rows.h"
 #include "server/src/store/event_segments.h"
 #include "server/src/store/multi_row_insert.h"
 #include "server/src/store/sqlite_store.h"
@@ -77,10 +79,6 @@ class StoreWriter {
     uint64_t last_seen_unix_ns = 0;
     bool dirty = false;
   };
-  struct PendingRow {
-    const castscope::v1::Event* event;
-    int64_t id, op, arg_name, location;
-  };
 
   Status prepare_statements();
   Status find_or_create_run(const std::string& run_id, uint64_t now_unix_ns, RunRow*& out);
@@ -88,6 +86,11 @@ class StoreWriter {
   Status intern_string(const std::string& text, int64_t& id);
   Status intern_location(const castscope::v1::SourceLocation& location, int64_t& id);
   Status insert_events(const castscope::v1::Batch& batch, AgentRow& agent, uint64_t received_unix_ns);
+  // insert_events' steps: the batch's strings and locations interned; its
+  // events sorted into rows by kind; the rows inserted (event_rows.h binds them).
+  Status intern_batch_names(const castscope::v1::Batch& batch);
+  void collect_pending_rows(const castscope::v1::Batch& batch, AgentRow& agent);
+  Status insert_pending_rows(AgentRow& agent);
   void add_rollups(int64_t agent, uint64_t received_unix_ns);
   Status append_rollups();  // at commit: this transaction's rollups, appended
   // One table's rows of a batch, bound by bind_row(statement, first parameter,
@@ -119,6 +122,7 @@ class StoreWriter {
       numerics_pending_,
       op_counts_pending_;
   std::vector<int64_t> batch_string_ids_, batch_location_ids_;
+  LocalIdIndex batch_string_index_, batch_location_index_;  // the batch's local ids -> indexes into those
   tiles::TileAccumulator tiles_;  // this transaction's events, written at commit
   ship::RollupAccumulator rollups_;  // the same, when shipping
   std::vector<std::pair<ship::RollupKey, ship::RollupCounts>> rollup_rows_;  // reused at each commit
