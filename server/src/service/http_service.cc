@@ -231,6 +231,60 @@ struct LiveStream {
   std::chrono::steady_clock::duration interval = kLiveInterval;  // before the next message
 };
 
+// What committed since the last message, one message per run and agent: a
+// page gets at most ~20 messages a second however fast batches commit, and
+// the work per viewer stays small. Sets the wait before the next one.
+std::string live_messages(LiveStream& live, viewer::ViewerQueryPool& queries, size_t sample_casts) {
+  std::string out;
+  struct Pending {
+    uint64_t events = 0, max_ts_ns = 0;
+    std::vector<const v1::CastEvent*> casts;  // newest last
+  };
+  std::map<std::pair<std::string, std::string>, Pending> pending;
+  uint64_t message_events = 0;
+  std::vector<std::shared_ptr<const EventChunk>> held;  // keeps the casts above alive
+  std::shared_ptr<const EventChunk> chunk;
+  uint64_t skipped = 0, skipped_total = 0;
+  while (live.subscription->take(chunk, skipped)) {
+    skipped_total += skipped;
+    if (!chunk) continue;
+    Pending& p = pending[{chunk->run_id, chunk->agent_id}];
+    p.events += chunk->batch_events;
+    message_events += chunk->batch_events;
+    p.max_ts_ns = std::max(p.max_ts_ns, chunk->max_ts_ns);
+    for (const v1::StoredEvent& e : chunk->events)
+      if (e.event().has_cast()) p.casts.push_back(&e.event().cast());
+    if (p.casts.size() > 2 * sample_casts)
+      p.casts.erase(p.casts.begin(), p.casts.end() - static_cast<std::ptrdiff_t>(sample_casts));
+    held.push_back(std::move(chunk));
+  }
+  if (skipped_total > 0) out += "event: skipped\ndata: " + json{{"events", skipped_total}}.dump() + "\n\n";
+  for (auto& [key, p] : pending) {
+    const size_t sample = p.events >= kBusyLiveEvents ? std::min(sample_casts, kBusyLiveSampleCasts) : sample_casts;
+    const auto& [run_id, agent_id] = key;
+    int64_t& origin = live.origins[run_id];
+    if (origin == 0) (void)queries.with([&](viewer::ViewerQueries& q) { return q.origin(run_id, origin); });
+    viewer::JsonWriter message;
+    message.begin_object();
+    message.key("run_id").value(run_id);
+    message.key("agent_id").value(agent_id);
+    // No origin yet (the run's first batches held only cache samples, which
+    // have no tiles): no time to give relative to it.
+    message.key("t_max");
+    if (origin == 0) message.null();
+    else message.value(static_cast<int64_t>(p.max_ts_ns) - origin);
+    message.key("events").value(p.events);
+    message.key("casts").begin_array();
+    const size_t first = p.casts.size() > sample ? p.casts.size() - sample : 0;
+    for (size_t i = first; i < p.casts.size(); ++i) viewer::write_cast(message, agent_id, *p.casts[i], origin);
+    message.end_array().end_object();
+    out += "event: batch\ndata: " + message.text() + "\n\n";
+  }
+  const bool busy = message_events + skipped_total >= kBusyLiveEvents;
+  live.interval = busy ? kBusyLiveInterval : kLiveInterval;
+  return out;
+}
+
 }  // namespace
 
 std::string random_token() {
@@ -287,8 +341,18 @@ void HttpService::stop() {
 }
 
 void HttpService::install_routes() {
-  httplib::Server& server = *server_;
+  install_guards();
+  install_static_routes();
+  if (options_.fleet) install_fleet_routes();
+  if (db_path_.empty()) return;  // no store: the fleet page alone
+  install_api_routes();
+  install_metrics_route();
+  install_live_route();
+}
 
+// Headers on every answer; Host, method, then token, before any route runs.
+void HttpService::install_guards() {
+  httplib::Server& server = *server_;
   server.set_default_headers({{"Content-Security-Policy", kContentSecurityPolicy},
                               {"X-Content-Type-Options", "nosniff"},
                               {"X-Frame-Options", "DENY"},
@@ -343,7 +407,10 @@ void HttpService::install_routes() {
   server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     send_error(res, 500, "internal error");
   });
+}
 
+void HttpService::install_static_routes() {
+  httplib::Server& server = *server_;
   // Static files: index.html and assets/<one segment>, from the UI folder only.
   auto serve_file = [this](const std::filesystem::path& relative, const httplib::Request& req, httplib::Response& res) {
     if (options_.ui_dir.empty()) {
@@ -373,20 +440,23 @@ void HttpService::install_routes() {
                if (name.find("..") != std::string::npos) return send_error(res, 404, "not found");
                serve_file(std::filesystem::path("assets") / name, req, res);
              });
+}
 
+void HttpService::install_fleet_routes() {
+  httplib::Server& server = *server_;
   // The fleet page's API: PostgreSQL's answers, through options_.fleet.
-  if (options_.fleet) {
-    server.Get(R"(/api/fleet/(jobs|sites|findings|job))", [this](const httplib::Request& req, httplib::Response& res) {
-      std::map<std::string, std::string> params;
-      for (const auto& [key, value] : req.params) params[key] = value;
-      json body;
-      const Status status = options_.fleet(req.matches[1], params, body);
-      if (!status.ok()) return send_error(res, http_status(status), status.message());
-      send_json(req, res, body);
-    });
-  }
-  if (db_path_.empty()) return;  // no store: the fleet page alone
+  server.Get(R"(/api/fleet/(jobs|sites|findings|job))", [this](const httplib::Request& req, httplib::Response& res) {
+    std::map<std::string, std::string> params;
+    for (const auto& [key, value] : req.params) params[key] = value;
+    json body;
+    const Status status = options_.fleet(req.matches[1], params, body);
+    if (!status.ok()) return send_error(res, http_status(status), status.message());
+    send_json(req, res, body);
+  });
+}
 
+void HttpService::install_api_routes() {
+  httplib::Server& server = *server_;
   // The API: each route parses its parameters, asks ViewerQueries, answers JSON.
   auto answer = [this](const httplib::Request& req, httplib::Response& res, auto&& query) {
     json body;
@@ -458,7 +528,10 @@ void HttpService::install_routes() {
     if (!text_param(req, "run", run, error)) return send_error(res, 400, error);
     answer(req, res, [&](viewer::ViewerQueries& q, json& body) { return q.numerics(run, body); });
   });
+}
 
+void HttpService::install_metrics_route() {
+  httplib::Server& server = *server_;
   // Prometheus scrapes: the same Host and token checks as the rest
   // (a scraper sends Authorization: Bearer TOKEN).
   server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -469,7 +542,10 @@ void HttpService::install_routes() {
     res.set_header("Cache-Control", "no-store");
     res.set_content(std::move(body), kPrometheusContentType);
   });
+}
 
+void HttpService::install_live_route() {
+  httplib::Server& server = *server_;
   server.Get("/api/live", [this](const httplib::Request& req, httplib::Response& res) {
     // run: the run to follow; none: every run (each message names its run).
     const std::string run = req.has_param("run") ? req.get_param_value("run") : std::string();
@@ -507,60 +583,7 @@ void HttpService::install_routes() {
             live->wake.wait_for(lock, std::chrono::milliseconds(500), [&] { return live->ready || stopping_.load(); });
             live->ready = false;
           }
-          std::string out;
-          if (live->subscription) {
-            // Everything that arrived since the last message, one message per
-            // run and agent: a page gets at most ~20 messages a second however
-            // fast batches commit, and the work per viewer stays small.
-            struct Pending {
-              uint64_t events = 0, max_ts_ns = 0;
-              std::vector<const v1::CastEvent*> casts;  // newest last
-            };
-            std::map<std::pair<std::string, std::string>, Pending> pending;
-            uint64_t message_events = 0;
-            std::vector<std::shared_ptr<const EventChunk>> held;  // keeps the casts above alive
-            std::shared_ptr<const EventChunk> chunk;
-            uint64_t skipped = 0, skipped_total = 0;
-            while (live->subscription->take(chunk, skipped)) {
-              skipped_total += skipped;
-              if (!chunk) continue;
-              Pending& p = pending[{chunk->run_id, chunk->agent_id}];
-              p.events += chunk->batch_events;
-              message_events += chunk->batch_events;
-              p.max_ts_ns = std::max(p.max_ts_ns, chunk->max_ts_ns);
-              for (const v1::StoredEvent& e : chunk->events)
-                if (e.event().has_cast()) p.casts.push_back(&e.event().cast());
-              if (p.casts.size() > 2 * options_.live_sample_casts)
-                p.casts.erase(p.casts.begin(), p.casts.end() - static_cast<std::ptrdiff_t>(options_.live_sample_casts));
-              held.push_back(std::move(chunk));
-            }
-            if (skipped_total > 0) out += "event: skipped\ndata: " + json{{"events", skipped_total}}.dump() + "\n\n";
-            for (auto& [key, p] : pending) {
-              const size_t sample = p.events >= kBusyLiveEvents
-                                        ? std::min(options_.live_sample_casts, kBusyLiveSampleCasts)
-                                        : options_.live_sample_casts;
-              const auto& [run_id, agent_id] = key;
-              int64_t& origin = live->origins[run_id];
-              if (origin == 0) (void)queries_.with([&](viewer::ViewerQueries& q) { return q.origin(run_id, origin); });
-              viewer::JsonWriter message;
-              message.begin_object();
-              message.key("run_id").value(run_id);
-              message.key("agent_id").value(agent_id);
-              // No origin yet (the run's first batches held only cache samples, which
-              // have no tiles): no time to give relative to it.
-              message.key("t_max");
-              if (origin == 0) message.null();
-              else message.value(static_cast<int64_t>(p.max_ts_ns) - origin);
-              message.key("events").value(p.events);
-              message.key("casts").begin_array();
-              const size_t first = p.casts.size() > sample ? p.casts.size() - sample : 0;
-              for (size_t i = first; i < p.casts.size(); ++i) viewer::write_cast(message, agent_id, *p.casts[i], origin);
-              message.end_array().end_object();
-              out += "event: batch\ndata: " + message.text() + "\n\n";
-            }
-            const bool busy = message_events + skipped_total >= kBusyLiveEvents;
-            live->interval = busy ? kBusyLiveInterval : kLiveInterval;
-          }
+          std::string out = live->subscription ? live_messages(*live, queries_, options_.live_sample_casts) : "";
           const auto now = std::chrono::steady_clock::now();
           if (out.empty() && now - live->last_write >= kKeepAlive) out = ": keep-alive\n\n";
           if (out.empty()) return sink.is_writable();

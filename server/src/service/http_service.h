@@ -77,7 +77,16 @@ class HttpService {
   std::string url() const;
 
  private:
+  // Every route, by what it serves: the guards first (headers, Host, method,
+  // token), then the UI's files, the fleet page's API, the run API, /metrics
+  // and the live stream.
   void install_routes();
+  void install_guards();
+  void install_static_routes();
+  void install_fleet_routes();
+  void install_api_routes();
+  void install_metrics_route();
+  void install_live_route();
 
   const HttpOptions options_;
   CollectorCore* const core_;
