@@ -6,6 +6,7 @@
 #include <future>
 #include <map>
 #include <random>
+#include <span>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log/logger.h"
+#include "server/src/fleet/fleet_rows.h"
 #include "server/src/fleet/fleet_schema.h"
 #include "server/src/fleet/pg_copy.h"
 #include "server/src/ingest/collector_core.h"
@@ -258,7 +260,7 @@ struct Shipper::Impl {
     // The shipment's rows, resolved into sites.
     StoreResolver resolver(db);
     PgCopyBuffer rollups;
-    std::vector<std::string> new_sites;  // parameters: site, file, line, function, op, arg
+    std::vector<std::string> new_sites;  // SiteRow parameters
     std::map<SiteKey, int64_t> site_of_key;  // this shipment's sites
     std::set<std::string> runs_touched(ended.begin(), ended.end());
     int64_t min_minute = INT64_MAX, max_minute = 0;
@@ -300,29 +302,30 @@ struct Shipper::Impl {
           const std::string function = location ? location->function : "";
           const int64_t site = site_id(file, line, function, op, arg);
           found = site_of_key.emplace(site_key, site).first;
-          if (known_sites.insert(site).second) {
-            for (std::string value : {std::to_string(site), file, std::to_string(line), function, std::string(op),
-                                      std::string(arg)})
-              new_sites.push_back(std::move(value));
-          }
+          if (known_sites.insert(site).second) append_params(SiteRow{site, file, line, function, op, arg}, new_sites);
         }
         min_minute = std::min(min_minute, key.minute);
         max_minute = std::max(max_minute, key.minute);
-        rollups.begin_row(19);
-        rollups.timestamp_unix_ns(key.minute * ship::kNsPerMinute);
-        rollups.text(collector_id);
-        rollups.int8(shipment);
-        rollups.text(info->run.run_id);
-        rollups.int4(info->agent.rank);
-        rollups.int8(found->second);
-        for (int code : {kCastPolicy, kCastSrcDtype, kCastDstDtype, kCastOutcome, kCastDeviceType, kCastRole, kCastMode,
-                         kCastPhase})
-          rollups.int2(static_cast<int16_t>(code_at(key.codes, code)));
-        rollups.int8(sum.count);
-        rollups.int8(sum.bytes);
-        rollups.int8(sum.hits);
-        rollups.int8(sum.misses);
-        rollups.int8(sum.stale_hits);
+        const auto code = [codes = key.codes](int index) { return static_cast<int16_t>(code_at(codes, index)); };
+        append_row(rollups, RollupRow{.minute = {key.minute * ship::kNsPerMinute},
+                                      .collector = collector_id,
+                                      .shipment = shipment,
+                                      .job = info->run.run_id,
+                                      .rank = info->agent.rank,
+                                      .site = found->second,
+                                      .policy = code(kCastPolicy),
+                                      .src = code(kCastSrcDtype),
+                                      .dst = code(kCastDstDtype),
+                                      .outcome = code(kCastOutcome),
+                                      .device = code(kCastDeviceType),
+                                      .role = code(kCastRole),
+                                      .mode = code(kCastMode),
+                                      .phase = code(kCastPhase),
+                                      .count = sum.count,
+                                      .bytes = sum.bytes,
+                                      .hits = sum.hits,
+                                      .misses = sum.misses,
+                                      .stale_hits = sum.stale_hits});
       }
     }
 
@@ -338,25 +341,24 @@ struct Shipper::Impl {
     for (const auto& [row, info] : agents) {
       if (!runs_touched.contains(info.run.run_id)) continue;
       const StoredAgent& a = info.agent;
-      agent_rows.begin_row(18);
-      agent_rows.text(collector_id);
-      agent_rows.int8(shipment);
-      agent_rows.text(info.run.run_id);
-      agent_rows.text(a.agent_id);
-      agent_rows.text(options.node);
-      agent_rows.int4(a.rank);
-      agent_rows.int4(a.local_rank);
-      agent_rows.int4(a.world_size);
-      agent_rows.int4(static_cast<int32_t>(a.pid));
-      agent_rows.text(a.torch_version);
-      agent_rows.text(a.policy_hash);
-      agent_rows.int8(static_cast<int64_t>(a.casts));
-      agent_rows.int8(static_cast<int64_t>(a.ops));
-      agent_rows.int8(static_cast<int64_t>(a.events_dropped));
-      agent_rows.boolean(a.finished);
-      agent_rows.timestamp_unix_ns(static_cast<int64_t>(info.run.first_seen_unix_ns));
-      agent_rows.timestamp_unix_ns(static_cast<int64_t>(info.run.last_seen_unix_ns));
-      agent_rows.text(options.viewer_url);
+      append_row(agent_rows, AgentRow{.collector = collector_id,
+                                      .shipment = shipment,
+                                      .job = info.run.run_id,
+                                      .agent_id = a.agent_id,
+                                      .node = options.node,
+                                      .rank = a.rank,
+                                      .local_rank = a.local_rank,
+                                      .world_size = a.world_size,
+                                      .pid = static_cast<int32_t>(a.pid),
+                                      .torch_version = a.torch_version,
+                                      .policy_hash = a.policy_hash,
+                                      .casts = static_cast<int64_t>(a.casts),
+                                      .ops = static_cast<int64_t>(a.ops),
+                                      .events_dropped = static_cast<int64_t>(a.events_dropped),
+                                      .finished = a.finished,
+                                      .first_seen = {static_cast<int64_t>(info.run.first_seen_unix_ns)},
+                                      .last_seen = {static_cast<int64_t>(info.run.last_seen_unix_ns)},
+                                      .viewer = options.viewer_url});
     }
     PgCopyBuffer finding_rows;
     std::map<std::string, int> finding_counts;
@@ -378,17 +380,18 @@ struct Shipper::Impl {
           }
           if (details.contains("ranks")) ranks = details["ranks"];
         }
-        finding_rows.begin_row(10);
-        finding_rows.text(collector_id);
-        finding_rows.int8(shipment);
-        finding_rows.text(run_id);
-        finding_rows.text(f.kind());
-        finding_rows.text(f.severity());
-        finding_rows.text(f.summary());
-        finding_rows.text(file);
-        finding_rows.int4(line);
-        finding_rows.jsonb(ranks.dump());
-        finding_rows.jsonb(details.is_discarded() ? "{}" : f.details_json());
+        const std::string ranks_text = ranks.dump();
+        const std::string_view details_text = details.is_discarded() ? std::string_view("{}") : f.details_json();
+        append_row(finding_rows, FindingRow{.collector = collector_id,
+                                            .shipment = shipment,
+                                            .job = run_id,
+                                            .kind = f.kind(),
+                                            .severity = f.severity(),
+                                            .summary = f.summary(),
+                                            .file = file,
+                                            .line = line,
+                                            .ranks = ranks_text,
+                                            .details = details_text});
         ++finding_counts[run_id];
       }
     }
@@ -442,42 +445,37 @@ struct Shipper::Impl {
         !s.ok())
       return s;
     if (began.text(0, 0) != "t") return Status::not_found("landed");
-    for (size_t at = 0; at < new_sites.size(); at += 6 * 1000) {
-      const size_t n = std::min<size_t>(new_sites.size() - at, 6 * 1000);
-      std::string sql = "INSERT INTO castscope.sites(site, file, line, function, op, arg) VALUES ";
-      for (size_t i = 0; i < n; i += 6) {
-        if (i > 0) sql += ", ";
-        const size_t p = i + 1;
-        sql += "($" + std::to_string(p) + "::bigint, $" + std::to_string(p + 1) + ", $" + std::to_string(p + 2) +
-               "::integer, $" + std::to_string(p + 3) + ", $" + std::to_string(p + 4) + ", $" + std::to_string(p + 5) + ")";
-      }
-      sql += " ON CONFLICT DO NOTHING";
+    // Sites a thousand per INSERT.
+    constexpr size_t kPerRow = params_per_row<SiteRow>();
+    for (size_t at = 0; at < new_sites.size(); at += kPerRow * 1000) {
+      const size_t n = std::min(new_sites.size() - at, kPerRow * 1000);
       PgResult inserted;
-      if (Status s = pg.query(sql, std::span<const std::string>(new_sites).subspan(at, n), inserted); !s.ok()) return s;
+      if (Status s = pg.query(insert_sql<SiteRow>(n / kPerRow) + " ON CONFLICT DO NOTHING",
+                              std::span<const std::string>(new_sites).subspan(at, n), inserted);
+          !s.ok())
+        return s;
     }
     if (rollups.rows() > 0)
-      if (Status s = pg.copy_in("COPY castscope.rollups FROM STDIN (FORMAT binary)", rollups.finish()); !s.ok())
-        return s;
+      if (Status s = pg.copy_in(copy_sql<RollupRow>(), rollups.finish()); !s.ok()) return s;
     if (agent_rows.rows() > 0)
-      if (Status s = pg.copy_in("COPY castscope.agents FROM STDIN (FORMAT binary)", agent_rows.finish()); !s.ok())
-        return s;
+      if (Status s = pg.copy_in(copy_sql<AgentRow>(), agent_rows.finish()); !s.ok()) return s;
     if (finding_rows.rows() > 0)
-      if (Status s = pg.copy_in("COPY castscope.findings FROM STDIN (FORMAT binary)", finding_rows.finish()); !s.ok())
-        return s;
+      if (Status s = pg.copy_in(copy_sql<FindingRow>(), finding_rows.finish()); !s.ok()) return s;
     for (const std::string& run_id : ended) {
       int64_t first_seen_ns = 0;
       for (const auto& [row, info] : agents)
         if (info.run.run_id == run_id) first_seen_ns = static_cast<int64_t>(info.run.first_seen_unix_ns);
       const auto count = finding_counts.find(run_id);
-      const std::string params[] = {collector_id, std::to_string(shipment), run_id,
-                                    std::to_string(first_seen_ns / 1000000000),
-                                    std::to_string(count == finding_counts.end() ? 0 : count->second)};
+      std::vector<std::string> params;
+      append_params(JobEndRow{.collector = collector_id,
+                              .shipment = shipment,
+                              .job = run_id,
+                              .first_seen = {first_seen_ns},
+                              .ended_at = {},
+                              .findings = count == finding_counts.end() ? 0 : count->second},
+                    params);
       PgResult done;
-      if (Status s = pg.query("INSERT INTO castscope.job_ends(collector, shipment, job, first_seen, ended_at, findings) "
-                              "VALUES ($1, $2::bigint, $3, to_timestamp($4::bigint), now(), $5::integer)",
-                              params, done);
-          !s.ok())
-        return s;
+      if (Status s = pg.query(insert_sql<JobEndRow>(1), params, done); !s.ok()) return s;
       const std::string job[] = {run_id};
       if (Status s = pg.query("SELECT castscope.job_ended($1)", job, done); !s.ok()) return s;
     }
