@@ -244,125 +244,185 @@ struct Shipper::Impl {
     return {};
   }
 
+  // A shipment as read from the store, ready to send: send's steps fill it.
+  struct Outgoing {
+    int64_t shipment = 0;
+    std::map<std::string, std::string> end_signature;  // the runs it ends -> what each end covers
+    std::vector<std::string> ended;                    // those runs
+    PgCopyBuffer rollups;
+    std::vector<std::string> new_sites;      // SiteRow parameters: sites new to this connection
+    std::map<SiteKey, int64_t> site_of_key;  // this shipment's sites
+    std::set<std::string> runs_touched;      // ended or rolled up; after add_agents, those snapshotted
+    int64_t min_minute = INT64_MAX, max_minute = 0;
+    int64_t snapshot_s = 0;  // when its agents were read (unix s)
+    PgCopyBuffer agent_rows;
+    PgCopyBuffer finding_rows;
+    std::map<std::string, int> finding_counts;  // per run ended
+  };
+
+  // Sends sealed shipment `shipment`: read from the store, then landed in
+  // one PostgreSQL transaction, then forgotten here.
   Status send(int64_t shipment) {
     const auto started = Clock::now();
-    sqlite3* db = reader->database().handle();
-    // The runs this shipment ends, with what each end covers (sealed with it).
+    Outgoing out;
+    out.shipment = shipment;
+    if (Status s = read_ends(out); !s.ok()) return s;
+    if (Status s = add_rollups(out); !s.ok()) return s;
+    add_agents(out);
+    if (Status s = add_findings(out); !s.ok()) return s;
+    const auto read = Clock::now();
+    if (Status s = ensure_partitions(out); !s.ok()) return s;
+    bool landed_before = false;
+    if (Status s = land(out, landed_before); !s.ok()) return s;
+    if (landed_before) {  // only forgotten here
+      metrics().resent.fetch_add(1, std::memory_order_relaxed);
+      return forget(shipment, out.end_signature);
+    }
+    for (const std::string& run_id : out.runs_touched) agents_shipped_at[run_id] = out.snapshot_s;
+    metrics().shipments.fetch_add(1, std::memory_order_relaxed);
+    metrics().rollup_rows.fetch_add(out.rollups.rows(), std::memory_order_relaxed);
+    const auto landed = Clock::now();
+    const Status forgotten = forget(shipment, out.end_signature);
+    const auto ms = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+    log::logger("collector").debug("fleet shipping: shipment {}: {} rollup rows, {} run ends: read {} ms, "
+                                   "PostgreSQL {} ms, forgotten {} ms",
+                                   shipment, out.rollups.rows(), out.ended.size(), ms(read - started),
+                                   ms(landed - read), ms(Clock::now() - landed));
+    return forgotten;
+  }
+
+  // The runs the shipment ends, with what each end covers (sealed with it).
+  Status read_ends(Outgoing& out) {
     std::string ends_text;
-    if (Status s = read_state(ends_key(shipment), ends_text); !s.ok()) return s;
+    if (Status s = read_state(ends_key(out.shipment), ends_text); !s.ok()) return s;
     const json ends_json = json::parse(ends_text.empty() ? "{}" : ends_text, nullptr, false);
     if (!ends_json.is_object())
-      return Status::internal("ship_state " + ends_key(shipment) + " is not a JSON object: " + ends_text);
-    const auto end_signature = ends_json.get<std::map<std::string, std::string>>();
-    std::vector<std::string> ended;
-    for (const auto& [run_id, signature] : end_signature) ended.push_back(run_id);
+      return Status::internal("ship_state " + ends_key(out.shipment) + " is not a JSON object: " + ends_text);
+    out.end_signature = ends_json.get<std::map<std::string, std::string>>();
+    for (const auto& [run_id, signature] : out.end_signature) out.ended.push_back(run_id);
+    out.runs_touched.insert(out.ended.begin(), out.ended.end());
+    return {};
+  }
 
-    // The shipment's rows, resolved into sites.
-    StoreResolver resolver(db);
-    PgCopyBuffer rollups;
-    std::vector<std::string> new_sites;  // SiteRow parameters
-    std::map<SiteKey, int64_t> site_of_key;  // this shipment's sites
-    std::set<std::string> runs_touched(ended.begin(), ended.end());
-    int64_t min_minute = INT64_MAX, max_minute = 0;
-    {
-      int64_t first = 0, end = 0;
-      if (Status s = ship::shipment_ids(db, shipment, first, end); !s.ok()) return s;
-      // Each commit appended its own rows: one row per key and minute here.
-      absl::flat_hash_map<ship::RollupKey, ship::RollupCounts> summed;
-      RowScan<StoredRollup> scan;
-      if (Status s = scan.open(db, first, end, " AND shipment = ?3 ORDER BY id"); !s.ok()) return s;
-      scan.statement().bind(3, shipment);
-      StoredRollup row;
-      Status error;
-      while (scan.next(row, error)) {
-        ship::RollupCounts& sum =
-            summed[ship::RollupKey{row.agent, row.minute, row.op, row.arg_name, row.location, row.codes}];
-        sum.count += row.count;
-        sum.bytes += row.bytes;
-        sum.hits += row.hits;
-        sum.misses += row.misses;
-        sum.stale_hits += row.stale_hits;
-      }
-      if (!error.ok()) return error;
-      for (const auto& [key, sum] : summed) {
-        const AgentInfo* info = nullptr;
-        if (Status s = agent_info(key.agent, info); !s.ok()) return s;
-        runs_touched.insert(info->run.run_id);
-        // A site per (location, op, arg) of the store, hashed once.
-        const SiteKey site_key{key.location, key.op, key.arg_name};
-        auto found = site_of_key.find(site_key);
-        if (found == site_of_key.end()) {
-          std::string_view op, arg;
-          const StoredLocation* location = nullptr;
-          if (Status s = resolver.text(key.op, op); !s.ok()) return s;
-          if (Status s = resolver.text(key.arg_name, arg); !s.ok()) return s;
-          if (Status s = resolver.location(key.location, location); !s.ok()) return s;
-          const std::string file = location ? location->file : "";
-          const uint32_t line = location ? location->line : 0;
-          const std::string function = location ? location->function : "";
-          const int64_t site = site_id(file, line, function, op, arg);
-          found = site_of_key.emplace(site_key, site).first;
-          if (known_sites.insert(site).second) append_params(SiteRow{site, file, line, function, op, arg}, new_sites);
-        }
-        min_minute = std::min(min_minute, key.minute);
-        max_minute = std::max(max_minute, key.minute);
-        const auto code = [codes = key.codes](int index) { return static_cast<int16_t>(code_at(codes, index)); };
-        append_row(rollups, RollupRow{.minute = {key.minute * ship::kNsPerMinute},
-                                      .collector = collector_id,
-                                      .shipment = shipment,
-                                      .job = info->run.run_id,
-                                      .rank = info->agent.rank,
-                                      .site = found->second,
-                                      .policy = code(kCastPolicy),
-                                      .src = code(kCastSrcDtype),
-                                      .dst = code(kCastDstDtype),
-                                      .outcome = code(kCastOutcome),
-                                      .device = code(kCastDeviceType),
-                                      .role = code(kCastRole),
-                                      .mode = code(kCastMode),
-                                      .phase = code(kCastPhase),
-                                      .count = sum.count,
-                                      .bytes = sum.bytes,
-                                      .hits = sum.hits,
-                                      .misses = sum.misses,
-                                      .stale_hits = sum.stale_hits});
-      }
+  // The shipment's rollup rows summed per key and minute: each commit
+  // appended its own rows, one row per key and minute is sent.
+  Status sum_rollups(int64_t shipment, absl::flat_hash_map<ship::RollupKey, ship::RollupCounts>& summed) {
+    sqlite3* db = reader->database().handle();
+    int64_t first = 0, end = 0;
+    if (Status s = ship::shipment_ids(db, shipment, first, end); !s.ok()) return s;
+    RowScan<StoredRollup> scan;
+    if (Status s = scan.open(db, first, end, " AND shipment = ?3 ORDER BY id"); !s.ok()) return s;
+    scan.statement().bind(3, shipment);
+    StoredRollup row;
+    Status error;
+    while (scan.next(row, error)) {
+      ship::RollupCounts& sum =
+          summed[ship::RollupKey{row.agent, row.minute, row.op, row.arg_name, row.location, row.codes}];
+      sum.count += row.count;
+      sum.bytes += row.bytes;
+      sum.hits += row.hits;
+      sum.misses += row.misses;
+      sum.stale_hits += row.stale_hits;
     }
+    return error;
+  }
 
-    // Agents of the runs touched (each run's at most once a minute, and at
-    // its end: snapshots, the latest wins), and the findings of the runs ended.
-    const int64_t now_s = unix_now_s();
-    std::erase_if(runs_touched, [&](const std::string& run_id) {
+  // A site per (location, op, arg) of the store, hashed once per shipment;
+  // one this connection has not inserted goes with the shipment.
+  Status site_of(const ship::RollupKey& key, StoreResolver& resolver, Outgoing& out, int64_t& site) {
+    const SiteKey site_key{key.location, key.op, key.arg_name};
+    auto found = out.site_of_key.find(site_key);
+    if (found == out.site_of_key.end()) {
+      std::string_view op, arg;
+      const StoredLocation* location = nullptr;
+      if (Status s = resolver.text(key.op, op); !s.ok()) return s;
+      if (Status s = resolver.text(key.arg_name, arg); !s.ok()) return s;
+      if (Status s = resolver.location(key.location, location); !s.ok()) return s;
+      const std::string file = location ? location->file : "";
+      const uint32_t line = location ? location->line : 0;
+      const std::string function = location ? location->function : "";
+      const int64_t id = site_id(file, line, function, op, arg);
+      found = out.site_of_key.emplace(site_key, id).first;
+      if (known_sites.insert(id).second) append_params(SiteRow{id, file, line, function, op, arg}, out.new_sites);
+    }
+    site = found->second;
+    return {};
+  }
+
+  // The shipment's rollups, resolved into sites, as rows of castscope.rollups.
+  Status add_rollups(Outgoing& out) {
+    absl::flat_hash_map<ship::RollupKey, ship::RollupCounts> summed;
+    if (Status s = sum_rollups(out.shipment, summed); !s.ok()) return s;
+    StoreResolver resolver(reader->database().handle());
+    for (const auto& [key, sum] : summed) {
+      const AgentInfo* info = nullptr;
+      if (Status s = agent_info(key.agent, info); !s.ok()) return s;
+      out.runs_touched.insert(info->run.run_id);
+      RollupRow row;
+      if (Status s = site_of(key, resolver, out, row.site); !s.ok()) return s;
+      out.min_minute = std::min(out.min_minute, key.minute);
+      out.max_minute = std::max(out.max_minute, key.minute);
+      row.minute = {key.minute * ship::kNsPerMinute};
+      row.collector = collector_id;
+      row.shipment = out.shipment;
+      row.job = info->run.run_id;
+      row.rank = info->agent.rank;
+      const auto code = [codes = key.codes](int index) { return static_cast<int16_t>(code_at(codes, index)); };
+      row.policy = code(kCastPolicy);
+      row.src = code(kCastSrcDtype);
+      row.dst = code(kCastDstDtype);
+      row.outcome = code(kCastOutcome);
+      row.device = code(kCastDeviceType);
+      row.role = code(kCastRole);
+      row.mode = code(kCastMode);
+      row.phase = code(kCastPhase);
+      row.count = sum.count;
+      row.bytes = sum.bytes;
+      row.hits = sum.hits;
+      row.misses = sum.misses;
+      row.stale_hits = sum.stale_hits;
+      append_row(out.rollups, row);
+    }
+    return {};
+  }
+
+  // Agents of the runs touched, as snapshots (the latest wins): each run's
+  // at most once a minute, and at its end.
+  void add_agents(Outgoing& out) {
+    out.snapshot_s = unix_now_s();
+    std::erase_if(out.runs_touched, [&](const std::string& run_id) {
       const auto shipped = agents_shipped_at.find(run_id);
-      return shipped != agents_shipped_at.end() && now_s - shipped->second < kAgentSnapshotEveryS &&
-             !end_signature.contains(run_id);
+      return shipped != agents_shipped_at.end() && out.snapshot_s - shipped->second < kAgentSnapshotEveryS &&
+             !out.end_signature.contains(run_id);
     });
-    PgCopyBuffer agent_rows;
     for (const auto& [row, info] : agents) {
-      if (!runs_touched.contains(info.run.run_id)) continue;
+      if (!out.runs_touched.contains(info.run.run_id)) continue;
       const StoredAgent& a = info.agent;
-      append_row(agent_rows, AgentRow{.collector = collector_id,
-                                      .shipment = shipment,
-                                      .job = info.run.run_id,
-                                      .agent_id = a.agent_id,
-                                      .node = options.node,
-                                      .rank = a.rank,
-                                      .local_rank = a.local_rank,
-                                      .world_size = a.world_size,
-                                      .pid = static_cast<int32_t>(a.pid),
-                                      .torch_version = a.torch_version,
-                                      .policy_hash = a.policy_hash,
-                                      .casts = static_cast<int64_t>(a.casts),
-                                      .ops = static_cast<int64_t>(a.ops),
-                                      .events_dropped = static_cast<int64_t>(a.events_dropped),
-                                      .finished = a.finished,
-                                      .first_seen = {static_cast<int64_t>(info.run.first_seen_unix_ns)},
-                                      .last_seen = {static_cast<int64_t>(info.run.last_seen_unix_ns)},
-                                      .viewer = options.viewer_url});
+      append_row(out.agent_rows, AgentRow{.collector = collector_id,
+                                          .shipment = out.shipment,
+                                          .job = info.run.run_id,
+                                          .agent_id = a.agent_id,
+                                          .node = options.node,
+                                          .rank = a.rank,
+                                          .local_rank = a.local_rank,
+                                          .world_size = a.world_size,
+                                          .pid = static_cast<int32_t>(a.pid),
+                                          .torch_version = a.torch_version,
+                                          .policy_hash = a.policy_hash,
+                                          .casts = static_cast<int64_t>(a.casts),
+                                          .ops = static_cast<int64_t>(a.ops),
+                                          .events_dropped = static_cast<int64_t>(a.events_dropped),
+                                          .finished = a.finished,
+                                          .first_seen = {static_cast<int64_t>(info.run.first_seen_unix_ns)},
+                                          .last_seen = {static_cast<int64_t>(info.run.last_seen_unix_ns)},
+                                          .viewer = options.viewer_url});
     }
-    PgCopyBuffer finding_rows;
-    std::map<std::string, int> finding_counts;
-    for (const std::string& run_id : ended) {
+  }
+
+  // The findings of the runs the shipment ends: file and line are the first
+  // site's, ranks the finding's (when its details have them).
+  Status add_findings(Outgoing& out) {
+    for (const std::string& run_id : out.ended) {
       v1::ListFindingsRequest request;
       request.set_run_id(run_id);
       v1::ListFindingsResponse response;
@@ -382,97 +442,105 @@ struct Shipper::Impl {
         }
         const std::string ranks_text = ranks.dump();
         const std::string_view details_text = details.is_discarded() ? std::string_view("{}") : f.details_json();
-        append_row(finding_rows, FindingRow{.collector = collector_id,
-                                            .shipment = shipment,
-                                            .job = run_id,
-                                            .kind = f.kind(),
-                                            .severity = f.severity(),
-                                            .summary = f.summary(),
-                                            .file = file,
-                                            .line = line,
-                                            .ranks = ranks_text,
-                                            .details = details_text});
-        ++finding_counts[run_id];
+        append_row(out.finding_rows, FindingRow{.collector = collector_id,
+                                                .shipment = out.shipment,
+                                                .job = run_id,
+                                                .kind = f.kind(),
+                                                .severity = f.severity(),
+                                                .summary = f.summary(),
+                                                .file = file,
+                                                .line = line,
+                                                .ranks = ranks_text,
+                                                .details = details_text});
+        ++out.finding_counts[run_id];
       }
     }
+    return {};
+  }
 
-    const auto read = Clock::now();
-    // PostgreSQL: partitions first (their own transaction), then the shipment.
+  // The day partitions the shipment's minutes fall in, through today (their
+  // own transaction, before the shipment's).
+  Status ensure_partitions(const Outgoing& out) {
     const int64_t now_ns = unix_now_s() * 1000000000;
-    const int64_t first_ns = min_minute == INT64_MAX ? now_ns : min_minute * ship::kNsPerMinute;
-    const int64_t last_ns = std::max(now_ns, max_minute * ship::kNsPerMinute);
+    const int64_t first_ns = out.min_minute == INT64_MAX ? now_ns : out.min_minute * ship::kNsPerMinute;
+    const int64_t last_ns = std::max(now_ns, out.max_minute * ship::kNsPerMinute);
     const auto to_text = [](int64_t unix_ns) { return std::to_string(unix_ns / 1000000000); };
     PgResult ignored;
     const std::string days[] = {to_text(first_ns), to_text(last_ns)};
-    if (Status s = pg.query("SELECT castscope.ensure_days(to_timestamp($1), to_timestamp($2))", days, ignored); !s.ok())
-      return s;
+    return pg.query("SELECT castscope.ensure_days(to_timestamp($1), to_timestamp($2))", days, ignored);
+  }
+
+  // The shipment in one PostgreSQL transaction: all of it lands, or none.
+  // `landed_before`: PostgreSQL had it already (rolled back here, not an error).
+  Status land(Outgoing& out, bool& landed_before) {
+    landed_before = false;
     if (Status s = pg.exec("BEGIN"); !s.ok()) return s;
-    Status result = transmit(shipment, max_minute, rollups, new_sites, agent_rows, finding_rows, ended, finding_counts);
+    Status result = transmit(out);
     if (!result.ok() && result.code() == StatusCode::kNotFound) {
-      // Landed before: only forget it here.
       (void)pg.exec("ROLLBACK");
-      metrics().resent.fetch_add(1, std::memory_order_relaxed);
-      return forget(shipment, end_signature);
+      landed_before = true;
+      return {};
     }
     if (result.ok()) result = pg.exec("COMMIT");
     if (!result.ok()) {
       if (pg.connected()) (void)pg.exec("ROLLBACK");
       known_sites.clear();  // inserted sites may have been rolled back
-      return result;
     }
-    for (const std::string& run_id : runs_touched) agents_shipped_at[run_id] = now_s;
-    metrics().shipments.fetch_add(1, std::memory_order_relaxed);
-    metrics().rollup_rows.fetch_add(rollups.rows(), std::memory_order_relaxed);
-    const auto landed = Clock::now();
-    const Status forgotten = forget(shipment, end_signature);
-    const auto ms = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
-    log::logger("collector").debug("fleet shipping: shipment {}: {} rollup rows, {} run ends: read {} ms, "
-                                   "PostgreSQL {} ms, forgotten {} ms",
-                                   shipment, rollups.rows(), ended.size(), ms(read - started), ms(landed - read),
-                                   ms(Clock::now() - landed));
-    return forgotten;
+    return result;
   }
 
   // Within the transaction. NOT_FOUND: the shipment landed before.
-  Status transmit(int64_t shipment, int64_t through_minute, PgCopyBuffer& rollups, const std::vector<std::string>& new_sites,
-                  PgCopyBuffer& agent_rows, PgCopyBuffer& finding_rows, const std::vector<std::string>& ended,
-                  const std::map<std::string, int>& finding_counts) {
+  Status transmit(Outgoing& out) {
     PgResult began;
-    const std::string begin_params[] = {collector_id, std::to_string(shipment), std::to_string(through_minute),
-                                        std::to_string(rollups.rows())};
+    // through_minute: the shipment's last minute (0 when it has no rollups).
+    const std::string begin_params[] = {collector_id, std::to_string(out.shipment), std::to_string(out.max_minute),
+                                        std::to_string(out.rollups.rows())};
     if (Status s = pg.query("SELECT castscope.begin_shipment($1, $2::bigint, $3::bigint, $4::bigint)", begin_params,
                             began);
         !s.ok())
       return s;
     if (began.text(0, 0) != "t") return Status::not_found("landed");
-    // Sites a thousand per INSERT.
+    if (Status s = insert_sites(out.new_sites); !s.ok()) return s;
+    if (out.rollups.rows() > 0)
+      if (Status s = pg.copy_in(copy_sql<RollupRow>(), out.rollups.finish()); !s.ok()) return s;
+    if (out.agent_rows.rows() > 0)
+      if (Status s = pg.copy_in(copy_sql<AgentRow>(), out.agent_rows.finish()); !s.ok()) return s;
+    if (out.finding_rows.rows() > 0)
+      if (Status s = pg.copy_in(copy_sql<FindingRow>(), out.finding_rows.finish()); !s.ok()) return s;
+    return end_jobs(out);
+  }
+
+  // Sites new to this connection, a thousand per INSERT (one that another
+  // collector inserted first is skipped).
+  Status insert_sites(const std::vector<std::string>& params) {
     constexpr size_t kPerRow = params_per_row<SiteRow>();
-    for (size_t at = 0; at < new_sites.size(); at += kPerRow * 1000) {
-      const size_t n = std::min(new_sites.size() - at, kPerRow * 1000);
+    constexpr size_t kRowsPerInsert = 1000;
+    for (size_t at = 0; at < params.size(); at += kPerRow * kRowsPerInsert) {
+      const size_t n = std::min(params.size() - at, kPerRow * kRowsPerInsert);
       PgResult inserted;
       if (Status s = pg.query(insert_sql<SiteRow>(n / kPerRow) + " ON CONFLICT DO NOTHING",
-                              std::span<const std::string>(new_sites).subspan(at, n), inserted);
+                              std::span<const std::string>(params).subspan(at, n), inserted);
           !s.ok())
         return s;
     }
-    if (rollups.rows() > 0)
-      if (Status s = pg.copy_in(copy_sql<RollupRow>(), rollups.finish()); !s.ok()) return s;
-    if (agent_rows.rows() > 0)
-      if (Status s = pg.copy_in(copy_sql<AgentRow>(), agent_rows.finish()); !s.ok()) return s;
-    if (finding_rows.rows() > 0)
-      if (Status s = pg.copy_in(copy_sql<FindingRow>(), finding_rows.finish()); !s.ok()) return s;
-    for (const std::string& run_id : ended) {
+    return {};
+  }
+
+  // The runs the shipment ends: each one's end, then its summary and
+  // rank-divergence made again (castscope.job_ended).
+  Status end_jobs(const Outgoing& out) {
+    for (const std::string& run_id : out.ended) {
       int64_t first_seen_ns = 0;
       for (const auto& [row, info] : agents)
         if (info.run.run_id == run_id) first_seen_ns = static_cast<int64_t>(info.run.first_seen_unix_ns);
-      const auto count = finding_counts.find(run_id);
+      const auto count = out.finding_counts.find(run_id);
       std::vector<std::string> params;
       append_params(JobEndRow{.collector = collector_id,
-                              .shipment = shipment,
+                              .shipment = out.shipment,
                               .job = run_id,
                               .first_seen = {first_seen_ns},
                               .ended_at = {},
-                              .findings = count == finding_counts.end() ? 0 : count->second},
+                              .findings = count == out.finding_counts.end() ? 0 : count->second},
                     params);
       PgResult done;
       if (Status s = pg.query(insert_sql<JobEndRow>(1), params, done); !s.ok()) return s;
