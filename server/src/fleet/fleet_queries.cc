@@ -1,6 +1,8 @@
 #include "server/src/fleet/fleet_queries.h"
 
 #include "castscope/v1/events.names.h"
+#include "server/src/fleet/fleet_schema.h"
+#include "server/src/fleet/pg_rows.h"
 
 namespace castscope::collector::fleet {
 
@@ -30,6 +32,92 @@ json parse_json(std::string_view text) {
   return value.is_discarded() ? json() : value;
 }
 
+// Each question's answer columns (pg_rows.h): the SELECT list is made from
+// them, and rows are read by their names.
+
+// query_jobs: one row per job, over its agents' latest snapshots (a), its
+// findings (f) and rank-divergences (d).
+constexpr auto kJobColumns = select_list({
+    {"job", "a.job"},
+    {"first_seen_unix_s", "extract(epoch FROM min(a.first_seen))::bigint"},
+    {"last_seen_unix_s", "extract(epoch FROM max(a.last_seen))::bigint"},
+    {"finished", "bool_and(a.finished)"},
+    {"casts", "sum(a.casts)::bigint"},
+    {"nodes", "jsonb_agg(DISTINCT jsonb_build_object('node', a.node, 'collector', a.collector, 'viewer', a.viewer))"},
+    {"ranks", "jsonb_agg(DISTINCT a.rank)"},
+    {"findings", "coalesce(max(f.n), 0) + coalesce(max(d.n), 0)"},
+});
+
+// query_sites: per site (s) and cast kind, summed over jobs (p).
+constexpr auto kSiteColumns = select_list({
+    {"file", "s.file"},
+    {"line", "s.line"},
+    {"function", "s.function"},
+    {"op", "s.op"},
+    {"arg", "s.arg"},
+    {"src", "p.src"},
+    {"dst", "p.dst"},
+    {"outcome", "p.outcome"},
+    {"mode", "p.mode"},
+    {"count", "p.n::bigint"},
+    {"bytes", "p.b::bigint"},
+    {"hits", "p.h::bigint"},
+    {"misses", "p.m::bigint"},
+    {"stale_hits", "p.st::bigint"},
+    {"backward", "p.bw::bigint"},
+    {"jobs", "p.jobs"},
+});
+
+// query_findings: findings (f, with their collector's latest end e), then
+// rank-divergences (d, at site s), one answer. ranks_or_sides: a finding's
+// ranks, a divergence's sides (JSON text); at_unix_s: when the job ended, or
+// when the divergence was computed.
+constexpr auto kFindingColumns = select_list({
+    {"job", "f.job"},
+    {"collector", "f.collector"},
+    {"kind", "f.kind"},
+    {"severity", "f.severity"},
+    {"summary", "f.summary"},
+    {"file", "f.file"},
+    {"line", "f.line"},
+    {"ranks_or_sides", "f.ranks::text"},
+    {"at_unix_s", "extract(epoch FROM e.ended_at)::bigint"},
+    {"op", "''"},
+    {"arg", "''"},
+});
+constexpr auto kDivergenceColumns = select_list({
+    {"job", "d.job"},
+    {"collector", "''"},
+    {"kind", "'rank-divergence'"},
+    {"severity", "'warning'"},
+    {"summary", "''"},
+    {"file", "s.file"},
+    {"line", "s.line"},
+    {"ranks_or_sides", "d.sides::text"},
+    {"at_unix_s", "extract(epoch FROM d.computed_at)::bigint"},
+    {"op", "s.op"},
+    {"arg", "s.arg"},
+});
+static_assert(kFindingColumns.same_names(kDivergenceColumns), "a UNION's branches answer the same columns");
+
+// query_compare: per site (s) and cast (r), job A's decisions and job B's.
+constexpr auto kCompareColumns = select_list({
+    {"file", "s.file"},
+    {"line", "s.line"},
+    {"op", "s.op"},
+    {"arg", "s.arg"},
+    {"src", "r.src"},
+    {"dst", "r.dst"},
+    {"mode", "r.mode"},
+    {"a", "coalesce(sum(r.count) FILTER (WHERE r.job = $1), 0)::bigint"},
+    {"b", "coalesce(sum(r.count) FILTER (WHERE r.job = $2), 0)::bigint"},
+});
+
+// query_job: the job's ranks, as columns of castscope.agents.
+constexpr auto kRankColumns = schema::columns(pg::kAgents, {"agent_id", "node", "collector", "rank", "local_rank",
+                                                            "world_size", "pid", "casts", "ops", "events_dropped",
+                                                            "finished", "viewer"});
+
 }  // namespace
 
 Status query_jobs(PgConnection& pg, const FleetFilter& filter, json& out) {
@@ -37,12 +125,7 @@ Status query_jobs(PgConnection& pg, const FleetFilter& filter, json& out) {
                           "), f AS (SELECT job, count(*) AS n FROM castscope.findings fi JOIN e USING (collector, job) "
                           "WHERE fi.shipment = e.shipment GROUP BY job), "
                           "d AS (SELECT job, count(*) AS n FROM castscope.rank_divergences GROUP BY job) "
-                          "SELECT a.job, extract(epoch FROM min(a.first_seen))::bigint, "
-                          "extract(epoch FROM max(a.last_seen))::bigint, "
-                          "bool_and(a.finished), sum(a.casts)::bigint, "
-                          "jsonb_agg(DISTINCT jsonb_build_object('node', a.node, 'collector', a.collector, "
-                          "'viewer', a.viewer)), "
-                          "jsonb_agg(DISTINCT a.rank), coalesce(max(f.n), 0) + coalesce(max(d.n), 0) "
+                          "SELECT " + kJobColumns.sql() + " "
                           "FROM a LEFT JOIN f USING (job) LEFT JOIN d USING (job) "
                           "WHERE ($1::text = '' OR a.job = $1) GROUP BY a.job "
                           "HAVING max(a.last_seen) >= to_timestamp($2::bigint) "
@@ -52,15 +135,15 @@ Status query_jobs(PgConnection& pg, const FleetFilter& filter, json& out) {
   if (Status s = pg.query(sql, params, r); !s.ok()) return s;
   out = json::array();
   for (int i = 0; i < r.rows(); ++i) {
-    json ranks = parse_json(r.text(i, 6));
-    out.push_back({{"job", r.text(i, 0)},
-                   {"first_seen_unix_s", r.integer(i, 1)},
-                   {"last_seen_unix_s", r.integer(i, 2)},
-                   {"running", r.text(i, 3) != "t"},
-                   {"casts", r.integer(i, 4)},
-                   {"nodes", parse_json(r.text(i, 5))},
-                   {"ranks", ranks},
-                   {"findings", r.integer(i, 7)}});
+    const PgRow<kJobColumns> row(r, i);
+    out.push_back({{"job", row.text("job")},
+                   {"first_seen_unix_s", row.integer("first_seen_unix_s")},
+                   {"last_seen_unix_s", row.integer("last_seen_unix_s")},
+                   {"running", !row.boolean("finished")},
+                   {"casts", row.integer("casts")},
+                   {"nodes", parse_json(row.text("nodes"))},
+                   {"ranks", parse_json(row.text("ranks"))},
+                   {"findings", row.integer("findings")}});
   }
   return {};
 }
@@ -100,58 +183,58 @@ Status query_sites(PgConnection& pg, const FleetFilter& filter, json& out) {
       " GROUP BY site, src, dst, outcome, mode, job), "
       "per_site AS (SELECT site, src, dst, outcome, mode, sum(n) AS n, sum(b) AS b, sum(h) AS h, sum(m) AS m, "
       "    sum(st) AS st, sum(bw) AS bw, count(*) AS jobs FROM per_job GROUP BY site, src, dst, outcome, mode) "
-      "SELECT s.file, s.line, s.function, s.op, s.arg, p.src, p.dst, p.outcome, p.mode, p.n::bigint, p.b::bigint, "
-      "       p.h::bigint, p.m::bigint, p.st::bigint, p.bw::bigint, p.jobs "
+      "SELECT " + kSiteColumns.sql() +
       "  FROM per_site p JOIN castscope.sites s USING (site) "
       " ORDER BY p.n DESC, s.file, s.line, s.op, s.arg LIMIT $3::bigint";
   const std::string params[] = {std::to_string(filter.since_unix_s), filter.job, std::to_string(filter.limit), running};
   PgResult r;
   if (Status s = pg.query(sql, params, r); !s.ok()) return s;
   out = json::array();
-  for (int i = 0; i < r.rows(); ++i)
-    out.push_back({{"file", r.text(i, 0)},
-                   {"line", r.integer(i, 1)},
-                   {"function", r.text(i, 2)},
-                   {"op", r.text(i, 3)},
-                   {"arg", r.text(i, 4)},
-                   {"src", dtype(r.integer(i, 5))},
-                   {"dst", dtype(r.integer(i, 6))},
-                   {"outcome", outcome(r.integer(i, 7))},
-                   {"mode", mode(r.integer(i, 8))},
-                   {"count", r.integer(i, 9)},
-                   {"bytes", r.integer(i, 10)},
-                   {"hits", r.integer(i, 11)},
-                   {"misses", r.integer(i, 12)},
-                   {"stale_hits", r.integer(i, 13)},
-                   {"backward", r.integer(i, 14)},
-                   {"jobs", r.integer(i, 15)}});
+  for (int i = 0; i < r.rows(); ++i) {
+    const PgRow<kSiteColumns> row(r, i);
+    out.push_back({{"file", row.text("file")},
+                   {"line", row.integer("line")},
+                   {"function", row.text("function")},
+                   {"op", row.text("op")},
+                   {"arg", row.text("arg")},
+                   {"src", dtype(row.integer("src"))},
+                   {"dst", dtype(row.integer("dst"))},
+                   {"outcome", outcome(row.integer("outcome"))},
+                   {"mode", mode(row.integer("mode"))},
+                   {"count", row.integer("count")},
+                   {"bytes", row.integer("bytes")},
+                   {"hits", row.integer("hits")},
+                   {"misses", row.integer("misses")},
+                   {"stale_hits", row.integer("stale_hits")},
+                   {"backward", row.integer("backward")},
+                   {"jobs", row.integer("jobs")}});
+  }
   return {};
 }
 
 Status query_findings(PgConnection& pg, const FleetFilter& filter, json& out) {
   const std::string sql =
-      std::string("WITH e AS (") + kLatestEnds +
-      ") SELECT f.job, f.collector, f.kind, f.severity, f.summary, f.file, f.line, f.ranks::text, "
-      "       extract(epoch FROM e.ended_at)::bigint, '', '' "
+      std::string("WITH e AS (") + kLatestEnds + ") SELECT " + kFindingColumns.sql() +
       "  FROM castscope.findings f JOIN e ON e.collector = f.collector AND e.job = f.job AND e.shipment = f.shipment "
       " WHERE e.ended_at >= to_timestamp($1::bigint) AND ($2::text = '' OR f.job = $2) AND ($3::text = '' OR f.kind = $3) "
       "UNION ALL "
-      "SELECT d.job, '', 'rank-divergence', 'warning', '', s.file, s.line, d.sides::text, "
-      "       extract(epoch FROM d.computed_at)::bigint, s.op, s.arg "
+      "SELECT " + kDivergenceColumns.sql() +
       "  FROM castscope.rank_divergences d JOIN castscope.sites s USING (site) "
       " WHERE d.computed_at >= to_timestamp($1::bigint) AND ($2::text = '' OR d.job = $2) "
       "   AND ($3::text = '' OR $3 = 'rank-divergence') "
-      "ORDER BY 9 DESC, 1, 3, 6, 7 LIMIT $4::bigint";
+      "ORDER BY at_unix_s DESC, job, kind, file, line LIMIT $4::bigint";
   const std::string params[] = {std::to_string(filter.since_unix_s), filter.job, filter.kind,
                                 std::to_string(filter.limit)};
   PgResult r;
   if (Status s = pg.query(sql, params, r); !s.ok()) return s;
   out = json::array();
   for (int i = 0; i < r.rows(); ++i) {
-    json finding = {{"job", r.text(i, 0)},     {"collector", r.text(i, 1)}, {"kind", r.text(i, 2)},
-                    {"severity", r.text(i, 3)}, {"summary", r.text(i, 4)},  {"file", r.text(i, 5)},
-                    {"line", r.integer(i, 6)}};
-    json extra = parse_json(r.text(i, 7));
+    const PgRow<kFindingColumns> row(r, i);
+    json finding = {{"job", row.text("job")},           {"collector", row.text("collector")},
+                    {"kind", row.text("kind")},         {"severity", row.text("severity")},
+                    {"summary", row.text("summary")},   {"file", row.text("file")},
+                    {"line", row.integer("line")}};
+    json extra = parse_json(row.text("ranks_or_sides"));
     if (finding["kind"] == "rank-divergence") {
       // sides: the side with the job's lowest rank first; the others differ from it.
       json ranks = json::array();
@@ -168,7 +251,7 @@ Status query_findings(PgConnection& pg, const FleetFilter& filter, json& out) {
       }
       // Named by op and argument: one line often holds several (a linear's
       // input, weight and bias), each its own finding.
-      const std::string op(r.text(i, 9)), arg(r.text(i, 10));
+      const std::string op(row.text("op")), arg(row.text("arg"));
       std::string summary = op + "(" + arg + "): ";
       for (size_t k = 1; k < sides.size(); ++k)
         summary += (k > 1 ? "; " : "") + std::string("ranks ") + sides[k]["ranks"].dump() + " cast differently from ranks " +
@@ -200,53 +283,54 @@ Status query_compare(PgConnection& pg, const std::string& job_a, const std::stri
       "WITH rows AS (SELECT job, site, src, dst, mode, count FROM castscope.job_sites WHERE job IN ($1, $2) "
       "  UNION ALL SELECT job, site, src, dst, mode, count FROM castscope.rollups WHERE job IN ($1, $2) "
       "   AND job NOT IN (SELECT job FROM castscope.job_ends WHERE job IN ($1, $2))) "
-      "SELECT s.file, s.line, s.op, s.arg, r.src, r.dst, r.mode, "
-      "       coalesce(sum(r.count) FILTER (WHERE r.job = $1), 0)::bigint AS a, "
-      "       coalesce(sum(r.count) FILTER (WHERE r.job = $2), 0)::bigint AS b "
+      "SELECT " + kCompareColumns.sql() +
       "  FROM rows r JOIN castscope.sites s USING (site) WHERE r.mode <> " +
       std::to_string(kCompilingMode) +
       " GROUP BY s.file, s.line, s.op, s.arg, r.src, r.dst, r.mode "
       "HAVING coalesce(sum(r.count) FILTER (WHERE r.job = $1), 0) <> coalesce(sum(r.count) FILTER (WHERE r.job = $2), 0) "
       " ORDER BY abs(coalesce(sum(r.count) FILTER (WHERE r.job = $1), 0) - "
-      "coalesce(sum(r.count) FILTER (WHERE r.job = $2), 0)) DESC, 1, 2, 3, 4";
+      "coalesce(sum(r.count) FILTER (WHERE r.job = $2), 0)) DESC, file, line, op, arg";
   const std::string params[] = {job_a, job_b};
   PgResult r;
   if (Status s = pg.query(sql, params, r); !s.ok()) return s;
   out = json::array();
-  for (int i = 0; i < r.rows(); ++i)
-    out.push_back({{"file", r.text(i, 0)},
-                   {"line", r.integer(i, 1)},
-                   {"op", r.text(i, 2)},
-                   {"arg", r.text(i, 3)},
-                   {"src", dtype(r.integer(i, 4))},
-                   {"dst", dtype(r.integer(i, 5))},
-                   {"mode", mode(r.integer(i, 6))},
-                   {"a", r.integer(i, 7)},
-                   {"b", r.integer(i, 8)}});
+  for (int i = 0; i < r.rows(); ++i) {
+    const PgRow<kCompareColumns> row(r, i);
+    out.push_back({{"file", row.text("file")},
+                   {"line", row.integer("line")},
+                   {"op", row.text("op")},
+                   {"arg", row.text("arg")},
+                   {"src", dtype(row.integer("src"))},
+                   {"dst", dtype(row.integer("dst"))},
+                   {"mode", mode(row.integer("mode"))},
+                   {"a", row.integer("a")},
+                   {"b", row.integer("b")}});
+  }
   return {};
 }
 
 Status query_job(PgConnection& pg, const std::string& job, json& out) {
-  const std::string sql = std::string("SELECT agent_id, node, collector, rank, local_rank, world_size, pid, casts, ops, "
-                                      "events_dropped, finished, viewer FROM (") +
-                          kLatestAgents + ") a WHERE job = $1 ORDER BY rank, node, agent_id";
+  const std::string sql = "SELECT " + kRankColumns.list_sql() + " FROM (" + kLatestAgents +
+                          ") a WHERE job = $1 ORDER BY rank, node, agent_id";
   const std::string params[] = {job};
   PgResult r;
   if (Status s = pg.query(sql, params, r); !s.ok()) return s;
   json ranks = json::array();
-  for (int i = 0; i < r.rows(); ++i)
-    ranks.push_back({{"agent_id", r.text(i, 0)},
-                     {"node", r.text(i, 1)},
-                     {"collector", r.text(i, 2)},
-                     {"rank", r.integer(i, 3)},
-                     {"local_rank", r.integer(i, 4)},
-                     {"world_size", r.integer(i, 5)},
-                     {"pid", r.integer(i, 6)},
-                     {"casts", r.integer(i, 7)},
-                     {"ops", r.integer(i, 8)},
-                     {"events_dropped", r.integer(i, 9)},
-                     {"finished", r.text(i, 10) == "t"},
-                     {"viewer", r.text(i, 11)}});
+  for (int i = 0; i < r.rows(); ++i) {
+    const PgRow<kRankColumns> row(r, i);
+    ranks.push_back({{"agent_id", row.text("agent_id")},
+                     {"node", row.text("node")},
+                     {"collector", row.text("collector")},
+                     {"rank", row.integer("rank")},
+                     {"local_rank", row.integer("local_rank")},
+                     {"world_size", row.integer("world_size")},
+                     {"pid", row.integer("pid")},
+                     {"casts", row.integer("casts")},
+                     {"ops", row.integer("ops")},
+                     {"events_dropped", row.integer("events_dropped")},
+                     {"finished", row.boolean("finished")},
+                     {"viewer", row.text("viewer")}});
+  }
   FleetFilter filter;
   filter.job = job;
   filter.limit = 1000;

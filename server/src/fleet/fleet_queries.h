@@ -1,7 +1,9 @@
 // The fleet's questions (docs/fleet.md), asked of PostgreSQL with the reader
 // role: `castscope fleet jobs | sites | findings | compare` and the fleet
 // page's API answer with these. Each returns JSON; the command line prints it
-// as a table or as it is.
+// as a table or as it is. Each question's answer columns are declared once
+// in fleet_queries.cc (pg_rows.h's select_list): its SELECT list is made from
+// them and its rows are read by their names.
 #pragma once
 
 #include <cstdint>
