@@ -3,14 +3,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
-#include <mutex>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/cli/exit_status.h"
 #include "server/src/cli/fleet_tables.h"
+#include "server/src/fleet/fleet_page.h"
 #include "server/src/fleet/fleet_queries.h"
 #include "server/src/fleet/fleet_schema.h"
 #include "server/src/fleet/pg_connection.h"
@@ -22,28 +22,6 @@ using json = nlohmann::json;
 using cli::kExitUsage;
 
 namespace {
-
-int64_t unix_now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// "7d", "12h", "30m", "90s" ago, or unix seconds; '' is all time (0).
-bool parse_since(const std::string& text, int64_t& out) {
-  out = 0;
-  if (text.empty()) return true;
-  char* end = nullptr;
-  const long long n = std::strtoll(text.c_str(), &end, 10);
-  if (end == text.c_str() || n < 0) return false;
-  const std::string unit(end);
-  const int64_t seconds = unit == "d" ? 86400 : unit == "h" ? 3600 : unit == "m" ? 60 : unit == "s" ? 1 : 0;
-  if (unit.empty()) {
-    out = n;
-    return true;
-  }
-  if (seconds == 0) return false;
-  out = unix_now_s() - n * seconds;
-  return true;
-}
 
 int fail(const std::string& what, const Status& s) {
   std::cerr << "castscope-collector fleet " << what << ": " << s.message() << "\n";
@@ -144,59 +122,13 @@ int retain(const FleetCommand& o, fleet::PgConnection& pg) {
   return 0;
 }
 
-// One connection for the page's request threads, in turn.
-struct FleetPageSource {
-  fleet::PgTarget target;
-  std::mutex mutex;
-  fleet::PgConnection pg;
-
-  Status answer(const std::string& what, const std::map<std::string, std::string>& params, json& out) {
-    const auto param = [&params](const char* key) {
-      const auto it = params.find(key);
-      return it == params.end() ? std::string() : it->second;
-    };
-    fleet::FleetFilter filter;
-    if (!parse_since(param("since"), filter.since_unix_s))
-      return Status::invalid_argument("since=" + param("since") + ": expected 7d, 12h, 30m or unix seconds");
-    filter.job = param("job");
-    filter.kind = param("kind");
-    filter.limit = 500;
-    std::lock_guard lock(mutex);
-    if (!pg.connected())
-      if (Status s = pg.connect(target); !s.ok()) return s;
-    json rows;
-    Status s;
-    if (what == "jobs") s = fleet::query_jobs(pg, filter, rows);
-    if (what == "sites") s = fleet::query_sites(pg, filter, rows);
-    if (what == "findings") s = fleet::query_findings(pg, filter, rows);
-    if (what == "job") {
-      if (filter.job.empty()) return Status::invalid_argument("job= is required");
-      s = fleet::query_job(pg, filter.job, out);
-      return s;
-    }
-    if (!s.ok()) return s;
-    out = {{what, std::move(rows)}};
-    return {};
-  }
-};
-
 }  // namespace
 
 Status fleet_page_answers(const std::string& url, const std::string& password_file, FleetAnswer& out) {
-  auto source = std::make_shared<FleetPageSource>();
-  source->target.url = url;
-  source->target.password_file = password_file;
-  source->target.application_name = "castscope fleet view";
-  if (Status s = source->pg.connect(source->target); !s.ok()) return s;
-  fleet::PgResult writes;
-  if (Status s = source->pg.query("SELECT has_table_privilege(current_user, 'castscope.rollups', 'INSERT')", writes);
-      !s.ok())
-    return s;
-  if (writes.text(0, 0) == "t")
-    return Status::invalid_argument("the fleet page reads with the reader role, and " + source->pg.where() +
-                                    " can insert into castscope.rollups: give a role made with `fleet init --reader`");
-  out = [source](const std::string& what, const std::map<std::string, std::string>& params, json& answer) {
-    return source->answer(what, params, answer);
+  std::shared_ptr<fleet::FleetPage> page;
+  if (Status s = fleet::FleetPage::open(url, password_file, page); !s.ok()) return s;
+  out = [page](const std::string& what, const std::map<std::string, std::string>& params, json& answer) {
+    return page->answer(what, params, answer);
   };
   return {};
 }
@@ -296,7 +228,7 @@ CLI::App* add_fleet(CLI::App& app, FleetCommand& o) {
 
 int run_fleet(const FleetCommand& o) {
   fleet::FleetFilter filter;
-  if (!parse_since(o.since, filter.since_unix_s)) {
+  if (!fleet::parse_since(o.since, filter.since_unix_s)) {
     std::cerr << "castscope-collector fleet " << o.what << ": --since " << o.since
               << ": expected a count with d, h, m or s (7d), or unix seconds\n";
     return kExitUsage;

@@ -44,9 +44,10 @@ struct FleetCommand {
 };
 
 CLI::App* add_fleet(CLI::App& app, FleetCommand& o);
-// The fleet page's answers from the PostgreSQL at `url` (fleet view): one
-// connection, made again when lost. Refuses a role that can write (the page
-// reads with the reader role) and a database it cannot reach, with why.
+// The fleet page's answers (fleet view): fleet::FleetPage (fleet/fleet_page.h)
+// opened on `url`, as the viewer's FleetAnswer. Refuses a role that can
+// write (the page reads with the reader role) and a database it cannot
+// reach, with why.
 Status fleet_page_answers(const std::string& url, const std::string& password_file, FleetAnswer& out);
 // Exit codes: 0 ok, 1 PostgreSQL failed or refused, 2 a bad command line.
 int run_fleet(const FleetCommand& o);

@@ -1,5 +1,8 @@
 #include "server/src/fleet/fleet_queries.h"
 
+#include <chrono>
+#include <cstdlib>
+
 #include "castscope/v1/events.names.h"
 #include "server/src/fleet/fleet_schema.h"
 #include "server/src/fleet/pg_rows.h"
@@ -119,6 +122,25 @@ constexpr auto kRankColumns = schema::columns(pg::kAgents, {"agent_id", "node", 
                                                             "finished", "viewer"});
 
 }  // namespace
+
+bool parse_since(const std::string& text, int64_t& out) {
+  out = 0;
+  if (text.empty()) return true;
+  char* end = nullptr;
+  const long long n = std::strtoll(text.c_str(), &end, 10);
+  if (end == text.c_str() || n < 0) return false;
+  const std::string unit(end);
+  const int64_t seconds = unit == "d" ? 86400 : unit == "h" ? 3600 : unit == "m" ? 60 : unit == "s" ? 1 : 0;
+  if (unit.empty()) {
+    out = n;
+    return true;
+  }
+  if (seconds == 0) return false;
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  out = now_s - n * seconds;
+  return true;
+}
 
 Status query_jobs(PgConnection& pg, const FleetFilter& filter, json& out) {
   const std::string sql = std::string("WITH a AS (") + kLatestAgents + "), e AS (" + kLatestEnds +

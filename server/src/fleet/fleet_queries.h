@@ -23,6 +23,10 @@ struct FleetFilter {
   size_t limit = 50;
 };
 
+// A filter's `since` as given (--since, the page's since=): "7d", "12h",
+// "30m", "90s" ago, or unix seconds; '' is all time (0). False: none of these.
+bool parse_since(const std::string& text, int64_t& out);
+
 // Jobs, newest first: job, first and last seen, running, nodes (with their
 // viewers), ranks, casts, findings.
 Status query_jobs(PgConnection& pg, const FleetFilter& filter, nlohmann::json& out);
