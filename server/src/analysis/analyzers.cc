@@ -14,8 +14,17 @@ namespace {
 
 using json = nlohmann::json;
 
-// FNV-1a over the kind and the sites: the same problem keeps its id between
-// analyses of a growing run and between runs.
+Finding make(const std::string& kind, const std::string& severity, std::vector<SiteRef> sites) {
+  Finding f;
+  f.kind = kind;
+  f.severity = severity;
+  f.sites = std::move(sites);
+  f.id = finding_id(kind, f.sites);
+  return f;
+}
+
+}  // namespace
+
 std::string finding_id(const std::string& kind, const std::vector<SiteRef>& sites) {
   uint64_t hash = 1469598103934665603ull;
   auto mix = [&](const std::string& text) {
@@ -33,17 +42,6 @@ std::string finding_id(const std::string& kind, const std::vector<SiteRef>& site
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
   return kind + "/" + hex;
 }
-
-Finding make(const std::string& kind, const std::string& severity, std::vector<SiteRef> sites) {
-  Finding f;
-  f.kind = kind;
-  f.severity = severity;
-  f.sites = std::move(sites);
-  f.id = finding_id(kind, f.sites);
-  return f;
-}
-
-}  // namespace
 
 GemmWords gemm_words(v1::GemmCompute compute, v1::DType a_type) {
   std::string a;

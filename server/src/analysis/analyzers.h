@@ -30,6 +30,10 @@ struct Finding {
 
 std::vector<Finding> analyze_run(const RunData& run);
 
+// "<kind>/<16 hex digits>": FNV-1a over the kind and the sites, so the same
+// problem keeps its id between analyses of a growing run and between runs.
+std::string finding_id(const std::string& kind, const std::vector<SiteRef>& sites);
+
 // A finding of `kind` at `sites` with its stable id and the catalog's
 // severity (or `severity`, for kinds whose severity depends on the case);
 // the caller fills in the rest.
