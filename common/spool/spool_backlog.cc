@@ -18,7 +18,7 @@ uint64_t SpoolBacklog::flush(SpoolWriter& spool) {
   return written;
 }
 
-SpoolBacklog::Outcome SpoolBacklog::append(SpoolWriter& spool, Batch batch, uint64_t& written) {
+SpoolBacklog::Outcome SpoolBacklog::append(SpoolWriter& spool, Batch batch, uint64_t& written, bool may_wait) {
   written += flush(spool);
   if (waiting_.empty()) {
     if (spool.append(batch.payload)) {
@@ -27,6 +27,7 @@ SpoolBacklog::Outcome SpoolBacklog::append(SpoolWriter& spool, Batch batch, uint
     }
     if (!waitable(spool.failure())) return Outcome::kRefused;
   }
+  if (!may_wait) return Outcome::kRefused;
   // Behind a waiting batch, or refused for a full disk: wait, if there is room.
   if (bytes_ + batch.payload.size() > max_bytes_) return Outcome::kRefused;
   bytes_ += batch.payload.size();

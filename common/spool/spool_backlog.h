@@ -9,7 +9,7 @@
 //
 // The waiting batches are always the newest (numbered above every batch on
 // disk): a caller that drops them drops the top of its sequence, so the batch
-// stream keeps no gap. Owned by the exporter thread, like the SpoolWriter.
+// stream keeps no gap. Used under the agent's io lock, like the SpoolWriter.
 #pragma once
 
 #include <cstdint>
@@ -31,10 +31,11 @@ class SpoolBacklog {
   explicit SpoolBacklog(uint64_t max_bytes = 0) : max_bytes_(max_bytes) {}
 
   // Writes the waiting batches, then `batch`. kWaiting: it waits in memory
-  // (the disk or folder is full); kRefused: the cap is reached or the
-  // failure is not one waiting cures (spool.failure() says which), and the
-  // caller counts its events lost. `written` counts the batches written.
-  Outcome append(SpoolWriter& spool, Batch batch, uint64_t& written);
+  // (the disk or folder is full); kRefused: the cap is reached, the failure
+  // is not one waiting cures (spool.failure() says which), or it may not
+  // wait (`may_wait` false: a final batch), and the caller counts its events
+  // lost. `written` counts the batches written.
+  Outcome append(SpoolWriter& spool, Batch batch, uint64_t& written, bool may_wait = true);
   // Writes waiting batches, oldest first, until the spool refuses one.
   // Returns how many were written.
   uint64_t flush(SpoolWriter& spool);

@@ -83,6 +83,36 @@ TEST_F(SpoolBacklogTest, TheCapRefusesTheNewestAndTakeAllHandsBackTheRestInOrder
   EXPECT_EQ(backlog.bytes(), 0u);
 }
 
+// A final batch may not wait (nothing comes after it to write it): refused,
+// so its caller counts it and the accounting file closes the stream.
+TEST_F(SpoolBacklogTest, ABatchThatMayNotWaitIsRefusedWhenTheSpoolIsFull) {
+  SpoolWriter spool;
+  ASSERT_EQ(spool.open(agent_dir(), 256, 300), "");
+  SpoolBacklog backlog(/*max_bytes=*/1 << 20);
+  uint64_t written = 0;
+  int next = 0;
+  while (backlog.append(spool, {batch(next), 1}, written) == SpoolBacklog::Outcome::kWritten) ++next;
+  EXPECT_EQ(backlog.append(spool, {batch(++next), 1}, written, /*may_wait=*/false), SpoolBacklog::Outcome::kRefused);
+  EXPECT_EQ(backlog.batches(), 1u);  // the one before it still waits
+  backlog.take_all();
+  EXPECT_EQ(backlog.append(spool, {batch(++next), 1}, written, /*may_wait=*/false), SpoolBacklog::Outcome::kRefused);
+  EXPECT_EQ(spool.failure(), SpoolWriter::Failure::kFolderFull);
+  EXPECT_TRUE(backlog.empty());
+}
+
+// A batch the folder could not hold even empty would wait forever and hold
+// every later one behind it: refused at once.
+TEST_F(SpoolBacklogTest, ABatchLargerThanTheFolderCapIsRefusedNotKeptWaiting) {
+  SpoolWriter spool;
+  ASSERT_EQ(spool.open(agent_dir(), 4096, 4096), "");
+  SpoolBacklog backlog(/*max_bytes=*/1 << 20);
+  uint64_t written = 0;
+  EXPECT_EQ(backlog.append(spool, {std::string(5000, 'x'), 1}, written), SpoolBacklog::Outcome::kRefused);
+  EXPECT_EQ(spool.failure(), SpoolWriter::Failure::kTooLarge);
+  EXPECT_NE(spool.error().find("spool_max_bytes 4096"), std::string::npos) << spool.error();
+  EXPECT_EQ(backlog.append(spool, {batch(1), 1}, written), SpoolBacklog::Outcome::kWritten);
+}
+
 TEST_F(SpoolBacklogTest, AFailureWaitingCannotCureIsRefusedAtOnce) {
   SpoolWriter spool;
   ASSERT_EQ(spool.open(agent_dir(), 1 << 20, 1 << 20), "");

@@ -92,7 +92,7 @@ TEST_F(SpoolTest, FullSpoolRefusesAndSaysSo) {
   SpoolWriter writer;
   ASSERT_EQ(writer.open(agent_dir(), 1 << 20, /*max_total_bytes=*/200), "");
   EXPECT_TRUE(writer.append(payload(1)));
-  EXPECT_FALSE(writer.append(payload(30)));
+  EXPECT_FALSE(writer.append(payload(22)));  // fits the cap alone, not beside the first
   EXPECT_NE(writer.error().find("is full"), std::string::npos) << writer.error();
   EXPECT_EQ(writer.failure(), SpoolWriter::Failure::kFolderFull);
 }

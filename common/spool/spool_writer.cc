@@ -43,7 +43,7 @@ const char* SpoolWriter::failure_name(Failure failure) {
     case Failure::kNoSpace:
       return "no space left on the spool's disk";
     case Failure::kTooLarge:
-      return "batch over the spool frame limit";
+      return "batch larger than the spool can hold (frame limit or spool_max_bytes)";
     case Failure::kIo:
       break;
   }
@@ -113,6 +113,11 @@ bool SpoolWriter::append(std::string_view payload) {
   if (payload.size() > spool::kMaxFramePayload)
     return fail(Failure::kTooLarge,
                 "batch of " + std::to_string(payload.size()) + " bytes is over the spool frame limit");
+  // One that the folder could not hold even empty: no amount of waiting helps.
+  if (sizeof(spool::kFileMagic) + frame_bytes > max_total_bytes_)
+    return fail(Failure::kTooLarge, "batch of " + std::to_string(payload.size()) +
+                                        " bytes is larger than the spool folder's cap (spool_max_bytes " +
+                                        std::to_string(max_total_bytes_) + ")");
   if (segment_size_ > sizeof(spool::kFileMagic) && segment_size_ + frame_bytes > segment_limit_) {
     if (!open_segment(segment_ + 1)) return false;
   }

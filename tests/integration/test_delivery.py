@@ -448,3 +448,35 @@ def test_a_collector_that_stalls_for_a_moment_costs_a_small_spool_disk_nothing(t
     assert agent["finished"] and agent["events_recorded_total"] > 60_000, agent
     assert agent["events_dropped_total"] == 0, (agent, stderr[-3000:])
     assert stored_event_seqs(collector.db) == list(range(1, agent["events_recorded_total"] + 1))
+
+
+def test_a_disk_full_at_the_jobs_end_still_finishes_the_agent_with_every_loss_counted(tmp_path, small_tmpfs):
+    """The disk stays full through the job's end with batches waiting in
+    memory: they are dropped and counted, and the final batch, which can wait
+    for nothing, is counted too and still closes the agent's stream through
+    the accounting file (it once waited behind them and was lost unseen: the
+    agent never finished)."""
+    cues = tmp_path / "cues"
+    cues.mkdir()
+    with paused_collector(tmp_path / "store.db") as collector, \
+            running_castscope_run(tmp_path / "out", "--no-jsonl", "--collector", collector.address, "--run-id",
+                                  "full-at-exit", job=[str(JOBS / "burst_on_cue.py"), str(cues), "20000"]) as job:
+        _wait_for(lambda: (cues / "ready").exists(), "the job to be ready")
+        (cues / "go").touch()
+        _wait_for(lambda: (cues / "burst-done").exists() or job.poll() is not None, "the burst")
+        _fill(small_tmpfs)  # not a byte left for the final batch either
+        [status_file] = small_tmpfs.glob("*.forwarder.json")
+        agent_pid = json.loads(status_file.read_text())["agent_pid"]
+        (cues / "finish").touch()
+        _wait_for_exit(agent_pid, "the job to end", timeout=120)
+        (small_tmpfs / "filler").unlink()
+        collector.process.send_signal(signal.SIGCONT)
+        stdout, stderr = job.communicate(timeout=300)
+    assert job.returncode == 0, stderr
+    agent = the_agent(collector.db)
+    stored = agent["casts"] + agent["ops"] + agent["cache_samples"] + agent["numerics"]
+    assert agent["finished"], (agent, stderr[-3000:])
+    assert agent["events_dropped_total"] > 0, agent
+    assert stored == agent["events_recorded_total"], agent  # every event kept is stored...
+    assert stored + agent["events_dropped_total"] >= 3 * 20_000, agent  # ...and every other one counted
+    assert agent["missing_sequences"] == 0, agent

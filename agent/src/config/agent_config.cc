@@ -298,12 +298,13 @@ std::string parse_agent_config(const char* text, AgentConfig& config) {
     std::string key = given_key;
     if (const char* new_key = renamed_to(key)) {
       if (doc.contains(new_key)) return "castscope: give " + std::string(new_key) + " or its old name " + key + ", not both";
-      log::warn("castscope: configuration key " + key + " is deprecated; it is now " + new_key);
+      log::warn("configuration key " + key + " is deprecated; it is now " + new_key);
       key = new_key;
     }
     const Field* field = find_field(key);
     if (field == nullptr) return "castscope: unknown configuration key \"" + key + "\"";
     std::string error = field->read != nullptr ? field->read(key, value, config) : read_integer(*field, value, config);
+    if (!error.empty() && key != given_key) error += " (given as " + given_key + ")";
     if (!error.empty()) return error;
   }
   if (config.policy_files.empty()) return "castscope: configuration names no policy_files";

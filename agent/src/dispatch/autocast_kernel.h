@@ -1,9 +1,9 @@
 // The boxed autocast kernel: any schema, its arguments on the dispatcher's
 // stack of IValues.
-// Included by dispatch.cc alone, inside its anonymous namespace's scope: the
-// kernels are one translation unit, as when this was one file, so they keep
-// internal linkage, the compiler's view of every call, and one profile
-// (cmake/CastscopeProfileGuided.cmake).
+// Included by dispatch.cc alone: its definitions sit in an anonymous
+// namespace, so the kernels are one translation unit with internal linkage,
+// as when they were one file: the compiler sees every call, and the profile
+// (cmake/CastscopeProfileGuided.cmake) is one file's.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -1,10 +1,10 @@
 // The policy application both autocast kernels share: an op's casts decided
 // exactly as ATen's WrapFunction_ templates decide them, made through the
 // same helpers, and recorded.
-// Included by dispatch.cc alone, inside its anonymous namespace's scope: the
-// kernels are one translation unit, as when this was one file, so they keep
-// internal linkage, the compiler's view of every call, and one profile
-// (cmake/CastscopeProfileGuided.cmake).
+// Included by dispatch.cc alone: its definitions sit in an anonymous
+// namespace, so the kernels are one translation unit with internal linkage,
+// as when they were one file: the compiler sees every call, and the profile
+// (cmake/CastscopeProfileGuided.cmake) is one file's.
 #pragma once
 
 #include <ATen/autocast_mode.h>

@@ -2,10 +2,10 @@
 // how a schema argument is treated, a source tensor's role, shape and bytes,
 // records zeroed and filled in place, the sequence numbers and pending casts
 // of one op, and the scope an op runs inside.
-// Included by dispatch.cc alone, inside its anonymous namespace's scope: the
-// kernels are one translation unit, as when this was one file, so they keep
-// internal linkage, the compiler's view of every call, and one profile
-// (cmake/CastscopeProfileGuided.cmake).
+// Included by dispatch.cc alone: its definitions sit in an anonymous
+// namespace, so the kernels are one translation unit with internal linkage,
+// as when they were one file: the compiler sees every call, and the profile
+// (cmake/CastscopeProfileGuided.cmake) is one file's.
 #pragma once
 
 #include <ATen/autocast_mode.h>

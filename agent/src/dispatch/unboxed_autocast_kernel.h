@@ -1,9 +1,9 @@
 // The unboxed autocast kernel: the common signatures (mm, linear, addmm,
 // conv), called with C++ arguments.
-// Included by dispatch.cc alone, inside its anonymous namespace's scope: the
-// kernels are one translation unit, as when this was one file, so they keep
-// internal linkage, the compiler's view of every call, and one profile
-// (cmake/CastscopeProfileGuided.cmake).
+// Included by dispatch.cc alone: its definitions sit in an anonymous
+// namespace, so the kernels are one translation unit with internal linkage,
+// as when they were one file: the compiler sees every call, and the profile
+// (cmake/CastscopeProfileGuided.cmake) is one file's.
 #pragma once
 
 #include <atomic>
@@ -16,6 +16,7 @@
 namespace castscope {
 namespace {
 
+// The unboxed kernel: the same policy and records as AutocastKernel, for ops
 // whose C++ signature is one of those unboxed_kernel tries (mm, linear,
 // conv2d, addmm and their like) and whose policy casts every tensor argument to one
 // type. The dispatcher calls it with C++ arguments, as it calls native

@@ -22,7 +22,6 @@ std::atomic<bool> g_numerics_window_open{false};
 
 namespace {
 
-
 // Per window; a job with more sites than this keeps the first ones and
 // counts the rest (numerics_sites_dropped).
 constexpr size_t kMaxSites = 4096;
@@ -419,7 +418,7 @@ void numerics_on_scaler_update(double scale, bool found_inf, uint64_t updates) n
     const auto now = WindowSchedule::Clock::now();
     if (g_schedule->open()) {
       // The skipped step ran inside this window: what it saw goes out now.
-      if (g_schedule->capturing() && !capturing_a_cuda_graph()) flush = apply_locked(g_schedule->close(now));
+      if (g_schedule->capture_window_open() && !capturing_a_cuda_graph()) flush = apply_locked(g_schedule->close(now));
     } else if (config.skip_capture_steps > 0 &&
                (!g_captured_once || (config.schedule.every_steps > 0 &&
                                      g_iteration - g_last_capture_iteration >= config.schedule.every_steps))) {

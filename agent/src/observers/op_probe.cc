@@ -306,8 +306,9 @@ void apply_locked(WindowSchedule::Change change) {
   if (change == WindowSchedule::Change::kOpen) open_locked();
   if (change != WindowSchedule::Change::kClose) return;
   close_locked();
-  // The training thread holds most weak references: let them go now.
-  // Other threads let theirs go when the next window reaches them.
+  // At a step, this is the training thread, which holds most weak
+  // references: let them go now. Other threads (and the exporter, closing
+  // a window on its tick) let theirs go when the next window reaches them.
   t_state.forget();
 }
 
@@ -333,7 +334,7 @@ void probe_on_iteration(uint64_t iteration) {
   if (!g_started.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_started.load(std::memory_order_relaxed)) return;  // stopped meanwhile: never reopen
-  apply_locked(g_schedule->on_step(iteration, WindowSchedule::Clock::now()));  // set before g_started
+  apply_locked(g_schedule->on_step(iteration, WindowSchedule::Clock::now()));  // g_schedule: set before g_started
 }
 
 void probe_on_tick() {

@@ -383,11 +383,6 @@ std::string Agent::status() {
               {"collector", config_.collector},
               {"forwarder_pid", forwarder_pid_.load()},
               {"forwarder_restarts", forwarder_restarts_.load()},
-              {"batches_written", batches_written_},
-              {"batches_lost", losses_.batches()},
-              {"batches_waiting", backlog_.batches()},
-              {"backlog_peak_bytes", backlog_.peak_bytes()},
-              {"spool_error", spool_error_},
               {"gpu_timing", gpu_timing_summary()},
               {"gpu_records_dropped", stats.gpu_records_dropped},
               {"gpu_own_kernels", gpu_own_kernels()},
@@ -399,6 +394,7 @@ std::string Agent::status() {
               {"policy_findings", findings_json(findings_)},
               {"callable_overlays", registry_ != nullptr ? callables_ : json::array()},
               {"overlay_errors", stats.overlay_errors}};
+  out.update(transport_status());  // under the io lock: the exporter changes them
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -575,10 +571,15 @@ void Agent::supervise_forwarder() {
 
 void Agent::ship_batch(bool final) {
   if (!encoder_ || (encoder_->events() == 0 && !final)) return;
+  // The final batch closes the stream: nothing may wait behind it, and it
+  // waits for nothing (no exporter tick comes after it).
+  if (final) drop_waiting_batches();
   const size_t events = encoder_->record_events();
   const EventLogStats stats = process_recording_state().events.stats();
-  const std::string payload = encoder_->finish(++sequence_, stats.recorded, stats.dropped, final);
-  if (backlog_.append(spool_, {payload, events}, batches_written_) != SpoolBacklog::Outcome::kRefused) return;
+  std::string payload = encoder_->finish(++sequence_, stats.recorded, stats.dropped, final);
+  if (backlog_.append(spool_, {std::move(payload), events}, batches_written_, /*may_wait=*/!final) !=
+      SpoolBacklog::Outcome::kRefused)
+    return;
   --sequence_;  // nothing went out under this number
   count_lost(events, final);
 }
@@ -594,10 +595,17 @@ void Agent::count_lost(uint64_t events, bool final) {
   accounting_.write(encoder_->finish(sequence_ + 1, after.recorded, after.dropped, final));
 }
 
+void Agent::drop_waiting_batches() {
+  batches_written_ += backlog_.flush(spool_);
+  const auto waiting = backlog_.take_all();
+  sequence_ -= waiting.size();  // they were the newest numbers: no gap
+  for (const auto& batch : waiting) count_lost(batch.events, /*final=*/false);
+}
+
 void Agent::drain_backlog_before_final() {
   std::unique_lock<std::mutex> io(io_mutex_);
   auto last_progress = std::chrono::steady_clock::now();
-  while (!backlog_.empty()) {
+  while (!backlog_.empty() && forwarder_pid_.load() > 0) {
     if (const uint64_t written = backlog_.flush(spool_); written > 0) {
       batches_written_ += written;
       last_progress = std::chrono::steady_clock::now();
@@ -605,12 +613,20 @@ void Agent::drain_backlog_before_final() {
     }
     if (std::chrono::steady_clock::now() - last_progress >= std::chrono::seconds(1)) break;
     io.unlock();
+    supervise_forwarder();  // one that died now is restarted on the same spool
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     io.lock();
   }
-  const auto waiting = backlog_.take_all();
-  sequence_ -= waiting.size();  // they were the newest numbers: no gap
-  for (const auto& batch : waiting) count_lost(batch.events, /*final=*/false);
+  drop_waiting_batches();
+}
+
+json Agent::transport_status() {
+  std::lock_guard<std::mutex> io(io_mutex_);
+  return {{"batches_written", batches_written_},
+          {"batches_lost", losses_.batches()},
+          {"batches_waiting", backlog_.batches()},
+          {"backlog_peak_bytes", backlog_.peak_bytes()},
+          {"spool_error", spool_error_}};
 }
 
 size_t Agent::drain_to_writer(bool counters) {

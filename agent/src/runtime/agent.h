@@ -100,10 +100,15 @@ class Agent {
   // accounting file says so in case no later batch does.
   void count_lost(uint64_t events, bool final);
 
+  // Whatever still waits for space: written if the spool takes it now,
+  // else dropped and counted, the sequence rewound over it. Under io_mutex_.
+  void drop_waiting_batches();
   // At the end, the batches still waiting for space go out before the final
-  // one, while the forwarder keeps freeing space; once it frees none for a
-  // second they are dropped and counted.
+  // one while a forwarder keeps freeing space; once it frees none for a
+  // second (or there is none), they are dropped and counted.
   void drain_backlog_before_final();
+  // The spool's counters for status(), read under the io lock.
+  json transport_status();
 
   // `counters`: aggregate mode's counters too (EventLog::drain_counters).
   size_t drain_to_writer(bool counters = false);

@@ -37,7 +37,8 @@ class WindowSchedule {
   WindowSchedule(WindowScheduleConfig config, Clock::time_point now);
 
   bool open() const { return open_; }
-  bool capturing() const { return open_ && capture_steps_ > 0; }
+  // The open window is a capture window (open_capture), not a scheduled one.
+  bool capture_window_open() const { return open_ && capture_steps_ > 0; }
   // An optimizer step finished; `step` counts them from 1.
   Change on_step(uint64_t step, Clock::time_point now, bool hold_open = false);
   // Called now and then (the exporter's tick): time limits.

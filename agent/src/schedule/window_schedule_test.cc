@@ -51,12 +51,12 @@ TEST(WindowSchedule, ACaptureWindowLastsItsOwnStepsAndNoTimeLimitClosesIt) {
   EXPECT_EQ(windows.on_step(1, t0), Change::kNone);
   EXPECT_EQ(windows.on_step(2, t0), Change::kClose);
   EXPECT_EQ(windows.open_capture(7, 200, t0), Change::kOpen);
-  EXPECT_TRUE(windows.capturing());
+  EXPECT_TRUE(windows.capture_window_open());
   EXPECT_EQ(windows.open_capture(8, 200, t0), Change::kNone);  // one at a time
   EXPECT_EQ(windows.on_tick(t0 + milliseconds(600000)), Change::kNone);
   EXPECT_EQ(windows.on_step(206, t0), Change::kNone);
   EXPECT_EQ(windows.on_step(207, t0), Change::kClose);
-  EXPECT_FALSE(windows.capturing());
+  EXPECT_FALSE(windows.capture_window_open());
   // Closed by the caller (the next skipped step) before its count.
   EXPECT_EQ(windows.open_capture(250, 200, t0), Change::kOpen);
   EXPECT_EQ(windows.close(t0), Change::kClose);

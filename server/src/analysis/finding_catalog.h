@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -32,7 +33,7 @@ enum class FindingKind : uint8_t {
   kNonfiniteOutput,
   kScalerSkips,
 };
-inline constexpr size_t kFindingKinds = 17;
+inline constexpr size_t kFindingKinds = static_cast<size_t>(FindingKind::kScalerSkips) + 1;  // the last kind
 
 struct FindingKindInfo {
   FindingKind kind;

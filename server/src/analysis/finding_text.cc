@@ -12,8 +12,6 @@ std::string where(const SiteRef& site) {
          site.op + arg;
 }
 
-
-
 void merge_site(SiteRef& site, const SiteRef& row) {
   if (site.op.empty()) {
     site = row;

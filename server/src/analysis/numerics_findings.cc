@@ -12,7 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-
 std::string at_site(const SiteRef& site) {
   return site.file.empty() ? std::string("<no source location>") : site.file + ":" + std::to_string(site.line);
 }

@@ -2,7 +2,6 @@
 
 #include "server/src/store/numerics_problems.h"
 
-
 namespace castscope::collector {
 namespace {
 

@@ -40,7 +40,7 @@ constexpr auto kKeepAlive = std::chrono::seconds(10);
 // At most one live write every kLiveInterval, or kBusyLiveInterval after a
 // write of kBusyLiveEvents or more (all its runs and agents, skipped events
 // included). A page draws pushed casts at most 10 frames a second, 5 under
-// heavy ingest (ui/src/timeline/view.ts): under heavy ingest, 20 messages a
+// heavy ingest (ui/src/timeline/pacing.ts): under heavy ingest, 20 messages a
 // second only made it parse more (~1 MB/s of JSON per page), on the cores
 // ingest needs; under light ingest the shorter wait keeps a cast's way to the
 // screen short (5 k events in 50 ms: 100 k events/s; the live target is

@@ -13,14 +13,17 @@
 
 namespace castscope::collector {
 
-// Every column of each event table, in the order the writer's INSERTs name them.
-inline constexpr auto kCastRow = schema::all_columns<schema::kCasts>();
-inline constexpr auto kOpRow = schema::all_columns<schema::kOps>();
-inline constexpr auto kSampleRow = schema::all_columns<schema::kCacheSamples>();
-inline constexpr auto kKernelRow = schema::all_columns<schema::kKernels>();
-inline constexpr auto kCastCountsRow = schema::all_columns<schema::kCastCounts>();
-inline constexpr auto kNumericsRow = schema::all_columns<schema::kNumerics>();
-inline constexpr auto kOpCountsRow = schema::all_columns<schema::kOpCounts>();
+// Every column of each event table, in the order the writer's INSERTs name
+// them (their own namespace: readers name their column lists alike).
+namespace event_rows {
+inline constexpr auto kCast = schema::all_columns<schema::kCasts>();
+inline constexpr auto kOp = schema::all_columns<schema::kOps>();
+inline constexpr auto kCacheSample = schema::all_columns<schema::kCacheSamples>();
+inline constexpr auto kKernel = schema::all_columns<schema::kKernels>();
+inline constexpr auto kCastCounts = schema::all_columns<schema::kCastCounts>();
+inline constexpr auto kNumerics = schema::all_columns<schema::kNumerics>();
+inline constexpr auto kOpCounts = schema::all_columns<schema::kOpCounts>();
+}  // namespace event_rows
 
 // One event of a batch on its way into its table: the row id (agent, seq)
 // and the store's ids of the strings and location it names (0: none).

@@ -116,20 +116,20 @@ Status StoreWriter::prepare_statements() {
   };
   for (const auto& [statement, sql] : statements)
     if (Status s = Statement::prepare(db, sql, *statement); !s.ok()) return db_.error(s.message());
-  if (Status s = casts_.prepare(db, kCastRow); !s.ok()) return s;
+  if (Status s = casts_.prepare(db, event_rows::kCast); !s.ok()) return s;
   if (Status s = ship_rollups_.prepare(db, kRollupRow); !s.ok()) return s;
-  if (Status s = ops_.prepare(db, kOpRow); !s.ok()) return s;
-  if (Status s = cache_samples_.prepare(db, kSampleRow); !s.ok()) return s;
-  if (Status s = cast_counts_.prepare(db, kCastCountsRow); !s.ok()) return s;
-  if (Status s = numerics_.prepare(db, kNumericsRow); !s.ok()) return s;
+  if (Status s = ops_.prepare(db, event_rows::kOp); !s.ok()) return s;
+  if (Status s = cache_samples_.prepare(db, event_rows::kCacheSample); !s.ok()) return s;
+  if (Status s = cast_counts_.prepare(db, event_rows::kCastCounts); !s.ok()) return s;
+  if (Status s = numerics_.prepare(db, event_rows::kNumerics); !s.ok()) return s;
   if (Status s = segments_.prepare(db); !s.ok()) return db_.error(s.message());
   for (const schema::Table* table : schema::kTables) {
     bool rowid = false;
     if (Status s = segments::id_is_rowid(db, *table, rowid); !s.ok()) return db_.error(s.message());
     if (rowid && table->segmented) id_is_rowid_.push_back(table);
   }
-  if (Status s = op_counts_.prepare(db, kOpCountsRow); !s.ok()) return s;
-  return kernels_.prepare(db, kKernelRow);
+  if (Status s = op_counts_.prepare(db, event_rows::kOpCounts); !s.ok()) return s;
+  return kernels_.prepare(db, event_rows::kKernel);
 }
 
 Status StoreWriter::begin() {

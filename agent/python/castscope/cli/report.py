@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import subprocess
 import sys
 
 from . import arguments
@@ -53,7 +54,7 @@ def report_command(args) -> int:
     if args.sarif:
         try:
             sarif = to_sarif(report, args.source_root or os.getcwd(), tool_version=_castscope_version())
-        except (RuntimeError, OSError, ValueError) as e:
+        except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
             print(f"castscope report: --sarif: the finding catalog: {e}", file=sys.stderr)
             return 2
         write_private_text(args.sarif, json.dumps(sarif, indent=2) + "\n")
