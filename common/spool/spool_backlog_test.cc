@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "common/spool/spool_format.h"
 #include "common/spool/spool_reader.h"
 #include "common/spool/spool_test_fixture.h"
 
