@@ -617,7 +617,7 @@ void Agent::drain_backlog_before_final() {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     io.lock();
   }
-  drop_waiting_batches();
+  // What still waits is dropped and counted by the final batch (ship_batch).
 }
 
 json Agent::transport_status() {

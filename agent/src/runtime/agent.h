@@ -104,8 +104,8 @@ class Agent {
   // else dropped and counted, the sequence rewound over it. Under io_mutex_.
   void drop_waiting_batches();
   // At the end, the batches still waiting for space go out before the final
-  // one while a forwarder keeps freeing space; once it frees none for a
-  // second (or there is none), they are dropped and counted.
+  // one while a forwarder keeps freeing space, for as long as it frees some
+  // within a second; the final batch then drops and counts the rest.
   void drain_backlog_before_final();
   // The spool's counters for status(), read under the io lock.
   json transport_status();

@@ -25,10 +25,7 @@ constexpr auto kLaunchRow = schema::columns(schema::kKernels, {"id", "launch_seq
 // What the export shows of the numerics table: GradScaler's updates, and the
 // windows that found a problem, as the viewer marks them (/api/numerics).
 bool exported(const StoredNumerics& n) {
-  const auto kind = static_cast<v1::NumericsSummary::Kind>(n.kind);
-  if (kind == v1::NumericsSummary::KIND_SCALER_UPDATE) return true;
-  return is_numerics_problem({kind, static_cast<uint64_t>(n.overflowed), static_cast<uint64_t>(n.underflowed),
-                              static_cast<uint64_t>(n.nonfinite), static_cast<uint64_t>(n.nan)});
+  return n.kind == v1::NumericsSummary::KIND_SCALER_UPDATE || is_numerics_problem(numerics_counts(n));
 }
 
 constexpr size_t kMaxCachedNames = 1 << 17;  // strings and locations kept between agents

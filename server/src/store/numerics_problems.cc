@@ -34,6 +34,11 @@ std::string_view numerics_problem_name(NumericsProblem problem) {
   return "";
 }
 
+NumericsCounts numerics_counts(const StoredNumerics& row) {
+  return {static_cast<Kind>(row.kind), static_cast<uint64_t>(row.overflowed), static_cast<uint64_t>(row.underflowed),
+          static_cast<uint64_t>(row.nonfinite), static_cast<uint64_t>(row.nan)};
+}
+
 NumericsProblem worst_numerics_problem(const NumericsCounts& n) {
   for (const ProblemRule& rule : kRules)
     if (n.kind == rule.kind && n.*rule.count > 0) return rule.problem;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "castscope/v1/events.pb.h"
+#include "server/src/store/row_codec.h"
 
 namespace castscope::collector {
 
@@ -30,6 +31,9 @@ struct NumericsCounts {
   v1::NumericsSummary::Kind kind = v1::NumericsSummary::KIND_UNSPECIFIED;
   uint64_t overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0;
 };
+
+// A stored row's counts (the numerics table, row_codec.h).
+NumericsCounts numerics_counts(const StoredNumerics& row);
 
 NumericsProblem worst_numerics_problem(const NumericsCounts& n);
 inline bool is_numerics_problem(const NumericsCounts& n) { return worst_numerics_problem(n) != NumericsProblem::kNone; }

@@ -705,9 +705,7 @@ Status ViewerQueries::numerics(const std::string& run_id, json& out) {
       json where;
       if (Status s = location_of(n.location, where); !s.ok()) return s;
       const bool cast = n.kind == v1::NumericsSummary::KIND_CAST;
-      const NumericsCounts counts{static_cast<v1::NumericsSummary::Kind>(n.kind), static_cast<uint64_t>(n.overflowed),
-                                  static_cast<uint64_t>(n.underflowed), static_cast<uint64_t>(n.nonfinite),
-                                  static_cast<uint64_t>(n.nan)};
+      const NumericsCounts counts = numerics_counts(n);
       const std::string src = dtype_name(static_cast<v1::DType>(n.src_dtype));
       const std::string dst = cast ? dtype_name(static_cast<v1::DType>(n.dst_dtype)) : std::string();
       const std::string at = where["file"].get<std::string>().empty()
