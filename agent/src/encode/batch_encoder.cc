@@ -1,5 +1,10 @@
 #include "agent/src/encode/batch_encoder.h"
 
+#include <span>
+#include <string_view>
+#include <type_traits>
+
+#include "agent/src/encode/record_fields.h"
 #include "castscope/v1/events.wire.h"
 #include "castscope/v1/transport.wire.h"
 
@@ -31,193 +36,57 @@ void encode_identity(const AgentIdentity& id, wire::Writer& out) {
   out.boolean(F::kAggregate, id.aggregate);
 }
 
-void encode_cast(const Record& record, uint32_t op_string, uint32_t arg_string, uint32_t location_id, wire::Writer& out,
-                 wire::Writer& packed) {
-  // In a batch, op, arg_name and location travel as ids into the batch's tables.
-  using F = pb::CastEvent;
-  const CastFields& cast = record.cast;
-  out.u64(F::kSeq, record.seq);
-  out.u64(F::kTsNs, record.ts_ns);
-  out.u64(F::kThread, record.thread);
-  out.u64(F::kArgIndex, cast.arg_index);
-  out.i64(F::kListIndex, cast.list_index);
-  out.u64(F::kPolicy, static_cast<uint64_t>(record.policy));
-  out.u64(F::kSrcDtype, static_cast<uint64_t>(cast.src));
-  out.u64(F::kDstDtype, static_cast<uint64_t>(cast.dst));
-  out.u64(F::kOutcome, static_cast<uint64_t>(cast.outcome));
-  packed.clear();
-  const int dims = cast.ndim < kMaxShapeDims ? cast.ndim : kMaxShapeDims;
-  for (int i = 0; i < dims; ++i) packed.varint(static_cast<uint64_t>(cast.shape[i]));
-  out.packed(F::kShape, packed.data());
-  out.boolean(F::kShapeTruncated, cast.ndim > kMaxShapeDims);
-  out.u64(F::kBytes, cast.bytes);
-  out.u64(F::kDeviceType, static_cast<uint64_t>(record.device));
-  out.u64(F::kOpSeq, cast.op_seq);
-  out.u64(F::kRole, static_cast<uint64_t>(cast.role));
-  out.u64(F::kCache, static_cast<uint64_t>(cast.cache));
-  out.i64(F::kSourceVersion, cast.source_version);
-  out.i64(F::kCachedVersion, cast.cached_version);
-  out.u64(F::kMode, static_cast<uint64_t>(cast.mode));
-  out.u64(F::kPhase, static_cast<uint64_t>(cast.phase));
-  out.u64(F::kOpId, op_string);
-  out.u64(F::kArgNameId, arg_string);
-  out.u64(F::kLocationId, location_id);
-  out.boolean(F::kRoundTrip, cast.round_trip);
-}
+// Writes a record's fields (record_fields.h) in the wire format: each field
+// by its number, packed as its .proto type says; names as ids into the
+// batch's tables.
+class WireFields {
+ public:
+  WireFields(wire::Writer& out, wire::Writer& packed) : out_(out), packed_(packed) {}
 
-void encode_op(const Record& record, uint32_t op_string, uint32_t location_id, wire::Writer& out, wire::Writer& packed) {
-  using F = pb::OpEvent;
-  const OpFields& op = record.op;
-  out.u64(F::kSeq, record.seq);
-  out.u64(F::kTsNs, record.ts_ns);
-  out.u64(F::kThread, record.thread);
-  out.u64(F::kPolicy, static_cast<uint64_t>(record.policy));
-  out.u64(F::kDeviceType, static_cast<uint64_t>(record.device));
-  packed.clear();
-  for (int i = 0; i < op.num_inputs && i < kMaxOpInputDtypes; ++i) packed.varint(static_cast<uint64_t>(op.input_dtypes[i]));
-  out.packed(F::kInputDtypes, packed.data());
-  out.u64(F::kOutputDtype, static_cast<uint64_t>(op.output));
-  out.u64(F::kCpuDurationNs, op.cpu_duration_ns);
-  out.u64(F::kOutcome, op.ok ? pb::OP_OUTCOME_OK : pb::OP_OUTCOME_ERROR);
-  out.u64(F::kAutocastDtype, static_cast<uint64_t>(op.autocast_dtype));
-  out.u64(F::kMode, static_cast<uint64_t>(op.mode));
-  out.u64(F::kPhase, static_cast<uint64_t>(op.phase));
-  packed.clear();
-  for (uint32_t d = 1; d <= static_cast<uint32_t>(pb::DeviceType_MAX); ++d)
-    if (op.autocast_enabled & (1u << d)) packed.varint(d);
-  out.packed(F::kAutocastEnabled, packed.data());
-  out.u64(F::kAutocastNesting, op.autocast_nesting);
-  out.u64(F::kOpId, op_string);
-  out.u64(F::kLocationId, location_id);
-  out.u64(F::kProbeReason, static_cast<uint64_t>(op.probe));
-  if (op.gemm_calls > 0) {
-    using G = pb::GemmDescription;
-    packed.clear();
-    packed.u64(G::kCompute, static_cast<uint64_t>(op.gemm_compute));
-    packed.u64(G::kAType, static_cast<uint64_t>(op.gemm_a));
-    packed.u64(G::kBType, static_cast<uint64_t>(op.gemm_b));
-    packed.u64(G::kDType, static_cast<uint64_t>(op.gemm_d));
-    packed.u64(G::kCalls, op.gemm_calls);
-    packed.boolean(G::kMixed, op.gemm_mixed);
-    out.message(F::kGemm, packed.data());
+  template <typename T>
+  void field(WireField f, T value) {
+    if constexpr (std::is_enum_v<T> || std::is_same_v<T, bool>) {
+      out_.u64(f, static_cast<uint64_t>(value));
+    } else if constexpr (std::is_floating_point_v<T>) {
+      out_.f64(f, value);
+    } else if constexpr (std::is_convertible_v<T, std::string_view>) {
+      out_.bytes(f, value);
+    } else if (f.type == WireField::kSint32) {
+      out_.s32(f, static_cast<int32_t>(value));
+    } else if (f.type == WireField::kInt64 || f.type == WireField::kInt32) {
+      out_.i64(f, static_cast<int64_t>(value));  // negative: ten-byte varint
+    } else {
+      out_.u64(f, static_cast<uint64_t>(value));
+    }
   }
-}
+  template <typename T>
+  void repeated(WireField f, std::span<const T> values) {
+    packed_.clear();
+    for (const T& value : values) packed_.varint(static_cast<uint64_t>(value));
+    out_.packed(f, packed_.data());
+  }
+  void lines(WireField f, std::string_view text) {
+    for (size_t start = 0; start < text.size();) {
+      size_t end = text.find('\n', start);
+      if (end == std::string_view::npos) end = text.size();
+      out_.bytes(f, text.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  void name(WireField id_field, WireField, uint32_t id, std::string_view) { out_.u64(id_field, id); }
+  void location(WireField id_field, WireField, uint32_t id, const Location&) { out_.u64(id_field, id); }
+  template <typename Fill>
+  void message(WireField f, Fill fill) {
+    wire::Writer nested;
+    WireFields fields(nested, packed_);
+    fill(fields);
+    out_.message(f, nested.data());
+  }
 
-void encode_cast_counts(const Record& record, uint32_t op_string, uint32_t arg_string, uint32_t location_id,
-                        wire::Writer& out) {
-  using F = pb::CastCounts;
-  const CountFields& c = record.counts;
-  out.u64(F::kSeq, record.seq);
-  out.u64(F::kFirstTsNs, c.first_ts_ns);
-  out.u64(F::kLastTsNs, c.last_ts_ns);
-  out.u64(F::kThread, c.key.thread);
-  out.u64(F::kOpId, op_string);
-  out.u64(F::kArgNameId, arg_string);
-  out.u64(F::kLocationId, location_id);
-  out.u64(F::kArgIndex, c.key.arg_index);
-  out.u64(F::kPolicy, static_cast<uint64_t>(c.key.policy));
-  out.u64(F::kDeviceType, static_cast<uint64_t>(c.key.device));
-  out.u64(F::kSrcDtype, static_cast<uint64_t>(c.key.src));
-  out.u64(F::kDstDtype, static_cast<uint64_t>(c.key.dst));
-  out.u64(F::kOutcome, static_cast<uint64_t>(c.key.outcome));
-  out.u64(F::kRole, static_cast<uint64_t>(c.key.role));
-  out.u64(F::kCache, static_cast<uint64_t>(c.key.cache));
-  out.u64(F::kMode, static_cast<uint64_t>(c.key.mode));
-  out.u64(F::kPhase, static_cast<uint64_t>(c.key.phase));
-  out.u64(F::kCount, c.count);
-  out.u64(F::kBytes, c.sum);
-  out.u64(F::kIteration, c.iteration);
-  out.i64(F::kMaxVersionGap, c.max_version_gap);
-  out.u64(F::kRoundTrips, c.extra);
-}
-
-void encode_op_counts(const Record& record, uint32_t op_string, uint32_t location_id, wire::Writer& out,
-                      wire::Writer& packed) {
-  using F = pb::OpCounts;
-  const CountFields& c = record.counts;
-  out.u64(F::kSeq, record.seq);
-  out.u64(F::kFirstTsNs, c.first_ts_ns);
-  out.u64(F::kLastTsNs, c.last_ts_ns);
-  out.u64(F::kThread, c.key.thread);
-  out.u64(F::kOpId, op_string);
-  out.u64(F::kLocationId, location_id);
-  out.u64(F::kPolicy, static_cast<uint64_t>(c.key.policy));
-  out.u64(F::kDeviceType, static_cast<uint64_t>(c.key.device));
-  out.u64(F::kMode, static_cast<uint64_t>(c.key.mode));
-  out.u64(F::kPhase, static_cast<uint64_t>(c.key.phase));
-  out.u64(F::kOutputDtype, static_cast<uint64_t>(c.key.src));
-  out.u64(F::kAutocastDtype, static_cast<uint64_t>(c.key.dst));
-  packed.clear();
-  for (uint32_t d = 1; d <= static_cast<uint32_t>(pb::DeviceType_MAX); ++d)
-    if (c.key.autocast_enabled & (1u << d)) packed.varint(d);
-  out.packed(F::kAutocastEnabled, packed.data());
-  out.u64(F::kProbeReason, static_cast<uint64_t>(c.key.probe));
-  out.u64(F::kCalls, c.count);
-  out.u64(F::kErrors, c.extra);
-  out.u64(F::kCpuDurationNs, c.sum);
-  out.u64(F::kIteration, c.iteration);
-}
-
-void encode_kernel(const Record& record, uint32_t name_string, wire::Writer& out) {
-  using F = pb::KernelEvent;
-  const KernelFields& kernel = record.kernel;
-  out.u64(F::kSeq, record.seq);
-  out.u64(F::kTsNs, record.ts_ns);
-  out.u64(F::kDurationNs, kernel.duration_ns);
-  out.u64(F::kActivity, static_cast<uint64_t>(kernel.activity));
-  out.u64(F::kDevice, kernel.device);
-  out.u64(F::kStream, kernel.stream);
-  out.u64(F::kLaunchedBy, static_cast<uint64_t>(kernel.launched_by));
-  out.u64(F::kLaunchSeq, kernel.launch_seq);
-  out.u64(F::kBytes, kernel.bytes);
-  out.u64(F::kCorrelationId, kernel.correlation_id);
-  out.u64(F::kNameId, name_string);
-}
-
-void encode_cache_sample(const Record& record, wire::Writer& out) {
-  using F = pb::CacheSample;
-  out.u64(F::kSeq, record.seq);
-  out.u64(F::kTsNs, record.ts_ns);
-  out.u64(F::kTrigger, static_cast<uint64_t>(record.sample.trigger));
-  out.u64(F::kIteration, record.sample.iteration);
-  out.u64(F::kLiveCasts, record.sample.live_casts);
-  out.u64(F::kLiveBytes, record.sample.live_bytes);
-  out.u64(F::kOrphanedCasts, record.sample.orphaned_casts);
-  out.u64(F::kOrphanedBytes, record.sample.orphaned_bytes);
-  out.u64(F::kCacheHits, record.sample.cache_hits);
-  out.u64(F::kReleasedCasts, record.sample.released_casts);
-}
-
-void encode_numerics(const Record& record, uint32_t op_string, uint32_t arg_string, uint32_t location_id,
-                     wire::Writer& out) {
-  using F = pb::NumericsSummary;
-  const NumericsFields& n = record.numerics;
-  out.u64(F::kSeq, record.seq);
-  out.u64(F::kFirstTsNs, record.ts_ns);
-  out.u64(F::kLastTsNs, n.last_ts_ns);
-  out.u64(F::kKind, static_cast<uint64_t>(n.kind));
-  out.u64(F::kThread, record.thread);
-  out.u64(F::kOpId, op_string);
-  out.u64(F::kArgNameId, arg_string);
-  out.u64(F::kLocationId, location_id);
-  out.u64(F::kArgIndex, n.arg_index);
-  out.u64(F::kDeviceType, static_cast<uint64_t>(record.device));
-  out.u64(F::kSrcDtype, static_cast<uint64_t>(n.src));
-  out.u64(F::kDstDtype, static_cast<uint64_t>(n.dst));
-  out.u64(F::kMode, static_cast<uint64_t>(n.mode));
-  out.u64(F::kPhase, static_cast<uint64_t>(n.phase));
-  out.u64(F::kIteration, n.iteration);
-  out.u64(F::kTensors, n.tensors);
-  out.u64(F::kValues, n.values);
-  out.u64(F::kOverflowed, n.overflowed);
-  out.u64(F::kUnderflowed, n.underflowed);
-  out.u64(F::kNonfinite, n.nonfinite);
-  out.u64(F::kNan, n.nan);
-  out.s32(F::kMaxAbsLog2, n.max_abs_log2);
-  out.u64(F::kFirstNonfiniteSeq, n.first_nonfinite_seq);
-  out.f64(F::kScale, n.scale);
-  out.boolean(F::kFoundInf, n.found_inf);
-}
+ private:
+  wire::Writer& out_;
+  wire::Writer& packed_;
+};
 
 }  // namespace
 
@@ -234,26 +103,9 @@ uint32_t BatchEncoder::intern_string(uint64_t key, const std::string& text) {
 
 void BatchEncoder::define_location(uint32_t id, const Location& location) {
   if (id == 0 || !locations_defined_.insert(id).second) return;
-  using F = pb::SourceLocation;
   wire::Writer source;
-  source.u64(F::kKind, static_cast<uint64_t>(location.kind));
-  source.bytes(F::kFile, location.file);
-  source.u64(F::kLine, location.line);
-  source.bytes(F::kFunction, location.function);
-  for (size_t start = 0; start < location.stack.size();) {
-    size_t end = location.stack.find('\n', start);
-    if (end == std::string::npos) end = location.stack.size();
-    source.bytes(F::kStack, std::string_view(location.stack).substr(start, end - start));
-    start = end + 1;
-  }
-  source.boolean(F::kInsideDisabledAutocast, location.inside_disabled_autocast);
-  for (size_t start = 0; start < location.also_consumed_at.size();) {
-    size_t end = location.also_consumed_at.find('\n', start);
-    if (end == std::string::npos) end = location.also_consumed_at.size();
-    source.bytes(F::kAlsoConsumedAt, std::string_view(location.also_consumed_at).substr(start, end - start));
-    start = end + 1;
-  }
-  if (!location.source_text.empty()) source.bytes(F::kSourceText, location.source_text);
+  WireFields fields(source, packed_);
+  record_fields::location_fields(location, fields);
   nested_.clear();
   nested_.u64(pb::InternedLocation::kId, id);
   nested_.message(pb::InternedLocation::kLocation, source.data());
@@ -268,44 +120,21 @@ void BatchEncoder::append_event(uint32_t kind_field, const wire::Writer& message
 }
 
 void BatchEncoder::add(const Record& record, const OpMeta& op, uint32_t location_id, const Location& location) {
+  const record_fields::NamedParts parts = record_fields::names_of(record);
+  record_fields::RecordNames names;
+  if (parts.op) names.op_id = intern_string(record.op_id, op.name);
+  if (parts.location) {
+    define_location(location_id, location);
+    names.location_id = location_id;
+  }
+  if (parts.arg_name && parts.arg_index < op.arg_names.size() && !op.arg_names[parts.arg_index].empty())
+    names.arg_name_id =
+        intern_string(kArgNameKey | (uint64_t{record.op_id} << 16) | parts.arg_index, op.arg_names[parts.arg_index]);
+  names.location = &location;
   scratch_.clear();
-  if (record.kind == RecordKind::kKernel) {
-    encode_kernel(record, intern_string(record.op_id, op.name), scratch_);
-    append_event(pb::Event::kKernel, scratch_);
-    return;
-  }
-  if (record.kind == RecordKind::kCacheSample) {
-    encode_cache_sample(record, scratch_);
-    append_event(pb::Event::kCacheSample, scratch_);
-    return;
-  }
-  // A GradScaler update names no op.
-  const bool no_op = record.kind == RecordKind::kNumerics && record.numerics.kind == NumericsKind::kScalerUpdate;
-  const uint32_t op_string = no_op ? 0 : intern_string(record.op_id, op.name);
-  define_location(location_id, location);
-  const auto arg_string = [&](uint16_t arg) -> uint32_t {
-    const std::string& arg_name = arg < op.arg_names.size() ? op.arg_names[arg] : std::string();
-    return arg_name.empty() ? 0 : intern_string(kArgNameKey | (uint64_t{record.op_id} << 16) | arg, arg_name);
-  };
-  if (record.kind == RecordKind::kNumerics) {
-    const bool cast = record.numerics.kind == NumericsKind::kCast;
-    encode_numerics(record, op_string, cast ? arg_string(record.numerics.arg_index) : 0, location_id, scratch_);
-    append_event(pb::Event::kNumerics, scratch_);
-    return;
-  }
-  if (record.kind == RecordKind::kCast) {
-    encode_cast(record, op_string, arg_string(record.cast.arg_index), location_id, scratch_, packed_);
-    append_event(pb::Event::kCast, scratch_);
-  } else if (record.kind == RecordKind::kCastCounts) {
-    encode_cast_counts(record, op_string, arg_string(record.counts.key.arg_index), location_id, scratch_);
-    append_event(pb::Event::kCastCounts, scratch_);
-  } else if (record.kind == RecordKind::kOpCounts) {
-    encode_op_counts(record, op_string, location_id, scratch_, packed_);
-    append_event(pb::Event::kOpCounts, scratch_);
-  } else {
-    encode_op(record, op_string, location_id, scratch_, packed_);
-    append_event(pb::Event::kOp, scratch_);
-  }
+  WireFields fields(scratch_, packed_);
+  record_fields::record_fields(record, names, fields);
+  append_event(record_fields::event_field(record), scratch_);
 }
 
 void BatchEncoder::add_stats(const EventLogStats& stats, uint64_t ts_ns, const std::string& gpu_timing) {
