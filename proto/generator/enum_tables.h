@@ -18,6 +18,9 @@
 //     the value name without the enum's prefix, lower case (DTYPE_BFLOAT16 ->
 //     "bfloat16"), the spelling of reports, viewer and trace export; empty for
 //     a value the schema does not define;
+//   - per message with singular enum fields, `for_each_enum_field(message,
+//     visit)`: visit(field name, value) for each, in .proto order (batch
+//     validation bounds every one of them);
 //   - namespace `<file>_proto` with `enum_value_name(enum full name, value)`
 //     giving the short name, for tests.
 //

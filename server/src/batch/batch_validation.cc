@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "castscope/v1/events.names.h"
 #include "server/src/batch/event_limits.h"
 
 namespace castscope::collector {
@@ -52,13 +53,18 @@ Status check_no_inline_strings(bool has_inline, int event_index, const char* kin
 }
 
 // The store packs enum fields into kCodeBits each (event_limits.h).
-Status check_codes(std::initializer_list<std::pair<const char*, int>> fields, int index, const char* kind,
-                   uint64_t seq) {
-  for (const auto& [name, value] : fields)
-    if (value < 0 || value >= kCodeLimit)
-      return Status::invalid_argument(event_name(index, kind, seq) + ": " + name + " " + std::to_string(value) +
-                                      " out of range (0.." + std::to_string(kCodeLimit - 1) + ")");
-  return {};
+// Every enum field of `message` (generated: castscope/v1/events.names.h)
+// fits the store's packed codes.
+template <typename Message>
+Status check_codes(const Message& message, int index, const char* kind, uint64_t seq) {
+  Status status;
+  v1::names::for_each_enum_field(message, [&](std::string_view name, int32_t value) {
+    if (status.ok() && (value < 0 || value >= kCodeLimit))
+      status = Status::invalid_argument(event_name(index, kind, seq) + ": " + std::string(name) + " " +
+                                        std::to_string(value) + " out of range (0.." + std::to_string(kCodeLimit - 1) +
+                                        ")");
+  });
+  return status;
 }
 
 // Tensor sizes an agent reads from a real tensor: a dimension of 2^48 or a
@@ -113,16 +119,7 @@ Status check_cast(const v1::CastEvent& cast, int index, const LocalIdIndex& stri
                                     std::to_string(kSlotThreadLimit) + ", arg_index < " +
                                     std::to_string(kSlotArgIndexLimit) + ", -1 <= list_index < " +
                                     std::to_string(kSlotListIndexLimit) + ")");
-  if (Status s = check_codes({{"policy", cast.policy()},
-                              {"src_dtype", cast.src_dtype()},
-                              {"dst_dtype", cast.dst_dtype()},
-                              {"outcome", cast.outcome()},
-                              {"device_type", cast.device_type()},
-                              {"role", cast.role()},
-                              {"cache", cast.cache()},
-                              {"mode", cast.mode()},
-                              {"phase", cast.phase()}},
-                             index, "cast", seq);
+  if (Status s = check_codes(cast, index, "cast", seq);
       !s.ok())
     return s;
   if (Status s = check_reference(cast.op_id(), strings, "op_id", "strings", index, "cast", seq); !s.ok()) return s;
@@ -153,15 +150,7 @@ Status check_op(const v1::OpEvent& op, int index, const LocalIdIndex& strings, c
   if (Status s = check_seq(seq, index, "op"); !s.ok()) return s;
   if (Status s = check_no_inline_strings(!op.op().empty() || op.has_location(), index, "op", seq); !s.ok()) return s;
   if (op.op_id() == 0) return Status::invalid_argument(event_name(index, "op", seq) + ": op_id is 0 (unset)");
-  if (Status s = check_codes({{"policy", op.policy()},
-                              {"device_type", op.device_type()},
-                              {"output_dtype", op.output_dtype()},
-                              {"outcome", op.outcome()},
-                              {"autocast_dtype", op.autocast_dtype()},
-                              {"mode", op.mode()},
-                              {"phase", op.phase()},
-                              {"probe_reason", op.probe_reason()}},
-                             index, "op", seq);
+  if (Status s = check_codes(op, index, "op", seq);
       !s.ok())
     return s;
   if (Status s = check_reference(op.op_id(), strings, "op_id", "strings", index, "op", seq); !s.ok()) return s;
@@ -188,16 +177,7 @@ Status check_cast_counts(const v1::CastCounts& c, int index, const LocalIdIndex&
   const uint64_t seq = c.seq();
   if (Status s = check_seq(seq, index, "cast_counts"); !s.ok()) return s;
   if (c.op_id() == 0) return Status::invalid_argument(event_name(index, "cast_counts", seq) + ": op_id is 0 (unset)");
-  if (Status s = check_codes({{"policy", c.policy()},
-                              {"src_dtype", c.src_dtype()},
-                              {"dst_dtype", c.dst_dtype()},
-                              {"outcome", c.outcome()},
-                              {"device_type", c.device_type()},
-                              {"role", c.role()},
-                              {"cache", c.cache()},
-                              {"mode", c.mode()},
-                              {"phase", c.phase()}},
-                             index, "cast_counts", seq);
+  if (Status s = check_codes(c, index, "cast_counts", seq);
       !s.ok())
     return s;
   if (c.count() == 0 || c.count() >= kMaxBytes || c.bytes() >= kMaxBytes || c.round_trips() > c.count() ||
@@ -216,14 +196,7 @@ Status check_op_counts(const v1::OpCounts& o, int index, const LocalIdIndex& str
   const uint64_t seq = o.seq();
   if (Status s = check_seq(seq, index, "op_counts"); !s.ok()) return s;
   if (o.op_id() == 0) return Status::invalid_argument(event_name(index, "op_counts", seq) + ": op_id is 0 (unset)");
-  if (Status s = check_codes({{"policy", o.policy()},
-                              {"device_type", o.device_type()},
-                              {"output_dtype", o.output_dtype()},
-                              {"autocast_dtype", o.autocast_dtype()},
-                              {"mode", o.mode()},
-                              {"phase", o.phase()},
-                              {"probe_reason", o.probe_reason()}},
-                             index, "op_counts", seq);
+  if (Status s = check_codes(o, index, "op_counts", seq);
       !s.ok())
     return s;
   if (o.calls() == 0 || o.calls() >= kMaxBytes || o.errors() > o.calls() || o.cpu_duration_ns() >= kMaxBytes ||
@@ -245,13 +218,7 @@ Status check_numerics(const v1::NumericsSummary& n, int index, const LocalIdInde
                       const LocalIdIndex& locations) {
   const uint64_t seq = n.seq();
   if (Status s = check_seq(seq, index, "numerics"); !s.ok()) return s;
-  if (Status s = check_codes({{"kind", n.kind()},
-                              {"device_type", n.device_type()},
-                              {"src_dtype", n.src_dtype()},
-                              {"dst_dtype", n.dst_dtype()},
-                              {"mode", n.mode()},
-                              {"phase", n.phase()}},
-                             index, "numerics", seq);
+  if (Status s = check_codes(n, index, "numerics", seq);
       !s.ok())
     return s;
   if (n.kind() == v1::NumericsSummary::KIND_UNSPECIFIED)
@@ -305,7 +272,7 @@ Status check_kernel(const v1::KernelEvent& kernel, int index, const LocalIdIndex
   if (kernel.name_id() == 0) return Status::invalid_argument(event_name(index, "kernel", seq) + ": name_id is 0 (unset)");
   if (Status s = check_reference(kernel.name_id(), strings, "name_id", "strings", index, "kernel", seq); !s.ok())
     return s;
-  if (Status s = check_codes({{"activity", kernel.activity()}, {"launched_by", kernel.launched_by()}}, index, "kernel", seq);
+  if (Status s = check_codes(kernel, index, "kernel", seq);
       !s.ok())
     return s;
   // A launch points at the cast or op it came from, and only then.
