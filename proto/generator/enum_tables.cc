@@ -69,20 +69,12 @@ void emit_short_names(const pb::EnumDescriptor* e, Out& out) {
   out.close("}");
 }
 
-void collect_messages(const pb::Descriptor* m, std::vector<const pb::Descriptor*>& messages) {
-  if (m->options().map_entry()) return;
-  messages.push_back(m);
-  for (int i = 0; i < m->nested_type_count(); ++i) collect_messages(m->nested_type(i), messages);
-}
-
 // Per message with singular enum fields, `for_each_enum_field(message, f)`:
 // f(field name, value) for each, in the .proto's order. Batch validation
 // bounds them all, so an enum field added to the .proto is checked unasked.
 void emit_enum_field_visitors(const pb::FileDescriptor* file, Out& out) {
-  std::vector<const pb::Descriptor*> messages;
-  for (int i = 0; i < file->message_type_count(); ++i) collect_messages(file->message_type(i), messages);
   const std::string ns = "::" + cpp_namespace(file->package()) + "::";
-  for (const pb::Descriptor* m : messages) {
+  for (const pb::Descriptor* m : all_messages(file)) {
     std::vector<const pb::FieldDescriptor*> fields;
     for (int i = 0; i < m->field_count(); ++i)
       if (m->field(i)->enum_type() != nullptr && !m->field(i)->is_repeated()) fields.push_back(m->field(i));

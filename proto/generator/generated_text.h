@@ -100,6 +100,20 @@ inline std::vector<const google::protobuf::EnumDescriptor*> all_enums(const goog
   return enums;
 }
 
+// Every message of the file, each before its nested ones (map entries
+// skipped), in declaration order.
+inline void collect_messages(const google::protobuf::Descriptor* m,
+                             std::vector<const google::protobuf::Descriptor*>& messages) {
+  if (m->options().map_entry()) return;
+  messages.push_back(m);
+  for (int i = 0; i < m->nested_type_count(); ++i) collect_messages(m->nested_type(i), messages);
+}
+inline std::vector<const google::protobuf::Descriptor*> all_messages(const google::protobuf::FileDescriptor* file) {
+  std::vector<const google::protobuf::Descriptor*> messages;
+  for (int i = 0; i < file->message_type_count(); ++i) collect_messages(file->message_type(i), messages);
+  return messages;
+}
+
 // `constexpr std::string_view enum_value_name(enum full name, value)` over
 // `enums`, `name_call(e)` naming the function that spells a value of `e`
 // ("DType_Name"); tests walk the descriptors through it.

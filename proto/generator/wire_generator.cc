@@ -93,17 +93,9 @@ void emit_message(const pb::Descriptor* m, Out& out) {
   out.close();
 }
 
-void collect_messages(const pb::Descriptor* m, std::vector<const pb::Descriptor*>& messages) {
-  if (m->options().map_entry()) return;
-  messages.push_back(m);
-  for (int i = 0; i < m->nested_type_count(); ++i) collect_messages(m->nested_type(i), messages);
-}
-
 // Lookups by name over the whole file, for tests that walk the descriptors.
 void emit_lookups(const pb::FileDescriptor* file, Out& out) {
-  std::vector<const pb::Descriptor*> messages;
-  for (int i = 0; i < file->message_type_count(); ++i) collect_messages(file->message_type(i), messages);
-
+  const std::vector<const pb::Descriptor*> messages = all_messages(file);
   const std::string stem = file_stem(file);
   out.line("// Lookups by full name, for tests that compare this header with the descriptors.");
   out.line("namespace " + stem + "_proto {");
