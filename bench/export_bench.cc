@@ -51,31 +51,39 @@ int main(int argc, char** argv) {
       const uint32_t thread = static_cast<uint32_t>(seq % 4);
       const uint64_t op_seq = seq++;
       const uint32_t op_id = static_cast<uint32_t>(1 + op_seq % 5);
-      fixtures::add_op(batch, {.seq = op_seq, .ts_ns = ts, .thread = thread,
-                               .policy = v1::CAST_POLICY_LOWER_PRECISION_FP, .device_type = v1::DEVICE_TYPE_CUDA,
-                               .output_dtype = v1::DTYPE_BFLOAT16, .cpu_duration_ns = 3000,
-                               .outcome = v1::OP_OUTCOME_OK, .mode = v1::EXECUTION_MODE_EAGER,
-                               .phase = v1::PHASE_FORWARD, .op_id = op_id, .location_id = 1});
+      fixtures::add<v1::specs::OpEvent>(batch, {.seq = op_seq, .ts_ns = ts, .thread = thread,
+                                                .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                                                .device_type = v1::DEVICE_TYPE_CUDA,
+                                                .output_dtype = v1::DTYPE_BFLOAT16, .cpu_duration_ns = 3000,
+                                                .outcome = v1::OP_OUTCOME_OK, .mode = v1::EXECUTION_MODE_EAGER,
+                                                .phase = v1::PHASE_FORWARD, .op_id = op_id, .location_id = 1});
       uint64_t cast_seq = 0;
       for (int c = 0; c < 2; ++c)
-        fixtures::add_cast(batch, {.seq = cast_seq = seq++, .ts_ns = ts + 500 + 1000 * static_cast<uint64_t>(c),
-                                   .thread = thread, .list_index = -1, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
-                                   .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
-                                   .outcome = v1::CAST_OUTCOME_CAST, .shape = {64, 128}, .bytes = 32768,
-                                   .device_type = v1::DEVICE_TYPE_CUDA, .op_seq = op_seq,
-                                   .role = c == 0 ? v1::ROLE_INPUT : v1::ROLE_WEIGHT,
-                                   .cache = c == 0 ? v1::CACHE_OUTCOME_NOT_CACHEABLE : v1::CACHE_OUTCOME_HIT,
-                                   .mode = v1::EXECUTION_MODE_EAGER, .phase = v1::PHASE_FORWARD, .op_id = op_id,
-                                   .arg_name_id = static_cast<uint32_t>(6 + c), .location_id = 1});
-      fixtures::add_kernel(batch, {.seq = seq++, .ts_ns = ts + 2000, .duration_ns = 800,
-                                   .activity = v1::GPU_ACTIVITY_KERNEL, .stream = 7,
-                                   .launched_by = op_seq % 2 ? v1::LAUNCHED_BY_CAST : v1::LAUNCHED_BY_OP,
-                                   .launch_seq = op_seq % 2 ? cast_seq : op_seq, .name_id = op_seq % 2 ? 8u : 9u});
+        fixtures::add<v1::specs::CastEvent>(batch, {.seq = cast_seq = seq++,
+                                                    .ts_ns = ts + 500 + 1000 * static_cast<uint64_t>(c),
+                                                    .thread = thread, .list_index = -1,
+                                                    .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                                                    .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
+                                                    .outcome = v1::CAST_OUTCOME_CAST, .shape = {64, 128},
+                                                    .bytes = 32768, .device_type = v1::DEVICE_TYPE_CUDA,
+                                                    .op_seq = op_seq,
+                                                    .role = c == 0 ? v1::ROLE_INPUT : v1::ROLE_WEIGHT,
+                                                    .cache = c == 0 ? v1::CACHE_OUTCOME_NOT_CACHEABLE
+                                                                    : v1::CACHE_OUTCOME_HIT,
+                                                    .mode = v1::EXECUTION_MODE_EAGER, .phase = v1::PHASE_FORWARD,
+                                                    .op_id = op_id, .arg_name_id = static_cast<uint32_t>(6 + c),
+                                                    .location_id = 1});
+      fixtures::add<v1::specs::KernelEvent>(batch, {.seq = seq++, .ts_ns = ts + 2000, .duration_ns = 800,
+                                                    .activity = v1::GPU_ACTIVITY_KERNEL, .stream = 7,
+                                                    .launched_by =
+                                                        op_seq % 2 ? v1::LAUNCHED_BY_CAST : v1::LAUNCHED_BY_OP,
+                                                    .launch_seq = op_seq % 2 ? cast_seq : op_seq,
+                                                    .name_id = op_seq % 2 ? 8u : 9u});
       stored += 4;
       if (++op_count % 1000 == 0) {
-        fixtures::add_cache_sample(batch, {.seq = seq++, .ts_ns = ts + 2900,
-                                           .trigger = v1::CacheSample::TRIGGER_ITERATION, .live_casts = op_count % 7,
-                                           .live_bytes = 4096 * (op_count % 7)});
+        fixtures::add<v1::specs::CacheSample>(batch, {.seq = seq++, .ts_ns = ts + 2900,
+                                                      .trigger = v1::CacheSample::TRIGGER_ITERATION,
+                                                      .live_casts = op_count % 7, .live_bytes = 4096 * (op_count % 7)});
         ++stored;
       }
       ts += 4000;

@@ -68,20 +68,23 @@ std::string batch_body(uint64_t first_seq, int events, uint64_t ts_ns) {
   for (int i = 0; i < events; ++i) {
     const int site = i % kSites;
     const bool weight = i % 3 == 1;
-    fixtures::add_cast(body, {.seq = first_seq + static_cast<uint64_t>(i), .ts_ns = ts_ns + static_cast<uint64_t>(i),
-                              .thread = static_cast<uint32_t>(i % 4), .arg_index = static_cast<uint32_t>(i % 3),
-                              .list_index = -1, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
-                              .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_FLOAT16,
-                              .outcome = v1::CAST_OUTCOME_CAST, .shape = {64, 1024}, .bytes = 64 * 1024 * 4,
-                              .device_type = v1::DEVICE_TYPE_CUDA,
-                              .op_seq = first_seq + static_cast<uint64_t>(i) - static_cast<uint64_t>(i % 3),
-                              .role = weight ? v1::ROLE_WEIGHT : v1::ROLE_ACTIVATION,
-                              .cache = weight ? v1::CACHE_OUTCOME_HIT : v1::CACHE_OUTCOME_NOT_CACHEABLE,
-                              .source_version = weight ? 7 : 0, .cached_version = weight ? 7 : 0,
-                              .mode = v1::EXECUTION_MODE_EAGER, .phase = v1::PHASE_FORWARD,
-                              .op_id = static_cast<uint32_t>(1 + site % 10),
-                              .arg_name_id = static_cast<uint32_t>(11 + i % 5),
-                              .location_id = static_cast<uint32_t>(site + 1)});
+    fixtures::add<v1::specs::CastEvent>(body, {.seq = first_seq + static_cast<uint64_t>(i),
+                                               .ts_ns = ts_ns + static_cast<uint64_t>(i),
+                                               .thread = static_cast<uint32_t>(i % 4),
+                                               .arg_index = static_cast<uint32_t>(i % 3), .list_index = -1,
+                                               .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                                               .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_FLOAT16,
+                                               .outcome = v1::CAST_OUTCOME_CAST, .shape = {64, 1024},
+                                               .bytes = 64 * 1024 * 4, .device_type = v1::DEVICE_TYPE_CUDA,
+                                               .op_seq = first_seq + static_cast<uint64_t>(i - i % 3),
+                                               .role = weight ? v1::ROLE_WEIGHT : v1::ROLE_ACTIVATION,
+                                               .cache = weight ? v1::CACHE_OUTCOME_HIT
+                                                               : v1::CACHE_OUTCOME_NOT_CACHEABLE,
+                                               .source_version = weight ? 7 : 0, .cached_version = weight ? 7 : 0,
+                                               .mode = v1::EXECUTION_MODE_EAGER, .phase = v1::PHASE_FORWARD,
+                                               .op_id = static_cast<uint32_t>(1 + site % 10),
+                                               .arg_name_id = static_cast<uint32_t>(11 + i % 5),
+                                               .location_id = static_cast<uint32_t>(site + 1)});
   }
   return body.SerializeAsString();
 }
@@ -318,14 +321,14 @@ class TrainingJob {
     const v1::CastPolicy policy =
         kind < 5 ? v1::CAST_POLICY_LOWER_PRECISION_FP : kind < 7 ? v1::CAST_POLICY_FP32 : v1::CAST_POLICY_PROMOTE;
     const uint32_t op_id = 1 + static_cast<uint32_t>(kind);
-    fixtures::add_op(batch, {.seq = op_seq, .ts_ns = start, .thread = thread, .policy = policy,
-                             .device_type = v1::DEVICE_TYPE_CUDA,
-                             .input_dtypes = {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT32},
-                             .output_dtype = kind < 5 ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32,
-                             .cpu_duration_ns = duration, .outcome = v1::OP_OUTCOME_OK,
-                             .autocast_dtype = v1::DTYPE_BFLOAT16, .mode = v1::EXECUTION_MODE_EAGER, .phase = phase,
-                             .autocast_enabled = {v1::DEVICE_TYPE_CUDA}, .autocast_nesting = 1, .op_id = op_id,
-                             .location_id = site + 1});
+    fixtures::add<v1::specs::OpEvent>(batch, {.seq = op_seq, .ts_ns = start, .thread = thread, .policy = policy,
+                                              .device_type = v1::DEVICE_TYPE_CUDA,
+                                              .input_dtypes = {v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT32},
+                                              .output_dtype = kind < 5 ? v1::DTYPE_BFLOAT16 : v1::DTYPE_FLOAT32,
+                                              .cpu_duration_ns = duration, .outcome = v1::OP_OUTCOME_OK,
+                                              .autocast_dtype = v1::DTYPE_BFLOAT16, .mode = v1::EXECUTION_MODE_EAGER,
+                                              .phase = phase, .autocast_enabled = {v1::DEVICE_TYPE_CUDA},
+                                              .autocast_nesting = 1, .op_id = op_id, .location_id = site + 1});
     // Forward lower-precision ops cast their input and weight; fp32 ops their
     // input; in backward a third of the ops cast a gradient.
     int casts = kind < 5 ? 2 : kind < 7 ? 1 : 0;
@@ -334,7 +337,7 @@ class TrainingJob {
       const bool weight = a == 1 && phase == v1::PHASE_FORWARD;
       const uint64_t cast_seq = ++seq;
       const uint64_t cast_ts = start + 1'000 + static_cast<uint64_t>(a) * 4'000 + next(2'000);
-      fixtures::add_cast(batch,
+      fixtures::add<v1::specs::CastEvent>(batch,
                          {.seq = cast_seq, .ts_ns = cast_ts, .thread = thread, .arg_index = static_cast<uint32_t>(a),
                           .list_index = -1, .policy = policy,
                           .src_dtype = kind < 5 ? v1::DTYPE_FLOAT32 : v1::DTYPE_BFLOAT16,
@@ -358,9 +361,9 @@ class TrainingJob {
 
   void kernel(v1::Batch& batch, uint64_t ts, uint64_t duration, uint32_t name_id, v1::LaunchedBy by,
               uint64_t launch_seq, uint64_t& seq) {
-    fixtures::add_kernel(batch, {.seq = ++seq, .ts_ns = ts, .duration_ns = duration,
-                                 .activity = v1::GPU_ACTIVITY_KERNEL, .device = 0, .stream = 7, .launched_by = by,
-                                 .launch_seq = launch_seq, .name_id = name_id});
+    fixtures::add<v1::specs::KernelEvent>(batch, {.seq = ++seq, .ts_ns = ts, .duration_ns = duration,
+                                                  .activity = v1::GPU_ACTIVITY_KERNEL, .device = 0, .stream = 7,
+                                                  .launched_by = by, .launch_seq = launch_seq, .name_id = name_id});
   }
 
   uint64_t rng_;

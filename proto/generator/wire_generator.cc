@@ -11,6 +11,7 @@
 
 #include "proto/generator/enum_tables.h"
 #include "proto/generator/generated_text.h"
+#include "proto/generator/spec_builders.h"
 
 namespace castscope::wiregen {
 namespace {
@@ -179,8 +180,8 @@ std::string generated_header_name(const std::string& proto_name, const std::stri
 
 bool WireGenerator::Generate(const pb::FileDescriptor* file, const std::string& parameter,
                              pb::compiler::GeneratorContext* context, std::string* error) const {
-  if (!parameter.empty() && parameter != "names") {
-    *error = "protoc-gen-castscope-wire takes no parameter or \"names\" (got \"" + parameter + "\")";
+  if (!parameter.empty() && parameter != "names" && parameter != "specs") {
+    *error = "protoc-gen-castscope-wire takes no parameter, \"names\" or \"specs\" (got \"" + parameter + "\")";
     return false;
   }
   if (file->package().empty()) {
@@ -193,6 +194,8 @@ bool WireGenerator::Generate(const pb::FileDescriptor* file, const std::string& 
       return false;
     }
   }
+  if (parameter == "specs")
+    return write(context, generated_header_name(file->name(), ".specs.h"), spec_builders_header(file));
   if (parameter == "names") return write(context, generated_header_name(file->name(), ".names.h"), short_names_header(file));
   return write(context, generated_header_name(file->name(), ".wire.h"), wire_header(file)) &&
          write(context, generated_header_name(file->name(), ".enums.h"), record_enums_header(file));

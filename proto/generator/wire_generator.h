@@ -21,7 +21,8 @@
 // Beside it, `castscope/v1/events.enums.h`: the same enums as the agent's
 // records hold them. With the parameter `names`
 // (--castscope-wire_out=names:DIR), `castscope/v1/events.names.h` instead:
-// the collector's one table of short value names. See enum_tables.h.
+// the collector's one table of short value names. See enum_tables.h. With
+// `specs`, `castscope/v1/events.specs.h`: test builders (spec_builders.h).
 #pragma once
 
 #include <google/protobuf/compiler/code_generator.h>

@@ -1,239 +1,58 @@
 // Builders of castscope.v1 batches for unit tests, fuzzer seeds and benches.
 //
-// Each *Spec names the fields of one message in .proto order; a field left
-// out keeps the proto3 default, so a spec says only what a test cares about:
+// Every message has a spec, generated from the .proto (castscope/v1/*.specs.h,
+// proto/generator/spec_builders.h): a struct of the same name in v1::specs
+// with one value-initialized member per field in .proto order, so a spec says
+// only what a test cares about, and to_message(spec) builds the message with
+// the generated setters:
 //
-//   add_cast(batch, {.seq = 2, .op_id = 1, .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16});
+//   add<v1::specs::CastEvent>(batch, {.seq = 2, .op_id = 1, .src_dtype = v1::DTYPE_FLOAT32});
 //
-// Messages are built with the generated setters, so what a spec builds is
-// what a test writing the setters by hand would have built. Every member is
-// value-initialized ({}): designated initializers may then leave any out.
+// A field added to the .proto is in its spec at once.
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
-#include <optional>
 #include <string>
-#include <vector>
+#include <utility>
 
+#include "castscope/v1/events.specs.h"
 #include "castscope/v1/transport.pb.h"
+#include "castscope/v1/transport.specs.h"
 
 namespace castscope::collector::testing {
 
 namespace v1 = castscope::v1;
+using v1::specs::to_message;
 
-// A batch's head: AgentIdentity, sequence and the agent's cumulative counts.
-struct AgentSpec {
-  std::string run_id{};
-  std::string agent_id{};
-  uint32_t pid{};
-  int32_t rank{};
-  int32_t local_rank{};
-  int32_t world_size{};
-  std::string hostname{};
-  std::string torch_version{};
-  std::string command{};
-  std::string policy_hash{};
-  std::vector<std::string> policy_files{};
-  std::string castscope_version{};
-  bool aggregate{};
-};
+// The field of castscope.v1.Event that holds a message of type `message`.
+const google::protobuf::FieldDescriptor& event_member(const google::protobuf::Descriptor& message);
 
-struct LocationSpec {
-  v1::SourceLocation::Kind kind{};
-  std::string file{};
-  uint32_t line{};
-  std::string function{};
-  std::vector<std::string> stack{};
-  bool inside_disabled_autocast{};
-  std::string source_text{};
-  std::vector<std::string> also_consumed_at{};
-};
+// The message a spec describes, the spec's type named so that a braced list
+// converts: message<v1::specs::OpEvent>({.seq = 1, ...}).
+template <typename Spec>
+auto message(const Spec& spec) {
+  return to_message(spec);
+}
 
-struct CastSpec {
-  uint64_t seq{};
-  uint64_t ts_ns{};
-  uint32_t thread{};
-  uint32_t arg_index{};
-  int32_t list_index{};
-  v1::CastPolicy policy{};
-  v1::DType src_dtype{};
-  v1::DType dst_dtype{};
-  v1::CastOutcome outcome{};
-  std::vector<int64_t> shape{};
-  bool shape_truncated{};
-  uint64_t bytes{};
-  v1::DeviceType device_type{};
-  uint64_t op_seq{};
-  v1::Role role{};
-  v1::CacheOutcome cache{};
-  int64_t source_version{};
-  int64_t cached_version{};
-  v1::ExecutionMode mode{};
-  v1::Phase phase{};
-  uint32_t op_id{};
-  uint32_t arg_name_id{};
-  uint32_t location_id{};
-  bool round_trip{};
-};
-
-struct GemmSpec {
-  v1::GemmCompute compute{};
-  v1::DType a_type{};
-  v1::DType b_type{};
-  v1::DType d_type{};
-  uint32_t calls{};
-  bool mixed{};
-};
-
-struct OpSpec {
-  uint64_t seq{};
-  uint64_t ts_ns{};
-  uint32_t thread{};
-  v1::CastPolicy policy{};
-  v1::DeviceType device_type{};
-  std::vector<v1::DType> input_dtypes{};
-  v1::DType output_dtype{};
-  uint64_t cpu_duration_ns{};
-  v1::OpOutcome outcome{};
-  v1::DType autocast_dtype{};
-  v1::ExecutionMode mode{};
-  v1::Phase phase{};
-  std::vector<v1::DeviceType> autocast_enabled{};
-  uint32_t autocast_nesting{};
-  uint32_t op_id{};
-  uint32_t location_id{};
-  v1::ProbeReason probe_reason{};
-  std::optional<GemmSpec> gemm{};
-};
-
-struct KernelSpec {
-  uint64_t seq{};
-  uint64_t ts_ns{};
-  uint64_t duration_ns{};
-  v1::GpuActivity activity{};
-  uint32_t device{};
-  uint32_t stream{};
-  v1::LaunchedBy launched_by{};
-  uint64_t launch_seq{};
-  uint64_t bytes{};
-  uint32_t correlation_id{};
-  uint32_t name_id{};
-};
-
-struct CacheSampleSpec {
-  uint64_t seq{};
-  uint64_t ts_ns{};
-  v1::CacheSample::Trigger trigger{};
-  uint64_t iteration{};
-  uint64_t live_casts{};
-  uint64_t live_bytes{};
-  uint64_t orphaned_casts{};
-  uint64_t orphaned_bytes{};
-  uint64_t cache_hits{};
-  uint64_t released_casts{};
-};
-
-struct CastCountsSpec {
-  uint64_t seq{};
-  uint64_t first_ts_ns{};
-  uint64_t last_ts_ns{};
-  uint32_t thread{};
-  uint32_t op_id{};
-  uint32_t arg_name_id{};
-  uint32_t location_id{};
-  uint32_t arg_index{};
-  v1::CastPolicy policy{};
-  v1::DeviceType device_type{};
-  v1::DType src_dtype{};
-  v1::DType dst_dtype{};
-  v1::CastOutcome outcome{};
-  v1::Role role{};
-  v1::CacheOutcome cache{};
-  v1::ExecutionMode mode{};
-  v1::Phase phase{};
-  uint64_t count{};
-  uint64_t bytes{};
-  uint64_t iteration{};
-  int64_t max_version_gap{};
-  uint64_t round_trips{};
-};
-
-struct OpCountsSpec {
-  uint64_t seq{};
-  uint64_t first_ts_ns{};
-  uint64_t last_ts_ns{};
-  uint32_t thread{};
-  uint32_t op_id{};
-  uint32_t location_id{};
-  v1::CastPolicy policy{};
-  v1::DeviceType device_type{};
-  v1::ExecutionMode mode{};
-  v1::Phase phase{};
-  v1::DType output_dtype{};
-  v1::DType autocast_dtype{};
-  std::vector<v1::DeviceType> autocast_enabled{};
-  v1::ProbeReason probe_reason{};
-  uint64_t calls{};
-  uint64_t errors{};
-  uint64_t cpu_duration_ns{};
-  uint64_t iteration{};
-};
-
-struct NumericsSpec {
-  uint64_t seq{};
-  uint64_t first_ts_ns{};
-  uint64_t last_ts_ns{};
-  v1::NumericsSummary::Kind kind{};
-  uint32_t thread{};
-  uint32_t op_id{};
-  uint32_t arg_name_id{};
-  uint32_t location_id{};
-  uint32_t arg_index{};
-  v1::DeviceType device_type{};
-  v1::DType src_dtype{};
-  v1::DType dst_dtype{};
-  v1::ExecutionMode mode{};
-  v1::Phase phase{};
-  uint64_t iteration{};
-  uint64_t tensors{};
-  uint64_t values{};
-  uint64_t overflowed{};
-  uint64_t underflowed{};
-  uint64_t nonfinite{};
-  uint64_t nan{};
-  int32_t max_abs_log2{-32768};  // NUMERICS_NO_MAGNITUDE
-  uint64_t first_nonfinite_seq{};
-  double scale{};
-  bool found_inf{};
-};
-
-// Messages from specs.
-v1::AgentIdentity agent_identity(const AgentSpec& spec);
-v1::SourceLocation source_location(const LocationSpec& spec);
-v1::CastEvent cast_event(const CastSpec& spec);
-v1::OpEvent op_event(const OpSpec& spec);
-v1::KernelEvent kernel_event(const KernelSpec& spec);
-v1::CacheSample cache_sample(const CacheSampleSpec& spec);
-v1::CastCounts cast_counts(const CastCountsSpec& spec);
-v1::OpCounts op_counts(const OpCountsSpec& spec);
-v1::NumericsSummary numerics_summary(const NumericsSpec& spec);
+// Appends the event `Spec` describes to the batch and returns it.
+template <typename Spec>
+auto& add(v1::Batch& batch, const Spec& spec) {
+  auto built = to_message(spec);
+  using Message = decltype(built);
+  v1::Event& event = *batch.add_events();
+  auto& added =
+      static_cast<Message&>(*event.GetReflection()->MutableMessage(&event, &event_member(*Message::descriptor())));
+  added = std::move(built);
+  return added;
+}
 
 // A new batch of the current protocol with its head set.
-v1::Batch batch_head(const AgentSpec& agent, uint64_t sequence);
+v1::Batch batch_head(const v1::specs::AgentIdentity& agent, uint64_t sequence);
 
 // Interns `texts` with ids first_id, first_id + 1, ...; returns the next free id.
 uint32_t add_strings(v1::Batch& batch, uint32_t first_id, std::initializer_list<const char*> texts);
-void add_location(v1::Batch& batch, uint32_t id, const LocationSpec& spec);
-
-// Appends one event to the batch and returns it.
-v1::CastEvent& add_cast(v1::Batch& batch, const CastSpec& spec);
-v1::OpEvent& add_op(v1::Batch& batch, const OpSpec& spec);
-v1::KernelEvent& add_kernel(v1::Batch& batch, const KernelSpec& spec);
-v1::CacheSample& add_cache_sample(v1::Batch& batch, const CacheSampleSpec& spec);
-v1::CastCounts& add_cast_counts(v1::Batch& batch, const CastCountsSpec& spec);
-v1::OpCounts& add_op_counts(v1::Batch& batch, const OpCountsSpec& spec);
-v1::NumericsSummary& add_numerics(v1::Batch& batch, const NumericsSpec& spec);
+void add_location(v1::Batch& batch, uint32_t id, const v1::specs::SourceLocation& spec);
 
 // The collector tests' batch: `casts` cast events (seq from first_seq after
 // one op), one cache sample and the agent's stats, with two interned strings

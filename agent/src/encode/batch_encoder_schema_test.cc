@@ -295,32 +295,33 @@ AgentIdentity agent_identity() {
 // ---- What the agent should produce, written with libprotobuf's setters.
 
 v1::SourceLocation expected_location() {
-  return fixtures::source_location({.kind = v1::SourceLocation::KIND_TORCHSCRIPT, .file = "model.py", .line = 12,
-                                    .function = "Net.forward",
-                                    .stack = {"model.py:12 Net.forward", "train.py:3 <module>"},
-                                    .inside_disabled_autocast = true, .source_text = "h = torch.mm(a, b)",
-                                    .also_consumed_at = {"model.py:14", "model.py:15"}});
+  return fixtures::message<v1::specs::SourceLocation>({.kind = v1::SourceLocation::KIND_TORCHSCRIPT,
+                                                       .file = "model.py", .line = 12, .function = "Net.forward",
+                                                       .stack = {"model.py:12 Net.forward", "train.py:3 <module>"},
+                                                       .inside_disabled_autocast = true,
+                                                       .source_text = "h = torch.mm(a, b)",
+                                                       .also_consumed_at = {"model.py:14", "model.py:15"}});
 }
 
 // Events as a batch carries them: names and the location by id.
 v1::Event expected_op() {
   v1::Event event;
-  *event.mutable_op() = fixtures::op_event(
+  *event.mutable_op() = fixtures::message<v1::specs::OpEvent>(
       {.seq = 100, .ts_ns = 1001, .thread = 4, .policy = v1::CAST_POLICY_PROMOTE, .device_type = v1::DEVICE_TYPE_XPU,
        .input_dtypes = {v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT64, v1::DTYPE_INT8}, .output_dtype = v1::DTYPE_COMPLEX64,
        .cpu_duration_ns = 1500, .outcome = v1::OP_OUTCOME_ERROR, .autocast_dtype = v1::DTYPE_FLOAT16,
        .mode = v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING, .phase = v1::PHASE_FORWARD,
        .autocast_enabled = {v1::DEVICE_TYPE_CPU, v1::DEVICE_TYPE_MPS}, .autocast_nesting = 3, .op_id = 1,
        .location_id = kLocationId, .probe_reason = v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST,
-       .gemm = fixtures::GemmSpec{.compute = v1::GEMM_COMPUTE_32F_FAST_TF32, .a_type = v1::DTYPE_FLOAT32,
-                                  .b_type = v1::DTYPE_FLOAT32, .d_type = v1::DTYPE_BFLOAT16, .calls = 2,
-                                  .mixed = true}});
+       .gemm = v1::specs::GemmDescription{.compute = v1::GEMM_COMPUTE_32F_FAST_TF32, .a_type = v1::DTYPE_FLOAT32,
+                                          .b_type = v1::DTYPE_FLOAT32, .d_type = v1::DTYPE_BFLOAT16, .calls = 2,
+                                          .mixed = true}});
   return event;
 }
 
 v1::Event expected_cast() {
   v1::Event event;
-  *event.mutable_cast() = fixtures::cast_event(
+  *event.mutable_cast() = fixtures::message<v1::specs::CastEvent>(
       {.seq = 101, .ts_ns = 1002, .thread = 4, .arg_index = 1, .list_index = 2,
        .policy = v1::CAST_POLICY_FP32_SET_OPT_DTYPE, .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
        .outcome = v1::CAST_OUTCOME_DTYPE_ARG_SET, .shape = {2, 3, 5, 7, 11, 13}, .shape_truncated = true,
@@ -333,7 +334,7 @@ v1::Event expected_cast() {
 
 v1::Event expected_cache_sample() {
   v1::Event event;
-  *event.mutable_cache_sample() = fixtures::cache_sample(
+  *event.mutable_cache_sample() = fixtures::message<v1::specs::CacheSample>(
       {.seq = 102, .ts_ns = 1003, .trigger = v1::CacheSample::TRIGGER_INTERVAL, .iteration = 7, .live_casts = 8,
        .live_bytes = 9000, .orphaned_casts = 3, .orphaned_bytes = 3000, .cache_hits = 40, .released_casts = 12});
   return event;
@@ -341,16 +342,16 @@ v1::Event expected_cache_sample() {
 
 v1::Event expected_kernel() {
   v1::Event event;
-  *event.mutable_kernel() = fixtures::kernel_event(
-      {.seq = 103, .ts_ns = 1005, .duration_ns = 2000, .activity = v1::GPU_ACTIVITY_MEMCPY, .device = 1,
-       .stream = 7, .launched_by = v1::LAUNCHED_BY_CAST, .launch_seq = 101, .bytes = 4096, .correlation_id = 77});
+  *event.mutable_kernel() = fixtures::message<v1::specs::KernelEvent>(
+      {.seq = 103, .ts_ns = 1005, .duration_ns = 2000, .activity = v1::GPU_ACTIVITY_MEMCPY, .device = 1, .stream = 7,
+       .launched_by = v1::LAUNCHED_BY_CAST, .launch_seq = 101, .bytes = 4096, .correlation_id = 77});
   event.mutable_kernel()->set_name("memcpy DtoD");
   return event;
 }
 
 v1::Event expected_cast_counts() {
   v1::Event event;
-  *event.mutable_cast_counts() = fixtures::cast_counts(
+  *event.mutable_cast_counts() = fixtures::message<v1::specs::CastCounts>(
       {.seq = 104, .first_ts_ns = 1010, .last_ts_ns = 1020, .thread = 4, .op_id = 1, .arg_name_id = 2,
        .location_id = kLocationId, .arg_index = 1, .policy = v1::CAST_POLICY_FP32_SET_OPT_DTYPE,
        .device_type = v1::DEVICE_TYPE_CUDA, .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
@@ -362,7 +363,7 @@ v1::Event expected_cast_counts() {
 
 v1::Event expected_op_counts() {
   v1::Event event;
-  *event.mutable_op_counts() = fixtures::op_counts(
+  *event.mutable_op_counts() = fixtures::message<v1::specs::OpCounts>(
       {.seq = 105, .first_ts_ns = 1010, .last_ts_ns = 1020, .thread = 4, .op_id = 1, .location_id = kLocationId,
        .policy = v1::CAST_POLICY_PROMOTE, .device_type = v1::DEVICE_TYPE_XPU,
        .mode = v1::EXECUTION_MODE_SCRIPT_WHILE_TRACING, .phase = v1::PHASE_FORWARD,

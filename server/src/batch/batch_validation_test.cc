@@ -47,8 +47,9 @@ TEST(BatchValidation, RejectsSequenceZero) {
 // A kernel launched by the batch's first op (make_batch's seq 1), named by string 1.
 v1::Batch with_kernel(v1::LaunchedBy by, uint64_t launch_seq, uint32_t name_id = 1) {
   v1::Batch batch = make_batch("run", "agent", 1);
-  testing::add_kernel(batch, {.seq = 1000, .ts_ns = 5, .duration_ns = 2000, .activity = v1::GPU_ACTIVITY_KERNEL,
-                              .launched_by = by, .launch_seq = launch_seq, .name_id = name_id});
+  testing::add<v1::specs::KernelEvent>(batch, {.seq = 1000, .ts_ns = 5, .duration_ns = 2000,
+                                               .activity = v1::GPU_ACTIVITY_KERNEL, .launched_by = by,
+                                               .launch_seq = launch_seq, .name_id = name_id});
   return batch;
 }
 

@@ -21,11 +21,7 @@ namespace castscope::collector {
 namespace {
 
 using json = nlohmann::json;
-using testing::add_cast;
-using testing::add_cast_counts;
-using testing::add_kernel;
-using testing::add_op;
-using testing::add_op_counts;
+using testing::add;
 using testing::add_strings;
 using testing::make_batch;
 using testing::stored_run;
@@ -41,9 +37,9 @@ std::string store_run() {
   for (uint64_t sequence = 1; sequence <= 2; ++sequence) {
     v1::Batch& batch = batches.emplace_back(make_batch("run", "agent", sequence, sequence * 100));
     batch.mutable_agent()->set_castscope_version("9.8.7");
-    add_op(batch, {.seq = sequence * 100 + 50, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
-                   .output_dtype = v1::DTYPE_FLOAT16, .cpu_duration_ns = 1000, .outcome = v1::OP_OUTCOME_OK,
-                   .op_id = 1, .location_id = 1});
+    add<v1::specs::OpEvent>(batch, {.seq = sequence * 100 + 50, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                                    .output_dtype = v1::DTYPE_FLOAT16, .cpu_duration_ns = 1000,
+                                    .outcome = v1::OP_OUTCOME_OK, .op_id = 1, .location_id = 1});
   }
   return stored_run("report", batches);
 }
@@ -142,16 +138,17 @@ TEST(RunReport, UnknownRunIsNotFound) {
 // (seq 50), one by a cast that is not in the store (seq 99), one by nothing.
 TEST(RunReport, GpuTimeJoinsKernelsToTheirLaunchesAndCountsWhatItCannotJoin) {
   v1::Batch batch = make_batch("run", "agent", 1);
-  add_op(batch, {.seq = 50, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP, .outcome = v1::OP_OUTCOME_OK, .op_id = 1,
-                 .location_id = 1});
+  add<v1::specs::OpEvent>(batch, {.seq = 50, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                                  .outcome = v1::OP_OUTCOME_OK, .op_id = 1, .location_id = 1});
   struct Launch {
     uint64_t seq, launch_seq, ns;
     v1::LaunchedBy by;
   };
   for (const Launch& l : {Launch{60, 50, 7000, v1::LAUNCHED_BY_OP}, Launch{61, 99, 3000, v1::LAUNCHED_BY_CAST},
                           Launch{62, 0, 500, v1::LAUNCHED_BY_NONE}})
-    add_kernel(batch, {.seq = l.seq, .ts_ns = 1, .duration_ns = l.ns, .activity = v1::GPU_ACTIVITY_KERNEL,
-                       .launched_by = l.by, .launch_seq = l.launch_seq, .name_id = 1});
+    add<v1::specs::KernelEvent>(batch, {.seq = l.seq, .ts_ns = 1, .duration_ns = l.ns,
+                                        .activity = v1::GPU_ACTIVITY_KERNEL, .launched_by = l.by,
+                                        .launch_seq = l.launch_seq, .name_id = 1});
   const json report = stored_report("report-gpu", batch);
   const json& gpu = report["gpu"];
   EXPECT_EQ(gpu["compute_ns"], 7000);
@@ -193,11 +190,11 @@ TEST(RunReport, GemmPrecisionPerSiteExactAndFromKernelNamesWithTheTf32Findings) 
                       Op{51, kMm, v1::GEMM_COMPUTE_32F_FAST_TF32, v1::DTYPE_FLOAT32},
                       Op{52, kMm, v1::GEMM_COMPUTE_32F_FAST_TF32, v1::DTYPE_FLOAT32},
                       Op{53, kConv, v1::GEMM_COMPUTE_UNSPECIFIED, v1::DTYPE_UNSPECIFIED}}) {  // cuDNN: no description
-    std::optional<testing::GemmSpec> gemm;
+    std::optional<v1::specs::GemmDescription> gemm;
     if (o.compute != v1::GEMM_COMPUTE_UNSPECIFIED)
       gemm = {.compute = o.compute, .a_type = o.type, .b_type = o.type, .d_type = o.type, .calls = 1};
-    add_op(batch, {.seq = o.seq, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP, .outcome = v1::OP_OUTCOME_OK,
-                   .op_id = o.op_id, .location_id = 1, .gemm = gemm});
+    add<v1::specs::OpEvent>(batch, {.seq = o.seq, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                                    .outcome = v1::OP_OUTCOME_OK, .op_id = o.op_id, .location_id = 1, .gemm = gemm});
   }
   struct Launch {
     uint64_t seq, launch_seq, ns;
@@ -210,8 +207,8 @@ TEST(RunReport, GemmPrecisionPerSiteExactAndFromKernelNamesWithTheTf32Findings) 
                           Launch{64, 53, 100, kElementwise, v1::LAUNCHED_BY_OP}, Launch{65, 0, 2000, kFfma, v1::LAUNCHED_BY_NONE},
                           Launch{66, 0, 4000, kTf32Gemm, v1::LAUNCHED_BY_NONE},
                           Launch{67, 0, 900, kMemcpy, v1::LAUNCHED_BY_NONE, v1::GPU_ACTIVITY_MEMCPY}})
-    add_kernel(batch, {.seq = l.seq, .ts_ns = 1, .duration_ns = l.ns, .activity = l.activity, .launched_by = l.by,
-                       .launch_seq = l.launch_seq, .name_id = l.name});
+    add<v1::specs::KernelEvent>(batch, {.seq = l.seq, .ts_ns = 1, .duration_ns = l.ns, .activity = l.activity,
+                                        .launched_by = l.by, .launch_seq = l.launch_seq, .name_id = l.name});
   const json report = stored_report("report-gemm", batch);
   const json& gemm = report["gpu"]["gemm_precision"];
   // Busiest site first (aten::mm, 10 us of GEMM kernels), its exact row before the kernels' reading.
@@ -281,19 +278,22 @@ TEST(RunReport, CompileTimeDecisionsStayOutOfTotalsAndFindingsAndGraphRunsAreCou
                       Op{33, 11, 2, v1::EXECUTION_MODE_COMPILED, v1::PHASE_BACKWARD, true},  // backward() in the region
                       Op{40, 10, 1, v1::EXECUTION_MODE_COMPILED, v1::PHASE_FORWARD, true},
                       Op{43, 11, 2, v1::EXECUTION_MODE_COMPILED, v1::PHASE_BACKWARD, false}}) {
-    add_op(batch, {.seq = o.seq,
-                   .policy = o.mode == v1::EXECUTION_MODE_COMPILING ? v1::CAST_POLICY_LOWER_PRECISION_FP
-                                                                    : v1::CastPolicy{},
-                   .device_type = v1::DEVICE_TYPE_CUDA, .output_dtype = v1::DTYPE_FLOAT32,
-                   .outcome = v1::OP_OUTCOME_OK, .mode = o.mode, .phase = o.phase,
-                   .autocast_enabled = o.autocast ? std::vector{v1::DEVICE_TYPE_CUDA} : std::vector<v1::DeviceType>{},
-                   .op_id = o.op_id, .location_id = o.location_id});
+    add<v1::specs::OpEvent>(batch, {.seq = o.seq,
+                                    .policy = o.mode == v1::EXECUTION_MODE_COMPILING
+                                                  ? v1::CAST_POLICY_LOWER_PRECISION_FP
+                                                  : v1::CastPolicy{},
+                                    .device_type = v1::DEVICE_TYPE_CUDA, .output_dtype = v1::DTYPE_FLOAT32,
+                                    .outcome = v1::OP_OUTCOME_OK, .mode = o.mode, .phase = o.phase,
+                                    .autocast_enabled = o.autocast ? std::vector{v1::DEVICE_TYPE_CUDA}
+                                                                   : std::vector<v1::DeviceType>{},
+                                    .op_id = o.op_id, .location_id = o.location_id});
     if (o.phase == v1::PHASE_FORWARD && o.mode == v1::EXECUTION_MODE_COMPILED)  // the graph's weight cast
-      add_cast(batch, {.seq = o.seq + 1, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP, .src_dtype = v1::DTYPE_FLOAT32,
-                       .dst_dtype = v1::DTYPE_BFLOAT16, .outcome = v1::CAST_OUTCOME_CAST, .bytes = 4096,
-                       .device_type = v1::DEVICE_TYPE_CUDA, .op_seq = o.seq, .role = v1::ROLE_WEIGHT,
-                       .cache = v1::CACHE_OUTCOME_NOT_CACHEABLE, .mode = v1::EXECUTION_MODE_COMPILED,
-                       .phase = v1::PHASE_FORWARD, .op_id = 1, .arg_name_id = 2, .location_id = 1});
+      add<v1::specs::CastEvent>(batch, {.seq = o.seq + 1, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                                        .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
+                                        .outcome = v1::CAST_OUTCOME_CAST, .bytes = 4096,
+                                        .device_type = v1::DEVICE_TYPE_CUDA, .op_seq = o.seq, .role = v1::ROLE_WEIGHT,
+                                        .cache = v1::CACHE_OUTCOME_NOT_CACHEABLE, .mode = v1::EXECUTION_MODE_COMPILED,
+                                        .phase = v1::PHASE_FORWARD, .op_id = 1, .arg_name_id = 2, .location_id = 1});
   }
   const json report = stored_report("report-compile", batch);
   const json& totals = report["totals"];
@@ -336,11 +336,12 @@ v1::Batch aggregate_batch() {
     if (event.has_op()) {
       const v1::OpEvent& op = event.op();
       v1::OpCounts& counts =
-          add_op_counts(out, {.seq = op.seq(), .first_ts_ns = op.ts_ns(), .last_ts_ns = op.ts_ns(),
-                              .op_id = op.op_id(), .location_id = op.location_id(), .policy = op.policy(),
-                              .device_type = op.device_type(), .mode = op.mode(), .phase = op.phase(),
-                              .output_dtype = op.output_dtype(), .autocast_dtype = op.autocast_dtype(),
-                              .probe_reason = op.probe_reason(), .calls = 1, .cpu_duration_ns = op.cpu_duration_ns()});
+          add<v1::specs::OpCounts>(out, {.seq = op.seq(), .first_ts_ns = op.ts_ns(), .last_ts_ns = op.ts_ns(),
+                                         .op_id = op.op_id(), .location_id = op.location_id(), .policy = op.policy(),
+                                         .device_type = op.device_type(), .mode = op.mode(), .phase = op.phase(),
+                                         .output_dtype = op.output_dtype(), .autocast_dtype = op.autocast_dtype(),
+                                         .probe_reason = op.probe_reason(), .calls = 1,
+                                         .cpu_duration_ns = op.cpu_duration_ns()});
       *counts.mutable_autocast_enabled() = op.autocast_enabled();
     } else if (!event.has_cast()) {
       *out.add_events() = event;
@@ -348,14 +349,14 @@ v1::Batch aggregate_batch() {
   }
   for (const auto& [seq, location, count, round_trips] :
        {std::tuple<uint64_t, uint32_t, uint64_t, uint64_t>{2, 1, 2, 1}, {4, 0, 1, 0}}) {
-    add_cast_counts(out, {.seq = seq, .first_ts_ns = 1000, .last_ts_ns = 1002, .thread = 2, .op_id = 1,
-                          .arg_name_id = 2, .location_id = location, .arg_index = 1,
-                          .policy = v1::CAST_POLICY_LOWER_PRECISION_FP, .device_type = v1::DEVICE_TYPE_CUDA,
-                          .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_FLOAT16,
-                          .outcome = v1::CAST_OUTCOME_CAST, .role = v1::ROLE_WEIGHT,
-                          .cache = v1::CACHE_OUTCOME_STALE_HIT, .mode = v1::EXECUTION_MODE_EAGER,
-                          .phase = v1::PHASE_BACKWARD, .count = count, .bytes = count * 4096, .max_version_gap = 12,
-                          .round_trips = round_trips});
+    add<v1::specs::CastCounts>(out, {.seq = seq, .first_ts_ns = 1000, .last_ts_ns = 1002, .thread = 2, .op_id = 1,
+                                     .arg_name_id = 2, .location_id = location, .arg_index = 1,
+                                     .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                                     .device_type = v1::DEVICE_TYPE_CUDA, .src_dtype = v1::DTYPE_FLOAT32,
+                                     .dst_dtype = v1::DTYPE_FLOAT16, .outcome = v1::CAST_OUTCOME_CAST,
+                                     .role = v1::ROLE_WEIGHT, .cache = v1::CACHE_OUTCOME_STALE_HIT,
+                                     .mode = v1::EXECUTION_MODE_EAGER, .phase = v1::PHASE_BACKWARD, .count = count,
+                                     .bytes = count * 4096, .max_version_gap = 12, .round_trips = round_trips});
   }
   return out;
 }

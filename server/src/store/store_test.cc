@@ -574,9 +574,11 @@ v1::Batch casts_batch(uint64_t sequence, std::initializer_list<uint64_t> seqs) {
                                         sequence);
   testing::add_strings(batch, 1, {"aten::linear"});
   for (uint64_t seq : seqs)
-    testing::add_cast(batch, {.seq = seq, .ts_ns = 1000 + seq, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
-                              .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
-                              .outcome = v1::CAST_OUTCOME_CAST, .device_type = v1::DEVICE_TYPE_CPU, .op_id = 1});
+    testing::add<v1::specs::CastEvent>(batch, {.seq = seq, .ts_ns = 1000 + seq,
+                                               .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                                               .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
+                                               .outcome = v1::CAST_OUTCOME_CAST, .device_type = v1::DEVICE_TYPE_CPU,
+                                               .op_id = 1});
   return batch;
 }
 
@@ -648,15 +650,16 @@ TEST(SqliteStore, KernelTimeJoinsEachKernelToItsLaunchingCastOrOp) {
         {.run_id = "run", .agent_id = "a", .pid = 1234, .rank = -1, .hostname = "host"}, 1);
     testing::add_strings(batch, 1, {"aten::mm", "gemm_kernel", "memset"});
     testing::add_location(batch, 1, {.kind = v1::SourceLocation::KIND_PYTHON, .file = "/m.py", .line = 3});
-    testing::add_op(batch, {.seq = 5, .ts_ns = 10, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
-                            .device_type = v1::DEVICE_TYPE_CUDA, .op_id = 1, .location_id = 1});
-    testing::add_cast(batch, {.seq = 6, .ts_ns = 11, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
-                              .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
-                              .outcome = v1::CAST_OUTCOME_CAST, .device_type = v1::DEVICE_TYPE_CUDA, .op_id = 1,
-                              .location_id = 1});
+    testing::add<v1::specs::OpEvent>(batch, {.seq = 5, .ts_ns = 10, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                                             .device_type = v1::DEVICE_TYPE_CUDA, .op_id = 1, .location_id = 1});
+    testing::add<v1::specs::CastEvent>(batch, {.seq = 6, .ts_ns = 11, .policy = v1::CAST_POLICY_LOWER_PRECISION_FP,
+                                               .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
+                                               .outcome = v1::CAST_OUTCOME_CAST, .device_type = v1::DEVICE_TYPE_CUDA,
+                                               .op_id = 1, .location_id = 1});
     auto kernel = [&](uint64_t seq, uint64_t ns, v1::LaunchedBy by, uint64_t launch_seq, uint32_t name) {
-      testing::add_kernel(batch, {.seq = seq, .ts_ns = 20, .duration_ns = ns, .activity = v1::GPU_ACTIVITY_KERNEL,
-                                  .launched_by = by, .launch_seq = launch_seq, .name_id = name});
+      testing::add<v1::specs::KernelEvent>(batch, {.seq = seq, .ts_ns = 20, .duration_ns = ns,
+                                                   .activity = v1::GPU_ACTIVITY_KERNEL, .launched_by = by,
+                                                   .launch_seq = launch_seq, .name_id = name});
     };
     kernel(7, 100, v1::LAUNCHED_BY_OP, 5, 2);
     kernel(uint64_t{3} << 20, 200, v1::LAUNCHED_BY_OP, 5, 2);  // three chunks of ids later
