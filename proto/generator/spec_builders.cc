@@ -24,40 +24,22 @@ std::string pb_name(const Descriptor* d) {
   return "::" + cpp_namespace(d->file()->package()) + "::" + scoped_name(d, "_");
 }
 
+// The member's C++ type: a scalar as itself (by FieldDescriptor::CppType,
+// 1 to 9), a string as std::string, an enum as libprotobuf's, a message as
+// its spec; a repeated field as a std::vector of that, a singular message as
+// a std::optional.
 std::string member_type(const pb::FieldDescriptor* f) {
+  static const char* const kScalars[] = {"",       "int32_t", "int64_t", "uint32_t",   "uint64_t",
+                                         "double", "float",   "bool",    "/* enum */", "std::string"};
   std::string type;
-  switch (f->cpp_type()) {
-    case pb::FieldDescriptor::CPPTYPE_INT32:
-      type = "int32_t";
-      break;
-    case pb::FieldDescriptor::CPPTYPE_INT64:
-      type = "int64_t";
-      break;
-    case pb::FieldDescriptor::CPPTYPE_UINT32:
-      type = "uint32_t";
-      break;
-    case pb::FieldDescriptor::CPPTYPE_UINT64:
-      type = "uint64_t";
-      break;
-    case pb::FieldDescriptor::CPPTYPE_DOUBLE:
-      type = "double";
-      break;
-    case pb::FieldDescriptor::CPPTYPE_FLOAT:
-      type = "float";
-      break;
-    case pb::FieldDescriptor::CPPTYPE_BOOL:
-      type = "bool";
-      break;
-    case pb::FieldDescriptor::CPPTYPE_STRING:
-      type = "std::string";
-      break;
-    case pb::FieldDescriptor::CPPTYPE_ENUM:
-      type = pb_name(f->enum_type());
-      break;
-    case pb::FieldDescriptor::CPPTYPE_MESSAGE:
-      type = "::" + cpp_namespace(f->message_type()->file()->package()) +
-             "::specs::" + scoped_name(f->message_type(), "_");
-      return f->is_repeated() ? "std::vector<" + type + ">" : "std::optional<" + type + ">";
+  if (f->enum_type() != nullptr) {
+    type = pb_name(f->enum_type());
+  } else if (f->message_type() != nullptr) {
+    type = "::" + cpp_namespace(f->message_type()->file()->package()) + "::specs::" +
+           scoped_name(f->message_type(), "_");
+    return f->is_repeated() ? "std::vector<" + type + ">" : "std::optional<" + type + ">";
+  } else {
+    type = kScalars[f->cpp_type()];
   }
   return f->is_repeated() ? "std::vector<" + type + ">" : type;
 }

@@ -19,23 +19,6 @@ namespace pb = v1::wire;
 
 constexpr uint64_t kArgNameKey = uint64_t{1} << 63;
 
-void encode_identity(const AgentIdentity& id, wire::Writer& out) {
-  using F = pb::AgentIdentity;
-  out.bytes(F::kRunId, id.run_id);
-  out.bytes(F::kAgentId, id.agent_id);
-  out.u64(F::kPid, id.pid);
-  out.i64(F::kRank, id.rank);
-  out.i64(F::kLocalRank, id.local_rank);
-  out.i64(F::kWorldSize, id.world_size);
-  out.bytes(F::kHostname, id.hostname);
-  out.bytes(F::kTorchVersion, id.torch_version);
-  out.bytes(F::kCommand, id.command);
-  out.bytes(F::kPolicyHash, id.policy_hash);
-  for (const auto& file : id.policy_files) out.bytes(F::kPolicyFiles, file);
-  out.bytes(F::kCastscopeVersion, id.castscope_version);
-  out.boolean(F::kAggregate, id.aggregate);
-}
-
 // Writes a record's fields (record_fields.h) in the wire format: each field
 // by its number, packed as its .proto type says; names as ids into the
 // batch's tables.
@@ -61,9 +44,13 @@ class WireFields {
   }
   template <typename T>
   void repeated(WireField f, std::span<const T> values) {
-    packed_.clear();
-    for (const T& value : values) packed_.varint(static_cast<uint64_t>(value));
-    out_.packed(f, packed_.data());
+    if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+      for (const T& value : values) out_.bytes(f, value);  // strings are never packed
+    } else {
+      packed_.clear();
+      for (const T& value : values) packed_.varint(static_cast<uint64_t>(value));
+      out_.packed(f, packed_.data());
+    }
   }
   void lines(WireField f, std::string_view text) {
     for (size_t start = 0; start < text.size();) {
@@ -138,21 +125,11 @@ void BatchEncoder::add(const Record& record, const OpMeta& op, uint32_t location
 }
 
 void BatchEncoder::add_stats(const EventLogStats& stats, uint64_t ts_ns, const std::string& gpu_timing) {
-  using F = pb::AgentStats;
   scratch_.clear();
-  scratch_.u64(F::kSchemaVersion, kSchemaVersion);
-  scratch_.u64(F::kEventsRecorded, stats.recorded);
-  scratch_.u64(F::kEventsDropped, stats.dropped);
-  scratch_.u64(F::kInternalErrors, stats.internal_errors);
-  scratch_.u64(F::kPid, identity_.pid);
-  scratch_.bytes(F::kTorchVersion, identity_.torch_version);
-  scratch_.u64(F::kTsNs, ts_ns);
-  scratch_.i64(F::kRank, identity_.rank);
-  scratch_.i64(F::kLocalRank, identity_.local_rank);
-  scratch_.i64(F::kWorldSize, identity_.world_size);
-  scratch_.bytes(F::kGpuTiming, gpu_timing);
-  scratch_.u64(F::kGpuRecordsDropped, stats.gpu_records_dropped);
-  for (const std::string& error : stats.overlay_errors) scratch_.bytes(F::kOverlayErrors, error);
+  WireFields fields(scratch_, packed_);
+  record_fields::stats_fields({stats, ts_ns, gpu_timing, identity_.pid, identity_.torch_version, identity_.rank,
+                               identity_.local_rank, identity_.world_size},
+                              fields);
   append_event(pb::Event::kStats, scratch_);
   ++stats_events_;
 }
@@ -162,7 +139,8 @@ std::string BatchEncoder::finish(uint64_t sequence, uint64_t recorded_total, uin
   wire::Writer out;
   out.u64(F::kProtocolVersion, kProtocolVersion);
   wire::Writer identity;
-  encode_identity(identity_, identity);
+  WireFields fields(identity, packed_);
+  record_fields::identity_fields(identity_, fields);
   out.message(F::kAgent, identity.data());
   out.u64(F::kSequence, sequence);
   out.u64(F::kEventsDroppedTotal, dropped_total);

@@ -20,7 +20,6 @@
 namespace castscope {
 namespace {
 
-using ordered_json = nlohmann::ordered_json;
 namespace pb = v1::wire;
 
 // Enum value names as proto/castscope/v1/events.proto spells them, generated
@@ -40,9 +39,6 @@ std::string json_quoted(std::string_view text) {
   out += '"';
   return out;
 }
-
-// proto3 JSON writes 64-bit integers as strings.
-std::string u64(uint64_t value) { return std::to_string(value); }
 
 // Writes a record's fields (record_fields.h) as proto3 JSON with proto field
 // names into `out`: 64-bit integers quoted, enums by name, names and
@@ -148,21 +144,12 @@ std::string record_to_json(const Record& record, const OpMeta& op, const Locatio
 
 std::string stats_to_json(const EventLogStats& stats, const ProcessIdentity& identity, const std::string& torch_version,
                           uint64_t ts_ns, const std::string& gpu_timing) {
-  ordered_json body;
-  body["schema_version"] = std::string(pb::SchemaVersion_Name(kSchemaVersion));
-  body["events_recorded"] = u64(stats.recorded);
-  body["events_dropped"] = u64(stats.dropped);
-  body["internal_errors"] = u64(stats.internal_errors);
-  body["pid"] = identity.pid;
-  body["torch_version"] = torch_version;
-  body["ts_ns"] = u64(ts_ns);
-  body["rank"] = identity.rank;
-  body["local_rank"] = identity.local_rank;
-  body["world_size"] = identity.world_size;
-  if (!gpu_timing.empty()) body["gpu_timing"] = gpu_timing;
-  body["gpu_records_dropped"] = u64(stats.gpu_records_dropped);
-  if (!stats.overlay_errors.empty()) body["overlay_errors"] = stats.overlay_errors;
-  return ordered_json{{"stats", body}}.dump();
+  std::string line = "{\"stats\":{";
+  JsonFields fields(line);
+  record_fields::stats_fields({stats, ts_ns, gpu_timing, identity.pid, torch_version, identity.rank,
+                               identity.local_rank, identity.world_size},
+                              fields);
+  return line + "}}";
 }
 
 JsonlWriter::~JsonlWriter() { close(); }

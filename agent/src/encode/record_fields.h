@@ -7,7 +7,8 @@
 //
 // A visitor `v` takes:
 //   v.field(WireField, value)          an integer, bool, double, string or record enum
-//   v.repeated(WireField, std::span)   integers or record enums (packed on the wire)
+//   v.repeated(WireField, std::span)   integers or record enums (packed on the
+//                                      wire), or strings
 //   v.lines(WireField, text)           a repeated string, held newline-separated
 //   v.name(id field, text field, id, text)
 //                                      a name the wire interns into the batch's
@@ -18,9 +19,12 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
+#include "agent/src/encode/schema_versions.h"
 #include "agent/src/record/cast_record.h"
+#include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"
 #include "castscope/v1/events.wire.h"
 #include "castscope/v1/transport.wire.h"
@@ -303,6 +307,53 @@ void record_fields(const Record& r, const RecordNames& names, V& v) {
     case RecordKind::kNumerics:
       return numerics_fields(r, names, v);
   }
+}
+
+// castscope.v1.AgentStats: the event log's counts and who is recording.
+struct StatsValues {
+  const EventLogStats& stats;
+  uint64_t ts_ns;
+  std::string_view gpu_timing;
+  uint32_t pid;
+  std::string_view torch_version;
+  int32_t rank, local_rank, world_size;
+};
+
+template <typename V>
+void stats_fields(const StatsValues& s, V& v) {
+  using F = pb::AgentStats;
+  v.field(F::kSchemaVersion, static_cast<v1::enums::SchemaVersion>(kSchemaVersion));
+  v.field(F::kEventsRecorded, s.stats.recorded);
+  v.field(F::kEventsDropped, s.stats.dropped);
+  v.field(F::kInternalErrors, s.stats.internal_errors);
+  v.field(F::kPid, s.pid);
+  v.field(F::kTorchVersion, s.torch_version);
+  v.field(F::kTsNs, s.ts_ns);
+  v.field(F::kRank, s.rank);
+  v.field(F::kLocalRank, s.local_rank);
+  v.field(F::kWorldSize, s.world_size);
+  v.field(F::kGpuTiming, s.gpu_timing);
+  v.field(F::kGpuRecordsDropped, s.stats.gpu_records_dropped);
+  v.repeated(F::kOverlayErrors, std::span<const std::string>(s.stats.overlay_errors));
+}
+
+// castscope.v1.AgentIdentity, from batch_encoder.h's AgentIdentity.
+template <typename Identity, typename V>
+void identity_fields(const Identity& id, V& v) {
+  using F = pb::AgentIdentity;
+  v.field(F::kRunId, std::string_view(id.run_id));
+  v.field(F::kAgentId, std::string_view(id.agent_id));
+  v.field(F::kPid, id.pid);
+  v.field(F::kRank, id.rank);
+  v.field(F::kLocalRank, id.local_rank);
+  v.field(F::kWorldSize, id.world_size);
+  v.field(F::kHostname, std::string_view(id.hostname));
+  v.field(F::kTorchVersion, std::string_view(id.torch_version));
+  v.field(F::kCommand, std::string_view(id.command));
+  v.field(F::kPolicyHash, std::string_view(id.policy_hash));
+  v.repeated(F::kPolicyFiles, std::span<const std::string>(id.policy_files));
+  v.field(F::kCastscopeVersion, std::string_view(id.castscope_version));
+  v.field(F::kAggregate, id.aggregate);
 }
 
 // castscope.v1.SourceLocation; stack and also_consumed_at are held as lines.
