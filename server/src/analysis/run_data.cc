@@ -46,7 +46,7 @@ int64_t site_codes(int64_t codes) {
   const int64_t cache_and_after = ~((int64_t{1} << (kCastCache * kCodeBits)) - 1);
   const int64_t mode_bits = int64_t{kCodeLimit - 1} << (kCastMode * kCodeBits);
   const int64_t phase_bits = int64_t{kCodeLimit - 1} << (kCastPhase * kCodeBits);
-  const bool compiling = code_at(codes, kCastMode) == v1::EXECUTION_MODE_COMPILING;
+  const bool compiling = CastCodes{codes}.mode() == v1::EXECUTION_MODE_COMPILING;
   return codes & (~cache_and_after | mode_bits | (compiling ? phase_bits : 0));
 }
 
@@ -242,7 +242,7 @@ class Loader {
   Status read_casts(int64_t first, int64_t end) {
     return fold_rows<StoredCast, kCastRow>(first, end, [&](const StoredCast& cast) {
       const auto bytes = static_cast<uint64_t>(cast.bytes);
-      const bool round_trip = (code_at(cast.codes, kCastFlags) & kCastFlagRoundTrip) != 0;
+      const bool round_trip = CastCodes{cast.codes}.round_trip();
       return fold_cast({cast.location, cast.op, cast.arg_name, cast.codes, cast.id}, 1, bytes,
                        cast.source_version - cast.cached_version, round_trip ? 1 : 0, round_trip ? bytes : 0);
     });
@@ -276,19 +276,19 @@ class Loader {
       SiteRow& row = it->second;
       if (inserted) {
         if (Status s = site_ref(std::get<0>(key), std::get<1>(key), std::get<2>(key), row.site); !s.ok()) return s;
-        row.policy = static_cast<v1::CastPolicy>(code_at(codes, kCastPolicy));
-        row.src = static_cast<v1::DType>(code_at(codes, kCastSrcDtype));
-        row.dst = static_cast<v1::DType>(code_at(codes, kCastDstDtype));
-        row.outcome = static_cast<v1::CastOutcome>(code_at(codes, kCastOutcome));
-        row.device = static_cast<v1::DeviceType>(code_at(codes, kCastDeviceType));
-        row.role = static_cast<v1::Role>(code_at(codes, kCastRole));
-        row.mode = static_cast<v1::ExecutionMode>(code_at(codes, kCastMode));
+        row.policy = CastCodes{codes}.policy();
+        row.src = CastCodes{codes}.src_dtype();
+        row.dst = CastCodes{codes}.dst_dtype();
+        row.outcome = CastCodes{codes}.outcome();
+        row.device = CastCodes{codes}.device_type();
+        row.role = CastCodes{codes}.role();
+        row.mode = CastCodes{codes}.mode();
         row.first_seq = seq_of_row(cast.row_id);
       }
       row.count += count;
       note_rank(row);
       if (row.outcome == v1::CAST_OUTCOME_CAST) row.bytes += bytes;
-      const int cache = code_at(codes, kCastCache);
+      const v1::CacheOutcome cache = CastCodes{codes}.cache();
       if (row.outcome == v1::CAST_OUTCOME_CAST &&
           (cache == v1::CACHE_OUTCOME_HIT || cache == v1::CACHE_OUTCOME_STALE_HIT))
         row.served_bytes += bytes;
@@ -301,7 +301,7 @@ class Loader {
           break;
         default: break;
       }
-      if (code_at(codes, kCastPhase) == v1::PHASE_BACKWARD) row.backward += count;
+      if (CastCodes{codes}.phase() == v1::PHASE_BACKWARD) row.backward += count;
       row.round_trips += round_trips;
       row.round_trip_bytes += round_trip_bytes;
     }
@@ -310,7 +310,7 @@ class Loader {
 
   Status read_ops(int64_t first, int64_t end) {
     return fold_rows<StoredOp, kOpRow>(first, end, [&](const StoredOp& op) {
-      const bool failed = code_at(op.codes, kOpOutcome) == v1::OP_OUTCOME_ERROR;
+      const bool failed = OpCodes{op.codes}.outcome() == v1::OP_OUTCOME_ERROR;
       return fold_op({op.codes, op.op, op.location, op.id, op.autocast_enabled, op.input_dtypes, op.gemm}, 1,
                      failed ? 1 : 0, static_cast<uint64_t>(op.cpu_duration_ns));
     });
@@ -333,7 +333,7 @@ class Loader {
   Status fold_op(const OpKey& o, uint64_t calls, uint64_t errors, uint64_t cpu_ns) {
     const int64_t codes = o.codes;
     const int64_t op = o.op, location = o.location;
-    const auto policy = static_cast<v1::CastPolicy>(code_at(codes, kOpPolicy));
+    const auto policy = OpCodes{codes}.policy();
     if (const int64_t gemm = o.gemm; gemm != 0) {
       // Probe ops too: an out= matmul under autocast ran its own GEMMs.
       auto [g, first] = gemm_exact_.try_emplace(std::make_tuple(location, op, gemm_kind(gemm)));
@@ -349,21 +349,21 @@ class Loader {
       row.matmuls += static_cast<uint64_t>(gemm_field(gemm, 4));
       row.mixed += gemm_field(gemm, 5) != 0 ? 1 : 0;
     }
-    const int reason = code_at(codes, kOpProbeReason);
-    const int mode = code_at(codes, kOpMode);
-    const int device = code_at(codes, kOpDeviceType);
+    const v1::ProbeReason reason = OpCodes{codes}.probe_reason();
+    const int mode = OpCodes{codes}.mode();
+    const int device = OpCodes{codes}.device_type();
     const bool autocast = autocast_on(o.autocast_enabled, device);
     if (mode == v1::EXECUTION_MODE_COMPILED) {
       // A run of a compiled graph: not an autocast op. Run in backward with
       // autocast on, it is what backward-under-autocast looks for.
       out_.compiled_graph_runs += calls;
-      if (code_at(codes, kOpPhase) == v1::PHASE_BACKWARD && autocast)
+      if (OpCodes{codes}.phase() == v1::PHASE_BACKWARD && autocast)
         if (Status s = add_backward(location, op, o.row_id, calls); !s.ok()) return s;
       return Status();
     }
-    if (location != 0 && code_at(codes, kOpPhase) != v1::PHASE_BACKWARD &&
+    if (location != 0 && OpCodes{codes}.phase() != v1::PHASE_BACKWARD &&
         (reason == v1::PROBE_REASON_DTYPES || (reason == v1::PROBE_REASON_UNSPECIFIED && policy != v1::CAST_POLICY_UNSPECIFIED))) {
-      const int autocast_dtype = code_at(codes, kOpAutocastDtype);
+      const int autocast_dtype = OpCodes{codes}.autocast_dtype();
       auto [d, first] = site_dtypes_.try_emplace(std::make_tuple(location, op, mode, autocast, autocast_dtype));
       SiteDtypeRow& row = d->second;
       if (first) {
@@ -375,7 +375,7 @@ class Loader {
       }
       row.probe_only &= reason == v1::PROBE_REASON_DTYPES;
       note_rank(row);
-      row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutputDtype)));
+      row.output_dtypes.insert(OpCodes{codes}.output_dtype());
     }
     if (reason == v1::PROBE_REASON_DTYPES) return Status();  // the probe's, not an autocast op
     // Compile-time records (FakeTensor arguments) feed no run-time table.
@@ -386,7 +386,7 @@ class Loader {
       if (first) {
         if (Status s = site_ref(location, op, 0, row.site); !s.ok()) return s;
         row.reason = static_cast<v1::ProbeReason>(reason);
-        row.device = static_cast<v1::DeviceType>(code_at(codes, kOpDeviceType));
+        row.device = OpCodes{codes}.device_type();
         row.first_seq = seq_of_row(o.row_id);
       }
       row.calls += calls;
@@ -394,10 +394,10 @@ class Loader {
       v1::OpEvent unpacked;
       unpack_input_dtypes(o.input_dtypes, unpacked);  // 0 from counters: they keep no input dtypes
       for (int dtype : unpacked.input_dtypes()) row.input_dtypes.insert(static_cast<v1::DType>(dtype));
-      row.output_dtypes.insert(static_cast<v1::DType>(code_at(codes, kOpOutputDtype)));
+      row.output_dtypes.insert(OpCodes{codes}.output_dtype());
       return Status();  // not an autocast op: kept out of the per-op table
     }
-    if (policy == v1::CAST_POLICY_UNSPECIFIED && code_at(codes, kOpMode) == v1::EXECUTION_MODE_TRACE_RECORDING &&
+    if (policy == v1::CAST_POLICY_UNSPECIFIED && OpCodes{codes}.mode() == v1::EXECUTION_MODE_TRACE_RECORDING &&
         o.autocast_enabled == 0) {
       // Not an autocast op: the trace observer saw it run with autocast off.
       SiteRef site;
@@ -414,8 +414,8 @@ class Loader {
     row.calls += calls;
     row.errors += errors;
     row.cpu_time_ns += cpu_ns;
-    row.output_dtypes[static_cast<v1::DType>(code_at(codes, kOpOutputDtype))] += calls;
-    if (code_at(codes, kOpPhase) == v1::PHASE_BACKWARD)
+    row.output_dtypes[OpCodes{codes}.output_dtype()] += calls;
+    if (OpCodes{codes}.phase() == v1::PHASE_BACKWARD)
       if (Status s = add_backward(location, op, o.row_id, calls); !s.ok()) return s;
     return Status();
   }

@@ -137,7 +137,7 @@ Status RunEventReader::collect_launched(uint64_t seq, v1::LaunchedBy by) {
   auto& c = cursors_->launches;
   while (c.has_row && static_cast<uint64_t>(c.row.launch_seq) <= seq) {
     const bool mine = static_cast<uint64_t>(c.row.launch_seq) == seq;
-    if (mine && code_at(c.row.codes, kKernelLaunchedBy) == by && launched_.size() < kMaxLaunchedKernels)
+    if (mine && KernelCodes{c.row.codes}.launched_by() == by && launched_.size() < kMaxLaunchedKernels)
       launched_.push_back(c.row.seq());
     if (Status s = c.advance(db_); !s.ok()) return s;
   }
@@ -255,8 +255,8 @@ bool RunEventReader::fill_kernel(Status& error) {
   e.seq = r.seq();
   e.ts_ns = static_cast<uint64_t>(r.ts_ns);
   e.duration_ns = static_cast<uint64_t>(r.duration_ns);
-  e.activity = static_cast<v1::GpuActivity>(code_at(r.codes, kKernelActivity));
-  e.launched_by = static_cast<v1::LaunchedBy>(code_at(r.codes, kKernelLaunchedBy));
+  e.activity = KernelCodes{r.codes}.activity();
+  e.launched_by = KernelCodes{r.codes}.launched_by();
   e.gpu_device = static_cast<uint32_t>(r.device);
   e.stream = static_cast<uint32_t>(r.stream);
   e.launch_seq = static_cast<uint64_t>(r.launch_seq);

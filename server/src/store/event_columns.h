@@ -96,21 +96,6 @@ inline int64_t pack_cast_codes(const castscope::v1::CastEvent& c) {
                                                                            (c.round_trip() ? kCastFlagRoundTrip : 0)));
 }
 
-inline void unpack_cast_codes(int64_t packed, castscope::v1::CastEvent& c) {
-  namespace v1 = castscope::v1;
-  c.set_policy(static_cast<v1::CastPolicy>(code_at(packed, kCastPolicy)));
-  c.set_src_dtype(static_cast<v1::DType>(code_at(packed, kCastSrcDtype)));
-  c.set_dst_dtype(static_cast<v1::DType>(code_at(packed, kCastDstDtype)));
-  c.set_outcome(static_cast<v1::CastOutcome>(code_at(packed, kCastOutcome)));
-  c.set_device_type(static_cast<v1::DeviceType>(code_at(packed, kCastDeviceType)));
-  c.set_role(static_cast<v1::Role>(code_at(packed, kCastRole)));
-  c.set_cache(static_cast<v1::CacheOutcome>(code_at(packed, kCastCache)));
-  c.set_mode(static_cast<v1::ExecutionMode>(code_at(packed, kCastMode)));
-  c.set_phase(static_cast<v1::Phase>(code_at(packed, kCastPhase)));
-  c.set_shape_truncated((code_at(packed, kCastFlags) & kCastFlagShapeTruncated) != 0);
-  c.set_round_trip((code_at(packed, kCastFlags) & kCastFlagRoundTrip) != 0);
-}
-
 // ops.codes (and op_counts.codes, outcome OK: errors are counted apart).
 enum OpCode : int {
   kOpPolicy = 0, kOpDeviceType, kOpOutputDtype, kOpOutcome, kOpAutocastDtype, kOpMode, kOpPhase, kOpProbeReason
@@ -131,18 +116,6 @@ int64_t pack_op_key(const OpOrCounts& o, int outcome) {
 }
 
 inline int64_t pack_op_codes(const castscope::v1::OpEvent& o) { return pack_op_key(o, o.outcome()); }
-
-inline void unpack_op_codes(int64_t packed, castscope::v1::OpEvent& o) {
-  namespace v1 = castscope::v1;
-  o.set_policy(static_cast<v1::CastPolicy>(code_at(packed, kOpPolicy)));
-  o.set_device_type(static_cast<v1::DeviceType>(code_at(packed, kOpDeviceType)));
-  o.set_output_dtype(static_cast<v1::DType>(code_at(packed, kOpOutputDtype)));
-  o.set_outcome(static_cast<v1::OpOutcome>(code_at(packed, kOpOutcome)));
-  o.set_autocast_dtype(static_cast<v1::DType>(code_at(packed, kOpAutocastDtype)));
-  o.set_mode(static_cast<v1::ExecutionMode>(code_at(packed, kOpMode)));
-  o.set_phase(static_cast<v1::Phase>(code_at(packed, kOpPhase)));
-  o.set_probe_reason(static_cast<v1::ProbeReason>(code_at(packed, kOpProbeReason)));
-}
 
 // cast_counts.codes and op_counts.codes: a counter's key packed as casts.codes
 // and ops.codes, so readers fold them with the same code (no flags; ops'
@@ -229,9 +202,72 @@ inline int64_t pack_kernel_codes(const castscope::v1::KernelEvent& k) {
   return static_cast<int64_t>(pack_code(kKernelActivity, k.activity()) | pack_code(kKernelLaunchedBy, k.launched_by()));
 }
 
+// Typed reads of the packed codes columns, so that readers name fields
+// instead of indices and casts: CastCodes{row.codes}.src_dtype().
+struct CastCodes {  // casts.codes, cast_counts.codes (no flags)
+  int64_t packed = 0;
+  v1::CastPolicy policy() const { return static_cast<v1::CastPolicy>(code_at(packed, kCastPolicy)); }
+  v1::DType src_dtype() const { return static_cast<v1::DType>(code_at(packed, kCastSrcDtype)); }
+  v1::DType dst_dtype() const { return static_cast<v1::DType>(code_at(packed, kCastDstDtype)); }
+  v1::CastOutcome outcome() const { return static_cast<v1::CastOutcome>(code_at(packed, kCastOutcome)); }
+  v1::DeviceType device_type() const { return static_cast<v1::DeviceType>(code_at(packed, kCastDeviceType)); }
+  v1::Role role() const { return static_cast<v1::Role>(code_at(packed, kCastRole)); }
+  v1::CacheOutcome cache() const { return static_cast<v1::CacheOutcome>(code_at(packed, kCastCache)); }
+  v1::ExecutionMode mode() const { return static_cast<v1::ExecutionMode>(code_at(packed, kCastMode)); }
+  v1::Phase phase() const { return static_cast<v1::Phase>(code_at(packed, kCastPhase)); }
+  bool shape_truncated() const { return (code_at(packed, kCastFlags) & kCastFlagShapeTruncated) != 0; }
+  bool round_trip() const { return (code_at(packed, kCastFlags) & kCastFlagRoundTrip) != 0; }
+};
+
+struct OpCodes {  // ops.codes, op_counts.codes (outcome OK)
+  int64_t packed = 0;
+  v1::CastPolicy policy() const { return static_cast<v1::CastPolicy>(code_at(packed, kOpPolicy)); }
+  v1::DeviceType device_type() const { return static_cast<v1::DeviceType>(code_at(packed, kOpDeviceType)); }
+  v1::DType output_dtype() const { return static_cast<v1::DType>(code_at(packed, kOpOutputDtype)); }
+  v1::OpOutcome outcome() const { return static_cast<v1::OpOutcome>(code_at(packed, kOpOutcome)); }
+  v1::DType autocast_dtype() const { return static_cast<v1::DType>(code_at(packed, kOpAutocastDtype)); }
+  v1::ExecutionMode mode() const { return static_cast<v1::ExecutionMode>(code_at(packed, kOpMode)); }
+  v1::Phase phase() const { return static_cast<v1::Phase>(code_at(packed, kOpPhase)); }
+  v1::ProbeReason probe_reason() const { return static_cast<v1::ProbeReason>(code_at(packed, kOpProbeReason)); }
+};
+
+struct KernelCodes {  // kernels.codes
+  int64_t packed = 0;
+  v1::GpuActivity activity() const { return static_cast<v1::GpuActivity>(code_at(packed, kKernelActivity)); }
+  v1::LaunchedBy launched_by() const { return static_cast<v1::LaunchedBy>(code_at(packed, kKernelLaunchedBy)); }
+};
+
+inline void unpack_cast_codes(int64_t packed, castscope::v1::CastEvent& c) {
+  const CastCodes codes{packed};
+  c.set_policy(codes.policy());
+  c.set_src_dtype(codes.src_dtype());
+  c.set_dst_dtype(codes.dst_dtype());
+  c.set_outcome(codes.outcome());
+  c.set_device_type(codes.device_type());
+  c.set_role(codes.role());
+  c.set_cache(codes.cache());
+  c.set_mode(codes.mode());
+  c.set_phase(codes.phase());
+  c.set_shape_truncated(codes.shape_truncated());
+  c.set_round_trip(codes.round_trip());
+}
+
+inline void unpack_op_codes(int64_t packed, castscope::v1::OpEvent& o) {
+  const OpCodes codes{packed};
+  o.set_policy(codes.policy());
+  o.set_device_type(codes.device_type());
+  o.set_output_dtype(codes.output_dtype());
+  o.set_outcome(codes.outcome());
+  o.set_autocast_dtype(codes.autocast_dtype());
+  o.set_mode(codes.mode());
+  o.set_phase(codes.phase());
+  o.set_probe_reason(codes.probe_reason());
+}
+
 inline void unpack_kernel_codes(int64_t packed, castscope::v1::KernelEvent& k) {
-  k.set_activity(static_cast<castscope::v1::GpuActivity>(code_at(packed, kKernelActivity)));
-  k.set_launched_by(static_cast<castscope::v1::LaunchedBy>(code_at(packed, kKernelLaunchedBy)));
+  const KernelCodes codes{packed};
+  k.set_activity(codes.activity());
+  k.set_launched_by(codes.launched_by());
 }
 
 // The packed columns of each table, for the views (store_schema.cc).

@@ -60,7 +60,7 @@ Status join_chunk(sqlite3* db, int64_t first, int64_t end, v1::LaunchedBy by, st
                   Visit&& visit) {
   auto add = [&](const StoredKernel& k) {
     const int64_t launcher = event_row_id(agent_of_row(k.id), static_cast<uint64_t>(k.launch_seq));
-    launches.push_back({launcher, k.name, code_at(k.codes, kKernelActivity), static_cast<uint64_t>(k.duration_ns)});
+    launches.push_back({launcher, k.name, KernelCodes{k.codes}.activity(), static_cast<uint64_t>(k.duration_ns)});
   };
   if (Status s = each_kernel(db, first, end, by, add); !s.ok() || launches.empty()) return s;
   std::sort(launches.begin(), launches.end(), [](const Launch& a, const Launch& b) { return a.launcher < b.launcher; });
@@ -150,7 +150,7 @@ Status kernel_time_by_launcher(sqlite3* db, int64_t first, int64_t end, v1::Laun
 Status unlaunched_kernel_time_by_name(sqlite3* db, int64_t first, int64_t end, std::vector<LaunchedKernelTime>& out) {
   std::map<int64_t, LaunchedKernelTime> by_name;
   Status s = each_kernel(db, first, end, v1::LAUNCHED_BY_NONE, [&](const StoredKernel& k) {
-    if (code_at(k.codes, kKernelActivity) != v1::GPU_ACTIVITY_KERNEL) return;
+    if (KernelCodes{k.codes}.activity() != v1::GPU_ACTIVITY_KERNEL) return;
     LaunchedKernelTime& time = by_name[k.name];
     time = {0, 0, k.name, v1::GPU_ACTIVITY_KERNEL, time.ns + static_cast<uint64_t>(k.duration_ns), time.kernels + 1};
   });
