@@ -20,7 +20,7 @@
 //     a value the schema does not define;
 //   - per message with singular enum fields, `for_each_enum_field(message,
 //     visit)`: visit(field name, value) for each, in .proto order (batch
-//     validation bounds every one of them);
+//     validation bounds the event kinds' fields with it);
 //   - namespace `<file>_proto` with `enum_value_name(enum full name, value)`
 //     giving the short name, for tests.
 //

@@ -49,9 +49,9 @@ void emit_enum(const pb::EnumDescriptor* e, const std::string& member, Out& out)
   out.close("}");
 }
 
-// The field's WireField::Type (proto/wire_field.h): fixed-width and unsigned
-// 32-bit integers are rare in castscope's schema and refused, so the encoders
-// need no case for them.
+// The field's WireField::Type (proto/wire_field.h); empty for the types
+// castscope's schema does not use (fixed and sfixed integers, sint64, float,
+// groups), which Generate refuses, so the encoders need no case for them.
 std::string wire_field_type(const pb::FieldDescriptor* f) {
   switch (f->type()) {
     case pb::FieldDescriptor::TYPE_UINT64: return "kUint64";

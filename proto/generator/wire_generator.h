@@ -8,8 +8,9 @@
 //
 // For `castscope/v1/events.proto` (package castscope.v1) it writes
 // `castscope/v1/events.wire.h`, namespace castscope::v1::wire:
-//   - per message, a struct of `static constexpr uint32_t k<Field>` field
-//     numbers, with nested messages and enums as nested structs and enums;
+//   - per message, a struct of `static constexpr WireField k<Field>`: number,
+//     name and type of each field (proto/wire_field.h; it converts to the
+//     number), with nested messages and enums as nested structs and enums;
 //   - per enum, an unscoped `enum <Name> : int32_t` with the proto's value
 //     names, `<Name>_MIN` / `<Name>_MAX`, and `constexpr std::string_view
 //     <Name>_Name(value)` giving the proto spelling (empty when undefined),

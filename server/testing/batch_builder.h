@@ -6,7 +6,7 @@
 // only what a test cares about, and to_message(spec) builds the message with
 // the generated setters:
 //
-//   add<v1::specs::CastEvent>(batch, {.seq = 2, .op_id = 1, .src_dtype = v1::DTYPE_FLOAT32});
+//   add<v1::specs::CastEvent>(batch, {.seq = 2, .src_dtype = v1::DTYPE_FLOAT32, .op_id = 1});
 //
 // A field added to the .proto is in its spec at once.
 #pragma once
@@ -35,14 +35,15 @@ auto message(const Spec& spec) {
   return to_message(spec);
 }
 
-// Appends the event `Spec` describes to the batch and returns it.
+// Appends the event `Spec` describes to the batch and returns it (a spec of a
+// message no Event field holds aborts with its name).
 template <typename Spec>
 auto& add(v1::Batch& batch, const Spec& spec) {
   auto built = to_message(spec);
   using Message = decltype(built);
+  static const google::protobuf::FieldDescriptor& member = event_member(*Message::descriptor());
   v1::Event& event = *batch.add_events();
-  auto& added =
-      static_cast<Message&>(*event.GetReflection()->MutableMessage(&event, &event_member(*Message::descriptor())));
+  auto& added = static_cast<Message&>(*event.GetReflection()->MutableMessage(&event, &member));
   added = std::move(built);
   return added;
 }

@@ -13,14 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/src/encode/record_fields.h"
-#include "agent/src/encode/schema_versions.h"
 #include "agent/src/policy/policy.h"
 #include "castscope/v1/events.wire.h"
 
 namespace castscope {
 namespace {
 
-namespace pb = v1::wire;
 
 // Enum value names as proto/castscope/v1/events.proto spells them, generated
 // with the record enums. A value the schema does not define

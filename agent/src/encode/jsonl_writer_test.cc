@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include <google/protobuf/util/json_util.h>
@@ -78,6 +80,37 @@ TEST(JsonlWriter, LinesParseAsProtoEvents) {
   EXPECT_EQ(event.cache_sample().live_casts(), 3u);
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[3], &event).ok());
   EXPECT_EQ(event.stats().world_size(), 2);
+}
+
+// proto3 JSON as the field's declared type says: 64-bit integers quoted,
+// 32-bit ones bare, fields at their default value present, and a double that
+// JSON cannot spell as a number written as protobuf's JSON mapping does.
+TEST(JsonlWriter, SpellsEachFieldAsItsProtoTypeSays) {
+  Record update{};
+  update.seq = 5;
+  update.thread = 3;
+  update.kind = RecordKind::kNumerics;
+  update.numerics.kind = NumericsKind::kScalerUpdate;
+  update.numerics.max_abs_log2 = kNoMagnitude;
+  update.numerics.found_inf = true;
+  const auto line_with_scale = [&](double scale) {
+    update.numerics.scale = scale;
+    return record_to_json(update, OpMeta{}, Location{});
+  };
+  const std::string line = line_with_scale(std::numeric_limits<double>::infinity());
+  EXPECT_NE(line.find("\"seq\":\"5\""), std::string::npos) << line;             // uint64
+  EXPECT_NE(line.find("\"thread\":3,"), std::string::npos) << line;              // uint32
+  EXPECT_NE(line.find("\"max_abs_log2\":-32768,"), std::string::npos) << line;   // sint32
+  EXPECT_NE(line.find("\"overflowed\":\"0\""), std::string::npos) << line;       // default, present
+  EXPECT_NE(line.find("\"scale\":\"Infinity\""), std::string::npos) << line;
+  EXPECT_NE(line_with_scale(-std::numeric_limits<double>::infinity()).find("\"scale\":\"-Infinity\""),
+            std::string::npos);
+  EXPECT_NE(line_with_scale(std::nan("")).find("\"scale\":\"NaN\""), std::string::npos);
+  EXPECT_NE(line_with_scale(0.5).find("\"scale\":0.5,"), std::string::npos);
+  castscope::v1::Event event;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(line, &event).ok()) << line;
+  EXPECT_TRUE(std::isinf(event.numerics().scale()));
+  EXPECT_TRUE(event.numerics().found_inf());
 }
 
 // Events name the user's files, lines and shapes: the dump is 0600.

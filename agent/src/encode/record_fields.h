@@ -3,7 +3,7 @@
 // the wire format (each field's number and type), the JSON-lines writer
 // proto3 JSON (its name and type), both from the generated wire header. A
 // field added to events.proto and to the record is written by both from one
-// line here (docs/events.md, "Adding a field").
+// line here (docs/events.md, "One map from a record to its message").
 //
 // A visitor `v` takes:
 //   v.field(WireField, value)          an integer, bool, double, string or record enum

@@ -247,6 +247,7 @@ Status check_numerics(const v1::NumericsSummary& n, int index, const LocalIdInde
 
 Status check_cache_sample(const v1::CacheSample& sample, int index) {
   if (Status s = check_seq(sample.seq(), index, "cache_sample"); !s.ok()) return s;
+  if (Status s = check_codes(sample, index, "cache_sample", sample.seq()); !s.ok()) return s;
   if (sample.live_bytes() >= kMaxBytes)
     return Status::invalid_argument(event_name(index, "cache_sample", sample.seq()) + ": live_bytes " +
                                     std::to_string(sample.live_bytes()) + " out of range (live_bytes < 2^56)");
