@@ -53,12 +53,7 @@ class WireFields {
     }
   }
   void lines(WireField f, std::string_view text) {
-    for (size_t start = 0; start < text.size();) {
-      size_t end = text.find('\n', start);
-      if (end == std::string_view::npos) end = text.size();
-      out_.bytes(f, text.substr(start, end - start));
-      start = end + 1;
-    }
+    record_fields::for_each_line(text, [&](std::string_view line) { out_.bytes(f, line); });
   }
   void name(WireField id_field, WireField, uint32_t id, std::string_view) { out_.u64(id_field, id); }
   void location(WireField id_field, WireField, uint32_t id, const Location&) { out_.u64(id_field, id); }
@@ -114,9 +109,8 @@ void BatchEncoder::add(const Record& record, const OpMeta& op, uint32_t location
     define_location(location_id, location);
     names.location_id = location_id;
   }
-  if (parts.arg_name && parts.arg_index < op.arg_names.size() && !op.arg_names[parts.arg_index].empty())
-    names.arg_name_id =
-        intern_string(kArgNameKey | (uint64_t{record.op_id} << 16) | parts.arg_index, op.arg_names[parts.arg_index]);
+  if (const std::string& arg_name = record_fields::arg_name_of(parts, op); !arg_name.empty())
+    names.arg_name_id = intern_string(kArgNameKey | (uint64_t{record.op_id} << 16) | parts.arg_index, arg_name);
   names.location = &location;
   scratch_.clear();
   WireFields fields(scratch_, packed_);

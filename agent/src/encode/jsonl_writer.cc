@@ -65,13 +65,12 @@ class JsonFields {
   void lines(WireField f, std::string_view text) {
     key(f);
     out_ += '[';
-    for (size_t start = 0; start < text.size();) {
-      size_t end = text.find('\n', start);
-      if (end == std::string_view::npos) end = text.size();
-      if (start > 0) out_ += ',';
-      out_ += nlohmann::json(std::string(text.substr(start, end - start))).dump();
-      start = end + 1;
-    }
+    bool first = true;
+    record_fields::for_each_line(text, [&](std::string_view line) {
+      if (!first) out_ += ',';
+      first = false;
+      out_ += nlohmann::json(std::string(line)).dump();
+    });
     out_ += ']';
   }
   void name(WireField, WireField text_field, uint32_t, std::string_view text) { field(text_field, text); }
@@ -123,11 +122,8 @@ class JsonFields {
 
 std::string record_to_json(const Record& record, const OpMeta& op, const Location& location) {
   const record_fields::NamedParts parts = record_fields::names_of(record);
-  static const std::string kNone;
-  const std::string& arg_name =
-      parts.arg_name && parts.arg_index < op.arg_names.size() ? op.arg_names[parts.arg_index] : kNone;
   const record_fields::RecordNames names{.op = parts.op ? std::string_view(op.name) : std::string_view(),
-                                         .arg_name = arg_name,
+                                         .arg_name = record_fields::arg_name_of(parts, op),
                                          .location = &location};
   std::string line;
   line.reserve(384);

@@ -24,7 +24,7 @@
 
 #include "agent/src/encode/schema_versions.h"
 #include "agent/src/record/cast_record.h"
-#include "agent/src/record/event_log.h"
+#include "agent/src/record/event_log.h"  // EventLogStats, OpMeta
 #include "agent/src/record/location_table.h"
 #include "castscope/v1/events.wire.h"
 #include "castscope/v1/transport.wire.h"
@@ -71,6 +71,24 @@ inline NamedParts names_of(const Record& r) {
       break;
   }
   return {};
+}
+
+// The argument's name a record carries (names_of), or an empty string.
+inline const std::string& arg_name_of(const NamedParts& parts, const OpMeta& op) {
+  static const std::string kNone;
+  return parts.arg_name && parts.arg_index < op.arg_names.size() ? op.arg_names[parts.arg_index] : kNone;
+}
+
+// Calls each(line) for the lines of newline-separated `text` (a Location's
+// stack and also_consumed_at): a repeated string field.
+template <typename Each>
+void for_each_line(std::string_view text, Each&& each) {
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    each(text.substr(start, end - start));
+    start = end + 1;
+  }
 }
 
 // The record's message as a field of castscope.v1.Event.
