@@ -61,6 +61,24 @@ constexpr const char* kProgram = "castscope-collector";
 // speed on loopback, small enough that 64 streams hold 16 MiB.
 constexpr int kStreamWindowBytes = 256 << 10;
 
+// SIGINT and SIGTERM blocked in this thread and every thread started after
+// it, so that main alone takes them, with sigwait.
+sigset_t block_stop_signals() {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return stop_signals;
+}
+
+// The viewer commands: serve until SIGINT or SIGTERM, then stop.
+void serve_until_stopped(const sigset_t& stop_signals, HttpService& http) {
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  http.stop();
+}
+
 int usage_error(const std::string& command, const std::string& what) {
   std::cerr << kProgram << (command.empty() ? "" : " " + command) << ": " << what << "\n"
             << "(" << kProgram << (command.empty() ? "" : " " + command) << " --help lists the options)\n";
@@ -376,19 +394,13 @@ int view(const ViewOptions& o) {
       return 1;
     }
   }
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t stop_signals = block_stop_signals();
   std::unique_ptr<HttpService> http;
   if (std::string error = start_viewer(o.viewer, token, o.db, nullptr, http); !error.empty()) {
     std::cerr << "castscope-collector view: " << error << "\n";
     return 1;
   }
-  int signal = 0;
-  sigwait(&stop_signals, &signal);
-  http->stop();
+  serve_until_stopped(stop_signals, *http);
   return 0;
 }
 
@@ -419,19 +431,13 @@ int fleet_view(const FleetViewOptions& o) {
     std::cerr << "castscope-collector fleet view: " << s.message() << "\n";
     return s.code() == StatusCode::kInvalidArgument ? kExitUsage : 1;
   }
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t stop_signals = block_stop_signals();
   std::unique_ptr<HttpService> http;
   if (std::string error = start_viewer(o.viewer, token, "", nullptr, http, std::move(answers)); !error.empty()) {
     std::cerr << "castscope-collector fleet view: " << error << "\n";
     return 1;
   }
-  int signal = 0;
-  sigwait(&stop_signals, &signal);
-  http->stop();
+  serve_until_stopped(stop_signals, *http);
   return 0;
 }
 
@@ -468,11 +474,7 @@ int serve(const ServeOptions& o) {
   core_options.ship_rollups = !ship_options.target.url.empty();
 
   // Every thread started from here on inherits the mask; main waits for the signals.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t stop_signals = block_stop_signals();
   // An embedded collector (castscope run) must not outlive a killed `castscope
   // run`: the kernel sends SIGTERM when the parent goes, and it waits below
   // like any other. A parent gone before this line: the same, now.

@@ -10,7 +10,7 @@
 #include <map>
 
 #include "server/src/export/export_run.h"
-#include "server/testing/test_batches.h"
+#include "server/testing/exported_trace.h"
 
 namespace castscope::collector {
 namespace {
@@ -18,17 +18,13 @@ namespace {
 using json = nlohmann::json;
 
 TEST(ChromeTraceWriter, EventsFollowTheFormatAndTheStore) {
-  const auto dir = testing::temp_dir("export-chrome");
   const std::string db = testing::store_export_run("export-chrome-store");
-  ExportOptions options{db, "run", "", (dir / "run.json").string()};
-  ExportSummary summary;
-  const Status s = export_run(options, summary);
-  ASSERT_TRUE(s.ok()) << s.message();
+  const auto [path, summary] = testing::export_trace(db, "export-chrome", testing::TraceFormat::kChrome);
   struct stat st {};
-  ASSERT_EQ(::stat(options.chrome_path.c_str(), &st), 0);
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 
-  std::ifstream in(options.chrome_path);
+  std::ifstream in(path);
   const json trace = json::parse(in);
   EXPECT_EQ(trace["displayTimeUnit"], "ns");
   EXPECT_EQ(trace["otherData"]["castscope_run"], "run");
@@ -92,13 +88,9 @@ TEST(ChromeTraceWriter, EventsFollowTheFormatAndTheStore) {
 // GradScaler's scale as "C" samples, its skipped step and the numerics
 // problems as thread instants with their counts in args.
 TEST(ChromeTraceWriter, ScaleSamplesSkippedStepsAndNumericsProblems) {
-  const auto dir = testing::temp_dir("export-chrome-numerics");
   const std::string db = testing::store_export_run_with_numerics("export-chrome-numerics-store");
-  ExportOptions options{db, "run", "", (dir / "run.json").string()};
-  ExportSummary summary;
-  const Status s = export_run(options, summary);
-  ASSERT_TRUE(s.ok()) << s.message();
-  std::ifstream in(options.chrome_path);
+  const auto [path, summary] = testing::export_trace(db, "export-chrome-numerics", testing::TraceFormat::kChrome);
+  std::ifstream in(path);
   const json trace = json::parse(in);
   std::map<uint32_t, std::string> thread_names;
   std::vector<double> scales;

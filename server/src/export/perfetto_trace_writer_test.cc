@@ -12,7 +12,7 @@
 #include <set>
 
 #include "server/src/export/export_run.h"
-#include "server/testing/test_batches.h"
+#include "server/testing/exported_trace.h"
 
 namespace castscope::collector {
 namespace {
@@ -27,17 +27,13 @@ pf::Trace read_trace(const std::string& path) {
 }
 
 TEST(PerfettoTraceWriter, TracksSlicesInstantsFlowsAndCountersFollowTheStore) {
-  const auto dir = testing::temp_dir("export-perfetto");
   const std::string db = testing::store_export_run("export-perfetto-store");
-  ExportOptions options{db, "run", (dir / "run.pftrace").string(), ""};
-  ExportSummary summary;
-  const Status s = export_run(options, summary);
-  ASSERT_TRUE(s.ok()) << s.message();
+  const auto [path, summary] = testing::export_trace(db, "export-perfetto", testing::TraceFormat::kPerfetto);
   struct stat st {};
-  ASSERT_EQ(::stat(options.perfetto_path.c_str(), &st), 0);
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 
-  const pf::Trace trace = read_trace(options.perfetto_path);
+  const pf::Trace trace = read_trace(path);
   std::map<uint64_t, pf::TrackDescriptor> tracks;
   std::map<uint64_t, std::string> names;  // interned event names
   std::map<uint64_t, std::string> annotation_names;
@@ -134,13 +130,9 @@ TEST(PerfettoTraceWriter, TracksSlicesInstantsFlowsAndCountersFollowTheStore) {
 // its skipped step and the numerics problems as instants on the thread, with
 // their counts as annotations.
 TEST(PerfettoTraceWriter, ScaleCounterSkippedStepsAndNumericsProblems) {
-  const auto dir = testing::temp_dir("export-perfetto-numerics");
   const std::string db = testing::store_export_run_with_numerics("export-perfetto-numerics-store");
-  ExportOptions options{db, "run", (dir / "run.pftrace").string(), ""};
-  ExportSummary summary;
-  const Status s = export_run(options, summary);
-  ASSERT_TRUE(s.ok()) << s.message();
-  const pf::Trace trace = read_trace(options.perfetto_path);
+  const auto [path, summary] = testing::export_trace(db, "export-perfetto-numerics", testing::TraceFormat::kPerfetto);
+  const pf::Trace trace = read_trace(path);
   std::map<uint64_t, pf::TrackDescriptor> tracks;
   std::map<uint64_t, std::string> names, annotation_names;
   std::map<uint64_t, std::vector<double>> scales;  // track -> values

@@ -3,10 +3,10 @@
 #include "server/src/export/run_events.h"
 
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include <vector>
 
+#include "server/testing/older_stores.h"
 #include "server/testing/test_batches.h"
 
 namespace castscope::collector {
@@ -142,13 +142,8 @@ TEST(RunEventReader, ScalerUpdatesAndNumericsProblemsComeInSeqOrder) {
 // A store of schema 14 has no numerics table: read as it is, its events export as before.
 TEST(RunEventReader, AStoreWithoutTheNumericsTableReadsItsOtherEvents) {
   const std::string db = testing::store_export_run("export-reader-version-14");
-  sqlite3* handle = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(handle, "DROP TABLE numerics; ALTER TABLE agents DROP COLUMN numerics; PRAGMA user_version=14",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK)
-      << sqlite3_errmsg(handle);
-  sqlite3_close(handle);
+  const Status downgraded = testing::downgrade_store(db, 14);
+  ASSERT_TRUE(downgraded.ok()) << downgraded.message();
   std::unique_ptr<RunEventReader> reader;
   const Status opened = RunEventReader::open(db, "run", reader);
   ASSERT_TRUE(opened.ok()) << opened.message();

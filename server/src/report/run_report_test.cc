@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sqlite3.h>
 
 #include <algorithm>
 #include <memory>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "common/version/castscope_version.h"
+#include "server/testing/older_stores.h"
 #include "server/testing/test_batches.h"
 
 namespace castscope::collector {
@@ -384,14 +384,8 @@ TEST(RunReport, AnAggregateRunReportsWhatTheSameEventsWouldAndSaysWhatItCannotFi
 TEST(RunReport, AStoreOfSchemaVersion12ReadsAsItIsWithNoAggregateRun) {
   const std::string db = (temp_dir("report-v12") / "store.db").string();
   ASSERT_TRUE(testing::store_batches(db, {make_batch("run", "agent", 1)}).ok());
-  sqlite3* handle = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(handle,
-                         "DROP TABLE cast_counts; DROP TABLE op_counts; ALTER TABLE agents DROP COLUMN aggregate;"
-                         "PRAGMA user_version=12",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(handle);
+  const Status downgraded = testing::downgrade_store(db, 12);
+  ASSERT_TRUE(downgraded.ok()) << downgraded.message();
   json report;
   const Status status = build_run_report(db, "run", report);  // read-only: no upgrade
   ASSERT_TRUE(status.ok()) << status.message();

@@ -16,6 +16,7 @@
 #include "server/src/store/store_schema.h"
 #include "server/src/store/store_writer.h"
 #include "server/src/store/timeline_tiles.h"
+#include "server/testing/older_stores.h"
 #include "server/testing/test_batches.h"
 
 namespace castscope::collector {
@@ -273,136 +274,17 @@ void exec_sql(const std::string& db, const char* sql) {
   sqlite3_close(handle);
 }
 
-// Version 15: today's tiles, each level l at level l + 2, with two finer
-// levels below them (2^16 and 2^18 ns buckets; here one tile of each level,
-// inside today's finest tile but not at its start, so that a reader that
-// took them for today's levels would read other buckets).
-// Version 16: event tables keep id as their rowid, and no segments.
-void make_version_16_store(const std::string& db) {
+// A store of schema `version` (4 to 16) holding make_batch("run", "agent", 1):
+// today's store taken back step by step (server/testing/older_stores.h).
+void make_version_store(const std::string& db, int version) {
   {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(db, writer).ok());
     bool duplicate = false;
     ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
   }
-  std::string sql = "PRAGMA legacy_alter_table=ON;";  // the views name tables gone for a moment
-  for (const schema::Table* table : schema::kTables) {
-    if (!table->segmented) continue;
-    const std::string name(table->name);
-    sql += "CREATE TABLE " + name + "_v16(";
-    for (const schema::Column& column : table->columns)
-      sql += std::string(column.name) + " " +
-             (column.name == "id" ? std::string("INTEGER PRIMARY KEY") : std::string(column.definition)) +
-             (&column == &table->columns.back() ? "" : ", ");
-    sql += "); INSERT INTO " + name + "_v16 SELECT * FROM " + name + " ORDER BY id; DROP TABLE " + name +
-           "; ALTER TABLE " + name + "_v16 RENAME TO " + name + ";";
-  }
-  exec_sql(db, (sql + "DROP TABLE event_segments; PRAGMA user_version=16").c_str());
-}
-
-void make_version_15_store(const std::string& db) {
-  make_version_16_store(db);
-  const std::string tile_columns =
-      "min_seq, max_seq, ops, op_ns, decisions, casts, bytes, miss, hit, stale_hit, backward, to_bfloat16, "
-      "to_float16, to_float32, modes, kernels, kernel_ns";
-  exec_sql(db, ("CREATE TABLE tiles_now AS SELECT * FROM timeline_tiles; DELETE FROM timeline_tiles;"
-                "INSERT INTO timeline_tiles SELECT agent, track, level + 2, bucket, " + tile_columns + " FROM tiles_now;"
-                "INSERT INTO timeline_tiles SELECT agent, track, 0, bucket * 16 + 3, " + tile_columns +
-                " FROM tiles_now WHERE level = 0;"
-                "INSERT INTO timeline_tiles SELECT agent, track, 1, bucket * 4 + 1, " + tile_columns +
-                " FROM tiles_now WHERE level = 0;"
-                "DROP TABLE tiles_now; PRAGMA user_version=15")
-                   .c_str());
-}
-
-// Version 14: version 15 less the numerics table.
-void make_version_14_store(const std::string& db) {
-  make_version_15_store(db);
-  exec_sql(db, "DROP TABLE numerics; ALTER TABLE agents DROP COLUMN numerics; PRAGMA user_version=14");
-}
-
-// Version 13: version 14 less the shipping tables. Version 12: less aggregate
-// mode's counter tables and agents.aggregate too.
-void make_version_13_store(const std::string& db) {
-  make_version_14_store(db);
-  exec_sql(db, "DROP TABLE ship_rollups; DROP TABLE ship_state; PRAGMA user_version=13");
-}
-
-void make_version_12_store(const std::string& db) {
-  make_version_13_store(db);
-  exec_sql(db, "DROP TABLE cast_counts; DROP TABLE op_counts; ALTER TABLE agents DROP COLUMN aggregate;"
-               "PRAGMA user_version=12");
-}
-
-// Version 11: version 12 less locations.also_consumed_at, whose UNIQUE
-// constraint did not name it.
-void make_version_11_store(const std::string& db) {
-  make_version_12_store(db);
-  exec_sql(db,
-           "ALTER TABLE locations RENAME TO locations_v12;"
-           "CREATE TABLE locations(id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, file TEXT NOT NULL, "
-           "line INTEGER NOT NULL, function TEXT NOT NULL, stack TEXT NOT NULL, flags INTEGER NOT NULL DEFAULT 0, "
-           "source TEXT NOT NULL DEFAULT '', UNIQUE(kind, file, line, function, stack, flags));"
-           "INSERT INTO locations SELECT id, kind, file, line, function, stack, flags, source FROM locations_v12;"
-           "DROP TABLE locations_v12; PRAGMA user_version=11");
-}
-
-// Version 10: version 11 less cache_samples' orphaned counts and running totals.
-void make_version_10_store(const std::string& db) {
-  make_version_11_store(db);
-  exec_sql(db,
-           "ALTER TABLE cache_samples DROP COLUMN orphaned_casts; ALTER TABLE cache_samples DROP COLUMN orphaned_bytes;"
-           "ALTER TABLE cache_samples DROP COLUMN cache_hits; ALTER TABLE cache_samples DROP COLUMN released_casts;"
-           "PRAGMA user_version=10");
-}
-
-// Version 9: version 10 less agents.castscope_version.
-void make_version_9_store(const std::string& db) {
-  make_version_10_store(db);
-  exec_sql(db, "ALTER TABLE agents DROP COLUMN castscope_version; PRAGMA user_version=9");
-}
-
-// Version 8: version 9 less agents.overlay_errors.
-void make_version_8_store(const std::string& db) {
-  make_version_9_store(db);
-  exec_sql(db, "ALTER TABLE agents DROP COLUMN overlay_errors; PRAGMA user_version=8");
-}
-
-// Version 7: version 8 less ops.gemm, and the op_rows view without the gemm
-// fields.
-void make_version_7_store(const std::string& db) {
-  make_version_8_store(db);
-  exec_sql(db,
-           "DROP VIEW op_rows; ALTER TABLE ops DROP COLUMN gemm;"
-           "CREATE VIEW op_rows AS SELECT id >> 40 AS agent, id & 0xFFFFFFFFFF AS seq, ts_ns, thread, op,"
-           "  codes & 63 AS policy, (codes >> 6) & 63 AS device_type, (codes >> 12) & 63 AS output_dtype,"
-           "  (codes >> 18) & 63 AS outcome, (codes >> 24) & 63 AS autocast_dtype, (codes >> 30) & 63 AS mode,"
-           "  (codes >> 36) & 63 AS phase, (codes >> 42) & 63 AS probe_reason, input_dtypes, cpu_duration_ns,"
-           "  location, autocast_enabled, autocast_nesting FROM ops;"
-           "PRAGMA user_version=7");
-}
-
-// Version 6: version 7 less the timeline tiles and the locations' source text.
-void make_version_6_store(const std::string& db) {
-  make_version_7_store(db);
-  exec_sql(db, "DROP TABLE timeline_tiles; ALTER TABLE locations DROP COLUMN source; PRAGMA user_version=6");
-}
-
-// Version 5: version 6 less the kernels table and the agents' GPU columns.
-void make_version_5_store(const std::string& db) {
-  make_version_6_store(db);
-  exec_sql(db,
-           "DROP TABLE kernels; ALTER TABLE agents DROP COLUMN kernels; ALTER TABLE agents DROP COLUMN gpu_timing;"
-           "ALTER TABLE agents DROP COLUMN gpu_records_dropped; PRAGMA user_version=5");
-}
-
-// Version 4: version 5 plus an older kernels table nothing wrote or read.
-void make_version_4_store(const std::string& db) {
-  make_version_5_store(db);
-  exec_sql(db,
-           "CREATE TABLE kernels(id INTEGER PRIMARY KEY, start_ns INTEGER, end_ns INTEGER, "
-           "name INTEGER, device INTEGER, stream INTEGER, op_seq INTEGER);"
-           "PRAGMA user_version=4");
+  const Status downgraded = testing::downgrade_store(db, version);
+  ASSERT_TRUE(downgraded.ok()) << downgraded.message();
 }
 
 // Every column of `table` with its type, as SQLite reports them.
@@ -498,21 +380,7 @@ TEST(SqliteStore, UpgradesVersion4To16StoresToTheDeclaredSchema) {
   }
   for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}) {
     const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
-    switch (version) {
-      case 4: make_version_4_store(db); break;
-      case 5: make_version_5_store(db); break;
-      case 6: make_version_6_store(db); break;
-      case 7: make_version_7_store(db); break;
-      case 8: make_version_8_store(db); break;
-      case 9: make_version_9_store(db); break;
-      case 10: make_version_10_store(db); break;
-      case 11: make_version_11_store(db); break;
-      case 12: make_version_12_store(db); break;
-      case 13: make_version_13_store(db); break;
-      case 14: make_version_14_store(db); break;
-      case 15: make_version_15_store(db); break;
-      default: make_version_16_store(db); break;
-    }
+    make_version_store(db, version);
 
     std::unique_ptr<StoreReader> reader;
     const Status opened = StoreReader::open(db, reader);
@@ -710,7 +578,7 @@ TEST(SqliteStore, NewStoresGet64KiBPagesAndOlderOnesKeepTheirs) {
   }
   EXPECT_EQ(pragma(fresh, "PRAGMA page_size"), 65536);
   // An older store (id its tables' rowid: a VACUUM keeps it; event_segments.h).
-  make_version_16_store(older);
+  make_version_store(older, 16);
   exec_sql(older, "PRAGMA journal_mode=DELETE; PRAGMA page_size=16384; VACUUM; PRAGMA journal_mode=WAL");
   ASSERT_EQ(pragma(older, "PRAGMA page_size"), 16384);
   {
@@ -729,7 +597,7 @@ TEST(SqliteStore, NewStoresGet64KiBPagesAndOlderOnesKeepTheirs) {
 
 TEST(SqliteStore, RefusesAStoreTooOldToUpgrade) {
   const std::string db = (temp_dir("version3") / "store.db").string();
-  make_version_4_store(db);
+  make_version_store(db, 4);
   sqlite3* handle = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(handle, "PRAGMA user_version=3", nullptr, nullptr, nullptr), SQLITE_OK);

@@ -3,8 +3,8 @@
 #include "server/src/viewer/viewer_queries.h"
 
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
+#include "server/testing/older_stores.h"
 #include "server/testing/test_batches.h"
 
 namespace castscope::collector::viewer {
@@ -155,15 +155,8 @@ TEST(ViewerQueries, NumericsScaleAndProblemMarks) {
   EXPECT_EQ(cast["location"]["file"], "/src/model.py");
 
   // A store of schema 14 (no numerics table), read as it is, answers empty lists.
-  {
-    sqlite3* handle = nullptr;
-    ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(handle, "DROP TABLE numerics; ALTER TABLE agents DROP COLUMN numerics; PRAGMA user_version=14",
-                           nullptr, nullptr, nullptr),
-              SQLITE_OK)
-        << sqlite3_errmsg(handle);
-    sqlite3_close(handle);
-  }
+  const Status downgraded = testing::downgrade_store(db, 14);
+  ASSERT_TRUE(downgraded.ok()) << downgraded.message();
   json old;
   ASSERT_TRUE(ViewerQueries::open(db, q).ok());
   ASSERT_TRUE(q->numerics("run", old).ok());
