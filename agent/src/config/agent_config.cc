@@ -42,11 +42,11 @@ using Store = void (*)(AgentConfig& config, uint64_t value);
 // A key is read by `read`, or it is an integer in [low, high] that `store`
 // puts in place; `range` is the message when it is out of range.
 struct Field {
-  Field(const char* key, Reader read) : key(key), read(read) {}
-  Field(const char* key, uint64_t low, uint64_t high, std::string range, Store store)
-      : key(key), low(low), high(high), range(std::move(range)), store(store) {}
+  Field(std::string key, Reader read) : key(std::move(key)), read(read) {}
+  Field(std::string key, uint64_t low, uint64_t high, std::string range, Store store)
+      : key(std::move(key)), low(low), high(high), range(std::move(range)), store(store) {}
 
-  const char* key;
+  std::string key;
   Reader read = nullptr;
   uint64_t low = 0, high = 0;
   std::string range;
@@ -69,10 +69,11 @@ std::string read_string(const std::string& key, const json& value, AgentConfig& 
   return "";
 }
 
-template <bool AgentConfig::*member>
+// A boolean at `path` (a member, or a member of a member).
+template <auto... path>
 std::string read_bool(const std::string& key, const json& value, AgentConfig& config) {
   if (!value.is_boolean()) return expected(key, "true or false", value);
-  config.*member = value.get<bool>();
+  (config .* ... .* path) = value.get<bool>();
   return "";
 }
 
@@ -112,14 +113,24 @@ constexpr uint64_t kIntMax = INT_MAX;
 constexpr uint64_t kInt64Max = INT64_MAX;
 constexpr uint64_t kUint64Max = UINT64_MAX;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
-const std::string kProbeRange = "probe_steps and probe_max_ms must be positive, probe_every_ms at least 0";
-const std::string kNumericsRange = "numerics_steps and numerics_max_ms must be positive, numerics_every_ms at least 0";
-// A key of a window schedule (window_schedule.h): "<section>_steps" and the like.
-template <auto section, auto member>
-Field schedule_key(const char* key, uint64_t low, std::string range) {
-  using Value = std::remove_reference_t<decltype(std::declval<WindowScheduleConfig&>().*member)>;
-  return Field(key, low, std::is_signed_v<Value> ? kInt64Max : kUint64Max, std::move(range),
-               [](AgentConfig& c, uint64_t n) { (c.*section).schedule.*member = static_cast<Value>(n); });
+// The four keys of a window schedule (window_schedule.h): <prefix>_steps,
+// _every_steps, _max_ms and _every_ms. `min_steps` 0: a window of 0 steps
+// means "always open".
+template <auto section>
+std::vector<Field> schedule_keys(const std::string& prefix, uint64_t min_steps) {
+  using S = WindowScheduleConfig;  // the stores below convert to its types
+  static_assert(std::is_same_v<decltype(S::steps), uint64_t> && std::is_same_v<decltype(S::max_ms), int64_t>);
+  return {
+      Field(prefix + "_steps", min_steps, kUint64Max,
+            prefix + "_steps must be " + (min_steps == 0 ? "at least 0 (0: every step)" : "positive"),
+            [](AgentConfig& c, uint64_t n) { (c.*section).schedule.steps = n; }),
+      Field(prefix + "_every_steps", 0, kUint64Max, prefix + "_every_steps must be at least 0",
+            [](AgentConfig& c, uint64_t n) { (c.*section).schedule.every_steps = n; }),
+      Field(prefix + "_max_ms", 1, kInt64Max, prefix + "_max_ms must be positive",
+            [](AgentConfig& c, uint64_t n) { (c.*section).schedule.max_ms = static_cast<int64_t>(n); }),
+      Field(prefix + "_every_ms", 0, kInt64Max, prefix + "_every_ms must be at least 0",
+            [](AgentConfig& c, uint64_t n) { (c.*section).schedule.every_ms = static_cast<int64_t>(n); }),
+  };
 }
 
 // Keys renamed when the three schedules took one naming: still read, with a
@@ -142,131 +153,112 @@ const char* renamed_to(const std::string& key) {
 
 const std::string kIntRange = " (at most " + std::to_string(kIntMax) + ")";
 
-const Field kFields[] = {
-    {"policy_files",
-     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
-       if (!value.is_array()) return expected(key, "an array of policy file paths", value);
-       std::vector<std::string> files;
-       for (const json& file : value) {
-         if (!file.is_string()) return expected(key, "an array of policy file paths (strings)", value);
-         files.push_back(file.get<std::string>());
-       }
-       config.policy_files = std::move(files);
-       return "";
-     }},
-    {"events_path", read_string<&AgentConfig::events_path, true>},
-    {"record_events", read_bool<&AgentConfig::record_events>},
-    {"aggregate", read_bool<&AgentConfig::aggregate>},
-    integer("aggregate_max_keys", 16, kMaxAggregateKeys,
-            "aggregate_max_keys must be between 16 and " + std::to_string(kMaxAggregateKeys),
-            [](AgentConfig& c, uint64_t n) { c.aggregate_max_keys = n; }),
-    integer("ring_records", 1, kMaxRingRecords, "ring_records must be between 1 and " + std::to_string(kMaxRingRecords),
-            [](AgentConfig& c, uint64_t n) { c.ring_records = n; }),
-    integer("max_threads", 1, 4096, "max_threads must be between 1 and 4096",
-            [](AgentConfig& c, uint64_t n) { c.max_threads = n; }),
-    integer("flush_interval_ms", 1, kIntMax, "flush_interval_ms must be positive" + kIntRange,
-            [](AgentConfig& c, uint64_t n) { c.flush_interval_ms = static_cast<int>(n); }),
-    integer("cache_sample_interval_ms", 1, kIntMax, "cache_sample_interval_ms must be positive" + kIntRange,
-            [](AgentConfig& c, uint64_t n) { c.cache_sample_interval_ms = static_cast<int>(n); }),
-    integer("cache_sample_every_misses", 0, kIntMax,
-            "cache_sample_every_misses must be between 0 (off) and " + std::to_string(kIntMax),
-            [](AgentConfig& c, uint64_t n) { c.cache_sample_every_misses = static_cast<int>(n); }),
-    {"torch_version", read_string<&AgentConfig::torch_version>},
-    {"internal_path_prefix", read_string<&AgentConfig::internal_path_prefix>},
-    {"collector", read_string<&AgentConfig::collector, true>},
-    {"spool_dir", read_string<&AgentConfig::spool_dir, true>},
-    {"run_id", read_string<&AgentConfig::run_id>},
-    {"command", read_string<&AgentConfig::command>},
-    {"forwarder_path", read_string<&AgentConfig::forwarder_path>},
-    {"token_env", read_string<&AgentConfig::token_env>},
-    {"tls_ca", read_string<&AgentConfig::tls_ca>},
-    integer("give_up_after_s", 0, 1 << 30, "give_up_after_s must be between 0 and " + std::to_string(1 << 30),
-            [](AgentConfig& c, uint64_t n) { c.give_up_after_s = static_cast<int>(n); }),
-    integer("batch_events", 1, 65536, "batch_events must be between 1 and 65536",
-            [](AgentConfig& c, uint64_t n) { c.batch_events = n; }),
-    integer("spool_max_bytes", 4096, kUint64Max, "spool_max_bytes must be at least spool_segment_bytes (4096 or more)",
-            [](AgentConfig& c, uint64_t n) { c.spool_max_bytes = n; }),
-    integer("spool_segment_bytes", 4096, kUint64Max, "spool_segment_bytes must be at least 4096",
-            [](AgentConfig& c, uint64_t n) { c.spool_segment_bytes = n; }),
-    integer("spool_backlog_bytes", 0, uint64_t{1} << 30, "spool_backlog_bytes must be between 0 and 1073741824",
-            [](AgentConfig& c, uint64_t n) { c.spool_backlog_bytes = n; }),
-    {"gpu_timing",
-     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
-       using Mode = GpuTimingConfig::Mode;
-       static const char* const kModes[] = {"auto", "on", "off"};  // Mode's order
-       size_t mode = 0;
-       std::string error = read_name(key, value, kModes, "\"auto\", \"on\" or \"off\"", mode);
-       if (error.empty()) config.gpu.mode = static_cast<Mode>(mode);
-       return error;
-     }},
-    {"cublaslt_logger",
-     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
-       if (!value.is_boolean()) return expected(key, "true or false", value);
-       config.gpu.cublaslt_logger = value.get<bool>();
-       return "";
-     }},
-    {"cublaslt_library",
-     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
-       if (!value.is_string()) return expected(key, "a path to the loaded libcublasLt", value);
-       config.gpu.cublaslt_library = value.get<std::string>();
-       return "";
-     }},
-    {"cupti_library",
-     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
-       if (!value.is_string()) return expected(key, "a path to libcupti", value);
-       config.gpu.cupti_library = value.get<std::string>();
-       return "";
-     }},
-    {"gpu_correlation_kind",
-     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
-       // CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0..2 are 3..5.
-       static const char* const kKinds[] = {"CUSTOM0", "CUSTOM1", "CUSTOM2"};
-       size_t kind = 0;
-       std::string error = read_name(key, value, kKinds,
-                                     "\"CUSTOM0\", \"CUSTOM1\" or \"CUSTOM2\" (Kineto uses CUSTOM0 and CUSTOM1)", kind);
-       if (error.empty()) config.gpu.correlation_kind = 3 + static_cast<uint32_t>(kind);
-       return error;
-     }},
-    integer("gpu_buffer_bytes", 4096, kGiB, "gpu_buffer_bytes must be between 4096 and 1 GiB",
-            [](AgentConfig& c, uint64_t n) { c.gpu.buffer_bytes = n; }),
-    integer("gpu_buffer_budget_bytes", 4096, kGiB, "gpu_buffer_budget_bytes must be between 4096 and 1 GiB",
-            [](AgentConfig& c, uint64_t n) { c.gpu.buffer_budget_bytes = n; }),
-    {"gpu_correlate",
-     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
-       static const char* const kWhich[] = {"cuda_ops", "all_ops"};
-       size_t which = 0;
-       std::string error = read_name(key, value, kWhich, "\"cuda_ops\" or \"all_ops\"", which);
-       if (error.empty()) config.gpu.correlate_all_ops = which == 1;
-       return error;
-     }},
-    schedule_key<&AgentConfig::gpu, &WindowScheduleConfig::steps>("gpu_steps", 0, "gpu_steps must be at least 0 (0: every step)"),
-    schedule_key<&AgentConfig::gpu, &WindowScheduleConfig::every_steps>("gpu_every_steps", 0, "gpu_every_steps must be at least 0"),
-    schedule_key<&AgentConfig::gpu, &WindowScheduleConfig::max_ms>("gpu_max_ms", 1, "gpu_max_ms must be positive"),
-    schedule_key<&AgentConfig::gpu, &WindowScheduleConfig::every_ms>("gpu_every_ms", 0, "gpu_every_ms must be at least 0"),
-    {"probe",
-     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
-       if (!value.is_boolean()) return expected(key, "true or false", value);
-       config.probe.enabled = value.get<bool>();
-       return "";
-     }},
-    schedule_key<&AgentConfig::probe, &WindowScheduleConfig::steps>("probe_steps", 1, kProbeRange),
-    schedule_key<&AgentConfig::probe, &WindowScheduleConfig::every_steps>("probe_every_steps", 0, "probe_every_steps must be at least 0"),
-    schedule_key<&AgentConfig::probe, &WindowScheduleConfig::max_ms>("probe_max_ms", 1, kProbeRange),
-    schedule_key<&AgentConfig::probe, &WindowScheduleConfig::every_ms>("probe_every_ms", 0, kProbeRange),
-    {"numerics",
-     [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
-       if (!value.is_boolean()) return expected(key, "true or false", value);
-       config.numerics.enabled = value.get<bool>();
-       return "";
-     }},
-    schedule_key<&AgentConfig::numerics, &WindowScheduleConfig::steps>("numerics_steps", 1, kNumericsRange),
-    schedule_key<&AgentConfig::numerics, &WindowScheduleConfig::every_steps>("numerics_every_steps", 0, "numerics_every_steps must be at least 0"),
-    schedule_key<&AgentConfig::numerics, &WindowScheduleConfig::max_ms>("numerics_max_ms", 1, kNumericsRange),
-    schedule_key<&AgentConfig::numerics, &WindowScheduleConfig::every_ms>("numerics_every_ms", 0, kNumericsRange),
-    integer("numerics_skip_capture_steps", 0, kUint64Max,
-            "numerics_skip_capture_steps must be at least 0 (0: no capture after a skip)",
-            [](AgentConfig& c, uint64_t n) { c.numerics.skip_capture_steps = n; }),
-};
+// Every key the configuration takes, with its reader.
+const std::vector<Field> kFields = [] {
+  std::vector<Field> fields = {
+      {"policy_files",
+       [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+         if (!value.is_array()) return expected(key, "an array of policy file paths", value);
+         std::vector<std::string> files;
+         for (const json& file : value) {
+           if (!file.is_string()) return expected(key, "an array of policy file paths (strings)", value);
+           files.push_back(file.get<std::string>());
+         }
+         config.policy_files = std::move(files);
+         return "";
+       }},
+      {"events_path", read_string<&AgentConfig::events_path, true>},
+      {"record_events", read_bool<&AgentConfig::record_events>},
+      {"aggregate", read_bool<&AgentConfig::aggregate>},
+      integer("aggregate_max_keys", 16, kMaxAggregateKeys,
+              "aggregate_max_keys must be between 16 and " + std::to_string(kMaxAggregateKeys),
+              [](AgentConfig& c, uint64_t n) { c.aggregate_max_keys = n; }),
+      integer("ring_records", 1, kMaxRingRecords, "ring_records must be between 1 and " + std::to_string(kMaxRingRecords),
+              [](AgentConfig& c, uint64_t n) { c.ring_records = n; }),
+      integer("max_threads", 1, 4096, "max_threads must be between 1 and 4096",
+              [](AgentConfig& c, uint64_t n) { c.max_threads = n; }),
+      integer("flush_interval_ms", 1, kIntMax, "flush_interval_ms must be positive" + kIntRange,
+              [](AgentConfig& c, uint64_t n) { c.flush_interval_ms = static_cast<int>(n); }),
+      integer("cache_sample_interval_ms", 1, kIntMax, "cache_sample_interval_ms must be positive" + kIntRange,
+              [](AgentConfig& c, uint64_t n) { c.cache_sample_interval_ms = static_cast<int>(n); }),
+      integer("cache_sample_every_misses", 0, kIntMax,
+              "cache_sample_every_misses must be between 0 (off) and " + std::to_string(kIntMax),
+              [](AgentConfig& c, uint64_t n) { c.cache_sample_every_misses = static_cast<int>(n); }),
+      {"torch_version", read_string<&AgentConfig::torch_version>},
+      {"internal_path_prefix", read_string<&AgentConfig::internal_path_prefix>},
+      {"collector", read_string<&AgentConfig::collector, true>},
+      {"spool_dir", read_string<&AgentConfig::spool_dir, true>},
+      {"run_id", read_string<&AgentConfig::run_id>},
+      {"command", read_string<&AgentConfig::command>},
+      {"forwarder_path", read_string<&AgentConfig::forwarder_path>},
+      {"token_env", read_string<&AgentConfig::token_env>},
+      {"tls_ca", read_string<&AgentConfig::tls_ca>},
+      integer("give_up_after_s", 0, 1 << 30, "give_up_after_s must be between 0 and " + std::to_string(1 << 30),
+              [](AgentConfig& c, uint64_t n) { c.give_up_after_s = static_cast<int>(n); }),
+      integer("batch_events", 1, 65536, "batch_events must be between 1 and 65536",
+              [](AgentConfig& c, uint64_t n) { c.batch_events = n; }),
+      integer("spool_max_bytes", 4096, kUint64Max, "spool_max_bytes must be at least spool_segment_bytes (4096 or more)",
+              [](AgentConfig& c, uint64_t n) { c.spool_max_bytes = n; }),
+      integer("spool_segment_bytes", 4096, kUint64Max, "spool_segment_bytes must be at least 4096",
+              [](AgentConfig& c, uint64_t n) { c.spool_segment_bytes = n; }),
+      integer("spool_backlog_bytes", 0, uint64_t{1} << 30, "spool_backlog_bytes must be between 0 and 1073741824",
+              [](AgentConfig& c, uint64_t n) { c.spool_backlog_bytes = n; }),
+      {"gpu_timing",
+       [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+         using Mode = GpuTimingConfig::Mode;
+         static const char* const kModes[] = {"auto", "on", "off"};  // Mode's order
+         size_t mode = 0;
+         std::string error = read_name(key, value, kModes, "\"auto\", \"on\" or \"off\"", mode);
+         if (error.empty()) config.gpu.mode = static_cast<Mode>(mode);
+         return error;
+       }},
+      {"cublaslt_logger", read_bool<&AgentConfig::gpu, &GpuTimingConfig::cublaslt_logger>},
+      {"cublaslt_library",
+       [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+         if (!value.is_string()) return expected(key, "a path to the loaded libcublasLt", value);
+         config.gpu.cublaslt_library = value.get<std::string>();
+         return "";
+       }},
+      {"cupti_library",
+       [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+         if (!value.is_string()) return expected(key, "a path to libcupti", value);
+         config.gpu.cupti_library = value.get<std::string>();
+         return "";
+       }},
+      {"gpu_correlation_kind",
+       [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+         // CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0..2 are 3..5.
+         static const char* const kKinds[] = {"CUSTOM0", "CUSTOM1", "CUSTOM2"};
+         size_t kind = 0;
+         std::string error = read_name(key, value, kKinds,
+                                       "\"CUSTOM0\", \"CUSTOM1\" or \"CUSTOM2\" (Kineto uses CUSTOM0 and CUSTOM1)", kind);
+         if (error.empty()) config.gpu.correlation_kind = 3 + static_cast<uint32_t>(kind);
+         return error;
+       }},
+      integer("gpu_buffer_bytes", 4096, kGiB, "gpu_buffer_bytes must be between 4096 and 1 GiB",
+              [](AgentConfig& c, uint64_t n) { c.gpu.buffer_bytes = n; }),
+      integer("gpu_buffer_budget_bytes", 4096, kGiB, "gpu_buffer_budget_bytes must be between 4096 and 1 GiB",
+              [](AgentConfig& c, uint64_t n) { c.gpu.buffer_budget_bytes = n; }),
+      {"gpu_correlate",
+       [](const std::string& key, const json& value, AgentConfig& config) -> std::string {
+         static const char* const kWhich[] = {"cuda_ops", "all_ops"};
+         size_t which = 0;
+         std::string error = read_name(key, value, kWhich, "\"cuda_ops\" or \"all_ops\"", which);
+         if (error.empty()) config.gpu.correlate_all_ops = which == 1;
+         return error;
+       }},
+  };
+  auto append = [&fields](std::vector<Field> more) { fields.insert(fields.end(), more.begin(), more.end()); };
+  append(schedule_keys<&AgentConfig::gpu>("gpu", 0));
+  fields.emplace_back("probe", read_bool<&AgentConfig::probe, &ProbeConfig::enabled>);
+  append(schedule_keys<&AgentConfig::probe>("probe", 1));
+  fields.emplace_back("numerics", read_bool<&AgentConfig::numerics, &NumericsConfig::enabled>);
+  append(schedule_keys<&AgentConfig::numerics>("numerics", 1));
+  fields.push_back(integer("numerics_skip_capture_steps", 0, kUint64Max,
+                           "numerics_skip_capture_steps must be at least 0 (0: no capture after a skip)",
+                           [](AgentConfig& c, uint64_t n) { c.numerics.skip_capture_steps = n; }));
+  return fields;
+}();
 
 const Field* find_field(const std::string& key) {
   for (const Field& field : kFields)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <ostream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -21,6 +22,16 @@ std::string parse(const json& doc) {
   AgentConfig config;
   return parse_agent_config(doc.dump().c_str(), config);
 }
+
+}  // namespace
+
+// A schedule as its keys' values, in a failed expectation.
+void PrintTo(const WindowScheduleConfig& s, std::ostream* out) {
+  *out << "{steps " << s.steps << ", every_steps " << s.every_steps << ", max_ms " << s.max_ms << ", every_ms "
+       << s.every_ms << "}";
+}
+
+namespace {
 
 json minimal() { return {{"policy_files", {"policies/cpu.json"}}}; }
 
@@ -108,10 +119,8 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config.gpu.buffer_bytes, 8192u);
   EXPECT_EQ(config.gpu.buffer_budget_bytes, 16384u);
   EXPECT_TRUE(config.gpu.correlate_all_ops);
-  EXPECT_EQ(config.gpu.schedule.steps, 3u);
-  EXPECT_EQ(config.gpu.schedule.every_steps, 50u);
-  EXPECT_EQ(config.gpu.schedule.max_ms, 1000);
-  EXPECT_EQ(config.gpu.schedule.every_ms, 0);
+  EXPECT_EQ(config.gpu.schedule,
+            (WindowScheduleConfig{.steps = 3u, .every_steps = 50u, .max_ms = 1000, .every_ms = 0}));
   EXPECT_TRUE(config.gpu.cublaslt_logger);
   EXPECT_EQ(config.gpu.cublaslt_library, "/venv/nvidia/cu13/lib/libcublasLt.so.13");
   EXPECT_EQ(config.events_path, "ev-{pid}.jsonl");
@@ -138,15 +147,11 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config.spool_segment_bytes, 1u << 16);
   EXPECT_EQ(config.spool_backlog_bytes, 1u << 18);
   EXPECT_FALSE(config.probe.enabled);
-  EXPECT_EQ(config.probe.schedule.steps, 3u);
-  EXPECT_EQ(config.probe.schedule.every_steps, 0u);
-  EXPECT_EQ(config.probe.schedule.max_ms, 100);
-  EXPECT_EQ(config.probe.schedule.every_ms, 0);
+  EXPECT_EQ(config.probe.schedule,
+            (WindowScheduleConfig{.steps = 3u, .every_steps = 0u, .max_ms = 100, .every_ms = 0}));
   EXPECT_FALSE(config.numerics.enabled);
-  EXPECT_EQ(config.numerics.schedule.steps, 4u);
-  EXPECT_EQ(config.numerics.schedule.every_steps, 0u);
-  EXPECT_EQ(config.numerics.schedule.max_ms, 200);
-  EXPECT_EQ(config.numerics.schedule.every_ms, 0);
+  EXPECT_EQ(config.numerics.schedule,
+            (WindowScheduleConfig{.steps = 4u, .every_steps = 0u, .max_ms = 200, .every_ms = 0}));
   EXPECT_EQ(config.numerics.skip_capture_steps, 7u);
   EXPECT_EQ(agent_config_keys().size(), doc.size() + 7);  // and the 7 old names of schedule keys
 }
@@ -228,9 +233,9 @@ TEST(AgentConfigTest, ValuesOutOfRangeAreRefused) {
   expect_refused(with("batch_events", 65537), {"batch_events must be between 1 and 65536"});
   expect_refused(with("spool_segment_bytes", 100), {"spool_segment_bytes must be at least 4096"});
   expect_refused(with("spool_max_bytes", 1 << 20), {"spool_max_bytes must be at least spool_segment_bytes"});
-  expect_refused(with("probe_steps", 0), {"probe_steps and probe_max_ms must be positive"});
-  expect_refused(with("probe_max_ms", 0), {"probe_steps and probe_max_ms must be positive"});
-  expect_refused(with("probe_every_ms", -1), {"probe_every_ms at least 0"});
+  expect_refused(with("probe_steps", 0), {"probe_steps must be positive"});
+  expect_refused(with("probe_max_ms", 0), {"probe_max_ms must be positive"});
+  expect_refused(with("probe_every_ms", -1), {"probe_every_ms must be at least 0"});
   expect_refused(with("probe_every_steps", -1), {"probe_every_steps must be at least 0"});
   expect_refused(with("collector", "localhost"), {"collector \"localhost\"", "expected HOST:PORT"});
   expect_refused(with("collector", "localhost:99999"), {"the port must be a number from 1 to 65535"});
