@@ -1,5 +1,7 @@
 #include "agent/src/gpu/cublaslt_trace.h"
 
+#include "common/names/named_values.h"
+
 namespace castscope {
 namespace {
 
@@ -11,33 +13,32 @@ std::string_view value_after(std::string_view text, std::string_view key) {
   return rest.substr(0, rest.find_first_of(" ]"));
 }
 
+// cudaDataType_t and cublasComputeType_t as the logger spells them.
+constexpr NamedValue<DType> kCudaDataTypes[] = {
+    {"R_16F", DType::kFloat16}, {"R_16BF", DType::kBfloat16}, {"R_32F", DType::kFloat32},
+    {"R_64F", DType::kFloat64}, {"R_8I", DType::kInt8},       {"R_8U", DType::kUint8},
+    {"R_16I", DType::kInt16},   {"R_32I", DType::kInt32},     {"R_64I", DType::kInt64},
+    {"C_32F", DType::kComplex64}, {"C_64F", DType::kComplex128},
+};
+constexpr NamedValue<GemmCompute> kComputeTypes[] = {
+    {"COMPUTE_16F", GemmCompute::k16F},
+    {"COMPUTE_32F", GemmCompute::k32F},
+    {"COMPUTE_32F_FAST_16F", GemmCompute::k32FFast16F},
+    {"COMPUTE_32F_FAST_16BF", GemmCompute::k32FFast16Bf},
+    {"COMPUTE_32F_FAST_TF32", GemmCompute::k32FFastTf32},
+    {"COMPUTE_64F", GemmCompute::k64F},
+    {"COMPUTE_32I", GemmCompute::k32I},
+};
+
 }  // namespace
 
 DType cuda_data_type(std::string_view name) {
-  if (name == "R_16F") return DType::kFloat16;
-  if (name == "R_16BF") return DType::kBfloat16;
-  if (name == "R_32F") return DType::kFloat32;
-  if (name == "R_64F") return DType::kFloat64;
-  if (name == "R_8I") return DType::kInt8;
-  if (name == "R_8U") return DType::kUint8;
-  if (name == "R_16I") return DType::kInt16;
-  if (name == "R_32I") return DType::kInt32;
-  if (name == "R_64I") return DType::kInt64;
-  if (name == "C_32F") return DType::kComplex64;
-  if (name == "C_64F") return DType::kComplex128;
-  if (name.starts_with("R_8F_")) return DType::kFloat8;
-  return name.empty() ? DType::kUnspecified : DType::kOther;
+  if (name.starts_with("R_8F_")) return DType::kFloat8;  // E4M3, E5M2 and the rest
+  return value_named(kCudaDataTypes, name).value_or(name.empty() ? DType::kUnspecified : DType::kOther);
 }
 
 GemmCompute cublas_compute_type(std::string_view name) {
-  if (name == "COMPUTE_16F") return GemmCompute::k16F;
-  if (name == "COMPUTE_32F") return GemmCompute::k32F;
-  if (name == "COMPUTE_32F_FAST_16F") return GemmCompute::k32FFast16F;
-  if (name == "COMPUTE_32F_FAST_16BF") return GemmCompute::k32FFast16Bf;
-  if (name == "COMPUTE_32F_FAST_TF32") return GemmCompute::k32FFastTf32;
-  if (name == "COMPUTE_64F") return GemmCompute::k64F;
-  if (name == "COMPUTE_32I") return GemmCompute::k32I;
-  return name.empty() ? GemmCompute::kUnspecified : GemmCompute::kOther;
+  return value_named(kComputeTypes, name).value_or(name.empty() ? GemmCompute::kUnspecified : GemmCompute::kOther);
 }
 
 bool parse_matmul_trace(std::string_view function, std::string_view message, MatmulTrace& out) {

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "common/json/json_limits.h"
+#include "common/names/named_values.h"
 
 namespace castscope {
 namespace {
@@ -21,11 +22,7 @@ using json = nlohmann::json;
 
 constexpr int kPolicyFormatVersion = 1;
 
-struct NamedPolicy {
-  const char* name;
-  CastPolicy policy;
-};
-constexpr NamedPolicy kPolicies[] = {
+constexpr NamedValue<CastPolicy> kPolicies[] = {
     {"lower_precision_fp", CastPolicy::kLowerPrecisionFp},
     {"fp32", CastPolicy::kFp32},
     {"fp32_set_opt_dtype", CastPolicy::kFp32SetOptDtype},
@@ -35,11 +32,7 @@ constexpr NamedPolicy kPolicies[] = {
     {"keep_native", kKeepNativePolicy},
 };
 
-struct NamedDType {
-  const char* name;
-  DType dtype;
-};
-constexpr NamedDType kDTypes[] = {
+constexpr NamedValue<DType> kDTypes[] = {
     {"float32", DType::kFloat32},   {"float16", DType::kFloat16},      {"bfloat16", DType::kBfloat16},
     {"float64", DType::kFloat64},   {"int64", DType::kInt64},          {"int32", DType::kInt32},
     {"int16", DType::kInt16},       {"int8", DType::kInt8},            {"uint8", DType::kUint8},
@@ -394,28 +387,14 @@ const char* callable_kind_name(CallableKind kind) { return kind == CallableKind:
 const char* output_cast_name(OutputCast output) { return output == OutputCast::kAsIs ? "as_is" : "input_dtype"; }
 
 CastPolicy policy_from_name(std::string_view name) {
-  for (const auto& p : kPolicies)
-    if (name == p.name) return p.policy;
-  return CastPolicy::kUnspecified;
+  return value_named(kPolicies, name).value_or(CastPolicy::kUnspecified);
 }
 
-const char* policy_name(CastPolicy policy) {
-  for (const auto& p : kPolicies)
-    if (policy == p.policy) return p.name;
-  return "unspecified";
-}
+const char* policy_name(CastPolicy policy) { return name_of(kPolicies, policy, "unspecified"); }
 
-DType dtype_from_name(std::string_view name) {
-  for (const auto& d : kDTypes)
-    if (name == d.name) return d.dtype;
-  return DType::kUnspecified;
-}
+DType dtype_from_name(std::string_view name) { return value_named(kDTypes, name).value_or(DType::kUnspecified); }
 
-const char* dtype_name(DType dtype) {
-  for (const auto& d : kDTypes)
-    if (dtype == d.dtype) return d.name;
-  return "unspecified";
-}
+const char* dtype_name(DType dtype) { return name_of(kDTypes, dtype, "unspecified"); }
 
 DeviceKind device_from_name(std::string_view name) {
   for (size_t i = 1; i < std::size(kDevices); ++i)
