@@ -208,6 +208,19 @@ bool Forwarder::queue_accounting() {
   return true;
 }
 
+Forwarder::StreamEnd Forwarder::ended(const grpc::Status& status, bool stalled, const std::string& refused,
+                                      const std::string& silence) {
+  if (permanent(status.error_code())) {
+    log::error("collector " + config_.collector + " refused " + refused + ": " + status.error_message() + " (code " +
+               std::to_string(status.error_code()) + "); batches stay in " + tail_.directory());
+    broken_because_ = status.error_message();
+    return StreamEnd::kRefused;
+  }
+  broken_because_ =
+      stalled ? silence + " in " + std::to_string(config_.stall_limit.count()) + " s" : status.error_message();
+  return StreamEnd::kBroken;
+}
+
 Forwarder::StreamEnd Forwarder::stream_once() {
   grpc::ClientContext context;
   if (!config_.token.empty()) context.AddMetadata("authorization", "Bearer " + config_.token);
@@ -220,17 +233,9 @@ Forwarder::StreamEnd Forwarder::stream_once() {
   v1::IngestResponse response;
   if (!stream->Write(hello) || !stream->Read(&response) || !response.has_welcome()) {
     context.TryCancel();
-    const grpc::Status status = stream->Finish();
-    if (permanent(status.error_code())) {
-      log::error("collector " + config_.collector + " refused this agent: " + status.error_message() + " (code " +
-                 std::to_string(status.error_code()) + "); batches stay in " + tail_.directory());
-      broken_because_ = status.error_message();
-      return StreamEnd::kRefused;
-    }
-    broken_because_ = watchdog.fired() ? "no answer in " + std::to_string(config_.stall_limit.count()) + " s"
-                                       : status.error_message();
-    connect();
-    return StreamEnd::kBroken;
+    const StreamEnd end = ended(stream->Finish(), watchdog.fired(), "this agent", "no answer");
+    if (end == StreamEnd::kBroken) connect();
+    return end;
   }
   watchdog.heard();
   watchdog.awaiting(false);
@@ -322,14 +327,8 @@ Forwarder::StreamEnd Forwarder::stream_once() {
   reader.join();
   const grpc::Status status = stream->Finish();
   if (end == StreamEnd::kDelivered) return end;
-  if (permanent(status.error_code())) {
-    log::error("collector " + config_.collector + " refused a batch: " + status.error_message() + " (code " +
-               std::to_string(status.error_code()) + "); batches stay in " + tail_.directory());
-    broken_because_ = status.error_message();
+  if (ended(status, watchdog.fired(), "a batch", "no acknowledgement") == StreamEnd::kRefused)
     return StreamEnd::kRefused;
-  }
-  broken_because_ = watchdog.fired() ? "no acknowledgement in " + std::to_string(config_.stall_limit.count()) + " s"
-                                     : status.error_message();
   log::info("stream to " + config_.collector + " broke (" + broken_because_ + "); " +
             std::to_string(in_flight_.size()) + " batches will be sent again");
   return StreamEnd::kBroken;

@@ -61,6 +61,10 @@ class Forwarder {
 
   void connect();
   StreamEnd stream_once();
+  // How a stream that did not deliver ended: refused for good (logged as
+  // refusing `refused`), or broken (`silence` when the watchdog fired);
+  // broken_because_ says why.
+  StreamEnd ended(const grpc::Status& status, bool stalled, const std::string& refused, const std::string& silence);
   void read_new_frames();
   // The agent's accounting batch (common/spool/accounting_file.h), queued
   // once, when it says more than the batches read; false when there is none.

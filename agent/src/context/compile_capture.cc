@@ -45,28 +45,12 @@ void CompileCapture::set_collecting(bool on) noexcept { t_collecting = on; }
 
 bool CompileCapture::collecting() noexcept { return t_collecting; }
 
-bool CompileCapture::keep(const CompileDecision& decision) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (decisions_.size() >= kMaxDecisions) return false;
-  decisions_.push_back(decision);
-  return true;
-}
+bool CompileCapture::keep(const CompileDecision& decision) { return decisions_.push(decision); }
 
-std::vector<CompileDecision> CompileCapture::take() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return std::exchange(decisions_, {});
-}
+std::vector<CompileDecision> CompileCapture::take() { return decisions_.take(); }
 
-bool CompileCapture::keep_logged(const Record& record) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (logged_.size() >= kMaxDecisions) return false;
-  logged_.push_back(record);
-  return true;
-}
+bool CompileCapture::keep_logged(const Record& record) { return logged_.push(record); }
 
-std::vector<Record> CompileCapture::take_logged() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return std::exchange(logged_, {});
-}
+std::vector<Record> CompileCapture::take_logged() { return logged_.take(); }
 
 }  // namespace castscope

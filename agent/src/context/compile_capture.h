@@ -22,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "agent/src/record/cast_record.h"
@@ -74,10 +75,30 @@ class CompileCapture {
   // as internal errors by the kernel (their casts then go unmatched).
   static constexpr size_t kMaxKeys = 1 << 16;
   static constexpr size_t kMaxDecisions = 1 << 18;
-  std::mutex mutex_;
+  // Appended to by any thread, taken whole by the Python side.
+  template <typename T>
+  class BoundedList {
+   public:
+    bool push(const T& item) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (items_.size() >= kMaxDecisions) return false;
+      items_.push_back(item);
+      return true;
+    }
+    std::vector<T> take() {
+      std::lock_guard<std::mutex> lock(mutex_);
+      return std::exchange(items_, {});
+    }
+
+   private:
+    std::mutex mutex_;
+    std::vector<T> items_;
+  };
+
+  std::mutex mutex_;  // keys_
   std::unordered_set<uint64_t> keys_;
-  std::vector<CompileDecision> decisions_;
-  std::vector<Record> logged_;
+  BoundedList<CompileDecision> decisions_;
+  BoundedList<Record> logged_;
 };
 
 }  // namespace castscope

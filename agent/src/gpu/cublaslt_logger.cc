@@ -129,6 +129,23 @@ void* real_setter(const char* name, void* own) {
   return fn == own ? nullptr : fn;
 }
 
+// A job's call to a setter of where messages go (the callback, the file):
+// castscope's callback takes them while it is installed, so cuBLASLt gets
+// the value only while castscope is not active; it is remembered either way
+// (the callback forwards to it, stop() hands it back).
+template <typename Value>
+cublasStatus_t set_job_destination(cublasStatus_t (*real)(Value), Value value, std::atomic<Value>& job_value) {
+  if (t_inside_castscope) return real != nullptr ? real(value) : CUBLAS_STATUS_NOT_INITIALIZED;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  if (!g_active.load()) {
+    const InsideCastscope inside;
+    status = real != nullptr ? real(value) : CUBLAS_STATUS_NOT_INITIALIZED;
+  }
+  if (status == CUBLAS_STATUS_SUCCESS) job_value.store(value, std::memory_order_release);
+  return status;
+}
+
 }  // namespace
 
 std::vector<std::string> cublaslt_candidates(const std::string& configured, const std::string& torch_dir) {
@@ -222,15 +239,7 @@ __attribute__((visibility("default"))) cublasStatus_t cublasLtLoggerSetCallback(
   using namespace castscope;
   auto real = reinterpret_cast<SetCallbackFn>(
       real_setter("cublasLtLoggerSetCallback", reinterpret_cast<void*>(&cublasLtLoggerSetCallback)));
-  if (t_inside_castscope) return real != nullptr ? real(callback) : CUBLAS_STATUS_NOT_INITIALIZED;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
-  if (!g_active.load()) {
-    const InsideCastscope inside;
-    status = real != nullptr ? real(callback) : CUBLAS_STATUS_NOT_INITIALIZED;
-  }
-  if (status == CUBLAS_STATUS_SUCCESS) g_job_callback.store(callback, std::memory_order_release);
-  return status;
+  return set_job_destination(real, callback, g_job_callback);
 }
 
 __attribute__((visibility("default"))) cublasStatus_t cublasLtLoggerSetMask(int mask) {
@@ -261,15 +270,7 @@ __attribute__((visibility("default"))) cublasStatus_t cublasLtLoggerSetLevel(int
 __attribute__((visibility("default"))) cublasStatus_t cublasLtLoggerSetFile(FILE* file) {
   using namespace castscope;
   auto real = reinterpret_cast<SetFileFn>(real_setter("cublasLtLoggerSetFile", reinterpret_cast<void*>(&cublasLtLoggerSetFile)));
-  if (t_inside_castscope) return real != nullptr ? real(file) : CUBLAS_STATUS_NOT_INITIALIZED;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
-  if (!g_active.load()) {
-    const InsideCastscope inside;
-    status = real != nullptr ? real(file) : CUBLAS_STATUS_NOT_INITIALIZED;
-  }
-  if (status == CUBLAS_STATUS_SUCCESS) g_job_file.store(file, std::memory_order_release);
-  return status;
+  return set_job_destination(real, file, g_job_file);
 }
 
 __attribute__((visibility("default"))) cublasStatus_t cublasLtLoggerOpenFile(const char* path) {
