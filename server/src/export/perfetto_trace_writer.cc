@@ -201,13 +201,18 @@ void PerfettoTraceWriter::annotate_double(pf::TrackEvent& event, int name, doubl
   a.set_double_value(value);
 }
 
+pf::TrackEvent& PerfettoTraceWriter::track_event(uint64_t ts_ns, pf::TrackEvent::Type type, uint64_t track) {
+  pf::TracePacket& p = packet(ts_ns);
+  p.set_sequence_flags(pf::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);  // names and categories interned
+  pf::TrackEvent& event = *p.mutable_track_event();
+  event.set_type(type);
+  event.set_track_uuid(track);
+  return event;
+}
+
 Status PerfettoTraceWriter::close_top(ThreadState& thread) {
   OpenOp& op = thread.stack[--thread.depth];
-  pf::TracePacket& p = packet(op.end_ns);
-  p.set_sequence_flags(pf::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
-  pf::TrackEvent& event = *p.mutable_track_event();
-  event.set_type(pf::TrackEvent::TYPE_SLICE_END);
-  event.set_track_uuid(thread.uuid);
+  pf::TrackEvent& event = track_event(op.end_ns, pf::TrackEvent::TYPE_SLICE_END, thread.uuid);
   for (uint64_t flow : op.cast_flows) event.add_terminating_flow_ids(flow);
   return write_packet();
 }
@@ -241,11 +246,7 @@ Status PerfettoTraceWriter::add_op(const ExportEvent& op) {
   uint64_t end = op.ts_ns + op.duration_ns;
   if (thread->depth > 0) end = std::min(end, thread->stack[thread->depth - 1].end_ns);  // nest inside the parent
 
-  pf::TracePacket& p = packet(op.ts_ns);
-  p.set_sequence_flags(pf::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
-  pf::TrackEvent& e = *p.mutable_track_event();
-  e.set_type(pf::TrackEvent::TYPE_SLICE_BEGIN);
-  e.set_track_uuid(thread->uuid);
+  pf::TrackEvent& e = track_event(op.ts_ns, pf::TrackEvent::TYPE_SLICE_BEGIN, thread->uuid);
   e.add_category_iids(kCategoryOp);
   e.set_name_iid(name_iid(op.name));
   annotate(e, kPolicy, short_name(op.policy));
@@ -281,11 +282,7 @@ Status PerfettoTraceWriter::add_cast(const ExportEvent& cast) {
   for (size_t i = thread->depth; i > 0 && op == nullptr; --i)
     if (thread->stack[i - 1].seq == cast.op_seq) op = &thread->stack[i - 1];
 
-  pf::TracePacket& p = packet(cast.ts_ns);
-  p.set_sequence_flags(pf::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
-  pf::TrackEvent& e = *p.mutable_track_event();
-  e.set_type(pf::TrackEvent::TYPE_INSTANT);
-  e.set_track_uuid(thread->uuid);
+  pf::TrackEvent& e = track_event(cast.ts_ns, pf::TrackEvent::TYPE_INSTANT, thread->uuid);
   e.add_category_iids(kCategoryCast);
   const int name_key = (cast.src_dtype << 16) | (cast.dst_dtype << 8) | cast.outcome;
   auto [it, inserted] = cast_names_.try_emplace(name_key, 0);
@@ -339,11 +336,7 @@ Status PerfettoTraceWriter::add_kernel(const ExportEvent& kernel) {
   if (Status s = close_ops_before(kernel.ts_ns, /*inclusive=*/false); !s.ok()) return s;
   uint64_t track = 0;
   if (Status s = stream_track(kernel.gpu_device, kernel.stream, track); !s.ok()) return s;
-  pf::TracePacket& p = packet(kernel.ts_ns);
-  p.set_sequence_flags(pf::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
-  pf::TrackEvent& e = *p.mutable_track_event();
-  e.set_type(pf::TrackEvent::TYPE_SLICE_BEGIN);
-  e.set_track_uuid(track);
+  pf::TrackEvent& e = track_event(kernel.ts_ns, pf::TrackEvent::TYPE_SLICE_BEGIN, track);
   e.add_category_iids(kCategoryKernel);
   e.set_name_iid(name_iid(kernel.name.empty() ? std::string_view(short_name(kernel.activity)) : kernel.name));
   annotate(e, kActivity, short_name(kernel.activity));
@@ -377,11 +370,7 @@ Status PerfettoTraceWriter::add_numerics(const ExportEvent& n) {
   if (Status s = close_ops_before(n.ts_ns, /*inclusive=*/false); !s.ok()) return s;
   ThreadState* thread = nullptr;
   if (Status s = thread_track(n.thread, thread); !s.ok()) return s;
-  pf::TracePacket& p = packet(n.ts_ns);
-  p.set_sequence_flags(pf::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
-  pf::TrackEvent& e = *p.mutable_track_event();
-  e.set_type(pf::TrackEvent::TYPE_INSTANT);
-  e.set_track_uuid(thread->uuid);
+  pf::TrackEvent& e = track_event(n.ts_ns, pf::TrackEvent::TYPE_INSTANT, thread->uuid);
   e.add_category_iids(kCategoryNumerics);
   e.set_name_iid(name_iid(numerics_event_name(n)));
   const bool cast = n.numerics_kind == v1::NumericsSummary::KIND_CAST;
@@ -442,11 +431,7 @@ Status PerfettoTraceWriter::add_scaler_update(const ExportEvent& update) {
 
   ThreadState* thread = nullptr;
   if (Status s = thread_track(update.thread, thread); !s.ok()) return s;
-  pf::TracePacket& q = packet(update.ts_ns);
-  q.set_sequence_flags(pf::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
-  pf::TrackEvent& e = *q.mutable_track_event();
-  e.set_type(pf::TrackEvent::TYPE_INSTANT);
-  e.set_track_uuid(thread->uuid);
+  pf::TrackEvent& e = track_event(update.ts_ns, pf::TrackEvent::TYPE_INSTANT, thread->uuid);
   e.add_category_iids(kCategoryNumerics);
   e.set_name_iid(name_iid(kSkippedStepName));
   if (before) annotate_double(e, kScaleBefore, *before);

@@ -82,6 +82,9 @@ class PerfettoTraceWriter final : public TraceWriter {
   PerfettoTraceWriter() = default;
   // Starts the next packet (cleared, on the agent's sequence).
   castscope::perfetto::TracePacket& packet(uint64_t ts_ns);
+  // A new packet holding a track event of `type` on `track`.
+  castscope::perfetto::TrackEvent& track_event(uint64_t ts_ns, castscope::perfetto::TrackEvent::Type type,
+                                               uint64_t track);
   Status write_packet();
   Status add_op(const ExportEvent& op);
   Status add_cast(const ExportEvent& cast);

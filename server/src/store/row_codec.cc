@@ -18,8 +18,6 @@ constexpr auto kAgentRow = schema::columns(
                       "command", "policy_hash", "policy_files", "batches", "casts", "ops", "cache_samples",
                       "first_sequence", "last_sequence", "events_recorded_total", "events_dropped_total", "finished",
                       "kernels", "gpu_timing", "gpu_records_dropped", "overlay_errors", "castscope_version"});
-constexpr auto kAgentAggregate = schema::columns(schema::kAgents, {"aggregate"});
-constexpr auto kAgentNumerics = schema::columns(schema::kAgents, {"numerics"});
 constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
 constexpr auto kLocationRow = schema::columns(
     schema::kLocations, {"kind", "file", "line", "function", "stack", "flags", "source", "also_consumed_at"});
@@ -242,6 +240,33 @@ Status read_agent_keys(sqlite3* db, int64_t run, std::string_view agent_id, std:
   return error;
 }
 
+namespace {
+// Integer column `column` of agents, which a later schema version added: read
+// into out[first...] by `take`, or nothing where the store has no such column.
+template <typename Take>
+Status read_added_agent_column(sqlite3* db, std::string_view column, std::vector<StoredAgent>& out, size_t first,
+                               Take take) {
+  Statement has_column;
+  if (Status s = Statement::prepare(db, "SELECT COUNT(*) FROM pragma_table_info('agents') WHERE name = ?", has_column);
+      !s.ok())
+    return s;
+  has_column.bind_text(1, column);
+  Status error;
+  const bool present = has_column.step(error) && has_column.column_int(0) > 0;
+  if (!error.ok() || !present) return error;
+  Statement values;
+  if (Status s = Statement::prepare(db, "SELECT " + std::string(column) + " FROM agents WHERE id = ?", values); !s.ok())
+    return s;
+  for (size_t i = first; i < out.size(); ++i) {
+    values.reset();
+    values.bind(1, out[i].row);
+    if (values.step(error)) take(out[i], values.column_int(0));
+    if (!error.ok()) return error;
+  }
+  return {};
+}
+}  // namespace
+
 Status read_agents(sqlite3* db, int64_t run, std::string_view agent_id, std::vector<StoredAgent>& out) {
   Statement agents;
   if (Status s = select_agents(db, kAgentRow, run, agent_id, agents); !s.ok()) return s;
@@ -278,39 +303,15 @@ Status read_agents(sqlite3* db, int64_t run, std::string_view agent_id, std::vec
   }
   if (!error.ok() || out.size() == first) return error;
 
-  Statement has_column;
-  if (Status s = Statement::prepare(db, "SELECT COUNT(*) FROM pragma_table_info('agents') WHERE name = 'aggregate'",
-                                    has_column);
+  // agents.aggregate: schema version 13; agents.numerics: 15. A store of
+  // 12 to 14 read as it is lacks one or both.
+  if (Status s = read_added_agent_column(db, "aggregate", out, first,
+                                         [](StoredAgent& agent, int64_t value) { agent.aggregate = value != 0; });
       !s.ok())
     return s;
-  const bool has_aggregate = has_column.step(error) && has_column.column_int(0) > 0;
-  if (!error.ok() || !has_aggregate) return error;
-  Statement aggregate;
-  if (Status s = Statement::prepare(db, kAgentAggregate.select_sql() + " WHERE id = ?", aggregate); !s.ok()) return s;
-  for (size_t i = first; i < out.size(); ++i) {
-    aggregate.reset();
-    aggregate.bind(1, out[i].row);
-    if (aggregate.step(error)) out[i].aggregate = aggregate.column_int(kAgentAggregate["aggregate"]) != 0;
-    if (!error.ok()) return error;
-  }
-
-  // agents.numerics: schema version 15; a store of 12 to 14 read as it is has none.
-  Statement has_numerics;
-  if (Status s = Statement::prepare(db, "SELECT COUNT(*) FROM pragma_table_info('agents') WHERE name = 'numerics'",
-                                    has_numerics);
-      !s.ok())
-    return s;
-  const bool numerics_column = has_numerics.step(error) && has_numerics.column_int(0) > 0;
-  if (!error.ok() || !numerics_column) return error;
-  Statement numerics;
-  if (Status s = Statement::prepare(db, kAgentNumerics.select_sql() + " WHERE id = ?", numerics); !s.ok()) return s;
-  for (size_t i = first; i < out.size(); ++i) {
-    numerics.reset();
-    numerics.bind(1, out[i].row);
-    if (numerics.step(error)) out[i].numerics = static_cast<uint64_t>(numerics.column_int(kAgentNumerics["numerics"]));
-    if (!error.ok()) return error;
-  }
-  return {};
+  return read_added_agent_column(db, "numerics", out, first, [](StoredAgent& agent, int64_t value) {
+    agent.numerics = static_cast<uint64_t>(value);
+  });
 }
 
 }  // namespace castscope::collector
