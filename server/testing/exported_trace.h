@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <string>
 
@@ -15,12 +16,12 @@ namespace castscope::collector::testing {
 enum class TraceFormat { kPerfetto, kChrome };
 
 struct ExportedTrace {
-  std::string path;  // mode 0600 (the export's)
+  std::string path;
   ExportSummary summary;
 };
 
-// Exports run "run" of `db` into the new temp dir `dir_name`; a failed export
-// fails the test, naming why.
+// Exports run "run" of `db` into the new temp dir `dir_name`; a failed export,
+// or a trace others may read (not mode 0600), fails the test.
 inline ExportedTrace export_trace(const std::string& db, const std::string& dir_name, TraceFormat format) {
   ExportedTrace out;
   const bool perfetto = format == TraceFormat::kPerfetto;
@@ -28,6 +29,9 @@ inline ExportedTrace export_trace(const std::string& db, const std::string& dir_
   const ExportOptions options{db, "run", perfetto ? out.path : "", perfetto ? "" : out.path};
   const Status s = export_run(options, out.summary);
   EXPECT_TRUE(s.ok()) << s.message();
+  struct stat st {};
+  EXPECT_EQ(::stat(out.path.c_str(), &st), 0) << out.path;
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << out.path;
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "server/src/store/store_reader.h"
 #include "server/src/store/store_writer.h"
 
 namespace castscope::collector::testing {
@@ -20,6 +21,12 @@ Status store_batches(const std::string& db, const std::vector<castscope::v1::Bat
                               batch.agent().agent_id() + " was a duplicate");
   }
   return writer->commit();
+}
+
+Status list_runs(const std::string& db, castscope::v1::ListRunsResponse& out) {
+  std::unique_ptr<StoreReader> reader;
+  if (Status s = StoreReader::open(db, reader); !s.ok()) return s;
+  return reader->list_runs(out);
 }
 
 }  // namespace castscope::collector::testing

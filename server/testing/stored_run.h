@@ -15,4 +15,7 @@ namespace castscope::collector::testing {
 // for a duplicate is an error: a fixture's batches are all new.
 Status store_batches(const std::string& db, const std::vector<castscope::v1::Batch>& batches);
 
+// The runs of the store at `db`, as a ListRuns answers them.
+Status list_runs(const std::string& db, castscope::v1::ListRunsResponse& out);
+
 }  // namespace castscope::collector::testing

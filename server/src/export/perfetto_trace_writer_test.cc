@@ -5,7 +5,6 @@
 #include "server/src/export/perfetto_trace_writer.h"
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <fstream>
 #include <map>
@@ -26,39 +25,66 @@ pf::Trace read_trace(const std::string& path) {
   return trace;
 }
 
-TEST(PerfettoTraceWriter, TracksSlicesInstantsFlowsAndCountersFollowTheStore) {
-  const std::string db = testing::store_export_run("export-perfetto-store");
-  const auto [path, summary] = testing::export_trace(db, "export-perfetto", testing::TraceFormat::kPerfetto);
-  struct stat st {};
-  ASSERT_EQ(::stat(path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
-
-  const pf::Trace trace = read_trace(path);
+// A trace read in order, as Perfetto reads it: interned names and track
+// descriptors gathered as they come, each track event after its track's
+// descriptor, on the writer's one packet sequence.
+struct ReadBack {
+  struct Event {
+    uint64_t ts_ns;
+    pf::TrackEvent event;
+  };
   std::map<uint64_t, pf::TrackDescriptor> tracks;
   std::map<uint64_t, std::string> names;  // interned event names
   std::map<uint64_t, std::string> annotation_names;
+  std::vector<Event> events;
+
+  const std::string& name(const pf::TrackEvent& e) const { return names.at(e.name_iid()); }
+  // The event's annotations as text (doubles as integers).
+  std::map<std::string, std::string> args(const pf::TrackEvent& e) const {
+    std::map<std::string, std::string> out;
+    for (const auto& a : e.debug_annotations()) {
+      std::string& value = out[annotation_names.at(a.name_iid())];
+      if (a.has_string_value()) value = a.string_value();
+      else if (a.has_double_value()) value = std::to_string(static_cast<int>(a.double_value()));
+      else if (a.has_int_value()) value = std::to_string(a.int_value());
+      else value = std::to_string(a.uint_value());
+    }
+    return out;
+  }
+};
+
+ReadBack read_back(const std::string& path) {
+  ReadBack out;
+  const pf::Trace trace = read_trace(path);
+  for (const pf::TracePacket& p : trace.packet()) {
+    EXPECT_EQ(p.trusted_packet_sequence_id(), 1u);
+    for (const auto& n : p.interned_data().event_names()) out.names[n.iid()] = n.name();
+    for (const auto& n : p.interned_data().debug_annotation_names()) out.annotation_names[n.iid()] = n.name();
+    if (p.has_track_descriptor()) out.tracks[p.track_descriptor().uuid()] = p.track_descriptor();
+    if (!p.has_track_event()) continue;
+    EXPECT_TRUE(out.tracks.count(p.track_event().track_uuid())) << "an event before its track's descriptor";
+    out.events.push_back({p.timestamp(), p.track_event()});
+  }
+  return out;
+}
+
+TEST(PerfettoTraceWriter, TracksSlicesInstantsFlowsAndCountersFollowTheStore) {
+  const std::string db = testing::store_export_run("export-perfetto-store");
+  const auto [path, summary] = testing::export_trace(db, "export-perfetto", testing::TraceFormat::kPerfetto);
+  const ReadBack trace = read_back(path);
+  std::map<uint64_t, pf::TrackDescriptor> tracks = trace.tracks;
   std::map<std::pair<uint64_t, int>, int> events;  // (track, type) -> count
   std::vector<std::string> slice_names, instant_names;
   std::multiset<uint64_t> started_flows, ended_flows;
   std::map<uint64_t, std::vector<int64_t>> counters;
-  for (const pf::TracePacket& p : trace.packet()) {
-    EXPECT_EQ(p.trusted_packet_sequence_id(), 1u);
-    for (const auto& n : p.interned_data().event_names()) names[n.iid()] = n.name();
-    for (const auto& n : p.interned_data().debug_annotation_names()) annotation_names[n.iid()] = n.name();
-    if (p.has_track_descriptor()) tracks[p.track_descriptor().uuid()] = p.track_descriptor();
-    if (!p.has_track_event()) continue;
-    const pf::TrackEvent& e = p.track_event();
-    ASSERT_TRUE(tracks.count(e.track_uuid())) << "an event before its track's descriptor";
+  for (const auto& [ts_ns, e] : trace.events) {
     ++events[{e.track_uuid(), e.type()}];
     for (uint64_t f : e.flow_ids()) started_flows.insert(f);
     for (uint64_t f : e.terminating_flow_ids()) ended_flows.insert(f);
-    if (e.type() == pf::TrackEvent::TYPE_SLICE_BEGIN) slice_names.push_back(names.at(e.name_iid()));
+    if (e.type() == pf::TrackEvent::TYPE_SLICE_BEGIN) slice_names.push_back(trace.name(e));
     if (e.type() == pf::TrackEvent::TYPE_INSTANT) {
-      instant_names.push_back(names.at(e.name_iid()));
-      std::map<std::string, std::string> args;
-      for (const auto& a : e.debug_annotations())
-        args[annotation_names.at(a.name_iid())] =
-            a.has_string_value() ? a.string_value() : std::to_string(a.uint_value());
+      instant_names.push_back(trace.name(e));
+      std::map<std::string, std::string> args = trace.args(e);
       if (args["seq"] == "3") {
         EXPECT_EQ(args["arg"], "weight");
         EXPECT_EQ(args["dtypes"], "float32→bfloat16");
@@ -132,34 +158,20 @@ TEST(PerfettoTraceWriter, TracksSlicesInstantsFlowsAndCountersFollowTheStore) {
 TEST(PerfettoTraceWriter, ScaleCounterSkippedStepsAndNumericsProblems) {
   const std::string db = testing::store_export_run_with_numerics("export-perfetto-numerics-store");
   const auto [path, summary] = testing::export_trace(db, "export-perfetto-numerics", testing::TraceFormat::kPerfetto);
-  const pf::Trace trace = read_trace(path);
-  std::map<uint64_t, pf::TrackDescriptor> tracks;
-  std::map<uint64_t, std::string> names, annotation_names;
+  const ReadBack trace = read_back(path);
+  std::map<uint64_t, pf::TrackDescriptor> tracks = trace.tracks;
   std::map<uint64_t, std::vector<double>> scales;  // track -> values
   std::map<std::string, std::map<std::string, std::string>> numerics;  // instant name -> annotations
   std::map<std::string, uint64_t> numerics_track, numerics_ts;
-  for (const pf::TracePacket& p : trace.packet()) {
-    for (const auto& n : p.interned_data().event_names()) names[n.iid()] = n.name();
-    for (const auto& n : p.interned_data().debug_annotation_names()) annotation_names[n.iid()] = n.name();
-    if (p.has_track_descriptor()) tracks[p.track_descriptor().uuid()] = p.track_descriptor();
-    if (!p.has_track_event()) continue;
-    const pf::TrackEvent& e = p.track_event();
-    ASSERT_TRUE(tracks.count(e.track_uuid())) << "an event before its track's descriptor";
+  for (const auto& [ts_ns, e] : trace.events) {
     if (e.type() == pf::TrackEvent::TYPE_COUNTER && e.has_double_counter_value())
       scales[e.track_uuid()].push_back(e.double_counter_value());
-    if (e.type() != pf::TrackEvent::TYPE_INSTANT || names.at(e.name_iid()).rfind("cast float32", 0) == 0 ||
-        names.at(e.name_iid()).rfind("no cast", 0) == 0)
-      continue;
-    std::map<std::string, std::string>& args = numerics[names.at(e.name_iid())];
-    numerics_track[names.at(e.name_iid())] = e.track_uuid();
-    numerics_ts[names.at(e.name_iid())] = p.timestamp();
-    for (const auto& a : e.debug_annotations()) {
-      std::string& value = args[annotation_names.at(a.name_iid())];
-      if (a.has_string_value()) value = a.string_value();
-      else if (a.has_double_value()) value = std::to_string(static_cast<int>(a.double_value()));
-      else if (a.has_int_value()) value = std::to_string(a.int_value());
-      else value = std::to_string(a.uint_value());
-    }
+    if (e.type() != pf::TrackEvent::TYPE_INSTANT) continue;
+    const std::string& name = trace.name(e);
+    if (name.rfind("cast float32", 0) == 0 || name.rfind("no cast", 0) == 0) continue;
+    numerics[name] = trace.args(e);
+    numerics_track[name] = e.track_uuid();
+    numerics_ts[name] = ts_ns;
   }
   // The scale: a counter track named for it under the process, every update's value.
   ASSERT_EQ(scales.size(), 1u);
@@ -224,9 +236,7 @@ TEST(PerfettoTraceWriter, AnOpThatWouldOutliveItsParentEndsWithIt) {
   ASSERT_TRUE(writer->end_agent().ok());
   ASSERT_TRUE(writer->finish().ok());
   std::vector<std::pair<int, uint64_t>> sequence;  // (type, ts) of slice events
-  const pf::Trace trace = read_trace((dir / "t.pftrace").string());
-  for (const pf::TracePacket& p : trace.packet())
-    if (p.has_track_event()) sequence.emplace_back(p.track_event().type(), p.timestamp());
+  for (const auto& [ts_ns, e] : read_back((dir / "t.pftrace").string()).events) sequence.emplace_back(e.type(), ts_ns);
   using T = pf::TrackEvent;
   EXPECT_EQ(sequence, (std::vector<std::pair<int, uint64_t>>{{T::TYPE_SLICE_BEGIN, 100}, {T::TYPE_SLICE_BEGIN, 150},
                                                              {T::TYPE_SLICE_END, 200}, {T::TYPE_SLICE_END, 200},

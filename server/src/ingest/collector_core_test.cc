@@ -44,10 +44,8 @@ TEST(CollectorCore, AcknowledgesAfterCommitAndRecognisesReplays) {
   ASSERT_TRUE(first.status.ok()) << first.status.message();
   EXPECT_FALSE(first.duplicate);
   // Acknowledged means committed: another connection sees it now.
-  std::unique_ptr<StoreReader> reader;
-  ASSERT_TRUE(StoreReader::open(db, reader).ok());
   v1::ListRunsResponse runs;
-  ASSERT_TRUE(reader->list_runs(runs).ok());
+  ASSERT_TRUE(testing::list_runs(db, runs).ok());
   ASSERT_EQ(runs.runs_size(), 1);
   EXPECT_EQ(runs.runs(0).agents(0).casts(), 3u);
 

@@ -199,10 +199,8 @@ TEST(SqliteStore, DataAndDedupSurviveReopening) {
     ASSERT_TRUE(store(*writer, final_batch, duplicate).ok());
     EXPECT_FALSE(duplicate);
   }
-  std::unique_ptr<StoreReader> reader;
-  ASSERT_TRUE(StoreReader::open(db, reader).ok());
   v1::ListRunsResponse runs;
-  ASSERT_TRUE(reader->list_runs(runs).ok());
+  ASSERT_TRUE(testing::list_runs(db, runs).ok());
   ASSERT_EQ(runs.runs_size(), 1);
   EXPECT_EQ(runs.runs(0).agents(0).batches(), 2u);
   EXPECT_EQ(runs.runs(0).agents(0).casts(), 6u);
