@@ -7,34 +7,20 @@ import pathlib
 import sys
 import tempfile
 
-import torch
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "agent" / "python"))
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO / "agent" / "python"), str(REPO / "tests" / "integration"), str(REPO / "tests" / "gpu")]
 import castscope  # noqa: E402
-
-
-def policies_for_this_torch() -> list[str]:
-    sys.path.insert(0, str(pathlib.Path(__file__).parent))
-    from policy_for_this_torch import policy_for_this_torch
-
-    return [policy_for_this_torch()]
-
+from helpers import mlp_step  # noqa: E402
+from policy_for_this_torch import policy_for_this_torch  # noqa: E402
 
 events = pathlib.Path(tempfile.mkdtemp()) / "events.jsonl"
-model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-x = torch.randn(64, 256, device="cuda")
+step = mlp_step("cuda")
 mode = os.environ.get("SMOKE_GPU_TIMING", "auto")
 print("attaching, gpu_timing", mode, flush=True)
-with castscope.attached(policy_files=policies_for_this_torch(), events_path=events, probe=False, gpu_timing=mode) as agent:
+with castscope.attached(policy_files=[policy_for_this_torch()], events_path=events, probe=False, gpu_timing=mode) as agent:
     print("gpu_timing:", agent.status()["gpu_timing"])
     for _ in range(3):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(x).float().pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-    torch.cuda.synchronize()
+        step()
     status = agent.status()
 print({k: status[k] for k in ("gpu_timing", "gpu_records_dropped", "events_recorded", "events_dropped")})
 kinds = collections.Counter()

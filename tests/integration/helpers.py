@@ -58,6 +58,16 @@ def autocast_steps(model, optimizer, x, y, steps: int, device: str = "cpu", loss
     return losses
 
 
+def mlp_step(device: str = "cuda"):
+    """tests/gpu/smoke_on_gpu.py's training step, which test_gpu_timing.py profiles too: a 2-layer MLP
+    (seeded by the caller), its forward and loss under bf16 autocast, backward and an SGD step outside
+    the region. A function of no arguments that runs one step each call (CUDA synchronized after it)."""
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(64, 256, device=device)
+    return lambda: autocast_steps(model, optimizer, x, None, 1, device, loss_of=lambda out: out.float().pow(2).mean())
+
+
 # Self-contained, so that a test can also run it as a job's source (inspect.getsource).
 def train(steps: int = 3) -> list[torch.Tensor]:
     torch.manual_seed(0)

@@ -135,9 +135,9 @@ def test_compiled_casts_per_step_are_the_aot_graphs_autocast_casts(scenario, bac
 
 
 @pytest.mark.parametrize("script, marker, kind, args", [
-    ("compiled_stale_cache.py", "the stale line", "stale-cache-hit", ()),
-    ("compiled_backward_in_region.py", "the backward line", "backward-under-autocast", ()),
-    ("compiled_backward_in_region.py", "the backward line", "backward-under-autocast", ("aot_eager",)),
+    ("compiled_in_region.py", "the stale line", "stale-cache-hit", ("stale-cache",)),
+    ("compiled_in_region.py", "the backward line", "backward-under-autocast", ("backward-in-region",)),
+    ("compiled_in_region.py", "the backward line", "backward-under-autocast", ("backward-in-region", "aot_eager")),
     ("compiled_cast_churn.py", "the block line", "cast-churn", ()),
 ])
 def test_eager_backend_findings_point_at_the_users_line(scenario, script, marker, kind, args):

@@ -49,10 +49,10 @@ CASES = [
     ("cache-growth", ["cache_growth.py"], "torch.mm(x, w)", ["cache_per_iteration.py"]),
     ("cache-growth", ["saliency_loop.py", "one-region"], "the saliency line", ["saliency_loop.py", "per-pass"]),
     ("cache-growth", ["input_grad_loop.py", "one-region"], "the feeding line", ["input_grad_loop.py", "per-step"]),
-    ("mode-mismatch", ["mode_mismatch.py"], "the mismatching line", ["one_mode.py"]),
+    ("mode-mismatch", ["mode_mismatch.py", "inner-region"], "the mismatching line", ["mode_mismatch.py", "plain"]),
     ("mode-mismatch", ["jit_promote.py", "mixed"], "the promoting line", ["jit_promote.py", "explicit"]),
     ("script-disable-ignored", ["disable_in_script.py", "script"], "fp32 by intent", ["disable_in_script.py", "eager"]),
-    ("script-disable-ignored", ["disable_in_script.py", "script"], "fp32 by intent", ["one_mode.py"]),
+    ("script-disable-ignored", ["disable_in_script.py", "script"], "fp32 by intent", ["mode_mismatch.py", "plain"]),
     ("trace-dropped-autocast", ["trace_dropped_disable.py"], "fp32 by intent", ["trace_kept_dtypes.py"]),
     ("script-under-trace", ["script_under_trace.py", "autocast"], "the scripted line",
      ["script_under_trace.py", "plain"]),
@@ -219,12 +219,12 @@ def test_diff_of_eager_and_scripted_runs_points_at_the_line(tmp_path):
 
 
 def test_report_names_the_effective_policy_by_hash(tmp_path):
-    base = run_scenario(tmp_path / "base", "one_mode.py")["run"]["policy_hashes"]
+    base = run_scenario(tmp_path / "base", "mode_mismatch.py", "plain")["run"]["policy_hashes"]
     overlay = tmp_path / "overlay.json"
     overlay.write_text(json.dumps({"castscope_policy": 1, "device": "cpu", "ops": {"aten::mm": "fp32"}}))
     out = tmp_path / "overlaid"
     result = subprocess.run([*CASTSCOPE, "run", "--overlay", str(overlay), "--out", str(out), "--", sys.executable,
-                             str(SCENARIOS / "one_mode.py")], capture_output=True, text=True, timeout=600)
+                             str(SCENARIOS / "mode_mismatch.py"), "plain"], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     overlaid = json.loads((out / "report.json").read_text())["run"]["policy_hashes"]
     assert len(base) == 1 and len(overlaid) == 1
@@ -234,7 +234,7 @@ def test_report_names_the_effective_policy_by_hash(tmp_path):
 
 
 def test_report_of_unknown_run_is_a_clear_error(tmp_path):
-    run_scenario(tmp_path, "one_mode.py")
+    run_scenario(tmp_path, "mode_mismatch.py", "plain")
     result = subprocess.run([*CASTSCOPE, "report", "nope", "--db", str(tmp_path / "out" / "castscope.db")],
                             capture_output=True, text=True)
     assert result.returncode == 2

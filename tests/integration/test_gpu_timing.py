@@ -14,7 +14,7 @@ import torch
 
 import castscope
 import castscope.events
-from helpers import autocast_steps, policies_for_this_torch, train
+from helpers import autocast_steps, mlp_step, policies_for_this_torch, train
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 STANDIN = REPO / "build" / "tests" / "stand_ins" / "cupti" / "libcastscope_standin_cupti.so"
@@ -228,17 +228,7 @@ def test_an_attached_step_launches_the_kernels_a_native_one_does(tmp_path, gpu_t
     from torch.profiler import ProfilerActivity, profile
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    x = torch.randn(64, 256, device="cuda")
-
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(x).float().pow(2).mean()
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        torch.cuda.synchronize()
+    step = mlp_step("cuda")
 
     def profiled() -> Counter:
         step()  # warm: cuBLAS handles, kernel choices, the optimizer's state

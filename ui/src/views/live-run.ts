@@ -3,10 +3,11 @@
 // from its first batch without anyone choosing the run (docs/viewer.md,
 // "Following the next run").
 
-import { api, type Run } from "../api";
+import type { Run } from "../api";
 import { h } from "../dom";
 import { errorText } from "../notice";
 import { hashFor } from "../router";
+import { RunsPoll, runsPage } from "./runs-poll";
 
 // The runs list is one small query; twice a second puts the job's first
 // casts on screen within half a second of the run's first batch.
@@ -31,55 +32,49 @@ export function newestReceivingRun(runs: Run[], before: Map<string, string>): Ru
 export class LiveRunView {
   readonly el: HTMLElement;
   private status: HTMLElement;
-  private timer = 0;
-  private destroyed = false;
+  private poll: RunsPoll;
   private before: Map<string, string> | null = null; // newestReceivingRun's, from the first answer
 
   constructor() {
     this.status = h("p", { class: "muted live-wait-status" }, "looking for a live run…");
-    this.el = h(
-      "section",
-      { class: "live-wait page" },
-      h("h1", null, "Waiting for a live run"),
-      h("p", { class: "note muted" }, "This page opens the timeline of the newest live run in this store as soon as one sends events: start a job under castscope with this collector (castscope run --collector ADDRESS -- python train.py)."),
+    this.el = runsPage(
+      "live-wait",
+      "Waiting for a live run",
+      "This page opens the timeline of the newest live run in this store as soon as one sends events: start a job under castscope with this collector (castscope run --collector ADDRESS -- python train.py).",
       this.status,
     );
-    void this.poll();
-  }
-
-  private async poll(): Promise<void> {
-    try {
-      const { runs } = await api.runs();
-      if (this.destroyed) return;
-      // A run already live when the page opened counts once it is seen again (its next batch).
-      if (this.before === null) {
-        this.before = new Map(runs.filter((r) => r.live).map((r) => [r.run_id, r.last_seen_unix_ns]));
-      } else {
-        const run = newestReceivingRun(runs, this.before);
-        if (run) {
-          // No history entry: Back leads to where the page was opened from.
-          location.replace(hashFor("timeline", run.run_id));
-          return;
-        }
-      }
-      const silent = runs.filter((r) => r.live).length;
-      this.status.className = "muted live-wait-status";
-      this.status.textContent =
-        runs.length === 0
-          ? "No runs in this store yet."
-          : silent === 0
-            ? `No run is live (${runs.length} finished in this store).`
-            : `${silent} run${silent === 1 ? " is" : "s are"} marked live but sent nothing since this page opened (a job killed before its end stays so); waiting for one that does.`;
-    } catch (e) {
-      if (this.destroyed) return;
+    this.poll = new RunsPoll(POLL_MS, (runs) => this.answered(runs), (e) => {
       this.status.className = "error live-wait-status";
       this.status.textContent = `${errorText(e)}; trying again`;
+      return true;
+    });
+  }
+
+  /** Opens the run to follow once there is one; until then says why none is, and asks again. */
+  private answered(runs: Run[]): boolean {
+    // A run already live when the page opened counts once it is seen again (its next batch).
+    if (this.before === null) {
+      this.before = new Map(runs.filter((r) => r.live).map((r) => [r.run_id, r.last_seen_unix_ns]));
+    } else {
+      const run = newestReceivingRun(runs, this.before);
+      if (run) {
+        // No history entry: Back leads to where the page was opened from.
+        location.replace(hashFor("timeline", run.run_id));
+        return false;
+      }
     }
-    this.timer = window.setTimeout(() => void this.poll(), POLL_MS);
+    const silent = runs.filter((r) => r.live).length;
+    this.status.className = "muted live-wait-status";
+    this.status.textContent =
+      runs.length === 0
+        ? "No runs in this store yet."
+        : silent === 0
+          ? `No run is live (${runs.length} finished in this store).`
+          : `${silent} run${silent === 1 ? " is" : "s are"} marked live but sent nothing since this page opened (a job killed before its end stays so); waiting for one that does.`;
+    return true;
   }
 
   destroy(): void {
-    this.destroyed = true;
-    window.clearTimeout(this.timer);
+    this.poll.stop();
   }
 }

@@ -1,43 +1,40 @@
 // Runs: every run in the store, its processes, and what was lost on the way.
 
-import { type Agent, api, type Run } from "../api";
+import type { Agent, Run } from "../api";
 import { clear, h } from "../dom";
 import { fmtCount, fmtUnixNs } from "../format";
 import { errorText } from "../notice";
 import { hashFor } from "../router";
+import { RunsPoll, runsPage } from "./runs-poll";
 
 const POLL_MS = 3000;
 
 export class RunsView {
   readonly el: HTMLElement;
   private body: HTMLElement;
-  private timer = 0;
-  private destroyed = false;
+  private poll: RunsPoll;
 
   constructor() {
     this.body = h("div", { class: "runs-body" }, h("p", { class: "muted" }, "loading runs…"));
-    this.el = h(
-      "section",
-      { class: "runs page" },
-      h("h1", null, "Runs"),
-      h("p", { class: "note muted" }, "recorded: events a process recorded; stored: events in the store; undelivered = recorded − stored (in flight while a process runs, lost once it finished). Dropped, GPU records dropped and missing batches are losses the agents counted."),
+    this.el = runsPage(
+      "runs",
+      "Runs",
+      "recorded: events a process recorded; stored: events in the store; undelivered = recorded − stored (in flight while a process runs, lost once it finished). Dropped, GPU records dropped and missing batches are losses the agents counted.",
       this.body,
     );
-    void this.refresh();
-  }
-
-  private async refresh(): Promise<void> {
-    try {
-      const { runs } = await api.runs();
-      if (this.destroyed) return;
-      this.render(runs);
-      // Poll while something may still change: a live run, or none yet (a job just started).
-      if (runs.length === 0 || runs.some((r) => r.live)) this.timer = window.setTimeout(() => void this.refresh(), POLL_MS);
-    } catch (e) {
-      if (this.destroyed) return;
-      clear(this.body);
-      this.body.appendChild(h("p", { class: "error" }, errorText(e)));
-    }
+    this.poll = new RunsPoll(
+      POLL_MS,
+      (runs) => {
+        this.render(runs);
+        // Poll while something may still change: a live run, or none yet (a job just started).
+        return runs.length === 0 || runs.some((r) => r.live);
+      },
+      (e) => {
+        clear(this.body);
+        this.body.appendChild(h("p", { class: "error" }, errorText(e)));
+        return false;
+      },
+    );
   }
 
   private render(runs: Run[]): void {
@@ -51,8 +48,7 @@ export class RunsView {
   }
 
   destroy(): void {
-    this.destroyed = true;
-    window.clearTimeout(this.timer);
+    this.poll.stop();
   }
 }
 
