@@ -1,5 +1,6 @@
 #include "proto/generator/enum_tables.h"
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -86,6 +87,38 @@ void emit_enum_field_visitors(const pb::FileDescriptor* file, Out& out) {
       out.line("visit(std::string_view(\"" + f->name() + "\"), static_cast<int32_t>(message." + f->name() + "()));");
     out.close("}");
     out.line();
+  }
+  // Per oneof of messages, `visit_<oneof>(message, f)`: f(the member set),
+  // false when none is (or one this header predates). Each stage that works
+  // on every event kind alike (its seq, its time) asks the member itself.
+  for (const pb::Descriptor* m : all_messages(file)) {
+    for (int o = 0; o < m->oneof_decl_count(); ++o) {
+      const pb::OneofDescriptor* oneof = m->oneof_decl(o);
+      if (oneof->is_synthetic()) continue;  // a proto3 optional field
+      bool all_messages_in_it = true;
+      for (int i = 0; i < oneof->field_count(); ++i)
+        if (oneof->field(i)->message_type() == nullptr) all_messages_in_it = false;
+      if (!all_messages_in_it) continue;
+      const std::string type = ns + scoped_name(m, "::");
+      int end = 0;
+      for (int i = 0; i < oneof->field_count(); ++i) end = std::max(end, oneof->field(i)->number() + 1);
+      out.line("// One past the highest field number in " + m->full_name() + "'s oneof " + oneof->name() +
+               ": a table by " + oneof->name() + "_case() has this many rows.");
+      out.line("inline constexpr int k" + camel_case(scoped_name(m, "_")) + camel_case(oneof->name()) +
+               "CaseEnd = " + std::to_string(end) + ";");
+      out.line("// The member of " + m->full_name() + "'s oneof " + oneof->name() + " that is set.");
+      out.line("template <typename Visit>");
+      out.open("bool visit_" + oneof->name() + "(const " + type + "& message, Visit&& visit) {");
+      out.open("switch (message." + oneof->name() + "_case()) {");
+      for (int i = 0; i < oneof->field_count(); ++i) {
+        const pb::FieldDescriptor* f = oneof->field(i);
+        out.line("case " + type + "::k" + camel_case(f->name()) + ": visit(message." + f->name() + "()); return true;");
+      }
+      out.line("default: return false;");
+      out.close("}");
+      out.close("}");
+      out.line();
+    }
   }
 }
 

@@ -21,13 +21,10 @@ constexpr NamedValue<DType> kCudaDataTypes[] = {
     {"C_32F", DType::kComplex64}, {"C_64F", DType::kComplex128},
 };
 constexpr NamedValue<GemmCompute> kComputeTypes[] = {
-    {"COMPUTE_16F", GemmCompute::k16F},
-    {"COMPUTE_32F", GemmCompute::k32F},
-    {"COMPUTE_32F_FAST_16F", GemmCompute::k32FFast16F},
-    {"COMPUTE_32F_FAST_16BF", GemmCompute::k32FFast16Bf},
+    {"COMPUTE_16F", GemmCompute::k16F},   {"COMPUTE_32F", GemmCompute::k32F},
+    {"COMPUTE_64F", GemmCompute::k64F},   {"COMPUTE_32I", GemmCompute::k32I},
+    {"COMPUTE_32F_FAST_16F", GemmCompute::k32FFast16F},   {"COMPUTE_32F_FAST_16BF", GemmCompute::k32FFast16Bf},
     {"COMPUTE_32F_FAST_TF32", GemmCompute::k32FFastTf32},
-    {"COMPUTE_64F", GemmCompute::k64F},
-    {"COMPUTE_32I", GemmCompute::k32I},
 };
 
 }  // namespace

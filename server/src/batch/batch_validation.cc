@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "castscope/v1/events.names.h"
 #include "server/src/batch/event_limits.h"
@@ -293,20 +294,14 @@ Status check_kernel(const v1::KernelEvent& kernel, int index, const LocalIdIndex
 
 // The event's time on the timeline; 0 for kinds that have none.
 uint64_t event_time_ns(const v1::Event& event) {
-  switch (event.kind_case()) {
-    case v1::Event::kCast:
-      return event.cast().ts_ns();
-    case v1::Event::kOp:
-      return event.op().ts_ns();
-    case v1::Event::kKernel:
-      return event.kernel().ts_ns();
-    case v1::Event::kCacheSample:
-      return event.cache_sample().ts_ns();
-    case v1::Event::kNumerics:
-      return event.numerics().first_ts_ns();
-    default:
-      return 0;
-  }
+  uint64_t ts = 0;
+  v1::names::visit_kind(event, [&ts](const auto& member) {
+    if constexpr (requires { member.ts_ns(); })
+      ts = member.ts_ns();
+    else if constexpr (std::is_same_v<std::decay_t<decltype(member)>, v1::NumericsSummary>)
+      ts = member.first_ts_ns();  // a window's start; counters (first_ts_ns too) are not drawn
+  });
+  return ts;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "castscope/v1/events.names.h"
 #include "server/src/store/store_schema.h"
 
 namespace castscope::collector {
@@ -32,16 +33,11 @@ constexpr auto kFindingRow =
     schema::columns(schema::kFindings, {"id", "run", "kind", "severity", "summary", "details_json"});
 
 uint64_t seq_of(const v1::Event& event) {
-  switch (event.kind_case()) {
-    case v1::Event::kCast:
-      return event.cast().seq();
-    case v1::Event::kOp:
-      return event.op().seq();
-    case v1::Event::kCacheSample:
-      return event.cache_sample().seq();
-    default:
-      return 0;
-  }
+  uint64_t seq = 0;
+  v1::names::visit_kind(event, [&seq](const auto& member) {
+    if constexpr (requires { member.seq(); }) seq = member.seq();
+  });
+  return seq;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "common/log/logger.h"
 #include "common/log/rate_limited.h"
@@ -414,12 +415,12 @@ Status StoreWriter::append_rollups() {
 }
 
 void StoreWriter::add_rollups(int64_t agent, uint64_t received_unix_ns) {
-  for (const PendingRow& row : casts_pending_) {
+  for (const PendingRow& row : pending_[v1::Event::kCast]) {
     const v1::CastEvent& cast = row.event->cast();
     rollups_.add_cast(agent, rollups_.minute_of(cast.ts_ns(), received_unix_ns), row.op, row.arg_name, row.location,
                       cast);
   }
-  for (const PendingRow& row : cast_counts_pending_) {
+  for (const PendingRow& row : pending_[v1::Event::kCastCounts]) {
     const v1::CastCounts& counts = row.event->cast_counts();
     rollups_.add_counts(agent, rollups_.minute_of(counts.last_ts_ns(), received_unix_ns), row.op, row.arg_name,
                         row.location, counts);
@@ -479,9 +480,8 @@ Status StoreWriter::insert_events(const v1::Batch& batch, AgentRow& agent, uint6
   const int64_t casts_before = agent.casts, ops_before = agent.ops, samples_before = agent.cache_samples,
                 kernels_before = agent.kernels, numerics_before = agent.numerics;
   if (rollups_.enabled()) add_rollups(agent.id, received_unix_ns);
-  const auto received = static_cast<int64_t>(casts_pending_.size() + ops_pending_.size() + samples_pending_.size() +
-                                             kernels_pending_.size() + cast_counts_pending_.size() +
-                                             op_counts_pending_.size() + numerics_pending_.size());
+  int64_t received = 0;
+  for (const std::vector<PendingRow>& rows : pending_) received += static_cast<int64_t>(rows.size());
   if (Status s = insert_pending_rows(agent); !s.ok()) return db_.error(s.message());
   const int64_t ignored = received - (agent.casts - casts_before) - (agent.ops - ops_before) -
                        (agent.cache_samples - samples_before) - (agent.kernels - kernels_before) - (agent.numerics - numerics_before);
@@ -512,77 +512,40 @@ Status StoreWriter::intern_batch_names(const v1::Batch& batch) {
 // The batch's events by kind, with their row ids and interned ids; the stats
 // events update the agent's row.
 void StoreWriter::collect_pending_rows(const v1::Batch& batch, AgentRow& agent) {
-  casts_pending_.clear();
-  ops_pending_.clear();
-  samples_pending_.clear();
-  kernels_pending_.clear();
-  cast_counts_pending_.clear();
-  op_counts_pending_.clear();
-  numerics_pending_.clear();
+  for (std::vector<PendingRow>& rows : pending_) rows.clear();
   for (const v1::Event& event : batch.events()) {
     tiles_.add(agent.id, event);
-    switch (event.kind_case()) {
-      case v1::Event::kCast: {
-        const v1::CastEvent& cast = event.cast();
-        casts_pending_.push_back({&event, event_row_id(agent.id, cast.seq()),
-                                  global_id(cast.op_id(), batch_string_index_, batch_string_ids_),
-                                  global_id(cast.arg_name_id(), batch_string_index_, batch_string_ids_),
-                                  global_id(cast.location_id(), batch_location_index_, batch_location_ids_)});
-        break;
-      }
-      case v1::Event::kOp: {
-        const v1::OpEvent& op = event.op();
-        ops_pending_.push_back({&event, event_row_id(agent.id, op.seq()),
-                                global_id(op.op_id(), batch_string_index_, batch_string_ids_), 0,
-                                global_id(op.location_id(), batch_location_index_, batch_location_ids_)});
-        break;
-      }
-      case v1::Event::kCacheSample:
-        samples_pending_.push_back({&event, event_row_id(agent.id, event.cache_sample().seq()), 0, 0, 0});
-        break;
-      case v1::Event::kKernel:
-        kernels_pending_.push_back({&event, event_row_id(agent.id, event.kernel().seq()),
-                                    global_id(event.kernel().name_id(), batch_string_index_, batch_string_ids_), 0, 0});
-        break;
-      case v1::Event::kCastCounts: {
-        const v1::CastCounts& c = event.cast_counts();
-        cast_counts_pending_.push_back({&event, event_row_id(agent.id, c.seq()),
-                                        global_id(c.op_id(), batch_string_index_, batch_string_ids_),
-                                        global_id(c.arg_name_id(), batch_string_index_, batch_string_ids_),
-                                        global_id(c.location_id(), batch_location_index_, batch_location_ids_)});
-        break;
-      }
-      case v1::Event::kOpCounts: {
-        const v1::OpCounts& o = event.op_counts();
-        op_counts_pending_.push_back({&event, event_row_id(agent.id, o.seq()),
-                                      global_id(o.op_id(), batch_string_index_, batch_string_ids_), 0,
-                                      global_id(o.location_id(), batch_location_index_, batch_location_ids_)});
-        break;
-      }
-      case v1::Event::kNumerics: {
-        const v1::NumericsSummary& n = event.numerics();
-        numerics_pending_.push_back({&event, event_row_id(agent.id, n.seq()),
-                                     global_id(n.op_id(), batch_string_index_, batch_string_ids_),
-                                     global_id(n.arg_name_id(), batch_string_index_, batch_string_ids_),
-                                     global_id(n.location_id(), batch_location_index_, batch_location_ids_)});
-        break;
-      }
-      case v1::Event::kStats: {
-        const v1::AgentStats& stats = event.stats();
-        agent.internal_errors = std::max(agent.internal_errors, static_cast<int64_t>(stats.internal_errors()));
-        agent.gpu_records_dropped = std::max(agent.gpu_records_dropped, static_cast<int64_t>(stats.gpu_records_dropped()));
-        if (!stats.gpu_timing().empty()) agent.gpu_timing = stats.gpu_timing();
-        // Cumulative in the agent: the longest list is the latest, whatever
-        // order batches arrive in.
-        if (static_cast<size_t>(stats.overlay_errors_size()) > agent.overlay_error_count) {
-          agent.overlay_errors = nlohmann::json(stats.overlay_errors()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-          agent.overlay_error_count = static_cast<size_t>(stats.overlay_errors_size());
-        }
-        break;
-      }
-      case v1::Event::KIND_NOT_SET:
-        break;
-    }
+    v1::names::visit_kind(event, [&](const auto& member) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(member)>, v1::AgentStats>)
+        take_stats(member, agent);
+      else
+        pending_[event.kind_case()].push_back(pending_row(event, member, agent.id));
+    });
+  }
+}
+
+template <typename Member>
+PendingRow StoreWriter::pending_row(const v1::Event& event, const Member& member, int64_t agent) const {
+  PendingRow row{&event, event_row_id(agent, member.seq()), 0, 0, 0};
+  auto string_id = [this](uint32_t local) { return global_id(local, batch_string_index_, batch_string_ids_); };
+  if constexpr (requires { member.op_id(); }) row.op = string_id(member.op_id());
+  if constexpr (requires { member.name_id(); }) row.op = string_id(member.name_id());  // a kernel's, in its op column
+  if constexpr (requires { member.arg_name_id(); }) row.arg_name = string_id(member.arg_name_id());
+  if constexpr (requires { member.location_id(); })
+    row.location = global_id(member.location_id(), batch_location_index_, batch_location_ids_);
+  return row;
+}
+
+void StoreWriter::take_stats(const v1::AgentStats& stats, AgentRow& agent) {
+  agent.internal_errors = std::max(agent.internal_errors, static_cast<int64_t>(stats.internal_errors()));
+  agent.gpu_records_dropped = std::max(agent.gpu_records_dropped, static_cast<int64_t>(stats.gpu_records_dropped()));
+  if (!stats.gpu_timing().empty()) agent.gpu_timing = stats.gpu_timing();
+  // Cumulative in the agent: the longest list is the latest, whatever order
+  // batches arrive in.
+  if (static_cast<size_t>(stats.overlay_errors_size()) > agent.overlay_error_count) {
+    agent.overlay_errors =
+        nlohmann::json(stats.overlay_errors()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    agent.overlay_error_count = static_cast<size_t>(stats.overlay_errors_size());
   }
 }
 
@@ -592,21 +555,21 @@ Status StoreWriter::insert_pending_rows(AgentRow& agent) {
   struct Kind {
     const schema::Table& table;
     MultiRowInsert& insert;
-    std::vector<PendingRow>& pending;
+    v1::Event::KindCase kind;
     void (*bind)(Statement&, int, const PendingRow&);
     int64_t& stored;
   };
   const Kind kinds[] = {
-      {schema::kCasts, casts_, casts_pending_, bind_cast_row, agent.casts},
-      {schema::kOps, ops_, ops_pending_, bind_op_row, agent.ops},
-      {schema::kCacheSamples, cache_samples_, samples_pending_, bind_cache_sample_row, agent.cache_samples},
-      {schema::kKernels, kernels_, kernels_pending_, bind_kernel_row, agent.kernels},
-      {schema::kCastCounts, cast_counts_, cast_counts_pending_, bind_cast_counts_row, agent.casts},
-      {schema::kOpCounts, op_counts_, op_counts_pending_, bind_op_counts_row, agent.ops},
-      {schema::kNumerics, numerics_, numerics_pending_, bind_numerics_row, agent.numerics},
+      {schema::kCasts, casts_, v1::Event::kCast, bind_cast_row, agent.casts},
+      {schema::kOps, ops_, v1::Event::kOp, bind_op_row, agent.ops},
+      {schema::kCacheSamples, cache_samples_, v1::Event::kCacheSample, bind_cache_sample_row, agent.cache_samples},
+      {schema::kKernels, kernels_, v1::Event::kKernel, bind_kernel_row, agent.kernels},
+      {schema::kCastCounts, cast_counts_, v1::Event::kCastCounts, bind_cast_counts_row, agent.casts},
+      {schema::kOpCounts, op_counts_, v1::Event::kOpCounts, bind_op_counts_row, agent.ops},
+      {schema::kNumerics, numerics_, v1::Event::kNumerics, bind_numerics_row, agent.numerics},
   };
   for (const Kind& kind : kinds) {
-    std::vector<PendingRow>& pending = kind.pending;
+    std::vector<PendingRow>& pending = pending_[kind.kind];
     const auto bind = kind.bind;
     if (Status s = insert_rows(
             kind.table, kind.insert, pending,

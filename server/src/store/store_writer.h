@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "castscope/v1/events.names.h"
 #include "castscope/v1/transport.pb.h"
 #include "server/src/batch/batch_validation.h"
 #include "server/src/status.h"
@@ -90,6 +91,9 @@ class StoreWriter {
   // events sorted into rows by kind; the rows inserted (event_rows.h binds them).
   Status intern_batch_names(const castscope::v1::Batch& batch);
   void collect_pending_rows(const castscope::v1::Batch& batch, AgentRow& agent);
+  template <typename Member>
+  PendingRow pending_row(const castscope::v1::Event& event, const Member& member, int64_t agent) const;
+  void take_stats(const castscope::v1::AgentStats& stats, AgentRow& agent);
   Status insert_pending_rows(AgentRow& agent);
   void add_rollups(int64_t agent, uint64_t received_unix_ns);
   Status append_rollups();  // at commit: this transaction's rollups, appended
@@ -118,9 +122,7 @@ class StoreWriter {
   std::vector<AgentRow*> dirty_agents_;
   std::vector<RunRow*> dirty_runs_;
   // Reused per batch: rows of each kind, global ids of the batch's strings/locations.
-  std::vector<PendingRow> casts_pending_, ops_pending_, samples_pending_, kernels_pending_, cast_counts_pending_,
-      numerics_pending_,
-      op_counts_pending_;
+  std::array<std::vector<PendingRow>, castscope::v1::names::kEventKindCaseEnd> pending_;  // by Event.kind_case()
   std::vector<int64_t> batch_string_ids_, batch_location_ids_;
   LocalIdIndex batch_string_index_, batch_location_index_;  // the batch's local ids -> indexes into those
   tiles::TileAccumulator tiles_;  // this transaction's events, written at commit
