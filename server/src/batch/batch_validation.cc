@@ -68,6 +68,26 @@ Status check_codes(const Message& message, int index, const char* kind, uint64_t
   return status;
 }
 
+// What every kind's check begins with: a seq in range, enum values the store
+// can pack (check_codes), and every id it has (op_id, name_id, arg_name_id,
+// location_id) defined in the batch's strings or locations (0: none).
+template <typename Member>
+Status check_head(const Member& m, int index, const char* kind, const LocalIdIndex& strings,
+                  const LocalIdIndex& locations) {
+  const uint64_t seq = m.seq();
+  if (Status s = check_seq(seq, index, kind); !s.ok()) return s;
+  if (Status s = check_codes(m, index, kind, seq); !s.ok()) return s;
+  Status status;
+  auto check = [&](uint32_t id, const LocalIdIndex& table, const char* field, const char* table_name) {
+    if (status.ok()) status = check_reference(id, table, field, table_name, index, kind, seq);
+  };
+  if constexpr (requires { m.op_id(); }) check(m.op_id(), strings, "op_id", "strings");
+  if constexpr (requires { m.name_id(); }) check(m.name_id(), strings, "name_id", "strings");
+  if constexpr (requires { m.arg_name_id(); }) check(m.arg_name_id(), strings, "arg_name_id", "strings");
+  if constexpr (requires { m.location_id(); }) check(m.location_id(), locations, "location_id", "locations");
+  return status;
+}
+
 // Tensor sizes an agent reads from a real tensor: a dimension of 2^48 or a
 // byte count of 2^56 is far beyond any machine, so a value there (or a
 // negative dimension) is a broken or hostile peer, not data. The store keeps
@@ -104,7 +124,7 @@ Status check_size(const v1::CastEvent& cast, int index, uint64_t seq) {
 
 Status check_cast(const v1::CastEvent& cast, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
   const uint64_t seq = cast.seq();
-  if (Status s = check_seq(seq, index, "cast"); !s.ok()) return s;
+  if (Status s = check_head(cast, index, "cast", strings, locations); !s.ok()) return s;
   if (Status s = check_no_inline_strings(!cast.op().empty() || !cast.arg_name().empty() || cast.has_location(),
                                          index, "cast", seq);
       !s.ok())
@@ -120,13 +140,7 @@ Status check_cast(const v1::CastEvent& cast, int index, const LocalIdIndex& stri
                                     std::to_string(kSlotThreadLimit) + ", arg_index < " +
                                     std::to_string(kSlotArgIndexLimit) + ", -1 <= list_index < " +
                                     std::to_string(kSlotListIndexLimit) + ")");
-  if (Status s = check_codes(cast, index, "cast", seq);
-      !s.ok())
-    return s;
-  if (Status s = check_reference(cast.op_id(), strings, "op_id", "strings", index, "cast", seq); !s.ok()) return s;
-  if (Status s = check_reference(cast.arg_name_id(), strings, "arg_name_id", "strings", index, "cast", seq); !s.ok())
-    return s;
-  return check_reference(cast.location_id(), locations, "location_id", "locations", index, "cast", seq);
+  return {};
 }
 
 // The store packs OpEvent.gemm into one integer, a byte per field
@@ -148,15 +162,9 @@ Status check_gemm(const v1::OpEvent& op, int index, uint64_t seq) {
 
 Status check_op(const v1::OpEvent& op, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
   const uint64_t seq = op.seq();
-  if (Status s = check_seq(seq, index, "op"); !s.ok()) return s;
+  if (Status s = check_head(op, index, "op", strings, locations); !s.ok()) return s;
   if (Status s = check_no_inline_strings(!op.op().empty() || op.has_location(), index, "op", seq); !s.ok()) return s;
   if (op.op_id() == 0) return Status::invalid_argument(event_name(index, "op", seq) + ": op_id is 0 (unset)");
-  if (Status s = check_codes(op, index, "op", seq);
-      !s.ok())
-    return s;
-  if (Status s = check_reference(op.op_id(), strings, "op_id", "strings", index, "op", seq); !s.ok()) return s;
-  if (Status s = check_reference(op.location_id(), locations, "location_id", "locations", index, "op", seq); !s.ok())
-    return s;
   // The store packs these into one integer each (see sqlite_store.cc).
   if (op.input_dtypes_size() > 8)
     return Status::invalid_argument(event_name(index, "op", seq) + ": " + std::to_string(op.input_dtypes_size()) +
@@ -176,30 +184,21 @@ Status check_op(const v1::OpEvent& op, int index, const LocalIdIndex& strings, c
 // store's signed 64-bit range.
 Status check_cast_counts(const v1::CastCounts& c, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
   const uint64_t seq = c.seq();
-  if (Status s = check_seq(seq, index, "cast_counts"); !s.ok()) return s;
+  if (Status s = check_head(c, index, "cast_counts", strings, locations); !s.ok()) return s;
   if (c.op_id() == 0) return Status::invalid_argument(event_name(index, "cast_counts", seq) + ": op_id is 0 (unset)");
-  if (Status s = check_codes(c, index, "cast_counts", seq);
-      !s.ok())
-    return s;
   if (c.count() == 0 || c.count() >= kMaxBytes || c.bytes() >= kMaxBytes || c.round_trips() > c.count() ||
       c.iteration() >= kMaxBytes || c.max_version_gap() < 0 || c.first_ts_ns() > c.last_ts_ns() ||
       c.last_ts_ns() > static_cast<uint64_t>(INT64_MAX))
     return Status::invalid_argument(event_name(index, "cast_counts", seq) +
                                     ": count, bytes, round_trips, iteration, max_version_gap or timestamps out of "
                                     "range (0 < count < 2^56, round_trips <= count, first_ts_ns <= last_ts_ns)");
-  if (Status s = check_reference(c.op_id(), strings, "op_id", "strings", index, "cast_counts", seq); !s.ok()) return s;
-  if (Status s = check_reference(c.arg_name_id(), strings, "arg_name_id", "strings", index, "cast_counts", seq); !s.ok())
-    return s;
-  return check_reference(c.location_id(), locations, "location_id", "locations", index, "cast_counts", seq);
+  return {};
 }
 
 Status check_op_counts(const v1::OpCounts& o, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
   const uint64_t seq = o.seq();
-  if (Status s = check_seq(seq, index, "op_counts"); !s.ok()) return s;
+  if (Status s = check_head(o, index, "op_counts", strings, locations); !s.ok()) return s;
   if (o.op_id() == 0) return Status::invalid_argument(event_name(index, "op_counts", seq) + ": op_id is 0 (unset)");
-  if (Status s = check_codes(o, index, "op_counts", seq);
-      !s.ok())
-    return s;
   if (o.calls() == 0 || o.calls() >= kMaxBytes || o.errors() > o.calls() || o.cpu_duration_ns() >= kMaxBytes ||
       o.iteration() >= kMaxBytes || o.first_ts_ns() > o.last_ts_ns() || o.last_ts_ns() > static_cast<uint64_t>(INT64_MAX))
     return Status::invalid_argument(event_name(index, "op_counts", seq) +
@@ -209,8 +208,7 @@ Status check_op_counts(const v1::OpCounts& o, int index, const LocalIdIndex& str
     if (device < 0 || device > 62)
       return Status::invalid_argument(event_name(index, "op_counts", seq) + ": autocast_enabled device type " +
                                       std::to_string(device) + " out of range");
-  if (Status s = check_reference(o.op_id(), strings, "op_id", "strings", index, "op_counts", seq); !s.ok()) return s;
-  return check_reference(o.location_id(), locations, "location_id", "locations", index, "op_counts", seq);
+  return {};
 }
 
 // A numerics window's counts at one site, or a GradScaler update: counts in
@@ -218,10 +216,7 @@ Status check_op_counts(const v1::OpCounts& o, int index, const LocalIdIndex& str
 Status check_numerics(const v1::NumericsSummary& n, int index, const LocalIdIndex& strings,
                       const LocalIdIndex& locations) {
   const uint64_t seq = n.seq();
-  if (Status s = check_seq(seq, index, "numerics"); !s.ok()) return s;
-  if (Status s = check_codes(n, index, "numerics", seq);
-      !s.ok())
-    return s;
+  if (Status s = check_head(n, index, "numerics", strings, locations); !s.ok()) return s;
   if (n.kind() == v1::NumericsSummary::KIND_UNSPECIFIED)
     return Status::invalid_argument(event_name(index, "numerics", seq) + ": kind is unset");
   const bool update = n.kind() == v1::NumericsSummary::KIND_SCALER_UPDATE;
@@ -240,15 +235,12 @@ Status check_numerics(const v1::NumericsSummary& n, int index, const LocalIdInde
                                     std::to_string(n.max_abs_log2()) + " out of range");
   if (update && !(std::isfinite(n.scale()) && n.scale() >= 0))
     return Status::invalid_argument(event_name(index, "numerics", seq) + ": scale is not a finite number >= 0");
-  if (Status s = check_reference(n.op_id(), strings, "op_id", "strings", index, "numerics", seq); !s.ok()) return s;
-  if (Status s = check_reference(n.arg_name_id(), strings, "arg_name_id", "strings", index, "numerics", seq); !s.ok())
-    return s;
-  return check_reference(n.location_id(), locations, "location_id", "locations", index, "numerics", seq);
+  return {};
 }
 
-Status check_cache_sample(const v1::CacheSample& sample, int index) {
-  if (Status s = check_seq(sample.seq(), index, "cache_sample"); !s.ok()) return s;
-  if (Status s = check_codes(sample, index, "cache_sample", sample.seq()); !s.ok()) return s;
+Status check_cache_sample(const v1::CacheSample& sample, int index, const LocalIdIndex& strings,
+                          const LocalIdIndex& locations) {
+  if (Status s = check_head(sample, index, "cache_sample", strings, locations); !s.ok()) return s;
   if (sample.live_bytes() >= kMaxBytes)
     return Status::invalid_argument(event_name(index, "cache_sample", sample.seq()) + ": live_bytes " +
                                     std::to_string(sample.live_bytes()) + " out of range (live_bytes < 2^56)");
@@ -267,16 +259,12 @@ Status check_cache_sample(const v1::CacheSample& sample, int index) {
   return {};
 }
 
-Status check_kernel(const v1::KernelEvent& kernel, int index, const LocalIdIndex& strings) {
+Status check_kernel(const v1::KernelEvent& kernel, int index, const LocalIdIndex& strings,
+                    const LocalIdIndex& locations) {
   const uint64_t seq = kernel.seq();
-  if (Status s = check_seq(seq, index, "kernel"); !s.ok()) return s;
+  if (Status s = check_head(kernel, index, "kernel", strings, locations); !s.ok()) return s;
   if (Status s = check_no_inline_strings(!kernel.name().empty(), index, "kernel", seq); !s.ok()) return s;
   if (kernel.name_id() == 0) return Status::invalid_argument(event_name(index, "kernel", seq) + ": name_id is 0 (unset)");
-  if (Status s = check_reference(kernel.name_id(), strings, "name_id", "strings", index, "kernel", seq); !s.ok())
-    return s;
-  if (Status s = check_codes(kernel, index, "kernel", seq);
-      !s.ok())
-    return s;
   // A launch points at the cast or op it came from, and only then.
   if ((kernel.launched_by() == v1::LAUNCHED_BY_CAST || kernel.launched_by() == v1::LAUNCHED_BY_OP) !=
       (kernel.launch_seq() != 0))
@@ -385,12 +373,12 @@ Status validate_batch(const v1::Batch& batch, const BatchLimits& limits, BatchTi
         status = check_op(event.op(), i, strings, locations);
         break;
       case v1::Event::kCacheSample:
-        status = check_cache_sample(event.cache_sample(), i);
+        status = check_cache_sample(event.cache_sample(), i, strings, locations);
         break;
       case v1::Event::kStats:
         break;
       case v1::Event::kKernel:
-        status = check_kernel(event.kernel(), i, strings);
+        status = check_kernel(event.kernel(), i, strings, locations);
         break;
       case v1::Event::kCastCounts:
         status = check_cast_counts(event.cast_counts(), i, strings, locations);
