@@ -76,15 +76,25 @@ v1::Batch make_batch(const std::string& run_id, const std::string& agent_id, uin
   return batch;
 }
 
-v1::Batch export_run_batch() {
+namespace {
+// Batch `sequence` of the export tests' agent (agent-a of run "run"), which
+// recorded `recorded` events so far: `strings` from id 1, and location 1 at
+// /src/model.py:42 in forward.
+v1::Batch export_agent_batch(uint64_t sequence, uint64_t recorded, std::initializer_list<const char*> strings) {
   v1::Batch batch = batch_head({.run_id = "run", .agent_id = "agent-a", .pid = 4321, .rank = 0, .world_size = 1,
                                 .hostname = "node1", .command = "python train.py"},
-                               1);
-  batch.set_events_recorded_total(10);
-  add_strings(batch, 1, {"aten::linear", "aten::mm", "input", "weight", "self", "void copy_kernel<float>",
-                         "sm90_gemm_bf16", "memset"});
+                               sequence);
+  batch.set_events_recorded_total(recorded);
+  add_strings(batch, 1, strings);
   add_location(batch, 1,
                {.kind = v1::SourceLocation::KIND_PYTHON, .file = "/src/model.py", .line = 42, .function = "forward"});
+  return batch;
+}
+}  // namespace
+
+v1::Batch export_run_batch() {
+  v1::Batch batch = export_agent_batch(1, 10, {"aten::linear", "aten::mm", "input", "weight", "self",
+                                               "void copy_kernel<float>", "sm90_gemm_bf16", "memset"});
   auto op = [&](uint64_t seq, uint64_t ts, uint64_t duration, uint32_t name) {
     add<v1::specs::OpEvent>(batch, {.seq = seq, .ts_ns = ts, .thread = 1,
                                     .policy = v1::CAST_POLICY_LOWER_PRECISION_FP, .device_type = v1::DEVICE_TYPE_CPU,
@@ -124,13 +134,7 @@ v1::Batch export_run_batch() {
 }
 
 v1::Batch export_numerics_batch() {
-  v1::Batch batch = batch_head({.run_id = "run", .agent_id = "agent-a", .pid = 4321, .rank = 0, .world_size = 1,
-                                .hostname = "node1", .command = "python train.py"},
-                               2);
-  batch.set_events_recorded_total(17);
-  add_strings(batch, 1, {"aten::linear", "aten::mm", "input", "weight"});
-  add_location(batch, 1,
-               {.kind = v1::SourceLocation::KIND_PYTHON, .file = "/src/model.py", .line = 42, .function = "forward"});
+  v1::Batch batch = export_agent_batch(2, 17, {"aten::linear", "aten::mm", "input", "weight"});
   auto update = [&](uint64_t seq, uint64_t ts, double scale, bool found_inf, uint64_t updates) {
     add<v1::specs::NumericsSummary>(batch, {.seq = seq, .first_ts_ns = ts, .last_ts_ns = ts,
                                             .kind = v1::NumericsSummary::KIND_SCALER_UPDATE, .thread = 1,

@@ -122,7 +122,10 @@ Status check_size(const v1::CastEvent& cast, int index, uint64_t seq) {
   return {};
 }
 
-Status check_cast(const v1::CastEvent& cast, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
+// Each kind's check (an overload per kind: a kind without one does not compile).
+Status check_event(const v1::AgentStats&, int, const LocalIdIndex&, const LocalIdIndex&) { return {}; }
+
+Status check_event(const v1::CastEvent& cast, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
   const uint64_t seq = cast.seq();
   if (Status s = check_head(cast, index, "cast", strings, locations); !s.ok()) return s;
   if (Status s = check_no_inline_strings(!cast.op().empty() || !cast.arg_name().empty() || cast.has_location(),
@@ -160,7 +163,7 @@ Status check_gemm(const v1::OpEvent& op, int index, uint64_t seq) {
   return {};
 }
 
-Status check_op(const v1::OpEvent& op, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
+Status check_event(const v1::OpEvent& op, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
   const uint64_t seq = op.seq();
   if (Status s = check_head(op, index, "op", strings, locations); !s.ok()) return s;
   if (Status s = check_no_inline_strings(!op.op().empty() || op.has_location(), index, "op", seq); !s.ok()) return s;
@@ -182,7 +185,7 @@ Status check_op(const v1::OpEvent& op, int index, const LocalIdIndex& strings, c
 
 // Aggregate mode's counters: the key as a cast's or op's, sums in the
 // store's signed 64-bit range.
-Status check_cast_counts(const v1::CastCounts& c, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
+Status check_event(const v1::CastCounts& c, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
   const uint64_t seq = c.seq();
   if (Status s = check_head(c, index, "cast_counts", strings, locations); !s.ok()) return s;
   if (c.op_id() == 0) return Status::invalid_argument(event_name(index, "cast_counts", seq) + ": op_id is 0 (unset)");
@@ -195,7 +198,7 @@ Status check_cast_counts(const v1::CastCounts& c, int index, const LocalIdIndex&
   return {};
 }
 
-Status check_op_counts(const v1::OpCounts& o, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
+Status check_event(const v1::OpCounts& o, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
   const uint64_t seq = o.seq();
   if (Status s = check_head(o, index, "op_counts", strings, locations); !s.ok()) return s;
   if (o.op_id() == 0) return Status::invalid_argument(event_name(index, "op_counts", seq) + ": op_id is 0 (unset)");
@@ -213,7 +216,7 @@ Status check_op_counts(const v1::OpCounts& o, int index, const LocalIdIndex& str
 
 // A numerics window's counts at one site, or a GradScaler update: counts in
 // the store's range and consistent with each other, a finite scale.
-Status check_numerics(const v1::NumericsSummary& n, int index, const LocalIdIndex& strings,
+Status check_event(const v1::NumericsSummary& n, int index, const LocalIdIndex& strings,
                       const LocalIdIndex& locations) {
   const uint64_t seq = n.seq();
   if (Status s = check_head(n, index, "numerics", strings, locations); !s.ok()) return s;
@@ -238,7 +241,7 @@ Status check_numerics(const v1::NumericsSummary& n, int index, const LocalIdInde
   return {};
 }
 
-Status check_cache_sample(const v1::CacheSample& sample, int index, const LocalIdIndex& strings,
+Status check_event(const v1::CacheSample& sample, int index, const LocalIdIndex& strings,
                           const LocalIdIndex& locations) {
   if (Status s = check_head(sample, index, "cache_sample", strings, locations); !s.ok()) return s;
   if (sample.live_bytes() >= kMaxBytes)
@@ -259,7 +262,7 @@ Status check_cache_sample(const v1::CacheSample& sample, int index, const LocalI
   return {};
 }
 
-Status check_kernel(const v1::KernelEvent& kernel, int index, const LocalIdIndex& strings,
+Status check_event(const v1::KernelEvent& kernel, int index, const LocalIdIndex& strings,
                     const LocalIdIndex& locations) {
   const uint64_t seq = kernel.seq();
   if (Status s = check_head(kernel, index, "kernel", strings, locations); !s.ok()) return s;
@@ -364,35 +367,8 @@ Status validate_batch(const v1::Batch& batch, const BatchLimits& limits, BatchTi
 
   for (int i = 0; i < batch.events_size(); ++i) {
     const v1::Event& event = batch.events(i);
-    Status status;
-    switch (event.kind_case()) {
-      case v1::Event::kCast:
-        status = check_cast(event.cast(), i, strings, locations);
-        break;
-      case v1::Event::kOp:
-        status = check_op(event.op(), i, strings, locations);
-        break;
-      case v1::Event::kCacheSample:
-        status = check_cache_sample(event.cache_sample(), i, strings, locations);
-        break;
-      case v1::Event::kStats:
-        break;
-      case v1::Event::kKernel:
-        status = check_kernel(event.kernel(), i, strings, locations);
-        break;
-      case v1::Event::kCastCounts:
-        status = check_cast_counts(event.cast_counts(), i, strings, locations);
-        break;
-      case v1::Event::kOpCounts:
-        status = check_op_counts(event.op_counts(), i, strings, locations);
-        break;
-      case v1::Event::kNumerics:
-        status = check_numerics(event.numerics(), i, strings, locations);
-        break;
-      case v1::Event::KIND_NOT_SET:
-        status = Status::invalid_argument("events[" + std::to_string(i) + "] has no kind set");
-        break;
-    }
+    Status status = Status::invalid_argument("events[" + std::to_string(i) + "] has no kind set");
+    v1::names::visit_kind(event, [&](const auto& member) { status = check_event(member, i, strings, locations); });
     if (!status.ok()) return status;
     if (timeline != nullptr) {
       if (const uint64_t ts = event_time_ns(event); ts != 0) {

@@ -40,16 +40,24 @@ v1::QueryEventsResponse query(const std::string& db, const v1::EventFilter& filt
   return response;
 }
 
-TEST(SqliteStore, RoundTripResolvesStringsAndLocations) {
-  const std::string db = (temp_dir("roundtrip") / "store.db").string();
-  v1::Batch batch = make_batch("run-1", "agent-1", 1);
-  v1::GemmDescription& gemm = *batch.mutable_events(0)->mutable_op()->mutable_gemm();  // every field at its top
-  gemm.set_compute(v1::GEMM_COMPUTE_OTHER);
-  gemm.set_a_type(v1::DTYPE_OTHER);
-  gemm.set_b_type(v1::DTYPE_BFLOAT16);
-  gemm.set_d_type(v1::DTYPE_FLOAT32);
+// `batch` with its first event's op described as a GEMM (A, B, output
+// dtypes), called 255 times (calls' top), mixed.
+v1::Batch with_gemm(v1::Batch batch, v1::GemmCompute compute, v1::DType a, v1::DType b, v1::DType d) {
+  v1::GemmDescription& gemm = *batch.mutable_events(0)->mutable_op()->mutable_gemm();
+  gemm.set_compute(compute);
+  gemm.set_a_type(a);
+  gemm.set_b_type(b);
+  gemm.set_d_type(d);
   gemm.set_calls(255);
   gemm.set_mixed(true);
+  return batch;
+}
+
+TEST(SqliteStore, RoundTripResolvesStringsAndLocations) {
+  const std::string db = (temp_dir("roundtrip") / "store.db").string();
+  // The gemm's fields at their top.
+  const v1::Batch batch = with_gemm(make_batch("run-1", "agent-1", 1), v1::GEMM_COMPUTE_OTHER, v1::DTYPE_OTHER,
+                                    v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32);
   ASSERT_TRUE(validate_batch(batch, BatchLimits()).ok());
   {
     std::unique_ptr<StoreWriter> writer;
@@ -672,14 +680,8 @@ TEST(SqliteStore, ViewsUnpackTheCodes) {
     std::unique_ptr<StoreWriter> writer;
     ASSERT_TRUE(StoreWriter::open(db, writer).ok());
     bool duplicate = false;
-    v1::Batch batch = make_batch("run", "agent", 1);
-    v1::GemmDescription& gemm = *batch.mutable_events(0)->mutable_op()->mutable_gemm();
-    gemm.set_compute(v1::GEMM_COMPUTE_32F_FAST_TF32);
-    gemm.set_a_type(v1::DTYPE_FLOAT32);
-    gemm.set_b_type(v1::DTYPE_FLOAT16);
-    gemm.set_d_type(v1::DTYPE_BFLOAT16);
-    gemm.set_calls(255);
-    gemm.set_mixed(true);
+    const v1::Batch batch = with_gemm(make_batch("run", "agent", 1), v1::GEMM_COMPUTE_32F_FAST_TF32, v1::DTYPE_FLOAT32,
+                                      v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16);
     ASSERT_TRUE(store(*writer, batch, duplicate).ok());
   }
   sqlite3* handle = nullptr;
