@@ -217,7 +217,7 @@ Status check_event(const v1::OpCounts& o, int index, const LocalIdIndex& strings
 // A numerics window's counts at one site, or a GradScaler update: counts in
 // the store's range and consistent with each other, a finite scale.
 Status check_event(const v1::NumericsSummary& n, int index, const LocalIdIndex& strings,
-                      const LocalIdIndex& locations) {
+                   const LocalIdIndex& locations) {
   const uint64_t seq = n.seq();
   if (Status s = check_head(n, index, "numerics", strings, locations); !s.ok()) return s;
   if (n.kind() == v1::NumericsSummary::KIND_UNSPECIFIED)
@@ -242,7 +242,7 @@ Status check_event(const v1::NumericsSummary& n, int index, const LocalIdIndex& 
 }
 
 Status check_event(const v1::CacheSample& sample, int index, const LocalIdIndex& strings,
-                          const LocalIdIndex& locations) {
+                   const LocalIdIndex& locations) {
   if (Status s = check_head(sample, index, "cache_sample", strings, locations); !s.ok()) return s;
   if (sample.live_bytes() >= kMaxBytes)
     return Status::invalid_argument(event_name(index, "cache_sample", sample.seq()) + ": live_bytes " +
@@ -263,7 +263,7 @@ Status check_event(const v1::CacheSample& sample, int index, const LocalIdIndex&
 }
 
 Status check_event(const v1::KernelEvent& kernel, int index, const LocalIdIndex& strings,
-                    const LocalIdIndex& locations) {
+                   const LocalIdIndex& locations) {
   const uint64_t seq = kernel.seq();
   if (Status s = check_head(kernel, index, "kernel", strings, locations); !s.ok()) return s;
   if (Status s = check_no_inline_strings(!kernel.name().empty(), index, "kernel", seq); !s.ok()) return s;

@@ -283,12 +283,7 @@ void exec_sql(const std::string& db, const char* sql) {
 // A store of schema `version` (4 to 16) holding make_batch("run", "agent", 1):
 // today's store taken back step by step (server/testing/older_stores.h).
 void make_version_store(const std::string& db, int version) {
-  {
-    std::unique_ptr<StoreWriter> writer;
-    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
-    bool duplicate = false;
-    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
-  }
+  ASSERT_TRUE(testing::store_batches(db, {make_batch("run", "agent", 1)}).ok());
   const Status downgraded = testing::downgrade_store(db, version);
   ASSERT_TRUE(downgraded.ok()) << downgraded.message();
 }
@@ -378,12 +373,7 @@ TEST(SqliteStore, UpgradesVersion4To16StoresToTheDeclaredSchema) {
   }
   // The first batch alone: what an older store holds before its upgrade.
   const std::string first_batch = (temp_dir("first-batch") / "store.db").string();
-  {
-    std::unique_ptr<StoreWriter> writer;
-    ASSERT_TRUE(StoreWriter::open(first_batch, writer).ok());
-    bool duplicate = false;
-    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
-  }
+  ASSERT_TRUE(testing::store_batches(first_batch, {make_batch("run", "agent", 1)}).ok());
   for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}) {
     const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
     make_version_store(db, version);
@@ -576,12 +566,7 @@ TEST(SqliteStore, KernelTimeJoinsEachKernelToItsLaunchingCastOrOp) {
 TEST(SqliteStore, NewStoresGet64KiBPagesAndOlderOnesKeepTheirs) {
   const std::string fresh = (temp_dir("pages-new") / "store.db").string();
   const std::string older = (temp_dir("pages-16k") / "store.db").string();
-  {
-    std::unique_ptr<StoreWriter> writer;
-    ASSERT_TRUE(StoreWriter::open(fresh, writer).ok());
-    bool duplicate = false;
-    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
-  }
+  ASSERT_TRUE(testing::store_batches(fresh, {make_batch("run", "agent", 1)}).ok());
   EXPECT_EQ(pragma(fresh, "PRAGMA page_size"), 65536);
   // An older store (id its tables' rowid: a VACUUM keeps it; event_segments.h).
   make_version_store(older, 16);
@@ -645,12 +630,7 @@ TEST(StoreSchema, StatementsAndOrdinalsFollowTheDeclaration) {
 // match nothing and break nothing.
 TEST(SqliteStore, FilterValuesAreNotSql) {
   const std::string db = (temp_dir("injection") / "store.db").string();
-  {
-    std::unique_ptr<StoreWriter> writer;
-    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
-    bool duplicate = false;
-    ASSERT_TRUE(store(*writer, make_batch("run", "agent", 1), duplicate).ok());
-  }
+  ASSERT_TRUE(testing::store_batches(db, {make_batch("run", "agent", 1)}).ok());
   v1::EventFilter filter;
   filter.set_run_id("run' OR '1'='1");
   EXPECT_EQ(query(db, filter).events_size(), 0);
@@ -676,14 +656,9 @@ TEST(SqliteStore, FilterValuesAreNotSql) {
 
 TEST(SqliteStore, ViewsUnpackTheCodes) {
   const std::string db = (temp_dir("views") / "store.db").string();
-  {
-    std::unique_ptr<StoreWriter> writer;
-    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
-    bool duplicate = false;
-    const v1::Batch batch = with_gemm(make_batch("run", "agent", 1), v1::GEMM_COMPUTE_32F_FAST_TF32, v1::DTYPE_FLOAT32,
-                                      v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16);
-    ASSERT_TRUE(store(*writer, batch, duplicate).ok());
-  }
+  ASSERT_TRUE(testing::store_batches(db, {with_gemm(make_batch("run", "agent", 1), v1::GEMM_COMPUTE_32F_FAST_TF32,
+                                                    v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16)})
+                  .ok());
   sqlite3* handle = nullptr;
   ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
   sqlite3_stmt* statement = nullptr;
@@ -743,12 +718,7 @@ TEST(SqliteStore, PackedSlotRoundTripsAtItsLimits) {
   low.set_arg_index(0);
   low.set_list_index(-1);
   ASSERT_TRUE(validate_batch(batch, BatchLimits()).ok());
-  {
-    std::unique_ptr<StoreWriter> writer;
-    ASSERT_TRUE(StoreWriter::open(db, writer).ok());
-    bool duplicate = false;
-    ASSERT_TRUE(store(*writer, batch, duplicate).ok());
-  }
+  ASSERT_TRUE(testing::store_batches(db, {batch}).ok());
   v1::EventFilter filter;
   filter.set_run_id("run");
   filter.set_kind(v1::EventFilter::KIND_CAST);
