@@ -273,6 +273,20 @@ int64_t pragma(const std::string& db, const std::string& sql) {
   return value;
 }
 
+// The first row of `sql`'s answer, its columns as integers (empty: no row).
+std::vector<int64_t> first_row(const std::string& db, const std::string& sql) {
+  sqlite3* handle = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(handle, sql.c_str(), -1, &statement, nullptr), SQLITE_OK) << sqlite3_errmsg(handle);
+  std::vector<int64_t> row;
+  if (sqlite3_step(statement) == SQLITE_ROW)
+    for (int i = 0; i < sqlite3_column_count(statement); ++i) row.push_back(sqlite3_column_int64(statement, i));
+  sqlite3_finalize(statement);
+  sqlite3_close(handle);
+  return row;
+}
+
 void exec_sql(const std::string& db, const char* sql) {
   sqlite3* handle = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
@@ -659,49 +673,18 @@ TEST(SqliteStore, ViewsUnpackTheCodes) {
   ASSERT_TRUE(testing::store_batches(db, {with_gemm(make_batch("run", "agent", 1), v1::GEMM_COMPUTE_32F_FAST_TF32,
                                                     v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16)})
                   .ok());
-  sqlite3* handle = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  sqlite3_stmt* statement = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(handle,
-                               "SELECT seq, policy, src_dtype, dst_dtype, outcome, device_type, role, cache, mode, "
-                               "phase, shape_truncated, round_trip FROM cast_rows WHERE seq = 3",
-                               -1, &statement, nullptr),
-            SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
-  const int64_t expected[] = {3,
-                              v1::CAST_POLICY_LOWER_PRECISION_FP,
-                              v1::DTYPE_FLOAT32,
-                              v1::DTYPE_FLOAT16,
-                              v1::CAST_OUTCOME_CAST,
-                              v1::DEVICE_TYPE_CUDA,
-                              v1::ROLE_WEIGHT,
-                              v1::CACHE_OUTCOME_STALE_HIT,
-                              v1::EXECUTION_MODE_EAGER,
-                              v1::PHASE_BACKWARD,
-                              1,
-                              1};
-  for (int i = 0; i < 12; ++i) EXPECT_EQ(sqlite3_column_int64(statement, i), expected[i]) << "column " << i;
-  sqlite3_finalize(statement);
-  ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT policy, device_type, output_dtype, phase, probe_reason FROM op_rows", -1, &statement,
-                               nullptr),
-            SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int64(statement, 1), v1::DEVICE_TYPE_CUDA);
-  EXPECT_EQ(sqlite3_column_int64(statement, 2), v1::DTYPE_FLOAT16);
-  EXPECT_EQ(sqlite3_column_int64(statement, 3), v1::PHASE_FORWARD);
-  EXPECT_EQ(sqlite3_column_int64(statement, 4), v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST);
-  sqlite3_finalize(statement);
-  ASSERT_EQ(sqlite3_prepare_v2(handle,
-                               "SELECT gemm_compute, gemm_a_type, gemm_b_type, gemm_d_type, gemm_calls, gemm_mixed "
-                               "FROM op_rows",
-                               -1, &statement, nullptr),
-            SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
-  const int64_t gemm_expected[] = {v1::GEMM_COMPUTE_32F_FAST_TF32, v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16,
-                                   v1::DTYPE_BFLOAT16, 255, 1};
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(sqlite3_column_int64(statement, i), gemm_expected[i]) << "gemm column " << i;
-  sqlite3_finalize(statement);
-  sqlite3_close(handle);
+  using Row = std::vector<int64_t>;
+  EXPECT_EQ(first_row(db, "SELECT seq, policy, src_dtype, dst_dtype, outcome, device_type, role, cache, mode, phase, "
+                          "shape_truncated, round_trip FROM cast_rows WHERE seq = 3"),
+            (Row{3, v1::CAST_POLICY_LOWER_PRECISION_FP, v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16, v1::CAST_OUTCOME_CAST,
+                 v1::DEVICE_TYPE_CUDA, v1::ROLE_WEIGHT, v1::CACHE_OUTCOME_STALE_HIT, v1::EXECUTION_MODE_EAGER,
+                 v1::PHASE_BACKWARD, 1, 1}));
+  EXPECT_EQ(first_row(db, "SELECT device_type, output_dtype, phase, probe_reason FROM op_rows"),
+            (Row{v1::DEVICE_TYPE_CUDA, v1::DTYPE_FLOAT16, v1::PHASE_FORWARD,
+                 v1::PROBE_REASON_FULL_PRECISION_UNDER_AUTOCAST}));
+  EXPECT_EQ(first_row(db, "SELECT gemm_compute, gemm_a_type, gemm_b_type, gemm_d_type, gemm_calls, gemm_mixed "
+                          "FROM op_rows"),
+            (Row{v1::GEMM_COMPUTE_32F_FAST_TF32, v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16, 255, 1}));
 }
 
 // thread, arg_index and list_index share casts.slot: the reader and the view
