@@ -140,50 +140,26 @@ Location location() {
 
 Record op_record() {
   Record r = testing::record_head(RecordKind::kOp, 100, 1001, 4, 5, CastPolicy::kPromote, DeviceKind::kXpu);
-  r.op.cpu_duration_ns = 1500;
-  r.op.location = kLocationId;
-  r.op.num_inputs = 3;
-  r.op.input_dtypes[0] = DType::kBfloat16;
-  r.op.input_dtypes[1] = DType::kFloat64;
-  r.op.input_dtypes[2] = DType::kInt8;
-  r.op.output = DType::kComplex64;
-  r.op.autocast_dtype = DType::kFloat16;
-  r.op.ok = false;
-  r.op.mode = ExecutionMode::kScriptWhileTracing;
-  r.op.phase = Phase::kForward;
-  r.op.autocast_enabled = (1u << static_cast<int>(DeviceKind::kCpu)) | (1u << static_cast<int>(DeviceKind::kMps));
-  r.op.autocast_nesting = 3;
-  r.op.probe = ProbeReason::kFullPrecisionUnderAutocast;
-  r.op.gemm_compute = GemmCompute::k32FFastTf32;
-  r.op.gemm_a = DType::kFloat32;
-  r.op.gemm_b = DType::kFloat32;
-  r.op.gemm_d = DType::kBfloat16;
-  r.op.gemm_calls = 2;
-  r.op.gemm_mixed = true;
+  r.op = {.cpu_duration_ns = 1500, .location = kLocationId,
+          .input_dtypes = {DType::kBfloat16, DType::kFloat64, DType::kInt8}, .num_inputs = 3,
+          .output = DType::kComplex64, .autocast_dtype = DType::kFloat16, .ok = false,
+          .mode = ExecutionMode::kScriptWhileTracing, .phase = Phase::kForward,
+          .autocast_enabled = (1u << static_cast<int>(DeviceKind::kCpu)) | (1u << static_cast<int>(DeviceKind::kMps)),
+          .autocast_nesting = 3, .probe = ProbeReason::kFullPrecisionUnderAutocast,
+          .gemm_compute = GemmCompute::k32FFastTf32, .gemm_a = DType::kFloat32, .gemm_b = DType::kFloat32,
+          .gemm_d = DType::kBfloat16, .gemm_calls = 2, .gemm_mixed = true};
   return r;
 }
 
 Record cast_record() {
   Record r =
       testing::record_head(RecordKind::kCast, 101, 1002, 4, 5, CastPolicy::kFp32SetOptDtype, DeviceKind::kCuda);
-  r.cast.op_seq = 100;
-  r.cast.bytes = 4096;
-  const int64_t shape[kMaxShapeDims] = {2, 3, 5, 7, 11, 13};
-  for (int i = 0; i < kMaxShapeDims; ++i) r.cast.shape[i] = shape[i];
-  r.cast.ndim = kMaxShapeDims + 3;  // truncated
-  r.cast.source_version = 19;
-  r.cast.cached_version = 17;
-  r.cast.location = kLocationId;
-  r.cast.arg_index = 1;
-  r.cast.list_index = 2;
-  r.cast.src = DType::kFloat32;
-  r.cast.dst = DType::kBfloat16;
-  r.cast.outcome = CastOutcome::kDtypeArgSet;
-  r.cast.role = Role::kActivation;
-  r.cast.cache = CacheOutcome::kStaleHit;
-  r.cast.mode = ExecutionMode::kTraced;
-  r.cast.phase = Phase::kBackward;
-  r.cast.round_trip = true;
+  r.cast = {.op_seq = 100, .bytes = 4096, .shape = {2, 3, 5, 7, 11, 13}, .source_version = 19, .cached_version = 17,
+            .location = kLocationId, .arg_index = 1, .list_index = 2, .src = DType::kFloat32, .dst = DType::kBfloat16,
+            .outcome = CastOutcome::kDtypeArgSet,
+            .ndim = kMaxShapeDims + 3,  // truncated
+            .role = Role::kActivation, .cache = CacheOutcome::kStaleHit, .mode = ExecutionMode::kTraced,
+            .phase = Phase::kBackward, .round_trip = true};
   return r;
 }
 
@@ -206,52 +182,27 @@ Record counts_record(const Record& folded, uint64_t seq) {
 
 Record cache_sample_record() {
   Record r = testing::record_head(RecordKind::kCacheSample, 102, 1003);
-  r.sample.trigger = SampleTrigger::kInterval;
-  r.sample.iteration = 7;
-  r.sample.live_casts = 8;
-  r.sample.live_bytes = 9000;
-  r.sample.orphaned_casts = 3;
-  r.sample.orphaned_bytes = 3000;
-  r.sample.cache_hits = 40;
-  r.sample.released_casts = 12;
+  r.sample = {.iteration = 7, .live_casts = 8, .live_bytes = 9000, .orphaned_casts = 3, .orphaned_bytes = 3000,
+              .cache_hits = 40, .released_casts = 12, .trigger = SampleTrigger::kInterval};
   return r;
 }
 
 Record kernel_record() {
   // op_id 9: the kernel's interned name (ops and kernel names share the event log's table).
   Record r = testing::record_head(RecordKind::kKernel, 103, 1005, 0, 9, CastPolicy{}, DeviceKind::kCuda);
-  r.kernel.duration_ns = 2000;
-  r.kernel.launch_seq = 101;
-  r.kernel.bytes = 4096;
-  r.kernel.correlation_id = 77;
-  r.kernel.stream = 7;
-  r.kernel.device = 1;
-  r.kernel.activity = GpuActivity::kMemcpy;
-  r.kernel.launched_by = LaunchedBy::kCast;
+  r.kernel = {.duration_ns = 2000, .launch_seq = 101, .bytes = 4096, .correlation_id = 77, .stream = 7, .device = 1,
+              .activity = GpuActivity::kMemcpy, .launched_by = LaunchedBy::kCast};
   return r;
 }
 
 // A numerics window's casts at one site; and a GradScaler update.
 Record numerics_cast_record() {
   Record r = testing::record_head(RecordKind::kNumerics, 106, 1030, 4, 5, CastPolicy{}, DeviceKind::kCuda);
-  NumericsFields& n = r.numerics;
-  n.kind = NumericsKind::kCast;
-  n.location = kLocationId;
-  n.arg_index = 1;
-  n.src = DType::kFloat32;
-  n.dst = DType::kFloat16;
-  n.mode = ExecutionMode::kTraced;
-  n.phase = Phase::kBackward;
-  n.iteration = 3;
-  n.last_ts_ns = 1040;
-  n.tensors = 4;
-  n.values = 400;
-  n.overflowed = 7;
-  n.underflowed = 9;
-  n.nonfinite = 5;
-  n.nan = 2;
-  n.max_abs_log2 = -3;
-  n.first_nonfinite_seq = 100;
+  r.numerics = {.tensors = 4, .values = 400, .overflowed = 7, .underflowed = 9, .nonfinite = 5, .nan = 2,
+                .first_nonfinite_seq = 100, .iteration = 3, .last_ts_ns = 1040, .scale = 0.0,  // a cast has none
+                .location = kLocationId, .arg_index = 1, .max_abs_log2 = -3, .kind = NumericsKind::kCast,
+                .src = DType::kFloat32, .dst = DType::kFloat16, .mode = ExecutionMode::kTraced,
+                .phase = Phase::kBackward, .found_inf = false};
   return r;
 }
 
@@ -376,66 +327,31 @@ v1::Event expected_op_counts() {
 
 v1::Event expected_numerics_cast() {
   v1::Event event;
-  v1::NumericsSummary& n = *event.mutable_numerics();
-  n.set_seq(106);
-  n.set_first_ts_ns(1030);
-  n.set_last_ts_ns(1040);
-  n.set_kind(v1::NumericsSummary::KIND_CAST);
-  n.set_thread(4);
-  n.set_op_id(1);
-  n.set_arg_name_id(2);
-  n.set_location_id(kLocationId);
-  n.set_arg_index(1);
-  n.set_device_type(v1::DEVICE_TYPE_CUDA);
-  n.set_src_dtype(v1::DTYPE_FLOAT32);
-  n.set_dst_dtype(v1::DTYPE_FLOAT16);
-  n.set_mode(v1::EXECUTION_MODE_TRACED);
-  n.set_phase(v1::PHASE_BACKWARD);
-  n.set_iteration(3);
-  n.set_tensors(4);
-  n.set_values(400);
-  n.set_overflowed(7);
-  n.set_underflowed(9);
-  n.set_nonfinite(5);
-  n.set_nan(2);
-  n.set_max_abs_log2(-3);
-  n.set_first_nonfinite_seq(100);
+  *event.mutable_numerics() = fixtures::message<v1::specs::NumericsSummary>(
+      {.seq = 106, .first_ts_ns = 1030, .last_ts_ns = 1040, .kind = v1::NumericsSummary::KIND_CAST, .thread = 4,
+       .op_id = 1, .arg_name_id = 2, .location_id = kLocationId, .arg_index = 1, .device_type = v1::DEVICE_TYPE_CUDA,
+       .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_FLOAT16, .mode = v1::EXECUTION_MODE_TRACED,
+       .phase = v1::PHASE_BACKWARD, .iteration = 3, .tensors = 4, .values = 400, .overflowed = 7, .underflowed = 9,
+       .nonfinite = 5, .nan = 2, .max_abs_log2 = -3, .first_nonfinite_seq = 100});
   return event;
 }
 
 v1::Event expected_scaler_update() {
   v1::Event event;
-  v1::NumericsSummary& n = *event.mutable_numerics();
-  n.set_seq(107);
-  n.set_first_ts_ns(1050);
-  n.set_last_ts_ns(1050);
-  n.set_kind(v1::NumericsSummary::KIND_SCALER_UPDATE);
-  n.set_thread(4);
-  n.set_location_id(kLocationId);
-  n.set_iteration(3);
-  n.set_tensors(12);
-  n.set_max_abs_log2(-32768);
-  n.set_scale(32768.0);
-  n.set_found_inf(true);
+  *event.mutable_numerics() = fixtures::message<v1::specs::NumericsSummary>(
+      {.seq = 107, .first_ts_ns = 1050, .last_ts_ns = 1050, .kind = v1::NumericsSummary::KIND_SCALER_UPDATE,
+       .thread = 4, .location_id = kLocationId, .iteration = 3, .tensors = 12, .max_abs_log2 = -32768,
+       .scale = 32768.0, .found_inf = true});
   return event;
 }
 
 v1::Event expected_stats() {
   v1::Event event;
-  v1::AgentStats& stats = *event.mutable_stats();
-  stats.set_schema_version(v1::SchemaVersion_MAX);
-  stats.set_events_recorded(13);
-  stats.set_events_dropped(2);
-  stats.set_internal_errors(1);
-  stats.set_pid(42);
-  stats.set_torch_version("2.14.1");
-  stats.set_ts_ns(kStatsTs);
-  stats.set_rank(3);
-  stats.set_local_rank(1);
-  stats.set_world_size(8);
-  stats.set_gpu_timing("on");
-  stats.set_gpu_records_dropped(5);
-  stats.add_overlay_errors("overlay.json:3: entry \"mylib.Pool\": mylib has no attribute Pool");
+  *event.mutable_stats() = fixtures::message<v1::specs::AgentStats>(
+      {.schema_version = v1::SchemaVersion_MAX, .events_recorded = 13, .events_dropped = 2, .internal_errors = 1,
+       .pid = 42, .torch_version = "2.14.1", .ts_ns = kStatsTs, .rank = 3, .local_rank = 1, .world_size = 8,
+       .gpu_timing = "on", .gpu_records_dropped = 5,
+       .overlay_errors = {"overlay.json:3: entry \"mylib.Pool\": mylib has no attribute Pool"}});
   return event;
 }
 
