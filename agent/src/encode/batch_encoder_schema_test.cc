@@ -226,21 +226,10 @@ const EventLogStats kStats{13, 2, 1, 5, {"overlay.json:3: entry \"mylib.Pool\": 
 constexpr uint64_t kStatsTs = 1004;
 
 AgentIdentity agent_identity() {
-  AgentIdentity id;
-  id.run_id = "run-1";
-  id.agent_id = "host-42-1000";
-  id.pid = 42;
-  id.rank = 3;
-  id.local_rank = 1;
-  id.world_size = 8;
-  id.hostname = "host";
-  id.torch_version = "2.14.1";
-  id.command = "python train.py";
-  id.policy_hash = "sha1:0123456789abcdef0123456789abcdef01234567";
-  id.castscope_version = "0.1.0";
-  id.aggregate = true;
-  id.policy_files = {"base.json", "overlay.json"};
-  return id;
+  return {.run_id = "run-1", .agent_id = "host-42-1000", .pid = 42, .rank = 3, .local_rank = 1, .world_size = 8,
+          .hostname = "host", .torch_version = "2.14.1", .command = "python train.py",
+          .policy_hash = "sha1:0123456789abcdef0123456789abcdef01234567", .policy_files = {"base.json", "overlay.json"},
+          .castscope_version = "0.1.0", .aggregate = true};
 }
 
 // ---- What the agent should produce, written with libprotobuf's setters.

@@ -50,6 +50,18 @@ inline void add_op(CountFields& entry, const Record& op) {
 
 bool same_key(const CounterKey& a, const CounterKey& b) { return std::memcmp(&a, &b, sizeof(CounterKey)) == 0; }
 
+// A cast's part of a key, from a cast record or a cast counted under an op
+// (the two name these fields alike).
+template <typename Cast>
+void set_cast_part(CounterKey& key, const Cast& cast) {
+  key.arg_index = cast.arg_index;
+  key.src = cast.src;
+  key.dst = cast.dst;
+  key.outcome = cast.outcome;
+  key.role = cast.role;
+  key.cache = cast.cache;
+}
+
 }  // namespace
 
 CounterKey counter_key(const Record& record) {
@@ -63,14 +75,9 @@ CounterKey counter_key(const Record& record) {
   if (record.kind == RecordKind::kCast) {
     const CastFields& cast = record.cast;
     key.location = cast.location;
-    key.arg_index = cast.arg_index;
     key.mode = cast.mode;
     key.phase = cast.phase;
-    key.src = cast.src;
-    key.dst = cast.dst;
-    key.outcome = cast.outcome;
-    key.role = cast.role;
-    key.cache = cast.cache;
+    set_cast_part(key, cast);
   } else {
     const OpFields& op = record.op;
     key.location = op.location;
@@ -87,12 +94,7 @@ CounterKey counter_key(const Record& record) {
 CounterKey counter_key(const CounterKey& op_key, const CastCount& cast) {
   CounterKey key = op_key;
   key.kind = RecordKind::kCast;
-  key.arg_index = cast.arg_index;
-  key.src = cast.src;
-  key.dst = cast.dst;
-  key.outcome = cast.outcome;
-  key.role = cast.role;
-  key.cache = cast.cache;
+  set_cast_part(key, cast);
   key.autocast_enabled = 0;  // an op's only
   key.probe = ProbeReason{};
   return key;

@@ -48,20 +48,11 @@ TEST(FleetRows, ARollupIsCopiedInTheDeclaredColumnOrder) {
 }
 
 TEST(FleetRows, AnAgentIsCopiedInTheDeclaredColumnOrder) {
-  AgentRow row;
-  row.collector = "c";
-  row.shipment = 9;
-  row.job = "job-1";
-  row.agent_id = "agent-0";
-  row.node = "node-a";
-  row.rank = 1, row.local_rank = 0, row.world_size = 2, row.pid = 4242;
-  row.torch_version = "2.14.1";
-  row.policy_hash = "abc";
-  row.casts = 11, row.ops = 12, row.events_dropped = 13;
-  row.finished = true;
-  row.first_seen = {1700000000123456789};
-  row.last_seen = {1700000001123456789};
-  row.viewer = "http://node-a:8080/";
+  const AgentRow row{.collector = "c", .shipment = 9, .job = "job-1", .agent_id = "agent-0", .node = "node-a",
+                     .rank = 1, .local_rank = 0, .world_size = 2, .pid = 4242, .torch_version = "2.14.1",
+                     .policy_hash = "abc", .casts = 11, .ops = 12, .events_dropped = 13, .finished = true,
+                     .first_seen = {1700000000123456789}, .last_seen = {1700000001123456789},
+                     .viewer = "http://node-a:8080/"};
   PgCopyBuffer declared;
   append_row(declared, row);
 
@@ -90,17 +81,9 @@ TEST(FleetRows, AnAgentIsCopiedInTheDeclaredColumnOrder) {
 }
 
 TEST(FleetRows, AFindingIsCopiedInTheDeclaredColumnOrder) {
-  FindingRow row;
-  row.collector = "c";
-  row.shipment = 2;
-  row.job = "job-1";
-  row.kind = "stale-cache-hit";
-  row.severity = "warning";
-  row.summary = "a summary";
-  row.file = "train.py";
-  row.line = 12;
-  row.ranks = "[0,1]";
-  row.details = R"({"sites":[]})";
+  const FindingRow row{.collector = "c", .shipment = 2, .job = "job-1", .kind = "stale-cache-hit", .severity = "warning",
+                       .summary = "a summary", .file = "train.py", .line = 12, .ranks = "[0,1]",
+                       .details = R"({"sites":[]})"};
   PgCopyBuffer declared;
   append_row(declared, row);
 
