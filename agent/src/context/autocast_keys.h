@@ -31,4 +31,10 @@ inline const AutocastDevice* find_autocast_device(std::string_view name) {
   return nullptr;
 }
 
+inline const AutocastDevice* find_autocast_device(DeviceKind kind) {
+  for (const auto& d : kAutocastDevices)
+    if (kind == d.kind) return &d;
+  return nullptr;
+}
+
 }  // namespace castscope

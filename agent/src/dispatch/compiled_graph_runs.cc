@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "agent/src/context/autocast_keys.h"
 #include "agent/src/dispatch/dispatch.h"
 
 namespace castscope {
@@ -19,17 +20,10 @@ const CompiledGraph* CompiledGraphs::find(uint32_t id) const {
 
 namespace {
 
+// The c10 device of an autocast device (CPU where it is none of them).
 c10::DeviceType torch_device(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::kCuda:
-      return c10::DeviceType::CUDA;
-    case DeviceKind::kXpu:
-      return c10::DeviceType::XPU;
-    case DeviceKind::kMps:
-      return c10::DeviceType::MPS;
-    default:
-      return c10::DeviceType::CPU;
-  }
+  const AutocastDevice* device = find_autocast_device(kind);
+  return device != nullptr ? device->device : c10::DeviceType::CPU;
 }
 
 }  // namespace
