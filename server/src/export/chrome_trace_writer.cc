@@ -80,12 +80,12 @@ Status ChromeTraceWriter::launch_flows(const ExportEvent& launcher, uint32_t tid
     if (auto op = last_op_.find(launcher.thread); op != last_op_.end() && op->second.first == launcher.op_seq)
       ts = op->second.second;
   for (uint64_t kernel : launcher.launched) {
-    if (Status s = write({{"ph", "s"}, {"name", "launch"}, {"cat", "castscope.launch"},
-                          {"id", flow_id_text(layout_.launch_flow_id(kernel))}, {"ts", micros(ts)},
-                          {"pid", layout_.process().pid}, {"tid", tid}});
+    if (Status s = write_counted({{"ph", "s"}, {"name", "launch"}, {"cat", "castscope.launch"},
+                                  {"id", flow_id_text(layout_.launch_flow_id(kernel))}, {"ts", micros(ts)},
+                                  {"pid", layout_.process().pid}, {"tid", tid}},
+                                 counts_.launch_flows);
         !s.ok())
       return s;
-    ++counts_.launch_flows;
   }
   return {};
 }
@@ -105,11 +105,12 @@ Status ChromeTraceWriter::add(const ExportEvent& e) {
       }
       if (e.op_outcome == v1::OP_OUTCOME_ERROR) args["outcome"] = short_name(e.op_outcome);
       if (e.probe_reason != v1::PROBE_REASON_UNSPECIFIED) args["probe_reason"] = short_name(e.probe_reason);
-      if (Status s = write({{"ph", "X"}, {"name", e.name}, {"cat", "castscope.op"}, {"ts", micros(e.ts_ns)},
-                            {"dur", micros(e.duration_ns)}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
+      if (Status s = write_counted({{"ph", "X"}, {"name", e.name}, {"cat", "castscope.op"}, {"ts", micros(e.ts_ns)},
+                                    {"dur", micros(e.duration_ns)}, {"pid", pid}, {"tid", tid},
+                                    {"args", std::move(args)}},
+                                   counts_.op_slices);
           !s.ok())
         return s;
-      ++counts_.op_slices;
       last_op_[e.thread] = {e.seq, e.ts_ns};
       return launch_flows(e, tid);
     }
@@ -129,21 +130,18 @@ Status ChromeTraceWriter::add(const ExportEvent& e) {
                    {"seq", e.seq},
                    {"op_seq", e.op_seq}};
       if (e.location != nullptr) args["location"] = location_text(e.location);
-      if (Status s = write({{"ph", "i"}, {"s", "t"}, {"name", cast_event_name(e)}, {"cat", "castscope.cast"},
-                            {"ts", micros(e.ts_ns)}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
+      if (Status s = write_counted({{"ph", "i"}, {"s", "t"}, {"name", cast_event_name(e)}, {"cat", "castscope.cast"},
+                                    {"ts", micros(e.ts_ns)}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}},
+                                   counts_.cast_instants);
           !s.ok())
         return s;
-      ++counts_.cast_instants;
       return launch_flows(e, tid);
     }
     case ExportEvent::Kind::kCacheSample: {
-      if (Status s = write({{"ph", "C"}, {"name", "cast cache"}, {"cat", "castscope.cache"}, {"ts", micros(e.ts_ns)},
+      return write_counted({{"ph", "C"}, {"name", "cast cache"}, {"cat", "castscope.cache"}, {"ts", micros(e.ts_ns)},
                             {"pid", pid}, {"tid", pid},
-                            {"args", {{"live_bytes", e.live_bytes}, {"live_casts", e.live_casts}}}});
-          !s.ok())
-        return s;
-      ++counts_.counter_samples;
-      return {};
+                            {"args", {{"live_bytes", e.live_bytes}, {"live_casts", e.live_casts}}}},
+                           counts_.counter_samples);
     }
     case ExportEvent::Kind::kNumerics:
       return e.numerics_kind == v1::NumericsSummary::KIND_SCALER_UPDATE ? add_scaler_update(e) : add_numerics(e);
@@ -155,11 +153,12 @@ Status ChromeTraceWriter::add(const ExportEvent& e) {
       if (e.launch_seq != 0) args["launch_seq"] = e.launch_seq;
       if (e.bytes != 0) args["bytes"] = e.bytes;
       const std::string_view name = e.name.empty() ? short_name(e.activity) : e.name;
-      if (Status s = write({{"ph", "X"}, {"name", name}, {"cat", "castscope.kernel"}, {"ts", micros(e.ts_ns)},
-                            {"dur", micros(e.duration_ns)}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
+      if (Status s = write_counted({{"ph", "X"}, {"name", name}, {"cat", "castscope.kernel"}, {"ts", micros(e.ts_ns)},
+                                    {"dur", micros(e.duration_ns)}, {"pid", pid}, {"tid", tid},
+                                    {"args", std::move(args)}},
+                                   counts_.kernel_slices);
           !s.ok())
         return s;
-      ++counts_.kernel_slices;
       if (!e.launch_joined) return {};
       return write({{"ph", "f"}, {"bp", "e"}, {"name", "launch"}, {"cat", "castscope.launch"},
                     {"id", flow_id_text(layout_.launch_flow_id(e.seq))}, {"ts", micros(e.ts_ns)}, {"pid", pid},
@@ -191,24 +190,21 @@ Status ChromeTraceWriter::add_numerics(const ExportEvent& e) {
   if (e.max_abs_log2 != kNoMagnitude) args["max_abs_log2"] = e.max_abs_log2;
   if (e.first_nonfinite_seq != 0) args["first_nonfinite_seq"] = e.first_nonfinite_seq;
   if (e.location != nullptr) args["location"] = location_text(e.location);
-  if (Status s = write({{"ph", "i"}, {"s", "t"}, {"name", numerics_event_name(e)}, {"cat", "castscope.numerics"},
+  return write_counted({{"ph", "i"}, {"s", "t"}, {"name", numerics_event_name(e)}, {"cat", "castscope.numerics"},
                         {"ts", micros(e.ts_ns)}, {"pid", layout_.process().pid}, {"tid", tid},
-                        {"args", std::move(args)}});
-      !s.ok())
-    return s;
-  ++counts_.numerics_instants;
-  return {};
+                        {"args", std::move(args)}},
+                       counts_.numerics_instants);
 }
 
 // GradScaler.update(): "C" GradScaler scale on the process, and a skipped
 // step as an instant on the calling thread.
 Status ChromeTraceWriter::add_scaler_update(const ExportEvent& e) {
   const uint32_t pid = layout_.process().pid;
-  if (Status s = write({{"ph", "C"}, {"name", kScaleTrackName}, {"cat", "castscope.numerics"}, {"ts", micros(e.ts_ns)},
-                        {"pid", pid}, {"tid", pid}, {"args", {{"scale", e.scale}}}});
+  if (Status s = write_counted({{"ph", "C"}, {"name", kScaleTrackName}, {"cat", "castscope.numerics"},
+                                {"ts", micros(e.ts_ns)}, {"pid", pid}, {"tid", pid}, {"args", {{"scale", e.scale}}}},
+                               counts_.scaler_samples);
       !s.ok())
     return s;
-  ++counts_.scaler_samples;
   const std::optional<double> before = last_scale_;
   last_scale_ = e.scale;
   if (!e.found_inf) return {};
@@ -217,11 +213,14 @@ Status ChromeTraceWriter::add_scaler_update(const ExportEvent& e) {
   json args = {{"scale", e.scale}, {"updates", e.tensors}, {"iteration", e.iteration}, {"seq", e.seq}};
   if (before) args["scale_before"] = *before;
   if (e.location != nullptr) args["location"] = location_text(e.location);
-  if (Status s = write({{"ph", "i"}, {"s", "t"}, {"name", kSkippedStepName}, {"cat", "castscope.numerics"},
-                        {"ts", micros(e.ts_ns)}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
-      !s.ok())
-    return s;
-  ++counts_.skipped_steps;
+  return write_counted({{"ph", "i"}, {"s", "t"}, {"name", kSkippedStepName}, {"cat", "castscope.numerics"},
+                        {"ts", micros(e.ts_ns)}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}},
+                       counts_.skipped_steps);
+}
+
+Status ChromeTraceWriter::write_counted(const json& event, uint64_t& count) {
+  if (Status s = write(event); !s.ok()) return s;
+  ++count;
   return {};
 }
 

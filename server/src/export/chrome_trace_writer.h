@@ -51,6 +51,8 @@ class ChromeTraceWriter final : public TraceWriter {
  private:
   ChromeTraceWriter() = default;
   Status write(const nlohmann::json& event);
+  // write(), then ++count: how many of each event the trace holds.
+  Status write_counted(const nlohmann::json& event, uint64_t& count);
   // The tid of a thread or stream; its thread_name the first time.
   Status thread_tid(uint32_t thread, uint32_t& tid);
   Status stream_tid(uint32_t device, uint32_t stream, uint32_t& tid);
