@@ -14,7 +14,7 @@
 #include "agent/src/context/op_context.h"
 #include "agent/src/context/recording_state.h"
 #include "agent/src/numerics/value_checks.h"
-#include "agent/src/schedule/window_schedule.h"
+#include "agent/src/schedule/window_driver.h"
 
 namespace castscope {
 
@@ -67,11 +67,9 @@ struct SiteTotals {
 };
 using SiteMap = std::unordered_map<SiteKey, SiteTotals, SiteKeyHash>;
 
-std::mutex g_mutex;  // the schedule below
+WindowDriver g_windows;  // its mutex guards the state below; g_open follows its schedule
 std::atomic<const NumericsConfig*> g_config{nullptr};
-std::atomic<bool> g_started{false};
 std::atomic<bool>& g_open = g_numerics_window_open;
-std::optional<WindowSchedule> g_schedule;  // from start; g_open follows it
 uint64_t g_iteration = 0;
 bool g_captured_once = false;
 uint64_t g_last_capture_iteration = 0;
@@ -153,7 +151,7 @@ SiteKey key_of(const Record& op, NumericsKind kind, uint16_t arg_index, DType sr
 }
 
 // The window's sites as records, read from the device where they were summed.
-// Called by whoever closes the window, outside g_mutex.
+// Called by whoever closes the window, outside the windows' lock.
 void flush_sites() {
   SiteMap sites;
   {
@@ -215,47 +213,34 @@ bool capturing_a_cuda_graph() { return g_cuda_captures.load() > 0; }
 }  // namespace
 
 void numerics_start(const NumericsConfig& config) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_config.store(new NumericsConfig(config), std::memory_order_release);  // leaked on purpose: read without the lock
-  g_captured_once = false;
-  g_iteration = g_last_capture_iteration = 0;
-  g_schedule.reset();
-  if (!config.enabled) return;
-  g_schedule.emplace(config.schedule, WindowSchedule::Clock::now());  // open from the start
-  g_started.store(true);
-  open_locked();
+  g_windows.start(
+      config.schedule, config.enabled,
+      [&] {
+        g_config.store(new NumericsConfig(config), std::memory_order_release);  // leaked on purpose: read unlocked
+        g_captured_once = false;
+        g_iteration = g_last_capture_iteration = 0;
+      },
+      apply_locked);
 }
 
 void numerics_stop() {
   bool flush = false;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    g_started.store(false);
-    flush = close_locked();
-  }
+  g_windows.stop([&] { flush = close_locked(); });
   if (flush) flush_sites();
 }
 
 void numerics_on_iteration(uint64_t iteration) {
-  if (!g_started.load(std::memory_order_relaxed)) return;
   bool flush = false;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    if (!g_started.load(std::memory_order_relaxed)) return;
+  g_windows.step(iteration, capturing_a_cuda_graph(), [&](WindowDriver::Change change) {
     g_iteration = iteration;
-    flush = apply_locked(g_schedule->on_step(iteration, WindowSchedule::Clock::now(), capturing_a_cuda_graph()));
-  }
+    flush = apply_locked(change);
+  });
   if (flush) flush_sites();
 }
 
 void numerics_on_tick() {
-  if (!g_started.load(std::memory_order_relaxed)) return;
   bool flush = false;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    if (!g_started.load(std::memory_order_relaxed)) return;
-    flush = apply_locked(g_schedule->on_tick(WindowSchedule::Clock::now(), capturing_a_cuda_graph()));
-  }
+  g_windows.tick(capturing_a_cuda_graph(), [&](WindowDriver::Change change) { flush = apply_locked(change); });
   if (flush) flush_sites();
 }
 
@@ -409,29 +394,27 @@ void numerics_on_scaler_update(double scale, bool found_inf, uint64_t updates) n
   } catch (...) {
     runtime.events.count_internal_error();
   }
-  if (!found_inf || !g_started.load(std::memory_order_relaxed)) return;
+  if (!found_inf) return;
   bool flush = false;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    if (!g_started.load(std::memory_order_relaxed)) return;
+  g_windows.with_schedule([&](WindowSchedule& schedule) {
     const NumericsConfig& config = *g_config.load(std::memory_order_relaxed);
     const auto now = WindowSchedule::Clock::now();
-    if (g_schedule->open()) {
+    if (schedule.open()) {
       // The skipped step ran inside this window: what it saw goes out now.
-      if (g_schedule->capture_window_open() && !capturing_a_cuda_graph()) flush = apply_locked(g_schedule->close(now));
+      if (schedule.capture_window_open() && !capturing_a_cuda_graph()) flush = apply_locked(schedule.close(now));
     } else if (config.skip_capture_steps > 0 &&
                (!g_captured_once || (config.schedule.every_steps > 0 &&
                                      g_iteration - g_last_capture_iteration >= config.schedule.every_steps))) {
       g_captured_once = true;
       g_last_capture_iteration = g_iteration;
-      apply_locked(g_schedule->open_capture(g_iteration, config.skip_capture_steps, now));
+      apply_locked(schedule.open_capture(g_iteration, config.skip_capture_steps, now));
     }
-  }
+  });
   if (flush) flush_sites();
 }
 
 void numerics_after_fork_in_child() {
-  g_started.store(false);
+  g_windows.forget_in_child();
   g_open.store(false, std::memory_order_relaxed);
 }
 

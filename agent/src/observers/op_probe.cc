@@ -21,7 +21,7 @@
 #include "agent/src/context/op_context.h"
 #include "agent/src/context/recording_state.h"
 #include "agent/src/record/event_log.h"
-#include "agent/src/schedule/window_schedule.h"
+#include "agent/src/schedule/window_driver.h"
 
 namespace castscope {
 
@@ -68,16 +68,14 @@ struct ThreadState {
 };
 thread_local ThreadState t_state;
 
-std::mutex g_mutex;  // window state below; also held across fork
-// A copy per start, never freed: the observer reads it without g_mutex, and
+WindowDriver g_windows;  // its mutex guards the window state below; held across fork
+// A copy per start, never freed: the observer reads it without the lock, and
 // an op still in flight after a stop and a new start reads a whole one.
 std::atomic<const ProbeConfig*> g_config{nullptr};
 bool g_reopen_after_fork = false;
 at::CallbackHandle g_handle = 0;
-std::atomic<bool> g_started{false};
 std::atomic<bool>& g_open = g_probe_window_open;
 std::atomic<uint64_t> g_generation{1};
-std::optional<WindowSchedule> g_schedule;  // from start; g_open follows it
 
 bool lower_precision(c10::ScalarType type) { return type == at::kBFloat16 || type == at::kHalf; }
 
@@ -315,34 +313,17 @@ void apply_locked(WindowSchedule::Change change) {
 }  // namespace
 
 void probe_start(const ProbeConfig& config) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_config.store(new ProbeConfig(config), std::memory_order_release);  // leaked on purpose (see above)
-  g_schedule.reset();
-  if (!config.enabled) return;
-  g_schedule.emplace(config.schedule, WindowSchedule::Clock::now());  // open from the start
-  g_started.store(true);
-  open_locked();
+  g_windows.start(
+      config.schedule, config.enabled,
+      [&] { g_config.store(new ProbeConfig(config), std::memory_order_release); },  // leaked on purpose (see above)
+      apply_locked);
 }
 
-void probe_stop() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_started.store(false);
-  close_locked();
-}
+void probe_stop() { g_windows.stop(close_locked); }
 
-void probe_on_iteration(uint64_t iteration) {
-  if (!g_started.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_started.load(std::memory_order_relaxed)) return;  // stopped meanwhile: never reopen
-  apply_locked(g_schedule->on_step(iteration, WindowSchedule::Clock::now()));  // g_schedule: set before g_started
-}
+void probe_on_iteration(uint64_t iteration) { g_windows.step(iteration, /*hold_open=*/false, apply_locked); }
 
-void probe_on_tick() {
-  if (!g_started.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_started.load(std::memory_order_relaxed)) return;
-  apply_locked(g_schedule->on_tick(WindowSchedule::Clock::now()));
-}
+void probe_on_tick() { g_windows.tick(/*hold_open=*/false, apply_locked); }
 
 bool probe_is_round_trip_in_window(const at::Tensor& source, c10::ScalarType target) {
   if (!g_open.load(std::memory_order_relaxed)) return false;  // closed since the caller asked
@@ -357,7 +338,7 @@ bool probe_is_round_trip_in_window(const at::Tensor& source, c10::ScalarType tar
 // the child could block forever on a c10 lock another parent thread held at
 // the fork. So the parent removes it before forking and adds it back after.
 void probe_before_fork() {
-  g_mutex.lock();
+  g_windows.mutex().lock();
   g_reopen_after_fork = g_handle != 0;
   if (g_handle != 0) {
     at::removeCallback(g_handle);
@@ -366,12 +347,12 @@ void probe_before_fork() {
 }
 void probe_after_fork_in_parent() {
   if (g_reopen_after_fork) g_handle = at::addGlobalCallback(observer());
-  g_mutex.unlock();
+  g_windows.mutex().unlock();
 }
 void probe_after_fork_in_child() {
-  g_started.store(false);
+  g_windows.forget_in_child();
   g_open.store(false, std::memory_order_relaxed);
-  g_mutex.unlock();
+  g_windows.mutex().unlock();
 }
 
 }  // namespace castscope
