@@ -144,6 +144,93 @@ Status RunEventReader::collect_launched(uint64_t seq, v1::LaunchedBy by) {
   return {};
 }
 
+// What casts and ops share: codes, the op, the location, the kernels launched.
+template <typename Event>
+Status RunEventReader::read_op_site(const Event& event, int64_t op, int64_t location, v1::LaunchedBy by,
+                                    ExportEvent& e) {
+  e.policy = event.policy();
+  e.device_type = event.device_type();
+  e.mode = event.mode();
+  e.phase = event.phase();
+  if (Status s = resolver_.text(op, e.name); !s.ok()) return s;
+  if (Status s = resolver_.location(location, e.location); !s.ok()) return s;
+  if (Status s = collect_launched(e.seq, by); !s.ok()) return s;
+  e.launched = launched_;
+  return {};
+}
+
+Status RunEventReader::read_cast(const StoredCast& r, ExportEvent& e) {
+  e.kind = ExportEvent::Kind::kCast;
+  e.ts_ns = static_cast<uint64_t>(r.ts_ns);
+  v1::CastEvent cast;
+  unpack_cast_slot(r.slot, cast);
+  unpack_cast_codes(r.codes, cast);
+  e.thread = cast.thread();
+  e.list_index = cast.list_index();
+  e.src_dtype = cast.src_dtype();
+  e.dst_dtype = cast.dst_dtype();
+  e.outcome = cast.outcome();
+  e.role = cast.role();
+  e.cache = cast.cache();
+  e.shape_truncated = cast.shape_truncated();
+  e.bytes = static_cast<uint64_t>(r.bytes);
+  e.op_seq = static_cast<uint64_t>(r.op_seq);
+  main_shape_.clear();
+  for_each_dim(r.shape, [&](int64_t dim) { main_shape_.push_back(dim); });
+  e.shape = main_shape_;
+  if (Status s = resolver_.text(r.arg_name, e.arg_name); !s.ok()) return s;
+  return read_op_site(cast, r.op, r.location, v1::LAUNCHED_BY_CAST, e);
+}
+
+Status RunEventReader::read_op(const StoredOp& r, ExportEvent& e) {
+  e.kind = ExportEvent::Kind::kOp;
+  e.ts_ns = static_cast<uint64_t>(r.ts_ns);
+  e.thread = static_cast<uint32_t>(r.thread);
+  v1::OpEvent op;
+  unpack_op_codes(r.codes, op);
+  e.output_dtype = op.output_dtype();
+  e.op_outcome = op.outcome();
+  e.probe_reason = op.probe_reason();
+  e.duration_ns = static_cast<uint64_t>(r.cpu_duration_ns);
+  return read_op_site(op, r.op, r.location, v1::LAUNCHED_BY_OP, e);
+}
+
+void RunEventReader::read_sample(const StoredCacheSample& r, ExportEvent& e) {
+  e.kind = ExportEvent::Kind::kCacheSample;
+  e.ts_ns = static_cast<uint64_t>(r.ts_ns);
+  e.trigger = static_cast<v1::CacheSample::Trigger>(r.trigger);
+  e.iteration = static_cast<uint64_t>(r.iteration);
+  e.live_casts = static_cast<uint64_t>(r.live_casts);
+  e.live_bytes = static_cast<uint64_t>(r.live_bytes);
+}
+
+Status RunEventReader::read_numerics(const StoredNumerics& r, ExportEvent& e) {
+  e.kind = ExportEvent::Kind::kNumerics;
+  e.ts_ns = static_cast<uint64_t>(r.first_ts_ns);
+  e.last_ts_ns = static_cast<uint64_t>(r.last_ts_ns);
+  e.thread = static_cast<uint32_t>(r.thread);
+  e.numerics_kind = static_cast<v1::NumericsSummary::Kind>(r.kind);
+  e.device_type = static_cast<v1::DeviceType>(r.device_type);
+  e.src_dtype = static_cast<v1::DType>(r.src_dtype);
+  e.dst_dtype = static_cast<v1::DType>(r.dst_dtype);
+  e.mode = static_cast<v1::ExecutionMode>(r.mode);
+  e.phase = static_cast<v1::Phase>(r.phase);
+  e.iteration = static_cast<uint64_t>(r.iteration);
+  e.tensors = static_cast<uint64_t>(r.tensors);
+  e.values = static_cast<uint64_t>(r.value_count);
+  e.overflowed = static_cast<uint64_t>(r.overflowed);
+  e.underflowed = static_cast<uint64_t>(r.underflowed);
+  e.nonfinite = static_cast<uint64_t>(r.nonfinite);
+  e.nan = static_cast<uint64_t>(r.nan);
+  e.max_abs_log2 = static_cast<int32_t>(r.max_abs_log2);
+  e.first_nonfinite_seq = static_cast<uint64_t>(r.first_nonfinite_seq);
+  e.scale = r.scale();
+  e.found_inf = r.found_inf != 0;
+  if (Status s = resolver_.text(r.op, e.name); !s.ok()) return s;
+  if (Status s = resolver_.text(r.arg_name, e.arg_name); !s.ok()) return s;
+  return resolver_.location(r.location, e.location);
+}
+
 bool RunEventReader::fill_main(Status& error) {
   main_ready_ = false;
   Cursors& c = *cursors_;
@@ -152,92 +239,20 @@ bool RunEventReader::fill_main(Status& error) {
   ExportEvent& e = main_;
   e = ExportEvent();
   e.seq = next;
-  // What casts and ops share: codes, the op, the location, the kernels launched.
-  auto op_site = [&](const auto& event, int64_t op, int64_t location, v1::LaunchedBy by) {
-    e.policy = event.policy();
-    e.device_type = event.device_type();
-    e.mode = event.mode();
-    e.phase = event.phase();
-    if (error = resolver_.text(op, e.name); !error.ok()) return false;
-    if (error = resolver_.location(location, e.location); !error.ok()) return false;
-    if (error = collect_launched(e.seq, by); !error.ok()) return false;
-    e.launched = launched_;
-    return true;
-  };
   // Ties go casts, ops, samples, numerics (as the cursors were listed).
   if (c.casts.seq() == next) {
-    const StoredCast& r = c.casts.row;
-    e.kind = ExportEvent::Kind::kCast;
-    e.ts_ns = static_cast<uint64_t>(r.ts_ns);
-    v1::CastEvent cast;
-    unpack_cast_slot(r.slot, cast);
-    unpack_cast_codes(r.codes, cast);
-    e.thread = cast.thread();
-    e.list_index = cast.list_index();
-    e.src_dtype = cast.src_dtype();
-    e.dst_dtype = cast.dst_dtype();
-    e.outcome = cast.outcome();
-    e.role = cast.role();
-    e.cache = cast.cache();
-    e.shape_truncated = cast.shape_truncated();
-    e.bytes = static_cast<uint64_t>(r.bytes);
-    e.op_seq = static_cast<uint64_t>(r.op_seq);
-    main_shape_.clear();
-    for_each_dim(r.shape, [&](int64_t dim) { main_shape_.push_back(dim); });
-    e.shape = main_shape_;
-    if (error = resolver_.text(r.arg_name, e.arg_name); !error.ok()) return false;
-    if (!op_site(cast, r.op, r.location, v1::LAUNCHED_BY_CAST)) return false;
-    error = c.casts.advance(db_);
+    error = read_cast(c.casts.row, e);
+    if (error.ok()) error = c.casts.advance(db_);
   } else if (c.ops.seq() == next) {
-    const StoredOp& r = c.ops.row;
-    e.kind = ExportEvent::Kind::kOp;
-    e.ts_ns = static_cast<uint64_t>(r.ts_ns);
-    e.thread = static_cast<uint32_t>(r.thread);
-    v1::OpEvent op;
-    unpack_op_codes(r.codes, op);
-    e.output_dtype = op.output_dtype();
-    e.op_outcome = op.outcome();
-    e.probe_reason = op.probe_reason();
-    e.duration_ns = static_cast<uint64_t>(r.cpu_duration_ns);
-    if (!op_site(op, r.op, r.location, v1::LAUNCHED_BY_OP)) return false;
-    error = c.ops.advance(db_);
+    error = read_op(c.ops.row, e);
+    if (error.ok()) error = c.ops.advance(db_);
   } else if (c.samples.seq() == next) {
-    const StoredCacheSample& r = c.samples.row;
-    e.kind = ExportEvent::Kind::kCacheSample;
-    e.ts_ns = static_cast<uint64_t>(r.ts_ns);
-    e.trigger = static_cast<v1::CacheSample::Trigger>(r.trigger);
-    e.iteration = static_cast<uint64_t>(r.iteration);
-    e.live_casts = static_cast<uint64_t>(r.live_casts);
-    e.live_bytes = static_cast<uint64_t>(r.live_bytes);
+    read_sample(c.samples.row, e);
     error = c.samples.advance(db_);
   } else {
-    const StoredNumerics& r = c.numerics.row;
-    e.kind = ExportEvent::Kind::kNumerics;
-    e.ts_ns = static_cast<uint64_t>(r.first_ts_ns);
-    e.last_ts_ns = static_cast<uint64_t>(r.last_ts_ns);
-    e.thread = static_cast<uint32_t>(r.thread);
-    e.numerics_kind = static_cast<v1::NumericsSummary::Kind>(r.kind);
-    e.device_type = static_cast<v1::DeviceType>(r.device_type);
-    e.src_dtype = static_cast<v1::DType>(r.src_dtype);
-    e.dst_dtype = static_cast<v1::DType>(r.dst_dtype);
-    e.mode = static_cast<v1::ExecutionMode>(r.mode);
-    e.phase = static_cast<v1::Phase>(r.phase);
-    e.iteration = static_cast<uint64_t>(r.iteration);
-    e.tensors = static_cast<uint64_t>(r.tensors);
-    e.values = static_cast<uint64_t>(r.value_count);
-    e.overflowed = static_cast<uint64_t>(r.overflowed);
-    e.underflowed = static_cast<uint64_t>(r.underflowed);
-    e.nonfinite = static_cast<uint64_t>(r.nonfinite);
-    e.nan = static_cast<uint64_t>(r.nan);
-    e.max_abs_log2 = static_cast<int32_t>(r.max_abs_log2);
-    e.first_nonfinite_seq = static_cast<uint64_t>(r.first_nonfinite_seq);
-    e.scale = r.scale();
-    e.found_inf = r.found_inf != 0;
-    if (error = resolver_.text(r.op, e.name); !error.ok()) return false;
-    if (error = resolver_.text(r.arg_name, e.arg_name); !error.ok()) return false;
-    if (error = resolver_.location(r.location, e.location); !error.ok()) return false;
-    if (error = c.numerics.advance(db_); !error.ok()) return false;
-    error = c.numerics.skip_unless(db_, exported);
+    error = read_numerics(c.numerics.row, e);
+    if (error.ok()) error = c.numerics.advance(db_);
+    if (error.ok()) error = c.numerics.skip_unless(db_, exported);
   }
   if (!error.ok()) return false;
   main_ready_ = true;

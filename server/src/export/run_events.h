@@ -120,7 +120,14 @@ class RunEventReader {
   RunEventReader();
   Status load_agents(const std::string& run_id);
   Status end_agent();
-  bool fill_main(Status& error);  // reads the next op, cast or sample into main_
+  bool fill_main(Status& error);  // reads the next op, cast, sample or numerics row into main_
+  // fill_main's readers, one per table.
+  Status read_cast(const StoredCast& row, ExportEvent& e);
+  Status read_op(const StoredOp& row, ExportEvent& e);
+  void read_sample(const StoredCacheSample& row, ExportEvent& e);
+  Status read_numerics(const StoredNumerics& row, ExportEvent& e);
+  template <typename Event>
+  Status read_op_site(const Event& event, int64_t op, int64_t location, v1::LaunchedBy by, ExportEvent& e);
   bool fill_kernel(Status& error);
   Status collect_launched(uint64_t seq, v1::LaunchedBy by);
 
