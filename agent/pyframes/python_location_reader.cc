@@ -69,26 +69,26 @@ SourceKindFn g_source_kind = nullptr;
 bool g_stacks = false;
 enum class CodeKind { kUser, kInternal, kGenerated };
 std::unordered_map<PyCodeObject*, CodeKind> g_code_kinds;
-struct SiteKey {
+struct CodeSite {
   PyCodeObject* code;
   int lasti;
-  bool operator==(const SiteKey& o) const { return code == o.code && lasti == o.lasti; }
-  bool operator!=(const SiteKey& o) const { return !(*this == o); }
+  bool operator==(const CodeSite& o) const { return code == o.code && lasti == o.lasti; }
+  bool operator!=(const CodeSite& o) const { return !(*this == o); }
 };
-struct SiteHash {
-  size_t operator()(const SiteKey& k) const { return std::hash<void*>()(k.code) * 31 + static_cast<size_t>(k.lasti); }
+struct CodeSiteHash {
+  size_t operator()(const CodeSite& k) const { return std::hash<void*>()(k.code) * 31 + static_cast<size_t>(k.lasti); }
 };
-std::unordered_map<SiteKey, unsigned, SiteHash> g_sites;
+std::unordered_map<CodeSite, unsigned, CodeSiteHash> g_sites;
 
 // The calling thread's copy of what the GIL path learned (see the top of the
 // file); written by this thread only, under the GIL, read by it without.
 struct ThreadSites {
   std::unordered_map<PyCodeObject*, CodeKind> kinds;
-  std::unordered_map<SiteKey, unsigned, SiteHash> sites;
+  std::unordered_map<CodeSite, unsigned, CodeSiteHash> sites;
   // The last answer whose user frame was the innermost one: a loop calling
   // one op from one line finds it without a hash lookup. Valid for good, as
   // the maps above only grow.
-  SiteKey last{nullptr, 0};
+  CodeSite last{nullptr, 0};
   unsigned last_id = 0;
 };
 // Reached through one constant-initialized pointer: a thread_local with a
@@ -181,7 +181,7 @@ int frame_lasti(_PyInterpreterFrame* frame) {
   bool innermost = true;
   for (_PyInterpreterFrame* frame = tstate->cframe->current_frame; frame != nullptr; frame = frame->previous) {
     if (_PyFrame_IsIncomplete(frame)) continue;
-    const SiteKey key{frame->f_code, frame_lasti(frame)};
+    const CodeSite key{frame->f_code, frame_lasti(frame)};
     const auto kind = known.kinds.find(key.code);
     if (kind == known.kinds.end() || kind->second == CodeKind::kGenerated) return false;
     if (kind->second == CodeKind::kInternal) {
@@ -206,7 +206,7 @@ int frame_lasti(_PyInterpreterFrame* frame) {
 [[gnu::always_inline]] inline bool last_site(PyThreadState* tstate, const ThreadSites& known, unsigned& id) {
   _PyInterpreterFrame* frame = tstate->cframe->current_frame;
   while (frame != nullptr && _PyFrame_IsIncomplete(frame)) frame = frame->previous;
-  if (frame == nullptr || SiteKey{frame->f_code, frame_lasti(frame)} != known.last) return false;
+  if (frame == nullptr || CodeSite{frame->f_code, frame_lasti(frame)} != known.last) return false;
   id = known.last_id;
   return true;
 }
@@ -428,7 +428,7 @@ unsigned location_with_gil() {
     PyCodeObject* code = PyFrame_GetCode(frame);
     const CodeKind kind = known_code_kind(code);
     if (kind != CodeKind::kInternal) {
-      const SiteKey key{code, g_stacks && kind == CodeKind::kUser ? -1 : PyFrame_GetLasti(frame)};
+      const CodeSite key{code, g_stacks && kind == CodeKind::kUser ? -1 : PyFrame_GetLasti(frame)};
       auto found = g_stacks && kind == CodeKind::kUser ? g_sites.end() : g_sites.find(key);
       if (found != g_sites.end()) {
         id = found->second;

@@ -28,7 +28,7 @@ constexpr size_t kMaxSites = 4096;
 constexpr int64_t kNoSeq = std::numeric_limits<int64_t>::max();
 
 // What makes two checks one site. No padding: hashed and compared bytewise.
-struct SiteKey {
+struct NumericsSiteKey {
   uint32_t op_id;
   uint32_t location;
   uint32_t thread;
@@ -42,12 +42,14 @@ struct SiteKey {
   // The device's index: device-side sums of cuda:0 and cuda:1 cannot be one site's.
   int8_t device_index;
   uint8_t reserved[3];  // 0: no padding, keys compare bytewise
-  bool operator==(const SiteKey& other) const { return std::memcmp(this, &other, sizeof(SiteKey)) == 0; }
+  bool operator==(const NumericsSiteKey& other) const {
+    return std::memcmp(this, &other, sizeof(NumericsSiteKey)) == 0;
+  }
 };
-static_assert(sizeof(SiteKey) == 24, "SiteKey must have no padding");
+static_assert(sizeof(NumericsSiteKey) == 24, "NumericsSiteKey must have no padding");
 
-struct SiteKeyHash {
-  size_t operator()(const SiteKey& key) const {
+struct NumericsSiteKeyHash {
+  size_t operator()(const NumericsSiteKey& key) const {
     uint64_t h = 1469598103934665603ull;
     const auto* bytes = reinterpret_cast<const unsigned char*>(&key);
     for (size_t i = 0; i < sizeof(key); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
@@ -65,7 +67,7 @@ struct SiteTotals {
   at::Tensor device_max_abs;    // float32 scalar
   at::Tensor device_first_seq;  // int64 scalar; kNoSeq: none yet
 };
-using SiteMap = std::unordered_map<SiteKey, SiteTotals, SiteKeyHash>;
+using SiteMap = std::unordered_map<NumericsSiteKey, SiteTotals, NumericsSiteKeyHash>;
 
 WindowDriver g_windows;  // its mutex guards the state below; g_open follows its schedule
 std::atomic<const NumericsConfig*> g_config{nullptr};
@@ -117,7 +119,7 @@ void add_device(SiteTotals& totals, const at::Tensor& counts, const at::Tensor& 
 }
 
 // The calling site's totals, made on first use; null when the window is full.
-SiteTotals* site(const SiteKey& key, uint64_t ts_ns) {
+SiteTotals* site(const NumericsSiteKey& key, uint64_t ts_ns) {
   auto it = g_sites.find(key);
   if (it == g_sites.end()) {
     if (g_sites.size() >= kMaxSites) {
@@ -132,9 +134,9 @@ SiteTotals* site(const SiteKey& key, uint64_t ts_ns) {
   return &it->second;
 }
 
-SiteKey key_of(const Record& op, NumericsKind kind, uint16_t arg_index, DType src, DType dst,
+NumericsSiteKey key_of(const Record& op, NumericsKind kind, uint16_t arg_index, DType src, DType dst,
                 const at::Tensor& on) {
-  SiteKey key{};
+  NumericsSiteKey key{};
   std::memset(&key, 0, sizeof key);
   key.device_index = static_cast<int8_t>(on.device().index());
   key.op_id = op.op_id;
@@ -250,7 +252,7 @@ namespace {
 // its counts; nothing when the window closed since the kernel looked (its
 // counts went out) or the window is full.
 template <typename Add>
-void add_to_site(const SiteKey& key, const Record& op, uint64_t values, Add&& add) {
+void add_to_site(const NumericsSiteKey& key, const Record& op, uint64_t values, Add&& add) {
   std::lock_guard<std::mutex> lock(g_sites_mutex);
   if (!g_open.load(std::memory_order_relaxed)) return;
   SiteTotals* totals = site(key, op.ts_ns);
@@ -261,13 +263,13 @@ void add_to_site(const SiteKey& key, const Record& op, uint64_t values, Add&& ad
 }
 
 // Counts read now (the CPU).
-void add_host_counts(const SiteKey& key, const Record& op, uint64_t values, const numerics::HostCounts& counts,
+void add_host_counts(const NumericsSiteKey& key, const Record& op, uint64_t values, const numerics::HostCounts& counts,
                      uint64_t first_seq) {
   add_to_site(key, op, values, [&](SiteTotals& totals) { add_cpu(totals, counts, first_seq); });
 }
 
 // Counts as device tensors, summed where they are (CUDA).
-void add_device_counts(const SiteKey& key, const Record& op, uint64_t values, const at::Tensor& counts,
+void add_device_counts(const NumericsSiteKey& key, const Record& op, uint64_t values, const at::Tensor& counts,
                        const at::Tensor& max_abs, const at::Tensor& nonfinite_now) {
   const at::Tensor first = at::where(nonfinite_now, at::scalar_tensor(static_cast<int64_t>(op.seq), counts.options()),
                                      at::scalar_tensor(kNoSeq, counts.options()));
@@ -283,7 +285,7 @@ void numerics_check_cast(const Record& op, uint16_t arg_index, const at::Tensor&
       return;
     if (!numerics::checkable(source) || !numerics::checkable(result) || source.sizes() != result.sizes()) return;
     if (source.is_cuda() && g_cuda_captures.load(std::memory_order_relaxed) > 0) return;
-    const SiteKey key =
+    const NumericsSiteKey key =
         key_of(op, NumericsKind::kCast, arg_index, to_dtype(source.scalar_type()), to_dtype(result.scalar_type()), source);
     const auto values = static_cast<uint64_t>(source.numel());
     // The CPU's usual case: one pass over the data, no ATen op.
@@ -332,7 +334,7 @@ void numerics_check_op(const Record& op, std::span<const at::Tensor> inputs,
     }
     if (first_output == nullptr) return;
     if (first_output->is_cuda() && g_cuda_captures.load(std::memory_order_relaxed) > 0) return;
-    const SiteKey key =
+    const NumericsSiteKey key =
         key_of(op, NumericsKind::kOpOutput, 0, to_dtype(first_output->scalar_type()), DType::kUnspecified, *first_output);
     if (first_output->is_cuda()) {
       // Everything on the device: the inputs are checked whatever the outputs hold.

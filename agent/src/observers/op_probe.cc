@@ -41,7 +41,7 @@ struct ExplicitCast {
 };
 
 // What one thread knows in the current window (`generation`).
-struct ThreadState {
+struct ProbeThreadState {
   uint64_t generation = 0;
   int depth = 0;  // RecordFunction nesting: only outermost ops are the user's
   // Lower-precision tensors made under autocast, and what was computed from
@@ -66,7 +66,7 @@ struct ThreadState {
     dtypes_seen.clear();
   }
 };
-thread_local ThreadState t_state;
+thread_local ProbeThreadState t_state;
 
 WindowDriver g_windows;  // its mutex guards the window state below; held across fork
 // A copy per start, never freed: the observer reads it without the lock, and
@@ -94,7 +94,7 @@ void track(Map& map, const at::Tensor& t, Value value) {
   map.insert_or_assign(t.unsafeGetTensorImpl(), std::move(value));
 }
 
-bool made_in_region(ThreadState& s, const at::Tensor& t) {
+bool made_in_region(ProbeThreadState& s, const at::Tensor& t) {
   const auto it = s.made_in_region.find(t.unsafeGetTensorImpl());
   return it != s.made_in_region.end() && !it->second.expired();
 }
@@ -103,7 +103,7 @@ std::string full_name(const c10::OperatorName& name) {
   return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
 }
 
-bool has_autocast_kernel(ThreadState& s, const c10::OperatorName& name, const AutocastDevice& device) {
+bool has_autocast_kernel(ProbeThreadState& s, const c10::OperatorName& name, const AutocastDevice& device) {
   const std::string key = full_name(name) + "@" + device.name;
   const auto it = s.has_autocast_kernel.find(key);
   if (it != s.has_autocast_kernel.end()) return it->second;
@@ -128,7 +128,7 @@ bool builtin_namespace(const std::string& op) {
 // Under autocast: whether an op ran at full precision although the user may
 // expect autocast to have covered it (an out= or in-place variant of a
 // lower-precision op, or a custom op without an autocast kernel).
-bool not_covered_by_autocast(ThreadState& s, const c10::OperatorName& name, const AutocastDevice& device) {
+bool not_covered_by_autocast(ProbeThreadState& s, const c10::OperatorName& name, const AutocastDevice& device) {
   const ProbeConfig* config = g_config.load(std::memory_order_acquire);
   if (config == nullptr || has_autocast_kernel(s, name, device)) return false;
   const std::string& op = name.name;
@@ -163,8 +163,9 @@ void emit(const at::RecordFunction& fn, ProbeReason reason, const AutocastDevice
 // each outermost op's dtypes are recorded once per window, thread, line, op,
 // mode and dtypes. The key is a 64-bit hash (the name pointer is the
 // overload's own schema string); a collision only skips a record.
-void note_dtypes(const at::RecordFunction& fn, ThreadState& s, const AutocastDevice& device, const OpContext& context,
-                 const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+void note_dtypes(const at::RecordFunction& fn, ProbeThreadState& s, const AutocastDevice& device,
+                 const OpContext& context, const std::vector<at::Tensor>& inputs,
+                 const std::vector<at::Tensor>& outputs) {
   // JIT autocast's own casts are the mechanism: their consumers show the result.
   if (std::strncmp(fn.name(), "aten::_autocast_to_", 19) == 0) return;
   uint64_t key = 1469598103934665603ull;
@@ -186,7 +187,7 @@ struct Inputs final : at::ObserverContext {
   std::vector<at::Tensor> tensors;
 };
 
-void inspect(const at::RecordFunction& fn, ThreadState& s, const std::vector<at::Tensor>& inputs) {
+void inspect(const at::RecordFunction& fn, ProbeThreadState& s, const std::vector<at::Tensor>& inputs) {
   std::vector<at::Tensor> outputs;
   for (const c10::IValue& value : fn.outputs()) add_tensors(value, outputs);
   const at::Tensor* floating = nullptr;
@@ -244,7 +245,7 @@ bool is_annotation(const at::RecordFunction& fn) { return std::strstr(fn.name(),
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (is_annotation(fn)) return nullptr;
-  ThreadState& s = t_state;
+  ProbeThreadState& s = t_state;
   s.sync(g_generation.load(std::memory_order_relaxed));
   if (++s.depth != 1 || !g_open.load(std::memory_order_relaxed) || !g_record_events.load(std::memory_order_relaxed) ||
       inside_autocast_kernel())
@@ -267,7 +268,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
   if (is_annotation(fn)) return;
-  ThreadState& s = t_state;
+  ProbeThreadState& s = t_state;
   s.depth = s.depth > 0 ? s.depth - 1 : 0;
   // RecordFunction keeps its own copy of the callbacks: an op in flight ends
   // here after a window closed or the agent stopped.
@@ -327,7 +328,7 @@ void probe_on_tick() { g_windows.tick(/*hold_open=*/false, apply_locked); }
 
 bool probe_is_round_trip_in_window(const at::Tensor& source, c10::ScalarType target) {
   if (!g_open.load(std::memory_order_relaxed)) return false;  // closed since the caller asked
-  ThreadState& s = t_state;
+  ProbeThreadState& s = t_state;
   s.sync(g_generation.load(std::memory_order_relaxed));
   const auto it = s.explicit_casts.find(source.unsafeGetTensorImpl());
   return it != s.explicit_casts.end() && !it->second.result.expired() && it->second.from == target;

@@ -56,9 +56,9 @@ bool autocast_on(int64_t enabled_devices, int device) {
   return device == v1::DEVICE_TYPE_UNSPECIFIED ? enabled_devices != 0 : ((enabled_devices >> device) & 1) != 0;
 }
 
-class Loader {
+class RunDataLoader {
  public:
-  Loader(Database& db, RunData& out, const std::function<void()>& between_reads, std::optional<int32_t> rank,
+  RunDataLoader(Database& db, RunData& out, const std::function<void()>& between_reads, std::optional<int32_t> rank,
          const ReadProgress& progress)
       : db_(db), out_(out), between_reads_(between_reads), rank_filter_(rank), progress_(progress) {}
 
@@ -97,11 +97,11 @@ class Loader {
       agent_index_ = i;
       agent_rank_ = out_.agents[i].rank;
       const int64_t first = first_row_of(out_.agents[i].row), end = end_row_of(out_.agents[i].row);
-      if (Status s = in_chunks(schema::kCasts, first, end, &Loader::read_casts); !s.ok()) return s;
-      if (Status s = in_chunks(schema::kOps, first, end, &Loader::read_ops); !s.ok()) return s;
+      if (Status s = in_chunks(schema::kCasts, first, end, &RunDataLoader::read_casts); !s.ok()) return s;
+      if (Status s = in_chunks(schema::kOps, first, end, &RunDataLoader::read_ops); !s.ok()) return s;
       if (has_counters_) {
-        if (Status s = in_chunks(schema::kCastCounts, first, end, &Loader::read_cast_counts); !s.ok()) return s;
-        if (Status s = in_chunks(schema::kOpCounts, first, end, &Loader::read_op_counts); !s.ok()) return s;
+        if (Status s = in_chunks(schema::kCastCounts, first, end, &RunDataLoader::read_cast_counts); !s.ok()) return s;
+        if (Status s = in_chunks(schema::kOpCounts, first, end, &RunDataLoader::read_op_counts); !s.ok()) return s;
       }
       if (Status s = read_samples(first, end, out_.agents[i].agent_id); !s.ok()) return s;
       if (has_numerics_)
@@ -140,7 +140,8 @@ class Loader {
   bool has_numerics_ = false;  // the store has the numerics table (schema version 15)
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, NumericsSiteRow> numerics_;
 
-  Status in_chunks(const schema::Table& table, int64_t first, int64_t end, Status (Loader::*read)(int64_t, int64_t)) {
+  Status in_chunks(const schema::Table& table, int64_t first, int64_t end,
+                   Status (RunDataLoader::*read)(int64_t, int64_t)) {
     std::optional<int64_t> last;
     if (Status s = last_row_in(db_.handle(), table, first, end, last); !s.ok()) return s;
     if (!last) return Status();  // nothing in range
@@ -574,7 +575,7 @@ Status load_run_data(Database& db, const std::string& run_id, RunData& out,
                      const std::function<void()>& between_reads, std::optional<int32_t> rank,
                      const ReadProgress& progress) {
   out = RunData();
-  return Loader(db, out, between_reads, rank, progress).run(run_id);
+  return RunDataLoader(db, out, between_reads, rank, progress).run(run_id);
 }
 
 }  // namespace castscope::collector

@@ -129,7 +129,7 @@ Status PerfettoTraceWriter::begin_agent(size_t index, const ExportAgent& agent) 
   return {};
 }
 
-Status PerfettoTraceWriter::thread_track(uint32_t thread, ThreadState*& out) {
+Status PerfettoTraceWriter::thread_track(uint32_t thread, ThreadTrack*& out) {
   auto [it, inserted] = threads_.try_emplace(thread);
   out = &it->second;
   if (!inserted) return {};
@@ -210,7 +210,7 @@ pf::TrackEvent& PerfettoTraceWriter::track_event(uint64_t ts_ns, pf::TrackEvent:
   return event;
 }
 
-Status PerfettoTraceWriter::close_top(ThreadState& thread) {
+Status PerfettoTraceWriter::close_top(ThreadTrack& thread) {
   OpenOp& op = thread.stack[--thread.depth];
   pf::TrackEvent& event = track_event(op.end_ns, pf::TrackEvent::TYPE_SLICE_END, thread.uuid);
   for (uint64_t flow : op.cast_flows) event.add_terminating_flow_ids(flow);
@@ -241,7 +241,7 @@ Status PerfettoTraceWriter::add(const ExportEvent& event) {
 Status PerfettoTraceWriter::add_op(const ExportEvent& op) {
   // An op starting where another ended follows it (END first).
   if (Status s = close_ops_before(op.ts_ns, /*inclusive=*/true); !s.ok()) return s;
-  ThreadState* thread = nullptr;
+  ThreadTrack* thread = nullptr;
   if (Status s = thread_track(op.thread, thread); !s.ok()) return s;
   uint64_t end = op.ts_ns + op.duration_ns;
   if (thread->depth > 0) end = std::min(end, thread->stack[thread->depth - 1].end_ns);  // nest inside the parent
@@ -276,7 +276,7 @@ Status PerfettoTraceWriter::add_op(const ExportEvent& op) {
 
 Status PerfettoTraceWriter::add_cast(const ExportEvent& cast) {
   if (Status s = close_ops_before(cast.ts_ns, /*inclusive=*/false); !s.ok()) return s;
-  ThreadState* thread = nullptr;
+  ThreadTrack* thread = nullptr;
   if (Status s = thread_track(cast.thread, thread); !s.ok()) return s;
   OpenOp* op = nullptr;
   for (size_t i = thread->depth; i > 0 && op == nullptr; --i)
@@ -368,7 +368,7 @@ Status PerfettoTraceWriter::add_kernel(const ExportEvent& kernel) {
 // time: Perfetto sorts a trace's packets by time when it reads them.
 Status PerfettoTraceWriter::add_numerics(const ExportEvent& n) {
   if (Status s = close_ops_before(n.ts_ns, /*inclusive=*/false); !s.ok()) return s;
-  ThreadState* thread = nullptr;
+  ThreadTrack* thread = nullptr;
   if (Status s = thread_track(n.thread, thread); !s.ok()) return s;
   pf::TrackEvent& e = track_event(n.ts_ns, pf::TrackEvent::TYPE_INSTANT, thread->uuid);
   e.add_category_iids(kCategoryNumerics);
@@ -429,7 +429,7 @@ Status PerfettoTraceWriter::add_scaler_update(const ExportEvent& update) {
   last_scale_ = update.scale;
   if (!update.found_inf) return {};
 
-  ThreadState* thread = nullptr;
+  ThreadTrack* thread = nullptr;
   if (Status s = thread_track(update.thread, thread); !s.ok()) return s;
   pf::TrackEvent& e = track_event(update.ts_ns, pf::TrackEvent::TYPE_INSTANT, thread->uuid);
   e.add_category_iids(kCategoryNumerics);

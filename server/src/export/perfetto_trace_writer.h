@@ -69,7 +69,7 @@ class PerfettoTraceWriter final : public TraceWriter {
     uint64_t end_ns = 0;
     std::vector<uint64_t> cast_flows;  // ended by this op's END
   };
-  struct ThreadState {
+  struct ThreadTrack {
     uint64_t uuid = 0;
     std::vector<OpenOp> stack;  // entries past `depth` are kept for their capacity
     size_t depth = 0;
@@ -95,8 +95,8 @@ class PerfettoTraceWriter final : public TraceWriter {
   // Writes the END of every open op that ended before `ts_ns` (at `ts_ns`
   // too when `inclusive`), on every thread.
   Status close_ops_before(uint64_t ts_ns, bool inclusive);
-  Status close_top(ThreadState& thread);
-  Status thread_track(uint32_t thread, ThreadState*& out);
+  Status close_top(ThreadTrack& thread);
+  Status thread_track(uint32_t thread, ThreadTrack*& out);
   Status stream_track(uint32_t device, uint32_t stream, uint64_t& uuid);
   uint64_t name_iid(std::string_view name);  // interns it into the current packet when new
   void annotate(castscope::perfetto::TrackEvent& event, int name, std::string_view value);
@@ -115,7 +115,7 @@ class PerfettoTraceWriter final : public TraceWriter {
   bool has_counters_ = false;
   bool has_scale_track_ = false;     // the agent's GradScaler counter track is written
   std::optional<double> last_scale_;  // the agent's scale after its last update
-  std::map<uint32_t, ThreadState> threads_;
+  std::map<uint32_t, ThreadTrack> threads_;
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> streams_;
   std::unordered_map<std::string, uint64_t, StringHash, std::equal_to<>> names_;  // of the sequence
   std::unordered_map<int, uint64_t> cast_names_;  // (src, dst, outcome) -> iid

@@ -61,7 +61,7 @@ std::string host_name() {
 }
 
 // A site as the store names it: location, op and argument ids.
-using SiteKey = std::tuple<int64_t, int64_t, int64_t>;
+using SiteIds = std::tuple<int64_t, int64_t, int64_t>;
 
 // Agents of the store, by row, with their run.
 struct AgentInfo {
@@ -71,7 +71,7 @@ struct AgentInfo {
 
 }  // namespace
 
-struct Shipper::Impl {
+struct Shipper::State {
   CollectorCore& core;
   ShipperOptions options;
   std::unique_ptr<StoreReader> reader;
@@ -90,7 +90,7 @@ struct Shipper::Impl {
   std::string last_error;                // the thread's: what was last written to ship_state
   bool paused = false;                   // the thread's: the writer was told to stop rolling up
 
-  Impl(CollectorCore& c, ShipperOptions o) : core(c), options(std::move(o)) {}
+  State(CollectorCore& c, ShipperOptions o) : core(c), options(std::move(o)) {}
 
   CollectorMetrics::Shipping& metrics() { return core.metrics().shipping; }
 
@@ -251,7 +251,7 @@ struct Shipper::Impl {
     std::vector<std::string> ended;                    // those runs
     PgCopyBuffer rollups;
     std::vector<std::string> new_sites;      // SiteRow parameters: sites new to this connection
-    std::map<SiteKey, int64_t> site_of_key;  // this shipment's sites
+    std::map<SiteIds, int64_t> site_of_key;  // this shipment's sites
     std::set<std::string> runs_touched;      // ended or rolled up; after add_agents, those snapshotted
     int64_t min_minute = INT64_MAX, max_minute = 0;
     int64_t snapshot_s = 0;  // when its agents were read (unix s)
@@ -330,7 +330,7 @@ struct Shipper::Impl {
   // A site per (location, op, arg) of the store, hashed once per shipment;
   // one this connection has not inserted goes with the shipment.
   Status site_of(const ship::RollupKey& key, StoreResolver& resolver, Outgoing& out, int64_t& site) {
-    const SiteKey site_key{key.location, key.op, key.arg_name};
+    const SiteIds site_key{key.location, key.op, key.arg_name};
     auto found = out.site_of_key.find(site_key);
     if (found == out.site_of_key.end()) {
       std::string_view op, arg;
@@ -603,31 +603,31 @@ struct Shipper::Impl {
 };
 
 Shipper::Shipper(CollectorCore& core, ShipperOptions options)
-    : impl_(std::make_unique<Impl>(core, std::move(options))) {}
+    : state_(std::make_unique<State>(core, std::move(options))) {}
 
 Shipper::~Shipper() { stop(); }
 
 Status Shipper::start(CollectorCore& core, const ShipperOptions& options, std::unique_ptr<Shipper>& out) {
   std::unique_ptr<Shipper> shipper(new Shipper(core, options));
-  Impl& impl = *shipper->impl_;
-  if (impl.options.node.empty()) impl.options.node = host_name();
-  if (Status s = StoreReader::open(core.db_path(), impl.reader); !s.ok()) return s;
+  State& state = *shipper->state_;
+  if (state.options.node.empty()) state.options.node = host_name();
+  if (Status s = StoreReader::open(core.db_path(), state.reader); !s.ok()) return s;
   // The collector's id, made once per store: shipments are numbered per store.
-  if (Status s = impl.read_state("collector_id", impl.collector_id); !s.ok()) return s;
-  if (impl.collector_id.empty()) {
+  if (Status s = state.read_state("collector_id", state.collector_id); !s.ok()) return s;
+  if (state.collector_id.empty()) {
     std::random_device random;
     char suffix[17];
     snprintf(suffix, sizeof(suffix), "%08x%08x", random(), random());
-    impl.collector_id = impl.options.node + "-" + suffix;
-    const std::string id = impl.collector_id;
+    state.collector_id = state.options.node + "-" + suffix;
+    const std::string id = state.collector_id;
     if (Status s = on_writer(core, [&](StoreWriter& w) { return w.write_ship_state("collector_id", id); }); !s.ok())
       return s;
   }
-  if (Status s = ship::read_states(impl.reader->database().handle(), "ended:", impl.shipped_ends); !s.ok()) return s;
+  if (Status s = ship::read_states(state.reader->database().handle(), "ended:", state.shipped_ends); !s.ok()) return s;
   std::string next;
-  if (Status s = impl.read_state("next_shipment", next); !s.ok()) return s;
-  impl.next_shipment = next.empty() ? 1 : std::stoll(next);
-  impl.metrics().enabled.store(true, std::memory_order_relaxed);
+  if (Status s = state.read_state("next_shipment", next); !s.ok()) return s;
+  state.next_shipment = next.empty() ? 1 : std::stoll(next);
+  state.metrics().enabled.store(true, std::memory_order_relaxed);
   shipper->thread_ = std::thread([s = shipper.get()] { s->loop(); });
   out = std::move(shipper);
   return {};
@@ -635,54 +635,54 @@ Status Shipper::start(CollectorCore& core, const ShipperOptions& options, std::u
 
 void Shipper::run_analyzed(const std::string& run_id) {
   {
-    std::lock_guard lock(impl_->mutex);
-    impl_->analyzed_runs.insert(run_id);
+    std::lock_guard lock(state_->mutex);
+    state_->analyzed_runs.insert(run_id);
   }
-  impl_->wake.notify_all();
+  state_->wake.notify_all();
 }
 
 void Shipper::loop() {
-  Impl& impl = *impl_;
+  State& state = *state_;
   auto retry = std::chrono::milliseconds(kRetryMin);
   bool first = true;
   for (;;) {
     bool final = false;
     {
-      std::unique_lock lock(impl.mutex);
-      final = impl.stopping;
+      std::unique_lock lock(state.mutex);
+      final = state.stopping;
     }
     bool more = false;
     // At start, every finished run is a candidate: runs that ended while no
     // shipper ran, or before their end landed.
-    Status s = impl.cycle(final || first, more);
-    impl.update_backlog();
+    Status s = state.cycle(final || first, more);
+    state.update_backlog();
     if (!s.ok()) {
-      impl.set_error(s);
+      state.set_error(s);
       if (final) return;
-      std::unique_lock lock(impl.mutex);
-      impl.wake.wait_for(lock, retry, [&] { return impl.stopping; });
+      std::unique_lock lock(state.mutex);
+      state.wake.wait_for(lock, retry, [&] { return state.stopping; });
       retry = std::min<std::chrono::milliseconds>(retry * 2, kRetryMax);
       continue;
     }
     first = false;
     retry = kRetryMin;
-    impl.metrics().up.store(true, std::memory_order_relaxed);
+    state.metrics().up.store(true, std::memory_order_relaxed);
     if (more) continue;
     if (final) return;
-    std::unique_lock lock(impl.mutex);
-    impl.wake.wait_for(lock, impl.options.interval, [&] { return impl.stopping || !impl.analyzed_runs.empty(); });
+    std::unique_lock lock(state.mutex);
+    state.wake.wait_for(lock, state.options.interval, [&] { return state.stopping || !state.analyzed_runs.empty(); });
   }
 }
 
 void Shipper::stop() {
   if (!thread_.joinable()) return;
   {
-    std::lock_guard lock(impl_->mutex);
-    impl_->stopping = true;
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
   }
-  impl_->wake.notify_all();
+  state_->wake.notify_all();
   thread_.join();
-  impl_->pg.close();
+  state_->pg.close();
 }
 
 

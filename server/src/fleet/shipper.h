@@ -67,8 +67,8 @@ class Shipper {
  private:
   Shipper(CollectorCore& core, ShipperOptions options);
   void loop();
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  struct State;  // the connection, what was shipped, what waits to be shipped
+  std::unique_ptr<State> state_;
   std::thread thread_;
 };
 

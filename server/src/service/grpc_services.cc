@@ -495,7 +495,7 @@ class SubscribeService final : public v1::Subscribe::CallbackService {
 
 }  // namespace
 
-struct CollectorServices::Impl {
+struct CollectorServices::Services {
   ServiceOptions options;
   std::unique_ptr<IngestService> ingest;
   std::unique_ptr<QueryService> query;
@@ -506,23 +506,23 @@ Status CollectorServices::create(CollectorCore& core, const ServiceOptions& opti
                                  std::unique_ptr<CollectorServices>& out) {
   std::unique_ptr<StoreReader> reader;
   if (Status s = StoreReader::open(core.db_path(), reader); !s.ok()) return s;
-  auto services = std::unique_ptr<CollectorServices>(new CollectorServices());
-  services->impl_ = std::make_unique<Impl>();
-  Impl& impl = *services->impl_;
-  impl.options = options;
-  impl.ingest = std::make_unique<IngestService>(core, impl.options);
-  impl.query = std::make_unique<QueryService>(std::move(reader), impl.options);
-  impl.subscribe = std::make_unique<SubscribeService>(core, impl.options);
-  out = std::move(services);
+  auto collector = std::unique_ptr<CollectorServices>(new CollectorServices());
+  collector->services_ = std::make_unique<Services>();
+  Services& services = *collector->services_;
+  services.options = options;
+  services.ingest = std::make_unique<IngestService>(core, services.options);
+  services.query = std::make_unique<QueryService>(std::move(reader), services.options);
+  services.subscribe = std::make_unique<SubscribeService>(core, services.options);
+  out = std::move(collector);
   return {};
 }
 
 CollectorServices::~CollectorServices() = default;
 
 void CollectorServices::register_with(grpc::ServerBuilder& builder) {
-  builder.RegisterService(impl_->ingest.get());
-  builder.RegisterService(impl_->query.get());
-  builder.RegisterService(impl_->subscribe.get());
+  builder.RegisterService(services_->ingest.get());
+  builder.RegisterService(services_->query.get());
+  builder.RegisterService(services_->subscribe.get());
 }
 
 grpc::Status to_grpc(const Status& status) {

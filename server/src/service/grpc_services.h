@@ -32,8 +32,8 @@ class CollectorServices {
 
  private:
   CollectorServices() = default;
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  struct Services;  // the three gRPC services and their options
+  std::unique_ptr<Services> services_;
 };
 
 grpc::Status to_grpc(const Status& status);
