@@ -21,7 +21,7 @@ import tempfile
 from collector_bench import REPO, measured
 
 sys.path.insert(0, str(REPO / "tests" / "integration"))
-from collector import Collector  # noqa: E402
+from collector_server import Collector  # noqa: E402
 
 
 def one_run(binary: str, seconds: float, latency: bool) -> tuple:

@@ -32,7 +32,7 @@ import tempfile
 import threading
 
 from harness import repeats_parser
-from collector import Collector  # noqa: E402 (harness puts tests/integration on the path)
+from collector_server import Collector  # noqa: E402 (harness puts tests/integration on the path)
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,7 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
-from collector import Collector  # noqa: E402
+from collector_server import Collector  # noqa: E402
 
 BENCH = REPO / "build" / "bench" / "castscope_ingest_bench"
 MiB = 1 << 20

@@ -30,7 +30,7 @@ import tempfile
 import time
 
 from harness import interleaved, medians, repeats_parser
-from collector import Collector  # noqa: E402 (harness puts tests/integration on the path)
+from collector_server import Collector  # noqa: E402 (harness puts tests/integration on the path)
 from collector_bench import bench
 from postgres_server import PostgresServer  # noqa: E402
 

@@ -19,7 +19,7 @@ import torch
 import castscope
 from castscope.events import read_events
 from castscope.report import format_report
-from collector import runs
+from collector_server import runs
 from parity import compare_outcomes, run_captured
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -107,7 +107,7 @@ def test_off_by_default_and_says_why_when_no_cublaslt_is_loaded(tmp_path):
 
 
 def test_tf32_matmuls_reach_the_report_and_the_tf32_matmul_finding_at_the_users_line(tmp_path, standin, lt_matmul):
-    from collector import Collector, wait_delivered
+    from collector_server import Collector, wait_delivered
 
     # An fp32-policy op whose library computes float32 matmuls as TF32: the
     # precision autocast asked for is not the one the GPU used.

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import castscope
-from collector import Collector, runs
+from collector_server import Collector, runs
 from helpers import closed_address, closed_port, dumped_events, seqs
 from test_transport import (CASTSCOPE, castscope_run, running_castscope_run, start_castscope_run, stored_event_seqs,
                             the_agent)

@@ -15,7 +15,7 @@ import pytest
 
 import castscope
 from castscope.report import load_report
-from collector import Collector
+from collector_server import Collector
 import helpers
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ import pytest
 
 import castscope
 import helpers
-from collector import Collector
+from collector_server import Collector
 from postgres_server import BIN, PostgresServer
 from test_viewer_http import conforms  # the viewer API's schema (docs/schema/viewer-api.schema.json)
 

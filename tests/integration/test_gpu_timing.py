@@ -321,7 +321,7 @@ def test_timing_windows_time_a_few_steps_in_many(tmp_path, monkeypatch):
 def mm_three_times_under_a_collector(tmp_path, gpu: dict, unscoped: bool = False) -> pathlib.Path:
     """Three autocast torch.mm calls at "the casting line" (and, if `unscoped`, an
     add outside autocast), delivered to a collector; its store."""
-    from collector import Collector, wait_delivered
+    from collector_server import Collector, wait_delivered
 
     collector = Collector(tmp_path / "store.db")
     try:
@@ -418,7 +418,7 @@ def test_gpu_time_reaches_the_store_the_report_and_the_cast_share_finding(tmp_pa
     assert not [f for f in report["findings"] if f["kind"] == "tf32-matmul"]
 
 
-# Seen on an H100 for a float32 mm with torch.backends.cuda.matmul.allow_tf32 (common/gpu/kernel_precision_test.cc).
+# Seen on an H100 for a float32 mm with torch.backends.cuda.matmul.allow_tf32 (server/src/analysis/kernel_precision_test.cc).
 TF32_GEMM = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize64x64x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
 
 

@@ -15,7 +15,7 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector import Collector
+from collector_server import Collector
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CASTSCOPE = [str(REPO / ".venv" / "bin" / "castscope")]

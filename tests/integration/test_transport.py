@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 import castscope
-from collector import Collector, query, runs
+from collector_server import Collector, query, runs
 from crafted_run import _field, _varint
 from helpers import closed_address, dumped_events, seqs
 

@@ -13,7 +13,7 @@ import tomllib
 import torch
 
 import castscope
-from collector import Collector, wait_delivered
+from collector_server import Collector, wait_delivered
 from test_transport import CASTSCOPE
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

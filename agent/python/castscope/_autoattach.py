@@ -49,7 +49,7 @@ def _attach():
         print(f"[castscope] {message}", file=sys.stderr)
         status_dir = os.environ.get("CASTSCOPE_STATUS_DIR")
         if status_dir:
-            from .files import write_private_text
+            from .private_files import write_private_text
 
             write_private_text(os.path.join(status_dir, f"refused-{os.getpid()}.txt"), message + "\n")
 

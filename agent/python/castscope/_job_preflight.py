@@ -95,7 +95,7 @@ def stop_the_job(errors: list[str]) -> None:
     status_dir = os.environ.get("CASTSCOPE_STATUS_DIR")
     written = False
     if status_dir:
-        from .files import write_private_text
+        from .private_files import write_private_text
 
         try:
             write_private_text(os.path.join(status_dir, f"stopped-{os.getpid()}.txt"), text)

@@ -13,7 +13,7 @@ import threading
 import time
 
 from ._native import collector_binary
-from .files import open_private_append
+from .private_files import open_private_append
 
 
 class CollectorError(RuntimeError):

@@ -73,7 +73,7 @@ class CastscopeSession:
     def _start(self, out: str | None) -> None:
         import castscope
 
-        from .collector import CollectorError, EmbeddedCollector
+        from .embedded_collector import CollectorError, EmbeddedCollector
 
         if out is None:
             self.out = pathlib.Path(tempfile.mkdtemp(prefix="castscope-pytest-"))  # 0700
@@ -125,7 +125,7 @@ class CastscopeSession:
     def _finish(self) -> dict:
         import castscope
 
-        from .files import write_private_text
+        from .private_files import write_private_text
         from .report import load_report
 
         try:
@@ -143,7 +143,7 @@ class CastscopeSession:
 
     def _wait_delivered(self) -> str | None:
         """None once every forwarder has finished; else what is still waiting."""
-        from .collector import pending_spool
+        from .embedded_collector import pending_spool
 
         deadline = time.monotonic() + _DELIVERY_TIMEOUT_S
         while True:

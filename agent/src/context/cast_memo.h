@@ -1,7 +1,7 @@
 // A thread's memo of the casts it saw the cast cache return
-// (cast_cache_observer.h, whose observe_known reads it on every cacheable
+// (cast_cache_watch.h, whose observe_known reads it on every cacheable
 // cast): here, in a header, so that read is inlined into the kernels' casts
-// (as a call into cast_cache_observer.cc it cost ~25 instructions a cast).
+// (as a call into cast_cache_watch.cc it cost ~25 instructions a cast).
 // Only the owning thread reads or writes its memo.
 #pragma once
 

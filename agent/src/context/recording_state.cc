@@ -8,7 +8,7 @@ RecordingState& process_recording_state() {
 }
 
 Record cache_sample_record(RecordingState& runtime, SampleTrigger trigger) {
-  const CastCacheObserver::Sample seen = runtime.cast_cache.sample();
+  const CastCacheWatch::Sample seen = runtime.cast_cache.sample();
   Record r = runtime.events.new_record(RecordKind::kCacheSample);
   r.sample = {.iteration = runtime.steps.load(std::memory_order_relaxed), .live_casts = seen.live_casts,
               .live_bytes = seen.live_bytes, .orphaned_casts = seen.orphaned_casts,

@@ -1,5 +1,5 @@
 // What castscope's kernels and observers record into: the event log (rings
-// and op names), the location table, the cast-cache observer and the
+// and op names), the location table, the cast-cache watch and the
 // torch.compile capture state, owned by one
 // object. The agent uses the process's recording state; a C++ test makes its own and
 // registers kernels against it (DispatchRegistry), so it reads back exactly
@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "agent/src/context/cast_cache_observer.h"
+#include "agent/src/context/cast_cache_watch.h"
 #include "agent/src/context/compile_capture.h"
 #include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"
@@ -19,7 +19,7 @@ namespace castscope {
 struct RecordingState {
   EventLog events;
   LocationTable locations;
-  CastCacheObserver cast_cache;
+  CastCacheWatch cast_cache;
   CompileCapture compile;  // torch.compile tracing (compile_capture.h)
   std::atomic<uint64_t> steps{0};  // optimizer steps seen (the agent's iteration count)
 };

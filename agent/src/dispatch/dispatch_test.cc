@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/src/context/cast_cache_observer.h"
+#include "agent/src/context/cast_cache_watch.h"
 #include "agent/src/numerics/numerics_windows.h"
 #include "agent/src/observers/op_probe.h"
 #include "agent/src/policy/policy.h"
@@ -208,8 +208,8 @@ TEST_F(AutocastKernelTest, MissesTriggerCacheSamplesThatShowGrowthInOneRegion) {
 // orphaned until the cast goes. Driven through the observer directly: on
 // torch 2.14.1 the cached casts of these loops keep their sources alive,
 // with grad (through the cast's autograd graph) and, as observed, without.
-TEST(CastCacheObserverTest, CastsOfFreedSourcesCountAsOrphanedUntilTheCastGoes) {
-  CastCacheObserver observer;
+TEST(CastCacheWatchTest, CastsOfFreedSourcesCountAsOrphanedUntilTheCastGoes) {
+  CastCacheWatch observer;
   const at::Tensor kept_source = at::randn({8, 8}).requires_grad_(true);
   const at::Tensor kept_cast = kept_source.to(at::kBFloat16);
   (void)observer.observe(kept_source, kept_cast);
@@ -233,8 +233,8 @@ TEST(CastCacheObserverTest, CastsOfFreedSourcesCountAsOrphanedUntilTheCastGoes) 
 
 // Samples are due every N misses, then every `held` misses once the cache
 // holds more: observe() only counts.
-TEST(CastCacheObserverTest, SamplesAreDueAfterNMissesThenAfterAsManyAsHeld) {
-  CastCacheObserver observer;
+TEST(CastCacheWatchTest, SamplesAreDueAfterNMissesThenAfterAsManyAsHeld) {
+  CastCacheWatch observer;
   observer.set_sample_every_misses(2);
   std::vector<at::Tensor> sources, casts;
   std::vector<int> due_at;
@@ -718,10 +718,10 @@ TEST_F(AutocastKernelTest, InferenceTensorWeightsAreRecordedAndObserved) {
     c10::InferenceMode inference;
     x = at::randn({4, 16});
     weight = at::randn({8, 16}).requires_grad_(true);
-    EXPECT_FALSE(CastCacheObserver::cacheable(weight, at::kBFloat16, at::kCPU));
+    EXPECT_FALSE(CastCacheWatch::cacheable(weight, at::kBFloat16, at::kCPU));
   }
   ASSERT_TRUE(weight.is_inference());
-  ASSERT_TRUE(CastCacheObserver::cacheable(weight, at::kBFloat16, at::kCPU));
+  ASSERT_TRUE(CastCacheWatch::cacheable(weight, at::kBFloat16, at::kCPU));
   DispatchRegistry registry(runtime_);
   ASSERT_TRUE(registry.register_policies(policies_).empty());
   auto linear_twice = [&] {

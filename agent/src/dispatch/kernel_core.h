@@ -153,7 +153,7 @@ class KernelCore {
                             cast_outcome(cast.facts.cast), cast.facts.role,
                             cast.facts.observed ? &*cast.facts.observed : nullptr, cast.facts.seq);
           ++n;
-          // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
+          // Step-free growth evidence (cast_cache_watch.h), after the miss that made it due.
           if (sample_due) [[unlikely]] before[n++] = cache_sample_record(runtime_, SampleTrigger::kMisses);
         } catch (...) {
           runtime_.events.count_internal_error();  // that cast's record only, as record_cast
@@ -178,7 +178,7 @@ class KernelCore {
   template <size_t kPending>
   void count_op_casts(ThreadBlock& thread, const Record& r, PendingCasts<kPending>& pending) {
     if (!pending.counting) [[unlikely]] describe_noted_casts(pending);
-    // Step-free growth evidence (cast_cache_observer.h): as in full mode, into the ring.
+    // Step-free growth evidence (cast_cache_watch.h): as in full mode, into the ring.
     if (pending.samples_due != 0 && !thread.unlogged) [[unlikely]]
       for (size_t i = 0; i < pending.size; ++i)
         if ((pending.samples_due >> i) & 1)
@@ -251,7 +251,7 @@ class KernelCore {
     // the observer saw the cache return for this source before was the
     // cache's (observe_known, the steady state's hit); otherwise the
     // condition is asked. Compile-time decisions see fake tensors: nothing
-    // for the cache observer.
+    // for the cast-cache watch.
     if (op_record != nullptr && facts.role == Role::kWeight && op_record->op.mode != ExecutionMode::kCompiling)
       observe_cast(thread, t, target, result, facts);
     return result;
@@ -262,14 +262,14 @@ class KernelCore {
   // counted, and the cast is recorded as not observed (the op still runs).
   void observe_cast(ThreadBlock& thread, const at::Tensor& t, c10::ScalarType target, const at::Tensor& result,
                     CastFacts& facts) noexcept {
-    const int64_t version = CastCacheObserver::version_of(t);
-    CastCacheObserver::Observation seen;
+    const int64_t version = CastCacheWatch::version_of(t);
+    CastCacheWatch::Observation seen;
     if (runtime_.cast_cache.observe_known(thread, t, result, version, seen)) [[likely]] {
       facts.observed = seen;
       return;
     }
     try {
-      if (CastCacheObserver::cacheable_leaf(t, target, device_.device))
+      if (CastCacheWatch::cacheable_leaf(t, target, device_.device))
         facts.observed = runtime_.cast_cache.observe(thread, t, result, version);
     } catch (...) {
       runtime_.events.count_internal_error();
@@ -367,7 +367,7 @@ class KernelCore {
   // Returns what the cast cache did (kNotCacheable when not observed).
   CacheOutcome record_cast(ThreadBlock& thread, const Record& op_record, const at::Tensor& t, c10::ScalarType target,
                            size_t arg_index, int list_index, std::optional<CastOutcome> forced,
-                           const CastCacheObserver::Observation* observed = nullptr, uint64_t reserved_seq = 0,
+                           const CastCacheWatch::Observation* observed = nullptr, uint64_t reserved_seq = 0,
                            std::optional<Role> role = std::nullopt) noexcept {
     CacheOutcome cache = CacheOutcome::kNotCacheable;
     try {
@@ -382,7 +382,7 @@ class KernelCore {
         keep_if_collecting(r);
       }
       runtime_.events.record(r, thread);
-      // Step-free growth evidence (cast_cache_observer.h), after the miss that made it due.
+      // Step-free growth evidence (cast_cache_watch.h), after the miss that made it due.
       if (sample_due) runtime_.events.record(cache_sample_record(runtime_, SampleTrigger::kMisses));
     } catch (...) {
       runtime_.events.count_internal_error();
@@ -399,7 +399,7 @@ class KernelCore {
   [[gnu::always_inline]] bool describe_cast(Record& r, CacheOutcome& cache, const Record& op_record,
                                             const at::Tensor& t, c10::ScalarType target, size_t arg_index,
                                             int list_index, std::optional<CastOutcome> forced, Role role,
-                                            const CastCacheObserver::Observation* observed, uint64_t reserved_seq) {
+                                            const CastCacheWatch::Observation* observed, uint64_t reserved_seq) {
     const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
     fill_cast_record(r, runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq,
                      op_record.ts_ns);
@@ -419,7 +419,7 @@ class KernelCore {
   [[gnu::always_inline]] bool describe_cast_fields(Fields& fields, CacheOutcome& cache, const at::Tensor& t,
                                                    c10::ScalarType target, size_t arg_index,
                                                    std::optional<CastOutcome> forced, Role role,
-                                                   const CastCacheObserver::Observation* observed, bool compiling) {
+                                                   const CastCacheWatch::Observation* observed, bool compiling) {
     bool sample_due = false;
     if (observed != nullptr) {
       sample_due = observed->sample_due;

@@ -17,7 +17,7 @@
 #include <type_traits>
 
 #include "agent/src/context/autocast_keys.h"
-#include "agent/src/context/cast_cache_observer.h"
+#include "agent/src/context/cast_cache_watch.h"
 #include "agent/src/dispatch/dispatch.h"
 #include "agent/src/gpu/gemm_scope.h"
 #include "agent/src/gpu/launch_scope.h"
@@ -164,7 +164,7 @@ struct CastFacts {
   // whether it was, counted once the op is recorded.
   bool direct;
   bool cast;    // the result is another tensor: cached_cast cast it
-  std::optional<CastCacheObserver::Observation> observed;  // cacheable casts of a recorded op
+  std::optional<CastCacheWatch::Observation> observed;  // cacheable casts of a recorded op
 };
 // No initializers: cast_pending writes every member of the ones it uses (in
 // aggregate mode only `facts`; the rest is not read then), and a kernel's

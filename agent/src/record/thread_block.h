@@ -34,7 +34,7 @@ struct ThreadBlock {
   int trace_recording_depth = 0;
   // dispatch: records built now are a compile-time duplicate's, not logged.
   bool unlogged = false;
-  // context/cast_cache_observer.h: the casts this thread saw the cast cache
+  // context/cast_cache_watch.h: the casts this thread saw the cast cache
   // return. Made at the thread's first cacheable cast the memo did not know,
   // freed at thread exit by an owner touched only then; `cast_memo_gone`
   // once freed, so that none is made again.

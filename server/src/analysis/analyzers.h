@@ -45,7 +45,7 @@ nlohmann::json finding_json(const Finding& finding);
 nlohmann::json site_json(const SiteRef& site);
 
 // What a cuBLASLt description (OpEvent.gemm) says in classify_kernel's words
-// (common/gpu/kernel_precision.h): the type the multiplier consumed ("tf32"
+// (server/src/analysis/kernel_precision.h): the type the multiplier consumed ("tf32"
 // for COMPUTE_32F_FAST_TF32, A's type for plain COMPUTE_32F) and the
 // accumulator; "" where it does not say.
 struct GemmWords {

@@ -111,7 +111,7 @@ std::optional<Finding> growth_across_steps(const RunData& run, const std::string
 // without holding one more: a loop that leaks adds an entry every pass, so
 // that was a cache that filled over several passes (branches first taken
 // later) and stopped. Step-free samples come about once a pass (at a miss,
-// after as many cacheable casts as the cache holds: cast_cache_observer.h),
+// after as many cacheable casts as the cache holds: cast_cache_watch.h),
 // so three intervals are a few passes once the weights are cached.
 constexpr size_t kGrowingIntervals = 3;
 

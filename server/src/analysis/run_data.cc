@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "common/gpu/kernel_precision.h"
+#include "server/src/analysis/kernel_precision.h"
 #include "server/src/store/event_columns.h"
 #include "server/src/store/row_codec.h"
 #include "server/src/store/store_queries.h"

@@ -161,7 +161,7 @@ TEST(RunReport, GpuTimeJoinsKernelsToTheirLaunchesAndCountsWhatItCannotJoin) {
 }
 
 // GEMM precision from stand-in data with kernel names an H100 ran
-// (common/gpu/kernel_precision_test.cc): ops with and without cuBLASLt's
+// (server/src/analysis/kernel_precision_test.cc): ops with and without cuBLASLt's
 // description, their kernels, and GEMM kernels launched outside autocast ops.
 TEST(RunReport, GemmPrecisionPerSiteExactAndFromKernelNamesWithTheTf32Findings) {
   v1::Batch batch = make_batch("run", "agent", 1);

@@ -26,14 +26,15 @@
     castscope --version       castscope's release and the torch the agent was built for
 
 One module per command group: `policy`, `run`, `report` (report and diff),
-`export`, `collector` (serve, load, query: handed to castscope-collector).
+`export`, `collector_commands` (serve, load, query, fleet, view: handed to
+castscope-collector).
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import collector, export, policy, report, run
+from . import collector_commands, export, policy, report, run
 
 
 class _VersionAction(argparse.Action):
@@ -65,13 +66,13 @@ def version_text() -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in collector.COMMANDS:
-        return collector.pass_through(argv[0], argv[1:])
+    if argv and argv[0] in collector_commands.COMMANDS:
+        return collector_commands.pass_through(argv[0], argv[1:])
     parser = argparse.ArgumentParser(prog="castscope", description="see what autocast did to your job")
     parser.add_argument("--version", action=_VersionAction, help="print castscope's release and the torch the agent "
                                                                  "was built for, and exit")
     commands = parser.add_subparsers(dest="command", required=True)
-    for group in (policy, run, report, export, collector):
+    for group in (policy, run, report, export, collector_commands):
         group.add_parsers(commands)
     args = parser.parse_args(argv)
     return args.handler(args)

@@ -1,4 +1,5 @@
-"""`castscope serve|load|query|fleet ARGS`: castscope-collector SUBCOMMAND ARGS."""
+"""`castscope serve|load|query|fleet ARGS`: castscope-collector SUBCOMMAND ARGS;
+`castscope view DIR|DB`: castscope-collector view over a stored run."""
 from __future__ import annotations
 
 import os

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from . import arguments
-from ..files import write_private_text
+from ..private_files import write_private_text
 from ..report import ReportError, diff_eager_compiled, diff_reports, format_diff, format_report, load_report
 from ..sarif import to_sarif
 

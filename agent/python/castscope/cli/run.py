@@ -107,7 +107,7 @@ def _is_python(command: list[str]) -> bool:
 def run_command(args) -> int:
     from .._native import _PACKAGE_DIR, agent_library_path
     from .._policy_lint import lint_policy_files
-    from ..collector import CollectorError, EmbeddedCollector, pending_spool
+    from ..embedded_collector import CollectorError, EmbeddedCollector, pending_spool
     from ..config import default_policy_files
     from ..events import iter_events, summarize
 
@@ -281,7 +281,7 @@ def _finish_delivery(spool_dir: pathlib.Path, embedded, run_id: str, collector: 
     the events are (`quiet`: only what went wrong). Returns the embedded
     collector's report of the run (being built meanwhile) or None, and the
     spool files that were not delivered."""
-    from ..collector import Delivery
+    from ..embedded_collector import Delivery
     from ..report import PendingReport
 
     delivery = Delivery(spool_dir, collector, give_up_after_s, tls_ca)
@@ -338,7 +338,7 @@ def _print_stored_remote(collector: str, run_id: str, tls_ca: str | None) -> Non
 
 def _write_report(pending, run_id: str, path: pathlib.Path) -> None:
     """The run's audit report: JSON in `path`, a summary on the terminal."""
-    from ..files import write_private_text
+    from ..private_files import write_private_text
     from ..report import ReportError, format_report
 
     try:

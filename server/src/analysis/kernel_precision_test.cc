@@ -1,4 +1,4 @@
-#include "common/gpu/kernel_precision.h"
+#include "server/src/analysis/kernel_precision.h"
 
 #include <gtest/gtest.h>
 

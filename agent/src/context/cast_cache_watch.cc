@@ -1,4 +1,4 @@
-#include "agent/src/context/cast_cache_observer.h"
+#include "agent/src/context/cast_cache_watch.h"
 
 #include <ATen/CachedTensorUtils.h>
 #include <ATen/autocast_mode.h>
@@ -54,9 +54,9 @@ SeenCast& slot_for(CastMemo& memo, const c10::TensorImpl* source) {
 
 }  // namespace
 
-CastCacheObserver::CastCacheObserver() : generation_(g_next_generation.fetch_add(1)) {}
+CastCacheWatch::CastCacheWatch() : generation_(g_next_generation.fetch_add(1)) {}
 
-bool CastCacheObserver::cacheable_leaf(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device) {
+bool CastCacheWatch::cacheable_leaf(const at::Tensor& source, c10::ScalarType target, c10::DeviceType device) {
   // The rest of cached_cast's condition, the cheapest tests first.
   return source.scalar_type() == at::kFloat && source.scalar_type() != target &&
          !source.is_view() && at::autocast::is_eligible(source, device) &&
@@ -65,19 +65,19 @@ bool CastCacheObserver::cacheable_leaf(const at::Tensor& source, c10::ScalarType
          !c10::InferenceMode::is_enabled();  // torch keeps no cast made under inference mode (pytorch#158232)
 }
 
-void CastCacheObserver::set_sample_every_misses(uint64_t misses) {
+void CastCacheWatch::set_sample_every_misses(uint64_t misses) {
   std::lock_guard<std::mutex> lock(mutex_);
   every_misses_ = misses;
   next_sample_after_ = misses;
   casts_since_sample_.store(0, std::memory_order_relaxed);
 }
 
-bool CastCacheObserver::knows_cast(const at::Tensor& source, const at::Tensor& result) const {
+bool CastCacheWatch::knows_cast(const at::Tensor& source, const at::Tensor& result) const {
   return seen_cast(this_thread_block(), source.unsafeGetTensorImpl(), result.unsafeGetTensorImpl(),
                    generation_.load(std::memory_order_relaxed)) != nullptr;
 }
 
-void CastCacheObserver::remember(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
+void CastCacheWatch::remember(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result,
                                  int64_t version_at_cast) const {
   if (thread.cast_memo == nullptr) return;  // none (ensure_memo): thread exit, the lock answers from here on
   SeenCast& seen = slot_for(*thread.cast_memo, source.unsafeGetTensorImpl());
@@ -88,7 +88,7 @@ void CastCacheObserver::remember(ThreadBlock& thread, const at::Tensor& source, 
   seen.hold.emplace(result.getIntrusivePtr());
 }
 
-CastCacheObserver::Observation CastCacheObserver::observe(ThreadBlock& thread, const at::Tensor& source,
+CastCacheWatch::Observation CastCacheWatch::observe(ThreadBlock& thread, const at::Tensor& source,
                                                           const at::Tensor& result, int64_t source_version) {
   Observation out;
   if (observe_known(thread, source, result, source_version, out)) return out;
@@ -123,7 +123,7 @@ CastCacheObserver::Observation CastCacheObserver::observe(ThreadBlock& thread, c
   return out;
 }
 
-CastCacheObserver::Sample CastCacheObserver::sample() {
+CastCacheWatch::Sample CastCacheWatch::sample() {
   Sample out;
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = entries_.begin(); it != entries_.end();) {
@@ -148,7 +148,7 @@ CastCacheObserver::Sample CastCacheObserver::sample() {
   return out;
 }
 
-void CastCacheObserver::clear() {
+void CastCacheWatch::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   entries_.clear();
   generation_.store(g_next_generation.fetch_add(1), std::memory_order_relaxed);  // every thread's memo forgotten

@@ -51,9 +51,9 @@
 
 namespace castscope {
 
-class CastCacheObserver {
+class CastCacheWatch {
  public:
-  CastCacheObserver();
+  CastCacheWatch();
 
   struct Observation {
     CacheOutcome outcome = CacheOutcome::kNotCacheable;
@@ -84,7 +84,7 @@ class CastCacheObserver {
   // the file comment); 0: none.
   void set_sample_every_misses(uint64_t misses);
 
-  // A source's version as the observer compares it. An inference tensor
+  // A source's version as the watch compares it. An inference tensor
   // (made under torch.inference_mode, such as a module's weights built there)
   // has no version counter and raises when asked: 0, so its casts are
   // observed, and its in-place changes, which autograd cannot see either,
@@ -97,7 +97,7 @@ class CastCacheObserver {
     return version.enabled() ? version.current_version() : 0;
   }
 
-  // Whether `result` is the cast this observer last saw cached_cast return
+  // Whether `result` is the cast this watch last saw cached_cast return
   // for `source` on the calling thread (its memo, cast_memo.h). Lock-free,
   // and counts nothing: the tests' question (the kernels ask observe_known,
   // which counts the hit it finds).
@@ -144,9 +144,9 @@ class CastCacheObserver {
     int64_t version_at_cast;
     uint64_t cast_bytes;
   };
-  // The thread's memo names this observer's entries by generation: fresh at
+  // The thread's memo names this watch's entries by generation: fresh at
   // construction and at clear(), so a memo never answers for another
-  // observer or for entries it forgot.
+  // watch or for entries it forgot.
   void remember(ThreadBlock& thread, const at::Tensor& source, const at::Tensor& result, int64_t version_at_cast) const;
 
   std::mutex mutex_;

@@ -1,7 +1,7 @@
-// When the cast-cache observer asks for a step-free sample, on real tensors:
+// When the cast-cache watch asks for a step-free sample, on real tensors:
 // at a miss, after as many cacheable casts (hits included) as the cache held
 // at the last sample, at least the configured minimum.
-#include "agent/src/context/cast_cache_observer.h"
+#include "agent/src/context/cast_cache_watch.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -22,8 +22,8 @@ struct Cached {
   at::Tensor cast = source.detach().to(at::kBFloat16);
 };
 
-TEST(CastCacheObserver, FillWithMissesOnlyIsSampledGeometrically) {
-  CastCacheObserver observer;
+TEST(CastCacheWatch, FillWithMissesOnlyIsSampledGeometrically) {
+  CastCacheWatch observer;
   observer.set_sample_every_misses(16);
   std::vector<Cached> weights(200);
   std::vector<size_t> due;  // 1-based miss numbers
@@ -37,8 +37,8 @@ TEST(CastCacheObserver, FillWithMissesOnlyIsSampledGeometrically) {
   EXPECT_EQ(due, (std::vector<size_t>{16, 32, 64, 128}));  // a first forward pass: few scans
 }
 
-TEST(CastCacheObserver, HitsCountTowardsTheNextSampleButOnlyAMissTakesIt) {
-  CastCacheObserver observer;
+TEST(CastCacheWatch, HitsCountTowardsTheNextSampleButOnlyAMissTakesIt) {
+  CastCacheWatch observer;
   observer.set_sample_every_misses(16);
   std::vector<Cached> weights(4);
   for (auto& w : weights) EXPECT_FALSE(observer.observe(w.source, w.cast).sample_due);
@@ -58,8 +58,8 @@ TEST(CastCacheObserver, HitsCountTowardsTheNextSampleButOnlyAMissTakesIt) {
 // and serves the four weights again (hits). Spaced by casts, samples come
 // every held/5 passes (held casts, five a pass; at least 16 casts); spaced by
 // misses alone, they came at 64, 128, 256 and 512 misses.
-TEST(CastCacheObserver, ALeakingLoopIsSampledEveryFewPasses) {
-  CastCacheObserver observer;
+TEST(CastCacheWatch, ALeakingLoopIsSampledEveryFewPasses) {
+  CastCacheWatch observer;
   observer.set_sample_every_misses(16);
   std::vector<Cached> weights(4);
   std::vector<Cached> inputs;
@@ -84,8 +84,8 @@ TEST(CastCacheObserver, ALeakingLoopIsSampledEveryFewPasses) {
   EXPECT_LE(samples[3].first, 20u);  // four samples, three growing intervals, by pass 20
 }
 
-TEST(CastCacheObserver, ZeroTakesNoStepFreeSamples) {
-  CastCacheObserver observer;
+TEST(CastCacheWatch, ZeroTakesNoStepFreeSamples) {
+  CastCacheWatch observer;
   observer.set_sample_every_misses(0);
   std::vector<Cached> casts(100);
   for (auto& c : casts) EXPECT_FALSE(observer.observe(c.source, c.cast).sample_due);
@@ -96,8 +96,8 @@ TEST(CastCacheObserver, ZeroTakesNoStepFreeSamples) {
 // cast of the same source, nothing known to another thread (which asks the
 // entry through the lock), to another observer or after clear(); every hit
 // counted, on whichever path.
-TEST(CastCacheObserver, HitsTheThreadSawAreAnsweredAsTheEntryWould) {
-  CastCacheObserver observer;
+TEST(CastCacheWatch, HitsTheThreadSawAreAnsweredAsTheEntryWould) {
+  CastCacheWatch observer;
   Cached weight;
   EXPECT_FALSE(observer.knows_cast(weight.source, weight.cast));
   EXPECT_EQ(observer.observe(weight.source, weight.cast).outcome, CacheOutcome::kMiss);
@@ -118,7 +118,7 @@ TEST(CastCacheObserver, HitsTheThreadSawAreAnsweredAsTheEntryWould) {
     EXPECT_EQ(observer.observe(weight.source, weight.cast).outcome, CacheOutcome::kStaleHit);  // through the lock
     EXPECT_TRUE(observer.knows_cast(weight.source, weight.cast));
   }).join();
-  CastCacheObserver other;
+  CastCacheWatch other;
   EXPECT_FALSE(other.knows_cast(weight.source, weight.cast));
   EXPECT_EQ(observer.sample().cache_hits, 3u);
 
@@ -137,8 +137,8 @@ TEST(CastCacheObserver, HitsTheThreadSawAreAnsweredAsTheEntryWould) {
 // some two shared a slot of the 64 direct-mapped ones (pigeonhole), and the
 // second evicted the first; in sets of two kept in the order seen, neither
 // is given up.
-TEST(CastCacheObserver, TheMemoKnowsAnyTwoSourcesSeenOneAfterTheOther) {
-  CastCacheObserver observer;
+TEST(CastCacheWatch, TheMemoKnowsAnyTwoSourcesSeenOneAfterTheOther) {
+  CastCacheWatch observer;
   std::vector<Cached> weights(65);
   for (const Cached& w : weights) observer.observe(w.source, w.cast);
   size_t forgotten_pairs = 0;
@@ -157,8 +157,8 @@ TEST(CastCacheObserver, TheMemoKnowsAnyTwoSourcesSeenOneAfterTheOther) {
 // A third source in a set gives up the one seen least recently, a hit
 // counting as seen: after i, j, i again and then k, i is known whichever of
 // them share a set (33 sources: more than the 32 sets, so some do).
-TEST(CastCacheObserver, TheMemoGivesUpTheSourceSeenLeastRecently) {
-  CastCacheObserver observer;
+TEST(CastCacheWatch, TheMemoGivesUpTheSourceSeenLeastRecently) {
+  CastCacheWatch observer;
   std::vector<Cached> weights(33);
   size_t forgotten = 0;
   for (size_t i = 0; i < weights.size(); ++i) {
@@ -180,8 +180,8 @@ TEST(CastCacheObserver, TheMemoGivesUpTheSourceSeenLeastRecently) {
 // saw, and lets go of them when the thread exits: the casts' TensorImpls are
 // not kept by threads that are gone. A thread made a memo only at its first
 // cacheable cast; one that never saw any has none.
-TEST(CastCacheObserver, AThreadsMemoIsFreedWhenTheThreadExits) {
-  CastCacheObserver observer;
+TEST(CastCacheWatch, AThreadsMemoIsFreedWhenTheThreadExits) {
+  CastCacheWatch observer;
   Cached weight;
   const auto weak_refs = [&] { return weight.cast.getIntrusivePtr().weak_use_count(); };
   (void)observer.observe(weight.source, weight.cast);  // the entry's weak references, and this thread's memo's
@@ -200,7 +200,7 @@ TEST(CastCacheObserver, AThreadsMemoIsFreedWhenTheThreadExits) {
 // A cast seen by a thread-local destructor that runs after the memo was
 // freed (thread exit) is answered through the lock, and makes no new memo.
 struct ObservesAtThreadExit {
-  static inline CastCacheObserver* observer = nullptr;
+  static inline CastCacheWatch* observer = nullptr;
   static inline const Cached* weight = nullptr;
   static inline std::atomic<int> hits{0};
   static inline std::atomic<bool> memo_made{false};
@@ -212,8 +212,8 @@ struct ObservesAtThreadExit {
   }
 };
 
-TEST(CastCacheObserver, ACastSeenAfterTheMemoWasFreedGoesThroughTheLock) {
-  CastCacheObserver observer;
+TEST(CastCacheWatch, ACastSeenAfterTheMemoWasFreedGoesThroughTheLock) {
+  CastCacheWatch observer;
   Cached weight;
   (void)observer.observe(weight.source, weight.cast);
   ObservesAtThreadExit::observer = &observer;
@@ -233,8 +233,8 @@ TEST(CastCacheObserver, ACastSeenAfterTheMemoWasFreedGoesThroughTheLock) {
 
 // Threads serving the same weights while another samples: every hit is
 // counted once, whichever path answered it.
-TEST(CastCacheObserver, ConcurrentHitsAreEachCountedOnce) {
-  CastCacheObserver observer;
+TEST(CastCacheWatch, ConcurrentHitsAreEachCountedOnce) {
+  CastCacheWatch observer;
   std::vector<Cached> weights(8);
   for (auto& w : weights) (void)observer.observe(w.source, w.cast);
   constexpr int kThreads = 4;
