@@ -447,7 +447,7 @@ class RunDataLoader {
       row.iteration = static_cast<uint64_t>(sample.iteration);
       row.live_casts = live_casts;
       row.live_bytes = live_bytes;
-      row.trigger = static_cast<v1::CacheSample::Trigger>(sample.trigger);
+      row.trigger = sample.trigger();
       row.seq = sample.seq();
       row.orphaned_casts = static_cast<uint64_t>(sample.orphaned_casts);
       row.orphaned_bytes = static_cast<uint64_t>(sample.orphaned_bytes);
@@ -466,7 +466,7 @@ class RunDataLoader {
     Status error;
     FirstNonfinite earliest;
     while (rows.next(n, error)) {
-      if (n.kind == v1::NumericsSummary::KIND_SCALER_UPDATE) {
+      if (n.kind() == v1::NumericsSummary::KIND_SCALER_UPDATE) {
         ScalerUpdateRow& update = out_.scaler_updates.emplace_back();
         update.agent_id = agent.agent_id;
         update.rank = agent.rank;
@@ -478,17 +478,18 @@ class RunDataLoader {
         if (Status s = site_ref(n.location, 0, 0, update.site); !s.ok()) return s;
         continue;
       }
-      const auto key = std::make_tuple(n.location, n.op, n.arg_name, n.kind, n.src_dtype, n.dst_dtype, n.phase, n.mode);
+      const auto key =
+          std::make_tuple(n.location, n.op, n.arg_name, n.kind(), n.src_dtype(), n.dst_dtype(), n.phase(), n.mode());
       auto [it, inserted] = numerics_.try_emplace(key);
       NumericsSiteRow& row = it->second;
       if (inserted) {
         if (Status s = site_ref(n.location, n.op, n.arg_name, row.site); !s.ok()) return s;
-        row.kind = static_cast<v1::NumericsSummary::Kind>(n.kind);
-        row.src = static_cast<v1::DType>(n.src_dtype);
-        row.dst = static_cast<v1::DType>(n.dst_dtype);
-        row.mode = static_cast<v1::ExecutionMode>(n.mode);
-        row.phase = static_cast<v1::Phase>(n.phase);
-        row.device = static_cast<v1::DeviceType>(n.device_type);
+        row.kind = n.kind();
+        row.src = n.src_dtype();
+        row.dst = n.dst_dtype();
+        row.mode = n.mode();
+        row.phase = n.phase();
+        row.device = n.device_type();
       }
       ++row.windows;
       row.tensors += static_cast<uint64_t>(n.tensors);

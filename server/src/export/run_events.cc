@@ -25,7 +25,7 @@ constexpr auto kLaunchRow = schema::columns(schema::kKernels, {"id", "launch_seq
 // What the export shows of the numerics table: GradScaler's updates, and the
 // windows that found a problem, as the viewer marks them (/api/numerics).
 bool exported(const StoredNumerics& n) {
-  return n.kind == v1::NumericsSummary::KIND_SCALER_UPDATE || is_numerics_problem(numerics_counts(n));
+  return n.kind() == v1::NumericsSummary::KIND_SCALER_UPDATE || is_numerics_problem(numerics_counts(n));
 }
 
 constexpr size_t kMaxCachedNames = 1 << 17;  // strings and locations kept between agents
@@ -198,7 +198,7 @@ Status RunEventReader::read_op(const StoredOp& r, ExportEvent& e) {
 void RunEventReader::read_sample(const StoredCacheSample& r, ExportEvent& e) {
   e.kind = ExportEvent::Kind::kCacheSample;
   e.ts_ns = static_cast<uint64_t>(r.ts_ns);
-  e.trigger = static_cast<v1::CacheSample::Trigger>(r.trigger);
+  e.trigger = r.trigger();
   e.iteration = static_cast<uint64_t>(r.iteration);
   e.live_casts = static_cast<uint64_t>(r.live_casts);
   e.live_bytes = static_cast<uint64_t>(r.live_bytes);
@@ -209,12 +209,12 @@ Status RunEventReader::read_numerics(const StoredNumerics& r, ExportEvent& e) {
   e.ts_ns = static_cast<uint64_t>(r.first_ts_ns);
   e.last_ts_ns = static_cast<uint64_t>(r.last_ts_ns);
   e.thread = static_cast<uint32_t>(r.thread);
-  e.numerics_kind = static_cast<v1::NumericsSummary::Kind>(r.kind);
-  e.device_type = static_cast<v1::DeviceType>(r.device_type);
-  e.src_dtype = static_cast<v1::DType>(r.src_dtype);
-  e.dst_dtype = static_cast<v1::DType>(r.dst_dtype);
-  e.mode = static_cast<v1::ExecutionMode>(r.mode);
-  e.phase = static_cast<v1::Phase>(r.phase);
+  e.numerics_kind = r.kind();
+  e.device_type = r.device_type();
+  e.src_dtype = r.src_dtype();
+  e.dst_dtype = r.dst_dtype();
+  e.mode = r.mode();
+  e.phase = r.phase();
   e.iteration = static_cast<uint64_t>(r.iteration);
   e.tensors = static_cast<uint64_t>(r.tensors);
   e.values = static_cast<uint64_t>(r.value_count);

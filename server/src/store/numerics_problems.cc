@@ -35,7 +35,7 @@ std::string_view numerics_problem_name(NumericsProblem problem) {
 }
 
 NumericsCounts numerics_counts(const StoredNumerics& row) {
-  return {static_cast<Kind>(row.kind), static_cast<uint64_t>(row.overflowed), static_cast<uint64_t>(row.underflowed),
+  return {row.kind(), static_cast<uint64_t>(row.overflowed), static_cast<uint64_t>(row.underflowed),
           static_cast<uint64_t>(row.nonfinite), static_cast<uint64_t>(row.nan)};
 }
 

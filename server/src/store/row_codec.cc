@@ -175,7 +175,7 @@ Status to_event(const StoredKernel& row, StoreResolver& resolver, v1::KernelEven
 
 void to_event(const StoredCacheSample& row, v1::CacheSample& out) {
   set_seq_and_ts(row, out);
-  out.set_trigger(static_cast<v1::CacheSample::Trigger>(row.trigger));
+  out.set_trigger(row.trigger());
   out.set_iteration(static_cast<uint64_t>(row.iteration));
   out.set_live_casts(static_cast<uint64_t>(row.live_casts));
   out.set_live_bytes(static_cast<uint64_t>(row.live_bytes));

@@ -60,9 +60,10 @@ struct StoredOp {
 };
 
 struct StoredCacheSample {
-  int64_t id = 0, ts_ns = 0, trigger = 0, iteration = 0, live_casts = 0, live_bytes = 0, orphaned_casts = 0,
+  int64_t id = 0, ts_ns = 0, trigger_code = 0, iteration = 0, live_casts = 0, live_bytes = 0, orphaned_casts = 0,
           orphaned_bytes = 0, cache_hits = 0, released_casts = 0;
   uint64_t seq() const { return seq_of_row(id); }
+  v1::CacheSample::Trigger trigger() const { return static_cast<v1::CacheSample::Trigger>(trigger_code); }
 };
 
 struct StoredKernel {
@@ -83,11 +84,18 @@ struct StoredOpCounts {
 
 // numerics: a numerics window's counts at one site, or a GradScaler update.
 struct StoredNumerics {
-  int64_t id = 0, first_ts_ns = 0, last_ts_ns = 0, thread = 0, op = 0, arg_name = 0, location = 0, kind = 0,
-          device_type = 0, src_dtype = 0, dst_dtype = 0, mode = 0, phase = 0, arg_index = 0, iteration = 0, tensors = 0,
-          value_count = 0, overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0, max_abs_log2 = 0,
-          first_nonfinite_seq = 0, scale_bits = 0, found_inf = 0;
+  int64_t id = 0, first_ts_ns = 0, last_ts_ns = 0, thread = 0, op = 0, arg_name = 0, location = 0, arg_index = 0,
+          iteration = 0, tensors = 0, value_count = 0, overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0,
+          max_abs_log2 = 0, first_nonfinite_seq = 0, scale_bits = 0, found_inf = 0;
+  // The enum columns as stored; read them typed, below.
+  int64_t kind_code = 0, device_type_code = 0, src_dtype_code = 0, dst_dtype_code = 0, mode_code = 0, phase_code = 0;
   uint64_t seq() const { return seq_of_row(id); }
+  v1::NumericsSummary::Kind kind() const { return static_cast<v1::NumericsSummary::Kind>(kind_code); }
+  v1::DeviceType device_type() const { return static_cast<v1::DeviceType>(device_type_code); }
+  v1::DType src_dtype() const { return static_cast<v1::DType>(src_dtype_code); }
+  v1::DType dst_dtype() const { return static_cast<v1::DType>(dst_dtype_code); }
+  v1::ExecutionMode mode() const { return static_cast<v1::ExecutionMode>(mode_code); }
+  v1::Phase phase() const { return static_cast<v1::Phase>(phase_code); }
   double scale() const {
     double value = 0;
     std::memcpy(&value, &scale_bits, sizeof value);
@@ -162,7 +170,7 @@ template <>
 struct RowLayout<StoredCacheSample> : TableLayout<schema::kCacheSamples, StoredCacheSample> {
   using R = StoredCacheSample;
   static constexpr C kIntegers[] = {
-      {"id", &R::id}, {"ts_ns", &R::ts_ns}, {"trigger", &R::trigger}, {"iteration", &R::iteration},
+      {"id", &R::id}, {"ts_ns", &R::ts_ns}, {"trigger", &R::trigger_code}, {"iteration", &R::iteration},
       {"live_casts", &R::live_casts}, {"live_bytes", &R::live_bytes}, {"orphaned_casts", &R::orphaned_casts},
       {"orphaned_bytes", &R::orphaned_bytes}, {"cache_hits", &R::cache_hits}, {"released_casts", &R::released_casts}};
 };
@@ -201,9 +209,9 @@ struct RowLayout<StoredNumerics> : TableLayout<schema::kNumerics, StoredNumerics
   using R = StoredNumerics;
   static constexpr C kIntegers[] = {
       {"id", &R::id}, {"first_ts_ns", &R::first_ts_ns}, {"last_ts_ns", &R::last_ts_ns}, {"thread", &R::thread},
-      {"op", &R::op}, {"arg_name", &R::arg_name}, {"location", &R::location}, {"kind", &R::kind},
-      {"device_type", &R::device_type}, {"src_dtype", &R::src_dtype}, {"dst_dtype", &R::dst_dtype},
-      {"mode", &R::mode}, {"phase", &R::phase}, {"arg_index", &R::arg_index}, {"iteration", &R::iteration},
+      {"op", &R::op}, {"arg_name", &R::arg_name}, {"location", &R::location}, {"kind", &R::kind_code},
+      {"device_type", &R::device_type_code}, {"src_dtype", &R::src_dtype_code}, {"dst_dtype", &R::dst_dtype_code},
+      {"mode", &R::mode_code}, {"phase", &R::phase_code}, {"arg_index", &R::arg_index}, {"iteration", &R::iteration},
       {"tensors", &R::tensors}, {"value_count", &R::value_count}, {"overflowed", &R::overflowed},
       {"underflowed", &R::underflowed}, {"nonfinite", &R::nonfinite}, {"nan", &R::nan},
       {"max_abs_log2", &R::max_abs_log2}, {"first_nonfinite_seq", &R::first_nonfinite_seq},

@@ -489,7 +489,7 @@ Status ViewerQueries::counters(const std::string& run_id, int64_t t0, int64_t t1
     Status error;
     while (samples.next(sample, error)) {
       if (sample.ts_ns < a0 || sample.ts_ns >= a1) continue;
-      rows.push_back({sample.ts_ns - origin, sample.trigger, sample.iteration, sample.live_casts, sample.live_bytes});
+      rows.push_back({sample.ts_ns - origin, sample.trigger_code, sample.iteration, sample.live_casts, sample.live_bytes});
     }
     if (!error.ok()) return store().error(error.message());
     json series = {{"agent_id", agent.agent_id}, {"t", json::array()}, {"live_casts", json::array()}, {"live_bytes", json::array()}};
@@ -704,10 +704,10 @@ Status ViewerQueries::numerics(const std::string& run_id, json& out) {
       if (Status s = resolver.text(n.arg_name, arg); !s.ok()) return s;
       json where;
       if (Status s = location_of(n.location, where); !s.ok()) return s;
-      const bool cast = n.kind == v1::NumericsSummary::KIND_CAST;
+      const bool cast = n.kind() == v1::NumericsSummary::KIND_CAST;
       const NumericsCounts counts = numerics_counts(n);
-      const std::string src = dtype_name(static_cast<v1::DType>(n.src_dtype));
-      const std::string dst = cast ? dtype_name(static_cast<v1::DType>(n.dst_dtype)) : std::string();
+      const std::string src = dtype_name(n.src_dtype());
+      const std::string dst = cast ? dtype_name(n.dst_dtype()) : std::string();
       const std::string at = where["file"].get<std::string>().empty()
                                  ? std::string()
                                  : where["file"].get<std::string>() + ":" + std::to_string(where["line"].get<int64_t>());
@@ -716,15 +716,15 @@ Status ViewerQueries::numerics(const std::string& run_id, json& out) {
                        {"thread", n.thread},
                        {"t0", n.first_ts_ns - origin},
                        {"t1", n.last_ts_ns - origin},
-                       {"kind", std::string(value_name(static_cast<v1::NumericsSummary::Kind>(n.kind)))},
+                       {"kind", std::string(value_name(n.kind()))},
                        {"op", op},
                        {"arg", arg},
                        {"arg_index", n.arg_index},
                        {"src", src},
                        {"dst", dst},
-                       {"device", device_name(static_cast<v1::DeviceType>(n.device_type))},
-                       {"mode", mode_name(static_cast<v1::ExecutionMode>(n.mode))},
-                       {"phase", std::string(value_name(static_cast<v1::Phase>(n.phase)))},
+                       {"device", device_name(n.device_type())},
+                       {"mode", mode_name(n.mode())},
+                       {"phase", std::string(value_name(n.phase()))},
                        {"iteration", n.iteration},
                        {"tensors", n.tensors},
                        {"values", n.value_count},
