@@ -203,14 +203,35 @@ SiteDtypeRow returned(uint32_t line, const char* op, v1::ExecutionMode mode, v1:
   return row;
 }
 
+// One line's op run in two modes: what it returned in each, and the seq of
+// its first run there.
+struct InTwoModes {
+  uint32_t line;
+  const char* op;
+  v1::DType first;
+  uint64_t first_seq;
+  v1::DType second;
+  uint64_t second_seq;
+};
+
+// Rows made by make(line, op, mode, output, first_seq) for each op, in
+// `first_mode` and `second_mode`.
+template <typename Make>
+void add_in_two_modes(RunData& run, Make make, v1::ExecutionMode first_mode, v1::ExecutionMode second_mode,
+                      std::initializer_list<InTwoModes> ops) {
+  for (const InTwoModes& o : ops) {
+    run.site_dtypes.push_back(make(o.line, o.op, first_mode, o.first, o.first_seq));
+    run.site_dtypes.push_back(make(o.line, o.op, second_mode, o.second, o.second_seq));
+  }
+}
+
 TEST(Analyzers, ModeMismatchComparesWhatOpsReturnedInOrderOfFirstExecution) {
   RunData run;  // JIT autocast promoted two ops outside the autocast lists
-  run.site_dtypes.push_back(returned(9, "aten::mul.Tensor", v1::EXECUTION_MODE_EAGER, v1::DTYPE_BFLOAT16, 20));
-  run.site_dtypes.push_back(returned(9, "aten::mul.Tensor", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT32, 40));
-  run.site_dtypes.push_back(returned(8, "aten::add.Tensor", v1::EXECUTION_MODE_EAGER, v1::DTYPE_BFLOAT16, 10));
-  run.site_dtypes.push_back(returned(8, "aten::add.Tensor", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT32, 30));
-  run.site_dtypes.push_back(returned(7, "aten::mm", v1::EXECUTION_MODE_EAGER, v1::DTYPE_BFLOAT16, 5));
-  run.site_dtypes.push_back(returned(7, "aten::mm", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_BFLOAT16, 25));
+  add_in_two_modes(run, [](auto... row) { return returned(row...); }, v1::EXECUTION_MODE_EAGER,
+                   v1::EXECUTION_MODE_SCRIPT,
+                   {{9, "aten::mul.Tensor", v1::DTYPE_BFLOAT16, 20, v1::DTYPE_FLOAT32, 40},
+                    {8, "aten::add.Tensor", v1::DTYPE_BFLOAT16, 10, v1::DTYPE_FLOAT32, 30},
+                    {7, "aten::mm", v1::DTYPE_BFLOAT16, 5, v1::DTYPE_BFLOAT16, 25}});
   const auto findings = analyze_run(run);
   ASSERT_EQ(kinds(findings), (std::vector<std::string>{"mode-mismatch", "mode-mismatch"}));
   EXPECT_EQ(findings[0].sites[0].line, 8u);  // first executed first
@@ -564,12 +585,10 @@ TEST(Analyzers, CompiledBackwardFollowingAForwardUnderAutocastIsNoMismatch) {
 
 TEST(Analyzers, EagerAndCompilingOutputsThatPartAreACompileMismatchPerLine) {
   RunData run;
-  run.site_dtypes.push_back(compiled_forward_op(40, "aten::mm", v1::EXECUTION_MODE_EAGER, v1::DTYPE_BFLOAT16, 50));
-  run.site_dtypes.push_back(compiled_forward_op(40, "aten::mm", v1::EXECUTION_MODE_COMPILING, v1::DTYPE_FLOAT32, 60));
-  run.site_dtypes.push_back(compiled_forward_op(40, "aten::bmm", v1::EXECUTION_MODE_EAGER, v1::DTYPE_BFLOAT16, 51));
-  run.site_dtypes.push_back(compiled_forward_op(40, "aten::bmm", v1::EXECUTION_MODE_COMPILING, v1::DTYPE_FLOAT32, 61));
-  run.site_dtypes.push_back(compiled_forward_op(41, "aten::mm", v1::EXECUTION_MODE_EAGER, v1::DTYPE_BFLOAT16, 5));
-  run.site_dtypes.push_back(compiled_forward_op(41, "aten::mm", v1::EXECUTION_MODE_COMPILING, v1::DTYPE_BFLOAT16, 6));
+  add_in_two_modes(run, compiled_forward_op, v1::EXECUTION_MODE_EAGER, v1::EXECUTION_MODE_COMPILING,
+                   {{40, "aten::mm", v1::DTYPE_BFLOAT16, 50, v1::DTYPE_FLOAT32, 60},
+                    {40, "aten::bmm", v1::DTYPE_BFLOAT16, 51, v1::DTYPE_FLOAT32, 61},
+                    {41, "aten::mm", v1::DTYPE_BFLOAT16, 5, v1::DTYPE_BFLOAT16, 6}});
   const auto findings = analyze_run(run);
   ASSERT_EQ(kinds(findings), std::vector<std::string>{"compile-mismatch"});
   EXPECT_EQ(findings[0].sites.size(), 2u);
