@@ -24,6 +24,11 @@ SiteRow site(const char* file, uint32_t line, const char* op, const char* arg, v
   return row;
 }
 
+// m.py:5's aten::mm casting its `self` as decided in `mode`, from `src` to `dst`.
+SiteRow mm_at_5(v1::ExecutionMode mode, v1::DType src, v1::DType dst, v1::CastOutcome outcome = v1::CAST_OUTCOME_CAST) {
+  return site("m.py", 5, "aten::mm", "self", mode, src, dst, outcome);
+}
+
 std::vector<std::string> kinds(const std::vector<Finding>& findings) {
   std::vector<std::string> out;
   for (const auto& f : findings) out.push_back(f.kind);
@@ -178,17 +183,14 @@ TEST(Analyzers, BackwardOpsPointAtTheBackwardLine) {
 
 TEST(Analyzers, ModeMismatchComparesComputedDtypes) {
   RunData mismatch;
-  mismatch.sites.push_back(
-      site("m.py", 5, "aten::mm", "self", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16));
-  mismatch.sites.push_back(
-      site("m.py", 5, "aten::mm", "self", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16));
+  mismatch.sites.push_back(mm_at_5(v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16));
+  mismatch.sites.push_back(mm_at_5(v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT16, v1::DTYPE_BFLOAT16));
   EXPECT_EQ(kinds(analyze_run(mismatch)), std::vector<std::string>{"mode-mismatch"});
   // A traced graph that recorded its casts sees bf16 inputs later: same computed dtype, no finding.
   RunData traced;
-  traced.sites.push_back(site("m.py", 5, "aten::mm", "self", v1::EXECUTION_MODE_TRACE_RECORDING, v1::DTYPE_FLOAT32,
-                              v1::DTYPE_BFLOAT16));
-  traced.sites.push_back(site("m.py", 5, "aten::mm", "self", v1::EXECUTION_MODE_TRACED, v1::DTYPE_BFLOAT16,
-                              v1::DTYPE_BFLOAT16, v1::CAST_OUTCOME_ALREADY_TARGET));
+  traced.sites.push_back(mm_at_5(v1::EXECUTION_MODE_TRACE_RECORDING, v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16));
+  traced.sites.push_back(
+      mm_at_5(v1::EXECUTION_MODE_TRACED, v1::DTYPE_BFLOAT16, v1::DTYPE_BFLOAT16, v1::CAST_OUTCOME_ALREADY_TARGET));
   EXPECT_TRUE(analyze_run(traced).empty());
 }
 
@@ -605,10 +607,8 @@ TEST(Analyzers, EagerAndCompilingOutputsThatPartAreACompileMismatchPerLine) {
 
 TEST(Analyzers, ModeMismatchLeavesCompileModesToCompileMismatch) {
   RunData run;
-  run.sites.push_back(
-      site("m.py", 5, "aten::mm", "self", v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16));
-  run.sites.push_back(
-      site("m.py", 5, "aten::mm", "self", v1::EXECUTION_MODE_COMPILED, v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16));
+  run.sites.push_back(mm_at_5(v1::EXECUTION_MODE_EAGER, v1::DTYPE_FLOAT32, v1::DTYPE_FLOAT16));
+  run.sites.push_back(mm_at_5(v1::EXECUTION_MODE_COMPILED, v1::DTYPE_FLOAT32, v1::DTYPE_BFLOAT16));
   run.site_dtypes.push_back(returned(5, "aten::mm", v1::EXECUTION_MODE_SCRIPT, v1::DTYPE_FLOAT16, 1));
   run.site_dtypes.push_back(returned(5, "aten::mm", v1::EXECUTION_MODE_COMPILING, v1::DTYPE_FLOAT32, 2));
   EXPECT_TRUE(analyze_run(run).empty());
