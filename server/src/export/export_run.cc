@@ -26,8 +26,8 @@ Status export_run(const ExportOptions& options, ExportSummary& summary) {
   if (perfetto) writers.push_back(perfetto.get());
   if (chrome) writers.push_back(chrome.get());
 
-  std::unique_ptr<RunEventReader> reader;
-  if (Status s = RunEventReader::open(options.db_path, options.run_id, reader); !s.ok()) return s;
+  std::unique_ptr<RunEventCursor> reader;
+  if (Status s = RunEventCursor::open(options.db_path, options.run_id, reader); !s.ok()) return s;
   for (size_t i = 0; i < reader->agents().size(); ++i) {
     if (Status s = reader->start_agent(i); !s.ok()) return s;
     for (TraceWriter* w : writers)

@@ -34,7 +34,7 @@ constexpr size_t kMaxCachedNames = 1 << 17;  // strings and locations kept betwe
 
 // One scan over one agent's range of a table, a row ahead.
 template <typename Row, const auto& kColumns>
-struct RunEventReader::Cursor {
+struct RunEventCursor::Cursor {
   RowScan<Row, kColumns> scan;
   Row row;
   bool has_row = false;
@@ -59,7 +59,7 @@ struct RunEventReader::Cursor {
   }
 };
 
-struct RunEventReader::Cursors {
+struct RunEventCursor::Cursors {
   Cursor<StoredCast, kCastRow> casts;
   Cursor<StoredOp, kOpRow> ops;
   Cursor<StoredCacheSample, kSampleRow> samples;
@@ -68,12 +68,12 @@ struct RunEventReader::Cursors {
   Cursor<StoredNumerics, kAllColumns<StoredNumerics>> numerics;  // those exported(), when the store has the table
 };
 
-RunEventReader::RunEventReader() = default;
-RunEventReader::~RunEventReader() { (void)end_agent(); }
+RunEventCursor::RunEventCursor() = default;
+RunEventCursor::~RunEventCursor() { (void)end_agent(); }
 
-Status RunEventReader::open(const std::string& db_path, const std::string& run_id,
-                            std::unique_ptr<RunEventReader>& out) {
-  auto reader = std::unique_ptr<RunEventReader>(new RunEventReader());
+Status RunEventCursor::open(const std::string& db_path, const std::string& run_id,
+                            std::unique_ptr<RunEventCursor>& out) {
+  auto reader = std::unique_ptr<RunEventCursor>(new RunEventCursor());
   if (Status s = reader->db_.open(db_path, Database::Mode::kReadOnly); !s.ok()) return s;
   reader->resolver_.attach(reader->db_.handle());
   if (Status s = reader->load_agents(run_id); !s.ok()) return s;
@@ -84,7 +84,7 @@ Status RunEventReader::open(const std::string& db_path, const std::string& run_i
   return {};
 }
 
-Status RunEventReader::load_agents(const std::string& run_id) {
+Status RunEventCursor::load_agents(const std::string& run_id) {
   run_id_ = run_id;
   StoredRun run;
   bool found = false;
@@ -96,7 +96,7 @@ Status RunEventReader::load_agents(const std::string& run_id) {
   return {};
 }
 
-Status RunEventReader::end_agent() {
+Status RunEventCursor::end_agent() {
   cursors_.reset();
   main_ready_ = kernel_ready_ = false;
   awaited_kernels_.clear();
@@ -105,7 +105,7 @@ Status RunEventReader::end_agent() {
   return db_.exec("COMMIT");
 }
 
-Status RunEventReader::start_agent(size_t index) {
+Status RunEventCursor::start_agent(size_t index) {
   if (Status s = end_agent(); !s.ok()) return s;
   if (index >= agents_.size()) return Status::invalid_argument("no agent " + std::to_string(index));
   // Views handed out for the last agent are dead now: the cache may go.
@@ -132,7 +132,7 @@ Status RunEventReader::start_agent(size_t index) {
 // of the same agent). The launch cursor is ordered by launch_seq, so it only
 // moves forward as the agent's seqs do; launches of seqs that are not in the
 // store are passed over.
-Status RunEventReader::collect_launched(uint64_t seq, v1::LaunchedBy by) {
+Status RunEventCursor::collect_launched(uint64_t seq, v1::LaunchedBy by) {
   launched_.clear();
   auto& c = cursors_->launches;
   while (c.has_row && static_cast<uint64_t>(c.row.launch_seq) <= seq) {
@@ -146,7 +146,7 @@ Status RunEventReader::collect_launched(uint64_t seq, v1::LaunchedBy by) {
 
 // What casts and ops share: codes, the op, the location, the kernels launched.
 template <typename Event>
-Status RunEventReader::read_op_site(const Event& event, int64_t op, int64_t location, v1::LaunchedBy by,
+Status RunEventCursor::read_op_site(const Event& event, int64_t op, int64_t location, v1::LaunchedBy by,
                                     ExportEvent& e) {
   e.policy = event.policy();
   e.device_type = event.device_type();
@@ -159,7 +159,7 @@ Status RunEventReader::read_op_site(const Event& event, int64_t op, int64_t loca
   return {};
 }
 
-Status RunEventReader::read_cast(const StoredCast& r, ExportEvent& e) {
+Status RunEventCursor::read_cast(const StoredCast& r, ExportEvent& e) {
   e.kind = ExportEvent::Kind::kCast;
   e.ts_ns = static_cast<uint64_t>(r.ts_ns);
   v1::CastEvent cast;
@@ -182,7 +182,7 @@ Status RunEventReader::read_cast(const StoredCast& r, ExportEvent& e) {
   return read_op_site(cast, r.op, r.location, v1::LAUNCHED_BY_CAST, e);
 }
 
-Status RunEventReader::read_op(const StoredOp& r, ExportEvent& e) {
+Status RunEventCursor::read_op(const StoredOp& r, ExportEvent& e) {
   e.kind = ExportEvent::Kind::kOp;
   e.ts_ns = static_cast<uint64_t>(r.ts_ns);
   e.thread = static_cast<uint32_t>(r.thread);
@@ -195,7 +195,7 @@ Status RunEventReader::read_op(const StoredOp& r, ExportEvent& e) {
   return read_op_site(op, r.op, r.location, v1::LAUNCHED_BY_OP, e);
 }
 
-void RunEventReader::read_sample(const StoredCacheSample& r, ExportEvent& e) {
+void RunEventCursor::read_sample(const StoredCacheSample& r, ExportEvent& e) {
   e.kind = ExportEvent::Kind::kCacheSample;
   e.ts_ns = static_cast<uint64_t>(r.ts_ns);
   e.trigger = r.trigger();
@@ -204,7 +204,7 @@ void RunEventReader::read_sample(const StoredCacheSample& r, ExportEvent& e) {
   e.live_bytes = static_cast<uint64_t>(r.live_bytes);
 }
 
-Status RunEventReader::read_numerics(const StoredNumerics& r, ExportEvent& e) {
+Status RunEventCursor::read_numerics(const StoredNumerics& r, ExportEvent& e) {
   e.kind = ExportEvent::Kind::kNumerics;
   e.ts_ns = static_cast<uint64_t>(r.first_ts_ns);
   e.last_ts_ns = static_cast<uint64_t>(r.last_ts_ns);
@@ -231,7 +231,7 @@ Status RunEventReader::read_numerics(const StoredNumerics& r, ExportEvent& e) {
   return resolver_.location(r.location, e.location);
 }
 
-bool RunEventReader::fill_main(Status& error) {
+bool RunEventCursor::fill_main(Status& error) {
   main_ready_ = false;
   Cursors& c = *cursors_;
   const uint64_t next = std::min({c.casts.seq(), c.ops.seq(), c.samples.seq(), c.numerics.seq()});
@@ -259,7 +259,7 @@ bool RunEventReader::fill_main(Status& error) {
   return true;
 }
 
-bool RunEventReader::fill_kernel(Status& error) {
+bool RunEventCursor::fill_kernel(Status& error) {
   kernel_ready_ = false;
   auto& c = cursors_->kernels;
   if (!c.has_row) return false;
@@ -283,10 +283,10 @@ bool RunEventReader::fill_kernel(Status& error) {
   return true;
 }
 
-bool RunEventReader::next(ExportEvent& event, Status& error) {
+bool RunEventCursor::next(ExportEvent& event, Status& error) {
   error = Status();
   if (cursors_ == nullptr) {
-    error = Status::failed_precondition("RunEventReader::next before start_agent");
+    error = Status::failed_precondition("RunEventCursor::next before start_agent");
     return false;
   }
   if (!main_ready_ && !fill_main(error) && !error.ok()) return false;

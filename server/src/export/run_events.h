@@ -94,14 +94,16 @@ struct ExportEvent {
   std::span<const uint64_t> launched;
 };
 
-class RunEventReader {
+// A run's events one at a time, agent by agent, in each agent's seq order
+// (kernels merged in by time), as the trace writers take them.
+class RunEventCursor {
  public:
   static constexpr size_t kMaxLaunchedKernels = 1024;
 
   // Opens the store at `db_path` read-only and finds `run_id`: NOT_FOUND
   // (naming the run and the file) when it is not there.
-  static Status open(const std::string& db_path, const std::string& run_id, std::unique_ptr<RunEventReader>& out);
-  ~RunEventReader();
+  static Status open(const std::string& db_path, const std::string& run_id, std::unique_ptr<RunEventCursor>& out);
+  ~RunEventCursor();
 
   const std::string& run_id() const { return run_id_; }
   const std::string& db_path() const { return db_.path(); }
@@ -117,7 +119,7 @@ class RunEventReader {
   template <typename Row, const auto& kColumns>
   struct Cursor;
   struct Cursors;
-  RunEventReader();
+  RunEventCursor();
   Status load_agents(const std::string& run_id);
   Status end_agent();
   bool fill_main(Status& error);  // reads the next op, cast, sample or numerics row into main_

@@ -21,10 +21,10 @@ struct Seen {
   bool joined;
 };
 
-TEST(RunEventReader, OpsCastsAndSamplesInSeqOrderWithKernelsByStartTime) {
+TEST(RunEventCursor, OpsCastsAndSamplesInSeqOrderWithKernelsByStartTime) {
   const std::string db = testing::store_export_run("export-reader");
-  std::unique_ptr<RunEventReader> reader;
-  ASSERT_TRUE(RunEventReader::open(db, "run", reader).ok());
+  std::unique_ptr<RunEventCursor> reader;
+  ASSERT_TRUE(RunEventCursor::open(db, "run", reader).ok());
   ASSERT_EQ(reader->agents().size(), 1u);
   const ExportAgent& agent = reader->agents()[0];
   EXPECT_EQ(agent.agent_id, "agent-a");
@@ -90,10 +90,10 @@ TEST(RunEventReader, OpsCastsAndSamplesInSeqOrderWithKernelsByStartTime) {
 
 // Numerics in seq order with the rest: GradScaler's updates, and the windows
 // that found a problem (a clean window is left out), each at its first check.
-TEST(RunEventReader, ScalerUpdatesAndNumericsProblemsComeInSeqOrder) {
+TEST(RunEventCursor, ScalerUpdatesAndNumericsProblemsComeInSeqOrder) {
   const std::string db = testing::store_export_run_with_numerics("export-reader-numerics");
-  std::unique_ptr<RunEventReader> reader;
-  ASSERT_TRUE(RunEventReader::open(db, "run", reader).ok());
+  std::unique_ptr<RunEventCursor> reader;
+  ASSERT_TRUE(RunEventCursor::open(db, "run", reader).ok());
   ASSERT_TRUE(reader->start_agent(0).ok());
   std::vector<uint64_t> numerics;
   uint64_t last_seq = 0;
@@ -140,12 +140,12 @@ TEST(RunEventReader, ScalerUpdatesAndNumericsProblemsComeInSeqOrder) {
 }
 
 // A store of schema 14 has no numerics table: read as it is, its events export as before.
-TEST(RunEventReader, AStoreWithoutTheNumericsTableReadsItsOtherEvents) {
+TEST(RunEventCursor, AStoreWithoutTheNumericsTableReadsItsOtherEvents) {
   const std::string db = testing::store_export_run("export-reader-version-14");
   const Status downgraded = testing::downgrade_store(db, 14);
   ASSERT_TRUE(downgraded.ok()) << downgraded.message();
-  std::unique_ptr<RunEventReader> reader;
-  const Status opened = RunEventReader::open(db, "run", reader);
+  std::unique_ptr<RunEventCursor> reader;
+  const Status opened = RunEventCursor::open(db, "run", reader);
   ASSERT_TRUE(opened.ok()) << opened.message();
   ASSERT_TRUE(reader->start_agent(0).ok());
   size_t events = 0;
@@ -156,13 +156,13 @@ TEST(RunEventReader, AStoreWithoutTheNumericsTableReadsItsOtherEvents) {
   EXPECT_EQ(events, 10u);
 }
 
-TEST(RunEventReader, UnknownRunAndMissingStoreAreNotFoundAndNamed) {
+TEST(RunEventCursor, UnknownRunAndMissingStoreAreNotFoundAndNamed) {
   const std::string db = testing::store_export_run("export-reader-unknown");
-  std::unique_ptr<RunEventReader> reader;
-  Status s = RunEventReader::open(db, "nope", reader);
+  std::unique_ptr<RunEventCursor> reader;
+  Status s = RunEventCursor::open(db, "nope", reader);
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("no run \"nope\" in " + db), std::string::npos) << s.message();
-  s = RunEventReader::open(db + ".missing", "run", reader);
+  s = RunEventCursor::open(db + ".missing", "run", reader);
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find(db + ".missing"), std::string::npos) << s.message();
 }

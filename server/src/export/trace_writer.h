@@ -1,5 +1,5 @@
 // A trace format: told about one agent at a time, then that agent's events
-// in the order RunEventReader gives them (export_run.cc drives both formats
+// in the order RunEventCursor gives them (export_run.cc drives both formats
 // in one pass over the store). A writer streams to its file as it goes and
 // keeps only what it must to close what is open (ops on each thread's stack,
 // bounded by their nesting), so memory does not grow with the run.

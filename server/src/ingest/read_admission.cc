@@ -6,7 +6,7 @@ namespace castscope::collector {
 
 uint64_t ReadAdmission::add_reader() {
   const uint64_t id = next_id_++;
-  readers_.emplace(id, AdmittedReader{});
+  readers_.emplace(id, AdmittedStream{});
   return id;
 }
 
@@ -28,7 +28,7 @@ bool ReadAdmission::room(size_t queued_bytes, Clock::time_point now) const {
   return queued_bytes + reserved + readers_.size() * per_reader_ + static_cast<size_t>(average_) <= budget_;
 }
 
-void ReadAdmission::reserve(AdmittedReader& reader, Clock::time_point now) {
+void ReadAdmission::reserve(AdmittedStream& reader, Clock::time_point now) {
   reader.reserved = std::max<size_t>(1, static_cast<size_t>(average_));
   reader.since = now;
 }

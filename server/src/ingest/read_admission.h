@@ -49,18 +49,18 @@ class ReadAdmission {
   size_t average_batch_bytes() const { return static_cast<size_t>(average_); }
 
  private:
-  struct AdmittedReader {
+  struct AdmittedStream {  // an ingest stream's reservation
     size_t reserved = 0;
     Clock::time_point since{};
   };
   bool room(size_t queued_bytes, Clock::time_point now) const;
-  void reserve(AdmittedReader& reader, Clock::time_point now);
+  void reserve(AdmittedStream& reader, Clock::time_point now);
 
   const size_t budget_;
   const Clock::duration life_;
   const size_t per_reader_;
   uint64_t next_id_ = 1;
-  std::unordered_map<uint64_t, AdmittedReader> readers_;
+  std::unordered_map<uint64_t, AdmittedStream> readers_;
   std::deque<std::pair<uint64_t, std::function<void()>>> waiting_;
   double average_ = 256 << 10;  // batch memory, moving average; a first guess until batches come
 };
