@@ -88,7 +88,7 @@ std::string step_to(int version) {
       return "CREATE TABLE kernels(id INTEGER PRIMARY KEY, start_ns INTEGER, end_ns INTEGER, "
              "name INTEGER, device INTEGER, stream INTEGER, op_seq INTEGER);";
     default:
-      return {};
+      return {};  // none known: downgrade_store refuses
   }
 }
 
@@ -104,7 +104,12 @@ Status downgrade_store(const std::string& db, int version) {
   }
   Status result;
   for (int to = kSchemaVersion - 1; to >= version && result.ok(); --to) {
-    const std::string sql = step_to(to) + "PRAGMA user_version=" + std::to_string(to);
+    const std::string step = step_to(to);
+    if (step.empty()) {
+      result = Status::internal("no step back to schema " + std::to_string(to) + " in older_stores.cc");
+      break;
+    }
+    const std::string sql = step + "PRAGMA user_version=" + std::to_string(to);
     if (sqlite3_exec(handle, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
       result = Status::internal("to schema " + std::to_string(to) + ": " + sqlite3_errmsg(handle));
   }

@@ -13,7 +13,7 @@ event per autocast decision. `detach()` hands autocast back to torch.
 Modules: `_native` (built files, ctypes bindings), `config` (agent
 configuration, shipped policies), `attachment` (attach/detach), `policy`
 (policy_check), `events` (event files), `report` (audit reports, diffs),
-`collector` (a collector beside a job), `files` (private, 0600 files), `cli`
+`embedded_collector` (a collector beside a job), `private_files` (0600 files), `cli`
 (the `castscope` command), `pytest` (the pytest plugin, docs/pytest.md) and
 `attribution` (findings to tests).
 

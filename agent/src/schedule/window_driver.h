@@ -26,6 +26,7 @@ class WindowDriver {
   void start(const WindowScheduleConfig& config, bool enabled, Configure&& configure, Apply&& apply) {
     std::lock_guard<std::mutex> lock(mutex_);
     configure();
+    started_.store(false);
     schedule_.reset();
     if (!enabled) return;
     schedule_.emplace(config, Clock::now());

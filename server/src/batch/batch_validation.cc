@@ -283,14 +283,18 @@ Status check_event(const v1::KernelEvent& kernel, int index, const LocalIdIndex&
   return {};
 }
 
-// The event's time on the timeline; 0 for kinds that have none.
+// The event's time on the timeline; 0 for kinds it does not draw: the agent's
+// stats (their ts_ns is when they were flushed) and aggregate mode's counters.
 uint64_t event_time_ns(const v1::Event& event) {
   uint64_t ts = 0;
   v1::names::visit_kind(event, [&ts](const auto& member) {
-    if constexpr (requires { member.ts_ns(); })
+    using Member = std::decay_t<decltype(member)>;
+    if constexpr (std::is_same_v<Member, v1::AgentStats>)
+      return;
+    else if constexpr (std::is_same_v<Member, v1::NumericsSummary>)
+      ts = member.first_ts_ns();  // a window's start
+    else if constexpr (requires { member.ts_ns(); })
       ts = member.ts_ns();
-    else if constexpr (std::is_same_v<std::decay_t<decltype(member)>, v1::NumericsSummary>)
-      ts = member.first_ts_ns();  // a window's start; counters (first_ts_ns too) are not drawn
   });
   return ts;
 }
@@ -367,8 +371,9 @@ Status validate_batch(const v1::Batch& batch, const BatchLimits& limits, BatchTi
 
   for (int i = 0; i < batch.events_size(); ++i) {
     const v1::Event& event = batch.events(i);
-    Status status = Status::invalid_argument("events[" + std::to_string(i) + "] has no kind set");
-    v1::names::visit_kind(event, [&](const auto& member) { status = check_event(member, i, strings, locations); });
+    Status status;
+    if (!v1::names::visit_kind(event, [&](const auto& member) { status = check_event(member, i, strings, locations); }))
+      status = Status::invalid_argument("events[" + std::to_string(i) + "] has no kind set");
     if (!status.ok()) return status;
     if (timeline != nullptr) {
       if (const uint64_t ts = event_time_ns(event); ts != 0) {

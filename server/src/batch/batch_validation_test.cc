@@ -319,7 +319,7 @@ TEST(BatchValidation, DecodeKeepsTheBatchInItsArena) {
 
 TEST(BatchValidation, DecodeCountsTheTimelinesEventsAndItsNewestTime) {
   v1::Batch batch = testing::export_run_batch();  // ten events with times, the newest at 3000
-  batch.add_events()->mutable_stats();            // agent stats: no time, not counted
+  batch.add_events()->mutable_stats()->set_ts_ns(9000);  // agent stats: flushed later, not drawn
   DecodedBatch decoded;
   ASSERT_TRUE(decode_batch(batch.SerializeAsString(), BatchLimits(), decoded).ok());
   EXPECT_EQ(decoded.timeline().events, 10u);
