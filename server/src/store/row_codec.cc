@@ -18,6 +18,9 @@ constexpr auto kAgentRow = schema::columns(
                       "command", "policy_hash", "policy_files", "batches", "casts", "ops", "cache_samples",
                       "first_sequence", "last_sequence", "events_recorded_total", "events_dropped_total", "finished",
                       "kernels", "gpu_timing", "gpu_records_dropped", "overlay_errors", "castscope_version"});
+// Columns later schema versions added to agents (read_added_agent_column).
+constexpr auto kAgentAggregate = schema::columns(schema::kAgents, {"aggregate"});  // version 13
+constexpr auto kAgentNumerics = schema::columns(schema::kAgents, {"numerics"});    // version 15
 constexpr auto kStringText = schema::columns(schema::kStrings, {"text"});
 constexpr auto kLocationRow = schema::columns(
     schema::kLocations, {"kind", "file", "line", "function", "stack", "flags", "source", "also_consumed_at"});
@@ -244,19 +247,19 @@ namespace {
 // Integer column `column` of agents, which a later schema version added: read
 // into out[first...] by `take`, or nothing where the store has no such column.
 template <typename Take>
-Status read_added_agent_column(sqlite3* db, std::string_view column, std::vector<StoredAgent>& out, size_t first,
-                               Take take) {
+Status read_added_agent_column(sqlite3* db, const schema::Columns<1>& column, std::vector<StoredAgent>& out,
+                               size_t first, Take take) {
   Statement has_column;
   if (Status s = Statement::prepare(db, "SELECT COUNT(*) FROM pragma_table_info('agents') WHERE name = ?", has_column);
       !s.ok())
     return s;
-  has_column.bind_text(1, column);
+  const std::string name = column.list_sql();  // bound, not copied: lives past the step
+  has_column.bind_text(1, name);
   Status error;
   const bool present = has_column.step(error) && has_column.column_int(0) > 0;
   if (!error.ok() || !present) return error;
   Statement values;
-  if (Status s = Statement::prepare(db, "SELECT " + std::string(column) + " FROM agents WHERE id = ?", values); !s.ok())
-    return s;
+  if (Status s = Statement::prepare(db, column.select_sql() + " WHERE id = ?", values); !s.ok()) return s;
   for (size_t i = first; i < out.size(); ++i) {
     values.reset();
     values.bind(1, out[i].row);
@@ -305,11 +308,11 @@ Status read_agents(sqlite3* db, int64_t run, std::string_view agent_id, std::vec
 
   // agents.aggregate: schema version 13; agents.numerics: 15. A store of
   // 12 to 14 read as it is lacks one or both.
-  if (Status s = read_added_agent_column(db, "aggregate", out, first,
+  if (Status s = read_added_agent_column(db, kAgentAggregate, out, first,
                                          [](StoredAgent& agent, int64_t value) { agent.aggregate = value != 0; });
       !s.ok())
     return s;
-  return read_added_agent_column(db, "numerics", out, first, [](StoredAgent& agent, int64_t value) {
+  return read_added_agent_column(db, kAgentNumerics, out, first, [](StoredAgent& agent, int64_t value) {
     agent.numerics = static_cast<uint64_t>(value);
   });
 }
