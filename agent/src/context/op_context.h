@@ -104,10 +104,11 @@ inline DType to_dtype(c10::ScalarType type) {
     case c10::ScalarType::Bool: return DType::kBool;
     case c10::ScalarType::ComplexFloat: return DType::kComplex64;
     case c10::ScalarType::ComplexDouble: return DType::kComplex128;
-    case c10::ScalarType::Float8_e5m2:
-    case c10::ScalarType::Float8_e4m3fn:
-    case c10::ScalarType::Float8_e5m2fnuz:
-    case c10::ScalarType::Float8_e4m3fnuz: return DType::kFloat8;
+    case c10::ScalarType::Float8_e4m3fn: return DType::kFloat8E4M3Fn;
+    case c10::ScalarType::Float8_e5m2: return DType::kFloat8E5M2;
+    case c10::ScalarType::Float8_e4m3fnuz: return DType::kFloat8E4M3Fnuz;
+    case c10::ScalarType::Float8_e5m2fnuz: return DType::kFloat8E5M2Fnuz;
+    case c10::ScalarType::Float8_e8m0fnu: return DType::kFloat8E8M0Fnu;
     default: return DType::kOther;
   }
 }

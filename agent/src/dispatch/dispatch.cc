@@ -161,6 +161,7 @@ c10::OperatorName parse_operator_name(const std::string& op) {
 
 DispatchRegistry::DispatchRegistry(RecordingState& runtime) : runtime_(runtime) {}
 DispatchRegistry::~DispatchRegistry() {
+  explicit_casts_.reset();  // unregisters
   unboxed_.clear();    // unregisters
   libraries_.clear();  // unregisters; the JIT cast kernels stop finding this runtime next
   RecordingState* expected = &runtime_;
@@ -241,6 +242,9 @@ std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& po
       }
     }
   }
+  // Every other conversion of the job (explicit_casts.h).
+  explicit_casts_ = std::make_unique<ExplicitCastHooks>(runtime_);
+  if (std::string error = explicit_casts_->register_kernels(); !error.empty()) errors.push_back(std::move(error));
   return errors;
 }
 

@@ -1,5 +1,6 @@
 // Registers castscope's autocast kernel on the autocast dispatch keys for
-// every op a policy names, overriding the native wrappers; destroying the
+// every op a policy names, overriding the native wrappers, and the kernels
+// that record every other conversion (explicit_casts.h); destroying the
 // registry restores them.
 #pragma once
 
@@ -10,6 +11,7 @@
 
 #include "agent/src/context/op_context.h"
 #include "agent/src/context/recording_state.h"
+#include "agent/src/dispatch/explicit_casts.h"
 #include "agent/src/dispatch/native_cast_order.h"
 #include "agent/src/policy/policy.h"
 #include "agent/src/record/cast_record.h"
@@ -57,6 +59,7 @@ class DispatchRegistry {
   RecordingState& runtime_;
   std::vector<std::unique_ptr<torch::Library>> libraries_;
   std::vector<std::unique_ptr<c10::RegistrationHandleRAII>> unboxed_;
+  std::unique_ptr<ExplicitCastHooks> explicit_casts_;  // every conversion autocast's kernels do not make
   size_t registered_ = 0;
   size_t registered_unboxed_ = 0;
   NativeCastOrder cast_order_;

@@ -45,7 +45,8 @@ class CpuAutocast {
 
 struct Drained {
   std::vector<Record> ops;
-  std::vector<Record> casts;
+  std::vector<Record> casts;        // autocast's decisions
+  std::vector<Record> conversions;  // every other conversion (explicit_casts.h): the tests' own .to() among them
 };
 
 // The ops and casts recorded, in the ring's order except that an op's casts
@@ -56,7 +57,7 @@ Drained drain(RecordingState& runtime) {
   Drained out;
   runtime.events.drain([&](const Record& r) {
     if (r.kind == RecordKind::kOp) out.ops.push_back(r);
-    if (r.kind == RecordKind::kCast) out.casts.push_back(r);
+    if (r.kind == RecordKind::kCast) (r.cast.maker == CastMaker::kAutocast ? out.casts : out.conversions).push_back(r);
   });
   for (auto first = out.casts.begin(); first != out.casts.end();) {
     const auto other_op = [&](const Record& r) { return r.cast.op_seq != first->cast.op_seq; };

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "agent/src/dispatch/cast_without_dispatch.h"
+#include "agent/src/dispatch/explicit_casts.h"
 #include "agent/src/dispatch/kernel_parts.h"
 #include "agent/src/numerics/numerics_windows.h"
 #include "agent/src/observers/op_probe.h"
@@ -238,14 +239,19 @@ class KernelCore {
     const LaunchScope launches(facts.seq != 0 && gpu_correlates(device_.kind == DeviceKind::kCuda),
                                facts.seq | kCastLaunchBit);
     at::Tensor result;
-    if (direct && facts.role != Role::kWeight && t.scalar_type() != target &&
-        at::autocast::is_eligible(t, device_.device) && plain_tensor(t)) {
-      result = cast_without_dispatch(t, target);
-      facts.direct = true;
-    } else {
-      result = at::autocast::cached_cast(target, t, device_.device);
+    {
+      const ConversionScope inside(thread);  // its _to_copy is this cast, not an explicit one
+      if (direct && facts.role != Role::kWeight && t.scalar_type() != target &&
+          at::autocast::is_eligible(t, device_.device) && plain_tensor(t)) {
+        result = cast_without_dispatch(t, target);
+        facts.direct = true;
+      } else {
+        result = at::autocast::cached_cast(target, t, device_.device);
+      }
     }
     facts.cast = result.unsafeGetTensorImpl() != t.unsafeGetTensorImpl();
+    // Autograd recorded it: its gradient's conversion back is autocast's (explicit_casts.h).
+    if (facts.cast && facts.role != Role::kInput && op_record != nullptr) note_autocast_cast(thread, result);
     // Whether cached_cast consulted its cache: only for a leaf that needs grad
     // (a weight's role), under a condition the cast does not change. A cast
     // the observer saw the cache return for this source before was the

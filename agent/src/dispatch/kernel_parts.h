@@ -89,6 +89,7 @@ void fill_cast_record(Record& r, EventLog& log, uint32_t op_id, uint32_t thread,
   r.cast.phase = context.phase;
   r.cast.location = context.location;
   r.cast.cache = CacheOutcome::kNotCacheable;
+  r.cast.maker = CastMaker::kAutocast;
 }
 
 

@@ -159,7 +159,7 @@ Record cast_record() {
             .outcome = CastOutcome::kDtypeArgSet,
             .ndim = kMaxShapeDims + 3,  // truncated
             .role = Role::kActivation, .cache = CacheOutcome::kStaleHit, .mode = ExecutionMode::kTraced,
-            .phase = Phase::kBackward, .round_trip = true};
+            .phase = Phase::kBackward, .round_trip = true, .maker = CastMaker::kExplicit};
   return r;
 }
 
@@ -268,7 +268,7 @@ v1::Event expected_cast() {
        .bytes = 4096, .device_type = v1::DEVICE_TYPE_CUDA, .op_seq = 100, .role = v1::ROLE_ACTIVATION,
        .cache = v1::CACHE_OUTCOME_STALE_HIT, .source_version = 19, .cached_version = 17,
        .mode = v1::EXECUTION_MODE_TRACED, .phase = v1::PHASE_BACKWARD, .op_id = 1, .arg_name_id = 2,
-       .location_id = kLocationId, .round_trip = true});
+       .location_id = kLocationId, .round_trip = true, .maker = v1::CAST_MAKER_EXPLICIT});
   return event;
 }
 
@@ -297,7 +297,7 @@ v1::Event expected_cast_counts() {
        .device_type = v1::DEVICE_TYPE_CUDA, .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_BFLOAT16,
        .outcome = v1::CAST_OUTCOME_DTYPE_ARG_SET, .role = v1::ROLE_ACTIVATION, .cache = v1::CACHE_OUTCOME_STALE_HIT,
        .mode = v1::EXECUTION_MODE_TRACED, .phase = v1::PHASE_BACKWARD, .count = 6, .bytes = 24576, .iteration = 3,
-       .max_version_gap = 5, .round_trips = 2});
+       .max_version_gap = 5, .round_trips = 2, .maker = v1::CAST_MAKER_EXPLICIT});
   return event;
 }
 

@@ -151,6 +151,7 @@ void cast_fields(const Record& r, const RecordNames& names, V& v) {
   v.name(F::kArgNameId, F::kArgName, names.arg_name_id, names.arg_name);
   v.location(F::kLocationId, F::kLocation, names.location_id, *names.location);
   v.field(F::kRoundTrip, c.round_trip);
+  v.field(F::kMaker, c.maker);
 }
 
 template <typename V>
@@ -213,6 +214,7 @@ void cast_counts_fields(const Record& r, const RecordNames& names, V& v) {
   v.field(F::kBytes, c.sum);
   v.field(F::kIteration, c.iteration);
   v.field(F::kMaxVersionGap, c.max_version_gap);
+  v.field(F::kMaker, c.key.maker);
   v.field(F::kRoundTrips, c.extra);
 }
 

@@ -147,7 +147,7 @@ TEST(RecordEnums, SpelledFromTheValueNamesAndAByteWide) {
   static_assert(static_cast<int>(v1::enums::CastPolicy::kFp32SetOptDtype) == v1::CAST_POLICY_FP32_SET_OPT_DTYPE);
   static_assert(static_cast<int>(v1::enums::SourceLocation_Kind::kTorchscript) == v1::SourceLocation::KIND_TORCHSCRIPT);
   static_assert(sizeof(DType) == 1 && sizeof(v1::enums::CacheSample_Trigger) == 1);
-  static_assert(v1::enums::DType_MAX == DType::kOther && v1::enums::DType_MIN == DType::kUnspecified);
+  static_assert(v1::enums::DType_MAX == DType::kFloat8E8M0Fnu && v1::enums::DType_MIN == DType::kUnspecified);
   EXPECT_EQ(v1::enums::proto_name(DType::kUint8), "DTYPE_UINT8");
   EXPECT_EQ(v1::enums::proto_name(static_cast<DType>(200)), "");
 }

@@ -30,7 +30,9 @@ constexpr NamedValue<GemmCompute> kComputeTypes[] = {
 }  // namespace
 
 DType cuda_data_type(std::string_view name) {
-  if (name.starts_with("R_8F_")) return DType::kFloat8;  // E4M3, E5M2 and the rest
+  if (name == "R_8F_E4M3") return DType::kFloat8E4M3Fn;
+  if (name == "R_8F_E5M2") return DType::kFloat8E5M2;
+  if (name.starts_with("R_8F_")) return DType::kFloat8;  // the rest (UE8M0, ...)
   return value_named(kCudaDataTypes, name).value_or(name.empty() ? DType::kUnspecified : DType::kOther);
 }
 

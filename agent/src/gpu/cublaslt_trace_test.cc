@@ -44,7 +44,9 @@ TEST(CublasLtTrace, NamesTypesItDoesNotKnowAsOther) {
   EXPECT_EQ(cublas_compute_type("COMPUTE_32F_PEDANTIC"), GemmCompute::kOther);
   EXPECT_EQ(cublas_compute_type("COMPUTE_16F"), GemmCompute::k16F);
   EXPECT_EQ(cublas_compute_type("COMPUTE_32F_FAST_16BF"), GemmCompute::k32FFast16Bf);
-  EXPECT_EQ(cuda_data_type("R_8F_E4M3"), DType::kFloat8);
+  EXPECT_EQ(cuda_data_type("R_8F_E4M3"), DType::kFloat8E4M3Fn);
+  EXPECT_EQ(cuda_data_type("R_8F_E5M2"), DType::kFloat8E5M2);
+  EXPECT_EQ(cuda_data_type("R_8F_UE8M0"), DType::kFloat8);
   EXPECT_EQ(cuda_data_type("R_4F_E2M1"), DType::kOther);
   EXPECT_EQ(cuda_data_type("C_32F"), DType::kComplex64);
   EXPECT_EQ(cuda_data_type(""), DType::kUnspecified);

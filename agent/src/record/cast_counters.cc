@@ -77,6 +77,7 @@ CounterKey counter_key(const Record& record) {
     key.location = cast.location;
     key.mode = cast.mode;
     key.phase = cast.phase;
+    key.maker = cast.maker;
     set_cast_part(key, cast);
   } else {
     const OpFields& op = record.op;
@@ -95,7 +96,7 @@ CounterKey counter_key(const CounterKey& op_key, const CastCount& cast) {
   CounterKey key = op_key;
   key.kind = RecordKind::kCast;
   set_cast_part(key, cast);
-  key.autocast_enabled = 0;  // an op's only
+  key.maker = CastMaker::kAutocast;  // an op group's casts are its autocast kernel's (and autocast_enabled, an op's only, shares the byte)
   key.probe = ProbeReason{};
   return key;
 }

@@ -29,6 +29,7 @@ Record cast(uint32_t op, uint32_t location, uint16_t arg, CacheOutcome cache, ui
   r.cast.src = DType::kFloat32;
   r.cast.dst = DType::kBfloat16;
   r.cast.outcome = CastOutcome::kCast;
+  r.cast.maker = CastMaker::kAutocast;
   r.cast.role = Role::kWeight;
   r.cast.cache = cache;
   r.cast.bytes = bytes;

@@ -28,6 +28,7 @@ using GpuActivity = v1::enums::GpuActivity;
 using LaunchedBy = v1::enums::LaunchedBy;
 using GemmCompute = v1::enums::GemmCompute;  // cuBLASLt's compute type of a matmul
 using NumericsKind = v1::enums::NumericsSummary_Kind;
+using CastMaker = v1::enums::CastMaker;
 
 // The agent's own policy, no wire value: castscope leaves the native kernel in
 // place, so no record carries it. Far above the schema's values so that a
@@ -77,6 +78,7 @@ struct CastFields {
   ExecutionMode mode;
   Phase phase;
   bool round_trip;
+  CastMaker maker;
 };
 
 struct OpFields {
@@ -126,7 +128,7 @@ struct KernelFields {
 };
 
 // What makes two events one counter in aggregate mode: every field a report
-// groups sites by. Casts use all of it; ops leave arg_index, outcome, role
+// groups sites by. Casts use all of it but probe; ops leave arg_index, outcome, role
 // and cache at 0 and keep their output dtype in `src` and the region's
 // lower-precision dtype in `dst`. No implicit padding, so keys compare
 // bytewise.
@@ -145,8 +147,11 @@ struct CounterKey {
   CastOutcome outcome;
   Role role;
   CacheOutcome cache;
-  uint8_t autocast_enabled;  // ops: OpFields::autocast_enabled
-  ProbeReason probe;         // ops
+  union {
+    uint8_t autocast_enabled;  // ops: OpFields::autocast_enabled
+    CastMaker maker;           // casts: CastFields::maker
+  };
+  ProbeReason probe;  // ops
 };
 static_assert(sizeof(CounterKey) == 28, "CounterKey must have no padding: keys compare bytewise");
 

@@ -34,6 +34,13 @@ struct ThreadBlock {
   int trace_recording_depth = 0;
   // dispatch: records built now are a compile-time duplicate's, not logged.
   bool unlogged = false;
+  // dispatch/explicit_casts.h: a conversion castscope records (one of
+  // autocast's casts, or an explicit one) is being made: the _to_copy and
+  // copy_ calls inside it are its own, not conversions of their own.
+  bool making_conversion = false;
+  // dispatch/explicit_casts.h: the grad_fn of the last autocast cast noted.
+  const void* last_autocast_node = nullptr;
+  uint64_t last_autocast_node_seq = 0;
   // context/cast_cache_watch.h: the casts this thread saw the cast cache
   // return. Made at the thread's first cacheable cast the memo did not know,
   // freed at thread exit by an owner touched only then; `cast_memo_gone`

@@ -50,7 +50,12 @@ GemmWords gemm_words(v1::GemmCompute compute, v1::DType a_type) {
     case v1::DTYPE_FLOAT16: a = "fp16"; break;
     case v1::DTYPE_BFLOAT16: a = "bf16"; break;
     case v1::DTYPE_FLOAT64: a = "fp64"; break;
-    case v1::DTYPE_FLOAT8: a = "fp8"; break;
+    case v1::DTYPE_FLOAT8:
+    case v1::DTYPE_FLOAT8_E4M3FN:
+    case v1::DTYPE_FLOAT8_E5M2:
+    case v1::DTYPE_FLOAT8_E4M3FNUZ:
+    case v1::DTYPE_FLOAT8_E5M2FNUZ:
+    case v1::DTYPE_FLOAT8_E8M0FNU: a = "fp8"; break;
     case v1::DTYPE_INT8:
     case v1::DTYPE_UINT8: a = "int8"; break;
     default: break;

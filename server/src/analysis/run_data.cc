@@ -46,8 +46,9 @@ int64_t site_codes(int64_t codes) {
   const int64_t cache_and_after = ~((int64_t{1} << (kCastCache * kCodeBits)) - 1);
   const int64_t mode_bits = int64_t{kCodeLimit - 1} << (kCastMode * kCodeBits);
   const int64_t phase_bits = int64_t{kCodeLimit - 1} << (kCastPhase * kCodeBits);
+  const auto maker_bits = static_cast<int64_t>(kCastMakerField.mask() << kCastMakerField.shift);
   const bool compiling = CastCodes{codes}.mode() == v1::EXECUTION_MODE_COMPILING;
-  return codes & (~cache_and_after | mode_bits | (compiling ? phase_bits : 0));
+  return codes & (~cache_and_after | mode_bits | maker_bits | (compiling ? phase_bits : 0));
 }
 
 // Whether autocast was on for an op: for its device, or for any device when
@@ -112,8 +113,12 @@ class RunDataLoader {
     for (auto& [key, row] : gpu_sites_) out_.gpu_sites.push_back(std::move(row));
     for (auto& [key, row] : gemm_exact_) out_.gemm_exact.push_back(std::move(row));
     for (auto& [key, row] : gemm_kernels_) (key.launched ? out_.gemm_kernels : out_.gemm_unattributed).push_back(row.row);
-    for (auto& [key, row] : sites_)
-      (row.mode == v1::EXECUTION_MODE_COMPILING ? out_.compile_decisions : out_.sites).push_back(std::move(row));
+    for (auto& [key, row] : sites_) {
+      auto& rows = row.mode == v1::EXECUTION_MODE_COMPILING ? out_.compile_decisions
+                   : autocast_decision(row.maker)           ? out_.sites
+                                                            : out_.conversions;
+      rows.push_back(std::move(row));
+    }
     for (auto& [key, row] : ops_) out_.ops.push_back(std::move(row));
     for (auto& [key, row] : backward_) out_.backward_ops.push_back(std::move(row));
     for (auto& [key, row] : probes_) out_.probe_ops.push_back(std::move(row));
@@ -284,6 +289,7 @@ class RunDataLoader {
         row.device = CastCodes{codes}.device_type();
         row.role = CastCodes{codes}.role();
         row.mode = CastCodes{codes}.mode();
+        row.maker = CastCodes{codes}.maker();
         row.first_seq = seq_of_row(cast.row_id);
       }
       row.count += count;

@@ -35,6 +35,13 @@ struct SiteRef {
   auto key() const { return std::tie(file, line, op, arg); }
 };
 
+// Whether a cast row is one of autocast's decisions (its kernel's, the
+// compiled graphs' and the callable overlays'; every row of a store before
+// makers), not a conversion made elsewhere (CastEvent.maker).
+inline bool autocast_decision(v1::CastMaker maker) {
+  return maker == v1::CAST_MAKER_UNSPECIFIED || maker == v1::CAST_MAKER_AUTOCAST;
+}
+
 // Every cast decision of one kind at one site.
 struct SiteRow {
   SiteRef site;
@@ -45,6 +52,7 @@ struct SiteRow {
   v1::DType dst = v1::DTYPE_UNSPECIFIED;
   v1::CastOutcome outcome = v1::CAST_OUTCOME_UNSPECIFIED;
   v1::DeviceType device = v1::DEVICE_TYPE_UNSPECIFIED;
+  v1::CastMaker maker = v1::CAST_MAKER_UNSPECIFIED;  // UNSPECIFIED (a store before makers) or AUTOCAST: autocast's decisions
   uint64_t count = 0;
   uint64_t bytes = 0;         // outcome CAST: every decision's source bytes, converted or served from the cache
   uint64_t served_bytes = 0;  // of those, served by the cast cache (hits and stale hits): nothing converted
@@ -201,7 +209,11 @@ struct RunData {
   uint64_t first_seen_unix_ns = 0, last_seen_unix_ns = 0;
   std::vector<AgentRow> agents;
   bool aggregate = false;  // some agent ran in aggregate mode: findings that need event order are not available
-  std::vector<SiteRow> sites;  // run-time cast decisions: every mode but COMPILING
+  std::vector<SiteRow> sites;  // autocast's run-time cast decisions: every mode but COMPILING
+  // Every other conversion (explicit casts, autograd's gradient conversions;
+  // CastEvent.maker), kept apart so that autocast's findings read autocast's
+  // decisions alone; one row per site, maker, dtypes, role and mode.
+  std::vector<SiteRow> conversions;
   std::vector<OpRow> ops;      // autocast ops run: neither COMPILING nor COMPILED records
   // torch.compile (docs/events.md): the decisions autocast made while a graph
   // was traced (COMPILING casts, FakeTensor arguments, nothing converted),

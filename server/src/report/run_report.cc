@@ -8,6 +8,7 @@
 #include "common/version/castscope_version.h"
 #include "server/src/analysis/aggregate_findings.h"
 #include "server/src/analysis/analyzers.h"
+#include "server/src/analysis/conversion_makers.h"
 #include "server/src/analysis/run_data.h"
 
 namespace castscope::collector {
@@ -213,6 +214,28 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
                      {"bytes_served_from_cache", row.served_bytes}, {"cache_hits", row.hits},
                      {"stale_hits", row.stale_hits}, {"backward", row.backward}});
   }
+  // Every other conversion (explicit casts, autograd's): each converted
+  // (no cache serves them), counted beside autocast's, by maker.
+  std::map<std::string, uint64_t> by_maker;
+  for (const auto& row : run.sites)
+    if (row.outcome == v1::CAST_OUTCOME_CAST && row.count > row.hits + row.stale_hits)
+      by_maker[maker_label(row.maker, row.site.file)] += row.count - row.hits - row.stale_hits;
+  json conversion_rows = json::array();
+  for (const auto& row : run.conversions) {
+    casts += row.count;
+    conversions += row.count;
+    bytes += row.bytes;
+    devices.insert(device_name(row.device));
+    const std::string maker = maker_label(row.maker, row.site.file);
+    by_maker[maker] += row.count;
+    by_role[role_name(row.role)] += row.count;
+    by_pair[dtype_name(row.src) + "->" + dtype_name(row.dst)] += row.count;
+    by_mode[mode_name(row.mode)] += row.count;
+    conversion_rows.push_back({{"site", site_json(row.site)}, {"maker", maker}, {"mode", mode_name(row.mode)},
+                               {"role", role_name(row.role)}, {"src_dtype", dtype_name(row.src)},
+                               {"dst_dtype", dtype_name(row.dst)}, {"count", row.count}, {"bytes", row.bytes},
+                               {"backward", row.backward}});
+  }
   json op_rows = json::array();
   for (const auto& row : run.ops) {
     ops += row.calls;
@@ -238,6 +261,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
          {"totals",
           {{"casts", casts},
            {"conversions", conversions},
+           {"conversions_by_maker", by_maker},
            {"ops", ops},
            {"op_errors", op_errors},
            {"bytes_cast", bytes},
@@ -253,6 +277,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
              {"bytes_served", served_bytes}, {"max_live_casts", run.max_live_casts},
              {"max_live_bytes", run.max_live_bytes}}}}},
          {"sites", sites},
+         {"conversions", conversion_rows},
          {"ops", op_rows},
          {"gpu", gpu_json(run)},
          {"findings", findings}};

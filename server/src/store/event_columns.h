@@ -80,7 +80,12 @@ inline constexpr PackedField kCastCodeFields[] = {
     code_field("policy", kCastPolicy),   code_field("src_dtype", kCastSrcDtype), code_field("dst_dtype", kCastDstDtype),
     code_field("outcome", kCastOutcome), code_field("device_type", kCastDeviceType), code_field("role", kCastRole),
     code_field("cache", kCastCache),     code_field("mode", kCastMode),          code_field("phase", kCastPhase),
-    {"shape_truncated", kCastFlags * kCodeBits, 1}, {"round_trip", kCastFlags * kCodeBits + 1, 1}};
+    {"shape_truncated", kCastFlags * kCodeBits, 1}, {"round_trip", kCastFlags * kCodeBits + 1, 1},
+    {"maker", (kCastFlags + 1) * kCodeBits, 3}};
+// The maker sits above the flags, in the last three bits below the sign (since
+// schema 18; an older row reads 0, CAST_MAKER_UNSPECIFIED: autocast's).
+inline constexpr PackedField kCastMakerField = kCastCodeFields[std::size(kCastCodeFields) - 1];
+static_assert(kCastMakerField.shift + kCastMakerField.bits == 63 && v1::CastMaker_MAX <= kCastMakerField.mask());
 
 // A cast's key: every field but the flags (CastEvent and CastCounts name them alike).
 template <typename CastOrCounts>
@@ -88,7 +93,7 @@ uint64_t pack_cast_key(const CastOrCounts& c) {
   return pack_code(kCastPolicy, c.policy()) | pack_code(kCastSrcDtype, c.src_dtype()) |
          pack_code(kCastDstDtype, c.dst_dtype()) | pack_code(kCastOutcome, c.outcome()) |
          pack_code(kCastDeviceType, c.device_type()) | pack_code(kCastRole, c.role()) | pack_code(kCastCache, c.cache()) |
-         pack_code(kCastMode, c.mode()) | pack_code(kCastPhase, c.phase());
+         pack_code(kCastMode, c.mode()) | pack_code(kCastPhase, c.phase()) | kCastMakerField.pack(c.maker());
 }
 
 inline int64_t pack_cast_codes(const castscope::v1::CastEvent& c) {
@@ -217,6 +222,7 @@ struct CastCodes {  // casts.codes, cast_counts.codes (no flags)
   v1::Phase phase() const { return static_cast<v1::Phase>(code_at(packed, kCastPhase)); }
   bool shape_truncated() const { return (code_at(packed, kCastFlags) & kCastFlagShapeTruncated) != 0; }
   bool round_trip() const { return (code_at(packed, kCastFlags) & kCastFlagRoundTrip) != 0; }
+  v1::CastMaker maker() const { return static_cast<v1::CastMaker>(kCastMakerField.unpack(packed)); }
 };
 
 struct OpCodes {  // ops.codes, op_counts.codes (outcome OK)
@@ -250,6 +256,7 @@ inline void unpack_cast_codes(int64_t packed, castscope::v1::CastEvent& c) {
   c.set_phase(codes.phase());
   c.set_shape_truncated(codes.shape_truncated());
   c.set_round_trip(codes.round_trip());
+  c.set_maker(codes.maker());
 }
 
 inline void unpack_op_codes(int64_t packed, castscope::v1::OpEvent& o) {

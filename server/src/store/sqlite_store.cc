@@ -93,6 +93,8 @@ Status renumber_tile_levels(sqlite3* db) {
 const std::string kLocationsTableSql = schema::kLocations.create_sql();
 // Version 8's op_rows view reads ops.gemm: the view is made again after the column.
 const std::string kOpRowsViewSql = schema::op_rows_view_sql();
+// Version 18's cast_rows view unpacks casts.codes' maker: made again.
+const std::string kCastRowsViewSql = schema::cast_rows_view_sql();
 // Version 13's counter tables (aggregate mode), as a new store's.
 const std::string kCountTablesSql = schema::kCastCounts.create_sql() + schema::kOpCounts.create_sql();
 // Version 14's shipping tables (docs/fleet.md), as a new store's.
@@ -146,9 +148,13 @@ const Migration kMigrations[] = {
     {16, "SELECT 1", [](sqlite3* db) -> Status {
        return run_sql(db, kEventSegmentsTableSql, "cannot create the event_segments table");
      }},
+    // Older casts were all autocast's: their maker bits are 0 (CAST_MAKER_UNSPECIFIED), nothing to rewrite.
+    {17, "DROP VIEW cast_rows", [](sqlite3* db) -> Status {
+       return run_sql(db, kCastRowsViewSql, "cannot create the cast_rows view");
+     }},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 16;
+constexpr int kNewestMigrationFrom = 17;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version

@@ -64,9 +64,10 @@ std::string Table::create_sql() const {
 std::string create_schema_sql() {
   std::string sql;
   for (const Table* table : kTables) sql += table->create_sql();
-  return sql + unpacked_view_sql("cast_rows", kCasts) + op_rows_view_sql();
+  return sql + cast_rows_view_sql() + op_rows_view_sql();
 }
 
+std::string cast_rows_view_sql() { return unpacked_view_sql("cast_rows", kCasts); }
 std::string op_rows_view_sql() { return unpacked_view_sql("op_rows", kOps); }
 
 namespace detail {

@@ -443,7 +443,9 @@ inline constexpr const Table* kTables[] = {&kRuns,         &kAgents,  &kBatches,
 
 // The whole schema of a new store: every table, then the views.
 std::string create_schema_sql();
-// The op_rows view alone (a migration that changes ops drops and re-creates it).
+// The cast_rows and op_rows views alone (a migration that changes a table's
+// packed fields drops and re-creates its view).
+std::string cast_rows_view_sql();
 std::string op_rows_view_sql();
 
 }  // namespace castscope::collector::schema

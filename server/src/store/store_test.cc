@@ -371,8 +371,8 @@ std::string table_sql(const std::string& db, const std::string& table) {
   return out;
 }
 
-TEST(SqliteStore, UpgradesVersion4To16StoresToTheDeclaredSchema) {
-  static_assert(kSchemaVersion == 17, "a new schema version: add its old-file test beside this one");
+TEST(SqliteStore, UpgradesVersion4To17StoresToTheDeclaredSchema) {
+  static_assert(kSchemaVersion == 18, "a new schema version: add its old-file test beside this one");
   const std::string fresh = (temp_dir("fresh") / "store.db").string();
   {
     std::unique_ptr<StoreWriter> writer;
@@ -388,7 +388,7 @@ TEST(SqliteStore, UpgradesVersion4To16StoresToTheDeclaredSchema) {
   // The first batch alone: what an older store holds before its upgrade.
   const std::string first_batch = (temp_dir("first-batch") / "store.db").string();
   ASSERT_TRUE(testing::store_batches(first_batch, {make_batch("run", "agent", 1)}).ok());
-  for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}) {
+  for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}) {
     const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
     make_version_store(db, version);
 
@@ -426,8 +426,8 @@ TEST(SqliteStore, UpgradesVersion4To16StoresToTheDeclaredSchema) {
          {"kernels", "agents", "locations", "timeline_tiles", "ops", "op_rows", "cast_rows", "cache_samples",
           "cast_counts", "op_counts", "ship_rollups", "ship_state", "numerics", "event_segments"})
       EXPECT_EQ(table_columns(db, table), table_columns(fresh, table)) << table;
-    // Its casts keep id as their rowid (event_segments.h); a new store's are SQLite's.
-    EXPECT_EQ(pragma(db, "SELECT pk FROM pragma_table_info('casts') WHERE name = 'id'"), 1);
+    // Its casts keep id as their rowid before 17 (event_segments.h); a new store's are SQLite's.
+    EXPECT_EQ(pragma(db, "SELECT pk FROM pragma_table_info('casts') WHERE name = 'id'"), version < 17 ? 1 : 0);
     EXPECT_EQ(pragma(fresh, "SELECT pk FROM pragma_table_info('casts') WHERE name = 'id'"), 0);
     EXPECT_EQ(table_sql(db, "locations"), table_sql(fresh, "locations"));  // the new UNIQUE constraint too
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM ops WHERE gemm <> 0"), 0);  // older ops had no description

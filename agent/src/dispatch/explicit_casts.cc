@@ -1,0 +1,206 @@
+#include "agent/src/dispatch/explicit_casts.h"
+
+#include <ATen/ops/_to_copy_compositeexplicitautograd_dispatch.h>
+#include <ATen/ops/copy_compositeexplicitautograd_dispatch.h>
+#include <torch/csrc/autograd/node.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <mutex>
+#include <unordered_set>
+#include <utility>
+
+#include "agent/src/context/op_context.h"
+#include "agent/src/context/recording_state.h"
+#include "agent/src/dispatch/dispatch.h"
+#include "agent/src/gpu/launch_scope.h"
+
+namespace castscope {
+namespace {
+
+std::atomic<RecordingState*> g_runtime{nullptr};
+uint32_t g_to_copy_op = 0;
+uint32_t g_copy_op = 0;
+
+// A grad_fn, named so that a freed node's address reused by a later one does
+// not match: its sequence number differs.
+struct NodeKey {
+  const void* node;
+  uint64_t sequence_nr;
+  bool operator==(const NodeKey&) const = default;
+};
+struct NodeKeyHash {
+  size_t operator()(const NodeKey& k) const { return std::hash<const void*>()(k.node) ^ (k.sequence_nr * 0x9e3779b97f4a7c15ull); }
+};
+
+// Autocast's casts that autograd recorded, the latest two generations of
+// kGeneration each: a graph is usually run backward within one step, and one
+// that never is (evaluation under grad mode) ages out instead of growing the
+// set. A backward conversion older than that reads as BACKWARD.
+class AutocastCastNodes {
+ public:
+  static constexpr size_t kGeneration = size_t{1} << 16;
+  void add(NodeKey key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (current_.size() >= kGeneration) previous_ = std::exchange(current_, {});
+    current_.insert(key);
+  }
+  bool contains(NodeKey key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return current_.contains(key) || previous_.contains(key);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_set<NodeKey, NodeKeyHash> current_, previous_;
+};
+
+AutocastCastNodes& autocast_cast_nodes() {
+  static auto* nodes = new AutocastCastNodes;  // never destroyed: kernels may run during exit
+  return *nodes;
+}
+
+// What a conversion's source is for. In the backward autograd converts
+// gradients (ToCopyBackward0, and an input's gradient to its dtype).
+Role conversion_role(const at::Tensor& source, Phase phase) {
+  if (phase == Phase::kBackward) return Role::kGradient;
+  if (!source.requires_grad()) return Role::kInput;
+  return source.is_leaf() ? Role::kWeight : Role::kActivation;
+}
+
+// In the backward: a gradient conversion of one of autocast's casts (the
+// node running is the cast's ToCopyBackward0), else autograd's own.
+CastMaker backward_maker() {
+  const c10::intrusive_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
+  if (node && autocast_cast_nodes().contains(NodeKey{node.get(), node->sequence_nr()}))
+    return CastMaker::kAutocastBackward;
+  return CastMaker::kBackward;
+}
+
+// Whether a conversion made now is recorded: castscope attached and
+// recording, and not one castscope's autocast kernel or an enclosing
+// conversion makes (those record themselves).
+bool records_conversion(ThreadBlock& thread) {
+  return g_record_events.load(std::memory_order_relaxed) && !thread.making_conversion && !thread.unlogged &&
+         g_runtime.load(std::memory_order_relaxed) != nullptr;
+}
+
+// The record of a conversion of `source` to `target` about to be made.
+// False when it records nothing (compile-time tracing, or describing failed: counted).
+bool describe_conversion(Record& r, RecordingState& runtime, ThreadBlock& thread, const at::Tensor& source,
+                         c10::ScalarType target, uint32_t op_id, uint16_t arg_index, DeviceKind device) noexcept {
+  try {
+    const OpContext context = current_op_context(runtime.locations, thread_dispatch_keys(), thread);
+    if (context.mode == ExecutionMode::kCompiling) return false;  // fake tensors: nothing converted
+    r = new_cast_record(runtime.events, op_id, runtime.events.thread_id(thread), CastPolicy::kUnspecified, device,
+                        context);
+    CastFields& cast = r.cast;
+    cast.arg_index = arg_index;
+    cast.src = to_dtype(source.scalar_type());
+    cast.dst = to_dtype(target);
+    cast.outcome = CastOutcome::kCast;
+    cast.role = conversion_role(source, context.phase);
+    cast.maker = context.phase == Phase::kBackward ? backward_maker() : CastMaker::kExplicit;
+    const c10::TensorImpl* impl = source.unsafeGetTensorImpl();
+    if (!impl->has_symbolic_sizes_strides()) {
+      const auto sizes = impl->sizes();
+      cast.ndim = static_cast<uint8_t>(sizes.size() > 255 ? 255 : sizes.size());
+      for (size_t d = 0; d < sizes.size() && d < static_cast<size_t>(kMaxShapeDims); ++d) cast.shape[d] = sizes[d];
+      cast.bytes = static_cast<uint64_t>(impl->numel()) * source.element_size();
+    }
+    return true;
+  } catch (...) {
+    runtime.events.count_internal_error();
+    return false;
+  }
+}
+
+// `make()` converts `source` to `target`; recorded around it when it records.
+template <class Make>
+auto converted(const at::Tensor& source, c10::ScalarType target, uint32_t op_id, uint16_t arg_index, DeviceKind device,
+               Make&& make) -> decltype(make()) {
+  ThreadBlock& thread = this_thread_block();
+  if (!records_conversion(thread)) return make();
+  RecordingState& runtime = *g_runtime.load(std::memory_order_relaxed);
+  Record r;
+  if (!describe_conversion(r, runtime, thread, source, target, op_id, arg_index, device)) {
+    const ConversionScope inside(thread);
+    return make();
+  }
+  const ConversionScope inside(thread);
+  // Its GPU kernels carry the cast's seq (CUPTI timing, agent/src/gpu).
+  const LaunchScope launches(gpu_correlates(device == DeviceKind::kCuda), r.seq | kCastLaunchBit);
+  auto&& result = make();
+  runtime.events.record(r, thread);
+  return std::forward<decltype(result)>(result);
+}
+
+template <DeviceKind kDevice>
+at::Tensor to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                   std::optional<at::Device> device, std::optional<bool> pin_memory, bool non_blocking,
+                   std::optional<at::MemoryFormat> memory_format) {
+  auto make = [&] {
+    return at::compositeexplicitautograd::_to_copy(self, dtype, layout, device, pin_memory, non_blocking,
+                                                   memory_format);
+  };
+  // A wrapped number is a Python scalar that TensorIterator converts to its op's dtype: no tensor of the job.
+  if (!dtype.has_value() || *dtype == self.scalar_type() || self.unsafeGetTensorImpl()->is_wrapped_number()) [[likely]]
+    return make();
+  return converted(self, *dtype, g_to_copy_op, 0, kDevice, make);
+}
+
+template <DeviceKind kDevice>
+at::Tensor& copy(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  auto make = [&]() -> at::Tensor& { return at::compositeexplicitautograd::copy_(self, src, non_blocking); };
+  if (self.scalar_type() == src.scalar_type() || src.unsafeGetTensorImpl()->is_wrapped_number()) [[likely]] return make();
+  return converted(src, self.scalar_type(), g_copy_op, 1, kDevice, make);
+}
+
+}  // namespace
+
+void note_autocast_cast(ThreadBlock& thread, const at::Tensor& cast) {
+  const torch::autograd::Node* node = torch::autograd::impl::grad_fn_unsafe(cast);
+  if (node == nullptr) return;
+  const uint64_t sequence_nr = node->sequence_nr();
+  if (node == thread.last_autocast_node && sequence_nr == thread.last_autocast_node_seq) return;
+  thread.last_autocast_node = node;
+  thread.last_autocast_node_seq = sequence_nr;
+  try {
+    autocast_cast_nodes().add(NodeKey{node, sequence_nr});
+  } catch (...) {
+    // Short of memory: its backward conversion reads as autograd's (BACKWARD); the cast itself is unharmed.
+  }
+}
+
+ExplicitCastHooks::ExplicitCastHooks(RecordingState& runtime) {
+  g_to_copy_op = runtime.events.intern_op("aten::_to_copy");
+  runtime.events.set_arg_names(g_to_copy_op, {"self"});
+  g_copy_op = runtime.events.intern_op("aten::copy_");
+  runtime.events.set_arg_names(g_copy_op, {"self", "src"});
+  g_runtime.store(&runtime, std::memory_order_release);
+}
+
+ExplicitCastHooks::~ExplicitCastHooks() {
+  libraries_.clear();  // unregisters the kernels
+  g_runtime.store(nullptr, std::memory_order_release);
+}
+
+std::string ExplicitCastHooks::register_kernels() {
+  try {
+    auto cpu = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::CPU, __FILE__, __LINE__);
+    cpu->impl("_to_copy", TORCH_FN(to_copy<DeviceKind::kCpu>));
+    cpu->impl("copy_", TORCH_FN(copy<DeviceKind::kCpu>));
+    auto cuda = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::CUDA, __FILE__, __LINE__);
+    cuda->impl("_to_copy", TORCH_FN(to_copy<DeviceKind::kCuda>));
+    cuda->impl("copy_", TORCH_FN(copy<DeviceKind::kCuda>));
+    libraries_.push_back(std::move(cpu));
+    libraries_.push_back(std::move(cuda));
+    return "";
+  } catch (const std::exception& e) {
+    libraries_.clear();
+    return std::string("explicit-cast kernels not registered: ") + e.what();
+  }
+}
+
+}  // namespace castscope
