@@ -1,7 +1,10 @@
 #include "agent/src/dispatch/explicit_casts.h"
 
 #include <ATen/ops/_to_copy_compositeexplicitautograd_dispatch.h>
+#include <ATen/ops/_to_copy_ops.h>
 #include <ATen/ops/copy_compositeexplicitautograd_dispatch.h>
+#include <ATen/ops/copy_ops.h>
+#include <c10/core/InferenceMode.h>
 #include <torch/csrc/autograd/node.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
@@ -81,9 +84,38 @@ CastMaker backward_maker() {
 // Whether a conversion made now is recorded: castscope attached and
 // recording, and not one castscope's autocast kernel or an enclosing
 // conversion makes (those record themselves).
+// Only a conversion that came through its autograd kernel (DispatchedConversion
+// below): one a backend kernel makes inside (TensorIterator's CPU promotion
+// of mixed-dtype inputs, an index op's index conversion) reaches the backend
+// key directly, with autograd's keys excluded by the kernel's own autograd
+// wrapper, as a dispatch mode does not see it either. Under inference mode
+// autograd's kernels never run: every conversion there is recorded.
 bool records_conversion(ThreadBlock& thread) {
   return g_record_events.load(std::memory_order_relaxed) && !thread.making_conversion && !thread.unlogged &&
+         (thread.dispatched_conversion || c10::InferenceMode::is_enabled()) &&
          g_runtime.load(std::memory_order_relaxed) != nullptr;
+}
+
+// Set by the kernels on autograd's keys while the conversion they pass on
+// runs: what the backend kernels above ask.
+struct DispatchedConversion {
+  explicit DispatchedConversion(ThreadBlock& thread) : thread_(thread), previous_(thread.dispatched_conversion) {
+    thread.dispatched_conversion = true;
+  }
+  ~DispatchedConversion() { thread_.dispatched_conversion = previous_; }
+  DispatchedConversion(const DispatchedConversion&) = delete;
+  DispatchedConversion& operator=(const DispatchedConversion&) = delete;
+
+ private:
+  ThreadBlock& thread_;
+  bool previous_;
+};
+
+// The key set that runs autograd's own kernel for the op next: this kernel
+// sits on AutogradCPU / AutogradCUDA, and the Autograd alias kernel
+// (VariableType) fills AutogradOther too.
+c10::DispatchKeySet to_autograd_kernel(c10::DispatchKeySet ks) {
+  return (ks - c10::autograd_dispatch_keyset) | c10::DispatchKeySet(c10::DispatchKey::AutogradOther);
 }
 
 // The record of a conversion of `source` to `target` about to be made.
@@ -157,6 +189,20 @@ at::Tensor& copy(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   return converted(src, self.scalar_type(), g_copy_op, 1, kDevice, make);
 }
 
+at::Tensor to_copy_autograd(c10::DispatchKeySet ks, const at::Tensor& self, std::optional<at::ScalarType> dtype,
+                            std::optional<at::Layout> layout, std::optional<at::Device> device,
+                            std::optional<bool> pin_memory, bool non_blocking,
+                            std::optional<at::MemoryFormat> memory_format) {
+  const DispatchedConversion dispatched(this_thread_block());
+  return at::_ops::_to_copy::redispatch(to_autograd_kernel(ks), self, dtype, layout, device, pin_memory, non_blocking,
+                                        memory_format);
+}
+
+at::Tensor& copy_autograd(c10::DispatchKeySet ks, at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  const DispatchedConversion dispatched(this_thread_block());
+  return at::_ops::copy_::redispatch(to_autograd_kernel(ks), self, src, non_blocking);
+}
+
 }  // namespace
 
 void note_autocast_cast(ThreadBlock& thread, const at::Tensor& cast) {
@@ -194,8 +240,17 @@ std::string ExplicitCastHooks::register_kernels() {
     auto cuda = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::CUDA, __FILE__, __LINE__);
     cuda->impl("_to_copy", TORCH_FN(to_copy<DeviceKind::kCuda>));
     cuda->impl("copy_", TORCH_FN(copy<DeviceKind::kCuda>));
+    // Autograd's keys first in dispatch: they mark the conversions the job
+    // dispatched (records_conversion), then run autograd's kernel.
+    std::vector<std::unique_ptr<torch::Library>> autograd;
+    for (c10::DispatchKey key : {c10::DispatchKey::AutogradCPU, c10::DispatchKey::AutogradCUDA}) {
+      autograd.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__));
+      autograd.back()->impl("_to_copy", TORCH_FN(to_copy_autograd));
+      autograd.back()->impl("copy_", TORCH_FN(copy_autograd));
+    }
     libraries_.push_back(std::move(cpu));
     libraries_.push_back(std::move(cuda));
+    for (auto& library : autograd) libraries_.push_back(std::move(library));
     return "";
   } catch (const std::exception& e) {
     libraries_.clear();

@@ -38,6 +38,8 @@ struct ThreadBlock {
   // autocast's casts, or an explicit one) is being made: the _to_copy and
   // copy_ calls inside it are its own, not conversions of their own.
   bool making_conversion = false;
+  // dispatch/explicit_casts.h: a _to_copy / copy_ dispatched through autograd's keys is running.
+  bool dispatched_conversion = false;
   // dispatch/explicit_casts.h: the grad_fn of the last autocast cast noted.
   const void* last_autocast_node = nullptr;
   uint64_t last_autocast_node_seq = 0;
