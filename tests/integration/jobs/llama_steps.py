@@ -1,6 +1,7 @@
 """transformers' LlamaForCausalLM (2 layers, hidden 128, random weights)
 trained 3 steps under bf16 autocast with AdamW. Prints the losses' bits and,
-with --count, the conversions a TorchDispatchMode saw, as JSON on the last line."""
+with --count, the conversions a TorchDispatchMode saw (in the whole job, the
+model's construction included, and in the 3 steps), as JSON on the last line."""
 import json
 import sys
 
@@ -14,6 +15,9 @@ STEPS = 3
 
 
 def main():
+    whole_job = ConversionCounter() if "--count" in sys.argv else None
+    if whole_job is not None:
+        whole_job.__enter__()
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
@@ -33,10 +37,12 @@ def main():
         losses.append(loss.detach().float().view(torch.int32).item())
     if counter is not None:
         counter.__exit__(None, None, None)
+        whole_job.__exit__(None, None, None)
     out = {"losses": losses, "weights": [int(p.detach().float().view(torch.int32).sum()) for p in model.parameters()][:8]}
     if counter is not None:
-        out["conversions"] = counter.total
-        out["pairs"] = {f"{a}->{b}": n for (a, b), n in sorted(counter.pairs.items(), key=str)}
+        out["step_conversions"] = counter.total
+        out["conversions"] = whole_job.total
+        out["pairs"] = {f"{a}->{b}": n for (a, b), n in sorted(whole_job.pairs.items(), key=str)}
     print(json.dumps(out))
 
 
