@@ -60,23 +60,37 @@
 
 namespace {
 
-using InternFn = unsigned (*)(int kind, const char* file, unsigned line, const char* function, const char* stack);
+using InternFn = unsigned (*)(int kind, const char* file, unsigned line, const char* function, const char* stack,
+                              int library);
 
 using SourceKindFn = int (*)(const char* file);
 
 InternFn g_intern = nullptr;
 SourceKindFn g_source_kind = nullptr;
 bool g_stacks = false;
-enum class CodeKind { kUser, kInternal, kGenerated };
+// kLibrary + a CastMaker value: a maker library's code (castscope_source_kind),
+// skipped as internal code is, and named with the line it reaches.
+enum class CodeKind : int { kUser = 0, kInternal = 1, kGenerated = 2, kLibrary = CASTSCOPE_SOURCE_LIBRARY };
+int library_of(CodeKind kind) {
+  return static_cast<int>(kind) > CASTSCOPE_SOURCE_LIBRARY ? static_cast<int>(kind) - CASTSCOPE_SOURCE_LIBRARY : 0;
+}
+// Whether a frame of this code is passed over on the way to the user's line.
+bool skipped(CodeKind kind) { return kind == CodeKind::kInternal || library_of(kind) != 0; }
 std::unordered_map<PyCodeObject*, CodeKind> g_code_kinds;
+// A user (or generated) frame's instruction, and the innermost maker library
+// passed on the way to it (0: none): the same line reached through torchao
+// and directly are two locations.
 struct CodeSite {
   PyCodeObject* code;
   int lasti;
-  bool operator==(const CodeSite& o) const { return code == o.code && lasti == o.lasti; }
+  int library = 0;
+  bool operator==(const CodeSite& o) const { return code == o.code && lasti == o.lasti && library == o.library; }
   bool operator!=(const CodeSite& o) const { return !(*this == o); }
 };
 struct CodeSiteHash {
-  size_t operator()(const CodeSite& k) const { return std::hash<void*>()(k.code) * 31 + static_cast<size_t>(k.lasti); }
+  size_t operator()(const CodeSite& k) const {
+    return (std::hash<void*>()(k.code) * 31 + static_cast<size_t>(k.lasti)) * 31 + static_cast<size_t>(k.library);
+  }
 };
 std::unordered_map<CodeSite, unsigned, CodeSiteHash> g_sites;
 
@@ -147,10 +161,12 @@ CodeKind code_kind(PyCodeObject* code) {
   auto found = g_code_kinds.find(code);
   if (found != g_code_kinds.end()) return found->second;
   CodeKind kind = CodeKind::kInternal;
-  switch (g_source_kind(utf8(code->co_filename).c_str())) {
+  switch (const int source = g_source_kind(utf8(code->co_filename).c_str()); source) {
     case CASTSCOPE_SOURCE_USER: kind = CodeKind::kUser; break;
     case CASTSCOPE_SOURCE_GENERATED: kind = CodeKind::kGenerated; break;
-    default: break;
+    default:
+      if (source > CASTSCOPE_SOURCE_LIBRARY) kind = static_cast<CodeKind>(source);
+      break;
   }
   Py_INCREF(code);
   g_code_kinds.emplace(code, kind);
@@ -179,15 +195,17 @@ int frame_lasti(_PyInterpreterFrame* frame) {
 // line.
 [[gnu::noinline]] bool known_site(PyThreadState* tstate, ThreadSites& known, unsigned& id) {
   bool innermost = true;
+  int library = 0;
   for (_PyInterpreterFrame* frame = tstate->cframe->current_frame; frame != nullptr; frame = frame->previous) {
     if (_PyFrame_IsIncomplete(frame)) continue;
-    const CodeSite key{frame->f_code, frame_lasti(frame)};
-    const auto kind = known.kinds.find(key.code);
+    const auto kind = known.kinds.find(frame->f_code);
     if (kind == known.kinds.end() || kind->second == CodeKind::kGenerated) return false;
-    if (kind->second == CodeKind::kInternal) {
+    if (skipped(kind->second)) {
       innermost = false;
+      if (library == 0) library = library_of(kind->second);
       continue;
     }
+    const CodeSite key{frame->f_code, frame_lasti(frame), library};
     const auto site = known.sites.find(key);
     if (site == known.sites.end()) return false;
     id = site->second;
@@ -306,7 +324,7 @@ unsigned intern_user_line(PyObject* result) {
   const std::string function = utf8(PyTuple_GetItem(result, 2));
   if (PyErr_Occurred()) PyErr_Clear();
   if (file.empty() || line <= 0) return 0;
-  return g_intern(1, file.c_str(), static_cast<unsigned>(line), function.c_str(), "");
+  return g_intern(1, file.c_str(), static_cast<unsigned>(line), function.c_str(), "", 0);
 }
 
 // A generated-code frame's user line (0: none, skip the frame).
@@ -324,7 +342,7 @@ std::string frame_line(PyFrameObject* frame, PyCodeObject* code) {
   return utf8(code->co_filename) + ":" + std::to_string(PyFrame_GetLineNumber(frame)) + " " + utf8(code->co_qualname);
 }
 
-unsigned resolve(PyFrameObject* user_frame, PyCodeObject* code, PyFrameObject* innermost) {
+unsigned resolve(PyFrameObject* user_frame, PyCodeObject* code, PyFrameObject* innermost, int library) {
   std::string stack;
   if (g_stacks) {
     Py_INCREF(innermost);
@@ -340,7 +358,7 @@ unsigned resolve(PyFrameObject* user_frame, PyCodeObject* code, PyFrameObject* i
   const std::string file = utf8(code->co_filename);
   const std::string function = utf8(code->co_qualname);
   return g_intern(1, file.c_str(), static_cast<unsigned>(PyFrame_GetLineNumber(user_frame)), function.c_str(),
-                  stack.c_str());
+                  stack.c_str(), library);
 }
 
 // castscope_python_location's answer when no known site is found without the GIL (below the entry points).
@@ -421,19 +439,21 @@ unsigned location_with_gil() {
   PyObject *error_type = nullptr, *error_value = nullptr, *error_traceback = nullptr;
   PyErr_Fetch(&error_type, &error_value, &error_traceback);
   unsigned id = 0;
+  int library = 0;  // the innermost maker library passed
   PyFrameObject* innermost = PyThreadState_GetFrame(PyThreadState_Get());
   PyFrameObject* frame = innermost;
   if (frame != nullptr) Py_INCREF(frame);
   while (frame != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);
     const CodeKind kind = known_code_kind(code);
-    if (kind != CodeKind::kInternal) {
-      const CodeSite key{code, g_stacks && kind == CodeKind::kUser ? -1 : PyFrame_GetLasti(frame)};
+    if (skipped(kind) && library == 0) library = library_of(kind);
+    if (!skipped(kind)) {
+      const CodeSite key{code, g_stacks && kind == CodeKind::kUser ? -1 : PyFrame_GetLasti(frame), library};
       auto found = g_stacks && kind == CodeKind::kUser ? g_sites.end() : g_sites.find(key);
       if (found != g_sites.end()) {
         id = found->second;
       } else {
-        id = kind == CodeKind::kGenerated ? generated_frame_line(frame) : resolve(frame, code, innermost);
+        id = kind == CodeKind::kGenerated ? generated_frame_line(frame) : resolve(frame, code, innermost, library);
         if (!g_stacks || kind == CodeKind::kGenerated) {
           Py_INCREF(code);  // keep the key's address ours while cached
           g_sites.emplace(key, id);

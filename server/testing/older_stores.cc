@@ -47,9 +47,9 @@ std::string to_version_15() {
 // What takes a store of version `version` + 1 to `version`.
 std::string step_to(int version) {
   switch (version) {
-    case 17: {  // the cast_rows view without the maker (casts.codes' bits 60-62)
+    case 17: {  // the cast_rows view without the maker (casts.codes' bits 56-62)
       std::string view = schema::cast_rows_view_sql();
-      const std::string maker = ", ((codes >> 60) & 7) AS maker";
+      const std::string maker = ", ((codes >> 56) & 127) AS maker";
       const size_t at = view.find(maker);
       if (at == std::string::npos) return {};
       return "DROP VIEW cast_rows;" + view.erase(at, maker.size());

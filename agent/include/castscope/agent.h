@@ -75,14 +75,27 @@ CASTSCOPE_EXPORT void castscope_agent_set_thread_location_reader(unsigned (*read
  * 3 none. `stack` holds "file:line function" lines, innermost first, or "". */
 CASTSCOPE_EXPORT unsigned castscope_intern_location(int kind, const char* file, unsigned line, const char* function,
                                                     const char* stack);
+/* The same for a Python line reached through a maker library's code:
+ * `library` is its CastMaker value (castscope_source_kind's value less
+ * CASTSCOPE_SOURCE_LIBRARY), 0 for none. The frame reader's. */
+CASTSCOPE_EXPORT unsigned castscope_intern_library_location(int kind, const char* file, unsigned line,
+                                                            const char* function, const char* stack, int library);
 
 /* Whether a Python source file is the user's: the one rule behind every user
  * line castscope reports (the frame reader, TorchScript's traced stacks,
  * torch.compile's calling line, FX stack traces). Files under torch's package
  * (the config's internal_path_prefix) or a directory added below, frozen
  * modules and code with no file are internal; FX-generated code
- * ("<eval_with_key>.N") is a kind of its own. No lock; any thread. */
-enum { CASTSCOPE_SOURCE_USER = 0, CASTSCOPE_SOURCE_INTERNAL = 1, CASTSCOPE_SOURCE_GENERATED = 2 };
+ * ("<eval_with_key>.N") is a kind of its own. A file of a library named as
+ * the maker of its casts (torchao, FSDP, Transformer Engine) is not the
+ * user's either: CASTSCOPE_SOURCE_LIBRARY plus its CastMaker value. No lock;
+ * any thread. */
+enum {
+  CASTSCOPE_SOURCE_USER = 0,
+  CASTSCOPE_SOURCE_INTERNAL = 1,
+  CASTSCOPE_SOURCE_GENERATED = 2,
+  CASTSCOPE_SOURCE_LIBRARY = 16
+};
 CASTSCOPE_EXPORT int castscope_source_kind(const char* file);
 /* Adds a directory (ending in a separator) whose files are never the user's:
  * castscope's Python package, as its code objects name it. */

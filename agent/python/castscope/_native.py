@@ -151,7 +151,7 @@ def _install_location_reader(lib) -> None:
     reader.castscope_python_init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     reader.castscope_python_init.restype = None
     stacks = os.environ.get("CASTSCOPE_STACKS", "0") not in ("", "0")
-    reader.castscope_python_init(ctypes.cast(lib.castscope_intern_location, ctypes.c_void_p),
+    reader.castscope_python_init(ctypes.cast(lib.castscope_intern_library_location, ctypes.c_void_p),
                                  ctypes.cast(lib.castscope_source_kind, ctypes.c_void_p), int(stacks))
     _reader = reader  # keep loaded
     lib.castscope_agent_set_location_reader(ctypes.cast(reader.castscope_python_location, ctypes.c_void_p))

@@ -133,7 +133,11 @@ bool describe_conversion(Record& r, RecordingState& runtime, ThreadBlock& thread
     cast.dst = to_dtype(target);
     cast.outcome = CastOutcome::kCast;
     cast.role = conversion_role(source, context.phase);
-    cast.maker = context.phase == Phase::kBackward ? backward_maker() : CastMaker::kExplicit;
+    // A maker library's code between the conversion and the user's line made it (forward or backward).
+    const CastMaker library = runtime.locations.library_of(context.location);
+    cast.maker = library != CastMaker::kUnspecified ? library
+                 : context.phase == Phase::kBackward ? backward_maker()
+                                                     : CastMaker::kExplicit;
     const c10::TensorImpl* impl = source.unsafeGetTensorImpl();
     if (!impl->has_symbolic_sizes_strides()) {
       const auto sizes = impl->sizes();

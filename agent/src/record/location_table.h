@@ -7,8 +7,10 @@
 // ids per site themselves).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -33,6 +35,10 @@ struct Location {
   // TorchScript only: a JIT-inserted cast shared by several ops is at its
   // first consumer's line; the others' "file:line", newline-separated.
   std::string also_consumed_at = {};
+  // Python: the innermost maker library (user_code.h) between the code that
+  // asked and the user's line; the agent's own (not exported: the casts say
+  // it as their maker). Part of the key.
+  v1::enums::CastMaker library = v1::enums::CastMaker::kUnspecified;
 };
 
 class LocationTable {
@@ -41,8 +47,16 @@ class LocationTable {
   // Id 0 is "no location" (kind NONE).
   uint32_t intern(const Location& location);
   Location get(uint32_t id) const;
+  // A location's library without the lock (per conversion): kUnspecified
+  // for none, and for ids past the first kLibraryIds.
+  v1::enums::CastMaker library_of(uint32_t id) const {
+    return id < kLibraryIds ? static_cast<v1::enums::CastMaker>(libraries_[id].load(std::memory_order_relaxed))
+                            : v1::enums::CastMaker::kUnspecified;
+  }
 
  private:
+  static constexpr size_t kLibraryIds = size_t{1} << 18;
+  std::unique_ptr<std::atomic<uint8_t>[]> libraries_;
   mutable std::mutex mutex_;
   std::deque<Location> locations_;
   std::unordered_map<std::string, uint32_t> ids_;

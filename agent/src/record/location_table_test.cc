@@ -25,6 +25,20 @@ TEST(LocationTable, SameSiteSameIdAndZeroIsNone) {
   EXPECT_EQ(table.get(1u << 30).kind, LocationKind::kNone);  // unknown ids read as "none"
 }
 
+TEST(LocationTable, ALineReachedThroughAMakerLibraryIsALocationOfItsOwn) {
+  LocationTable table;
+  Location direct{LocationKind::kPython, "train.py", 7, "step", ""};
+  Location through = direct;
+  through.library = v1::enums::CastMaker::kTorchao;
+  const uint32_t a = table.intern(direct), b = table.intern(through);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(table.intern(through), b);
+  EXPECT_EQ(table.library_of(a), v1::enums::CastMaker::kUnspecified);
+  EXPECT_EQ(table.library_of(b), v1::enums::CastMaker::kTorchao);
+  EXPECT_EQ(table.library_of(0), v1::enums::CastMaker::kUnspecified);
+  EXPECT_EQ(table.library_of(1u << 30), v1::enums::CastMaker::kUnspecified);
+}
+
 TEST(LocationTable, ConcurrentInterningAgrees) {
   LocationTable table;
   std::vector<uint32_t> ids(4);

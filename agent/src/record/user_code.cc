@@ -26,9 +26,18 @@ void publish() {
 
 }  // namespace
 
+v1::enums::CastMaker maker_library(std::string_view file) {
+  using v1::enums::CastMaker;
+  if (file.find("/torch/distributed/fsdp/") != std::string_view::npos) return CastMaker::kFsdp;
+  if (file.find("/torchao/") != std::string_view::npos) return CastMaker::kTorchao;
+  if (file.find("/transformer_engine/") != std::string_view::npos) return CastMaker::kTransformerEngine;
+  return CastMaker::kUnspecified;
+}
+
 SourceKind source_kind(std::string_view file, std::span<const std::string> internal_dirs) {
   if (file.starts_with("<eval_with_key>")) return SourceKind::kGenerated;
   if (file.empty() || file.starts_with("<frozen")) return SourceKind::kInternal;
+  if (maker_library(file) != v1::enums::CastMaker::kUnspecified) return SourceKind::kInternal;
   for (const std::string& dir : internal_dirs)
     if (!dir.empty() && file.starts_with(dir)) return SourceKind::kInternal;
   return SourceKind::kUser;

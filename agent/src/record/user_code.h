@@ -21,10 +21,20 @@
 #include <string>
 #include <string_view>
 
+#include "castscope/v1/events.enums.h"
+
 namespace castscope {
 
 // Values equal CASTSCOPE_SOURCE_* in agent.h.
 enum class SourceKind : uint8_t { kUser = 0, kInternal = 1, kGenerated = 2 };
+
+// A library that casts below the user's code and is named as the maker of
+// its conversions (CastEvent.maker): torchao (its package directory),
+// Transformer Engine's (transformer_engine/) and torch's FSDP
+// (torch/distributed/fsdp/). Its files are not the user's (source_kind says
+// kInternal: the line is the user's call of it); the frame reader names the
+// innermost one it passes. kUnspecified: none of them.
+v1::enums::CastMaker maker_library(std::string_view file);
 
 // The rule itself. Each of `internal_dirs` ends in a path separator (or is
 // empty, matching nothing).

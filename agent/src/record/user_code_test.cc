@@ -22,6 +22,20 @@ TEST(UserCode, TorchCastscopeFrozenAndFilelessAreNotTheUsers) {
   EXPECT_EQ(source_kind("/venv/torchvision_local/model.py", dirs), SourceKind::kUser);
 }
 
+TEST(UserCode, MakerLibrariesAreNamedAndNotTheUsers) {
+  using v1::enums::CastMaker;
+  const std::vector<std::string> dirs = {"/venv/torch/"};
+  EXPECT_EQ(maker_library("/venv/torchao/float8/float8_linear.py"), CastMaker::kTorchao);
+  EXPECT_EQ(maker_library("/venv/torch/distributed/fsdp/_fully_shard/_fsdp_param.py"), CastMaker::kFsdp);
+  EXPECT_EQ(maker_library("/venv/transformer_engine/pytorch/module/linear.py"), CastMaker::kTransformerEngine);
+  EXPECT_EQ(maker_library("/venv/torch/distributed/distributed_c10d.py"), CastMaker::kUnspecified);
+  EXPECT_EQ(maker_library("/venv/transformers/models/llama/modeling_llama.py"), CastMaker::kUnspecified);
+  EXPECT_EQ(maker_library("/home/me/torchao_experiments.py"), CastMaker::kUnspecified);  // a directory, not a prefix
+  // The line is the user's call of the library: its files are not the user's.
+  EXPECT_EQ(source_kind("/venv/torchao/float8/float8_linear.py", dirs), SourceKind::kInternal);
+  EXPECT_EQ(source_kind("/venv/transformers/models/llama/modeling_llama.py", dirs), SourceKind::kUser);
+}
+
 TEST(UserCode, TheProcessDirectoriesAreTorchsFromStartPlusAdded) {
   set_torch_dir("/venv-a/torch/");
   add_internal_dir("/pkg/castscope/");

@@ -226,7 +226,10 @@ static_assert(CASTSCOPE_SOURCE_USER == static_cast<int>(castscope::SourceKind::k
               CASTSCOPE_SOURCE_GENERATED == static_cast<int>(castscope::SourceKind::kGenerated));
 
 int castscope_source_kind(const char* file) {
-  return static_cast<int>(castscope::source_kind(file != nullptr ? file : ""));
+  const std::string_view path = file != nullptr ? file : "";
+  if (const auto library = castscope::maker_library(path); library != castscope::CastMaker::kUnspecified)
+    return CASTSCOPE_SOURCE_LIBRARY + static_cast<int>(library);
+  return static_cast<int>(castscope::source_kind(path));
 }
 
 void castscope_add_internal_dir(const char* dir) {
@@ -245,6 +248,23 @@ unsigned castscope_intern_location(int kind, const char* file, unsigned line, co
     location.line = line;
     location.function = function != nullptr ? function : "";
     location.stack = stack != nullptr ? stack : "";
+    return castscope::process_recording_state().locations.intern(location);
+  } catch (...) {
+    return 0;
+  }
+}
+
+unsigned castscope_intern_library_location(int kind, const char* file, unsigned line, const char* function,
+                                           const char* stack, int library) {
+  try {
+    castscope::Location location;
+    location.kind = static_cast<castscope::LocationKind>(kind);
+    location.file = file != nullptr ? file : "";
+    location.line = line;
+    location.function = function != nullptr ? function : "";
+    location.stack = stack != nullptr ? stack : "";
+    if (library > 0 && library <= static_cast<int>(castscope::v1::enums::CastMaker_MAX))
+      location.library = static_cast<castscope::CastMaker>(library);
     return castscope::process_recording_state().locations.intern(location);
   } catch (...) {
     return 0;

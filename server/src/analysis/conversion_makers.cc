@@ -20,6 +20,9 @@ std::string maker_label(v1::CastMaker maker, std::string_view file) {
     case v1::CAST_MAKER_AUTOCAST: return "autocast";
     case v1::CAST_MAKER_AUTOCAST_BACKWARD: return "autocast_backward";
     case v1::CAST_MAKER_BACKWARD: return "autograd";
+    case v1::CAST_MAKER_TORCHAO: return "torchao";
+    case v1::CAST_MAKER_FSDP: return "fsdp";
+    case v1::CAST_MAKER_TRANSFORMER_ENGINE: return "transformer_engine";
     case v1::CAST_MAKER_EXPLICIT: {
       std::string library = library_of_file(file);
       return library.empty() ? "user" : library;

@@ -1,8 +1,8 @@
 // Who made a conversion, in the words reports use (totals.conversions_by_maker,
 // the report's conversions): "autocast", "autocast_backward", "autograd" (a
-// backward conversion of anything else), and for an explicit cast whose
-// code asked for it: the library whose file holds its line ("transformers"),
-// else "user".
+// backward conversion of anything else), the maker libraries ("torchao",
+// "fsdp", "transformer_engine"), and for an explicit cast whose code asked
+// for it: the library whose file holds its line ("transformers"), else "user".
 #pragma once
 
 #include <string>

@@ -81,9 +81,9 @@ inline constexpr PackedField kCastCodeFields[] = {
     code_field("outcome", kCastOutcome), code_field("device_type", kCastDeviceType), code_field("role", kCastRole),
     code_field("cache", kCastCache),     code_field("mode", kCastMode),          code_field("phase", kCastPhase),
     {"shape_truncated", kCastFlags * kCodeBits, 1}, {"round_trip", kCastFlags * kCodeBits + 1, 1},
-    {"maker", (kCastFlags + 1) * kCodeBits, 3}};
-// The maker sits above the flags, in the last three bits below the sign (since
-// schema 18; an older row reads 0, CAST_MAKER_UNSPECIFIED: autocast's).
+    {"maker", kCastFlags * kCodeBits + 2, 7}};
+// The maker sits above the two flags, up to the sign bit (since schema 18; an
+// older row reads 0, CAST_MAKER_UNSPECIFIED: autocast's).
 inline constexpr PackedField kCastMakerField = kCastCodeFields[std::size(kCastCodeFields) - 1];
 static_assert(kCastMakerField.shift + kCastMakerField.bits == 63 && v1::CastMaker_MAX <= kCastMakerField.mask());
 

@@ -1,0 +1,121 @@
+// The explicit-cast kernels inside CPU libtorch: every conversion the code
+// asks for is recorded once, with its maker; a kernel's own conversions
+// inside an op (TensorIterator's CPU promotion) and castscope's autocast
+// casts are not recorded again; results are the native ones.
+#include "agent/src/dispatch/explicit_casts.h"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "agent/src/context/recording_state.h"
+#include "agent/src/dispatch/dispatch.h"
+#include "agent/src/policy/policy.h"
+
+namespace castscope {
+namespace {
+
+using Conversion = std::tuple<std::string, DType, DType, Role, CastMaker, Phase>;
+
+// Every cast record drained, as (op, src, dst, role, maker, phase) -> how many.
+std::map<Conversion, int> conversions(RecordingState& runtime) {
+  std::map<Conversion, int> out;
+  runtime.events.drain([&](const Record& r) {
+    if (r.kind != RecordKind::kCast) return;
+    ++out[{runtime.events.op_meta(r.op_id).name, r.cast.src, r.cast.dst, r.cast.role, r.cast.maker, r.cast.phase}];
+  });
+  return out;
+}
+
+class ExplicitCastsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    policies_ = load_policy_files({std::string(CASTSCOPE_SOURCE_DIR) + "/policies/cpu.json"});
+    ASSERT_TRUE(policies_.ok());
+  }
+  PolicySet policies_;
+  RecordingState runtime_;
+};
+
+TEST_F(ExplicitCastsTest, EachConversionTheCodeAsksForIsRecordedOnceAndOnlyThose) {
+  const at::Tensor x = at::randn({4, 8});
+  at::Tensor half_buffer = at::zeros({4, 8}, at::kHalf);
+  DispatchRegistry registry(runtime_);
+  ASSERT_TRUE(registry.register_policies(policies_).empty());
+  const at::Tensor up = x.to(at::kBFloat16).to(at::kFloat);  // two, each one _to_copy (its copy_ inside is not another)
+  half_buffer.copy_(x);                                       // one copy_ across dtypes
+  (void)x.to(at::kFloat);                                     // same dtype: nothing converted
+  (void)x.clone();                                            // a same-dtype copy_
+  (void)(x * 2);                                              // a Python-style scalar: not a tensor of the job
+  (void)(x.to(at::kBFloat16) + x);  // one: the add's CPU promotion of its bf16 input happens inside its kernel
+  const auto seen = conversions(runtime_);
+  const std::map<Conversion, int> expected = {
+      {{"aten::_to_copy", DType::kFloat32, DType::kBfloat16, Role::kInput, CastMaker::kExplicit, Phase::kForward}, 2},
+      {{"aten::_to_copy", DType::kBfloat16, DType::kFloat32, Role::kInput, CastMaker::kExplicit, Phase::kForward}, 1},
+      {{"aten::copy_", DType::kFloat32, DType::kFloat16, Role::kInput, CastMaker::kExplicit, Phase::kForward}, 1}};
+  EXPECT_EQ(seen, expected);
+  EXPECT_TRUE(at::equal(up, x.to(at::kBFloat16).to(at::kFloat)));
+}
+
+TEST_F(ExplicitCastsTest, BackwardConversionsNameWhoseCastTheyUndo) {
+  const at::Tensor w = at::randn({8, 8}).requires_grad_(true);
+  const at::Tensor x = at::randn({4, 8});
+  DispatchRegistry registry(runtime_);
+  ASSERT_TRUE(registry.register_policies(policies_).empty());
+  at::Tensor loss;
+  {
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+    at::autocast::increment_nesting();
+    const at::Tensor y = at::mm(x, w);     // autocast casts w (and x)
+    loss = y.to(at::kFloat).sum();         // the code's own upcast
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+  }
+  torch::autograd::backward({loss});
+  const auto seen = conversions(runtime_);
+  using C = Conversion;
+  EXPECT_EQ(seen.at(C{"aten::mm", DType::kFloat32, DType::kBfloat16, Role::kWeight, CastMaker::kAutocast, Phase::kForward}), 1);
+  EXPECT_EQ(seen.at(C{"aten::_to_copy", DType::kBfloat16, DType::kFloat32, Role::kActivation, CastMaker::kExplicit,
+                      Phase::kForward}),
+            1);
+  // The upcast's gradient back to bf16 is autograd's; w's gradient back to float32 undoes autocast's cast.
+  EXPECT_EQ(seen.at(C{"aten::_to_copy", DType::kFloat32, DType::kBfloat16, Role::kGradient, CastMaker::kBackward,
+                      Phase::kBackward}),
+            1);
+  EXPECT_EQ(seen.at(C{"aten::_to_copy", DType::kBfloat16, DType::kFloat32, Role::kGradient,
+                      CastMaker::kAutocastBackward, Phase::kBackward}),
+            1);
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().scalar_type(), at::kFloat);
+}
+
+TEST_F(ExplicitCastsTest, InferenceModeConversionsAreRecorded) {
+  DispatchRegistry registry(runtime_);
+  ASSERT_TRUE(registry.register_policies(policies_).empty());
+  {
+    c10::InferenceMode inference;
+    (void)at::randn({4}).to(at::kHalf);  // autograd's kernels do not run: recorded all the same
+  }
+  const auto seen = conversions(runtime_);
+  EXPECT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen.begin()->second, 1);
+}
+
+TEST_F(ExplicitCastsTest, NothingIsRecordedOnceTheRegistryIsGone) {
+  {
+    DispatchRegistry registry(runtime_);
+    ASSERT_TRUE(registry.register_policies(policies_).empty());
+  }
+  (void)at::randn({4}).to(at::kHalf);
+  EXPECT_TRUE(conversions(runtime_).empty());
+}
+
+}  // namespace
+}  // namespace castscope
