@@ -130,6 +130,8 @@ def test_compiled_casts_per_step_are_the_aot_graphs_autocast_casts(scenario, bac
     # The events' own summary (castscope run with a remote collector prints it) counts them as the report does.
     summary = summarize(run.events).splitlines()
     assert summary[0] == f"castscope: 0 autocast ops, {5 * STEPS} casts", summary
+    # The loss's .float() after the graph and its gradient's way back; none of the graphs' casts again.
+    assert f"  other conversions: {2 * STEPS} (explicit {STEPS}, backward {STEPS})" in summary, summary
     assert (f"  torch.compile: {sum(compiling.values())} decisions while compiling (not counted), {2 * STEPS} "
             f"compiled graph runs") in summary, summary
 

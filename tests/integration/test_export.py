@@ -138,6 +138,9 @@ def test_perfetto_trace_has_the_runs_tracks_slices_casts_flows_and_counters(stor
         for flow in event.terminating_flow_ids:
             ends[flow] = event.track_uuid
     for _, event, _, args in instants:
+        if "maker" in args:  # a conversion autocast did not make (the loss's .float()): no op to flow into
+            assert args["op_seq"] == 0 and not event.flow_ids
+            continue
         [flow] = event.flow_ids  # no kernels on this CPU job: only the flow to the op
         assert ends[flow] == event.track_uuid, args  # ended by an op on the same thread
 

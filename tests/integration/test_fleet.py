@@ -51,7 +51,7 @@ def pg(tmp_path_factory):
         init = fleet("init", server.admin_url(), "--password-file", admin_password, "--writer", "node_writer",
                      "--writer-password-file", server.writer_password, "--reader", "fleet_reader",
                      "--reader-password-file", server.reader_password)
-        assert "fleet schema version 1" in init.stdout
+        assert "fleet schema version 2" in init.stdout
         # Idempotent: a second init changes nothing.
         assert "(already)" in fleet("init", server.admin_url(), "--password-file", admin_password).stdout
         yield server
@@ -83,12 +83,13 @@ def local_report(db: pathlib.Path, run_id: str) -> dict:
 
 
 def report_sites(report: dict, field: str = "count") -> collections.Counter:
-    """Decisions (or bytes) per site and cast kind, as `fleet sites` keys them."""
+    """Decisions (or bytes) per site and cast kind, as `fleet sites` keys them: autocast's
+    decisions and every other conversion (each converted)."""
     out = collections.Counter()
-    for row in report["sites"]:
+    for row in report["sites"] + report["conversions"]:
         s = row["site"]
         out[(s["file"], s["line"], s["op"], s["arg"], row["src_dtype"], row["dst_dtype"], row["mode"],
-             row["outcome"])] += row[field]
+             row.get("outcome", "cast"))] += row[field]
     return out
 
 
@@ -384,7 +385,8 @@ def test_a_collector_whose_postgres_never_answers_keeps_a_bounded_backlog_and_co
     # Bounded: the rows past the bound are the casts of the commits before the pause took effect.
     stored = subprocess.run([str(castscope.collector_binary()), "report", "--db", str(db), "--run", "away"],
                             capture_output=True, text=True, timeout=120)
-    decisions = sum(row["count"] for row in json.loads(stored.stdout)["sites"])
+    report = json.loads(stored.stdout)
+    decisions = sum(row["count"] for row in report["sites"] + report["conversions"])  # every cast ships
     rolled_up = shipping(db)
     assert rolled_up["backlog_rows"] >= 2 and rolled_up["events_not_shipped"] < decisions
     assert "new casts are counted, not shipped" in collector.log_text()

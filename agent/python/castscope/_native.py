@@ -120,6 +120,8 @@ def _library():
         lib.castscope_compiled_graph.restype = ctypes.c_uint
         lib.castscope_compiled_graph_ran.argtypes = [ctypes.c_uint, ctypes.c_uint]
         lib.castscope_compiled_graph_ran.restype = ctypes.c_uint
+        lib.castscope_compiled_graph_running.argtypes = [ctypes.c_int]
+        lib.castscope_compiled_graph_running.restype = None
         lib.castscope_compile_records.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         lib.castscope_compile_records.restype = ctypes.c_size_t
         lib.castscope_compile_replay.argtypes = [ctypes.c_char_p]

@@ -355,7 +355,12 @@ class _CompiledGraph:
         @functools.wraps(compiled_fn)
         def run_recorded(*args, **kwargs):
             location = _guarded(capture, self.ran_forward, default=0)
-            outputs = compiled_fn(*args, **kwargs)
+            # The conversions the graph dispatches are its casts, recorded from the graph.
+            capture.lib.castscope_compiled_graph_running(1)
+            try:
+                outputs = compiled_fn(*args, **kwargs)
+            finally:
+                capture.lib.castscope_compiled_graph_running(0)
             if location:
                 _guarded(capture, self.hook_backward, outputs, location)
             return outputs
@@ -366,20 +371,26 @@ class _CompiledGraph:
         return self.capture.lib.castscope_compiled_graph_ran(graph, self.capture.calling_location()) if graph else 0
 
     def hook_backward(self, outputs, location: int) -> None:
-        """One hook on the outputs' CompiledFunctionBackward node; it returns
-        None, so grads are untouched."""
+        """Hooks before and after the outputs' CompiledFunctionBackward node
+        (its graph's run, bracketed); they return None, so grads are untouched."""
         if not self.ids["forward"]:
             return
         for output in outputs if isinstance(outputs, (list, tuple)) else (outputs,):
             node = getattr(output, "grad_fn", None)
             if node is not None and type(node).__name__ == _BACKWARD_NODE:
+                node.register_prehook(self.backward_starts)
                 node.register_hook(functools.partial(self.ran_backward, location))
                 return
+
+    def backward_starts(self, *_grads):
+        _guarded(self.capture, self.capture.lib.castscope_compiled_graph_running, 1)
+        return None
 
     def ran_backward(self, forward_location: int, *_grads):
         """At the line that called backward() (the autograd engine runs a CPU
         backward on that thread); the forward's calling line when no Python
         frame is there (a worker thread)."""
+        _guarded(self.capture, self.capture.lib.castscope_compiled_graph_running, 0)
         if self.ids["backward"]:
             location = _guarded(self.capture, self.capture.calling_location, default=0) or forward_location
             _guarded(self.capture, self.capture.lib.castscope_compiled_graph_ran, self.ids["backward"], location)

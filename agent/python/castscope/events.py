@@ -43,9 +43,21 @@ def is_probe_record(op: dict) -> bool:
     return op.get("probe_reason", "PROBE_REASON_UNSPECIFIED") != "PROBE_REASON_UNSPECIFIED"
 
 
+def is_autocast_decision(cast: dict) -> bool:
+    """A CastEvent (or CastCounts) of autocast's kernel, not a conversion made
+    elsewhere (docs/events.md, "Makers"); older agents wrote no maker."""
+    return cast.get("maker", "CAST_MAKER_UNSPECIFIED") in ("CAST_MAKER_UNSPECIFIED", "CAST_MAKER_AUTOCAST")
+
+
+def maker_name(cast: dict) -> str:
+    """CAST_MAKER_AUTOCAST_BACKWARD -> "autocast_backward"."""
+    return cast.get("maker", "CAST_MAKER_UNSPECIFIED")[len("CAST_MAKER_"):].lower()
+
+
 def summarize(events, skipped=()) -> str:
     """A terminal summary of events (an iterable, from one or several processes), in one pass."""
     casts, cache = Counter(), Counter()
+    others = Counter()  # conversions autocast's kernel did not make (CastEvent.maker), by maker
     ops = compiling = graph_runs = 0  # torch.compile (docs/compile.md): apart, as the collector's report has them
     gpu_ns = Counter()  # GPU time by what launched it (docs/gpu.md)
     last_stats = {}  # per process: its final counters
@@ -53,6 +65,8 @@ def summarize(events, skipped=()) -> str:
         c = e.get("cast")
         if c is not None and c.get("mode") == "EXECUTION_MODE_COMPILING":
             compiling += 1
+        elif c is not None and not is_autocast_decision(c):
+            others[maker_name(c)] += 1
         elif c is not None:
             cache[c.get("cache")] += 1
             if c["outcome"] == "CAST_OUTCOME_CAST":
@@ -67,6 +81,8 @@ def summarize(events, skipped=()) -> str:
             k = e.get("cast_counts")
             if k is not None and k.get("mode") == "EXECUTION_MODE_COMPILING":
                 compiling += int(k["count"])
+            elif k is not None and not is_autocast_decision(k):
+                others[maker_name(k)] += int(k["count"])
             elif k is not None:
                 cache[k.get("cache")] += int(k["count"])
                 if k["outcome"] == "CAST_OUTCOME_CAST":
@@ -85,6 +101,9 @@ def summarize(events, skipped=()) -> str:
              + (f" in {len(last_stats)} processes" if len(last_stats) > 1 else "")]
     for (op, arg, src, dst), n in casts.most_common(15):
         lines.append(f"  {n:6d}  {op:36s} {arg:12s} {src} -> {dst}")
+    if others:
+        lines.append(f"  other conversions: {sum(others.values())} ("
+                     + ", ".join(f"{maker} {n}" for maker, n in others.most_common()) + ")")
     if compiling or graph_runs:
         lines.append(f"  torch.compile: {compiling} decisions while compiling (not counted), {graph_runs} compiled "
                      f"graph runs")

@@ -1,5 +1,7 @@
 #include "agent/src/dispatch/explicit_casts.h"
 
+#include <ATen/ops/_chunk_cat_compositeexplicitautograd_dispatch.h>
+#include <ATen/ops/_foreach_copy_compositeexplicitautograd_dispatch.h>
 #include <ATen/ops/_to_copy_compositeexplicitautograd_dispatch.h>
 #include <ATen/ops/_to_copy_ops.h>
 #include <ATen/ops/copy_compositeexplicitautograd_dispatch.h>
@@ -12,7 +14,9 @@
 #include <atomic>
 #include <mutex>
 #include <unordered_set>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "agent/src/context/op_context.h"
 #include "agent/src/context/recording_state.h"
@@ -25,6 +29,8 @@ namespace {
 std::atomic<RecordingState*> g_runtime{nullptr};
 uint32_t g_to_copy_op = 0;
 uint32_t g_copy_op = 0;
+uint32_t g_foreach_copy_op = 0;
+uint32_t g_chunk_cat_op = 0;
 
 // A grad_fn, named so that a freed node's address reused by a later one does
 // not match: its sequence number differs.
@@ -64,10 +70,12 @@ AutocastCastNodes& autocast_cast_nodes() {
   return *nodes;
 }
 
-// What a conversion's source is for. In the backward autograd converts
-// gradients (ToCopyBackward0, and an input's gradient to its dtype).
-Role conversion_role(const at::Tensor& source, Phase phase) {
-  if (phase == Phase::kBackward) return Role::kGradient;
+// What a conversion's source is for. Autograd's own conversions in the
+// backward convert gradients (ToCopyBackward0, and an input's gradient to
+// its dtype); any other conversion's source is what it is (a library's in
+// the backward converts parameters too: FSDP's all-gather).
+Role conversion_role(const at::Tensor& source, CastMaker maker) {
+  if (maker == CastMaker::kBackward || maker == CastMaker::kAutocastBackward) return Role::kGradient;
   if (!source.requires_grad()) return Role::kInput;
   return source.is_leaf() ? Role::kWeight : Role::kActivation;
 }
@@ -90,8 +98,10 @@ CastMaker backward_maker() {
 // key directly, with autograd's keys excluded by the kernel's own autograd
 // wrapper, as a dispatch mode does not see it either. Under inference mode
 // autograd's kernels never run: every conversion there is recorded.
+// A compiled graph's conversions are its own, recorded from the graph.
 bool records_conversion(ThreadBlock& thread) {
   return g_record_events.load(std::memory_order_relaxed) && !thread.making_conversion && !thread.unlogged &&
+         thread.compiled_graph_depth == 0 &&
          (thread.dispatched_conversion || c10::InferenceMode::is_enabled()) &&
          g_runtime.load(std::memory_order_relaxed) != nullptr;
 }
@@ -113,9 +123,11 @@ struct DispatchedConversion {
 
 // The key set that runs autograd's own kernel for the op next: this kernel
 // sits on AutogradCPU / AutogradCUDA, and the Autograd alias kernel
-// (VariableType) fills AutogradOther too.
+// (VariableType) fills AutogradOther too. The keys above autograd's are
+// dropped, as any kernel's redispatch drops those above its own (left in,
+// the Python dispatcher torch.compile turns on would pick this kernel again).
 c10::DispatchKeySet to_autograd_kernel(c10::DispatchKeySet ks) {
-  return (ks - c10::autograd_dispatch_keyset) | c10::DispatchKeySet(c10::DispatchKey::AutogradOther);
+  return (ks & c10::after_autograd_keyset) | c10::DispatchKeySet(c10::DispatchKey::AutogradOther);
 }
 
 // The record of a conversion of `source` to `target` about to be made.
@@ -132,12 +144,12 @@ bool describe_conversion(Record& r, RecordingState& runtime, ThreadBlock& thread
     cast.src = to_dtype(source.scalar_type());
     cast.dst = to_dtype(target);
     cast.outcome = CastOutcome::kCast;
-    cast.role = conversion_role(source, context.phase);
     // A maker library's code between the conversion and the user's line made it (forward or backward).
     const CastMaker library = runtime.locations.library_of(context.location);
     cast.maker = library != CastMaker::kUnspecified ? library
                  : context.phase == Phase::kBackward ? backward_maker()
                                                      : CastMaker::kExplicit;
+    cast.role = conversion_role(source, cast.maker);
     const c10::TensorImpl* impl = source.unsafeGetTensorImpl();
     if (!impl->has_symbolic_sizes_strides()) {
       const auto sizes = impl->sizes();
@@ -193,6 +205,69 @@ at::Tensor& copy(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   return converted(src, self.scalar_type(), g_copy_op, 1, kDevice, make);
 }
 
+// Copies of a list into buffers of another dtype, as FSDP2 makes its mixed
+// precision's casts: each parameter into its bfloat16 all-gather input
+// (_foreach_copy_), the gradients into the float32 reduce-scatter input
+// (_chunk_cat, inside FSDP's own custom op). One record per tensor that
+// changes dtype (its list_index), recorded wherever they are called: these
+// ops are asked for explicitly, by FSDP or the user (a dispatch mode sees
+// FSDP's chunk_cat only as fsdp::chunk_cat). CPU only: on CUDA their own
+// kernels run (docs/events.md, "Makers").
+struct ListConversion {
+  const at::Tensor* source;
+  c10::ScalarType target;
+  int16_t index;
+};
+
+// `gradients_in_backward`: what the op converts in the backward are gradients (_chunk_cat's reduce-scatter input).
+template <class Make>
+auto converted_list(const std::vector<ListConversion>& casts, uint32_t op_id, uint16_t arg_index,
+                    bool gradients_in_backward, Make&& make) -> decltype(make()) {
+  ThreadBlock& thread = this_thread_block();
+  RecordingState* runtime = g_runtime.load(std::memory_order_relaxed);
+  if (casts.empty() || runtime == nullptr || !g_record_events.load(std::memory_order_relaxed) ||
+      thread.making_conversion || thread.unlogged || thread.compiled_graph_depth != 0)
+    return make();
+  std::vector<Record> records(casts.size());
+  size_t described = 0;
+  for (const ListConversion& cast : casts) {
+    Record& r = records[described];
+    if (!describe_conversion(r, *runtime, thread, *cast.source, cast.target, op_id, arg_index, DeviceKind::kCpu))
+      continue;
+    r.cast.list_index = cast.index;
+    if (gradients_in_backward && r.cast.phase == Phase::kBackward) r.cast.role = Role::kGradient;
+    ++described;
+  }
+  const ConversionScope inside(thread);
+  if constexpr (std::is_void_v<decltype(make())>) {
+    make();
+    for (size_t i = 0; i < described; ++i) runtime->events.record(records[i], thread);
+  } else {
+    auto&& result = make();
+    for (size_t i = 0; i < described; ++i) runtime->events.record(records[i], thread);
+    return std::forward<decltype(result)>(result);
+  }
+}
+
+void foreach_copy(at::TensorList self, at::TensorList src, bool non_blocking) {
+  std::vector<ListConversion> casts;
+  for (size_t i = 0; i < self.size() && i < src.size(); ++i)
+    if (self[i].scalar_type() != src[i].scalar_type() && !src[i].unsafeGetTensorImpl()->is_wrapped_number())
+      casts.push_back({&src[i], self[i].scalar_type(), static_cast<int16_t>(i)});
+  converted_list(casts, g_foreach_copy_op, 1, false,
+                 [&] { at::compositeexplicitautograd::_foreach_copy_(self, src, non_blocking); });
+}
+
+at::Tensor& chunk_cat_out(at::TensorList tensors, int64_t dim, int64_t num_chunks, at::Tensor& out) {
+  std::vector<ListConversion> casts;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].scalar_type() != out.scalar_type())
+      casts.push_back({&tensors[i], out.scalar_type(), static_cast<int16_t>(i)});
+  return converted_list(casts, g_chunk_cat_op, 0, true, [&]() -> at::Tensor& {
+    return at::compositeexplicitautograd::_chunk_cat_outf(tensors, dim, num_chunks, out);
+  });
+}
+
 at::Tensor to_copy_autograd(c10::DispatchKeySet ks, const at::Tensor& self, std::optional<at::ScalarType> dtype,
                             std::optional<at::Layout> layout, std::optional<at::Device> device,
                             std::optional<bool> pin_memory, bool non_blocking,
@@ -228,6 +303,10 @@ ExplicitCastHooks::ExplicitCastHooks(RecordingState& runtime) {
   runtime.events.set_arg_names(g_to_copy_op, {"self"});
   g_copy_op = runtime.events.intern_op("aten::copy_");
   runtime.events.set_arg_names(g_copy_op, {"self", "src"});
+  g_foreach_copy_op = runtime.events.intern_op("aten::_foreach_copy_");
+  runtime.events.set_arg_names(g_foreach_copy_op, {"self", "src"});
+  g_chunk_cat_op = runtime.events.intern_op("aten::_chunk_cat.out");
+  runtime.events.set_arg_names(g_chunk_cat_op, {"tensors"});
   g_runtime.store(&runtime, std::memory_order_release);
 }
 
@@ -241,6 +320,8 @@ std::string ExplicitCastHooks::register_kernels() {
     auto cpu = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::CPU, __FILE__, __LINE__);
     cpu->impl("_to_copy", TORCH_FN(to_copy<DeviceKind::kCpu>));
     cpu->impl("copy_", TORCH_FN(copy<DeviceKind::kCpu>));
+    cpu->impl("_foreach_copy_", TORCH_FN(foreach_copy));
+    cpu->impl("_chunk_cat.out", TORCH_FN(chunk_cat_out));
     auto cuda = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::CUDA, __FILE__, __LINE__);
     cuda->impl("_to_copy", TORCH_FN(to_copy<DeviceKind::kCuda>));
     cuda->impl("copy_", TORCH_FN(copy<DeviceKind::kCuda>));

@@ -15,6 +15,7 @@
 #include "agent/src/context/jit_cast_lines.h"
 #include "agent/src/context/jit_context.h"
 #include "agent/src/context/recording_state.h"
+#include "agent/src/record/thread_block.h"
 #include "agent/src/dispatch/callable_overlay_casts.h"
 #include "agent/src/dispatch/compile_record_replay.h"
 #include "agent/src/dispatch/compiled_graph_json.h"
@@ -208,6 +209,15 @@ unsigned castscope_compiled_graph(const char* json) {
   } catch (...) {
     runtime.events.count_internal_error();
     return 0;
+  }
+}
+
+void castscope_compiled_graph_running(int on) {
+  castscope::ThreadBlock& thread = castscope::this_thread_block();
+  if (on != 0) {
+    ++thread.compiled_graph_depth;
+  } else if (thread.compiled_graph_depth > 0) {
+    --thread.compiled_graph_depth;
   }
 }
 

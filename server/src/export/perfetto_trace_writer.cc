@@ -25,7 +25,7 @@ enum Annotation : int {
   kSeq = 1, kPolicy, kMode, kPhase, kDevice, kOutputDtype, kLocation, kFunction, kOutcome, kProbeReason,
   kArg, kDtypes, kRole, kCache, kBytes, kShape, kOpSeq, kActivity, kLaunchedBy, kLaunchSeq, kGpuDevice, kStream,
   kCorrelationId, kSummary, kOp, kValues, kTensors, kOverflowed, kUnderflowed, kNonfinite, kNan, kMaxAbsLog2,
-  kFirstNonfiniteSeq, kWindowNs, kIteration, kScale, kScaleBefore, kUpdates, kAnnotationEnd
+  kFirstNonfiniteSeq, kWindowNs, kIteration, kScale, kScaleBefore, kUpdates, kMaker, kAnnotationEnd
 };
 constexpr const char* kAnnotationNames[] = {"",      "seq",       "policy",      "mode",        "phase",
                                             "device", "output_dtype", "location", "function",    "outcome",
@@ -34,7 +34,8 @@ constexpr const char* kAnnotationNames[] = {"",      "seq",       "policy",     
                                             "launch_seq", "gpu_device", "stream", "correlation_id",
                                             "summary", "op",      "values",      "tensors",     "overflowed",
                                             "underflowed", "nonfinite", "nan", "max_abs_log2", "first_nonfinite_seq",
-                                            "window_ns", "iteration", "scale",   "scale_before", "updates"};
+                                            "window_ns", "iteration", "scale",   "scale_before", "updates",
+                                            "maker"};
 static_assert(std::size(kAnnotationNames) == kAnnotationEnd);
 
 // Local track ids under an agent's uuid base; threads and streams use their
@@ -301,6 +302,9 @@ Status PerfettoTraceWriter::add_cast(const ExportEvent& cast) {
   if (cast.location != nullptr) annotate(e, kLocation, location_text(cast.location));
   annotate(e, kSeq, cast.seq);
   annotate(e, kOpSeq, cast.op_seq);
+  // A conversion autocast's kernel did not make (explicit, autograd's, a library's): no op of its own.
+  if (cast.maker != v1::CAST_MAKER_UNSPECIFIED && cast.maker != v1::CAST_MAKER_AUTOCAST)
+    annotate(e, kMaker, short_name(cast.maker));
   if (op != nullptr) {
     const uint64_t flow = layout_.cast_flow_id(cast.seq);
     e.add_flow_ids(flow);

@@ -171,6 +171,7 @@ Status RunEventCursor::read_cast(const StoredCast& r, ExportEvent& e) {
   e.dst_dtype = cast.dst_dtype();
   e.outcome = cast.outcome();
   e.role = cast.role();
+  e.maker = cast.maker();
   e.cache = cast.cache();
   e.shape_truncated = cast.shape_truncated();
   e.bytes = static_cast<uint64_t>(r.bytes);

@@ -13,6 +13,55 @@ std::string create_sql(const schema::Table& table, std::string_view partition_co
   return sql;
 }
 
+// castscope.job_ended, as the newest version has it (version 2: rank
+// divergence among autocast's decisions alone, not every conversion).
+std::string job_ended_sql() {
+  return R"sql(
+-- A collector's part of a job ended: the job's site summary is made again
+-- from all its rollups, and rank-divergence with it. The last part to end
+-- sees every rank.
+CREATE OR REPLACE FUNCTION castscope.job_ended(p_job text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = castscope, pg_temp AS $$
+DECLARE
+  v_ended timestamptz;
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('castscope.job:' || p_job));
+  SELECT max(ended_at) INTO v_ended FROM castscope.job_ends WHERE job = p_job;
+  IF v_ended IS NULL THEN RETURN; END IF;
+  DELETE FROM castscope.job_sites WHERE job = p_job;
+  INSERT INTO castscope.job_sites
+  SELECT v_ended, job, rank, site, policy, src, dst, outcome, device, role, mode, phase,
+         sum(count), sum(bytes), sum(hits), sum(misses), sum(stale_hits)
+    FROM castscope.rollups WHERE job = p_job
+   GROUP BY job, rank, site, policy, src, dst, outcome, device, role, mode, phase;
+
+  DELETE FROM castscope.rank_divergences WHERE job = p_job;
+  INSERT INTO castscope.rank_divergences(job, site, sides)
+  WITH latest AS (
+    SELECT DISTINCT ON (collector, agent_id) rank FROM castscope.agents
+     WHERE job = p_job ORDER BY collector, agent_id, shipment DESC
+  ), job_ranks AS (
+    SELECT DISTINCT rank FROM latest WHERE rank >= 0
+  ), per_rank AS (  -- autocast's run-time decisions (policy 0: another maker's conversion; mode 6: torch.compile's tracing)
+    SELECT rank, site, src, dst, mode, sum(count) AS n FROM castscope.job_sites
+     WHERE job = p_job AND mode <> 6 AND policy <> 0 AND rank >= 0 GROUP BY rank, site, src, dst, mode
+  ), signature AS (
+    SELECT s.site, r.rank,
+           coalesce(jsonb_agg(jsonb_build_object('src', p.src, 'dst', p.dst, 'mode', p.mode, 'count', p.n)
+                              ORDER BY p.src, p.dst, p.mode) FILTER (WHERE p.rank IS NOT NULL), '[]'::jsonb) AS casts
+      FROM (SELECT DISTINCT site FROM per_rank) s CROSS JOIN job_ranks r
+      LEFT JOIN per_rank p ON p.site = s.site AND p.rank = r.rank
+     GROUP BY s.site, r.rank
+  ), sides AS (
+    SELECT site, casts, array_agg(rank ORDER BY rank) AS ranks FROM signature GROUP BY site, casts
+  )
+  SELECT p_job, site, jsonb_agg(jsonb_build_object('ranks', to_jsonb(ranks), 'casts', casts) ORDER BY ranks[1])
+    FROM sides GROUP BY site HAVING count(*) > 1;
+END $$;
+
+)sql";
+}
+
 // Version 1: the tables, their indexes and the functions writers call.
 std::string version_1_sql() {
   std::string sql = "CREATE SCHEMA IF NOT EXISTS castscope;\n";
@@ -66,48 +115,9 @@ BEGIN
   END LOOP;
 END $$;
 
--- A collector's part of a job ended: the job's site summary is made again
--- from all its rollups, and rank-divergence with it. The last part to end
--- sees every rank.
-CREATE OR REPLACE FUNCTION castscope.job_ended(p_job text) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = castscope, pg_temp AS $$
-DECLARE
-  v_ended timestamptz;
-BEGIN
-  PERFORM pg_advisory_xact_lock(hashtext('castscope.job:' || p_job));
-  SELECT max(ended_at) INTO v_ended FROM castscope.job_ends WHERE job = p_job;
-  IF v_ended IS NULL THEN RETURN; END IF;
-  DELETE FROM castscope.job_sites WHERE job = p_job;
-  INSERT INTO castscope.job_sites
-  SELECT v_ended, job, rank, site, policy, src, dst, outcome, device, role, mode, phase,
-         sum(count), sum(bytes), sum(hits), sum(misses), sum(stale_hits)
-    FROM castscope.rollups WHERE job = p_job
-   GROUP BY job, rank, site, policy, src, dst, outcome, device, role, mode, phase;
-
-  DELETE FROM castscope.rank_divergences WHERE job = p_job;
-  INSERT INTO castscope.rank_divergences(job, site, sides)
-  WITH latest AS (
-    SELECT DISTINCT ON (collector, agent_id) rank FROM castscope.agents
-     WHERE job = p_job ORDER BY collector, agent_id, shipment DESC
-  ), job_ranks AS (
-    SELECT DISTINCT rank FROM latest WHERE rank >= 0
-  ), per_rank AS (  -- run-time decisions (not torch.compile's tracing: mode 6)
-    SELECT rank, site, src, dst, mode, sum(count) AS n FROM castscope.job_sites
-     WHERE job = p_job AND mode <> 6 AND rank >= 0 GROUP BY rank, site, src, dst, mode
-  ), signature AS (
-    SELECT s.site, r.rank,
-           coalesce(jsonb_agg(jsonb_build_object('src', p.src, 'dst', p.dst, 'mode', p.mode, 'count', p.n)
-                              ORDER BY p.src, p.dst, p.mode) FILTER (WHERE p.rank IS NOT NULL), '[]'::jsonb) AS casts
-      FROM (SELECT DISTINCT site FROM per_rank) s CROSS JOIN job_ranks r
-      LEFT JOIN per_rank p ON p.site = s.site AND p.rank = r.rank
-     GROUP BY s.site, r.rank
-  ), sides AS (
-    SELECT site, casts, array_agg(rank ORDER BY rank) AS ranks FROM signature GROUP BY site, casts
-  )
-  SELECT p_job, site, jsonb_agg(jsonb_build_object('ranks', to_jsonb(ranks), 'casts', casts) ORDER BY ranks[1])
-    FROM sides GROUP BY site HAVING count(*) > 1;
-END $$;
-
+)sql";
+  sql += job_ended_sql();
+  sql += R"sql(
 REVOKE ALL ON FUNCTION castscope.begin_shipment(text, bigint, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION castscope.ensure_days(timestamptz, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION castscope.job_ended(text) FROM PUBLIC;
@@ -117,7 +127,9 @@ REVOKE ALL ON FUNCTION castscope.job_ended(text) FROM PUBLIC;
 
 }  // namespace
 
-std::vector<std::string> migration_sql() { return {version_1_sql()}; }
+// Version 2 replaces castscope.job_ended (version 1's is today's too: a new
+// database runs both).
+std::vector<std::string> migration_sql() { return {version_1_sql(), job_ended_sql()}; }
 
 std::string roles_sql() {
   return std::string(R"sql(

@@ -19,7 +19,7 @@
 
 namespace castscope::collector::fleet {
 
-inline constexpr int kFleetSchemaVersion = 1;
+inline constexpr int kFleetSchemaVersion = 2;
 inline constexpr const char* kWriterRole = "castscope_writer";
 inline constexpr const char* kReaderRole = "castscope_reader";
 
