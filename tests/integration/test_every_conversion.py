@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
 import jsonschema
 import pytest
 
+from castscope.report import load_report
 from helpers import line_of
 
 HERE = pathlib.Path(__file__).parent
@@ -91,3 +93,63 @@ def test_explicit_casts_are_at_their_lines_and_counted_alike_in_aggregate_mode(t
     for key in ("conversions", "conversions_by_maker", "casts_by_dtype_pair", "casts_by_role", "bytes_cast"):
         assert aggregate["totals"][key] == full["totals"][key], key
     assert sorted(map(json.dumps, aggregate["conversions"])) == sorted(map(json.dumps, full["conversions"]))
+
+
+@pytest.mark.parametrize("recipe, float8_pairs", [
+    ("tensorwise", {"float32->float8_e4m3fn": 24, "float32->float8_e5m2": 12}),  # input, weight; grad_output e5m2
+    ("rowwise", {"float32->float8_e4m3fn": 36}),
+])
+def test_torchao_float8_casts_are_torchaos_at_the_users_lines(tmp_path, recipe, float8_pairs):
+    job = HERE / "jobs" / "float8_steps.py"
+    native = subprocess.run([sys.executable, str(job), recipe, "--count"], capture_output=True, text=True, timeout=600)
+    assert native.returncode == 0, native.stderr
+    counted = json.loads(native.stdout.strip().splitlines()[-1])
+    report, stdout = _castscope_run(tmp_path, job, job_args=(recipe, "--count"))
+    ours = json.loads(stdout.strip().splitlines()[-1])
+    assert ours == counted, "training diverged, or the job converted otherwise"
+    assert counted["conversions"] == 159  # torchao 0.18.0 (the issue's measurement)
+    pairs = report["totals"]["casts_by_dtype_pair"]
+    assert {k: v for k, v in pairs.items() if "float8" in k} == float8_pairs
+    # The report counts what the mode counted in the steps, and no more than the
+    # whole job made (the model's conversion happens before the mode is on).
+    assert report["totals"]["conversions"] >= counted["conversions"]
+    assert all(pairs.get(k.replace("torch.", ""), 0) >= n for k, n in counted["pairs"].items())
+
+    # Without the mode: every float8 cast is torchao's, at the user's lines.
+    report, _ = _castscope_run(tmp_path / "without_mode", job, job_args=(recipe,))
+    model_line, backward_line = line_of(job, "the model line"), line_of(job, "the backward line")
+    float8 = [r for r in report["conversions"] if r["dst_dtype"].startswith("float8")]
+    assert sum(r["count"] for r in float8) == sum(float8_pairs.values())
+    assert {r["maker"] for r in float8} == {"torchao"}
+    assert {(r["site"]["file"], r["site"]["line"]) for r in float8} == {(str(job), model_line), (str(job), backward_line)}
+    assert report["totals"]["conversions_by_maker"]["torchao"] >= sum(float8_pairs.values())
+
+
+def test_fsdp2_parameter_and_gradient_casts_per_rank(tmp_path):
+    scenario = HERE / "scenarios" / "fsdp2_mixed_precision.py"
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(scenario)]
+    native = subprocess.run(launch, capture_output=True, text=True, timeout=600)
+    assert native.returncode == 0, native.stderr
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "castscope", "run", "--out", str(out), "--run-id", "fsdp", "--",
+                             *launch], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr
+
+    def losses(stdout: str) -> dict:  # the ranks print at once: their lines may run together
+        return {r["rank"]: r["losses"] for r in map(json.loads, re.findall(r'\{"rank": \d+, "losses": \[[^\]]*\]\}', stdout))}
+    assert losses(result.stdout) == losses(native.stdout) and sorted(losses(native.stdout)) == [0, 1]
+
+    step_line, backward_line = line_of(scenario, "the step line"), line_of(scenario, "the backward line")
+    for rank in (0, 1):
+        report = load_report(str(out / "castscope.db"), "fsdp", rank=rank)
+        jsonschema.validate(report, SCHEMA)
+        fsdp = {(r["site"]["op"], r["site"]["line"], r["src_dtype"], r["dst_dtype"], r["role"]): r["count"]
+                for r in report["conversions"] if r["maker"] == "fsdp"}
+        # Four parameters (two Linears' weight and bias), 3 steps: each cast to bfloat16 for its
+        # all-gather in the forward and again in the backward (resharded after the forward), each
+        # gradient to float32 for its reduce-scatter; and the root's input cast to bfloat16.
+        assert fsdp == {("aten::_foreach_copy_", step_line, "float32", "bfloat16", "input"): 12,
+                        ("aten::_foreach_copy_", backward_line, "float32", "bfloat16", "input"): 12,
+                        ("aten::_chunk_cat.out", backward_line, "bfloat16", "float32", "gradient"): 12,
+                        ("aten::_to_copy", step_line, "float32", "bfloat16", "input"): 3}, fsdp
+        assert report["totals"]["conversions_by_maker"]["fsdp"] == 39
