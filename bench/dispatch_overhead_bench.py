@@ -13,6 +13,9 @@ Rows, each timed on the same tensors in the same process:
   castscope-noloc  the same without source locations
   castscope-off  castscope attached with record_events=False (casts only)
   castscope-aggregate  aggregate mode (docs/aggregate.md): per-site counters, no per-event records
+  castscope-no-explicit  castscope attached with explicit_casts=False: autocast's casts alone, no
+                 kernels on _to_copy / copy_ (docs/events.md, "Makers"); against `castscope`, what
+                 recording every other conversion costs
   profiler       native autocast inside torch.profiler (record_shapes, with_stack)
   dispatch-mode  native autocast under a Python TorchDispatchMode dtype logger
 
@@ -46,11 +49,15 @@ def make_cases(device):
     x16 = torch.randn(4, 16, device=device)
     conv = torch.nn.Conv2d(3, 4, 3, device=device)
     img = torch.randn(1, 3, 8, 8, device=device)
+    src, dst = torch.randn(64, 64, device=device), torch.empty(64, 64, device=device)
     with torch.no_grad():
         return {
             "mm 8x8": lambda: torch.mm(a, b),
             "linear 4x16->16": lambda: torch.nn.functional.linear(x16, linear.weight, linear.bias),
             "conv2d 1x3x8x8 k3": lambda: torch.nn.functional.conv2d(img, conv.weight, conv.bias),
+            # The explicit-cast kernels' ops: a copy that converts nothing, and an explicit conversion.
+            "copy_ 64x64 same dtype": lambda: dst.copy_(src),
+            "to 64x64 f32->bf16": lambda: src.to(torch.bfloat16),
         }
 
 
@@ -79,13 +86,15 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         @contextlib.contextmanager
-        def agent(row, record_events=True, locations=True, probe=False, aggregate=False, numerics=False, gpu="off"):
+        def agent(row, record_events=True, locations=True, probe=False, aggregate=False, numerics=False, gpu="off",
+                  explicit_casts=True):
             # Each attach opens a probe, a numerics and (on a CUDA machine) a
             # GPU timing window that outlast one timing: rows choose by turning
             # them on (a schedule) or off.
             with castscope.attached(events_path=f"{tmp}/events.jsonl", record_events=record_events,
                                     ring_records=1 << 20, locations=locations, probe=probe,
-                                    aggregate=aggregate, numerics=numerics, gpu_timing=gpu) as a:
+                                    aggregate=aggregate, numerics=numerics, gpu_timing=gpu,
+                                    explicit_casts=explicit_casts) as a:
                 yield
                 a.flush()  # aggregate mode's counters too: the status then counts this timing whole
                 status = a.status()
@@ -99,6 +108,7 @@ def main():
             "castscope-noloc": {"locations": False},
             "castscope-off": {"record_events": False},
             "castscope-aggregate": {"aggregate": True},
+            "castscope-no-explicit": {"explicit_casts": False},
         }
         rows = {
             "native": (contextlib.nullcontext, 1),

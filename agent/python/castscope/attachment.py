@@ -94,6 +94,7 @@ def attach(
     gpu_timing: str | dict | None = None,
     aggregate: bool | dict = False,
     numerics: bool | dict = True,
+    explicit_casts: bool = True,
 ) -> Agent:
     """Takes over autocast from the policy files (default: policies/ for all
     devices) plus user overlays. Raises AttachError, with file, line and
@@ -116,6 +117,8 @@ def attach(
     ops, docs/numerics.md); a dict sets their schedule as `probe` does, plus
     "skip_capture_steps". (The old names "iterations", "every_iterations"
     and "skip_capture_iterations" still work, with a warning.)
+    `explicit_casts=False` records autocast's casts alone, not every other
+    conversion of the job (docs/events.md, "Makers").
     When castscope was attached from outside (castscope run), returns a
     handle on that."""
     global _current
@@ -138,7 +141,7 @@ def attach(
                      "appended after them, and Agent.events() reads this session's only", events_path, start)
     config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads,
                      collector=collector, spool_dir=None if spool_dir is None else str(spool_dir), run_id=run_id,
-                     give_up_after_s=give_up_after_s, **_aggregate_config(aggregate), **_probe_config(probe), **_numerics_config(numerics),
+                     give_up_after_s=give_up_after_s, explicit_casts=explicit_casts, **_aggregate_config(aggregate), **_probe_config(probe), **_numerics_config(numerics),
                      **_gpu_config(gpu_timing))
     _start(config, locations)
     _current = Agent(events_path, start)

@@ -62,6 +62,9 @@ struct AgentConfig {
   std::vector<std::string> policy_files;
   std::string events_path;
   bool record_events = true;
+  // Every conversion autocast's kernels do not make (dispatch/explicit_casts.h):
+  // explicit casts, autograd's, a library's. false: autocast's casts alone.
+  bool explicit_casts = true;
   // Aggregate mode (docs/aggregate.md): per-site counters instead of
   // per-event cast and op records; `aggregate_max_keys` distinct keys per
   // thread between flushes, events past it counted as dropped.

@@ -68,6 +68,7 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   const json doc = {{"policy_files", {"p.json"}},
                     {"events_path", "ev-{pid}.jsonl"},
                     {"record_events", false},
+                    {"explicit_casts", false},
                     {"aggregate", true},
                     {"aggregate_max_keys", 64},
                     {"ring_records", 1024},
@@ -125,6 +126,7 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config.gpu.cublaslt_library, "/venv/nvidia/cu13/lib/libcublasLt.so.13");
   EXPECT_EQ(config.events_path, "ev-{pid}.jsonl");
   EXPECT_FALSE(config.record_events);
+  EXPECT_FALSE(config.explicit_casts);
   EXPECT_TRUE(config.aggregate);
   EXPECT_EQ(config.aggregate_max_keys, 64u);
   EXPECT_EQ(config.ring_records, 1024u);

@@ -186,7 +186,7 @@ bool DispatchRegistry::register_unboxed(const std::string& op, const PolicyEntry
   return true;
 }
 
-std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& policies) {
+std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& policies, bool explicit_casts) {
   std::vector<std::string> errors;
   read_to_dtype_kernels();
   // Read while the native wrappers are in place, before any kernel below replaces them.
@@ -243,6 +243,7 @@ std::vector<std::string> DispatchRegistry::register_policies(const PolicySet& po
     }
   }
   // Every other conversion of the job (explicit_casts.h).
+  if (!explicit_casts) return errors;
   explicit_casts_ = std::make_unique<ExplicitCastHooks>(runtime_);
   if (std::string error = explicit_casts_->register_kernels(); !error.empty()) errors.push_back(std::move(error));
   return errors;

@@ -45,7 +45,8 @@ class DispatchRegistry {
 
   // Registers every entry except keep_native. Returns errors (one per op that
   // could not be registered); those ops keep their native kernel.
-  std::vector<std::string> register_policies(const PolicySet& policies);
+  // `explicit_casts`: also the kernels that record every other conversion (explicit_casts.h).
+  std::vector<std::string> register_policies(const PolicySet& policies, bool explicit_casts = true);
   size_t registered_ops() const { return registered_; }
   // Of those, the ops whose kernel is called unboxed (dispatch.cc, unboxed_kernel; unboxed_autocast_kernel.h).
   size_t registered_unboxed_ops() const { return registered_unboxed_; }

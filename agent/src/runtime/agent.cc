@@ -225,7 +225,7 @@ int Agent::start(const char* config_text, std::string& error) {
   {
     OverrideWarningFilter filter(c10::WarningUtils::get_warning_handler());
     c10::WarningUtils::WarningHandlerGuard guard(&filter);
-    registration_errors = registry->register_policies(policies);
+    registration_errors = registry->register_policies(policies, config.explicit_casts);
   }
   if (!registration_errors.empty()) {
     registry.reset();  // unregisters what did register: all or nothing
