@@ -153,3 +153,18 @@ def test_fsdp2_parameter_and_gradient_casts_per_rank(tmp_path):
                         ("aten::_chunk_cat.out", backward_line, "bfloat16", "float32", "gradient"): 12,
                         ("aten::_to_copy", step_line, "float32", "bfloat16", "input"): 3}, fsdp
         assert report["totals"]["conversions_by_maker"]["fsdp"] == 39
+
+
+@pytest.mark.parametrize("scenario, kind, marker, severity", [
+    ("conversion_round_trip.py", "cast-round-trip", "the round trip line", "warning"),
+    ("upcast_dominates.py", "explicit-upcast-dominates", "the upcast line", "info"),
+])
+def test_conversion_findings_fire_at_their_line_and_their_twins_stay_silent(tmp_path, scenario, kind, marker, severity):
+    path = HERE / "scenarios" / scenario
+    report, _ = _castscope_run(tmp_path, path)
+    [finding] = [f for f in report["findings"] if f["kind"] == kind]
+    assert finding["severity"] == severity
+    assert [(s["file"], s["line"]) for s in finding["sites"]] == [(str(path), line_of(path, marker))]
+    assert finding["fix"] and finding["explanation"]
+    twin, _ = _castscope_run(tmp_path / "twin", path, job_args=("twin",))
+    assert twin["findings"] == [], twin["findings"]

@@ -11,6 +11,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <unordered_set>
@@ -87,6 +88,43 @@ CastMaker backward_maker() {
   if (node && autocast_cast_nodes().contains(NodeKey{node.get(), node->sequence_nr()}))
     return CastMaker::kAutocastBackward;
   return CastMaker::kBackward;
+}
+
+// The calling thread's last few explicit conversions' results: a conversion
+// of one of them straight back to the dtype it came from, at the same line,
+// is a round trip (CastFields::round_trip; cast-round-trip). A result is
+// known by its TensorImpl, data and size (a freed one's address reused by
+// another tensor would need all three alike, and the dtypes).
+struct RecentConversion {
+  const void* impl = nullptr;
+  const void* data = nullptr;
+  int64_t numel = 0;
+  c10::ScalarType from = c10::ScalarType::Undefined, to = c10::ScalarType::Undefined;
+  uint32_t location = 0;
+};
+constexpr size_t kRecentConversions = 4;
+thread_local std::array<RecentConversion, kRecentConversions> t_recent;
+thread_local size_t t_recent_next = 0;
+
+RecentConversion conversion_result(const at::Tensor& result, c10::ScalarType from, uint32_t location) {
+  const c10::TensorImpl* impl = result.unsafeGetTensorImpl();
+  return {impl, impl->has_storage() ? impl->storage().data() : nullptr, impl->numel(), from, result.scalar_type(),
+          location};
+}
+
+// Whether converting `source` to `target` at `location` undoes one of the thread's recent conversions.
+bool undoes_recent_conversion(const at::Tensor& source, c10::ScalarType target, uint32_t location) {
+  const RecentConversion now = conversion_result(source, target, location);
+  for (const RecentConversion& recent : t_recent)
+    if (recent.impl == now.impl && recent.data == now.data && recent.numel == now.numel && recent.to == now.to &&
+        recent.from == target && recent.location == location)
+      return true;
+  return false;
+}
+
+void remember_conversion(const at::Tensor& result, c10::ScalarType from, uint32_t location) {
+  t_recent[t_recent_next] = conversion_result(result, from, location);
+  t_recent_next = (t_recent_next + 1) % kRecentConversions;
 }
 
 // Whether a conversion made now is recorded: castscope attached and
@@ -177,9 +215,19 @@ auto converted(const at::Tensor& source, c10::ScalarType target, uint32_t op_id,
     return make();
   }
   const ConversionScope inside(thread);
+  try {
+    r.cast.round_trip = undoes_recent_conversion(source, target, r.cast.location);
+  } catch (...) {
+    runtime.events.count_internal_error();
+  }
   // Its GPU kernels carry the cast's seq (CUPTI timing, agent/src/gpu).
   const LaunchScope launches(gpu_correlates(device == DeviceKind::kCuda), r.seq | kCastLaunchBit);
   auto&& result = make();
+  try {
+    remember_conversion(result, source.scalar_type(), r.cast.location);
+  } catch (...) {
+    runtime.events.count_internal_error();
+  }
   runtime.events.record(r, thread);
   return std::forward<decltype(result)>(result);
 }

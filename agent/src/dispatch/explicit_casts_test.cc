@@ -96,6 +96,20 @@ TEST_F(ExplicitCastsTest, BackwardConversionsNameWhoseCastTheyUndo) {
   EXPECT_EQ(w.grad().scalar_type(), at::kFloat);
 }
 
+TEST_F(ExplicitCastsTest, AConversionStraightBackIsARoundTripOneWithWorkBetweenIsNot) {
+  const at::Tensor x = at::randn({4, 8});
+  DispatchRegistry registry(runtime_);
+  ASSERT_TRUE(registry.register_policies(policies_).empty());
+  (void)x.to(at::kBFloat16).to(at::kFloat);           // down and straight back up
+  (void)x.to(at::kBFloat16).mul(2).to(at::kFloat);    // the way back converts another tensor
+  (void)x.to(at::kHalf).to(at::kBFloat16);            // on to a third dtype: not back
+  std::vector<bool> round_trips;
+  runtime_.events.drain([&](const Record& r) {
+    if (r.kind == RecordKind::kCast) round_trips.push_back(r.cast.round_trip);
+  });
+  EXPECT_EQ(round_trips, (std::vector<bool>{false, true, false, false, false, false}));
+}
+
 TEST_F(ExplicitCastsTest, InferenceModeConversionsAreRecorded) {
   DispatchRegistry registry(runtime_);
   ASSERT_TRUE(registry.register_policies(policies_).empty());

@@ -134,6 +134,8 @@ std::vector<Finding> analyze_run(const RunData& run) {
   not_autocast(run, out);
   cast_share(run, out);
   tf32_matmul(run, out);
+  cast_round_trip(run, out);
+  explicit_upcast_dominates(run, out);
   numerics_findings(run, out);
   attribute_ranks(run, out);
   return out;

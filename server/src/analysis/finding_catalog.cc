@@ -49,6 +49,12 @@ constexpr std::array<FindingKindInfo, kFindingKinds> kCatalog{{
     {K::kScalerSkips, "scaler-skips", "warning", "numerics",
      "GradScaler skipped optimizer steps after its scale had settled.",
      "Each skip throws a training step away; something overflows again and again."},
+    {K::kCastRoundTrip, "cast-round-trip", "warning", "precision",
+     "A line converted a tensor and straight back to the dtype it came from.",
+     "Two copies of its bytes for nothing, and down and back up rounds every value on the way."},
+    {K::kExplicitUpcastDominates, "explicit-upcast-dominates", "info", "precision",
+     "The code's own upcasts moved more bytes than autocast's casts.",
+     "The memory traffic mixed precision saves is spent converting back to float32."},
 }};
 
 // Each entry at its kind's index: finding_kind_info is an index.

@@ -32,8 +32,10 @@ enum class FindingKind : uint8_t {
   kCastUnderflow,
   kNonfiniteOutput,
   kScalerSkips,
+  kCastRoundTrip,
+  kExplicitUpcastDominates,
 };
-inline constexpr size_t kFindingKinds = static_cast<size_t>(FindingKind::kScalerSkips) + 1;  // the last kind
+inline constexpr size_t kFindingKinds = static_cast<size_t>(FindingKind::kExplicitUpcastDominates) + 1;  // the last kind
 
 struct FindingKindInfo {
   FindingKind kind;

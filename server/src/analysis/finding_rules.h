@@ -1,6 +1,6 @@
 // The finding rules, one function each, grouped by family: the cast cache
 // (cache_findings.cc), execution modes (mode_findings.cc), precision
-// (precision_findings.cc) and numerics (numerics_findings.h). Each appends
+// (precision_findings.cc, conversion_findings.cc) and numerics (numerics_findings.h). Each appends
 // its findings to `out`; analyze_run (analyzers.cc) runs them in a fixed
 // order, which is the order of a report's findings.
 #pragma once
@@ -30,5 +30,9 @@ void cast_churn(const RunData& run, std::vector<Finding>& out);
 void not_autocast(const RunData& run, std::vector<Finding>& out);
 void cast_share(const RunData& run, std::vector<Finding>& out);
 void tf32_matmul(const RunData& run, std::vector<Finding>& out);
+
+// Conversions autocast's kernel did not make (conversion_findings.cc).
+void cast_round_trip(const RunData& run, std::vector<Finding>& out);
+void explicit_upcast_dominates(const RunData& run, std::vector<Finding>& out);
 
 }  // namespace castscope::collector
