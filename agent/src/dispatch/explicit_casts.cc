@@ -146,18 +146,7 @@ bool records_conversion(ThreadBlock& thread) {
 
 // Set by the kernels on autograd's keys while the conversion they pass on
 // runs: what the backend kernels above ask.
-struct DispatchedConversion {
-  explicit DispatchedConversion(ThreadBlock& thread) : thread_(thread), previous_(thread.dispatched_conversion) {
-    thread.dispatched_conversion = true;
-  }
-  ~DispatchedConversion() { thread_.dispatched_conversion = previous_; }
-  DispatchedConversion(const DispatchedConversion&) = delete;
-  DispatchedConversion& operator=(const DispatchedConversion&) = delete;
-
- private:
-  ThreadBlock& thread_;
-  bool previous_;
-};
+using DispatchedConversion = ThreadFlagScope<&ThreadBlock::dispatched_conversion>;
 
 // The key set that runs autograd's own kernel for the op next: this kernel
 // sits on AutogradCPU / AutogradCUDA, and the Autograd alias kernel

@@ -51,18 +51,7 @@ class ExplicitCastHooks {
 // autocast's casts, or an explicit one): the _to_copy and copy_ calls inside
 // it are part of it (at::native::_to_copy copies into a new tensor with
 // copy_), as a dispatch mode sees one op.
-struct ConversionScope {
-  explicit ConversionScope(ThreadBlock& thread) : thread_(thread), previous_(thread.making_conversion) {
-    thread.making_conversion = true;
-  }
-  ~ConversionScope() { thread_.making_conversion = previous_; }
-  ConversionScope(const ConversionScope&) = delete;
-  ConversionScope& operator=(const ConversionScope&) = delete;
-
- private:
-  ThreadBlock& thread_;
-  bool previous_;
-};
+using ConversionScope = ThreadFlagScope<&ThreadBlock::making_conversion>;
 
 // A cast castscope's autocast kernel made and autograd recorded (`cast` has
 // a grad_fn): its gradient's conversion in the backward is autocast's

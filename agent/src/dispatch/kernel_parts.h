@@ -96,16 +96,7 @@ void fill_cast_record(Record& r, EventLog& log, uint32_t op_id, uint32_t thread,
 // Records made while this is set are built (decisions kept for the compile
 // capture) but not logged: a compile-time duplicate (compile_capture.h).
 // (ThreadBlock's `unlogged`.)
-struct UnloggedRecords {
-  UnloggedRecords(ThreadBlock& thread, bool on) : thread_(thread), previous_(thread.unlogged) { thread.unlogged = on; }
-  ~UnloggedRecords() { thread_.unlogged = previous_; }
-  UnloggedRecords(const UnloggedRecords&) = delete;
-  UnloggedRecords& operator=(const UnloggedRecords&) = delete;
-
- private:
-  ThreadBlock& thread_;
-  bool previous_;
-};
+using UnloggedRecords = ThreadFlagScope<&ThreadBlock::unlogged>;
 
 // Shape of a cast's source tensor. Symbolic shapes (tracing for export) have
 // no concrete sizes: left at zero dims.

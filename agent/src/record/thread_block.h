@@ -62,6 +62,23 @@ struct ThreadBlock {
 
 extern thread_local constinit ThreadBlock t_thread_block;
 
+// Sets one of a thread block's flags for a scope (`value`, true by default)
+// and puts back what it was.
+template <bool ThreadBlock::*kFlag>
+class ThreadFlagScope {
+ public:
+  explicit ThreadFlagScope(ThreadBlock& thread, bool value = true) : thread_(thread), previous_(thread.*kFlag) {
+    thread.*kFlag = value;
+  }
+  ~ThreadFlagScope() { thread_.*kFlag = previous_; }
+  ThreadFlagScope(const ThreadFlagScope&) = delete;
+  ThreadFlagScope& operator=(const ThreadFlagScope&) = delete;
+
+ private:
+  ThreadBlock& thread_;
+  bool previous_;
+};
+
 // The calling thread's block: one TLS lookup; keep the reference for the op.
 // The address goes through an empty asm so that GCC cannot see it is
 // &t_thread_block: knowing that every caller passes the block, its

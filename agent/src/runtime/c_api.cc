@@ -251,17 +251,7 @@ void castscope_add_internal_dir(const char* dir) {
 }
 
 unsigned castscope_intern_location(int kind, const char* file, unsigned line, const char* function, const char* stack) {
-  try {
-    castscope::Location location;
-    location.kind = static_cast<castscope::LocationKind>(kind);
-    location.file = file != nullptr ? file : "";
-    location.line = line;
-    location.function = function != nullptr ? function : "";
-    location.stack = stack != nullptr ? stack : "";
-    return castscope::process_recording_state().locations.intern(location);
-  } catch (...) {
-    return 0;
-  }
+  return castscope_intern_library_location(kind, file, line, function, stack, 0);
 }
 
 unsigned castscope_intern_library_location(int kind, const char* file, unsigned line, const char* function,
