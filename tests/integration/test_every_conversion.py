@@ -13,7 +13,7 @@ import sys
 import jsonschema
 import pytest
 
-from castscope.report import load_report
+from castscope.report import format_report, load_report
 from helpers import line_of
 
 HERE = pathlib.Path(__file__).parent
@@ -88,6 +88,7 @@ def test_explicit_casts_are_at_their_lines_and_counted_alike_in_aggregate_mode(t
     assert by_maker["user"] == 12 and by_maker["autograd"] == 9, by_maker
     # Autocast's findings read autocast's decisions alone: the explicit casts add none.
     assert not [f for f in full["findings"] if f["severity"] != "info"], full["findings"]
+    assert "  conversions by maker: user 12, autocast 9, autograd 9, autocast_backward 6" in format_report(full)
 
     aggregate, _ = _castscope_run(tmp_path, SCENARIO, "--aggregate")
     for key in ("conversions", "conversions_by_maker", "casts_by_dtype_pair", "casts_by_role", "bytes_cast"):

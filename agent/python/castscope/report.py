@@ -72,6 +72,10 @@ def format_report(report: dict, top: int = 15) -> str:
              f"  cast cache: {cache['misses']} misses, {cache['hits']} hits, {cache['stale_hits']} stale hits "
              f"({cache.get('served_casts', 0)} casts served, {cache.get('bytes_served', 0)} bytes not converted again); "
              f"dropped events: {totals['events_dropped']}"]
+    by_maker = totals.get("conversions_by_maker") or {}
+    if set(by_maker) - {"autocast"}:  # reports before makers have none
+        lines.append("  conversions by maker: " + ", ".join(
+            f"{maker} {n}" for maker, n in sorted(by_maker.items(), key=lambda item: (-item[1], item[0]))))
     if run.get("aggregate"):
         lines.append("  aggregate mode: counters only, no per-event records (docs/aggregate.md); not available in "
                      "aggregate mode: " + (", ".join(f["id"] for f in report.get("findings_not_available", [])) or "none"))
