@@ -154,10 +154,13 @@ CASTSCOPE_EXPORT void castscope_compile_collect(int on);
 CASTSCOPE_EXPORT size_t castscope_compile_decisions(char* buf, size_t len);
 CASTSCOPE_EXPORT unsigned castscope_compiled_graph(const char* json);
 CASTSCOPE_EXPORT unsigned castscope_compiled_graph_ran(unsigned graph, unsigned calling_location);
-/* Brackets a compiled graph's run on the calling thread (nests; on 1, off
- * 0): the conversions it dispatches are the graph's, recorded from the graph
- * (castscope_compiled_graph), not again as explicit casts. */
+/* Brackets a compiled graph's run on the calling thread (on 1, off 0; set,
+ * not counted): the conversions it dispatches are the graph's, recorded from
+ * the graph (castscope_compiled_graph), not again as explicit casts. */
 CASTSCOPE_EXPORT void castscope_compiled_graph_running(int on);
+/* Brackets a conversion castscope's Python code makes and records itself
+ * (a callable overlay's cast): not recorded again as an explicit one. */
+CASTSCOPE_EXPORT void castscope_own_conversion(int on);
 CASTSCOPE_EXPORT size_t castscope_compile_records(char* buf, size_t len);
 CASTSCOPE_EXPORT int castscope_compile_replay(const char* json);
 /* Installs the function that returns, while torch.compile traces, the user's

@@ -122,6 +122,8 @@ def _library():
         lib.castscope_compiled_graph_ran.restype = ctypes.c_uint
         lib.castscope_compiled_graph_running.argtypes = [ctypes.c_int]
         lib.castscope_compiled_graph_running.restype = None
+        lib.castscope_own_conversion.argtypes = [ctypes.c_int]
+        lib.castscope_own_conversion.restype = None
         lib.castscope_compile_records.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         lib.castscope_compile_records.restype = ctypes.c_size_t
         lib.castscope_compile_replay.argtypes = [ctypes.c_char_p]

@@ -83,6 +83,14 @@ class _Overlay:
             return self.parameters.index(name)
         return max(len(self.parameters) - 1, 0)
 
+    def convert(self, tensor, target):
+        """tensor.to(target), recorded by record() already: not again as an explicit cast."""
+        self.lib.castscope_own_conversion(1)
+        try:
+            return tensor.to(target)
+        finally:
+            self.lib.castscope_own_conversion(0)
+
     def record(self, tensor, target, outcome: int, arg_index: int, list_index: int, device_type: str) -> None:
         try:
             shape = tuple(int(s) for s in tensor.shape)
@@ -182,7 +190,7 @@ def _cast_outputs(result, to_dtype, from_dtype, overlay: _Overlay, device_type: 
     def back(value):
         if isinstance(value, torch.Tensor) and value.dtype == from_dtype and _eligible(value, device_type):
             overlay.record(value, to_dtype, _CAST, overlay.output_index, -1, device_type)
-            return value.to(to_dtype)
+            return overlay.convert(value, to_dtype)
         return value
 
     if isinstance(result, torch.Tensor):
@@ -213,7 +221,7 @@ def _plan(args, kwargs, overlay: _Overlay):
         if outcome in (_CAST, _ALREADY_TARGET) and input_dtype is None:
             input_dtype = tensor.dtype
         if outcome == _CAST:
-            _put(new_args, new_kwargs, where, tensor.to(target))
+            _put(new_args, new_kwargs, where, overlay.convert(tensor, target))
     return device_type, target, new_args, new_kwargs, input_dtype
 
 

@@ -134,6 +134,9 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
         break;
     }
     keep_inputs();
+    // fp32_set_opt_dtype: the op converts its input to the dtype autocast set (explicit_casts.h).
+    const ThreadFlagScope<&ThreadBlock::autocast_dtype_arg> dtype_arg(thread,
+                                                                      policy_ == CastPolicy::kFp32SetOptDtype);
     op.callBoxed(stack);
   }
 
@@ -224,6 +227,7 @@ class AutocastKernel final : public c10::OperatorKernel, KernelCore {
       record_cast(thread, *op_record, first, at::kFloat, 0, -1,
                   eligible ? std::optional(CastOutcome::kDtypeArgSet) : std::nullopt);
     stack->emplace_back(out_type);
+    const ThreadFlagScope<&ThreadBlock::autocast_dtype_arg> dtype_arg(thread);  // explicit_casts.h
     redispatch_->callBoxed(stack);
   }
 

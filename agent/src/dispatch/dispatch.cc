@@ -139,13 +139,21 @@ uint32_t g_full_precision_op = 0;
 
 at::Tensor jit_to_reduced_precision(const at::Tensor& self, bool cuda_enabled, bool cpu_enabled,
                                     at::ScalarType cuda_dtype, at::ScalarType cpu_dtype) {
-  at::Tensor result = at::native::_autocast_to_reduced_precision(self, cuda_enabled, cpu_enabled, cuda_dtype, cpu_dtype);
+  at::Tensor result;
+  {
+    const ConversionScope inside(this_thread_block());  // recorded below, not again as an explicit cast
+    result = at::native::_autocast_to_reduced_precision(self, cuda_enabled, cpu_enabled, cuda_dtype, cpu_dtype);
+  }
   record_jit_cast(g_reduced_precision_op, CastPolicy::kLowerPrecisionFp, self, result);
   return result;
 }
 
 at::Tensor jit_to_full_precision(const at::Tensor& self, bool cuda_enabled, bool cpu_enabled) {
-  at::Tensor result = at::native::_autocast_to_full_precision(self, cuda_enabled, cpu_enabled);
+  at::Tensor result;
+  {
+    const ConversionScope inside(this_thread_block());  // recorded below, not again as an explicit cast
+    result = at::native::_autocast_to_full_precision(self, cuda_enabled, cpu_enabled);
+  }
   record_jit_cast(g_full_precision_op, CastPolicy::kFp32, self, result);
   return result;
 }

@@ -22,7 +22,6 @@
 #include "agent/src/context/op_context.h"
 #include "agent/src/context/recording_state.h"
 #include "agent/src/dispatch/dispatch.h"
-#include "agent/src/gpu/launch_scope.h"
 
 namespace castscope {
 namespace {
@@ -52,8 +51,11 @@ class AutocastCastNodes {
  public:
   static constexpr size_t kGeneration = size_t{1} << 16;
   void add(NodeKey key) {
+    std::unordered_set<NodeKey, NodeKeyHash> retired;  // freed after the lock is let go
     std::lock_guard<std::mutex> lock(mutex_);
-    if (current_.size() >= kGeneration) previous_ = std::exchange(current_, {});
+    if (current_.size() >= kGeneration) {
+      retired = std::exchange(previous_, std::exchange(current_, {}));
+    }
     current_.insert(key);
   }
   bool contains(NodeKey key) {
@@ -137,11 +139,13 @@ void remember_conversion(const at::Tensor& result, c10::ScalarType from, uint32_
 // wrapper, as a dispatch mode does not see it either. Under inference mode
 // autograd's kernels never run: every conversion there is recorded.
 // A compiled graph's conversions are its own, recorded from the graph.
-bool records_conversion(ThreadBlock& thread) {
-  return g_record_events.load(std::memory_order_relaxed) && !thread.making_conversion && !thread.unlogged &&
-         thread.compiled_graph_depth == 0 &&
-         (thread.dispatched_conversion || c10::InferenceMode::is_enabled()) &&
-         g_runtime.load(std::memory_order_relaxed) != nullptr;
+// The runtime to record into, or nullptr; loaded once by the caller (a
+// detach on another thread may clear it meanwhile).
+RecordingState* records_conversion(ThreadBlock& thread) {
+  if (!g_record_events.load(std::memory_order_relaxed) || thread.making_conversion || thread.unlogged ||
+      thread.compiled_graph_depth != 0 || !(thread.dispatched_conversion || c10::InferenceMode::is_enabled()))
+    return nullptr;
+  return g_runtime.load(std::memory_order_acquire);
 }
 
 // Set by the kernels on autograd's keys while the conversion they pass on
@@ -173,9 +177,11 @@ bool describe_conversion(Record& r, RecordingState& runtime, ThreadBlock& thread
     cast.outcome = CastOutcome::kCast;
     // A maker library's code between the conversion and the user's line made it (forward or backward).
     const CastMaker library = runtime.locations.library_of(context.location);
-    cast.maker = library != CastMaker::kUnspecified ? library
-                 : context.phase == Phase::kBackward ? backward_maker()
-                                                     : CastMaker::kExplicit;
+    // An op autocast set a dtype argument for converts its input itself (softmax's toType): autocast's.
+    cast.maker = thread.autocast_dtype_arg          ? CastMaker::kAutocast
+                 : library != CastMaker::kUnspecified ? library
+                 : context.phase == Phase::kBackward  ? backward_maker()
+                                                      : CastMaker::kExplicit;
     cast.role = conversion_role(source, cast.maker);
     const c10::TensorImpl* impl = source.unsafeGetTensorImpl();
     if (!impl->has_symbolic_sizes_strides()) {
@@ -196,8 +202,9 @@ template <class Make>
 auto converted(const at::Tensor& source, c10::ScalarType target, uint32_t op_id, uint16_t arg_index, DeviceKind device,
                Make&& make) -> decltype(make()) {
   ThreadBlock& thread = this_thread_block();
-  if (!records_conversion(thread)) return make();
-  RecordingState& runtime = *g_runtime.load(std::memory_order_relaxed);
+  RecordingState* const recording = records_conversion(thread);
+  if (recording == nullptr) return make();
+  RecordingState& runtime = *recording;
   Record r;
   if (!describe_conversion(r, runtime, thread, source, target, op_id, arg_index, device)) {
     const ConversionScope inside(thread);
@@ -209,8 +216,9 @@ auto converted(const at::Tensor& source, c10::ScalarType target, uint32_t op_id,
   } catch (...) {
     runtime.events.count_internal_error();
   }
-  // Its GPU kernels carry the cast's seq (CUPTI timing, agent/src/gpu).
-  const LaunchScope launches(gpu_correlates(device == DeviceKind::kCuda), r.seq | kCastLaunchBit);
+  // Its GPU kernels are not attributed to it (LAUNCHED_BY_NONE, or the
+  // autocast op it runs in): a cast launch is an autocast cast's, whose GPU
+  // time the cast-share finding sets against its op's.
   auto&& result = make();
   try {
     remember_conversion(result, source.scalar_type(), r.cast.location);
@@ -261,7 +269,7 @@ template <class Make>
 auto converted_list(const std::vector<ListConversion>& casts, uint32_t op_id, uint16_t arg_index,
                     bool gradients_in_backward, Make&& make) -> decltype(make()) {
   ThreadBlock& thread = this_thread_block();
-  RecordingState* runtime = g_runtime.load(std::memory_order_relaxed);
+  RecordingState* runtime = g_runtime.load(std::memory_order_acquire);
   if (casts.empty() || runtime == nullptr || !g_record_events.load(std::memory_order_relaxed) ||
       thread.making_conversion || thread.unlogged || thread.compiled_graph_depth != 0)
     return make();
@@ -322,6 +330,7 @@ at::Tensor& copy_autograd(c10::DispatchKeySet ks, at::Tensor& self, const at::Te
 }  // namespace
 
 void note_autocast_cast(ThreadBlock& thread, const at::Tensor& cast) {
+  if (g_runtime.load(std::memory_order_relaxed) == nullptr) return;  // explicit_casts off: nobody asks
   const torch::autograd::Node* node = torch::autograd::impl::grad_fn_unsafe(cast);
   if (node == nullptr) return;
   const uint64_t sequence_nr = node->sequence_nr();

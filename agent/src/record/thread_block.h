@@ -40,8 +40,12 @@ struct ThreadBlock {
   bool making_conversion = false;
   // dispatch/explicit_casts.h: a _to_copy / copy_ dispatched through autograd's keys is running.
   bool dispatched_conversion = false;
-  // castscope_compiled_graph_running (agent.h): compiled graphs running on this thread.
+  // castscope_compiled_graph_running (agent.h): a compiled graph runs on this thread.
   int compiled_graph_depth = 0;
+  // dispatch/explicit_casts.h: an autocast kernel runs an op it set a dtype
+  // argument for (fp32_set_opt_dtype, fp32_append_dtype): the conversions the
+  // op makes of its input are autocast's.
+  bool autocast_dtype_arg = false;
   // dispatch/explicit_casts.h: the grad_fn of the last autocast cast noted.
   const void* last_autocast_node = nullptr;
   uint64_t last_autocast_node_seq = 0;

@@ -212,13 +212,12 @@ unsigned castscope_compiled_graph(const char* json) {
   }
 }
 
+void castscope_own_conversion(int on) { castscope::this_thread_block().making_conversion = on != 0; }
+
 void castscope_compiled_graph_running(int on) {
-  castscope::ThreadBlock& thread = castscope::this_thread_block();
-  if (on != 0) {
-    ++thread.compiled_graph_depth;
-  } else if (thread.compiled_graph_depth > 0) {
-    --thread.compiled_graph_depth;
-  }
+  // Set, not counted: graphs do not nest, and a backward that raised between
+  // its two hooks is put right by the next run's bracket on this thread.
+  castscope::this_thread_block().compiled_graph_depth = on != 0 ? 1 : 0;
 }
 
 unsigned castscope_compiled_graph_ran(unsigned graph, unsigned calling_location) {

@@ -115,8 +115,8 @@ class RunDataLoader {
     for (auto& [key, row] : gemm_kernels_) (key.launched ? out_.gemm_kernels : out_.gemm_unattributed).push_back(row.row);
     for (auto& [key, row] : sites_) {
       auto& rows = row.mode == v1::EXECUTION_MODE_COMPILING ? out_.compile_decisions
-                   : autocast_decision(row.maker)           ? out_.sites
-                                                            : out_.conversions;
+                   : autocast_decision(row.maker, row.policy) ? out_.sites
+                                                              : out_.conversions;
       rows.push_back(std::move(row));
     }
     for (auto& [key, row] : ops_) out_.ops.push_back(std::move(row));

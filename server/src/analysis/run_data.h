@@ -35,11 +35,17 @@ struct SiteRef {
   auto key() const { return std::tie(file, line, op, arg); }
 };
 
-// Whether a cast row is one of autocast's decisions (its kernel's, the
-// compiled graphs' and the callable overlays'; every row of a store before
-// makers), not a conversion made elsewhere (CastEvent.maker).
+// Whether a cast was made by autocast (its kernel, the compiled graphs, the
+// callable overlays; every row of a store before makers), not elsewhere
+// (CastEvent.maker).
 inline bool autocast_decision(v1::CastMaker maker) {
   return maker == v1::CAST_MAKER_UNSPECIFIED || maker == v1::CAST_MAKER_AUTOCAST;
+}
+// The same for a decision: autocast's, with its policy. A conversion an op
+// made of its input for the dtype argument autocast set (maker AUTOCAST,
+// policy UNSPECIFIED) is autocast's, and one of the conversions, not a site.
+inline bool autocast_decision(v1::CastMaker maker, v1::CastPolicy policy) {
+  return autocast_decision(maker) && policy != v1::CAST_POLICY_UNSPECIFIED;
 }
 
 // Every cast decision of one kind at one site.
