@@ -17,28 +17,19 @@ import contextlib
 import tempfile
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 import castscope
 from harness import interleaved, medians, ms_per_step, repeats_parser
+from jobs.llama_steps import llama, step  # tests/integration/jobs (harness puts tests/integration on the path)
 
 
 def main():
     args = repeats_parser(7, steps=5).parse_args()
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    model = LlamaForCausalLM(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    ids = torch.randint(0, 256, (2, 16))
+    model, optimizer, ids = llama()
 
     def steps(n):
         for _ in range(n):
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = model(input_ids=ids, labels=ids).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
+            step(model, optimizer, ids)
 
     with tempfile.TemporaryDirectory() as tmp:
         def attached(**options):

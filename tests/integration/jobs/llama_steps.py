@@ -14,26 +14,36 @@ from conversion_counter import ConversionCounter  # noqa: E402
 STEPS = 3
 
 
-def main():
-    whole_job = ConversionCounter() if "--count" in sys.argv else None
-    if whole_job is not None:
-        whole_job.__enter__()
+def llama():
+    """The model (seeded), its AdamW and a batch of token ids."""
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
     model = LlamaForCausalLM(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    ids = torch.randint(0, 256, (2, 16))
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3), torch.randint(0, 256, (2, 16))
+
+
+def step(model, optimizer, ids) -> torch.Tensor:
+    """One bf16 training step; its loss."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
+
+
+def main():
+    whole_job = ConversionCounter() if "--count" in sys.argv else None
+    if whole_job is not None:
+        whole_job.__enter__()
+    model, optimizer, ids = llama()
     counter = ConversionCounter() if "--count" in sys.argv else None
     losses = []
     if counter is not None:
         counter.__enter__()
     for _ in range(STEPS):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
+        loss = step(model, optimizer, ids)
         losses.append(loss.detach().float().view(torch.int32).item())
     if counter is not None:
         counter.__exit__(None, None, None)
