@@ -140,10 +140,12 @@ void remember_conversion(const at::Tensor& result, c10::ScalarType from, uint32_
 // autograd's kernels never run: every conversion there is recorded.
 // A compiled graph's conversions are its own, recorded from the graph.
 // The runtime to record into, or nullptr; loaded once by the caller (a
-// detach on another thread may clear it meanwhile).
-RecordingState* records_conversion(ThreadBlock& thread) {
+// detach on another thread may clear it meanwhile). `dispatched_only`: as
+// above (the list copies are recorded wherever they are called).
+RecordingState* records_conversion(ThreadBlock& thread, bool dispatched_only = true) {
   if (!g_record_events.load(std::memory_order_relaxed) || thread.making_conversion || thread.unlogged ||
-      thread.compiled_graph_depth != 0 || !(thread.dispatched_conversion || c10::InferenceMode::is_enabled()))
+      thread.compiled_graph_depth != 0 ||
+      (dispatched_only && !(thread.dispatched_conversion || c10::InferenceMode::is_enabled())))
     return nullptr;
   return g_runtime.load(std::memory_order_acquire);
 }
@@ -269,10 +271,8 @@ template <class Make>
 auto converted_list(const std::vector<ListConversion>& casts, uint32_t op_id, uint16_t arg_index,
                     bool gradients_in_backward, Make&& make) -> decltype(make()) {
   ThreadBlock& thread = this_thread_block();
-  RecordingState* runtime = g_runtime.load(std::memory_order_acquire);
-  if (casts.empty() || runtime == nullptr || !g_record_events.load(std::memory_order_relaxed) ||
-      thread.making_conversion || thread.unlogged || thread.compiled_graph_depth != 0)
-    return make();
+  RecordingState* const runtime = casts.empty() ? nullptr : records_conversion(thread, false);
+  if (runtime == nullptr) return make();
   std::vector<Record> records(casts.size());
   size_t described = 0;
   for (const ListConversion& cast : casts) {
