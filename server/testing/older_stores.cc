@@ -16,11 +16,18 @@ std::string to_version_16() {
   for (const schema::Table* table : schema::kTables) {
     if (!table->segmented) continue;
     const std::string name(table->name);
+    // Version 16's columns: none added later (kLaterColumns; their own steps dropped them already).
     sql += "CREATE TABLE " + name + "_v16(";
-    for (const schema::Column& column : table->columns)
-      sql += std::string(column.name) + " " +
-             (column.name == "id" ? std::string("INTEGER PRIMARY KEY") : std::string(column.definition)) +
-             (&column == &table->columns.back() ? "" : ", ");
+    bool first = true;
+    for (const schema::Column& column : table->columns) {
+      bool later = false;
+      for (const schema::LaterColumn& added : schema::kLaterColumns)
+        later = later || (added.table == table->name && added.column == column.name && added.since > 16);
+      if (later) continue;
+      sql += std::string(first ? "" : ", ") + std::string(column.name) + " " +
+             (column.name == "id" ? std::string("INTEGER PRIMARY KEY") : std::string(column.definition));
+      first = false;
+    }
     sql += "); INSERT INTO " + name + "_v16 SELECT * FROM " + name + " ORDER BY id; DROP TABLE " + name +
            "; ALTER TABLE " + name + "_v16 RENAME TO " + name + ";";
   }
@@ -44,11 +51,27 @@ std::string to_version_15() {
          "DROP TABLE tiles_now;";
 }
 
+// Today's cast_rows view without version 19's float8 columns (the view's
+// last ones); empty when the text is not as expected.
+std::string cast_rows_view_before_float8() {
+  std::string view = schema::cast_rows_view_sql();
+  const size_t from = view.find(", (((float8 >> ");
+  const size_t to = view.find("\n  FROM casts");
+  if (from == std::string::npos || to == std::string::npos || to < from) return {};
+  return view.erase(from, to - from);
+}
+
 // What takes a store of version `version` + 1 to `version`.
 std::string step_to(int version) {
   switch (version) {
+    case 18: {  // no casts.float8, casts.float8_zero_amax
+      const std::string view = cast_rows_view_before_float8();
+      if (view.empty()) return {};
+      return "DROP VIEW cast_rows; ALTER TABLE casts DROP COLUMN float8; ALTER TABLE casts DROP COLUMN float8_zero_amax;" +
+             view;
+    }
     case 17: {  // the cast_rows view without the maker (casts.codes' bits 56-62)
-      std::string view = schema::cast_rows_view_sql();
+      std::string view = cast_rows_view_before_float8();
       const std::string maker = ", ((codes >> 56) & 127) AS maker";
       const size_t at = view.find(maker);
       if (at == std::string::npos) return {};

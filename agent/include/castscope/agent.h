@@ -161,6 +161,12 @@ CASTSCOPE_EXPORT void castscope_compiled_graph_running(int on);
 /* Brackets a conversion castscope's Python code makes and records itself
  * (a callable overlay's cast): not recorded again as an explicit one. */
 CASTSCOPE_EXPORT void castscope_own_conversion(int on);
+/* Brackets a library's conversion to float8 on the calling thread (torchao's
+ * _ToFloat8ConstrFunc.forward): `role` (events.proto Role) is what its
+ * conversions convert; `scale`, when not NULL, its float32 scale on the host
+ * (`scale_numel` elements, read during the bracket only). Brackets nest. */
+CASTSCOPE_EXPORT void castscope_float8_conversion_begin(int role, const float* scale, unsigned long long scale_numel);
+CASTSCOPE_EXPORT void castscope_float8_conversion_end(void);
 CASTSCOPE_EXPORT size_t castscope_compile_records(char* buf, size_t len);
 CASTSCOPE_EXPORT int castscope_compile_replay(const char* json);
 /* Installs the function that returns, while torch.compile traces, the user's

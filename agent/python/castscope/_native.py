@@ -124,6 +124,10 @@ def _library():
         lib.castscope_compiled_graph_running.restype = None
         lib.castscope_own_conversion.argtypes = [ctypes.c_int]
         lib.castscope_own_conversion.restype = None
+        lib.castscope_float8_conversion_begin.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_ulonglong]
+        lib.castscope_float8_conversion_begin.restype = None
+        lib.castscope_float8_conversion_end.argtypes = []
+        lib.castscope_float8_conversion_end.restype = None
         lib.castscope_compile_records.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         lib.castscope_compile_records.restype = ctypes.c_size_t
         lib.castscope_compile_replay.argtypes = [ctypes.c_char_p]

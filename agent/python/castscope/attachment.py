@@ -12,7 +12,7 @@ import pathlib
 import tempfile
 from typing import Iterator, Sequence
 
-from . import callable_overlays, compile_capture, scaler_hook
+from . import callable_overlays, compile_capture, float8_scopes, scaler_hook
 from ._native import (AttachError, PolicyRefused, _library, _location_reader_pointer, _read_json, _torch_dir,
                       _set_thread_location_reader, _thread_location_reader_pointer,
                       agent_torch_version)
@@ -196,6 +196,10 @@ def _start(config: dict, locations: bool, check_modules: bool = True) -> None:
     scaler_hook.install(lib)
     scaler_hook.bracket_cuda_graphs(lib)
     compile_capture.install(lib)
+    if config.get("explicit_casts", True):
+        float8_scopes.install(lib)
+    else:
+        float8_scopes.uninstall()
     import torch
 
     if torch.autograd.profiler._is_profiler_enabled:
@@ -300,6 +304,7 @@ def detach() -> None:
     if not _current._external:
         callable_overlays.uninstall()
         compile_capture.uninstall()
+        float8_scopes.uninstall()
         try:
             scaler_hook.stop(_library())  # GradScaler updates still on their way (CUDA) are written first
         finally:

@@ -22,6 +22,7 @@
 #include "agent/src/context/op_context.h"
 #include "agent/src/context/recording_state.h"
 #include "agent/src/dispatch/dispatch.h"
+#include "agent/src/dispatch/float8_scaling.h"
 
 namespace castscope {
 namespace {
@@ -185,6 +186,10 @@ bool describe_conversion(Record& r, RecordingState& runtime, ThreadBlock& thread
                  : context.phase == Phase::kBackward  ? backward_maker()
                                                       : CastMaker::kExplicit;
     cast.role = conversion_role(source, cast.maker);
+    if (thread.float8 != nullptr) {  // a library's float8 conversion: the role it named, and its scale
+      cast.role = thread.float8->role;
+      describe_float8_scaling(*thread.float8, target, cast);
+    }
     const c10::TensorImpl* impl = source.unsafeGetTensorImpl();
     if (!impl->has_symbolic_sizes_strides()) {
       const auto sizes = impl->sizes();

@@ -163,6 +163,21 @@ Record cast_record() {
   return r;
 }
 
+// A conversion to float8 with torchao's scale (float8_scaled): no op_seq, a Float8Scaling.
+Record float8_cast_record() {
+  Record r = testing::record_head(RecordKind::kCast, 106, 1006, 4, 5, CastPolicy::kUnspecified, DeviceKind::kCpu);
+  r.cast = {.bytes = 64, .shape = {4, 4}, .location = kLocationId, .arg_index = 1, .list_index = -1,
+            .src = DType::kFloat32, .dst = DType::kFloat8E4M3Fn, .outcome = CastOutcome::kCast, .ndim = 2,
+            .role = Role::kWeight, .cache = CacheOutcome::kNotCacheable, .mode = ExecutionMode::kEager,
+            .phase = Phase::kForward, .round_trip = false, .maker = CastMaker::kTorchao, .float8_scaled = true,
+            .zero_amax = 1};
+  r.cast.float8_log2[kScaleLog2Min] = 5;
+  r.cast.float8_log2[kScaleLog2Max] = 48;
+  r.cast.float8_log2[kAmaxLog2Min] = kNoMagnitude;
+  r.cast.float8_log2[kAmaxLog2Max] = -3;
+  return r;
+}
+
 // Aggregate mode's counters: what the event log flushes (event_log.cc counts_record).
 Record counts_record(const Record& folded, uint64_t seq) {
   CountFields c{};
@@ -272,6 +287,19 @@ v1::Event expected_cast() {
   return event;
 }
 
+v1::Event expected_float8_cast() {
+  v1::Event event;
+  *event.mutable_cast() = fixtures::message<v1::specs::CastEvent>(
+      {.seq = 106, .ts_ns = 1006, .thread = 4, .arg_index = 1, .list_index = -1, .src_dtype = v1::DTYPE_FLOAT32,
+       .dst_dtype = v1::DTYPE_FLOAT8_E4M3FN, .outcome = v1::CAST_OUTCOME_CAST, .shape = {4, 4}, .bytes = 64,
+       .device_type = v1::DEVICE_TYPE_CPU, .role = v1::ROLE_WEIGHT, .cache = v1::CACHE_OUTCOME_NOT_CACHEABLE,
+       .mode = v1::EXECUTION_MODE_EAGER, .phase = v1::PHASE_FORWARD, .op_id = 1, .arg_name_id = 2,
+       .location_id = kLocationId, .maker = v1::CAST_MAKER_TORCHAO,
+       .float8 = v1::specs::Float8Scaling{.scale_log2_min = 5, .scale_log2_max = 48, .amax_log2_min = kNoMagnitude,
+                                          .amax_log2_max = -3, .zero_amax = 1}});
+  return event;
+}
+
 v1::Event expected_cache_sample() {
   v1::Event event;
   *event.mutable_cache_sample() = fixtures::message<v1::specs::CacheSample>(
@@ -360,6 +388,7 @@ v1::Batch expected_batch() {
   fixtures::add_strings(batch, 3, {"memcpy DtoD"});
   *batch.add_events() = expected_op();
   *batch.add_events() = expected_cast();
+  *batch.add_events() = expected_float8_cast();
   *batch.add_events() = expected_cache_sample();
   v1::Event kernel = expected_kernel();
   kernel.mutable_kernel()->clear_name();
@@ -414,6 +443,7 @@ TEST(BatchEncoderSchema, EveryFieldOfEveryEventKindIsWritten) {
   BatchEncoder encoder(agent_identity());
   encoder.add(op_record(), kConv, kLocationId, location());
   encoder.add(cast_record(), kConv, kLocationId, location());
+  encoder.add(float8_cast_record(), kConv, kLocationId, location());
   encoder.add(cache_sample_record(), OpMeta{}, 0, Location{});
   encoder.add(kernel_record(), kMemcpy, 0, Location{});  // not in batches: skipped
   encoder.add(counts_record(cast_record(), 104), kConv, kLocationId, location());
@@ -435,6 +465,7 @@ TEST(BatchEncoderSchema, EveryFieldOfEveryJsonLineIsWritten) {
   const std::vector<std::string> lines = {
       record_to_json(op_record(), kConv, location()),
       record_to_json(cast_record(), kConv, location()),
+      record_to_json(float8_cast_record(), kConv, location()),
       record_to_json(cache_sample_record(), OpMeta{}, Location{}),
       record_to_json(kernel_record(), kMemcpy, Location{}),
       record_to_json(counts_record(cast_record(), 104), kConv, location()),
@@ -444,7 +475,7 @@ TEST(BatchEncoderSchema, EveryFieldOfEveryJsonLineIsWritten) {
       stats_to_json(kStats, ProcessIdentity{42, 3, 1, 8}, "2.14.1", kStatsTs, "on"),
   };
   const std::vector<v1::Event> expected = {resolved(expected_op()), resolved(expected_cast()),
-                                           expected_cache_sample(), expected_kernel(),
+                                           resolved(expected_float8_cast()), expected_cache_sample(), expected_kernel(),
                                            resolved(expected_cast_counts()), resolved(expected_op_counts()),
                                            resolved(expected_numerics_cast()), resolved(expected_scaler_update()),
                                            expected_stats()};

@@ -140,7 +140,7 @@ void cast_fields(const Record& r, const RecordNames& names, V& v) {
   v.field(F::kShapeTruncated, c.ndim > kMaxShapeDims);
   v.field(F::kBytes, c.bytes);
   v.field(F::kDeviceType, r.device);
-  v.field(F::kOpSeq, c.op_seq);
+  v.field(F::kOpSeq, c.float8_scaled ? uint64_t{0} : c.op_seq);
   v.field(F::kRole, c.role);
   v.field(F::kCache, c.cache);
   v.field(F::kSourceVersion, c.source_version);
@@ -152,6 +152,16 @@ void cast_fields(const Record& r, const RecordNames& names, V& v) {
   v.location(F::kLocationId, F::kLocation, names.location_id, *names.location);
   v.field(F::kRoundTrip, c.round_trip);
   v.field(F::kMaker, c.maker);
+  if (c.float8_scaled) {
+    v.message(F::kFloat8, [&](auto& float8) {
+      using S = pb::Float8Scaling;
+      float8.field(S::kScaleLog2Min, int32_t{c.float8_log2[kScaleLog2Min]});
+      float8.field(S::kScaleLog2Max, int32_t{c.float8_log2[kScaleLog2Max]});
+      float8.field(S::kAmaxLog2Min, int32_t{c.float8_log2[kAmaxLog2Min]});
+      float8.field(S::kAmaxLog2Max, int32_t{c.float8_log2[kAmaxLog2Max]});
+      float8.field(S::kZeroAmax, uint32_t{c.zero_amax});
+    });
+  }
 }
 
 template <typename V>

@@ -60,8 +60,17 @@ enum class RecordKind : uint8_t {
 inline constexpr int kMaxShapeDims = 6;
 inline constexpr int kMaxOpInputDtypes = 8;
 
+// CastFields::float8_log2's elements (events.proto Float8Scaling).
+enum Float8Log2 : int { kScaleLog2Min, kScaleLog2Max, kAmaxLog2Min, kAmaxLog2Max };
+
 struct CastFields {
-  uint64_t op_seq;
+  union {
+    uint64_t op_seq;
+    // A conversion to float8 made with its maker's scale (float8_scaled; no
+    // op of castscope's owns it, op_seq would be 0): floor(log2) of its
+    // scale's and amax's extremes, indexed by Float8Log2; kNoMagnitude: a zero amax.
+    int16_t float8_log2[4];
+  };
   uint64_t bytes;
   int64_t shape[kMaxShapeDims];
   uint32_t source_version;  // c10's version counters are 32-bit
@@ -79,6 +88,8 @@ struct CastFields {
   Phase phase;
   bool round_trip;
   CastMaker maker;
+  bool float8_scaled;
+  uint16_t zero_amax;  // float8_scaled: scale elements whose amax was zero (saturates)
 };
 
 struct OpFields {

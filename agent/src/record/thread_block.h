@@ -20,7 +20,8 @@
 
 namespace castscope {
 
-struct CastMemo;  // context/cast_memo.h
+struct CastMemo;     // context/cast_memo.h
+struct Float8Scope;  // dispatch/float8_scaling.h
 
 struct ThreadBlock {
   // EventLog: the thread's ring, the log it belongs to (0: none yet) and
@@ -46,6 +47,9 @@ struct ThreadBlock {
   // argument for (fp32_set_opt_dtype, fp32_append_dtype): the conversions the
   // op makes of its input are autocast's.
   bool autocast_dtype_arg = false;
+  // dispatch/float8_scaling.h: a maker's float8 conversion runs on this
+  // thread (castscope_float8_conversion): its role and scale. Not owned.
+  const Float8Scope* float8 = nullptr;
   // dispatch/explicit_casts.h: the grad_fn of the last autocast cast noted.
   const void* last_autocast_node = nullptr;
   uint64_t last_autocast_node_seq = 0;

@@ -7,6 +7,7 @@
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
+#include <array>
 #include <cstring>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@
 #include "agent/src/dispatch/compiled_graph_json.h"
 #include "agent/src/dispatch/compiled_graph_runs.h"
 #include "agent/src/dispatch/dispatch.h"
+#include "agent/src/dispatch/float8_scaling.h"
 #include "agent/src/dispatch/policy_check.h"
 #include "agent/src/numerics/numerics_windows.h"
 #include "agent/src/observers/trace_observer.h"
@@ -213,6 +215,34 @@ unsigned castscope_compiled_graph(const char* json) {
 }
 
 void castscope_own_conversion(int on) { castscope::this_thread_block().making_conversion = on != 0; }
+
+namespace {
+// The calling thread's float8 brackets, innermost last; deeper ones than
+// kDepth are counted but not described (none is known to nest at all).
+constexpr size_t kFloat8Depth = 4;
+thread_local std::array<castscope::Float8Scope, kFloat8Depth> t_float8_scopes;
+thread_local size_t t_float8_depth = 0;
+
+void point_at_innermost_float8_scope() {
+  castscope::this_thread_block().float8 =
+      t_float8_depth == 0 || t_float8_depth > kFloat8Depth ? nullptr : &t_float8_scopes[t_float8_depth - 1];
+}
+}  // namespace
+
+void castscope_float8_conversion_begin(int role, const float* scale, unsigned long long scale_numel) {
+  if (t_float8_depth < kFloat8Depth) {
+    const bool known = role >= 0 && role <= static_cast<int>(castscope::v1::enums::Role_MAX);
+    t_float8_scopes[t_float8_depth] = {known ? static_cast<castscope::Role>(role) : castscope::Role::kUnspecified,
+                                       scale, scale != nullptr ? scale_numel : 0};
+  }
+  ++t_float8_depth;
+  point_at_innermost_float8_scope();
+}
+
+void castscope_float8_conversion_end(void) {
+  if (t_float8_depth > 0) --t_float8_depth;
+  point_at_innermost_float8_scope();
+}
 
 void castscope_compiled_graph_running(int on) {
   // Set, not counted: graphs do not nest, and a backward that raised between

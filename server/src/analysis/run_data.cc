@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "common/numerics/no_magnitude.h"
 #include "server/src/analysis/kernel_precision.h"
 #include "server/src/store/event_columns.h"
 #include "server/src/store/row_codec.h"
@@ -31,7 +32,8 @@ void called_from(const std::vector<std::string>& frames, SiteRef& site) {
 
 // Column lists of the loader's scans (row_codec.h): what the folds read.
 constexpr auto kCastRow = schema::columns(
-    schema::kCasts, {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version"});
+    schema::kCasts,
+    {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version", "float8", "float8_zero_amax"});
 constexpr auto kOpRow = schema::columns(
     schema::kOps, {"id", "codes", "op", "location", "cpu_duration_ns", "autocast_enabled", "input_dtypes", "gemm"});
 constexpr auto kCastCountsRow = kAllColumns<StoredCastCounts>;
@@ -249,8 +251,9 @@ class RunDataLoader {
     return fold_rows<StoredCast, kCastRow>(first, end, [&](const StoredCast& cast) {
       const auto bytes = static_cast<uint64_t>(cast.bytes);
       const bool round_trip = CastCodes{cast.codes}.round_trip();
-      return fold_cast({cast.location, cast.op, cast.arg_name, cast.codes, cast.id}, 1, bytes,
-                       cast.source_version - cast.cached_version, round_trip ? 1 : 0, round_trip ? bytes : 0);
+      return fold_cast({cast.location, cast.op, cast.arg_name, cast.codes, cast.id, cast.float8, cast.float8_zero_amax},
+                       1, bytes, cast.source_version - cast.cached_version, round_trip ? 1 : 0,
+                       round_trip ? bytes : 0);
     });
   }
 
@@ -269,7 +272,23 @@ class RunDataLoader {
 
   struct CastKey {
     int64_t location, op, arg_name, codes, row_id;
+    int64_t float8 = 0, float8_zero_amax = 0;  // casts.float8 (events mode only)
   };
+
+  static void fold_float8(int64_t packed, int64_t zero_amax, Float8Span& span) {
+    if (packed == 0 && zero_amax == 0) return;
+    ++span.scaled;
+    if (zero_amax > 0) ++span.zero_amax_casts;
+    const auto extreme = [](int32_t value, int32_t& low, int32_t& high) {
+      if (value == kNoMagnitude) return;
+      low = std::min(low, value);
+      high = std::max(high, value);
+    };
+    extreme(float8_field(packed, kFloat8ScaleMin), span.scale_log2_min, span.scale_log2_max);
+    extreme(float8_field(packed, kFloat8ScaleMax), span.scale_log2_min, span.scale_log2_max);
+    extreme(float8_field(packed, kFloat8AmaxMin), span.amax_log2_min, span.amax_log2_max);
+    extreme(float8_field(packed, kFloat8AmaxMax), span.amax_log2_min, span.amax_log2_max);
+  }
 
   // `count` decisions of one key with their source bytes summed; `version_gap`
   // the largest on stale hits.
@@ -311,6 +330,7 @@ class RunDataLoader {
       if (CastCodes{codes}.phase() == v1::PHASE_BACKWARD) row.backward += count;
       row.round_trips += round_trips;
       row.round_trip_bytes += round_trip_bytes;
+      fold_float8(cast.float8, cast.float8_zero_amax, row.float8);
     }
     return Status();
   }

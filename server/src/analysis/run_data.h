@@ -48,6 +48,16 @@ inline bool autocast_decision(v1::CastMaker maker, v1::CastPolicy policy) {
   return autocast_decision(maker) && policy != v1::CAST_POLICY_UNSPECIFIED;
 }
 
+// The float8 scaling of a site's conversions to float8 (CastEvent.float8),
+// as powers of two: the extremes over its conversions. kNoMagnitude (a zero
+// amax) counts apart, in zero_amax_casts.
+struct Float8Span {
+  uint64_t scaled = 0;           // conversions whose scaling the maker passed
+  uint64_t zero_amax_casts = 0;  // of them, ones with a zero amax (the whole tensor or a row)
+  int32_t scale_log2_min = INT32_MAX, scale_log2_max = INT32_MIN;
+  int32_t amax_log2_min = INT32_MAX, amax_log2_max = INT32_MIN;  // over the nonzero amaxes
+};
+
 // Every cast decision of one kind at one site.
 struct SiteRow {
   SiteRef site;
@@ -70,6 +80,7 @@ struct SiteRow {
   uint64_t backward = 0;  // decisions made while the autograd engine ran
   uint64_t round_trips = 0;       // casts undoing an explicit cast (CastEvent.round_trip)
   uint64_t round_trip_bytes = 0;  // their source bytes
+  Float8Span float8;              // conversions to float8 with their maker's scale
   std::set<int32_t> ranks;        // of the processes that made these decisions (RANK; -1 unset)
   size_t last_agent = SIZE_MAX;   // loading: the agent whose rank was added last
 };

@@ -122,6 +122,26 @@ Status check_size(const v1::CastEvent& cast, int index, uint64_t seq) {
   return {};
 }
 
+// The store packs Float8Scaling's powers of two into 16 bits each
+// (event_columns.h kFloat8Fields): int16's range, NUMERICS_NO_MAGNITUDE
+// (-32768) included; zero_amax saturates at 65535 by the schema.
+Status check_float8(const v1::CastEvent& cast, int index, uint64_t seq) {
+  if (!cast.has_float8()) return {};
+  const v1::Float8Scaling& f = cast.float8();
+  const std::pair<const char*, int64_t> fields[] = {{"scale_log2_min", f.scale_log2_min()},
+                                                    {"scale_log2_max", f.scale_log2_max()},
+                                                    {"amax_log2_min", f.amax_log2_min()},
+                                                    {"amax_log2_max", f.amax_log2_max()}};
+  for (const auto& [name, value] : fields)
+    if (value < -32768 || value > 32767)
+      return Status::invalid_argument(event_name(index, "cast", seq) + ": float8." + name + " " + std::to_string(value) +
+                                      " out of range (-32768..32767)");
+  if (f.zero_amax() > 65535)
+    return Status::invalid_argument(event_name(index, "cast", seq) + ": float8.zero_amax " +
+                                    std::to_string(f.zero_amax()) + " out of range (0..65535)");
+  return {};
+}
+
 // Each kind's check (an overload per kind: a kind without one does not compile).
 Status check_event(const v1::AgentStats&, int, const LocalIdIndex&, const LocalIdIndex&) { return {}; }
 
@@ -134,6 +154,7 @@ Status check_event(const v1::CastEvent& cast, int index, const LocalIdIndex& str
     return s;
   if (cast.op_id() == 0) return Status::invalid_argument(event_name(index, "cast", seq) + ": op_id is 0 (unset)");
   if (Status s = check_size(cast, index, seq); !s.ok()) return s;
+  if (Status s = check_float8(cast, index, seq); !s.ok()) return s;
   // The store packs these into one column (event_limits.h).
   if (cast.thread() >= kSlotThreadLimit || cast.arg_index() >= kSlotArgIndexLimit || cast.list_index() < -1 ||
       cast.list_index() >= kSlotListIndexLimit)

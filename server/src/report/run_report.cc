@@ -168,6 +168,18 @@ json gpu_json(const RunData& run) {
           {"gemm_precision", gemm_precision_json(run)}};
 }
 
+// A site's float8 scaling: [low, high] powers of two, null where none was seen.
+json float8_json(const Float8Span& span) {
+  const auto range = [](int32_t low, int32_t high) -> json {
+    if (low > high) return nullptr;
+    return json::array({low, high});
+  };
+  return {{"conversions", span.scaled},
+          {"scale_log2", range(span.scale_log2_min, span.scale_log2_max)},
+          {"amax_log2", range(span.amax_log2_min, span.amax_log2_max)},
+          {"zero_amax_conversions", span.zero_amax_casts}};
+}
+
 }  // namespace
 
 Status build_run_report(const std::string& db_path, const std::string& run_id, json& out, std::optional<int32_t> rank,
@@ -231,10 +243,12 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
     by_role[role_name(row.role)] += row.count;
     by_pair[dtype_name(row.src) + "->" + dtype_name(row.dst)] += row.count;
     by_mode[mode_name(row.mode)] += row.count;
-    conversion_rows.push_back({{"site", site_json(row.site)}, {"maker", maker}, {"mode", mode_name(row.mode)},
-                               {"role", role_name(row.role)}, {"src_dtype", dtype_name(row.src)},
-                               {"dst_dtype", dtype_name(row.dst)}, {"count", row.count}, {"bytes", row.bytes},
-                               {"backward", row.backward}});
+    json conversion = {{"site", site_json(row.site)}, {"maker", maker}, {"mode", mode_name(row.mode)},
+                       {"role", role_name(row.role)}, {"src_dtype", dtype_name(row.src)},
+                       {"dst_dtype", dtype_name(row.dst)}, {"count", row.count}, {"bytes", row.bytes},
+                       {"backward", row.backward}};
+    if (row.float8.scaled > 0) conversion["float8"] = float8_json(row.float8);
+    conversion_rows.push_back(std::move(conversion));
   }
   json op_rows = json::array();
   for (const auto& row : run.ops) {

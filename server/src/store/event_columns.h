@@ -277,6 +277,36 @@ inline void unpack_kernel_codes(int64_t packed, castscope::v1::KernelEvent& k) {
   k.set_launched_by(codes.launched_by());
 }
 
+// casts.float8: CastEvent.float8's powers of two, 16 bits each, offset by
+// -32768 so that NUMERICS_NO_MAGNITUDE (a zero amax) is 0; 0 in all four:
+// no scaling known (casts.float8_zero_amax then 0 too). Its zero_amax is
+// the column casts.float8_zero_amax.
+enum Float8Field : int { kFloat8ScaleMin = 0, kFloat8ScaleMax, kFloat8AmaxMin, kFloat8AmaxMax };
+inline constexpr PackedField float8_field_of(std::string_view name, int index) { return {name, 16 * index, 16, -32768}; }
+inline constexpr PackedField kFloat8Fields[] = {
+    float8_field_of("scale_log2_min", kFloat8ScaleMin), float8_field_of("scale_log2_max", kFloat8ScaleMax),
+    float8_field_of("amax_log2_min", kFloat8AmaxMin), float8_field_of("amax_log2_max", kFloat8AmaxMax)};
+
+inline int64_t pack_float8(const castscope::v1::CastEvent& c) {
+  if (!c.has_float8()) return 0;
+  const castscope::v1::Float8Scaling& f = c.float8();
+  return static_cast<int64_t>(
+      kFloat8Fields[kFloat8ScaleMin].pack(f.scale_log2_min()) | kFloat8Fields[kFloat8ScaleMax].pack(f.scale_log2_max()) |
+      kFloat8Fields[kFloat8AmaxMin].pack(f.amax_log2_min()) | kFloat8Fields[kFloat8AmaxMax].pack(f.amax_log2_max()));
+}
+
+inline int32_t float8_field(int64_t packed, int index) { return static_cast<int32_t>(kFloat8Fields[index].unpack(packed)); }
+
+inline void unpack_float8(int64_t packed, int64_t zero_amax, castscope::v1::CastEvent& c) {
+  if (packed == 0 && zero_amax == 0) return;
+  castscope::v1::Float8Scaling& f = *c.mutable_float8();
+  f.set_scale_log2_min(float8_field(packed, kFloat8ScaleMin));
+  f.set_scale_log2_max(float8_field(packed, kFloat8ScaleMax));
+  f.set_amax_log2_min(float8_field(packed, kFloat8AmaxMin));
+  f.set_amax_log2_max(float8_field(packed, kFloat8AmaxMax));
+  f.set_zero_amax(static_cast<uint32_t>(zero_amax));
+}
+
 // The packed columns of each table, for the views (store_schema.cc).
 struct PackedColumn {
   std::string_view table, column;
@@ -287,6 +317,7 @@ inline constexpr PackedColumn kPackedColumns[] = {
     {"casts", "codes", kCastCodeFields},
     {"ops", "codes", kOpCodeFields},
     {"ops", "gemm", kGemmFields},
+    {"casts", "float8", kFloat8Fields},
 };
 
 }  // namespace castscope::collector

@@ -148,6 +148,7 @@ Status to_event(const StoredCast& row, StoreResolver& resolver, v1::CastEvent& o
   out.set_op_seq(static_cast<uint64_t>(row.op_seq));
   out.set_source_version(row.source_version);
   out.set_cached_version(row.cached_version);
+  unpack_float8(row.float8, row.float8_zero_amax, out);
   if (Status s = resolver.text(row.arg_name, *out.mutable_arg_name()); !s.ok()) return s;
   return resolve_op_site(resolver, row.op, row.location, out);
 }
@@ -241,6 +242,36 @@ Status read_agent_keys(sqlite3* db, int64_t run, std::string_view agent_id, std:
     agent.agent_id = agents.column_text(kKeys["agent_id"]);
   }
   return error;
+}
+
+Status columns_in_store(sqlite3* db, const schema::Table& table, const std::string& columns, std::string& out) {
+  out = columns;
+  for (const schema::LaterColumn& later : schema::kLaterColumns) {
+    if (later.table != table.name) continue;
+    Statement has_column;
+    const std::string sql = "SELECT COUNT(*) FROM pragma_table_info('" + std::string(table.name) + "') WHERE name = ?";
+    if (Status s = Statement::prepare(db, sql, has_column); !s.ok()) return s;
+    const std::string name(later.column);  // bound, not copied: lives past the step
+    has_column.bind_text(1, name);
+    Status error;
+    const bool present = has_column.step(error) && has_column.column_int(0) > 0;
+    if (!error.ok()) return error;
+    if (present) continue;
+    // "e.float8" among ", "-separated names: the whole name, not a prefix of another.
+    std::string rebuilt;
+    size_t start = 0;
+    while (start <= out.size()) {
+      size_t comma = out.find(", ", start);
+      if (comma == std::string::npos) comma = out.size();
+      std::string item = out.substr(start, comma - start);
+      const size_t dot = item.rfind('.');
+      if ((dot == std::string::npos ? item : item.substr(dot + 1)) == later.column) item = std::string(later.default_sql);
+      rebuilt += (rebuilt.empty() ? "" : ", ") + item;
+      start = comma + 2;
+    }
+    out = std::move(rebuilt);
+  }
+  return {};
 }
 
 namespace {

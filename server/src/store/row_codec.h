@@ -48,7 +48,8 @@ namespace castscope::collector {
 struct StoredCast {
   int64_t id = 0, ts_ns = 0, op = 0, arg_name = 0, slot = 0, codes = 0;
   std::span<const std::byte> shape;  // shape_dims() reads it; valid until the scan steps again
-  int64_t bytes = 0, op_seq = 0, source_version = 0, cached_version = 0, location = 0;
+  int64_t bytes = 0, op_seq = 0, source_version = 0, cached_version = 0, location = 0, float8 = 0,
+          float8_zero_amax = 0;
   uint64_t seq() const { return seq_of_row(id); }
   uint32_t thread() const { return static_cast<uint32_t>(kSlotThread.unpack(slot)); }
 };
@@ -154,7 +155,8 @@ struct RowLayout<StoredCast> : TableLayout<schema::kCasts, StoredCast> {
   static constexpr C kIntegers[] = {
       {"id", &R::id}, {"ts_ns", &R::ts_ns}, {"op", &R::op}, {"arg_name", &R::arg_name}, {"slot", &R::slot},
       {"codes", &R::codes}, {"bytes", &R::bytes}, {"op_seq", &R::op_seq}, {"source_version", &R::source_version},
-      {"cached_version", &R::cached_version}, {"location", &R::location}};
+      {"cached_version", &R::cached_version}, {"location", &R::location}, {"float8", &R::float8},
+      {"float8_zero_amax", &R::float8_zero_amax}};
 };
 
 template <>
@@ -270,13 +272,17 @@ void decode(const Source& source, Row& row) {
 // of it. `rest` follows the range condition: more conditions (" AND ...",
 // bound from ?3 through statement()), then ORDER BY and LIMIT. An event
 // table's rows are found through its segments (event_segments.h).
+// `columns` ("e.a, e.b") as a store of an older readable version has them:
+// a column added since (schema::kLaterColumns) reads as its default there.
+Status columns_in_store(sqlite3* db, const schema::Table& table, const std::string& columns, std::string& out);
+
 template <typename Row, const auto& kColumns = kAllColumns<Row>>
 class RowScan {
  public:
   Status open(sqlite3* db, int64_t first, int64_t end, std::string_view rest = " ORDER BY id") {
-    std::string sql;
-    if (Status s = segments::select_sql(db, *kColumns.table, kColumns.list_sql("e."), first, end, rest, sql); !s.ok())
-      return s;
+    std::string columns, sql;
+    if (Status s = columns_in_store(db, *kColumns.table, kColumns.list_sql("e."), columns); !s.ok()) return s;
+    if (Status s = segments::select_sql(db, *kColumns.table, columns, first, end, rest, sql); !s.ok()) return s;
     if (Status s = Statement::prepare(db, sql, statement_); !s.ok()) return s;
     statement_.bind(1, first);
     statement_.bind(2, end);

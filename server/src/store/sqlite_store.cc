@@ -38,7 +38,9 @@ namespace {
 // the numerics table (docs/numerics.md); version 16 dropped the tiles' two
 // finest levels (timeline_tiles.h says why), renumbering the rest; version 17
 // added event_segments, and event tables made from then on take rowids SQLite
-// picks, id a plain column (event_segments.h; tables made before keep theirs).
+// picks, id a plain column (event_segments.h; tables made before keep theirs);
+// version 18 packed the cast's maker into casts.codes; version 19 added
+// casts.float8 and casts.float8_zero_amax (a float8 conversion's scaling).
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -93,7 +95,7 @@ Status renumber_tile_levels(sqlite3* db) {
 const std::string kLocationsTableSql = schema::kLocations.create_sql();
 // Version 8's op_rows view reads ops.gemm: the view is made again after the column.
 const std::string kOpRowsViewSql = schema::op_rows_view_sql();
-// Version 18's cast_rows view unpacks casts.codes' maker: made again.
+// Version 18's cast_rows view unpacks casts.codes' maker, version 19's casts.float8: made again.
 const std::string kCastRowsViewSql = schema::cast_rows_view_sql();
 // Version 13's counter tables (aggregate mode), as a new store's.
 const std::string kCountTablesSql = schema::kCastCounts.create_sql() + schema::kOpCounts.create_sql();
@@ -152,9 +154,14 @@ const Migration kMigrations[] = {
     {17, "DROP VIEW cast_rows", [](sqlite3* db) -> Status {
        return run_sql(db, kCastRowsViewSql, "cannot create the cast_rows view");
      }},
+    // Older casts carry no float8 scaling: 0, as a new row without one.
+    {18, "DROP VIEW cast_rows; ALTER TABLE casts ADD COLUMN float8 INTEGER NOT NULL DEFAULT 0;"
+         "ALTER TABLE casts ADD COLUMN float8_zero_amax INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
+       return run_sql(db, kCastRowsViewSql, "cannot create the cast_rows view");
+     }},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 17;
+constexpr int kNewestMigrationFrom = 18;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version

@@ -231,8 +231,24 @@ inline constexpr Column kCastsColumns[] = {
     {"source_version", "INTEGER"},
     {"cached_version", "INTEGER"},
     {"location", "INTEGER"},
+    // Version 19 (added at the end, as ALTER TABLE does when upgrading):
+    {"float8", "INTEGER NOT NULL DEFAULT 0"},            // pack_float8; 0: no float8 scaling
+    {"float8_zero_amax", "INTEGER NOT NULL DEFAULT 0"},  // Float8Scaling.zero_amax
 };
 inline constexpr Table kCasts{"casts", kCastsColumns, {}, false, /*segmented=*/true};
+
+// Columns of event tables added after the oldest version a read-only reader
+// opens as it is (sqlite_store.cc kOldestReadableVersion): in an older store
+// they read as `default_sql` (row_codec.h columns_in_store).
+struct LaterColumn {
+  std::string_view table, column;
+  int since;  // the schema version that added it
+  std::string_view default_sql;
+};
+inline constexpr LaterColumn kLaterColumns[] = {
+    {"casts", "float8", 19, "0"},
+    {"casts", "float8_zero_amax", 19, "0"},
+};
 
 inline constexpr Column kOpsColumns[] = {
     {"id", "INTEGER"},  // event_row_id(agent, seq); the rowid is SQLite's

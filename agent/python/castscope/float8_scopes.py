@@ -1,0 +1,136 @@
+"""torchao's float8 conversions into the agent (docs/events.md, "Float8
+scaling"): torchao converts each Float8Linear's input, weight and
+grad_output in `_ToFloat8ConstrFunc.forward(ctx, tensor, scale, float8_dtype,
+linear_mm_config, gemm_input_role, axiswise_dim)`. The wrapper brackets that
+call (castscope_float8_conversion_begin / _end) with the role torchao names
+and, where the scale is a plain float32 tensor on the host, its address, so
+the agent's record of the conversion inside carries the role, scale and amax
+as powers of two. A scale on a GPU is not read: that would wait for the
+device inside the step.
+
+Python runs once per float8 conversion, inside torchao's own Python code for
+it, never per cast elsewhere. The class is wrapped once per process, when
+torchao's module is imported (now, or later through an import hook)."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.abc
+import sys
+import threading
+
+_MODULE = "torchao.float8.float8_training_tensor"
+# torchao's GemmInputRole values -> events.proto Role (ROLE_INPUT, ROLE_WEIGHT, ROLE_GRADIENT).
+_ROLES = {"input": 2, "weight": 1, "grad_output": 4}
+_ROLE_ARG = 4  # gemm_input_role's position after ctx
+_lib = None  # the running agent's library; None: calls pass straight through
+_finder = None
+
+
+def install(lib) -> None:
+    """An agent started that records explicit conversions."""
+    global _lib, _finder
+    _lib = lib
+    module = sys.modules.get(_MODULE)
+    if module is not None and not _initializing(module):
+        _wrap(module)
+    elif _finder is None:
+        _finder = _WrapAfterImport()
+        sys.meta_path.insert(0, _finder)
+
+
+def uninstall() -> None:
+    """The agent stopped: the wrapper calls straight through (it stays in place)."""
+    global _lib, _finder
+    _lib = None
+    if _finder is not None and _finder in sys.meta_path:
+        sys.meta_path.remove(_finder)
+    _finder = None
+
+
+def _initializing(module) -> bool:
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
+def _role(gemm_input_role) -> int:
+    return _ROLES.get(getattr(gemm_input_role, "value", None), 0)
+
+
+def _host_scale(scale):
+    """The scale's address and size when the agent may read it: a plain
+    contiguous float32 tensor on the CPU (not a fake, functional or DTensor)."""
+    import torch
+
+    if type(scale) is torch.Tensor and scale.device.type == "cpu" and scale.dtype is torch.float32 \
+            and scale.is_contiguous():
+        return scale.data_ptr(), scale.numel()
+    return None, 0
+
+
+def _wrap(module) -> None:
+    constr = getattr(module, "_ToFloat8ConstrFunc", None)
+    original = getattr(constr, "forward", None)
+    if original is None or getattr(original, "_castscope_float8", False):
+        return
+
+    @functools.wraps(original)
+    def forward(ctx, *args, **kwargs):
+        lib = _lib
+        if lib is None:
+            return original(ctx, *args, **kwargs)
+        try:
+            role = kwargs["gemm_input_role"] if "gemm_input_role" in kwargs else \
+                args[_ROLE_ARG] if len(args) > _ROLE_ARG else None
+            scale = kwargs["scale"] if "scale" in kwargs else args[1] if len(args) > 1 else None
+            address, numel = _host_scale(scale)
+            # torchao's default role is INPUT.
+            lib.castscope_float8_conversion_begin(_role(role) if role is not None else _ROLES["input"], address, numel)
+        except Exception:  # noqa: BLE001 - logging never breaks training: convert unbracketed
+            return original(ctx, *args, **kwargs)
+        try:
+            return original(ctx, *args, **kwargs)
+        finally:
+            lib.castscope_float8_conversion_end()
+
+    forward._castscope_float8 = True
+    constr.forward = staticmethod(forward)
+
+
+class _WrapAfterImport(importlib.abc.MetaPathFinder):
+    """Wraps torchao's class once its module has run."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != _MODULE:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _WrapAfterExec(spec.loader)
+        return spec
+
+
+class _WrapAfterExec(importlib.abc.Loader):
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        try:
+            _wrap(module)
+        except Exception:  # noqa: BLE001 - torchao works unwrapped; its conversions keep maker and line
+            pass
+
+    def __getattr__(self, name):  # get_data, is_package, get_resource_reader...
+        return getattr(self._loader, name)

@@ -1,0 +1,66 @@
+#include "agent/src/dispatch/float8_scaling.h"
+
+#include <c10/util/Float8_e4m3fn.h>
+#include <c10/util/Float8_e4m3fnuz.h>
+#include <c10/util/Float8_e5m2.h>
+#include <c10/util/Float8_e5m2fnuz.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace castscope {
+namespace {
+
+// The largest finite value of a float8 dtype; 0 for any other dtype.
+double float8_max(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float8_e4m3fn:
+      return static_cast<double>(std::numeric_limits<c10::Float8_e4m3fn>::max());
+    case c10::ScalarType::Float8_e5m2:
+      return static_cast<double>(std::numeric_limits<c10::Float8_e5m2>::max());
+    case c10::ScalarType::Float8_e4m3fnuz:
+      return static_cast<double>(std::numeric_limits<c10::Float8_e4m3fnuz>::max());
+    case c10::ScalarType::Float8_e5m2fnuz:
+      return static_cast<double>(std::numeric_limits<c10::Float8_e5m2fnuz>::max());
+    default:
+      return 0;  // e8m0 holds scales, not scaled data
+  }
+}
+
+int16_t floor_log2(double x) { return static_cast<int16_t>(std::floor(std::log2(x))); }
+
+}  // namespace
+
+void describe_float8_scaling(const Float8Scope& scope, c10::ScalarType target, CastFields& cast) {
+  const double max = float8_max(target);
+  if (max == 0 || scope.scale == nullptr || scope.scale_numel == 0) return;
+  double smallest = std::numeric_limits<double>::infinity(), largest = 0;  // finite, nonzero scales
+  double smallest_amax = std::numeric_limits<double>::infinity(), largest_amax = 0;  // nonzero amaxes
+  uint64_t zero_amax = 0;
+  for (uint64_t i = 0; i < scope.scale_numel; ++i) {
+    const double scale = scope.scale[i];
+    // An infinite, NaN, zero or negative scale says no amax; a tiny amax is the maker's floor for zero.
+    const double amax = std::isfinite(scale) && scale > 0 ? max / scale : 0;
+    if (amax <= kZeroAmax) {
+      ++zero_amax;
+    } else {
+      smallest_amax = std::min(smallest_amax, amax);
+      largest_amax = std::max(largest_amax, amax);
+    }
+    if (std::isfinite(scale) && scale > 0) {
+      smallest = std::min(smallest, scale);
+      largest = std::max(largest, scale);
+    }
+  }
+  cast.float8_scaled = true;
+  cast.zero_amax = static_cast<uint16_t>(std::min<uint64_t>(zero_amax, std::numeric_limits<uint16_t>::max()));
+  const bool any_scale = largest > 0;
+  cast.float8_log2[kScaleLog2Min] = any_scale ? floor_log2(smallest) : kNoMagnitude;
+  cast.float8_log2[kScaleLog2Max] = any_scale ? floor_log2(largest) : kNoMagnitude;
+  // The smallest amax of a tensor with a zero row is that zero.
+  cast.float8_log2[kAmaxLog2Min] = zero_amax > 0 || largest_amax == 0 ? kNoMagnitude : floor_log2(smallest_amax);
+  cast.float8_log2[kAmaxLog2Max] = largest_amax > 0 ? floor_log2(largest_amax) : kNoMagnitude;
+}
+
+}  // namespace castscope
