@@ -64,10 +64,11 @@ std::string cast_rows_view_before_float8() {
 // What takes a store of version `version` + 1 to `version`.
 std::string step_to(int version) {
   switch (version) {
-    case 18: {  // no casts.float8, casts.float8_zero_amax
+    case 18: {  // no casts.float8, casts.float8_zero_amax, numerics.saturated
       const std::string view = cast_rows_view_before_float8();
       if (view.empty()) return {};
-      return "DROP VIEW cast_rows; ALTER TABLE casts DROP COLUMN float8; ALTER TABLE casts DROP COLUMN float8_zero_amax;" +
+      return "DROP VIEW cast_rows; ALTER TABLE casts DROP COLUMN float8; ALTER TABLE casts DROP COLUMN float8_zero_amax;"
+             "ALTER TABLE numerics DROP COLUMN saturated;" +
              view;
     }
     case 17: {  // the cast_rows view without the maker (casts.codes' bits 56-62)

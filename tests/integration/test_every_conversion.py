@@ -124,6 +124,21 @@ def test_torchao_float8_casts_are_torchaos_at_the_users_lines(tmp_path, recipe, 
     assert {r["maker"] for r in float8} == {"torchao"}
     assert {(r["site"]["file"], r["site"]["line"]) for r in float8} == {(str(job), model_line), (str(job), backward_line)}
     assert report["totals"]["conversions_by_maker"]["torchao"] >= sum(float8_pairs.values())
+    # Each with torchao's role and its scale as powers of two: input and weight in e4m3, grad_output
+    # (castscope's role gradient) in e5m2 or, rowwise, e4m3; the scale is float8 max / amax.
+    roles = {(r["role"], r["dst_dtype"], r["site"]["line"]) for r in float8}
+    grad_dtype = "float8_e5m2" if recipe == "tensorwise" else "float8_e4m3fn"
+    assert {("input", "float8_e4m3fn", model_line), ("weight", "float8_e4m3fn", model_line),
+            ("gradient", grad_dtype, backward_line)} <= roles, roles
+    for row in float8:
+        assert row["float8"]["conversions"] == row["count"], row
+        assert row["float8"]["zero_amax_conversions"] == 0
+        low, high = row["float8"]["scale_log2"]
+        amax_low, amax_high = row["float8"]["amax_log2"]
+        assert low <= high and amax_low <= amax_high
+        # amax = max / scale: their powers of two add up to the format's (448 ~ 2^8.8, 57344 ~ 2^15.8), within rounding.
+        top = 8 if row["dst_dtype"] == "float8_e4m3fn" else 15
+        assert top - 1 <= low + amax_high <= top + 1, row
 
 
 def test_fsdp2_parameter_and_gradient_casts_per_rank(tmp_path):
@@ -159,6 +174,7 @@ def test_fsdp2_parameter_and_gradient_casts_per_rank(tmp_path):
 @pytest.mark.parametrize("scenario, kind, marker, severity", [
     ("conversion_round_trip.py", "cast-round-trip", "the round trip line", "warning"),
     ("upcast_dominates.py", "explicit-upcast-dominates", "the upcast line", "info"),
+    ("fp8_saturation.py", "fp8-saturation", "the float8 line", "warning"),
 ])
 def test_conversion_findings_fire_at_their_line_and_their_twins_stay_silent(tmp_path, scenario, kind, marker, severity):
     path = HERE / "scenarios" / scenario
@@ -167,5 +183,20 @@ def test_conversion_findings_fire_at_their_line_and_their_twins_stay_silent(tmp_
     assert finding["severity"] == severity
     assert [(s["file"], s["line"]) for s in finding["sites"]] == [(str(path), line_of(path, marker))]
     assert finding["fix"] and finding["explanation"]
+    twin, _ = _castscope_run(tmp_path / "twin", path, job_args=("twin",))
+    assert twin["findings"] == [], twin["findings"]
+
+
+def test_fp8_zero_amax_names_the_zero_weight_and_the_gradient_it_starves_at_the_users_lines(tmp_path):
+    path = HERE / "scenarios" / "fp8_zero_amax.py"
+    report, _ = _castscope_run(tmp_path, path)
+    found = [f for f in report["findings"] if f["kind"] == "fp8-zero-amax"]
+    model_line, backward_line = line_of(path, "the model line"), line_of(path, "the backward line")
+    # The zero weight's conversions in the forward and again in the backward (tensorwise converts it
+    # for grad_input), and the first layer's grad_output, all zero since the second layer's weight is.
+    assert sorted((f["sites"][0]["line"], f["evidence"]["role"]) for f in found) == [
+        (model_line, "weight"), (backward_line, "gradient"), (backward_line, "weight")], found
+    assert all(f["severity"] == "warning" and f["evidence"]["maker"] == "torchao" for f in found)
+    assert all(f["sites"][0]["file"] == str(path) for f in found)
     twin, _ = _castscope_run(tmp_path / "twin", path, job_args=("twin",))
     assert twin["findings"] == [], twin["findings"]

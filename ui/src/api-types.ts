@@ -561,7 +561,7 @@ export interface FleetRank {
 
 export interface ReportFinding {
   id: string;
-  kind: "stale-cache-hit" | "cache-growth" | "backward-under-autocast" | "mode-mismatch" | "script-disable-ignored" | "trace-dropped-autocast" | "script-under-trace" | "low-precision-escape" | "cast-churn" | "not-autocast" | "compile-mismatch" | "cast-share" | "tf32-matmul" | "cast-overflow" | "cast-underflow" | "nonfinite-output" | "scaler-skips" | "cast-round-trip" | "explicit-upcast-dominates";
+  kind: "stale-cache-hit" | "cache-growth" | "backward-under-autocast" | "mode-mismatch" | "script-disable-ignored" | "trace-dropped-autocast" | "script-under-trace" | "low-precision-escape" | "cast-churn" | "not-autocast" | "compile-mismatch" | "cast-share" | "tf32-matmul" | "cast-overflow" | "cast-underflow" | "nonfinite-output" | "scaler-skips" | "cast-round-trip" | "explicit-upcast-dominates" | "fp8-saturation" | "fp8-zero-amax";
   severity: "info" | "warning" | "error" | "critical";
   summary: string;
   explanation: string;

@@ -23,6 +23,7 @@
 #include "agent/src/context/recording_state.h"
 #include "agent/src/dispatch/dispatch.h"
 #include "agent/src/dispatch/float8_scaling.h"
+#include "agent/src/numerics/numerics_windows.h"
 
 namespace castscope {
 namespace {
@@ -232,6 +233,9 @@ auto converted(const at::Tensor& source, c10::ScalarType target, uint32_t op_id,
   } catch (...) {
     runtime.events.count_internal_error();
   }
+  // In numerics windows: what converting to float8 clipped and flushed (its reads are castscope's own).
+  if (c10::isFloat8Type(target) && numerics_window_open()) [[unlikely]]
+    numerics_check_conversion(r, source, result);
   runtime.events.record(r, thread);
   return std::forward<decltype(result)>(result);
 }

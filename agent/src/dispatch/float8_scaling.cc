@@ -1,39 +1,20 @@
 #include "agent/src/dispatch/float8_scaling.h"
 
-#include <c10/util/Float8_e4m3fn.h>
-#include <c10/util/Float8_e4m3fnuz.h>
-#include <c10/util/Float8_e5m2.h>
-#include <c10/util/Float8_e5m2fnuz.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "agent/src/numerics/value_checks.h"
+
 namespace castscope {
 namespace {
-
-// The largest finite value of a float8 dtype; 0 for any other dtype.
-double float8_max(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Float8_e4m3fn:
-      return static_cast<double>(std::numeric_limits<c10::Float8_e4m3fn>::max());
-    case c10::ScalarType::Float8_e5m2:
-      return static_cast<double>(std::numeric_limits<c10::Float8_e5m2>::max());
-    case c10::ScalarType::Float8_e4m3fnuz:
-      return static_cast<double>(std::numeric_limits<c10::Float8_e4m3fnuz>::max());
-    case c10::ScalarType::Float8_e5m2fnuz:
-      return static_cast<double>(std::numeric_limits<c10::Float8_e5m2fnuz>::max());
-    default:
-      return 0;  // e8m0 holds scales, not scaled data
-  }
-}
 
 int16_t floor_log2(double x) { return static_cast<int16_t>(std::floor(std::log2(x))); }
 
 }  // namespace
 
 void describe_float8_scaling(const Float8Scope& scope, c10::ScalarType target, CastFields& cast) {
-  const double max = float8_max(target);
+  const double max = numerics::float8_max(target);
   if (max == 0 || scope.scale == nullptr || scope.scale_numel == 0) return;
   double smallest = std::numeric_limits<double>::infinity(), largest = 0;  // finite, nonzero scales
   double smallest_amax = std::numeric_limits<double>::infinity(), largest_amax = 0;  // nonzero amaxes

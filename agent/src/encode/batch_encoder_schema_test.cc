@@ -214,9 +214,9 @@ Record kernel_record() {
 Record numerics_cast_record() {
   Record r = testing::record_head(RecordKind::kNumerics, 106, 1030, 4, 5, CastPolicy{}, DeviceKind::kCuda);
   r.numerics = {.tensors = 4, .values = 400, .overflowed = 7, .underflowed = 9, .nonfinite = 5, .nan = 2,
-                .first_nonfinite_seq = 100, .iteration = 3, .last_ts_ns = 1040, .scale = 0.0,  // a cast has none
+                .first_nonfinite_seq = 100, .iteration = 3, .last_ts_ns = 1040, .saturated = 3,  // no scale
                 .location = kLocationId, .arg_index = 1, .max_abs_log2 = -3, .kind = NumericsKind::kCast,
-                .src = DType::kFloat32, .dst = DType::kFloat16, .mode = ExecutionMode::kTraced,
+                .src = DType::kFloat32, .dst = DType::kFloat8E5M2, .mode = ExecutionMode::kTraced,
                 .phase = Phase::kBackward, .found_inf = false};
   return r;
 }
@@ -347,9 +347,9 @@ v1::Event expected_numerics_cast() {
   *event.mutable_numerics() = fixtures::message<v1::specs::NumericsSummary>(
       {.seq = 106, .first_ts_ns = 1030, .last_ts_ns = 1040, .kind = v1::NumericsSummary::KIND_CAST, .thread = 4,
        .op_id = 1, .arg_name_id = 2, .location_id = kLocationId, .arg_index = 1, .device_type = v1::DEVICE_TYPE_CUDA,
-       .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_FLOAT16, .mode = v1::EXECUTION_MODE_TRACED,
+       .src_dtype = v1::DTYPE_FLOAT32, .dst_dtype = v1::DTYPE_FLOAT8_E5M2, .mode = v1::EXECUTION_MODE_TRACED,
        .phase = v1::PHASE_BACKWARD, .iteration = 3, .tensors = 4, .values = 400, .overflowed = 7, .underflowed = 9,
-       .nonfinite = 5, .nan = 2, .max_abs_log2 = -3, .first_nonfinite_seq = 100});
+       .nonfinite = 5, .nan = 2, .max_abs_log2 = -3, .first_nonfinite_seq = 100, .saturated = 3});
   return event;
 }
 

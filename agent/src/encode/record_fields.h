@@ -314,8 +314,10 @@ void numerics_fields(const Record& r, const RecordNames& names, V& v) {
   v.field(F::kNan, n.nan);
   v.field(F::kMaxAbsLog2, n.max_abs_log2);
   v.field(F::kFirstNonfiniteSeq, n.first_nonfinite_seq);
-  v.field(F::kScale, n.scale);
+  const bool update = n.kind == NumericsKind::kScalerUpdate;
+  v.field(F::kScale, update ? n.scale : 0.0);
   v.field(F::kFoundInf, n.found_inf);
+  v.field(F::kSaturated, update ? uint64_t{0} : n.saturated);
 }
 
 // Every field of `r`'s message, in the message's order on the wire.

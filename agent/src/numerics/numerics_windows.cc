@@ -61,9 +61,9 @@ struct NumericsSiteKeyHash {
 // the device and read when the window closes (CUDA).
 struct SiteTotals {
   uint64_t first_ts_ns = 0, last_ts_ns = 0, iteration = 0, tensors = 0, values = 0;
-  uint64_t overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0, first_seq = 0;
+  uint64_t overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0, saturated = 0, first_seq = 0;
   double max_abs = 0;
-  at::Tensor device_counts;     // int64 [overflowed, underflowed, nonfinite, nan]
+  at::Tensor device_counts;     // int64 [overflowed, underflowed, nonfinite, nan, saturated]
   at::Tensor device_max_abs;    // float32 scalar
   at::Tensor device_first_seq;  // int64 scalar; kNoSeq: none yet
 };
@@ -92,15 +92,23 @@ void add_cpu(SiteTotals& totals, const numerics::HostCounts& counts, uint64_t se
   totals.underflowed += static_cast<uint64_t>(counts.underflowed);
   totals.nonfinite += static_cast<uint64_t>(counts.nonfinite);
   totals.nan += static_cast<uint64_t>(counts.nan);
+  totals.saturated += static_cast<uint64_t>(counts.saturated);
   if (counts.max_abs > totals.max_abs) totals.max_abs = counts.max_abs;
   if (seq != 0 && totals.first_seq == 0) totals.first_seq = seq;
 }
 
-// Device-side counts ([overflowed, underflowed, nonfinite, nan] and max |x|) read on the host.
+// Device-side counts (check_cast's, or check_values' nonfinite alone) and max |x| read on the host.
 numerics::HostCounts read_counts(const at::Tensor& counts, const at::Tensor& max_abs) {
   const at::Tensor host = counts.cpu();
   const int64_t* c = host.data_ptr<int64_t>();
-  return {c[0], c[1], c[2], c[3], max_abs.item<double>()};
+  numerics::HostCounts out;
+  out.overflowed = c[0];
+  out.underflowed = c[1];
+  out.nonfinite = c[2];
+  out.nan = c[3];
+  out.saturated = c[4];
+  out.max_abs = max_abs.item<double>();
+  return out;
 }
 
 // `first_candidate`: an int64 scalar on the device, the call's seq when it
@@ -188,6 +196,7 @@ void flush_sites() {
       n.underflowed = totals.underflowed;
       n.nonfinite = totals.nonfinite;
       n.nan = totals.nan;
+      n.saturated = totals.saturated;
       n.first_nonfinite_seq = totals.first_seq;
       n.max_abs_log2 = numerics::magnitude_log2(totals.max_abs);
       log.record(r);
@@ -276,6 +285,31 @@ void add_device_counts(const NumericsSiteKey& key, const Record& op, uint64_t va
   add_to_site(key, op, values, [&](SiteTotals& totals) { add_device(totals, counts, max_abs, first); });
 }
 
+// One cast's counts into `key`'s site; `op` (the cast's op, or the
+// conversion's own record) gives the time and the seq of a first overflow.
+void check_cast_into(const NumericsSiteKey& key, const Record& op, const at::Tensor& source, const at::Tensor& result) {
+  const auto values = static_cast<uint64_t>(source.numel());
+  // The CPU's usual case: one pass over the data, no ATen op.
+  numerics::HostCounts counts;
+  if (numerics::count_cast_on_host(source, result, counts)) {
+    add_host_counts(key, op, values, counts, counts.overflowed > 0 ? op.seq : 0);
+    return;
+  }
+  const numerics::CheckScope scope;
+  const numerics::CastCheck check = numerics::check_cast(source, result);
+  if (source.is_cuda()) {
+    add_device_counts(key, op, values, check.counts, check.max_abs, check.counts[0] > 0);
+    return;
+  }
+  counts = read_counts(check.counts, check.max_abs);  // a CPU tensor that is not contiguous, or float8
+  add_host_counts(key, op, values, counts, counts.overflowed > 0 ? op.seq : 0);
+}
+
+bool checkable_cast(const at::Tensor& source, const at::Tensor& result) {
+  if (!numerics::checkable(source) || !numerics::checkable(result) || source.sizes() != result.sizes()) return false;
+  return !(source.is_cuda() && g_cuda_captures.load(std::memory_order_relaxed) > 0);
+}
+
 }  // namespace
 
 void numerics_check_cast(const Record& op, uint16_t arg_index, const at::Tensor& source,
@@ -283,25 +317,23 @@ void numerics_check_cast(const Record& op, uint16_t arg_index, const at::Tensor&
   try {
     if (source.scalar_type() != at::kFloat || !(result.scalar_type() == at::kHalf || result.scalar_type() == at::kBFloat16))
       return;
-    if (!numerics::checkable(source) || !numerics::checkable(result) || source.sizes() != result.sizes()) return;
-    if (source.is_cuda() && g_cuda_captures.load(std::memory_order_relaxed) > 0) return;
-    const NumericsSiteKey key =
-        key_of(op, NumericsKind::kCast, arg_index, to_dtype(source.scalar_type()), to_dtype(result.scalar_type()), source);
-    const auto values = static_cast<uint64_t>(source.numel());
-    // The CPU's usual case: one pass over the data, no ATen op.
-    numerics::HostCounts counts;
-    if (numerics::count_cast_on_host(source, result, counts)) {
-      add_host_counts(key, op, values, counts, counts.overflowed > 0 ? op.seq : 0);
-      return;
-    }
-    const numerics::CheckScope scope;
-    const numerics::CastCheck check = numerics::check_cast(source, result);
-    if (source.is_cuda()) {
-      add_device_counts(key, op, values, check.counts, check.max_abs, check.counts[0] > 0);
-      return;
-    }
-    counts = read_counts(check.counts, check.max_abs);  // a CPU tensor that is not contiguous
-    add_host_counts(key, op, values, counts, counts.overflowed > 0 ? op.seq : 0);
+    if (!checkable_cast(source, result)) return;
+    check_cast_into(key_of(op, NumericsKind::kCast, arg_index, to_dtype(source.scalar_type()),
+                           to_dtype(result.scalar_type()), source),
+                    op, source, result);
+  } catch (...) {
+    state().events.count_internal_error();
+  }
+}
+
+void numerics_check_conversion(const Record& cast, const at::Tensor& source, const at::Tensor& result) noexcept {
+  try {
+    if (numerics::float8_max(result.scalar_type()) == 0 || !checkable_cast(source, result)) return;
+    NumericsSiteKey key = key_of(cast, NumericsKind::kCast, cast.cast.arg_index, cast.cast.src, cast.cast.dst, source);
+    key.location = cast.cast.location;  // a cast record's, not an op's
+    key.mode = cast.cast.mode;
+    key.phase = cast.cast.phase;
+    check_cast_into(key, cast, source, result);
   } catch (...) {
     state().events.count_internal_error();
   }
@@ -351,7 +383,7 @@ void numerics_check_op(const Record& op, std::span<const at::Tensor> inputs,
         if (numerics::checkable(t) && t.is_cuda()) in_nonfinite = in_nonfinite + numerics::check_values(t).nonfinite;
       const at::Tensor zero = at::zeros({}, out_nonfinite.options());
       const at::Tensor produced = at::where(in_nonfinite == 0, out_nonfinite, zero);
-      add_device_counts(key, op, values, at::stack({zero, zero, produced, zero}), max_abs, produced > 0);
+      add_device_counts(key, op, values, at::stack({zero, zero, produced, zero, zero}), max_abs, produced > 0);
       return;
     }
     // CPU: the inputs only when an output holds inf or NaN.

@@ -45,6 +45,9 @@ inline bool numerics_window_open() { return g_numerics_window_open.load(std::mem
 // A cast `source` -> `result` that the cast cache did not serve, for the op
 // whose record is `op`. Never throws (a failure is counted).
 void numerics_check_cast(const Record& op, uint16_t arg_index, const at::Tensor& source, const at::Tensor& result) noexcept;
+// A conversion to float8 that `cast` (its record, kind kCast) describes:
+// what it saturated and flushed to zero, at the conversion's own line.
+void numerics_check_conversion(const Record& cast, const at::Tensor& source, const at::Tensor& result) noexcept;
 // An autocast op's call: its tensor inputs as the op received them (after
 // the casts) and its tensor outputs.
 void numerics_check_op(const Record& op, std::span<const at::Tensor> inputs, std::span<const at::Tensor> outputs) noexcept;

@@ -3,10 +3,15 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/TensorSubclassLikeUtils.h>
+#include <c10/util/Float8_e4m3fn.h>
+#include <c10/util/Float8_e4m3fnuz.h>
+#include <c10/util/Float8_e5m2.h>
+#include <c10/util/Float8_e5m2fnuz.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "agent/src/context/autocast_keys.h"
@@ -42,11 +47,31 @@ CheckScope::CheckScope() : no_python_or_autocast(excluded_keys()) {}
 
 CastCheck check_cast(const at::Tensor& source, const at::Tensor& result) {
   const at::Tensor finite = source.isfinite();
-  const at::Tensor overflowed = (result.isinf() & finite).sum();
-  const at::Tensor underflowed = ((result == 0) & (source != 0)).sum();
+  const double max = float8_max(result.scalar_type());
+  // float8 has few ops of its own: its values are read widened (exactly).
+  const at::Tensor converted = max > 0 ? result.to(at::kFloat) : result;
+  const at::Tensor overflowed = (converted.isinf() & finite).sum();
+  const at::Tensor underflowed = ((converted == 0) & (source != 0)).sum();
   const at::Tensor nonfinite = (~finite).sum();
   const at::Tensor nan = source.isnan().sum();
-  return {at::stack({overflowed, underflowed, nonfinite, nan}), finite_max_abs(source, finite)};
+  const at::Tensor saturated = max > 0 ? (finite & (source.abs() > max) & converted.isfinite()).sum()
+                                       : at::zeros({}, nan.options());
+  return {at::stack({overflowed, underflowed, nonfinite, nan, saturated}), finite_max_abs(source, finite)};
+}
+
+double float8_max(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float8_e4m3fn:
+      return static_cast<double>(std::numeric_limits<c10::Float8_e4m3fn>::max());
+    case c10::ScalarType::Float8_e5m2:
+      return static_cast<double>(std::numeric_limits<c10::Float8_e5m2>::max());
+    case c10::ScalarType::Float8_e4m3fnuz:
+      return static_cast<double>(std::numeric_limits<c10::Float8_e4m3fnuz>::max());
+    case c10::ScalarType::Float8_e5m2fnuz:
+      return static_cast<double>(std::numeric_limits<c10::Float8_e5m2fnuz>::max());
+    default:
+      return 0;  // e8m0 holds scales, not scaled data
+  }
 }
 
 ValueCheck check_values(const at::Tensor& t) {

@@ -33,10 +33,11 @@ struct CheckScope {
 };
 
 // Casting `source` to a lower precision gave `result` (same shape).
-// counts: int64 [overflowed, underflowed, nonfinite, nan] — finite source
-// values that became +-inf, nonzero ones that became 0, source values already
-// inf or NaN, and of those NaN. max_abs: float32 scalar, the largest |x| over
-// the finite source values (0 when none).
+// counts: int64 [overflowed, underflowed, nonfinite, nan, saturated] — finite
+// source values that became +-inf, nonzero ones that became 0, source values
+// already inf or NaN, of those NaN, and (float8 results) finite values beyond
+// the format's largest that came out finite (clipped). max_abs: float32
+// scalar, the largest |x| over the finite source values (0 when none).
 struct CastCheck {
   at::Tensor counts;
   at::Tensor max_abs;
@@ -56,11 +57,14 @@ ValueCheck check_values(const at::Tensor& t);
 // small ops. False when the tensors are not such (the caller falls back to
 // the ATen checks above).
 struct HostCounts {
-  int64_t overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0;
+  int64_t overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0, saturated = 0;
   double max_abs = 0;
 };
 bool count_cast_on_host(const at::Tensor& source, const at::Tensor& result, HostCounts& out);
 bool count_values_on_host(const at::Tensor& t, HostCounts& out);
+
+// The largest finite value of a float8 dtype; 0 for any other dtype.
+double float8_max(c10::ScalarType dtype);
 
 // floor(log2(x)) for x > 0 and finite; kNoMagnitude (cast_record.h) otherwise.
 int16_t magnitude_log2(double x);

@@ -25,7 +25,7 @@ HostCounts aten_counts(const at::Tensor& source, const at::Tensor& result) {
   const CheckScope scope;
   const CastCheck check = check_cast(source, result);
   const int64_t* c = check.counts.data_ptr<int64_t>();
-  return {c[0], c[1], c[2], c[3], check.max_abs.item<double>()};
+  return {c[0], c[1], c[2], c[3], c[4], check.max_abs.item<double>()};
 }
 
 TEST(ValueChecks, CastToFloat16CountsOverflowUnderflowAndNonFinite) {
@@ -106,6 +106,29 @@ TEST(ValueChecks, OnlyPlainDenseFloatingTensorsAreChecked) {
   EXPECT_FALSE(checkable(at::ones({0})));
   EXPECT_FALSE(checkable(at::ones({2, 2}, at::TensorOptions().device(at::kMeta))));
   EXPECT_FALSE(checkable(at::Tensor()));
+}
+
+// Float8: torch 2.14 clips e4m3fn beyond 448 to +-448 (even inf), and turns
+// e5m2 past its rounding edge into inf; both flush tiny values to 0.
+TEST(ValueChecks, CastToFloat8CountsSaturatedValuesApartFromOverflow) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const at::Tensor source = at::tensor({500.f, 448.f, 1e-10f, -1000.f, 100.f, inf, 60000.f, 1e6f});
+  HostCounts e4m3;
+  ASSERT_FALSE(count_cast_on_host(source, source.to(at::kFloat8_e4m3fn), e4m3));  // the ATen path reads float8
+  e4m3 = aten_counts(source, source.to(at::kFloat8_e4m3fn));
+  EXPECT_EQ(e4m3.saturated, 4);  // 500, -1000, 60000, 1e6 (448 itself is exact)
+  EXPECT_EQ(e4m3.overflowed, 0);
+  EXPECT_EQ(e4m3.underflowed, 1);
+  EXPECT_EQ(e4m3.nonfinite, 1);
+  const HostCounts e5m2 = aten_counts(source, source.to(at::kFloat8_e5m2));
+  EXPECT_EQ(e5m2.saturated, 1);   // 60000 -> 57344
+  EXPECT_EQ(e5m2.overflowed, 1);  // 1e6 -> inf
+  EXPECT_EQ(e5m2.underflowed, 1);
+  // Other casts count none: float16 rounds 65504.5 to 65504, which is not clipping.
+  EXPECT_EQ(aten_counts(awkward_values(), awkward_values().to(at::kHalf)).saturated, 0);
+  EXPECT_EQ(float8_max(at::kFloat8_e4m3fn), 448);
+  EXPECT_EQ(float8_max(at::kFloat8_e5m2), 57344);
+  EXPECT_EQ(float8_max(at::kBFloat16), 0);
 }
 
 TEST(ValueChecks, MagnitudesArePowersOfTwo) {

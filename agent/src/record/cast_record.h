@@ -178,7 +178,10 @@ struct NumericsFields {
   uint64_t first_nonfinite_seq;
   uint64_t iteration;
   uint64_t last_ts_ns;
-  double scale;  // scaler updates
+  union {
+    double scale;        // scaler updates
+    uint64_t saturated;  // casts (to float8): values clipped to the format's largest
+  };
   uint32_t location;
   uint16_t arg_index;
   int16_t max_abs_log2;  // kNoMagnitude: none

@@ -136,6 +136,8 @@ std::vector<Finding> analyze_run(const RunData& run) {
   tf32_matmul(run, out);
   cast_round_trip(run, out);
   explicit_upcast_dominates(run, out);
+  fp8_saturation(run, out);
+  fp8_zero_amax(run, out);
   numerics_findings(run, out);
   attribute_ranks(run, out);
   return out;

@@ -55,6 +55,13 @@ constexpr std::array<FindingKindInfo, kFindingKinds> kCatalog{{
     {K::kExplicitUpcastDominates, "explicit-upcast-dominates", "info", "precision",
      "The code's own upcasts moved more bytes than autocast's casts.",
      "The memory traffic mixed precision saves is spent converting back to float32."},
+    {K::kFp8Saturation, "fp8-saturation", "warning", "numerics",
+     "Converting to float8 clipped values beyond the format's largest.",
+     "Every clipped value is off by what lay beyond 448 (e4m3) or 57344 (e5m2): outliers flattened, silently."},
+    {K::kFp8ZeroAmax, "fp8-zero-amax", "warning", "numerics",
+     "A tensor converted to float8 was all zero: its amax was 0.",
+     "Its scale is infinite or undefined (torchao clamps it to the 1e-12 floor's): the float8 matmul computes on "
+     "nothing, and a zero gradient means the layer is not learning."},
 }};
 
 // Each entry at its kind's index: finding_kind_info is an index.

@@ -34,8 +34,10 @@ enum class FindingKind : uint8_t {
   kScalerSkips,
   kCastRoundTrip,
   kExplicitUpcastDominates,
+  kFp8Saturation,
+  kFp8ZeroAmax,
 };
-inline constexpr size_t kFindingKinds = static_cast<size_t>(FindingKind::kExplicitUpcastDominates) + 1;  // the last kind
+inline constexpr size_t kFindingKinds = static_cast<size_t>(FindingKind::kFp8ZeroAmax) + 1;  // the last kind
 
 struct FindingKindInfo {
   FindingKind kind;

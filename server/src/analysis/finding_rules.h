@@ -34,5 +34,13 @@ void tf32_matmul(const RunData& run, std::vector<Finding>& out);
 // Conversions autocast's kernel did not make (conversion_findings.cc).
 void cast_round_trip(const RunData& run, std::vector<Finding>& out);
 void explicit_upcast_dominates(const RunData& run, std::vector<Finding>& out);
+// float8_findings.cc. fp8-saturation is raised at or above this fraction of a
+// site's checked values lying beyond the float8 format's largest.
+inline constexpr double kFp8SaturationFraction = 0.001;
+// A numerics site of casts to float8 (fp8-saturation's; cast-overflow and
+// cast-underflow leave them to it).
+bool float8_cast_site(const NumericsSiteRow& row);
+void fp8_saturation(const RunData& run, std::vector<Finding>& out);
+void fp8_zero_amax(const RunData& run, std::vector<Finding>& out);
 
 }  // namespace castscope::collector

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/numerics/no_magnitude.h"
+#include "server/src/analysis/finding_rules.h"
 
 namespace castscope::collector {
 namespace {
@@ -58,7 +59,8 @@ void cast_overflow(const RunData& run, std::vector<Finding>& out) {
   for (const NumericsSiteRow& row : run.numerics_sites) {
     // Backward casts of scaled gradients overflow by design under GradScaler:
     // scaler-skips speaks for them.
-    if (row.kind != v1::NumericsSummary::KIND_CAST || row.overflowed == 0 || row.phase == v1::PHASE_BACKWARD)
+    if (row.kind != v1::NumericsSummary::KIND_CAST || row.overflowed == 0 || row.phase == v1::PHASE_BACKWARD ||
+        float8_cast_site(row))
       continue;
     Finding f = make_finding(FindingKind::kCastOverflow, {row.site});
     f.summary = std::to_string(row.overflowed) + " of " + std::to_string(row.values) + " values of `" + row.site.arg +
@@ -80,7 +82,9 @@ void cast_overflow(const RunData& run, std::vector<Finding>& out) {
 
 void cast_underflow(const RunData& run, std::vector<Finding>& out) {
   for (const NumericsSiteRow& row : run.numerics_sites) {
-    if (row.kind != v1::NumericsSummary::KIND_CAST || row.underflowed == 0 || row.values == 0) continue;
+    // Float8's flushes to 0 are its scaling's business (fp8-saturation names them).
+    if (row.kind != v1::NumericsSummary::KIND_CAST || row.underflowed == 0 || row.values == 0 || float8_cast_site(row))
+      continue;
     if (static_cast<double>(row.underflowed) < kUnderflowWarningFraction * static_cast<double>(row.values)) continue;
     Finding f = make_finding(FindingKind::kCastUnderflow, {row.site});
     f.summary = std::to_string(row.underflowed) + " of " + std::to_string(row.values) + " values of `" + row.site.arg +

@@ -524,6 +524,7 @@ class RunDataLoader {
       row.underflowed += static_cast<uint64_t>(n.underflowed);
       row.nonfinite += static_cast<uint64_t>(n.nonfinite);
       row.nan += static_cast<uint64_t>(n.nan);
+      row.saturated += static_cast<uint64_t>(n.saturated);
       row.max_abs_log2 = std::max(row.max_abs_log2, static_cast<int32_t>(n.max_abs_log2));
       note_rank(row);
       const auto seq = static_cast<uint64_t>(n.first_nonfinite_seq);

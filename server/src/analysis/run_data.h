@@ -189,6 +189,7 @@ struct NumericsSiteRow {
   v1::DeviceType device = v1::DEVICE_TYPE_UNSPECIFIED;
   uint64_t windows = 0;  // summaries folded (one per window and thread)
   uint64_t tensors = 0, values = 0, overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0;
+  uint64_t saturated = 0;               // casts to float8: values clipped to the format's largest
   int32_t max_abs_log2 = kNoMagnitude;  // none
   std::set<int32_t> ranks;
   size_t last_agent = SIZE_MAX;

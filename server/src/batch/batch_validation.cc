@@ -248,12 +248,12 @@ Status check_event(const v1::NumericsSummary& n, int index, const LocalIdIndex& 
     return Status::invalid_argument(event_name(index, "numerics", seq) + ": op_id is 0 (unset)");
   if (n.tensors() >= kMaxBytes || n.values() >= kMaxBytes || n.overflowed() > n.values() ||
       n.underflowed() > n.values() || n.nonfinite() > n.values() || n.nan() > n.nonfinite() ||
-      n.overflowed() + n.underflowed() > n.values() || n.iteration() >= kMaxBytes ||
+      n.overflowed() + n.underflowed() > n.values() || n.saturated() > n.values() || n.iteration() >= kMaxBytes ||
       n.first_ts_ns() > n.last_ts_ns() || n.last_ts_ns() > static_cast<uint64_t>(INT64_MAX) ||
       n.first_nonfinite_seq() > static_cast<uint64_t>(INT64_MAX))
     return Status::invalid_argument(event_name(index, "numerics", seq) +
                                     ": counts or timestamps out of range (tensors, values < 2^56; overflowed, "
-                                    "underflowed, nonfinite <= values; nan <= nonfinite; first_ts_ns <= last_ts_ns)");
+                                    "underflowed, saturated, nonfinite <= values; nan <= nonfinite; first_ts_ns <= last_ts_ns)");
   if (n.max_abs_log2() < -32768 || n.max_abs_log2() > 32767)
     return Status::invalid_argument(event_name(index, "numerics", seq) + ": max_abs_log2 " +
                                     std::to_string(n.max_abs_log2()) + " out of range");

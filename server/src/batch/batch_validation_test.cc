@@ -110,6 +110,25 @@ TEST(BatchValidation, RejectsCastSlotFieldsTheStoreCannotPack) {
 
 // An agent reads shapes and sizes off real tensors: a negative dim or a byte
 // count near 2^64 was stored and printed as it came.
+TEST(BatchValidation, RejectsFloat8ScalingTheStoreCannotPack) {
+  v1::Batch batch = make_batch("run", "agent", 1);
+  v1::Float8Scaling& ok = *batch.mutable_events(1)->mutable_cast()->mutable_float8();
+  ok.set_scale_log2_min(-32768);  // NUMERICS_NO_MAGNITUDE
+  ok.set_scale_log2_max(32767);
+  ok.set_zero_amax(65535);
+  EXPECT_TRUE(validate(batch).ok()) << validate(batch).message();
+  for (int field = 0; field < 3; ++field) {
+    batch = make_batch("run", "agent", 1);
+    v1::Float8Scaling& bad = *batch.mutable_events(1)->mutable_cast()->mutable_float8();
+    if (field == 0) bad.set_amax_log2_min(-32769);
+    if (field == 1) bad.set_amax_log2_max(32768);
+    if (field == 2) bad.set_zero_amax(65536);
+    const Status status = validate(batch);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << "field " << field;
+    EXPECT_NE(status.message().find("events[1] (cast seq 2): float8."), std::string::npos) << status.message();
+  }
+}
+
 TEST(BatchValidation, RejectsShapesAndByteCountsNoTensorHas) {
   auto message = [](auto&& change) {
     v1::Batch batch = make_batch("run", "agent", 1);
@@ -272,9 +291,12 @@ TEST(BatchValidation, NumericsSummariesAreCheckedForConsistentCounts) {
   v1::NumericsSummary* n = batch.mutable_events(index)->mutable_numerics();
   n->set_overflowed(65);  // more than the values checked
   EXPECT_EQ(validate(batch).message(),
-            name + "counts or timestamps out of range (tensors, values < 2^56; overflowed, underflowed, nonfinite <= "
-                   "values; nan <= nonfinite; first_ts_ns <= last_ts_ns)");
+            name + "counts or timestamps out of range (tensors, values < 2^56; overflowed, underflowed, saturated, "
+                   "nonfinite <= values; nan <= nonfinite; first_ts_ns <= last_ts_ns)");
   n->set_overflowed(6);
+  n->set_saturated(65);  // more clipped than checked
+  EXPECT_FALSE(validate(batch).ok());
+  n->set_saturated(0);
   n->set_nan(2);  // more NaN than non-finite values
   EXPECT_FALSE(validate(batch).ok());
   n->set_nan(1);

@@ -134,6 +134,7 @@ void bind_numerics_row(Statement& s, int p, const PendingRow& pending) {
   s.bind(p + event_rows::kNumerics["first_nonfinite_seq"], static_cast<int64_t>(n.first_nonfinite_seq()));
   s.bind(p + event_rows::kNumerics["scale_bits"], scale_bits_of(n.scale()));
   s.bind(p + event_rows::kNumerics["found_inf"], n.found_inf() ? 1 : 0);
+  s.bind(p + event_rows::kNumerics["saturated"], static_cast<int64_t>(n.saturated()));
 }
 
 }  // namespace castscope::collector

@@ -87,7 +87,7 @@ struct StoredOpCounts {
 struct StoredNumerics {
   int64_t id = 0, first_ts_ns = 0, last_ts_ns = 0, thread = 0, op = 0, arg_name = 0, location = 0, arg_index = 0,
           iteration = 0, tensors = 0, value_count = 0, overflowed = 0, underflowed = 0, nonfinite = 0, nan = 0,
-          max_abs_log2 = 0, first_nonfinite_seq = 0, scale_bits = 0, found_inf = 0;
+          max_abs_log2 = 0, first_nonfinite_seq = 0, scale_bits = 0, found_inf = 0, saturated = 0;
   // The enum columns as stored; read them typed, below.
   int64_t kind_code = 0, device_type_code = 0, src_dtype_code = 0, dst_dtype_code = 0, mode_code = 0, phase_code = 0;
   uint64_t seq() const { return seq_of_row(id); }
@@ -217,7 +217,7 @@ struct RowLayout<StoredNumerics> : TableLayout<schema::kNumerics, StoredNumerics
       {"tensors", &R::tensors}, {"value_count", &R::value_count}, {"overflowed", &R::overflowed},
       {"underflowed", &R::underflowed}, {"nonfinite", &R::nonfinite}, {"nan", &R::nan},
       {"max_abs_log2", &R::max_abs_log2}, {"first_nonfinite_seq", &R::first_nonfinite_seq},
-      {"scale_bits", &R::scale_bits}, {"found_inf", &R::found_inf}};
+      {"scale_bits", &R::scale_bits}, {"found_inf", &R::found_inf}, {"saturated", &R::saturated}};
 };
 
 template <>

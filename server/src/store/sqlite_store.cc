@@ -40,7 +40,8 @@ namespace {
 // added event_segments, and event tables made from then on take rowids SQLite
 // picks, id a plain column (event_segments.h; tables made before keep theirs);
 // version 18 packed the cast's maker into casts.codes; version 19 added
-// casts.float8 and casts.float8_zero_amax (a float8 conversion's scaling).
+// casts.float8 and casts.float8_zero_amax (a float8 conversion's scaling)
+// and numerics.saturated.
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -102,7 +103,7 @@ const std::string kCountTablesSql = schema::kCastCounts.create_sql() + schema::k
 // Version 14's shipping tables (docs/fleet.md), as a new store's.
 const std::string kShipTablesSql = schema::kShipRollups.create_sql() + schema::kShipState.create_sql();
 // Version 15's numerics table, as a new store's.
-const std::string kNumericsTableSql = schema::kNumerics.create_sql();
+const std::string kNumericsTableSql = schema::kNumerics.create_sql(15);
 // Version 17's segments of event tables, as a new store's.
 const std::string kEventSegmentsTableSql = schema::kEventSegments.create_sql();
 const Migration kMigrations[] = {
@@ -156,7 +157,8 @@ const Migration kMigrations[] = {
      }},
     // Older casts carry no float8 scaling: 0, as a new row without one.
     {18, "DROP VIEW cast_rows; ALTER TABLE casts ADD COLUMN float8 INTEGER NOT NULL DEFAULT 0;"
-         "ALTER TABLE casts ADD COLUMN float8_zero_amax INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
+         "ALTER TABLE casts ADD COLUMN float8_zero_amax INTEGER NOT NULL DEFAULT 0;"
+         "ALTER TABLE numerics ADD COLUMN saturated INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
        return run_sql(db, kCastRowsViewSql, "cannot create the cast_rows view");
      }},
 };

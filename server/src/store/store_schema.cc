@@ -1,5 +1,7 @@
 #include "server/src/store/store_schema.h"
 
+#include <climits>
+
 #include "server/src/store/event_columns.h"
 #include "server/src/store/row_id.h"
 
@@ -48,13 +50,21 @@ std::string names(const Table& table, std::span<const int> indices) {
 
 }  // namespace
 
-std::string Table::create_sql() const {
+std::string Table::create_sql() const { return create_sql(INT_MAX); }
+
+std::string Table::create_sql(int version) const {
   std::string sql = "CREATE TABLE " + std::string(name) + "(";
-  for (size_t i = 0; i < columns.size(); ++i) {
-    sql += i > 0 ? ",\n  " : "\n  ";
-    sql += columns[i].name;
+  bool first = true;
+  for (const Column& column : columns) {
+    bool later = false;
+    for (const LaterColumn& added : kLaterColumns)
+      later = later || (added.table == name && added.column == column.name && added.since > version);
+    if (later) continue;
+    sql += first ? "\n  " : ",\n  ";
+    first = false;
+    sql += column.name;
     sql += ' ';
-    sql += columns[i].definition;
+    sql += column.definition;
   }
   if (!constraints.empty()) sql += ",\n  " + std::string(constraints);
   sql += without_rowid ? ") WITHOUT ROWID;\n" : ");\n";

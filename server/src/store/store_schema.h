@@ -76,6 +76,8 @@ struct Table {
     return -1;
   }
   std::string create_sql() const;
+  // As schema `version` made it: without the columns added since (kLaterColumns).
+  std::string create_sql(int version) const;
 };
 
 // Some columns of one table, in statement order: the column list of a
@@ -248,6 +250,7 @@ struct LaterColumn {
 inline constexpr LaterColumn kLaterColumns[] = {
     {"casts", "float8", 19, "0"},
     {"casts", "float8_zero_amax", 19, "0"},
+    {"numerics", "saturated", 19, "0"},
 };
 
 inline constexpr Column kOpsColumns[] = {
@@ -435,6 +438,8 @@ inline constexpr Column kNumericsColumns[] = {
     {"first_nonfinite_seq", "INTEGER"},
     {"scale_bits", "INTEGER"},
     {"found_inf", "INTEGER"},
+    // Version 19 (added at the end, as ALTER TABLE does when upgrading):
+    {"saturated", "INTEGER NOT NULL DEFAULT 0"},  // NumericsSummary.saturated
 };
 inline constexpr Table kNumerics{"numerics", kNumericsColumns, {}, false, /*segmented=*/true};
 

@@ -55,9 +55,15 @@ v1::Batch with_gemm(v1::Batch batch, v1::GemmCompute compute, v1::DType a, v1::D
 
 TEST(SqliteStore, RoundTripResolvesStringsAndLocations) {
   const std::string db = (temp_dir("roundtrip") / "store.db").string();
-  // The gemm's fields at their top.
-  const v1::Batch batch = with_gemm(make_batch("run-1", "agent-1", 1), v1::GEMM_COMPUTE_OTHER, v1::DTYPE_OTHER,
-                                    v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32);
+  // The gemm's fields at their top; a cast's float8 scaling at its ends (casts.float8's 16 bits each).
+  v1::Batch batch = with_gemm(make_batch("run-1", "agent-1", 1), v1::GEMM_COMPUTE_OTHER, v1::DTYPE_OTHER,
+                              v1::DTYPE_BFLOAT16, v1::DTYPE_FLOAT32);
+  v1::Float8Scaling& float8 = *batch.mutable_events(1)->mutable_cast()->mutable_float8();
+  float8.set_scale_log2_min(-32768);
+  float8.set_scale_log2_max(32767);
+  float8.set_amax_log2_min(0);
+  float8.set_amax_log2_max(-5);
+  float8.set_zero_amax(65535);
   ASSERT_TRUE(validate_batch(batch, BatchLimits()).ok());
   {
     std::unique_ptr<StoreWriter> writer;
@@ -431,6 +437,7 @@ TEST(SqliteStore, UpgradesVersion4To18StoresToTheDeclaredSchema) {
     EXPECT_EQ(pragma(fresh, "SELECT pk FROM pragma_table_info('casts') WHERE name = 'id'"), 0);
     EXPECT_EQ(table_sql(db, "locations"), table_sql(fresh, "locations"));  // the new UNIQUE constraint too
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM ops WHERE gemm <> 0"), 0);  // older ops had no description
+    EXPECT_EQ(pragma(db, "SELECT count(*) FROM casts WHERE float8 <> 0 OR float8_zero_amax <> 0"), 0);  // nor scaling
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM agents WHERE castscope_version <> ''"), 0);  // nor agents a release
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM agents WHERE aggregate <> 0"), 0);  // nor aggregate mode
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM cache_samples WHERE orphaned_casts + orphaned_bytes + cache_hits + "
