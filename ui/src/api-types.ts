@@ -152,7 +152,7 @@ export interface CastFields {
   /** dtype: float32, float16, bfloat16, float64, ... */
   src: string;
   dst: string;
-  /** cast, already_target, float64, not_floating, other_device, dtype_arg_set, dtype_arg_kept */
+  /** cast, already_target, float64, not_floating, other_device, dtype_arg_set, dtype_arg_kept, relabelled (a tensor subclass took a new dtype label, no data converted) */
   outcome: string;
   /** weight, input, activation */
   role: string;

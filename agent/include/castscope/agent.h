@@ -167,6 +167,11 @@ CASTSCOPE_EXPORT void castscope_own_conversion(int on);
  * (`scale_numel` elements, read during the bracket only). Brackets nest. */
 CASTSCOPE_EXPORT void castscope_float8_conversion_begin(int role, const float* scale, unsigned long long scale_numel);
 CASTSCOPE_EXPORT void castscope_float8_conversion_end(void);
+/* On the calling thread, during a cast castscope's autocast kernel makes: the
+ * tensor subclass being cast changed its dtype label and converted no data
+ * (torchao's Float8TrainingTensor `autocast_to_copy`). The cast is recorded
+ * with outcome RELABELLED. */
+CASTSCOPE_EXPORT void castscope_float8_relabelled(void);
 CASTSCOPE_EXPORT size_t castscope_compile_records(char* buf, size_t len);
 CASTSCOPE_EXPORT int castscope_compile_replay(const char* json);
 /* Installs the function that returns, while torch.compile traces, the user's

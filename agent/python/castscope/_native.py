@@ -128,6 +128,8 @@ def _library():
         lib.castscope_float8_conversion_begin.restype = None
         lib.castscope_float8_conversion_end.argtypes = []
         lib.castscope_float8_conversion_end.restype = None
+        lib.castscope_float8_relabelled.argtypes = []
+        lib.castscope_float8_relabelled.restype = None
         lib.castscope_compile_records.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         lib.castscope_compile_records.restype = ctypes.c_size_t
         lib.castscope_compile_replay.argtypes = [ctypes.c_char_p]

@@ -8,18 +8,23 @@ the agent's record of the conversion inside carries the role, scale and amax
 as powers of two. A scale on a GPU is not read: that would wait for the
 device inside the step.
 
+Under autocast a Float8TrainingTensor presents as its original dtype, and
+autocast's cast of it reaches torchao's `autocast_to_copy`, which changes the
+label and converts no data: the wrapper of that table entry tells the agent
+(castscope_float8_relabelled), whose record of the cast says RELABELLED, not
+a conversion.
+
 Python runs once per float8 conversion, inside torchao's own Python code for
 it, never per cast elsewhere. The class is wrapped once per process, when
 torchao's module is imported (now, or later through an import hook)."""
 from __future__ import annotations
 
-import ctypes
 import functools
 import importlib.abc
 import sys
-import threading
 
-_MODULE = "torchao.float8.float8_training_tensor"
+_CONSTR_MODULE = "torchao.float8.float8_training_tensor"
+_OPS_MODULE = "torchao.float8.float8_ops"
 # torchao's GemmInputRole values -> events.proto Role (ROLE_INPUT, ROLE_WEIGHT, ROLE_GRADIENT).
 _ROLES = {"input": 2, "weight": 1, "grad_output": 4}
 _ROLE_ARG = 4  # gemm_input_role's position after ctx
@@ -31,10 +36,14 @@ def install(lib) -> None:
     """An agent started that records explicit conversions."""
     global _lib, _finder
     _lib = lib
-    module = sys.modules.get(_MODULE)
-    if module is not None and not _initializing(module):
-        _wrap(module)
-    elif _finder is None:
+    waiting = False
+    for name, wrap in _WRAPS.items():
+        module = sys.modules.get(name)
+        if module is not None and not _initializing(module):
+            wrap(module)
+        else:
+            waiting = True
+    if waiting and _finder is None:
         _finder = _WrapAfterImport()
         sys.meta_path.insert(0, _finder)
 
@@ -67,7 +76,7 @@ def _host_scale(scale):
     return None, 0
 
 
-def _wrap(module) -> None:
+def _wrap_conversion(module) -> None:
     constr = getattr(module, "_ToFloat8ConstrFunc", None)
     original = getattr(constr, "forward", None)
     if original is None or getattr(original, "_castscope_float8", False):
@@ -96,14 +105,35 @@ def _wrap(module) -> None:
     constr.forward = staticmethod(forward)
 
 
-class _WrapAfterImport(importlib.abc.MetaPathFinder):
-    """Wraps torchao's class once its module has run."""
+def _wrap_relabel(module) -> None:
+    import torch
 
-    def __init__(self):
-        self._lock = threading.Lock()
+    table = getattr(module, "FLOAT8_OPS_TABLE", None)
+    op = torch.ops.aten._to_copy.default
+    original = table.get(op) if isinstance(table, dict) else None
+    if original is None or getattr(original, "_castscope_float8", False):
+        return
+
+    @functools.wraps(original)
+    def autocast_to_copy(aten_op, args, kwargs=None):
+        result = original(aten_op, args, kwargs)
+        lib = _lib
+        if lib is not None:
+            lib.castscope_float8_relabelled()
+        return result
+
+    autocast_to_copy._castscope_float8 = True
+    table[op] = autocast_to_copy
+
+
+_WRAPS = {_CONSTR_MODULE: _wrap_conversion, _OPS_MODULE: _wrap_relabel}
+
+
+class _WrapAfterImport(importlib.abc.MetaPathFinder):
+    """Wraps torchao's function once its module has run."""
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != _MODULE:
+        if fullname not in _WRAPS:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -114,13 +144,14 @@ class _WrapAfterImport(importlib.abc.MetaPathFinder):
         else:
             return None
         if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _WrapAfterExec(spec.loader)
+            spec.loader = _WrapAfterExec(spec.loader, fullname)
         return spec
 
 
 class _WrapAfterExec(importlib.abc.Loader):
-    def __init__(self, loader):
+    def __init__(self, loader, name: str):
         self._loader = loader
+        self._name = name
 
     def create_module(self, spec):
         return self._loader.create_module(spec)
@@ -128,7 +159,7 @@ class _WrapAfterExec(importlib.abc.Loader):
     def exec_module(self, module):
         self._loader.exec_module(module)
         try:
-            _wrap(module)
+            _WRAPS[self._name](module)
         except Exception:  # noqa: BLE001 - torchao works unwrapped; its conversions keep maker and line
             pass
 

@@ -151,7 +151,7 @@ class KernelCore {
           CacheOutcome cache = CacheOutcome::kNotCacheable;
           const bool sample_due =
               describe_cast(before[n], cache, r, *cast.source, cast.target, cast.arg_index, -1,
-                            cast_outcome(cast.facts.cast), cast.facts.role,
+                            cast_outcome(cast.facts), cast.facts.role,
                             cast.facts.observed ? &*cast.facts.observed : nullptr, cast.facts.seq);
           ++n;
           // Step-free growth evidence (cast_cache_watch.h), after the miss that made it due.
@@ -214,8 +214,9 @@ class KernelCore {
   // What a made cast's record says: kCast when cached_cast returned another
   // tensor (it does only when the source is eligible and of another type,
   // which is classify_tensor's kCast), else classify_tensor decides why not.
-  static std::optional<CastOutcome> cast_outcome(bool cast) {
-    return cast ? std::optional(CastOutcome::kCast) : std::nullopt;
+  static std::optional<CastOutcome> cast_outcome(const CastFacts& facts) {
+    if (!facts.cast) return std::nullopt;
+    return facts.relabelled ? CastOutcome::kRelabelled : CastOutcome::kCast;
   }
 
   // A defined tensor's cast to `target`, as cached_cast makes it natively;
@@ -241,6 +242,7 @@ class KernelCore {
     at::Tensor result;
     {
       const ConversionScope inside(thread);  // its _to_copy is this cast, not an explicit one
+      thread.float8_relabelled = false;
       if (direct && facts.role != Role::kWeight && t.scalar_type() != target &&
           at::autocast::is_eligible(t, device_.device) && plain_tensor(t)) {
         result = cast_without_dispatch(t, target);
@@ -250,6 +252,7 @@ class KernelCore {
       }
     }
     facts.cast = result.unsafeGetTensorImpl() != t.unsafeGetTensorImpl();
+    facts.relabelled = thread.float8_relabelled;
     // Autograd recorded it: its gradient's conversion back is autocast's (explicit_casts.h).
     if (facts.cast && facts.role != Role::kInput && op_record != nullptr) note_autocast_cast(thread, result);
     // Whether cached_cast consulted its cache: only for a leaf that needs grad
@@ -291,7 +294,7 @@ class KernelCore {
     at::Tensor result = make_cast(thread, t, target, op_record, seqs, facts);
     if (op_record != nullptr) {
       const CacheOutcome cache =
-          record_cast(thread, *op_record, t, target, arg_index, list_index, cast_outcome(facts.cast),
+          record_cast(thread, *op_record, t, target, arg_index, list_index, cast_outcome(facts),
                       facts.observed ? &*facts.observed : nullptr, facts.seq, facts.role);
       if (facts.direct) runtime_.events.count_direct_casts(thread, 1);
       // Numerics windows: a cast the cache served was checked when it was made.
@@ -339,7 +342,7 @@ class KernelCore {
       count.source_version = 0;
       count.cached_version = 0;
       CacheOutcome cache = CacheOutcome::kNotCacheable;
-      if (describe_cast_fields(count, cache, t, target, arg_index, cast_outcome(facts.cast), facts.role,
+      if (describe_cast_fields(count, cache, t, target, arg_index, cast_outcome(facts), facts.role,
                                facts.observed ? &*facts.observed : nullptr, false)) [[unlikely]]
         pending.samples_due |= static_cast<uint8_t>(1u << pending.size);
       ++pending.size;

@@ -156,6 +156,7 @@ struct CastFacts {
   // whether it was, counted once the op is recorded.
   bool direct;
   bool cast;    // the result is another tensor: cached_cast cast it
+  bool relabelled;  // a subclass took it as a new dtype label (castscope_float8_relabelled)
   std::optional<CastCacheWatch::Observation> observed;  // cacheable casts of a recorded op
 };
 // No initializers: cast_pending writes every member of the ones it uses (in

@@ -50,6 +50,9 @@ struct ThreadBlock {
   // dispatch/float8_scaling.h: a maker's float8 conversion runs on this
   // thread (castscope_float8_conversion): its role and scale. Not owned.
   const Float8Scope* float8 = nullptr;
+  // castscope_float8_relabelled: the cast castscope's autocast kernel is
+  // making changed a subclass's dtype label only (no data converted).
+  bool float8_relabelled = false;
   // dispatch/explicit_casts.h: the grad_fn of the last autocast cast noted.
   const void* last_autocast_node = nullptr;
   uint64_t last_autocast_node_seq = 0;

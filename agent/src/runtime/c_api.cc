@@ -239,6 +239,8 @@ void castscope_float8_conversion_begin(int role, const float* scale, unsigned lo
   point_at_innermost_float8_scope();
 }
 
+void castscope_float8_relabelled(void) { castscope::this_thread_block().float8_relabelled = true; }
+
 void castscope_float8_conversion_end(void) {
   if (t_float8_depth > 0) --t_float8_depth;
   point_at_innermost_float8_scope();

@@ -193,7 +193,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
   // was converted, so conversions and their bytes leave hits out, and the
   // cache's share is counted apart.
   uint64_t casts = 0, conversions = 0, bytes = 0, hits = 0, misses = 0, stale = 0, ops = 0, op_errors = 0, dropped = 0;
-  uint64_t served = 0, served_bytes = 0;
+  uint64_t served = 0, served_bytes = 0, relabelled = 0;
   std::map<std::string, uint64_t> by_role, by_policy, by_pair, by_mode;
   std::set<std::string> devices;
   json sites = json::array();
@@ -204,6 +204,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
     stale += row.stale_hits;
     devices.insert(device_name(row.device));
     const bool converts = row.outcome == v1::CAST_OUTCOME_CAST;
+    if (row.outcome == v1::CAST_OUTCOME_RELABELLED) relabelled += row.count;
     const uint64_t row_served = converts ? row.hits + row.stale_hits : 0;
     const uint64_t row_conversions = converts ? row.count - row_served : 0;
     if (converts) {
@@ -276,6 +277,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
           {{"casts", casts},
            {"conversions", conversions},
            {"conversions_by_maker", by_maker},
+           {"relabelled", relabelled},
            {"ops", ops},
            {"op_errors", op_errors},
            {"bytes_cast", bytes},
