@@ -231,7 +231,7 @@ def test_report_of_an_aggregate_run_matches_a_full_event_run(tmp_path):
     assert stale and stale == {(s["file"], s["line"], s["arg"]) for f in aggregate["findings"]
                                if f["kind"] == "stale-cache-hit" for s in f["sites"]}
     unavailable = {f["id"] for f in aggregate["findings_not_available"]}
-    assert unavailable == {"cast-share", "tf32-matmul"}
+    assert unavailable == {"cast-share", "tf32-matmul", "fp8-zero-amax"}
     text = format_report(aggregate)
     assert "aggregate mode: counters only" in text and "cast-share" in text
     # The store's run list (what the viewer's /api/runs reads) says so too.
