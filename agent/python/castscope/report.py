@@ -76,6 +76,13 @@ def format_report(report: dict, top: int = 15) -> str:
     if set(by_maker) - {"autocast"}:  # reports before makers have none
         lines.append("  conversions by maker: " + ", ".join(
             f"{maker} {n}" for maker, n in sorted(by_maker.items(), key=lambda item: (-item[1], item[0]))))
+    if totals.get("relabelled"):
+        lines.append(f"  relabelled: {totals['relabelled']} autocast casts of float8 tensors took a new dtype label, "
+                     "no data converted (not conversions)")
+    float8 = [row for row in report.get("conversions", []) if row.get("float8")]
+    if float8:
+        lines.append(f"  float8 conversions with a known scale: {sum(row['float8']['conversions'] for row in float8)} "
+                     f"({sum(row['float8']['zero_amax_conversions'] for row in float8)} with a zero amax)")
     if run.get("aggregate"):
         lines.append("  aggregate mode: counters only, no per-event records (docs/aggregate.md); not available in "
                      "aggregate mode: " + (", ".join(f["id"] for f in report.get("findings_not_available", [])) or "none"))
