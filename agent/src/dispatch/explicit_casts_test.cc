@@ -16,6 +16,7 @@
 
 #include "agent/src/context/recording_state.h"
 #include "agent/src/dispatch/dispatch.h"
+#include "agent/src/dispatch/float8_scaling.h"
 #include "agent/src/policy/policy.h"
 
 namespace castscope {
@@ -120,6 +121,40 @@ TEST_F(ExplicitCastsTest, InferenceModeConversionsAreRecorded) {
   const auto seen = conversions(runtime_);
   EXPECT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen.begin()->second, 1);
+}
+
+// A float8 bracket (castscope_float8_conversion_begin, as the Python package
+// puts around torchao's conversion): its role on every conversion inside, and
+// on the one to float8 the scale's and amax's powers of two; a zero amax (an
+// infinite scale, or one at torchao's 1e-12 floor) is counted and has none.
+TEST_F(ExplicitCastsTest, AFloat8BracketGivesItsRoleAndScaleToTheConversionToFloat8) {
+  DispatchRegistry registry(runtime_);
+  ASSERT_TRUE(registry.register_policies(policies_).empty());
+  const float scale[3] = {448.0f / 3.0f, 448.0f / 0.25f, 448.0f / 1e-12f};  // amax 3, 0.25 and zero (the floor)
+  Float8Scope scope{Role::kWeight, scale, 3};
+  this_thread_block().float8 = &scope;
+  (void)at::randn({3, 4}, at::kBFloat16).to(at::kFloat).to(at::kFloat8_e4m3fn);
+  this_thread_block().float8 = nullptr;
+  (void)at::randn({4}).to(at::kFloat8_e5m2);  // outside: no role given, no scaling
+  std::vector<Record> casts;
+  runtime_.events.drain([&](const Record& r) {
+    if (r.kind == RecordKind::kCast) casts.push_back(r);
+  });
+  ASSERT_EQ(casts.size(), 3u);
+  EXPECT_EQ(casts[0].cast.role, Role::kWeight);  // the upcast before it
+  EXPECT_FALSE(casts[0].cast.float8_scaled);
+  EXPECT_EQ(casts[0].cast.op_seq, 0u);
+  const CastFields& float8 = casts[1].cast;
+  EXPECT_EQ(float8.role, Role::kWeight);
+  ASSERT_TRUE(float8.float8_scaled);
+  EXPECT_EQ(float8.zero_amax, 1);
+  EXPECT_EQ(float8.float8_log2[kScaleLog2Min], 7);   // 149.3
+  EXPECT_EQ(float8.float8_log2[kScaleLog2Max], 48);  // 4.48e14
+  EXPECT_EQ(float8.float8_log2[kAmaxLog2Min], kNoMagnitude);
+  EXPECT_EQ(float8.float8_log2[kAmaxLog2Max], 1);  // 3
+  EXPECT_EQ(casts[2].cast.role, Role::kInput);
+  EXPECT_FALSE(casts[2].cast.float8_scaled);
+  EXPECT_EQ(casts[2].cast.op_seq, 0u);
 }
 
 TEST_F(ExplicitCastsTest, NothingIsRecordedOnceTheRegistryIsGone) {
