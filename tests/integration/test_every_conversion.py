@@ -211,3 +211,26 @@ def test_fp8_zero_amax_names_the_zero_weight_and_the_gradient_it_starves_at_the_
     assert all(f["sites"][0]["file"] == str(path) for f in found)
     twin, _ = _castscope_run(tmp_path / "twin", path, job_args=("twin",))
     assert twin["findings"] == [], twin["findings"]
+
+
+def test_relabels_are_told_without_explicit_casts_too(tmp_path):
+    """explicit_casts=False records autocast's casts alone; autocast's relabels of torchao's float8
+    tensors are among them, and still not conversions."""
+    code = f"""
+import dataclasses, json, torch, castscope
+from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64))
+convert_to_float8_training(model, config=dataclasses.replace(Float8LinearConfig.from_recipe_name("tensorwise"), emulate=True))
+with castscope.attached(events_path={str(tmp_path / "e.jsonl")!r}, explicit_casts=False):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model(torch.randn(8, 64))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    casts = [json.loads(line)["cast"] for line in (tmp_path / "e.jsonl").read_text().splitlines() if '"cast"' in line]
+    outcomes = {}
+    for cast in casts:
+        outcomes[cast["outcome"], cast.get("maker")] = outcomes.get((cast["outcome"], cast.get("maker")), 0) + 1
+    # The float8 mm's input and weight of the second layer, the first layer's weight (its input is already bfloat16).
+    assert outcomes.get(("CAST_OUTCOME_RELABELLED", "CAST_MAKER_AUTOCAST")) == 3, outcomes
+    assert not [c for c in casts if c.get("maker") not in (None, "CAST_MAKER_AUTOCAST")], outcomes

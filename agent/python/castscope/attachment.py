@@ -196,10 +196,7 @@ def _start(config: dict, locations: bool, check_modules: bool = True) -> None:
     scaler_hook.install(lib)
     scaler_hook.bracket_cuda_graphs(lib)
     compile_capture.install(lib)
-    if config.get("explicit_casts", True):
-        float8_scopes.install(lib)
-    else:
-        float8_scopes.uninstall()
+    float8_scopes.install(lib, conversions=config.get("explicit_casts", True))
     import torch
 
     if torch.autograd.profiler._is_profiler_enabled:

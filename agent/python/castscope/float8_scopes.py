@@ -16,7 +16,10 @@ a conversion.
 
 Python runs once per float8 conversion, inside torchao's own Python code for
 it, never per cast elsewhere. The class is wrapped once per process, when
-torchao's module is imported (now, or later through an import hook)."""
+torchao's module is imported (now, or later through an import hook). A
+torchao module still running its own import when the agent attaches (an
+attach from inside torchao's import) is not wrapped: its conversions keep
+their maker and line, without role and scale."""
 from __future__ import annotations
 
 import functools
@@ -29,13 +32,17 @@ _OPS_MODULE = "torchao.float8.float8_ops"
 _ROLES = {"input": 2, "weight": 1, "grad_output": 4}
 _ROLE_ARG = 4  # gemm_input_role's position after ctx
 _lib = None  # the running agent's library; None: calls pass straight through
+_brackets = False  # whether the conversions are bracketed (explicit_casts); relabels are told always
 _finder = None
 
 
-def install(lib) -> None:
-    """An agent started that records explicit conversions."""
-    global _lib, _finder
+def install(lib, conversions: bool = True) -> None:
+    """An agent started. `conversions`: it records explicit conversions, so
+    torchao's are bracketed with their role and scale; autocast's relabels
+    are told either way (they are autocast's casts)."""
+    global _lib, _brackets, _finder
     _lib = lib
+    _brackets = conversions
     waiting = False
     for name, wrap in _WRAPS.items():
         module = sys.modules.get(name)
@@ -85,7 +92,7 @@ def _wrap_conversion(module) -> None:
     @functools.wraps(original)
     def forward(ctx, *args, **kwargs):
         lib = _lib
-        if lib is None:
+        if lib is None or not _brackets:
             return original(ctx, *args, **kwargs)
         try:
             role = kwargs["gemm_input_role"] if "gemm_input_role" in kwargs else \

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <cmath>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -150,9 +151,22 @@ TEST_F(ExplicitCastsTest, AFloat8BracketGivesItsRoleAndScaleToTheConversionToFlo
   EXPECT_EQ(float8.zero_amax, 1);
   EXPECT_EQ(float8.float8_log2[kScaleLog2Min], 7);   // 149.3
   EXPECT_EQ(float8.float8_log2[kScaleLog2Max], 48);  // 4.48e14
-  EXPECT_EQ(float8.float8_log2[kAmaxLog2Min], kNoMagnitude);
-  EXPECT_EQ(float8.float8_log2[kAmaxLog2Max], 1);  // 3
+  EXPECT_EQ(float8.float8_log2[kAmaxLog2Min], -2);  // 0.25: the zero amax is counted apart
+  EXPECT_EQ(float8.float8_log2[kAmaxLog2Max], 1);   // 3
   EXPECT_EQ(casts[2].cast.role, Role::kInput);
+  // The rowwise recipes round scales down to a power of two: a zero amax's is 2^48 (amax 1.6e-12), still zero.
+  const float rounded[2] = {std::ldexp(1.0f, 48), std::ldexp(1.0f, 48)};
+  Float8Scope all_zero{Role::kGradient, rounded, 2};
+  this_thread_block().float8 = &all_zero;
+  (void)at::zeros({2, 4}).to(at::kFloat8_e4m3fn);
+  this_thread_block().float8 = nullptr;
+  runtime_.events.drain([&](const Record& r) {
+    if (r.kind != RecordKind::kCast) return;
+    EXPECT_EQ(r.cast.zero_amax, 2);
+    EXPECT_EQ(r.cast.float8_log2[kAmaxLog2Min], kNoMagnitude);
+    EXPECT_EQ(r.cast.float8_log2[kAmaxLog2Max], kNoMagnitude);
+    EXPECT_EQ(r.cast.float8_log2[kScaleLog2Max], 48);
+  });
   EXPECT_FALSE(casts[2].cast.float8_scaled);
   EXPECT_EQ(casts[2].cast.op_seq, 0u);
 }

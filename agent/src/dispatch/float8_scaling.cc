@@ -39,8 +39,8 @@ void describe_float8_scaling(const Float8Scope& scope, c10::ScalarType target, C
   const bool any_scale = largest > 0;
   cast.float8_log2[kScaleLog2Min] = any_scale ? floor_log2(smallest) : kNoMagnitude;
   cast.float8_log2[kScaleLog2Max] = any_scale ? floor_log2(largest) : kNoMagnitude;
-  // The smallest amax of a tensor with a zero row is that zero.
-  cast.float8_log2[kAmaxLog2Min] = zero_amax > 0 || largest_amax == 0 ? kNoMagnitude : floor_log2(smallest_amax);
+  // Over the nonzero amaxes (zero ones are counted in zero_amax); none when all were zero.
+  cast.float8_log2[kAmaxLog2Min] = largest_amax > 0 ? floor_log2(smallest_amax) : kNoMagnitude;
   cast.float8_log2[kAmaxLog2Max] = largest_amax > 0 ? floor_log2(largest_amax) : kNoMagnitude;
 }
 

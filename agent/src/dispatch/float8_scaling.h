@@ -26,8 +26,10 @@ struct Float8Scope {
 
 // An amax at or below this is zero: torchao clamps amax to its EPS, 1e-12,
 // before it divides (float8_utils.amax_to_scale), so an all-zero tensor
-// reads as amax 1e-12 (float32 rounding of the scale allowed for).
-inline constexpr double kZeroAmax = 1.0001e-12;
+// reads as amax 1e-12, or up to twice that where the recipe rounds scales
+// down to a power of two (the rowwise recipes: 448 / 2^48 = 1.6e-12). No
+// tensor worth scaling to float8 has a true amax that small.
+inline constexpr double kZeroAmax = 2.5e-12;
 
 // Fills `cast`'s float8 scaling from `scope` when `target` is a float8
 // dtype and the scale is on the host; leaves it unset otherwise.

@@ -159,14 +159,16 @@ Record cast_record() {
             .outcome = CastOutcome::kDtypeArgSet,
             .ndim = kMaxShapeDims + 3,  // truncated
             .role = Role::kActivation, .cache = CacheOutcome::kStaleHit, .mode = ExecutionMode::kTraced,
-            .phase = Phase::kBackward, .round_trip = true, .maker = CastMaker::kExplicit};
+            .phase = Phase::kBackward, .round_trip = true, .maker = CastMaker::kExplicit, .float8_scaled = false,
+            .zero_amax = 0};
   return r;
 }
 
 // A conversion to float8 with torchao's scale (float8_scaled): no op_seq, a Float8Scaling.
 Record float8_cast_record() {
   Record r = testing::record_head(RecordKind::kCast, 106, 1006, 4, 5, CastPolicy::kUnspecified, DeviceKind::kCpu);
-  r.cast = {.bytes = 64, .shape = {4, 4}, .location = kLocationId, .arg_index = 1, .list_index = -1,
+  r.cast = {.op_seq = 0, .bytes = 64, .shape = {4, 4}, .source_version = 0, .cached_version = 0,
+            .location = kLocationId, .arg_index = 1, .list_index = -1,
             .src = DType::kFloat32, .dst = DType::kFloat8E4M3Fn, .outcome = CastOutcome::kCast, .ndim = 2,
             .role = Role::kWeight, .cache = CacheOutcome::kNotCacheable, .mode = ExecutionMode::kEager,
             .phase = Phase::kForward, .round_trip = false, .maker = CastMaker::kTorchao, .float8_scaled = true,

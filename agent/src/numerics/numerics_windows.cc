@@ -286,23 +286,27 @@ void add_device_counts(const NumericsSiteKey& key, const Record& op, uint64_t va
 }
 
 // One cast's counts into `key`'s site; `op` (the cast's op, or the
-// conversion's own record) gives the time and the seq of a first overflow.
-void check_cast_into(const NumericsSiteKey& key, const Record& op, const at::Tensor& source, const at::Tensor& result) {
+// conversion's own record) gives the time and, with `first_nonfinite`, the
+// seq of a first overflow (the cast a GradScaler skip is traced back to).
+void check_cast_into(const NumericsSiteKey& key, const Record& op, const at::Tensor& source, const at::Tensor& result,
+                     bool first_nonfinite = true) {
   const auto values = static_cast<uint64_t>(source.numel());
   // The CPU's usual case: one pass over the data, no ATen op.
   numerics::HostCounts counts;
   if (numerics::count_cast_on_host(source, result, counts)) {
-    add_host_counts(key, op, values, counts, counts.overflowed > 0 ? op.seq : 0);
+    add_host_counts(key, op, values, counts, first_nonfinite && counts.overflowed > 0 ? op.seq : 0);
     return;
   }
   const numerics::CheckScope scope;
   const numerics::CastCheck check = numerics::check_cast(source, result);
   if (source.is_cuda()) {
-    add_device_counts(key, op, values, check.counts, check.max_abs, check.counts[0] > 0);
+    const at::Tensor counts_as_first =
+        first_nonfinite ? check.counts[0] > 0 : at::zeros({}, check.counts.options().dtype(at::kBool));
+    add_device_counts(key, op, values, check.counts, check.max_abs, counts_as_first);
     return;
   }
   counts = read_counts(check.counts, check.max_abs);  // a CPU tensor that is not contiguous, or float8
-  add_host_counts(key, op, values, counts, counts.overflowed > 0 ? op.seq : 0);
+  add_host_counts(key, op, values, counts, first_nonfinite && counts.overflowed > 0 ? op.seq : 0);
 }
 
 bool checkable_cast(const at::Tensor& source, const at::Tensor& result) {
@@ -333,7 +337,8 @@ void numerics_check_conversion(const Record& cast, const at::Tensor& source, con
     key.location = cast.cast.location;  // a cast record's, not an op's
     key.mode = cast.cast.mode;
     key.phase = cast.cast.phase;
-    check_cast_into(key, cast, source, result);
+    // Float8 overflows are fp8-saturation's, not the first non-finite value scaler-skips names.
+    check_cast_into(key, cast, source, result, /*first_nonfinite=*/false);
   } catch (...) {
     state().events.count_internal_error();
   }

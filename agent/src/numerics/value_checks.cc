@@ -50,7 +50,8 @@ CastCheck check_cast(const at::Tensor& source, const at::Tensor& result) {
   const double max = float8_max(result.scalar_type());
   // float8 has few ops of its own: its values are read widened (exactly).
   const at::Tensor converted = max > 0 ? result.to(at::kFloat) : result;
-  const at::Tensor overflowed = (converted.isinf() & finite).sum();
+  // A finite value that comes out NaN overflowed too: the fnuz float8 formats have no inf.
+  const at::Tensor overflowed = ((converted.isinf() | converted.isnan()) & finite).sum();
   const at::Tensor underflowed = ((converted == 0) & (source != 0)).sum();
   const at::Tensor nonfinite = (~finite).sum();
   const at::Tensor nan = source.isnan().sum();

@@ -34,7 +34,7 @@ struct CheckScope {
 
 // Casting `source` to a lower precision gave `result` (same shape).
 // counts: int64 [overflowed, underflowed, nonfinite, nan, saturated] — finite
-// source values that became +-inf, nonzero ones that became 0, source values
+// source values that became +-inf (or NaN: float8's fnuz formats), nonzero ones that became 0, source values
 // already inf or NaN, of those NaN, and (float8 results) finite values beyond
 // the format's largest that came out finite (clipped). max_abs: float32
 // scalar, the largest |x| over the finite source values (0 when none).

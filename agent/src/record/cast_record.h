@@ -68,7 +68,8 @@ struct CastFields {
     uint64_t op_seq;
     // A conversion to float8 made with its maker's scale (float8_scaled; no
     // op of castscope's owns it, op_seq would be 0): floor(log2) of its
-    // scale's and amax's extremes, indexed by Float8Log2; kNoMagnitude: a zero amax.
+    // scale's and amax's extremes (nonzero amaxes), indexed by Float8Log2;
+    // kNoMagnitude: none (every amax zero).
     int16_t float8_log2[4];
   };
   uint64_t bytes;

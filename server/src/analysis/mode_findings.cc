@@ -98,8 +98,10 @@ void mode_mismatches(const RunData& run, std::vector<Finding>& out) {
     // The dtype this argument was computed in: a cast's target, an input
     // already in it, else the source (a traced graph that recorded its casts
     // and then sees already-cast inputs computes the same way).
-    m.computed.insert(outcome == "cast" || outcome == "already_target" || outcome == "dtype_arg_set" ? dtype_name(row.dst)
-                                                                                                     : dtype_name(row.src));
+    // A relabelled tensor computes as its new label says.
+    const bool in_dst = outcome == "cast" || outcome == "already_target" || outcome == "dtype_arg_set" ||
+                        outcome == "relabelled";
+    m.computed.insert(in_dst ? dtype_name(row.dst) : dtype_name(row.src));
     m.casts.insert({policy_name(row.policy), dtype_name(row.src), dtype_name(row.dst), outcome});
     m.first_seq = std::min(m.first_seq, row.first_seq);
   }

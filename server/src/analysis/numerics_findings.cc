@@ -82,7 +82,7 @@ void cast_overflow(const RunData& run, std::vector<Finding>& out) {
 
 void cast_underflow(const RunData& run, std::vector<Finding>& out) {
   for (const NumericsSiteRow& row : run.numerics_sites) {
-    // Float8's flushes to 0 are its scaling's business (fp8-saturation names them).
+    // Float8's flushes to 0 are its scaling's business: fp8-saturation's evidence counts them.
     if (row.kind != v1::NumericsSummary::KIND_CAST || row.underflowed == 0 || row.values == 0 || float8_cast_site(row))
       continue;
     if (static_cast<double>(row.underflowed) < kUnderflowWarningFraction * static_cast<double>(row.values)) continue;
