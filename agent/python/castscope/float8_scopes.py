@@ -75,10 +75,9 @@ def _role(gemm_input_role) -> int:
 def _host_scale(scale):
     """The scale's address and size when the agent may read it: a plain
     contiguous float32 tensor on the CPU (not a fake, functional or DTensor)."""
-    import torch
+    import torch  # imported already (torchao is); a dictionary lookup
 
-    if type(scale) is torch.Tensor and scale.device.type == "cpu" and scale.dtype is torch.float32 \
-            and scale.is_contiguous():
+    if type(scale) is torch.Tensor and scale.is_cpu and scale.dtype is torch.float32 and scale.is_contiguous():
         return scale.data_ptr(), scale.numel()
     return None, 0
 
