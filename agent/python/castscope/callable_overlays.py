@@ -28,6 +28,7 @@ import inspect
 import sys
 import threading
 
+from .import_hooks import spec_after_exec
 from .module_paths import split_target
 
 # Values of proto/castscope/v1/events.proto.
@@ -385,18 +386,7 @@ class _Installer(importlib.abc.MetaPathFinder):
         with self.lock:
             if fullname not in self.pending:
                 return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        spec.loader = _ApplyAfterExec(spec.loader, self, fullname)
-        return spec
+        return spec_after_exec(self, fullname, path, target, self.imported)
 
     def imported(self, module) -> None:
         with self.lock:
@@ -433,25 +423,6 @@ def _look_back_after_import(module, installer: _Installer) -> None:
 def _initializing(module) -> bool:
     """Whether `module` is still running its own code (a partial import)."""
     return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
-
-
-class _ApplyAfterExec(importlib.abc.Loader):
-    """The module's own loader, then the overlays of that module."""
-
-    def __init__(self, loader, installer: _Installer, name: str):
-        self._loader = loader
-        self._installer = installer
-        self._name = name
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        self._installer.imported(module)
-
-    def __getattr__(self, name):  # get_data, is_package, get_resource_reader...
-        return getattr(self._loader, name)
 
 
 _MISSING = object()

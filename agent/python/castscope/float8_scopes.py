@@ -26,6 +26,8 @@ import functools
 import importlib.abc
 import sys
 
+from .import_hooks import spec_after_exec
+
 _CONSTR_MODULE = "torchao.float8.float8_training_tensor"
 _OPS_MODULE = "torchao.float8.float8_ops"
 # torchao's GemmInputRole values -> events.proto Role (ROLE_INPUT, ROLE_WEIGHT, ROLE_GRADIENT).
@@ -136,38 +138,16 @@ _WRAPS = {_CONSTR_MODULE: _wrap_conversion, _OPS_MODULE: _wrap_relabel}
 
 
 class _WrapAfterImport(importlib.abc.MetaPathFinder):
-    """Wraps torchao's function once its module has run."""
+    """Wraps torchao's functions once their modules have run."""
 
     def find_spec(self, fullname, path, target=None):
         if fullname not in _WRAPS:
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _WrapAfterExec(spec.loader, fullname)
-        return spec
+        return spec_after_exec(self, fullname, path, target, _wrap_quietly)
 
 
-class _WrapAfterExec(importlib.abc.Loader):
-    def __init__(self, loader, name: str):
-        self._loader = loader
-        self._name = name
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        try:
-            _WRAPS[self._name](module)
-        except Exception:  # noqa: BLE001 - torchao works unwrapped; its conversions keep maker and line
-            pass
-
-    def __getattr__(self, name):  # get_data, is_package, get_resource_reader...
-        return getattr(self._loader, name)
+def _wrap_quietly(module) -> None:
+    try:
+        _WRAPS[module.__name__](module)
+    except Exception:  # noqa: BLE001 - torchao works unwrapped; its conversions keep maker and line
+        pass
