@@ -3,6 +3,7 @@
 
 import path from "node:path";
 import { expect, type Page, test } from "@playwright/test";
+import { GUTTER } from "../src/timeline/layout";
 import { type ApiRun, JOBS, jobLine, runJob, type Server, visibleCasts, waitForCasts, waitForRun, watchPage } from "./castscope";
 
 const JOB = path.join(JOBS, "stale_train.py");
@@ -128,6 +129,35 @@ test("hovering a cast shows its file:line; clicking it shows the source line", a
   await watch.check();
 });
 
+/** Pixels of the lanes' canvas painted with the halo (HIGHLIGHT_COLOR, amber at 0.45 alpha, over a grey or
+ * white background) farther than 11.5 px from every highlighted cast (a halo's radius is 10). Casts within
+ * 20 px beyond the lanes' ends are drawn but not listed as visible: 12 px at either end are not looked at. */
+async function haloPixelsOutsideHalos(page: Page): Promise<number> {
+  return page.evaluate((gutter) => {
+    const api = (window as unknown as { __castscope: { visibleCasts(): { x: number; y: number; highlighted: boolean }[] } }).__castscope;
+    const lit = api.visibleCasts().filter((c) => c.highlighted);
+    const canvas = document.querySelector("canvas.tl-lanes") as HTMLCanvasElement;
+    const box = canvas.getBoundingClientRect();
+    const sx = canvas.width / box.width;
+    const sy = canvas.height / box.height;
+    const data = canvas.getContext("2d")!.getImageData(0, 0, canvas.width, canvas.height).data;
+    const halo = [245, 158, 11];
+    let outside = 0;
+    for (let py = 0; py < canvas.height; py++)
+      for (let px = 0; px < canvas.width; px++) {
+        const i = (py * canvas.width + px) * 4;
+        // The background under it, were it the halo: light and grey (no mark colour is, e.g. float16's amber).
+        const under = [0, 1, 2].map((k) => (data[i + k] - 0.45 * halo[k]) / 0.55);
+        const grey = Math.max(...under) - Math.min(...under) < 30 && Math.min(...under) > 150 && Math.max(...under) < 262;
+        if (!grey || data[i] < data[i + 2] + 40 || px / sx < gutter + 12 || px / sx > box.width - 12) continue;
+        const x = px / sx + box.left;
+        const y = py / sy + box.top;
+        if (!lit.some((c) => Math.hypot(c.x - x, c.y - y) <= 11.5)) outside++;
+      }
+    return outside;
+  }, GUTTER);
+}
+
 test("the findings panel shows the stale-cache-hit and a click jumps to its site", async ({ page }) => {
   const watch = await watchPage(page);
   await openTimeline(page);
@@ -148,6 +178,17 @@ test("the findings panel shows the stale-cache-hit and a click jumps to its site
     expect(c.file).toBe(file);
     expect(c.line).toBe(line);
   }
+  // The halos are circles around the highlighted casts and nothing more: no
+  // halo fill beyond them (each arc once joined the one before it in the
+  // shared path, filling wedges between stacked marks across the lane). Seen
+  // over the first three steps: their casts (input, weight, bias: stacked)
+  // hundreds of pixels apart.
+  const ts = (await visibleCasts(page)).filter((c) => c.highlighted).map((c) => c.ts).sort((a, b) => a - b);
+  const [first, third] = [ts[0], ts[Math.min(8, ts.length - 1)]];
+  await page.evaluate(([a, b]) => (window as unknown as { __castscope: { setRange(a: number, b: number): void } }).__castscope.setRange(a, b),
+    [first - (third - first) * 0.2 - 1, third + (third - first) * 0.2 + 1]);
+  await expect.poll(async () => (await visibleCasts(page)).filter((c) => c.highlighted).length).toBeGreaterThanOrEqual(Math.min(9, ts.length));
+  expect(await haloPixelsOutsideHalos(page)).toBe(0);
   // and a link to the site in the sites view
   await finding.locator("a.site-link").first().click();
   await expect(page).toHaveURL(/#\/run\/.+\/sites\?q=/);

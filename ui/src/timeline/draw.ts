@@ -243,7 +243,13 @@ export function drawLanes(
       const y = yMid + (stacked.get(c) ?? 0);
       const color = pairColor(c.src, c.dst, c.outcome);
       const hl = highlight(c);
-      if (hl) halos.fill(HIGHLIGHT_COLOR).arc(x, y, MARK_R + 5, 0, Math.PI * 2);
+      if (hl) {
+        // A circle of its own: without the moveTo, arc() joins the previous halo's end to this one's start
+        // and the shared path fills the wedge between them, across other ops' marks.
+        const halo = halos.fill(HIGHLIGHT_COLOR);
+        halo.moveTo(x + MARK_R + 5, y);
+        halo.arc(x, y, MARK_R + 5, 0, Math.PI * 2);
+      }
       if (c.cache === "hit") {
         addMark(marks.stroke(color, 1.5), c.role, x, y, MARK_R);
         addMark(marks.fill("#ffffff"), c.role, x, y, MARK_R);
