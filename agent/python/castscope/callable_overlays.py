@@ -28,7 +28,7 @@ import inspect
 import sys
 import threading
 
-from .import_hooks import spec_after_exec
+from .import_hooks import initializing, spec_after_exec
 from .module_paths import split_target
 
 # Values of proto/castscope/v1/events.proto.
@@ -288,7 +288,7 @@ class _Installer(importlib.abc.MetaPathFinder):
             loaded = sys.modules.get(module)
             if loaded is None:
                 self.pending.setdefault(module, []).append((entry, attributes))
-            elif _initializing(loaded):
+            elif initializing(loaded):
                 self.waiting.append((entry, module, attributes))
                 _look_back_after_import(loaded, self)
             else:
@@ -373,7 +373,7 @@ class _Installer(importlib.abc.MetaPathFinder):
         ready, still_waiting = [], []
         with self.lock:
             for w in self.waiting:
-                (still_waiting if _initializing(sys.modules.get(w[1])) else ready).append(w)
+                (still_waiting if initializing(sys.modules.get(w[1])) else ready).append(w)
             self.waiting = still_waiting
         for entry, module, attributes in ready:
             if module in sys.modules:
@@ -418,11 +418,6 @@ def _look_back_after_import(module, installer: _Installer) -> None:
         module.__class__ = waiting_class
     except TypeError:  # a module type that refuses: the next import retries
         pass
-
-
-def _initializing(module) -> bool:
-    """Whether `module` is still running its own code (a partial import)."""
-    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
 _MISSING = object()

@@ -26,7 +26,7 @@ import functools
 import importlib.abc
 import sys
 
-from .import_hooks import spec_after_exec
+from .import_hooks import initializing, spec_after_exec
 
 _CONSTR_MODULE = "torchao.float8.float8_training_tensor"
 _OPS_MODULE = "torchao.float8.float8_ops"
@@ -48,7 +48,7 @@ def install(lib, conversions: bool = True) -> None:
     waiting = False
     for name, wrap in _WRAPS.items():
         module = sys.modules.get(name)
-        if module is not None and not _initializing(module):
+        if module is not None and not initializing(module):
             wrap(module)
         else:
             waiting = True
@@ -64,10 +64,6 @@ def uninstall() -> None:
     if _finder is not None and _finder in sys.meta_path:
         sys.meta_path.remove(_finder)
     _finder = None
-
-
-def _initializing(module) -> bool:
-    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
 def _role(gemm_input_role) -> int:

@@ -8,6 +8,11 @@ import importlib.abc
 import sys
 
 
+def initializing(module) -> bool:
+    """Whether `module` is still running its own code (a partial import)."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
 def spec_after_exec(finder, fullname, path, target, after):
     """The spec the finders after `finder` give `fullname`, its loader wrapped
     to call `after(module)` once the module has run; None when none finds it."""

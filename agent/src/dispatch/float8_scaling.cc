@@ -22,16 +22,17 @@ void describe_float8_scaling(const Float8Scope& scope, c10::ScalarType target, C
   for (uint64_t i = 0; i < scope.scale_numel; ++i) {
     const double scale = scope.scale[i];
     // An infinite, NaN, zero or negative scale says no amax; a tiny amax is the maker's floor for zero.
-    const double amax = std::isfinite(scale) && scale > 0 ? max / scale : 0;
+    const bool usable = std::isfinite(scale) && scale > 0;
+    if (usable) {
+      smallest = std::min(smallest, scale);
+      largest = std::max(largest, scale);
+    }
+    const double amax = usable ? max / scale : 0;
     if (amax <= kZeroAmax) {
       ++zero_amax;
     } else {
       smallest_amax = std::min(smallest_amax, amax);
       largest_amax = std::max(largest_amax, amax);
-    }
-    if (std::isfinite(scale) && scale > 0) {
-      smallest = std::min(smallest, scale);
-      largest = std::max(largest, scale);
     }
   }
   cast.float8_scaled = true;

@@ -142,21 +142,24 @@ SiteTotals* site(const NumericsSiteKey& key, uint64_t ts_ns) {
   return &it->second;
 }
 
-NumericsSiteKey key_of(const Record& op, NumericsKind kind, uint16_t arg_index, DType src, DType dst,
+// The site of a check made for `r`: an autocast op's record, or an explicit
+// conversion's own (kind kCast), whose line, mode and phase are its cast fields.
+NumericsSiteKey key_of(const Record& r, NumericsKind kind, uint16_t arg_index, DType src, DType dst,
                 const at::Tensor& on) {
   NumericsSiteKey key{};
   std::memset(&key, 0, sizeof key);
   key.device_index = static_cast<int8_t>(on.device().index());
-  key.op_id = op.op_id;
-  key.location = op.op.location;
-  key.thread = op.thread;
+  key.op_id = r.op_id;
+  key.thread = r.thread;
   key.arg_index = arg_index;
   key.kind = kind;
-  key.device = op.device;
+  key.device = r.device;
   key.src = src;
   key.dst = dst;
-  key.mode = op.op.mode;
-  key.phase = op.op.phase;
+  const bool conversion = r.kind == RecordKind::kCast;
+  key.location = conversion ? r.cast.location : r.op.location;
+  key.mode = conversion ? r.cast.mode : r.op.mode;
+  key.phase = conversion ? r.cast.phase : r.op.phase;
   return key;
 }
 
@@ -333,12 +336,9 @@ void numerics_check_cast(const Record& op, uint16_t arg_index, const at::Tensor&
 void numerics_check_conversion(const Record& cast, const at::Tensor& source, const at::Tensor& result) noexcept {
   try {
     if (numerics::float8_max(result.scalar_type()) == 0 || !checkable_cast(source, result)) return;
-    NumericsSiteKey key = key_of(cast, NumericsKind::kCast, cast.cast.arg_index, cast.cast.src, cast.cast.dst, source);
-    key.location = cast.cast.location;  // a cast record's, not an op's
-    key.mode = cast.cast.mode;
-    key.phase = cast.cast.phase;
     // Float8 overflows are fp8-saturation's, not the first non-finite value scaler-skips names.
-    check_cast_into(key, cast, source, result, /*first_nonfinite=*/false);
+    check_cast_into(key_of(cast, NumericsKind::kCast, cast.cast.arg_index, cast.cast.src, cast.cast.dst, source), cast,
+                    source, result, /*first_nonfinite=*/false);
   } catch (...) {
     state().events.count_internal_error();
   }

@@ -55,4 +55,10 @@ std::string milliseconds(uint64_t ns) {
   return text;
 }
 
+std::string percent(uint64_t part, uint64_t whole) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g%%", whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return text;
+}
+
 }  // namespace castscope::collector

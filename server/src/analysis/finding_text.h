@@ -36,10 +36,11 @@ LineSite& gather(LineSites& sites, const SiteRow& row);
 // graphs optimized before attach) are at the Python line that called it.
 bool jit_autocast_cast(const std::string& op);
 
-// "a, b, c"; dtypes as "bfloat16/float32"; dtype names of a set; "1.234 ms".
+// "a, b, c"; dtypes as "bfloat16/float32"; dtype names of a set; "1.234 ms"; "12.3%" of a whole.
 std::string joined(const std::set<std::string>& items);
 std::string dtype_list(const std::set<std::string>& dtypes);
 std::set<std::string> dtype_names(const std::set<v1::DType>& dtypes);
 std::string milliseconds(uint64_t ns);
+std::string percent(uint64_t part, uint64_t whole);
 
 }  // namespace castscope::collector

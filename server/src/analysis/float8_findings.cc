@@ -37,12 +37,6 @@ std::string float8_max_text(v1::DType dtype) {
   }
 }
 
-std::string percent(uint64_t part, uint64_t whole) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g%%", whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole));
-  return text;
-}
-
 }  // namespace
 
 bool float8_cast_site(const NumericsSiteRow& row) {

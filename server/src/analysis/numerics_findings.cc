@@ -7,6 +7,7 @@
 
 #include "common/numerics/no_magnitude.h"
 #include "server/src/analysis/finding_rules.h"
+#include "server/src/analysis/finding_text.h"
 
 namespace castscope::collector {
 namespace {
@@ -22,12 +23,6 @@ std::string magnitude(int32_t log2) {
   if (log2 == kNoMagnitude) return "none finite";
   char text[64];
   std::snprintf(text, sizeof text, "2^%d (about %.3g)", log2, std::ldexp(1.0, log2));
-  return text;
-}
-
-std::string percent(uint64_t part, uint64_t whole) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g%%", whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole));
   return text;
 }
 
