@@ -484,6 +484,58 @@ unsigned location_with_gil() {
 
 extern "C" {
 
+// For a backward with no user frame on its thread (autograd's device
+// threads run a CUDA graph's nodes; torchao's backward is Python there, with
+// only library frames): the user's line of the one Python thread waiting in
+// the engine, whose innermost frame is torch.autograd.graph's
+// _engine_run_backward (loss.backward(), torch.autograd.grad). 0 when no
+// thread or more than one waits (backwards on several threads: which one
+// is this thread's cannot be told from here). Creates this thread's Python
+// state if it has none; the agent asks once per graph task and thread.
+__attribute__((visibility("default"))) unsigned castscope_python_backward_caller_location(void) {
+  if (g_intern == nullptr || !Py_IsInitialized()) return 0;
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *error_type = nullptr, *error_value = nullptr, *error_traceback = nullptr;
+  PyErr_Fetch(&error_type, &error_value, &error_traceback);
+  PyThreadState* const self = PyThreadState_Get();
+  PyFrameObject* waiting = nullptr;  // the waiting thread's innermost frame (a reference)
+  int waiters = 0;
+  for (PyThreadState* t = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(self)); t != nullptr;
+       t = PyThreadState_Next(t)) {
+    if (t == self) continue;
+    PyFrameObject* top = PyThreadState_GetFrame(t);
+    if (top == nullptr) continue;
+    PyCodeObject* code = PyFrame_GetCode(top);
+    const bool in_engine = utf8(code->co_name) == "_engine_run_backward";
+    Py_DECREF(code);
+    if (in_engine && ++waiters == 1) {
+      waiting = top;
+    } else {
+      Py_DECREF(top);
+    }
+  }
+  unsigned id = 0;
+  if (waiters == 1) {
+    int library = 0;
+    PyFrameObject* frame = waiting;
+    Py_INCREF(frame);
+    while (frame != nullptr) {
+      PyCodeObject* code = PyFrame_GetCode(frame);
+      const CodeKind kind = code_kind(code);
+      if (skipped(kind) && library == 0) library = library_of(kind);
+      if (kind == CodeKind::kUser) id = resolve(frame, code, waiting, library);
+      PyFrameObject* back = id != 0 ? nullptr : PyFrame_GetBack(frame);
+      Py_DECREF(code);
+      Py_DECREF(frame);
+      frame = back;
+    }
+  }
+  Py_XDECREF(waiting);
+  PyErr_Restore(error_type, error_value, error_traceback);
+  PyGILState_Release(gil);
+  return id;
+}
+
 // While torch.compile traces: the user's line of the FX node being traced,
 // or 0 (the caller then reads the calling Python line).
 __attribute__((visibility("default"))) unsigned castscope_python_tracing_location(void) {

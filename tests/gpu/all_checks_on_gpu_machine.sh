@@ -6,7 +6,8 @@
 # observers see of castscope's casts on both devices) and the smoke run.
 # Logs go to $OUT (or /tmp/castscope-gpu) when set.
 # Needs .devkit/ (build_on_gpu_machine.sh) and, where the image lacks
-# torch's test dependency expecttest, its wheel in .whl/ (docs/gpu.md).
+# torch's test dependency expecttest, its wheel in .whl/, and torchao's for the
+# float8 step (docs/gpu.md).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 LOGS=${OUT:-/tmp/castscope-gpu}
@@ -41,6 +42,7 @@ step autocast_lists env CASTSCOPE_POLICIES="$POLICIES" "${PYTEST[@]}" tests/inte
 step autocast_lists_cublaslt env CASTSCOPE_POLICIES="$POLICIES" CASTSCOPE_TEST_CUBLASLT=1 "${PYTEST[@]}" \
   tests/integration/test_parity_autocast_lists.py -k cuda
 step gemm_precision "$PYTHON" tests/gpu/gemm_precision_on_gpu.py
+step float8 "$PYTHON" tests/gpu/float8_on_gpu.py
 step smoke "$PYTHON" tests/gpu/smoke_on_gpu.py
 [ ${#failed[@]} -eq 0 ] || { echo "failed: ${failed[*]}"; exit 1; }
 echo "all GPU checks passed"

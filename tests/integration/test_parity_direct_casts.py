@@ -40,13 +40,16 @@ def _attached(tmp_path, **options):
 
 
 def _graph_names(root):
-    """Autograd's graph below `root`, breadth first, by node name."""
-    names, frontier, seen = [], [root.grad_fn], set()
+    """Autograd's graph below `root`, breadth first, by node name. Seen nodes
+    are kept (not only their ids): each access to next_functions may make a
+    new Python object for a C++ node, and a freed one's id can be reused by
+    another node (seen on torch 2.11: a graph walked short)."""
+    names, frontier, seen = [], [root.grad_fn], {}
     while frontier:
         node = frontier.pop(0)
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         names.append(node.name())
         frontier.extend(next_node for next_node, _ in node.next_functions)
     return names

@@ -177,6 +177,9 @@ CASTSCOPE_EXPORT int castscope_compile_replay(const char* json);
 /* Installs the function that returns, while torch.compile traces, the user's
  * line of the FX node being traced (0: none). Set with the location reader. */
 CASTSCOPE_EXPORT void castscope_agent_set_tracing_location_reader(unsigned (*reader)(void));
+// In a backward on a thread with no user frame (autograd's device threads):
+// the user's line of the Python thread waiting for it (0: none, or not one).
+CASTSCOPE_EXPORT void castscope_agent_set_backward_caller_reader(unsigned (*reader)(void));
 
 /* At process exit: stops the exporter, writes every buffered event and the
  * final stats; castscope's kernels stay registered (recording off), since

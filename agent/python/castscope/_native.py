@@ -136,6 +136,8 @@ def _library():
         lib.castscope_compile_replay.restype = ctypes.c_int
         lib.castscope_agent_set_tracing_location_reader.argtypes = [ctypes.c_void_p]
         lib.castscope_agent_set_tracing_location_reader.restype = None
+        lib.castscope_agent_set_backward_caller_reader.argtypes = [ctypes.c_void_p]
+        lib.castscope_agent_set_backward_caller_reader.restype = None
         lib.castscope_intern_location.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint, ctypes.c_char_p,
                                                   ctypes.c_char_p]
         lib.castscope_intern_location.restype = ctypes.c_uint
@@ -167,6 +169,8 @@ def _install_location_reader(lib) -> None:
     lib.castscope_agent_set_location_reader(ctypes.cast(reader.castscope_python_location, ctypes.c_void_p))
     _set_thread_location_reader(lib, _thread_location_reader_pointer())
     lib.castscope_agent_set_tracing_location_reader(ctypes.cast(reader.castscope_python_tracing_location, ctypes.c_void_p))
+    lib.castscope_agent_set_backward_caller_reader(
+        ctypes.cast(reader.castscope_python_backward_caller_location, ctypes.c_void_p))
 
 
 def is_user_file(file: str) -> bool:

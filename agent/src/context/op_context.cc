@@ -22,6 +22,7 @@ namespace castscope {
 std::atomic<bool> g_record_events{true};
 std::atomic<LocationReader> g_python_location_reader{nullptr};
 std::atomic<LocationReader> g_tracing_location_reader{nullptr};
+std::atomic<LocationReader> g_backward_caller_reader{nullptr};
 std::atomic<ThreadLocationReader> g_python_thread_location_reader{nullptr};
 
 namespace {
@@ -59,6 +60,18 @@ uint32_t python_location(ThreadBlock& thread) {
     return reader(&thread.python_frames);
   if (LocationReader fallback = g_python_location_reader.load(std::memory_order_acquire)) return fallback();
   return 0;
+}
+
+// A backward's op with no user frame on its thread (autograd's device
+// threads): the line that called backward, asked once per graph task and
+// thread. Out of line: backwards on the calling thread never come here.
+[[gnu::noinline]] uint32_t backward_caller_location(ThreadBlock& thread, int64_t graph_task) {
+  if (thread.backward_graph_task != graph_task) {
+    LocationReader reader = g_backward_caller_reader.load(std::memory_order_acquire);
+    thread.backward_caller = reader != nullptr ? reader() : 0;
+    thread.backward_graph_task = graph_task;
+  }
+  return thread.backward_caller;
 }
 
 // current_op_context where a dispatch mode, the JIT tracer or TorchScript
@@ -99,16 +112,24 @@ uint32_t python_location(ThreadBlock& thread) {
 
 OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDispatchKeySet& keys,
                              ThreadBlock& thread) {
-  const Phase phase = torch::autograd::get_current_graph_task_id() != -1 ? Phase::kBackward : Phase::kForward;
+  const int64_t graph_task = torch::autograd::get_current_graph_task_id();
+  const Phase phase = graph_task != -1 ? Phase::kBackward : Phase::kForward;
   // The common op: eager. A dispatch mode (torch.compile's fake tensors
   // among them) and the JIT tracer include their keys while on
   // (compile_tracing_now, op_context.h); TorchScript's interpreter sets its
   // thread's state (a bool asked, ~20 instructions less than building its
   // empty call stack).
   if (!keys.included_.has(c10::DispatchKey::Python) && !keys.included_.has(c10::DispatchKey::Tracer) &&
-      !torch::jit::in_torchscript_runtime()) [[likely]]
-    return OpContext{ExecutionMode::kEager, phase, python_location(thread)};
-  return op_context_beyond_eager(locations, keys, thread, phase);
+      !torch::jit::in_torchscript_runtime()) [[likely]] {
+    OpContext context{ExecutionMode::kEager, phase, python_location(thread)};
+    if (context.location == 0 && graph_task != -1) [[unlikely]]
+      context.location = backward_caller_location(thread, graph_task);
+    return context;
+  }
+  OpContext context = op_context_beyond_eager(locations, keys, thread, phase);
+  if (context.location == 0 && graph_task != -1) [[unlikely]]
+    context.location = backward_caller_location(thread, graph_task);
+  return context;
 }
 
 void describe_op_context(OpFields& op, c10::DeviceType device, const OpContext& context) {

@@ -51,6 +51,9 @@ extern std::atomic<LocationReader> g_python_location_reader;
 // While torch.compile traces: the user's line of the FX node being traced
 // (0 when none). Installed with the Python reader.
 extern std::atomic<LocationReader> g_tracing_location_reader;
+// In a backward with no user frame on its thread: the user's line of the
+// Python thread waiting in the engine (castscope_agent_set_backward_caller_reader).
+extern std::atomic<LocationReader> g_backward_caller_reader;
 // The Python reader for the autocast kernels: the same answer, the reader
 // keeping its per-thread state in the thread block (ThreadBlock's
 // python_frames) instead of a thread_local of its own (a __tls_get_addr

@@ -7,7 +7,11 @@
 #include <ATen/ops/copy_compositeexplicitautograd_dispatch.h>
 #include <ATen/ops/copy_ops.h>
 #include <c10/core/InferenceMode.h>
+#if __has_include(<torch/csrc/autograd/node.h>)
 #include <torch/csrc/autograd/node.h>
+#else  // torch before 2.12 (the GPU machine's 2.11) declares Node in function.h
+#include <torch/csrc/autograd/function.h>
+#endif
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
@@ -88,7 +92,7 @@ Role conversion_role(const at::Tensor& source, CastMaker maker) {
 // In the backward: a gradient conversion of one of autocast's casts (the
 // node running is the cast's ToCopyBackward0), else autograd's own.
 CastMaker backward_maker() {
-  const c10::intrusive_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
+  const auto node = torch::autograd::get_current_node();  // intrusive_ptr in 2.14, shared_ptr before
   if (node && autocast_cast_nodes().contains(NodeKey{node.get(), node->sequence_nr()}))
     return CastMaker::kAutocastBackward;
   return CastMaker::kBackward;
@@ -188,6 +192,9 @@ bool describe_conversion(Record& r, RecordingState& runtime, ThreadBlock& thread
                                                       : CastMaker::kExplicit;
     cast.role = conversion_role(source, cast.maker);
     if (thread.float8 != nullptr) {  // a library's float8 conversion: the role it named, and its scale
+      // torchao's bracket says who made it where no torchao frame is on the
+      // stack to read (its backward on autograd's device threads).
+      cast.maker = CastMaker::kTorchao;
       cast.role = thread.float8->role;
       describe_float8_scaling(*thread.float8, target, cast);
     }

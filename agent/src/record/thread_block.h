@@ -65,6 +65,10 @@ struct ThreadBlock {
   // context/op_context.h: the Python frame reader's state for this thread
   // (its sites known without the GIL), the reader's to make, free and null.
   void* python_frames = nullptr;
+  // context/op_context.h: the autograd graph task whose calling line this
+  // thread last asked for (-1: none) and that line.
+  int64_t backward_graph_task = -1;
+  uint32_t backward_caller = 0;
   // context/op_context.h: the excluded dispatch keys last seen (~0: none
   // yet) and the devices with autocast on that they say (bit per DeviceKind).
   uint64_t autocast_excluded_seen = ~uint64_t{0};

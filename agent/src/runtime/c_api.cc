@@ -114,6 +114,10 @@ void castscope_agent_set_tracing_location_reader(unsigned (*reader)(void)) {
   castscope::g_tracing_location_reader.store(reader, std::memory_order_release);
 }
 
+void castscope_agent_set_backward_caller_reader(unsigned (*reader)(void)) {
+  castscope::g_backward_caller_reader.store(reader, std::memory_order_release);
+}
+
 namespace {
 // The process's compiled graphs (never removed: runs may come until exit).
 castscope::CompiledGraphs& compiled_graphs() {
