@@ -172,6 +172,15 @@ CASTSCOPE_EXPORT void castscope_float8_conversion_end(void);
  * (torchao's Float8TrainingTensor `autocast_to_copy`). The cast is recorded
  * with outcome RELABELLED. */
 CASTSCOPE_EXPORT void castscope_float8_relabelled(void);
+/* The precision map's modules (docs/events.md, "Modules"): a module's
+ * qualified name from its root ("" for the root), declared once, and each of
+ * its parameters by its TensorImpl; both return a scope id (0: refused).
+ * enter / exit bracket each module call on the calling thread, its casts and
+ * ops carrying the innermost module's id (a weight's cast: its parameter's). */
+CASTSCOPE_EXPORT unsigned castscope_module_declare(const char* qualified_name);
+CASTSCOPE_EXPORT unsigned castscope_parameter_declare(unsigned module, const char* name, const void* tensor_impl);
+CASTSCOPE_EXPORT void castscope_module_enter(unsigned module);
+CASTSCOPE_EXPORT void castscope_module_exit(void);
 CASTSCOPE_EXPORT size_t castscope_compile_records(char* buf, size_t len);
 CASTSCOPE_EXPORT int castscope_compile_replay(const char* json);
 /* Installs the function that returns, while torch.compile traces, the user's

@@ -12,7 +12,7 @@ import pathlib
 import tempfile
 from typing import Iterator, Sequence
 
-from . import callable_overlays, compile_capture, float8_scopes, scaler_hook
+from . import callable_overlays, compile_capture, float8_scopes, module_scopes, scaler_hook
 from ._native import (AttachError, PolicyRefused, _library, _location_reader_pointer, _read_json, _torch_dir,
                       _set_thread_location_reader, _thread_location_reader_pointer,
                       agent_torch_version)
@@ -197,6 +197,7 @@ def _start(config: dict, locations: bool, check_modules: bool = True) -> None:
     scaler_hook.bracket_cuda_graphs(lib)
     compile_capture.install(lib)
     float8_scopes.install(lib, conversions=config.get("explicit_casts", True))
+    module_scopes.install(lib)
     import torch
 
     if torch.autograd.profiler._is_profiler_enabled:
@@ -302,6 +303,7 @@ def detach() -> None:
         callable_overlays.uninstall()
         compile_capture.uninstall()
         float8_scopes.uninstall()
+        module_scopes.uninstall()
         try:
             scaler_hook.stop(_library())  # GradScaler updates still on their way (CUDA) are written first
         finally:

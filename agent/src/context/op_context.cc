@@ -3,6 +3,11 @@
 #include <ATen/autocast_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/graph_task.h>
+#if __has_include(<torch/csrc/autograd/node.h>)
+#include <torch/csrc/autograd/node.h>
+#else  // torch before 2.12 declares Node in function.h
+#include <torch/csrc/autograd/function.h>
+#endif
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 
@@ -16,6 +21,7 @@
 #include "agent/src/context/autocast_keys.h"
 #include "agent/src/context/compile_capture.h"
 #include "agent/src/context/jit_context.h"
+#include "agent/src/record/module_scopes.h"
 
 namespace castscope {
 
@@ -74,6 +80,28 @@ uint32_t python_location(ThreadBlock& thread) {
   return thread.backward_caller;
 }
 
+// In a backward outside any module call (module hooks run in the forward):
+// the module the running node's forward op was made in, by its sequence
+// number (ModuleScopes::module_at), remembered for the node.
+[[gnu::noinline]] uint32_t backward_module(ThreadBlock& thread) {
+  const auto node = torch::autograd::get_current_node();  // intrusive_ptr in 2.14, shared_ptr before
+  if (!node) return 0;
+  const uint64_t seq = node->sequence_nr();
+  if (node.get() != thread.module_node || seq != thread.module_node_seq) {
+    thread.module_node = node.get();
+    thread.module_node_seq = seq;
+    thread.module_of_node = module_scopes().module_at(node->thread_id(), seq);
+  }
+  return thread.module_of_node;
+}
+
+// The context's module (OpContext::module): the thread's innermost module
+// call, else in a backward its node's forward module.
+inline void add_module(OpContext& context, ThreadBlock& thread, int64_t graph_task) {
+  context.module = thread.module;
+  if (context.module == 0 && graph_task != -1) [[unlikely]] context.module = backward_module(thread);
+}
+
 // current_op_context where a dispatch mode, the JIT tracer or TorchScript
 // may be on. Out of line: the common op's path saves no registers for it.
 [[gnu::noinline]] OpContext op_context_beyond_eager(LocationTable& locations, const c10::impl::LocalDispatchKeySet& keys,
@@ -124,11 +152,13 @@ OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDis
     OpContext context{ExecutionMode::kEager, phase, python_location(thread)};
     if (context.location == 0 && graph_task != -1) [[unlikely]]
       context.location = backward_caller_location(thread, graph_task);
+    add_module(context, thread, graph_task);
     return context;
   }
   OpContext context = op_context_beyond_eager(locations, keys, thread, phase);
   if (context.location == 0 && graph_task != -1) [[unlikely]]
     context.location = backward_caller_location(thread, graph_task);
+  add_module(context, thread, graph_task);
   return context;
 }
 

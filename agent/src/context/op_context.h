@@ -68,6 +68,9 @@ struct OpContext {
   ExecutionMode mode = ExecutionMode::kEager;
   Phase phase = Phase::kForward;
   uint32_t location = 0;
+  // The innermost nn.Module (record/module_scopes.h); in a backward, the
+  // module the running node's forward was made in. 0: none.
+  uint32_t module = 0;
 };
 // TorchScript locations are interned in `locations`.
 OpContext current_op_context(LocationTable& locations);

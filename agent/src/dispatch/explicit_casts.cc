@@ -1,5 +1,7 @@
 #include "agent/src/dispatch/explicit_casts.h"
 
+#include "agent/src/record/module_scopes.h"
+
 #include <ATen/ops/_chunk_cat_compositeexplicitautograd_dispatch.h>
 #include <ATen/ops/_foreach_copy_compositeexplicitautograd_dispatch.h>
 #include <ATen/ops/_to_copy_compositeexplicitautograd_dispatch.h>
@@ -191,6 +193,9 @@ bool describe_conversion(Record& r, RecordingState& runtime, ThreadBlock& thread
                  : context.phase == Phase::kBackward  ? backward_maker()
                                                       : CastMaker::kExplicit;
     cast.role = conversion_role(source, cast.maker);
+    r.scope = context.module;
+    if (cast.role == Role::kWeight)  // a parameter's conversion: its row in the precision map
+      if (const uint32_t parameter = module_scopes().parameter_of(source.unsafeGetTensorImpl())) r.scope = parameter;
     if (thread.float8 != nullptr) {  // a library's float8 conversion: the role it named, and its scale
       // torchao's bracket says who made it where no torchao frame is on the
       // stack to read (its backward on autograd's device threads).

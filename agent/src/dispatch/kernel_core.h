@@ -18,6 +18,7 @@
 #include "agent/src/dispatch/kernel_parts.h"
 #include "agent/src/numerics/numerics_windows.h"
 #include "agent/src/observers/op_probe.h"
+#include "agent/src/record/module_scopes.h"
 
 namespace castscope {
 namespace {
@@ -63,7 +64,9 @@ class KernelCore {
       // The thread's dispatch keys, read once for the context and the record.
       const c10::impl::LocalDispatchKeySet keys = thread_dispatch_keys();
       included = keys.included_;
-      describe_op_context(op_record.op, region_dtype, current_op_context(runtime_.locations, keys, thread), keys, thread);
+      const OpContext context = current_op_context(runtime_.locations, keys, thread);
+      op_record.scope = context.module;
+      describe_op_context(op_record.op, region_dtype, context, keys, thread);
       const bool compiling = op_record.op.mode == ExecutionMode::kCompiling;
       // Aggregate mode's op records only fold into counters, whose keys hold
       // neither the inputs' dtypes nor the nesting (CounterKey): not read
@@ -409,11 +412,14 @@ class KernelCore {
                                             const at::Tensor& t, c10::ScalarType target, size_t arg_index,
                                             int list_index, std::optional<CastOutcome> forced, Role role,
                                             const CastCacheWatch::Observation* observed, uint64_t reserved_seq) {
-    const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location};
+    const OpContext context{op_record.op.mode, op_record.op.phase, op_record.op.location, op_record.scope};
     fill_cast_record(r, runtime_.events, op_id_, op_record.thread, policy_, device_.kind, context, reserved_seq,
                      op_record.ts_ns);
     r.cast.op_seq = op_record.seq;
     r.cast.list_index = static_cast<int16_t>(list_index);
+    // A weight's cast is its parameter's (the precision map's row), where the module declared it.
+    if (role == Role::kWeight) [[unlikely]]
+      if (const uint32_t parameter = module_scopes().parameter_of(t.unsafeGetTensorImpl())) r.scope = parameter;
     const bool sample_due = describe_cast_fields(r.cast, cache, t, target, arg_index, forced, role, observed,
                                                  r.cast.mode == ExecutionMode::kCompiling);
     describe_shape(r.cast, t);

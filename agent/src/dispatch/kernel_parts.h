@@ -84,6 +84,7 @@ void fill_cast_record(Record& r, EventLog& log, uint32_t op_id, uint32_t thread,
   r.op_id = op_id;
   r.policy = policy;
   r.device = device;
+  r.scope = context.module;
   r.cast.list_index = -1;
   r.cast.mode = context.mode;
   r.cast.phase = context.phase;

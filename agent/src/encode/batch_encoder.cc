@@ -18,6 +18,9 @@ namespace {
 namespace pb = v1::wire;
 
 constexpr uint64_t kArgNameKey = uint64_t{1} << 63;
+// A scope's module and parameter names (record/module_scopes.h): keys apart from ops' and arguments'.
+constexpr uint64_t kModuleKey = uint64_t{1} << 62;
+constexpr uint64_t kParameterKey = uint64_t{3} << 61;
 
 // Writes a record's fields (record_fields.h) in the wire format: each field
 // by its number, packed as its .proto type says; names as ids into the
@@ -112,6 +115,18 @@ void BatchEncoder::add(const Record& record, const OpMeta& op, uint32_t location
   if (const std::string& arg_name = record_fields::arg_name_of(parts, op); !arg_name.empty())
     names.arg_name_id = intern_string(kArgNameKey | (uint64_t{record.op_id} << 16) | parts.arg_index, arg_name);
   names.location = &location;
+  ModuleScope scope;
+  if (record.kind == RecordKind::kCast && record.scope != 0) {
+    scope = module_scopes().get(record.scope);
+    if (!scope.module.empty()) {
+      names.module = scope.module;
+      names.module_id = intern_string(kModuleKey | uint64_t{record.scope}, scope.module);
+    }
+    if (!scope.parameter.empty()) {
+      names.parameter = scope.parameter;
+      names.parameter_id = intern_string(kParameterKey | uint64_t{record.scope}, scope.parameter);
+    }
+  }
   scratch_.clear();
   WireFields fields(scratch_, packed_);
   record_fields::record_fields(record, names, fields);

@@ -26,6 +26,7 @@
 #include "agent/src/record/cast_record.h"
 #include "agent/src/record/event_log.h"  // EventLogStats, OpMeta
 #include "agent/src/record/location_table.h"
+#include "agent/src/record/module_scopes.h"
 #include "castscope/v1/events.wire.h"
 #include "castscope/v1/transport.wire.h"
 
@@ -42,6 +43,11 @@ struct RecordNames {
   std::string_view arg_name;
   uint32_t location_id = 0;
   const Location* location = nullptr;
+  // Casts: the record's scope (record/module_scopes.h), its module and parameter.
+  uint32_t module_id = 0;
+  std::string_view module;
+  uint32_t parameter_id = 0;
+  std::string_view parameter;
 };
 
 // Which names a record has: a GradScaler update names no op, only a cast's
@@ -152,6 +158,8 @@ void cast_fields(const Record& r, const RecordNames& names, V& v) {
   v.location(F::kLocationId, F::kLocation, names.location_id, *names.location);
   v.field(F::kRoundTrip, c.round_trip);
   v.field(F::kMaker, c.maker);
+  if (!names.module.empty()) v.name(F::kModuleId, F::kModule, names.module_id, names.module);
+  if (!names.parameter.empty()) v.name(F::kParameterId, F::kParameter, names.parameter_id, names.parameter);
   if (c.float8_scaled) {
     v.message(F::kFloat8, [&](auto& float8) {
       using S = pb::Float8Scaling;

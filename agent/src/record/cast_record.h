@@ -5,6 +5,7 @@
 // so the exporter maps them without tables.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "castscope/v1/events.enums.h"
@@ -216,6 +217,9 @@ struct Record {
   RecordKind kind;
   CastPolicy policy;
   DeviceKind device;
+  // Casts and ops: the innermost nn.Module the event happened in, or the
+  // parameter a cast's source is (ModuleScopes, record/module_scopes.h); 0: none.
+  uint32_t scope;
   union {
     CastFields cast;
     OpFields op;
@@ -227,5 +231,6 @@ struct Record {
 };
 
 static_assert(sizeof(Record) <= 128, "Record must stay within two cache lines");
+static_assert(offsetof(Record, cast) == 32, "scope sits in the header's padding");
 
 }  // namespace castscope

@@ -69,6 +69,16 @@ struct ThreadBlock {
   // thread last asked for (-1: none) and that line.
   int64_t backward_graph_task = -1;
   uint32_t backward_caller = 0;
+  // castscope_module_enter / _exit (record/module_scopes.h): the module
+  // calls this thread is inside, innermost last (deeper ones counted only).
+  static constexpr int kModuleDepth = 32;
+  uint32_t modules[kModuleDepth] = {};
+  int module_depth = 0;
+  uint32_t module = 0;  // the innermost known: modules[min(depth, kModuleDepth) - 1]
+  // The backward node whose forward module was last looked up, and that module.
+  const void* module_node = nullptr;
+  uint64_t module_node_seq = 0;
+  uint32_t module_of_node = 0;
   // context/op_context.h: the excluded dispatch keys last seen (~0: none
   // yet) and the devices with autocast on that they say (bit per DeviceKind).
   uint64_t autocast_excluded_seen = ~uint64_t{0};

@@ -4,9 +4,12 @@
 // into the job.
 #include "castscope/agent.h"
 
+#include <ATen/SequenceNumber.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <mutex>
@@ -30,6 +33,7 @@
 #include "agent/src/policy/policy.h"
 #include "agent/src/record/event_log.h"
 #include "agent/src/record/location_table.h"
+#include "agent/src/record/module_scopes.h"
 #include "agent/src/record/user_code.h"
 #include "agent/src/runtime/copy_out.h"
 #include "agent/src/runtime/own_arena_thread.h"
@@ -244,6 +248,52 @@ void castscope_float8_conversion_begin(int role, const float* scale, unsigned lo
 }
 
 void castscope_float8_relabelled(void) { castscope::this_thread_block().float8_relabelled = true; }
+
+unsigned castscope_module_declare(const char* qualified_name) {
+  if (qualified_name == nullptr) return 0;
+  try {
+    return castscope::module_scopes().declare_module(qualified_name);
+  } catch (...) {
+    return 0;
+  }
+}
+
+unsigned castscope_parameter_declare(unsigned module, const char* name, const void* tensor_impl) {
+  if (name == nullptr) return 0;
+  try {
+    return castscope::module_scopes().declare_parameter(module, name, tensor_impl);
+  } catch (...) {
+    return 0;
+  }
+}
+
+namespace {
+// The thread's innermost module after a push or pop, and where the
+// forward's autograd nodes are made from now on (ModuleScopes::transition).
+void modules_changed(castscope::ThreadBlock& thread) {
+  const int known = std::min(thread.module_depth, castscope::ThreadBlock::kModuleDepth);
+  thread.module = known > 0 ? thread.modules[known - 1] : 0;
+  try {
+    castscope::module_scopes().transition(at::RecordFunction::currentThreadId(), at::sequence_number::peek(),
+                                          thread.module);
+  } catch (...) {
+  }
+}
+}  // namespace
+
+void castscope_module_enter(unsigned module) {
+  castscope::ThreadBlock& thread = castscope::this_thread_block();
+  if (thread.module_depth < castscope::ThreadBlock::kModuleDepth) thread.modules[thread.module_depth] = module;
+  ++thread.module_depth;
+  modules_changed(thread);
+}
+
+void castscope_module_exit(void) {
+  castscope::ThreadBlock& thread = castscope::this_thread_block();
+  if (thread.module_depth == 0) return;
+  --thread.module_depth;
+  modules_changed(thread);
+}
 
 void castscope_float8_conversion_end(void) {
   if (t_float8_depth > 0) --t_float8_depth;
