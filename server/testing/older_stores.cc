@@ -51,10 +51,19 @@ std::string to_version_15() {
          "DROP TABLE tiles_now;";
 }
 
-// Today's cast_rows view without version 19's float8 columns (the view's
+// Today's cast_rows view without version 20's module columns (the view's
 // last ones); empty when the text is not as expected.
-std::string cast_rows_view_before_float8() {
+std::string cast_rows_view_before_modules() {
   std::string view = schema::cast_rows_view_sql();
+  const size_t from = view.find(", module, parameter");
+  if (from == std::string::npos) return {};
+  return view.erase(from, std::string(", module, parameter").size());
+}
+
+// Today's cast_rows view without version 19's float8 columns either (then
+// the view's last ones); empty when the text is not as expected.
+std::string cast_rows_view_before_float8() {
+  std::string view = cast_rows_view_before_modules();
   const size_t from = view.find(", (((float8 >> ");
   const size_t to = view.find("\n  FROM casts");
   if (from == std::string::npos || to == std::string::npos || to < from) return {};
@@ -64,6 +73,11 @@ std::string cast_rows_view_before_float8() {
 // What takes a store of version `version` + 1 to `version`.
 std::string step_to(int version) {
   switch (version) {
+    case 19: {  // no casts.module, casts.parameter
+      const std::string view = cast_rows_view_before_modules();
+      if (view.empty()) return {};
+      return "DROP VIEW cast_rows; ALTER TABLE casts DROP COLUMN module; ALTER TABLE casts DROP COLUMN parameter;" + view;
+    }
     case 18: {  // no casts.float8, casts.float8_zero_amax, numerics.saturated
       const std::string view = cast_rows_view_before_float8();
       if (view.empty()) return {};

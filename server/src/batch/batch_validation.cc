@@ -85,6 +85,8 @@ Status check_head(const Member& m, int index, const char* kind, const LocalIdInd
   if constexpr (requires { m.name_id(); }) check(m.name_id(), strings, "name_id", "strings");
   if constexpr (requires { m.arg_name_id(); }) check(m.arg_name_id(), strings, "arg_name_id", "strings");
   if constexpr (requires { m.location_id(); }) check(m.location_id(), locations, "location_id", "locations");
+  if constexpr (requires { m.module_id(); }) check(m.module_id(), strings, "module_id", "strings");
+  if constexpr (requires { m.parameter_id(); }) check(m.parameter_id(), strings, "parameter_id", "strings");
   return status;
 }
 
@@ -148,7 +150,8 @@ Status check_event(const v1::AgentStats&, int, const LocalIdIndex&, const LocalI
 Status check_event(const v1::CastEvent& cast, int index, const LocalIdIndex& strings, const LocalIdIndex& locations) {
   const uint64_t seq = cast.seq();
   if (Status s = check_head(cast, index, "cast", strings, locations); !s.ok()) return s;
-  if (Status s = check_no_inline_strings(!cast.op().empty() || !cast.arg_name().empty() || cast.has_location(),
+  if (Status s = check_no_inline_strings(!cast.op().empty() || !cast.arg_name().empty() || cast.has_location() ||
+                                             !cast.module().empty() || !cast.parameter().empty(),
                                          index, "cast", seq);
       !s.ok())
     return s;

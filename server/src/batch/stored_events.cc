@@ -43,6 +43,10 @@ void resolve_batch_events(const v1::Batch& batch, std::vector<v1::StoredEvent>& 
       text(cast.op_id(), *cast.mutable_op());
       text(cast.arg_name_id(), *cast.mutable_arg_name());
       location(cast.location_id(), cast);
+      text(cast.module_id(), *cast.mutable_module());
+      text(cast.parameter_id(), *cast.mutable_parameter());
+      cast.clear_module_id();
+      cast.clear_parameter_id();
       cast.clear_op_id();
       cast.clear_arg_name_id();
       cast.clear_location_id();

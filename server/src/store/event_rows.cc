@@ -28,6 +28,8 @@ void bind_cast_row(Statement& s, int p, const PendingRow& pending) {
   s.bind(p + event_rows::kCast["cached_version"], c.cached_version());
   s.bind(p + event_rows::kCast["float8"], pack_float8(c));
   s.bind(p + event_rows::kCast["float8_zero_amax"], static_cast<int64_t>(c.float8().zero_amax()));
+  s.bind(p + event_rows::kCast["module"], pending.module);
+  s.bind(p + event_rows::kCast["parameter"], pending.parameter);
   s.bind(p + event_rows::kCast["location"], pending.location);
 }
 

@@ -30,6 +30,7 @@ inline constexpr auto kOpCounts = schema::all_columns<schema::kOpCounts>();
 struct PendingRow {
   const castscope::v1::Event* event;
   int64_t id, op, arg_name, location;
+  int64_t module = 0, parameter = 0;  // casts: string ids (0: none)
 };
 
 // Each binds `pending`'s row from parameter `p` on.

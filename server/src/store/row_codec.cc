@@ -150,6 +150,8 @@ Status to_event(const StoredCast& row, StoreResolver& resolver, v1::CastEvent& o
   out.set_cached_version(row.cached_version);
   unpack_float8(row.float8, row.float8_zero_amax, out);
   if (Status s = resolver.text(row.arg_name, *out.mutable_arg_name()); !s.ok()) return s;
+  if (Status s = resolver.text(row.module, *out.mutable_module()); !s.ok()) return s;
+  if (Status s = resolver.text(row.parameter, *out.mutable_parameter()); !s.ok()) return s;
   return resolve_op_site(resolver, row.op, row.location, out);
 }
 

@@ -49,7 +49,7 @@ struct StoredCast {
   int64_t id = 0, ts_ns = 0, op = 0, arg_name = 0, slot = 0, codes = 0;
   std::span<const std::byte> shape;  // shape_dims() reads it; valid until the scan steps again
   int64_t bytes = 0, op_seq = 0, source_version = 0, cached_version = 0, location = 0, float8 = 0,
-          float8_zero_amax = 0;
+          float8_zero_amax = 0, module = 0, parameter = 0;
   uint64_t seq() const { return seq_of_row(id); }
   uint32_t thread() const { return static_cast<uint32_t>(kSlotThread.unpack(slot)); }
 };
@@ -156,7 +156,7 @@ struct RowLayout<StoredCast> : TableLayout<schema::kCasts, StoredCast> {
       {"id", &R::id}, {"ts_ns", &R::ts_ns}, {"op", &R::op}, {"arg_name", &R::arg_name}, {"slot", &R::slot},
       {"codes", &R::codes}, {"bytes", &R::bytes}, {"op_seq", &R::op_seq}, {"source_version", &R::source_version},
       {"cached_version", &R::cached_version}, {"location", &R::location}, {"float8", &R::float8},
-      {"float8_zero_amax", &R::float8_zero_amax}};
+      {"float8_zero_amax", &R::float8_zero_amax}, {"module", &R::module}, {"parameter", &R::parameter}};
 };
 
 template <>

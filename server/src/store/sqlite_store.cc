@@ -41,7 +41,8 @@ namespace {
 // picks, id a plain column (event_segments.h; tables made before keep theirs);
 // version 18 packed the cast's maker into casts.codes; version 19 added
 // casts.float8 and casts.float8_zero_amax (a float8 conversion's scaling)
-// and numerics.saturated.
+// and numerics.saturated; version 20 added casts.module and casts.parameter
+// (the precision map's keys).
 //
 // A writer upgrades a file of an older version in place, one step at a time;
 // kMigrations[i] takes version kMigrations[i].from to from + 1. Files older
@@ -96,7 +97,8 @@ Status renumber_tile_levels(sqlite3* db) {
 const std::string kLocationsTableSql = schema::kLocations.create_sql();
 // Version 8's op_rows view reads ops.gemm: the view is made again after the column.
 const std::string kOpRowsViewSql = schema::op_rows_view_sql();
-// Version 18's cast_rows view unpacks casts.codes' maker, version 19's casts.float8: made again.
+// Version 18's cast_rows view unpacks casts.codes' maker, version 19's casts.float8, and version 20
+// lists casts.module and casts.parameter: made again.
 const std::string kCastRowsViewSql = schema::cast_rows_view_sql();
 // Version 13's counter tables (aggregate mode), as a new store's.
 const std::string kCountTablesSql = schema::kCastCounts.create_sql() + schema::kOpCounts.create_sql();
@@ -161,9 +163,14 @@ const Migration kMigrations[] = {
          "ALTER TABLE numerics ADD COLUMN saturated INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
        return run_sql(db, kCastRowsViewSql, "cannot create the cast_rows view");
      }},
+    // Older casts name no module: 0, as a new row outside any module call.
+    {19, "DROP VIEW cast_rows; ALTER TABLE casts ADD COLUMN module INTEGER NOT NULL DEFAULT 0;"
+         "ALTER TABLE casts ADD COLUMN parameter INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
+       return run_sql(db, kCastRowsViewSql, "cannot create the cast_rows view");
+     }},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 18;
+constexpr int kNewestMigrationFrom = 19;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version

@@ -236,6 +236,9 @@ inline constexpr Column kCastsColumns[] = {
     // Version 19 (added at the end, as ALTER TABLE does when upgrading):
     {"float8", "INTEGER NOT NULL DEFAULT 0"},            // pack_float8; 0: no float8 scaling
     {"float8_zero_amax", "INTEGER NOT NULL DEFAULT 0"},  // Float8Scaling.zero_amax
+    // Version 20: the precision map's keys (CastEvent.module, .parameter), strings ids; 0: none.
+    {"module", "INTEGER NOT NULL DEFAULT 0"},
+    {"parameter", "INTEGER NOT NULL DEFAULT 0"},
 };
 inline constexpr Table kCasts{"casts", kCastsColumns, {}, false, /*segmented=*/true};
 
@@ -251,6 +254,8 @@ inline constexpr LaterColumn kLaterColumns[] = {
     {"casts", "float8", 19, "0"},
     {"casts", "float8_zero_amax", 19, "0"},
     {"numerics", "saturated", 19, "0"},
+    {"casts", "module", 20, "0"},
+    {"casts", "parameter", 20, "0"},
 };
 
 inline constexpr Column kOpsColumns[] = {

@@ -377,8 +377,8 @@ std::string table_sql(const std::string& db, const std::string& table) {
   return out;
 }
 
-TEST(SqliteStore, UpgradesVersion4To18StoresToTheDeclaredSchema) {
-  static_assert(kSchemaVersion == 19, "a new schema version: add its old-file test beside this one");
+TEST(SqliteStore, UpgradesVersion4To19StoresToTheDeclaredSchema) {
+  static_assert(kSchemaVersion == 20, "a new schema version: add its old-file test beside this one");
   const std::string fresh = (temp_dir("fresh") / "store.db").string();
   {
     std::unique_ptr<StoreWriter> writer;
@@ -394,7 +394,7 @@ TEST(SqliteStore, UpgradesVersion4To18StoresToTheDeclaredSchema) {
   // The first batch alone: what an older store holds before its upgrade.
   const std::string first_batch = (temp_dir("first-batch") / "store.db").string();
   ASSERT_TRUE(testing::store_batches(first_batch, {make_batch("run", "agent", 1)}).ok());
-  for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18}) {
+  for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}) {
     const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
     make_version_store(db, version);
 

@@ -533,6 +533,8 @@ PendingRow StoreWriter::pending_row(const v1::Event& event, const Member& member
   if constexpr (requires { member.arg_name_id(); }) row.arg_name = string_id(member.arg_name_id());
   if constexpr (requires { member.location_id(); })
     row.location = global_id(member.location_id(), batch_location_index_, batch_location_ids_);
+  if constexpr (requires { member.module_id(); }) row.module = string_id(member.module_id());
+  if constexpr (requires { member.parameter_id(); }) row.parameter = string_id(member.parameter_id());
   return row;
 }
 
