@@ -239,3 +239,47 @@ def format_diff(run_a: str, run_b: str, differences: list[dict], eager_compiled:
             lines.append(f"      eager:    {', '.join(d['eager']) or 'no cast'}")
             lines.append(f"      compiled: {', '.join(d['compiled']) or 'no cast'}")
     return "\n".join(lines)
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _precision_cells(row: dict, per_step: bool) -> str:
+    parts = []
+    for key, label in (("stored", "stored"), ("computed", "computed"), ("communicated", "communicated"),
+                       ("cast_to", "cast to")):
+        if row.get(key):
+            parts.append(f"{label} {'/'.join(row[key])}")
+    bytes_by_maker = row.get("bytes_per_step_by_maker") if per_step else row.get("bytes_by_maker")
+    if bytes_by_maker:
+        unit = "/step" if per_step else ""
+        parts.append(", ".join(f"{maker} {_human_bytes(n)}{unit}" for maker, n in sorted(bytes_by_maker.items())))
+    return "; ".join(parts) if parts else "no casts"
+
+
+def format_precision_map(report: dict) -> str:
+    """`castscope report --precision-map`: the report's precision map as a module tree."""
+    precision = report.get("precision_map") or {}
+    run = report.get("run", {}).get("run_id", "")
+    if not precision.get("available", False):
+        return f"castscope precision map of run {run}: not available ({precision.get('why', 'no precision map')})"
+    steps = precision.get("optimizer_steps", 0)
+    modules = precision.get("modules", [])
+    lines = [f"castscope precision map of run {run}: {len(modules)} modules, "
+             + (f"bytes per optimizer step ({steps} steps)" if steps else "bytes over the run (no optimizer step seen)")]
+    if not modules:
+        lines.append("  no cast happened inside an nn.Module call (attach from Python, and call the model as a module)")
+    for module in modules:
+        name = module["module"]
+        depth = 0 if name.startswith("<") else name.count(".") + 1
+        indent = "  " * (depth + 1)
+        lines.append(f"{indent}{name}: {_precision_cells(module, steps > 0)}")
+        for parameter in module.get("parameters", []):
+            lines.append(f"{indent}  .{parameter['name']}: {_precision_cells(parameter, steps > 0)}")
+    return "\n".join(lines)
+

@@ -33,7 +33,8 @@ void called_from(const std::vector<std::string>& frames, SiteRef& site) {
 // Column lists of the loader's scans (row_codec.h): what the folds read.
 constexpr auto kCastRow = schema::columns(
     schema::kCasts,
-    {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version", "float8", "float8_zero_amax"});
+    {"id", "codes", "op", "arg_name", "location", "bytes", "source_version", "cached_version", "float8", "float8_zero_amax",
+     "module", "parameter"});
 constexpr auto kOpRow = schema::columns(
     schema::kOps, {"id", "codes", "op", "location", "cpu_duration_ns", "autocast_enabled", "input_dtypes", "gemm"});
 constexpr auto kCastCountsRow = kAllColumns<StoredCastCounts>;
@@ -121,6 +122,13 @@ class RunDataLoader {
                                                               : out_.conversions;
       rows.push_back(std::move(row));
     }
+    // By module name, the module's own row before its parameters'.
+    for (auto& [key, row] : precision_) out_.precision_map.push_back(std::move(row));
+    std::sort(out_.precision_map.begin(), out_.precision_map.end(), [](const PrecisionRow& a, const PrecisionRow& b) {
+      return std::tie(a.module, a.parameter) < std::tie(b.module, b.parameter);
+    });
+    for (const CacheSampleRow& sample : out_.cache_samples)
+      out_.optimizer_steps = std::max(out_.optimizer_steps, sample.iteration);
     for (auto& [key, row] : ops_) out_.ops.push_back(std::move(row));
     for (auto& [key, row] : backward_) out_.backward_ops.push_back(std::move(row));
     for (auto& [key, row] : probes_) out_.probe_ops.push_back(std::move(row));
@@ -251,6 +259,8 @@ class RunDataLoader {
     return fold_rows<StoredCast, kCastRow>(first, end, [&](const StoredCast& cast) {
       const auto bytes = static_cast<uint64_t>(cast.bytes);
       const bool round_trip = CastCodes{cast.codes}.round_trip();
+      if (cast.module != 0 || cast.parameter != 0)
+        if (Status s = fold_precision(cast.module, cast.parameter, cast.codes, bytes); !s.ok()) return s;
       return fold_cast({cast.location, cast.op, cast.arg_name, cast.codes, cast.id, cast.float8, cast.float8_zero_amax},
                        1, bytes, cast.source_version - cast.cached_version, round_trip ? 1 : 0,
                        round_trip ? bytes : 0);
@@ -268,6 +278,38 @@ class RunDataLoader {
       return fold_cast({counts.location, counts.op, counts.arg_name, counts.codes, counts.id}, count, bytes,
                        counts.max_version_gap, round_trips, round_trip_bytes);
     });
+  }
+
+  // One cast into its module's (or parameter's) precision row.
+  Status fold_precision(int64_t module, int64_t parameter, int64_t codes, uint64_t bytes) {
+    auto [it, inserted] = precision_.try_emplace(std::make_pair(module, parameter));
+    PrecisionRow& row = it->second;
+    if (inserted) {
+      if (Status s = text(module, row.module); !s.ok()) return s;
+      if (Status s = text(parameter, row.parameter); !s.ok()) return s;
+    }
+    const CastCodes cast{codes};
+    const v1::CastMaker maker = cast.maker();
+    if (autocast_decision(maker, cast.policy())) {
+      switch (cast.outcome()) {  // the op computed in dst (not: float64, not floating, another device, dtype kept)
+        case v1::CAST_OUTCOME_CAST:
+        case v1::CAST_OUTCOME_ALREADY_TARGET:
+        case v1::CAST_OUTCOME_RELABELLED:
+        case v1::CAST_OUTCOME_DTYPE_ARG_SET: row.computed.insert(cast.dst_dtype()); break;
+        default: break;
+      }
+      if (!row.parameter.empty()) row.stored.insert(cast.src_dtype());
+    }
+    const v1::CacheOutcome cache = cast.cache();
+    const bool converted = cast.outcome() == v1::CAST_OUTCOME_CAST && cache != v1::CACHE_OUTCOME_HIT &&
+                           cache != v1::CACHE_OUTCOME_STALE_HIT;
+    if (!converted) return Status();
+    if (!row.parameter.empty()) row.stored.insert(cast.src_dtype());
+    row.cast_to.insert(cast.dst_dtype());
+    if (maker == v1::CAST_MAKER_FSDP) row.communicated.insert(cast.dst_dtype());
+    row.bytes_by_maker[maker == v1::CAST_MAKER_UNSPECIFIED ? v1::CAST_MAKER_AUTOCAST : maker] += bytes;
+    ++row.conversions;
+    return Status();
   }
 
   struct CastKey {
@@ -595,6 +637,7 @@ class RunDataLoader {
   };
   std::map<GemmKey, GemmKernelRows> gemm_kernels_;
   StoreResolver resolver_{db_.handle()};
+  std::map<std::pair<int64_t, int64_t>, PrecisionRow> precision_;  // (module, parameter) string ids
 };
 
 }  // namespace

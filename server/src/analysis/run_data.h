@@ -85,6 +85,21 @@ struct SiteRow {
   size_t last_agent = SIZE_MAX;   // loading: the agent whose rank was added last
 };
 
+// The precision map's row of one nn.Module or one of its parameters
+// (CastEvent.module / .parameter): the dtypes its casts came from and went
+// to, by what made them, and the bytes each maker converted. Events mode
+// only (aggregate mode's counters have no module).
+struct PrecisionRow {
+  std::string module;     // qualified name from the root ("<ClassName>": a root)
+  std::string parameter;  // empty: the module's own row (casts of its activations and inputs)
+  std::set<v1::DType> stored;        // a parameter's dtype: its conversions' source
+  std::set<v1::DType> computed;      // autocast's decisions: the dtype each op computed in
+  std::set<v1::DType> communicated;  // FSDP's conversions: the dtype gathered or reduced in
+  std::set<v1::DType> cast_to;       // every conversion's target
+  std::map<v1::CastMaker, uint64_t> bytes_by_maker;  // source bytes converted (cache hits and relabels convert none)
+  uint64_t conversions = 0;
+};
+
 // Calls of one op at one line (site.arg empty), and the ranks that made them.
 struct SiteOpCalls {
   SiteRef site;
@@ -232,6 +247,8 @@ struct RunData {
   // CastEvent.maker), kept apart so that autocast's findings read autocast's
   // decisions alone; one row per site, maker, dtypes, role and mode.
   std::vector<SiteRow> conversions;
+  std::vector<PrecisionRow> precision_map;  // by module, then parameter (the module's own row first)
+  uint64_t optimizer_steps = 0;  // the most any process's cache samples saw (0: none seen)
   std::vector<OpRow> ops;      // autocast ops run: neither COMPILING nor COMPILED records
   // torch.compile (docs/events.md): the decisions autocast made while a graph
   // was traced (COMPILING casts, FakeTensor arguments, nothing converted),

@@ -10,6 +10,7 @@
 #include "server/src/analysis/analyzers.h"
 #include "server/src/analysis/conversion_makers.h"
 #include "server/src/analysis/run_data.h"
+#include "server/src/report/precision_map.h"
 
 namespace castscope::collector {
 namespace {
@@ -294,6 +295,7 @@ Status build_run_report(const std::string& db_path, const std::string& run_id, j
              {"max_live_bytes", run.max_live_bytes}}}}},
          {"sites", sites},
          {"conversions", conversion_rows},
+         {"precision_map", precision_map_json(run)},
          {"ops", op_rows},
          {"gpu", gpu_json(run)},
          {"findings", findings}};

@@ -9,7 +9,8 @@ import sys
 
 from . import arguments
 from ..private_files import write_private_text
-from ..report import ReportError, diff_eager_compiled, diff_reports, format_diff, format_report, load_report
+from ..report import (ReportError, diff_eager_compiled, diff_reports, format_diff, format_precision_map, format_report,
+                      load_report)
 from ..sarif import to_sarif
 
 
@@ -23,6 +24,9 @@ def add_parsers(commands) -> None:
     report.add_argument("--source-root", metavar="DIR",
                         help="SARIF paths are relative to DIR (default: the current directory); files outside it "
                              "keep absolute file:// URIs")
+    report.add_argument("--precision-map", action="store_true",
+                        help="print the precision map instead: per module and parameter, the dtypes it was stored, "
+                             "computed, communicated and cast in, and the bytes each maker converted per step")
     report.set_defaults(handler=report_command)
     diff = commands.add_parser("diff", help="site-by-site cast differences between two runs")
     diff.add_argument("run_a")
@@ -58,7 +62,7 @@ def report_command(args) -> int:
             print(f"castscope report: --sarif: the finding catalog: {e}", file=sys.stderr)
             return 2
         write_private_text(args.sarif, json.dumps(sarif, indent=2) + "\n")
-    print(format_report(report))
+    print(format_precision_map(report) if args.precision_map else format_report(report))
     return 0
 
 
