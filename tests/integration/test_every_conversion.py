@@ -72,6 +72,29 @@ def test_a_llama_steps_every_conversion_is_counted_by_maker(tmp_path):
     assert all("/transformers/" in r["site"]["file"] for r in rows if r["maker"] == "transformers")
     assert {r["role"] for r in rows if r["maker"] in ("autograd", "autocast_backward")} == {"gradient"}
 
+    # The precision map: every conversion of the steps happens inside a module call of the model
+    # (the loss too: LlamaForCausalLM computes it), the backward's at the module its forward ran in.
+    precision = report["precision_map"]
+    assert precision["available"] and precision["optimizer_steps"] == 3
+    modules = {m["module"]: m for m in precision["modules"]}
+    assert sum(m["conversions"] for m in modules.values()) == totals["conversions"]
+    assert next(iter(modules)) == "<LlamaForCausalLM>"  # the root first
+    for layer in (0, 1):
+        q_proj = modules[f"model.layers.{layer}.self_attn.q_proj"]
+        weight = {p["name"]: p for p in q_proj["parameters"]}["weight"]
+        assert (weight["stored"], weight["computed"], weight["cast_to"]) == (["float32"], ["bfloat16"], ["bfloat16"])
+        assert set(weight["bytes_by_maker"]) == {"autocast"} and weight["bytes_per_step_by_maker"]["autocast"] > 0
+        # Its input's cast, and the gradients' way back (the backward at the module of its forward).
+        assert {"autocast", "autocast_backward"} <= set(q_proj["bytes_by_maker"]), q_proj
+        attention = modules[f"model.layers.{layer}.self_attn"]
+        assert "transformers" in attention["bytes_by_maker"] and "float32" in attention["cast_to"], attention
+    tree = subprocess.run([sys.executable, "-m", "castscope", "report", "--db", str(tmp_path / "without_mode" / "out" / "castscope.db"),
+                           "--precision-map"], capture_output=True, text=True, timeout=300)
+    assert tree.returncode == 0, tree.stderr
+    assert "precision map of run every: 21 modules, bytes per optimizer step (3 steps)" in tree.stdout, tree.stdout
+    assert "      model.layers.0.self_attn.q_proj: stored float32; computed bfloat16; cast to float32/bfloat16;" \
+        in tree.stdout, tree.stdout
+
 
 def test_explicit_casts_are_at_their_lines_and_counted_alike_in_aggregate_mode(tmp_path):
     full, _ = _castscope_run(tmp_path, SCENARIO)
@@ -91,6 +114,7 @@ def test_explicit_casts_are_at_their_lines_and_counted_alike_in_aggregate_mode(t
     assert "  conversions by maker: user 12, autocast 9, autograd 9, autocast_backward 6" in format_report(full)
 
     aggregate, _ = _castscope_run(tmp_path, SCENARIO, "--aggregate")
+    assert aggregate["precision_map"]["available"] is False and aggregate["precision_map"]["modules"] == []
     for key in ("conversions", "conversions_by_maker", "casts_by_dtype_pair", "casts_by_role", "bytes_cast"):
         assert aggregate["totals"][key] == full["totals"][key], key
     assert sorted(map(json.dumps, aggregate["conversions"])) == sorted(map(json.dumps, full["conversions"]))
@@ -133,6 +157,11 @@ def test_torchao_float8_casts_are_torchaos_at_the_users_lines(tmp_path, recipe, 
     float8 = [r for r in report["conversions"] if r["dst_dtype"].startswith("float8")]
     assert sum(r["count"] for r in float8) == sum(float8_pairs.values())
     assert {r["maker"] for r in float8} == {"torchao"}
+    # Each Float8Linear converts in its float8 dtypes, by torchao's hand.
+    precision = {m["module"]: m for m in report["precision_map"]["modules"]}
+    for layer in ("0", "2"):
+        assert {d for d in precision[layer]["cast_to"] if d.startswith("float8")} == set(d.split("->")[1] for d in float8_pairs)
+        assert precision[layer]["bytes_by_maker"]["torchao"] > 0
     assert {(r["site"]["file"], r["site"]["line"]) for r in float8} == {(str(job), model_line), (str(job), backward_line)}
     assert report["totals"]["conversions_by_maker"]["torchao"] >= sum(float8_pairs.values())
     # Each with torchao's role and its scale as powers of two: input and weight in e4m3, grad_output
@@ -180,6 +209,10 @@ def test_fsdp2_parameter_and_gradient_casts_per_rank(tmp_path):
                         ("aten::_chunk_cat.out", backward_line, "bfloat16", "float32", "gradient"): 12,
                         ("aten::_to_copy", step_line, "float32", "bfloat16", "input"): 3}, fsdp
         assert report["totals"]["conversions_by_maker"]["fsdp"] == 39
+        # In the precision map: the dtype each FSDP module communicated in, FSDP's bytes per step.
+        precision = {m["module"]: m for m in report["precision_map"]["modules"]}
+        assert precision["0"]["communicated"] == ["bfloat16"] and precision["0"]["bytes_per_step_by_maker"]["fsdp"] > 0
+        assert set(precision["2"]["communicated"]) == {"float32", "bfloat16"}, precision["2"]
 
 
 @pytest.mark.parametrize("scenario, kind, marker, severity", [

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "common/numerics/no_magnitude.h"
+#include "server/src/analysis/conversion_makers.h"
 #include "server/src/analysis/kernel_precision.h"
 #include "server/src/store/event_columns.h"
 #include "server/src/store/row_codec.h"
@@ -122,10 +123,11 @@ class RunDataLoader {
                                                               : out_.conversions;
       rows.push_back(std::move(row));
     }
-    // By module name, the module's own row before its parameters'.
+    // Roots ("<ClassName>") first, then by module name, the module's own row before its parameters'.
     for (auto& [key, row] : precision_) out_.precision_map.push_back(std::move(row));
     std::sort(out_.precision_map.begin(), out_.precision_map.end(), [](const PrecisionRow& a, const PrecisionRow& b) {
-      return std::tie(a.module, a.parameter) < std::tie(b.module, b.parameter);
+      const bool a_root = a.module.starts_with('<'), b_root = b.module.starts_with('<');
+      return std::tie(b_root, a.module, a.parameter) < std::tie(a_root, b.module, b.parameter);
     });
     for (const CacheSampleRow& sample : out_.cache_samples)
       out_.optimizer_steps = std::max(out_.optimizer_steps, sample.iteration);
@@ -260,7 +262,7 @@ class RunDataLoader {
       const auto bytes = static_cast<uint64_t>(cast.bytes);
       const bool round_trip = CastCodes{cast.codes}.round_trip();
       if (cast.module != 0 || cast.parameter != 0)
-        if (Status s = fold_precision(cast.module, cast.parameter, cast.codes, bytes); !s.ok()) return s;
+        if (Status s = fold_precision(cast.module, cast.parameter, cast.codes, cast.location, bytes); !s.ok()) return s;
       return fold_cast({cast.location, cast.op, cast.arg_name, cast.codes, cast.id, cast.float8, cast.float8_zero_amax},
                        1, bytes, cast.source_version - cast.cached_version, round_trip ? 1 : 0,
                        round_trip ? bytes : 0);
@@ -281,7 +283,7 @@ class RunDataLoader {
   }
 
   // One cast into its module's (or parameter's) precision row.
-  Status fold_precision(int64_t module, int64_t parameter, int64_t codes, uint64_t bytes) {
+  Status fold_precision(int64_t module, int64_t parameter, int64_t codes, int64_t location, uint64_t bytes) {
     auto [it, inserted] = precision_.try_emplace(std::make_pair(module, parameter));
     PrecisionRow& row = it->second;
     if (inserted) {
@@ -307,7 +309,11 @@ class RunDataLoader {
     if (!row.parameter.empty()) row.stored.insert(cast.src_dtype());
     row.cast_to.insert(cast.dst_dtype());
     if (maker == v1::CAST_MAKER_FSDP) row.communicated.insert(cast.dst_dtype());
-    row.bytes_by_maker[maker == v1::CAST_MAKER_UNSPECIFIED ? v1::CAST_MAKER_AUTOCAST : maker] += bytes;
+    // Named as the report's conversions_by_maker names it: an explicit cast by its line's library.
+    const StoredLocation* site = nullptr;
+    if (maker == v1::CAST_MAKER_EXPLICIT)
+      if (Status s = resolver_.location(location, site); !s.ok()) return s;
+    row.bytes_by_maker[maker_label(maker, site != nullptr ? std::string_view(site->file) : std::string_view())] += bytes;
     ++row.conversions;
     return Status();
   }

@@ -96,7 +96,7 @@ struct PrecisionRow {
   std::set<v1::DType> computed;      // autocast's decisions: the dtype each op computed in
   std::set<v1::DType> communicated;  // FSDP's conversions: the dtype gathered or reduced in
   std::set<v1::DType> cast_to;       // every conversion's target
-  std::map<v1::CastMaker, uint64_t> bytes_by_maker;  // source bytes converted (cache hits and relabels convert none)
+  std::map<std::string, uint64_t> bytes_by_maker;  // source bytes converted, by maker_label (cache hits and relabels convert none)
   uint64_t conversions = 0;
 };
 

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "server/src/analysis/analyzers.h"
-#include "server/src/analysis/conversion_makers.h"
 
 namespace castscope::collector {
 
@@ -16,7 +15,7 @@ using nlohmann::json;
 // A module's row and its parameters' folded into one (the module's totals).
 struct Folded {
   std::set<v1::DType> stored, computed, communicated, cast_to;
-  std::map<v1::CastMaker, uint64_t> bytes_by_maker;
+  std::map<std::string, uint64_t> bytes_by_maker;
   uint64_t conversions = 0;
 
   void add(const PrecisionRow& row) {
@@ -43,10 +42,9 @@ void describe(const Folded& f, uint64_t steps, json& out) {
   out["conversions"] = f.conversions;
   json bytes = json::object(), per_step = json::object();
   for (const auto& [maker, n] : f.bytes_by_maker) {
-    const std::string name = maker_label(maker, {});
-    bytes[name] = bytes.value(name, uint64_t{0}) + n;
+    bytes[maker] = n;
+    per_step[maker] = steps > 0 ? n / steps : 0;
   }
-  for (const auto& [name, n] : bytes.items()) per_step[name] = steps > 0 ? n.get<uint64_t>() / steps : 0;
   out["bytes_by_maker"] = bytes;
   out["bytes_per_step_by_maker"] = steps > 0 ? per_step : json(nullptr);
 }
