@@ -125,7 +125,8 @@ def viewer(trained):
 
 
 ROUTES = ["/", "/index.html", "/assets/app.js", "/api/runs", "/api/tracks?run=x", "/api/live?run=x",
-          "/api/sites?run=x", "/api/findings?run=x", "/api/event?run=x&agent=y&seq=1", "/api/numerics?run=x"]
+          "/api/sites?run=x", "/api/modules?run=x", "/api/findings?run=x", "/api/event?run=x&agent=y&seq=1",
+          "/api/numerics?run=x"]
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -471,8 +472,11 @@ def test_every_answer_matches_the_viewer_api_schema(schema_run):
     sites = viewer.api(f"/api/sites?run={rid}")
     assert sites["sites"]
     conforms("SitesAnswer", sites)
+    modules = viewer.api(f"/api/modules?run={rid}")
+    assert modules["available"] and modules["modules"], modules
+    conforms("ModulesAnswer", modules)
     conforms("NumericsAnswer", viewer.api(f"/api/numerics?run={rid}"))
-    for path, status in [("/api/tracks?run=no-such-run", 404), (f"/api/timeline?run={rid}&tracks=x&t0=0&t1=1&px=0", 400),
+    for path, status in [("/api/tracks?run=no-such-run", 404), ("/api/modules?run=no-such-run", 404), ("/api/modules", 400), (f"/api/timeline?run={rid}&tracks=x&t0=0&t1=1&px=0", 400),
                          ("/api/runs", 401)]:
         response, body = viewer.get(path, token=status != 401)
         assert response.status == status, (path, response.status)

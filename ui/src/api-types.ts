@@ -340,6 +340,59 @@ export interface SiteRow {
   mismatch: boolean;
 }
 
+/** GET /api/modules?run=R: the run's precision map, as the report's precision_map: per nn.Module and parameter, the dtypes it was stored, computed, communicated and cast in, and the bytes each maker converted (docs/events.md, "Modules and the precision map"); events mode only */
+export interface ModulesAnswer {
+  /** false in aggregate mode (its counters carry no module) */
+  available: boolean;
+  /** why not available */
+  why?: string;
+  /** optimizer steps the run saw (its processes' most; 0: none seen) */
+  optimizer_steps: number;
+  /** roots first, then sorted by module name */
+  modules: ModuleRow[];
+}
+
+/** one nn.Module: its own casts (activations, inputs) and its parameters' together, not its submodules' */
+export interface ModuleRow {
+  /** qualified name from the root module, as named_modules() spells it; "<ClassName>" for a root itself */
+  module: string;
+  /** a parameter's dtype(s): its conversions' source; a module's: its parameters' */
+  stored: string[];
+  /** the dtypes autocast's ops computed in (its decisions' target) */
+  computed: string[];
+  /** the dtypes FSDP gathered parameters or reduced gradients in */
+  communicated: string[];
+  /** every conversion's target dtype */
+  cast_to: string[];
+  /** conversions made (cache hits and relabels convert nothing) */
+  conversions: number;
+  /** source bytes converted, by maker (names as totals.conversions_by_maker) */
+  bytes_by_maker: Record<string, number>;
+  /** bytes_by_maker over precision_map.optimizer_steps; null when no step was seen */
+  bytes_per_step_by_maker: Record<string, number> | null;
+  parameters: ParameterRow[];
+}
+
+/** one parameter of the module: the casts whose source it is */
+export interface ParameterRow {
+  /** the parameter's name in its module ("weight") */
+  name: string;
+  /** a parameter's dtype(s): its conversions' source; a module's: its parameters' */
+  stored: string[];
+  /** the dtypes autocast's ops computed in (its decisions' target) */
+  computed: string[];
+  /** the dtypes FSDP gathered parameters or reduced gradients in */
+  communicated: string[];
+  /** every conversion's target dtype */
+  cast_to: string[];
+  /** conversions made (cache hits and relabels convert nothing) */
+  conversions: number;
+  /** source bytes converted, by maker (names as totals.conversions_by_maker) */
+  bytes_by_maker: Record<string, number>;
+  /** bytes_by_maker over precision_map.optimizer_steps; null when no step was seen */
+  bytes_per_step_by_maker: Record<string, number> | null;
+}
+
 /** GET /api/numerics?run=R: the run's GradScaler scale per agent and its numerics problems (docs/numerics.md), each problem over the window its values were checked in. At most 10 000 points and 10 000 marks; `truncated` says some were left out. */
 export interface NumericsAnswer {
   /** Per agent that called GradScaler.update(), first seen first. */

@@ -18,6 +18,7 @@ import type {
   NumericsAnswer,
   Op,
   RunsAnswer,
+  ModulesAnswer,
   SitesAnswer,
   TimelineAnswer,
   TimelineBuckets,
@@ -117,6 +118,7 @@ export const api = {
     get<CountersAnswer>("/api/counters", { run, t0: Math.floor(t0), t1: Math.ceil(t1), points: Math.max(2, Math.round(points)) }, signal),
   findings: (run: string, signal?: AbortSignal) => get<FindingsAnswer>("/api/findings", { run }, signal),
   sites: (run: string, signal?: AbortSignal) => get<SitesAnswer>("/api/sites", { run }, signal),
+  modules: (run: string, signal?: AbortSignal) => get<ModulesAnswer>("/api/modules", { run }, signal),
   numerics: (run: string, signal?: AbortSignal) => get<NumericsAnswer>("/api/numerics", { run }, signal),
 };
 

@@ -15,6 +15,7 @@ import { FleetJobView } from "./views/fleet-job";
 import { LiveRunView } from "./views/live-run";
 import { RunPage } from "./views/run";
 import { RunsView } from "./views/runs";
+import { ModulesView } from "./views/modules";
 import { SitesView } from "./views/sites";
 
 interface View {
@@ -46,6 +47,7 @@ function renderTabs(route: Route): void {
     tab("Runs", hashFor("runs", null), route.view === "runs"),
     tab("Timeline", hashFor("timeline", route.run), route.view === "timeline", route.run === null),
     tab("Sites", hashFor("sites", route.run), route.view === "sites", route.run === null),
+    tab("Modules", hashFor("modules", route.run), route.view === "modules", route.run === null),
   );
   title.textContent = route.run ? `run ${route.run}` : "";
 }
@@ -83,6 +85,7 @@ function route(): void {
   else if (r.view === "fleet-job" && r.job !== null) view = new FleetJobView(r.job, r.params.get("kind") ?? "");
   else if (r.view === "timeline" && r.run) view = new RunPage(r.run, r.params);
   else if (r.view === "sites" && r.run) view = new SitesView(r.run, r.params.get("q") ?? "");
+  else if (r.view === "modules" && r.run) view = new ModulesView(r.run);
   else if (r.view === "live") view = new LiveRunView();
   else view = new RunsView();
   current = { view, key };

@@ -1,10 +1,10 @@
 // The page's state lives in the URL hash: #/runs, #/run/<id>/timeline?t0=&t1=,
-// #/run/<id>/sites?q=, #/live (waits, then opens the newest live run that
+// #/run/<id>/sites?q=, #/run/<id>/modules, #/live (waits, then opens the newest live run that
 // sends events); on the fleet page (castscope-collector fleet view)
 // #/fleet?since=&kind= and #/fleet/job/<id>. Views read it and write it back
 // with replaceState.
 
-export type ViewName = "runs" | "live" | "timeline" | "sites" | "fleet" | "fleet-job";
+export type ViewName = "runs" | "live" | "timeline" | "sites" | "modules" | "fleet" | "fleet-job";
 
 export interface Route {
   view: ViewName;
@@ -28,7 +28,7 @@ export function parseHash(hash: string): Route {
   const parts = path.split("/").filter(Boolean);
   const params = new URLSearchParams(query);
   if (parts[0] === "run" && parts.length >= 2) {
-    const view = parts[2] === "sites" ? "sites" : "timeline";
+    const view = parts[2] === "sites" ? "sites" : parts[2] === "modules" ? "modules" : "timeline";
     return { view, run: decode(parts[1]), job: null, params };
   }
   if (parts[0] === "live") return { view: "live", run: null, job: null, params };
@@ -47,7 +47,7 @@ function withQuery(h: string, params?: Record<string, string | number | undefine
   return s ? `${h}?${s}` : h;
 }
 
-export function hashFor(view: "runs" | "timeline" | "sites", run: string | null, params?: Record<string, string | number | undefined>): string {
+export function hashFor(view: "runs" | "timeline" | "sites" | "modules", run: string | null, params?: Record<string, string | number | undefined>): string {
   return withQuery(view === "runs" || run === null ? "#/runs" : `#/run/${encodeURIComponent(run)}/${view}`, params);
 }
 

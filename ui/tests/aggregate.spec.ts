@@ -24,5 +24,9 @@ test("an aggregate run says counters only and still lists its sites", async ({ p
   const table = page.locator(".sites-table table");
   await expect(table).toBeVisible();
   await expect(table.locator("tbody tr")).not.toHaveCount(0);
+
+  // Counters carry no module: the Modules view says why there is no precision map.
+  await page.goto(`${server.url}#/run/${encodeURIComponent(run.run_id)}/modules`);
+  await expect(page.locator(".modules-tree p.muted")).toContainText("No precision map: aggregate mode's counters carry no module");
   await watch.check();
 });

@@ -1,4 +1,4 @@
-"""The precision map's modules (docs/events.md, "Modules"): which nn.Module
+"""The precision map's modules (docs/events.md, "Modules and the precision map"). which nn.Module
 call each cast happens in, and which parameter a weight's cast converts.
 
 Two global module hooks (torch.nn.modules.module's forward pre-hook and

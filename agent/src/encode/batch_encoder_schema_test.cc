@@ -18,6 +18,7 @@
 
 #include "agent/src/encode/batch_encoder.h"
 #include "agent/src/encode/jsonl_writer.h"
+#include "agent/src/record/module_scopes.h"
 #include "agent/testing/records.h"
 #include "castscope/v1/transport.pb.h"
 #include "server/testing/batch_builder.h"
@@ -36,6 +37,8 @@ const std::set<std::string> kNotInBatches = {
     "castscope.v1.CastEvent.op",
     "castscope.v1.CastEvent.arg_name",
     "castscope.v1.CastEvent.location",
+    "castscope.v1.CastEvent.module",
+    "castscope.v1.CastEvent.parameter",
     "castscope.v1.OpEvent.op",
     "castscope.v1.OpEvent.location",
     "castscope.v1.KernelEvent.name",
@@ -56,6 +59,8 @@ const std::set<std::string> kNotInJsonLines = {
     "castscope.v1.CastEvent.op_id",
     "castscope.v1.CastEvent.arg_name_id",
     "castscope.v1.CastEvent.location_id",
+    "castscope.v1.CastEvent.module_id",
+    "castscope.v1.CastEvent.parameter_id",
     "castscope.v1.OpEvent.op_id",
     "castscope.v1.OpEvent.location_id",
     "castscope.v1.KernelEvent.name_id",
@@ -165,8 +170,20 @@ Record cast_record() {
 }
 
 // A conversion to float8 with torchao's scale (float8_scaled): no op_seq, a Float8Scaling.
+// A parameter of a module (module_scopes.h), for the float8 cast: its names travel as strings.
+const char* const kModule = "layers.0.proj";
+uint32_t parameter_scope() {
+  static const uint32_t scope = [] {
+    static int tensor;  // stands for the parameter's TensorImpl
+    ModuleScopes& scopes = module_scopes();
+    return scopes.declare_parameter(scopes.declare_module(kModule), "weight", &tensor);
+  }();
+  return scope;
+}
+
 Record float8_cast_record() {
   Record r = testing::record_head(RecordKind::kCast, 106, 1006, 4, 5, CastPolicy::kUnspecified, DeviceKind::kCpu);
+  r.scope = parameter_scope();
   r.cast = {.op_seq = 0, .bytes = 64, .shape = {4, 4}, .source_version = 0, .cached_version = 0,
             .location = kLocationId, .arg_index = 1, .list_index = -1,
             .src = DType::kFloat32, .dst = DType::kFloat8E4M3Fn, .outcome = CastOutcome::kCast, .ndim = 2,
@@ -298,7 +315,8 @@ v1::Event expected_float8_cast() {
        .mode = v1::EXECUTION_MODE_EAGER, .phase = v1::PHASE_FORWARD, .op_id = 1, .arg_name_id = 2,
        .location_id = kLocationId, .maker = v1::CAST_MAKER_TORCHAO,
        .float8 = v1::specs::Float8Scaling{.scale_log2_min = 5, .scale_log2_max = 48, .amax_log2_min = kNoMagnitude,
-                                          .amax_log2_max = -3, .zero_amax = 1}});
+                                          .amax_log2_max = -3, .zero_amax = 1},
+       .module_id = 3, .parameter_id = 4});
   return event;
 }
 
@@ -387,14 +405,14 @@ v1::Batch expected_batch() {
   v1::InternedLocation* where = batch.add_locations();
   where->set_id(kLocationId);
   *where->mutable_location() = expected_location();
-  fixtures::add_strings(batch, 3, {"memcpy DtoD"});
+  fixtures::add_strings(batch, 3, {kModule, "weight", "memcpy DtoD"});
   *batch.add_events() = expected_op();
   *batch.add_events() = expected_cast();
   *batch.add_events() = expected_float8_cast();
   *batch.add_events() = expected_cache_sample();
   v1::Event kernel = expected_kernel();
   kernel.mutable_kernel()->clear_name();
-  kernel.mutable_kernel()->set_name_id(3);
+  kernel.mutable_kernel()->set_name_id(5);
   *batch.add_events() = kernel;
   *batch.add_events() = expected_cast_counts();
   *batch.add_events() = expected_op_counts();
@@ -425,7 +443,14 @@ void inline_op_argument_and_location(Message& message) {
 
 v1::Event resolved(v1::Event event) {
   if (event.has_op()) inline_op_and_location(*event.mutable_op());
-  if (event.has_cast()) inline_op_argument_and_location(*event.mutable_cast());
+  if (event.has_cast()) {
+    v1::CastEvent& cast = *event.mutable_cast();
+    inline_op_argument_and_location(cast);
+    if (cast.module_id() != 0) cast.set_module(kModule);
+    if (cast.parameter_id() != 0) cast.set_parameter("weight");
+    cast.clear_module_id();
+    cast.clear_parameter_id();
+  }
   if (event.has_cast_counts()) inline_op_argument_and_location(*event.mutable_cast_counts());
   if (event.has_op_counts()) inline_op_and_location(*event.mutable_op_counts());
   if (event.has_numerics()) {

@@ -1,5 +1,5 @@
 // The nn.Modules (and their parameters) a job's casts happen in: the
-// precision map's keys (docs/events.md, "Modules"). The Python package
+// precision map's keys (docs/events.md, "Modules and the precision map"). The Python package
 // declares each module's qualified name and each parameter once
 // (castscope_module_declare / castscope_parameter_declare) and brackets
 // every module call (castscope_module_enter / _exit); a record carries the

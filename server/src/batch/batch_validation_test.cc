@@ -81,6 +81,15 @@ TEST(BatchValidation, RejectsUndefinedReferences) {
   batch.mutable_events(2)->mutable_cast()->set_arg_name_id(5);
   EXPECT_EQ(validate(batch).message(), "events[2] (cast seq 3): arg_name_id 5 is not defined in this batch's strings");
   batch = make_batch("run", "agent", 1);
+  batch.mutable_events(1)->mutable_cast()->set_module_id(77);
+  EXPECT_EQ(validate(batch).message(), "events[1] (cast seq 2): module_id 77 is not defined in this batch's strings");
+  batch = make_batch("run", "agent", 1);
+  batch.mutable_events(1)->mutable_cast()->set_parameter_id(78);
+  EXPECT_EQ(validate(batch).message(), "events[1] (cast seq 2): parameter_id 78 is not defined in this batch's strings");
+  batch = make_batch("run", "agent", 1);
+  batch.mutable_events(1)->mutable_cast()->set_module("layers.0");  // a batch carries ids, never inline names
+  EXPECT_NE(validate(batch).message().find("events[1] (cast seq 2)"), std::string::npos);
+  batch = make_batch("run", "agent", 1);
   batch.mutable_events(0)->mutable_op()->set_location_id(3);
   EXPECT_EQ(validate(batch).message(), "events[0] (op seq 1): location_id 3 is not defined in this batch's locations");
   batch = make_batch("run", "agent", 1);

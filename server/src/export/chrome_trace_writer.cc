@@ -132,6 +132,8 @@ Status ChromeTraceWriter::add(const ExportEvent& e) {
       if (e.location != nullptr) args["location"] = location_text(e.location);
       // A conversion autocast's kernel did not make (explicit, autograd's, a library's): no op of its own.
       if (e.maker != v1::CAST_MAKER_UNSPECIFIED && e.maker != v1::CAST_MAKER_AUTOCAST) args["maker"] = short_name(e.maker);
+      if (!e.module.empty()) args["module"] = e.module;
+      if (!e.parameter.empty()) args["parameter"] = e.parameter;
       if (Status s = write_counted({{"ph", "i"}, {"s", "t"}, {"name", cast_event_name(e)}, {"cat", "castscope.cast"},
                                     {"ts", micros(e.ts_ns)}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}},
                                    counts_.cast_instants);

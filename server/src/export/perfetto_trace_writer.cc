@@ -25,7 +25,7 @@ enum Annotation : int {
   kSeq = 1, kPolicy, kMode, kPhase, kDevice, kOutputDtype, kLocation, kFunction, kOutcome, kProbeReason,
   kArg, kDtypes, kRole, kCache, kBytes, kShape, kOpSeq, kActivity, kLaunchedBy, kLaunchSeq, kGpuDevice, kStream,
   kCorrelationId, kSummary, kOp, kValues, kTensors, kOverflowed, kUnderflowed, kNonfinite, kNan, kMaxAbsLog2,
-  kFirstNonfiniteSeq, kWindowNs, kIteration, kScale, kScaleBefore, kUpdates, kMaker, kAnnotationEnd
+  kFirstNonfiniteSeq, kWindowNs, kIteration, kScale, kScaleBefore, kUpdates, kMaker, kModule, kParameter, kAnnotationEnd
 };
 constexpr const char* kAnnotationNames[] = {"",      "seq",       "policy",      "mode",        "phase",
                                             "device", "output_dtype", "location", "function",    "outcome",
@@ -35,7 +35,7 @@ constexpr const char* kAnnotationNames[] = {"",      "seq",       "policy",     
                                             "summary", "op",      "values",      "tensors",     "overflowed",
                                             "underflowed", "nonfinite", "nan", "max_abs_log2", "first_nonfinite_seq",
                                             "window_ns", "iteration", "scale",   "scale_before", "updates",
-                                            "maker"};
+                                            "maker", "module", "parameter"};
 static_assert(std::size(kAnnotationNames) == kAnnotationEnd);
 
 // Local track ids under an agent's uuid base; threads and streams use their
@@ -305,6 +305,8 @@ Status PerfettoTraceWriter::add_cast(const ExportEvent& cast) {
   // A conversion autocast's kernel did not make (explicit, autograd's, a library's): no op of its own.
   if (cast.maker != v1::CAST_MAKER_UNSPECIFIED && cast.maker != v1::CAST_MAKER_AUTOCAST)
     annotate(e, kMaker, short_name(cast.maker));
+  if (!cast.module.empty()) annotate(e, kModule, cast.module);
+  if (!cast.parameter.empty()) annotate(e, kParameter, cast.parameter);
   if (op != nullptr) {
     const uint64_t flow = layout_.cast_flow_id(cast.seq);
     e.add_flow_ids(flow);

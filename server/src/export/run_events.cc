@@ -12,7 +12,8 @@ namespace {
 
 // Column lists of the reader's scans (row_codec.h): what the writers show.
 constexpr auto kCastRow = schema::columns(
-    schema::kCasts, {"id", "ts_ns", "op", "arg_name", "slot", "codes", "shape", "bytes", "op_seq", "location"});
+    schema::kCasts,
+    {"id", "ts_ns", "op", "arg_name", "slot", "codes", "shape", "bytes", "op_seq", "location", "module", "parameter"});
 constexpr auto kOpRow =
     schema::columns(schema::kOps, {"id", "ts_ns", "thread", "op", "codes", "cpu_duration_ns", "location"});
 constexpr auto kSampleRow =
@@ -180,6 +181,8 @@ Status RunEventCursor::read_cast(const StoredCast& r, ExportEvent& e) {
   for_each_dim(r.shape, [&](int64_t dim) { main_shape_.push_back(dim); });
   e.shape = main_shape_;
   if (Status s = resolver_.text(r.arg_name, e.arg_name); !s.ok()) return s;
+  if (Status s = resolver_.text(r.module, e.module); !s.ok()) return s;
+  if (Status s = resolver_.text(r.parameter, e.parameter); !s.ok()) return s;
   return read_op_site(cast, r.op, r.location, v1::LAUNCHED_BY_CAST, e);
 }
 

@@ -65,6 +65,7 @@ struct ExportEvent {
   v1::CastOutcome outcome = v1::CAST_OUTCOME_UNSPECIFIED;
   v1::Role role = v1::ROLE_UNSPECIFIED;
   v1::CastMaker maker = v1::CAST_MAKER_UNSPECIFIED;  // UNSPECIFIED or AUTOCAST: autocast's decision
+  std::string_view module, parameter;  // the precision map's keys (CastEvent.module, .parameter); empty: none
   v1::CacheOutcome cache = v1::CACHE_OUTCOME_UNSPECIFIED;
   uint64_t bytes = 0;  // cast: source bytes; kernel: memcpy/memset bytes
   uint64_t op_seq = 0;

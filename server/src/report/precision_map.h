@@ -1,4 +1,4 @@
-// The report's precision map (docs/report.md, "Precision map"): per
+// The report's precision map (docs/events.md, "Modules and the precision map"): per
 // nn.Module and parameter, the dtypes it was stored, computed, communicated
 // and cast in, and the bytes each maker converted, per optimizer step where
 // the run's steps are known.

@@ -523,6 +523,11 @@ void HttpService::install_api_routes() {
     if (!text_param(req, "run", run, error)) return send_error(res, 400, error);
     answer(req, res, [&](viewer::ViewerQueries& q, json& body) { return q.sites(run, body); });
   });
+  server.Get("/api/modules", [answer](const httplib::Request& req, httplib::Response& res) {
+    std::string run, error;
+    if (!text_param(req, "run", run, error)) return send_error(res, 400, error);
+    answer(req, res, [&](viewer::ViewerQueries& q, json& body) { return q.modules(run, body); });
+  });
   server.Get("/api/numerics", [answer](const httplib::Request& req, httplib::Response& res) {
     std::string run, error;
     if (!text_param(req, "run", run, error)) return send_error(res, 400, error);

@@ -7,6 +7,7 @@
 
 #include "common/numerics/no_magnitude.h"
 #include "server/src/analysis/run_data.h"
+#include "server/src/report/precision_map.h"
 #include "server/src/store/numerics_problems.h"
 #include "server/src/store/row_codec.h"
 #include "server/src/store/store_queries.h"
@@ -607,6 +608,24 @@ Status ViewerQueries::sites(const std::string& run_id, json& out) {
   }
   out = {{"sites", list}};
   sites_cache_[run_id] = {events, out};
+  return {};
+}
+
+Status ViewerQueries::modules(const std::string& run_id, json& out) {
+  // Held while the run's cast and op rows do not move, as sites().
+  std::vector<Agent> agents;
+  if (Status s = reader_->find_agents(run_id, "", agents, StoreReader::AgentColumns::kWhole); !s.ok()) return s;
+  if (agents.empty()) return Status::not_found("no run " + run_id + " in " + store().path());
+  int64_t events = 0;
+  for (const Agent& agent : agents) events += static_cast<int64_t>(agent.casts + agent.ops);
+  if (auto it = modules_cache_.find(run_id); it != modules_cache_.end() && it->second.events == events) {
+    out = it->second.body;
+    return {};
+  }
+  RunData data;
+  if (Status s = load_run_data(store(), run_id, data); !s.ok()) return s;
+  out = precision_map_json(data);
+  modules_cache_[run_id] = {events, out};
   return {};
 }
 

@@ -71,6 +71,8 @@ class ViewerQueries {
   Status counters(const std::string& run_id, int64_t t0, int64_t t1, int points, nlohmann::json& out);
   Status findings(const std::string& run_id, nlohmann::json& out);
   Status sites(const std::string& run_id, nlohmann::json& out);
+  // The run's precision map (the report's precision_map): per module and parameter.
+  Status modules(const std::string& run_id, nlohmann::json& out);
   // The run's GradScaler scale per agent (its changes and skipped steps) and
   // its numerics problems (casts that overflowed, underflowed or met NaN; ops
   // whose outputs went non-finite from finite inputs), each over its window.
@@ -128,6 +130,7 @@ class ViewerQueries {
     nlohmann::json body;
   };
   std::map<std::string, CachedSites> sites_cache_;
+  std::map<std::string, CachedSites> modules_cache_;  // the same, for modules()
 };
 
 // ViewerQueries for request threads: a thread takes one (opening a new one
