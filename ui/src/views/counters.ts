@@ -12,12 +12,23 @@ import { GUTTER } from "../timeline/layout";
 
 const AGENT_COLORS = ["#2563eb", "#db2777", "#059669", "#d97706", "#7c3aed", "#0891b2", "#dc2626", "#4d7c0f"];
 const CHART_H = 72;
+const AXIS_FONT = "11px system-ui";
 const THROTTLE_MS = 250;
 const LIVE_THROTTLE_MS = 1000;
 // Under heavy ingest (the timeline's BUSY_LIVE_EVENTS), every 2 s: each
 // answer redraws four canvases in a frame of their own, on the cores of the
 // collector the page watches (docs/performance.md).
 const BUSY_LIVE_THROTTLE_MS = 2000;
+
+/** A chart's axis labels as drawn (CountersView.axes(), for the browser tests). */
+export interface CounterAxes {
+  title: string;
+  font: string;
+  canvas: { left: number; right: number; top: number; bottom: number };
+  plot: { left: number; right: number; top: number; bottom: number };
+  x: { v: number; text: string; pos: number }[];
+  y: { v: number; text: string; pos: number }[];
+}
 
 interface ChartSpec {
   title: string;
@@ -197,10 +208,10 @@ export class CountersView {
         cursor: { drag: { x: true, y: false, setScale: false }, points: { show: false } },
         scales: { x: { time: false, auto: false, range: () => [this.t0, this.t1] } },
         axes: [
-          { show: i === SPECS.length - 1, size: 24, values: (_u, splits, _ax, _space, incr) => splits.map((v) => fmtTick(v, incr, Math.max(Math.abs(this.t0), Math.abs(this.t1)))), font: "11px system-ui", stroke: "#334155", grid: { stroke: "#eef2f7" } },
+          { show: i === SPECS.length - 1, size: 24, values: (_u, splits, _ax, _space, incr) => splits.map((v) => fmtTick(v, incr, Math.max(Math.abs(this.t0), Math.abs(this.t1)))), font: AXIS_FONT, stroke: "#334155", grid: { stroke: "#eef2f7" } },
           {
             size: GUTTER,
-            font: "11px system-ui",
+            font: AXIS_FONT,
             stroke: "#334155",
             values: (_u, splits) => splits.map((v) => spec.fmt(v)),
             grid: { stroke: "#eef2f7" },
@@ -226,6 +237,29 @@ export class CountersView {
       const wrap = h("div", { class: "counter-chart", "data-chart": spec.title }, h("span", { class: "chart-title" }, spec.title));
       this.host.appendChild(wrap);
       this.charts.push(new uPlot(opts, datas[i], wrap));
+    });
+  }
+
+  /** Test hook: each chart's axis labels as uPlot last drew them (page px: x the label's centre, y its middle). */
+  axes(): CounterAxes[] {
+    return this.charts.map((u, i) => {
+      const over = u.over.getBoundingClientRect();
+      const canvas = u.ctx.canvas.getBoundingClientRect();
+      const ticks = (axis: number, scale: "x" | "y", origin: number) => {
+        const a = u.axes[axis] as uPlot.Axis & { _splits?: number[] | null; _values?: string[] | null };
+        if (a.show === false) return [];
+        const splits = a._splits ?? [];
+        const values = a._values ?? [];
+        return splits.map((v, k) => ({ v, text: String(values[k] ?? ""), pos: origin + u.valToPos(v, scale) })).filter((t) => t.text !== "");
+      };
+      return {
+        title: SPECS[i].title,
+        font: AXIS_FONT,
+        canvas: { left: canvas.left, right: canvas.right, top: canvas.top, bottom: canvas.bottom },
+        plot: { left: over.left, right: over.right, top: over.top, bottom: over.bottom },
+        x: ticks(0, "x", over.left),
+        y: ticks(1, "y", over.top),
+      };
     });
   }
 

@@ -3,7 +3,7 @@
 
 import { api, type ReportSite, type SiteRow } from "../api";
 import { h } from "../dom";
-import { fmtDuration } from "../format";
+import { fmtDuration, fmtTick } from "../format";
 import { LiveFeed } from "../live";
 import { errorText, notice } from "../notice";
 import { hashFor, replaceHash } from "../router";
@@ -186,6 +186,8 @@ export class RunPage {
       xOfTime: (t: number) => tl.xOfTime(t),
       jumpToSite: (site: ReportSite) => this.jumpToSite(site),
       highlight: (sites: { file: string; line: number }[]) => tl.setHighlights(sites),
+      counterAxes: () => this.counters.axes(),
+      fmtTick,
       stats,
     };
   }
