@@ -60,6 +60,7 @@ export class RunPage {
         return;
       }
       this.isLive = run.live;
+      if (!run.live) this.counters.setRunCacheSamples(run.agents.reduce((n, a) => n + (a.cache_samples ?? 0), 0));
       const num = (k: string) => (params.has(k) ? Number(params.get(k)) : undefined);
       await this.timeline.load({ t0: num("t0"), t1: num("t1") }, run.live);
       if (this.destroyed) return;
