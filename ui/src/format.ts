@@ -24,7 +24,7 @@ function trim(v: number): string {
  *  As many decimals as the step needs, so every label is its tick's value
  *  (975.25 ms with 0.25 ms ticks, not 975.3). */
 export function fmtTick(t: number, step: number, ref = step): string {
-  return scaledTick(t, step, ref, TIME_UNITS, " ");
+  return scaledTick(t, step, ref, TIME_UNITS, " ", false);
 }
 
 const TIME_UNITS: [number, string][] = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
@@ -33,20 +33,24 @@ const BYTE_UNITS: [number, string][] = [[1024 ** 4, "TiB"], [1024 ** 3, "GiB"], 
 
 /** A count axis's label (15k, 2.5M) for ticks `step` apart, exact as fmtTick's. */
 export function fmtCountTick(v: number, step: number, ref = step): string {
-  return scaledTick(v, step, ref, COUNT_UNITS, "");
+  return scaledTick(v, step, ref, COUNT_UNITS, "", true);
 }
 
 /** A bytes axis's label (1.25 MiB) for ticks `step` apart, exact as fmtTick's. */
 export function fmtBytesTick(v: number, step: number, ref = step): string {
-  return scaledTick(v, step, ref, BYTE_UNITS, " ");
+  return scaledTick(v, step, ref, BYTE_UNITS, " ", true);
 }
 
-/** `v` in the largest of `units` that `ref` (or `step`) reaches, with the decimals `step` needs. */
-function scaledTick(v: number, step: number, ref: number, units: [number, string][], sep: string): string {
+/**
+ * `v` in the largest of `units` that `ref` (or `step`) reaches, with the
+ * decimals `step` needs; `plainZero`: zero in the smallest unit ("0", "0 B"
+ * rather than "0k", "0 MiB"), for value axes.
+ */
+function scaledTick(v: number, step: number, ref: number, units: [number, string][], sep: string, plainZero: boolean): string {
   const mag = Math.max(Math.abs(ref), Math.abs(step));
-  // Zero in the smallest unit: "0", "0 B", "0 ns" rather than "0k" or "0 MiB".
-  const [div, unit] = v === 0 ? units[units.length - 1] : (units.find(([d]) => mag >= d) ?? units[units.length - 1]);
-  const text = (v / div).toFixed(v === 0 ? 0 : decimalsOf(Math.abs(step) / div)).replace(/^-(?=[0.]+$)/, ""); // no "-0.00"
+  const zero = plainZero && v === 0;
+  const [div, unit] = zero ? units[units.length - 1] : (units.find(([d]) => mag >= d) ?? units[units.length - 1]);
+  const text = (v / div).toFixed(zero ? 0 : decimalsOf(Math.abs(step) / div)).replace(/^-(?=[0.]+$)/, ""); // no "-0.00"
   return `${text}${unit ? sep + unit : ""}`;
 }
 
