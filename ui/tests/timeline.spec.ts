@@ -345,3 +345,97 @@ test("optimizer steps are a strip above the counters, not lines over the charts;
   await expect(page.locator('.counter-chart[data-chart="casts/s"] .chart-empty')).toBeHidden();
   await watch.check();
 });
+
+type Rgb = [number, number, number];
+const rgbOf = (css: string): Rgb => (css.match(/\d+/g) ?? []).slice(0, 3).map(Number) as Rgb;
+
+test("the density view marks stale hits in a colour of their own; the legend explains halo, badges, strips and bar height", async ({ page }) => {
+  const watch = await watchPage(page);
+  // No test run is dense enough for the collector to answer with buckets (more than 5 000 events in a
+  // view): the run's own events, binned by the test into the collector's bucket columns (viewer_queries.cc).
+  const BUCKET = 2 ** 20;
+  const staleBuckets = new Set<number>();
+  await page.route("**/api/timeline?*", async (route) => {
+    const res = await route.fetch();
+    const answer = await res.json();
+    for (const [i, lane] of (answer.lanes as { kind: string; casts: { ts: number; cache: string; outcome: string; dst: string; phase: string; bytes: number }[]; ops: { ts: number; dur: number }[] }[]).entries()) {
+      if (lane.kind !== "events") continue;
+      const names = ["ops", "op_ns", "decisions", "casts", "bytes", "miss", "hit", "stale_hit", "backward", "to_bfloat16", "to_float16", "to_float32", "modes", "kernels", "kernel_ns"];
+      const rows = new Map<number, Record<string, number>>();
+      const row = (ts: number) => {
+        const t = Math.floor(ts / BUCKET) * BUCKET;
+        if (!rows.has(t)) rows.set(t, Object.fromEntries(names.map((n) => [n, 0])));
+        return rows.get(t)!;
+      };
+      for (const op of lane.ops) Object.assign(row(op.ts), { ops: row(op.ts).ops + 1, op_ns: row(op.ts).op_ns + op.dur, modes: 2 });
+      for (const c of lane.casts) {
+        const r = row(c.ts);
+        r.decisions++;
+        if (c.outcome === "cast") r.casts++;
+        r.bytes += c.bytes;
+        if (c.cache in r) r[c.cache]++;
+        if (c.cache === "stale_hit") staleBuckets.add(Math.floor(c.ts / BUCKET) * BUCKET);
+        if (c.phase === "backward") r.backward++;
+        if (`to_${c.dst}` in r) r[`to_${c.dst}`]++;
+        r.modes = 2; // eager (mode_names[1])
+      }
+      const ts = [...rows.keys()].sort((a, b) => a - b);
+      answer.lanes[i] = { track: (lane as unknown as { track: string }).track, events: (lane as unknown as { events: number }).events, kind: "buckets", bucket_ns: BUCKET,
+        buckets: { t: ts, ...Object.fromEntries(names.map((n) => [n, ts.map((t) => rows.get(t)![n])])) } };
+    }
+    await route.fulfill({ response: res, json: answer });
+  });
+  await page.goto(`${server.url}#/run/${encodeURIComponent(run.run_id)}/timeline`);
+  const hooks = () => page.evaluate(() => (window as unknown as { __castscope?: Hooks }).__castscope !== undefined);
+  await expect.poll(hooks).toBe(true);
+  await expect.poll(() => page.evaluate(() => Object.values((window as unknown as { __castscope: Hooks }).__castscope.dataKinds()))).toEqual(["buckets"]);
+  expect(staleBuckets.size).toBeGreaterThan(0);
+  const bucket = Math.min(...staleBuckets);
+  await page.evaluate(([a, b]) => (window as unknown as { __castscope: Hooks }).__castscope.setRange(a, b), [bucket - 4 * BUCKET, bucket + 5 * BUCKET]);
+  await page.waitForTimeout(300);
+
+  const legend = page.locator(".toolbar .legend");
+  const stale = rgbOf(await legend.locator(".lg-stale").evaluate((el) => getComputedStyle(el).borderTopColor));
+  const numerics = rgbOf(await legend.locator(".lg-numerics").evaluate((el) => getComputedStyle(el).backgroundColor));
+  expect.soft(stale, "stale hits and inf/NaN share a colour").not.toEqual(numerics);
+  // In the stale bucket's column of the lane, the stale colour; nowhere the numerics red (this run has no numerics marks).
+  const column = await page.evaluate(async (t) => {
+    const api = (window as unknown as { __castscope: Hooks }).__castscope;
+    await new Promise((r) => requestAnimationFrame(r));
+    const canvas = document.querySelector("canvas.tl-lanes") as HTMLCanvasElement;
+    const box = canvas.getBoundingClientRect();
+    const s = canvas.width / box.width;
+    const x = Math.round((api.xOfTime(t) - box.left) * s);
+    const d = canvas.getContext("2d")!.getImageData(x, 0, 1, canvas.height).data;
+    const out: number[][] = [];
+    for (let i = 0; i < d.length; i += 4) out.push([d[i], d[i + 1], d[i + 2]]);
+    return out;
+  }, bucket + BUCKET / 2);
+  const near = (p: number[], c: Rgb) => p.every((v, k) => Math.abs(v - c[k]) <= 8);
+  expect.soft(column.some((p) => near(p, stale)), "no stale-hit colour in the stale bucket's column").toBe(true);
+  expect.soft(column.some((p) => near(p, numerics)), "the numerics colour in a lane without numerics marks").toBe(false);
+
+  for (const words of ["highlighted site", "not run eagerly", "density view", "bar height", "stale hits in bucket", "not eager in bucket"])
+    await expect.soft(legend, `the legend does not explain "${words}"`).toContainText(words);
+  await watch.check();
+});
+
+test("? shows the keyboard help, Escape closes it; zooming out stops at the run's span", async ({ page }) => {
+  const watch = await watchPage(page);
+  await openTimeline(page);
+  await page.locator("canvas.tl-lanes").focus();
+  await page.keyboard.press("?");
+  const help = page.getByRole("dialog", { name: "keyboard shortcuts" });
+  await expect.soft(help).toBeVisible();
+  for (const words of ["zoom in", "zoom out", "pan", "whole run", "Esc"]) await expect.soft(help).toContainText(words);
+  await page.keyboard.press("Escape");
+  await expect.soft(help).toBeHidden();
+
+  const end = await page.evaluate(() => (window as unknown as { __castscope: Hooks }).__castscope.tMax());
+  for (let i = 0; i < 12; i++) await page.keyboard.press("-");
+  const r = await page.evaluate(() => (window as unknown as { __castscope: Hooks }).__castscope.getRange());
+  expect(r.t1 - r.t0).toBeGreaterThan(end);
+  expect(r.t0, JSON.stringify(r)).toBeGreaterThanOrEqual(-0.15 * end);
+  expect(r.t1, JSON.stringify(r)).toBeLessThanOrEqual(1.15 * end);
+  await watch.check();
+});
