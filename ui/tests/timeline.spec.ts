@@ -420,6 +420,68 @@ test("the density view marks stale hits in a colour of their own; the legend exp
   await watch.check();
 });
 
+/** Words of the details panel (up to 24 characters: not paths) drawn across two lines. */
+async function brokenWords(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const broken: string[] = [];
+    const walk = document.createTreeWalker(document.querySelector("section.detail")!, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      const text = n.textContent ?? "";
+      for (const m of text.matchAll(/\S+/g)) {
+        if (m[0].length > 24) continue;
+        const r = document.createRange();
+        r.setStart(n, m.index!);
+        r.setEnd(n, m.index! + m[0].length);
+        const tops = new Set([...r.getClientRects()].filter((b) => b.width > 0).map((b) => Math.round(b.top)));
+        if (tops.size > 1) broken.push(m[0]);
+      }
+    }
+    return broken;
+  });
+}
+
+test("details in words without empty fields or broken words, how stale a hit was; a zoom hides the tooltip", async ({ page }) => {
+  const watch = await watchPage(page);
+  await openTimeline(page);
+  const target = (await visibleCasts(page)).find((c) => c.cache === "stale_hit")!;
+  expect(target).toBeDefined();
+  await page.evaluate((ts) => (window as unknown as { __castscope: Hooks }).__castscope.setRange(ts - 20_000, ts + 20_000), target.ts);
+  await expect.poll(async () => (await visibleCasts(page)).some((c) => c.seq === target.seq)).toBe(true);
+  let cast = (await visibleCasts(page)).find((c) => c.seq === target.seq)!;
+  await page.mouse.move(cast.x, cast.y);
+  const tooltip = page.locator(".tooltip");
+  await expect(tooltip).toBeVisible();
+  // The wheel zooms: what the tooltip named is no longer under the pointer.
+  await page.mouse.wheel(0, 300);
+  await expect.poll(async () => (await page.evaluate(() => (window as unknown as { __castscope: Hooks }).__castscope.getRange())).t1 - (await page.evaluate(() => (window as unknown as { __castscope: Hooks }).__castscope.getRange())).t0).toBeGreaterThan(40_000);
+  await expect.soft(tooltip).toBeHidden();
+
+  cast = (await visibleCasts(page)).find((c) => c.seq === target.seq)!;
+  await page.mouse.click(cast.x, cast.y);
+  const detail = page.locator("section.detail");
+  const fields = detail.locator("table.fields");
+  await expect(fields).toContainText(new RegExp(`seq${cast.seq}(?!\\d)`));
+  // A cast of a plain argument, a location without a stack: nothing said about either.
+  await expect.soft(fields).not.toContainText("list_index");
+  await expect.soft(fields).not.toContainText("stack");
+  await expect.soft(fields).not.toContainText("also_consumed_at");
+  await expect.soft(fields).not.toContainText("[]");
+  await expect.soft(fields).toContainText("stale hit");
+  expect.soft(await brokenWords(page)).toEqual([]);
+
+  // With the versions an event may carry (this collector's /api/event does not send them yet), how far behind.
+  await page.route("**/api/event?*", async (route) => {
+    const res = await route.fetch();
+    const ev = await res.json();
+    if (ev.cache === "stale_hit") Object.assign(ev, { source_version: 7, cached_version: 4 });
+    await route.fulfill({ response: res, json: ev });
+  });
+  await page.mouse.click(cast.x, cast.y);
+  await expect.soft(fields).toContainText("3 versions behind");
+  expect.soft(await brokenWords(page)).toEqual([]);
+  await watch.check();
+});
+
 test("? shows the keyboard help, Escape closes it; zooming out stops at the run's span", async ({ page }) => {
   const watch = await watchPage(page);
   await openTimeline(page);
