@@ -78,7 +78,7 @@ function legend(): HTMLElement {
       "span",
       { class: "lg-group", title: "zoomed out, a lane shows its casts counted per time bucket instead of one mark each" },
       "density view:",
-      item("lg-bar", "bar height: √ casts in bucket", "the tallest bar is the range's busiest bucket; its colour is the bucket's most common target dtype"),
+      item("lg-bar", "bar height: √ cast decisions in bucket", "the tallest bar is the busiest bucket in and around the view (ops where a bucket has no cast decision; on a GPU lane, kernel time); its colour is the bucket's most common target dtype"),
       item("lg-stale-strip", "stale hits in bucket"),
       item("lg-mode-strip", "not eager in bucket", "coloured as the mode's badge"),
     ),
