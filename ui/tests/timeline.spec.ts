@@ -453,7 +453,7 @@ test("details in words without empty fields or broken words, how stale a hit was
   await expect(tooltip).toBeVisible();
   // The wheel zooms: what the tooltip named is no longer under the pointer.
   await page.mouse.wheel(0, 300);
-  await expect.poll(async () => (await page.evaluate(() => (window as unknown as { __castscope: Hooks }).__castscope.getRange())).t1 - (await page.evaluate(() => (window as unknown as { __castscope: Hooks }).__castscope.getRange())).t0).toBeGreaterThan(40_000);
+  await expect.poll(async () => ((r) => r.t1 - r.t0)(await range(page))).toBeGreaterThan(40_000);
   await expect.soft(tooltip).toBeHidden();
 
   cast = (await visibleCasts(page)).find((c) => c.seq === target.seq)!;
@@ -495,7 +495,7 @@ test("? shows the keyboard help, Escape closes it; zooming out stops at the run'
 
   const end = await page.evaluate(() => (window as unknown as { __castscope: Hooks }).__castscope.tMax());
   for (let i = 0; i < 12; i++) await page.keyboard.press("-");
-  const r = await page.evaluate(() => (window as unknown as { __castscope: Hooks }).__castscope.getRange());
+  const r = await range(page);
   expect(r.t1 - r.t0).toBeGreaterThan(end);
   expect(r.t0, JSON.stringify(r)).toBeGreaterThanOrEqual(-0.15 * end);
   expect(r.t1, JSON.stringify(r)).toBeLessThanOrEqual(1.15 * end);
