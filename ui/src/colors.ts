@@ -30,7 +30,8 @@ export function pairColor(src: string, dst: string, outcome?: string): string {
   return PAIR_COLOR[`${src}->${dst}`] ?? DTYPE_COLOR[dst] ?? DTYPE_COLOR.other;
 }
 
-export const STALE_COLOR = "#dc2626";
+// Magenta: apart from the red of numerics problems (inf/NaN, overflow), which sit at the same place of a lane.
+export const STALE_COLOR = "#d946ef";
 export const HIGHLIGHT_COLOR = "rgba(245, 158, 11, 0.45)";
 export const BACKWARD_SHADE = "rgba(124, 58, 237, 0.10)";
 export const OP_FORWARD = "#cbd5e1";

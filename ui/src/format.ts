@@ -20,17 +20,48 @@ function trim(v: number): string {
 }
 
 /** Axis label for tick t (ns) when ticks are `step` ns apart; the unit follows
- *  the size of `ref` (the range's far end) so labels far from 0 stay short. */
+ *  the size of `ref` (the range's far end) so labels far from 0 stay short.
+ *  As many decimals as the step needs, so every label is its tick's value
+ *  (975.25 ms with 0.25 ms ticks, not 975.3). */
 export function fmtTick(t: number, step: number, ref = step): string {
-  const units: [number, string][] = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
-  const mag = Math.max(Math.abs(ref), step);
-  for (const [div, unit] of units) {
-    if (mag >= div || div === 1) {
-      const decimals = Math.max(0, Math.min(9, Math.ceil(-Math.log10(step / div) - 1e-9)));
-      return `${(t / div).toFixed(decimals)} ${unit}`;
-    }
+  return scaledTick(t, step, ref, TIME_UNITS, " ", false);
+}
+
+const TIME_UNITS: [number, string][] = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
+const COUNT_UNITS: [number, string][] = [[1e9, "G"], [1e6, "M"], [1e3, "k"], [1, ""]];
+const BYTE_UNITS: [number, string][] = [[1024 ** 4, "TiB"], [1024 ** 3, "GiB"], [1024 ** 2, "MiB"], [1024, "KiB"], [1, "B"]];
+
+/** A count axis's label (15k, 2.5M) for ticks `step` apart, exact as fmtTick's. */
+export function fmtCountTick(v: number, step: number, ref = step): string {
+  return scaledTick(v, step, ref, COUNT_UNITS, "", true);
+}
+
+/** A bytes axis's label (1.25 MiB) for ticks `step` apart, exact as fmtTick's. */
+export function fmtBytesTick(v: number, step: number, ref = step): string {
+  return scaledTick(v, step, ref, BYTE_UNITS, " ", true);
+}
+
+/**
+ * `v` in the largest of `units` that `ref` (or `step`) reaches, with the
+ * decimals `step` needs; `plainZero`: zero in the smallest unit ("0", "0 B"
+ * rather than "0k", "0 MiB"), for value axes.
+ */
+function scaledTick(v: number, step: number, ref: number, units: [number, string][], sep: string, plainZero: boolean): string {
+  const mag = Math.max(Math.abs(ref), Math.abs(step));
+  const zero = plainZero && v === 0;
+  const [div, unit] = zero ? units[units.length - 1] : (units.find(([d]) => mag >= d) ?? units[units.length - 1]);
+  const text = (v / div).toFixed(zero ? 0 : decimalsOf(Math.abs(step) / div)).replace(/^-(?=[0.]+$)/, ""); // no "-0.00"
+  return `${text}${unit ? sep + unit : ""}`;
+}
+
+/** The fewest decimals (at most 9) that write `x` exactly: 0.25 → 2, 5 → 0. */
+export function decimalsOf(x: number): number {
+  if (x === 0 || !Number.isFinite(x)) return 0;
+  for (let d = 0; d < 9; d++) {
+    const scaled = Math.abs(x) * 10 ** d;
+    if (Math.abs(scaled - Math.round(scaled)) <= 1e-6 * scaled) return d;
   }
-  return String(t);
+  return 9;
 }
 
 export function fmtBytes(b: number): string {
@@ -59,6 +90,13 @@ export function fmtUnixNs(ns: string): string {
 export function fmtShape(shape: unknown): string {
   if (Array.isArray(shape)) return `[${shape.join(", ")}]`;
   return shape === undefined || shape === null ? "" : String(shape);
+}
+
+/** The next nice step after `step` (a niceStep): 1 → 2 → 5 → 10 (× 10^k). */
+export function nextNiceStep(step: number): number {
+  const p = Math.pow(10, Math.floor(Math.log10(step) + 1e-9));
+  const m = Math.round(step / p);
+  return (m < 2 ? 2 : m < 5 ? 5 : 10) * p;
 }
 
 /** Nice tick step (1, 2, 5 × 10^k) so about `count` ticks cover `span`. */

@@ -204,3 +204,300 @@ test("counters share the timeline's range and show optimizer steps", async ({ pa
   await expect(page.locator(".counters-head")).not.toContainText("unavailable");
   await watch.check();
 });
+
+// ---- issue 70: a timeline people would rather look at ------------------------------
+
+type Hooks = {
+  setRange(a: number, b: number): void;
+  getRange(): { t0: number; t1: number };
+  tMax(): number;
+  xOfTime(t: number): number;
+  dataKinds(): Record<string, string>;
+  counterAxes(): CounterAxes[];
+  fmtTick(t: number, step: number, ref?: number): string;
+};
+type Box = { left: number; right: number; top: number; bottom: number };
+type Tick = { v: number; text: string; pos: number };
+type CounterAxes = { title: string; font: string; canvas: Box; plot: Box; x: Tick[]; y: Tick[] };
+
+const UNIT_NS: Record<string, number> = { s: 1e9, ms: 1e6, "µs": 1e3, ns: 1 };
+
+test("counter charts: time labels apart, inside and exact; value labels inside their charts", async ({ page }) => {
+  const watch = await watchPage(page);
+  await openTimeline(page);
+  await expect(page.locator(".counter-chart")).toHaveCount(4);
+  // The formatter writes a tick's value in full: 975.25 ms is not "975.3 ms".
+  const ticks = await page.evaluate(() => {
+    const f = (window as unknown as { __castscope: Hooks }).__castscope.fmtTick;
+    return [f(975.25e6, 0.25e6, 975.25e6), f(42.0725e9, 2.5e6, 42.0725e9), f(1.5e9, 0.5e9, 1.5e9), f(-2.5e3, 2.5e3, 1e6)];
+  });
+  expect.soft(ticks).toEqual(["975.25 ms", "42.0725 s", "1.5 s", "-0.0025 ms"]);
+
+  // Spans from 10 µs to the whole run around a cast one second in: at each, what uPlot drew.
+  const c = (await visibleCasts(page))[0].ts;
+  const sweep = await page.evaluate(async (center) => {
+    const api = (window as unknown as { __castscope: Hooks }).__castscope;
+    const ctx = document.createElement("canvas").getContext("2d")!;
+    ctx.textBaseline = "middle";
+    const out: { span: number; charts: (CounterAxes & { xw: number[]; ya: number[]; yd: number[] })[] }[] = [];
+    for (let span = 1e4; span < 2e9; span *= 1.7) {
+      api.setRange(center - span / 2, center + span / 2);
+      for (let k = 0; k < 2; k++) await new Promise((r) => requestAnimationFrame(r));
+      out.push({
+        span,
+        charts: api.counterAxes().map((a) => {
+          ctx.font = a.font;
+          const m = (t: Tick) => ctx.measureText(t.text);
+          return { ...a, xw: a.x.map((t) => m(t).width), ya: a.y.map((t) => m(t).actualBoundingBoxAscent), yd: a.y.map((t) => m(t).actualBoundingBoxDescent) };
+        }),
+      });
+    }
+    return out;
+  }, c);
+  let xLabels = 0;
+  for (const { span, charts } of sweep) {
+    for (const a of charts) {
+      const at = `${a.title} at span ${Math.round(span)} ns: ${JSON.stringify(a.x.map((t) => t.text))}`;
+      for (let i = 0; i < a.x.length; i++) {
+        const [l, r] = [a.x[i].pos - a.xw[i] / 2, a.x[i].pos + a.xw[i] / 2];
+        expect.soft(l, `${at}: label ${i} leaves the canvas`).toBeGreaterThanOrEqual(a.canvas.left - 0.5);
+        expect.soft(r, `${at}: label ${i} leaves the canvas`).toBeLessThanOrEqual(a.canvas.right + 0.5);
+        if (i > 0) expect.soft(a.x[i - 1].pos + a.xw[i - 1] / 2, `${at}: labels ${i - 1} and ${i} overlap`).toBeLessThanOrEqual(l);
+        const m = /^(-?\d+(?:\.\d+)?) (s|ms|µs|ns)$/.exec(a.x[i].text);
+        expect(m, at).not.toBeNull();
+        const step = a.x.length > 1 ? Math.abs(a.x[1].v - a.x[0].v) : span;
+        expect.soft(Math.abs(Number(m![1]) * UNIT_NS[m![2]] - a.x[i].v), `${at}: label ${i} is not its tick's value`).toBeLessThan(step * 1e-3);
+        xLabels++;
+      }
+      for (let i = 0; i < a.y.length; i++) {
+        const at = `${a.title} at span ${Math.round(span)} ns: value label ${a.y[i].text}`;
+        expect.soft(a.y[i].pos - a.ya[i], `${at} is cut at the top`).toBeGreaterThanOrEqual(a.canvas.top - 0.5);
+        expect.soft(a.y[i].pos + a.yd[i], `${at} is cut at the bottom`).toBeLessThanOrEqual(a.canvas.bottom + 0.5);
+      }
+    }
+  }
+  expect(xLabels).toBeGreaterThan(sweep.length * 2);
+  expect(sweep.at(-1)!.charts.every((a) => a.y.length > 0)).toBe(true);
+  await watch.check();
+});
+
+/** The dark columns of the steps strip, as runs of adjacent device-pixel columns. */
+async function stripRuns(page: Page): Promise<number> {
+  return page.evaluate(() => {
+    const strip = document.querySelector("canvas.steps-strip") as HTMLCanvasElement | null;
+    if (!strip) return 0;
+    const { width, height } = strip;
+    const data = strip.getContext("2d")!.getImageData(0, 0, width, height).data;
+    const x0 = Math.ceil((180 * width) / strip.getBoundingClientRect().width) + 1; // right of the label column
+    let runs = 0;
+    let prev = false;
+    for (let x = x0; x < width; x++) {
+      let dark = false;
+      for (let y = 0; y < height && !dark; y++) dark = data[(y * width + x) * 4] < 160;
+      if (dark && !prev) runs++;
+      prev = dark;
+    }
+    return runs;
+  });
+}
+
+test("optimizer steps are a strip above the counters, not lines over the charts; an empty cache chart says so", async ({ page }) => {
+  const watch = await watchPage(page);
+  await openTimeline(page);
+  // The job's 20 steps come in its last 10 ms, about 0.45 ms apart.
+  const end = await page.evaluate(() => (window as unknown as { __castscope: Hooks }).__castscope.tMax());
+  await page.evaluate((t) => (window as unknown as { __castscope: Hooks }).__castscope.setRange(t - 10.5e6, t + 0.5e6), end);
+  const status = page.locator(".counters-head");
+  await expect(status).toContainText(/bucket .*· \d+ optimizer steps in range/);
+  await expect.poll(async () => {
+    const n = Number(/(\d+) optimizer steps in range/.exec((await status.textContent()) ?? "")?.[1] ?? -1);
+    return n > 1 && (await stripRuns(page)) === n;
+  }).toBe(true);
+  const strip = (await page.locator("canvas.steps-strip").boundingBox())!;
+  const first = (await page.locator(".counter-chart").first().boundingBox())!;
+  expect(strip.height).toBeLessThanOrEqual(12);
+  expect(strip.y + strip.height).toBeLessThanOrEqual(first.y + 0.5);
+  // Inside the plots nothing grey: the charts' lines and fills are coloured, their grid nearly white.
+  const grey = await page.evaluate(() =>
+    [...document.querySelectorAll(".counter-chart canvas")].map((el) => {
+      const canvas = el as HTMLCanvasElement;
+      const over = canvas.parentElement!.querySelector(".u-over")!.getBoundingClientRect();
+      const box = canvas.getBoundingClientRect();
+      const s = canvas.width / box.width;
+      const [x0, y0] = [Math.ceil((over.left - box.left) * s) + 1, Math.ceil((over.top - box.top) * s) + 1];
+      const [x1, y1] = [Math.floor((over.right - box.left) * s) - 1, Math.floor((over.bottom - box.top) * s) - 1];
+      const d = canvas.getContext("2d")!.getImageData(x0, y0, x1 - x0, y1 - y0).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4) {
+        // The canvas is transparent over the white page: composite first.
+        const [r, g, b] = [0, 1, 2].map((k) => (d[i + k] * d[i + 3]) / 255 + 255 - d[i + 3]);
+        if (Math.max(r, g, b) - Math.min(r, g, b) <= 14 && r < 215) n++;
+      }
+      return n;
+    }),
+  );
+  expect(grey).toEqual([0, 0, 0, 0]);
+
+  // Before the training loop the job took no cache samples: the cache charts say so.
+  await page.evaluate(() => (window as unknown as { __castscope: Hooks }).__castscope.setRange(0, 5e8));
+  for (const chart of ["cache entries", "cache bytes"])
+    await expect(page.locator(`.counter-chart[data-chart="${chart}"] .chart-empty`)).toHaveText("no cache samples in this range");
+  await expect(page.locator('.counter-chart[data-chart="casts/s"] .chart-empty')).toBeHidden();
+  await watch.check();
+});
+
+type Rgb = [number, number, number];
+const rgbOf = (css: string): Rgb => (css.match(/\d+/g) ?? []).slice(0, 3).map(Number) as Rgb;
+
+test("the density view marks stale hits in a colour of their own; the legend explains halo, badges, strips and bar height", async ({ page }) => {
+  const watch = await watchPage(page);
+  // No test run is dense enough for the collector to answer with buckets (more than 5 000 events in a
+  // view): the run's own events, binned by the test into the collector's bucket columns (viewer_queries.cc).
+  const BUCKET = 2 ** 20;
+  const staleBuckets = new Set<number>();
+  await page.route("**/api/timeline?*", async (route) => {
+    const res = await route.fetch();
+    const answer = await res.json();
+    for (const [i, lane] of (answer.lanes as { kind: string; casts: { ts: number; cache: string; outcome: string; dst: string; phase: string; bytes: number }[]; ops: { ts: number; dur: number }[] }[]).entries()) {
+      if (lane.kind !== "events") continue;
+      const names = ["ops", "op_ns", "decisions", "casts", "bytes", "miss", "hit", "stale_hit", "backward", "to_bfloat16", "to_float16", "to_float32", "modes", "kernels", "kernel_ns"];
+      const rows = new Map<number, Record<string, number>>();
+      const row = (ts: number) => {
+        const t = Math.floor(ts / BUCKET) * BUCKET;
+        if (!rows.has(t)) rows.set(t, Object.fromEntries(names.map((n) => [n, 0])));
+        return rows.get(t)!;
+      };
+      for (const op of lane.ops) Object.assign(row(op.ts), { ops: row(op.ts).ops + 1, op_ns: row(op.ts).op_ns + op.dur, modes: 2 });
+      for (const c of lane.casts) {
+        const r = row(c.ts);
+        r.decisions++;
+        if (c.outcome === "cast") r.casts++;
+        r.bytes += c.bytes;
+        if (c.cache in r) r[c.cache]++;
+        if (c.cache === "stale_hit") staleBuckets.add(Math.floor(c.ts / BUCKET) * BUCKET);
+        if (c.phase === "backward") r.backward++;
+        if (`to_${c.dst}` in r) r[`to_${c.dst}`]++;
+        r.modes = 2; // eager (mode_names[1])
+      }
+      const ts = [...rows.keys()].sort((a, b) => a - b);
+      answer.lanes[i] = { track: (lane as unknown as { track: string }).track, events: (lane as unknown as { events: number }).events, kind: "buckets", bucket_ns: BUCKET,
+        buckets: { t: ts, ...Object.fromEntries(names.map((n) => [n, ts.map((t) => rows.get(t)![n])])) } };
+    }
+    await route.fulfill({ response: res, json: answer });
+  });
+  await page.goto(`${server.url}#/run/${encodeURIComponent(run.run_id)}/timeline`);
+  const hooks = () => page.evaluate(() => (window as unknown as { __castscope?: Hooks }).__castscope !== undefined);
+  await expect.poll(hooks).toBe(true);
+  await expect.poll(() => page.evaluate(() => Object.values((window as unknown as { __castscope: Hooks }).__castscope.dataKinds()))).toEqual(["buckets"]);
+  expect(staleBuckets.size).toBeGreaterThan(0);
+  const bucket = Math.min(...staleBuckets);
+  await page.evaluate(([a, b]) => (window as unknown as { __castscope: Hooks }).__castscope.setRange(a, b), [bucket - 4 * BUCKET, bucket + 5 * BUCKET]);
+  await page.waitForTimeout(300);
+
+  const legend = page.locator(".toolbar .legend");
+  const stale = rgbOf(await legend.locator(".lg-stale").evaluate((el) => getComputedStyle(el).borderTopColor));
+  const numerics = rgbOf(await legend.locator(".lg-numerics").evaluate((el) => getComputedStyle(el).backgroundColor));
+  expect.soft(stale, "stale hits and inf/NaN share a colour").not.toEqual(numerics);
+  // In the stale bucket's column of the lane, the stale colour; nowhere the numerics red (this run has no numerics marks).
+  const column = await page.evaluate(async (t) => {
+    const api = (window as unknown as { __castscope: Hooks }).__castscope;
+    await new Promise((r) => requestAnimationFrame(r));
+    const canvas = document.querySelector("canvas.tl-lanes") as HTMLCanvasElement;
+    const box = canvas.getBoundingClientRect();
+    const s = canvas.width / box.width;
+    const x = Math.round((api.xOfTime(t) - box.left) * s);
+    const d = canvas.getContext("2d")!.getImageData(x, 0, 1, canvas.height).data;
+    const out: number[][] = [];
+    for (let i = 0; i < d.length; i += 4) out.push([d[i], d[i + 1], d[i + 2]]);
+    return out;
+  }, bucket + BUCKET / 2);
+  const near = (p: number[], c: Rgb) => p.every((v, k) => Math.abs(v - c[k]) <= 8);
+  expect.soft(column.some((p) => near(p, stale)), "no stale-hit colour in the stale bucket's column").toBe(true);
+  expect.soft(column.some((p) => near(p, numerics)), "the numerics colour in a lane without numerics marks").toBe(false);
+
+  for (const words of ["highlighted site", "not run eagerly", "density view", "bar height", "stale hits in bucket", "not eager in bucket"])
+    await expect.soft(legend, `the legend does not explain "${words}"`).toContainText(words);
+  await watch.check();
+});
+
+/** Words of the details panel (up to 24 characters: not paths) drawn across two lines. */
+async function brokenWords(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const broken: string[] = [];
+    const walk = document.createTreeWalker(document.querySelector("section.detail")!, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      const text = n.textContent ?? "";
+      for (const m of text.matchAll(/\S+/g)) {
+        if (m[0].length > 24) continue;
+        const r = document.createRange();
+        r.setStart(n, m.index!);
+        r.setEnd(n, m.index! + m[0].length);
+        const tops = new Set([...r.getClientRects()].filter((b) => b.width > 0).map((b) => Math.round(b.top)));
+        if (tops.size > 1) broken.push(m[0]);
+      }
+    }
+    return broken;
+  });
+}
+
+test("details in words without empty fields or broken words, how stale a hit was; a zoom hides the tooltip", async ({ page }) => {
+  const watch = await watchPage(page);
+  await openTimeline(page);
+  const target = (await visibleCasts(page)).find((c) => c.cache === "stale_hit")!;
+  expect(target).toBeDefined();
+  await page.evaluate((ts) => (window as unknown as { __castscope: Hooks }).__castscope.setRange(ts - 20_000, ts + 20_000), target.ts);
+  await expect.poll(async () => (await visibleCasts(page)).some((c) => c.seq === target.seq)).toBe(true);
+  let cast = (await visibleCasts(page)).find((c) => c.seq === target.seq)!;
+  await page.mouse.move(cast.x, cast.y);
+  const tooltip = page.locator(".tooltip");
+  await expect(tooltip).toBeVisible();
+  // The wheel zooms: what the tooltip named is no longer under the pointer.
+  await page.mouse.wheel(0, 300);
+  await expect.poll(async () => ((r) => r.t1 - r.t0)(await range(page))).toBeGreaterThan(40_000);
+  await expect.soft(tooltip).toBeHidden();
+
+  cast = (await visibleCasts(page)).find((c) => c.seq === target.seq)!;
+  await page.mouse.click(cast.x, cast.y);
+  const detail = page.locator("section.detail");
+  const fields = detail.locator("table.fields");
+  await expect(fields).toContainText(new RegExp(`seq${cast.seq}(?!\\d)`));
+  // A cast of a plain argument, a location without a stack: nothing said about either.
+  await expect.soft(fields).not.toContainText("list_index");
+  await expect.soft(fields).not.toContainText("stack");
+  await expect.soft(fields).not.toContainText("also_consumed_at");
+  await expect.soft(fields).not.toContainText("[]");
+  await expect.soft(fields).toContainText("stale hit");
+  expect.soft(await brokenWords(page)).toEqual([]);
+
+  // With the versions an event may carry (this collector's /api/event does not send them yet), how far behind.
+  await page.route("**/api/event?*", async (route) => {
+    const res = await route.fetch();
+    const ev = await res.json();
+    if (ev.cache === "stale_hit") Object.assign(ev, { source_version: 7, cached_version: 4 });
+    await route.fulfill({ response: res, json: ev });
+  });
+  await page.mouse.click(cast.x, cast.y);
+  await expect.soft(fields).toContainText("3 versions behind");
+  expect.soft(await brokenWords(page)).toEqual([]);
+  await watch.check();
+});
+
+test("? shows the keyboard help, Escape closes it; zooming out stops at the run's span", async ({ page }) => {
+  const watch = await watchPage(page);
+  await openTimeline(page);
+  await page.locator("canvas.tl-lanes").focus();
+  await page.keyboard.press("?");
+  const help = page.getByRole("dialog", { name: "keyboard shortcuts" });
+  await expect.soft(help).toBeVisible();
+  for (const words of ["zoom in", "zoom out", "pan", "whole run", "Esc"]) await expect.soft(help).toContainText(words);
+  await page.keyboard.press("Escape");
+  await expect.soft(help).toBeHidden();
+
+  const end = await page.evaluate(() => (window as unknown as { __castscope: Hooks }).__castscope.tMax());
+  for (let i = 0; i < 12; i++) await page.keyboard.press("-");
+  const r = await range(page);
+  expect(r.t1 - r.t0).toBeGreaterThan(end);
+  expect(r.t0, JSON.stringify(r)).toBeGreaterThanOrEqual(-0.15 * end);
+  expect(r.t1, JSON.stringify(r)).toBeLessThanOrEqual(1.15 * end);
+  await watch.check();
+});

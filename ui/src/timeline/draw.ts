@@ -134,6 +134,8 @@ const SCALE_COLOR = "#0f766e";
 const SKIP_COLOR = "#dc2626";
 /** Numerics marks: a bar this tall at the top of their thread's lane. */
 export const NUMERICS_BAR_H = 5;
+/** A density bucket's stale hits: a strip this far below its lane's top, under the numerics bar. */
+const STALE_STRIP_Y = NUMERICS_BAR_H + 2;
 
 /**
  * The casts of one op share its start time, so they would lie on one another:
@@ -288,7 +290,8 @@ export function drawLanes(
       if (n <= 0) continue;
       const hgt = Math.max(2, Math.sqrt(n / peak) * inner);
       body.rect(dominantColor(b), x0, lane.y + lane.h - 3 - hgt, x1 - x0, hgt);
-      if (b.stale_hit > 0) body.rect(STALE_COLOR, x0, lane.y + 1, x1 - x0, 3);
+      // Under the numerics bar's place, so that both show where a bucket has both.
+      if (b.stale_hit > 0) body.rect(STALE_COLOR, x0, lane.y + STALE_STRIP_Y, x1 - x0, 3);
       const nonEager = (b.modes ?? []).find((m) => MODE_BADGE[m]);
       if (nonEager) body.rect(MODE_BADGE[nonEager].color, x0, lane.y + lane.h - 2, x1 - x0, 2);
     }

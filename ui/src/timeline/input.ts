@@ -1,6 +1,7 @@
 // The timeline's mouse and keyboard input: the wheel zooms around the
 // pointer (or pans, when it scrolls sideways), a drag pans, +/- zoom, arrows
-// pan, 0 fits the whole run and Escape hides the tooltip; hovering shows the
+// pan, 0 fits the whole run, ? opens the keyboard help and Escape hides the
+// tooltip and the help; hovering shows the
 // tooltip for what is under the pointer, a click (a press without a drag)
 // selects an event or opens a numerics mark's notes. It keeps only the drag
 // in progress: the range, zoom and selection are the view's (InputTarget).
@@ -8,6 +9,7 @@
 import type { AgentId } from "../api";
 import { GUTTER } from "./layout";
 import { markNote, type NoteBlock, skipNote } from "./notes";
+import type { KeyboardHelp } from "./help";
 import type { Picked } from "./pick";
 import type { Tooltip } from "./tooltip";
 
@@ -38,6 +40,7 @@ export class TimelineInput {
     private readonly canvas: HTMLCanvasElement,
     private readonly axis: HTMLCanvasElement,
     private readonly tooltip: Tooltip,
+    private readonly help: KeyboardHelp,
     private readonly target: InputTarget,
   ) {
     this.bindInput();
@@ -132,6 +135,10 @@ export class TimelineInput {
         break;
       case "Escape":
         this.tooltip.hide();
+        this.help.close();
+        break;
+      case "?":
+        this.help.toggle();
         break;
       default:
         return;

@@ -1,7 +1,7 @@
 // The bar above the timeline: zoom, pan and fit buttons (each with its key
 // in the title), the "follow live" checkbox, a button to clear the
-// highlighted site, the view's status text and the legend of marks and
-// colours. It holds no state: the buttons call the view (ToolbarActions),
+// highlighted site, one for the keyboard help, the view's status text and
+// the legend of marks, colours and the density view's bars and strips. It holds no state: the buttons call the view (ToolbarActions),
 // and the view sets the checkbox and the status text it is handed back.
 
 import { h } from "../dom";
@@ -12,6 +12,7 @@ export interface ToolbarActions {
   fit(): void;
   setFollow(on: boolean): void;
   clearHighlights(): void;
+  showHelp(): void;
 }
 
 export interface Toolbar {
@@ -38,6 +39,7 @@ export function timelineToolbar(a: ToolbarActions): Toolbar {
     btn("Fit", "whole run (0)", () => a.fit()),
     h("label", { class: "follow", title: "keep the newest events in view" }, followBox, " follow live"),
     btn("Clear highlight", "clear highlighted site", () => a.clearHighlights()),
+    btn("?", "keyboard shortcuts (?)", () => a.showHelp()),
     statusEl,
     legend(),
   );
@@ -46,7 +48,8 @@ export function timelineToolbar(a: ToolbarActions): Toolbar {
 
 function legend(): HTMLElement {
   // Small static swatches drawn with canvas-free DOM: the colours are CSS classes.
-  const item = (cls: string, label: string) => h("span", { class: "lg-item" }, h("span", { class: `lg ${cls}` }), label);
+  const item = (cls: string, label: string, title?: string) =>
+    h("span", { class: "lg-item", title }, h("span", { class: `lg ${cls}` }), label);
   return h(
     "span",
     { class: "legend" },
@@ -59,10 +62,25 @@ function legend(): HTMLElement {
     item("lg-circ", "activation"),
     item("lg-miss", "miss"),
     item("lg-hit", "hit"),
-    item("lg-stale", "stale hit"),
+    item("lg-stale", "stale hit", "a cast-cache hit whose source changed after its copy was cached"),
+    item("lg-halo", "highlighted site", "the casts of the site picked in the findings or sites view"),
+    h(
+      "span",
+      { class: "lg-item", title: "S script, T traced, TR trace recording, ST script while tracing, CT compiling, C compiled" },
+      h("span", { class: "lg-badges" }, h("b", { class: "lg-badge-s" }, "S"), h("b", { class: "lg-badge-t" }, "T")),
+      "op not run eagerly",
+    ),
     item("lg-back", "backward"),
     item("lg-skipped", "step skipped"),
     item("lg-numerics", "inf/NaN, overflow"),
     item("lg-underflow", "underflow"),
+    h(
+      "span",
+      { class: "lg-group", title: "zoomed out, a lane shows its casts counted per time bucket instead of one mark each" },
+      "density view:",
+      item("lg-bar", "bar height: √ cast decisions in bucket", "the tallest bar is the busiest bucket in and around the view (ops where a bucket has no cast decision; on a GPU lane, kernel time); its colour is the bucket's most common target dtype"),
+      item("lg-stale-strip", "stale hits in bucket"),
+      item("lg-mode-strip", "not eager in bucket", "coloured as the mode's badge"),
+    ),
   );
 }

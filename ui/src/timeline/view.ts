@@ -17,6 +17,7 @@ import { errorText, notice } from "../notice";
 import { logPush, stats } from "../stats";
 import { TimelineData } from "./data";
 import { drawAxis, drawLanes, emptyFrame, type Frame, tOf, type Viewport, xOf } from "./draw";
+import { KeyboardHelp } from "./help";
 import { TimelineInput } from "./input";
 import { computeLayout, GUTTER, type Layout } from "./layout";
 import { LiveCasts, newestTime } from "./live_casts";
@@ -30,6 +31,8 @@ import { type VisibleCast, type VisibleNumerics, visibleCasts, visibleNumerics }
 const AXIS_H = 26;
 const MIN_SPAN = 1_000; // 1 µs
 const LIVE_SPAN_DEFAULT = 10e9;
+// Zooming out stops at the whole run (fit's range) and this much of its span beyond each side.
+const ZOOM_OUT_MARGIN = 0.1;
 const NUMERICS_REFETCH_MS = 5000;
 // Both canvases are painted edge to edge: opaque, the compositor copies them
 // instead of blending them over the page on every frame.
@@ -52,6 +55,7 @@ export class TimelineView {
   private canvas: HTMLCanvasElement;
   private scroller: HTMLElement;
   private tooltip = new Tooltip();
+  private help = new KeyboardHelp();
   private layout: Layout = computeLayout(null);
   private data: TimelineData;
   private width = 800;
@@ -94,14 +98,15 @@ export class TimelineView {
       fit: () => this.fit(),
       setFollow: (on) => this.setFollow(on),
       clearHighlights: () => this.setHighlights([]),
+      showHelp: () => this.help.toggle(),
     });
     this.followBox = toolbar.followBox;
     this.statusEl = toolbar.statusEl;
-    this.el = h("section", { class: "timeline" }, toolbar.el, this.axis, this.scroller, this.tooltip.el);
+    this.el = h("section", { class: "timeline" }, toolbar.el, this.axis, this.scroller, this.tooltip.el, this.help.el);
 
     this.resizeObs = new ResizeObserver(() => this.resize());
     this.resizeObs.observe(this.scroller);
-    this.input = new TimelineInput(this.canvas, this.axis, this.tooltip, {
+    this.input = new TimelineInput(this.canvas, this.axis, this.tooltip, this.help, {
       width: () => this.width,
       range: () => this.range,
       zoomBy: (factor, atX) => this.zoomBy(factor, atX),
@@ -214,6 +219,8 @@ export class TimelineView {
   }
 
   private afterRangeChange(): void {
+    // What the tooltip named has moved from under the pointer.
+    this.tooltip.hide();
     this.inputFetchPending = true;
     this.refetch(false);
     if (!this.data.loading) this.inputFetchPending = false; // nothing to wait for: the data in hand covers the range
@@ -221,15 +228,26 @@ export class TimelineView {
     this.cb.rangeChanged(this.t0, this.t1, false, false);
   }
 
-  fit(): void {
+  /** The whole run with a little room either side: fit's range. */
+  private runRange(): { lo: number; hi: number } {
     const end = Math.max(this.tMax, 1_000_000);
     const pad = end * 0.01;
-    this.setRange(-pad, end + pad);
+    return { lo: -pad, hi: end + pad };
+  }
+
+  fit(): void {
+    const { lo, hi } = this.runRange();
+    this.setRange(lo, hi);
   }
 
   zoomBy(factor: number, atX?: number): void {
     const span = this.t1 - this.t0;
-    const newSpan = Math.min(Math.max(span * factor, MIN_SPAN), Math.max(this.tMax * 4, 10e9));
+    // The widest view: the run and a margin (a live run's first seconds: its default span).
+    const run = this.runRange();
+    const margin = (run.hi - run.lo) * ZOOM_OUT_MARGIN;
+    const [lo, hi] = [run.lo - margin, run.hi + margin];
+    const maxSpan = Math.max(hi - lo, this.live ? LIVE_SPAN_DEFAULT : 0);
+    const newSpan = Math.min(Math.max(span * factor, MIN_SPAN), maxSpan);
     if (this.follow) {
       this.t1 = this.tMax;
       this.t0 = this.t1 - newSpan;
@@ -241,6 +259,11 @@ export class TimelineView {
     const frac = (anchor - this.t0) / span;
     this.t0 = anchor - frac * newSpan;
     this.t1 = this.t0 + newSpan;
+    // Zooming out near an end of the run keeps the view on the run instead of showing empty time.
+    if (factor > 1 && newSpan <= hi - lo) {
+      if (this.t0 < lo) [this.t0, this.t1] = [lo, lo + newSpan];
+      else if (this.t1 > hi) [this.t0, this.t1] = [hi - newSpan, hi];
+    }
     this.afterRangeChange();
   }
 

@@ -3,7 +3,7 @@
 
 import { api, type ReportSite, type SiteRow } from "../api";
 import { h } from "../dom";
-import { fmtDuration } from "../format";
+import { fmtDuration, fmtTick } from "../format";
 import { LiveFeed } from "../live";
 import { errorText, notice } from "../notice";
 import { hashFor, replaceHash } from "../router";
@@ -60,6 +60,7 @@ export class RunPage {
         return;
       }
       this.isLive = run.live;
+      if (!run.live) this.counters.setRunCacheSamples(run.agents.reduce((n, a) => n + (a.cache_samples ?? 0), 0));
       const num = (k: string) => (params.has(k) ? Number(params.get(k)) : undefined);
       await this.timeline.load({ t0: num("t0"), t1: num("t1") }, run.live);
       if (this.destroyed) return;
@@ -186,6 +187,8 @@ export class RunPage {
       xOfTime: (t: number) => tl.xOfTime(t),
       jumpToSite: (site: ReportSite) => this.jumpToSite(site),
       highlight: (sites: { file: string; line: number }[]) => tl.setHighlights(sites),
+      counterAxes: () => this.counters.axes(),
+      fmtTick,
       stats,
     };
   }
