@@ -162,6 +162,14 @@ export interface CastFields {
   phase: string;
   bytes: Count;
   shape: number[];
+  /** stale hits: the source's version counter now */
+  source_version?: number;
+  /** stale hits: its version when the served copy was made */
+  cached_version?: number;
+  /** the nn.Module call it happened in (docs/events.md, "Modules and the precision map"); absent: none */
+  module?: string;
+  /** the parameter of that module its source is; absent: none */
+  parameter?: string;
 }
 
 /** A cast decision of an op's argument; it carries the op's start time. */

@@ -112,6 +112,13 @@ void write_cast(JsonWriter& w, const EventLayout& layout, const v1::CastEvent& c
   w.key("shape").begin_array();
   for (int64_t d : c.shape()) w.value(d);
   w.end_array();
+  // How stale a stale hit's copy was; where in the model the cast happened (the precision map's keys).
+  if (c.cache() == v1::CACHE_OUTCOME_STALE_HIT) {
+    w.key("source_version").value(c.source_version());
+    w.key("cached_version").value(c.cached_version());
+  }
+  if (!c.module().empty()) w.key("module").value(c.module());
+  if (!c.parameter().empty()) w.key("parameter").value(c.parameter());
   write_event_location(w, layout, c.location());
   w.end_object();
 }
