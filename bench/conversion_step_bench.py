@@ -10,6 +10,8 @@ run. Rows, interleaved within each repeat:
   castscope              castscope attached: autocast's casts and every other conversion
                          (explicit, autograd's, a library's; docs/events.md, "Makers")
   castscope-no-explicit  the same with explicit_casts=False: autocast's casts alone
+  castscope-no-modules   castscope with module_scopes=False: no module hooks (the
+                         precision map's cost is castscope's over this row)
   castscope-aggregate    aggregate mode, every conversion counted per site
 
 Needs the test-only transformers or torchao (tests/requirements.txt).
@@ -73,6 +75,7 @@ def main():
             "native": contextlib.nullcontext,
             "castscope": attached(),
             "castscope-no-explicit": attached(explicit_casts=False),
+            "castscope-no-modules": attached(module_scopes=False),
             "castscope-aggregate": attached(aggregate=True),
         }
         steps(2)

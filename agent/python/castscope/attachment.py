@@ -95,6 +95,7 @@ def attach(
     aggregate: bool | dict = False,
     numerics: bool | dict = True,
     explicit_casts: bool = True,
+    module_scopes: bool = True,
 ) -> Agent:
     """Takes over autocast from the policy files (default: policies/ for all
     devices) plus user overlays. Raises AttachError, with file, line and
@@ -118,7 +119,9 @@ def attach(
     "skip_capture_steps". (The old names "iterations", "every_iterations"
     and "skip_capture_iterations" still work, with a warning.)
     `explicit_casts=False` records autocast's casts alone, not every other
-    conversion of the job (docs/events.md, "Makers").
+    conversion of the job (docs/events.md, "Makers"). `module_scopes=False`
+    brackets no nn.Module call: casts name no module, and the report's
+    precision map is empty (docs/events.md, "Modules and the precision map").
     When castscope was attached from outside (castscope run), returns a
     handle on that."""
     global _current
@@ -141,7 +144,8 @@ def attach(
                      "appended after them, and Agent.events() reads this session's only", events_path, start)
     config = _config(policy_files, overlays, events_path, record_events, ring_records=ring_records, max_threads=max_threads,
                      collector=collector, spool_dir=None if spool_dir is None else str(spool_dir), run_id=run_id,
-                     give_up_after_s=give_up_after_s, explicit_casts=explicit_casts, **_aggregate_config(aggregate), **_probe_config(probe), **_numerics_config(numerics),
+                     give_up_after_s=give_up_after_s, explicit_casts=explicit_casts, module_scopes=module_scopes,
+                     **_aggregate_config(aggregate), **_probe_config(probe), **_numerics_config(numerics),
                      **_gpu_config(gpu_timing))
     _start(config, locations)
     _current = Agent(events_path, start)
@@ -197,7 +201,8 @@ def _start(config: dict, locations: bool, check_modules: bool = True) -> None:
     scaler_hook.bracket_cuda_graphs(lib)
     compile_capture.install(lib)
     float8_scopes.install(lib, conversions=config.get("explicit_casts", True))
-    module_scopes.install(lib)
+    if config.get("module_scopes", True):
+        module_scopes.install(lib)
     import torch
 
     if torch.autograd.profiler._is_profiler_enabled:

@@ -2,8 +2,8 @@
 call each cast happens in, and which parameter a weight's cast converts.
 
 Two global module hooks (torch.nn.modules.module's forward pre-hook and
-forward hook, the latter always called, an exception in forward included)
-bracket every module call with castscope_module_enter / _exit; the agent
+forward hook, the latter always called, an exception in forward included),
+installed while an agent runs, bracket every module call with castscope_module_enter / _exit; the agent
 stamps the innermost module's id on each cast record, and a weight's cast
 with its parameter's. Python runs twice per module call, never per cast.
 
@@ -33,7 +33,7 @@ _lock = threading.Lock()
 
 
 def install(lib) -> None:
-    """An agent started: module calls are bracketed from now on (hooks installed once per process)."""
+    """An agent started: module calls are bracketed from now on."""
     global _lib
     import torch
 
@@ -50,9 +50,11 @@ def install(lib) -> None:
 
 
 def uninstall() -> None:
-    """The agent stopped: the hooks stay in place and do nothing."""
+    """The agent stopped: the hooks are removed (a detached job runs no Python per module call)."""
     global _lib
     _lib = None
+    while _handles:
+        _handles.pop().remove()
 
 
 def _modules_of_thread() -> list:

@@ -170,6 +170,7 @@ const std::vector<Field> kFields = [] {
       {"events_path", read_string<&AgentConfig::events_path, true>},
       {"record_events", read_bool<&AgentConfig::record_events>},
       {"explicit_casts", read_bool<&AgentConfig::explicit_casts>},
+      {"module_scopes", read_bool<&AgentConfig::module_scopes>},
       {"aggregate", read_bool<&AgentConfig::aggregate>},
       integer("aggregate_max_keys", 16, kMaxAggregateKeys,
               "aggregate_max_keys must be between 16 and " + std::to_string(kMaxAggregateKeys),

@@ -65,6 +65,9 @@ struct AgentConfig {
   // Every conversion autocast's kernels do not make (dispatch/explicit_casts.h):
   // explicit casts, autograd's, a library's. false: autocast's casts alone.
   bool explicit_casts = true;
+  // The precision map's module calls (record/module_scopes.h): the Python
+  // package's module hooks bracket them. false: casts name no module.
+  bool module_scopes = true;
   // Aggregate mode (docs/aggregate.md): per-site counters instead of
   // per-event cast and op records; `aggregate_max_keys` distinct keys per
   // thread between flushes, events past it counted as dropped.
