@@ -25,16 +25,20 @@ import threading
 import weakref
 
 _lib = None  # the running agent's library; None: the hooks pass straight through
+_enter = _exit = None  # its castscope_module_enter / _exit, looked up once
+_is_compiling = None  # torch.compiler.is_compiling
 _handles = []
-_ids: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # module -> (scope id, root's module count)
-_roots_walked: "weakref.WeakSet" = weakref.WeakSet()
+# id(module) -> [weakref to it, scope id, its root's module count, qualified name, named from a walk of it as root].
+# Keyed by id (a plain dict: the hooks run per module call); the weakref tells a reused id apart and its
+# callback drops the entry when the module goes.
+_known: dict = {}
 _stack = threading.local()  # .modules: the thread's module calls, innermost last
 _lock = threading.Lock()
 
 
 def install(lib) -> None:
     """An agent started: module calls are bracketed from now on."""
-    global _lib
+    global _lib, _enter, _exit, _is_compiling
     import torch
 
     lib.castscope_module_declare.argtypes, lib.castscope_module_declare.restype = [ctypes.c_char_p], ctypes.c_uint
@@ -42,6 +46,8 @@ def install(lib) -> None:
     lib.castscope_parameter_declare.restype = ctypes.c_uint
     lib.castscope_module_enter.argtypes, lib.castscope_module_enter.restype = [ctypes.c_uint], None
     lib.castscope_module_exit.argtypes, lib.castscope_module_exit.restype = [], None
+    _enter, _exit = lib.castscope_module_enter, lib.castscope_module_exit
+    _is_compiling = torch.compiler.is_compiling
     _lib = lib
     if not _handles:
         module = torch.nn.modules.module
@@ -57,84 +63,73 @@ def uninstall() -> None:
         _handles.pop().remove()
 
 
-def _modules_of_thread() -> list:
-    modules = getattr(_stack, "modules", None)
-    if modules is None:
-        modules = _stack.modules = []
-    return modules
-
-
-def _compiling() -> bool:
-    global _is_compiling
-    if _is_compiling is None:
-        import torch
-        _is_compiling = torch.compiler.is_compiling
-    return _is_compiling()
-
-
-_is_compiling = None
-
-
 def _entered(module, _args):
     lib = _lib
-    if lib is None or _compiling():
+    if lib is None or _is_compiling():
         return None
     try:
-        calls = _modules_of_thread()
-        if not calls and module not in _roots_walked:
-            _name_from_root(lib, module)
-        known = _ids.get(module)
-        if known is None:
-            around = calls[-1] if calls else None
-            prefix = _names.get(around, "") if around is not None else ""
-            _declare(lib, module, (prefix + "." if prefix else "") + f"<{type(module).__name__}>", 1)
-            known = _ids.get(module)
-        scope = known[0] if known is not None else 0
+        calls = _stack.modules
+    except AttributeError:
+        calls = _stack.modules = []
+    try:
+        entry = _known.get(id(module))
+        if entry is None or entry[0]() is not module or (not calls and not entry[4]):
+            entry = _name(lib, module, calls)
         calls.append(module)
-        lib.castscope_module_enter(scope)
+        _enter(entry[1] if entry is not None else 0)
     except Exception:  # noqa: BLE001 - a naming problem must never break the user's forward
         pass
     return None
 
 
 def _left(module, _args, _output):
-    if _compiling():
+    if _lib is None or _is_compiling():
         return None
-    calls = _modules_of_thread()
+    calls = getattr(_stack, "modules", None)
     if calls and calls[-1] is module:
         calls.pop()
-        lib = _lib
-        if lib is not None:
-            lib.castscope_module_exit()
+        _exit()
     return None
 
 
-_names: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # module -> its qualified name
-
-
-def _name_from_root(lib, root) -> None:
-    """Names every module below `root` (a module called with no module call around it)."""
+def _name(lib, module, calls: list):
+    """The entry of a module called for the first time (or first as a root)."""
     with _lock:
-        _roots_walked.add(root)
-        named = list(root.named_modules())
-        size = len(named)
-        for name, module in named:
-            known = _ids.get(module)
-            if known is not None and known[1] >= size:
-                continue  # named from a root at least as large
-            _declare(lib, module, name if name else f"<{type(root).__name__}>", size)
+        if not calls:  # a root: names every module below it
+            named = list(module.named_modules())
+            for name, below in named:
+                entry = _known.get(id(below))
+                if entry is not None and entry[0]() is below and entry[2] >= len(named) and below is not module:
+                    continue  # named from a root at least as large
+                _declare(lib, below, name if name else f"<{type(module).__name__}>", len(named))
+            entry = _known.get(id(module))
+            if entry is not None:
+                entry[4] = True
+            return entry
+        # Inside another module without a name yet: after the module around it.
+        around = _known.get(id(calls[-1]))
+        prefix = around[3] if around is not None and around[0]() is calls[-1] else ""
+        return _declare(lib, module, (prefix + "." if prefix else "") + f"<{type(module).__name__}>", 1)
 
 
-def _declare(lib, module, name: str, root_size: int) -> None:
+def _forget(key: int, ref) -> None:
+    entry = _known.get(key)
+    if entry is not None and entry[0] is ref:
+        del _known[key]
+
+
+def _declare(lib, module, name: str, root_size: int):
     scope = lib.castscope_module_declare(name.encode(errors="surrogateescape"))
     if not scope:
-        return
-    _ids[module] = (scope, root_size)
-    _names[module] = name
+        return None
+    key = id(module)
+    entry = [weakref.ref(module, lambda ref, key=key: _forget(key, ref)), scope, root_size, name, False]
+    _known[key] = entry
     for parameter_name, parameter in module.named_parameters(recurse=False):
         impl = _tensor_impl(parameter)
         if impl:
             lib.castscope_parameter_declare(scope, parameter_name.encode(errors="surrogateescape"), impl)
+    return entry
 
 
 def _tensor_impl(tensor) -> int:
