@@ -23,8 +23,9 @@
 // - only the owning thread pushes, pops or advances its frames, and it is
 //   inside the autocast kernel (torch released the GIL around the op), so its
 //   frame chain, each frame's code and its instruction pointer hold still;
-//   other threads (the GC included) never write another thread's executing
-//   frames;
+//   other threads (the GC included) never write the fields read here of
+//   another thread's executing frames (sys._current_frames, and the
+//   backward's caller below, give them frame objects: frame_obj alone);
 // - every code object the per-thread caches name is kept alive by the global
 //   caches (a reference each, never dropped), so an address found in a frame
 //   can only match the code object it was cached for;
@@ -147,6 +148,15 @@ bool g_at_fork_registered = false;  // with the GIL held
 // A forked child's fast path was on at the fork: the GIL path reads the
 // thread-state key again (CPython made a new one) before turning it back on.
 std::atomic<bool> g_key_after_fork{false};
+
+// Whether the interpreter is finalizing: a thread that takes the GIL then may never get it back.
+bool finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
 
 std::string utf8(PyObject* text) {
   const char* s = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
@@ -490,31 +500,28 @@ extern "C" {
 // the engine, whose innermost frame is torch.autograd.graph's
 // _engine_run_backward (loss.backward(), torch.autograd.grad). 0 when no
 // thread or more than one waits (backwards on several threads: which one
-// is this thread's cannot be told from here). Creates this thread's Python
-// state if it has none; the agent asks once per graph task and thread.
+// is this thread's cannot be told from here), or while the interpreter
+// finalizes. The threads' frames come from _PyThread_CurrentFrames (what
+// sys._current_frames returns, read under the interpreter's thread-list
+// lock). Creates this thread's Python state if it has none; the agent asks
+// once per graph task and thread.
 __attribute__((visibility("default"))) unsigned castscope_python_backward_caller_location(void) {
-  if (g_intern == nullptr || !Py_IsInitialized()) return 0;
+  if (g_intern == nullptr || !Py_IsInitialized() || finalizing()) return 0;
   const PyGILState_STATE gil = PyGILState_Ensure();
   PyObject *error_type = nullptr, *error_value = nullptr, *error_traceback = nullptr;
   PyErr_Fetch(&error_type, &error_value, &error_traceback);
-  PyThreadState* const self = PyThreadState_Get();
-  PyFrameObject* waiting = nullptr;  // the waiting thread's innermost frame (a reference)
-  int waiters = 0;
-  for (PyThreadState* t = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(self)); t != nullptr;
-       t = PyThreadState_Next(t)) {
-    if (t == self) continue;
-    PyFrameObject* top = PyThreadState_GetFrame(t);
-    if (top == nullptr) continue;
-    PyCodeObject* code = PyFrame_GetCode(top);
-    const bool in_engine = utf8(code->co_name) == "_engine_run_backward";
-    Py_DECREF(code);
-    if (in_engine && ++waiters == 1) {
-      waiting = top;
-    } else {
-      Py_DECREF(top);
-    }
-  }
   unsigned id = 0;
+  PyObject* frames = _PyThread_CurrentFrames();  // {thread id: innermost frame}
+  if (frames == nullptr) PyErr_Clear();
+  PyFrameObject* waiting = nullptr;  // borrowed from `frames`
+  int waiters = 0;
+  PyObject *key = nullptr, *value = nullptr;
+  for (Py_ssize_t at = 0; frames != nullptr && PyDict_Next(frames, &at, &key, &value);) {
+    if (!PyFrame_Check(value)) continue;
+    PyCodeObject* code = PyFrame_GetCode(reinterpret_cast<PyFrameObject*>(value));
+    if (utf8(code->co_name) == "_engine_run_backward" && ++waiters == 1) waiting = reinterpret_cast<PyFrameObject*>(value);
+    Py_DECREF(code);
+  }
   if (waiters == 1) {
     int library = 0;
     PyFrameObject* frame = waiting;
@@ -530,7 +537,7 @@ __attribute__((visibility("default"))) unsigned castscope_python_backward_caller
       frame = back;
     }
   }
-  Py_XDECREF(waiting);
+  Py_XDECREF(frames);
   PyErr_Restore(error_type, error_value, error_traceback);
   PyGILState_Release(gil);
   return id;

@@ -80,20 +80,22 @@ def test_a_llama_steps_every_conversion_is_counted_by_maker(tmp_path):
     assert sum(m["conversions"] for m in modules.values()) == totals["conversions"]
     assert next(iter(modules)) == "<LlamaForCausalLM>"  # the root first
     for layer in (0, 1):
-        q_proj = modules[f"model.layers.{layer}.self_attn.q_proj"]
+        q_proj = modules[f"<LlamaForCausalLM>.model.layers.{layer}.self_attn.q_proj"]
         weight = {p["name"]: p for p in q_proj["parameters"]}["weight"]
         assert (weight["stored"], weight["computed"], weight["cast_to"]) == (["float32"], ["bfloat16"], ["bfloat16"])
         assert set(weight["bytes_by_maker"]) == {"autocast"} and weight["bytes_per_step_by_maker"]["autocast"] > 0
         # Its input's cast, and the gradients' way back (the backward at the module of its forward).
         assert {"autocast", "autocast_backward"} <= set(q_proj["bytes_by_maker"]), q_proj
-        attention = modules[f"model.layers.{layer}.self_attn"]
+        attention = modules[f"<LlamaForCausalLM>.model.layers.{layer}.self_attn"]
         assert "transformers" in attention["bytes_by_maker"] and "float32" in attention["cast_to"], attention
     tree = subprocess.run([sys.executable, "-m", "castscope", "report", "--db", str(tmp_path / "without_mode" / "out" / "castscope.db"),
                            "--precision-map"], capture_output=True, text=True, timeout=300)
     assert tree.returncode == 0, tree.stderr
     assert "precision map of run every: 21 modules, bytes per optimizer step (3 steps)" in tree.stdout, tree.stdout
-    assert "      model.layers.0.self_attn.q_proj: stored float32; computed bfloat16; cast to float32/bfloat16;" \
-        in tree.stdout, tree.stdout
+    assert "            <LlamaForCausalLM>.model.layers.0.self_attn.q_proj: stored float32; computed bfloat16; cast to " \
+        "float32/bfloat16;" in tree.stdout, tree.stdout
+    # layers.1 before layers.10 would be, by value: the tree lists the first layer's modules first
+    assert tree.stdout.index("model.layers.0.") < tree.stdout.index("model.layers.1.")
 
 
 def test_explicit_casts_are_at_their_lines_and_counted_alike_in_aggregate_mode(tmp_path):
@@ -159,7 +161,7 @@ def test_torchao_float8_casts_are_torchaos_at_the_users_lines(tmp_path, recipe, 
     assert {r["maker"] for r in float8} == {"torchao"}
     # Each Float8Linear converts in its float8 dtypes, by torchao's hand.
     precision = {m["module"]: m for m in report["precision_map"]["modules"]}
-    for layer in ("0", "2"):
+    for layer in ("<Sequential>.0", "<Sequential>.2"):
         assert {d for d in precision[layer]["cast_to"] if d.startswith("float8")} == set(d.split("->")[1] for d in float8_pairs)
         assert precision[layer]["bytes_by_maker"]["torchao"] > 0
     assert {(r["site"]["file"], r["site"]["line"]) for r in float8} == {(str(job), model_line), (str(job), backward_line)}
@@ -211,8 +213,9 @@ def test_fsdp2_parameter_and_gradient_casts_per_rank(tmp_path):
         assert report["totals"]["conversions_by_maker"]["fsdp"] == 39
         # In the precision map: the dtype each FSDP module communicated in, FSDP's bytes per step.
         precision = {m["module"]: m for m in report["precision_map"]["modules"]}
-        assert precision["0"]["communicated"] == ["bfloat16"] and precision["0"]["bytes_per_step_by_maker"]["fsdp"] > 0
-        assert set(precision["2"]["communicated"]) == {"float32", "bfloat16"}, precision["2"]
+        first, second = precision["<FSDPSequential>.0"], precision["<FSDPSequential>.2"]
+        assert first["communicated"] == ["bfloat16"] and first["bytes_per_step_by_maker"]["fsdp"] > 0, first
+        assert set(second["communicated"]) == {"float32", "bfloat16"}, second
 
 
 @pytest.mark.parametrize("scenario, kind, marker, severity", [

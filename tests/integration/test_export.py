@@ -134,8 +134,9 @@ def test_perfetto_trace_has_the_runs_tracks_slices_casts_flows_and_counters(stor
     assert weight["dtypes"] == "float32→bfloat16" and weight["role"] == "weight"
     assert weight["cache"] in ("miss", "hit") and weight["bytes"] == 64 * 32 * 4 and weight["shape"] == "[64, 32]"
     # The precision map's keys: the first Linear's weight (the model is the root, its layers "0" and "2").
-    assert (weight["module"], weight["parameter"]) == ("0", "weight"), weight
-    assert {args.get("module") for _, _, _, args in instants} == {"0", "2", None}  # None: the loss's, outside the model
+    assert (weight["module"], weight["parameter"]) == ("<Sequential>.0", "weight"), weight
+    # None: the loss's, outside the model.
+    assert {args.get("module") for _, _, _, args in instants} == {"<Sequential>.0", "<Sequential>.2", None}
     ends = {}
     for _, event, _, _ in decoded.of_type(TrackEvent.TYPE_SLICE_END, threads):
         for flow in event.terminating_flow_ids:
@@ -192,7 +193,8 @@ def test_chrome_trace_follows_the_format_and_the_store(stored_run, exported):
     phases = check_chrome_rules(trace)
     assert phases["X"] == ops and phases["i"] == casts and phases["C"] == samples
     weights = [e["args"] for e in trace["traceEvents"] if e["ph"] == "i" and e["args"].get("arg") == "weight"]
-    assert weights and {(a["module"], a["parameter"]) for a in weights} == {("0", "weight"), ("2", "weight")}
+    assert weights and {(a["module"], a["parameter"]) for a in weights} == {("<Sequential>.0", "weight"),
+                                                                             ("<Sequential>.2", "weight")}
     assert phases["M"] == 1 + 2  # the process and its two threads
     [op_ts] = _store(stored_run, "SELECT MIN(ts_ns) FROM ops")[0:1]
     first_op = min(e["ts"] for e in trace["traceEvents"] if e["ph"] == "X")

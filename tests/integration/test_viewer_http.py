@@ -463,6 +463,11 @@ def test_every_answer_matches_the_viewer_api_schema(schema_run):
             assert {k: detail["location"][k] for k in location} == location
         conforms("EventAnswer", detail)
         conforms({"cast": "CastDetail", "op": "OpDetail", "kernel": "KernelDetail"}[kind], detail)
+    # A weight's cast names its module and parameter, in the lane and in full.
+    [cast, *_] = [c for c in near["casts"] if c["arg"] == "weight"]
+    assert cast["module"].startswith("<") and cast["parameter"] == "weight", cast  # the job's model, or a layer of it
+    detail = viewer.api(f"/api/event?run={rid}&agent={urllib.parse.quote(cast['agent_id'])}&seq={cast['seq']}")
+    assert (detail["module"], detail["parameter"]) == (cast["module"], "weight"), detail
     # Thread and GPU lanes in one request, as the page asks.
     assert len(joint_lanes_equal_single_lanes(viewer, rid)) == len(by_kind)
     counters = viewer.api(f"/api/counters?run={rid}&t0=0&t1={tracks['t_max'] + 10**9}&points=50")

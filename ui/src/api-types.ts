@@ -356,13 +356,13 @@ export interface ModulesAnswer {
   why?: string;
   /** optimizer steps the run saw (its processes' most; 0: none seen) */
   optimizer_steps: number;
-  /** roots first, then sorted by module name */
+  /** sorted by module name (numbers in names by value: layers.2 before layers.10) */
   modules: ModuleRow[];
 }
 
 /** one nn.Module: its own casts (activations, inputs) and its parameters' together, not its submodules' */
 export interface ModuleRow {
-  /** qualified name from the root module, as named_modules() spells it; "<ClassName>" for a root itself */
+  /** "<RootClass>." and its qualified name from its root module, as named_modules() spells it ("<LlamaForCausalLM>.model.layers.0.mlp"); "<RootClass>" for a root itself, "<RootClass>#2" for a second root of one class */
   module: string;
   /** a parameter's dtype(s): its conversions' source; a module's: its parameters' */
   stored: string[];

@@ -181,6 +181,8 @@ CASTSCOPE_EXPORT unsigned castscope_module_declare(const char* qualified_name);
 CASTSCOPE_EXPORT unsigned castscope_parameter_declare(unsigned module, const char* name, const void* tensor_impl);
 CASTSCOPE_EXPORT void castscope_module_enter(unsigned module);
 CASTSCOPE_EXPORT void castscope_module_exit(void);
+/* The calling thread is inside no module call (an attach starts afresh). */
+CASTSCOPE_EXPORT void castscope_module_reset(void);
 CASTSCOPE_EXPORT size_t castscope_compile_records(char* buf, size_t len);
 CASTSCOPE_EXPORT int castscope_compile_replay(const char* json);
 /* Installs the function that returns, while torch.compile traces, the user's

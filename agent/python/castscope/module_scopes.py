@@ -1,27 +1,38 @@
-"""The precision map's modules (docs/events.md, "Modules and the precision map"). which nn.Module
-call each cast happens in, and which parameter a weight's cast converts.
+"""The precision map's modules (docs/events.md, "Modules and the precision
+map"): which nn.Module call each cast happens in, and which parameter a
+weight's cast converts.
 
 Two global module hooks (torch.nn.modules.module's forward pre-hook and
 forward hook, the latter always called, an exception in forward included),
-installed while an agent runs, bracket every module call with castscope_module_enter / _exit; the agent
-stamps the innermost module's id on each cast record, and a weight's cast
-with its parameter's. Python runs twice per module call, never per cast.
+installed while an agent runs, bracket every module call with
+castscope_module_enter / _exit; the agent stamps the innermost module's id on
+each cast record, and a weight's cast with its parameter's. Python runs twice
+per module call, never per cast.
 
 Names: the first call of a module with no module call around it (a root)
-names every module below it by its qualified name (`named_modules()`, as
-`state_dict` keys spell them) and declares each one's own parameters with
-their TensorImpl. The root itself is named "<ClassName>". A module first
-called inside another without having been named (made after the root's walk,
-or not registered under it) is named after the module around it and its
-class. A later, larger root (the whole model called after one of its layers
-was called alone) names its modules again.
+names the root "<ClassName>" ("<ClassName>#2" for a second root of that
+class) and every module below it "<ClassName>.qualified.name"
+(`named_modules()`, as `state_dict` keys spell them), and declares each one's
+own parameters with their TensorImpl. torch.compile's OptimizedModule is
+named as the module it wraps. A module first called inside another without
+having been named (made after the root's walk, or not registered under it)
+is named after the module around it and its class. A later, larger root
+(the whole model called after one of its layers was called alone) names its
+modules again. Parameters replaced after their root's first call (a
+load_state_dict(assign=True), a sharding applied after a warm-up step) are
+not declared again: their casts count under the module.
 
-While torch.compile traces, the hooks do nothing: compiled code carries no
-module calls (its casts keep their lines, without a module)."""
+While torch.compile traces, the hooks do nothing. Its graphs' casts name at
+most the module call the graph runs in, never the modules inside the graph.
+A BaseException that is no Exception (KeyboardInterrupt) raised through
+module calls skips their exit hooks: casts outside any module call count
+under the innermost of them until a call around them returns."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
+import warnings
 import weakref
 
 _lib = None  # the running agent's library; None: the hooks pass straight through
@@ -34,11 +45,12 @@ _handles = []
 _known: dict = {}
 _stack = threading.local()  # .modules: the thread's module calls, innermost last
 _lock = threading.Lock()
+_roots: dict = {}  # root name -> weakref to the root module it names
 
 
 def install(lib) -> None:
     """An agent started: module calls are bracketed from now on."""
-    global _lib, _enter, _exit, _is_compiling
+    global _lib, _enter, _exit, _is_compiling, _stack, _quiet
     import torch
 
     lib.castscope_module_declare.argtypes, lib.castscope_module_declare.restype = [ctypes.c_char_p], ctypes.c_uint
@@ -46,21 +58,38 @@ def install(lib) -> None:
     lib.castscope_parameter_declare.restype = ctypes.c_uint
     lib.castscope_module_enter.argtypes, lib.castscope_module_enter.restype = [ctypes.c_uint], None
     lib.castscope_module_exit.argtypes, lib.castscope_module_exit.restype = [], None
+    lib.castscope_module_reset.argtypes, lib.castscope_module_reset.restype = [], None
     _enter, _exit = lib.castscope_module_enter, lib.castscope_module_exit
     _is_compiling = torch.compiler.is_compiling
+    _stack = threading.local()  # calls an earlier attach left open (an exception past the hooks) are forgotten
+    lib.castscope_module_reset()
     _lib = lib
     if not _handles:
         module = torch.nn.modules.module
         _handles.append(module.register_module_forward_pre_hook(_entered))
         _handles.append(module.register_module_forward_hook(_left, always_call=True))
+        # torch.compile(module) warns of any global hook: these are castscope's, and they fire for the
+        # OptimizedModule wrapper too (named as the module it wraps). Under -W error the warning
+        # would stop the user's step.
+        warnings.filterwarnings("ignore", message=_COMPILE_WARNING, category=UserWarning)
+        _quiet = warnings.filters[0]
+
+
+_COMPILE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
+_quiet = None  # the warnings filter install added
 
 
 def uninstall() -> None:
     """The agent stopped: the hooks are removed (a detached job runs no Python per module call)."""
-    global _lib
+    global _lib, _quiet
     _lib = None
     while _handles:
         _handles.pop().remove()
+    if _quiet is not None:
+        with contextlib.suppress(ValueError):
+            warnings.filters.remove(_quiet)
+        warnings._filters_mutated()
+        _quiet = None
 
 
 def _entered(module, _args):
@@ -86,22 +115,52 @@ def _left(module, _args, _output):
     if _lib is None or _is_compiling():
         return None
     calls = getattr(_stack, "modules", None)
-    if calls and calls[-1] is module:
-        calls.pop()
-        _exit()
+    if not calls:
+        return None
+    # Calls inside this one that never came back (a BaseException past their hooks) close with it.
+    for depth in range(len(calls) - 1, -1, -1):
+        if calls[depth] is module:
+            for _ in range(len(calls) - depth):
+                calls.pop()
+                _exit()
+            break
     return None
+
+
+def _root_name(root) -> str:
+    """"<ClassName>", made unique among the roots named so far ("<Model>#2" for a second model)."""
+    wrapped = _unwrapped(root)
+    base = f"<{type(wrapped).__name__}>"
+    name, n = base, 1
+    while True:
+        holder = _roots.get(name)
+        if holder is None or holder() is None or holder() is wrapped:
+            _roots[name] = weakref.ref(wrapped)
+            return name
+        n += 1
+        name = f"{base}#{n}"
+
+
+def _unwrapped(module):
+    """torch.compile's OptimizedModule stands for the module it wraps."""
+    inner = module.__dict__.get("_modules", {}).get("_orig_mod") if type(module).__name__ == "OptimizedModule" else None
+    return inner if inner is not None else module
 
 
 def _name(lib, module, calls: list):
     """The entry of a module called for the first time (or first as a root)."""
     with _lock:
-        if not calls:  # a root: names every module below it
+        if not calls:  # a root: names every module below it "<Root>.qualified.name"
+            root = _root_name(module)
             named = list(module.named_modules())
+            wrapper = _unwrapped(module) is not module
             for name, below in named:
+                if wrapper:  # OptimizedModule: "_orig_mod" is the root itself, its children the root's
+                    name = "" if name == "_orig_mod" else name.removeprefix("_orig_mod.")
                 entry = _known.get(id(below))
                 if entry is not None and entry[0]() is below and entry[2] >= len(named) and below is not module:
                     continue  # named from a root at least as large
-                _declare(lib, below, name if name else f"<{type(module).__name__}>", len(named))
+                _declare(lib, below, f"{root}.{name}" if name else root, len(named))
             entry = _known.get(id(module))
             if entry is not None:
                 entry[4] = True

@@ -276,7 +276,7 @@ def format_precision_map(report: dict) -> str:
         lines.append("  no cast happened inside an nn.Module call (attach from Python, and call the model as a module)")
     for module in modules:
         name = module["module"]
-        depth = 0 if name.startswith("<") else name.count(".") + 1
+        depth = name.count(".")  # "<Root>.a.b": the root at 0
         indent = "  " * (depth + 1)
         lines.append(f"{indent}{name}: {_precision_cells(module, steps > 0)}")
         for parameter in module.get("parameters", []):

@@ -115,16 +115,18 @@ void BatchEncoder::add(const Record& record, const OpMeta& op, uint32_t location
   if (const std::string& arg_name = record_fields::arg_name_of(parts, op); !arg_name.empty())
     names.arg_name_id = intern_string(kArgNameKey | (uint64_t{record.op_id} << 16) | parts.arg_index, arg_name);
   names.location = &location;
-  ModuleScope scope;
   if (record.kind == RecordKind::kCast && record.scope != 0) {
-    scope = module_scopes().get(record.scope);
-    if (!scope.module.empty()) {
-      names.module = scope.module;
-      names.module_id = intern_string(kModuleKey | uint64_t{record.scope}, scope.module);
-    }
-    if (!scope.parameter.empty()) {
-      names.parameter = scope.parameter;
-      names.parameter_id = intern_string(kParameterKey | uint64_t{record.scope}, scope.parameter);
+    // A scope seen in this batch already: its ids, without the table's lock (names never change).
+    const auto module = string_ids_.find(kModuleKey | uint64_t{record.scope});
+    if (module != string_ids_.end()) {
+      names.module_id = module->second;
+      const auto parameter = string_ids_.find(kParameterKey | uint64_t{record.scope});
+      if (parameter != string_ids_.end()) names.parameter_id = parameter->second;
+    } else {
+      const ModuleScope scope = module_scopes().get(record.scope);
+      if (!scope.module.empty()) names.module_id = intern_string(kModuleKey | uint64_t{record.scope}, scope.module);
+      if (!scope.parameter.empty())
+        names.parameter_id = intern_string(kParameterKey | uint64_t{record.scope}, scope.parameter);
     }
   }
   scratch_.clear();

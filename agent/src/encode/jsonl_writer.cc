@@ -122,7 +122,8 @@ class JsonFields {
 
 std::string record_to_json(const Record& record, const OpMeta& op, const Location& location) {
   const record_fields::NamedParts parts = record_fields::names_of(record);
-  const ModuleScope scope = record.kind == RecordKind::kCast ? module_scopes().get(record.scope) : ModuleScope{};
+  const ModuleScope scope =
+      record.kind == RecordKind::kCast && record.scope != 0 ? module_scopes().get(record.scope) : ModuleScope{};
   const record_fields::RecordNames names{.op = parts.op ? std::string_view(op.name) : std::string_view(),
                                          .arg_name = record_fields::arg_name_of(parts, op),
                                          .location = &location,

@@ -43,7 +43,8 @@ struct RecordNames {
   std::string_view arg_name;
   uint32_t location_id = 0;
   const Location* location = nullptr;
-  // Casts: the record's scope (record/module_scopes.h), its module and parameter.
+  // Casts: the record's scope (record/module_scopes.h), its module and parameter
+  // (the wire sets the ids alone, JSON the texts alone).
   uint32_t module_id = 0;
   std::string_view module;
   uint32_t parameter_id = 0;
@@ -158,8 +159,10 @@ void cast_fields(const Record& r, const RecordNames& names, V& v) {
   v.location(F::kLocationId, F::kLocation, names.location_id, *names.location);
   v.field(F::kRoundTrip, c.round_trip);
   v.field(F::kMaker, c.maker);
-  if (!names.module.empty()) v.name(F::kModuleId, F::kModule, names.module_id, names.module);
-  if (!names.parameter.empty()) v.name(F::kParameterId, F::kParameter, names.parameter_id, names.parameter);
+  // A cast in a module call (the wire has its id, JSON its text); none outside one.
+  if (names.module_id != 0 || !names.module.empty()) v.name(F::kModuleId, F::kModule, names.module_id, names.module);
+  if (names.parameter_id != 0 || !names.parameter.empty())
+    v.name(F::kParameterId, F::kParameter, names.parameter_id, names.parameter);
   if (c.float8_scaled) {
     v.message(F::kFloat8, [&](auto& float8) {
       using S = pb::Float8Scaling;

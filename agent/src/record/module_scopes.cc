@@ -1,5 +1,7 @@
 #include "agent/src/record/module_scopes.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -93,7 +95,15 @@ uint32_t ModuleScopes::module_at(uint64_t thread, uint64_t seq) const {
 }
 
 ModuleScopes& module_scopes() {
-  static ModuleScopes* const scopes = new ModuleScopes();  // never freed: read at exit
+  static ModuleScopes* const scopes = [] {
+    auto* made = new ModuleScopes();  // never freed: read at exit
+    // A fork (a DataLoader worker, whose transforms may be modules) while
+    // another thread holds the lock would leave the child's copy locked:
+    // the fork waits for it, and both sides let go after.
+    pthread_atfork([] { module_scopes().lock(); }, [] { module_scopes().unlock(); },
+                   [] { module_scopes().unlock(); });
+    return made;
+  }();
   return *scopes;
 }
 

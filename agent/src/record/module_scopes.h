@@ -50,6 +50,10 @@ class ModuleScopes {
   void transition(uint64_t thread, uint64_t next_seq, uint32_t module);
   uint32_t module_at(uint64_t thread, uint64_t seq) const;
 
+  // For fork (module_scopes()'s pthread_atfork handlers) alone.
+  void lock() { mutex_.lock(); }
+  void unlock() { mutex_.unlock(); }
+
  private:
   static constexpr size_t kParameterSlots = size_t{1} << 16;
   static constexpr size_t kTransitionsKept = size_t{1} << 16;  // per thread

@@ -69,6 +69,12 @@ struct ThreadBlock {
   // thread last asked for (-1: none) and that line.
   int64_t backward_graph_task = -1;
   uint32_t backward_caller = 0;
+  // context/op_context.h: the excluded dispatch keys last seen (~0: none
+  // yet) and the devices with autocast on that they say (bit per DeviceKind).
+  uint64_t autocast_excluded_seen = ~uint64_t{0};
+  uint8_t autocast_enabled_seen = 0;
+  // Last: read once per op (module) or per module call, kept off the lines the
+  // fields above share.
   // castscope_module_enter / _exit (record/module_scopes.h): the module
   // calls this thread is inside, innermost last (deeper ones counted only).
   static constexpr int kModuleDepth = 32;
@@ -79,10 +85,6 @@ struct ThreadBlock {
   const void* module_node = nullptr;
   uint64_t module_node_seq = 0;
   uint32_t module_of_node = 0;
-  // context/op_context.h: the excluded dispatch keys last seen (~0: none
-  // yet) and the devices with autocast on that they say (bit per DeviceKind).
-  uint64_t autocast_excluded_seen = ~uint64_t{0};
-  uint8_t autocast_enabled_seen = 0;
 };
 
 extern thread_local constinit ThreadBlock t_thread_block;

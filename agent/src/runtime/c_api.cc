@@ -288,6 +288,12 @@ void castscope_module_enter(unsigned module) {
   modules_changed(thread);
 }
 
+void castscope_module_reset(void) {
+  castscope::ThreadBlock& thread = castscope::this_thread_block();
+  thread.module_depth = 0;
+  thread.module = 0;
+}
+
 void castscope_module_exit(void) {
   castscope::ThreadBlock& thread = castscope::this_thread_block();
   if (thread.module_depth == 0) return;

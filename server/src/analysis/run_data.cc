@@ -31,6 +31,29 @@ void called_from(const std::vector<std::string>& frames, SiteRef& site) {
   site.called_from_function = frame.substr(space + 1);
 }
 
+// Text order with runs of digits compared as numbers: "layers.2" before "layers.10".
+bool natural_less(std::string_view a, std::string_view b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const bool da = a[i] >= '0' && a[i] <= '9', db = b[j] >= '0' && b[j] <= '9';
+    if (da && db) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && a[ie] >= '0' && a[ie] <= '9') ++ie;
+      while (je < b.size() && b[je] >= '0' && b[je] <= '9') ++je;
+      std::string_view na = a.substr(i, ie - i), nb = b.substr(j, je - j);
+      while (na.size() > 1 && na.front() == '0') na.remove_prefix(1);
+      while (nb.size() > 1 && nb.front() == '0') nb.remove_prefix(1);
+      if (na.size() != nb.size()) return na.size() < nb.size();
+      if (na != nb) return na < nb;
+      i = ie, j = je;
+      continue;
+    }
+    if (a[i] != b[j]) return a[i] < b[j];
+    ++i, ++j;
+  }
+  return a.size() - i < b.size() - j;
+}
+
 // Column lists of the loader's scans (row_codec.h): what the folds read.
 constexpr auto kCastRow = schema::columns(
     schema::kCasts,
@@ -123,11 +146,11 @@ class RunDataLoader {
                                                               : out_.conversions;
       rows.push_back(std::move(row));
     }
-    // Roots ("<ClassName>") first, then by module name, the module's own row before its parameters'.
+    // By module name ("<Root>.layers.2" before "<Root>.layers.10"), the module's own row before its parameters'.
     for (auto& [key, row] : precision_) out_.precision_map.push_back(std::move(row));
     std::sort(out_.precision_map.begin(), out_.precision_map.end(), [](const PrecisionRow& a, const PrecisionRow& b) {
-      const bool a_root = a.module.starts_with('<'), b_root = b.module.starts_with('<');
-      return std::tie(b_root, a.module, a.parameter) < std::tie(a_root, b.module, b.parameter);
+      if (a.module != b.module) return natural_less(a.module, b.module);
+      return a.parameter < b.parameter;
     });
     for (const CacheSampleRow& sample : out_.cache_samples)
       out_.optimizer_steps = std::max(out_.optimizer_steps, sample.iteration);
@@ -284,6 +307,8 @@ class RunDataLoader {
 
   // One cast into its module's (or parameter's) precision row.
   Status fold_precision(int64_t module, int64_t parameter, int64_t codes, int64_t location, uint64_t bytes) {
+    // torch.compile's trace-time decisions (fake tensors) converted nothing.
+    if (CastCodes{codes}.mode() == v1::EXECUTION_MODE_COMPILING) return Status();
     auto [it, inserted] = precision_.try_emplace(std::make_pair(module, parameter));
     PrecisionRow& row = it->second;
     if (inserted) {

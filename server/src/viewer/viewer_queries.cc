@@ -50,7 +50,8 @@ bool parse_track(const std::string& text, std::string& agent_id, int64_t& track)
 constexpr auto kViewerOpColumns = schema::columns(
     schema::kOps, {"id", "ts_ns", "thread", "op", "codes", "input_dtypes", "cpu_duration_ns", "location"});
 constexpr auto kViewerCastColumns = schema::columns(
-    schema::kCasts, {"id", "ts_ns", "op", "arg_name", "slot", "codes", "shape", "bytes", "op_seq", "location"});
+    schema::kCasts, {"id", "ts_ns", "op", "arg_name", "slot", "codes", "shape", "bytes", "op_seq", "location",
+                     "source_version", "cached_version", "module", "parameter"});
 constexpr auto kViewerKernelColumns = schema::columns(
     schema::kKernels, {"id", "ts_ns", "duration_ns", "name", "codes", "device", "stream", "launch_seq", "bytes"});
 // Where one event is: its time, track and location.

@@ -27,16 +27,10 @@ function bytesOf(cells: Cells): Record<string, number> {
   return cells.bytes_per_step_by_maker ?? cells.bytes_by_maker;
 }
 
-/** The map's modules as a tree: one root where the run had one, dotted names below it. */
+/** The map's modules as a tree: "<Root>.a.b" under its root; one root is the top, several sit under "(modules)". */
 export function buildTree(answer: ModulesAnswer): TreeNode {
-  const roots = answer.modules.filter((m) => m.module.startsWith("<"));
-  const top = node(roots.length === 1 ? roots[0].module : "(modules)", "");
-  if (roots.length === 1) top.row = roots[0];
+  const top = node("(modules)", "");
   for (const m of answer.modules) {
-    if (m.module.startsWith("<")) {
-      if (roots.length !== 1) top.children.set(m.module, { ...node(m.module, m.module), row: m });
-      continue;
-    }
     let at = top;
     const parts = m.module.split(".");
     parts.forEach((part, i) => {
@@ -56,8 +50,9 @@ export function buildTree(answer: ModulesAnswer): TreeNode {
     n.bytes = sum;
     return sum;
   };
-  total(top);
-  return top;
+  const root = top.children.size === 1 ? [...top.children.values()][0] : top;
+  total(root);
+  return root;
 }
 
 function chips(label: string, dtypes: string[]): HTMLElement | null {
