@@ -172,8 +172,8 @@ CASTSCOPE_EXPORT void castscope_float8_conversion_end(void);
  * (torchao's Float8TrainingTensor `autocast_to_copy`). The cast is recorded
  * with outcome RELABELLED. */
 CASTSCOPE_EXPORT void castscope_float8_relabelled(void);
-/* The precision map's modules (docs/events.md, "Modules and the precision map"). a module's
- * qualified name from its root ("" for the root), declared once, and each of
+/* The precision map's modules (docs/events.md, "Modules and the precision
+ * map"): a module's name ("<Root>.qualified.name"), declared once, and each of
  * its parameters by its TensorImpl; both return a scope id (0: refused).
  * enter / exit bracket each module call on the calling thread, its casts and
  * ops carrying the innermost module's id (a weight's cast: its parameter's). */

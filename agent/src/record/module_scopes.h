@@ -1,6 +1,6 @@
 // The nn.Modules (and their parameters) a job's casts happen in: the
-// precision map's keys (docs/events.md, "Modules and the precision map"). The Python package
-// declares each module's qualified name and each parameter once
+// precision map's keys (docs/events.md, "Modules and the precision map").
+// The Python package declares each module's name and each parameter once
 // (castscope_module_declare / castscope_parameter_declare) and brackets
 // every module call (castscope_module_enter / _exit); a record carries the
 // innermost module's scope id, or its source parameter's.
@@ -26,7 +26,7 @@
 namespace castscope {
 
 struct ModuleScope {
-  std::string module;     // qualified name from the root module ("" for the root itself)
+  std::string module;     // "<Root>.qualified.name"; "<Root>" for a root itself
   std::string parameter;  // the parameter's name in its module; empty: the module itself
 };
 
