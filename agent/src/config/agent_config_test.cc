@@ -69,6 +69,7 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
                     {"events_path", "ev-{pid}.jsonl"},
                     {"record_events", false},
                     {"explicit_casts", false},
+                    {"module_scopes", false},
                     {"aggregate", true},
                     {"aggregate_max_keys", 64},
                     {"ring_records", 1024},
@@ -127,6 +128,7 @@ TEST(AgentConfigTest, EveryKeyIsRead) {
   EXPECT_EQ(config.events_path, "ev-{pid}.jsonl");
   EXPECT_FALSE(config.record_events);
   EXPECT_FALSE(config.explicit_casts);
+  EXPECT_FALSE(config.module_scopes);
   EXPECT_TRUE(config.aggregate);
   EXPECT_EQ(config.aggregate_max_keys, 64u);
   EXPECT_EQ(config.ring_records, 1024u);

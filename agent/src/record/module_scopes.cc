@@ -66,6 +66,7 @@ ModuleScope ModuleScopes::get(uint32_t id) const {
 }
 
 uint32_t ModuleScopes::parameter_of(const void* tensor) const {
+  if (!enabled_.load(std::memory_order_relaxed)) return 0;
   size_t slot = slot_of(tensor, kParameterSlots);
   for (size_t probes = 0; probes < kParameterSlots; ++probes, slot = (slot + 1) & (kParameterSlots - 1)) {
     const void* key = parameter_keys_[slot].load(std::memory_order_acquire);
@@ -83,6 +84,7 @@ void ModuleScopes::transition(uint64_t thread, uint64_t next_seq, uint32_t modul
 }
 
 uint32_t ModuleScopes::module_at(uint64_t thread, uint64_t seq) const {
+  if (!enabled_.load(std::memory_order_relaxed)) return 0;
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = transitions_.find(thread);
   if (found == transitions_.end() || found->second.empty()) return 0;

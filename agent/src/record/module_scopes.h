@@ -50,6 +50,10 @@ class ModuleScopes {
   void transition(uint64_t thread, uint64_t next_seq, uint32_t module);
   uint32_t module_at(uint64_t thread, uint64_t seq) const;
 
+  // Off (module_scopes: false, or no agent running): parameter_of and
+  // module_at answer 0, so that no record names a module an earlier attach declared.
+  void set_enabled(bool on) { enabled_.store(on, std::memory_order_relaxed); }
+
   // For fork (module_scopes()'s pthread_atfork handlers) alone.
   void lock() { mutex_.lock(); }
   void unlock() { mutex_.unlock(); }
@@ -60,6 +64,7 @@ class ModuleScopes {
   std::unique_ptr<std::atomic<const void*>[]> parameter_keys_;
   std::unique_ptr<std::atomic<uint32_t>[]> parameter_ids_;
   size_t parameters_ = 0;
+  std::atomic<bool> enabled_{true};
   mutable std::mutex mutex_;
   std::deque<ModuleScope> scopes_;  // id - 1
   std::unordered_map<std::string, uint32_t> module_ids_;

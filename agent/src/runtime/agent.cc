@@ -39,6 +39,7 @@
 #include "agent/src/runtime/copy_out.h"
 #include "agent/src/policy/policy.h"
 #include "agent/src/record/event_log.h"
+#include "agent/src/record/module_scopes.h"
 #include "agent/src/record/location_table.h"
 #include "agent/src/record/user_code.h"
 #include "agent/src/encode/source_lines.h"
@@ -219,6 +220,7 @@ int Agent::start(const char* config_text, std::string& error) {
   set_torch_dir(config.internal_path_prefix);
   forget_resolved_jit_sites();
   g_record_events.store(config.record_events, std::memory_order_relaxed);
+  module_scopes().set_enabled(config.module_scopes);
 
   auto registry = std::make_unique<DispatchRegistry>(process_recording_state());
   std::vector<std::string> registration_errors;
@@ -271,6 +273,7 @@ int Agent::start(const char* config_text, std::string& error) {
 }
 
 int Agent::stop() {
+  module_scopes().set_enabled(false);
   if (forked_child_) return 1;
   std::lock_guard<std::mutex> lock(lifecycle_mutex_);
   if (registry_ == nullptr) return 1;
