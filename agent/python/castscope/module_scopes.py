@@ -117,8 +117,12 @@ def _left(module, _args, _output):
     calls = getattr(_stack, "modules", None)
     if not calls:
         return None
+    if calls[-1] is module:  # the common case
+        calls.pop()
+        _exit()
+        return None
     # Calls inside this one that never came back (a BaseException past their hooks) close with it.
-    for depth in range(len(calls) - 1, -1, -1):
+    for depth in range(len(calls) - 2, -1, -1):
         if calls[depth] is module:
             for _ in range(len(calls) - depth):
                 calls.pop()
