@@ -539,16 +539,23 @@ Status ViewerQueries::findings(const std::string& run_id, json& out) {
   return {};
 }
 
-Status ViewerQueries::sites(const std::string& run_id, json& out) {
-  // The run's cast and op rows: the cached answer holds while they do not move.
+Status ViewerQueries::cached(const std::string& run_id, const std::map<std::string, CachedSites>& cache, json& out,
+                             bool& hit, int64_t& events) {
   std::vector<Agent> agents;
   if (Status s = reader_->find_agents(run_id, "", agents, StoreReader::AgentColumns::kWhole); !s.ok()) return s;
-  int64_t events = 0;
+  if (agents.empty()) return Status::not_found("no run " + run_id + " in " + store().path());
+  events = 0;
   for (const Agent& agent : agents) events += static_cast<int64_t>(agent.casts + agent.ops);
-  if (auto it = sites_cache_.find(run_id); it != sites_cache_.end() && it->second.events == events) {
-    out = it->second.body;
-    return {};
-  }
+  auto it = cache.find(run_id);
+  hit = it != cache.end() && it->second.events == events;
+  if (hit) out = it->second.body;
+  return {};
+}
+
+Status ViewerQueries::sites(const std::string& run_id, json& out) {
+  bool hit = false;
+  int64_t events = 0;
+  if (Status s = cached(run_id, sites_cache_, out, hit, events); !s.ok() || hit) return s;
   RunData data;
   if (Status s = load_run_data(store(), run_id, data); !s.ok()) return s;
   struct Site {
@@ -613,16 +620,9 @@ Status ViewerQueries::sites(const std::string& run_id, json& out) {
 }
 
 Status ViewerQueries::modules(const std::string& run_id, json& out) {
-  // Held while the run's cast and op rows do not move, as sites().
-  std::vector<Agent> agents;
-  if (Status s = reader_->find_agents(run_id, "", agents, StoreReader::AgentColumns::kWhole); !s.ok()) return s;
-  if (agents.empty()) return Status::not_found("no run " + run_id + " in " + store().path());
+  bool hit = false;
   int64_t events = 0;
-  for (const Agent& agent : agents) events += static_cast<int64_t>(agent.casts + agent.ops);
-  if (auto it = modules_cache_.find(run_id); it != modules_cache_.end() && it->second.events == events) {
-    out = it->second.body;
-    return {};
-  }
+  if (Status s = cached(run_id, modules_cache_, out, hit, events); !s.ok() || hit) return s;
   RunData data;
   if (Status s = load_run_data(store(), run_id, data); !s.ok()) return s;
   out = precision_map_json(data);

@@ -129,6 +129,11 @@ class ViewerQueries {
     int64_t events = -1;
     nlohmann::json body;
   };
+  // An answer built from the run's RunData (sites, modules), kept while the
+  // run's cast and op rows do not move: `out` from the cache (true), or
+  // `events` to store with the answer made now (false).
+  Status cached(const std::string& run_id, const std::map<std::string, CachedSites>& cache, nlohmann::json& out,
+                bool& hit, int64_t& events);
   std::map<std::string, CachedSites> sites_cache_;
   std::map<std::string, CachedSites> modules_cache_;  // the same, for modules()
 };
