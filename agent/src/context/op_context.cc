@@ -147,15 +147,10 @@ OpContext current_op_context(LocationTable& locations, const c10::impl::LocalDis
   // (compile_tracing_now, op_context.h); TorchScript's interpreter sets its
   // thread's state (a bool asked, ~20 instructions less than building its
   // empty call stack).
-  if (!keys.included_.has(c10::DispatchKey::Python) && !keys.included_.has(c10::DispatchKey::Tracer) &&
-      !torch::jit::in_torchscript_runtime()) [[likely]] {
-    OpContext context{ExecutionMode::kEager, phase, python_location(thread)};
-    if (context.location == 0 && graph_task != -1) [[unlikely]]
-      context.location = backward_caller_location(thread, graph_task);
-    add_module(context, thread, graph_task);
-    return context;
-  }
-  OpContext context = op_context_beyond_eager(locations, keys, thread, phase);
+  const bool eager = !keys.included_.has(c10::DispatchKey::Python) && !keys.included_.has(c10::DispatchKey::Tracer) &&
+                     !torch::jit::in_torchscript_runtime();
+  OpContext context = eager ? OpContext{ExecutionMode::kEager, phase, python_location(thread)}
+                            : op_context_beyond_eager(locations, keys, thread, phase);
   if (context.location == 0 && graph_task != -1) [[unlikely]]
     context.location = backward_caller_location(thread, graph_task);
   add_module(context, thread, graph_task);

@@ -193,7 +193,6 @@ bool describe_conversion(Record& r, RecordingState& runtime, ThreadBlock& thread
                  : context.phase == Phase::kBackward  ? backward_maker()
                                                       : CastMaker::kExplicit;
     cast.role = conversion_role(source, cast.maker);
-    r.scope = context.module;
     if (cast.role == Role::kWeight)  // a parameter's conversion: its row in the precision map
       if (const uint32_t parameter = module_scopes().parameter_of(source.unsafeGetTensorImpl())) r.scope = parameter;
     if (thread.float8 != nullptr) {  // a library's float8 conversion: the role it named, and its scale

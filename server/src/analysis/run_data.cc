@@ -317,7 +317,8 @@ class RunDataLoader {
     }
     const CastCodes cast{codes};
     const v1::CastMaker maker = cast.maker();
-    if (autocast_decision(maker, cast.policy())) {
+    const bool decision = autocast_decision(maker, cast.policy());
+    if (decision) {
       switch (cast.outcome()) {  // the op computed in dst (not: float64, not floating, another device, dtype kept)
         case v1::CAST_OUTCOME_CAST:
         case v1::CAST_OUTCOME_ALREADY_TARGET:
@@ -325,13 +326,12 @@ class RunDataLoader {
         case v1::CAST_OUTCOME_DTYPE_ARG_SET: row.computed.insert(cast.dst_dtype()); break;
         default: break;
       }
-      if (!row.parameter.empty()) row.stored.insert(cast.src_dtype());
     }
     const v1::CacheOutcome cache = cast.cache();
     const bool converted = cast.outcome() == v1::CAST_OUTCOME_CAST && cache != v1::CACHE_OUTCOME_HIT &&
                            cache != v1::CACHE_OUTCOME_STALE_HIT;
+    if (!row.parameter.empty() && (decision || converted)) row.stored.insert(cast.src_dtype());
     if (!converted) return Status();
-    if (!row.parameter.empty()) row.stored.insert(cast.src_dtype());
     row.cast_to.insert(cast.dst_dtype());
     if (maker == v1::CAST_MAKER_FSDP) row.communicated.insert(cast.dst_dtype());
     // Named as the report's conversions_by_maker names it: an explicit cast by its line's library.
