@@ -141,14 +141,17 @@ export const fleetApi = {
 };
 
 /**
- * Whether this server is the fleet page: its /api/fleet/jobs answers (200, or
- * 5xx when PostgreSQL failed), where a run's collector has no such route (404).
- * A request that fails outright leaves the page a run viewer, as before.
+ * Whether this server is the fleet page (castscope-collector fleet view: no
+ * store, /api/fleet/* alone) or a run's collector (/api/runs). One probe, the
+ * route the page is on picks which: a fleet route asks /api/fleet/jobs (it
+ * answers, or 5xx when PostgreSQL failed), any other /api/runs (404 only on
+ * the fleet page). So a run's pages never ask a route their server lacks.
+ * A request that fails outright leaves the page a run viewer.
  */
-export async function isFleetServer(): Promise<boolean> {
+export async function isFleetServer(onFleetRoute: boolean): Promise<boolean> {
   try {
-    const res = await fetch("/api/fleet/jobs", { credentials: "same-origin", headers: { Accept: "application/json" } });
-    return res.ok || res.status >= 500;
+    const res = await fetch(onFleetRoute ? "/api/fleet/jobs" : "/api/runs", { credentials: "same-origin", headers: { Accept: "application/json" } });
+    return onFleetRoute ? res.ok || res.status >= 500 : res.status === 404;
   } catch {
     return false;
   }

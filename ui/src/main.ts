@@ -1,7 +1,7 @@
 // Entry point: the tabs and the hash router. Each view owns its DOM and its
-// timers and is destroyed when the route leaves it. A server that answers
-// /api/fleet/jobs is the fleet page (castscope-collector fleet view): it has
-// no runs, so only the fleet's routes are shown there, and only there.
+// timers and is destroyed when the route leaves it. The fleet page
+// (castscope-collector fleet view, api.ts isFleetServer) has no runs, so only
+// the fleet's routes are shown there, and only there.
 
 import "uplot/dist/uPlot.min.css";
 import "./styles/app.css";
@@ -21,6 +21,8 @@ import { SitesView } from "./views/sites";
 interface View {
   el: HTMLElement;
   destroy(): void;
+  /** The same view's hash changed (Back after a jump): apply its parameters. */
+  update?(params: URLSearchParams): void;
 }
 
 let current: { view: View; key: string } | null = null;
@@ -77,14 +79,17 @@ function route(): void {
   const r = currentRoute();
   renderTabs(r);
   const key = viewKey(r);
-  if (current && current.key === key) return;
+  if (current && current.key === key) {
+    current.view.update?.(r.params);
+    return;
+  }
   current?.view.destroy();
   clearNotice();
   let view: View;
   if (r.view === "fleet") view = new FleetView(r.params);
   else if (r.view === "fleet-job" && r.job !== null) view = new FleetJobView(r.job, r.params.get("kind") ?? "");
   else if (r.view === "timeline" && r.run) view = new RunPage(r.run, r.params);
-  else if (r.view === "sites" && r.run) view = new SitesView(r.run, r.params.get("q") ?? "");
+  else if (r.view === "sites" && r.run) view = new SitesView(r.run, r.params);
   else if (r.view === "modules" && r.run) view = new ModulesView(r.run);
   else if (r.view === "live") view = new LiveRunView();
   else view = new RunsView();
@@ -93,7 +98,8 @@ function route(): void {
   document.body.dataset.view = r.view;
 }
 
-void isFleetServer().then((isFleet) => {
+const opened = parseHash(location.hash).view;
+void isFleetServer(opened === "fleet" || opened === "fleet-job").then((isFleet) => {
   fleet = isFleet;
   if (fleet) document.title = "castscope fleet";
   window.addEventListener("hashchange", route);

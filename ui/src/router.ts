@@ -2,7 +2,8 @@
 // #/run/<id>/sites?q=, #/run/<id>/modules, #/live (waits, then opens the newest live run that
 // sends events); on the fleet page (castscope-collector fleet view)
 // #/fleet?since=&kind= and #/fleet/job/<id>. Views read it and write it back
-// with replaceState.
+// with replaceState; a jump the user may want to undo (a finding's site on the
+// timeline) pushes an entry instead, so Back returns to where it started.
 
 export type ViewName = "runs" | "live" | "timeline" | "sites" | "modules" | "fleet" | "fleet-job";
 
@@ -60,4 +61,9 @@ export function fleetHash(job: string | null, params?: Record<string, string | n
 export function replaceHash(h: string): void {
   if (location.hash === h) return;
   history.replaceState(null, "", h);
+}
+
+/** Sets the hash with a history entry of its own (Back returns to the one before), without a rerender. */
+export function pushHash(h: string): void {
+  history.pushState(null, "", h);
 }

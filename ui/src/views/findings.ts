@@ -2,7 +2,7 @@
 // the run is live. A site jumps the timeline to its casts; a link opens it in
 // the sites view.
 
-import { api, type Finding, isAbort, type ReportSite } from "../api";
+import { ApiError, api, type Finding, isAbort, type ReportSite } from "../api";
 import { clear, h } from "../dom";
 import { errorText } from "../notice";
 import { hashFor } from "../router";
@@ -18,6 +18,9 @@ export class FindingsPanel {
   private ctrl: AbortController | null = null;
   private lastJson = "";
   private live = false;
+  private stopped = false;
+  private finalShown = false; // the list shown is a finished run's
+  private wanted: string | null = null; // a severity to bring into view once rendered
 
   constructor(private readonly run: string, private readonly onJump: (site: ReportSite) => void) {
     this.head = h("span", { class: "muted" });
@@ -30,21 +33,59 @@ export class FindingsPanel {
     if (live && !this.timer) this.poll();
   }
 
+  /** Brings a severity's group into view (the runs page links to it), now or once the findings are in. */
+  reveal(severity: string): void {
+    this.wanted = severity;
+    this.showWanted();
+  }
+
+  private showWanted(): void {
+    const group = this.wanted === null ? null : this.list.querySelector<HTMLElement>(`.sev-group.sev-${cssName(this.wanted)}`);
+    if (!group) return;
+    this.wanted = null;
+    group.scrollIntoView({ block: "start" });
+    group.querySelector<HTMLElement>("h3")?.focus({ preventScroll: true });
+  }
+
   async refresh(): Promise<void> {
+    if (this.stopped) return;
     this.ctrl?.abort();
     const ctrl = new AbortController();
     this.ctrl = ctrl;
     try {
       const { findings } = await api.findings(this.run, ctrl.signal);
-      const json = JSON.stringify(findings);
+      // A live run's list is "so far", a finished one's final: a change of either redraws.
+      const json = `${this.live}${JSON.stringify(findings)}`;
       if (json !== this.lastJson) {
         this.lastJson = json;
         this.render(findings);
       }
     } catch (e) {
-      if (isAbort(e)) return;
-      this.head.textContent = `(unavailable: ${errorText(e)})`;
+      if (isAbort(e) || this.stopped) return;
+      // No answer at all while live: the run page checks whether its server is gone.
+      if (this.live && !(e instanceof ApiError)) return;
+      // The error replaces the list, so that it never sits above an outdated "no findings".
+      this.lastJson = "";
+      this.finalShown = false;
+      this.head.textContent = "";
+      this.list.replaceChildren(h("p", { class: "error" }, `Findings unavailable: ${errorText(e)}`));
     }
+  }
+
+  /** The server is gone (a job's own viewer stopped with it): no more asking, and the list says what it is. */
+  serverGone(): void {
+    this.stopped = true;
+    this.live = false;
+    this.ctrl?.abort();
+    window.clearTimeout(this.timer);
+    if (this.finalShown) return;
+    const shown = this.list.querySelector(".finding") !== null;
+    this.head.textContent = shown ? "(while the job ran)" : "";
+    const why = shown
+      ? "These are the findings seen while the job ran; its viewer stopped before the run's final ones. castscope view DIR shows them all."
+      : "The job's viewer stopped before the run's findings could be read: castscope view DIR shows them.";
+    if (!shown) this.list.replaceChildren();
+    this.list.prepend(h("p", { class: "muted findings-stopped" }, why));
   }
 
   private poll(): void {
@@ -55,10 +96,11 @@ export class FindingsPanel {
   }
 
   private render(findings: Finding[]): void {
+    this.finalShown = !this.live;
     clear(this.list);
     this.head.textContent = findings.length ? `(${findings.length})` : "(none)";
     if (!findings.length) {
-      this.list.appendChild(h("p", { class: "muted" }, "No findings for this run."));
+      this.list.appendChild(h("p", { class: "muted" }, this.live ? "No findings so far (the run is live)." : "No findings for this run."));
       return;
     }
     const known = new Set(SEVERITIES);
@@ -66,10 +108,11 @@ export class FindingsPanel {
     for (const sev of groups) {
       const fs = findings.filter((f) => f.severity === sev);
       if (!fs.length) continue;
-      const group = h("div", { class: `sev-group sev-${cssName(sev)}` }, h("h3", null, `${sev} (${fs.length})`));
+      const group = h("div", { class: `sev-group sev-${cssName(sev)}` }, h("h3", { tabindex: -1 }, `${sev} (${fs.length})`));
       for (const f of fs) group.appendChild(this.renderFinding(f));
       this.list.appendChild(group);
     }
+    this.showWanted();
   }
 
   private renderFinding(f: Finding): HTMLElement {
@@ -78,7 +121,7 @@ export class FindingsPanel {
     const sites = h("ul", { class: "sites" });
     for (const s of full?.sites ?? []) {
       const where = `${s.file}:${s.line}`;
-      const jump = h("button", { type: "button", class: "linklike site-jump", title: "show this site's casts on the timeline" }, where);
+      const jump = h("button", { type: "button", class: "linklike site-jump", title: "show this site's casts on the timeline" }, ...breakableAtSlashes(where));
       jump.addEventListener("click", () => this.onJump(s));
       const what = [s.function, s.op, s.arg !== undefined && s.arg !== null && s.arg !== "" ? `arg ${s.arg}` : ""].filter(Boolean).join(" · ");
       sites.appendChild(
@@ -110,6 +153,11 @@ export class FindingsPanel {
     this.ctrl?.abort();
     window.clearTimeout(this.timer);
   }
+}
+
+/** A path as text nodes with a line-break opportunity after each "/": a long path wraps there, not mid-name. */
+function breakableAtSlashes(path: string): (string | HTMLElement)[] {
+  return path.split(/(?<=\/)/).flatMap((part, i) => (i ? [h("wbr"), part] : [part]));
 }
 
 function cssName(s: string): string {

@@ -1,12 +1,14 @@
 // The run page: the timeline with its counters below and findings and event
 // details beside it, the live feed while the run is live, and the test hooks.
+// Its hash may also ask for a site's casts (?site=file:line&op=&arg=, from the
+// sites view) or a severity's findings (?findings=critical, from the runs).
 
-import { api, type ReportSite, type SiteRow } from "../api";
+import { ApiError, api, type ReportSite, type SiteRow } from "../api";
 import { h } from "../dom";
 import { fmtDuration, fmtTick } from "../format";
 import { LiveFeed } from "../live";
 import { errorText, notice } from "../notice";
-import { hashFor, replaceHash } from "../router";
+import { hashFor, pushHash, replaceHash } from "../router";
 import { stats } from "../stats";
 import { TimelineView } from "../timeline/view";
 import { CountersView } from "./counters";
@@ -16,6 +18,20 @@ import { FindingsPanel } from "./findings";
 const RUN_POLL_MS = 2000;
 const TRACKS_POLL_MS = 2000;
 const JUMP_MIN_SPAN = 2e6; // at least 2 ms from a site's first cast on
+const GONE_CHECK_MS = 1000;
+
+type JumpSite = { file: string; line: number; op?: string; arg?: string | number };
+
+/** The site a hash names (site=file:line, op, arg); null when none or malformed. */
+function siteParam(params: URLSearchParams): JumpSite | null {
+  const where = params.get("site") ?? "";
+  const colon = where.lastIndexOf(":");
+  const line = Number(where.slice(colon + 1));
+  if (colon <= 0 || !Number.isInteger(line)) return null;
+  return { file: where.slice(0, colon), line, op: params.get("op") ?? undefined, arg: params.get("arg") ?? undefined };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => window.setTimeout(resolve, ms));
 
 export class RunPage {
   readonly el: HTMLElement;
@@ -31,6 +47,9 @@ export class RunPage {
   private destroyed = false;
   private sites: SiteRow[] | null = null;
   private connEl: HTMLElement | null = document.getElementById("conn");
+  private banner: HTMLElement;
+  private checkingServer = false;
+  private ended = false;
 
   constructor(private readonly run: string, params: URLSearchParams) {
     this.timeline = new TimelineView(run, {
@@ -39,12 +58,14 @@ export class RunPage {
       note: (blocks) => this.detail.showNote(blocks),
     });
     this.counters = new CountersView(run, (t0, t1) => this.timeline.setRange(t0, t1));
-    this.findings = new FindingsPanel(run, (site) => void this.jumpToSite(site));
+    // A finding's jump gets a history entry: Back returns to where it started.
+    this.findings = new FindingsPanel(run, (site) => void this.jumpToSite(site, true));
     this.detail = new DetailPanel(run, () => this.timeline.select(null));
+    this.banner = h("div", { class: "run-ended", role: "status", hidden: true });
     this.el = h(
       "div",
       { class: "run-page" },
-      h("div", { class: "run-main" }, this.timeline.el, this.counters.el),
+      h("div", { class: "run-main" }, this.banner, this.timeline.el, this.counters.el),
       h("aside", { class: "run-side" }, this.detail.el, this.findings.el),
     );
     this.installHooks();
@@ -69,20 +90,43 @@ export class RunPage {
       this.timeline.setLive(run.live);
       this.counters.setRange(this.timeline.range.t0, this.timeline.range.t1);
       if (run.live) this.openLive();
+      const site = siteParam(params);
+      if (site) void this.jumpToSite(site);
+      const severity = params.get("findings");
+      if (severity) this.findings.reveal(severity);
     } catch (e) {
       notice(`cannot open run ${this.run}: ${errorText(e)}`, "error", 0);
     }
   }
 
+  /** The same page's hash changed (Back or Forward): its range, and a severity's findings to show. */
+  update(params: URLSearchParams): void {
+    const [t0, t1] = [Number(params.get("t0")), Number(params.get("t1"))];
+    const r = this.timeline.range;
+    if (params.has("t0") && params.has("t1") && t1 > t0 && (Math.abs(t0 - r.t0) > 1 || Math.abs(t1 - r.t1) > 1)) this.timeline.setRange(t0, t1);
+    const severity = params.get("findings");
+    if (severity) this.findings.reveal(severity);
+  }
+
   private openLive(): void {
+    // The feed stays open after the run finishes: its connection dropping is
+    // how the page learns that a job's own collector (castscope run without
+    // --serve) exited with it.
     this.live = new LiveFeed(this.run, {
-      batch: (b) => this.timeline.onBatch(b),
+      batch: (b) => {
+        if (this.isLive) this.timeline.onBatch(b);
+      },
       skipped: (n) => this.timeline.onSkipped(n),
       state: (s) => {
-        if (this.connEl) {
-          this.connEl.textContent = s === "open" ? "● live" : s === "connecting" ? "○ connecting" : s === "error" ? "○ reconnecting" : "";
-          this.connEl.className = `conn ${s}`;
+        if (s === "error") void this.checkServer();
+        if (!this.connEl || this.ended) return;
+        if (!this.isLive && s !== "closed") {
+          this.connEl.textContent = "finished";
+          this.connEl.className = "conn";
+          return;
         }
+        this.connEl.textContent = s === "open" ? "● live" : s === "connecting" ? "○ connecting" : s === "error" ? "○ reconnecting" : "";
+        this.connEl.className = `conn ${s}`;
       },
     });
     this.live.open();
@@ -90,7 +134,7 @@ export class RunPage {
     this.pollTracks();
   }
 
-  /** Watches for the run's end: then stops the feed and refetches once. */
+  /** Watches for the run's end: then refetches once (the feed stays open: see openLive). */
   private pollRun(): void {
     this.runTimer = window.setTimeout(async () => {
       if (this.destroyed) return;
@@ -99,8 +143,6 @@ export class RunPage {
         const run = runs.find((r) => r.run_id === this.run);
         if (run && !run.live) {
           this.isLive = false;
-          this.live?.close();
-          this.live = null;
           window.clearTimeout(this.tracksTimer);
           this.timeline.setTracks(await api.tracks(this.run));
           this.timeline.setLive(false);
@@ -111,11 +153,61 @@ export class RunPage {
           if (this.connEl) this.connEl.textContent = "finished";
           return;
         }
-      } catch {
-        /* try again */
+      } catch (e) {
+        if (!(e instanceof ApiError)) void this.checkServer(); // no answer at all: is the server still there?
       }
-      this.pollRun();
+      if (!this.ended) this.pollRun();
     }, RUN_POLL_MS);
+  }
+
+  /**
+   * After the live feed dropped or a request got no answer: asks for the runs
+   * list twice, a second apart, and when neither gets an answer at all, the
+   * server is gone (the job's own collector exits with the job when it is not
+   * run with --serve): the page says so and stops asking.
+   */
+  private async checkServer(): Promise<void> {
+    if (this.checkingServer || this.ended || this.destroyed) return;
+    this.checkingServer = true;
+    try {
+      for (let i = 0; i < 2; i++) {
+        if (i > 0) await sleep(GONE_CHECK_MS);
+        try {
+          await api.runs();
+          return; // it answers: the feed reconnects by itself
+        } catch (e) {
+          if (e instanceof ApiError) return;
+        }
+        if (this.destroyed) return;
+      }
+      this.serverGone();
+    } finally {
+      this.checkingServer = false;
+    }
+  }
+
+  private serverGone(): void {
+    this.ended = true;
+    this.live?.close(); // no more reconnecting
+    this.live = null;
+    window.clearTimeout(this.runTimer);
+    window.clearTimeout(this.tracksTimer);
+    this.timeline.setFollow(false);
+    this.findings.serverGone();
+    // The page cannot know the job's folder (--out): it names the line the job printed.
+    this.banner.replaceChildren(
+      h("strong", null, "The job ended and its viewer stopped with it"),
+      " (castscope run stops its viewer at the job's end unless given --serve). What is drawn here stays, but nothing more can be fetched. To see the whole run, its findings included, open its events with ",
+      h("code", null, "castscope view DIR"),
+      ", DIR being the folder the job printed as ",
+      h("code", null, "castscope: events in DIR"),
+      " (castscope-out unless --out was given).",
+    );
+    this.banner.hidden = false;
+    if (this.connEl) {
+      this.connEl.textContent = "ended: viewer stopped";
+      this.connEl.className = "conn ended";
+    }
   }
 
   private pollTracks(): void {
@@ -135,13 +227,27 @@ export class RunPage {
     window.clearTimeout(this.hashTimer);
     this.hashTimer = window.setTimeout(() => {
       if (this.destroyed) return;
-      replaceHash(this.timeline.following ? hashFor("timeline", this.run) : hashFor("timeline", this.run, { t0: Math.round(t0), t1: Math.round(t1) }));
+      replaceHash(this.rangeHash());
     }, 300);
   }
 
-  /** Finds a site's first cast (sites give first_seq, not the agent) and centres the view on it. */
-  async jumpToSite(site: { file: string; line: number; op?: string; arg?: string | number }): Promise<boolean> {
+  /** The hash of the range in view (none while following: the newest time). */
+  private rangeHash(): string {
+    const { t0, t1 } = this.timeline.range;
+    return this.timeline.following ? hashFor("timeline", this.run) : hashFor("timeline", this.run, { t0: Math.round(t0), t1: Math.round(t1) });
+  }
+
+  /**
+   * Finds a site's first cast (sites give first_seq, not the agent) and centres
+   * the view on it. `push`: the jump gets a history entry of its own, the one
+   * before it holding the range it started from (Back returns there).
+   */
+  async jumpToSite(site: JumpSite, push = false): Promise<boolean> {
     this.timeline.setHighlights([site]);
+    if (this.ended) {
+      notice(`the viewer stopped: cannot look up ${site.file}:${site.line}`, "warn");
+      return false;
+    }
     try {
       if (!this.sites || this.isLive) this.sites = (await api.sites(this.run)).sites;
       const candidates = this.sites.filter((s) => s.file === site.file && s.line === site.line);
@@ -155,6 +261,11 @@ export class RunPage {
             if ("location" in ev && ev.location.file === site.file && ev.location.line === site.line && typeof ev.ts === "number") {
               // Show several of the site's casts: an eighth of the run from the first one on.
               const span = Math.max(JUMP_MIN_SPAN, this.timeline.tMax / 8);
+              if (push && !this.destroyed) {
+                window.clearTimeout(this.hashTimer); // a move still to be written goes in the entry it belongs to
+                replaceHash(this.rangeHash());
+                pushHash(this.rangeHash()); // rangeChanged writes the jump's range into it
+              }
               this.timeline.jumpTo(ev.ts, span, 0.1);
               notice(`${site.file}:${site.line}: first cast at ${fmtDuration(ev.ts)}; its casts are highlighted`, "info");
               return true;

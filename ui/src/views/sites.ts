@@ -1,6 +1,9 @@
 // Sites: one row per source site (file:line, op, arg), its counts, and the
 // dtype pairs it produced in each mode side by side. Rows whose modes
 // disagree (`mismatch`) are marked, and the differing cells highlighted.
+// Each row leads to its casts on the timeline; the filter, sort and the row
+// left from live in the hash (#/run/<id>/sites?q=&sort=&dir=&only=&at=), so
+// Back returns to the view as it was.
 
 import { api, type SiteRow } from "../api";
 import { clear, h } from "../dom";
@@ -9,6 +12,28 @@ import { errorText } from "../notice";
 import { hashFor, replaceHash } from "../router";
 
 const MODE_ORDER = ["eager", "script", "trace_recording", "traced", "script_while_tracing", "compiling", "compiled"];
+const MAX_PATH_CHARS = 48; // a shown path longer than this keeps its last two parts
+
+/** Where a row's casts are: its site on the timeline (run.ts jumps there and highlights them). */
+function timelineHash(run: string, s: SiteRow): string {
+  return hashFor("timeline", run, { site: `${s.file}:${s.line}`, op: s.op, arg: String(s.arg ?? "") });
+}
+
+/** The folder all of `files` share ("" when none but "/"): the shown paths leave it out. */
+export function commonFolder(files: string[]): string {
+  if (!files.length) return "";
+  let prefix = files[0].slice(0, files[0].lastIndexOf("/") + 1);
+  for (const f of files) while (prefix && !f.startsWith(prefix)) prefix = prefix.slice(0, prefix.lastIndexOf("/", prefix.length - 2) + 1);
+  return prefix === "/" ? "" : prefix;
+}
+
+/** A path as shown: without the common folder, and past MAX_PATH_CHARS its last two parts only. */
+export function shortPath(file: string, common: string): string {
+  const rest = common && file.startsWith(common) ? file.slice(common.length) : file;
+  if (rest.length <= MAX_PATH_CHARS) return rest;
+  const parts = rest.split("/");
+  return parts.length > 2 ? `…/${parts.slice(-2).join("/")}` : rest;
+}
 
 type SortKey = "site" | "function" | "op" | "arg" | "total" | "bytes" | "hits" | "stale_hits" | "mismatch" | `mode:${string}`;
 
@@ -21,16 +46,25 @@ export class SitesView {
   private onlyMismatch: HTMLInputElement;
   private table: HTMLElement;
   private count: HTMLElement;
+  private common = "";
+  private at: string; // the row (file:line) to bring back into view: the one left for the timeline
 
-  constructor(private readonly run: string, query: string) {
+  constructor(private readonly run: string, params: URLSearchParams) {
     this.filter = h("input", { type: "search", placeholder: "filter: file, line, function, op, dtype…", class: "filter", "aria-label": "filter sites" });
-    this.filter.value = query;
+    this.filter.value = params.get("q") ?? "";
     this.filter.addEventListener("input", () => {
-      replaceHash(hashFor("sites", this.run, { q: this.filter.value }));
+      this.writeHash();
       this.render();
     });
     this.onlyMismatch = h("input", { type: "checkbox" });
-    this.onlyMismatch.addEventListener("change", () => this.render());
+    this.onlyMismatch.checked = params.get("only") === "mismatch";
+    this.onlyMismatch.addEventListener("change", () => {
+      this.writeHash();
+      this.render();
+    });
+    const sort = params.get("sort");
+    if (sort) this.sort = { key: sort as SortKey, desc: params.get("dir") !== "asc" };
+    this.at = params.get("at") ?? "";
     this.count = h("span", { class: "muted" });
     this.table = h("div", { class: "sites-table" }, h("p", { class: "muted" }, "loading sites…"));
     this.el = h(
@@ -50,11 +84,43 @@ export class SitesView {
       const seen = new Set<string>();
       for (const s of sites) for (const m of Object.keys(s.by_mode ?? {})) seen.add(m);
       this.modes = [...MODE_ORDER.filter((m) => seen.has(m)), ...[...seen].filter((m) => !MODE_ORDER.includes(m)).sort()];
+      this.common = commonFolder(sites.map((s) => s.file));
       this.render();
+      this.bringBack();
     } catch (e) {
       clear(this.table);
       this.table.appendChild(h("p", { class: "error" }, errorText(e)));
     }
+  }
+
+  /** The view's state in the hash, without a history entry. */
+  private writeHash(): void {
+    const sorted = this.sort.key !== "total" || !this.sort.desc;
+    replaceHash(
+      hashFor("sites", this.run, {
+        q: this.filter.value,
+        sort: sorted ? this.sort.key : undefined,
+        dir: sorted ? (this.sort.desc ? "desc" : "asc") : undefined,
+        only: this.onlyMismatch.checked ? "mismatch" : undefined,
+        at: this.at,
+      }),
+    );
+  }
+
+  /** Leaving for a row's casts: the row goes in this entry's hash, so Back scrolls to it. */
+  private leaveFor(s: SiteRow): void {
+    this.at = `${s.file}:${s.line}`;
+    this.writeHash();
+  }
+
+  /** Back from the timeline: the row left from, in view and marked. */
+  private bringBack(): void {
+    if (!this.at) return;
+    const row = [...this.table.querySelectorAll<HTMLElement>("tbody tr")].find((r) => r.dataset.site === this.at);
+    if (!row) return;
+    row.classList.add("row-at");
+    row.scrollIntoView({ block: "center" });
+    row.querySelector<HTMLElement>("a.site-open")?.focus({ preventScroll: true });
   }
 
   private value(s: SiteRow, key: SortKey): string | number {
@@ -103,6 +169,7 @@ export class SitesView {
       const el = h("th", { class: `sortable ${cls} ${active ? "sorted" : ""}`, "data-sort": k, "aria-sort": active ? (desc ? "descending" : "ascending") : "none", tabindex: 0 }, label, active ? (desc ? " ▼" : " ▲") : "");
       const go = () => {
         this.sort = { key: k, desc: this.sort.key === k ? !this.sort.desc : k !== "site" && k !== "function" && k !== "op" && k !== "arg" };
+        this.writeHash();
         this.render();
       };
       el.addEventListener("click", go);
@@ -149,11 +216,13 @@ export class SitesView {
           ...Object.entries(pairs).map(([pair, n]) => h("div", { class: "pair" }, `${pair.replace("->", " → ")} `, h("span", { class: "muted" }, `×${fmtCount(n)}`))),
         );
       });
-      body.appendChild(
-        h(
-          "tr",
-          { class: s.mismatch ? "row-mismatch" : "", "data-site": `${s.file}:${s.line}` },
-          h("td", { class: "site", title: `${s.file}:${s.line}` }, `${s.file}:${s.line}`),
+      const href = timelineHash(this.run, s);
+      const open = h("a", { href, class: "site-open", title: `${s.file}:${s.line}: show its casts on the timeline` }, `${shortPath(s.file, this.common)}:${s.line}`);
+      open.addEventListener("click", () => this.leaveFor(s));
+      const tr = h(
+        "tr",
+        { class: `site-row ${s.mismatch ? "row-mismatch" : ""}`, "data-site": `${s.file}:${s.line}` },
+        h("td", { class: "site" }, open),
           h("td", null, s.function ?? ""),
           h("td", null, s.op ?? ""),
           h("td", null, String(s.arg ?? "")),
@@ -161,10 +230,17 @@ export class SitesView {
           h("td", { class: "num" }, fmtBytes(s.bytes ?? 0)),
           h("td", { class: "num" }, fmtCount(s.hits ?? 0)),
           h("td", { class: s.stale_hits ? "num bad" : "num" }, fmtCount(s.stale_hits ?? 0)),
-          ...cells,
-          h("td", { class: s.mismatch ? "bad" : "muted" }, s.mismatch ? "yes" : "no"),
-        ),
+        ...cells,
+        h("td", { class: s.mismatch ? "bad" : "muted" }, s.mismatch ? "yes" : "no"),
       );
+      // The whole row leads there (the link itself, for the keyboard and a new tab, is the file:line).
+      tr.addEventListener("click", (e) => {
+        if (e.target instanceof Element && e.target.closest("a, button, input")) return;
+        if (window.getSelection()?.toString()) return; // selecting text is no click
+        this.leaveFor(s);
+        location.hash = href;
+      });
+      body.appendChild(tr);
     }
     clear(this.table);
     this.table.appendChild(h("table", { class: "grid" }, h("thead", null, head), body));
