@@ -1,6 +1,7 @@
-"""Trains a small MLP on CPU for about 15 s, sleeping between steps, so a
-page can watch its casts arrive live. Autocast is entered per step (the
-recommended way)."""
+"""Trains a small MLP on CPU for about 15 s (or the seconds given as its
+argument), sleeping between steps, so a page can watch its casts arrive live.
+Autocast is entered per step (the recommended way)."""
+import sys
 import time
 
 import torch
@@ -8,7 +9,7 @@ import torch
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-deadline = time.monotonic() + 15.0
+deadline = time.monotonic() + (float(sys.argv[1]) if len(sys.argv) > 1 else 15.0)
 step = 0
 while time.monotonic() < deadline:
     x, y = torch.randn(16, 32), torch.randint(0, 10, (16,))
