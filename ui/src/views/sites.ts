@@ -20,15 +20,20 @@ function timelineHash(run: string, s: SiteRow): string {
 }
 
 /** The folder all of `files` share ("" when none but "/"): the shown paths leave it out. */
-export function commonFolder(files: string[]): string {
-  if (!files.length) return "";
-  let prefix = files[0].slice(0, files[0].lastIndexOf("/") + 1);
-  for (const f of files) while (prefix && !f.startsWith(prefix)) prefix = prefix.slice(0, prefix.lastIndexOf("/", prefix.length - 2) + 1);
+function commonFolder(files: string[]): string {
+  let prefix = files.length ? files[0].slice(0, files[0].lastIndexOf("/") + 1) : "";
+  for (const f of files) {
+    while (prefix && !f.startsWith(prefix)) {
+      // One folder up: "/a/b/" -> "/a/" -> "/" -> "".
+      const cut = prefix.length > 1 ? prefix.lastIndexOf("/", prefix.length - 2) : -1;
+      prefix = cut < 0 ? "" : prefix.slice(0, cut + 1);
+    }
+  }
   return prefix === "/" ? "" : prefix;
 }
 
 /** A path as shown: without the common folder, and past MAX_PATH_CHARS its last two parts only. */
-export function shortPath(file: string, common: string): string {
+function shortPath(file: string, common: string): string {
   const rest = common && file.startsWith(common) ? file.slice(common.length) : file;
   if (rest.length <= MAX_PATH_CHARS) return rest;
   const parts = rest.split("/");
@@ -223,13 +228,13 @@ export class SitesView {
         "tr",
         { class: `site-row ${s.mismatch ? "row-mismatch" : ""}`, "data-site": `${s.file}:${s.line}` },
         h("td", { class: "site" }, open),
-          h("td", null, s.function ?? ""),
-          h("td", null, s.op ?? ""),
-          h("td", null, String(s.arg ?? "")),
-          h("td", { class: "num" }, fmtCount(s.total ?? 0)),
-          h("td", { class: "num" }, fmtBytes(s.bytes ?? 0)),
-          h("td", { class: "num" }, fmtCount(s.hits ?? 0)),
-          h("td", { class: s.stale_hits ? "num bad" : "num" }, fmtCount(s.stale_hits ?? 0)),
+        h("td", null, s.function ?? ""),
+        h("td", null, s.op ?? ""),
+        h("td", null, String(s.arg ?? "")),
+        h("td", { class: "num" }, fmtCount(s.total ?? 0)),
+        h("td", { class: "num" }, fmtBytes(s.bytes ?? 0)),
+        h("td", { class: "num" }, fmtCount(s.hits ?? 0)),
+        h("td", { class: s.stale_hits ? "num bad" : "num" }, fmtCount(s.stale_hits ?? 0)),
         ...cells,
         h("td", { class: s.mismatch ? "bad" : "muted" }, s.mismatch ? "yes" : "no"),
       );
