@@ -59,6 +59,12 @@ test("casts arrive on the timeline while the job trains", async ({ page }) => {
 
   // When the job ends the page says so and stops following the feed.
   await expect(page.locator("#conn")).toHaveText("finished", { timeout: 90_000 });
+  await expect(page.locator(".run-ended")).toBeHidden();
+  // The viewer stopping later (Ctrl-C on --serve) is noticed too: the feed watches a while after the end.
+  await server.stop();
+  server = undefined;
+  await expect(page.locator(".run-ended")).toContainText("viewer stopped");
+  await expect(page.locator("#conn")).toHaveText("ended: viewer stopped");
   await watch.check();
 });
 

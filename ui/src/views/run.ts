@@ -19,6 +19,9 @@ const RUN_POLL_MS = 2000;
 const TRACKS_POLL_MS = 2000;
 const JUMP_MIN_SPAN = 2e6; // at least 2 ms from a site's first cast on
 const GONE_CHECK_MS = 1000;
+// How long the feed watches the server after the run's end: a job's own
+// collector exits within seconds of it; a daemon's keeps serving.
+const WATCH_AFTER_END_MS = 60_000;
 
 type JumpSite = { file: string; line: number; op?: string; arg?: string | number };
 
@@ -42,6 +45,7 @@ export class RunPage {
   private live: LiveFeed | null = null;
   private isLive = false;
   private runTimer = 0;
+  private watchTimer = 0;
   private tracksTimer = 0;
   private hashTimer = 0;
   private destroyed = false;
@@ -109,9 +113,9 @@ export class RunPage {
   }
 
   private openLive(): void {
-    // The feed stays open after the run finishes: its connection dropping is
-    // how the page learns that a job's own collector (castscope run without
-    // --serve) exited with it.
+    // The feed stays open a while after the run finishes: its connection
+    // dropping is how the page learns that a job's own collector (castscope
+    // run without --serve) exited with it.
     this.live = new LiveFeed(this.run, {
       batch: (b) => {
         if (this.isLive) this.timeline.onBatch(b);
@@ -120,7 +124,7 @@ export class RunPage {
       state: (s) => {
         if (s === "error") void this.checkServer();
         if (!this.connEl || this.ended) return;
-        if (!this.isLive && s !== "closed") {
+        if (!this.isLive) {
           this.connEl.textContent = "finished";
           this.connEl.className = "conn";
           return;
@@ -134,7 +138,7 @@ export class RunPage {
     this.pollTracks();
   }
 
-  /** Watches for the run's end: then refetches once (the feed stays open: see openLive). */
+  /** Watches for the run's end: then refetches once (the feed stays open a while: see openLive). */
   private pollRun(): void {
     this.runTimer = window.setTimeout(async () => {
       if (this.destroyed) return;
@@ -144,6 +148,11 @@ export class RunPage {
         if (run && !run.live) {
           this.isLive = false;
           window.clearTimeout(this.tracksTimer);
+          window.clearTimeout(this.watchTimer);
+          this.watchTimer = window.setTimeout(() => {
+            this.live?.close(); // the server stayed: its place for a live viewer freed
+            this.live = null;
+          }, WATCH_AFTER_END_MS);
           this.timeline.setTracks(await api.tracks(this.run));
           this.timeline.setLive(false);
           this.findings.setLive(false);
@@ -191,6 +200,7 @@ export class RunPage {
     this.live?.close(); // no more reconnecting
     this.live = null;
     window.clearTimeout(this.runTimer);
+    window.clearTimeout(this.watchTimer);
     window.clearTimeout(this.tracksTimer);
     this.timeline.setFollow(false);
     this.findings.serverGone();
@@ -307,6 +317,7 @@ export class RunPage {
   destroy(): void {
     this.destroyed = true;
     window.clearTimeout(this.runTimer);
+    window.clearTimeout(this.watchTimer);
     window.clearTimeout(this.tracksTimer);
     window.clearTimeout(this.hashTimer);
     this.live?.close();
