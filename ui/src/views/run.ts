@@ -107,7 +107,11 @@ export class RunPage {
   update(params: URLSearchParams): void {
     const [t0, t1] = [Number(params.get("t0")), Number(params.get("t1"))];
     const r = this.timeline.range;
-    if (params.has("t0") && params.has("t1") && t1 > t0 && (Math.abs(t0 - r.t0) > 1 || Math.abs(t1 - r.t1) > 1)) this.timeline.setRange(t0, t1);
+    if (params.has("t0") && params.has("t1")) {
+      if (t1 > t0 && (Math.abs(t0 - r.t0) > 1 || Math.abs(t1 - r.t1) > 1)) this.timeline.setRange(t0, t1);
+    } else if (this.isLive && !this.ended && !this.timeline.following) {
+      this.timeline.setFollow(true); // no range: the newest time, as when the jump started from following
+    }
     const severity = params.get("findings");
     if (severity) this.findings.reveal(severity);
   }
