@@ -91,16 +91,20 @@ test.describe("a stored run", () => {
     await page.goto(timeline());
     const sites = page.locator(".findings-list .finding ul.sites li");
     await expect(sites.first()).toBeVisible();
-    // Each word (a path's part with its "/", a hyphenated name's part with its "-") on one line: its boxes share one top.
+    // Each word (a path's part with its "/", a hyphenated name's part with its "-") on one line: its boxes
+    // share one top; and inside the panel.
     const broken = await page.locator(".findings-list").evaluate((list) => {
       const out: string[] = [];
+      const right = list.getBoundingClientRect().right;
       const walker = document.createTreeWalker(list, NodeFilter.SHOW_TEXT);
       for (let n = walker.nextNode(); n; n = walker.nextNode()) {
         for (const m of (n.textContent ?? "").matchAll(/[^\s/-]+[/-]?/g)) {
           const r = document.createRange();
           r.setStart(n, m.index!);
           r.setEnd(n, m.index! + m[0].length);
-          if (new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size > 1) out.push(m[0]);
+          const boxes = [...r.getClientRects()];
+          if (new Set(boxes.map((b) => Math.round(b.top))).size > 1) out.push(m[0]);
+          if (boxes.some((b) => b.right > right + 1)) out.push(`${m[0]} (past the panel's edge)`);
         }
       }
       return out;

@@ -142,7 +142,7 @@ export class FindingsPanel {
       "article",
       { class: "finding", "data-kind": f.kind, "data-severity": f.severity },
       h("div", { class: "finding-head" }, h("span", { class: `badge sev-${cssName(f.severity)}` }, f.severity), " ", h("code", null, f.kind)),
-      h("p", { class: "summary" }, f.summary),
+      h("p", { class: "summary" }, ...breakableAtSlashes(f.summary)),
       sites,
       full?.explanation || full?.fix || full?.evidence !== undefined ? details : null,
     );
@@ -155,7 +155,7 @@ export class FindingsPanel {
   }
 }
 
-/** A path as text nodes with a line-break opportunity after each "/": a long path wraps there, not mid-name. */
+/** Text with a line-break opportunity after each "/" (a <wbr>): a long path wraps there, not mid-name. */
 function breakableAtSlashes(path: string): (string | HTMLElement)[] {
   return path.split(/(?<=\/)/).flatMap((part, i) => (i ? [h("wbr"), part] : [part]));
 }
