@@ -460,6 +460,8 @@ def test_every_answer_matches_the_viewer_api_schema(schema_run):
         conforms("TimelineBuckets", fine)
     near = zoomed_in(thread, whole)
     assert near["casts"] and near["ops"]
+    assert {c["maker"] for c in near["casts"]} <= {"autocast", "autocast_backward", "autograd", "user"}, near["casts"][0]
+    assert "autocast" in {c["maker"] for c in near["casts"]}
     conforms("TimelineEvents", near)
     near = in_full(near)
     details = [("cast", near["casts"][0]), ("op", near["ops"][0])]

@@ -177,6 +177,8 @@ export interface CastFields {
   cache: string;
   mode: string;
   phase: string;
+  /** who made it, as the report's conversions_by_maker names it: autocast, autocast_backward, autograd, torchao, fsdp, transformer_engine, and for an explicit cast the library whose file holds its line (transformers, ...) or user */
+  maker: string;
   bytes: Count;
   shape: number[];
   /** stale hits: the source's version counter now */
