@@ -24,6 +24,7 @@ type Hooks = {
 /** A cast as the test reads it from /api/timeline. */
 type RunCast = { seq: number; op_seq: number; ts: number; op: string; src: string; dst: string; role: string; outcome: string; file: string; line: number };
 let casts: RunCast[] = [];
+let ops: { seq: number; ts: number; dur: number; op: string }[] = [];
 
 test.describe.configure({ mode: "serial" });
 
@@ -38,6 +39,7 @@ test.beforeAll(async () => {
   for (const lane of answer.lanes) {
     if (lane.kind !== "events") throw new Error(`lane ${lane.track} came as density`);
     for (const c of lane.casts) casts.push({ ...c, file: lane.locations[c.location].file, line: lane.locations[c.location].line });
+    ops.push(...lane.ops);
   }
   casts = casts.sort((a, b) => a.ts - b.ts || a.seq - b.seq);
 });
@@ -129,6 +131,35 @@ test("lanes fit their marks: stacked casts in rows apart, all under the numerics
   await expect.poll(async () => (await visibleCasts(page)).filter((c) => c.op_seq === cat.op_seq).length).toBe(casts.filter((c) => c.op_seq === cat.op_seq).length);
   const byOp = check(await visibleCasts(page));
   expect(byOp.get(cat.op_seq)!.length).toBe(6);
+  await watch.check();
+});
+
+test("nested ops are drawn in rows of their own", async ({ page }) => {
+  const watch = await watchPage(page);
+  // This job's ops do not nest (a callable overlay's module or function holds the ops it calls): one
+  // made up around every op of each answer.
+  await page.route("**/api/timeline?*", async (route) => {
+    const res = await route.fetch();
+    const answer = await res.json();
+    for (const lane of answer.lanes as { kind: string; ops: { seq: number; ts: number; dur: number; op: string }[] }[]) {
+      if (lane.kind !== "events" || lane.ops.length === 0) continue;
+      const t0 = Math.min(...lane.ops.map((o) => o.ts));
+      const t1 = Math.max(...lane.ops.map((o) => o.ts + o.dur));
+      lane.ops.unshift({ ...lane.ops[0], seq: 1e9, ts: t0 - 1, dur: t1 - t0 + 2, op: "test::outer" });
+    }
+    await route.fulfill({ response: res, json: answer });
+  });
+  // The training's longest op, with nothing else for a while in its middle.
+  const train = ops.filter((o) => o.ts >= casts.find((c) => c.outcome === "cast")!.ts - 1);
+  const inner = train.reduce((a, b) => (b.dur > a.dur ? b : a));
+  await openTimeline(page, `?t0=${inner.ts - inner.dur}&t1=${inner.ts + 2 * inner.dur}`);
+  const lane = (await visibleCasts(page))[0];
+  const x = (await page.evaluate((t) => (window as unknown as { __castscope: { xOfTime(t: number): number } }).__castscope.xOfTime(t), inner.ts + inner.dur / 2));
+  const tooltip = page.locator(".tooltip");
+  await page.mouse.move(x, lane.bodyTop + 6);
+  await expect(tooltip).toContainText("op test::outer");
+  await page.mouse.move(x, lane.laneBottom - 6);
+  await expect(tooltip).toContainText(`op ${inner.op}`);
   await watch.check();
 });
 

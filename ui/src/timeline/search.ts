@@ -6,7 +6,8 @@
 //                       mode, phase, policy, outcome, module, param, src, dst
 //   word                any part of the op, file, arg, role, maker, cache,
 //                       mode, module or parameter
-// Case does not matter; bf16, fp16, fp32 and fp64 name their dtypes. The
+// Case does not matter; bf16, fp16, fp32 and fp64 name their dtypes;
+// maker:explicit is any maker the job's own code is (user, or a library). The
 // terms are only compared with the casts' fields, never put into the page
 // as markup.
 
@@ -15,10 +16,13 @@ import type { Cast, SiteRow } from "../api";
 const DTYPE_ALIAS: Record<string, string> = { bf16: "bfloat16", fp16: "float16", half: "float16", fp32: "float32", fp64: "float64" };
 const dtype = (s: string) => DTYPE_ALIAS[s] ?? s;
 
-/** The casts' maker: the API names it where it is not autocast (as the exports do); absent: autocast's. */
+/** The casts' maker as the report's conversions_by_maker names it; absent (a collector that does not send it): autocast's. */
 function makerOf(c: Cast): string {
   return (c as Cast & { maker?: string }).maker ?? "autocast";
 }
+
+// Makers by name; any other is the job's own code asking (.to(), .float()), named "user" or after its library.
+const NAMED_MAKERS = new Set(["autocast", "autocast_backward", "autograd", "torchao", "fsdp", "transformer_engine"]);
 
 type Field = (c: Cast) => string | number | undefined;
 const FIELDS: Record<string, Field> = {
@@ -77,7 +81,8 @@ function term(t: string): Term {
     if (field && value) {
       const want = key === "src" || key === "dst" ? dtype(value) : value;
       const exact = key === "line";
-      const cast = (c: Cast) => (exact ? String(field(c)) === want : has(field(c), want));
+      const explicit = key === "maker" && want === "explicit";
+      const cast = (c: Cast) => (explicit ? !NAMED_MAKERS.has(makerOf(c)) : exact ? String(field(c)) === want : has(field(c), want));
       const row: Record<string, (r: SiteRow) => boolean> = {
         op: (r) => has(r.op, want),
         file: (r) => has(r.file, want),
