@@ -451,7 +451,8 @@ export class TimelineView {
     }
     if (grew) {
       this.layout = computeLayout(this.tracks, this.numerics, this.needs);
-      this.canvasSize();
+      // Resized, the opaque canvas is black until painted: at the next frame, not at the live pace.
+      if (this.canvasSize()) this.requestPaint();
     }
   }
 
