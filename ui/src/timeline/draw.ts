@@ -493,7 +493,9 @@ export function drawAxis(ctx: CanvasRenderingContext2D, vp: Viewport, height: nu
     const x = Math.round(xOf(vp, t)) + 0.5;
     ticks.moveTo(x, height - 7);
     ticks.lineTo(x, height);
-    ctx.fillText(fmtTick(t, step, Math.max(Math.abs(vp.t0), Math.abs(vp.t1))), x + 3, height / 2 - 2);
+    const label = fmtTick(t, step, Math.max(Math.abs(vp.t0), Math.abs(vp.t1)));
+    // A label cut at the right edge read as another number ("3.6" of 3.68 s): the tick alone there.
+    if (x + 3 + ctx.measureText(label).width <= W) ctx.fillText(label, x + 3, height / 2 - 2);
   }
   ctx.strokeStyle = "#94a3b8";
   ctx.lineWidth = 1;
