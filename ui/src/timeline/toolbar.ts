@@ -40,7 +40,7 @@ export function timelineToolbar(a: ToolbarActions): Toolbar {
   const searchBox = h("input", {
     type: "search",
     class: "tl-search",
-    placeholder: "filter casts: op, file:line, float32->bfloat16, role:weight…",
+    placeholder: "filter: op, file:line, float32->bf16, role:weight…",
     "aria-label": "filter casts",
     title: "terms all casts drawn in full must match: an op, file:line, a dtype pair (float32->bfloat16), role:, maker:, cache:, mode:, module: … (/ to focus, Enter or n: next match, Esc: leave)",
     spellcheck: false,
