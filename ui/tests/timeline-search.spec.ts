@@ -203,7 +203,7 @@ test("a filter dims the casts that do not match, counts the matches in view and 
 
 const centre = async (page: Page) => ((r) => (r.t0 + r.t1) / 2)(await range(page));
 
-test("Enter and n go to the next matching cast, beyond the data in hand too", async ({ page }) => {
+test("Enter and n go to the next matching cast, N and Shift+Enter to the previous, beyond the data in hand too", async ({ page }) => {
   const watch = await watchPage(page);
   const line = lineOf("castscope-ui: cat line");
   const wanted = casts.filter((c) => c.line === line && c.src === "bfloat16");
@@ -223,6 +223,11 @@ test("Enter and n go to the next matching cast, beyond the data in hand too", as
     await expect.poll(() => centre(page), { timeout: 15_000 }).toBeCloseTo(next.ts, -1);
     await expect.poll(async () => (await visibleCasts(page)).some((c) => c.seq === next.seq && !c.dimmed)).toBe(true);
   }
+  // N (and Shift+Enter) go back.
+  await page.keyboard.press("N");
+  await expect.poll(() => centre(page), { timeout: 15_000 }).toBeCloseTo(wanted[2].ts, -1);
+  await box.press("Shift+Enter");
+  await expect.poll(() => centre(page), { timeout: 15_000 }).toBeCloseTo(wanted[1].ts, -1);
   await watch.check();
 });
 

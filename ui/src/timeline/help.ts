@@ -15,6 +15,7 @@ const SHORTCUTS: [string, string][] = [
   ["Shift+0", "the whole run"],
   ["/", "filter casts: op, file:line, float32->bfloat16, role:weight, maker:explicit…"],
   ["Enter  or  n", "next cast that matches the filter"],
+  ["Shift+Enter  or  N", "previous matching cast"],
   ["hover", "what is under the pointer"],
   ["click", "details of a cast, op or kernel; the notes of a numerics mark"],
   ["Esc", "hide the tooltip, close this help"],

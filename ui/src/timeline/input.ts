@@ -1,7 +1,7 @@
 // The timeline's mouse and keyboard input: the wheel zooms around the
 // pointer (or pans, when it scrolls sideways), a drag pans, +/- zoom, arrows
 // pan, 0 frames the training (Shift+0 the whole run), / goes to the filter,
-// n to the next matching cast, ? opens the keyboard help and Escape hides the
+// n to the next matching cast (N the previous), ? opens the keyboard help and Escape hides the
 // tooltip and the help; hovering shows the
 // tooltip for what is under the pointer, a click (a press without a drag)
 // selects an event or opens a numerics mark's notes. It keeps only the drag
@@ -25,7 +25,8 @@ export interface InputTarget {
   fit(): void;
   wholeRun(): void;
   focusSearch(): void;
-  nextMatch(): void;
+  /** `dir` -1: the previous match. */
+  nextMatch(dir: 1 | -1): void;
   /** What is under (x, y), canvas CSS px. */
   pick(x: number, y: number): Picked | null;
   /** Marks an event selected on the timeline. */
@@ -147,7 +148,10 @@ export class TimelineInput {
         this.target.focusSearch();
         break;
       case "n":
-        this.target.nextMatch();
+        this.target.nextMatch(1);
+        break;
+      case "N":
+        this.target.nextMatch(-1);
         break;
       case "Escape":
         this.tooltip.hide();

@@ -1,12 +1,13 @@
-// Finding the next cast that matches the timeline's filter (Enter in the
-// search box, or n), after the last match shown (or the view's start when
-// that has left the view): first in the single casts already fetched, then
-// in a few windows of the same width further on (one request each, and
-// only for this key press), then, where those are density (too many
-// events) or hold none, among the sites' first casts (/api/sites rows with
-// their first_seq, each looked up once with /api/event). A site whose first
-// cast lies before the cursor is found this way only by the two first
-// steps. Also the casts' span (castSpanOf), which Fit frames.
+// Finding the next (or previous) cast that matches the timeline's filter
+// (Enter or n; Shift+Enter or N), after the last match shown (or the view's
+// start, its end going back, when that has left the view): first among the
+// single casts already fetched, then in a few windows further on (one
+// request each, for this key press only), then, where those are density (too
+// many events) or hold none, among the sites' first casts (/api/sites rows
+// with their first_seq, each looked up once with /api/event); past the last
+// match, back to the first. The sites give only each site's first cast: a
+// match beyond the windows at a site seen earlier is not found this way.
+// Also the casts' span (castSpanOf), which Fit frames.
 
 import { type AgentId, api, type Cast, type LaneAnswer, type SiteRow } from "../api";
 import { requestGroups, type TimelineData } from "./data";
@@ -58,7 +59,11 @@ export interface MatchTarget {
   say(text: string): void;
 }
 
-const after = (c: { ts: number; seq: number }, cur: { ts: number; seq: number }) => c.ts > cur.ts || (c.ts === cur.ts && c.seq > cur.seq);
+type At = { ts: number; seq: number };
+const after = (c: At, cur: At) => c.ts > cur.ts || (c.ts === cur.ts && c.seq > cur.seq);
+/** 1: later, -1: earlier. */
+type Dir = 1 | -1;
+const beyond = (c: At, cur: At, dir: Dir) => (dir > 0 ? after(c, cur) : after(cur, c));
 const asMatch = (c: Cast): Match => ({ agent: c.agent_id, seq: c.seq, ts: c.ts });
 
 export class MatchFinder {
@@ -75,20 +80,21 @@ export class MatchFinder {
     this.gen++;
   }
 
-  async next(f: CastFilter, match: (c: Cast) => boolean): Promise<void> {
+  async next(f: CastFilter, match: (c: Cast) => boolean, dir: Dir = 1): Promise<void> {
     const gen = ++this.gen;
     const { t0, t1 } = this.t.range();
-    const cur = this.cursor && this.cursor.ts >= t0 && this.cursor.ts <= t1 ? this.cursor : { ts: t0, seq: -1 };
+    const edge = dir > 0 ? { ts: t0, seq: -1 } : { ts: t1, seq: Infinity };
+    const cur = this.cursor && this.cursor.ts >= t0 && this.cursor.ts <= t1 ? this.cursor : edge;
     const lanes = this.t.lanes();
     const dense = lanes.some((l) => this.t.data().lanes.get(l.key)?.data.kind === "buckets");
     let found: Match | null = null;
     let wrapped = false;
     try {
-      found = this.inLoaded(lanes, cur, match);
-      if (!found && !dense) found = await this.scan(lanes, cur, match, gen);
+      found = this.inLoaded(lanes, cur, match, dir);
+      if (!found && !dense) found = await this.scan(lanes, cur, match, dir, gen);
       if (gen !== this.gen) return;
       if (!found) {
-        const s = await this.viaSites(f, cur, lanes, gen);
+        const s = await this.viaSites(f, cur, lanes, dir, gen);
         if (gen !== this.gen) return;
         found = s?.match ?? null;
         wrapped = s?.wrapped ?? false;
@@ -102,46 +108,50 @@ export class MatchFinder {
       return;
     }
     this.cursor = { ts: found.ts, seq: found.seq };
-    this.t.say(wrapped ? "no later match: back to the first" : "");
+    this.t.say(wrapped ? (dir > 0 ? "no later match: back to the first" : "no earlier match: on to the last") : "");
     this.t.show(found, dense);
   }
 
-  /** The earliest matching single cast after `cur` in the data fetched. */
-  private inLoaded(lanes: Lane[], cur: { ts: number; seq: number }, match: (c: Cast) => boolean): Match | null {
+  /** The nearest matching single cast beyond `cur` in the data fetched. */
+  private inLoaded(lanes: Lane[], cur: At, match: (c: Cast) => boolean, dir: Dir): Match | null {
     let best: Cast | null = null;
     for (const lane of lanes) {
       const d = this.t.data().lanes.get(lane.key)?.data;
       if (d?.kind !== "events") continue;
-      for (const c of d.casts) if (after(c, cur) && (!best || after(best, c)) && match(c)) best = c;
+      for (const c of d.casts) if (beyond(c, cur, dir) && (!best || beyond(best, c, dir)) && match(c)) best = c;
     }
     return best ? asMatch(best) : null;
   }
 
-  /** The next few windows after the fetched data; stops at the run's end or at a window of density. */
-  private async scan(lanes: Lane[], cur: { ts: number; seq: number }, match: (c: Cast) => boolean, gen: number): Promise<Match | null> {
+  /** The next few windows beyond the fetched data; stops at the run's end or at a window of density. */
+  private async scan(lanes: Lane[], cur: At, match: (c: Cast) => boolean, dir: Dir, gen: number): Promise<Match | null> {
     const { t0, t1 } = this.t.range();
     let width = (t1 - t0) * SCAN_SPANS;
-    let from = Math.max(cur.ts, ...lanes.map((l) => this.t.data().lanes.get(l.key)?.window.t1 ?? t1));
+    const windows = lanes.map((l) => this.t.data().lanes.get(l.key)?.window);
+    // The edge of the data fetched on the side searched: windows start there.
+    let edge = dir > 0
+      ? Math.max(cur.ts, ...windows.map((w) => w?.t1 ?? t1))
+      : Math.min(cur.ts, ...windows.map((w) => w?.t0 ?? t0));
     const px = this.t.plotWidth() * SCAN_SPANS;
-    for (let i = 0; i < SCAN_WINDOWS && from <= this.t.tMax(); i++, width *= 2) {
-      const to = from + width;
+    for (let i = 0; i < SCAN_WINDOWS && (dir > 0 ? edge <= this.t.tMax() : edge > 0); i++, width *= 2) {
+      const [from, to] = dir > 0 ? [edge, edge + width] : [Math.max(0, edge - width), edge];
       let best: Cast | null = null;
       for (const group of requestGroups(lanes)) {
         const answers = await api.timeline(this.run, group.map((l) => l.track.track), from, to, px);
         if (gen !== this.gen) return null;
         for (const a of answers) {
           if (a.kind !== "events") return null; // too many events: the sites say where to go
-          for (const c of a.casts) if (after(c, cur) && (!best || after(best, c)) && match(c)) best = c;
+          for (const c of a.casts) if (beyond(c, cur, dir) && (!best || beyond(best, c, dir)) && match(c)) best = c;
         }
       }
       if (best) return asMatch(best);
-      from = to;
+      edge = dir > 0 ? to : from;
     }
     return null;
   }
 
-  /** The earliest first cast after `cur` of the sites the filter can match (the earliest of all when none is after). */
-  private async viaSites(f: CastFilter, cur: { ts: number; seq: number }, lanes: Lane[], gen: number): Promise<{ match: Match; wrapped: boolean } | null> {
+  /** The nearest first cast beyond `cur` of the sites the filter can match (past the last, the first of all on the other side). */
+  private async viaSites(f: CastFilter, cur: At, lanes: Lane[], dir: Dir, gen: number): Promise<{ match: Match; wrapped: boolean } | null> {
     if (!this.sites || performance.now() - this.sites.at > SITES_STALE_MS) this.sites = { rows: (await api.sites(this.run)).sites, at: performance.now() };
     if (gen !== this.gen) return null;
     const rows = this.sites.rows.filter((r) => f.site(r)).sort((a, b) => a.first_seq - b.first_seq).slice(0, MAX_SITE_LOOKUPS);
@@ -152,8 +162,8 @@ export class MatchFinder {
       const m = await this.firstCast(row, agents);
       if (gen !== this.gen) return null;
       if (!m) continue;
-      if (!first || after(first, m)) first = m;
-      if (after(m, cur) && (!best || after(best, m))) best = m;
+      if (!first || beyond(first, m, dir)) first = m;
+      if (beyond(m, cur, dir) && (!best || beyond(best, m, dir))) best = m;
     }
     if (best) return { match: best, wrapped: false };
     return first ? { match: first, wrapped: true } : null;

@@ -15,7 +15,8 @@ export interface ToolbarActions {
   fit(): void;
   wholeRun(): void;
   setFilter(text: string): void;
-  nextMatch(): void;
+  /** `dir` -1: the previous match. */
+  nextMatch(dir: 1 | -1): void;
   setFollow(on: boolean): void;
   clearHighlights(): void;
   showHelp(): void;
@@ -42,7 +43,7 @@ export function timelineToolbar(a: ToolbarActions): Toolbar {
     class: "tl-search",
     placeholder: "filter: op, file:line, float32->bf16, role:weight…",
     "aria-label": "filter casts",
-    title: "terms all casts drawn in full must match: an op, file:line, a dtype pair (float32->bfloat16), role:, maker:, cache:, mode:, module: … (/ to focus, Enter or n: next match, Esc: leave)",
+    title: "terms all casts drawn in full must match: an op, file:line, a dtype pair (float32->bfloat16), role:, maker:, cache:, mode:, module: … (/ to focus, Enter or n: next match, Shift+Enter or N: previous, Esc: leave)",
     spellcheck: false,
     autocomplete: "off",
   });
@@ -51,7 +52,7 @@ export function timelineToolbar(a: ToolbarActions): Toolbar {
     if (e.key === "Enter") {
       e.preventDefault();
       a.setFilter(searchBox.value);
-      a.nextMatch();
+      a.nextMatch(e.shiftKey ? -1 : 1);
     } else if (e.key === "Escape") {
       searchBox.blur();
     }
@@ -71,7 +72,7 @@ export function timelineToolbar(a: ToolbarActions): Toolbar {
     h("label", { class: "follow", title: "keep the newest events in view" }, followBox, " follow live"),
     btn("Clear highlight", "clear highlighted site", () => a.clearHighlights()),
     btn("?", "keyboard shortcuts (?)", () => a.showHelp()),
-    h("span", { class: "tl-search-group" }, searchBox, btn("Next", "next matching cast (Enter, n)", () => a.nextMatch()), searchCount),
+    h("span", { class: "tl-search-group" }, searchBox, btn("Prev", "previous matching cast (Shift+Enter, N)", () => a.nextMatch(-1)), btn("Next", "next matching cast (Enter, n)", () => a.nextMatch(1)), searchCount),
     statusEl,
     legend(),
   );

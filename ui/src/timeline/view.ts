@@ -127,7 +127,7 @@ export class TimelineView {
       fit: () => this.fit(),
       wholeRun: () => this.wholeRun(),
       setFilter: (text) => this.setFilter(text),
-      nextMatch: () => void this.nextMatch(),
+      nextMatch: (dir) => void this.nextMatch(dir),
       setFollow: (on) => this.setFollow(on),
       clearHighlights: () => this.setHighlights([]),
       showHelp: () => this.help.toggle(),
@@ -149,7 +149,7 @@ export class TimelineView {
       fit: () => this.fit(),
       wholeRun: () => this.wholeRun(),
       focusSearch: () => this.searchBox.focus(),
-      nextMatch: () => void this.nextMatch(),
+      nextMatch: (dir) => void this.nextMatch(dir),
       pick: (x, y) => pick(this.frame, this.layout, this.vp(), x, y),
       select: (sel) => this.select(sel),
       open: (agent, seq, kind) => this.cb.select(agent, seq, kind),
@@ -484,13 +484,13 @@ export class TimelineView {
     return m;
   };
 
-  /** Moves the view to the next cast that matches the filter (matches.ts). */
-  async nextMatch(): Promise<void> {
+  /** Moves the view to the next (`dir` -1: previous) cast that matches the filter (matches.ts). */
+  async nextMatch(dir: 1 | -1 = 1): Promise<void> {
     if (!this.filter) {
       this.searchBox.focus();
       return;
     }
-    await this.matches.next(this.filter, this.matchesFilter);
+    await this.matches.next(this.filter, this.matchesFilter, dir);
   }
 
   /** Centres the view on a match and selects it; `dense`: the view showed density, so zoom in until single casts are drawn. */
