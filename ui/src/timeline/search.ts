@@ -16,9 +16,9 @@ import type { Cast, SiteRow } from "../api";
 const DTYPE_ALIAS: Record<string, string> = { bf16: "bfloat16", fp16: "float16", half: "float16", fp32: "float32", fp64: "float64" };
 const dtype = (s: string) => DTYPE_ALIAS[s] ?? s;
 
-/** The casts' maker as the report's conversions_by_maker names it; absent (a collector that does not send it): autocast's. */
+/** The cast's maker as the report's conversions_by_maker names it (CastFields.maker). */
 function makerOf(c: Cast): string {
-  return (c as Cast & { maker?: string }).maker ?? "autocast";
+  return c.maker;
 }
 
 // Makers by name; any other is the job's own code asking (.to(), .float()), named "user" or after its library.
