@@ -73,6 +73,9 @@ std::string cast_rows_view_before_float8() {
 // What takes a store of version `version` + 1 to `version`.
 std::string step_to(int version) {
   switch (version) {
+    case 20:  // no batches' drops and times
+      return "ALTER TABLE batches DROP COLUMN events_dropped_total; ALTER TABLE batches DROP COLUMN first_ts_ns;"
+             "ALTER TABLE batches DROP COLUMN last_ts_ns;";
     case 19: {  // no casts.module, casts.parameter
       const std::string view = cast_rows_view_before_modules();
       if (view.empty()) return {};

@@ -218,6 +218,33 @@ class TwoLayer(torch.nn.Module):
         return self.fc(x).relu()  # <traced-forward>
 
 
+class ScriptedLinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)  # <scripted-module-linear>
+
+
+def test_a_scripted_modules_layer_casts_at_the_users_line_as_eagerly(tmp_path):
+    """nn.Linear is inlined into a scripted module's graph: its casts are at the
+    user's `self.fc(x)`, as eagerly, not in torch's linear.py (which split an
+    eager/script comparison of one line over two rows)."""
+    module, x = ScriptedLinear(), torch.randn(2, 4)
+    scripted = torch.jit.script(ScriptedLinear())
+    with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            for _ in range(3):
+                module(x)
+                scripted(x)
+        casts = [c for c in agent.casts() if c["op"] == "aten::linear"]
+    by_mode = {mode: {(c["location"]["file"], c["location"]["line"]) for c in casts if c["mode"] == mode}
+               for mode in ("EXECUTION_MODE_EAGER", "EXECUTION_MODE_SCRIPT")}
+    assert by_mode["EXECUTION_MODE_SCRIPT"], casts
+    assert by_mode["EXECUTION_MODE_EAGER"] == by_mode["EXECUTION_MODE_SCRIPT"] == {(THIS_FILE, line_of("scripted-module-linear"))}
+
+
 def test_traced_module_while_tracing_and_when_run(tmp_path):
     module, x = TwoLayer(), torch.randn(2, 4)
     with castscope.attached(events_path=tmp_path / "e.jsonl") as agent:

@@ -12,6 +12,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -346,6 +347,11 @@ def test_counters_findings_and_sites(viewer):
         s["by_mode"]["eager"].get("float32->bfloat16", 0) for s in viewer.api(f"/api/sites?run={rid}")["sites"])
     assert len(counters["steps"]) == 40
     assert counters["cache"][0]["live_casts"]
+    # Zoomed in between two samples: the samples either side frame the range, so the chart is not empty.
+    samples = viewer.api(f"/api/counters?run={rid}&t0=0&t1={t1 + 10**9}&points=20000")["cache"][0]["t"]
+    ta, tb = next((a, b) for a, b in zip(samples, samples[1:]) if b - a > 2)
+    framed = viewer.api(f"/api/counters?run={rid}&t0={ta + 1}&t1={tb}&points=50")
+    assert framed["cache"][0]["t"] == [ta, tb] and framed["steps"] == []
     assert viewer.api(f"/api/findings?run={rid}")["findings"] == []  # a clean job
     sites = viewer.api(f"/api/sites?run={rid}")["sites"]
     assert {(s["op"], s["arg"]) for s in sites} >= {("aten::linear", "weight"), ("aten::linear", "input")}
@@ -442,8 +448,20 @@ def test_every_answer_matches_the_viewer_api_schema(schema_run):
     whole = timeline(thread, 0, tracks["t_max"], 1)
     assert whole["kind"] == "buckets" and whole["buckets"], whole["kind"]
     conforms("TimelineBuckets", whole)
+    # Finer than the millisecond tiles with too many events to send: buckets of
+    # about two pixels made from the events, not millisecond blocks.
+    coarse = timeline(thread, 0, tracks["t_max"], 1000)
+    busy = [b for b in bucket_rows(coarse) if b["decisions"]]
+    t0, t1 = busy[0]["t"], busy[-1]["t"] + coarse["bucket_ns"]
+    if 2 * (t1 - t0) // 20000 < 2**19:
+        fine = timeline(thread, t0, t1, 20000)
+        assert fine["kind"] == "buckets" and fine["bucket_ns"] <= max(1, 2 * (t1 - t0) // 20000), fine["bucket_ns"]
+        assert sum(b["decisions"] for b in bucket_rows(fine)) == sum(b["decisions"] for b in busy)
+        conforms("TimelineBuckets", fine)
     near = zoomed_in(thread, whole)
     assert near["casts"] and near["ops"]
+    assert {c["maker"] for c in near["casts"]} <= {"autocast", "autocast_backward", "autograd", "user"}, near["casts"][0]
+    assert "autocast" in {c["maker"] for c in near["casts"]}
     conforms("TimelineEvents", near)
     near = in_full(near)
     details = [("cast", near["casts"][0]), ("op", near["ops"][0])]
@@ -519,6 +537,83 @@ def test_numerics_answer_has_the_scale_its_skipped_steps_and_the_overflowing_lin
         v.stop()
 
 
+# A second thread when the agent has rings for one: its 100 mm calls are
+# dropped (2 casts and an op each, and the op probe's record), between the
+# main thread's events before and after it.
+LOSSES_JOB = """
+import sys, threading
+import torch
+import castscope
+castscope.attach(collector=sys.argv[1], run_id="losses-run", max_threads=1, events_path=sys.argv[2])
+a, b = torch.randn(8, 8), torch.randn(8, 8)
+def work():
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for _ in range(100):
+            torch.mm(a, b)
+work()
+thread = threading.Thread(target=work)
+thread.start()
+thread.join()
+work()
+castscope.detach()
+"""
+
+
+def test_tracks_mark_where_events_were_lost(tmp_path):
+    """Every dropped event is placed on the timeline: /api/tracks' losses add
+    up to the agent's drops, within the run's time."""
+    ready = tmp_path / "collector.addr"
+    v = Viewer(tmp_path, "serve", "--db", str(tmp_path / "losses.db"), "--listen", "127.0.0.1:0", "--ready-file", str(ready))
+    try:
+        while not ready.exists():
+            time.sleep(0.02)
+        job = tmp_path / "job.py"
+        job.write_text(LOSSES_JOB)
+        result = subprocess.run([sys.executable, str(job), ready.read_text().strip(), str(tmp_path / "events.jsonl")],
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        deadline = time.monotonic() + 120
+        while not all(a["finished"] for r in v.api("/api/runs")["runs"] for a in r["agents"]):
+            assert time.monotonic() < deadline, "the job's batches did not all arrive in 120 s"
+            time.sleep(0.2)
+        [agent] = v.api("/api/runs")["runs"][0]["agents"]
+        assert agent["events_dropped"] == 301, agent
+        tracks = v.api("/api/tracks?run=losses-run")
+        conforms("TracksAnswer", tracks)
+        [process] = tracks["processes"]
+        assert process["losses"], process
+        assert sum(loss["events_dropped"] for loss in process["losses"]) == 301
+        assert all(0 <= loss["t0"] <= loss["t1"] <= tracks["t_max"] for loss in process["losses"]), process["losses"]
+    finally:
+        v.stop()
+
+
+def test_export_downloads(schema_run):
+    """The export buttons' files: the report, a Perfetto and a Chrome trace of
+    the run, each named for it, with no temporary file left behind."""
+    viewer, _ = schema_run
+    before = set(pathlib.Path(tempfile.gettempdir()).glob("castscope-export-*"))
+    rid = urllib.parse.quote("schema-run")
+    response, body = viewer.get(f"/api/export?run={rid}&format=report")
+    assert response.status == 200, body[:300]
+    assert response.getheader("Content-Disposition") == 'attachment; filename="castscope-schema-run-report.json"'
+    report = json.loads(body)
+    assert report["run"]["run_id"] == "schema-run" and report["totals"]
+    response, body = viewer.get(f"/api/export?run={rid}&format=chrome")
+    assert response.status == 200 and "chrome-trace.json" in response.getheader("Content-Disposition")
+    assert any(e.get("cat") == "castscope.cast" for e in json.loads(body)["traceEvents"])
+    response, body = viewer.get(f"/api/export?run={rid}&format=perfetto")
+    assert response.status == 200 and response.getheader("Content-Disposition").endswith('.perfetto-trace"')
+    assert len(body) > 1000
+    response, body = viewer.get(f"/api/export?run={rid}&format=sqlite")
+    assert response.status == 400 and b"expected report, perfetto or chrome" in body
+    response, body = viewer.get("/api/export?run=no-such-run&format=chrome")
+    assert response.status == 404, body[:300]
+    response, body = viewer.get(f"/api/export?run={rid}&format=report", token=False)
+    assert response.status == 401
+    assert set(pathlib.Path(tempfile.gettempdir()).glob("castscope-export-*")) == before
+
+
 def test_crafted_strings_come_back_as_data(tmp_path):
     """The API returns agent strings verbatim in JSON (the page renders them
     as text; ui/tests checks that no script runs)."""
@@ -532,6 +627,9 @@ def test_crafted_strings_come_back_as_data(tmp_path):
         assert response.getheader("Content-Type") == "application/json"
         findings = v.api(f"/api/findings?run={urllib.parse.quote(run['run_id'])}")["findings"]
         assert findings and findings[0]["kind"] == "stale-cache-hit"
+        # The Runs page's counts: the run's findings by severity.
+        assert run["findings"]["critical"] == sum(f["severity"] == "critical" for f in findings) > 0
+        assert sum(run["findings"].values()) == len(findings)
         # A finding with sites and evidence: the report's, as the schema says.
         conforms("FindingsAnswer", {"findings": findings})
         conforms("RunsAnswer", v.api("/api/runs"))

@@ -25,6 +25,13 @@ export interface Run {
   last_seen_unix_ns: UnixNs;
   /** Some agent has not sent its final batch. */
   live: boolean;
+  /** The run's stored findings by severity, every severity named (0 where none): the Runs page's counts. */
+  findings: {
+    critical: Count;
+    error: Count;
+    warning: Count;
+    info: Count;
+  };
   agents: Agent[];
 }
 
@@ -79,6 +86,16 @@ export interface Process {
   command: string;
   /** Thread tracks first, then GPU streams. */
   tracks: Track[];
+  /** Where the process lost events, in time order (at most 1 000, neighbours merged past that); empty for a store before schema 21. */
+  losses: Loss[];
+}
+
+/** Events the agent dropped (its ring full, or no ring) while the batch ending at t1 was recorded, or batches that never reached the store, between t0 and t1 (ns since the run's origin); drops counted after the last batch (the spool's disk full) at the end of its events. */
+export interface Loss {
+  t0: number;
+  t1: number;
+  events_dropped: Count;
+  batches_missing: Count;
 }
 
 /** A castscope thread (`thread` set) or a GPU device and stream (`device` and `stream` set). */
@@ -160,6 +177,8 @@ export interface CastFields {
   cache: string;
   mode: string;
   phase: string;
+  /** who made it, as the report's conversions_by_maker names it: autocast, autocast_backward, autograd, torchao, fsdp, transformer_engine, and for an explicit cast the library whose file holds its line (transformers, ...) or user */
+  maker: string;
   bytes: Count;
   shape: number[];
   /** stale hits: the source's version counter now */
@@ -296,6 +315,7 @@ export interface CountersAnswer {
   steps: Step[];
 }
 
+/** Samples in the range, framed by the last sample before it and the first after it where there are such (the cache holds a sample's state until the next one). */
 export interface CacheSeries {
   agent_id: AgentId;
   t: number[];

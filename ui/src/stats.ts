@@ -22,6 +22,8 @@ export interface PaintRecord {
   at: number; // performance.now() when the paint ended
   ms: number; // the paint's own time (canvas drawing)
   lanesWithData: number;
+  t0?: number; // the range painted (the browser tests line the counters up with it)
+  t1?: number;
   lanes: number;
 }
 

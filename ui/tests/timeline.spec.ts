@@ -87,7 +87,7 @@ test("every lane of a view step comes in one request", async ({ page }) => {
   }, run.run_id);
   expect(tracks.length).toBeGreaterThan(0); // this job has one lane; several in one answer: test_viewer_http.py's schema run
   await page.locator("canvas.tl-lanes").focus();
-  for (const key of ["+", "+", "+", "ArrowRight", "-", "0"]) await page.keyboard.press(key);
+  for (const key of ["+", "+", "+", "ArrowRight", "-", "Shift+0", "0"]) await page.keyboard.press(key);
   await waitForCasts(page);
   expect(asked.length).toBeGreaterThan(1);
   for (const lanes of asked) expect([...lanes].sort()).toEqual([...tracks].sort());
@@ -500,4 +500,37 @@ test("? shows the keyboard help, Escape closes it; zooming out stops at the run'
   expect(r.t0, JSON.stringify(r)).toBeGreaterThanOrEqual(-0.15 * end);
   expect(r.t1, JSON.stringify(r)).toBeLessThanOrEqual(1.15 * end);
   await watch.check();
+});
+
+test("following a live run, the counters' time axis stays under the lanes' (it trailed them until the next answer)", async ({ page }) => {
+  const watch = await watchPage(page);
+  const live = await runJob("slow_train.py");
+  try {
+    const liveRun = await waitForRun(live, { minCasts: 5 });
+    await page.goto(`${live.url}#/run/${encodeURIComponent(liveRun.run_id)}/timeline`);
+    await expect.poll(() => page.evaluate(() => (window as unknown as { __castscope?: { following(): boolean } }).__castscope?.following() ?? false)).toBe(true);
+    await expect.poll(async () => (await page.evaluate(() => (window as unknown as { __castscope: Hooks }).__castscope.counterAxes().at(-1)?.x.length ?? 0))).toBeGreaterThan(1);
+    // In a frame after a paint of the lanes: where the counters' time labels stand, and where the
+    // lanes painted those times (the range of the newest paint; pushed batches move the range between paints).
+    const worst = await page.evaluate(async (gutter) => {
+      const api = (window as unknown as { __castscope: Hooks & { stats: { paintLog: { t0?: number; t1?: number }[] } } }).__castscope;
+      const lanes = (document.querySelector("canvas.tl-lanes") as HTMLCanvasElement).getBoundingClientRect();
+      let worst = 0;
+      for (let i = 0; i < 30; i++) {
+        await new Promise((r) => setTimeout(r, 97));
+        await new Promise((r) => requestAnimationFrame(r));
+        const last = api.stats.paintLog.at(-1)!;
+        const p = last.t0 !== undefined ? last : api.getRange();
+        for (const t of api.counterAxes().at(-1)!.x) {
+          const x = lanes.left + gutter + ((t.v - p.t0!) / (p.t1! - p.t0!)) * (lanes.width - gutter);
+          worst = Math.max(worst, Math.abs(x - t.pos));
+        }
+      }
+      return worst;
+    }, GUTTER);
+    expect(worst).toBeLessThan(2);
+    await watch.check();
+  } finally {
+    await live.stop();
+  }
 });

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string_view>
@@ -73,6 +74,24 @@ bool inside_disabled_autocast(std::string_view text, size_t offset) {
   return false;
 }
 
+// The frame whose line a cast is reported at: the innermost with a source
+// range in the user's code. A scripted module's nn.Linear is inlined into its
+// caller's graph, so the innermost frame is torch's linear.py and the user's
+// line (`self.fc(x)`, where eager mode reports it) is the next one out. With
+// no frame in user code, the innermost with a range; null when none has one.
+const torch::jit::StackEntry* reported_frame(const std::vector<torch::jit::StackEntry>& callstack) {
+  const torch::jit::StackEntry* innermost = nullptr;
+  for (const auto& entry : callstack) {
+    if (!is_user_range(entry.range)) continue;  // torch's own "<string>" formulas are no user line
+    if (innermost == nullptr) innermost = &entry;
+    // Per op: the file name by reference, no copy. A traced graph's range is
+    // the tracer's stack text, without a file: its frames are parsed later.
+    const std::optional<std::string>& file = entry.range.source()->filename();
+    if (!file || source_kind(*file) == SourceKind::kUser) return &entry;
+  }
+  return innermost;
+}
+
 // Ops the JIT inserts itself (differentiable-graph plumbing, and autocast
 // casts in graphs optimized without jit_cast_lines.h's pass) have no range:
 // the nearest enclosing frame with one stands in.
@@ -81,22 +100,18 @@ JitContext resolve(const std::vector<torch::jit::StackEntry>& callstack, Locatio
   context.mode = ExecutionMode::kScript;
   Location location;
   location.kind = LocationKind::kTorchscript;
-  for (const auto& entry : callstack) {
-    if (!is_user_range(entry.range)) continue;  // torch's own "<string>" formulas are no user line
-    const auto source = entry.range.source();
-    location.function = entry.filename;  // the interpreter stores the function name here
+  if (const torch::jit::StackEntry* entry = reported_frame(callstack)) {
+    const auto source = entry->range.source();
+    location.function = entry->filename;  // the interpreter stores the function name here
     if (parse_traced_stack(source->text_str().str(), location)) {
       context.mode = ExecutionMode::kTraced;
       context.has_source = true;
-      break;
-    }
-    if (auto file_line = entry.range.file_line_col()) {
+    } else if (auto file_line = entry->range.file_line_col()) {
       location.file = std::get<0>(*file_line);
       location.line = static_cast<uint32_t>(std::get<1>(*file_line));
-      location.inside_disabled_autocast = inside_disabled_autocast(source->text_str().str(), entry.range.start());
+      location.inside_disabled_autocast = inside_disabled_autocast(source->text_str().str(), entry->range.start());
       location.also_consumed_at = other_consumer_lines(source.get());
       context.has_source = true;
-      break;
     }
   }
   if (location.function.empty() && !callstack.empty()) location.function = callstack.front().filename;
@@ -114,14 +129,8 @@ void forget_resolved_jit_sites() {
 bool current_jit_context(LocationTable& locations, JitContext& out) {
   const auto callstack = torch::jit::currentCallstack();  // innermost first
   if (callstack.empty()) return false;
-  // Cache by the innermost frame that has a source range.
-  const torch::jit::StackEntry* sourced = nullptr;
-  for (const auto& entry : callstack) {
-    if (is_user_range(entry.range)) {
-      sourced = &entry;
-      break;
-    }
-  }
+  // Cache by the frame reported: what resolve makes depends on it alone.
+  const torch::jit::StackEntry* sourced = reported_frame(callstack);
   if (sourced == nullptr) {
     out = resolve(callstack, locations);
     return true;

@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "common/log/logger.h"
+#include "server/src/service/export_download.h"
 #include "server/src/service/metrics_page.h"
 #include "server/src/service/prometheus_text.h"
 #include "server/src/store/row_id.h"
@@ -527,6 +528,40 @@ void HttpService::install_api_routes() {
     std::string run, error;
     if (!text_param(req, "run", run, error)) return send_error(res, 400, error);
     answer(req, res, [&](viewer::ViewerQueries& q, json& body) { return q.modules(run, body); });
+  });
+  // The export buttons: a run's report or trace as a file to save.
+  server.Get("/api/export", [this](const httplib::Request& req, httplib::Response& res) {
+    std::string run, format, error;
+    if (!text_param(req, "run", run, error) || !text_param(req, "format", format, error, 16))
+      return send_error(res, 400, error);
+    auto download = std::make_shared<Download>();
+    if (Status s = make_download(db_path_, run, format, *download); !s.ok())
+      return send_error(res, http_status(s), s.message());
+    res.status = 200;
+    res.set_header("Cache-Control", "no-store");
+    res.set_header("Content-Disposition", "attachment; filename=\"" + download->filename + "\"");
+    if (download->file.empty()) return send_body(req, res, std::move(download->body), download->content_type);
+    std::error_code size_error;
+    const uintmax_t size = std::filesystem::file_size(download->file, size_error);
+    auto file = std::make_shared<std::ifstream>(download->file, std::ios::binary);
+    auto remove_folder = [download] {
+      std::error_code ignored;
+      std::filesystem::remove_all(download->folder, ignored);
+    };
+    if (size_error || !*file) {
+      remove_folder();
+      return send_error(res, 500, "export: cannot read the trace it wrote");
+    }
+    // Streamed from the file (a trace can be gigabytes), which goes with the answer.
+    res.set_content_provider(
+        static_cast<size_t>(size), download->content_type,
+        [file](size_t offset, size_t length, httplib::DataSink& sink) {
+          char chunk[1 << 16];
+          file->seekg(static_cast<std::streamoff>(offset));
+          file->read(chunk, static_cast<std::streamsize>(std::min(length, sizeof chunk)));
+          return file->gcount() > 0 && sink.write(chunk, static_cast<size_t>(file->gcount()));
+        },
+        [remove_folder](bool) { remove_folder(); });
   });
   server.Get("/api/numerics", [answer](const httplib::Request& req, httplib::Response& res) {
     std::string run, error;

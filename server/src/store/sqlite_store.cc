@@ -168,9 +168,13 @@ const Migration kMigrations[] = {
          "ALTER TABLE casts ADD COLUMN parameter INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
        return run_sql(db, kCastRowsViewSql, "cannot create the cast_rows view");
      }},
+    // Older batches carry no drops or times: 0, which the timeline reads as unknown.
+    {20, "ALTER TABLE batches ADD COLUMN events_dropped_total INTEGER NOT NULL DEFAULT 0;"
+         "ALTER TABLE batches ADD COLUMN first_ts_ns INTEGER NOT NULL DEFAULT 0;"
+         "ALTER TABLE batches ADD COLUMN last_ts_ns INTEGER NOT NULL DEFAULT 0"},
 };
 constexpr int kOldestMigratedVersion = 4;
-constexpr int kNewestMigrationFrom = 19;
+constexpr int kNewestMigrationFrom = 20;
 static_assert(kNewestMigrationFrom == kSchemaVersion - 1,
               "a schema change needs its migration step (or a new kOldestMigratedVersion)");
 // A read-only connection cannot migrate; it reads only the current version

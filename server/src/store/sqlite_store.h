@@ -30,7 +30,7 @@ namespace castscope::collector {
 
 // PRAGMA user_version. A change to the schema (store_schema.h) bumps it and
 // adds a migration step (sqlite_store.cc) or raises the oldest version upgraded.
-inline constexpr int kSchemaVersion = 20;
+inline constexpr int kSchemaVersion = 21;
 inline constexpr int kApplicationId = 0x43535354;  // PRAGMA application_id: "CSST"
 
 // One prepared statement; reset and cleared for reuse by `reset()`.

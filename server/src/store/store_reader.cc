@@ -287,6 +287,62 @@ Status StoreReader::list_findings(const v1::ListFindingsRequest& request, v1::Li
   return error.ok() ? Status() : db_.error(error.message());
 }
 
+Status StoreReader::batch_losses(int64_t agent_row, std::vector<BatchLoss>& out, int64_t& last_dropped) {
+  out.clear();
+  last_dropped = 0;
+  if (db_.schema_version() < 21) return {};  // no times in its batches
+  ReadTransaction transaction(db_);
+  Statement batches;
+  if (Status s = Statement::prepare(db_.handle(),
+                                    "SELECT sequence, events_dropped_total, first_ts_ns, last_ts_ns FROM batches "
+                                    "WHERE agent = ? ORDER BY sequence",
+                                    batches);
+      !s.ok())
+    return db_.error(s.message());
+  batches.bind(1, agent_row);
+  int64_t prev_sequence = -1, known_ts = 0;  // known_ts: the last event time so far (0: none yet)
+  BatchLoss pending;                          // losses before any event time: placed at the first one
+  Status error;
+  while (batches.step(error)) {
+    const int64_t sequence = batches.column_int(0), dropped_total = batches.column_int(1);
+    const int64_t first_ts = batches.column_int(2), last_ts = batches.column_int(3);
+    pending.events_dropped += std::max<int64_t>(0, dropped_total - last_dropped);
+    if (prev_sequence >= 0) pending.batches_missing += std::max<int64_t>(0, sequence - prev_sequence - 1);
+    last_dropped = std::max(last_dropped, dropped_total);
+    prev_sequence = sequence;
+    if (pending.events_dropped == 0 && pending.batches_missing == 0) {
+      if (last_ts > 0) known_ts = last_ts;
+      continue;
+    }
+    // Drops happened while this batch's events were recorded; a lost batch,
+    // between the last event before it and this batch's first.
+    const int64_t t0 = known_ts > 0 ? known_ts : first_ts;
+    const int64_t t1 = pending.events_dropped > 0 && last_ts > 0 ? last_ts : (first_ts > 0 ? first_ts : t0);
+    if (last_ts > 0) known_ts = last_ts;
+    if (t0 <= 0) continue;  // no event time yet: carried to the next batch that has one
+    pending.t0_ns = t0;
+    pending.t1_ns = std::max(t0, t1);
+    out.push_back(pending);
+    pending = {};
+  }
+  return error.ok() ? Status() : db_.error(error.message());
+}
+
+Status StoreReader::finding_counts(std::map<std::string, std::map<std::string, int64_t>>& out) {
+  ReadTransaction transaction(db_);
+  out.clear();
+  Statement counts;
+  if (Status s = Statement::prepare(db_.handle(),
+                                    "SELECT runs.run_id, findings.severity, count(*) FROM findings "
+                                    "JOIN runs ON runs.id = findings.run GROUP BY findings.run, findings.severity",
+                                    counts);
+      !s.ok())
+    return db_.error(s.message());
+  Status error;
+  while (counts.step(error)) out[counts.column_text(0)][counts.column_text(1)] = counts.column_int(2);
+  return error.ok() ? Status() : db_.error(error.message());
+}
+
 Status StoreReader::totals(Totals& out) {
   ReadTransaction transaction(db_);
   out = {};

@@ -51,6 +51,23 @@ class StoreReader {
   };
   Status totals(Totals& out);
 
+  // Findings stored per run, by severity: run_id -> severity -> count (the
+  // Runs page's counts; runs without findings are absent).
+  // Where an agent lost events, from its stored batches in sequence order:
+  // drops an agent counted (ring full, no ring) between two batches, over the
+  // span from the earlier batch's last event to the later one's; and batches
+  // that never arrived (a sequence gap), between the batches either side.
+  // Times in the agent's clock; a store before version 21 has none (empty).
+  struct BatchLoss {
+    int64_t t0_ns = 0, t1_ns = 0;
+    int64_t events_dropped = 0, batches_missing = 0;
+  };
+  // `last_dropped`: the agent's drops as its batches counted them (the
+  // agents row may count more: an accounting file's, after the last batch).
+  Status batch_losses(int64_t agent_row, std::vector<BatchLoss>& out, int64_t& last_dropped);
+
+  Status finding_counts(std::map<std::string, std::map<std::string, int64_t>>& out);
+
  private:
   // Which events of a kind to read: every filter value is a bound parameter.
   struct SiteFilter {

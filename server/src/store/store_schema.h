@@ -195,6 +195,12 @@ inline constexpr Column kBatchesColumns[] = {
     {"sequence", "INTEGER NOT NULL"},
     {"received_unix_ns", "INTEGER NOT NULL"},
     {"n_events", "INTEGER NOT NULL"},
+    // Version 21: the agent's drops so far (Batch.events_dropped_total) and the
+    // first and last event time in the batch (casts, ops, kernels; 0 without
+    // any): where the timeline marks lost events. 0 from older stores.
+    {"events_dropped_total", "INTEGER NOT NULL DEFAULT 0"},
+    {"first_ts_ns", "INTEGER NOT NULL DEFAULT 0"},
+    {"last_ts_ns", "INTEGER NOT NULL DEFAULT 0"},
 };
 inline constexpr Table kBatches{"batches", kBatchesColumns, "PRIMARY KEY(agent, sequence)", /*without_rowid=*/true};
 

@@ -377,8 +377,8 @@ std::string table_sql(const std::string& db, const std::string& table) {
   return out;
 }
 
-TEST(SqliteStore, UpgradesVersion4To19StoresToTheDeclaredSchema) {
-  static_assert(kSchemaVersion == 20, "a new schema version: add its old-file test beside this one");
+TEST(SqliteStore, UpgradesVersion4To20StoresToTheDeclaredSchema) {
+  static_assert(kSchemaVersion == 21, "a new schema version: add its old-file test beside this one");
   const std::string fresh = (temp_dir("fresh") / "store.db").string();
   {
     std::unique_ptr<StoreWriter> writer;
@@ -394,7 +394,7 @@ TEST(SqliteStore, UpgradesVersion4To19StoresToTheDeclaredSchema) {
   // The first batch alone: what an older store holds before its upgrade.
   const std::string first_batch = (temp_dir("first-batch") / "store.db").string();
   ASSERT_TRUE(testing::store_batches(first_batch, {make_batch("run", "agent", 1)}).ok());
-  for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}) {
+  for (int version : {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}) {
     const std::string db = (temp_dir("version" + std::to_string(version)) / "store.db").string();
     make_version_store(db, version);
 
@@ -429,7 +429,7 @@ TEST(SqliteStore, UpgradesVersion4To19StoresToTheDeclaredSchema) {
     }
     EXPECT_EQ(pragma(db, "PRAGMA user_version"), kSchemaVersion);
     for (const char* table :
-         {"kernels", "agents", "locations", "timeline_tiles", "ops", "op_rows", "cast_rows", "cache_samples",
+         {"kernels", "agents", "batches", "locations", "timeline_tiles", "ops", "op_rows", "cast_rows", "cache_samples",
           "cast_counts", "op_counts", "ship_rollups", "ship_state", "numerics", "event_segments"})
       EXPECT_EQ(table_columns(db, table), table_columns(fresh, table)) << table;
     // Its casts keep id as their rowid before 17 (event_segments.h); a new store's are SQLite's.
@@ -439,6 +439,9 @@ TEST(SqliteStore, UpgradesVersion4To19StoresToTheDeclaredSchema) {
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM ops WHERE gemm <> 0"), 0);  // older ops had no description
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM casts WHERE float8 <> 0 OR float8_zero_amax <> 0"), 0);  // nor scaling
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM agents WHERE castscope_version <> ''"), 0);  // nor agents a release
+    // The batch stored before the upgrade has no times (unknown); the one after has.
+    EXPECT_EQ(pragma(db, "SELECT count(*) FROM batches WHERE last_ts_ns = 0"), 1);
+    EXPECT_EQ(pragma(db, "SELECT events_dropped_total FROM batches WHERE sequence = 2"), 2);
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM agents WHERE aggregate <> 0"), 0);  // nor aggregate mode
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM cache_samples WHERE orphaned_casts + orphaned_bytes + cache_hits + "
                          "released_casts <> 0"),
@@ -644,7 +647,8 @@ TEST(StoreSchema, StatementsAndOrdinalsFollowTheDeclaration) {
   EXPECT_EQ(schema::kBatches.create_sql(),
             "CREATE TABLE batches(\n  agent INTEGER NOT NULL,\n  sequence INTEGER NOT NULL,\n"
             "  received_unix_ns INTEGER NOT NULL,\n  n_events INTEGER NOT NULL,\n"
-            "  PRIMARY KEY(agent, sequence)) WITHOUT ROWID;\n");
+            "  events_dropped_total INTEGER NOT NULL DEFAULT 0,\n  first_ts_ns INTEGER NOT NULL DEFAULT 0,\n"
+            "  last_ts_ns INTEGER NOT NULL DEFAULT 0,\n  PRIMARY KEY(agent, sequence)) WITHOUT ROWID;\n");
 }
 
 // Filter values are bound, never spliced into SQL: quotes and SQL in them

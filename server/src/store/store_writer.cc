@@ -3,7 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "common/log/logger.h"
 #include "common/log/rate_limited.h"
@@ -19,6 +21,25 @@ namespace v1 = castscope::v1;
 static_assert(kMaxEventSeq == kMaxRowSeq);
 
 namespace {
+
+// The first and last time of the batch's timeline events (casts, ops,
+// kernels); 0, 0 when it has none. Where the timeline marks the batch's drops.
+std::pair<int64_t, int64_t> event_time_span(const v1::Batch& batch) {
+  uint64_t first = UINT64_MAX, last = 0;
+  for (const v1::Event& event : batch.events()) {
+    uint64_t ts = 0;
+    switch (event.kind_case()) {
+      case v1::Event::kCast: ts = event.cast().ts_ns(); break;
+      case v1::Event::kOp: ts = event.op().ts_ns(); break;
+      case v1::Event::kKernel: ts = event.kernel().ts_ns(); break;
+      default: continue;
+    }
+    first = std::min(first, ts);
+    last = std::max(last, ts);
+  }
+  if (first > last) return {0, 0};
+  return {static_cast<int64_t>(first), static_cast<int64_t>(last)};
+}
 
 // Stacks (and a shared cast's other consumer lines) are stored as a JSON
 // array of strings; empty when the agent sent none.
@@ -366,6 +387,10 @@ Status StoreWriter::store_batch(const v1::Batch& batch, uint64_t received_unix_n
   insert_batch_.bind(kBatchRow.param("sequence"), static_cast<int64_t>(batch.sequence()));
   insert_batch_.bind(kBatchRow.param("received_unix_ns"), static_cast<int64_t>(received_unix_ns));
   insert_batch_.bind(kBatchRow.param("n_events"), batch.events_size());
+  insert_batch_.bind(kBatchRow.param("events_dropped_total"), static_cast<int64_t>(batch.events_dropped_total()));
+  const auto [first_ts, last_ts] = event_time_span(batch);
+  insert_batch_.bind(kBatchRow.param("first_ts_ns"), first_ts);
+  insert_batch_.bind(kBatchRow.param("last_ts_ns"), last_ts);
   if (Status s = insert_batch_.run(); !s.ok()) return db_.error(s.message());
   duplicate = sqlite3_changes(db_.handle()) == 0;
   if (duplicate) return {};

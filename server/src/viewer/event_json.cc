@@ -3,6 +3,8 @@
 #include <cctype>
 #include <vector>
 
+#include "server/src/analysis/conversion_makers.h"
+
 namespace castscope::collector::viewer {
 
 namespace v1 = castscope::v1;
@@ -108,6 +110,8 @@ void write_cast(JsonWriter& w, const EventLayout& layout, const v1::CastEvent& c
   w.key("cache").value(value_name(c.cache()));
   w.key("mode").value(value_name(c.mode()));
   w.key("phase").value(value_name(c.phase()));
+  // Who made it, in the report's words (conversions_by_maker): the timeline's maker: filter.
+  w.key("maker").value(maker_label(c.maker(), c.location().file()));
   w.key("bytes").value(c.bytes());
   w.key("shape").begin_array();
   for (int64_t d : c.shape()) w.value(d);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -29,6 +30,14 @@ int severity_rank(const std::string& severity) {
   if (severity == "warning") return 2;
   if (severity == "info") return 3;
   return 4;
+}
+
+// A run's stored findings by severity, every severity named (0 when none).
+json finding_counts_json(const std::map<std::string, std::map<std::string, int64_t>>& counts, const std::string& run_id) {
+  json out = {{"critical", 0}, {"error", 0}, {"warning", 0}, {"info", 0}};
+  if (auto it = counts.find(run_id); it != counts.end())
+    for (const auto& [severity, count] : it->second) out[severity] = count;
+  return out;
 }
 
 std::string track_name(const std::string& agent_id, int64_t track) { return agent_id + "/" + std::to_string(track); }
@@ -115,6 +124,8 @@ Status ViewerQueries::load_run(const std::string& run_id, RunTracks& out, StoreR
 Status ViewerQueries::runs(json& out) {
   v1::ListRunsResponse response;
   if (Status s = reader_->list_runs(response); !s.ok()) return s;
+  std::map<std::string, std::map<std::string, int64_t>> findings;
+  if (Status s = reader_->finding_counts(findings); !s.ok()) return s;
   json runs = json::array();
   for (const v1::RunSummary& run : response.runs()) {
     json agents = json::array();
@@ -150,6 +161,7 @@ Status ViewerQueries::runs(json& out) {
                     {"first_seen_unix_ns", std::to_string(run.first_seen_unix_ns())},
                     {"last_seen_unix_ns", std::to_string(run.last_seen_unix_ns())},
                     {"live", live},
+                    {"findings", finding_counts_json(findings, run.run_id())},
                     {"agents", agents}});
   }
   out = {{"runs", runs}};
@@ -160,6 +172,37 @@ Status ViewerQueries::origin(const std::string& run_id, int64_t& origin_ns) {
   RunTracks run;
   if (Status s = load_run(run_id, run); !s.ok()) return s;
   origin_ns = run.origin_ns;
+  return {};
+}
+
+Status ViewerQueries::losses_json(const Agent& agent, const std::vector<TrackSummary>& tracks, int64_t origin,
+                                  json& out) {
+  std::vector<StoreReader::BatchLoss> losses;
+  int64_t batches_dropped = 0;
+  if (Status s = reader_->batch_losses(agent.row, losses, batches_dropped); !s.ok()) return s;
+  // Drops counted after the last batch (an accounting file's: the spool's
+  // disk was full) go at the end of the agent's events.
+  const int64_t after = static_cast<int64_t>(agent.events_dropped) - batches_dropped;
+  if (after > 0 && !tracks.empty() && store().schema_version() >= 21) {
+    int64_t last_bucket = 0;
+    for (const TrackSummary& track : tracks) last_bucket = std::max(last_bucket, track.last_bucket);
+    losses.push_back({last_bucket << t::level_shift(0), (last_bucket + 1) << t::level_shift(0), after, 0});
+  }
+  // At most kMaxLossSpans: neighbours merged, nothing left out.
+  const size_t per_span = (losses.size() + kMaxLossSpans - 1) / kMaxLossSpans;
+  out = json::array();
+  for (size_t at = 0; at < losses.size(); at += per_span) {
+    StoreReader::BatchLoss merged = losses[at];
+    for (size_t j = at + 1; j < std::min(losses.size(), at + per_span); ++j) {
+      merged.t1_ns = std::max(merged.t1_ns, losses[j].t1_ns);
+      merged.events_dropped += losses[j].events_dropped;
+      merged.batches_missing += losses[j].batches_missing;
+    }
+    out.push_back({{"t0", merged.t0_ns - origin},
+                   {"t1", merged.t1_ns - origin},
+                   {"events_dropped", merged.events_dropped},
+                   {"batches_missing", merged.batches_missing}});
+  }
   return {};
 }
 
@@ -195,13 +238,16 @@ Status ViewerQueries::tracks(const std::string& run_id, json& out) {
       }
       tracks.push_back(entry);
     }
+    json losses;
+    if (Status s = losses_json(agents[i], run.tracks[i], origin, losses); !s.ok()) return s;
     processes.push_back({{"agent_id", agents[i].agent_id},
                          {"label", label},
                          {"pid", pid},
                          {"rank", rank},
                          {"hostname", hostname},
                          {"command", command},
-                         {"tracks", tracks}});
+                         {"tracks", tracks},
+                         {"losses", losses}});
   }
   out = {{"run_id", run_id},
          {"origin_ns", std::to_string(origin)},
@@ -210,67 +256,95 @@ Status ViewerQueries::tracks(const std::string& run_id, json& out) {
   return {};
 }
 
-Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
-                                  int64_t t1_abs, int64_t origin, EventLists& out, size_t limit) {
-  JsonWriter& ops = out.ops.begin_array();
-  JsonWriter& casts = out.casts.begin_array();
-  JsonWriter& kernels = out.kernels.begin_array();
+// Visits the events of one track of `agent` with seq in [min_seq, max_seq]
+// and time in [t0_abs, t1_abs), table by table (ops, casts; or kernels), each
+// as its proto (one reused per table); a visitor returning false stops the scan.
+template <typename OnOp, typename OnCast, typename OnKernel>
+Status ViewerQueries::scan_events(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
+                                  int64_t t1_abs, OnOp&& on_op, OnCast&& on_cast, OnKernel&& on_kernel) {
   const int64_t first = event_row_id(agent.row, static_cast<uint64_t>(min_seq));
   const int64_t end = event_row_id(agent.row, static_cast<uint64_t>(max_seq)) + 1;
-  auto in_range = [&](int64_t ts) { return ts >= t0_abs && ts < t1_abs; };
-  // Each table's rows of the seq range, those of the track and time range
-  // made events (one proto reused) and written; false past `limit`.
   StoreResolver& resolver = reader_->resolver();
-  auto write_rows = [&]<typename Row, const auto& kColumns, typename Event>(
-                        RowScan<Row, kColumns>& scan, Event& event, auto&& on_track, auto&& write, bool& more) -> Status {
+  bool stopped = false;
+  auto visit_rows = [&]<typename Row, const auto& kColumns, typename Event>(RowScan<Row, kColumns>& scan, Event& event,
+                                                                          auto&& on_track, auto&& visit) -> Status {
+    if (stopped) return {};
     if (Status s = scan.open(store().handle(), first, end, " ORDER BY id"); !s.ok()) return s;
     Row row;
     Status error;
     while (scan.next(row, error)) {
-      if (!on_track(row) || !in_range(row.ts_ns)) continue;
+      if (!on_track(row) || row.ts_ns < t0_abs || row.ts_ns >= t1_abs) continue;
       event.Clear();
       if (Status s = to_event(row, resolver, event); !s.ok()) return s;
-      write(event);
-      if (++out.count > limit) {
-        more = true;  // more than the caller takes: the lists are left unfinished
+      if (!visit(event)) {
+        stopped = true;
         return {};
       }
     }
     return error;
   };
-  bool more = false;
-  const EventLayout layout{out.lane != nullptr ? nullptr : &agent.agent_id, out.lane};
   if (!t::is_gpu_track(track)) {
     RowScan<StoredOp, kViewerOpColumns> op_rows;
     v1::OpEvent o;
-    if (Status s = write_rows(
-            op_rows, o, [&](const StoredOp& row) { return row.thread == track; },
-            [&](const v1::OpEvent& event) { write_op(ops, layout, event, origin); }, more);
-        !s.ok() || more)
+    if (Status s = visit_rows(op_rows, o, [&](const StoredOp& row) { return row.thread == track; }, on_op); !s.ok())
       return s;
     RowScan<StoredCast, kViewerCastColumns> cast_rows;
     v1::CastEvent c;
-    if (Status s = write_rows(
-            cast_rows, c, [&](const StoredCast& row) { return row.thread() == track; },
-            [&](const v1::CastEvent& event) { write_cast(casts, layout, event, origin); }, more);
-        !s.ok() || more)
-      return s;
-  } else {
-    RowScan<StoredKernel, kViewerKernelColumns> kernel_rows;
-    v1::KernelEvent k;
-    if (Status s = write_rows(
-            kernel_rows, k,
-            [&](const StoredKernel& row) {
-              return t::gpu_track(static_cast<uint32_t>(row.device), static_cast<uint32_t>(row.stream)) == track;
-            },
-            [&](const v1::KernelEvent& event) { write_kernel(kernels, layout, event, origin); }, more);
-        !s.ok() || more)
-      return s;
+    return visit_rows(cast_rows, c, [&](const StoredCast& row) { return row.thread() == track; }, on_cast);
   }
+  RowScan<StoredKernel, kViewerKernelColumns> kernel_rows;
+  v1::KernelEvent k;
+  return visit_rows(
+      kernel_rows, k,
+      [&](const StoredKernel& row) {
+        return t::gpu_track(static_cast<uint32_t>(row.device), static_cast<uint32_t>(row.stream)) == track;
+      },
+      on_kernel);
+}
+
+Status ViewerQueries::read_events(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
+                                  int64_t t1_abs, int64_t origin, EventLists& out, size_t limit) {
+  JsonWriter& ops = out.ops.begin_array();
+  JsonWriter& casts = out.casts.begin_array();
+  JsonWriter& kernels = out.kernels.begin_array();
+  const EventLayout layout{out.lane != nullptr ? nullptr : &agent.agent_id, out.lane};
+  // Past `limit`, more than the caller takes: the scan stops, the lists left unfinished.
+  bool more = false;
+  auto written = [&](auto&& write) {
+    write();
+    more = ++out.count > limit;
+    return !more;
+  };
+  if (Status s = scan_events(
+          agent, track, min_seq, max_seq, t0_abs, t1_abs,
+          [&](const v1::OpEvent& e) { return written([&] { write_op(ops, layout, e, origin); }); },
+          [&](const v1::CastEvent& e) { return written([&] { write_cast(casts, layout, e, origin); }); },
+          [&](const v1::KernelEvent& e) { return written([&] { write_kernel(kernels, layout, e, origin); }); });
+      !s.ok() || more)
+    return s;
   ops.end_array();
   casts.end_array();
   kernels.end_array();
   return {};
+}
+
+Status ViewerQueries::fine_buckets(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
+                                   int64_t t1_abs, int shift, std::map<int64_t, t::TileCounts>& out) {
+  auto bucket = [&](uint64_t ts) -> t::TileCounts& { return out[static_cast<int64_t>(ts) >> shift]; };
+  return scan_events(
+      agent, track, min_seq, max_seq, t0_abs, t1_abs,
+      [&](const v1::OpEvent& e) {
+        bucket(e.ts_ns()).add_op(e);
+        return true;
+      },
+      [&](const v1::CastEvent& e) {
+        bucket(e.ts_ns()).add_cast(e);
+        return true;
+      },
+      [&](const v1::KernelEvent& e) {
+        bucket(e.ts_ns()).add_kernel(e);
+        return true;
+      });
 }
 
 Status ViewerQueries::timeline(const RangeRequest& request, json& out) {
@@ -377,14 +451,28 @@ Status ViewerQueries::lane_text(const RunTracks& run, const LaneTrack& lane, int
       return {};
     }
   }
+  // Finer than the finest tiles, with too many events to send: buckets of
+  // the range's own events at about two pixels, rather than a few
+  // millisecond blocks across the view (a dense range zoomed in).
+  int bucket_shift = shift;
+  const int64_t wanted_ns = std::max<int64_t>(1, 2 * (range_t1 - range_t0) / pixels);
+  if (level == 0 && t::bucket_ns(0) > 2 * wanted_ns && events <= kMaxFineBucketEvents) {
+    std::map<int64_t, t::TileCounts> fine;
+    int fine_shift = 0;
+    while ((int64_t{1} << (fine_shift + 1)) <= wanted_ns) ++fine_shift;
+    if (Status st = fine_buckets(*agent, track, min_seq, max_seq, t0, t1, fine_shift, fine); !st.ok()) return st;
+    tiles.clear();
+    for (const auto& [bucket, counts] : fine) tiles.push_back({bucket, counts});
+    bucket_shift = fine_shift;
+  }
   // Buckets as columns: one array per count, the i-th entries of all of them
   // one bucket. Keys once per lane instead of once per bucket: a third of the
   // bytes to write and for the page to parse.
   w.key("kind").value("buckets");
-  w.key("bucket_ns").value(t::bucket_ns(level));
+  w.key("bucket_ns").value(int64_t{1} << bucket_shift);
   w.key("buckets").begin_object();
   w.key("t").begin_array();
-  for (const t::TileRow& tile : tiles) w.value((tile.bucket << shift) - origin);
+  for (const t::TileRow& tile : tiles) w.value((tile.bucket << bucket_shift) - origin);
   w.end_array();
   static constexpr std::pair<const char*, int64_t t::TileCounts::*> kCounts[] = {
       {"ops", &t::TileCounts::ops},           {"op_ns", &t::TileCounts::op_ns},
@@ -487,19 +575,34 @@ Status ViewerQueries::counters(const std::string& run_id, int64_t t0, int64_t t1
     if (Status st = samples.open(store().handle(), first_row_of(agent.row), end_row_of(agent.row)); !st.ok())
       return store().error(st.message());
     std::vector<std::array<int64_t, 5>> rows;
+    // The cache holds what a sample saw until the next one: the last sample
+    // before the range and the first after it frame it, so a range between
+    // two samples (zoomed in) still draws its line edge to edge.
+    std::optional<std::array<int64_t, 5>> before, after;
     StoredCacheSample sample;
     Status error;
     while (samples.next(sample, error)) {
-      if (sample.ts_ns < a0 || sample.ts_ns >= a1) continue;
-      rows.push_back({sample.ts_ns - origin, sample.trigger_code, sample.iteration, sample.live_casts, sample.live_bytes});
+      const std::array<int64_t, 5> row = {sample.ts_ns - origin, sample.trigger_code, sample.iteration, sample.live_casts,
+                                          sample.live_bytes};
+      if (sample.ts_ns < a0) {
+        if (!before || row[0] >= (*before)[0]) before = row;
+      } else if (sample.ts_ns >= a1) {
+        if (!after || row[0] < (*after)[0]) after = row;
+      } else {
+        rows.push_back(row);
+      }
     }
     if (!error.ok()) return store().error(error.message());
+    const size_t in_range = rows.size();
+    if (before) rows.insert(rows.begin(), *before);
+    if (after) rows.push_back(*after);
     json series = {{"agent_id", agent.agent_id}, {"t", json::array()}, {"live_casts", json::array()}, {"live_bytes", json::array()}};
-    const size_t stride = std::max<size_t>(1, rows.size() / static_cast<size_t>(points));
+    const size_t stride = std::max<size_t>(1, in_range / static_cast<size_t>(points));
     for (size_t i = 0; i < rows.size(); ++i) {
-      if (rows[i][1] == v1::CacheSample::TRIGGER_ITERATION && steps.size() < 5000)
+      const bool framing = (before && i == 0) || (after && i + 1 == rows.size());
+      if (!framing && rows[i][1] == v1::CacheSample::TRIGGER_ITERATION && steps.size() < 5000)
         steps.push_back({{"agent_id", agent.agent_id}, {"t", rows[i][0]}, {"iteration", rows[i][2]}});
-      if (i % stride != 0 && i + 1 != rows.size()) continue;
+      if (!framing && i % stride != 0 && i + 1 != rows.size()) continue;
       series["t"].push_back(rows[i][0]);
       series["live_casts"].push_back(rows[i][3]);
       series["live_bytes"].push_back(rows[i][4]);

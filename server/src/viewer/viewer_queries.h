@@ -35,9 +35,17 @@ class LaneLocations;  // event_json.h
 
 // At most this many events are sent one by one; past it, buckets.
 inline constexpr int64_t kMaxRangeEvents = 5000;
+// A range finer than the finest tiles is bucketed from its events when its
+// tiles hold at most this many (about 100 ms of reading at worst); past it,
+// the tiles as they are.
+inline constexpr int64_t kMaxFineBucketEvents = 200000;
 // At most this many numerics marks, and as many GradScaler points, per
 // answer; past it, `truncated`.
 inline constexpr int64_t kMaxNumericsRows = 10000;
+
+// At most this many spans of lost events per process in /api/tracks; past
+// it, neighbouring spans are merged.
+inline constexpr size_t kMaxLossSpans = 1000;
 
 // At most this many lanes in one /api/timeline request.
 inline constexpr size_t kMaxStepTracks = 256;
@@ -109,6 +117,8 @@ class ViewerQueries {
     std::string agent_id;
     int64_t track = 0;
   };
+  // The process's "losses" in /api/tracks: where its events were dropped or its batches lost.
+  Status losses_json(const Agent& agent, const std::vector<TrackSummary>& tracks, int64_t origin, nlohmann::json& out);
   // One lane of timeline_text's answer, written into `w`.
   Status lane_text(const RunTracks& run, const LaneTrack& lane, int64_t t0, int64_t t1, int pixels, JsonWriter& w);
   // A range's events as three JSON arrays, and how many they hold; past
@@ -122,6 +132,14 @@ class ViewerQueries {
   };
   Status read_events(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
                      int64_t t1_abs, int64_t origin, EventLists& out, size_t limit = SIZE_MAX);
+  // The same range's events counted into buckets of 2^shift ns (absolute
+  // bucket numbers): a range finer than the finest tiles, with too many
+  // events to send one by one.
+  Status fine_buckets(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
+                      int64_t t1_abs, int shift, std::map<int64_t, tiles::TileCounts>& out);
+  template <typename OnOp, typename OnCast, typename OnKernel>
+  Status scan_events(const Agent& agent, int64_t track, int64_t min_seq, int64_t max_seq, int64_t t0_abs,
+                     int64_t t1_abs, OnOp&& on_op, OnCast&& on_cast, OnKernel&& on_kernel);
 
   std::unique_ptr<StoreReader> reader_;
   // The sites view reads a whole run: kept until the run's event count moves.

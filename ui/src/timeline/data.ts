@@ -139,7 +139,7 @@ const MAX_TRACKS = 256;
 
 /** Lanes in groups that fit one request each: one group unless a job has
  * hundreds of lanes. */
-function requestGroups(lanes: Lane[]): Lane[][] {
+export function requestGroups(lanes: Lane[]): Lane[][] {
   const groups: Lane[][] = [[]];
   let chars = 0;
   for (const lane of lanes) {

@@ -19,7 +19,7 @@ import {
   STALE_COLOR,
 } from "../colors";
 import { fmtDuration, fmtTick, niceStep } from "../format";
-import { GUTTER, HEADER_H, type Layout, laneForCast, laneLabel, type Lane, type ScalerRow } from "./layout";
+import { GUTTER, HEADER_H, type Layout, laneBody, laneForCast, laneLabel, type Lane, MARK_R, opRows, type ScalerRow, STACK_STEP } from "./layout";
 import { fmtScale, markColor } from "./numerics";
 
 export interface Viewport {
@@ -38,10 +38,13 @@ export function tOf(vp: Viewport, x: number): number {
 
 export interface DrawnCast {
   cast: Cast;
+  lane: Lane;
   x: number;
   y: number;
   live: boolean;
   highlighted: boolean;
+  /** A filter is set and this cast does not match it. */
+  dimmed: boolean;
 }
 export interface DrawnSpan<T> {
   item: T;
@@ -128,22 +131,24 @@ class Batches {
   }
 }
 
-const MARK_R = 5;
 const SKIP_R = 5;
 const SCALE_COLOR = "#0f766e";
 const SKIP_COLOR = "#dc2626";
-/** Numerics marks: a bar this tall at the top of their thread's lane. */
+/** Numerics marks: a bar this tall in their thread lane's top strip (layout's NUMERICS_STRIP_H, its triangle included). */
 export const NUMERICS_BAR_H = 5;
-/** A density bucket's stale hits: a strip this far below its lane's top, under the numerics bar. */
+/** A density bucket's stale hits: a strip this far below its lane's top, under the numerics bar, in the same top strip. */
 const STALE_STRIP_Y = NUMERICS_BAR_H + 2;
+/** Pixels between a lane body's edges and its marks. */
+const MARKS_PAD = 4;
 
 /**
  * The casts of one op share its start time, so they would lie on one another:
  * each gets a vertical offset in its lane, in the order they were made (their
  * seqs; native autocast's order, docs/architecture.md), centred on the
- * lane's middle (as far apart as two marks, closer when many must fit).
+ * lane body's middle (as far apart as two marks; closer only when more must
+ * fit than the lane has rows, layout's MAX_ROWS).
  */
-function stackOffsets(casts: Cast[], laneHeight: number): Map<Cast, number> {
+function stackOffsets(casts: Cast[], bodyHeight: number): Map<Cast, number> {
   const byOp = new Map<string, Cast[]>();
   for (const c of casts) {
     if (!c.op_seq) continue;
@@ -156,7 +161,7 @@ function stackOffsets(casts: Cast[], laneHeight: number): Map<Cast, number> {
   for (const group of byOp.values()) {
     if (group.length < 2) continue;
     group.sort((a, b) => a.seq - b.seq);
-    const step = Math.min(2 * MARK_R + 2, (laneHeight - 2 * MARK_R - 4) / (group.length - 1));
+    const step = Math.min(STACK_STEP, (bodyHeight - 2 * MARK_R - 2 * MARKS_PAD) / (group.length - 1));
     group.forEach((c, k) => offsets.set(c, (k - (group.length - 1) / 2) * step));
   }
   return offsets;
@@ -170,6 +175,7 @@ export function drawLanes(
   highlight: (c: Cast) => boolean,
   selected: { agent: AgentId; seq: number } | null,
   numerics: NumericsMark[] = [],
+  match: ((c: Cast) => boolean) | null = null,
 ): Frame {
   const frame = emptyFrame();
   const W = vp.width;
@@ -196,6 +202,7 @@ export function drawLanes(
   const body = new Batches(px); // op spans, kernels, bars
   const halos = new Batches(px); // highlighted sites, under the marks
   const marks = new Batches(px); // cast marks on top
+  const faint = new Batches(px); // marks a filter leaves out, drawn pale
   const texts: { x: number; y: number; text: string; color: string }[] = [];
   const xmin = GUTTER - 20;
   const xmax = W + 20;
@@ -206,24 +213,33 @@ export function drawLanes(
     return x1 < xmin || x0 > xmax ? null : { x0, x1, y0: lane.y + inset, y1: lane.y + lane.h - inset };
   };
 
+  const plotW = W - GUTTER;
   for (const { lane, data, live } of contents) {
-    const yMid = lane.y + lane.h / 2;
+    // A thread lane's ops and marks lie in its body, under the numerics strip.
+    const { y0: bodyY0, y1: bodyY1 } = lane.track.kind === "gpu" ? { y0: lane.y, y1: lane.y + lane.h } : laneBody(lane);
+    const yMid = (bodyY0 + bodyY1) / 2;
     const seen = new Set<number>();
+    // More casts in view than marks side by side: no dark outlines, which ran together into a black smear.
+    const dense = data?.kind === "events" && data.casts.length / 3 > plotW / (2 * MARK_R);
     if (data && data.kind === "events") {
-      for (const op of data.ops) {
-        const box = spanBox(lane, op.ts, op.dur, 6);
-        if (!box) continue;
-        const { x0, x1, y0, y1 } = box;
+      const { rows, depth } = opRows(data.ops);
+      const rowH = (bodyY1 - bodyY0 - 2) / depth;
+      data.ops.forEach((op, i) => {
+        const x0 = xOf(vp, op.ts);
+        const x1 = Math.max(xOf(vp, op.ts + op.dur), x0 + 1);
+        if (x1 < xmin || x0 > xmax) return;
+        const y0 = bodyY0 + 1 + (rows ? rows[i] : 0) * rowH;
+        const y1 = y0 + rowH - (depth > 1 ? 1 : 0);
         const back = op.phase === "backward";
         if (back) shade.rect(BACKWARD_SHADE, x0, lane.y, x1 - x0, lane.h);
         body.rect(back ? OP_BACKWARD : OP_FORWARD, x0, y0, x1 - x0, y1 - y0);
         const badge = MODE_BADGE[op.mode];
         if (badge) {
-          body.rect(badge.color, x0, lane.y + 1, Math.max(x1 - x0, 3), 4);
-          if (x1 - x0 >= 18) texts.push({ x: x0 + 2, y: lane.y + 11, text: badge.text, color: badge.color });
+          body.rect(badge.color, x0, y0, Math.max(x1 - x0, 3), 3);
+          if (x1 - x0 >= 18 && rowH >= 14) texts.push({ x: x0 + 2, y: y0 + 9, text: badge.text, color: badge.color });
         }
-        frame.ops.push({ item: op, ...box });
-      }
+        frame.ops.push({ item: op, x0, x1, y0, y1 });
+      });
       for (const k of data.kernels) {
         const box = spanBox(lane, k.ts, k.dur, 3);
         if (!box) continue;
@@ -235,7 +251,7 @@ export function drawLanes(
       drawBuckets(data.bucket_ns, data.buckets, lane);
     }
     const fresh = live.filter((c) => !seen.has(c.seq));
-    const stacked = stackOffsets(data && data.kind === "events" ? [...data.casts, ...fresh] : fresh, lane.h);
+    const stacked = stackOffsets(data && data.kind === "events" ? [...data.casts, ...fresh] : fresh, bodyY1 - bodyY0);
     if (data && data.kind === "events") for (const c of data.casts) addCast(c, false);
     for (const c of fresh) addCast(c, true);
 
@@ -245,6 +261,14 @@ export function drawLanes(
       const y = yMid + (stacked.get(c) ?? 0);
       const color = pairColor(c.src, c.dst, c.outcome);
       const hl = highlight(c);
+      const dimmed = match !== null && !match(c);
+      if (dimmed) {
+        // Left out by the filter: a pale mark, no halo or ring to draw the eye.
+        addMark(faint.fill(c.cache === "hit" || c.cache === "stale_hit" ? "#ffffff" : color), c.role, x, y, MARK_R);
+        addMark(faint.stroke(color, 1), c.role, x, y, MARK_R);
+        frame.casts.push({ cast: c, lane, x, y, live: isLive, highlighted: hl, dimmed });
+        return;
+      }
       if (hl) {
         // A circle of its own: without the moveTo, arc() joins the previous halo's end to this one's start
         // and the shared path fills the wedge between them, across other ops' marks.
@@ -260,12 +284,12 @@ export function drawLanes(
         addMark(marks.stroke(STALE_COLOR, 2.5), c.role, x, y, MARK_R);
       } else {
         addMark(marks.fill(color), c.role, x, y, MARK_R);
-        if (c.cache === "miss") addMark(marks.stroke("#111827", 1), c.role, x, y, MARK_R);
+        if (c.cache === "miss" && !dense) addMark(marks.stroke("#111827", 1), c.role, x, y, MARK_R);
       }
       if (selected && selected.agent === c.agent_id && selected.seq === c.seq) {
         addMark(marks.stroke("#111827", 2), c.role, x, y, MARK_R + 3);
       }
-      frame.casts.push({ cast: c, x, y, live: isLive, highlighted: hl });
+      frame.casts.push({ cast: c, lane, x, y, live: isLive, highlighted: hl, dimmed });
     }
   }
 
@@ -273,7 +297,8 @@ export function drawLanes(
     const gpu = lane.track.kind === "gpu";
     let peak = 1;
     for (const b of buckets) peak = Math.max(peak, gpu ? b.kernel_ns : b.decisions || b.ops);
-    const inner = lane.h - 6;
+    // Bars rise from the lane's bottom into its body, never into the top strip.
+    const inner = lane.y + lane.h - 3 - (gpu ? lane.y + 3 : laneBody(lane).y0 + 1);
     for (const b of buckets) {
       const x0 = xOf(vp, b.t);
       const x1 = Math.max(xOf(vp, b.t + bucketNs), x0 + 1);
@@ -320,6 +345,9 @@ export function drawLanes(
 
   shade.flush(ctx);
   body.flush(ctx);
+  ctx.globalAlpha = 0.25;
+  faint.flush(ctx);
+  ctx.globalAlpha = 1;
   halos.flush(ctx);
   marks.flush(ctx);
   problems.flush(ctx);
@@ -465,7 +493,9 @@ export function drawAxis(ctx: CanvasRenderingContext2D, vp: Viewport, height: nu
     const x = Math.round(xOf(vp, t)) + 0.5;
     ticks.moveTo(x, height - 7);
     ticks.lineTo(x, height);
-    ctx.fillText(fmtTick(t, step, Math.max(Math.abs(vp.t0), Math.abs(vp.t1))), x + 3, height / 2 - 2);
+    const label = fmtTick(t, step, Math.max(Math.abs(vp.t0), Math.abs(vp.t1)));
+    // A label cut at the right edge read as another number ("3.6" of 3.68 s): the tick alone there.
+    if (x + 3 + ctx.measureText(label).width <= W) ctx.fillText(label, x + 3, height / 2 - 2);
   }
   ctx.strokeStyle = "#94a3b8";
   ctx.lineWidth = 1;

@@ -1,6 +1,7 @@
 // The timeline's mouse and keyboard input: the wheel zooms around the
 // pointer (or pans, when it scrolls sideways), a drag pans, +/- zoom, arrows
-// pan, 0 fits the whole run, ? opens the keyboard help and Escape hides the
+// pan, 0 frames the training (Shift+0 the whole run), / goes to the filter,
+// n to the next matching cast (N the previous), ? opens the keyboard help and Escape hides the
 // tooltip and the help; hovering shows the
 // tooltip for what is under the pointer, a click (a press without a drag)
 // selects an event or opens a numerics mark's notes. It keeps only the drag
@@ -22,6 +23,10 @@ export interface InputTarget {
   panBy(fraction: number): void;
   setRange(t0: number, t1: number): void;
   fit(): void;
+  wholeRun(): void;
+  focusSearch(): void;
+  /** `dir` -1: the previous match. */
+  nextMatch(dir: 1 | -1): void;
   /** What is under (x, y), canvas CSS px. */
   pick(x: number, y: number): Picked | null;
   /** Marks an event selected on the timeline. */
@@ -115,6 +120,12 @@ export class TimelineInput {
     const t = e.target as HTMLElement | null;
     if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable)) return;
     if (e.ctrlKey || e.metaKey || e.altKey) return;
+    // Shift+0 by the key's place: its character differs between keyboard layouts.
+    if (e.code === "Digit0" && e.shiftKey) {
+      this.target.wholeRun();
+      e.preventDefault();
+      return;
+    }
     switch (e.key) {
       case "+":
       case "=":
@@ -132,6 +143,15 @@ export class TimelineInput {
         break;
       case "0":
         this.target.fit();
+        break;
+      case "/":
+        this.target.focusSearch();
+        break;
+      case "n":
+        this.target.nextMatch(1);
+        break;
+      case "N":
+        this.target.nextMatch(-1);
         break;
       case "Escape":
         this.tooltip.hide();

@@ -1,15 +1,22 @@
-// The bar above the timeline: zoom, pan and fit buttons (each with its key
-// in the title), the "follow live" checkbox, a button to clear the
-// highlighted site, one for the keyboard help, the view's status text and
-// the legend of marks, colours and the density view's bars and strips. It holds no state: the buttons call the view (ToolbarActions),
-// and the view sets the checkbox and the status text it is handed back.
+// The bar above the timeline: zoom, pan, fit (the training) and whole-run
+// buttons (each with its key in the title), the "follow live" checkbox, a
+// button to clear the highlighted site, one for the keyboard help, the
+// filter's search box with its count of matches, the view's status text and
+// the legend of marks, colours and the density view's bars and strips. It
+// holds no state: the buttons call the view (ToolbarActions), and the view
+// sets the checkbox, the count and the status text it is handed back.
 
 import { h } from "../dom";
+import "../styles/timeline.css";
 
 export interface ToolbarActions {
   zoomBy(factor: number): void;
   panBy(fraction: number): void;
   fit(): void;
+  wholeRun(): void;
+  setFilter(text: string): void;
+  /** `dir` -1: the previous match. */
+  nextMatch(dir: 1 | -1): void;
   setFollow(on: boolean): void;
   clearHighlights(): void;
   showHelp(): void;
@@ -21,12 +28,36 @@ export interface Toolbar {
   followBox: HTMLInputElement;
   /** Where the view writes its status ("live · following", "loading…", ...). */
   statusEl: HTMLElement;
+  /** The filter's text box (/ focuses it). */
+  searchBox: HTMLInputElement;
+  /** Where the view writes how many casts in view match. */
+  searchCount: HTMLElement;
 }
 
 export function timelineToolbar(a: ToolbarActions): Toolbar {
   const followBox = h("input", { type: "checkbox", id: "follow" });
   followBox.addEventListener("change", () => a.setFollow(followBox.checked));
   const statusEl = h("span", { class: "tl-status" });
+  const searchBox = h("input", {
+    type: "search",
+    class: "tl-search",
+    placeholder: "filter: op, file:line, float32->bf16, role:weight…",
+    "aria-label": "filter casts",
+    title: "terms all casts drawn in full must match: an op, file:line, a dtype pair (float32->bfloat16), role:, maker:, cache:, mode:, module: … (/ to focus, Enter or n: next match, Shift+Enter or N: previous, Esc: leave)",
+    spellcheck: false,
+    autocomplete: "off",
+  });
+  searchBox.addEventListener("input", () => a.setFilter(searchBox.value));
+  searchBox.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") {
+      e.preventDefault();
+      a.setFilter(searchBox.value);
+      a.nextMatch(e.shiftKey ? -1 : 1);
+    } else if (e.key === "Escape") {
+      searchBox.blur();
+    }
+  });
+  const searchCount = h("span", { class: "tl-search-count", "aria-live": "polite" });
   const btn = (label: string, title: string, fn: () => void) =>
     h("button", { type: "button", title, onclick: () => fn() }, label);
   const el = h(
@@ -36,14 +67,16 @@ export function timelineToolbar(a: ToolbarActions): Toolbar {
     btn("+", "zoom in (+)", () => a.zoomBy(0.5)),
     btn("◀", "pan left (←)", () => a.panBy(-0.25)),
     btn("▶", "pan right (→)", () => a.panBy(0.25)),
-    btn("Fit", "whole run (0)", () => a.fit()),
+    btn("Fit", "frame the training: where the casts are (0)", () => a.fit()),
+    btn("Whole run", "the whole process, its start and end included (Shift+0)", () => a.wholeRun()),
     h("label", { class: "follow", title: "keep the newest events in view" }, followBox, " follow live"),
     btn("Clear highlight", "clear highlighted site", () => a.clearHighlights()),
     btn("?", "keyboard shortcuts (?)", () => a.showHelp()),
+    h("span", { class: "tl-search-group" }, searchBox, btn("Prev", "previous matching cast (Shift+Enter, N)", () => a.nextMatch(-1)), btn("Next", "next matching cast (Enter, n)", () => a.nextMatch(1)), searchCount),
     statusEl,
     legend(),
   );
-  return { el, followBox, statusEl };
+  return { el, followBox, statusEl, searchBox, searchCount };
 }
 
 function legend(): HTMLElement {

@@ -9,7 +9,7 @@
 // The mouse and keys are input.ts's, what lies under a point pick.ts's, the
 // buttons toolbar.ts's, what the browser tests read visible.ts's.
 
-import { type AgentId, ApiError, api, isAbort, type NumericsAnswer, type TracksAnswer } from "../api";
+import { type AgentId, ApiError, api, type Cast, isAbort, type NumericsAnswer, type TracksAnswer } from "../api";
 import { h } from "../dom";
 import { fmtCount } from "../format";
 import type { LiveBatch } from "../live";
@@ -19,11 +19,13 @@ import { TimelineData } from "./data";
 import { drawAxis, drawLanes, emptyFrame, type Frame, tOf, type Viewport, xOf } from "./draw";
 import { KeyboardHelp } from "./help";
 import { TimelineInput } from "./input";
-import { computeLayout, GUTTER, type Layout } from "./layout";
+import { computeLayout, GUTTER, type Layout, type LaneNeeds, laneNeeds, threadLaneHeight } from "./layout";
 import { LiveCasts, newestTime } from "./live_casts";
 import type { NoteBlock } from "./notes";
 import { FramePacer, LiveRefetchPacer } from "./pacing";
 import { pick } from "./pick";
+import { castSpanOf, MatchFinder } from "./matches";
+import { type CastFilter, parseFilter } from "./search";
 import { timelineToolbar } from "./toolbar";
 import { Tooltip } from "./tooltip";
 import { type VisibleCast, type VisibleNumerics, visibleCasts, visibleNumerics } from "./visible";
@@ -34,6 +36,8 @@ const LIVE_SPAN_DEFAULT = 10e9;
 // Zooming out stops at the whole run (fit's range) and this much of its span beyond each side.
 const ZOOM_OUT_MARGIN = 0.1;
 const NUMERICS_REFETCH_MS = 5000;
+// Fit frames the casts' span and this much of it either side.
+const FIT_MARGIN = 0.03;
 // Both canvases are painted edge to edge: opaque, the compositor copies them
 // instead of blending them over the page on every frame.
 const OPAQUE_CANVAS: CanvasRenderingContext2DSettings = { alpha: false };
@@ -47,6 +51,8 @@ export interface TimelineCallbacks {
   select(agent: AgentId, seq: number, kind: string): void;
   /** A numerics mark or skipped step was clicked. */
   note(blocks: NoteBlock[]): void;
+  /** The filter's text changed (to keep it in the URL). */
+  filterChanged?(text: string): void;
 }
 
 export class TimelineView {
@@ -69,6 +75,7 @@ export class TimelineView {
   private numericsAt = 0;
   private pacer = new FramePacer(() => this.paint(), () => this.destroyed);
   private follow = false;
+  private followMoved = false;
   private live = false;
   private liveCasts = new LiveCasts();
   private liveRefetch = new LiveRefetchPacer(() => this.data.loading, () => this.refetch(true), () => this.destroyed);
@@ -78,9 +85,22 @@ export class TimelineView {
   private resizeObs: ResizeObserver;
   private input: TimelineInput;
   private destroyed = false;
-  private pendingJump: { ts: number; tries: number } | null = null;
+  private pendingJump: { ts: number; at: number; tries: number } | null = null;
+  /** Per lane, what its fetched data needed drawn apart (only grows: lanes do not jump back while zooming). */
+  private needs = new Map<string, LaneNeeds>();
+  private measured = new WeakSet<object>();
+  /** Where the run's conversions happen (from answers that covered the whole run); null: not known yet. */
+  private castSpan: { t0: number; t1: number } | null = null;
+  /** fit() came before the cast span was known: the answer it asked for frames it. */
+  private fitPending = false;
+  private filter: CastFilter | null = null;
+  private matchMemo = new WeakMap<Cast, boolean>();
+  private matches: MatchFinder;
   private followBox: HTMLInputElement;
   private statusEl: HTMLElement;
+  private searchBox: HTMLInputElement;
+  private searchCount: HTMLElement;
+  private searchNote = "";
 
   constructor(private readonly run: string, private readonly cb: TimelineCallbacks) {
     this.data = new TimelineData(
@@ -92,16 +112,30 @@ export class TimelineView {
     this.axis = h("canvas", { class: "tl-axis", "aria-label": "time axis" });
     this.canvas = h("canvas", { class: "tl-lanes", tabindex: 0, "aria-label": "cast timeline" });
     this.scroller = h("div", { class: "tl-scroll" }, this.canvas);
+    this.matches = new MatchFinder(run, {
+      lanes: () => this.layout.lanes,
+      data: () => this.data,
+      range: () => this.range,
+      tMax: () => this.tMax,
+      plotWidth: () => this.width - GUTTER,
+      show: (m, dense) => this.showMatch(m, dense),
+      say: (text) => this.setSearchNote(text),
+    });
     const toolbar = timelineToolbar({
       zoomBy: (factor) => this.zoomBy(factor),
       panBy: (fraction) => this.panBy(fraction),
       fit: () => this.fit(),
+      wholeRun: () => this.wholeRun(),
+      setFilter: (text) => this.setFilter(text),
+      nextMatch: (dir) => void this.nextMatch(dir),
       setFollow: (on) => this.setFollow(on),
       clearHighlights: () => this.setHighlights([]),
       showHelp: () => this.help.toggle(),
     });
     this.followBox = toolbar.followBox;
     this.statusEl = toolbar.statusEl;
+    this.searchBox = toolbar.searchBox;
+    this.searchCount = toolbar.searchCount;
     this.el = h("section", { class: "timeline" }, toolbar.el, this.axis, this.scroller, this.tooltip.el, this.help.el);
 
     this.resizeObs = new ResizeObserver(() => this.resize());
@@ -113,6 +147,9 @@ export class TimelineView {
       panBy: (fraction) => this.panBy(fraction),
       setRange: (t0, t1) => this.setRange(t0, t1),
       fit: () => this.fit(),
+      wholeRun: () => this.wholeRun(),
+      focusSearch: () => this.searchBox.focus(),
+      nextMatch: (dir) => void this.nextMatch(dir),
       pick: (x, y) => pick(this.frame, this.layout, this.vp(), x, y),
       select: (sel) => this.select(sel),
       open: (agent, seq, kind) => this.cb.select(agent, seq, kind),
@@ -122,7 +159,11 @@ export class TimelineView {
 
   // ---- setup ----------------------------------------------------------------
 
-  async load(initial: { t0?: number; t1?: number }, live: boolean): Promise<void> {
+  async load(initial: { t0?: number; t1?: number; q?: string }, live: boolean): Promise<void> {
+    if (initial.q) {
+      this.searchBox.value = initial.q;
+      this.filter = parseFilter(initial.q);
+    }
     const tracks = await api.tracks(this.run);
     if (this.destroyed) return;
     // The lanes without a fetch: the range is set below, then asked once (a
@@ -151,7 +192,7 @@ export class TimelineView {
     stats.originNs = tracks.origin_ns;
     this.tMax = Math.max(this.tMax, tracks.t_max);
     this.tracks = tracks;
-    this.layout = computeLayout(tracks, this.numerics);
+    this.layout = computeLayout(tracks, this.numerics, this.needs);
     const resized = this.canvasSize();
     if (refetch && JSON.stringify(this.layoutKeys()) !== before) this.refetch(false);
     if (refetch && this.live && performance.now() - this.numericsAt >= NUMERICS_REFETCH_MS) void this.loadNumerics();
@@ -169,7 +210,7 @@ export class TimelineView {
       const answer = await api.numerics(this.run, ctrl.signal);
       if (ctrl.signal.aborted || this.destroyed) return;
       this.numerics = answer;
-      this.layout = computeLayout(this.tracks, answer);
+      this.layout = computeLayout(this.tracks, answer, this.needs);
       if (this.canvasSize()) this.requestPaint();
       else this.requestDataPaint();
       if (answer.truncated) notice("numerics: more marks or scale points than the viewer shows (10 000 each); the first are drawn", "warn");
@@ -219,6 +260,7 @@ export class TimelineView {
   }
 
   private afterRangeChange(): void {
+    this.fitPending = false;
     // What the tooltip named has moved from under the pointer.
     this.tooltip.hide();
     this.inputFetchPending = true;
@@ -235,7 +277,22 @@ export class TimelineView {
     return { lo: -pad, hi: end + pad };
   }
 
+  /** The training: the span where the run's casts convert, a little room either side (the whole run until that is known). */
   fit(): void {
+    const s = this.castSpan;
+    if (!s) {
+      this.wholeRun();
+      // The whole run's answer says where its casts are (none coming: the data in hand has none that convert).
+      this.fitPending = this.data.loading;
+      return;
+    }
+    const t1 = this.live ? Math.max(s.t1, this.tMax) : s.t1;
+    const pad = Math.max((t1 - s.t0) * FIT_MARGIN, MIN_SPAN);
+    this.setRange(s.t0 - pad, t1 + pad);
+  }
+
+  /** The whole process, from the run's origin to its newest event. */
+  wholeRun(): void {
     const { lo, hi } = this.runRange();
     this.setRange(lo, hi);
   }
@@ -306,7 +363,7 @@ export class TimelineView {
       const span = this.t1 - this.t0;
       this.t1 = this.tMax;
       this.t0 = this.t1 - span;
-      this.cb.rangeChanged(this.t0, this.t1, true, this.pacer.busy(now));
+      this.followMoved = true; // said at the next paint, so that the counters move in the same frame
     }
     this.pacer.requestLivePaint();
     this.liveRefetch.schedule();
@@ -319,6 +376,12 @@ export class TimelineView {
   }
 
   private onData(): void {
+    this.measureAnswers();
+    if (this.fitPending && !this.data.loading) {
+      // Before the frame this answer asked for: the first view shows the training, not the whole run first.
+      if (this.castSpan) this.fit();
+      this.fitPending = false;
+    }
     if (!this.data.loading) {
       this.liveCasts.prune(this.layout, this.data);
       this.liveRefetch.settled();
@@ -343,8 +406,8 @@ export class TimelineView {
   /** Puts `ts` at `at` (0..1) of a `span` wide view and zooms in until single casts are drawn. */
   jumpTo(ts: number, span: number, at = 0.5): void {
     this.setFollow(false);
-    this.pendingJump = { ts, tries: 0 };
     this.setRange(ts - span * at, ts + span * (1 - at));
+    this.pendingJump = { ts, at, tries: 0 };
   }
 
   private continueJump(): void {
@@ -357,7 +420,113 @@ export class TimelineView {
     }
     j.tries++;
     const span = (this.t1 - this.t0) / 10;
-    this.setRange(j.ts - span * 0.1, j.ts + span * 0.9);
+    this.setRange(j.ts - span * j.at, j.ts + span * (1 - j.at));
+    this.pendingJump = j;
+  }
+
+  // ---- lanes sized to their content, the casts' span ------------------------------
+
+  /**
+   * Reads each answer once as it comes: what its lane needs drawn apart (a
+   * lane that needs more rows grows, and the canvas with it) and, from an
+   * answer over the whole run, where the casts are.
+   */
+  private measureAnswers(): void {
+    let grew = false;
+    const run = this.runRange();
+    for (const lane of this.layout.lanes) {
+      const got = this.data.lanes.get(lane.key);
+      if (!got || this.measured.has(got)) continue;
+      this.measured.add(got);
+      if (got.window.t0 <= Math.max(run.lo, 0) && got.window.t1 >= this.tMax) {
+        const s = castSpanOf(got.data);
+        if (s) this.castSpan = this.castSpan ? { t0: Math.min(this.castSpan.t0, s.t0), t1: Math.max(this.castSpan.t1, s.t1) } : s;
+      }
+      if (lane.track.kind === "gpu") continue;
+      const n = laneNeeds(got.data);
+      const had = this.needs.get(lane.key);
+      const next = { stack: Math.max(n.stack, had?.stack ?? 0), opRows: Math.max(n.opRows, had?.opRows ?? 1) };
+      if (threadLaneHeight(next) !== threadLaneHeight(had)) grew = true;
+      this.needs.set(lane.key, next);
+    }
+    if (grew) {
+      this.layout = computeLayout(this.tracks, this.numerics, this.needs);
+      // Resized, the opaque canvas is black until painted: at the next frame, not at the live pace.
+      if (this.canvasSize()) this.requestPaint();
+    }
+  }
+
+  // ---- the filter ---------------------------------------------------------------------
+
+  /** The filter's text, as the URL keeps it. */
+  get filterText(): string {
+    return this.filter?.text ?? "";
+  }
+
+  setFilter(text: string): void {
+    const f = parseFilter(text);
+    if ((f?.text ?? "") === this.filterText) return;
+    this.filter = f;
+    this.matchMemo = new WeakMap();
+    this.matches.reset();
+    this.setSearchNote("");
+    this.requestPaint();
+    this.cb.filterChanged?.(this.filterText);
+  }
+
+  /** Whether a cast matches the filter (remembered per cast until the filter changes: a paint asks again for each). */
+  private matchesFilter = (c: Cast): boolean => {
+    let m = this.matchMemo.get(c);
+    if (m === undefined) {
+      m = this.filter ? this.filter.test(c) : true;
+      this.matchMemo.set(c, m);
+    }
+    return m;
+  };
+
+  /** Moves the view to the next (`dir` -1: previous) cast that matches the filter (matches.ts). */
+  async nextMatch(dir: 1 | -1 = 1): Promise<void> {
+    if (!this.filter) {
+      this.searchBox.focus();
+      return;
+    }
+    await this.matches.next(this.filter, this.matchesFilter, dir);
+  }
+
+  /** Centres the view on a match and selects it; `dense`: the view showed density, so zoom in until single casts are drawn. */
+  private showMatch(m: { agent: AgentId; seq: number; ts: number }, dense: boolean): void {
+    const span = this.t1 - this.t0;
+    this.selected = { agent: m.agent, seq: m.seq };
+    if (dense) this.jumpTo(m.ts, span / 10, 0.5);
+    else {
+      this.setFollow(false);
+      this.setRange(m.ts - span / 2, m.ts + span / 2);
+    }
+  }
+
+  private setSearchNote(text: string): void {
+    this.searchNote = text;
+    this.renderSearchCount();
+  }
+
+  /** "3 of 40 casts in view match", or why the filter shows nothing yet. */
+  private renderSearchCount(): void {
+    let text = "";
+    if (this.filter) {
+      const dense = this.layout.lanes.some((l) => this.data.lanes.get(l.key)?.data.kind === "buckets");
+      let shown = 0;
+      let matched = 0;
+      for (const d of this.frame.casts) {
+        if (d.x < GUTTER || d.x > this.width) continue;
+        shown++;
+        if (!d.dimmed) matched++;
+      }
+      text = dense && shown === 0
+        ? "density view: the filter applies once single casts are drawn (zoom in, or Enter for the next match)"
+        : `${fmtCount(matched)} of ${fmtCount(shown)} casts in view match${dense ? " (density elsewhere)" : ""}`;
+      if (this.searchNote) text += ` · ${this.searchNote}`;
+    }
+    if (this.searchCount.textContent !== text) this.searchCount.textContent = text;
   }
 
   select(sel: { agent: AgentId; seq: number } | null): void {
@@ -415,6 +584,10 @@ export class TimelineView {
   private paint(): void {
     const start = performance.now();
     this.pacer.painting(start);
+    if (this.followMoved) {
+      this.followMoved = false;
+      this.cb.rangeChanged(this.t0, this.t1, true, this.pacer.busy(start));
+    }
     const dpr = window.devicePixelRatio || 1;
     const vp = this.vp();
     const actx = this.axis.getContext("2d", OPAQUE_CANVAS);
@@ -445,6 +618,7 @@ export class TimelineView {
       (c) => hl.size > 0 && !!c.location && hl.has(`${c.location.line}:${c.location.file}`),
       this.selected,
       this.numerics?.marks ?? [],
+      this.filter ? this.matchesFilter : null,
     );
     const end = performance.now();
     stats.paints++;
@@ -453,8 +627,9 @@ export class TimelineView {
     const withData = contents.filter((c) => c.data).length;
     if (stats.firstPaintAt === null && withData > 0) stats.firstPaintAt = end;
     if (stats.firstFullPaintAt === null && withData > 0 && withData === contents.length) stats.firstFullPaintAt = end;
-    logPush(stats.paintLog, { at: end, ms: stats.lastPaintMs, lanesWithData: withData, lanes: contents.length });
+    logPush(stats.paintLog, { at: end, ms: stats.lastPaintMs, lanesWithData: withData, lanes: contents.length, t0: vp.t0, t1: vp.t1 });
     this.liveCasts.painted(this.frame, this.width, end);
+    this.renderSearchCount();
   }
 
   private renderStatus(): void {

@@ -7,7 +7,7 @@
 
 import type { AgentId } from "../api";
 import type { Frame } from "./draw";
-import { GUTTER } from "./layout";
+import { GUTTER, laneBody } from "./layout";
 import { markLines, skipLines } from "./numerics";
 
 /** A drawn numerics mark or skipped step, as the browser tests read them (window.__castscope.visibleNumerics()). */
@@ -34,10 +34,18 @@ export interface VisibleCast {
   line: number | null;
   op: string;
   role: string;
+  src: string;
+  dst: string;
   cache: string;
   mode: string;
   live: boolean;
   highlighted: boolean;
+  /** A timeline filter is set and this cast does not match it (drawn pale). */
+  dimmed: boolean;
+  /** Its lane's top and bottom, and the top of the lane's body (under its numerics strip), page px. */
+  laneTop: number;
+  laneBottom: number;
+  bodyTop: number;
 }
 
 export function visibleCasts(frame: Frame, canvas: HTMLCanvasElement, width: number): VisibleCast[] {
@@ -55,10 +63,16 @@ export function visibleCasts(frame: Frame, canvas: HTMLCanvasElement, width: num
       line: d.cast.location?.line ?? null,
       op: d.cast.op,
       role: d.cast.role,
+      src: d.cast.src,
+      dst: d.cast.dst,
       cache: d.cast.cache,
       mode: d.cast.mode,
       live: d.live,
       highlighted: d.highlighted,
+      dimmed: d.dimmed,
+      laneTop: r.top + d.lane.y,
+      laneBottom: r.top + d.lane.y + d.lane.h,
+      bodyTop: r.top + laneBody(d.lane).y0,
     }));
 }
 

@@ -118,15 +118,17 @@ export class CountersView {
   }
 
   /**
-   * `live`: the timeline follows a live run and moves with every pushed batch
-   * (tens of times a second): the charts then move with the next fetch, at
-   * most every LIVE_THROTTLE_MS (BUSY_LIVE_THROTTLE_MS when `busy`: the
-   * run is under heavy ingest), instead of redrawing four charts per batch.
+   * The charts take the timeline's range at once, in the frame the timeline
+   * paints it (while following a live run, once per frame it paints, not per
+   * pushed batch): their time axis stays under the lanes' instead of trailing
+   * them until the next answer. `live`: new data is asked at most every
+   * LIVE_THROTTLE_MS (BUSY_LIVE_THROTTLE_MS when `busy`: the run is under
+   * heavy ingest).
    */
   setRange(t0: number, t1: number, live = false, busy = false): void {
     this.t0 = t0;
     this.t1 = t1;
-    if (!live) this.applyRange();
+    this.applyRange();
     this.schedule(live ? (busy ? BUSY_LIVE_THROTTLE_MS : LIVE_THROTTLE_MS) : THROTTLE_MS);
   }
 
@@ -238,7 +240,13 @@ export class CountersView {
     const agents = (c.cache ?? []).map((x) => x.agent_id);
     const mainData: uPlot.AlignedData = [c.t, c.casts_per_s, c.bytes_per_s];
     const tables: uPlot.AlignedData[] = (c.cache ?? []).map((x) => [x.t, x.live_casts, x.live_bytes] as uPlot.AlignedData);
-    this.noCache = tables.every((t) => t[0].length === 0);
+    // The answer may carry a sample from beside the range (a line's end); the range has none of its own
+    // unless a sample lies inside it, or samples on both sides draw a line across it.
+    const [t0, t1] = [this.t0, this.t1];
+    this.noCache = tables.every((t) => {
+      const ts = t[0] as number[];
+      return !ts.some((v) => v >= t0 && v <= t1) && !(ts.some((v) => v < t0) && ts.some((v) => v > t1));
+    });
     let cacheCasts: uPlot.AlignedData = [[], []];
     let cacheBytes: uPlot.AlignedData = [[], []];
     if (tables.length === 1) {

@@ -60,6 +60,7 @@ export class RunPage {
       rangeChanged: (t0, t1, live, busy) => this.rangeChanged(t0, t1, live, busy),
       select: (agent, seq) => void this.detail.show(agent, seq),
       note: (blocks) => this.detail.showNote(blocks),
+      filterChanged: () => this.writeHash(),
     });
     this.counters = new CountersView(run, (t0, t1) => this.timeline.setRange(t0, t1));
     // A finding's jump gets a history entry: Back returns to where it started.
@@ -87,7 +88,7 @@ export class RunPage {
       this.isLive = run.live;
       if (!run.live) this.counters.setRunCacheSamples(run.agents.reduce((n, a) => n + (a.cache_samples ?? 0), 0));
       const num = (k: string) => (params.has(k) ? Number(params.get(k)) : undefined);
-      await this.timeline.load({ t0: num("t0"), t1: num("t1") }, run.live);
+      await this.timeline.load({ t0: num("t0"), t1: num("t1"), q: params.get("q") ?? undefined }, run.live);
       if (this.destroyed) return;
       this.findings.setLive(run.live);
       if (!run.live) void this.findings.refresh();
@@ -238,6 +239,11 @@ export class RunPage {
 
   private rangeChanged(t0: number, t1: number, live = false, busy = false): void {
     this.counters.setRange(t0, t1, live, busy);
+    this.writeHash();
+  }
+
+  /** The view's range (none while following) and the timeline's filter, in the hash. */
+  private writeHash(): void {
     window.clearTimeout(this.hashTimer);
     this.hashTimer = window.setTimeout(() => {
       if (this.destroyed) return;
@@ -245,10 +251,11 @@ export class RunPage {
     }, 300);
   }
 
-  /** The hash of the range in view (none while following: the newest time). */
+  /** The hash of the view: its range (none while following: the newest time) and the timeline's filter. */
   private rangeHash(): string {
     const { t0, t1 } = this.timeline.range;
-    return this.timeline.following ? hashFor("timeline", this.run) : hashFor("timeline", this.run, { t0: Math.round(t0), t1: Math.round(t1) });
+    const range = this.timeline.following ? {} : { t0: Math.round(t0), t1: Math.round(t1) };
+    return hashFor("timeline", this.run, { ...range, q: this.timeline.filterText || undefined });
   }
 
   /**
