@@ -1,7 +1,7 @@
 // Runs: every run in the store, its processes, what was lost on the way, and
 // its findings by severity, each count a link to them beside its timeline.
 
-import { type Agent, api, isAbort, type Run } from "../api";
+import type { Agent, Run } from "../api";
 import { clear, h } from "../dom";
 import { fmtCount, fmtUnixNs } from "../format";
 import { errorText } from "../notice";
@@ -11,18 +11,10 @@ import { RunsPoll, runsPage } from "./runs-poll";
 const POLL_MS = 3000;
 const SEVERITIES = ["critical", "error", "warning", "info"];
 
-/** A run's findings by severity (the server's `findings`, or counted from /api/findings); null while unknown. */
-type Counts = Record<string, number>;
-
 export class RunsView {
   readonly el: HTMLElement;
   private body: HTMLElement;
   private poll: RunsPoll;
-  private runs: Run[] = [];
-  // Servers before runs' `findings`: each finished run's findings asked once, one run at a time.
-  private counted = new Map<string, Counts | "unavailable">();
-  private counting = false;
-  private ctrl = new AbortController();
 
   constructor() {
     this.body = h("div", { class: "runs-body" }, h("p", { class: "muted" }, "loading runs…"));
@@ -48,56 +40,23 @@ export class RunsView {
   }
 
   private render(runs: Run[]): void {
-    this.runs = runs;
-    void this.countFindings();
     clear(this.body);
     if (!runs.length) {
       this.body.appendChild(h("p", { class: "muted" }, "No runs in this store yet."));
       return;
     }
     const sorted = [...runs].sort((a, b) => Number(BigInt(b.first_seen_unix_ns) - BigInt(a.first_seen_unix_ns)) || 0);
-    for (const run of sorted) this.body.appendChild(runCard(run, this.findingsOf(run)));
-  }
-
-  private findingsOf(run: Run): Counts | "unavailable" | null {
-    const given = (run as { findings?: Counts }).findings;
-    return given ?? this.counted.get(run.run_id) ?? null;
-  }
-
-  /** For a server that sends no counts: each finished run's findings, counted, one request per run. */
-  private async countFindings(): Promise<void> {
-    if (this.counting) return;
-    this.counting = true;
-    try {
-      for (;;) {
-        const run = this.runs.find((r) => !r.live && this.findingsOf(r) === null);
-        if (!run) return;
-        try {
-          const { findings } = await api.findings(run.run_id, this.ctrl.signal);
-          const counts: Counts = {};
-          for (const f of findings) counts[f.severity] = (counts[f.severity] ?? 0) + 1;
-          this.counted.set(run.run_id, counts);
-        } catch (e) {
-          if (isAbort(e)) return;
-          this.counted.set(run.run_id, "unavailable");
-        }
-        this.render(this.runs);
-      }
-    } finally {
-      this.counting = false;
-    }
+    for (const run of sorted) this.body.appendChild(runCard(run));
   }
 
   destroy(): void {
     this.poll.stop();
-    this.ctrl.abort();
   }
 }
 
-/** The run's findings as counts by severity, each a link to that severity's findings beside the timeline. */
-function findingsSummary(run: Run, counts: Counts | "unavailable" | null): HTMLElement | null {
-  if (counts === "unavailable") return h("span", { class: "muted run-findings" }, "findings unavailable");
-  if (counts === null) return run.live ? null : h("span", { class: "muted run-findings" }, "findings…");
+/** The run's stored findings as counts by severity, each a link to that severity's findings beside the timeline. */
+function findingsSummary(run: Run): HTMLElement | null {
+  const counts: Record<string, number> = run.findings;
   const known = new Set(SEVERITIES);
   const order = [...SEVERITIES, ...Object.keys(counts).filter((s) => !known.has(s))];
   const links = order
@@ -120,7 +79,7 @@ function stored(a: Agent): number {
   return (a.casts ?? 0) + (a.ops ?? 0) + (a.cache_samples ?? 0) + (a.kernels ?? 0);
 }
 
-function runCard(run: Run, findings: Counts | "unavailable" | null): HTMLElement {
+function runCard(run: Run): HTMLElement {
   const totals = run.agents.reduce(
     (t, a) => ({ casts: t.casts + (a.casts ?? 0), ops: t.ops + (a.ops ?? 0), dropped: t.dropped + (a.events_dropped ?? 0) + (a.gpu_records_dropped ?? 0) }),
     { casts: 0, ops: 0, dropped: 0 },
@@ -182,7 +141,7 @@ function runCard(run: Run, findings: Counts | "unavailable" | null): HTMLElement
       h("span", { class: run.live ? "badge live" : "badge done" }, run.live ? "live" : "finished"),
       h("span", { class: "muted" }, ` ${fmtUnixNs(run.first_seen_unix_ns)} → ${fmtUnixNs(run.last_seen_unix_ns)}`),
       h("span", { class: "muted" }, ` · ${run.agents.length} process${run.agents.length === 1 ? "" : "es"} · ${fmtCount(totals.casts)} casts · ${fmtCount(totals.ops)} ops`),
-      findingsSummary(run, findings),
+      findingsSummary(run),
       totals.dropped ? h("span", { class: "badge bad" }, `${fmtCount(totals.dropped)} lost`) : null,
       run.agents.some((a) => a.aggregate)
         ? h("span", { class: "badge aggregate", title: "casts and ops count counter rows; no timeline of casts (docs/aggregate.md)" }, "aggregate mode: counters only")
