@@ -37,9 +37,8 @@ let run: ApiRun;
 let jobFile: string;
 let staleLine: number;
 
+// Not serial: each test says its own verdict (a failure restarts the worker, which runs the job again).
 test.describe("a stored run", () => {
-  test.describe.configure({ mode: "serial" });
-
   test.beforeAll(async () => {
     const dir = path.join(tempDir("pages"), "a_project_with_a_longer_name", "src", "training_runs", "experiments", "mixed_precision", "autocast_cache");
     fs.mkdirSync(dir, { recursive: true });
