@@ -123,7 +123,7 @@ export function drawLossBands(ctx: CanvasRenderingContext2D, marks: readonly Dra
   ctx.fill(edges);
 }
 
-/** The marks of one process under x (within a pixel), the header row's or, with `inLanes`, its lanes'. */
+/** The marks under (x, y) (within a pixel of x), on a process's header row or over its lanes (y0 is the row's top, lanesY1 the lanes' bottom). */
 export function lossesAt(marks: readonly DrawnLoss[], x: number, y: number): DrawnLoss[] {
   return marks.filter((m) => x >= m.x0 - 1 && x <= m.x1 + 1 && y >= m.y0 && y < m.lanesY1);
 }
