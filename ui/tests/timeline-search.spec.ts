@@ -1,12 +1,13 @@
 // The timeline's lanes sized to what they draw, its first view and Fit on
 // the training, and its filter (search box, dimmed casts, next match), over
 // a real job (tests/jobs/late_train.py: a slow model construction, then a
-// short training whose cat ops stack six casts) run by `castscope run --serve`.
+// short training whose cat ops stack six casts; the density view over
+// tests/jobs/dense_train.py) run by `castscope run --serve`.
 
 import fs from "node:fs";
 import path from "node:path";
 import { expect, type Page, test } from "@playwright/test";
-import type { TimelineAnswer, TracksAnswer } from "../src/api-types";
+import type { SitesAnswer, TimelineAnswer, TracksAnswer } from "../src/api-types";
 import { type ApiRun, apiGet, JOBS, runJob, type Server, type VisibleCast, visibleCasts, waitForCasts, waitForRun, watchPage } from "./castscope";
 
 const JOB = path.join(JOBS, "late_train.py");
@@ -233,35 +234,41 @@ test("Enter and n go to the next matching cast, N and Shift+Enter to the previou
 
 test("in the density view the filter says it applies to single casts, and Enter zooms to a match", async ({ page }) => {
   const watch = await watchPage(page);
-  // No test run is dense enough for density answers: a wide view's answer binned by the test (as timeline.spec.ts does).
-  const BUCKET = 2 ** 20;
-  await page.route("**/api/timeline?*", async (route) => {
-    const url = new URL(route.request().url());
-    const res = await route.fetch();
-    if (Number(url.searchParams.get("t1")) - Number(url.searchParams.get("t0")) < 50e6) return route.fulfill({ response: res });
-    const answer = await res.json();
-    answer.lanes = (answer.lanes as { kind: string; track: string; events: number; casts: { ts: number; outcome: string }[] }[]).map((lane) => {
-      if (lane.kind !== "events") return lane;
-      const ts = [...new Set(lane.casts.map((c) => Math.floor(c.ts / BUCKET) * BUCKET))].sort((a, b) => a - b);
-      const count = (f: (c: { ts: number; outcome: string }) => boolean) => ts.map((t) => lane.casts.filter((c) => Math.floor(c.ts / BUCKET) * BUCKET === t && f(c)).length);
-      const zero = ts.map(() => 0);
-      return { track: lane.track, events: lane.events, kind: "buckets", bucket_ns: BUCKET, buckets: { t: ts, ops: zero, op_ns: zero, decisions: count(() => true), casts: count((c) => c.outcome === "cast"), bytes: zero, miss: zero, hit: zero, stale_hit: zero, backward: zero, to_bfloat16: count(() => true), to_float16: zero, to_float32: zero, modes: zero, kernels: zero, kernel_ns: zero } };
-    });
-    await route.fulfill({ response: res, json: answer });
-  });
-  const line = lineOf("castscope-ui: cat line");
-  await page.goto(`${server.url}#/run/${encodeURIComponent(run.run_id)}/timeline`);
-  await expect.poll(() => hooks(page)).toBe(true);
-  await page.getByRole("button", { name: "Whole run" }).click();
-  await expect.poll(() => page.evaluate(() => Object.values((window as unknown as { __castscope: Hooks }).__castscope.dataKinds()))).toEqual(["buckets"]);
-  const box = page.getByRole("searchbox", { name: "filter casts" });
-  await box.fill(`late_train.py:${line}`);
-  await expect(page.locator(".tl-search-count")).toContainText("the filter applies once single casts are drawn");
-  await box.press("Enter");
-  await expect.poll(async () => (await visibleCasts(page)).filter((c) => !c.dimmed && c.line === line).length, { timeout: 30_000 }).toBeGreaterThan(0);
-  const first = casts.find((c) => c.line === line)!;
-  const r = await range(page);
-  expect(r.t0).toBeLessThanOrEqual(first.ts);
-  expect(r.t1).toBeGreaterThanOrEqual(first.ts);
-  await watch.check();
+  // A run dense enough for density answers (tests/jobs/dense_train.py: some 18 000 events in 0.6 s), one mm at a line of its own halfway.
+  const DENSE = path.join(JOBS, "dense_train.py");
+  const dense = await runJob("dense_train.py");
+  try {
+    const denseRun = await waitForRun(dense, { finished: true, minCasts: 10_000 });
+    const line = fs.readFileSync(DENSE, "utf8").split("\n").findIndex((l) => l.includes("castscope-ui: the rare line")) + 1;
+    // The rare line's first cast, from the collector: its site's first seq, then that event's time.
+    const rid = encodeURIComponent(denseRun.run_id);
+    const tracks = await apiGet<TracksAnswer>(dense, `/api/tracks?run=${rid}`);
+    const { sites } = await apiGet<SitesAnswer>(dense, `/api/sites?run=${rid}`);
+    const seqs = sites.filter((r) => r.line === line && r.file.endsWith("dense_train.py")).map((r) => r.first_seq);
+    expect(seqs.length, "the rare line's site").toBeGreaterThan(0);
+    const agent = encodeURIComponent(String(tracks.processes[0].agent_id));
+    const first = (await apiGet<{ ts: number }>(dense, `/api/event?run=${rid}&agent=${agent}&seq=${Math.min(...seqs)}`)).ts;
+
+    await page.goto(`${dense.url}#/run/${rid}/timeline`);
+    await expect.poll(() => hooks(page)).toBe(true);
+    await expect.poll(() => page.evaluate(() => Object.values((window as unknown as { __castscope: Hooks }).__castscope.dataKinds()))).toEqual(["buckets"]);
+    const before = await range(page);
+    // The rare cast lies inside the first view, among thousands of others, not at its edge.
+    expect(first).toBeGreaterThan(before.t0 + (before.t1 - before.t0) * 0.1);
+    expect(first).toBeLessThan(before.t1 - (before.t1 - before.t0) * 0.1);
+    const box = page.getByRole("searchbox", { name: "filter casts" });
+    await box.fill(`dense_train.py:${line}`);
+    await expect(page.locator(".tl-search-count")).toContainText("the filter applies once single casts are drawn");
+    await box.press("Enter");
+    await expect.poll(async () => (await visibleCasts(page)).filter((c) => !c.dimmed && c.line === line).length, { timeout: 30_000 }).toBeGreaterThan(0);
+    const r = await range(page);
+    expect(r.t0).toBeLessThanOrEqual(first);
+    expect(r.t1).toBeGreaterThanOrEqual(first);
+    expect(r.t1 - r.t0, "Enter zoomed in").toBeLessThanOrEqual(((before.t1 - before.t0) / 10) * 1.001);
+    // Single casts around it: the others there drawn pale.
+    expect((await visibleCasts(page)).filter((c) => c.dimmed).length).toBeGreaterThan(0);
+    await watch.check();
+  } finally {
+    await dense.stop();
+  }
 });

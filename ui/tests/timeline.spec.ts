@@ -1,9 +1,10 @@
 // The timeline, its tooltip and detail panel, and the findings panel, over a
-// real job (tests/jobs/stale_train.py) run by `castscope run --serve`.
+// real job (tests/jobs/stale_train.py; the density view over tests/jobs/dense_train.py) run by `castscope run --serve`.
 
 import path from "node:path";
 import { expect, type Page, test } from "@playwright/test";
 import { GUTTER } from "../src/timeline/layout";
+import type { TimelineAnswer } from "../src/api-types";
 import { type ApiRun, JOBS, jobLine, runJob, type Server, visibleCasts, waitForCasts, waitForRun, watchPage } from "./castscope";
 
 const JOB = path.join(JOBS, "stale_train.py");
@@ -351,73 +352,60 @@ const rgbOf = (css: string): Rgb => (css.match(/\d+/g) ?? []).slice(0, 3).map(Nu
 
 test("the density view marks stale hits in a colour of their own; the legend explains halo, badges, strips and bar height", async ({ page }) => {
   const watch = await watchPage(page);
-  // No test run is dense enough for the collector to answer with buckets (more than 5 000 events in a
-  // view): the run's own events, binned by the test into the collector's bucket columns (viewer_queries.cc).
-  const BUCKET = 2 ** 20;
-  const staleBuckets = new Set<number>();
-  await page.route("**/api/timeline?*", async (route) => {
-    const res = await route.fetch();
-    const answer = await res.json();
-    for (const [i, lane] of (answer.lanes as { kind: string; casts: { ts: number; cache: string; outcome: string; dst: string; phase: string; bytes: number }[]; ops: { ts: number; dur: number }[] }[]).entries()) {
-      if (lane.kind !== "events") continue;
-      const names = ["ops", "op_ns", "decisions", "casts", "bytes", "miss", "hit", "stale_hit", "backward", "to_bfloat16", "to_float16", "to_float32", "modes", "kernels", "kernel_ns"];
-      const rows = new Map<number, Record<string, number>>();
-      const row = (ts: number) => {
-        const t = Math.floor(ts / BUCKET) * BUCKET;
-        if (!rows.has(t)) rows.set(t, Object.fromEntries(names.map((n) => [n, 0])));
-        return rows.get(t)!;
-      };
-      for (const op of lane.ops) Object.assign(row(op.ts), { ops: row(op.ts).ops + 1, op_ns: row(op.ts).op_ns + op.dur, modes: 2 });
-      for (const c of lane.casts) {
-        const r = row(c.ts);
-        r.decisions++;
-        if (c.outcome === "cast") r.casts++;
-        r.bytes += c.bytes;
-        if (c.cache in r) r[c.cache]++;
-        if (c.cache === "stale_hit") staleBuckets.add(Math.floor(c.ts / BUCKET) * BUCKET);
-        if (c.phase === "backward") r.backward++;
-        if (`to_${c.dst}` in r) r[`to_${c.dst}`]++;
-        r.modes = 2; // eager (mode_names[1])
-      }
-      const ts = [...rows.keys()].sort((a, b) => a - b);
-      answer.lanes[i] = { track: (lane as unknown as { track: string }).track, events: (lane as unknown as { events: number }).events, kind: "buckets", bucket_ns: BUCKET,
-        buckets: { t: ts, ...Object.fromEntries(names.map((n) => [n, ts.map((t) => rows.get(t)![n])])) } };
-    }
-    await route.fulfill({ response: res, json: answer });
-  });
-  await page.goto(`${server.url}#/run/${encodeURIComponent(run.run_id)}/timeline`);
-  const hooks = () => page.evaluate(() => (window as unknown as { __castscope?: Hooks }).__castscope !== undefined);
-  await expect.poll(hooks).toBe(true);
-  await expect.poll(() => page.evaluate(() => Object.values((window as unknown as { __castscope: Hooks }).__castscope.dataKinds()))).toEqual(["buckets"]);
-  expect(staleBuckets.size).toBeGreaterThan(0);
-  const bucket = Math.min(...staleBuckets);
-  await page.evaluate(([a, b]) => (window as unknown as { __castscope: Hooks }).__castscope.setRange(a, b), [bucket - 4 * BUCKET, bucket + 5 * BUCKET]);
-  await page.waitForTimeout(300);
+  // A run dense enough for the collector to answer the first view in buckets
+  // (tests/jobs/dense_train.py: some 18 000 events in 0.6 s, stale hits in most steps).
+  const dense = await runJob("dense_train.py");
+  try {
+    const denseRun = await waitForRun(dense, { finished: true, minCasts: 10_000 });
+    // The answers as the page gets them (read, not changed).
+    const answers: { t0: number; t1: number; answer: TimelineAnswer }[] = [];
+    page.on("response", async (res) => {
+      if (!res.url().includes("/api/timeline?") || !res.ok()) return;
+      const q = new URL(res.url()).searchParams;
+      answers.push({ t0: Number(q.get("t0")), t1: Number(q.get("t1")), answer: (await res.json()) as TimelineAnswer });
+    });
+    await page.goto(`${dense.url}#/run/${encodeURIComponent(denseRun.run_id)}/timeline`);
+    const hooks = () => page.evaluate(() => (window as unknown as { __castscope?: Hooks }).__castscope !== undefined);
+    await expect.poll(hooks).toBe(true);
+    await expect.poll(() => page.evaluate(() => Object.values((window as unknown as { __castscope: Hooks }).__castscope.dataKinds()))).toEqual(["buckets"]);
+    await expect.poll(() => page.evaluate(() => (window as unknown as { __castscope: { loading(): boolean } }).__castscope.loading())).toBe(false);
+    await page.waitForTimeout(300);
+    const view = await range(page);
+    // A bucket with stale hits in the view, from the answer the page drew (the last one over the view), a bucket away from its edges.
+    const last = answers.filter((a) => a.t0 <= view.t0 && a.t1 >= view.t1).at(-1)?.answer.lanes[0];
+    if (!last || last.kind !== "buckets") throw new Error(`no density answer over the view: ${JSON.stringify(answers.map((a) => [a.t0, a.t1, a.answer.lanes[0]?.kind]))}`);
+    const b = last.buckets;
+    const BUCKET = last.bucket_ns;
+    const staleBuckets = b.t.filter((t, i) => b.stale_hit[i] > 0 && t > view.t0 + BUCKET && t + 2 * BUCKET < view.t1);
+    expect(staleBuckets.length, "no bucket with stale hits in view").toBeGreaterThan(0);
+    const bucket = staleBuckets[Math.floor(staleBuckets.length / 2)];
+    const legend = page.locator(".toolbar .legend");
+    const stale = rgbOf(await legend.locator(".lg-stale").evaluate((el) => getComputedStyle(el).borderTopColor));
+    const numerics = rgbOf(await legend.locator(".lg-numerics").evaluate((el) => getComputedStyle(el).backgroundColor));
+    expect.soft(stale, "stale hits and inf/NaN share a colour").not.toEqual(numerics);
+    // In the stale bucket's column of the lane, the stale colour; nowhere the numerics red (this run has no numerics marks).
+    const column = await page.evaluate(async (t) => {
+      const api = (window as unknown as { __castscope: Hooks }).__castscope;
+      await new Promise((r) => requestAnimationFrame(r));
+      const canvas = document.querySelector("canvas.tl-lanes") as HTMLCanvasElement;
+      const box = canvas.getBoundingClientRect();
+      const s = canvas.width / box.width;
+      const x = Math.round((api.xOfTime(t) - box.left) * s);
+      const d = canvas.getContext("2d")!.getImageData(x, 0, 1, canvas.height).data;
+      const out: number[][] = [];
+      for (let i = 0; i < d.length; i += 4) out.push([d[i], d[i + 1], d[i + 2]]);
+      return out;
+    }, bucket + BUCKET / 2);
+    const near = (p: number[], c: Rgb) => p.every((v, k) => Math.abs(v - c[k]) <= 8);
+    expect.soft(column.some((p) => near(p, stale)), "no stale-hit colour in the stale bucket's column").toBe(true);
+    expect.soft(column.some((p) => near(p, numerics)), "the numerics colour in a lane without numerics marks").toBe(false);
 
-  const legend = page.locator(".toolbar .legend");
-  const stale = rgbOf(await legend.locator(".lg-stale").evaluate((el) => getComputedStyle(el).borderTopColor));
-  const numerics = rgbOf(await legend.locator(".lg-numerics").evaluate((el) => getComputedStyle(el).backgroundColor));
-  expect.soft(stale, "stale hits and inf/NaN share a colour").not.toEqual(numerics);
-  // In the stale bucket's column of the lane, the stale colour; nowhere the numerics red (this run has no numerics marks).
-  const column = await page.evaluate(async (t) => {
-    const api = (window as unknown as { __castscope: Hooks }).__castscope;
-    await new Promise((r) => requestAnimationFrame(r));
-    const canvas = document.querySelector("canvas.tl-lanes") as HTMLCanvasElement;
-    const box = canvas.getBoundingClientRect();
-    const s = canvas.width / box.width;
-    const x = Math.round((api.xOfTime(t) - box.left) * s);
-    const d = canvas.getContext("2d")!.getImageData(x, 0, 1, canvas.height).data;
-    const out: number[][] = [];
-    for (let i = 0; i < d.length; i += 4) out.push([d[i], d[i + 1], d[i + 2]]);
-    return out;
-  }, bucket + BUCKET / 2);
-  const near = (p: number[], c: Rgb) => p.every((v, k) => Math.abs(v - c[k]) <= 8);
-  expect.soft(column.some((p) => near(p, stale)), "no stale-hit colour in the stale bucket's column").toBe(true);
-  expect.soft(column.some((p) => near(p, numerics)), "the numerics colour in a lane without numerics marks").toBe(false);
-
-  for (const words of ["highlighted site", "not run eagerly", "density view", "bar height", "stale hits in bucket", "not eager in bucket"])
-    await expect.soft(legend, `the legend does not explain "${words}"`).toContainText(words);
-  await watch.check();
+    for (const words of ["highlighted site", "not run eagerly", "density view", "bar height", "stale hits in bucket", "not eager in bucket"])
+      await expect.soft(legend, `the legend does not explain "${words}"`).toContainText(words);
+    await watch.check();
+  } finally {
+    await dense.stop();
+  }
 });
 
 /** Words of the details panel (up to 24 characters: not paths) drawn across two lines. */
@@ -469,15 +457,15 @@ test("details in words without empty fields or broken words, how stale a hit was
   await expect.soft(fields).toContainText("stale hit");
   expect.soft(await brokenWords(page)).toEqual([]);
 
-  // With the versions an event may carry (this collector's /api/event does not send them yet), how far behind.
-  await page.route("**/api/event?*", async (route) => {
-    const res = await route.fetch();
-    const ev = await res.json();
-    if (ev.cache === "stale_hit") Object.assign(ev, { source_version: 7, cached_version: 4 });
-    await route.fulfill({ response: res, json: ev });
-  });
-  await page.mouse.click(cast.x, cast.y);
-  await expect.soft(fields).toContainText("3 versions behind");
+  // How far behind its source the served copy was: the event's own versions, said in words.
+  const ev = await page.evaluate(
+    async ({ run, agent, seq }) => (await fetch(`/api/event?run=${encodeURIComponent(run)}&agent=${encodeURIComponent(String(agent))}&seq=${seq}`)).json(),
+    { run: run.run_id, agent: cast.agent_id, seq: cast.seq },
+  );
+  expect(ev.cache).toBe("stale_hit");
+  expect(ev.source_version).toBeGreaterThan(ev.cached_version);
+  const behind = ev.source_version - ev.cached_version;
+  await expect.soft(fields).toContainText(`${behind} version${behind === 1 ? "" : "s"} behind`);
   expect.soft(await brokenWords(page)).toEqual([]);
   await watch.check();
 });

@@ -20,6 +20,7 @@ import {
 } from "../colors";
 import { fmtDuration, fmtTick, niceStep } from "../format";
 import { GUTTER, HEADER_H, type Layout, laneBody, laneForCast, laneLabel, type Lane, MARK_R, opRows, type ScalerRow, STACK_STEP } from "./layout";
+import { type DrawnLoss, drawLossBands, drawLossTint, lossMarks } from "./losses";
 import { fmtScale, markColor } from "./numerics";
 
 export interface Viewport {
@@ -77,10 +78,12 @@ export interface Frame {
   buckets: DrawnBucket[];
   numerics: DrawnSpan<NumericsMark>[];
   skips: DrawnSkip[];
+  /** Where processes lost events (losses.ts). */
+  losses: DrawnLoss[];
 }
 
 export function emptyFrame(): Frame {
-  return { casts: [], ops: [], kernels: [], buckets: [], numerics: [], skips: [] };
+  return { casts: [], ops: [], kernels: [], buckets: [], numerics: [], skips: [], losses: [] };
 }
 
 export interface LaneContent {
@@ -197,6 +200,11 @@ export function drawLanes(
   ctx.beginPath();
   ctx.rect(GUTTER, 0, W - GUTTER, layout.height);
   ctx.clip();
+
+  // Lost events: a faint tint over the process's lanes under everything, a hatched band on its header row.
+  frame.losses = lossMarks(layout, vp.t0, vp.t1, (t) => xOf(vp, t), GUTTER, W);
+  drawLossTint(ctx, frame.losses);
+  drawLossBands(ctx, frame.losses);
 
   const shade = new Batches(px); // backward shading, behind everything
   const body = new Batches(px); // op spans, kernels, bars

@@ -1,15 +1,17 @@
 // Hit testing on the lanes canvas: what lies under a point of the last
-// painted Frame (a skipped step, a numerics mark, the GradScaler row, a cast,
-// an op or kernel span, a density bucket, in that order: small marks over the
+// painted Frame (a loss mark on a process's header row, a skipped step, a
+// numerics mark, the GradScaler row, a cast, an op or kernel span, a density
+// bucket, a loss's tint over the lanes, in that order: small marks over the
 // rest) and the lines the tooltip says about it. The answer's `target` (a
-// Hover) is what a click opens; the density bucket and the scale line have
-// none. Pure: it reads the frame, the layout and the viewport, nothing else.
+// Hover) is what a click opens; a loss, the density bucket and the scale
+// line have none. Pure: it reads the frame, the layout and the viewport, nothing else.
 
 import type { AgentId, Cast, NumericsMark, ScalerPoint, ScalerSeries } from "../api";
 import { MODE_BADGE } from "../colors";
 import { fmtBytes, fmtCount, fmtDuration, fmtShape } from "../format";
 import { type Frame, tOf, type Viewport } from "./draw";
 import type { Lane, Layout } from "./layout";
+import { lossesAt, lossLines } from "./losses";
 import { fmtScale, markLines, markProblems, scaleAt, skipLines } from "./numerics";
 
 export type Hover =
@@ -27,6 +29,10 @@ export interface Picked {
 
 /** What is under (x, y), canvas CSS px: a cast mark first, then spans, then a bucket. */
 export function pick(frame: Frame, layout: Layout, vp: Viewport, x: number, y: number): Picked | null {
+  // A process's header row holds nothing but its loss marks.
+  const lost = lossesAt(frame.losses, x, y);
+  const onHeader = lost.filter((m) => y < m.y1);
+  if (onHeader.length) return { text: lossLines(onHeader), target: null };
   // Skipped steps and numerics marks first: small marks over the rest.
   for (const s of frame.skips) {
     if ((s.x - x) ** 2 + (s.y - y) ** 2 <= 8 * 8) {
@@ -111,6 +117,8 @@ export function pick(frame: Frame, layout: Layout, vp: Viewport, x: number, y: n
       }
     }
   }
+  // Nothing else here: the faint tint of a loss over the process's lanes.
+  if (lost.length) return { text: lossLines(lost), target: null };
   return null;
 }
 

@@ -107,6 +107,7 @@ function legend(): HTMLElement {
     item("lg-skipped", "step skipped"),
     item("lg-numerics", "inf/NaN, overflow"),
     item("lg-underflow", "underflow"),
+    item("lg-loss", "events lost", "a process's events the agent dropped (its ring full, or a thread without a ring) or batches lost in transport: a hatched band on its header row where they were lost (hover for how many)"),
     h(
       "span",
       { class: "lg-group", title: "zoomed out, a lane shows its casts counted per time bucket instead of one mark each" },

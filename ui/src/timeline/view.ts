@@ -28,7 +28,7 @@ import { castSpanOf, MatchFinder } from "./matches";
 import { type CastFilter, parseFilter } from "./search";
 import { timelineToolbar } from "./toolbar";
 import { Tooltip } from "./tooltip";
-import { type VisibleCast, type VisibleNumerics, visibleCasts, visibleNumerics } from "./visible";
+import { type VisibleCast, type VisibleLoss, type VisibleNumerics, visibleCasts, visibleLosses, visibleNumerics } from "./visible";
 
 const AXIS_H = 26;
 const MIN_SPAN = 1_000; // 1 µs
@@ -655,6 +655,10 @@ export class TimelineView {
 
   visibleNumerics(): VisibleNumerics[] {
     return visibleNumerics(this.frame, this.canvas, this.width);
+  }
+
+  visibleLosses(): VisibleLoss[] {
+    return visibleLosses(this.frame, this.canvas, this.width);
   }
 
   dataKinds(): Record<string, string> {

@@ -1,6 +1,7 @@
 // What the browser tests read of the painted timeline
-// (window.__castscope.visibleCasts() and .visibleNumerics()): the single
-// casts, numerics marks and skipped steps of the last Frame that lie inside
+// (window.__castscope.visibleCasts(), .visibleNumerics() and
+// .visibleLosses()): the single casts, numerics marks, skipped steps and
+// loss marks of the last Frame that lie inside
 // the lanes (right of the gutter), in page coordinates to hover or click,
 // with the fields the tests check. The page only hands them to the tests
 // (views/run.ts installs the hooks); it draws and picks from the Frame itself.
@@ -8,7 +9,26 @@
 import type { AgentId } from "../api";
 import type { Frame } from "./draw";
 import { GUTTER, laneBody } from "./layout";
+import { lossLines } from "./losses";
 import { markLines, skipLines } from "./numerics";
+
+/** A drawn loss mark on a process's header row, as the browser tests read them (window.__castscope.visibleLosses()). */
+export interface VisibleLoss {
+  agent_id: AgentId;
+  t0: number;
+  t1: number;
+  events_dropped: number;
+  batches_missing: number;
+  /** Page coordinates: the mark's left and right edges, its row's top and bottom, and a point on it to hover. */
+  x0: number;
+  x1: number;
+  top: number;
+  bottom: number;
+  x: number;
+  y: number;
+  /** What its tooltip says of it alone. */
+  text: string[];
+}
 
 /** A drawn numerics mark or skipped step, as the browser tests read them (window.__castscope.visibleNumerics()). */
 export interface VisibleNumerics {
@@ -91,4 +111,24 @@ export function visibleNumerics(frame: Frame, canvas: HTMLCanvasElement, width: 
     out.push({ kind: m.kind, agent_id: m.agent_id, x: r.left + x, y: r.top + d.y0 + 2, file: m.location.file, line: m.location.line, text: markLines(m) });
   }
   return out;
+}
+
+export function visibleLosses(frame: Frame, canvas: HTMLCanvasElement, width: number): VisibleLoss[] {
+  const r = canvas.getBoundingClientRect();
+  return frame.losses
+    .filter((d) => d.x1 >= GUTTER && d.x0 <= width)
+    .map((d) => ({
+      agent_id: d.process.agent_id,
+      t0: Number(d.loss.t0),
+      t1: Number(d.loss.t1),
+      events_dropped: Number(d.loss.events_dropped),
+      batches_missing: Number(d.loss.batches_missing),
+      x0: r.left + d.x0,
+      x1: r.left + d.x1,
+      top: r.top + d.y0,
+      bottom: r.top + d.y1,
+      x: r.left + (Math.max(d.x0, GUTTER) + Math.min(d.x1, width)) / 2,
+      y: r.top + (d.y0 + d.y1) / 2,
+      text: lossLines([d]),
+    }));
 }

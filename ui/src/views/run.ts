@@ -312,6 +312,7 @@ export class RunPage {
       tMax: () => tl.tMax,
       visibleCasts: () => tl.visibleCasts(),
       visibleNumerics: () => tl.visibleNumerics(),
+      visibleLosses: () => tl.visibleLosses(),
       dataKinds: () => tl.dataKinds(),
       loading: () => tl.loading,
       following: () => tl.following,
