@@ -333,6 +333,8 @@ def test_fleet_view_serves_the_fleet_to_the_reader_role_only(pg, tmp_path):
     try:
         wait_until("the fleet page", url_file.exists, 30)
         base, token = url_file.read_text().strip().split("/?token=")
+        token, _, page = token.partition("#")
+        assert page == "/fleet"  # the fleet page opens at its own view, with no request for a run's API
 
         def get(route: str, headers: dict | None = None) -> tuple[int, dict]:
             request = urllib.request.Request(base + route, headers=headers if headers is not None else {"Authorization": f"Bearer {token}"})

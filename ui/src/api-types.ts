@@ -17,6 +17,8 @@ export interface ErrorAnswer {
 /** GET /api/runs: the store's runs. */
 export interface RunsAnswer {
   runs: Run[];
+  /** The store's file, as an absolute path: what `castscope view` opens once a job's own viewer stopped. */
+  store: string;
 }
 
 export interface Run {

@@ -117,3 +117,8 @@ export function fmtUnixS(s: number): string {
 export function fmtRanks(ranks: number[]): string {
   return `[${ranks.join(", ")}]`;
 }
+
+/** `text` as one word for a POSIX shell: as it is when it needs no quoting, else in single quotes. */
+export function shellQuoted(text: string): string {
+  return /^[A-Za-z0-9._:/@%+=,-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`;
+}

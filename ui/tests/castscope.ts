@@ -18,7 +18,7 @@ export const JOBS = path.join(__dirname, "jobs");
 export const CASTSCOPE = path.join(REPO, ".venv", "bin", "castscope");
 export const PYTHON = path.join(REPO, ".venv", "bin", "python");
 export const COLLECTOR = path.resolve(process.env.CASTSCOPE_COLLECTOR_BIN || path.join(REPO, "build", "server", "castscope-collector"));
-const URL_LINE = /castscope: viewer at (http:\/\/[^/\s]+)\/\?token=([^\s]+)/;
+const URL_LINE = /castscope: viewer at (http:\/\/[^/\s]+)\/\?token=([^\s#]+)/;
 
 export interface Server {
   origin: string; // http://127.0.0.1:PORT

@@ -57,6 +57,30 @@ test.describe("a stored run", () => {
 
   const timeline = () => `${stored.url}#/run/${encodeURIComponent(run.run_id)}/timeline`;
 
+  test("the export buttons save the run's report, Perfetto and Chrome traces; SARIF is the command that writes it", async ({ page }) => {
+    const problems = watchProblems(page);
+    await page.goto(timeline());
+    const menu = page.locator("section.export-menu");
+    await expect(menu).toBeVisible();
+    const saved = async (label: string) => {
+      const [download] = await Promise.all([page.waitForEvent("download"), menu.getByRole("link", { name: label }).click()]);
+      const file = await download.path();
+      return { name: download.suggestedFilename(), body: fs.readFileSync(file) };
+    };
+    const report = await saved("Report JSON");
+    expect(report.name).toMatch(/^castscope-.*-report\.json$/);
+    const parsed = JSON.parse(report.body.toString("utf8"));
+    expect(parsed.run.run_id).toBe(run.run_id);
+    expect(parsed.findings.some((f: { kind: string }) => f.kind === "stale-cache-hit")).toBe(true);
+    const chrome = await saved("Chrome trace");
+    expect(JSON.parse(chrome.body.toString("utf8")).traceEvents.length).toBeGreaterThan(10);
+    const perfetto = await saved("Perfetto trace");
+    expect(perfetto.name).toMatch(/\.perfetto-trace$/);
+    expect(perfetto.body.length).toBeGreaterThan(1000);
+    await expect(menu.locator(".export-sarif code")).toContainText(`castscope report ${run.run_id}`);
+    expect(problems).toEqual([]);
+  });
+
   test("runs, timeline, findings, sites and modules: no console error, no failed request", async ({ page }) => {
     const problems = watchProblems(page);
     await page.goto(stored.url);
@@ -190,7 +214,7 @@ test("a live job's pages: no console error or failed request; when the job ends,
     const banner = page.locator(".run-ended");
     await expect(banner).toBeVisible({ timeout: 90_000 });
     await expect(banner).toContainText("The job ended and its viewer stopped with it");
-    await expect(banner).toContainText("castscope view DIR");
+    await expect(banner).toContainText(`castscope view ${path.join(out, "castscope.db")}`); // the store /api/runs named
     await expect(page.locator("#conn")).toHaveText("ended: viewer stopped");
     // The findings panel: the run's final list (the page saw it finish before the
     // viewer stopped) or what it is, never an error above an outdated "no findings".

@@ -309,7 +309,9 @@ HttpService::~HttpService() { stop(); }
 
 std::string HttpService::url() const {
   const std::string host = options_.host.find(':') != std::string::npos ? "[" + options_.host + "]" : options_.host;
-  return "http://" + host + ":" + std::to_string(port_) + "/?token=" + options_.token;
+  // The fleet page's own address: it opens there with no request for a run's API first.
+  const bool fleet_only = options_.fleet && db_path_.empty();
+  return "http://" + host + ":" + std::to_string(port_) + "/?token=" + options_.token + (fleet_only ? "#/fleet" : "");
 }
 
 Status HttpService::start() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -164,7 +165,10 @@ Status ViewerQueries::runs(json& out) {
                     {"findings", finding_counts_json(findings, run.run_id())},
                     {"agents", agents}});
   }
-  out = {{"runs", runs}};
+  // The store's file, absolute: what `castscope view` opens once a job's own viewer has stopped.
+  std::error_code ec;
+  const std::filesystem::path store_path = std::filesystem::absolute(store().path(), ec);
+  out = {{"runs", runs}, {"store", ec ? store().path() : store_path.string()}};
   return {};
 }
 

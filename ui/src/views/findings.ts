@@ -73,7 +73,7 @@ export class FindingsPanel {
   }
 
   /** The server is gone (a job's own viewer stopped with it): no more asking, and the list says what it is. */
-  serverGone(): void {
+  serverGone(command: string): void {
     this.stopped = true;
     this.live = false;
     this.ctrl?.abort();
@@ -82,8 +82,8 @@ export class FindingsPanel {
     const shown = this.list.querySelector(".finding") !== null;
     this.head.textContent = shown ? "(while the job ran)" : "";
     const why = shown
-      ? "These are the findings seen while the job ran; its viewer stopped before the run's final ones. castscope view DIR shows them all."
-      : "The job's viewer stopped before the run's findings could be read: castscope view DIR shows them.";
+      ? `These are the findings seen while the job ran; its viewer stopped before the run's final ones. ${command} shows them all.`
+      : `The job's viewer stopped before the run's findings could be read: ${command} shows them.`;
     if (!shown) this.list.replaceChildren();
     this.list.prepend(h("p", { class: "muted findings-stopped" }, why));
   }

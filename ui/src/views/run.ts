@@ -5,7 +5,7 @@
 
 import { ApiError, api, type ReportSite, type SiteRow } from "../api";
 import { h } from "../dom";
-import { fmtDuration, fmtTick } from "../format";
+import { fmtDuration, fmtTick, shellQuoted } from "../format";
 import { LiveFeed } from "../live";
 import { errorText, notice } from "../notice";
 import { hashFor, pushHash, replaceHash } from "../router";
@@ -13,6 +13,7 @@ import { stats } from "../stats";
 import { TimelineView } from "../timeline/view";
 import { CountersView } from "./counters";
 import { DetailPanel } from "./detail";
+import { exportMenu } from "./export-menu";
 import { FindingsPanel } from "./findings";
 
 const RUN_POLL_MS = 2000;
@@ -54,6 +55,8 @@ export class RunPage {
   private banner: HTMLElement;
   private checkingServer = false;
   private ended = false;
+  /** The store's file (/api/runs' `store`): what `castscope view` opens once the job's viewer stopped. */
+  private storePath = "";
 
   constructor(private readonly run: string, params: URLSearchParams) {
     this.timeline = new TimelineView(run, {
@@ -71,7 +74,7 @@ export class RunPage {
       "div",
       { class: "run-page" },
       h("div", { class: "run-main" }, this.banner, this.timeline.el, this.counters.el),
-      h("aside", { class: "run-side" }, this.detail.el, this.findings.el),
+      h("aside", { class: "run-side" }, this.detail.el, this.findings.el, exportMenu(run)),
     );
     this.installHooks();
     void this.start(params);
@@ -79,7 +82,8 @@ export class RunPage {
 
   private async start(params: URLSearchParams): Promise<void> {
     try {
-      const { runs } = await api.runs();
+      const { runs, store } = await api.runs();
+      this.storePath = store;
       const run = runs.find((r) => r.run_id === this.run);
       if (!run) {
         notice(`run ${this.run} is not in this store`, "error", 0);
@@ -208,15 +212,13 @@ export class RunPage {
     window.clearTimeout(this.watchTimer);
     window.clearTimeout(this.tracksTimer);
     this.timeline.setFollow(false);
-    this.findings.serverGone();
-    // The page cannot know the job's folder (--out): it names the line the job printed.
+    const command = `castscope view ${this.storePath ? shellQuoted(this.storePath) : "DIR"}`;
+    this.findings.serverGone(command);
     this.banner.replaceChildren(
       h("strong", null, "The job ended and its viewer stopped with it"),
       " (castscope run stops its viewer at the job's end unless given --serve). What is drawn here stays, but nothing more can be fetched. To see the whole run, its findings included, open its events with ",
-      h("code", null, "castscope view DIR"),
-      ", DIR being the folder the job printed as ",
-      h("code", null, "castscope: events in DIR"),
-      " (castscope-out unless --out was given).",
+      h("code", null, command),
+      this.storePath ? "." : ", DIR being the folder the job printed as castscope: events in DIR.",
     );
     this.banner.hidden = false;
     if (this.connEl) {
