@@ -18,7 +18,7 @@ export const JOBS = path.join(__dirname, "jobs");
 export const CASTSCOPE = path.join(REPO, ".venv", "bin", "castscope");
 export const PYTHON = path.join(REPO, ".venv", "bin", "python");
 export const COLLECTOR = path.resolve(process.env.CASTSCOPE_COLLECTOR_BIN || path.join(REPO, "build", "server", "castscope-collector"));
-const URL_LINE = /castscope: viewer at (http:\/\/[^/\s]+)\/\?token=([^\s#]+)/;
+const URL_LINE = /castscope: viewer at (http:\/\/[^/\s]+)\/\?token=([^\s#]+)(#\S*)?/;
 
 export interface Server {
   origin: string; // http://127.0.0.1:PORT
@@ -101,7 +101,7 @@ function startServer(program: string, args: string[], timeoutMs: number): Promis
         const server: Server = {
           origin: m[1],
           token: m[2],
-          url: `${m[1]}/?token=${m[2]}`,
+          url: `${m[1]}/?token=${m[2]}${m[3] ?? ""}`, // the fleet view's with its #/fleet
           proc,
           output: () => out,
           stop: () => stopProcess(proc),
