@@ -216,6 +216,7 @@ test("a live job's pages: no console error or failed request; when the job ends,
     await expect(banner).toContainText("The job ended and its viewer stopped with it");
     await expect(banner).toContainText(`castscope view ${path.join(out, "castscope.db")}`); // the store /api/runs named
     await expect(page.locator("#conn")).toHaveText("ended: viewer stopped");
+    await expect(page.locator(".tl-status")).not.toContainText("live");
     // The findings panel: the run's final list (the page saw it finish before the
     // viewer stopped) or what it is, never an error above an outdated "no findings".
     const findings = page.locator(".findings");

@@ -77,6 +77,7 @@ export class TimelineView {
   private follow = false;
   private followMoved = false;
   private live = false;
+  private ended = false; // the viewer stopped: what is drawn stays, nothing more comes
   private liveCasts = new LiveCasts();
   private liveRefetch = new LiveRefetchPacer(() => this.data.loading, () => this.refetch(true), () => this.destroyed);
   private inputFetchPending = false; // input (a range change) asked for data: the next answer paints at once
@@ -231,6 +232,13 @@ export class TimelineView {
       this.refetch(true);
     }
     this.renderStatus();
+  }
+
+  /** The server is gone (a job's own viewer stopped with it): no longer live, and nothing fetched for it. */
+  setEnded(): void {
+    this.live = false;
+    this.ended = true;
+    this.setFollow(false);
   }
 
   destroy(): void {
@@ -635,6 +643,7 @@ export class TimelineView {
   private renderStatus(): void {
     const parts: string[] = [];
     if (this.live) parts.push(this.follow ? "live · following" : "live");
+    else if (this.ended) parts.push("ended: the viewer stopped");
     if (this.data.loading) parts.push("loading…");
     const kinds = new Set<string>();
     for (const l of this.layout.lanes) {

@@ -211,7 +211,7 @@ export class RunPage {
     window.clearTimeout(this.runTimer);
     window.clearTimeout(this.watchTimer);
     window.clearTimeout(this.tracksTimer);
-    this.timeline.setFollow(false);
+    this.timeline.setEnded();
     const command = `castscope view ${this.storePath ? shellQuoted(this.storePath) : "DIR"}`;
     this.findings.serverGone(command);
     this.banner.replaceChildren(
