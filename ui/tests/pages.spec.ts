@@ -154,6 +154,22 @@ test.describe("a stored run", () => {
     expect(((await open.textContent()) ?? "").length).toBeLessThan(jobFile.length);
   });
 
+  test("a site's findings are marked on its row, each leading to them in the run's findings", async ({ page }) => {
+    await page.goto(`${stored.url}#/run/${encodeURIComponent(run.run_id)}/sites`);
+    const row = page.locator(`.sites-table tr[data-site="${jobFile}:${staleLine}"]`).first();
+    const badge = row.locator(".site-findings a.badge.sev-critical", { hasText: "stale-cache-hit" }).first();
+    await expect(badge).toBeVisible();
+    // The finding names its sites' arguments: the rows of the line with stale hits carry it, the input row does not.
+    const staleRows = page.locator(`.sites-table tr[data-site="${jobFile}:${staleLine}"]`);
+    for (const r of await staleRows.all()) {
+      const stale = Number(((await r.locator("td.num").nth(3).textContent()) ?? "0").replace(/,/g, ""));
+      await expect(r.locator(".site-findings a", { hasText: "stale-cache-hit" })).toHaveCount(stale > 0 ? 1 : 0);
+    }
+    await badge.click();
+    await expect(page).toHaveURL(/#\/run\/[^/]+\/timeline\?findings=critical/);
+    await expect(page.locator('article.finding[data-kind="stale-cache-hit"]').first()).toBeVisible();
+  });
+
   test("a site row leads to its casts on the timeline; Back returns to the row", async ({ page }) => {
     await page.goto(`${stored.url}#/run/${encodeURIComponent(run.run_id)}/sites?q=${encodeURIComponent("stale_train")}`);
     const row = page.locator(`.sites-table tr[data-site="${jobFile}:${staleLine}"]`).first();

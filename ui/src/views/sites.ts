@@ -53,6 +53,8 @@ export class SitesView {
   private count: HTMLElement;
   private common = "";
   private at: string; // the row (file:line) to bring back into view: the one left for the timeline
+  /** file:line -> the findings raised there (kind, severity, and the op and argument when the finding names them), most severe first. */
+  private findingsAt = new Map<string, { kind: string; severity: string; op: string; arg: string }[]>();
 
   constructor(private readonly run: string, params: URLSearchParams) {
     this.filter = h("input", { type: "search", placeholder: "filter: file, line, function, op, dtype…", class: "filter", "aria-label": "filter sites" });
@@ -82,10 +84,38 @@ export class SitesView {
     void this.load();
   }
 
+  /** The findings raised at a row's line, each a badge leading to them in the run's findings panel. */
+  private findingBadges(s: SiteRow): HTMLElement | null {
+    // A finding names its sites' op and argument where it has them: only those rows of the line.
+    const kinds = new Map<string, string>();
+    for (const f of this.findingsAt.get(`${s.file}:${s.line}`) ?? [])
+      if ((!f.op || f.op === s.op) && (!f.arg || f.arg === String(s.arg ?? ""))) kinds.set(f.kind, f.severity);
+    const here = [...kinds].map(([kind, severity]) => ({ kind, severity }));
+    if (!here.length) return null;
+    return h(
+      "span",
+      { class: "site-findings" },
+      here.map((f) =>
+        h("a", { class: `badge sev-${f.severity}`, href: hashFor("timeline", this.run, { findings: f.severity }), title: `${f.severity} finding at this line: ${f.kind}; open the run's findings` }, f.kind),
+      ),
+    );
+  }
+
   private async load(): Promise<void> {
     try {
-      const { sites } = await api.sites(this.run);
+      const [{ sites }, findings] = await Promise.all([api.sites(this.run), api.findings(this.run).catch(() => null)]);
       this.rows = sites;
+      this.findingsAt.clear();
+      for (const f of findings?.findings ?? []) {
+        if (!("sites" in f)) continue; // a finding whose details could not be read: no sites to mark
+        for (const site of f.sites) {
+          const key = `${site.file}:${site.line}`;
+          const here = this.findingsAt.get(key) ?? [];
+          if (!here.some((x) => x.kind === f.kind && x.op === site.op && x.arg === site.arg))
+            here.push({ kind: f.kind, severity: f.severity, op: site.op, arg: site.arg });
+          this.findingsAt.set(key, here);
+        }
+      }
       const seen = new Set<string>();
       for (const s of sites) for (const m of Object.keys(s.by_mode ?? {})) seen.add(m);
       this.modes = [...MODE_ORDER.filter((m) => seen.has(m)), ...[...seen].filter((m) => !MODE_ORDER.includes(m)).sort()];
@@ -227,7 +257,7 @@ export class SitesView {
       const tr = h(
         "tr",
         { class: `site-row ${s.mismatch ? "row-mismatch" : ""}`, "data-site": `${s.file}:${s.line}` },
-        h("td", { class: "site" }, open),
+        h("td", { class: "site" }, open, this.findingBadges(s)),
         h("td", null, s.function ?? ""),
         h("td", null, s.op ?? ""),
         h("td", null, String(s.arg ?? "")),
