@@ -24,13 +24,13 @@ test("stored run: runs, timeline, findings, modules", async ({ page }) => {
     await page.goto(`${server.origin}/#/run/${id}/timeline`);
     await waitForCasts(page);
     await shoot(page, "timeline");
-    const site = page.locator(".findings a").first();
+    const site = page.locator("button.site-jump").first();
     await expect(site).toBeVisible();
     await site.click();
     await waitForCasts(page);
     await shoot(page, "findings");
     await page.goto(`${server.origin}/#/run/${id}/modules`);
-    await expect(page.locator("table").first()).toBeVisible();
+    await expect(page.locator(".modules-tree > *").first()).not.toHaveText(/loading/);
     await shoot(page, "modules");
   } finally {
     await server.stop();
@@ -41,6 +41,7 @@ test("sites: one function eager and scripted", async ({ page }) => {
   const server = await runJob("script_vs_eager.py");
   try {
     const run = await waitForRun(server, { finished: true });
+    await page.goto(server.url); // the token, traded for the page's cookie
     await page.goto(`${server.origin}/#/run/${encodeURIComponent(run.run_id)}/sites`);
     await expect(page.locator(".sites-table table")).toBeVisible();
     await shoot(page, "sites");
@@ -53,7 +54,7 @@ test("live: a page following a run", async ({ page }) => {
   const server = await runJob("slow_train.py");
   try {
     const run = await waitForRun(server, { minCasts: 200 });
-    await page.goto(`${server.url}`);
+    await page.goto(server.url);
     await page.goto(`${server.origin}/#/run/${encodeURIComponent(run.run_id)}/timeline`);
     await waitForCasts(page);
     await page.waitForTimeout(4000); // a few seconds of the run arriving

@@ -285,6 +285,12 @@ export class TimelineView {
     return { lo: -pad, hi: end + pad };
   }
 
+  /** How long the training lasts (the casts' span), or the whole run while that is not known. */
+  get trainingSpan(): number {
+    const s = this.castSpan;
+    return s ? Math.max(s.t1 - s.t0, MIN_SPAN) : this.tMax;
+  }
+
   /** The training: the span where the run's casts convert, a little room either side (the whole run until that is known). */
   fit(): void {
     const s = this.castSpan;

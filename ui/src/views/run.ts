@@ -282,8 +282,8 @@ export class RunPage {
           try {
             const ev = await api.event(this.run, agent, row.first_seq);
             if ("location" in ev && ev.location.file === site.file && ev.location.line === site.line && typeof ev.ts === "number") {
-              // Show several of the site's casts: an eighth of the run from the first one on.
-              const span = Math.max(JUMP_MIN_SPAN, this.timeline.tMax / 8);
+              // Show several of the site's casts: a third of the training (the casts' span) from the first one on.
+              const span = Math.max(JUMP_MIN_SPAN, this.timeline.trainingSpan / 3);
               if (push && !this.destroyed) {
                 window.clearTimeout(this.hashTimer); // a move still to be written goes in the entry it belongs to
                 replaceHash(this.rangeHash());
