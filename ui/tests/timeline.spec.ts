@@ -500,6 +500,7 @@ test("following a live run, the counters' time axis stays under the lanes' (it t
     await expect.poll(async () => (await page.evaluate(() => (window as unknown as { __castscope: Hooks }).__castscope.counterAxes().at(-1)?.x.length ?? 0))).toBeGreaterThan(1);
     // In a frame after a paint of the lanes: where the counters' time labels stand, and where the
     // lanes painted those times (the range of the newest paint; pushed batches move the range between paints).
+    const before = await range(page);
     const worst = await page.evaluate(async (gutter) => {
       const api = (window as unknown as { __castscope: Hooks & { stats: { paintLog: { t0?: number; t1?: number }[] } } }).__castscope;
       const lanes = (document.querySelector("canvas.tl-lanes") as HTMLCanvasElement).getBoundingClientRect();
@@ -517,6 +518,9 @@ test("following a live run, the counters' time axis stays under the lanes' (it t
       return worst;
     }, GUTTER);
     expect(worst).toBeLessThan(2);
+    // It measured a moving view: still following the run, the range moved on.
+    expect(await page.evaluate(() => (window as unknown as { __castscope: { following(): boolean } }).__castscope.following())).toBe(true);
+    expect((await range(page)).t1).toBeGreaterThan(before.t1);
     await watch.check();
   } finally {
     await live.stop();

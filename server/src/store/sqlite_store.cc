@@ -168,10 +168,12 @@ const Migration kMigrations[] = {
          "ALTER TABLE casts ADD COLUMN parameter INTEGER NOT NULL DEFAULT 0", [](sqlite3* db) -> Status {
        return run_sql(db, kCastRowsViewSql, "cannot create the cast_rows view");
      }},
-    // Older batches carry no drops or times: 0, which the timeline reads as unknown.
+    // Older batches carry no drops or times: -1 drops, which the timeline reads
+    // as unknown (their agent's losses are not placed, rather than all at its end).
     {20, "ALTER TABLE batches ADD COLUMN events_dropped_total INTEGER NOT NULL DEFAULT 0;"
          "ALTER TABLE batches ADD COLUMN first_ts_ns INTEGER NOT NULL DEFAULT 0;"
-         "ALTER TABLE batches ADD COLUMN last_ts_ns INTEGER NOT NULL DEFAULT 0"},
+         "ALTER TABLE batches ADD COLUMN last_ts_ns INTEGER NOT NULL DEFAULT 0;"
+         "UPDATE batches SET events_dropped_total = -1"},
 };
 constexpr int kOldestMigratedVersion = 4;
 constexpr int kNewestMigrationFrom = 20;

@@ -287,10 +287,11 @@ Status StoreReader::list_findings(const v1::ListFindingsRequest& request, v1::Li
   return error.ok() ? Status() : db_.error(error.message());
 }
 
-Status StoreReader::batch_losses(int64_t agent_row, std::vector<BatchLoss>& out, int64_t& last_dropped) {
+Status StoreReader::batch_losses(int64_t agent_row, std::vector<BatchLoss>& out, int64_t& last_dropped, bool& known) {
   out.clear();
   last_dropped = 0;
-  if (db_.schema_version() < 21) return {};  // no times in its batches
+  known = db_.schema_version() >= 21;  // older: no times in its batches
+  if (!known) return {};
   ReadTransaction transaction(db_);
   Statement batches;
   if (Status s = Statement::prepare(db_.handle(),
@@ -306,6 +307,11 @@ Status StoreReader::batch_losses(int64_t agent_row, std::vector<BatchLoss>& out,
   while (batches.step(error)) {
     const int64_t sequence = batches.column_int(0), dropped_total = batches.column_int(1);
     const int64_t first_ts = batches.column_int(2), last_ts = batches.column_int(3);
+    if (dropped_total < 0) {  // stored before version 21 (the upgrade marked it)
+      known = false;
+      out.clear();
+      return {};
+    }
     pending.events_dropped += std::max<int64_t>(0, dropped_total - last_dropped);
     if (prev_sequence >= 0) pending.batches_missing += std::max<int64_t>(0, sequence - prev_sequence - 1);
     last_dropped = std::max(last_dropped, dropped_total);
@@ -325,6 +331,7 @@ Status StoreReader::batch_losses(int64_t agent_row, std::vector<BatchLoss>& out,
     out.push_back(pending);
     pending = {};
   }
+  if (pending.events_dropped > 0 || pending.batches_missing > 0) out.push_back(pending);  // no event time ever: t0 = t1 = 0
   return error.ok() ? Status() : db_.error(error.message());
 }
 

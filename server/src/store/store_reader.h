@@ -64,7 +64,10 @@ class StoreReader {
   };
   // `last_dropped`: the agent's drops as its batches counted them (the
   // agents row may count more: an accounting file's, after the last batch).
-  Status batch_losses(int64_t agent_row, std::vector<BatchLoss>& out, int64_t& last_dropped);
+  // Drops before any batch with an event time come last in `out` with
+  // t0_ns = t1_ns = 0 (the caller places them). `known` false: a batch was
+  // stored before version 21, whose drops and times are unknown; `out` empty.
+  Status batch_losses(int64_t agent_row, std::vector<BatchLoss>& out, int64_t& last_dropped, bool& known);
 
   Status finding_counts(std::map<std::string, std::map<std::string, int64_t>>& out);
 

@@ -197,7 +197,8 @@ inline constexpr Column kBatchesColumns[] = {
     {"n_events", "INTEGER NOT NULL"},
     // Version 21: the agent's drops so far (Batch.events_dropped_total) and the
     // first and last event time in the batch (casts, ops, kernels; 0 without
-    // any): where the timeline marks lost events. 0 from older stores.
+    // any): where the timeline marks lost events. A batch stored before it:
+    // -1 drops (unknown), times 0.
     {"events_dropped_total", "INTEGER NOT NULL DEFAULT 0"},
     {"first_ts_ns", "INTEGER NOT NULL DEFAULT 0"},
     {"last_ts_ns", "INTEGER NOT NULL DEFAULT 0"},

@@ -442,6 +442,18 @@ TEST(SqliteStore, UpgradesVersion4To20StoresToTheDeclaredSchema) {
     // The batch stored before the upgrade has no times (unknown); the one after has.
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM batches WHERE last_ts_ns = 0"), 1);
     EXPECT_EQ(pragma(db, "SELECT events_dropped_total FROM batches WHERE sequence = 2"), 2);
+    // The one stored before: its drops unknown, so its agent's losses are not placed (not all at its end).
+    EXPECT_EQ(pragma(db, "SELECT events_dropped_total FROM batches WHERE sequence = 1"), -1);
+    {
+      std::unique_ptr<StoreReader> reader;
+      ASSERT_TRUE(StoreReader::open(db, reader).ok());
+      std::vector<StoreReader::BatchLoss> losses;
+      int64_t last_dropped = 0;
+      bool known = true;
+      ASSERT_TRUE(reader->batch_losses(1, losses, last_dropped, known).ok());
+      EXPECT_FALSE(known);
+      EXPECT_TRUE(losses.empty());
+    }
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM agents WHERE aggregate <> 0"), 0);  // nor aggregate mode
     EXPECT_EQ(pragma(db, "SELECT count(*) FROM cache_samples WHERE orphaned_casts + orphaned_bytes + cache_hits + "
                          "released_casts <> 0"),

@@ -181,20 +181,29 @@ Status ViewerQueries::origin(const std::string& run_id, int64_t& origin_ns) {
 
 Status ViewerQueries::losses_json(const Agent& agent, const std::vector<TrackSummary>& tracks, int64_t origin,
                                   json& out) {
+  out = json::array();
   std::vector<StoreReader::BatchLoss> losses;
   int64_t batches_dropped = 0;
-  if (Status s = reader_->batch_losses(agent.row, losses, batches_dropped); !s.ok()) return s;
+  bool known = false;
+  if (Status s = reader_->batch_losses(agent.row, losses, batches_dropped, known); !s.ok()) return s;
+  if (!known || tracks.empty()) return {};  // nowhere to place them (the Runs page still counts them)
   // Drops counted after the last batch (an accounting file's: the spool's
-  // disk was full) go at the end of the agent's events.
-  const int64_t after = static_cast<int64_t>(agent.events_dropped) - batches_dropped;
-  if (after > 0 && !tracks.empty() && store().schema_version() >= 21) {
-    int64_t last_bucket = 0;
-    for (const TrackSummary& track : tracks) last_bucket = std::max(last_bucket, track.last_bucket);
-    losses.push_back({last_bucket << t::level_shift(0), (last_bucket + 1) << t::level_shift(0), after, 0});
+  // disk was full), and any the batches never gave a time, go at the end of
+  // the agent's events.
+  int64_t last_bucket = 0;
+  for (const TrackSummary& track : tracks) last_bucket = std::max(last_bucket, track.last_bucket);
+  StoreReader::BatchLoss at_end{last_bucket << t::level_shift(0), (last_bucket + 1) << t::level_shift(0), 0, 0};
+  at_end.events_dropped = std::max<int64_t>(0, static_cast<int64_t>(agent.events_dropped) - batches_dropped);
+  if (!losses.empty() && losses.back().t0_ns == 0) {
+    at_end.events_dropped += losses.back().events_dropped;
+    at_end.batches_missing += losses.back().batches_missing;
+    losses.pop_back();
   }
-  // At most kMaxLossSpans: neighbours merged, nothing left out.
+  if (at_end.events_dropped > 0 || at_end.batches_missing > 0) losses.push_back(at_end);
+  // In time order (batches drain out of order), then at most kMaxLossSpans:
+  // neighbours merged, nothing left out.
+  std::sort(losses.begin(), losses.end(), [](const auto& a, const auto& b) { return a.t0_ns < b.t0_ns; });
   const size_t per_span = (losses.size() + kMaxLossSpans - 1) / kMaxLossSpans;
-  out = json::array();
   for (size_t at = 0; at < losses.size(); at += per_span) {
     StoreReader::BatchLoss merged = losses[at];
     for (size_t j = at + 1; j < std::min(losses.size(), at + per_span); ++j) {

@@ -70,7 +70,7 @@ export class MatchFinder {
   private cursor: { ts: number; seq: number } | null = null;
   private gen = 0; // a newer key press or filter wins over a search still waiting for answers
   private sites: { rows: SiteRow[]; at: number } | null = null;
-  private firstCasts = new Map<string, Match | null>();
+  private firstCasts = new Map<string, { match: Match; cast: Cast } | null>();
 
   constructor(private readonly run: string, private readonly t: MatchTarget) {}
 
@@ -129,9 +129,10 @@ export class MatchFinder {
     let width = (t1 - t0) * SCAN_SPANS;
     const windows = lanes.map((l) => this.t.data().lanes.get(l.key)?.window);
     // The edge of the data fetched on the side searched: windows start there.
+    // Lanes can hold different windows: from the nearest edge, so no lane's unfetched time is skipped.
     let edge = dir > 0
-      ? Math.max(cur.ts, ...windows.map((w) => w?.t1 ?? t1))
-      : Math.min(cur.ts, ...windows.map((w) => w?.t0 ?? t0));
+      ? Math.max(cur.ts, Math.min(...windows.map((w) => w?.t1 ?? t1)))
+      : Math.min(cur.ts, Math.max(...windows.map((w) => w?.t0 ?? t0)));
     const px = this.t.plotWidth() * SCAN_SPANS;
     for (let i = 0; i < SCAN_WINDOWS && (dir > 0 ? edge <= this.t.tMax() : edge > 0); i++, width *= 2) {
       const [from, to] = dir > 0 ? [edge, edge + width] : [Math.max(0, edge - width), edge];
@@ -140,7 +141,7 @@ export class MatchFinder {
         const answers = await api.timeline(this.run, group.map((l) => l.track.track), from, to, px);
         if (gen !== this.gen) return null;
         for (const a of answers) {
-          if (a.kind !== "events") return null; // too many events: the sites say where to go
+          if (a.kind !== "events") return best ? asMatch(best) : null; // too many events: the sites say where to go
           for (const c of a.casts) if (beyond(c, cur, dir) && (!best || beyond(best, c, dir)) && match(c)) best = c;
         }
       }
@@ -159,9 +160,11 @@ export class MatchFinder {
     let best: Match | null = null;
     let first: Match | null = null;
     for (const row of rows) {
-      const m = await this.firstCast(row, agents);
+      const found = await this.firstCast(row, agents);
       if (gen !== this.gen) return null;
-      if (!m) continue;
+      // A row can hold matching casts without its first one matching (a role, maker or word the row does not say).
+      if (!found || !f.test(found.cast)) continue;
+      const m = found.match;
       if (!first || beyond(first, m, dir)) first = m;
       if (beyond(m, cur, dir) && (!best || beyond(best, m, dir))) best = m;
     }
@@ -170,15 +173,15 @@ export class MatchFinder {
   }
 
   /** A site row's first cast: its seq is known, its agent is not (the one whose event there is at the row's line). */
-  private async firstCast(row: SiteRow, agents: AgentId[]): Promise<Match | null> {
+  private async firstCast(row: SiteRow, agents: AgentId[]): Promise<{ match: Match; cast: Cast } | null> {
     const key = `${row.first_seq}\u0000${row.line}\u0000${row.file}`;
     if (this.firstCasts.has(key)) return this.firstCasts.get(key)!;
-    let found: Match | null = null;
+    let found: { match: Match; cast: Cast } | null = null;
     for (const agent of agents) {
       try {
         const ev = await api.event(this.run, agent, row.first_seq);
         if (ev.kind === "cast" && ev.location.file === row.file && ev.location.line === row.line) {
-          found = { agent, seq: ev.seq, ts: ev.ts };
+          found = { match: { agent, seq: ev.seq, ts: ev.ts }, cast: ev as Cast };
           break;
         }
       } catch {

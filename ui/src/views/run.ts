@@ -180,21 +180,23 @@ export class RunPage {
 
   /**
    * After the live feed dropped or a request got no answer: asks for the runs
-   * list twice, a second apart, and when neither gets an answer at all, the
-   * server is gone (the job's own collector exits with the job when it is not
-   * run with --serve): the page says so and stops asking.
+   * list three times over about seven seconds (a network blip, a laptop
+   * waking, a restarting server get their chance), and when none reaches the
+   * server at all (fetch's network error), it is gone (the job's own collector
+   * exits with the job when it is not run with --serve): the page says so and
+   * stops asking.
    */
   private async checkServer(): Promise<void> {
     if (this.checkingServer || this.ended || this.destroyed) return;
     this.checkingServer = true;
     try {
-      for (let i = 0; i < 2; i++) {
-        if (i > 0) await sleep(GONE_CHECK_MS);
+      for (let i = 0; i < 3; i++) {
+        if (i > 0) await sleep(GONE_CHECK_MS * 2 ** (i - 1) * 2);
         try {
           await api.runs();
           return; // it answers: the feed reconnects by itself
         } catch (e) {
-          if (e instanceof ApiError) return;
+          if (!(e instanceof TypeError)) return; // an answer of some kind: the server is there
         }
         if (this.destroyed) return;
       }
