@@ -39,6 +39,22 @@ async function numerics(page: Page): Promise<VisibleNumerics[]> {
   return page.evaluate(() => (window as unknown as { __castscope?: { visibleNumerics(): VisibleNumerics[] } }).__castscope?.visibleNumerics() ?? []);
 }
 
+/**
+ * Hovers the mark `pick` finds until its tooltip shows, reading where it is
+ * drawn each time (a lane grows as answers come in, moving what is below its
+ * top), and returns where it was hovered.
+ */
+async function hoverMark(page: Page, pick: (marks: VisibleNumerics[]) => VisibleNumerics | undefined): Promise<VisibleNumerics> {
+  let at: VisibleNumerics | undefined;
+  await expect(async () => {
+    at = pick(await numerics(page));
+    expect(at).toBeTruthy();
+    await page.mouse.move(at!.x, at!.y);
+    await expect(page.locator(".tooltip")).toBeVisible({ timeout: 1000 });
+  }).toPass({ timeout: 20_000 });
+  return at!;
+}
+
 async function openTimeline(page: Page): Promise<VisibleNumerics[]> {
   await page.goto(`${server.url}#/run/${encodeURIComponent(run.run_id)}/timeline`);
   await expect(page.locator("canvas.tl-lanes")).toBeVisible();
@@ -79,12 +95,11 @@ test("GradScaler's scale is a track with its 5 skipped steps marked, each saying
   ]);
   expect(skips.every((s) => s.line === lineOf("scaler.update()"))).toBe(true);
 
-  await page.mouse.move(skips[0].x, skips[0].y);
+  const skip = await hoverMark(page, (marks) => marks.filter((n) => n.kind === "skip").sort((a, b) => a.x - b.x)[0]);
   const tooltip = page.locator(".tooltip");
-  await expect(tooltip).toBeVisible();
   await expect(tooltip.locator(".tt-title")).toHaveText("step skipped: scale 256 -> 128");
   await expect(tooltip).toContainText("5 of 40 steps skipped in this run");
-  await page.mouse.click(skips[0].x, skips[0].y);
+  await page.mouse.click(skip.x, skip.y);
   const detail = page.locator("section.detail");
   await expect(detail.locator(".note-title")).toHaveText("step skipped: scale 256 -> 128");
   await expect(detail.locator("table.fields")).toContainText("scale_before");
@@ -101,11 +116,10 @@ test("fc1's non-finite outputs are a mark on its thread's lane, with the counts 
   expect(fc1!.kind).toBe("op_output");
   expect(fc1!.text[0]).toMatch(new RegExp(`^aten::linear produced \\d+ inf/NaN of \\d+ values from finite inputs \\(float16 output at .*scaler_skips\\.py:${line}\\)$`));
 
-  await page.mouse.move(fc1!.x, fc1!.y);
+  const hovered = await hoverMark(page, (marks) => marks.find((m) => m.kind !== "skip" && m.line === line));
   const tooltip = page.locator(".tooltip");
-  await expect(tooltip).toBeVisible();
   await expect(tooltip.locator(".tt-title")).toHaveText(fc1!.text[0]);
-  await page.mouse.click(fc1!.x, fc1!.y);
+  await page.mouse.click(hovered.x, hovered.y);
   const detail = page.locator("section.detail");
   await expect(detail.locator(".note-title").first()).toHaveText(fc1!.text[0]);
   // The op mark opens the first call that went non-finite.
