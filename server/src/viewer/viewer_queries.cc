@@ -615,7 +615,9 @@ Status ViewerQueries::counters(const std::string& run_id, int64_t t0, int64_t t1
       const bool framing = (before && i == 0) || (after && i + 1 == rows.size());
       if (!framing && rows[i][1] == v1::CacheSample::TRIGGER_ITERATION && steps.size() < 5000)
         steps.push_back({{"agent_id", agent.agent_id}, {"t", rows[i][0]}, {"iteration", rows[i][2]}});
-      if (!framing && i % stride != 0 && i + 1 != rows.size()) continue;
+      // Thinned as before the framing samples: every stride-th in range, and the last in range.
+      const size_t k = i - (before ? 1 : 0);
+      if (!framing && k % stride != 0 && k + 1 != in_range) continue;
       series["t"].push_back(rows[i][0]);
       series["live_casts"].push_back(rows[i][3]);
       series["live_bytes"].push_back(rows[i][4]);
